@@ -1,0 +1,45 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kelpie/kelpie/runtime/role"
+)
+
+// roleCmd runs one node's role; launchers and agents start it, not users.
+func roleCmd() *cobra.Command {
+	var o role.Options
+	c := &cobra.Command{
+		Use:       "role server|worker",
+		Short:     "run one node's role of a job (started by kelpie itself)",
+		Hidden:    true,
+		Args:      cobra.ExactArgs(1),
+		ValidArgs: []string{"server", "worker"},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			switch args[0] {
+			case "server":
+				return role.RunServer(ctx, o)
+			case "worker":
+				return role.RunWorker(ctx, o)
+			default:
+				return exitCode(2, fmt.Errorf("role must be server or worker, not %q", args[0]))
+			}
+		},
+	}
+	c.Flags().StringVar(&o.Coordinator, "coordinator", "", "coordinator address host:port")
+	c.Flags().StringVar(&o.Job, "job", "", "job name")
+	c.Flags().StringVar(&o.Node, "node", "", "node name (server-0, worker-1, ...)")
+	c.Flags().StringVar(&o.Listen, "listen", "", "servers: listen address (default 127.0.0.1:0)")
+	for _, f := range []string{"coordinator", "job", "node"} {
+		_ = c.MarkFlagRequired(f)
+	}
+	return c
+}

@@ -1,0 +1,7 @@
+package kelpiepb
+
+// SetData replaces the request's payload (used by the raw-bytes codec).
+func (x *PSRequest) SetData(b []byte) { x.Data = b }
+
+// SetData replaces the response's payload (used by the raw-bytes codec).
+func (x *PSResponse) SetData(b []byte) { x.Data = b }

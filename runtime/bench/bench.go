@@ -1,0 +1,610 @@
+// Package bench is kelpie's data-plane micro-benchmark (`kelpie bench
+// pushpull`), after ps-lite's: parameter servers in their own processes,
+// worker goroutines in the benchmark process, one key (block) of a given
+// size per server, push, pull and pushpull operations with 1 or more
+// requests in flight per worker and server, and a raw TCP ping-pong of the
+// same shape beside it, so every figure comes with the machine's own limit.
+//
+// Method, per row (operation × topology × size × requests in flight):
+//   - every worker has its own connection (one Exchange stream) to every
+//     server; the servers run asp with SGD at learning rate 1 and workers
+//     push -1s, so every push adds 1 to each value (the server sums pushes);
+//   - Warmup operations per stream, then Warmup more timed ones to size the
+//     run: enough operations per stream to last about Duration (at least
+//     Warmup, at most MaxOps); then Repeats timed runs of that many;
+//   - throughput is the value bytes moved by all streams over the run's wall
+//     time, in MB/s with MB = 10^6 bytes: push and pull count the block's
+//     bytes once per operation, pushpull twice (pushed plus pulled); headers
+//     and acks do not count. The row reports the median run with the min and
+//     max of the runs, and the p50/p99 latency (request start to response)
+//     over every operation of the median run;
+//   - the raw TCP baseline runs the same topology, size and requests in
+//     flight over plain TCP connections to raw server processes (a push is
+//     size bytes answered by a 4-byte ack, a pull a small request answered by
+//     size bytes, a pushpull both), measured the same way; kelpie/raw is the
+//     ratio of the two medians.
+//
+// Servers are separate processes of the same binary (RunServer), started and
+// stopped by PID, killed by the kernel if the benchmark dies (Linux
+// parent-death signal) and exiting when their stdin closes. With Pin set and
+// CPUs 0 and 1 available, the benchmark process pins itself to CPU 0 and
+// every server process pins itself to CPU 1 at startup; both set the mask
+// of every thread of the process (a Go process is already multi-threaded
+// when it could call sched_setaffinity for itself, and affinity is per
+// thread) and GOMAXPROCS to 1, which is what `taskset -c N` gives a process
+// from its start, without needing taskset.
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"slices"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/runtime/psclient"
+	"github.com/kelpie/kelpie/runtime/wire"
+)
+
+// Config is one benchmark run.
+type Config struct {
+	Topologies []Topology
+	Sizes      []int // bytes, multiples of 4
+	Ops        []Op
+	Inflight   []int // requests in flight per worker and server
+
+	Duration time.Duration // target length of one timed run
+	Warmup   int           // warm-up operations per stream (also the calibration length)
+	Repeats  int           // timed runs per row; the median is reported
+	MaxOps   int           // bound on operations per stream in one run
+
+	Pin      bool     // pin the benchmark to CPU 0 and the servers to CPU 1
+	Launcher Launcher // how to start a server process
+
+	Log io.Writer // progress lines (server PIDs, each row as it finishes); nil: none
+
+	// ServerProfile, when set, has every parameter server process write a
+	// CPU profile to ServerProfile.<config>.<index>.
+	ServerProfile string
+}
+
+// DefaultConfig is the full run: ps-lite's configurations and sizes.
+func DefaultConfig() Config {
+	return Config{
+		Topologies: []Topology{{1, 1}, {2, 2}},
+		Sizes:      []int{4 << 10, 64 << 10, 1 << 20, 4 << 20},
+		Ops:        []Op{Push, Pull, PushPull},
+		Inflight:   []int{1, 8},
+		Duration:   300 * time.Millisecond,
+		Warmup:     20,
+		Repeats:    3,
+		MaxOps:     200000,
+		Pin:        true,
+	}
+}
+
+func (c Config) validate() error {
+	switch {
+	case len(c.Topologies) == 0 || len(c.Sizes) == 0 || len(c.Ops) == 0 || len(c.Inflight) == 0:
+		return errors.New("bench: nothing to run (empty configs, sizes, ops or inflight)")
+	case c.Duration <= 0:
+		return fmt.Errorf("bench: duration %v", c.Duration)
+	case c.Warmup < 1 || c.Repeats < 1 || c.MaxOps < 1:
+		return fmt.Errorf("bench: warmup %d, repeats %d and max ops %d must be positive", c.Warmup, c.Repeats, c.MaxOps)
+	case c.Launcher.Exe == "":
+		return errors.New("bench: no executable to start servers with")
+	}
+	for _, t := range c.Topologies {
+		if t.Servers < 1 || t.Workers < 1 {
+			return fmt.Errorf("bench: config %v", t)
+		}
+	}
+	for _, n := range c.Sizes {
+		if n <= 0 || n%4 != 0 || n > rawMaxPayload {
+			return fmt.Errorf("bench: size %d bytes: want a positive multiple of 4 up to 1 GiB", n)
+		}
+	}
+	for _, n := range c.Inflight {
+		if n < 1 {
+			return fmt.Errorf("bench: %d requests in flight", n)
+		}
+	}
+	for _, o := range c.Ops {
+		if _, err := ParseOp(string(o)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Result is one row. Field names are the JSON contract of `kelpie bench
+// pushpull --json`.
+type Result struct {
+	Op       Op  `json:"op"`
+	Servers  int `json:"servers"`
+	Workers  int `json:"workers"`
+	Bytes    int `json:"bytes"`
+	Inflight int `json:"inflight"`
+
+	MBPerS    float64 `json:"mb_per_s"`
+	MBPerSMin float64 `json:"mb_per_s_min"`
+	MBPerSMax float64 `json:"mb_per_s_max"`
+	P50US     float64 `json:"p50_us"`
+	P99US     float64 `json:"p99_us"`
+	Ops       int     `json:"ops"` // operations in one timed run, all streams
+
+	RawMBPerS    float64 `json:"raw_tcp_mb_per_s"`
+	RawMBPerSMin float64 `json:"raw_tcp_mb_per_s_min"`
+	RawMBPerSMax float64 `json:"raw_tcp_mb_per_s_max"`
+	RawRTTP50US  float64 `json:"raw_tcp_rtt_p50_us"`
+	RawRTTP99US  float64 `json:"raw_tcp_rtt_p99_us"`
+
+	Ratio float64 `json:"kelpie_over_raw"` // MBPerS / RawMBPerS
+}
+
+// Report is the output of a run.
+type Report struct {
+	Results []Result `json:"results"`
+	Pinned  bool     `json:"pinned"` // whether the processes were pinned to CPUs
+}
+
+// Run runs every row of cfg. It stops every server process it started
+// before returning, also on errors and when ctx ends.
+func Run(ctx context.Context, cfg Config) (Report, error) {
+	if err := cfg.validate(); err != nil {
+		return Report{}, err
+	}
+	var rep Report
+	cpu := -1
+	if cfg.Pin && canPin() {
+		restore, err := pinProcess(0)
+		if err != nil {
+			return rep, err
+		}
+		defer restore()
+		rep.Pinned, cpu = true, 1
+	}
+	cfg.logf("bench: pinned=%v; servers on cpu %d", rep.Pinned, cpu)
+	for _, topo := range cfg.Topologies {
+		rows, err := runTopology(ctx, cfg, topo, cpu)
+		rep.Results = append(rep.Results, rows...)
+		if err != nil {
+			return rep, err
+		}
+	}
+	return rep, nil
+}
+
+func (c Config) logf(format string, args ...any) {
+	if c.Log != nil {
+		fmt.Fprintf(c.Log, format+"\n", args...)
+	}
+}
+
+// topoRun holds one topology's processes and connections.
+type topoRun struct {
+	cfg   Config
+	topo  Topology
+	ps    [][]*psclient.Conn // [worker][server]
+	raw   [][]*rawConn
+	prog  [][]int64 // push progress per worker and server (strictly increasing)
+	abort context.CancelFunc
+}
+
+func runTopology(ctx context.Context, cfg Config, topo Topology, cpu int) (rows []Result, err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var children []*child
+	defer func() {
+		for _, c := range children {
+			c.stop()
+			cfg.logf("bench: stopped server pid %d", c.pid())
+		}
+	}()
+	stderr := cfg.Log
+	if stderr == nil {
+		stderr = os.Stderr
+	}
+	start := func(kind ServerKind) ([]string, error) {
+		var addrs []string
+		for i := range topo.Servers {
+			profile := ""
+			if kind == KindPS && cfg.ServerProfile != "" {
+				profile = fmt.Sprintf("%s.%v.%d", cfg.ServerProfile, topo, i)
+			}
+			c, err := startChild(ctx, cfg.Launcher, kind, topo.Workers, cfg.Sizes, cpu, profile, stderr)
+			if err != nil {
+				return nil, err
+			}
+			children = append(children, c)
+			addrs = append(addrs, c.addr)
+			cfg.logf("bench: %v: %s server pid %d at %s", topo, kind, c.pid(), c.addr)
+		}
+		return addrs, nil
+	}
+	psAddrs, err := start(KindPS)
+	if err != nil {
+		return nil, err
+	}
+	rawAddrs, err := start(KindRaw)
+	if err != nil {
+		return nil, err
+	}
+	t := &topoRun{cfg: cfg, topo: topo, abort: cancel}
+	defer t.close()
+	for range topo.Workers {
+		var pcs []*psclient.Conn
+		var rcs []*rawConn
+		for s := range topo.Servers {
+			pc, err := psclient.DialContext(ctx, psAddrs[s])
+			if err != nil {
+				return nil, err
+			}
+			pcs = append(pcs, pc)
+			rc, err := dialRaw(rawAddrs[s])
+			if err != nil {
+				return nil, err
+			}
+			rcs = append(rcs, rc)
+		}
+		t.ps = append(t.ps, pcs)
+		t.raw = append(t.raw, rcs)
+		t.prog = append(t.prog, make([]int64, topo.Servers))
+	}
+	for bi, size := range cfg.Sizes {
+		for _, op := range cfg.Ops {
+			for _, inflight := range cfg.Inflight {
+				r, err := t.row(ctx, uint32(bi), size, op, inflight)
+				if err != nil {
+					return rows, fmt.Errorf("bench: %s %v %s inflight %d: %w", op, topo, FormatSize(size), inflight, err)
+				}
+				cfg.logf("bench: %s", rowLine(r))
+				rows = append(rows, r)
+			}
+		}
+	}
+	return rows, nil
+}
+
+func (t *topoRun) close() {
+	for _, cs := range t.ps {
+		for _, c := range cs {
+			_ = c.Close()
+		}
+	}
+	for _, cs := range t.raw {
+		for _, c := range cs {
+			_ = c.conn.Close()
+		}
+	}
+}
+
+// row measures kelpie and the raw baseline for one row. A row that runs far
+// past its expected length (a stuck server) is aborted: the topology's
+// streams are cancelled and the raw connections' deadlines expire.
+func (t *topoRun) row(ctx context.Context, block uint32, size int, op Op, inflight int) (Result, error) {
+	r := Result{Op: op, Servers: t.topo.Servers, Workers: t.topo.Workers, Bytes: size, Inflight: inflight}
+	limit := 30*time.Second + time.Duration(4*(t.cfg.Repeats+1))*t.cfg.Duration
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() {
+		t.abort()
+		for _, cs := range t.raw {
+			for _, c := range cs {
+				_ = c.conn.SetDeadline(time.Unix(1, 0))
+			}
+		}
+	})
+	defer stop()
+
+	grad := make([]float32, size/4)
+	for i := range grad {
+		grad[i] = -1 // learning rate 1: the block gains 1 per push
+	}
+	payload := wire.AsBytes(grad)
+	var ps, raw []stream
+	for w := range t.topo.Workers {
+		for s := range t.topo.Servers {
+			ps = append(ps, &psStream{conn: t.ps[w][s], worker: int32(w), block: block, op: op, size: size,
+				payload: payload, progress: &t.prog[w][s]})
+			raw = append(raw, t.raw[w][s].stream(op, size))
+		}
+	}
+	m, err := measure(t.cfg, ps, inflight, op.Moved(size))
+	if err != nil {
+		return r, errOr(ctx, err)
+	}
+	r.MBPerS, r.MBPerSMin, r.MBPerSMax = m.rate, m.min, m.max
+	r.P50US, r.P99US, r.Ops = micros(m.p50), micros(m.p99), m.ops
+	m, err = measure(t.cfg, raw, inflight, op.Moved(size))
+	if err != nil {
+		return r, fmt.Errorf("raw tcp: %w", errOr(ctx, err))
+	}
+	r.RawMBPerS, r.RawMBPerSMin, r.RawMBPerSMax = m.rate, m.min, m.max
+	r.RawRTTP50US, r.RawRTTP99US = micros(m.p50), micros(m.p99)
+	if r.RawMBPerS > 0 {
+		r.Ratio = r.MBPerS / r.RawMBPerS
+	}
+	return r, nil
+}
+
+// errOr prefers the context's reason (timeout, interrupt) over the
+// connection error it caused.
+func errOr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return fmt.Errorf("row timed out (%v)", err)
+		}
+		return ctx.Err()
+	}
+	return err
+}
+
+// measured is one row's figures for one transport.
+type measured struct {
+	rate, min, max float64
+	p50, p99       time.Duration
+	ops            int
+}
+
+// measure warms the streams up, sizes the run, and times Repeats runs.
+func measure(cfg Config, streams []stream, inflight int, moved int64) (measured, error) {
+	if _, _, err := runOnce(streams, cfg.Warmup, inflight); err != nil {
+		return measured{}, err
+	}
+	d, _, err := runOnce(streams, cfg.Warmup, inflight)
+	if err != nil {
+		return measured{}, err
+	}
+	n := OpsFor(d/time.Duration(cfg.Warmup), cfg.Duration, cfg.Warmup, cfg.MaxOps)
+	rates := make([]float64, cfg.Repeats)
+	lats := make([][]time.Duration, cfg.Repeats)
+	for i := range rates {
+		d, lat, err := runOnce(streams, n, inflight)
+		if err != nil {
+			return measured{}, err
+		}
+		rates[i] = MBPerSecond(int64(n*len(streams))*moved, d)
+		lats[i] = lat
+	}
+	med := MedianRun(rates)
+	lat := lats[med]
+	slices.Sort(lat)
+	return measured{
+		rate: rates[med], min: slices.Min(rates), max: slices.Max(rates),
+		p50: Percentile(lat, 0.5), p99: Percentile(lat, 0.99), ops: n * len(streams),
+	}, nil
+}
+
+// runOnce runs n operations on every stream at once and returns the wall
+// time from the common start to the last response, and every latency.
+func runOnce(streams []stream, n, inflight int) (time.Duration, []time.Duration, error) {
+	var wg sync.WaitGroup
+	lats := make([][]time.Duration, len(streams))
+	errs := make([]error, len(streams))
+	begin := make(chan struct{})
+	for i, s := range streams {
+		lats[i] = make([]time.Duration, 0, n)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-begin
+			lats[i], errs[i] = drive(s, n, inflight, lats[i])
+		}()
+	}
+	t0 := time.Now()
+	close(begin)
+	wg.Wait()
+	d := time.Since(t0)
+	if err := errors.Join(errs...); err != nil {
+		return 0, nil, err
+	}
+	return d, slices.Concat(lats...), nil
+}
+
+// stream is one worker's link to one server: send starts an operation and
+// returns what recv needs to wait for its response. Responses come back in
+// order on both transports used here, so the driver waits oldest first.
+type stream interface {
+	send() (any, error)
+	recv(any) error
+}
+
+// drive runs n operations with at most inflight outstanding and appends
+// each one's latency to lat.
+func drive(s stream, n, inflight int, lat []time.Duration) ([]time.Duration, error) {
+	if inflight <= 1 {
+		for range n {
+			t0 := time.Now()
+			tok, err := s.send()
+			if err != nil {
+				return lat, err
+			}
+			if err := s.recv(tok); err != nil {
+				return lat, err
+			}
+			lat = append(lat, time.Since(t0))
+		}
+		return lat, nil
+	}
+	type sent struct {
+		t0  time.Time
+		tok any
+	}
+	q := make(chan sent, inflight)       // never blocks: sem bounds what is in it
+	sem := make(chan struct{}, inflight) // one token per operation in flight
+	stop := make(chan struct{})
+	var sendErr error
+	go func() {
+		defer close(q)
+		for range n {
+			select {
+			case sem <- struct{}{}:
+			case <-stop:
+				return
+			}
+			t0 := time.Now()
+			tok, err := s.send()
+			if err != nil {
+				sendErr = err
+				return
+			}
+			q <- sent{t0, tok}
+		}
+	}()
+	var err error
+	for p := range q {
+		if err != nil {
+			continue // drain until the sender has stopped
+		}
+		if err = s.recv(p.tok); err != nil {
+			close(stop)
+			continue
+		}
+		lat = append(lat, time.Since(p.t0))
+		<-sem
+	}
+	if err == nil {
+		err = sendErr // written before close(q)
+	}
+	return lat, err
+}
+
+// psStream is one worker's Exchange stream to one server.
+type psStream struct {
+	conn     *psclient.Conn
+	worker   int32
+	block    uint32
+	op       Op
+	size     int
+	payload  []byte // never modified while requests are in flight
+	progress *int64
+}
+
+func (p *psStream) send() (any, error) {
+	req := &kelpiepb.PSRequest{Worker: p.worker, Blocks: []uint32{p.block}, Progress: *p.progress}
+	switch p.op {
+	case Push, PushPull:
+		// asp takes each push once per worker and iteration: count up.
+		*p.progress++
+		req.Progress = *p.progress
+		req.Data = p.payload
+		req.Op = kelpiepb.Op_OP_PUSH
+		if p.op == PushPull {
+			req.Op = kelpiepb.Op_OP_PUSH_PULL
+		}
+	default:
+		req.Op = kelpiepb.Op_OP_PULL
+	}
+	ch, err := p.conn.Start(req)
+	return ch, err
+}
+
+func (p *psStream) recv(tok any) error {
+	r, err := p.conn.Wait(tok.(<-chan *kelpiepb.PSResponse))
+	if err != nil {
+		return err
+	}
+	want := p.size
+	if p.op == Push {
+		want = 0
+	}
+	if len(r.Data) != want {
+		return fmt.Errorf("%s response carries %d bytes; want %d", p.op, len(r.Data), want)
+	}
+	return nil
+}
+
+// rawConn is one worker's raw TCP connection to one raw server.
+type rawConn struct {
+	conn net.Conn
+	r    *bufio.Reader
+	buf  []byte // reply payloads land here
+}
+
+func dialRaw(addr string) (*rawConn, error) {
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("bench: dial raw server %s: %v", addr, err)
+	}
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	return &rawConn{conn: c, r: bufio.NewReaderSize(c, rawBuffer)}, nil
+}
+
+// stream makes the raw operation matching op: the request frame (header
+// and pushed bytes) is built once and written whole for each operation.
+func (c *rawConn) stream(op Op, size int) *rawStream {
+	up, down := size, 0
+	switch op {
+	case Pull:
+		up, down = 0, size
+	case PushPull:
+		down = size
+	}
+	req := make([]byte, rawReqHeader+up)
+	binary.LittleEndian.PutUint32(req[0:], uint32(up))
+	binary.LittleEndian.PutUint32(req[4:], uint32(down))
+	if len(c.buf) < down {
+		c.buf = make([]byte, down)
+	}
+	return &rawStream{c: c, req: req, down: down}
+}
+
+type rawStream struct {
+	c    *rawConn
+	req  []byte
+	down int
+}
+
+func (s *rawStream) send() (any, error) {
+	_, err := s.c.conn.Write(s.req)
+	return nil, err
+}
+
+func (s *rawStream) recv(any) error {
+	var hdr [rawReplyHeader]byte
+	if _, err := io.ReadFull(s.c.r, hdr[:]); err != nil {
+		return err
+	}
+	if n := int(binary.LittleEndian.Uint32(hdr[:])); n != s.down {
+		return fmt.Errorf("raw reply of %d bytes; want %d", n, s.down)
+	}
+	_, err := io.ReadFull(s.c.r, s.c.buf[:s.down])
+	return err
+}
+
+// WriteTable prints the results as a table with a kelpie/raw column.
+func WriteTable(w io.Writer, rep Report) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "op\tconfig\tsize\tinflight\tMB/s\tmin\tmax\tp50 µs\tp99 µs\traw MB/s\traw rtt p50 µs\tkelpie/raw\t")
+	for _, r := range rep.Results {
+		fmt.Fprintf(tw, "%s\t%v\t%s\t%d\t%.0f\t%.0f\t%.0f\t%.1f\t%.1f\t%.0f\t%.1f\t%.2f\t\n",
+			r.Op, Topology{r.Servers, r.Workers}, FormatSize(r.Bytes), r.Inflight,
+			r.MBPerS, r.MBPerSMin, r.MBPerSMax, r.P50US, r.P99US, r.RawMBPerS, r.RawRTTP50US, r.Ratio)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	pin := "pinned: benchmark on cpu 0, servers on cpu 1"
+	if !rep.Pinned {
+		pin = "not pinned"
+	}
+	_, err := fmt.Fprintf(w, "MB = 10^6 value bytes over all workers (pushpull counts pushed + pulled); median of runs; %s\n", pin)
+	return err
+}
+
+func rowLine(r Result) string {
+	return fmt.Sprintf("%-8s %v %5s inflight %d: %8.1f MB/s [%.1f, %.1f]  p50 %.1f µs  p99 %.1f µs | raw %8.1f MB/s rtt p50 %.1f µs | x%.2f",
+		r.Op, Topology{r.Servers, r.Workers}, FormatSize(r.Bytes), r.Inflight, r.MBPerS, r.MBPerSMin, r.MBPerSMax,
+		r.P50US, r.P99US, r.RawMBPerS, r.RawRTTP50US, r.Ratio)
+}

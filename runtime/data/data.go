@@ -1,0 +1,85 @@
+// Package data provides the training data of kelpie's parameter-server runtime: a real MNIST
+// loader (IDX files, gzip'd), a synthetic click-through (CTR) generator with a known ground-truth
+// model for wide sparse logistic regression, and the Batch type workers fill and hand to a model.
+//
+// Datasets are immutable once built: Fill only reads them, so one Dataset may be shared by the
+// workers of one process. Everything random is derived from an explicit seed.
+package data
+
+import (
+	"fmt"
+	"math/rand/v2"
+)
+
+// Info describes the shape of a dataset's samples.
+type Info struct {
+	Dim      int    // dense feature count per sample (784 for MNIST); 0 for sparse data
+	Sparse   bool   // samples are sets of active feature ids in [0, Features)
+	Features uint64 // size of the sparse id space (0 for dense data)
+	Classes  int    // number of label classes (2 for CTR)
+}
+
+// Batch holds N samples laid out for a model. Its slices are reused by Fill.
+type Batch struct {
+	N   int
+	Dim int
+	X   []float32 // dense: N*Dim, row-major (nil for sparse)
+	// Keys holds the active feature ids of all samples, concatenated (sparse only);
+	// sample i's ids are Keys[Offsets[i]:Offsets[i+1]] and Offsets has N+1 entries.
+	Keys    []uint64
+	Offsets []int
+	Y       []int32 // class label per sample (0/1 for CTR)
+}
+
+// Dataset is a fixed, indexable set of samples.
+type Dataset interface {
+	Len() int
+	Info() Info
+	// Fill gathers the samples idx into b, reusing b's slices so that steady-state calls do not
+	// allocate. Fill does not modify the dataset and is safe to call from several goroutines
+	// with distinct batches.
+	Fill(b *Batch, idx []int)
+}
+
+// slicer is implemented by the datasets of this package, which can expose a contiguous range of
+// samples without copying.
+type slicer interface {
+	slice(lo, hi int) Dataset
+}
+
+// Slice returns the samples [lo, hi) of d as a dataset sharing d's storage. It is how a worker
+// trains on part of MNIST, or a test on a small subset. d must come from this package.
+func Slice(d Dataset, lo, hi int) (Dataset, error) {
+	if lo < 0 || hi < lo || hi > d.Len() {
+		return nil, fmt.Errorf("data: slice [%d,%d) out of range [0,%d)", lo, hi, d.Len())
+	}
+	s, ok := d.(slicer)
+	if !ok {
+		return nil, fmt.Errorf("data: dataset %T cannot be sliced", d)
+	}
+	return s.slice(lo, hi), nil
+}
+
+// Permutation returns a deterministic shuffle of [0, n) for the given seed and epoch: the same
+// (seed, epoch) always gives the same order, and different epochs give independent orders.
+func Permutation(n int, seed int64, epoch int) []int {
+	r := rand.New(rand.NewPCG(uint64(seed), 0x9e3779b97f4a7c15^uint64(epoch)))
+	p := make([]int, n)
+	for i := range p {
+		p[i] = i
+	}
+	// Fisher–Yates, written out so the order depends only on the PCG stream.
+	for i := n - 1; i > 0; i-- {
+		j := int(r.Uint64N(uint64(i + 1)))
+		p[i], p[j] = p[j], p[i]
+	}
+	return p
+}
+
+// resize returns s with length n, reusing its storage when it is large enough.
+func resize[T any](s []T, n int) []T {
+	if cap(s) >= n {
+		return s[:n]
+	}
+	return make([]T, n)
+}

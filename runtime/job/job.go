@@ -1,0 +1,204 @@
+// Package job turns a parsed job spec into the runtime's pieces that every
+// role must agree on: the model and its tensors, the parameter-block table,
+// the synchronization and optimizer settings, the injected stragglers, and the
+// iteration plan (which samples each worker trains on in each iteration).
+//
+// Every process of a job derives these from the same spec text, so they agree
+// without shipping tensors around. The package is pure.
+package job
+
+import (
+	"fmt"
+
+	"github.com/kelpie/kelpie/runtime/blocks"
+	"github.com/kelpie/kelpie/runtime/data"
+	"github.com/kelpie/kelpie/runtime/model"
+	"github.com/kelpie/kelpie/runtime/optim"
+	"github.com/kelpie/kelpie/runtime/spec"
+	"github.com/kelpie/kelpie/runtime/straggler"
+	"github.com/kelpie/kelpie/runtime/syncmodel"
+)
+
+// MNIST's fixed shape.
+const (
+	mnistTrain   = 60000
+	mnistDim     = 28 * 28
+	mnistClasses = 10
+)
+
+// DataInfo is the shape of the job's data, known without loading it.
+func DataInfo(s *spec.Spec) data.Info {
+	if s.Data.Kind == "synthetic-ctr" {
+		return data.Info{Sparse: true, Features: s.Data.Features, Classes: 2}
+	}
+	return data.Info{Dim: mnistDim, Classes: mnistClasses}
+}
+
+// TrainSamples is the number of training samples of one epoch.
+func TrainSamples(s *spec.Spec) int {
+	if s.Data.Kind == "synthetic-ctr" {
+		return s.Data.Samples
+	}
+	return mnistTrain
+}
+
+// NewModel builds the job's model.
+func NewModel(s *spec.Spec) (model.Model, error) {
+	return model.New(model.Config{Kind: s.Model.Kind, Hidden: s.Model.Hidden}, DataInfo(s))
+}
+
+// Tensors converts a model's tensors for the block layout.
+func Tensors(m model.Model) []blocks.Tensor {
+	var out []blocks.Tensor
+	for _, t := range m.Tensors() {
+		out = append(out, blocks.Tensor{Name: t.Name, Rows: t.Rows, Cols: t.Cols, Sparse: t.Sparse})
+	}
+	return out
+}
+
+// Strategy maps the spec's assignment name to a block strategy. PSLD starts
+// from a size-balanced table and is then driven by the scheduler.
+func Strategy(s *spec.Spec) blocks.Strategy {
+	switch s.Cluster.Assignment {
+	case "size-balanced", "psld":
+		return blocks.SizeBalanced
+	case "mxnet":
+		return blocks.MXNet
+	default:
+		return blocks.RoundRobin
+	}
+}
+
+// Table lays out the model's blocks and assigns them to the job's servers.
+func Table(s *spec.Spec, m model.Model) (blocks.Table, error) {
+	bs, err := blocks.Layout(Tensors(m), s.Cluster.BlockBytes, s.Cluster.Servers, Strategy(s))
+	if err != nil {
+		return blocks.Table{}, err
+	}
+	return blocks.Assign(bs, s.Cluster.Servers, Strategy(s), s.Data.Seed)
+}
+
+// InitBlock returns the initial values of one block: a slice of the model's
+// seeded dense initialisation, or zero rows of the sparse table.
+func InitBlock(init [][]float32, b blocks.Block) []float32 {
+	if b.Sparse {
+		return make([]float32, b.Floats())
+	}
+	src := init[b.Tensor][b.Offset : b.Offset+b.Length]
+	return append([]float32(nil), src...)
+}
+
+// SyncConfig is the servers' synchronization model.
+func SyncConfig(s *spec.Spec) syncmodel.Config {
+	return syncmodel.Config{
+		Model:       syncmodel.Kind(s.Sync.Model),
+		Staleness:   s.Sync.Staleness,
+		Pull:        syncmodel.PullMode(s.Sync.Pull),
+		PSSPC:       s.Sync.PSSP.C,
+		PSSPAlpha:   s.Sync.PSSP.Alpha,
+		PSSPDynamic: s.Sync.PSSP.Dynamic,
+		DropWaitFor: s.Sync.Drop.WaitFor,
+	}
+}
+
+// OptimConfig is the servers' optimizer.
+func OptimConfig(s *spec.Spec) optim.Config {
+	return optim.Config{Kind: s.Train.Optimizer, LR: float32(s.Train.LR), Momentum: float32(s.Train.Momentum)}
+}
+
+// Injections converts the spec's stragglers.
+func Injections(s *spec.Spec) []straggler.Injection {
+	var out []straggler.Injection
+	for _, g := range s.Stragglers {
+		out = append(out, straggler.Injection{
+			Node: g.Node, Kind: straggler.Kind(g.Kind), Sleep: g.Sleep, Intensity: g.Intensity,
+			Probability: g.Probability, Start: g.Start, End: g.End, Period: g.Period, On: g.On,
+			Rate: g.Rate, FollowsRestart: g.FollowsRestart,
+		})
+	}
+	return out
+}
+
+// Plan is the static iteration plan: the training stream is E epochs of
+// per-epoch permutations of the N training samples, cut into global batches
+// of B; in each iteration worker i takes its slice of the global batch
+// (after the slices of workers 0..i-1). The last iteration may be short.
+type Plan struct {
+	N, Epochs, GlobalBatch int
+	Seed                   int64
+	Local                  []int // local batch size per worker
+	BatchesPerShard        int
+}
+
+// NewPlan builds the plan of a spec for a training set of n samples.
+func NewPlan(s *spec.Spec, n int) Plan {
+	p := Plan{N: n, Epochs: s.Data.Epochs, GlobalBatch: s.Train.GlobalBatch, Seed: s.Data.Seed,
+		BatchesPerShard: s.Data.BatchesPerShard}
+	for i := range s.Cluster.Workers {
+		p.Local = append(p.Local, s.LocalBatch(i))
+	}
+	return p
+}
+
+// Total is the number of samples the job trains on.
+func (p Plan) Total() int64 { return int64(p.N) * int64(p.Epochs) }
+
+// Iterations is the number of global iterations.
+func (p Plan) Iterations() int64 {
+	b := int64(p.GlobalBatch)
+	return (p.Total() + b - 1) / b
+}
+
+// Shards is the number of data shards of M global batches each:
+// ⌈N·E/(B·M)⌉.
+func (p Plan) Shards() int64 {
+	m := int64(max(p.BatchesPerShard, 1))
+	return (p.Iterations() + m - 1) / m
+}
+
+// Slice is worker w's range of stream positions in iteration t.
+func (p Plan) Slice(w int, t int64) (from, to int64) {
+	off := int64(0)
+	for i := 0; i < w; i++ {
+		off += int64(p.Local[i])
+	}
+	from = t*int64(p.GlobalBatch) + off
+	to = min(from+int64(p.Local[w]), p.Total())
+	from = min(from, to)
+	return from, to
+}
+
+// Sampler maps stream positions to sample indexes, caching one epoch's
+// permutation at a time.
+type Sampler struct {
+	p     Plan
+	epoch int
+	perm  []int
+}
+
+// NewSampler makes a sampler for a plan.
+func NewSampler(p Plan) *Sampler { return &Sampler{p: p, epoch: -1} }
+
+// Indexes appends the sample indexes of stream positions [from, to).
+func (s *Sampler) Indexes(dst []int, from, to int64) []int {
+	for pos := from; pos < to; pos++ {
+		e := int(pos / int64(s.p.N))
+		if e != s.epoch {
+			s.perm = data.Permutation(s.p.N, s.p.Seed, e)
+			s.epoch = e
+		}
+		dst = append(dst, s.perm[pos%int64(s.p.N)])
+	}
+	return dst
+}
+
+// Describe is a one-line summary for logs.
+func Describe(s *spec.Spec, t blocks.Table, p Plan) string {
+	var bytes int64
+	for _, b := range t.Blocks {
+		bytes += b.Bytes()
+	}
+	return fmt.Sprintf("job %s: %s on %s, %d blocks (%.1f MB) over %d servers, %d workers, %d iterations of %d, sync %s",
+		s.Name, s.Model.Kind, s.Data.Kind, len(t.Blocks), float64(bytes)/1e6, s.Cluster.Servers, s.Cluster.Workers,
+		p.Iterations(), p.GlobalBatch, s.Sync.Model)
+}

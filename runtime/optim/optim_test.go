@@ -1,0 +1,161 @@
+package optim
+
+import (
+	"math"
+	"slices"
+	"testing"
+)
+
+func near(a, b []float32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if math.Abs(float64(a[i]-b[i])) > 1e-6*math.Max(1, math.Abs(float64(b[i]))) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestApply checks each optimizer against steps worked out by hand.
+func TestApply(t *testing.T) {
+	tests := []struct {
+		name  string
+		cfg   Config
+		start []float32
+		grads [][]float32 // one per step
+		want  [][]float32 // parameters after each step
+	}{
+		{"sgd", Config{Kind: SGD, LR: 0.1}, []float32{1, -2},
+			[][]float32{{0.5, 1}, {0.5, -3}},
+			[][]float32{{0.95, -2.1}, {0.9, -1.8}}},
+		{"sgd is the default kind", Config{LR: 1}, []float32{0},
+			[][]float32{{2}}, [][]float32{{-2}}},
+		{"sgd zero lr", Config{Kind: SGD}, []float32{3},
+			[][]float32{{2}}, [][]float32{{3}}},
+		// v = 0.9v + g: v1 = [1, -2], v2 = [0.9+0.5, -1.8+0] = [1.4, -1.8]; p -= 0.1v.
+		{"momentum default 0.9", Config{Kind: Momentum, LR: 0.1}, []float32{1, 0},
+			[][]float32{{1, -2}, {0.5, 0}},
+			[][]float32{{0.9, 0.2}, {0.76, 0.38}}},
+		// μ = 0.5: v = 2, then 0.5·2 + 2 = 3, then 0.5·3 - 1 = 0.5.
+		{"momentum 0.5", Config{Kind: Momentum, LR: 1, Momentum: 0.5}, []float32{10},
+			[][]float32{{2}, {2}, {-1}},
+			[][]float32{{8}, {5}, {4.5}}},
+		// β1 = β2 = ε = 0.5, lr 1, g = 2: m = 1, v = 2, m̂ = 2, v̂ = 4, step = 2/(2+0.5) = 0.8.
+		// Step 2, g = 0: m = 0.5, v = 1, m̂ = 0.5/0.75, v̂ = 1/0.75, step = 0.666667/(1.154701+0.5) = 0.402893.
+		{"adam hand", Config{Kind: Adam, LR: 1, Beta1: 0.5, Beta2: 0.5, Eps: 0.5}, []float32{1},
+			[][]float32{{2}, {0}},
+			[][]float32{{0.2}, {0.2 - 0.402893}}},
+		// Defaults: the first step moves each coordinate by ≈ lr against the gradient's sign.
+		// Step 2, coordinate 0, g = -1: m = -0.055, v = 0.00124975, m̂ = -0.289474,
+		// v̂ = 0.625188, step = 0.1·(-0.289474)/0.790688 = -0.036610.
+		// Coordinate 1, g = 0: m = -0.36, v = 0.015984, m̂ = -1.894737, v̂ = 7.995998,
+		// step = 0.1·(-1.894737)/2.827719 = -0.067006.
+		{"adam defaults", Config{Kind: Adam, LR: 0.1}, []float32{1, 1},
+			[][]float32{{0.5, -4}, {-1, 0}},
+			[][]float32{{0.9, 1.1}, {0.936610, 1.167006}}},
+	}
+	for _, tt := range tests {
+		p := slices.Clone(tt.start)
+		s := NewState(tt.cfg, len(p))
+		for i, g := range tt.grads {
+			Apply(tt.cfg, s, p, g)
+			if !near(p, tt.want[i]) {
+				t.Errorf("%s: after step %d Apply(%+v) params = %v; want %v", tt.name, i+1, tt.cfg, p, tt.want[i])
+			}
+		}
+	}
+}
+
+func TestApplyRows(t *testing.T) {
+	// A block of 3 rows of 2. Rows not listed keep values and state.
+	tests := []struct {
+		name string
+		cfg  Config
+		rows [][]int
+		grad [][]float32
+		want []float32
+	}{
+		{"sgd", Config{Kind: SGD, LR: 0.5}, [][]int{{2, 0}}, [][]float32{{2, 4, -2, 0}},
+			[]float32{2, 1, 1, 1, 0, -1}},
+		{"sgd repeated row", Config{Kind: SGD, LR: 0.5}, [][]int{{1, 1}}, [][]float32{{2, 0, 2, 0}},
+			[]float32{1, 1, -1, 1, 1, 1}},
+		// Row 0 gets momentum over two pushes (v = 1 then 1.9); row 2 only once (v = 1).
+		{"momentum lazy", Config{Kind: Momentum, LR: 1}, [][]int{{0}, {0, 2}}, [][]float32{{1, 0}, {1, 0, 1, 0}},
+			[]float32{-1.9, 1, 1, 1, 0, 1}}, // row 0: 1 - 1 - 1.9
+		// Row 1 is first touched by the second push, yet gets a first Adam step (≈ lr): its
+		// bias correction counts its own updates.
+		{"adam per-row steps", Config{Kind: Adam, LR: 0.1}, [][]int{{0}, {0, 1}}, [][]float32{{3, -3}, {3, -3, 5, 0}},
+			[]float32{0.8, 1.2, 0.9, 1, 1, 1}},
+	}
+	for _, tt := range tests {
+		p := []float32{1, 1, 1, 1, 1, 1}
+		s := NewState(tt.cfg, len(p))
+		for i := range tt.rows {
+			ApplyRows(tt.cfg, s, p, 2, tt.rows[i], tt.grad[i])
+		}
+		if !near(p, tt.want) {
+			t.Errorf("%s: ApplyRows(%+v, rows %v) params = %v; want %v", tt.name, tt.cfg, tt.rows, p, tt.want)
+		}
+		touched := map[int]bool{}
+		for _, rs := range tt.rows {
+			for _, r := range rs {
+				touched[r] = true
+			}
+		}
+		for r := range 3 {
+			for _, st := range [][]float32{s.M, s.V} {
+				if !touched[r] && st != nil && (st[2*r] != 0 || st[2*r+1] != 0) {
+					t.Errorf("%s: state of untouched row %d = %v; want zeros", tt.name, r, st[2*r:2*r+2])
+				}
+			}
+		}
+	}
+	// Adam on the whole block and on every row at once agree on the first step.
+	cfg := Config{Kind: Adam, LR: 0.01}
+	a, b := []float32{1, 2, 3, 4}, []float32{1, 2, 3, 4}
+	g := []float32{0.1, -0.2, 0.3, -0.4}
+	Apply(cfg, NewState(cfg, 4), a, g)
+	ApplyRows(cfg, NewState(cfg, 4), b, 2, []int{0, 1}, g)
+	if !slices.Equal(a, b) {
+		t.Errorf("Apply = %v, ApplyRows over all rows = %v; want equal", a, b)
+	}
+}
+
+func TestConfig(t *testing.T) {
+	if got, want := (Config{}).WithDefaults(), (Config{Kind: SGD, Momentum: 0.9, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}); got != want {
+		t.Errorf("Config{}.WithDefaults() = %+v; want %+v", got, want)
+	}
+	tests := []struct {
+		cfg Config
+		ok  bool
+	}{
+		{Config{Kind: Adam, LR: 0.001}, true},
+		{Config{Kind: "rmsprop", LR: 0.1}, false},
+		{Config{LR: -1}, false},
+		{Config{LR: float32(math.Inf(1))}, false},
+		{Config{Kind: Momentum, Momentum: 1}, false},
+		{Config{Kind: Adam, Beta2: 1.5}, false},
+		{Config{Kind: Adam, Eps: -1}, false},
+	}
+	for _, tt := range tests {
+		if err := tt.cfg.Validate(); (err == nil) != tt.ok {
+			t.Errorf("Config%+v.Validate() = %v; want ok=%v", tt.cfg, err, tt.ok)
+		}
+	}
+}
+
+func BenchmarkApplyAdam(b *testing.B) {
+	const n = 1 << 20 // a 4 MiB block
+	cfg := Config{Kind: Adam, LR: 0.001}
+	s := NewState(cfg, n)
+	p, g := make([]float32, n), make([]float32, n)
+	for i := range g {
+		g[i] = float32(i%7) - 3
+	}
+	b.SetBytes(4 * n)
+	for b.Loop() {
+		Apply(cfg, s, p, g)
+	}
+}

@@ -1,0 +1,542 @@
+// Package server is kelpie's parameter server: it holds a shard of the
+// model's parameter blocks (dense blocks and rows of the sparse table),
+// applies pushed gradients with the job's optimizer, and answers pulls under
+// the job's synchronization model, decided here at the server (FluentPS
+// Alg. 1): each server keeps its own training progress V_train and its own
+// lazy pull buffer, so servers progress independently (overlap
+// synchronization).
+//
+// Requests arrive on one long-lived gRPC stream per worker (Exchange) with
+// kelpie's raw-bytes codec; responses to delayed pull requests go out on that
+// stream when the push condition releases them, out of order, matched by id.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/runtime/blocks"
+	"github.com/kelpie/kelpie/runtime/optim"
+	"github.com/kelpie/kelpie/runtime/straggler"
+	"github.com/kelpie/kelpie/runtime/syncmodel"
+	"github.com/kelpie/kelpie/runtime/wire"
+)
+
+// Config is what a server needs to know of its job.
+type Config struct {
+	Name      string
+	Sync      syncmodel.Config
+	Optim     optim.Config
+	Workers   []int              // worker indexes in the barrier
+	Straggler straggler.Schedule // injected slowness of this server
+	Start     time.Time          // the job's time zero
+	Seed      int64
+}
+
+type block struct {
+	meta    blocks.Block
+	vals    []float32
+	acc     []float32 // summed gradients of the current version (aggregate mode)
+	touched []int     // sparse rows present in acc
+	mark    []bool
+	opt     *optim.State
+}
+
+type pendingPull struct {
+	req   *kelpiepb.PSRequest
+	reply func(*kelpiepb.PSResponse)
+	at    int64 // V_train when it was delayed
+}
+
+// Server is one parameter server. Its zero value is not usable: use New.
+type Server struct {
+	kelpiepb.UnimplementedParameterServerServer
+
+	ready    chan struct{} // closed once Install has run
+	shutdown chan string   // receives the reason of a Shutdown request
+
+	mu       sync.Mutex
+	start    time.Time // the job's time zero
+	cfg      Config
+	version  uint64 // assignment version
+	blocks   map[int]*block
+	engine   *syncmodel.Engine
+	pending  map[syncmodel.PullID]pendingPull
+	nextPull syncmodel.PullID
+	rng      *rand.Rand
+	limiter  *straggler.Limiter
+	stats    kelpiepb.ServerStats
+}
+
+// New makes a server; it answers requests once Install has given it blocks.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.Sync.Validate(); err != nil {
+		return nil, fmt.Errorf("server %s: %v", cfg.Name, err)
+	}
+	if cfg.Start.IsZero() {
+		cfg.Start = time.Now()
+	}
+	s := &Server{
+		start:    cfg.Start,
+		ready:    make(chan struct{}),
+		shutdown: make(chan string, 1),
+		cfg:      cfg,
+		blocks:   map[int]*block{},
+		engine:   syncmodel.New(cfg.Sync, cfg.Workers),
+		pending:  map[syncmodel.PullID]pendingPull{},
+		rng:      rand.New(rand.NewPCG(uint64(cfg.Seed), 0x5e7)),
+	}
+	s.stats.Name = cfg.Name
+	if rate, ok := cfg.Straggler.Bandwidth(0); ok {
+		s.limiter = straggler.NewLimiter(rate, 64<<10)
+	} else if !cfg.Straggler.Empty() {
+		s.limiter = straggler.NewLimiter(0, 64<<10)
+	}
+	return s, nil
+}
+
+// Install gives the server the blocks the table assigns to it, with initial
+// values from init (called once per block; the slice is kept).
+func (s *Server) Install(t blocks.Table, me int, init func(blocks.Block) []float32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.version = t.Version
+	for _, id := range t.OnServer(me) {
+		b := t.Blocks[id]
+		vals := init(b)
+		blk := &block{meta: b, vals: vals, opt: optim.NewState(s.cfg.Optim, len(vals))}
+		if s.cfg.Sync.Aggregate() {
+			blk.acc = make([]float32, len(vals))
+			if b.Sparse {
+				blk.mark = make([]bool, b.Length)
+			}
+		}
+		s.blocks[id] = blk
+	}
+	select {
+	case <-s.ready:
+	default:
+		close(s.ready)
+	}
+}
+
+// Shutdown returns a channel that receives the reason when a Shutdown
+// request arrives.
+func (s *Server) ShutdownRequested() <-chan string { return s.shutdown }
+
+// Snapshot copies the values of every block the server holds.
+func (s *Server) Snapshot() map[int][]float32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[int][]float32, len(s.blocks))
+	for id, b := range s.blocks {
+		out[id] = append([]float32(nil), b.vals...)
+	}
+	return out
+}
+
+// SetStart sets the job's time zero, from which injected slowness counts.
+func (s *Server) SetStart(t time.Time) {
+	s.mu.Lock()
+	s.start = t
+	s.mu.Unlock()
+}
+
+func (s *Server) elapsed() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return time.Since(s.start)
+}
+
+// inject sleeps for the slowness this server is told to have: a pause, a
+// compute delay per request, and its link's bandwidth for n bytes.
+func (s *Server) inject(n int) {
+	if s.cfg.Straggler.Empty() {
+		return
+	}
+	t := s.elapsed()
+	if d := s.cfg.Straggler.Pause(t); d > 0 {
+		time.Sleep(d)
+		t = s.elapsed()
+	}
+	s.mu.Lock()
+	u := s.rng.Float64()
+	var wait time.Duration
+	if s.limiter != nil {
+		if rate, ok := s.cfg.Straggler.Bandwidth(t); ok {
+			s.limiter.SetRate(rate)
+			wait = s.limiter.Delay(t, n)
+		}
+	}
+	s.mu.Unlock()
+	if d := s.cfg.Straggler.ComputeDelay(t, 0, u) + wait; d > 0 {
+		time.Sleep(d)
+	}
+}
+
+// Exchange serves one worker's stream. Requests are handled in order;
+// responses to delayed pulls are sent when they are released.
+func (s *Server) Exchange(stream kelpiepb.ParameterServer_ExchangeServer) error {
+	select {
+	case <-s.ready:
+	case <-stream.Context().Done():
+		return stream.Context().Err()
+	}
+	out := make(chan *kelpiepb.PSResponse, 256)
+	done := make(chan struct{})
+	sendErr := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case r := <-out:
+				s.inject(len(r.Data))
+				if err := stream.Send(r); err != nil {
+					sendErr <- err
+					return
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	defer close(done)
+	reply := func(r *kelpiepb.PSResponse) {
+		select {
+		case out <- r:
+		case <-done:
+		}
+	}
+	for {
+		req, err := stream.Recv()
+		if err != nil {
+			if status.Code(err) == codes.Canceled || errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		select {
+		case err := <-sendErr:
+			return err
+		default:
+		}
+		s.inject(len(req.Data))
+		if err := s.handle(req, reply); err != nil {
+			st, _ := status.FromError(err)
+			reply(&kelpiepb.PSResponse{Id: req.Id, Error: st.Message(), Code: int32(st.Code())})
+		}
+	}
+}
+
+// Push is the unary form of a push.
+func (s *Server) Push(ctx context.Context, req *kelpiepb.PSRequest) (*kelpiepb.PSResponse, error) {
+	req.Op = kelpiepb.Op_OP_PUSH
+	return s.unary(ctx, req)
+}
+
+// Pull is the unary form of a pull; it waits while the pull is delayed.
+func (s *Server) Pull(ctx context.Context, req *kelpiepb.PSRequest) (*kelpiepb.PSResponse, error) {
+	req.Op = kelpiepb.Op_OP_PULL
+	return s.unary(ctx, req)
+}
+
+func (s *Server) unary(ctx context.Context, req *kelpiepb.PSRequest) (*kelpiepb.PSResponse, error) {
+	select {
+	case <-s.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	got := make(chan *kelpiepb.PSResponse, 1)
+	if err := s.handle(req, func(r *kelpiepb.PSResponse) { got <- r }); err != nil {
+		return nil, err
+	}
+	select {
+	case r := <-got:
+		return r, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Stats reports the server's counters.
+func (s *Server) Stats(context.Context, *kelpiepb.StatsRequest) (*kelpiepb.ServerStats, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.engine.Stats()
+	out := &kelpiepb.ServerStats{
+		Name: s.cfg.Name, VTrain: s.engine.VTrain(),
+		Dprs: st.DPRs, DelayedIterations: st.DelayedIterations, Dropped: st.Dropped,
+		Staleness: append([]int64(nil), st.Staleness...),
+		Pushes:    s.stats.Pushes, Pulls: s.stats.Pulls, BytesIn: s.stats.BytesIn, BytesOut: s.stats.BytesOut,
+		AssignmentVersion: s.version,
+	}
+	for id := range s.blocks {
+		out.Blocks = append(out.Blocks, uint32(id))
+	}
+	return out, nil
+}
+
+// Shutdown asks the process serving this server to stop.
+func (s *Server) Shutdown(_ context.Context, req *kelpiepb.ShutdownRequest) (*kelpiepb.ShutdownResponse, error) {
+	select {
+	case s.shutdown <- req.Reason:
+	default:
+	}
+	return &kelpiepb.ShutdownResponse{}, nil
+}
+
+// handle runs one request. Replies (immediate or released later) go through
+// reply, always outside the server's lock.
+func (s *Server) handle(req *kelpiepb.PSRequest, reply func(*kelpiepb.PSResponse)) error {
+	var send []func()
+	s.mu.Lock()
+	err := s.handleLocked(req, reply, &send)
+	s.mu.Unlock()
+	for _, f := range send {
+		f()
+	}
+	return err
+}
+
+func (s *Server) handleLocked(req *kelpiepb.PSRequest, reply func(*kelpiepb.PSResponse), send *[]func()) error {
+	if err := s.check(req); err != nil {
+		return err
+	}
+	op := req.Op
+	if op == kelpiepb.Op_OP_PUSH || op == kelpiepb.Op_OP_PUSH_PULL {
+		if err := s.push(req, send); err != nil {
+			return err
+		}
+		if op == kelpiepb.Op_OP_PUSH {
+			resp := &kelpiepb.PSResponse{Id: req.Id, Version: s.engine.VTrain()}
+			*send = append(*send, func() { reply(resp) })
+			return nil
+		}
+	}
+	if op != kelpiepb.Op_OP_PULL && op != kelpiepb.Op_OP_PUSH_PULL {
+		return status.Errorf(codes.InvalidArgument, "server %s: unknown op %v", s.cfg.Name, op)
+	}
+	s.stats.Pulls++
+	s.nextPull++
+	id := s.nextPull
+	if s.engine.Pull(id, int(req.Worker), req.Progress, s.rng.Float64()) {
+		resp := s.read(req, false)
+		*send = append(*send, func() { reply(resp) })
+		return nil
+	}
+	s.pending[id] = pendingPull{req: pullOnly(req), reply: reply, at: s.engine.VTrain()}
+	return nil
+}
+
+// pullOnly keeps what a delayed pull needs after the push payload is gone.
+func pullOnly(req *kelpiepb.PSRequest) *kelpiepb.PSRequest {
+	return &kelpiepb.PSRequest{Id: req.Id, Worker: req.Worker, Progress: req.Progress,
+		Blocks: req.Blocks, PullRowKeys: req.PullRowKeys, NoReplyData: req.NoReplyData}
+}
+
+// check validates that the request names blocks this server holds and, for
+// pushes, carries exactly their size.
+func (s *Server) check(req *kelpiepb.PSRequest) error {
+	if req.AssignmentVersion != 0 && req.AssignmentVersion != s.version {
+		return status.Errorf(codes.FailedPrecondition, "server %s: request follows assignment v%d, server has v%d",
+			s.cfg.Name, req.AssignmentVersion, s.version)
+	}
+	var floats int64
+	for _, id := range req.Blocks {
+		b, ok := s.blocks[int(id)]
+		if !ok {
+			return status.Errorf(codes.FailedPrecondition, "server %s: block %d is not here (assignment v%d)", s.cfg.Name, id, s.version)
+		}
+		if b.meta.Sparse {
+			return status.Errorf(codes.InvalidArgument, "server %s: block %d is sparse: address its rows by key", s.cfg.Name, id)
+		}
+		floats += b.meta.Length
+	}
+	if len(req.PullRowKeys) > 0 {
+		if _, err := s.rowsOf(req.PullRowKeys); err != nil {
+			return err
+		}
+	}
+	if len(req.RowKeys) > 0 {
+		if _, err := s.rowsOf(req.RowKeys); err != nil {
+			return err
+		}
+		floats += int64(len(req.RowKeys) * s.rowDim())
+	}
+	if req.Op == kelpiepb.Op_OP_PUSH || req.Op == kelpiepb.Op_OP_PUSH_PULL {
+		if int64(len(req.Data)) != floats*4 {
+			return status.Errorf(codes.InvalidArgument, "server %s: push carries %d bytes; its blocks and rows need %d",
+				s.cfg.Name, len(req.Data), floats*4)
+		}
+	}
+	if req.Worker < 0 {
+		return status.Errorf(codes.InvalidArgument, "server %s: worker %d", s.cfg.Name, req.Worker)
+	}
+	return nil
+}
+
+func (s *Server) rowDim() int {
+	for _, b := range s.blocks {
+		if b.meta.Sparse {
+			return b.meta.Cols
+		}
+	}
+	return 1
+}
+
+// rowRef locates one sparse row: its block and row index within it.
+type rowRef struct {
+	b   *block
+	row int
+}
+
+// rowsOf resolves sorted keys to their blocks on this server.
+func (s *Server) rowsOf(keys []uint64) ([]rowRef, error) {
+	refs := make([]rowRef, len(keys))
+	var cur *block
+	for i, k := range keys {
+		if cur == nil || k < uint64(cur.meta.Offset) || k >= uint64(cur.meta.Offset+cur.meta.Length) {
+			cur = nil
+			for _, b := range s.blocks {
+				if b.meta.Sparse && k >= uint64(b.meta.Offset) && k < uint64(b.meta.Offset+b.meta.Length) {
+					cur = b
+					break
+				}
+			}
+			if cur == nil {
+				return nil, status.Errorf(codes.FailedPrecondition, "server %s: row %d is not here (assignment v%d)", s.cfg.Name, k, s.version)
+			}
+		}
+		refs[i] = rowRef{cur, int(k - uint64(cur.meta.Offset))}
+	}
+	return refs, nil
+}
+
+func (s *Server) push(req *kelpiepb.PSRequest, send *[]func()) error {
+	s.stats.Pushes++
+	s.stats.BytesIn += int64(len(req.Data))
+	res := s.engine.Push(int(req.Worker), req.Progress)
+	if res.Reject == syncmodel.NotMember {
+		return status.Errorf(codes.FailedPrecondition, "server %s: worker %d is not in the barrier", s.cfg.Name, req.Worker)
+	}
+	if res.Accept {
+		g := wire.AsFloats(req.Data)
+		agg := s.cfg.Sync.Aggregate()
+		off := 0
+		for _, id := range req.Blocks {
+			b := s.blocks[int(id)]
+			n := len(b.vals)
+			if agg {
+				axpy(b.acc, g[off:off+n])
+			} else {
+				optim.Apply(s.cfg.Optim, b.opt, b.vals, g[off:off+n])
+			}
+			off += n
+		}
+		if len(req.RowKeys) > 0 {
+			refs, _ := s.rowsOf(req.RowKeys) // checked already
+			dim := s.rowDim()
+			for i, r := range refs {
+				gr := g[off+i*dim : off+(i+1)*dim]
+				if agg {
+					axpy(r.b.acc[r.row*dim:(r.row+1)*dim], gr)
+					if !r.b.mark[r.row] {
+						r.b.mark[r.row] = true
+						r.b.touched = append(r.b.touched, r.row)
+					}
+				} else {
+					optim.ApplyRows(s.cfg.Optim, r.b.opt, r.b.vals, dim, []int{r.row}, gr)
+				}
+			}
+		}
+	}
+	if res.Advanced > 0 && s.cfg.Sync.Aggregate() {
+		s.commit()
+	}
+	s.release(res.Release, send)
+	return nil
+}
+
+// commit applies the summed gradients of the finished version.
+func (s *Server) commit() {
+	for _, b := range s.blocks {
+		if !b.meta.Sparse {
+			optim.Apply(s.cfg.Optim, b.opt, b.vals, b.acc)
+			clear(b.acc)
+			continue
+		}
+		if len(b.touched) == 0 {
+			continue
+		}
+		dim := b.meta.Cols
+		grad := make([]float32, 0, len(b.touched)*dim)
+		for _, r := range b.touched {
+			grad = append(grad, b.acc[r*dim:(r+1)*dim]...)
+			clear(b.acc[r*dim : (r+1)*dim])
+			b.mark[r] = false
+		}
+		optim.ApplyRows(s.cfg.Optim, b.opt, b.vals, dim, b.touched, grad)
+		b.touched = b.touched[:0]
+	}
+}
+
+func (s *Server) release(ids []syncmodel.PullID, send *[]func()) {
+	for _, id := range ids {
+		p, ok := s.pending[id]
+		if !ok {
+			continue
+		}
+		delete(s.pending, id)
+		resp := s.read(p.req, true)
+		*send = append(*send, func() { p.reply(resp) })
+	}
+}
+
+// read copies the requested parameters into a response.
+func (s *Server) read(req *kelpiepb.PSRequest, delayed bool) *kelpiepb.PSResponse {
+	resp := &kelpiepb.PSResponse{Id: req.Id, Version: s.engine.VTrain(), Delayed: delayed}
+	if req.NoReplyData {
+		return resp
+	}
+	var n int
+	for _, id := range req.Blocks {
+		n += len(s.blocks[int(id)].vals)
+	}
+	dim := s.rowDim()
+	n += len(req.PullRowKeys) * dim
+	out := make([]float32, 0, n)
+	for _, id := range req.Blocks {
+		out = append(out, s.blocks[int(id)].vals...)
+	}
+	if len(req.PullRowKeys) > 0 {
+		refs, _ := s.rowsOf(req.PullRowKeys)
+		for _, r := range refs {
+			out = append(out, r.b.vals[r.row*dim:(r.row+1)*dim]...)
+		}
+	}
+	resp.Data = wire.AsBytes(out)
+	s.stats.BytesOut += int64(len(resp.Data))
+	return resp
+}
+
+func axpy(dst, x []float32) {
+	x = x[:len(dst)]
+	i := 0
+	for ; i+4 <= len(dst); i += 4 {
+		dst[i] += x[i]
+		dst[i+1] += x[i+1]
+		dst[i+2] += x[i+2]
+		dst[i+3] += x[i+3]
+	}
+	for ; i < len(dst); i++ {
+		dst[i] += x[i]
+	}
+}

@@ -1,0 +1,132 @@
+// Package spec parses, defaults and validates kelpie job specs: the one YAML
+// file that describes a training job, its cluster, its synchronisation model,
+// its straggler policies, the slowness injected for experiments and the
+// operator actions scripted over time.
+//
+// Parse reports every unknown key and bad value at once, sorted by line, each
+// naming its key path and line:
+//
+//	spec.yaml:7: cluster.workers: must be at least 1 (got 0)
+//	spec.yaml:12: sync.modle: unknown key (did you mean "model"?)
+//
+// Spec.YAML writes a spec back in canonical form with every default filled in.
+//
+// # Keys
+//
+// Every key below is optional except name, and defaults to the value shown.
+// Durations are Go durations (5s, 200ms, 1m30s; a bare 0 is zero). Sizes are
+// bytes, as a number or with a unit (4MiB, 500KB; KB is 1000 bytes, KiB
+// 1024); rates are sizes per second (20MiB/s, 500KB/s, 1GB/s).
+//
+//	name:                        required; lowercase letters, digits and '-',
+//	                             starting and ending with a letter or digit, at
+//	                             most 63 characters (a DNS label, so it can name pods)
+//	model:
+//	  kind: mlp                  softmax | mlp | sparse-lr; sparse-lr when data.kind
+//	                             is synthetic-ctr
+//	  hidden: [128]              mlp only: hidden layer widths, each >= 1
+//	data:
+//	  kind: mnist                mnist | synthetic-ctr; synthetic-ctr when model.kind
+//	                             is sparse-lr (softmax and mlp train on mnist,
+//	                             sparse-lr on synthetic-ctr)
+//	  epochs: 1                  >= 1
+//	  batches_per_shard: 10      >= 1; M, the batches in one data shard
+//	  seed: 1                    any integer; the run is deterministic given it
+//	  samples: 200000            synthetic-ctr only (mnist ignores these four): training samples
+//	  test_samples: 20000        synthetic-ctr: held-out samples
+//	  features: 100000           synthetic-ctr: width of the sparse feature space
+//	  fields: 8                  synthetic-ctr: non-zero features per sample, <= features
+//	train:
+//	  global_batch: 256          >= 1 and >= cluster.workers; fixed while workers'
+//	                             local batches change
+//	  lr: 0.1                    > 0
+//	  optimizer: sgd             sgd | momentum | adam
+//	  momentum: 0.9              optimizer momentum only; in [0, 1)
+//	cluster:
+//	  servers: 1                 >= 1; named server-0, server-1, ...
+//	  workers: 1                 >= 1; named worker-0, worker-1, ...
+//	  block_bytes: 4194304       >= 1; parameter block size (PSLD's 4 MiB)
+//	  assignment: round-robin    round-robin | size-balanced | psld | mxnet
+//	                             (how blocks go to servers; mxnet is MXNet-style)
+//	  exchange: ps               ps | ring | rat (ring and rat are allreduce:
+//	                             sync.model must be bsp)
+//	  elasticity: hot            hot | checkpoint-restart (the papers' baseline)
+//	  snapshot_interval: 30s     >= 0; servers' periodic snapshot; 0 turns it off
+//	  topology: {}               region labels by node name, e.g.
+//	                             {worker-0: {rack: r0, pod: p0}}; each entry gives a
+//	                             rack, a pod or both (letters, digits, '.', '_', '-');
+//	                             unlabelled nodes share one region
+//	  batch_sizes: {}            local batch size of every starting worker, e.g.
+//	                             {worker-0: 96, worker-1: 32}; each >= 1, summing to
+//	                             train.global_batch; by default the global batch
+//	                             split evenly, the remainder to the first workers
+//	sync:
+//	  model: bsp                 bsp | asp | ssp | dsps | drop | pssp
+//	  staleness: 3               >= 0; s for ssp, pssp and dsps
+//	  pull: lazy                 lazy | soft-barrier: how delayed pulls are served
+//	  pssp:
+//	    c: 0.5                   in [0, 1]; constant pass probability
+//	    alpha: 1                 in (0, 1]; with dynamic, P(s,k) = alpha/(1+e^(s-k))
+//	    dynamic: false
+//	  drop:
+//	    wait_for: workers-1      N_t, in [1, workers]; the default is at least 1
+//	policies:                    mode is auto | approve | off for each
+//	  antdt-nd:
+//	    mode: off
+//	    lambda: 1.5              > 1; slowness ratio (AntDT's experiments)
+//	    window_transient: 5s     > 0; L_trans
+//	    window_persistent: 20s   >= window_transient; L_per
+//	  antdt-dd:
+//	    mode: off
+//	    min_accumulation: 1      >= 1; C^min
+//	    max_accumulation: 5      >= min_accumulation; C^max
+//	  backup-workers:
+//	    mode: off
+//	    drop: 1                  >= 1, and < workers unless mode is off; b
+//	  adjust-lr:
+//	    mode: off
+//	  psld:
+//	    mode: off                needs exchange ps unless off
+//	    epsilon: 0.1             in [0, 1]; exploration probability
+//	    theta1_over_theta0: 1    >= 0
+//	    scale_threshold: 0.5     in [0, 1]; scale out when |superior| < it x |PS|
+//	    variance_threshold: 1    >= 0; straggling when (best-worst)/worst exceeds it
+//	stragglers:                  a list; each entry:
+//	  - node:                    required; a node the cluster starts with or a
+//	                             scripted add creates
+//	    kind:                    required: compute | cpu | bandwidth | pause
+//	    sleep:                   compute (required), > 0: SleepDuration; the added
+//	                             delay per iteration is sleep x intensity
+//	    intensity: 1             compute, in [0, 1]; cpu (required), in [0, 1):
+//	                             compute time is multiplied by 1/(1-intensity)
+//	    probability: 1           compute and cpu, in [0, 1]: chance per iteration
+//	    rate:                    bandwidth (required), > 0: the node's link limit
+//	    start: 0s                >= 0
+//	    end:                     after start; by default the injection never ends
+//	    period:                  with on, transient: active for on out of every
+//	    on:                      period, 0 < on <= period
+//	    follows_restart: false   keep the injection after a KILL_RESTART
+//	script:                      a list of timed operator actions; each entry:
+//	  - at:                      required, >= 0
+//	    action:                  required: add-server | remove-server | add-worker |
+//	                             remove-worker | restart | adjust-batch | reassign |
+//	                             set-sync
+//	    node:                    remove-* and restart: required, a node running at
+//	                             that time; add-*: the node created (filled in;
+//	                             the n-th add-server in time order creates
+//	                             server-<servers+n-1>, names are never reused)
+//	    sizes:                   adjust-batch (required): every running worker's
+//	                             local batch, summing to train.global_batch
+//	    assignment:              reassign: algorithm to use; by default the current one
+//	    model, staleness, pull,  set-sync: the new sync settings, keys as under
+//	    pssp, drop:              sync; keys left out keep the sync section's values
+//
+// Steps run in order of at, and in file order at equal times. Adding or
+// removing servers, reassign and psld need exchange ps; no step may remove
+// the last server or worker, or leave more workers than the global batch.
+//
+// A key given a value of the wrong type (a string where an integer belongs),
+// a key a straggler kind or script action does not use, and a key given
+// twice are errors. A key whose value is null counts as left out. Anchors,
+// aliases and merge keys (<<) work as in YAML.
+package spec

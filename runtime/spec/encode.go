@@ -1,0 +1,202 @@
+package spec
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// YAML returns the spec in canonical form: every key written out, defaults
+// included, in the order the package doc lists them, with list entries as
+// one-line flow mappings. Parsing the result gives back an equal Spec (the
+// Line fields aside, which record where entries sat in the original file).
+func (s *Spec) YAML() []byte {
+	var b strings.Builder
+	w := func(indent int, format string, args ...any) {
+		b.WriteString(strings.Repeat("  ", indent))
+		fmt.Fprintf(&b, format, args...)
+		b.WriteByte('\n')
+	}
+
+	w(0, "name: %s", yamlString(s.Name))
+
+	w(0, "model:")
+	w(1, "kind: %s", yamlString(s.Model.Kind))
+	if len(s.Model.Hidden) > 0 {
+		hs := make([]string, len(s.Model.Hidden))
+		for i, h := range s.Model.Hidden {
+			hs[i] = strconv.Itoa(h)
+		}
+		w(1, "hidden: [%s]", strings.Join(hs, ", "))
+	}
+
+	w(0, "data:")
+	w(1, "kind: %s", yamlString(s.Data.Kind))
+	w(1, "epochs: %d", s.Data.Epochs)
+	w(1, "batches_per_shard: %d", s.Data.BatchesPerShard)
+	w(1, "seed: %d", s.Data.Seed)
+	if s.Data.Samples != 0 {
+		w(1, "samples: %d", s.Data.Samples)
+	}
+	if s.Data.TestSamples != 0 {
+		w(1, "test_samples: %d", s.Data.TestSamples)
+	}
+	if s.Data.Features != 0 {
+		w(1, "features: %d", s.Data.Features)
+	}
+	if s.Data.Fields != 0 {
+		w(1, "fields: %d", s.Data.Fields)
+	}
+
+	w(0, "train:")
+	w(1, "global_batch: %d", s.Train.GlobalBatch)
+	w(1, "lr: %s", fmtFloat(s.Train.LR))
+	w(1, "optimizer: %s", yamlString(s.Train.Optimizer))
+	if s.Train.Optimizer == OptimizerMomentum || s.Train.Momentum != 0 {
+		w(1, "momentum: %s", fmtFloat(s.Train.Momentum))
+	}
+
+	c := s.Cluster
+	w(0, "cluster:")
+	w(1, "servers: %d", c.Servers)
+	w(1, "workers: %d", c.Workers)
+	w(1, "block_bytes: %d", c.BlockBytes)
+	w(1, "assignment: %s", yamlString(c.Assignment))
+	w(1, "exchange: %s", yamlString(c.Exchange))
+	w(1, "elasticity: %s", yamlString(c.Elasticity))
+	w(1, "snapshot_interval: %s", fmtDuration(c.SnapshotInterval))
+	if len(c.Topology) > 0 {
+		w(1, "topology:")
+		for _, node := range sortedNodeNames(c.Topology) {
+			l := c.Topology[node]
+			var kv []string
+			if l.Rack != "" {
+				kv = append(kv, "rack: "+yamlString(l.Rack))
+			}
+			if l.Pod != "" {
+				kv = append(kv, "pod: "+yamlString(l.Pod))
+			}
+			w(2, "%s: {%s}", yamlString(node), strings.Join(kv, ", "))
+		}
+	}
+	if c.BatchSizes != nil {
+		w(1, "batch_sizes: %s", flowIntMap(c.BatchSizes))
+	}
+
+	w(0, "sync:")
+	for _, kv := range syncFields(&s.Sync) {
+		w(1, "%s", kv)
+	}
+
+	p := s.Policies
+	w(0, "policies:")
+	w(1, "antdt-nd: {mode: %s, lambda: %s, window_transient: %s, window_persistent: %s}",
+		yamlString(p.AntDTND.Mode), fmtFloat(p.AntDTND.Lambda), fmtDuration(p.AntDTND.WindowTransient), fmtDuration(p.AntDTND.WindowPersistent))
+	w(1, "antdt-dd: {mode: %s, min_accumulation: %d, max_accumulation: %d}",
+		yamlString(p.AntDTDD.Mode), p.AntDTDD.MinAccumulation, p.AntDTDD.MaxAccumulation)
+	w(1, "backup-workers: {mode: %s, drop: %d}", yamlString(p.BackupWorkers.Mode), p.BackupWorkers.Drop)
+	w(1, "adjust-lr: {mode: %s}", yamlString(p.AdjustLR.Mode))
+	w(1, "psld: {mode: %s, epsilon: %s, theta1_over_theta0: %s, scale_threshold: %s, variance_threshold: %s}",
+		yamlString(p.PSLD.Mode), fmtFloat(p.PSLD.Epsilon), fmtFloat(p.PSLD.Theta1OverTheta0),
+		fmtFloat(p.PSLD.ScaleThreshold), fmtFloat(p.PSLD.VarianceThreshold))
+
+	if len(s.Stragglers) > 0 {
+		w(0, "stragglers:")
+		for _, st := range s.Stragglers {
+			kv := []string{"node: " + yamlString(st.Node), "kind: " + yamlString(st.Kind)}
+			used := stragglerKeysByKind[st.Kind]
+			if contains(used, "sleep") {
+				kv = append(kv, "sleep: "+fmtDuration(st.Sleep))
+			}
+			if contains(used, "intensity") {
+				kv = append(kv, "intensity: "+fmtFloat(st.Intensity))
+			}
+			if contains(used, "probability") {
+				kv = append(kv, "probability: "+fmtFloat(st.Probability))
+			}
+			if contains(used, "rate") {
+				kv = append(kv, "rate: "+FormatRate(st.Rate))
+			}
+			kv = append(kv, "start: "+fmtDuration(st.Start))
+			if st.End != 0 {
+				kv = append(kv, "end: "+fmtDuration(st.End))
+			}
+			if st.Period != 0 || st.On != 0 {
+				kv = append(kv, "period: "+fmtDuration(st.Period), "on: "+fmtDuration(st.On))
+			}
+			if st.FollowsRestart {
+				kv = append(kv, "follows_restart: true")
+			}
+			w(1, "- {%s}", strings.Join(kv, ", "))
+		}
+	}
+
+	if len(s.Script) > 0 {
+		w(0, "script:")
+		for _, st := range s.Script {
+			kv := []string{"at: " + fmtDuration(st.At), "action: " + yamlString(st.Action)}
+			if st.Node != "" {
+				kv = append(kv, "node: "+yamlString(st.Node))
+			}
+			if st.Sizes != nil {
+				kv = append(kv, "sizes: "+flowIntMap(st.Sizes))
+			}
+			if st.Assignment != "" {
+				kv = append(kv, "assignment: "+yamlString(st.Assignment))
+			}
+			if st.Sync != nil {
+				kv = append(kv, syncFields(st.Sync)...)
+			}
+			w(1, "- {%s}", strings.Join(kv, ", "))
+		}
+	}
+	return []byte(b.String())
+}
+
+func syncFields(sy *Sync) []string {
+	return []string{
+		"model: " + yamlString(sy.Model),
+		"staleness: " + strconv.Itoa(sy.Staleness),
+		"pull: " + yamlString(sy.Pull),
+		fmt.Sprintf("pssp: {c: %s, alpha: %s, dynamic: %t}", fmtFloat(sy.PSSP.C), fmtFloat(sy.PSSP.Alpha), sy.PSSP.Dynamic),
+		fmt.Sprintf("drop: {wait_for: %d}", sy.Drop.WaitFor),
+	}
+}
+
+func flowIntMap(m map[string]int) string {
+	kv := make([]string, 0, len(m))
+	for _, k := range sortedNodeNames(m) {
+		kv = append(kv, fmt.Sprintf("%s: %d", yamlString(k), m[k]))
+	}
+	return "{" + strings.Join(kv, ", ") + "}"
+}
+
+// fmtDuration writes d so that time.ParseDuration gives it back.
+func fmtDuration(d time.Duration) string { return d.String() }
+
+// yamlString writes s bare when YAML reads it back as the same string, and
+// double-quoted otherwise.
+func yamlString(s string) string {
+	if plainSafe(s) {
+		return s
+	}
+	return strconv.Quote(s)
+}
+
+// plainSafe accepts names made of letters, digits and '-' that start with a
+// letter or digit, except null, which YAML reads as no value. Other words
+// YAML gives a meaning to (true, off, 12) are read back as written, because
+// the decoder takes the text of any scalar given for a string.
+func plainSafe(s string) bool {
+	if s == "" || s[0] == '-' || strings.EqualFold(s, "null") {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		ch := s[i]
+		if !(ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '-') {
+			return false
+		}
+	}
+	return true
+}

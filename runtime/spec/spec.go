@@ -1,0 +1,326 @@
+package spec
+
+import (
+	"fmt"
+	"time"
+)
+
+// Spec is one parsed, defaulted and validated job spec.
+type Spec struct {
+	Name       string
+	Model      Model
+	Data       Data
+	Train      Train
+	Cluster    Cluster
+	Sync       Sync
+	Policies   Policies
+	Stragglers []Straggler
+	Script     []ScriptStep
+}
+
+// Model is the model a job trains.
+type Model struct {
+	Kind   string // softmax | mlp | sparse-lr
+	Hidden []int  // mlp only: hidden layer widths
+}
+
+// Data is the data set a job trains on and how it is cut into shards.
+type Data struct {
+	Kind            string // mnist | synthetic-ctr
+	Epochs          int
+	BatchesPerShard int // M in AntDT: batches per data shard
+	Seed            int64
+
+	// synthetic-ctr only; zero for mnist unless given (mnist ignores them).
+	Samples     int
+	TestSamples int
+	Features    uint64 // width of the sparse feature space
+	Fields      int    // non-zero features per sample
+}
+
+// Train holds the optimisation settings.
+type Train struct {
+	GlobalBatch int
+	LR          float64
+	Optimizer   string  // sgd | momentum | adam
+	Momentum    float64 // momentum only
+}
+
+// Cluster is the shape of the job's cluster.
+type Cluster struct {
+	Servers          int
+	Workers          int
+	BlockBytes       int64
+	Assignment       string // round-robin | size-balanced | psld | mxnet
+	Exchange         string // ps | ring | rat
+	Elasticity       string // hot | checkpoint-restart
+	SnapshotInterval time.Duration
+	// Topology gives region labels by node name; nil when not given.
+	Topology map[string]Labels
+	// BatchSizes gives each initial worker's local batch size; nil means the
+	// global batch split evenly. Read it through LocalBatch.
+	BatchSizes map[string]int
+}
+
+// Labels place a node in a region for topology-aware allreduce.
+type Labels struct {
+	Rack string
+	Pod  string
+}
+
+// Sync is the synchronisation model the servers enforce.
+type Sync struct {
+	Model     string // bsp | asp | ssp | dsps | drop | pssp
+	Staleness int    // s for ssp, pssp and dsps
+	Pull      string // lazy | soft-barrier
+	PSSP      PSSP
+	Drop      Drop
+}
+
+// PSSP parameterises probabilistic SSP: a constant pass probability C, or
+// with Dynamic the probability P(s,k) = Alpha/(1+e^(s-k)).
+type PSSP struct {
+	C       float64
+	Alpha   float64
+	Dynamic bool
+}
+
+// Drop parameterises drop-stragglers: an iteration completes once WaitFor
+// (N_t) workers have pushed.
+type Drop struct {
+	WaitFor int
+}
+
+// Policies holds the straggler policies' modes and parameters.
+type Policies struct {
+	AntDTND       AntDTND
+	AntDTDD       AntDTDD
+	BackupWorkers BackupWorkers
+	AdjustLR      AdjustLR
+	PSLD          PSLD
+}
+
+// AntDTND is AntDT's policy for non-dedicated clusters.
+type AntDTND struct {
+	Mode             string // auto | approve | off
+	Lambda           float64
+	WindowTransient  time.Duration // L_trans
+	WindowPersistent time.Duration // L_per
+}
+
+// AntDTDD is AntDT's policy for dedicated heterogeneous clusters.
+type AntDTDD struct {
+	Mode            string
+	MinAccumulation int // C^min
+	MaxAccumulation int // C^max
+}
+
+// BackupWorkers drops the Drop slowest workers' gradients each iteration.
+type BackupWorkers struct {
+	Mode string
+	Drop int
+}
+
+// AdjustLR penalises the learning rate of lagging workers.
+type AdjustLR struct {
+	Mode string
+}
+
+// PSLD is the parameter-server load-distribution policy.
+type PSLD struct {
+	Mode              string
+	Epsilon           float64 // exploration probability
+	Theta1OverTheta0  float64
+	ScaleThreshold    float64 // scale out when |superior| < ScaleThreshold·|PS|
+	VarianceThreshold float64 // straggler when (best-worst)/worst exceeds it
+}
+
+// Straggler is one injected slowness.
+type Straggler struct {
+	Node        string
+	Kind        string        // compute | cpu | bandwidth | pause
+	Sleep       time.Duration // compute: SleepDuration
+	Intensity   float64       // compute, cpu
+	Probability float64       // compute, cpu: per iteration
+	Start       time.Duration
+	End         time.Duration // zero: until the job ends
+	Period      time.Duration // transient: active for On out of every Period
+	On          time.Duration
+	Rate        float64 // bandwidth: bytes per second
+	// FollowsRestart keeps the injection on a node after a KILL_RESTART.
+	FollowsRestart bool
+	Line           int // line in the spec file
+}
+
+// ScriptStep is one timed operator action.
+type ScriptStep struct {
+	At     time.Duration
+	Action string
+	// Node is the target of remove-*, restart; for add-* it is the name of
+	// the node the step creates (filled in when not given).
+	Node       string
+	Sizes      map[string]int // adjust-batch: every live worker's local batch
+	Assignment string         // reassign: algorithm; empty keeps the current one
+	Sync       *Sync          // set-sync: the new sync settings (job's sync for keys not given)
+	Line       int            // line in the spec file
+}
+
+// Model kinds.
+const (
+	ModelSoftmax  = "softmax"
+	ModelMLP      = "mlp"
+	ModelSparseLR = "sparse-lr"
+)
+
+// Data kinds.
+const (
+	DataMNIST        = "mnist"
+	DataSyntheticCTR = "synthetic-ctr"
+)
+
+// Optimizers.
+const (
+	OptimizerSGD      = "sgd"
+	OptimizerMomentum = "momentum"
+	OptimizerAdam     = "adam"
+)
+
+// Block assignment algorithms.
+const (
+	AssignRoundRobin   = "round-robin"
+	AssignSizeBalanced = "size-balanced"
+	AssignPSLD         = "psld"
+	AssignMXNet        = "mxnet"
+)
+
+// Gradient exchanges.
+const (
+	ExchangePS   = "ps"
+	ExchangeRing = "ring"
+	ExchangeRAT  = "rat"
+)
+
+// Elasticity mechanisms.
+const (
+	ElasticityHot               = "hot"
+	ElasticityCheckpointRestart = "checkpoint-restart"
+)
+
+// Sync models.
+const (
+	SyncBSP  = "bsp"
+	SyncASP  = "asp"
+	SyncSSP  = "ssp"
+	SyncDSPS = "dsps"
+	SyncDrop = "drop"
+	SyncPSSP = "pssp"
+)
+
+// Ways of serving delayed pull requests.
+const (
+	PullLazy        = "lazy"
+	PullSoftBarrier = "soft-barrier"
+)
+
+// Policy modes.
+const (
+	ModeAuto    = "auto"
+	ModeApprove = "approve"
+	ModeOff     = "off"
+)
+
+// Straggler kinds.
+const (
+	StragglerCompute   = "compute"
+	StragglerCPU       = "cpu"
+	StragglerBandwidth = "bandwidth"
+	StragglerPause     = "pause"
+)
+
+// Script actions.
+const (
+	ActionAddServer    = "add-server"
+	ActionRemoveServer = "remove-server"
+	ActionAddWorker    = "add-worker"
+	ActionRemoveWorker = "remove-worker"
+	ActionRestart      = "restart"
+	ActionAdjustBatch  = "adjust-batch"
+	ActionReassign     = "reassign"
+	ActionSetSync      = "set-sync"
+)
+
+var (
+	modelKinds     = []string{ModelSoftmax, ModelMLP, ModelSparseLR}
+	dataKinds      = []string{DataMNIST, DataSyntheticCTR}
+	optimizers     = []string{OptimizerSGD, OptimizerMomentum, OptimizerAdam}
+	assignments    = []string{AssignRoundRobin, AssignSizeBalanced, AssignPSLD, AssignMXNet}
+	exchanges      = []string{ExchangePS, ExchangeRing, ExchangeRAT}
+	elasticities   = []string{ElasticityHot, ElasticityCheckpointRestart}
+	syncModels     = []string{SyncBSP, SyncASP, SyncSSP, SyncDSPS, SyncDrop, SyncPSSP}
+	pulls          = []string{PullLazy, PullSoftBarrier}
+	modes          = []string{ModeAuto, ModeApprove, ModeOff}
+	stragglerKinds = []string{StragglerCompute, StragglerCPU, StragglerBandwidth, StragglerPause}
+	actions        = []string{ActionAddServer, ActionRemoveServer, ActionAddWorker, ActionRemoveWorker,
+		ActionRestart, ActionAdjustBatch, ActionReassign, ActionSetSync}
+)
+
+// WorkerName is the name of worker i.
+func WorkerName(i int) string { return fmt.Sprintf("worker-%d", i) }
+
+// ServerName is the name of server i.
+func ServerName(i int) string { return fmt.Sprintf("server-%d", i) }
+
+// WorkerNames returns the names of the workers the job starts with.
+func (s *Spec) WorkerNames() []string {
+	names := make([]string, s.Cluster.Workers)
+	for i := range names {
+		names[i] = WorkerName(i)
+	}
+	return names
+}
+
+// ServerNames returns the names of the servers the job starts with.
+func (s *Spec) ServerNames() []string {
+	names := make([]string, s.Cluster.Servers)
+	for i := range names {
+		names[i] = ServerName(i)
+	}
+	return names
+}
+
+// LocalBatch returns the starting local batch size of worker i: its entry in
+// cluster.batch_sizes, or else its share of the global batch split evenly with
+// the remainder going to the first workers. It is 0 for a worker the job does
+// not start with.
+func (s *Spec) LocalBatch(worker int) int {
+	n := s.Cluster.Workers
+	if worker < 0 || worker >= n {
+		return 0
+	}
+	if s.Cluster.BatchSizes != nil {
+		return s.Cluster.BatchSizes[WorkerName(worker)]
+	}
+	return evenShare(s.Train.GlobalBatch, n, worker)
+}
+
+// evenShare is part i of total split into n parts, larger parts first.
+func evenShare(total, n, i int) int {
+	b := total / n
+	if i < total%n {
+		b++
+	}
+	return b
+}
+
+// EvenSplit splits total into n parts that differ by at most one, larger
+// parts first. It returns nil when n < 1.
+func EvenSplit(total, n int) []int {
+	if n < 1 {
+		return nil
+	}
+	parts := make([]int, n)
+	for i := range parts {
+		parts[i] = evenShare(total, n, i)
+	}
+	return parts
+}

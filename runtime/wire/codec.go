@@ -1,0 +1,103 @@
+// Package wire is kelpie's data-plane encoding: a gRPC codec that carries the
+// tensor payload of parameter-server messages as raw bytes beside a small
+// protobuf header, and helpers that view float32 tensors as bytes.
+//
+// The codec is registered under the content-subtype "kelpie". A message whose
+// type implements Payloader is written as
+//
+//	[4-byte little-endian header length][protobuf header][pad to 4][payload]
+//
+// so the payload is never marshalled float by float, is handed to gRPC without
+// a copy on send, and lands 4-byte aligned on receive, where it can be read
+// as []float32 in place. Any other message falls back to the standard
+// protobuf codec, and clients that do not ask for "kelpie" (grpcurl, health
+// checks) get plain protobuf from the same server.
+package wire
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
+	protobuf "google.golang.org/protobuf/proto"
+)
+
+// Name is the gRPC content-subtype of the codec.
+const Name = "kelpie"
+
+// Payloader is a protobuf message with a bulk payload carried outside the
+// protobuf encoding. PSRequest and PSResponse satisfy it (proto/kelpiepb).
+type Payloader interface {
+	protobuf.Message
+	GetData() []byte
+	SetData([]byte)
+}
+
+// CallOption selects the codec on a client call or stream.
+func CallOption() grpc.CallOption { return grpc.CallContentSubtype(Name) }
+
+type codec struct{ fallback encoding.CodecV2 }
+
+func init() {
+	encoding.RegisterCodecV2(codec{fallback: encoding.GetCodecV2(proto.Name)})
+}
+
+func (codec) Name() string { return Name }
+
+func (c codec) Marshal(v any) (mem.BufferSlice, error) {
+	p, ok := v.(Payloader)
+	if !ok {
+		return c.fallback.Marshal(v)
+	}
+	payload := p.GetData()
+	// Marshal the header with the payload detached; restore it afterwards.
+	p.SetData(nil)
+	hdr, err := protobuf.MarshalOptions{}.MarshalAppend(make([]byte, 4, 64), p)
+	p.SetData(payload)
+	if err != nil {
+		return nil, fmt.Errorf("wire: marshal header: %v", err)
+	}
+	binary.LittleEndian.PutUint32(hdr[:4], uint32(len(hdr)-4))
+	for len(hdr)%4 != 0 {
+		hdr = append(hdr, 0)
+	}
+	out := mem.BufferSlice{mem.SliceBuffer(hdr)}
+	if len(payload) > 0 {
+		out = append(out, mem.SliceBuffer(payload))
+	}
+	return out, nil
+}
+
+func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
+	p, ok := v.(Payloader)
+	if !ok {
+		return c.fallback.Unmarshal(data, v)
+	}
+	buf := data.Materialize()
+	if len(buf) < 4 {
+		return fmt.Errorf("wire: message of %d bytes is shorter than its header length", len(buf))
+	}
+	n := int(binary.LittleEndian.Uint32(buf[:4]))
+	if n > len(buf)-4 {
+		return fmt.Errorf("wire: header length %d exceeds message of %d bytes", n, len(buf))
+	}
+	if err := protobuf.Unmarshal(buf[4:4+n], p); err != nil {
+		return fmt.Errorf("wire: unmarshal header: %v", err)
+	}
+	off := 4 + n
+	if r := off % 4; r != 0 {
+		off += 4 - r
+	}
+	if off > len(buf) {
+		return fmt.Errorf("wire: header padding runs past the message")
+	}
+	if off < len(buf) {
+		p.SetData(buf[off:])
+	} else {
+		p.SetData(nil)
+	}
+	return nil
+}

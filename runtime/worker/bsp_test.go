@@ -1,0 +1,111 @@
+package worker
+
+import (
+	"math"
+	"testing"
+
+	"github.com/kelpie/kelpie/runtime/blocks"
+	"github.com/kelpie/kelpie/runtime/data"
+	"github.com/kelpie/kelpie/runtime/job"
+	"github.com/kelpie/kelpie/runtime/model"
+	"github.com/kelpie/kelpie/runtime/optim"
+	"github.com/kelpie/kelpie/runtime/syncmodel"
+)
+
+func mnistSubset(t *testing.T, n int) data.Dataset {
+	t.Helper()
+	dir, err := data.FindMNIST()
+	if err != nil {
+		t.Skipf("MNIST not available: %v", err)
+	}
+	train, _, err := data.LoadMNIST(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := data.Slice(train, 0, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sub
+}
+
+// finalParams trains with the given worker count and batch split and
+// returns worker 0's final view of the parameters (pulled after the last
+// iteration, so every worker's last gradient is in).
+func finalParams(t *testing.T, c clusterConfig, ds data.Dataset, local []int, epochs int) *model.Params {
+	t.Helper()
+	cl := startCluster(t, c)
+	gb := 0
+	for _, b := range local {
+		gb += b
+	}
+	plan := job.Plan{N: ds.Len(), Epochs: epochs, GlobalBatch: gb, Seed: 3, Local: local, BatchesPerShard: 4}
+	ws := cl.train(t, c, ds, plan, nil)
+	if _, _, err := ws[0].Evaluate(ds, plan.Iterations()-1); err != nil {
+		t.Fatal(err)
+	}
+	return ws[0].Params()
+}
+
+func maxDiff(t *testing.T, a, b *model.Params) float64 {
+	t.Helper()
+	var d float64
+	for i := range a.Dense {
+		if len(a.Dense[i]) != len(b.Dense[i]) {
+			t.Fatalf("tensor %d: lengths %d and %d", i, len(a.Dense[i]), len(b.Dense[i]))
+		}
+		for j := range a.Dense[i] {
+			d = math.Max(d, math.Abs(float64(a.Dense[i][j]-b.Dense[i][j])))
+		}
+	}
+	return d
+}
+
+// TestBSPEquivalence: N workers under BSP whose local batches make up the
+// global batch produce the same parameters as one worker training on the
+// whole global batch (the gradient is a sum over samples; only the float
+// summation order differs).
+func TestBSPEquivalence(t *testing.T) {
+	ds := mnistSubset(t, 2048)
+	bsp := syncmodel.Config{Model: "bsp", Pull: "lazy"}
+	for _, tc := range []struct {
+		name     string
+		opt      optim.Config
+		servers  int
+		local    []int
+		strategy blocks.Strategy
+	}{
+		{"sgd 2 servers 4 equal workers", optim.Config{Kind: "sgd", LR: 0.1}, 2, []int{16, 16, 16, 16}, blocks.RoundRobin},
+		{"momentum 3 servers uneven workers", optim.Config{Kind: "momentum", LR: 0.05, Momentum: 0.9}, 3, []int{40, 8, 16}, blocks.SizeBalanced},
+		{"adam 2 servers split blocks", optim.Config{Kind: "adam", LR: 0.001}, 2, []int{32, 32}, blocks.MXNet},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := clusterConfig{model: model.Config{Kind: "mlp", Hidden: []int{32}}, info: ds.Info(),
+				servers: tc.servers, workers: len(tc.local), blockBytes: 64 << 10, strategy: tc.strategy,
+				sync: bsp, optim: tc.opt, seed: 5}
+			many := finalParams(t, c, ds, tc.local, 1)
+			gb := 0
+			for _, b := range tc.local {
+				gb += b
+			}
+			c.workers = 1
+			one := finalParams(t, c, ds, []int{gb}, 1)
+			d := maxDiff(t, many, one)
+			t.Logf("max |w_N - w_1| = %g", d)
+			if d > 1e-4 {
+				t.Errorf("max |w_N - w_1| = %g; want ≤ 1e-4", d)
+			}
+			// And training moved the parameters at all.
+			init := c.newModel(t).InitDense(c.seed)
+			moved := 0.0
+			for i := range init {
+				for j := range init[i] {
+					moved = math.Max(moved, math.Abs(float64(init[i][j]-one.Dense[i][j])))
+				}
+			}
+			if moved < 1e-3 {
+				t.Errorf("parameters moved at most %g from their initial values", moved)
+			}
+		})
+	}
+}

@@ -1,0 +1,413 @@
+// Package worker is kelpie's training worker: it iterates fetch batch →
+// forward/backward → push gradients → pull parameters against the job's
+// parameter servers, with its own local batch size, and measures what the
+// scheduler needs: batch processing time (BPT) and, per server, the time and
+// bytes of each exchange.
+package worker
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/runtime/blocks"
+	"github.com/kelpie/kelpie/runtime/data"
+	"github.com/kelpie/kelpie/runtime/job"
+	"github.com/kelpie/kelpie/runtime/model"
+	"github.com/kelpie/kelpie/runtime/psclient"
+	"github.com/kelpie/kelpie/runtime/straggler"
+	"github.com/kelpie/kelpie/runtime/syncmodel"
+	"github.com/kelpie/kelpie/runtime/wire"
+)
+
+// Config is what a worker needs to train.
+type Config struct {
+	Index       int
+	Model       model.Model
+	Train, Test data.Dataset
+	Plan        job.Plan
+	Table       blocks.Table
+	Addrs       []string // server index -> address
+	Sync        syncmodel.Kind
+	Start       time.Time // the job's time zero
+	Straggler   straggler.Schedule
+	Seed        int64
+	ReportEvery int               // iterations between reports (default 10)
+	Report      func(Report) bool // returns false to stop the worker
+}
+
+// Comm is one exchange with one server.
+type Comm struct {
+	Server  int
+	Bytes   int64
+	Seconds float64
+}
+
+// Report is what a worker tells its agent every ReportEvery iterations.
+type Report struct {
+	Iteration int64 // iterations completed
+	Samples   int64 // samples trained on so far
+	BatchSize int
+	BPT       []time.Duration
+	Compute   time.Duration // summed compute time since the last report
+	Comm      []Comm
+	Loss      float64 // mean training loss since the last report
+}
+
+// Summary is the outcome of Run.
+type Summary struct {
+	Iterations int64
+	Samples    int64
+	MeanBPT    time.Duration
+}
+
+// Worker trains one share of the job.
+type Worker struct {
+	cfg   Config
+	conns []*psclient.Conn
+
+	dense     [][]int // server -> dense block IDs it holds
+	sparseT   int     // index of the sparse tensor, -1 if none
+	rowDim    int
+	params    *model.Params
+	grad      *model.Params
+	pushBuf   [][]float32 // server -> push payload
+	rng       *rand.Rand
+	sampler   *job.Sampler
+	batch     *data.Batch
+	nextBatch *data.Batch
+	idx       []int
+}
+
+// New connects to the job's servers.
+func New(cfg Config) (*Worker, error) {
+	if cfg.ReportEvery <= 0 {
+		cfg.ReportEvery = 10
+	}
+	w := &Worker{cfg: cfg, sparseT: -1, rowDim: 1,
+		rng:     rand.New(rand.NewPCG(uint64(cfg.Seed), uint64(cfg.Index)+1)),
+		sampler: job.NewSampler(cfg.Plan), batch: &data.Batch{}, nextBatch: &data.Batch{}}
+	for i, t := range cfg.Model.Tensors() {
+		if t.Sparse {
+			w.sparseT, w.rowDim = i, t.Cols
+		}
+	}
+	w.setTable(cfg.Table)
+	for _, a := range cfg.Addrs {
+		c, err := psclient.Dial(a)
+		if err != nil {
+			w.Close()
+			return nil, err
+		}
+		w.conns = append(w.conns, c)
+	}
+	w.params = cfg.Model.NewParams()
+	w.grad = cfg.Model.NewParams()
+	return w, nil
+}
+
+func (w *Worker) setTable(t blocks.Table) {
+	w.cfg.Table = t
+	w.dense = make([][]int, t.Servers)
+	w.pushBuf = make([][]float32, t.Servers)
+	for id, b := range t.Blocks {
+		if !b.Sparse {
+			r := t.ServerOf[id]
+			w.dense[r] = append(w.dense[r], id)
+		}
+	}
+}
+
+// Close ends the connections.
+func (w *Worker) Close() {
+	for _, c := range w.conns {
+		c.Close()
+	}
+	w.conns = nil
+}
+
+// rowsByServer splits sorted keys by the server that holds them; pos[r] are
+// the keys' positions in keys.
+func (w *Worker) rowsByServer(keys []uint64) (byServer [][]uint64, pos [][]int) {
+	n := w.cfg.Table.Servers
+	byServer, pos = make([][]uint64, n), make([][]int, n)
+	for i, k := range keys {
+		b := w.cfg.Table.SparseBlock(w.sparseT, k)
+		if b < 0 {
+			continue
+		}
+		r := w.cfg.Table.ServerOf[b]
+		byServer[r] = append(byServer[r], k)
+		pos[r] = append(pos[r], i)
+	}
+	return byServer, pos
+}
+
+func u32s(ids []int) []uint32 {
+	out := make([]uint32, len(ids))
+	for i, id := range ids {
+		out[i] = uint32(id)
+	}
+	return out
+}
+
+// exchange runs one request per server concurrently. push selects a push of
+// the current gradient; pullKeys are the sparse rows to read back (sorted).
+// It writes the pulled values into w.params and returns per-server comm and
+// the smallest version the servers answered with.
+func (w *Worker) exchange(op kelpiepb.Op, progress int64, pullKeys []uint64) ([]Comm, int64, error) {
+	n := len(w.conns)
+	var pushRows, pullRows [][]uint64
+	var pullPos [][]int
+	if w.sparseT >= 0 {
+		if op != kelpiepb.Op_OP_PULL {
+			pushRows, _ = w.rowsByServer(w.grad.Sparse.Keys)
+		}
+		pullRows, pullPos = w.rowsByServer(pullKeys)
+		w.params.Sparse.Keys = append(w.params.Sparse.Keys[:0], pullKeys...)
+		w.params.Sparse.Vals = resize(w.params.Sparse.Vals, len(pullKeys)*w.rowDim)
+	}
+	comms := make([]Comm, n)
+	versions := make([]int64, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		req := &kelpiepb.PSRequest{Op: op, Worker: int32(w.cfg.Index), Progress: progress,
+			Blocks: u32s(w.dense[r]), AssignmentVersion: w.cfg.Table.Version}
+		if op != kelpiepb.Op_OP_PULL {
+			buf := w.pushBuf[r][:0]
+			for _, id := range w.dense[r] {
+				b := w.cfg.Table.Blocks[id]
+				buf = append(buf, w.grad.Dense[b.Tensor][b.Offset:b.Offset+b.Length]...)
+			}
+			if pushRows != nil {
+				req.RowKeys = pushRows[r]
+				buf = appendRows(buf, w.grad.Sparse, pushRows[r], w.rowDim)
+			}
+			w.pushBuf[r] = buf
+			req.Data = wire.AsBytes(buf)
+		}
+		if pullRows != nil {
+			req.PullRowKeys = pullRows[r]
+		}
+		if op == kelpiepb.Op_OP_PUSH_PULL && len(req.Blocks) == 0 && len(req.RowKeys) == 0 && len(req.PullRowKeys) == 0 {
+			// Nothing of this server is needed, but its barrier still counts
+			// the worker's progress.
+			req.NoReplyData = true
+		}
+		wg.Add(1)
+		go func(r int, req *kelpiepb.PSRequest) {
+			defer wg.Done()
+			sent := int64(len(req.Data))
+			t0 := time.Now()
+			resp, err := w.conns[r].Do(req)
+			if err != nil {
+				errs[r] = fmt.Errorf("server %d (%s): %v", r, w.cfg.Addrs[r], err)
+				return
+			}
+			comms[r] = Comm{Server: r, Bytes: sent + int64(len(resp.Data)), Seconds: time.Since(t0).Seconds()}
+			versions[r] = resp.Version
+			errs[r] = w.absorb(r, req, resp, pullPos)
+		}(r, req)
+	}
+	wg.Wait()
+	minV := int64(-1)
+	for r := range n {
+		if errs[r] != nil {
+			return nil, 0, errs[r]
+		}
+		if minV < 0 || versions[r] < minV {
+			minV = versions[r]
+		}
+	}
+	return comms, minV, nil
+}
+
+// absorb copies one server's pulled values into the worker's parameters.
+// Servers own disjoint blocks and rows, so absorbs run concurrently.
+func (w *Worker) absorb(r int, req *kelpiepb.PSRequest, resp *kelpiepb.PSResponse, pullPos [][]int) error {
+	if req.NoReplyData {
+		return nil
+	}
+	vals := wire.AsFloats(resp.Data)
+	want := 0
+	for _, id := range req.Blocks {
+		want += int(w.cfg.Table.Blocks[id].Length)
+	}
+	want += len(req.PullRowKeys) * w.rowDim
+	if len(vals) != want {
+		return fmt.Errorf("server %d answered %d values; want %d", r, len(vals), want)
+	}
+	off := 0
+	for _, id := range req.Blocks {
+		b := w.cfg.Table.Blocks[id]
+		off += copy(w.params.Dense[b.Tensor][b.Offset:b.Offset+b.Length], vals[off:])
+	}
+	if pullPos != nil {
+		for j, p := range pullPos[r] {
+			copy(w.params.Sparse.Vals[p*w.rowDim:(p+1)*w.rowDim], vals[off+j*w.rowDim:])
+		}
+	}
+	return nil
+}
+
+func appendRows(dst []float32, sp model.Sparse, keys []uint64, dim int) []float32 {
+	// keys is a sorted subsequence of sp.Keys.
+	j := 0
+	for _, k := range keys {
+		for sp.Keys[j] != k {
+			j++
+		}
+		dst = append(dst, sp.Vals[j*dim:(j+1)*dim]...)
+	}
+	return dst
+}
+
+func resize(s []float32, n int) []float32 {
+	if cap(s) < n {
+		return make([]float32, n)
+	}
+	return s[:n]
+}
+
+func (w *Worker) fill(b *data.Batch, t int64) {
+	from, to := w.cfg.Plan.Slice(w.cfg.Index, t)
+	w.idx = w.sampler.Indexes(w.idx[:0], from, to)
+	w.cfg.Train.Fill(b, w.idx)
+}
+
+func (w *Worker) keys(b *data.Batch) []uint64 {
+	if w.sparseT < 0 || b.N == 0 {
+		return nil
+	}
+	return w.cfg.Model.SparseKeys(b, nil)
+}
+
+// Run trains until the plan's last iteration, the context ends, or Report
+// asks to stop.
+func (w *Worker) Run(ctx context.Context) (Summary, error) {
+	total := w.cfg.Plan.Iterations()
+	w.fill(w.batch, 0)
+	if _, _, err := w.exchange(kelpiepb.Op_OP_PULL, -1, w.keys(w.batch)); err != nil {
+		return Summary{}, fmt.Errorf("worker %d: initial pull: %v", w.cfg.Index, err)
+	}
+	var (
+		sum     Summary
+		rep     Report
+		lossSum float64
+		lossN   int
+		bptSum  time.Duration
+	)
+	rep.BatchSize = w.cfg.Plan.Local[w.cfg.Index]
+	gb := float32(w.cfg.Plan.GlobalBatch)
+	for t := int64(0); t < total; {
+		if err := ctx.Err(); err != nil {
+			return sum, err
+		}
+		begin := time.Now()
+		if d := w.cfg.Straggler.Pause(time.Since(w.cfg.Start)); d > 0 {
+			sleep(ctx, d)
+		}
+		c0 := time.Now()
+		if w.batch.N > 0 {
+			lossSum += w.cfg.Model.Grad(w.params, w.batch, w.grad, float32(w.batch.N)/gb)
+			lossN++
+		} else {
+			for _, d := range w.grad.Dense {
+				clear(d)
+			}
+			w.grad.Sparse.Keys, w.grad.Sparse.Vals = w.grad.Sparse.Keys[:0], w.grad.Sparse.Vals[:0]
+		}
+		compute := time.Since(c0)
+		if d := w.cfg.Straggler.ComputeDelay(time.Since(w.cfg.Start), compute, w.rng.Float64()); d > 0 {
+			sleep(ctx, d)
+		}
+		samples := int64(w.batch.N)
+		next := t + 1
+		var pullKeys []uint64
+		if next < total {
+			w.fill(w.nextBatch, next)
+			pullKeys = w.keys(w.nextBatch)
+		}
+		comms, version, err := w.exchange(kelpiepb.Op_OP_PUSH_PULL, t, pullKeys)
+		if err != nil {
+			return sum, fmt.Errorf("worker %d: iteration %d: %v", w.cfg.Index, t, err)
+		}
+		if w.cfg.Sync == syncmodel.Kind("drop") && version > next && version < total {
+			// Our gradient was dropped and the servers moved on: rejoin at
+			// their version (backup-worker semantics).
+			next = version
+			w.fill(w.nextBatch, next)
+			if _, _, err := w.exchange(kelpiepb.Op_OP_PULL, next-1, w.keys(w.nextBatch)); err != nil {
+				return sum, fmt.Errorf("worker %d: rejoin at %d: %v", w.cfg.Index, next, err)
+			}
+		}
+		w.batch, w.nextBatch = w.nextBatch, w.batch
+		t = next
+		bpt := time.Since(begin)
+		sum.Iterations++
+		sum.Samples += samples
+		bptSum += bpt
+		rep.BPT = append(rep.BPT, bpt)
+		rep.Compute += compute
+		rep.Comm = append(rep.Comm, comms...)
+		if sum.Iterations%int64(w.cfg.ReportEvery) == 0 || t >= total {
+			rep.Iteration, rep.Samples = t, sum.Samples
+			if lossN > 0 {
+				rep.Loss = lossSum / float64(lossN)
+			}
+			if w.cfg.Report != nil && !w.cfg.Report(rep) {
+				return sum, fmt.Errorf("worker %d: stopped by the coordinator", w.cfg.Index)
+			}
+			rep = Report{BatchSize: rep.BatchSize}
+			lossSum, lossN = 0, 0
+		}
+	}
+	if sum.Iterations > 0 {
+		sum.MeanBPT = bptSum / time.Duration(sum.Iterations)
+	}
+	return sum, nil
+}
+
+// Evaluate pulls the current parameters and evaluates them on ds in batches.
+func (w *Worker) Evaluate(ds data.Dataset, progress int64) (loss, acc float64, err error) {
+	const chunk = 1000
+	n := ds.Len()
+	var b data.Batch
+	var lossSum, accSum float64
+	idx := make([]int, 0, chunk)
+	for from := 0; from < n; from += chunk {
+		idx = idx[:0]
+		for i := from; i < min(from+chunk, n); i++ {
+			idx = append(idx, i)
+		}
+		ds.Fill(&b, idx)
+		if from == 0 || w.sparseT >= 0 {
+			if _, _, err := w.exchange(kelpiepb.Op_OP_PULL, progress, w.keys(&b)); err != nil {
+				return 0, 0, fmt.Errorf("worker %d: evaluation pull: %v", w.cfg.Index, err)
+			}
+		}
+		l, a := w.cfg.Model.Evaluate(w.params, &b)
+		lossSum += l * float64(b.N)
+		accSum += a * float64(b.N)
+	}
+	if n == 0 {
+		return 0, 0, nil
+	}
+	return lossSum / float64(n), accSum / float64(n), nil
+}
+
+// Params returns the worker's current parameters (for tests).
+func (w *Worker) Params() *model.Params { return w.params }
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}

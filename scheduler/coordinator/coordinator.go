@@ -1,0 +1,383 @@
+// Package coordinator is the job-coordination core of kelpie's scheduler:
+// it admits the roles of a job as they register, hands every role the spec,
+// its index and the versioned block table, starts the job once every role is
+// ready, collects the workers' progress, and decides when the job has
+// finished or failed.
+//
+// It serves the Coordinator gRPC service of proto/coordinator.proto. Blocking
+// calls (Ready, Done) return when their condition holds or the job fails,
+// so a dead role never leaves the others hanging.
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/runtime/blocks"
+	"github.com/kelpie/kelpie/runtime/job"
+	"github.com/kelpie/kelpie/runtime/spec"
+)
+
+// NodeStats is what the coordinator knows of one node.
+type NodeStats struct {
+	Name       string
+	Role       kelpiepb.Role
+	Pid        int32
+	Addr       string
+	Iteration  int64
+	Samples    int64
+	BatchSize  int
+	BPTSum     time.Duration
+	BPTCount   int64
+	Loss       float64
+	Comm       []*kelpiepb.CommSample
+	LastReport time.Time
+	Ready      bool
+	Done       bool
+}
+
+// MeanBPT is the node's mean batch processing time so far.
+func (n *NodeStats) MeanBPT() time.Duration {
+	if n.BPTCount == 0 {
+		return 0
+	}
+	return n.BPTSum / time.Duration(n.BPTCount)
+}
+
+// Job is one job's coordination state.
+type Job struct {
+	Spec  *spec.Spec
+	YAML  []byte
+	Table blocks.Table
+	Plan  job.Plan
+
+	ready    chan struct{} // all nodes ready; the start time is set
+	allDone  chan struct{} // every worker called Done
+	finished chan struct{} // the evaluating worker sent the result
+	failed   chan struct{}
+
+	mu       sync.Mutex
+	nodes    map[string]*NodeStats
+	addrs    []string
+	start    time.Time
+	err      error
+	evalNode string
+	result   *kelpiepb.ResultRequest
+}
+
+// Coordinator serves the Coordinator service for any number of jobs.
+type Coordinator struct {
+	kelpiepb.UnimplementedCoordinatorServer
+
+	mu   sync.Mutex
+	jobs map[string]*Job
+}
+
+// New makes an empty coordinator.
+func New() *Coordinator { return &Coordinator{jobs: map[string]*Job{}} }
+
+// AddJob admits a job; its nodes may register from now on.
+func (c *Coordinator) AddJob(s *spec.Spec) (*Job, error) {
+	m, err := job.NewModel(s)
+	if err != nil {
+		return nil, fmt.Errorf("job %s: %v", s.Name, err)
+	}
+	t, err := job.Table(s, m)
+	if err != nil {
+		return nil, fmt.Errorf("job %s: %v", s.Name, err)
+	}
+	j := &Job{
+		Spec: s, YAML: s.YAML(), Table: t, Plan: job.NewPlan(s, job.TrainSamples(s)),
+		ready: make(chan struct{}), allDone: make(chan struct{}), finished: make(chan struct{}),
+		failed: make(chan struct{}), nodes: map[string]*NodeStats{},
+		addrs: make([]string, s.Cluster.Servers),
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.jobs[s.Name]; ok && !old.over() {
+		return nil, fmt.Errorf("job %s is already running", s.Name)
+	}
+	c.jobs[s.Name] = j
+	return j, nil
+}
+
+// Job returns a job by name.
+func (c *Coordinator) Job(name string) (*Job, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	j, ok := c.jobs[name]
+	return j, ok
+}
+
+func (c *Coordinator) job(name string) (*Job, error) {
+	j, ok := c.Job(name)
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "coordinator: no job %q", name)
+	}
+	return j, nil
+}
+
+func (j *Job) over() bool {
+	select {
+	case <-j.finished:
+		return true
+	case <-j.failed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Fail ends the job with an error; blocked and later calls of its nodes are
+// answered with it.
+func (j *Job) Fail(err error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.err != nil || j.over() {
+		return
+	}
+	j.err = err
+	close(j.failed)
+}
+
+// Err is the job's failure, if any.
+func (j *Job) Err() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.err
+}
+
+// Started is closed once every node is ready.
+func (j *Job) Started() <-chan struct{} { return j.ready }
+
+// Finished is closed when the job has completed with a result.
+func (j *Job) Finished() <-chan struct{} { return j.finished }
+
+// Failed is closed when the job has failed.
+func (j *Job) Failed() <-chan struct{} { return j.failed }
+
+// Start is the job's time zero (zero until Ready).
+func (j *Job) Start() time.Time {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.start
+}
+
+// Result is the evaluating worker's report (nil until Finished).
+func (j *Job) Result() *kelpiepb.ResultRequest {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.result
+}
+
+// ServerAddrs lists the servers' addresses by index.
+func (j *Job) ServerAddrs() []string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return append([]string(nil), j.addrs...)
+}
+
+// Nodes is a copy of every node's stats, sorted by name.
+func (j *Job) Nodes() []NodeStats {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	out := make([]NodeStats, 0, len(j.nodes))
+	for _, n := range j.nodes {
+		out = append(out, *n)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].Name < out[b].Name })
+	return out
+}
+
+// roleIndex checks a node name against the spec and returns its role index.
+func (j *Job) roleIndex(node string, role kelpiepb.Role) (int, error) {
+	names := j.Spec.WorkerNames()
+	if role == kelpiepb.Role_ROLE_SERVER {
+		names = j.Spec.ServerNames()
+	}
+	for i, n := range names {
+		if n == node {
+			return i, nil
+		}
+	}
+	return 0, status.Errorf(codes.InvalidArgument, "job %s has no %v node %q", j.Spec.Name, role, node)
+}
+
+func (j *Job) assignment() *kelpiepb.Assignment {
+	a := &kelpiepb.Assignment{Version: j.Table.Version, Servers: j.addrs, ServerNames: j.Spec.ServerNames()}
+	for i, b := range j.Table.Blocks {
+		a.Blocks = append(a.Blocks, &kelpiepb.Block{Id: uint32(b.ID), Tensor: uint32(b.Tensor), Offset: b.Offset,
+			Length: b.Length, Sparse: b.Sparse})
+		a.ServerOf = append(a.ServerOf, int32(j.Table.ServerOf[i]))
+	}
+	return a
+}
+
+func (j *Job) wait(ctx context.Context, ch <-chan struct{}) error {
+	select {
+	case <-ch:
+		return nil
+	case <-j.failed:
+		return status.Errorf(codes.Aborted, "job %s failed: %v", j.Spec.Name, j.Err())
+	case <-ctx.Done():
+		return status.FromContextError(ctx.Err()).Err()
+	}
+}
+
+// Register admits a node and tells it its job.
+func (c *Coordinator) Register(ctx context.Context, req *kelpiepb.RegisterRequest) (*kelpiepb.RegisterResponse, error) {
+	j, err := c.job(req.Job)
+	if err != nil {
+		return nil, err
+	}
+	idx, err := j.roleIndex(req.Node, req.Role)
+	if err != nil {
+		return nil, err
+	}
+	if req.Role == kelpiepb.Role_ROLE_SERVER && req.Addr == "" {
+		return nil, status.Errorf(codes.InvalidArgument, "server %s registered without an address", req.Node)
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.over() {
+		return nil, status.Errorf(codes.FailedPrecondition, "job %s is over", req.Job)
+	}
+	select {
+	case <-j.ready:
+		return nil, status.Errorf(codes.FailedPrecondition, "node %s registered after job %s started", req.Node, req.Job)
+	default:
+	}
+	n := &NodeStats{Name: req.Node, Role: req.Role, Pid: req.Pid, Addr: req.Addr}
+	if req.Role == kelpiepb.Role_ROLE_SERVER {
+		j.addrs[idx] = req.Addr
+	} else {
+		n.BatchSize = j.Plan.Local[idx]
+	}
+	j.nodes[req.Node] = n
+	return &kelpiepb.RegisterResponse{SpecYaml: string(j.YAML), Index: int32(idx), Assignment: j.assignment()}, nil
+}
+
+// Ready marks a node ready and blocks until every node of the job is.
+func (c *Coordinator) Ready(ctx context.Context, req *kelpiepb.ReadyRequest) (*kelpiepb.ReadyResponse, error) {
+	j, err := c.job(req.Job)
+	if err != nil {
+		return nil, err
+	}
+	j.mu.Lock()
+	n, ok := j.nodes[req.Node]
+	if !ok {
+		j.mu.Unlock()
+		return nil, status.Errorf(codes.FailedPrecondition, "node %s is ready before it registered with job %s", req.Node, req.Job)
+	}
+	n.Ready = true
+	ready := 0
+	for _, m := range j.nodes {
+		if m.Ready {
+			ready++
+		}
+	}
+	if ready == j.Spec.Cluster.Servers+j.Spec.Cluster.Workers {
+		select {
+		case <-j.ready:
+		default:
+			j.start = time.Now()
+			close(j.ready)
+		}
+	}
+	j.mu.Unlock()
+	if err := j.wait(ctx, j.ready); err != nil {
+		return nil, err
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return &kelpiepb.ReadyResponse{Assignment: j.assignment(), StartUnixNano: j.start.UnixNano()}, nil
+}
+
+// Progress records a worker's report.
+func (c *Coordinator) Progress(_ context.Context, r *kelpiepb.ProgressReport) (*kelpiepb.ProgressAck, error) {
+	j, err := c.job(r.Job)
+	if err != nil {
+		return nil, err
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	n, ok := j.nodes[r.Node]
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "job %s has no registered node %q", r.Job, r.Node)
+	}
+	if j.err != nil {
+		return &kelpiepb.ProgressAck{Stop: true, Reason: j.err.Error()}, nil
+	}
+	n.Iteration, n.Samples, n.BatchSize, n.Loss = r.Iteration, r.Samples, int(r.BatchSize), r.Loss
+	for _, s := range r.BptSeconds {
+		n.BPTSum += time.Duration(s * float64(time.Second))
+		n.BPTCount++
+	}
+	n.Comm = append(n.Comm[:0], r.Comm...)
+	n.LastReport = time.Now()
+	return &kelpiepb.ProgressAck{}, nil
+}
+
+// Done records that a worker finished and blocks until all have; one worker
+// is told to evaluate the final model.
+func (c *Coordinator) Done(ctx context.Context, r *kelpiepb.DoneRequest) (*kelpiepb.DoneResponse, error) {
+	j, err := c.job(r.Job)
+	if err != nil {
+		return nil, err
+	}
+	j.mu.Lock()
+	n, ok := j.nodes[r.Node]
+	if !ok || n.Role != kelpiepb.Role_ROLE_WORKER {
+		j.mu.Unlock()
+		return nil, status.Errorf(codes.NotFound, "job %s has no registered worker %q", r.Job, r.Node)
+	}
+	n.Done, n.Iteration, n.Samples = true, r.Iterations, r.Samples
+	if j.evalNode == "" {
+		j.evalNode = r.Node
+	}
+	done := 0
+	for _, m := range j.nodes {
+		if m.Role == kelpiepb.Role_ROLE_WORKER && m.Done {
+			done++
+		}
+	}
+	if done == j.Spec.Cluster.Workers {
+		select {
+		case <-j.allDone:
+		default:
+			close(j.allDone)
+		}
+	}
+	eval := j.evalNode == r.Node
+	j.mu.Unlock()
+	if err := j.wait(ctx, j.allDone); err != nil {
+		return nil, err
+	}
+	return &kelpiepb.DoneResponse{Evaluate: eval}, nil
+}
+
+// Result records the final evaluation and completes the job.
+func (c *Coordinator) Result(_ context.Context, r *kelpiepb.ResultRequest) (*kelpiepb.ResultResponse, error) {
+	j, err := c.job(r.Job)
+	if err != nil {
+		return nil, err
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if r.Node != j.evalNode {
+		return nil, status.Errorf(codes.PermissionDenied, "node %s was not asked to evaluate job %s", r.Node, r.Job)
+	}
+	if j.over() {
+		return nil, status.Errorf(codes.FailedPrecondition, "job %s is already over", r.Job)
+	}
+	j.result = r
+	close(j.finished)
+	return &kelpiepb.ResultResponse{}, nil
+}

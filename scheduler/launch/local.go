@@ -1,0 +1,129 @@
+// Package launch starts the processes of a job's nodes. The local launcher
+// runs them as child processes of this one on 127.0.0.1: each child dies with
+// its parent (Pdeathsig), runs in its own process group, and is stopped by
+// its PID (SIGTERM, then SIGKILL after a grace period).
+package launch
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Proc is one launched node process.
+type Proc struct {
+	Name string
+	Cmd  *exec.Cmd
+
+	exited chan struct{}
+	err    error // the exit status, valid once exited is closed
+}
+
+// Exited is closed when the process has exited.
+func (p *Proc) Exited() <-chan struct{} { return p.exited }
+
+// Err is the process's exit error (nil for exit status 0), once Exited.
+func (p *Proc) Err() error { return p.err }
+
+// Pid is the process ID.
+func (p *Proc) Pid() int { return p.Cmd.Process.Pid }
+
+// Stop asks the process to end (SIGTERM) and kills it (SIGKILL) if it is
+// still running after grace. It returns once the process has exited.
+func (p *Proc) Stop(grace time.Duration) {
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(grace):
+		_ = p.Cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
+// Kill sends SIGKILL (used to test failure handling).
+func (p *Proc) Kill() error { return p.Cmd.Process.Kill() }
+
+// Local launches node processes on this machine.
+type Local struct {
+	Exe    string    // the binary; default: this executable
+	Log    io.Writer // children's stderr and stdout, each line prefixed with the node name; default os.Stderr
+	mu     sync.Mutex
+	logMu  sync.Mutex
+	procs  []*Proc
+	stopMu sync.Mutex
+}
+
+// Start runs `Exe args...` as node name.
+func (l *Local) Start(name string, args ...string) (*Proc, error) {
+	exe := l.Exe
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("launch: find own executable: %v", err)
+		}
+	}
+	out := l.Log
+	if out == nil {
+		out = os.Stderr
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	if err := cmd.Start(); err != nil {
+		pw.Close()
+		return nil, fmt.Errorf("launch %s: %v", name, err)
+	}
+	p := &Proc{Name: name, Cmd: cmd, exited: make(chan struct{})}
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			l.logMu.Lock()
+			fmt.Fprintf(out, "%-10s| %s\n", name, sc.Text())
+			l.logMu.Unlock()
+		}
+		_, _ = io.Copy(io.Discard, pr)
+	}()
+	go func() {
+		p.err = cmd.Wait()
+		pw.Close()
+		<-copied
+		close(p.exited)
+	}()
+	l.mu.Lock()
+	l.procs = append(l.procs, p)
+	l.mu.Unlock()
+	return p, nil
+}
+
+// Procs lists every process started so far.
+func (l *Local) Procs() []*Proc {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]*Proc(nil), l.procs...)
+}
+
+// StopAll stops every process still running, in parallel.
+func (l *Local) StopAll(grace time.Duration) {
+	l.stopMu.Lock()
+	defer l.stopMu.Unlock()
+	var wg sync.WaitGroup
+	for _, p := range l.Procs() {
+		wg.Add(1)
+		go func() { defer wg.Done(); p.Stop(grace) }()
+	}
+	wg.Wait()
+}

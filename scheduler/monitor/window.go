@@ -1,0 +1,172 @@
+package monitor
+
+import "math"
+
+// wsample is one worker sample, times in nanoseconds.
+type wsample struct {
+	at, bpt, batch, iter int64
+}
+
+// window is one trailing window over a series: the samples from index
+// start (absolute into series.buf) to the end, with their running sums.
+type window struct {
+	start int
+	cut   int64 // the latest cut-off applied: samples at or before it are out
+	n     int
+	bpt   int64 // Σ BPT in ns: integer, so adding and removing never drifts
+	batch int64 // Σ batch size
+}
+
+func (w *window) add(s wsample) { w.n++; w.bpt += s.bpt; w.batch += s.batch }
+func (w *window) sub(s wsample) { w.n--; w.bpt -= s.bpt; w.batch -= s.batch }
+
+// Window indices.
+const (
+	trans = 0 // the short window, L_trans
+	per   = 1 // the long window, L_per
+)
+
+// series is one worker's samples ordered by At (buf[head:] is live) with
+// a short and a long trailing window whose sums are kept up to date as
+// samples arrive and expire, so a snapshot costs O(1) per worker plus the
+// samples that expired since the last one.
+type series struct {
+	buf  []wsample
+	head int
+	win  [2]window
+	last wsample // the sample with the latest At ever observed
+	seen bool
+}
+
+func newSeries() series {
+	var q series
+	for i := range q.win {
+		q.win[i].cut = math.MinInt64
+	}
+	return q
+}
+
+// insert adds s in At order (agents report in order, so this is almost
+// always an append) and drops the oldest samples beyond max.
+func (q *series) insert(s wsample, max int) {
+	if !q.seen || s.at >= q.last.at {
+		q.last, q.seen = s, true
+	}
+	p := len(q.buf)
+	for p > q.head && q.buf[p-1].at > s.at {
+		p--
+	}
+	q.buf = append(q.buf, wsample{})
+	copy(q.buf[p+1:], q.buf[p:])
+	q.buf[p] = s
+	for i := range q.win {
+		w := &q.win[i]
+		if s.at <= w.cut {
+			// Older than a cut-off already applied: the window does not
+			// hold it. Every sample from the window's start on is newer,
+			// so s went in at or before the start, which moves up by one.
+			w.start++
+		} else {
+			w.add(s)
+		}
+	}
+	for len(q.buf)-q.head > max {
+		q.dropOldest()
+	}
+	q.compact()
+}
+
+func (q *series) dropOldest() {
+	old := q.buf[q.head]
+	for i := range q.win {
+		w := &q.win[i]
+		if w.start == q.head {
+			w.sub(old)
+			w.start++
+		}
+	}
+	q.head++
+}
+
+// trim expires samples at or before now−L for each window (windows are
+// (now−L, now]) and frees what no window holds.
+func (q *series) trim(now int64, l [2]int64) {
+	for i := range q.win {
+		w := &q.win[i]
+		cut := max(w.cut, now-l[i])
+		w.cut = cut
+		for w.start < len(q.buf) && q.buf[w.start].at <= cut {
+			w.sub(q.buf[w.start])
+			w.start++
+		}
+	}
+	q.head = min(q.win[0].start, q.win[1].start)
+	q.compact()
+}
+
+// compact moves the live samples to the front once the dead prefix is
+// large, keeping memory proportional to the live samples at O(1)
+// amortized cost.
+func (q *series) compact() {
+	if q.head < 32 || q.head < len(q.buf)/2 {
+		return
+	}
+	n := copy(q.buf, q.buf[q.head:])
+	q.buf = q.buf[:n]
+	for i := range q.win {
+		q.win[i].start -= q.head
+	}
+	q.head = 0
+}
+
+// reset recomputes both windows over every live sample; used when the
+// window lengths change. The next trim cuts them to size again.
+func (q *series) reset(max int) {
+	for len(q.buf)-q.head > max {
+		q.head++
+	}
+	for i := range q.win {
+		q.win[i] = window{start: q.head, cut: math.MinInt64}
+		for _, s := range q.buf[q.head:] {
+			q.win[i].add(s)
+		}
+	}
+	q.compact()
+}
+
+// ring is a first-in first-out buffer of at most max items; buf[head:] is
+// live. Server samples come from every worker interleaved, so they are kept
+// in arrival order and filtered by time when a snapshot reads them anyway.
+type ring[T any] struct {
+	buf  []T
+	head int
+}
+
+func (r *ring[T]) push(v T, max int) {
+	r.buf = append(r.buf, v)
+	if len(r.buf)-r.head > max {
+		r.head += len(r.buf) - r.head - max
+	}
+	if r.head >= 32 && r.head >= len(r.buf)/2 {
+		n := copy(r.buf, r.buf[r.head:])
+		clear(r.buf[n:])
+		r.buf = r.buf[:n]
+		r.head = 0
+	}
+}
+
+func (r *ring[T]) live() []T { return r.buf[r.head:] }
+
+// keep drops every live item for which ok is false, preserving order.
+func (r *ring[T]) keep(ok func(T) bool) {
+	n := 0
+	for _, v := range r.buf[r.head:] {
+		if ok(v) {
+			r.buf[n] = v
+			n++
+		}
+	}
+	clear(r.buf[n:])
+	r.buf = r.buf[:n]
+	r.head = 0
+}

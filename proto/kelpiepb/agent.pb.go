@@ -648,6 +648,156 @@ func (*SchedulerMessage_Command) isSchedulerMessage_Body() {}
 
 func (*SchedulerMessage_Stop) isSchedulerMessage_Body() {}
 
+// RoleMessage goes from the role process to its agent.
+type RoleMessage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Body:
+	//
+	//	*RoleMessage_Report
+	//	*RoleMessage_Ack
+	Body          isRoleMessage_Body `protobuf_oneof:"body"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RoleMessage) Reset() {
+	*x = RoleMessage{}
+	mi := &file_agent_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RoleMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RoleMessage) ProtoMessage() {}
+
+func (x *RoleMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RoleMessage.ProtoReflect.Descriptor instead.
+func (*RoleMessage) Descriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *RoleMessage) GetBody() isRoleMessage_Body {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+func (x *RoleMessage) GetReport() *ProgressReport {
+	if x != nil {
+		if x, ok := x.Body.(*RoleMessage_Report); ok {
+			return x.Report
+		}
+	}
+	return nil
+}
+
+func (x *RoleMessage) GetAck() *ActionAck {
+	if x != nil {
+		if x, ok := x.Body.(*RoleMessage_Ack); ok {
+			return x.Ack
+		}
+	}
+	return nil
+}
+
+type isRoleMessage_Body interface {
+	isRoleMessage_Body()
+}
+
+type RoleMessage_Report struct {
+	Report *ProgressReport `protobuf:"bytes,1,opt,name=report,proto3,oneof"`
+}
+
+type RoleMessage_Ack struct {
+	Ack *ActionAck `protobuf:"bytes,2,opt,name=ack,proto3,oneof"`
+}
+
+func (*RoleMessage_Report) isRoleMessage_Body() {}
+
+func (*RoleMessage_Ack) isRoleMessage_Body() {}
+
+// RoleCommand goes from the agent to its role process.
+type RoleCommand struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Body:
+	//
+	//	*RoleCommand_Action
+	Body          isRoleCommand_Body `protobuf_oneof:"body"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RoleCommand) Reset() {
+	*x = RoleCommand{}
+	mi := &file_agent_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RoleCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RoleCommand) ProtoMessage() {}
+
+func (x *RoleCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RoleCommand.ProtoReflect.Descriptor instead.
+func (*RoleCommand) Descriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *RoleCommand) GetBody() isRoleCommand_Body {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+func (x *RoleCommand) GetAction() *ActionCommand {
+	if x != nil {
+		if x, ok := x.Body.(*RoleCommand_Action); ok {
+			return x.Action
+		}
+	}
+	return nil
+}
+
+type isRoleCommand_Body interface {
+	isRoleCommand_Body()
+}
+
+type RoleCommand_Action struct {
+	Action *ActionCommand `protobuf:"bytes,1,opt,name=action,proto3,oneof"`
+}
+
+func (*RoleCommand_Action) isRoleCommand_Body() {}
+
 var File_agent_proto protoreflect.FileDescriptor
 
 const file_agent_proto_rawDesc = "" +
@@ -698,6 +848,13 @@ const file_agent_proto_rawDesc = "" +
 	"\x10SchedulerMessage\x124\n" +
 	"\acommand\x18\x01 \x01(\v2\x18.kelpie.v1.ActionCommandH\x00R\acommand\x12\x14\n" +
 	"\x04stop\x18\x02 \x01(\tH\x00R\x04stopB\x06\n" +
+	"\x04body\"t\n" +
+	"\vRoleMessage\x123\n" +
+	"\x06report\x18\x01 \x01(\v2\x19.kelpie.v1.ProgressReportH\x00R\x06report\x12(\n" +
+	"\x03ack\x18\x02 \x01(\v2\x14.kelpie.v1.ActionAckH\x00R\x03ackB\x06\n" +
+	"\x04body\"I\n" +
+	"\vRoleCommand\x122\n" +
+	"\x06action\x18\x01 \x01(\v2\x18.kelpie.v1.ActionCommandH\x00R\x06actionB\x06\n" +
 	"\x04body*\xcc\x01\n" +
 	"\tNodeState\x12\x1a\n" +
 	"\x16NODE_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
@@ -724,7 +881,7 @@ func file_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_agent_proto_goTypes = []any{
 	(NodeState)(0),           // 0: kelpie.v1.NodeState
 	(*AgentHello)(nil),       // 1: kelpie.v1.AgentHello
@@ -734,29 +891,34 @@ var file_agent_proto_goTypes = []any{
 	(*AgentMessage)(nil),     // 5: kelpie.v1.AgentMessage
 	(*ActionCommand)(nil),    // 6: kelpie.v1.ActionCommand
 	(*SchedulerMessage)(nil), // 7: kelpie.v1.SchedulerMessage
-	nil,                      // 8: kelpie.v1.ActionCommand.BatchSizesEntry
-	nil,                      // 9: kelpie.v1.ActionCommand.AccumulationEntry
-	(Role)(0),                // 10: kelpie.v1.Role
-	(*ProgressReport)(nil),   // 11: kelpie.v1.ProgressReport
+	(*RoleMessage)(nil),      // 8: kelpie.v1.RoleMessage
+	(*RoleCommand)(nil),      // 9: kelpie.v1.RoleCommand
+	nil,                      // 10: kelpie.v1.ActionCommand.BatchSizesEntry
+	nil,                      // 11: kelpie.v1.ActionCommand.AccumulationEntry
+	(Role)(0),                // 12: kelpie.v1.Role
+	(*ProgressReport)(nil),   // 13: kelpie.v1.ProgressReport
 }
 var file_agent_proto_depIdxs = []int32{
-	10, // 0: kelpie.v1.AgentHello.role:type_name -> kelpie.v1.Role
+	12, // 0: kelpie.v1.AgentHello.role:type_name -> kelpie.v1.Role
 	0,  // 1: kelpie.v1.NodeStatus.state:type_name -> kelpie.v1.NodeState
 	2,  // 2: kelpie.v1.Heartbeat.status:type_name -> kelpie.v1.NodeStatus
 	1,  // 3: kelpie.v1.AgentMessage.hello:type_name -> kelpie.v1.AgentHello
-	11, // 4: kelpie.v1.AgentMessage.report:type_name -> kelpie.v1.ProgressReport
+	13, // 4: kelpie.v1.AgentMessage.report:type_name -> kelpie.v1.ProgressReport
 	3,  // 5: kelpie.v1.AgentMessage.heartbeat:type_name -> kelpie.v1.Heartbeat
 	4,  // 6: kelpie.v1.AgentMessage.ack:type_name -> kelpie.v1.ActionAck
-	8,  // 7: kelpie.v1.ActionCommand.batch_sizes:type_name -> kelpie.v1.ActionCommand.BatchSizesEntry
-	9,  // 8: kelpie.v1.ActionCommand.accumulation:type_name -> kelpie.v1.ActionCommand.AccumulationEntry
+	10, // 7: kelpie.v1.ActionCommand.batch_sizes:type_name -> kelpie.v1.ActionCommand.BatchSizesEntry
+	11, // 8: kelpie.v1.ActionCommand.accumulation:type_name -> kelpie.v1.ActionCommand.AccumulationEntry
 	6,  // 9: kelpie.v1.SchedulerMessage.command:type_name -> kelpie.v1.ActionCommand
-	5,  // 10: kelpie.v1.Agent.Connect:input_type -> kelpie.v1.AgentMessage
-	7,  // 11: kelpie.v1.Agent.Connect:output_type -> kelpie.v1.SchedulerMessage
-	11, // [11:12] is the sub-list for method output_type
-	10, // [10:11] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	13, // 10: kelpie.v1.RoleMessage.report:type_name -> kelpie.v1.ProgressReport
+	4,  // 11: kelpie.v1.RoleMessage.ack:type_name -> kelpie.v1.ActionAck
+	6,  // 12: kelpie.v1.RoleCommand.action:type_name -> kelpie.v1.ActionCommand
+	5,  // 13: kelpie.v1.Agent.Connect:input_type -> kelpie.v1.AgentMessage
+	7,  // 14: kelpie.v1.Agent.Connect:output_type -> kelpie.v1.SchedulerMessage
+	14, // [14:15] is the sub-list for method output_type
+	13, // [13:14] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_agent_proto_init() }
@@ -775,13 +937,20 @@ func file_agent_proto_init() {
 		(*SchedulerMessage_Command)(nil),
 		(*SchedulerMessage_Stop)(nil),
 	}
+	file_agent_proto_msgTypes[7].OneofWrappers = []any{
+		(*RoleMessage_Report)(nil),
+		(*RoleMessage_Ack)(nil),
+	}
+	file_agent_proto_msgTypes[8].OneofWrappers = []any{
+		(*RoleCommand_Action)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_proto_rawDesc), len(file_agent_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   9,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -119,15 +119,64 @@ func Injections(s *spec.Spec) []straggler.Injection {
 	return out
 }
 
-// Plan is the static iteration plan: the training stream is E epochs of
-// per-epoch permutations of the N training samples, cut into global batches
-// of B; in each iteration worker i takes its slice of the global batch
-// (after the slices of workers 0..i-1). The last iteration may be short.
+// Plan is the iteration plan: the training stream is E epochs of per-epoch
+// permutations of the N training samples, cut into global batches of B; in
+// each iteration worker i takes its slice of the global batch (after the
+// slices of workers 0..i-1). The last iteration may be short.
+//
+// Local batch sizes may change at an iteration boundary (ADJUST_BS) while
+// the global batch stays B (AntDT Eq. 2): Changes lists the new splits in
+// iteration order. Every worker must apply a change at the same iteration,
+// which is what the action protocol guarantees.
 type Plan struct {
 	N, Epochs, GlobalBatch int
 	Seed                   int64
-	Local                  []int // local batch size per worker
+	Local                  []int // local batch size per worker from iteration 0
 	BatchesPerShard        int
+	Changes                []Split
+}
+
+// Split is a new set of local batch sizes from iteration From on.
+type Split struct {
+	From  int64
+	Local []int
+}
+
+// LocalAt is the split in force at iteration t.
+func (p Plan) LocalAt(t int64) []int {
+	local := p.Local
+	for _, c := range p.Changes {
+		if c.From <= t {
+			local = c.Local
+		}
+	}
+	return local
+}
+
+// WithSplit returns the plan with local sizes changed from iteration from
+// on; the sizes must cover every worker and sum to the global batch.
+func (p Plan) WithSplit(from int64, local []int) (Plan, error) {
+	if len(local) != len(p.Local) {
+		return p, fmt.Errorf("job: split %v has %d sizes for %d workers", local, len(local), len(p.Local))
+	}
+	sum := 0
+	for _, b := range local {
+		if b < 0 {
+			return p, fmt.Errorf("job: split %v has a negative size", local)
+		}
+		sum += b
+	}
+	if sum != p.GlobalBatch {
+		return p, fmt.Errorf("job: split %v sums to %d, not the global batch %d", local, sum, p.GlobalBatch)
+	}
+	var kept []Split
+	for _, c := range p.Changes {
+		if c.From < from {
+			kept = append(kept, c)
+		}
+	}
+	p.Changes = append(kept, Split{From: from, Local: append([]int(nil), local...)})
+	return p, nil
 }
 
 // NewPlan builds the plan of a spec for a training set of n samples.
@@ -158,12 +207,13 @@ func (p Plan) Shards() int64 {
 
 // Slice is worker w's range of stream positions in iteration t.
 func (p Plan) Slice(w int, t int64) (from, to int64) {
+	local := p.LocalAt(t)
 	off := int64(0)
 	for i := 0; i < w; i++ {
-		off += int64(p.Local[i])
+		off += int64(local[i])
 	}
 	from = t*int64(p.GlobalBatch) + off
-	to = min(from+int64(p.Local[w]), p.Total())
+	to = min(from+int64(local[w]), p.Total())
 	from = min(from, to)
 	return from, to
 }

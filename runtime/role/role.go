@@ -36,6 +36,10 @@ type Options struct {
 	Node        string // server-0, worker-3, ...
 	Listen      string // servers: address to listen on (default 127.0.0.1:0)
 	Log         *slog.Logger
+	// Agent is the local channel to the node's agent, when one supervises
+	// this process: reports and acks go out on it, actions come in. Without
+	// it the role reports to the coordinator directly.
+	Agent *AgentChannel
 }
 
 func (o *Options) log() *slog.Logger {
@@ -172,6 +176,18 @@ func seq(n int) []int {
 	return out
 }
 
+func progressReport(o Options, r worker.Report) *kelpiepb.ProgressReport {
+	pr := &kelpiepb.ProgressReport{Job: o.Job, Node: o.Node, Iteration: r.Iteration, Samples: r.Samples,
+		BatchSize: int32(r.BatchSize), Loss: r.Loss, ComputeSeconds: r.Compute.Seconds()}
+	for _, b := range r.BPT {
+		pr.BptSeconds = append(pr.BptSeconds, b.Seconds())
+	}
+	for _, c := range r.Comm {
+		pr.Comm = append(pr.Comm, &kelpiepb.CommSample{Server: int32(c.Server), Bytes: c.Bytes, Seconds: c.Seconds})
+	}
+	return pr
+}
+
 // LoadData loads the job's training and test sets.
 func LoadData(s *spec.Spec) (train, test data.Dataset, err error) {
 	switch s.Data.Kind {
@@ -225,13 +241,12 @@ func RunWorker(ctx context.Context, o Options) error {
 	go func() {
 		defer close(reporterDone)
 		for r := range reports {
-			pr := &kelpiepb.ProgressReport{Job: o.Job, Node: o.Node, Iteration: r.Iteration, Samples: r.Samples,
-				BatchSize: int32(r.BatchSize), Loss: r.Loss, ComputeSeconds: r.Compute.Seconds()}
-			for _, b := range r.BPT {
-				pr.BptSeconds = append(pr.BptSeconds, b.Seconds())
-			}
-			for _, c := range r.Comm {
-				pr.Comm = append(pr.Comm, &kelpiepb.CommSample{Server: int32(c.Server), Bytes: c.Bytes, Seconds: c.Seconds})
+			pr := progressReport(o, r)
+			if o.Agent != nil {
+				if err := o.Agent.Send(&kelpiepb.RoleMessage{Body: &kelpiepb.RoleMessage_Report{Report: pr}}); err != nil {
+					log.Warn("report to agent failed", "err", err)
+				}
+				continue
 			}
 			ack, err := coord.Progress(ctx, pr)
 			if err != nil {
@@ -244,6 +259,22 @@ func RunWorker(ctx context.Context, o Options) error {
 			}
 		}
 	}()
+	var commands chan worker.Command
+	var ackFn func(worker.Ack)
+	if o.Agent != nil {
+		commands = make(chan worker.Command, 16)
+		workers := s.WorkerNames()
+		go o.Agent.receive(ctx, log, workers, commands)
+		ackFn = func(a worker.Ack) {
+			m := &kelpiepb.ActionAck{ActionId: a.ID, Applied: a.Err == nil, AppliedIteration: a.Applied}
+			if a.Err != nil {
+				m.Error = a.Err.Error()
+			}
+			if err := o.Agent.Send(&kelpiepb.RoleMessage{Body: &kelpiepb.RoleMessage_Ack{Ack: m}}); err != nil {
+				log.Warn("ack to agent failed", "err", err)
+			}
+		}
+	}
 	w, err := worker.New(worker.Config{
 		Index: idx, Model: m, Train: train, Test: test, Plan: plan,
 		Table: TableFrom(rd.Assignment, s, func(t int) int { return tensors[t].Cols }),
@@ -256,6 +287,8 @@ func RunWorker(ctx context.Context, o Options) error {
 			}
 			return ctx.Err() == nil
 		},
+		Commands: commands,
+		Ack:      ackFn,
 	})
 	if err != nil {
 		close(reports)

@@ -52,9 +52,9 @@ type block struct {
 }
 
 type pendingPull struct {
-	req   *kelpiepb.PSRequest
-	reply func(*kelpiepb.PSResponse)
-	at    int64 // V_train when it was delayed
+	req    *kelpiepb.PSRequest
+	reply  func(*kelpiepb.PSResponse)
+	stream *int // the stream it came on (nil: a unary call)
 }
 
 // Server is one parameter server. Its zero value is not usable: use New.
@@ -209,6 +209,10 @@ func (s *Server) Exchange(stream kelpiepb.ParameterServer_ExchangeServer) error 
 		}
 	}()
 	defer close(done)
+	// When the worker goes away, its delayed pulls go with it: a restarted
+	// worker's new pulls must not queue behind answers nobody will read.
+	me := new(int)
+	defer s.cancelPulls(me)
 	reply := func(r *kelpiepb.PSResponse) {
 		select {
 		case out <- r:
@@ -229,7 +233,7 @@ func (s *Server) Exchange(stream kelpiepb.ParameterServer_ExchangeServer) error 
 		default:
 		}
 		s.inject(len(req.Data))
-		if err := s.handle(req, reply); err != nil {
+		if err := s.handle(req, reply, me); err != nil {
 			st, _ := status.FromError(err)
 			reply(&kelpiepb.PSResponse{Id: req.Id, Error: st.Message(), Code: int32(st.Code())})
 		}
@@ -255,7 +259,7 @@ func (s *Server) unary(ctx context.Context, req *kelpiepb.PSRequest) (*kelpiepb.
 		return nil, ctx.Err()
 	}
 	got := make(chan *kelpiepb.PSResponse, 1)
-	if err := s.handle(req, func(r *kelpiepb.PSResponse) { got <- r }); err != nil {
+	if err := s.handle(req, func(r *kelpiepb.PSResponse) { got <- r }, nil); err != nil {
 		return nil, err
 	}
 	select {
@@ -295,10 +299,10 @@ func (s *Server) Shutdown(_ context.Context, req *kelpiepb.ShutdownRequest) (*ke
 
 // handle runs one request. Replies (immediate or released later) go through
 // reply, always outside the server's lock.
-func (s *Server) handle(req *kelpiepb.PSRequest, reply func(*kelpiepb.PSResponse)) error {
+func (s *Server) handle(req *kelpiepb.PSRequest, reply func(*kelpiepb.PSResponse), stream *int) error {
 	var send []func()
 	s.mu.Lock()
-	err := s.handleLocked(req, reply, &send)
+	err := s.handleLocked(req, reply, stream, &send)
 	s.mu.Unlock()
 	for _, f := range send {
 		f()
@@ -306,7 +310,7 @@ func (s *Server) handle(req *kelpiepb.PSRequest, reply func(*kelpiepb.PSResponse
 	return err
 }
 
-func (s *Server) handleLocked(req *kelpiepb.PSRequest, reply func(*kelpiepb.PSResponse), send *[]func()) error {
+func (s *Server) handleLocked(req *kelpiepb.PSRequest, reply func(*kelpiepb.PSResponse), stream *int, send *[]func()) error {
 	if err := s.check(req); err != nil {
 		return err
 	}
@@ -332,8 +336,20 @@ func (s *Server) handleLocked(req *kelpiepb.PSRequest, reply func(*kelpiepb.PSRe
 		*send = append(*send, func() { reply(resp) })
 		return nil
 	}
-	s.pending[id] = pendingPull{req: pullOnly(req), reply: reply, at: s.engine.VTrain()}
+	s.pending[id] = pendingPull{req: pullOnly(req), reply: reply, stream: stream}
 	return nil
+}
+
+// cancelPulls forgets the delayed pulls of a stream that has ended.
+func (s *Server) cancelPulls(stream *int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, p := range s.pending {
+		if p.stream == stream {
+			s.engine.Cancel(id)
+			delete(s.pending, id)
+		}
+	}
 }
 
 // pullOnly keeps what a delayed pull needs after the push payload is gone.

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"math"
+	"sync"
 	"testing"
 
 	"github.com/kelpie/kelpie/runtime/blocks"
@@ -107,5 +108,41 @@ func TestBSPEquivalence(t *testing.T) {
 				t.Errorf("parameters moved at most %g from their initial values", moved)
 			}
 		})
+	}
+}
+
+// TestBSPEquivalenceAcrossBatchChange: changing the local batch sizes at an
+// iteration boundary (ADJUST_BS, same global batch, applied by every worker
+// at the same iteration) keeps BSP equal to one worker with the global batch.
+func TestBSPEquivalenceAcrossBatchChange(t *testing.T) {
+	ds := mnistSubset(t, 1024)
+	c := clusterConfig{model: model.Config{Kind: "softmax"}, info: ds.Info(), servers: 2, workers: 2,
+		blockBytes: 8 << 10, strategy: blocks.RoundRobin, sync: syncmodel.Config{Model: "bsp", Pull: "lazy"},
+		optim: optim.Config{Kind: "momentum", LR: 0.05, Momentum: 0.9}, seed: 9}
+	cl := startCluster(t, c)
+	plan := job.Plan{N: ds.Len(), Epochs: 1, GlobalBatch: 64, Seed: 3, Local: []int{32, 32}, BatchesPerShard: 4}
+	var mu sync.Mutex
+	var acks []Ack
+	ws := cl.train(t, c, ds, plan, func(cfg *Config) {
+		ch := make(chan Command, 1)
+		ch <- Command{ID: "a1", Local: []int{56, 8}, At: 5}
+		cfg.Commands = ch
+		cfg.Ack = func(a Ack) { mu.Lock(); acks = append(acks, a); mu.Unlock() }
+	})
+	if _, _, err := ws[0].Evaluate(ds, plan.Iterations()-1); err != nil {
+		t.Fatal(err)
+	}
+	if len(acks) != 2 {
+		t.Fatalf("acks = %v; want one per worker", acks)
+	}
+	for _, a := range acks {
+		if a.Err != nil || a.Applied != 5 {
+			t.Errorf("ack %+v; want applied at 5 without error", a)
+		}
+	}
+	c.workers = 1
+	one := finalParams(t, c, ds, []int{64}, 1)
+	if d := maxDiff(t, ws[0].Params(), one); d > 1e-4 {
+		t.Errorf("max |w_split - w_1| = %g; want ≤ 1e-4", d)
 	}
 }

@@ -37,6 +37,24 @@ type Config struct {
 	Seed        int64
 	ReportEvery int               // iterations between reports (default 10)
 	Report      func(Report) bool // returns false to stop the worker
+	// Commands delivers actions to apply at an iteration boundary; each is
+	// acknowledged through Ack once applied (or refused).
+	Commands <-chan Command
+	Ack      func(Ack)
+}
+
+// Command is an action for the worker to apply at an iteration boundary.
+type Command struct {
+	ID    string
+	Local []int // ADJUST_BS: every worker's new local batch size, by index
+	At    int64 // the iteration from which it applies; an earlier one applies at the next boundary
+}
+
+// Ack reports what became of a Command.
+type Ack struct {
+	ID      string
+	Applied int64 // the iteration from which it applies
+	Err     error
 }
 
 // Comm is one exchange with one server.
@@ -80,6 +98,7 @@ type Worker struct {
 	batch     *data.Batch
 	nextBatch *data.Batch
 	idx       []int
+	pending   []Command
 }
 
 // New connects to the job's servers.
@@ -290,9 +309,21 @@ func (w *Worker) keys(b *data.Batch) []uint64 {
 // asks to stop.
 func (w *Worker) Run(ctx context.Context) (Summary, error) {
 	total := w.cfg.Plan.Iterations()
-	w.fill(w.batch, 0)
-	if _, _, err := w.exchange(kelpiepb.Op_OP_PULL, -1, w.keys(w.batch)); err != nil {
+	// The initial pull also tells where the job is: a restarted worker
+	// resumes at the servers' version (its in-flight iteration is
+	// recomputed; pushes the servers already counted are ignored as
+	// duplicates).
+	_, start, err := w.exchange(kelpiepb.Op_OP_PULL, -1, nil)
+	if err != nil {
 		return Summary{}, fmt.Errorf("worker %d: initial pull: %v", w.cfg.Index, err)
+	}
+	start = min(max(start, 0), total)
+	w.applyCommands(start)
+	w.fill(w.batch, start)
+	if keys := w.keys(w.batch); keys != nil {
+		if _, _, err := w.exchange(kelpiepb.Op_OP_PULL, start-1, keys); err != nil {
+			return Summary{}, fmt.Errorf("worker %d: initial pull: %v", w.cfg.Index, err)
+		}
 	}
 	var (
 		sum     Summary
@@ -301,9 +332,8 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 		lossN   int
 		bptSum  time.Duration
 	)
-	rep.BatchSize = w.cfg.Plan.Local[w.cfg.Index]
 	gb := float32(w.cfg.Plan.GlobalBatch)
-	for t := int64(0); t < total; {
+	for t := start; t < total; {
 		if err := ctx.Err(); err != nil {
 			return sum, err
 		}
@@ -326,7 +356,9 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 			sleep(ctx, d)
 		}
 		samples := int64(w.batch.N)
+		rep.BatchSize = w.cfg.Plan.LocalAt(t)[w.cfg.Index]
 		next := t + 1
+		w.applyCommands(next)
 		var pullKeys []uint64
 		if next < total {
 			w.fill(w.nextBatch, next)
@@ -362,7 +394,7 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 			if w.cfg.Report != nil && !w.cfg.Report(rep) {
 				return sum, fmt.Errorf("worker %d: stopped by the coordinator", w.cfg.Index)
 			}
-			rep = Report{BatchSize: rep.BatchSize}
+			rep = Report{}
 			lossSum, lossN = 0, 0
 		}
 	}
@@ -370,6 +402,40 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 		sum.MeanBPT = bptSum / time.Duration(sum.Iterations)
 	}
 	return sum, nil
+}
+
+// applyCommands takes the commands that have arrived and applies those due
+// by iteration next (the next one to fill).
+func (w *Worker) applyCommands(next int64) {
+	for more := true; more && w.cfg.Commands != nil; {
+		select {
+		case c, ok := <-w.cfg.Commands:
+			if !ok {
+				w.cfg.Commands = nil
+				more = false
+				break
+			}
+			w.pending = append(w.pending, c)
+		default:
+			more = false
+		}
+	}
+	keep := w.pending[:0]
+	for _, c := range w.pending {
+		if c.At > next {
+			keep = append(keep, c)
+			continue
+		}
+		at := max(c.At, next)
+		plan, err := w.cfg.Plan.WithSplit(at, c.Local)
+		if err == nil {
+			w.cfg.Plan = plan
+		}
+		if w.cfg.Ack != nil {
+			w.cfg.Ack(Ack{ID: c.ID, Applied: at, Err: err})
+		}
+	}
+	w.pending = keep
 }
 
 // Evaluate pulls the current parameters and evaluates them on ds in batches.

@@ -41,7 +41,14 @@ type NodeStats struct {
 	LastReport time.Time
 	Ready      bool
 	Done       bool
+	Restarts   int
+	// SamplesBase counts the samples of earlier runs of a restarted node.
+	SamplesBase int64
 }
+
+// TotalSamples counts every sample the node trained on, across restarts
+// (a restarted worker's in-flight samples count twice: at-least-once).
+func (n *NodeStats) TotalSamples() int64 { return n.SamplesBase + n.Samples }
 
 // MeanBPT is the node's mean batch processing time so far.
 func (n *NodeStats) MeanBPT() time.Duration {
@@ -108,6 +115,36 @@ func (c *Coordinator) AddJob(s *spec.Spec) (*Job, error) {
 	return j, nil
 }
 
+// RestoreJob re-admits a job after a scheduler restart. A live job comes
+// back started, with its nodes registered and ready as they were (servers
+// with their addresses), so that its running roles can carry on; a finished
+// one comes back failed with its cause, only to be shown.
+func (c *Coordinator) RestoreJob(s *spec.Spec, start time.Time, nodes []NodeStats, ended error) (*Job, error) {
+	j, err := c.AddJob(s)
+	if err != nil {
+		return nil, err
+	}
+	j.mu.Lock()
+	j.start = start
+	for _, n := range nodes {
+		n := n
+		n.Ready = true
+		j.nodes[n.Name] = &n
+		if n.Role == kelpiepb.Role_ROLE_SERVER {
+			if idx, err := j.roleIndex(n.Name, n.Role); err == nil {
+				j.addrs[idx] = n.Addr
+			}
+		}
+	}
+	close(j.ready)
+	if ended != nil {
+		j.err = ended
+		close(j.failed)
+	}
+	j.mu.Unlock()
+	return j, nil
+}
+
 // Job returns a job by name.
 func (c *Coordinator) Job(name string) (*Job, bool) {
 	c.mu.Lock()
@@ -122,6 +159,15 @@ func (c *Coordinator) job(name string) (*Job, error) {
 		return nil, status.Errorf(codes.NotFound, "coordinator: no job %q", name)
 	}
 	return j, nil
+}
+
+func (j *Job) started() bool {
+	select {
+	case <-j.ready:
+		return true
+	default:
+		return false
+	}
 }
 
 func (j *Job) over() bool {
@@ -249,10 +295,22 @@ func (c *Coordinator) Register(ctx context.Context, req *kelpiepb.RegisterReques
 	if j.over() {
 		return nil, status.Errorf(codes.FailedPrecondition, "job %s is over", req.Job)
 	}
-	select {
-	case <-j.ready:
+	if old, ok := j.nodes[req.Node]; ok && j.started() {
+		// A restarted role: workers resume from the servers' parameters.
+		// A server's blocks live in its memory, so a restarted server
+		// cannot rejoin until blocks can be restored (snapshots).
+		if req.Role == kelpiepb.Role_ROLE_SERVER {
+			return nil, status.Errorf(codes.FailedPrecondition, "server %s restarted and its blocks are lost; job %s cannot continue", req.Node, req.Job)
+		}
+		old.Pid = req.Pid
+		old.Restarts++
+		old.SamplesBase += old.Samples
+		old.Samples = 0
+		old.Done = false
+		return &kelpiepb.RegisterResponse{SpecYaml: string(j.YAML), Index: int32(idx), Assignment: j.assignment()}, nil
+	}
+	if j.started() {
 		return nil, status.Errorf(codes.FailedPrecondition, "node %s registered after job %s started", req.Node, req.Job)
-	default:
 	}
 	n := &NodeStats{Name: req.Node, Role: req.Role, Pid: req.Pid, Addr: req.Addr}
 	if req.Role == kelpiepb.Role_ROLE_SERVER {
@@ -275,6 +333,10 @@ func (c *Coordinator) Ready(ctx context.Context, req *kelpiepb.ReadyRequest) (*k
 	if !ok {
 		j.mu.Unlock()
 		return nil, status.Errorf(codes.FailedPrecondition, "node %s is ready before it registered with job %s", req.Node, req.Job)
+	}
+	if j.started() {
+		j.mu.Unlock()
+		return &kelpiepb.ReadyResponse{Assignment: j.assignment(), StartUnixNano: j.start.UnixNano()}, nil
 	}
 	n.Ready = true
 	ready := 0
@@ -306,14 +368,23 @@ func (c *Coordinator) Progress(_ context.Context, r *kelpiepb.ProgressReport) (*
 	if err != nil {
 		return nil, err
 	}
+	if err := j.Observe(r); err != nil {
+		return nil, err
+	}
+	if err := j.Err(); err != nil {
+		return &kelpiepb.ProgressAck{Stop: true, Reason: err.Error()}, nil
+	}
+	return &kelpiepb.ProgressAck{}, nil
+}
+
+// Observe records a worker's progress report, whichever way it came (its
+// agent's stream or the Progress call).
+func (j *Job) Observe(r *kelpiepb.ProgressReport) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	n, ok := j.nodes[r.Node]
 	if !ok {
-		return nil, status.Errorf(codes.NotFound, "job %s has no registered node %q", r.Job, r.Node)
-	}
-	if j.err != nil {
-		return &kelpiepb.ProgressAck{Stop: true, Reason: j.err.Error()}, nil
+		return status.Errorf(codes.NotFound, "job %s has no registered node %q", j.Spec.Name, r.Node)
 	}
 	n.Iteration, n.Samples, n.BatchSize, n.Loss = r.Iteration, r.Samples, int(r.BatchSize), r.Loss
 	for _, s := range r.BptSeconds {
@@ -322,7 +393,7 @@ func (c *Coordinator) Progress(_ context.Context, r *kelpiepb.ProgressReport) (*
 	}
 	n.Comm = append(n.Comm[:0], r.Comm...)
 	n.LastReport = time.Now()
-	return &kelpiepb.ProgressAck{}, nil
+	return nil
 }
 
 // Done records that a worker finished and blocks until all have; one worker

@@ -1,7 +1,10 @@
 // Package launch starts the processes of a job's nodes. The local launcher
-// runs them as child processes of this one on 127.0.0.1: each child dies with
-// its parent (Pdeathsig), runs in its own process group, and is stopped by
-// its PID (SIGTERM, then SIGKILL after a grace period).
+// runs them as child processes of this one on 127.0.0.1, each in its own
+// process group, stopped by its PID (SIGTERM, then SIGKILL after a grace
+// period). Attached children die with their parent (Pdeathsig) and write
+// into the parent's log; detached ones (the scheduler's agents) outlive a
+// crashed scheduler, so that a restarted one can adopt them, and write to
+// their own log files.
 package launch
 
 import (
@@ -10,6 +13,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -56,7 +60,9 @@ func (p *Proc) Kill() error { return p.Cmd.Process.Kill() }
 // Local launches node processes on this machine.
 type Local struct {
 	Exe    string    // the binary; default: this executable
-	Log    io.Writer // children's stderr and stdout, each line prefixed with the node name; default os.Stderr
+	Log    io.Writer // attached children's stderr and stdout, each line prefixed with the node name; default os.Stderr
+	Detach bool      // children survive this process (new session, no Pdeathsig)
+	LogDir string    // detached children write NAME.log here (default: os.TempDir())
 	mu     sync.Mutex
 	logMu  sync.Mutex
 	procs  []*Proc
@@ -77,6 +83,9 @@ func (l *Local) Start(name string, args ...string) (*Proc, error) {
 		out = os.Stderr
 	}
 	cmd := exec.Command(exe, args...)
+	if l.Detach {
+		return l.startDetached(name, cmd)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
@@ -101,6 +110,35 @@ func (l *Local) Start(name string, args ...string) (*Proc, error) {
 		p.err = cmd.Wait()
 		pw.Close()
 		<-copied
+		close(p.exited)
+	}()
+	l.mu.Lock()
+	l.procs = append(l.procs, p)
+	l.mu.Unlock()
+	return p, nil
+}
+
+func (l *Local) startDetached(name string, cmd *exec.Cmd) (*Proc, error) {
+	dir := l.LogDir
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("launch %s: %v", name, err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("launch %s: %v", name, err)
+	}
+	defer f.Close()
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("launch %s: %v", name, err)
+	}
+	p := &Proc{Name: name, Cmd: cmd, exited: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
 		close(p.exited)
 	}()
 	l.mu.Lock()

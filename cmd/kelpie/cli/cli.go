@@ -29,7 +29,7 @@ func Run(args []string) int {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(runCmd(), roleCmd(), benchCmd())
+	root.AddCommand(runCmd(), demoCmd(), schedulerCmd(), agentCmd(), jobCmd(), roleCmd(), benchCmd())
 	root.SetArgs(args)
 	err := root.Execute()
 	if err == nil {

@@ -15,6 +15,7 @@ import (
 // roleCmd runs one node's role; launchers and agents start it, not users.
 func roleCmd() *cobra.Command {
 	var o role.Options
+	var reportFD, commandFD int
 	c := &cobra.Command{
 		Use:       "role server|worker",
 		Short:     "run one node's role of a job (started by kelpie itself)",
@@ -24,6 +25,9 @@ func roleCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if reportFD > 0 && commandFD > 0 {
+				o.Agent = role.NewAgentChannel(os.NewFile(uintptr(reportFD), "agent-report"), os.NewFile(uintptr(commandFD), "agent-command"))
+			}
 			switch args[0] {
 			case "server":
 				return role.RunServer(ctx, o)
@@ -38,6 +42,8 @@ func roleCmd() *cobra.Command {
 	c.Flags().StringVar(&o.Job, "job", "", "job name")
 	c.Flags().StringVar(&o.Node, "node", "", "node name (server-0, worker-1, ...)")
 	c.Flags().StringVar(&o.Listen, "listen", "", "servers: listen address (default 127.0.0.1:0)")
+	c.Flags().IntVar(&reportFD, "report-fd", 0, "file descriptor of the pipe to the agent (set by the agent)")
+	c.Flags().IntVar(&commandFD, "command-fd", 0, "file descriptor of the pipe from the agent (set by the agent)")
 	for _, f := range []string{"coordinator", "job", "node"} {
 		_ = c.MarkFlagRequired(f)
 	}

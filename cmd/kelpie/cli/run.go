@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -12,18 +13,18 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kelpie/kelpie/runtime/spec"
-	"github.com/kelpie/kelpie/scheduler/runner"
+	"github.com/kelpie/kelpie/scheduler/daemon"
 )
 
 func runCmd() *cobra.Command {
-	var headless, asJSON bool
+	var headless, asJSON, quiet bool
 	c := &cobra.Command{
 		Use:   "run SPEC.yaml",
 		Short: "run one job from a spec on a local cluster of processes, to completion",
-		Long: `run starts a coordinator and the job's servers and workers as processes on
-127.0.0.1, trains to the end and prints a summary. With --json it prints exactly one
-JSON object on stdout (logs go to stderr). Exit code 0 only when the job completed;
-a bad spec exits 2.`,
+		Long: `run starts an embedded scheduler, launches the job's nodes (an agent per node, each
+supervising its parameter-server or worker process) on 127.0.0.1, trains to the end and
+prints a summary. With --json it prints exactly one JSON object on stdout (logs go to
+stderr). Exit code 0 only when the job completed; a bad spec exits 2.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			src, err := os.ReadFile(args[0])
@@ -34,24 +35,52 @@ a bad spec exits 2.`,
 			if err != nil {
 				return exitCode(2, err)
 			}
-			_ = headless // the console arrives with the TUI; run is headless today
+			_ = headless // the console attaches to running jobs with `kelpie tui`; run itself is headless
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-			res, err := runner.Run(ctx, s, runner.Options{Log: log})
+			dir, err := os.MkdirTemp("", "kelpie-run-")
 			if err != nil {
-				return fmt.Errorf("job %s failed: %w", s.Name, err)
+				return err
+			}
+			defer os.RemoveAll(dir)
+			var nodeLog io.Writer = os.Stderr
+			if quiet {
+				nodeLog = io.Discard
+			}
+			d, err := daemon.Start(daemon.Config{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0", DataDir: dir,
+				AllowAnonymousViewer: true, NodeLog: nodeLog, Log: slog.New(slog.NewTextHandler(os.Stderr, nil))})
+			if err != nil {
+				return err
+			}
+			defer d.Close(true)
+			fmt.Fprintf(os.Stderr, "kelpie run: watch with `kelpie tui --scheduler %s`\n", d.HTTPAddr())
+			name, err := d.Manager.SubmitSpec(s, "kelpie-run")
+			if err != nil {
+				return err
+			}
+			done := make(chan struct{})
+			go func() {
+				select {
+				case <-ctx.Done():
+					_ = d.Manager.Kill(name, "interrupt")
+				case <-done:
+				}
+			}()
+			res, err := d.Manager.Wait(context.Background(), name)
+			close(done)
+			if err != nil {
+				return err
 			}
 			if asJSON {
-				enc := json.NewEncoder(os.Stdout)
-				return enc.Encode(res)
+				return json.NewEncoder(os.Stdout).Encode(res)
 			}
-			fmt.Printf("job %s completed in %.1fs: %d iterations, %d samples (%.0f samples/s), test accuracy %.4f, loss %.4f, %d DPRs\n",
-				res.Name, res.JCTSeconds, res.Iterations, res.Samples, res.Throughput, res.Accuracy, res.FinalLoss, res.DPRs)
+			fmt.Printf("job %s completed in %.1fs: %d iterations, %d samples (%.0f samples/s), test accuracy %.4f, loss %.4f, %d DPRs, %d actions\n",
+				res.Name, res.JCTSeconds, res.Iterations, res.Samples, res.Throughput, res.Accuracy, res.FinalLoss, res.DPRs, len(res.Actions))
 			return nil
 		},
 	}
 	c.Flags().BoolVar(&headless, "headless", false, "run without the console")
 	c.Flags().BoolVar(&asJSON, "json", false, "print one JSON result object on stdout")
+	c.Flags().BoolVar(&quiet, "quiet", false, "do not copy the nodes' logs to stderr")
 	return c
 }

@@ -1,0 +1,491 @@
+// Package agent is kelpie's per-node agent: it starts the node's role (a
+// parameter server or a worker) as a child process and supervises it —
+// restart with backoff after a crash, kill and restart on a KILL_RESTART
+// action — forwards the role's telemetry from a local channel (two pipes)
+// to the scheduler over one gRPC stream, heartbeats, and hands actions to
+// the role to apply at an iteration boundary.
+//
+// Each action is applied at most once: the agent remembers the ids it has
+// taken, tells the scheduler on every (re)connect, and ignores replays.
+package agent
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/encoding/protodelim"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+)
+
+// Options configure an agent.
+type Options struct {
+	Scheduler string // the scheduler's gRPC address (Agent and Coordinator services)
+	Job       string
+	Node      string
+	Role      kelpiepb.Role
+	Host      string
+	Exe       string        // the kelpie binary for the role (default: this executable)
+	Out       io.Writer     // the role's output (default stderr)
+	Log       *slog.Logger  // the agent's own log
+	Heartbeat time.Duration // default 1s
+	// Backoff between restarts after crashes: Initial doubling up to Max,
+	// with jitter; reset after a run of StableAfter.
+	Backoff Backoff
+	// MaxRestarts is how many consecutive crashes the agent restarts
+	// before it gives up (default 10).
+	MaxRestarts int
+}
+
+// Backoff is an exponential backoff with jitter.
+type Backoff struct {
+	Initial, Max, StableAfter time.Duration
+}
+
+func (b Backoff) withDefaults() Backoff {
+	if b.Initial <= 0 {
+		b.Initial = 200 * time.Millisecond
+	}
+	if b.Max <= 0 {
+		b.Max = 5 * time.Second
+	}
+	if b.StableAfter <= 0 {
+		b.StableAfter = 30 * time.Second
+	}
+	return b
+}
+
+// Delay is the wait before restart number n (1-based) of a crash run.
+func (b Backoff) Delay(n int, jitter float64) time.Duration {
+	b = b.withDefaults()
+	d := b.Initial
+	for i := 1; i < n && d < b.Max; i++ {
+		d *= 2
+	}
+	d = min(d, b.Max)
+	return time.Duration(float64(d) * (0.8 + 0.4*jitter))
+}
+
+// Agent supervises one node.
+type Agent struct {
+	o   Options
+	log *slog.Logger
+
+	outbox chan *kelpiepb.AgentMessage // to the scheduler; reports may be dropped when full, acks never
+
+	mu       sync.Mutex
+	status   kelpiepb.NodeStatus
+	taken    map[string]*kelpiepb.ActionAck // action id -> its ack (nil until the role answers)
+	toChild  io.Writer                      // the command pipe of the running role, nil when none
+	child    *exec.Cmd
+	restarts chan string // KILL_RESTART action ids
+	stop     chan string // the scheduler's stop, with the reason
+}
+
+// New makes an agent.
+func New(o Options) *Agent {
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = time.Second
+	}
+	if o.MaxRestarts <= 0 {
+		o.MaxRestarts = 10
+	}
+	if o.Out == nil {
+		o.Out = os.Stderr
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	if o.Host == "" {
+		o.Host, _ = os.Hostname()
+	}
+	return &Agent{o: o, log: o.Log.With("agent", o.Node), outbox: make(chan *kelpiepb.AgentMessage, 256),
+		taken: map[string]*kelpiepb.ActionAck{}, restarts: make(chan string, 4), stop: make(chan string, 1)}
+}
+
+// Run supervises the role until it is done, the scheduler stops the job, the
+// role fails for good, or ctx ends. It returns nil when the role finished
+// its work or was stopped on purpose.
+func (a *Agent) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); a.connectLoop(ctx) }()
+	err := a.supervise(ctx)
+	a.flush(2 * time.Second)
+	cancel()
+	wg.Wait()
+	return err
+}
+
+func (a *Agent) setState(s kelpiepb.NodeState, pid int, lastExit string) {
+	a.mu.Lock()
+	a.status.State = s
+	a.status.Pid = int32(pid)
+	if lastExit != "" {
+		a.status.LastExit = lastExit
+	}
+	st := proto(&a.status)
+	a.mu.Unlock()
+	a.enqueue(&kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Heartbeat{Heartbeat: &kelpiepb.Heartbeat{Status: st}}}, true)
+}
+
+func proto(s *kelpiepb.NodeStatus) *kelpiepb.NodeStatus {
+	return &kelpiepb.NodeStatus{State: s.State, Pid: s.Pid, Restarts: s.Restarts, LastExit: s.LastExit}
+}
+
+// enqueue queues a message for the scheduler. Must-deliver messages wait for
+// room; telemetry is dropped when the queue is full (the scheduler is away).
+func (a *Agent) enqueue(m *kelpiepb.AgentMessage, must bool) {
+	if must {
+		select {
+		case a.outbox <- m:
+		case <-time.After(5 * time.Second):
+			a.log.Warn("scheduler unreachable: dropping a state message")
+		}
+		return
+	}
+	select {
+	case a.outbox <- m:
+	default:
+	}
+}
+
+// flush waits up to d for queued messages to leave.
+func (a *Agent) flush(d time.Duration) {
+	deadline := time.Now().Add(d)
+	for len(a.outbox) > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// supervise runs the role process, restarting it as needed.
+func (a *Agent) supervise(ctx context.Context) error {
+	crashes := 0
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(os.Getpid())))
+	for {
+		a.setState(kelpiepb.NodeState_NODE_STATE_STARTING, 0, "")
+		started := time.Now()
+		cmd, exited, err := a.startRole()
+		if err != nil {
+			a.setState(kelpiepb.NodeState_NODE_STATE_FAILED, 0, err.Error())
+			return err
+		}
+		a.setState(kelpiepb.NodeState_NODE_STATE_RUNNING, cmd.Process.Pid, "")
+		restartID := ""
+		var why string
+		select {
+		case err = <-exited:
+		case restartID = <-a.restarts:
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			err = <-exited
+		case why = <-a.stop:
+			err = a.stopChild(cmd, exited)
+			a.setState(kelpiepb.NodeState_NODE_STATE_STOPPED, 0, "stopped: "+why)
+			return nil
+		case <-ctx.Done():
+			a.stopChild(cmd, exited)
+			a.setState(kelpiepb.NodeState_NODE_STATE_STOPPED, 0, "agent stopped")
+			return ctx.Err()
+		}
+		a.detachChild()
+		exit := describeExit(err)
+		if restartID != "" {
+			a.bumpRestarts()
+			a.log.Info("restarting the role on request", "action", restartID, "exit", exit)
+			a.acked(&kelpiepb.ActionAck{ActionId: restartID, Applied: true})
+			a.setState(kelpiepb.NodeState_NODE_STATE_RESTARTING, 0, exit)
+			crashes = 0
+			continue
+		}
+		if err == nil {
+			a.setState(kelpiepb.NodeState_NODE_STATE_DONE, 0, exit)
+			return nil
+		}
+		if time.Since(started) >= a.o.Backoff.withDefaults().StableAfter {
+			crashes = 0
+		}
+		crashes++
+		if crashes > a.o.MaxRestarts {
+			a.setState(kelpiepb.NodeState_NODE_STATE_FAILED, 0, exit)
+			return fmt.Errorf("agent %s: role crashed %d times in a row, last: %s", a.o.Node, crashes, exit)
+		}
+		delay := a.o.Backoff.Delay(crashes, rng.Float64())
+		a.bumpRestarts()
+		a.setState(kelpiepb.NodeState_NODE_STATE_RESTARTING, 0, exit)
+		a.log.Warn("role exited; restarting", "exit", exit, "in", delay.Round(time.Millisecond), "attempt", crashes)
+		select {
+		case <-time.After(delay):
+		case why = <-a.stop:
+			a.setState(kelpiepb.NodeState_NODE_STATE_STOPPED, 0, "stopped: "+why)
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (a *Agent) bumpRestarts() {
+	a.mu.Lock()
+	a.status.Restarts++
+	a.mu.Unlock()
+}
+
+func describeExit(err error) string {
+	if err == nil {
+		return "exited with status 0"
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return "killed by " + ws.Signal().String()
+		}
+		return fmt.Sprintf("exited with status %d", ee.ExitCode())
+	}
+	return err.Error()
+}
+
+// stopChild ends the role: SIGTERM, then SIGKILL after a grace period.
+func (a *Agent) stopChild(cmd *exec.Cmd, exited <-chan error) error {
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-exited:
+		return err
+	case <-time.After(3 * time.Second):
+		_ = cmd.Process.Kill()
+		return <-exited
+	}
+}
+
+func (a *Agent) detachChild() {
+	a.mu.Lock()
+	a.toChild, a.child = nil, nil
+	a.mu.Unlock()
+}
+
+// startRole starts `kelpie role ROLE` with the local channel on fds 3 and 4.
+func (a *Agent) startRole() (*exec.Cmd, <-chan error, error) {
+	exe := a.o.Exe
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			return nil, nil, err
+		}
+	}
+	roleName := "worker"
+	if a.o.Role == kelpiepb.Role_ROLE_SERVER {
+		roleName = "server"
+	}
+	repR, repW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	cmdR, cmdW, err := os.Pipe()
+	if err != nil {
+		repR.Close()
+		repW.Close()
+		return nil, nil, err
+	}
+	cmd := exec.Command(exe, "role", roleName, "--coordinator", a.o.Scheduler, "--job", a.o.Job, "--node", a.o.Node,
+		"--report-fd", "3", "--command-fd", "4")
+	cmd.ExtraFiles = []*os.File{repW, cmdR}
+	cmd.Stdout, cmd.Stderr = a.o.Out, a.o.Out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		for _, f := range []*os.File{repR, repW, cmdR, cmdW} {
+			f.Close()
+		}
+		return nil, nil, fmt.Errorf("agent %s: start role: %v", a.o.Node, err)
+	}
+	repW.Close()
+	cmdR.Close()
+	a.mu.Lock()
+	a.toChild, a.child = cmdW, cmd
+	a.mu.Unlock()
+	readerDone := make(chan struct{})
+	go func() { defer close(readerDone); a.readRole(repR) }()
+	exited := make(chan error, 1)
+	go func() {
+		err := cmd.Wait()
+		cmdW.Close()
+		<-readerDone
+		repR.Close()
+		exited <- err
+	}()
+	return cmd, exited, nil
+}
+
+// readRole forwards the role's messages until its pipe closes.
+func (a *Agent) readRole(r io.Reader) {
+	br := bufio.NewReader(r)
+	for {
+		m := &kelpiepb.RoleMessage{}
+		if err := (protodelim.UnmarshalOptions{MaxSize: 16 << 20}).UnmarshalFrom(br, m); err != nil {
+			if err != io.EOF && !strings.Contains(err.Error(), "file already closed") {
+				a.log.Warn("role channel", "err", err)
+			}
+			return
+		}
+		switch b := m.Body.(type) {
+		case *kelpiepb.RoleMessage_Report:
+			a.enqueue(&kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Report{Report: b.Report}}, false)
+		case *kelpiepb.RoleMessage_Ack:
+			a.acked(b.Ack)
+		}
+	}
+}
+
+// acked records an action's outcome and tells the scheduler.
+func (a *Agent) acked(ack *kelpiepb.ActionAck) {
+	a.mu.Lock()
+	a.taken[ack.ActionId] = ack
+	a.mu.Unlock()
+	a.enqueue(&kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Ack{Ack: ack}}, true)
+}
+
+// take handles one action from the scheduler, at most once per id.
+func (a *Agent) take(c *kelpiepb.ActionCommand) {
+	a.mu.Lock()
+	ack, seen := a.taken[c.ActionId]
+	if seen {
+		a.mu.Unlock()
+		if ack != nil { // a replay after a reconnect: answer again, apply nothing
+			a.enqueue(&kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Ack{Ack: ack}}, true)
+		}
+		return
+	}
+	a.taken[c.ActionId] = nil
+	to := a.toChild
+	a.mu.Unlock()
+	switch c.Kind {
+	case "KILL_RESTART":
+		select {
+		case a.restarts <- c.ActionId:
+		default:
+			a.acked(&kelpiepb.ActionAck{ActionId: c.ActionId, Error: "a restart is already under way"})
+		}
+		return
+	}
+	if to == nil {
+		a.acked(&kelpiepb.ActionAck{ActionId: c.ActionId, Error: "the role is not running"})
+		return
+	}
+	a.mu.Lock()
+	_, err := protodelim.MarshalTo(to, &kelpiepb.RoleCommand{Body: &kelpiepb.RoleCommand_Action{Action: c}})
+	a.mu.Unlock()
+	if err != nil {
+		a.acked(&kelpiepb.ActionAck{ActionId: c.ActionId, Error: "role channel: " + err.Error()})
+	}
+}
+
+func (a *Agent) takenIDs() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ids := make([]string, 0, len(a.taken))
+	for id := range a.taken {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// connectLoop keeps one stream to the scheduler, reconnecting with backoff.
+func (a *Agent) connectLoop(ctx context.Context) {
+	cc, err := grpc.NewClient(a.o.Scheduler, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		a.log.Error("dial scheduler", "err", err)
+		return
+	}
+	defer cc.Close()
+	attempt := 0
+	for ctx.Err() == nil {
+		err := a.session(ctx, kelpiepb.NewAgentClient(cc))
+		if ctx.Err() != nil {
+			return
+		}
+		attempt++
+		d := a.o.Backoff.Delay(min(attempt, 6), 0.5)
+		a.log.Warn("scheduler stream ended; reconnecting", "err", err, "in", d)
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// session runs one stream: hello, then messages both ways until it fails.
+func (a *Agent) session(ctx context.Context, c kelpiepb.AgentClient) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := c.Connect(ctx)
+	if err != nil {
+		return err
+	}
+	hello := &kelpiepb.AgentHello{Job: a.o.Job, Node: a.o.Node, Role: a.o.Role, Host: a.o.Host,
+		AgentPid: int32(os.Getpid()), AppliedActions: a.takenIDs()}
+	if err := stream.Send(&kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Hello{Hello: hello}}); err != nil {
+		return err
+	}
+	sendErr := make(chan error, 1)
+	go func() {
+		tick := time.NewTicker(a.o.Heartbeat)
+		defer tick.Stop()
+		for {
+			var m *kelpiepb.AgentMessage
+			select {
+			case m = <-a.outbox:
+			case <-tick.C:
+				a.mu.Lock()
+				st := proto(&a.status)
+				a.mu.Unlock()
+				m = &kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Heartbeat{Heartbeat: &kelpiepb.Heartbeat{Status: st}}}
+			case <-ctx.Done():
+				return
+			}
+			if err := stream.Send(m); err != nil {
+				sendErr <- err
+				return
+			}
+		}
+	}()
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			switch b := m.Body.(type) {
+			case *kelpiepb.SchedulerMessage_Command:
+				a.take(b.Command)
+			case *kelpiepb.SchedulerMessage_Stop:
+				select {
+				case a.stop <- b.Stop:
+				default:
+				}
+			}
+		}
+	}()
+	select {
+	case err = <-sendErr:
+	case err = <-recvErr:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	return err
+}

@@ -1,0 +1,92 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kelpie/kelpie/examples"
+	"github.com/kelpie/kelpie/runtime/spec"
+	"github.com/kelpie/kelpie/scheduler/daemon"
+)
+
+func demoCmd() *cobra.Command {
+	var cfg daemon.Config
+	var headless bool
+	c := &cobra.Command{
+		Use:   "demo",
+		Short: "an embedded local cluster training a real model with a scripted straggler, and the console on it",
+		Long: `demo starts a scheduler on this machine and runs the demo job (an MLP on MNIST, 2 servers,
+4 workers; worker-2 turns into a straggler after 5 s, worker-3 is slow on and off) again and
+again until interrupted. AntDT-ND runs in approve mode: its proposals wait for you.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			if cfg.DataDir == "" {
+				dir, err := os.MkdirTemp("", "kelpie-demo-")
+				if err != nil {
+					return err
+				}
+				defer os.RemoveAll(dir)
+				cfg.DataDir = dir
+			}
+			cfg.AllowAnonymousViewer = true
+			logf, err := os.Create(filepath.Join(cfg.DataDir, "scheduler.log"))
+			if err != nil {
+				return err
+			}
+			defer logf.Close()
+			cfg.Log = slog.New(slog.NewTextHandler(logf, nil))
+			d, err := daemon.Start(cfg)
+			if err != nil {
+				return err
+			}
+			defer d.Close(true)
+			s, err := spec.Parse("straggler-demo.yaml", examples.Demo())
+			if err != nil {
+				return err
+			}
+			go keepDemoRunning(ctx, d, s)
+			fmt.Fprintf(os.Stderr, "kelpie demo: scheduler grpc %s, console %s (logs in %s)\n", d.GRPCAddr(), d.HTTPAddr(), cfg.DataDir)
+			if headless {
+				fmt.Fprintf(os.Stderr, "kelpie demo: headless; attach with `kelpie tui --scheduler %s`, stop with Ctrl-C\n", d.HTTPAddr())
+				<-ctx.Done()
+				return nil
+			}
+			return runConsole(ctx, d.HTTPAddr(), "", s.Name)
+		},
+	}
+	f := c.Flags()
+	f.BoolVar(&headless, "headless", false, "no console: keep the cluster running until interrupted")
+	f.StringVar(&cfg.GRPC, "grpc", "127.0.0.1:0", "node plane listen address")
+	f.StringVar(&cfg.HTTP, "http", "127.0.0.1:7080", "console API listen address")
+	f.StringVar(&cfg.DataDir, "data-dir", "", "state directory (default: a temporary one)")
+	return c
+}
+
+// keepDemoRunning submits the demo job and submits it again when it ends.
+func keepDemoRunning(ctx context.Context, d *daemon.Daemon, s *spec.Spec) {
+	for ctx.Err() == nil {
+		name, err := d.Manager.SubmitSpec(s, "kelpie-demo")
+		if err != nil {
+			select {
+			case <-time.After(2 * time.Second):
+			case <-ctx.Done():
+			}
+			continue
+		}
+		_, _ = d.Manager.Wait(ctx, name)
+		select {
+		case <-time.After(3 * time.Second):
+		case <-ctx.Done():
+		}
+	}
+}

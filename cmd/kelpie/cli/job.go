@@ -1,0 +1,269 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/tui/client"
+)
+
+type apiFlags struct {
+	scheduler, token string
+	asJSON           bool
+	timeout          time.Duration
+}
+
+func (f *apiFlags) add(c *cobra.Command, json bool) {
+	c.Flags().StringVar(&f.scheduler, "scheduler", envOr("KELPIE_SCHEDULER", "127.0.0.1:7080"), "the scheduler's console address host:port ($KELPIE_SCHEDULER)")
+	c.Flags().StringVar(&f.token, "token", os.Getenv("KELPIE_TOKEN"), "bearer token ($KELPIE_TOKEN)")
+	c.Flags().DurationVar(&f.timeout, "timeout", 15*time.Second, "how long to wait for the scheduler")
+	if json {
+		c.Flags().BoolVar(&f.asJSON, "json", false, "print JSON")
+	}
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// snapshot connects, subscribes to jobs (all when empty) and returns the
+// first snapshot.
+func (f *apiFlags) snapshot(jobs []string) ([]*kelpiepb.JobView, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
+	defer cancel()
+	got := make(chan *kelpiepb.Snapshot, 1)
+	c, err := client.Dial(ctx, f.scheduler, f.token, client.WithSubscription(jobs, 1, 60),
+		client.WithName("kelpie-job"), client.WithHandler(func(m any) {
+			if s, ok := m.(client.SnapshotMsg); ok {
+				select {
+				case got <- s.Snapshot:
+				default:
+				}
+			}
+		}))
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	select {
+	case s := <-got:
+		return s.Jobs, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("no snapshot from %s: %v (%s)", f.scheduler, ctx.Err(), c.Status().Err)
+	}
+}
+
+// command sends one command and turns a refusal into an error.
+func (f *apiFlags) command(cmd *kelpiepb.Command) (*kelpiepb.CommandResult, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
+	defer cancel()
+	c, err := client.Dial(ctx, f.scheduler, f.token, client.WithName("kelpie-job"))
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	if err := c.WaitConnected(ctx); err != nil {
+		return nil, fmt.Errorf("connect to %s: %v", f.scheduler, err)
+	}
+	res, err := c.Send(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	if !res.Ok {
+		return res, fmt.Errorf("refused (%s): %s", codes.Code(res.Code), res.Error)
+	}
+	return res, nil
+}
+
+func printJSON(m any) error {
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(m)
+}
+
+func jobCmd() *cobra.Command {
+	c := &cobra.Command{Use: "job", Short: "job control from scripts: submit, list, describe, kill, act"}
+	var f apiFlags
+
+	submit := &cobra.Command{Use: "submit SPEC.yaml", Short: "submit a job", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			src, err := os.ReadFile(args[0])
+			if err != nil {
+				return exitCode(2, err)
+			}
+			res, err := f.command(&kelpiepb.Command{Kind: &kelpiepb.Command_SubmitJob{SubmitJob: &kelpiepb.SubmitJob{SpecYaml: string(src)}}})
+			if err != nil {
+				if res != nil && codes.Code(res.Code) == codes.InvalidArgument {
+					return exitCode(2, err)
+				}
+				return err
+			}
+			if f.asJSON {
+				return printJSON(map[string]string{"job": res.Job})
+			}
+			fmt.Println(res.Job)
+			return nil
+		}}
+	f.add(submit, true)
+
+	var lf apiFlags
+	list := &cobra.Command{Use: "list", Short: "list jobs", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			jobs, err := lf.snapshot(nil)
+			if err != nil {
+				return err
+			}
+			sort.Slice(jobs, func(a, b int) bool { return jobs[a].Name < jobs[b].Name })
+			if lf.asJSON {
+				return printProtos(jobs)
+			}
+			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tSTATE\tWORKERS\tSERVERS\tITERATION\tSHARDS\tSAMPLES/S\tSYNC")
+			for _, j := range jobs {
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d/%d\t%d/%d\t%.0f\t%s\n", j.Name, j.State, j.Workers, j.Servers,
+					j.Iteration, j.Iterations, j.ShardsDone, j.ShardsTotal, j.Throughput, j.Sync)
+			}
+			return tw.Flush()
+		}}
+	lf.add(list, true)
+
+	var df apiFlags
+	describe := &cobra.Command{Use: "describe NAME", Short: "show a job: nodes, Monitor figures, actions", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			jobs, err := df.snapshot(args)
+			if err != nil {
+				return err
+			}
+			if len(jobs) == 0 {
+				return fmt.Errorf("no job %q", args[0])
+			}
+			if df.asJSON {
+				return printProtos(jobs[:1])
+			}
+			describeJob(jobs[0])
+			return nil
+		}}
+	df.add(describe, true)
+
+	var kf apiFlags
+	kill := &cobra.Command{Use: "kill NAME", Short: "stop a job", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			_, err := kf.command(&kelpiepb.Command{Kind: &kelpiepb.Command_KillJob{KillJob: &kelpiepb.KillJob{Job: args[0]}}})
+			return err
+		}}
+	kf.add(kill, false)
+
+	c.AddCommand(append([]*cobra.Command{submit, list, describe, kill}, actCmds()...)...)
+	return c
+}
+
+// actCmds are approve, reject and trigger, for scripts.
+func actCmds() []*cobra.Command {
+	var af, rf, tf apiFlags
+	var note string
+	approve := &cobra.Command{Use: "approve JOB ACTION", Short: "approve a proposed action", Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			_, err := af.command(&kelpiepb.Command{Kind: &kelpiepb.Command_Approve{Approve: &kelpiepb.DecideAction{Job: args[0], ActionId: args[1], Reason: note}}})
+			return err
+		}}
+	af.add(approve, false)
+	approve.Flags().StringVar(&note, "note", "", "note for the audit log")
+	reject := &cobra.Command{Use: "reject JOB ACTION", Short: "reject a proposed action", Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			_, err := rf.command(&kelpiepb.Command{Kind: &kelpiepb.Command_Reject{Reject: &kelpiepb.DecideAction{Job: args[0], ActionId: args[1], Reason: note}}})
+			return err
+		}}
+	rf.add(reject, false)
+	reject.Flags().StringVar(&note, "note", "", "note for the audit log")
+	var sizes string
+	trigger := &cobra.Command{Use: "trigger JOB KIND [NODE]", Short: "trigger an action (KILL_RESTART NODE, ADJUST_BS --sizes worker-0=96,...)",
+		Args: cobra.RangeArgs(2, 3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			a := &kelpiepb.Action{Kind: strings.ToUpper(args[1])}
+			if len(args) == 3 {
+				a.Target = args[2]
+			}
+			if sizes != "" {
+				a.BatchSizes = map[string]int32{}
+				for _, kv := range strings.Split(sizes, ",") {
+					var n int32
+					k, v, ok := strings.Cut(kv, "=")
+					if _, err := fmt.Sscan(v, &n); !ok || err != nil {
+						return exitCode(2, fmt.Errorf("--sizes: %q is not NODE=SIZE", kv))
+					}
+					a.BatchSizes[strings.TrimSpace(k)] = n
+				}
+			}
+			res, err := tf.command(&kelpiepb.Command{Kind: &kelpiepb.Command_Trigger{Trigger: &kelpiepb.TriggerAction{Job: args[0], Action: a}}})
+			if err != nil {
+				return err
+			}
+			if tf.asJSON {
+				return printJSON(map[string]string{"action_id": res.ActionId})
+			}
+			fmt.Println(res.ActionId)
+			return nil
+		}}
+	tf.add(trigger, true)
+	trigger.Flags().StringVar(&sizes, "sizes", "", "ADJUST_BS: NODE=SIZE,... for every worker")
+	return []*cobra.Command{approve, reject, trigger}
+}
+
+func printProtos(jobs []*kelpiepb.JobView) error {
+	var out []json.RawMessage
+	for _, j := range jobs {
+		b, err := protojson.Marshal(j)
+		if err != nil {
+			return err
+		}
+		out = append(out, b)
+	}
+	return printJSON(out)
+}
+
+func describeJob(j *kelpiepb.JobView) {
+	fmt.Printf("Job %s: %s (%s, %s)\n", j.Name, j.State, j.Model, j.Sync)
+	if j.Error != "" {
+		fmt.Printf("  error: %s\n", j.Error)
+	}
+	fmt.Printf("  iteration %d/%d, shards %d/%d done, %.0f samples/s, loss %.4f\n", j.Iteration, j.Iterations,
+		j.ShardsDone, j.ShardsTotal, j.Throughput, j.Loss)
+	if j.Monitor != nil {
+		fmt.Printf("  monitor: mean BPT %.4fs, PS speed variance %.2f, superior %v, λ %.2f, windows %.0fs/%.0fs\n",
+			j.Monitor.MeanBptS, j.Monitor.SpeedVariance, j.Monitor.Superior, j.Monitor.Lambda,
+			j.Monitor.WindowTransientS, j.Monitor.WindowPersistentS)
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nNODE\tROLE\tSTATE\tPID\tRESTARTS\tBATCH\tBPT SHORT\tBPT LONG\tCLASS\tITERATION")
+	for _, n := range j.Nodes {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%.4f\t%.4f\t%s\t%d\n", n.Name, n.Role, n.State, n.Pid, n.Restarts,
+			n.BatchSize, n.BptShortS, n.BptLongS, n.Class, n.Iteration)
+	}
+	tw.Flush()
+	if len(j.Policies) > 0 {
+		fmt.Println("\nPolicies:")
+		for _, p := range j.Policies {
+			fmt.Printf("  %-15s %-8s %v\n", p.Name, p.Mode, p.Params)
+		}
+	}
+	if len(j.Actions) > 0 {
+		fmt.Println("\nActions:")
+		for _, a := range j.Actions {
+			fmt.Printf("  %s %-12s %-10s %-10s by %s: %s\n", a.Id, a.Kind, a.Target, a.State, a.Policy, a.Reason)
+		}
+	}
+}

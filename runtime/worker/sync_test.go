@@ -1,0 +1,105 @@
+package worker
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/runtime/blocks"
+	"github.com/kelpie/kelpie/runtime/job"
+	"github.com/kelpie/kelpie/runtime/model"
+	"github.com/kelpie/kelpie/runtime/optim"
+	"github.com/kelpie/kelpie/runtime/straggler"
+	"github.com/kelpie/kelpie/runtime/syncmodel"
+)
+
+func serverStats(t *testing.T, cl *cluster) []*kelpiepb.ServerStats {
+	t.Helper()
+	var out []*kelpiepb.ServerStats
+	for _, s := range cl.servers {
+		st, err := s.Stats(context.Background(), &kelpiepb.StatsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// TestSSPLazyFewerDPRs: with one slow worker under SSP(s=3), FluentPS's
+// lazy pull buffer delays fewer pulls than the soft barrier, which answers
+// a delayed pull after one V_train step and so blocks the fast workers
+// again almost at once (FluentPS Fig. 3).
+func TestSSPLazyFewerDPRs(t *testing.T) {
+	ds := mnistSubset(t, 4096)
+	slow := []straggler.Injection{{Node: "worker-3", Kind: straggler.Compute, Sleep: 4 * time.Millisecond, Intensity: 1, Probability: 1}}
+	dprs := map[syncmodel.PullMode]int64{}
+	for _, mode := range []syncmodel.PullMode{syncmodel.Lazy, syncmodel.SoftBarrier} {
+		c := clusterConfig{model: model.Config{Kind: "softmax"}, info: ds.Info(), servers: 2, workers: 4,
+			blockBytes: 16 << 10, strategy: blocks.RoundRobin,
+			sync:  syncmodel.Config{Model: syncmodel.SSP, Staleness: 3, Pull: mode},
+			optim: optim.Config{Kind: "sgd", LR: 0.1}, stragglers: slow, seed: 1}
+		cl := startCluster(t, c)
+		plan := job.Plan{N: ds.Len(), Epochs: 1, GlobalBatch: 64, Seed: 1, Local: []int{16, 16, 16, 16}, BatchesPerShard: 4}
+		cl.train(t, c, ds, plan, nil)
+		for _, st := range serverStats(t, cl) {
+			dprs[mode] += st.Dprs
+			if st.VTrain != plan.Iterations() {
+				t.Errorf("%s: server V_train = %d; want %d", mode, st.VTrain, plan.Iterations())
+			}
+		}
+		cl.stop()
+	}
+	t.Logf("DPRs with one slow worker, SSP s=3: lazy %d, soft barrier %d", dprs[syncmodel.Lazy], dprs[syncmodel.SoftBarrier])
+	if dprs[syncmodel.Lazy] >= dprs[syncmodel.SoftBarrier] {
+		t.Errorf("lazy DPRs %d ≥ soft-barrier DPRs %d", dprs[syncmodel.Lazy], dprs[syncmodel.SoftBarrier])
+	}
+	if dprs[syncmodel.Lazy] == 0 {
+		t.Error("no DPRs at all: the straggler did not slow anyone down")
+	}
+}
+
+// TestInjectedSlowness checks the lower bounds that injected slowness
+// guarantees: a paused worker cannot finish before its pause ends, and a
+// bandwidth-limited server cannot move bytes faster than its rate.
+func TestInjectedSlowness(t *testing.T) {
+	ds := mnistSubset(t, 1024)
+	const rate = 4e6 // bytes/s
+	inj := []straggler.Injection{
+		{Node: "worker-1", Kind: straggler.Pause, Start: 0, End: 300 * time.Millisecond},
+		{Node: "server-0", Kind: straggler.Bandwidth, Rate: rate},
+	}
+	c := clusterConfig{model: model.Config{Kind: "softmax"}, info: ds.Info(), servers: 1, workers: 2,
+		blockBytes: 1 << 20, strategy: blocks.RoundRobin, sync: syncmodel.Config{Model: syncmodel.BSP, Pull: syncmodel.Lazy},
+		optim: optim.Config{Kind: "sgd", LR: 0.1}, stragglers: inj, seed: 1}
+	cl := startCluster(t, c)
+	plan := job.Plan{N: ds.Len(), Epochs: 1, GlobalBatch: 64, Seed: 1, Local: []int{32, 32}, BatchesPerShard: 4}
+	var commBytes int64
+	var commSecs float64
+	start := time.Now()
+	cl.train(t, c, ds, plan, func(cfg *Config) {
+		cfg.Start = start
+		cfg.Report = func(r Report) bool {
+			for _, x := range r.Comm {
+				commBytes += x.Bytes
+				commSecs += x.Seconds
+			}
+			return true
+		}
+		if cfg.Index != 0 {
+			cfg.Report = nil
+		}
+	})
+	if el := time.Since(start); el < 300*time.Millisecond {
+		t.Errorf("job finished %v after start; worker-1 was paused for 300ms", el)
+	}
+	// Everything worker 0 moved went through the limited link: the token
+	// bucket allows one 64 KiB burst, the rest at the rate.
+	if floor := (float64(commBytes) - 64<<10) / rate / 2; commSecs < floor {
+		t.Errorf("worker-0 moved %d bytes in %.3fs; a %.0f B/s link needs ≥ %.3fs", commBytes, commSecs, rate, floor)
+	}
+	if commBytes == 0 {
+		t.Error("no communication was reported")
+	}
+}

@@ -1,0 +1,266 @@
+// Package console is the scheduler's console plane: a WebSocket API on the
+// scheduler's HTTP port (/api/v1/console) that streams job and node views to
+// viewers and takes commands from operators. Frames are the messages of
+// proto/console.proto as protojson text; docs/console-api.md describes the
+// protocol for clients.
+//
+// The package knows the scheduler only through Backend, which it polls:
+// each subscription asks for the views it watches at its own rate (4 Hz by
+// default), compares them with what that client last received and sends
+// only what changed, so an idle stream sends nothing. A Backend's views are
+// immutable values, so an unchanged job is usually the same pointer and
+// costs no comparison.
+//
+// Each stream has three goroutines (CONVENTIONS §4–5): the HTTP handler's
+// goroutine owns the subscription (snapshot, deltas, rate), a receiver reads
+// frames and runs commands, and a writer is the only one that writes to the
+// socket, from a bounded queue. Producers never block on the writer: a
+// delta is only built when the previous one has been written (so a slow
+// reader gets fewer, larger deltas rather than a backlog), a full queue or a
+// frame stuck in a write for Options.WriteTimeout ends the stream with a
+// close reason that says so. Errors become gRPC codes (CommandResult.code)
+// and WebSocket close statuses in one place, errors.go.
+//
+// Commands: a viewer's command is refused with PermissionDenied; an
+// operator's is passed to Backend.Execute. Every command decision, allowed
+// or refused, is written with Backend.Audit, as is every refused connection.
+// An allowed command is audited after Execute so that its entry carries the
+// outcome; a command whose entry cannot be written is reported to the client
+// and logged.
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"log"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+)
+
+// APIVersion is the version of the console protocol this package speaks.
+const APIVersion = "kelpie.v1"
+
+// Paths served by Handler.
+const (
+	ConsolePath = "/api/v1/console"
+	HealthPath  = "/api/v1/health"
+)
+
+// Backend is the scheduler core as the console sees it.
+type Backend interface {
+	// View returns the current views of the named jobs (all jobs when names
+	// is empty: then nodes, heatmap, charts may be left out by the backend)
+	// — immutable values the console may hold.
+	View(names []string, heatmapColumns int) []*kelpiepb.JobView
+	// EventsSince returns events with sequence > seq (oldest first, at most
+	// limit) and the newest sequence number.
+	EventsSince(seq uint64, limit int) ([]*kelpiepb.Event, uint64)
+	// Execute runs an authorized command; the result says ok/error/code
+	// (CommandResult.id is set by the console).
+	Execute(ctx context.Context, who Principal, cmd *kelpiepb.Command) *kelpiepb.CommandResult
+	// Audit records one command decision (allowed or refused) durably.
+	Audit(e AuditEntry) error
+}
+
+// AuditEntry is one command decision, or one refused connection
+// (Command "connect", Who the token's fingerprint).
+type AuditEntry struct {
+	Time    time.Time
+	Who     string
+	Role    string
+	Command string // submit_job, kill_job, approve, reject, trigger, set_policy, connect, unknown
+	Job     string
+	Detail  string // the command's parameters and, when executed, its outcome
+	Allowed bool
+	Reason  string // why it was refused
+}
+
+// Options tune a Server. The zero value is usable.
+type Options struct {
+	// AllowAnonymousViewer lets a client without a token watch (as viewer
+	// "anonymous"); it can never command.
+	AllowAnonymousViewer bool
+	// MaxRateHz caps the delta rate any subscription may ask for (default 20).
+	MaxRateHz float64
+	// Now is the clock for frame and audit times and the write watchdog.
+	Now func() time.Time
+	// ServerVersion is reported in Welcome.
+	ServerVersion string
+
+	// SendQueue is how many frames may wait for the writer (default 16).
+	SendQueue int
+	// WriteTimeout ends a stream whose frame has been in a write this long:
+	// the client is not reading (default 10s).
+	WriteTimeout time.Duration
+	// HelloTimeout is how long a client without an Authorization header has
+	// to send its hello (default 10s).
+	HelloTimeout time.Duration
+	// MaxFrameBytes is the largest frame a client may send (default 1 MiB).
+	MaxFrameBytes int64
+	// SnapshotEvents and DeltaEvents bound the events in one frame
+	// (defaults 100 and 500).
+	SnapshotEvents, DeltaEvents int
+	// Compress negotiates permessage-deflate (with context takeover) with
+	// clients that offer it. See the benchmark figures in the package tests.
+	Compress bool
+	// OriginPatterns are the browser origins allowed besides the server's
+	// own host (websocket.AcceptOptions.OriginPatterns).
+	OriginPatterns []string
+	// Logf reports what has no client to tell (a failed audit write after a
+	// refusal, an encoding failure); default log.Printf.
+	Logf func(format string, args ...any)
+}
+
+func (o Options) withDefaults() Options {
+	if o.MaxRateHz <= 0 {
+		o.MaxRateHz = DefaultMaxRateHz
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.SendQueue <= 0 {
+		o.SendQueue = 16
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = 10 * time.Second
+	}
+	if o.HelloTimeout <= 0 {
+		o.HelloTimeout = 10 * time.Second
+	}
+	if o.MaxFrameBytes <= 0 {
+		o.MaxFrameBytes = 1 << 20
+	}
+	if o.SnapshotEvents <= 0 {
+		o.SnapshotEvents = 100
+	}
+	if o.DeltaEvents <= 0 {
+		o.DeltaEvents = 500
+	}
+	if o.Logf == nil {
+		o.Logf = log.Printf
+	}
+	return o
+}
+
+// Stats are a Server's counters since New.
+type Stats struct {
+	Streams         int    // streams open now (authenticating or authenticated)
+	Frames          uint64 // frames written
+	Bytes           uint64 // frame payload bytes written (before compression)
+	Refused         uint64 // connections refused for want of a valid token
+	SlowDisconnects uint64 // streams ended because the client did not keep up
+}
+
+// Server serves the console plane. Create it with New.
+type Server struct {
+	b      Backend
+	tokens Tokens
+	opts   Options
+
+	ctx    context.Context // canceled by Close; every stream ends with it
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	closed  bool
+	streams int
+	wg      sync.WaitGroup // one per stream handler
+
+	frames, bytes, refused, slow atomic.Uint64
+}
+
+// New returns a Server for b. tokens may be nil when only anonymous viewers
+// are allowed.
+func New(b Backend, tokens Tokens, opts Options) *Server {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Server{b: b, tokens: tokens, opts: opts.withDefaults(), ctx: ctx, cancel: cancel}
+}
+
+// Handler serves ConsolePath (WebSocket) and HealthPath.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+ConsolePath, s.serveConsole)
+	mux.HandleFunc("GET "+HealthPath, s.serveHealth)
+	return mux
+}
+
+// Close ends every stream (close status 1001, going away) and returns when
+// their goroutines are done. A client that does not answer the close
+// handshake holds Close up to about ten seconds (the websocket library's
+// close timeouts). Streams that arrive later are refused with 503.
+func (s *Server) Close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
+}
+
+// Stats returns the server's counters.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	n := s.streams
+	s.mu.Unlock()
+	return Stats{Streams: n, Frames: s.frames.Load(), Bytes: s.bytes.Load(),
+		Refused: s.refused.Load(), SlowDisconnects: s.slow.Load()}
+}
+
+func (s *Server) serveConsole(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		http.Error(w, "console: scheduler shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	s.streams++
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.streams--
+		s.mu.Unlock()
+		s.wg.Done()
+	}()
+
+	accept := &websocket.AcceptOptions{OriginPatterns: s.opts.OriginPatterns}
+	if s.opts.Compress {
+		accept.CompressionMode = websocket.CompressionContextTakeover
+	}
+	ws, err := websocket.Accept(w, r, accept)
+	if err != nil {
+		return // Accept has answered the request
+	}
+	ws.SetReadLimit(s.opts.MaxFrameBytes)
+	newConn(s, ws, r.RemoteAddr).serve(r.Header.Get("Authorization"))
+}
+
+func (s *Server) serveHealth(w http.ResponseWriter, _ *http.Request) {
+	st := s.Stats()
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	status, code := "ok", http.StatusOK
+	if closed {
+		status, code = "closing", http.StatusServiceUnavailable
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"status": status, "api_version": APIVersion, "server_version": s.opts.ServerVersion,
+		"streams": st.Streams,
+	})
+}
+
+// audit writes e, logging a failure that no client will hear of.
+func (s *Server) audit(e AuditEntry) error {
+	err := s.b.Audit(e)
+	if err != nil {
+		s.opts.Logf("console: audit %s by %s: %v", e.Command, e.Who, err)
+	}
+	return err
+}

@@ -1,0 +1,233 @@
+package console
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+)
+
+func TestParseTokens(t *testing.T) {
+	tests := []struct {
+		name, text string
+		want       Tokens
+		err        string // substring of the error; "" for none
+	}{
+		{"empty", "", Tokens{}, ""},
+		{"comments and blanks", "# who may do what\n\n  # indented comment\nt1 operator olga\n\tt2   viewer  alice \n",
+			Tokens{"t1": {"olga", RoleOperator}, "t2": {"alice", RoleViewer}}, ""},
+		{"too few fields", "t1 operator olga\nt2 viewer\n", nil, "tokens.txt:2: want TOKEN ROLE NAME, got 2 fields"},
+		{"too many fields", "t1 operator olga smith\n", nil, "tokens.txt:1: want TOKEN ROLE NAME, got 4 fields"},
+		{"unknown role", "\n# x\nt1 admin root\n", nil, `tokens.txt:3: unknown role "admin"`},
+		{"role is case sensitive", "t1 Operator olga\n", nil, `tokens.txt:1: unknown role "Operator"`},
+		{"duplicate token", "t1 operator olga\nt1 viewer alice\n", nil, "tokens.txt:2: token of alice repeats the token of olga"},
+	}
+	for _, tt := range tests {
+		got, err := parseTokens(strings.NewReader(tt.text), "tokens.txt")
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("%s: parseTokens(%q) error = %v; want one containing %q", tt.name, tt.text, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("%s: parseTokens(%q) = %v, %v; want %v", tt.name, tt.text, got, err, tt.want)
+		}
+	}
+}
+
+func TestLoadTokens(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "tokens")
+	if err := os.WriteFile(good, []byte("abc operator olga\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := LoadTokens(good)
+	if want := (Tokens{"abc": {"olga", RoleOperator}}); err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("LoadTokens(%s) = %v, %v; want %v", good, got, err, want)
+	}
+	bad := filepath.Join(dir, "bad")
+	if err := os.WriteFile(bad, []byte("abc operator olga\nxyz\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadTokens(bad); err == nil || !strings.Contains(err.Error(), bad+":2:") {
+		t.Errorf("LoadTokens(%s) error = %v; want it to name %s:2", bad, err, bad)
+	}
+	if _, err := LoadTokens(filepath.Join(dir, "missing")); err == nil {
+		t.Errorf("LoadTokens(missing) = nil error; want one")
+	}
+}
+
+func TestLookupAndBearer(t *testing.T) {
+	for _, tt := range []struct {
+		header, token string
+	}{
+		{"Bearer op-secret", "op-secret"},
+		{"bearer   op-secret ", "op-secret"},
+		{"Basic b3A6c2VjcmV0", ""},
+		{"op-secret", ""},
+		{"", ""},
+	} {
+		if got := bearer(tt.header); got != tt.token {
+			t.Errorf("bearer(%q) = %q; want %q", tt.header, got, tt.token)
+		}
+	}
+	for _, tt := range []struct {
+		token string
+		want  Principal
+		ok    bool
+	}{
+		{"op-secret", Principal{"olga", RoleOperator}, true},
+		{"viewer-secret", Principal{"alice", RoleViewer}, true},
+		{"op-secre", Principal{}, false},
+		{"", Principal{}, false},
+	} {
+		if got, ok := testTokens.lookup(tt.token); got != tt.want || ok != tt.ok {
+			t.Errorf("lookup(%q) = %v, %v; want %v, %v", tt.token, got, ok, tt.want, tt.ok)
+		}
+	}
+	if f := fingerprint("op-secret"); strings.Contains(f, "secret") || !strings.HasPrefix(f, "sha256:") {
+		t.Errorf("fingerprint(op-secret) = %q; want a sha256 prefix that hides the token", f)
+	}
+}
+
+func TestDiffViews(t *testing.T) {
+	a1, b1, c1 := job("a", 1), job("b", 1), job("c", 1)
+	a1copy := proto.Clone(a1).(*kelpiepb.JobView)
+	a2 := job("a", 2)
+	names := func(vs []*kelpiepb.JobView) []string {
+		var out []string
+		for _, v := range vs {
+			out = append(out, v.GetName())
+		}
+		return out
+	}
+	last := map[string]*kelpiepb.JobView{"a": a1, "b": b1}
+	tests := []struct {
+		name    string
+		last    map[string]*kelpiepb.JobView
+		cur     []*kelpiepb.JobView
+		changed []string
+		removed []string
+	}{
+		{"first view: everything is new", nil, []*kelpiepb.JobView{a1, b1}, []string{"a", "b"}, nil},
+		{"same pointers", last, []*kelpiepb.JobView{a1, b1}, nil, nil},
+		{"equal copy is no change", last, []*kelpiepb.JobView{a1copy, b1}, nil, nil},
+		{"one job changed", last, []*kelpiepb.JobView{a2, b1}, []string{"a"}, nil},
+		{"job added", last, []*kelpiepb.JobView{a1, b1, c1}, []string{"c"}, nil},
+		{"job removed", last, []*kelpiepb.JobView{b1}, nil, []string{"a"}},
+		{"all removed", last, nil, nil, []string{"a", "b"}},
+		{"duplicates and nils are ignored", nil, []*kelpiepb.JobView{a1, nil, a2}, []string{"a"}, nil},
+	}
+	for _, tt := range tests {
+		changed, removed, next := diffViews(tt.last, tt.cur)
+		if got := names(changed); !reflect.DeepEqual(got, tt.changed) || !reflect.DeepEqual(removed, tt.removed) {
+			t.Errorf("%s: diffViews(%v, %v) = %v, %v; want %v, %v", tt.name, tt.last, names(tt.cur), got, removed, tt.changed, tt.removed)
+		}
+		for _, v := range tt.cur {
+			if v != nil && next[v.GetName()] == nil {
+				t.Errorf("%s: next lacks %s", tt.name, v.GetName())
+			}
+		}
+	}
+}
+
+func TestRates(t *testing.T) {
+	for _, tt := range []struct{ asked, limit, want float64 }{
+		{0, 20, 4},
+		{-1, 20, 4},
+		{math.NaN(), 20, 4},
+		{10, 20, 10},
+		{100, 20, 20},
+		{0, 2, 2},
+	} {
+		if got := rateHz(tt.asked, tt.limit); got != tt.want {
+			t.Errorf("rateHz(%v, %v) = %v; want %v", tt.asked, tt.limit, got, tt.want)
+		}
+	}
+	if got := period(4); got != 250*time.Millisecond {
+		t.Errorf("period(4) = %v; want 250ms", got)
+	}
+	for _, tt := range []struct {
+		asked int32
+		want  int
+	}{{0, 60}, {-3, 60}, {30, 30}, {5000, MaxHeatmapColumns}} {
+		if got := heatmapColumns(tt.asked); got != tt.want {
+			t.Errorf("heatmapColumns(%d) = %d; want %d", tt.asked, got, tt.want)
+		}
+	}
+}
+
+func TestFilterEvents(t *testing.T) {
+	evs := []*kelpiepb.Event{{Job: "a", Message: "1"}, {Job: "b", Message: "2"}, {Message: "3"}, {Job: "a", Message: "4"}}
+	msgs := func(es []*kelpiepb.Event) string {
+		var s []string
+		for _, e := range es {
+			s = append(s, e.GetMessage())
+		}
+		return strings.Join(s, ",")
+	}
+	for _, tt := range []struct {
+		jobs []string
+		want string
+	}{{nil, "1,2,3,4"}, {[]string{"a"}, "1,3,4"}, {[]string{"c"}, "3"}} {
+		if got := msgs(filterEvents(evs, newJobSet(tt.jobs))); got != tt.want {
+			t.Errorf("filterEvents(%v) = %s; want %s", tt.jobs, got, tt.want)
+		}
+	}
+	if got := msgs(newestFirst(evs)); got != "4,3,2,1" {
+		t.Errorf("newestFirst = %s; want 4,3,2,1", got)
+	}
+}
+
+func TestDescribe(t *testing.T) {
+	tests := []struct {
+		cmd        *kelpiepb.Command
+		kind, verb string
+		job        string
+		err        string
+	}{
+		{nil, "unknown", "", "", "command has no kind"},
+		{&kelpiepb.Command{}, "unknown", "", "", "command has no kind"},
+		{&kelpiepb.Command{Kind: &kelpiepb.Command_SubmitJob{SubmitJob: &kelpiepb.SubmitJob{SpecYaml: "name: j\n"}}},
+			"submit_job", "submit jobs", "", ""},
+		{&kelpiepb.Command{Kind: &kelpiepb.Command_SubmitJob{SubmitJob: &kelpiepb.SubmitJob{}}},
+			"submit_job", "submit jobs", "", "submit_job: missing spec_yaml"},
+		{&kelpiepb.Command{Kind: &kelpiepb.Command_KillJob{KillJob: &kelpiepb.KillJob{Job: "j"}}}, "kill_job", "kill jobs", "j", ""},
+		{approve("j", "a-1"), "approve", "approve actions", "j", ""},
+		{approve("", ""), "approve", "approve actions", "", "approve: missing job, action_id"},
+		{&kelpiepb.Command{Kind: &kelpiepb.Command_Reject{Reject: &kelpiepb.DecideAction{Job: "j", ActionId: "a-1", Reason: "no"}}},
+			"reject", "reject actions", "j", ""},
+		{&kelpiepb.Command{Kind: &kelpiepb.Command_Trigger{Trigger: &kelpiepb.TriggerAction{Job: "j",
+			Action: &kelpiepb.Action{Kind: "KILL_RESTART", Target: "worker-1"}}}}, "trigger", "trigger actions", "j", ""},
+		{&kelpiepb.Command{Kind: &kelpiepb.Command_Trigger{Trigger: &kelpiepb.TriggerAction{Job: "j"}}},
+			"trigger", "trigger actions", "j", "trigger: missing action.kind"},
+		{&kelpiepb.Command{Kind: &kelpiepb.Command_SetPolicy{SetPolicy: &kelpiepb.SetPolicy{Job: "j", Policy: "antdt-nd",
+			Mode: "auto", Params: map[string]float64{"lambda": 1.5}}}}, "set_policy", "set policies", "j", ""},
+	}
+	for _, tt := range tests {
+		d, err := describe(tt.cmd)
+		if d.kind != tt.kind || d.verb != tt.verb || d.job != tt.job {
+			t.Errorf("describe(%v) = %+v; want kind %s verb %q job %q", tt.cmd, d, tt.kind, tt.verb, tt.job)
+		}
+		switch {
+		case tt.err == "" && err != nil:
+			t.Errorf("describe(%v) error = %v; want none", tt.cmd, err)
+		case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err) || codeOf(err) != codes.InvalidArgument):
+			t.Errorf("describe(%v) error = %v (%v); want InvalidArgument containing %q", tt.cmd, err, codeOf(err), tt.err)
+		}
+	}
+	d, _ := describe(&kelpiepb.Command{Kind: &kelpiepb.Command_SetPolicy{SetPolicy: &kelpiepb.SetPolicy{Job: "j",
+		Policy: "psld", Params: map[string]float64{"z": 1, "epsilon": 0.1}}}})
+	if want := "policy=psld mode= params={epsilon:0.1 z:1}"; d.detail != want {
+		t.Errorf("set_policy detail = %q; want %q", d.detail, want)
+	}
+}

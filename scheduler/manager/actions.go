@@ -1,0 +1,565 @@
+package manager
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/runtime/spec"
+	"github.com/kelpie/kelpie/scheduler/monitor"
+	"github.com/kelpie/kelpie/scheduler/policy"
+	"github.com/kelpie/kelpie/scheduler/store"
+)
+
+// Action states (console.proto).
+const (
+	ActProposed   = "proposed"
+	ActApproved   = "approved"
+	ActRejected   = "rejected"
+	ActDispatched = "dispatched"
+	ActApplied    = "applied"
+	ActFailed     = "failed"
+	ActExpired    = "expired"
+)
+
+// Policy modes.
+const (
+	ModeAuto    = "auto"
+	ModeApprove = "approve"
+	ModeOff     = "off"
+)
+
+// ProposalTTL is how long a proposal waits for an operator before it
+// expires.
+const ProposalTTL = 5 * time.Minute
+
+// policySetting is one policy's mode and parameters for one job.
+type policySetting struct {
+	Mode   string             `json:"mode"`
+	Params map[string]float64 `json:"params"`
+}
+
+// policyNames lists the policies in display order.
+var policyNames = []string{policy.NameAntDTND, policy.NameAntDTDD, policy.NameBackupWorkers, policy.NameAdjustLR, policy.NamePSLD}
+
+func defaultPolicies(s *spec.Spec) map[string]*policySetting {
+	p := s.Policies
+	return map[string]*policySetting{
+		policy.NameAntDTND: {Mode: p.AntDTND.Mode, Params: map[string]float64{"lambda": p.AntDTND.Lambda,
+			"window_transient_s": p.AntDTND.WindowTransient.Seconds(), "window_persistent_s": p.AntDTND.WindowPersistent.Seconds()}},
+		policy.NameAntDTDD: {Mode: p.AntDTDD.Mode, Params: map[string]float64{"min_accumulation": float64(p.AntDTDD.MinAccumulation),
+			"max_accumulation": float64(p.AntDTDD.MaxAccumulation)}},
+		policy.NameBackupWorkers: {Mode: p.BackupWorkers.Mode, Params: map[string]float64{"drop": float64(p.BackupWorkers.Drop)}},
+		policy.NameAdjustLR:      {Mode: p.AdjustLR.Mode, Params: map[string]float64{}},
+		policy.NamePSLD: {Mode: p.PSLD.Mode, Params: map[string]float64{"epsilon": p.PSLD.Epsilon,
+			"theta1_over_theta0": p.PSLD.Theta1OverTheta0, "scale_threshold": p.PSLD.ScaleThreshold,
+			"variance_threshold": p.PSLD.VarianceThreshold}},
+	}
+}
+
+// supported says whether the runtime can apply an action kind today.
+func supported(kind string) error {
+	switch kind {
+	case string(policy.KindKillRestart), string(policy.KindAdjustBS):
+		return nil
+	case string(policy.KindBackupWorkers), string(policy.KindAdjustLR), string(policy.KindReassign),
+		string(policy.KindAddServer), string(policy.KindRemoveServer), string(policy.KindAddWorker),
+		string(policy.KindRemoveWorker), string(policy.KindSetSync):
+		return status.Errorf(codes.Unimplemented, "%s is not supported by the runtime yet (it arrives with elasticity and the policy engine)", kind)
+	}
+	return status.Errorf(codes.InvalidArgument, "unknown action kind %q", kind)
+}
+
+func (m *Manager) job(name string) (*jobState, error) {
+	j, ok := m.jobs[name]
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "no job %q", name)
+	}
+	return j, nil
+}
+
+// Trigger runs an operator's action on a job.
+func (m *Manager) Trigger(job string, a *kelpiepb.Action, who string) (string, error) {
+	if a == nil {
+		return "", status.Error(codes.InvalidArgument, "trigger: no action")
+	}
+	if err := supported(a.Kind); err != nil {
+		return "", err
+	}
+	m.mu.Lock()
+	j, err := m.job(job)
+	if err != nil {
+		m.mu.Unlock()
+		return "", err
+	}
+	if j.over() {
+		m.mu.Unlock()
+		return "", status.Errorf(codes.FailedPrecondition, "job %s is %s", job, j.state)
+	}
+	act := &kelpiepb.Action{Kind: a.Kind, Target: a.Target, Policy: "operator", Reason: a.Reason,
+		BatchSizes: a.BatchSizes, Accumulation: a.Accumulation, Params: a.Params}
+	if act.Reason == "" {
+		act.Reason = "triggered by " + who
+	}
+	if err := j.validate(act); err != nil {
+		m.mu.Unlock()
+		return "", err
+	}
+	m.addLocked(j, act, ActApproved, who, "")
+	sends := m.dispatchLocked(j, act, who)
+	m.mu.Unlock()
+	m.persistAction(j, act)
+	sends.run()
+	return act.Id, nil
+}
+
+// Decide approves or rejects a proposed action.
+func (m *Manager) Decide(job, id string, approve bool, who, note string) error {
+	m.mu.Lock()
+	j, err := m.job(job)
+	if err != nil {
+		m.mu.Unlock()
+		return err
+	}
+	a, ok := j.byID[id]
+	if !ok {
+		m.mu.Unlock()
+		return status.Errorf(codes.NotFound, "job %s has no action %s", job, id)
+	}
+	if a.State != ActProposed {
+		m.mu.Unlock()
+		return status.Errorf(codes.FailedPrecondition, "action %s is %s, not proposed", id, a.State)
+	}
+	var sends sendList
+	if approve {
+		if err := j.validate(a); err != nil {
+			m.transition(j, a, ActFailed, who, err.Error())
+			m.mu.Unlock()
+			m.persistAction(j, a)
+			return err
+		}
+		m.transition(j, a, ActApproved, who, note)
+		sends = m.dispatchLocked(j, a, who)
+	} else {
+		m.transition(j, a, ActRejected, who, note)
+	}
+	m.mu.Unlock()
+	m.persistAction(j, a)
+	sends.run()
+	return nil
+}
+
+// SetPolicy changes a policy's mode and parameters live; the next decision
+// uses them.
+func (m *Manager) SetPolicy(job, name, mode string, params map[string]float64, who string) error {
+	m.mu.Lock()
+	j, err := m.job(job)
+	if err != nil {
+		m.mu.Unlock()
+		return err
+	}
+	p, ok := j.policies[name]
+	if !ok {
+		m.mu.Unlock()
+		return status.Errorf(codes.InvalidArgument, "unknown policy %q (one of %s)", name, strings.Join(policyNames, ", "))
+	}
+	switch mode {
+	case "", ModeAuto, ModeApprove, ModeOff:
+	default:
+		m.mu.Unlock()
+		return status.Errorf(codes.InvalidArgument, "policy mode must be auto, approve or off, not %q", mode)
+	}
+	for k, v := range params {
+		if _, known := p.Params[k]; !known {
+			m.mu.Unlock()
+			return status.Errorf(codes.InvalidArgument, "policy %s has no parameter %q", name, k)
+		}
+		if math.IsNaN(v) || v < 0 {
+			m.mu.Unlock()
+			return status.Errorf(codes.InvalidArgument, "policy %s parameter %s must be ≥ 0, got %v", name, k, v)
+		}
+	}
+	if mode != "" {
+		p.Mode = mode
+	}
+	for k, v := range params {
+		p.Params[k] = v
+	}
+	if name == policy.NameAntDTND {
+		cfg := j.mon.Config()
+		cfg.Lambda = p.Params["lambda"]
+		cfg.LTrans = time.Duration(p.Params["window_transient_s"] * float64(time.Second))
+		cfg.LPer = time.Duration(p.Params["window_persistent_s"] * float64(time.Second))
+		if err := cfg.Validate(); err != nil {
+			m.mu.Unlock()
+			return status.Errorf(codes.InvalidArgument, "policy %s: %v", name, err)
+		}
+		j.mon.SetConfig(cfg)
+	}
+	m.eventLocked(job, "policy", "", fmt.Sprintf("policy %s set to %s %s", name, p.Mode, formatParams(p.Params)), who)
+	b := j.policiesJSON()
+	m.mu.Unlock()
+	return m.cfg.Store.PutPolicies(job, b)
+}
+
+func formatParams(p map[string]float64) string {
+	keys := make([]string, 0, len(p))
+	for k := range p {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%s=%g", k, p[k])
+	}
+	return b.String()
+}
+
+// validate checks an action against the job as it is now.
+func (j *jobState) validate(a *kelpiepb.Action) error {
+	if err := supported(a.Kind); err != nil {
+		return err
+	}
+	switch a.Kind {
+	case string(policy.KindKillRestart):
+		n, ok := j.nodes[a.Target]
+		if !ok {
+			return status.Errorf(codes.InvalidArgument, "KILL_RESTART: job %s has no node %q", j.spec.Name, a.Target)
+		}
+		if n.role == "server" {
+			return status.Errorf(codes.FailedPrecondition, "KILL_RESTART of server %s: a server's blocks live in its memory until server snapshots arrive (elasticity)", a.Target)
+		}
+	case string(policy.KindAdjustBS):
+		workers := j.spec.WorkerNames()
+		sum := 0
+		for _, w := range workers {
+			b, ok := a.BatchSizes[w]
+			if !ok {
+				return status.Errorf(codes.InvalidArgument, "ADJUST_BS: no batch size for %s", w)
+			}
+			if b < 1 {
+				return status.Errorf(codes.InvalidArgument, "ADJUST_BS: %s's batch size must be at least 1, got %d", w, b)
+			}
+			sum += int(b)
+		}
+		for w := range a.BatchSizes {
+			if _, ok := j.nodes[w]; !ok || j.nodes[w].role != "worker" {
+				return status.Errorf(codes.InvalidArgument, "ADJUST_BS: %s is not a worker of job %s", w, j.spec.Name)
+			}
+		}
+		if sum != j.spec.Train.GlobalBatch {
+			return status.Errorf(codes.InvalidArgument, "ADJUST_BS: batch sizes sum to %d; the global batch is %d", sum, j.spec.Train.GlobalBatch)
+		}
+		if len(a.Accumulation) > 0 {
+			return status.Errorf(codes.Unimplemented, "ADJUST_BS: gradient accumulation is not supported by the runtime yet")
+		}
+	}
+	return nil
+}
+
+// addLocked records a new action.
+func (m *Manager) addLocked(j *jobState, a *kelpiepb.Action, state, who, note string) {
+	m.nextID++
+	now := m.now()
+	a.Id = fmt.Sprintf("a-%d-%d", now.Unix()%100000, m.nextID)
+	a.Job = j.spec.Name
+	a.Created = ts(now)
+	a.State = ""
+	j.actions = append(j.actions, a)
+	j.byID[a.Id] = a
+	m.transition(j, a, state, who, note)
+}
+
+func (m *Manager) transition(j *jobState, a *kelpiepb.Action, state, who, note string) {
+	now := m.now()
+	a.State = state
+	a.Updated = ts(now)
+	if state == ActApproved || state == ActRejected {
+		a.DecidedBy = who
+	}
+	if state == ActFailed {
+		a.Error = note
+	}
+	a.History = append(a.History, &kelpiepb.ActionTransition{State: state, At: ts(now), By: who, Note: note})
+	msg := fmt.Sprintf("action %s %s %s: %s", a.Id, a.Kind, a.Target, state)
+	if note != "" {
+		msg += " (" + note + ")"
+	}
+	m.eventLocked(j.spec.Name, "action", a.Target, msg, who)
+}
+
+func (m *Manager) persistAction(j *jobState, a *kelpiepb.Action) {
+	m.mu.Lock()
+	rec := actionRecord(a)
+	m.mu.Unlock()
+	if err := m.cfg.Store.PutAction(j.spec.Name, rec); err != nil {
+		m.log.Error("store action", "job", j.spec.Name, "action", a.Id, "err", err)
+	}
+}
+
+// actionRecord is the durable form of an action.
+func actionRecord(a *kelpiepb.Action) store.ActionRecord {
+	params := map[string]string{"policy": a.Policy, "predicted": a.Predicted, "decided_by": a.DecidedBy, "error": a.Error}
+	for w, b := range a.BatchSizes {
+		params["bs/"+w] = strconv.Itoa(int(b))
+	}
+	for k, v := range a.Params {
+		params["p/"+k] = strconv.FormatFloat(v, 'g', -1, 64)
+	}
+	it := a.AppliedIteration
+	if it == 0 {
+		it = a.TargetIteration
+	}
+	last := a.History[len(a.History)-1]
+	return store.ActionRecord{ID: a.Id, Kind: a.Kind, Node: a.Target, Reason: a.Reason, Predicted: a.Predicted,
+		Numbers: a.Evidence, Params: params, State: a.State, Actor: last.By, Note: last.Note, Iteration: it,
+		Created: a.Created.AsTime(), Updated: a.Updated.AsTime()}
+}
+
+// actionFrom rebuilds an action from its durable form.
+func actionFrom(job string, r store.ActionRecord) *kelpiepb.Action {
+	a := &kelpiepb.Action{Id: r.ID, Job: job, Kind: r.Kind, Target: r.Node, Reason: r.Reason, Predicted: r.Predicted,
+		Evidence: r.Numbers, State: r.State, Created: ts(r.Created), Updated: ts(r.Updated),
+		Policy: r.Params["policy"], DecidedBy: r.Params["decided_by"], Error: r.Params["error"]}
+	for k, v := range r.Params {
+		switch {
+		case strings.HasPrefix(k, "bs/"):
+			n, _ := strconv.Atoi(v)
+			if a.BatchSizes == nil {
+				a.BatchSizes = map[string]int32{}
+			}
+			a.BatchSizes[k[3:]] = int32(n)
+		case strings.HasPrefix(k, "p/"):
+			f, _ := strconv.ParseFloat(v, 64)
+			if a.Params == nil {
+				a.Params = map[string]float64{}
+			}
+			a.Params[k[2:]] = f
+		}
+	}
+	if r.State == ActApplied {
+		a.AppliedIteration = r.Iteration
+	} else {
+		a.TargetIteration = r.Iteration
+	}
+	for _, h := range r.History {
+		a.History = append(a.History, &kelpiepb.ActionTransition{State: h.State, At: ts(h.At), By: h.Actor, Note: h.Note})
+	}
+	return a
+}
+
+// sendList is the stream sends that a locked section decided on, run after
+// the lock is released.
+type sendList []func()
+
+func (s sendList) run() {
+	for _, f := range s {
+		f()
+	}
+}
+
+// targets says whether an action involves a node.
+func (j *jobState) targets(a *kelpiepb.Action, node string) bool {
+	if a.Kind == string(policy.KindAdjustBS) {
+		n, ok := j.nodes[node]
+		return ok && n.role == "worker"
+	}
+	return a.Target == node
+}
+
+// command is the wire form of an action for one node.
+func (j *jobState) command(a *kelpiepb.Action, node string) *kelpiepb.ActionCommand {
+	return &kelpiepb.ActionCommand{ActionId: a.Id, Kind: a.Kind, Target: a.Target, BatchSizes: a.BatchSizes,
+		Accumulation: a.Accumulation, TargetIteration: a.TargetIteration}
+}
+
+// dispatchLocked sends an approved action to the agents that apply it: a
+// node action to its node; a global one (a new batch split) to every
+// worker, to be applied at one target iteration chosen ahead of every
+// worker's progress (AntDT Fig. 6: the scheduler, which holds a stream to
+// every agent, plays the primary agent's broadcast).
+func (m *Manager) dispatchLocked(j *jobState, a *kelpiepb.Action, who string) sendList {
+	var sends sendList
+	var nodes []*nodeState
+	switch a.Kind {
+	case string(policy.KindAdjustBS):
+		var maxIter int64
+		for _, n := range j.nodes {
+			if n.role == "worker" {
+				maxIter = max(maxIter, n.iteration)
+				nodes = append(nodes, n)
+			}
+		}
+		a.TargetIteration = maxIter + j.margin()
+	default:
+		nodes = []*nodeState{j.nodes[a.Target]}
+		j.mon.Forget(a.Target)
+	}
+	m.transition(j, a, ActDispatched, who, fmt.Sprintf("to %d node(s)", len(nodes)))
+	for _, n := range nodes {
+		conn, cmd := n.conn, j.command(a, n.name)
+		if conn == nil {
+			continue // replayed when its agent connects
+		}
+		sends = append(sends, func() {
+			conn.send(&kelpiepb.SchedulerMessage{Body: &kelpiepb.SchedulerMessage_Command{Command: cmd}})
+		})
+	}
+	return sends
+}
+
+// margin is how many iterations ahead of the fastest worker a global action
+// is applied: enough for the command to reach every agent (half a second
+// at the current pace, at least 5, plus the staleness bound).
+func (j *jobState) margin() int64 {
+	snap := j.mon.Snapshot(j.m.now().Sub(j.submitted))
+	bpt := snap.MeanBPT.Seconds()
+	it := int64(5)
+	if bpt > 0 {
+		it = max(it, int64(math.Ceil(0.5/bpt)))
+	}
+	return it + int64(j.spec.Sync.Staleness)
+}
+
+// acked records an agent's answer to an action.
+func (m *Manager) acked(j *jobState, node string, ack *kelpiepb.ActionAck) {
+	m.mu.Lock()
+	a, ok := j.byID[ack.ActionId]
+	if !ok || (a.State != ActDispatched) {
+		m.mu.Unlock()
+		return
+	}
+	switch {
+	case ack.Error != "":
+		m.transition(j, a, ActFailed, node, ack.Error)
+	case a.Kind == string(policy.KindAdjustBS):
+		if a.Params == nil {
+			a.Params = map[string]float64{}
+		}
+		a.Params["acked/"+node] = float64(ack.AppliedIteration)
+		acked := 0
+		for k := range a.Params {
+			if strings.HasPrefix(k, "acked/") {
+				acked++
+			}
+		}
+		if acked < len(j.spec.WorkerNames()) {
+			m.mu.Unlock()
+			return
+		}
+		a.AppliedIteration = ack.AppliedIteration
+		for w, b := range a.BatchSizes {
+			if n := j.nodes[w]; n != nil {
+				n.batch = int(b)
+			}
+		}
+		m.transition(j, a, ActApplied, node, fmt.Sprintf("at iteration %d", a.AppliedIteration))
+	default:
+		a.AppliedIteration = j.nodes[node].iteration
+		m.transition(j, a, ActApplied, node, "")
+	}
+	m.mu.Unlock()
+	m.persistAction(j, a)
+}
+
+// runPolicies asks the active policies for proposals and passes them
+// through the gate: de-duplicated, then dispatched (auto) or queued for an
+// operator (approve). Proposals that wait too long expire.
+func (j *jobState) runPolicies(snap monitor.Snapshot, now time.Time) {
+	m := j.m
+	m.mu.Lock()
+	var changed []*kelpiepb.Action
+	for _, a := range j.actions {
+		if a.State == ActProposed && now.Sub(a.Created.AsTime()) > ProposalTTL {
+			m.transition(j, a, ActExpired, "gate", fmt.Sprintf("no decision within %s", ProposalTTL))
+			changed = append(changed, a)
+		}
+	}
+	nd := j.policies[policy.NameAntDTND]
+	var proposals []policy.Action
+	if j.state == StateRunning && nd.Mode != ModeOff && nd.Mode != "" {
+		pj := policy.Job{Name: j.spec.Name, GlobalBatch: j.spec.Train.GlobalBatch, BatchSizes: map[string]int{}}
+		for _, n := range j.nodes {
+			if n.role == "worker" {
+				pj.Workers = append(pj.Workers, n.name)
+				pj.BatchSizes[n.name] = n.batch
+			}
+		}
+		sort.Slice(pj.Workers, func(a, b int) bool { return nodeLess(pj.Workers[a], pj.Workers[b]) })
+		proposals = policy.AntDTND{Lambda: nd.Params["lambda"]}.Propose(snap, pj)
+	}
+	var sends sendList
+	for _, p := range proposals {
+		if err := supported(string(p.Kind)); err != nil {
+			continue
+		}
+		a := fromProposal(p)
+		if j.recent(actionKey(a), now) {
+			continue
+		}
+		if err := j.validate(a); err != nil {
+			continue
+		}
+		who := "policy:" + p.Policy
+		if nd.Mode == ModeAuto {
+			m.addLocked(j, a, ActApproved, who, "auto mode")
+			sends = append(sends, m.dispatchLocked(j, a, who)...)
+		} else {
+			m.addLocked(j, a, ActProposed, who, "waiting for an operator")
+		}
+		changed = append(changed, a)
+	}
+	m.mu.Unlock()
+	for _, a := range changed {
+		m.persistAction(j, a)
+	}
+	sends.run()
+}
+
+// recent says whether a proposal with this key is pending, or was decided
+// lately enough that its effect cannot be judged yet (one long window).
+func (j *jobState) recent(key string, now time.Time) bool {
+	cool := j.mon.Config().LPer
+	for _, a := range j.actions {
+		if actionKey(a) != key {
+			continue
+		}
+		switch a.State {
+		case ActProposed, ActApproved, ActDispatched:
+			return true
+		}
+		if now.Sub(a.Updated.AsTime()) < cool {
+			return true
+		}
+	}
+	return false
+}
+
+func actionKey(a *kelpiepb.Action) string {
+	if a.Policy == "operator" {
+		return ""
+	}
+	return a.Policy + "/" + a.Kind + "/" + a.Target
+}
+
+func fromProposal(p policy.Action) *kelpiepb.Action {
+	a := &kelpiepb.Action{Kind: string(p.Kind), Target: p.Target, Policy: p.Policy, Reason: p.Reason,
+		Predicted: p.Predicted, Evidence: p.Evidence}
+	if len(p.BatchSizes) > 0 {
+		a.BatchSizes = map[string]int32{}
+		for w, b := range p.BatchSizes {
+			a.BatchSizes[w] = int32(b)
+		}
+	}
+	return a
+}

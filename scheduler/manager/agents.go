@@ -1,0 +1,186 @@
+package manager
+
+import (
+	"fmt"
+	"sync"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/scheduler/store"
+)
+
+// agentConn is the sending side of one agent's stream. A single goroutine
+// sends; send never blocks the manager (a full queue drops the message and
+// the agent's reconnect replays what matters).
+type agentConn struct {
+	out  chan *kelpiepb.SchedulerMessage
+	done chan struct{}
+	once sync.Once
+}
+
+func (c *agentConn) send(m *kelpiepb.SchedulerMessage) bool {
+	select {
+	case c.out <- m:
+		return true
+	case <-c.done:
+		return false
+	default:
+		return false
+	}
+}
+
+func (c *agentConn) close() { c.once.Do(func() { close(c.done) }) }
+
+// AgentService serves the Agent gRPC service for the manager's jobs.
+type AgentService struct {
+	kelpiepb.UnimplementedAgentServer
+	m *Manager
+}
+
+// Agents is the manager's Agent service.
+func (m *Manager) Agents() *AgentService { return &AgentService{m: m} }
+
+// Connect serves one agent's stream.
+func (s *AgentService) Connect(stream kelpiepb.Agent_ConnectServer) error {
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	hello := first.GetHello()
+	if hello == nil {
+		return status.Error(codes.InvalidArgument, "agent stream must start with hello")
+	}
+	m := s.m
+	m.mu.Lock()
+	j, ok := m.jobs[hello.Job]
+	var n *nodeState
+	if ok {
+		n = j.nodes[hello.Node]
+	}
+	if !ok || n == nil {
+		m.mu.Unlock()
+		return status.Errorf(codes.NotFound, "no node %s in job %s", hello.Node, hello.Job)
+	}
+	if j.over() {
+		m.mu.Unlock()
+		// Tell a straggling agent to stop.
+		_ = stream.Send(&kelpiepb.SchedulerMessage{Body: &kelpiepb.SchedulerMessage_Stop{Stop: "job " + j.state}})
+		return nil
+	}
+	conn := &agentConn{out: make(chan *kelpiepb.SchedulerMessage, 64), done: make(chan struct{})}
+	if n.conn != nil {
+		n.conn.close()
+	}
+	n.conn = conn
+	n.host = hello.Host
+	n.lastSeen = m.now()
+	applied := map[string]bool{}
+	for _, id := range hello.AppliedActions {
+		applied[id] = true
+	}
+	// Replay actions dispatched to this node that it has not taken.
+	var replay []*kelpiepb.ActionCommand
+	for _, a := range j.actions {
+		if a.State == "dispatched" && !applied[a.Id] && j.targets(a, hello.Node) {
+			replay = append(replay, j.command(a, hello.Node))
+		}
+	}
+	m.eventLocked(j.spec.Name, "node", hello.Node, fmt.Sprintf("agent of %s connected from %s (pid %d)", hello.Node, hello.Host, hello.AgentPid), "")
+	m.mu.Unlock()
+	for _, c := range replay {
+		conn.send(&kelpiepb.SchedulerMessage{Body: &kelpiepb.SchedulerMessage_Command{Command: c}})
+	}
+
+	sendErr := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case msg := <-conn.out:
+				if err := stream.Send(msg); err != nil {
+					sendErr <- err
+					return
+				}
+			case <-conn.done:
+				return
+			case <-stream.Context().Done():
+				return
+			}
+		}
+	}()
+	defer func() {
+		m.mu.Lock()
+		if n.conn == conn {
+			n.conn = nil
+		}
+		m.mu.Unlock()
+		conn.close()
+	}()
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			return nil
+		}
+		select {
+		case err := <-sendErr:
+			return err
+		default:
+		}
+		m.fromAgent(j, n, msg)
+	}
+}
+
+// fromAgent handles one message of an agent.
+func (m *Manager) fromAgent(j *jobState, n *nodeState, msg *kelpiepb.AgentMessage) {
+	now := m.now()
+	switch b := msg.Body.(type) {
+	case *kelpiepb.AgentMessage_Report:
+		m.mu.Lock()
+		j.observe(n.name, b.Report, now)
+		m.mu.Unlock()
+	case *kelpiepb.AgentMessage_Heartbeat:
+		st := b.Heartbeat.GetStatus()
+		m.mu.Lock()
+		prev := n.status.State
+		restartsBefore := n.status.Restarts
+		n.status = kelpiepb.NodeStatus{State: st.State, Pid: st.Pid, Restarts: st.Restarts, LastExit: st.LastExit}
+		n.lastSeen = now
+		changed := prev != st.State
+		m.mu.Unlock()
+		if changed {
+			msg := fmt.Sprintf("%s %s", n.name, stateName(st.State))
+			if st.Restarts > restartsBefore && st.LastExit != "" {
+				msg += " (" + st.LastExit + ")"
+			}
+			if st.State == kelpiepb.NodeState_NODE_STATE_RUNNING && st.Pid != 0 {
+				msg += fmt.Sprintf(", pid %d", st.Pid)
+			}
+			m.event(j.spec.Name, "node", n.name, msg, "")
+			_ = m.cfg.Store.PutNode(j.spec.Name, store.NodeRecord{Name: n.name, Role: n.role, Host: n.host,
+				Pid: int(st.Pid), State: stateName(st.State), Restarts: int(st.Restarts), BatchSize: n.batch})
+		}
+	case *kelpiepb.AgentMessage_Ack:
+		m.acked(j, n.name, b.Ack)
+	}
+}
+
+func stateName(s kelpiepb.NodeState) string {
+	switch s {
+	case kelpiepb.NodeState_NODE_STATE_STARTING:
+		return "starting"
+	case kelpiepb.NodeState_NODE_STATE_RUNNING:
+		return "running"
+	case kelpiepb.NodeState_NODE_STATE_RESTARTING:
+		return "restarting"
+	case kelpiepb.NodeState_NODE_STATE_DONE:
+		return "done"
+	case kelpiepb.NodeState_NODE_STATE_FAILED:
+		return "failed"
+	case kelpiepb.NodeState_NODE_STATE_LOST:
+		return "lost"
+	case kelpiepb.NodeState_NODE_STATE_STOPPED:
+		return "stopped"
+	}
+	return "unknown"
+}

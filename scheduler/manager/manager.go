@@ -1,0 +1,391 @@
+// Package manager is the heart of kelpie's scheduler: the job manager. It
+// admits jobs (from the console API, the CLI or `kelpie run`), launches each
+// job's nodes as agents through a launcher, takes the agents' streams
+// (telemetry, heartbeats, action acks), feeds the Monitor, runs the straggler
+// policies through the approval gate, dispatches actions, persists jobs,
+// nodes, actions, policy settings and the audit log in the store, and serves
+// the console's views.
+//
+// Mutable state is guarded by one mutex; no I/O (stream sends, store writes
+// of large values, process launches) happens while it is held except small
+// bbolt writes, which are bounded.
+package manager
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/runtime/spec"
+	"github.com/kelpie/kelpie/scheduler/coordinator"
+	"github.com/kelpie/kelpie/scheduler/launch"
+	"github.com/kelpie/kelpie/scheduler/store"
+)
+
+// Job states.
+const (
+	StateStarting  = "starting"
+	StateRunning   = "running"
+	StateCompleted = "completed"
+	StateFailed    = "failed"
+	StateKilled    = "killed"
+)
+
+// Config wires a manager.
+type Config struct {
+	Addr      string       // the scheduler's gRPC address that agents and roles dial
+	Exe       string       // the kelpie binary for agents (default: this executable)
+	Store     *store.Store // durable state (required)
+	Log       *slog.Logger
+	NodeLog   io.Writer     // agents' and roles' output when attached (default: per-node files in LogDir)
+	LogDir    string        // per-node log files of detached agents (default: the temp dir)
+	LostAfter time.Duration // no heartbeat for this long marks a node lost (default 5s)
+	Tick      time.Duration // policy and view cadence (default 1s)
+	Bucket    time.Duration // heatmap and chart bucket (default 1s)
+	Columns   int           // heatmap and chart buckets kept (default 120)
+	Now       func() time.Time
+}
+
+// Manager is the job manager.
+type Manager struct {
+	cfg   Config
+	log   *slog.Logger
+	coord *coordinator.Coordinator
+
+	mu     sync.Mutex
+	jobs   map[string]*jobState
+	events []*kelpiepb.Event
+	evSeq  uint64
+	nextID uint64
+
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+// New makes a manager and restores the jobs in its store.
+func New(cfg Config) (*Manager, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("manager: a store is required")
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.LostAfter <= 0 {
+		cfg.LostAfter = 5 * time.Second
+	}
+	if cfg.Tick <= 0 {
+		cfg.Tick = time.Second
+	}
+	if cfg.Bucket <= 0 {
+		cfg.Bucket = time.Second
+	}
+	if cfg.Columns <= 0 {
+		cfg.Columns = 120
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	m := &Manager{cfg: cfg, log: cfg.Log, coord: coordinator.New(), jobs: map[string]*jobState{}, done: make(chan struct{})}
+	if err := m.restore(); err != nil {
+		return nil, err
+	}
+	m.wg.Add(1)
+	go m.loop()
+	return m, nil
+}
+
+// Coordinator is the Coordinator gRPC service of the manager's jobs.
+func (m *Manager) Coordinator() *coordinator.Coordinator { return m.coord }
+
+// Close stops the manager's loop. Jobs' processes are left running: a
+// scheduler restarted on the same store and address adopts them.
+func (m *Manager) Close() {
+	select {
+	case <-m.done:
+	default:
+		close(m.done)
+	}
+	m.wg.Wait()
+}
+
+// Shutdown stops every job this manager launched and then the manager.
+func (m *Manager) Shutdown() {
+	m.mu.Lock()
+	var js []*jobState
+	for _, j := range m.jobs {
+		js = append(js, j)
+	}
+	m.mu.Unlock()
+	for _, j := range js {
+		if j.launcher != nil {
+			j.stopAgents("scheduler shutting down")
+			j.launcher.StopAll(3 * time.Second)
+		}
+	}
+	m.Close()
+}
+
+func (m *Manager) now() time.Time { return m.cfg.Now() }
+
+// event records an event for the console (and the log).
+func (m *Manager) event(job, kind, node, msg, who string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.eventLocked(job, kind, node, msg, who)
+}
+
+func (m *Manager) eventLocked(job, kind, node, msg, who string) {
+	m.evSeq++
+	e := &kelpiepb.Event{Time: ts(m.now()), Job: job, Kind: kind, Message: msg, Who: who, Node: node}
+	m.events = append(m.events, e)
+	if len(m.events) > 2000 {
+		m.events = append([]*kelpiepb.Event(nil), m.events[len(m.events)-1000:]...)
+	}
+	m.log.Info(msg, "job", job, "kind", kind, "node", node, "who", who)
+}
+
+// Submit admits a job from its spec text and launches it.
+func (m *Manager) Submit(specYAML, who string) (string, error) {
+	s, err := spec.Parse("spec.yaml", []byte(specYAML))
+	if err != nil {
+		return "", status.Error(codes.InvalidArgument, err.Error())
+	}
+	return m.SubmitSpec(s, who)
+}
+
+// SubmitSpec admits a parsed job and launches it.
+func (m *Manager) SubmitSpec(s *spec.Spec, who string) (string, error) {
+	m.mu.Lock()
+	if old, ok := m.jobs[s.Name]; ok && !old.over() {
+		m.mu.Unlock()
+		return "", status.Errorf(codes.AlreadyExists, "job %s is already %s", s.Name, old.state)
+	}
+	m.mu.Unlock()
+	cj, err := m.coord.AddJob(s)
+	if err != nil {
+		return "", status.Error(codes.InvalidArgument, err.Error())
+	}
+	j := newJobState(m, s, cj, m.now())
+	j.submittedBy = who
+	if err := m.cfg.Store.PutJob(store.JobRecord{Name: s.Name, SpecYAML: string(s.YAML()), State: StateStarting,
+		SubmittedBy: who, Submitted: j.submitted}); err != nil {
+		cj.Fail(err)
+		return "", status.Errorf(codes.Internal, "store job %s: %v", s.Name, err)
+	}
+	_ = m.cfg.Store.PutPolicies(s.Name, j.policiesJSON())
+	m.mu.Lock()
+	m.jobs[s.Name] = j
+	m.eventLocked(s.Name, "job", "", fmt.Sprintf("job %s submitted: %s", s.Name, j.describe()), who)
+	m.mu.Unlock()
+	if err := j.launch(); err != nil {
+		m.finish(j, StateFailed, err)
+		return "", status.Errorf(codes.Internal, "launch job %s: %v", s.Name, err)
+	}
+	m.wg.Add(2)
+	go func() { defer m.wg.Done(); m.watch(j) }()
+	go func() { defer m.wg.Done(); m.persistStart(j) }()
+	return s.Name, nil
+}
+
+// Kill stops a live job.
+func (m *Manager) Kill(name, who string) error {
+	m.mu.Lock()
+	j, ok := m.jobs[name]
+	m.mu.Unlock()
+	if !ok {
+		return status.Errorf(codes.NotFound, "no job %q", name)
+	}
+	if j.over() {
+		return status.Errorf(codes.FailedPrecondition, "job %s is already %s", name, j.state)
+	}
+	j.coord.Fail(fmt.Errorf("killed by %s", who))
+	m.finish(j, StateKilled, fmt.Errorf("killed by %s", who))
+	return nil
+}
+
+// watch waits for a job to end and records how.
+func (m *Manager) watch(j *jobState) {
+	select {
+	case <-j.coord.Finished():
+		m.complete(j)
+	case <-j.coord.Failed():
+		if !j.over() {
+			m.finish(j, StateFailed, j.coord.Err())
+		}
+	case <-m.done:
+	}
+}
+
+// complete assembles the result of a finished job, stops its nodes and
+// records it.
+func (m *Manager) complete(j *jobState) {
+	res := j.result()
+	servers, err := collectServers(j.coord.ServerAddrs(), j.spec.ServerNames())
+	if err != nil {
+		m.log.Warn("server stats", "job", j.spec.Name, "err", err)
+	}
+	res.Servers = servers
+	for _, sv := range servers {
+		res.DPRs += sv.DPRs
+	}
+	shutdownServers(j.coord.ServerAddrs())
+	res.JCTSeconds = m.now().Sub(j.submitted).Seconds()
+	m.mu.Lock()
+	j.res = res
+	m.mu.Unlock()
+	m.finish(j, StateCompleted, nil)
+}
+
+// finish moves a job to a final state, stops its nodes and persists it.
+func (m *Manager) finish(j *jobState, state string, cause error) {
+	m.mu.Lock()
+	if j.over() {
+		m.mu.Unlock()
+		return
+	}
+	j.state = state
+	j.ended = m.now()
+	if cause != nil {
+		j.err = cause.Error()
+	}
+	res := j.res
+	msg := fmt.Sprintf("job %s %s", j.spec.Name, state)
+	if cause != nil {
+		msg += ": " + cause.Error()
+	}
+	if res != nil {
+		msg += fmt.Sprintf(" (%.1fs, accuracy %.4f)", res.JCTSeconds, res.Accuracy)
+	}
+	m.eventLocked(j.spec.Name, "job", "", msg, "")
+	m.mu.Unlock()
+	j.stopAgents(msg)
+	if j.launcher != nil {
+		go j.launcher.StopAll(5 * time.Second)
+	}
+	rec := store.JobRecord{Name: j.spec.Name, SpecYAML: string(j.spec.YAML()), State: state, Error: j.err,
+		SubmittedBy: j.submittedBy, Submitted: j.submitted, Finished: j.ended}
+	if res != nil {
+		rec.Result, _ = json.Marshal(res)
+	}
+	if err := m.cfg.Store.PutJob(rec); err != nil {
+		m.log.Error("store job", "job", j.spec.Name, "err", err)
+	}
+	close(j.endedCh)
+}
+
+// Wait blocks until a job has ended and returns its result (nil unless it
+// completed) and its error.
+func (m *Manager) Wait(ctx context.Context, name string) (*Result, error) {
+	m.mu.Lock()
+	j, ok := m.jobs[name]
+	m.mu.Unlock()
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "no job %q", name)
+	}
+	select {
+	case <-j.endedCh:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if j.state != StateCompleted {
+		return nil, fmt.Errorf("job %s %s: %s", name, j.state, j.err)
+	}
+	return j.res, nil
+}
+
+// Procs lists the processes launched for a job (tests stop and check them).
+func (m *Manager) Procs(name string) []*launch.Proc {
+	m.mu.Lock()
+	j, ok := m.jobs[name]
+	m.mu.Unlock()
+	if !ok || j.launcher == nil {
+		return nil
+	}
+	return j.launcher.Procs()
+}
+
+// JobNames lists the jobs the manager knows, sorted.
+func (m *Manager) JobNames() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for n := range m.jobs {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// loop runs the periodic work: lost-node detection, policies, expiry.
+func (m *Manager) loop() {
+	defer m.wg.Done()
+	t := time.NewTicker(m.cfg.Tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			m.tick()
+		case <-m.done:
+			return
+		}
+	}
+}
+
+func (m *Manager) tick() {
+	m.mu.Lock()
+	var js []*jobState
+	for _, j := range m.jobs {
+		if !j.over() {
+			js = append(js, j)
+		}
+	}
+	m.mu.Unlock()
+	for _, j := range js {
+		j.tick(m.now())
+	}
+}
+
+// restore reloads the store's jobs: finished ones as records, live ones as
+// jobs whose agents will reconnect.
+func (m *Manager) restore() error {
+	recs, err := m.cfg.Store.ListJobs()
+	if err != nil {
+		return fmt.Errorf("manager: list jobs: %v", err)
+	}
+	for _, r := range recs {
+		s, err := spec.Parse(r.Name+".yaml", []byte(r.SpecYAML))
+		if err != nil {
+			m.log.Warn("stored spec no longer parses", "job", r.Name, "err", err)
+			continue
+		}
+		m.mu.Lock()
+		j, err := m.restoreJob(s, r)
+		m.mu.Unlock()
+		if err != nil {
+			m.log.Warn("restore job", "job", r.Name, "err", err)
+			continue
+		}
+		m.jobs[r.Name] = j
+	}
+	return nil
+}
+
+func ts(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
+}

@@ -1,0 +1,125 @@
+package manager
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/runtime/spec"
+	"github.com/kelpie/kelpie/scheduler/coordinator"
+	"github.com/kelpie/kelpie/scheduler/store"
+)
+
+// persistStart records, once the job has started, what a restarted
+// scheduler needs to adopt it: the start time and the servers' addresses.
+func (m *Manager) persistStart(j *jobState) {
+	select {
+	case <-j.coord.Started():
+	case <-j.endedCh:
+		return
+	case <-m.done:
+		return
+	}
+	start := j.coord.Start()
+	for _, n := range j.coord.Nodes() {
+		role := "worker"
+		if n.Role == kelpiepb.Role_ROLE_SERVER {
+			role = "server"
+		}
+		_ = m.cfg.Store.PutNode(j.spec.Name, store.NodeRecord{Name: n.Name, Role: role, Addr: n.Addr, Pid: int(n.Pid),
+			State: "running", BatchSize: n.BatchSize, Registered: start})
+	}
+	m.mu.Lock()
+	over := j.over()
+	m.mu.Unlock()
+	if !over {
+		_ = m.cfg.Store.PutJob(store.JobRecord{Name: j.spec.Name, SpecYAML: string(j.spec.YAML()), State: StateRunning,
+			SubmittedBy: j.submittedBy, Submitted: j.submitted, Updated: start})
+	}
+}
+
+// restoreJob rebuilds a job from the store after a scheduler restart. A live
+// job's agents reconnect and its roles carry on; actions, policy settings
+// and the audit log come back as they were.
+func (m *Manager) restoreJob(s *spec.Spec, r store.JobRecord) (*jobState, error) {
+	recs, err := m.cfg.Store.ListNodes(r.Name)
+	if err != nil {
+		return nil, err
+	}
+	var nodes []coordinator.NodeStats
+	start := r.Submitted
+	for _, n := range recs {
+		role := kelpiepb.Role_ROLE_WORKER
+		if n.Role == "server" {
+			role = kelpiepb.Role_ROLE_SERVER
+		}
+		nodes = append(nodes, coordinator.NodeStats{Name: n.Name, Role: role, Addr: n.Addr, Pid: int32(n.Pid),
+			BatchSize: n.BatchSize, Restarts: n.Restarts})
+		if !n.Registered.IsZero() && n.Registered.After(start) {
+			start = n.Registered
+		}
+	}
+	live := r.State == StateStarting || r.State == StateRunning
+	var ended error
+	if !live {
+		ended = errors.New(r.State)
+		if r.Error != "" {
+			ended = fmt.Errorf("%s: %s", r.State, r.Error)
+		}
+	}
+	if live && r.State == StateStarting {
+		// It had not started: its roles never got going; it cannot be
+		// adopted half-way.
+		live, ended = false, errors.New("the scheduler restarted before the job started")
+		r.State, r.Error = StateFailed, ended.Error()
+		_ = m.cfg.Store.PutJob(r)
+	}
+	cj, err := m.coord.RestoreJob(s, start, nodes, ended)
+	if err != nil {
+		return nil, err
+	}
+	j := newJobState(m, s, cj, r.Submitted)
+	j.submittedBy, j.state, j.err, j.ended = r.SubmittedBy, r.State, r.Error, r.Finished
+	if len(r.Result) > 0 {
+		var res Result
+		if json.Unmarshal(r.Result, &res) == nil {
+			j.res = &res
+		}
+	}
+	if !live {
+		close(j.endedCh)
+	}
+	for _, n := range recs {
+		if ns := j.nodes[n.Name]; ns != nil {
+			ns.host, ns.batch = n.Host, n.BatchSize
+			ns.status.Restarts = int32(n.Restarts)
+			ns.status.Pid = int32(n.Pid)
+		}
+	}
+	if b, ok, _ := m.cfg.Store.GetPolicies(r.Name); ok {
+		var ps map[string]*policySetting
+		if json.Unmarshal(b, &ps) == nil {
+			for k, p := range ps {
+				if _, known := j.policies[k]; known && p != nil {
+					j.policies[k] = p
+				}
+			}
+		}
+	}
+	acts, err := m.cfg.Store.ListActions(r.Name)
+	if err != nil {
+		return nil, err
+	}
+	for _, ar := range acts {
+		a := actionFrom(r.Name, ar)
+		j.actions = append(j.actions, a)
+		j.byID[a.Id] = a
+	}
+	if live {
+		m.eventLocked(r.Name, "job", "", fmt.Sprintf("job %s adopted after a scheduler restart: waiting for its agents", r.Name), "")
+		m.wg.Add(1)
+		go func() { defer m.wg.Done(); m.watch(j) }()
+	}
+	return j, nil
+}

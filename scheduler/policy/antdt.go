@@ -1,0 +1,536 @@
+package policy
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/kelpie/kelpie/scheduler/monitor"
+)
+
+// classify returns a worker's straggler class under λ: the Monitor's class
+// when lambda ≤ 0, else the same rules on the ratios the snapshot carries
+// (persistent when T̄ᵢ^per ≥ λ·T̄^per, else transient when
+// T̄ᵢ^trans ≥ λ·T̄^trans; AntDT §VI-A 3–4). A policy's own λ can then be
+// changed live without touching the Monitor.
+func classify(w monitor.WorkerStat, lambda float64) monitor.Class {
+	if lambda <= 0 || w.Class == monitor.Unknown {
+		return w.Class
+	}
+	switch {
+	case w.RatioPer > 0 && w.RatioPer >= lambda:
+		return monitor.Persistent
+	case w.RatioTrans > 0 && w.RatioTrans >= lambda:
+		return monitor.Transient
+	}
+	return monitor.Healthy
+}
+
+// classifyServer does for a server what classify does for a worker
+// (servers are only ever persistent stragglers: §VI-A, server side).
+func classifyServer(v monitor.ServerStat, lambda float64) monitor.Class {
+	if lambda <= 0 || v.Class == monitor.Unknown {
+		return v.Class
+	}
+	if v.Ratio >= lambda {
+		return monitor.Persistent
+	}
+	return monitor.Healthy
+}
+
+func lambdaOf(own float64, s monitor.Snapshot) float64 {
+	if own > 0 {
+		return own
+	}
+	return s.Config.Lambda
+}
+
+// straggling returns the sentence and numbers saying why w is a straggler
+// of class c.
+func straggling(s monitor.Snapshot, w monitor.WorkerStat, c monitor.Class, lambda float64, ev map[string]float64) string {
+	prefix := w.Node + "/"
+	if c == monitor.Persistent {
+		ev[prefix+"bpt_per_s"] = w.BPTPer.Seconds()
+		ev[prefix+"ratio_per"] = w.RatioPer
+		ev["mean_bpt_per_s"] = s.MeanBPTPer.Seconds()
+		ev["window_per_s"] = s.Config.LPer.Seconds()
+		return fmt.Sprintf("%s BPT %s ≥ %s × mean %s over %s (persistent)",
+			w.Node, dsecs(w.BPTPer), num(lambda), dsecs(s.MeanBPTPer), dsecs(s.Config.LPer))
+	}
+	ev[prefix+"bpt_trans_s"] = w.BPTTrans.Seconds()
+	ev[prefix+"ratio_trans"] = w.RatioTrans
+	ev["mean_bpt_trans_s"] = s.MeanBPT.Seconds()
+	ev["window_trans_s"] = s.Config.LTrans.Seconds()
+	return fmt.Sprintf("%s BPT %s ≥ %s × mean %s over %s (transient)",
+		w.Node, dsecs(w.BPTTrans), num(lambda), dsecs(s.MeanBPT), dsecs(s.Config.LTrans))
+}
+
+// AntDTND is AntDT's solution for non-dedicated clusters (§VI-A). For
+// workers: a transient straggler (T̄ᵢ^trans ≥ λ·T̄^trans) gets an ADJUST_BS
+// with the min-max split of the global batch over the workers'
+// throughputs v_i = B_i/T̄ᵢ^trans (Eq. 2–3, MinMaxSplit), proposed only when
+// it cuts the predicted BPT max B_i/v_i by MinGain; a persistent straggler
+// (T̄ᵢ^per ≥ λ·T̄^per) gets a KILL_RESTART when the cluster is not busy. When
+// it is busy the paper takes no KILL_RESTART; kelpie rebalances around the
+// persistent straggler with the ADJUST_BS instead (its own addition, since
+// waiting costs the whole job). For servers: a persistent straggler (mean
+// push/pull time over L^per ≥ λ × the servers' mean) gets a KILL_RESTART;
+// the paper does not make that one depend on the cluster being busy.
+type AntDTND struct {
+	// Lambda is the slowness ratio λ (1.5 in the paper; it suggests values
+	// above 1.3). Zero uses the classes in the snapshot (the Monitor's λ).
+	Lambda float64
+	// MinBatch and MaxBatch bound every worker's batch in an ADJUST_BS;
+	// zero means 1 and the global batch.
+	MinBatch, MaxBatch int
+	// MinGain is the least relative cut of the predicted BPT that makes an
+	// ADJUST_BS worth its synchronisation; zero means DefaultMinGain.
+	MinGain float64
+}
+
+// Propose returns AntDT-ND's plan: the ADJUST_BS first (it is cheap), then
+// KILL_RESTARTs of workers and of servers. No straggler, no action (NONE).
+func (p AntDTND) Propose(s monitor.Snapshot, j Job) []Action {
+	lambda := lambdaOf(p.Lambda, s)
+	workers := jobWorkers(s, j)
+	var restarts, balance []Action
+	var why []string
+	var stragglers []string
+	ev := map[string]float64{"lambda": lambda}
+	for _, w := range workers {
+		c := classify(w, lambda)
+		switch {
+		case c == monitor.Persistent && !j.Busy:
+			wev := map[string]float64{"lambda": lambda}
+			reason := straggling(s, w, c, lambda, wev)
+			others := meanOthers(workers, w.Node, func(o monitor.WorkerStat) (float64, bool) {
+				return o.BPTPer.Seconds(), o.Samples > 0 && classify(o, lambda) != monitor.Unknown
+			})
+			pred := "relaunched on another host, " + w.Node + " should run like the others"
+			if others > 0 {
+				pred += fmt.Sprintf(" (mean BPT %s)", secs(others))
+				wev["others_mean_bpt_per_s"] = others
+			}
+			restarts = append(restarts, Action{
+				Kind:         KindKillRestart,
+				Policy:       NameAntDTND,
+				Target:       w.Node,
+				Reason:       reason + "; the cluster is not busy: kill and restart it",
+				Evidence:     wev,
+				Predicted:    pred,
+				PredictedBPT: time.Duration(others * float64(time.Second)),
+				Key:          NameAntDTND + "/" + string(KindKillRestart) + "/" + w.Node,
+			})
+		case c == monitor.Persistent:
+			why = append(why, straggling(s, w, c, lambda, ev)+", but the cluster is busy: no KILL_RESTART")
+			stragglers = append(stragglers, w.Node)
+		case c == monitor.Transient:
+			why = append(why, straggling(s, w, c, lambda, ev))
+			stragglers = append(stragglers, w.Node)
+		}
+	}
+	if len(stragglers) > 0 {
+		if a, ok := p.adjust(workers, j, stragglers, why, ev); ok {
+			balance = append(balance, a)
+		}
+	}
+	acts := append(balance, restarts...)
+	servers := jobServers(s, j)
+	for _, v := range servers {
+		if classifyServer(v, lambda) != monitor.Persistent {
+			continue
+		}
+		var others float64
+		var n int
+		for _, o := range servers {
+			if o.Node != v.Node && o.Class != monitor.Unknown {
+				others += o.CommPer.Seconds()
+				n++
+			}
+		}
+		pred := "relaunched on another host, " + v.Node + " should serve like the others"
+		sev := map[string]float64{
+			"lambda":          lambda,
+			"comm_per_s":      v.CommPer.Seconds(),
+			"mean_comm_per_s": s.MeanComm.Seconds(),
+			"ratio":           v.Ratio,
+			"window_per_s":    s.Config.LPer.Seconds(),
+		}
+		if n > 0 {
+			others /= float64(n)
+			pred += fmt.Sprintf(" (mean push/pull %s)", secs(others))
+			sev["others_mean_comm_per_s"] = others
+		}
+		acts = append(acts, Action{
+			Kind:   KindKillRestart,
+			Policy: NameAntDTND,
+			Target: v.Node,
+			Reason: fmt.Sprintf("%s push/pull %s ≥ %s × mean %s over %s (persistent server straggler): kill and restart it",
+				v.Node, dsecs(v.CommPer), num(lambda), dsecs(s.MeanComm), dsecs(s.Config.LPer)),
+			Evidence:  sev,
+			Predicted: pred,
+			Key:       NameAntDTND + "/" + string(KindKillRestart) + "/" + v.Node,
+		})
+	}
+	return acts
+}
+
+// meanOthers is the mean of f over the workers other than node for which
+// it reports ok; 0 when there are none.
+func meanOthers(ws []monitor.WorkerStat, node string, f func(monitor.WorkerStat) (float64, bool)) float64 {
+	var sum float64
+	var n int
+	for _, w := range ws {
+		if w.Node == node {
+			continue
+		}
+		if x, ok := f(w); ok {
+			sum += x
+			n++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return sum / float64(n)
+}
+
+// adjust builds the ADJUST_BS: the min-max split over the throughputs,
+// workers without one keeping their batch.
+func (p AntDTND) adjust(workers []monitor.WorkerStat, j Job, stragglers, why []string, ev map[string]float64) (Action, bool) {
+	n := len(workers)
+	v := make([]float64, n)
+	cur := make([]int, n)
+	lo := make([]int, n)
+	hi := make([]int, n)
+	global := j.GlobalBatch
+	sum := 0
+	for i, w := range workers {
+		cur[i] = currentBatch(j, w, n)
+		sum += cur[i]
+	}
+	if global <= 0 {
+		global = sum
+	}
+	minB, maxB := max(p.MinBatch, 1), p.MaxBatch
+	if maxB <= 0 {
+		maxB = global
+	}
+	for i, w := range workers {
+		v[i] = w.Throughput
+		lo[i], hi[i] = minB, maxB
+		if !(v[i] > 0) {
+			v[i] = 0
+			lo[i], hi[i] = cur[i], cur[i] // no throughput yet: keep its batch
+		}
+	}
+	sizes, err := MinMaxSplit(global, v, lo, hi)
+	if err != nil || slices.Equal(sizes, cur) {
+		return Action{}, false
+	}
+	before, after := MaxTime(cur, v), MaxTime(sizes, v)
+	if !(after <= before*(1-minGain(p.MinGain))) {
+		return Action{}, false
+	}
+	ev["global_batch"] = float64(global)
+	ev["current_bpt_s"] = before
+	ev["predicted_bpt_s"] = after
+	bs := make(map[string]int, n)
+	var changes []string
+	for i, w := range workers {
+		bs[w.Node] = sizes[i]
+		ev[w.Node+"/throughput"] = v[i]
+		if sizes[i] != cur[i] {
+			changes = append(changes, fmt.Sprintf("%s %d→%d", w.Node, cur[i], sizes[i]))
+		}
+	}
+	slices.Sort(stragglers)
+	return Action{
+		Kind:       KindAdjustBS,
+		Policy:     NameAntDTND,
+		BatchSizes: bs,
+		Reason: fmt.Sprintf("%s; min-max split of the global batch %d over the throughputs (AntDT Eq. 3): %s",
+			strings.Join(why, "; "), global, strings.Join(changes, ", ")),
+		Evidence:            ev,
+		Predicted:           fmt.Sprintf("predicted BPT max B_i/v_i %s → %s; throughput %s → %s samples/s", secs(before), secs(after), num(float64(global)/before), num(float64(global)/after)),
+		PredictedBPT:        time.Duration(after * float64(time.Second)),
+		PredictedThroughput: float64(global) / after,
+		Key:                 NameAntDTND + "/" + string(KindAdjustBS) + "/" + strings.Join(stragglers, ","),
+	}, true
+}
+
+// AntDTDD is AntDT's solution for dedicated clusters of heterogeneous
+// devices (§VI-B): one ADJUST_BS with batch sizes and gradient-accumulation
+// counts from Eq. 4 (Accumulation), so that fast devices accumulate several
+// full batches while slow ones run one. The stragglers are deterministic,
+// so one adjustment is enough: once applied, the plan is empty until the
+// throughputs move by more than MinGain. It waits until every worker has a
+// throughput.
+type AntDTDD struct {
+	MinBatch, MaxBatch int // B̂^min (saturation point) and B̂^max (memory limit); zero: 1 and the global batch
+	MinAccum, MaxAccum int // Ĉ^min and Ĉ^max; zero: 1 and 5 (the paper's example)
+	MinGain            float64
+}
+
+// Propose returns AntDT-DD's plan.
+func (p AntDTDD) Propose(s monitor.Snapshot, j Job) []Action {
+	workers := jobWorkers(s, j)
+	n := len(workers)
+	if n == 0 {
+		return nil
+	}
+	v := make([]float64, n)
+	cur := make([]int, n) // samples per iteration now: B_i·C_i
+	sum := 0
+	for i, w := range workers {
+		if !(w.Throughput > 0) {
+			return nil
+		}
+		v[i] = w.Throughput
+		cur[i] = currentBatch(j, w, n) * max(j.Accumulation[w.Node], 1)
+		sum += cur[i]
+	}
+	global := j.GlobalBatch
+	if global <= 0 {
+		global = sum
+	}
+	minB, maxB := max(p.MinBatch, 1), p.MaxBatch
+	if maxB <= 0 {
+		maxB = global
+	}
+	minC, maxC := max(p.MinAccum, 1), p.MaxAccum
+	if maxC <= 0 {
+		maxC = 5
+	}
+	lo, hi := make([]int, n), make([]int, n)
+	for i := range lo {
+		lo[i], hi[i] = minB, maxB
+	}
+	batch, accum, err := Accumulation(global, v, lo, hi, minC, maxC)
+	if err != nil {
+		return nil
+	}
+	e := make([]int, n)
+	same := true
+	bs, ac := make(map[string]int, n), make(map[string]int, n)
+	ev := map[string]float64{
+		"global_batch": float64(global),
+		"min_batch":    float64(minB), "max_batch": float64(maxB),
+		"min_accum": float64(minC), "max_accum": float64(maxC),
+	}
+	var parts []string
+	for i, w := range workers {
+		e[i] = batch[i] * accum[i]
+		bs[w.Node], ac[w.Node] = batch[i], accum[i]
+		ev[w.Node+"/throughput"] = v[i]
+		c := max(j.Accumulation[w.Node], 1)
+		if currentBatch(j, w, n) != batch[i] || c != accum[i] {
+			same = false
+		}
+		parts = append(parts, fmt.Sprintf("%s %d×%d", w.Node, accum[i], batch[i]))
+	}
+	before, after := MaxTime(cur, v), MaxTime(e, v)
+	if same || !(after <= before*(1-minGain(p.MinGain))) {
+		return nil
+	}
+	ev["current_bpt_s"] = before
+	ev["predicted_bpt_s"] = after
+	return []Action{{
+		Kind:         KindAdjustBS,
+		Policy:       NameAntDTDD,
+		BatchSizes:   bs,
+		Accumulation: ac,
+		Reason: fmt.Sprintf("heterogeneous devices: throughputs %s samples/s; AntDT Eq. 4 with batches in [%d, %d] and %d–%d accumulation steps: %s (steps × batch)",
+			nums(v), minB, maxB, minC, maxC, strings.Join(parts, ", ")),
+		Evidence:            ev,
+		Predicted:           fmt.Sprintf("time to synchronise max C_i·B_i/v_i %s → %s; throughput %s → %s samples/s", secs(before), secs(after), num(float64(global)/before), num(float64(global)/after)),
+		PredictedBPT:        time.Duration(after * float64(time.Second)),
+		PredictedThroughput: float64(global) / after,
+		Key:                 NameAntDTDD + "/" + string(KindAdjustBS),
+	}}
+}
+
+func nums(xs []float64) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = num(x)
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+// BackupWorkers proposes AntDT's BACKUP_WORKERS (Table II, after
+// Sync-OPT): while some worker straggles, each iteration goes ahead with the
+// first n − Drop gradients and drops the rest, whose shards go back to the
+// queue (at-least-once). When no worker straggles any more it proposes
+// Drop 0, waiting for every worker again.
+type BackupWorkers struct {
+	Drop   int     // b, the gradients dropped per iteration; zero means 1
+	Lambda float64 // as AntDTND.Lambda
+}
+
+// Propose returns the BACKUP_WORKERS plan.
+func (p BackupWorkers) Propose(s monitor.Snapshot, j Job) []Action {
+	lambda := lambdaOf(p.Lambda, s)
+	workers := jobWorkers(s, j)
+	n := len(workers)
+	ev := map[string]float64{"lambda": lambda}
+	var why []string
+	var bpts []float64 // short-window BPTs of the judged workers
+	for _, w := range workers {
+		if c := classify(w, lambda); c == monitor.Transient || c == monitor.Persistent {
+			why = append(why, straggling(s, w, c, lambda, ev))
+		}
+		if w.SamplesTrans > 0 {
+			bpts = append(bpts, w.BPTTrans.Seconds())
+		}
+	}
+	if len(why) == 0 {
+		if j.Drop == 0 {
+			return nil
+		}
+		ev["drop"] = 0
+		return []Action{{
+			Kind:      KindBackupWorkers,
+			Policy:    NameBackupWorkers,
+			Reason:    fmt.Sprintf("no worker straggles (λ = %s): stop dropping the %s, wait for every worker again", num(lambda), plural(j.Drop, "slowest gradient")),
+			Evidence:  ev,
+			Predicted: "no gradient is dropped",
+			Key:       NameBackupWorkers + "/" + string(KindBackupWorkers) + "/0",
+		}}
+	}
+	drop := max(p.Drop, 1)
+	if drop > n-1 {
+		drop = n - 1
+	}
+	if drop < 1 || drop == j.Drop {
+		return nil
+	}
+	ev["drop"] = float64(drop)
+	a := Action{
+		Kind:   KindBackupWorkers,
+		Policy: NameBackupWorkers,
+		Drop:   drop,
+		Reason: fmt.Sprintf("%s: go ahead with the first %d of %d gradients each iteration and drop the %s; their shards go back to the queue",
+			strings.Join(why, "; "), n-drop, n, plural(drop, "slowest")),
+		Evidence: ev,
+		Key:      fmt.Sprintf("%s/%s/%d", NameBackupWorkers, KindBackupWorkers, drop),
+	}
+	if len(bpts) >= n-drop && len(bpts) > 0 {
+		// BSP then waits for the (n−b)-th fastest worker.
+		slices.Sort(bpts)
+		t := bpts[n-drop-1]
+		wait := bpts[len(bpts)-1]
+		ev["current_bpt_s"] = wait
+		ev["predicted_bpt_s"] = t
+		a.Predicted = fmt.Sprintf("each iteration waits for the %d fastest workers only: BPT %s → %s", n-drop, secs(wait), secs(t))
+		a.PredictedBPT = time.Duration(t * float64(time.Second))
+	}
+	return []Action{a}
+}
+
+// AdjustLR proposes AntDT's ADJUST_LR (Table II): the learning rate of a
+// lagging worker is penalised (AntDT §III, after the staleness-aware
+// methods it cites). For asynchronous training: with T̄ the short-window
+// BPTs, a worker's gradient is on average τ_i = T̄_i · Σ_{j≠i} 1/T̄_j updates
+// stale, and each straggler's rate is scaled by τ_ref/τ_i, τ_ref the mean
+// staleness of the healthy workers — the η/τ rule, normalised so healthy
+// workers keep their rate. Scales are floored at MinScale. When nobody
+// straggles, scales go back to 1.
+type AdjustLR struct {
+	Lambda   float64 // as AntDTND.Lambda
+	MinScale float64 // floor on a scale; zero means 0.1
+}
+
+// lrTolerance is how far a scale may drift from the one in effect before a
+// new ADJUST_LR is worth it.
+const lrTolerance = 0.05
+
+// Propose returns the ADJUST_LR plan.
+func (p AdjustLR) Propose(s monitor.Snapshot, j Job) []Action {
+	lambda := lambdaOf(p.Lambda, s)
+	floor := p.MinScale
+	if floor <= 0 {
+		floor = 0.1
+	}
+	workers := jobWorkers(s, j)
+	var inv float64 // Σ 1/T̄_j
+	for _, w := range workers {
+		if w.SamplesTrans > 0 && w.BPTTrans > 0 {
+			inv += 1 / w.BPTTrans.Seconds()
+		}
+	}
+	tau := func(w monitor.WorkerStat) float64 {
+		t := w.BPTTrans.Seconds()
+		return t * (inv - 1/t)
+	}
+	var ref float64
+	var nref int
+	lagging := map[string]monitor.Class{}
+	for _, w := range workers {
+		if w.SamplesTrans == 0 || w.BPTTrans <= 0 {
+			continue
+		}
+		switch c := classify(w, lambda); c {
+		case monitor.Healthy:
+			ref += tau(w)
+			nref++
+		case monitor.Transient, monitor.Persistent:
+			lagging[w.Node] = c
+		}
+	}
+	want := make(map[string]float64, len(workers))
+	ev := map[string]float64{"lambda": lambda, "min_scale": floor}
+	var why []string
+	if nref > 0 && len(lagging) > 0 {
+		ref /= float64(nref)
+		ev["staleness_ref"] = ref
+	}
+	for _, w := range workers {
+		want[w.Node] = 1
+		c, ok := lagging[w.Node]
+		if !ok || nref == 0 {
+			continue
+		}
+		ti := tau(w)
+		scale := 1.0
+		if ti > 0 {
+			scale = math.Max(floor, math.Min(1, ref/ti))
+		}
+		want[w.Node] = scale
+		ev[w.Node+"/staleness"] = ti
+		why = append(why, fmt.Sprintf("%s: staleness %s updates against %s for healthy workers → learning rate × %s",
+			straggling(s, w, c, lambda, ev), num(ti), num(ref), num(scale)))
+	}
+	changed := false
+	for _, w := range workers {
+		have, ok := j.LRScale[w.Node]
+		if !ok {
+			have = 1
+		}
+		if math.Abs(want[w.Node]-have) > lrTolerance {
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	reason := strings.Join(why, "; ")
+	pred := "lagging workers' stale gradients weigh less"
+	if len(why) == 0 {
+		reason = fmt.Sprintf("no worker lags (λ = %s): every learning-rate scale back to 1", num(lambda))
+		pred = "every worker at the base learning rate"
+	}
+	keys := slices.Sorted(maps.Keys(lagging))
+	return []Action{{
+		Kind:      KindAdjustLR,
+		Policy:    NameAdjustLR,
+		LRScale:   want,
+		Reason:    reason,
+		Evidence:  ev,
+		Predicted: pred,
+		Key:       NameAdjustLR + "/" + string(KindAdjustLR) + "/" + strings.Join(keys, ","),
+	}}
+}

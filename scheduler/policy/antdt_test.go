@@ -1,0 +1,324 @@
+package policy
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kelpie/kelpie/scheduler/monitor"
+)
+
+const (
+	ms = time.Millisecond
+	s  = time.Second
+)
+
+// workerScenario feeds a Monitor (short window 10 s, long 30 s, λ = 1.5)
+// one batch of 64 per second per worker for t = 1..30 s, worker-0..2 at
+// 100 ms and worker-3 at bpt3(t), plus push/pull samples to three servers
+// at 10 ms, 10 ms and srv2, and returns the snapshot at 30 s.
+func workerScenario(bpt3 func(time.Duration) time.Duration, srv2 time.Duration) monitor.Snapshot {
+	m := monitor.New(monitor.Config{LTrans: 10 * s, LPer: 30 * s, Lambda: 1.5, MinSamples: 3})
+	for t := 1 * s; t <= 30*s; t += s {
+		for i := range 4 {
+			bpt := 100 * ms
+			if i == 3 {
+				bpt = bpt3(t)
+			}
+			node := fmt.Sprintf("worker-%d", i)
+			m.ObserveWorker(node, monitor.WorkerSample{At: t, BPT: bpt, BatchSize: 64, Iteration: int64(t / s)})
+			for k, d := range []time.Duration{10 * ms, 10 * ms, srv2} {
+				m.ObserveComm(node, monitor.CommSample{At: t, Server: fmt.Sprintf("server-%d", k), Bytes: 1 << 20, Seconds: d.Seconds()})
+			}
+		}
+	}
+	return m.Snapshot(30 * s)
+}
+
+func steadyAt(d time.Duration) func(time.Duration) time.Duration {
+	return func(time.Duration) time.Duration { return d }
+}
+
+// slowAfter is 100 ms up to t0 and d after it.
+func slowAfter(t0, d time.Duration) func(time.Duration) time.Duration {
+	return func(t time.Duration) time.Duration {
+		if t > t0 {
+			return d
+		}
+		return 100 * ms
+	}
+}
+
+var fourWorkers = []string{"worker-0", "worker-1", "worker-2", "worker-3"}
+
+func ndJob(busy bool, sizes map[string]int) Job {
+	return Job{
+		Name:        "demo",
+		GlobalBatch: 256,
+		Workers:     fourWorkers,
+		Servers:     []string{"server-0", "server-1", "server-2"},
+		BatchSizes:  sizes,
+		Busy:        busy,
+	}
+}
+
+// plan is a compact description of a plan for table tests: one
+// "KIND target" per action.
+func plan(acts []Action) []string {
+	out := make([]string, len(acts))
+	for i, a := range acts {
+		out[i] = strings.TrimSpace(string(a.Kind) + " " + a.Target)
+	}
+	return out
+}
+
+func TestAntDTND(t *testing.T) {
+	// Transient: worker-3 at 400 ms for the last 5 s. Its short window
+	// (21..30 s) holds 5 × 100 ms + 5 × 400 ms for 10 × 64 samples:
+	// v = 640/2.5 = 256 samples/s, the others 64/0.1 = 640. Split of 256:
+	// at T = 76/640 = 0.11875 s the caps are 76·3 + ⌊30.4⌋ = 258; at the
+	// float below, 75·3 + 30 = 255 (30/256 = 75/640 exactly). Two samples
+	// come off workers at exactly 0.11875 s — the fast ones, in order:
+	// [75, 75, 76, 30], predicted BPT 0.11875 s against 64/256 = 0.25 s.
+	transient := slowAfter(25*s, 400*ms)
+	// Persistent and busy: worker-3 at 200 ms throughout, v = 320. At
+	// T = 74/640 = 37/320 = 0.115625 s the caps are 74·3 + 37 = 259; all
+	// four are exactly at T and three samples come off, slowest worker
+	// first: [73, 73, 74, 36].
+	persistent := steadyAt(200 * ms)
+	tests := []struct {
+		name  string
+		snap  monitor.Snapshot
+		p     AntDTND
+		job   Job
+		want  []string
+		sizes map[string]int // of the ADJUST_BS, if any
+		bpt   time.Duration  // its PredictedBPT
+	}{
+		{"healthy", workerScenario(steadyAt(100*ms), 10*ms), AntDTND{}, ndJob(false, nil), []string{}, nil, 0},
+		{"transient", workerScenario(transient, 10*ms), AntDTND{}, ndJob(false, nil), []string{"ADJUST_BS"},
+			map[string]int{"worker-0": 75, "worker-1": 75, "worker-2": 76, "worker-3": 30}, 118750 * time.Microsecond},
+		{"transient, split already applied", workerScenario(transient, 10*ms), AntDTND{},
+			ndJob(false, map[string]int{"worker-0": 75, "worker-1": 75, "worker-2": 76, "worker-3": 30}), []string{}, nil, 0},
+		// Ratio 0.25/0.1375 ≈ 1.82: a straggler at λ = 1.5, not at λ = 2.
+		{"transient under the policy's own λ", workerScenario(transient, 10*ms), AntDTND{Lambda: 2}, ndJob(false, nil), []string{}, nil, 0},
+		{"persistent", workerScenario(persistent, 10*ms), AntDTND{}, ndJob(false, nil), []string{"KILL_RESTART worker-3"}, nil, 0},
+		{"persistent, cluster busy", workerScenario(persistent, 10*ms), AntDTND{}, ndJob(true, nil), []string{"ADJUST_BS"},
+			map[string]int{"worker-0": 73, "worker-1": 73, "worker-2": 74, "worker-3": 36}, 115625 * time.Microsecond},
+		// server-2 at 50 ms against 10, 10: 50 ≥ 1.5 × 70/3.
+		{"server persistent", workerScenario(steadyAt(100*ms), 50*ms), AntDTND{}, ndJob(false, nil), []string{"KILL_RESTART server-2"}, nil, 0},
+		{"server persistent, cluster busy", workerScenario(steadyAt(100*ms), 50*ms), AntDTND{}, ndJob(true, nil), []string{"KILL_RESTART server-2"}, nil, 0},
+		{"worker and server", workerScenario(persistent, 50*ms), AntDTND{}, ndJob(false, nil),
+			[]string{"KILL_RESTART worker-3", "KILL_RESTART server-2"}, nil, 0},
+		// A bound keeps worker-3 at 40 or more (40/256 = 0.156 s); the others
+		// share 216 at 72 each.
+		{"min batch", workerScenario(transient, 10*ms), AntDTND{MinBatch: 40}, ndJob(false, nil), []string{"ADJUST_BS"},
+			map[string]int{"worker-0": 72, "worker-1": 72, "worker-2": 72, "worker-3": 40}, 156250 * time.Microsecond},
+	}
+	for _, tt := range tests {
+		acts := tt.p.Propose(tt.snap, tt.job)
+		if got := plan(acts); strings.Join(got, "|") != strings.Join(tt.want, "|") {
+			t.Errorf("%s: Propose = %q; want %q", tt.name, got, tt.want)
+			continue
+		}
+		for _, a := range acts {
+			if a.Policy != NameAntDTND || a.Reason == "" || len(a.Evidence) == 0 || a.Key == "" {
+				t.Errorf("%s: %s lacks policy, reason, evidence or key: %+v", tt.name, a.Kind, a)
+			}
+			if a.Kind != KindAdjustBS {
+				continue
+			}
+			if !maps.Equal(a.BatchSizes, tt.sizes) || a.PredictedBPT != tt.bpt {
+				t.Errorf("%s: ADJUST_BS sizes %v, predicted BPT %v; want %v, %v", tt.name, a.BatchSizes, a.PredictedBPT, tt.sizes, tt.bpt)
+			}
+			if a.Key != "antdt-nd/ADJUST_BS/worker-3" {
+				t.Errorf("%s: key %q; want antdt-nd/ADJUST_BS/worker-3", tt.name, a.Key)
+			}
+		}
+	}
+}
+
+func TestAntDTNDReasons(t *testing.T) {
+	acts := AntDTND{}.Propose(workerScenario(slowAfter(25*s, 400*ms), 10*ms), ndJob(false, nil))
+	if len(acts) != 1 {
+		t.Fatalf("Propose(transient) = %q; want one ADJUST_BS", plan(acts))
+	}
+	a := acts[0]
+	for _, want := range []string{"worker-3 BPT 0.25s ≥ 1.5 × mean 0.138s over 10s (transient)", "worker-3 64→30"} {
+		if !strings.Contains(a.Reason, want) {
+			t.Errorf("reason %q; want it to contain %q", a.Reason, want)
+		}
+	}
+	if !strings.Contains(a.Predicted, "0.25s → 0.119s") {
+		t.Errorf("predicted %q; want 0.25s → 0.119s", a.Predicted)
+	}
+	if a.Evidence["predicted_bpt_s"] != 0.11875 || a.Evidence["current_bpt_s"] != 0.25 || a.Evidence["worker-3/throughput"] != 256 {
+		t.Errorf("evidence %v; want predicted 0.11875, current 0.25, worker-3 throughput 256", a.Evidence)
+	}
+	if a.PredictedThroughput != 256/0.11875 {
+		t.Errorf("predicted throughput %v; want %v", a.PredictedThroughput, 256/0.11875)
+	}
+
+	acts = AntDTND{}.Propose(workerScenario(steadyAt(200*ms), 50*ms), ndJob(false, nil))
+	if len(acts) != 2 {
+		t.Fatalf("Propose(persistent worker and server) = %q; want two KILL_RESTARTs", plan(acts))
+	}
+	if want := "worker-3 BPT 0.2s ≥ 1.5 × mean 0.125s over 30s (persistent); the cluster is not busy"; !strings.HasPrefix(acts[0].Reason, want) {
+		t.Errorf("worker reason %q; want prefix %q", acts[0].Reason, want)
+	}
+	if acts[0].PredictedBPT != 100*ms || acts[0].Key != "antdt-nd/KILL_RESTART/worker-3" {
+		t.Errorf("worker restart predicted %v, key %q; want 100ms, antdt-nd/KILL_RESTART/worker-3", acts[0].PredictedBPT, acts[0].Key)
+	}
+	if want := "server-2 push/pull 0.05s ≥ 1.5 × mean 0.0233s over 30s"; !strings.HasPrefix(acts[1].Reason, want) {
+		t.Errorf("server reason %q; want prefix %q", acts[1].Reason, want)
+	}
+}
+
+func TestAntDTNDTooFewSamples(t *testing.T) {
+	m := monitor.New(monitor.Config{LTrans: 10 * s, LPer: 30 * s, MinSamples: 3})
+	for i, node := range fourWorkers {
+		bpt := 100 * ms
+		if i == 3 {
+			bpt = 2 * s
+		}
+		m.ObserveWorker(node, monitor.WorkerSample{At: 1 * s, BPT: bpt, BatchSize: 64})
+		m.ObserveWorker(node, monitor.WorkerSample{At: 2 * s, BPT: bpt, BatchSize: 64})
+	}
+	if acts := (AntDTND{}).Propose(m.Snapshot(2*s), ndJob(false, nil)); len(acts) != 0 {
+		t.Errorf("Propose with two samples per worker = %q; want none (classes unknown)", plan(acts))
+	}
+}
+
+// ddSnapshot is a snapshot of workers with the given throughputs, built
+// directly: AntDT-DD only reads the throughputs.
+func ddSnapshot(v ...float64) monitor.Snapshot {
+	var snap monitor.Snapshot
+	for i, x := range v {
+		snap.Workers = append(snap.Workers, monitor.WorkerStat{
+			Node: fmt.Sprintf("worker-%d", i), Throughput: x, Class: monitor.Healthy, BatchSize: 96,
+		})
+	}
+	return snap
+}
+
+func TestAntDTDD(t *testing.T) {
+	// The worked example of Accumulation: two devices at 400 samples/s and
+	// two at 200, batches in [32, 128]. Running 2 × 96 each, the slow ones
+	// need 192/200 = 0.96 s; after, every device runs full batches of 128,
+	// the fast ones twice: 0.64 s, 1200 samples/s.
+	p := AntDTDD{MinBatch: 32, MaxBatch: 128, MinAccum: 1, MaxAccum: 5}
+	job := Job{Name: "dd", GlobalBatch: 768, Workers: fourWorkers,
+		Accumulation: map[string]int{"worker-0": 2, "worker-1": 2, "worker-2": 2, "worker-3": 2}}
+	acts := p.Propose(ddSnapshot(400, 400, 200, 200), job)
+	if len(acts) != 1 || acts[0].Kind != KindAdjustBS {
+		t.Fatalf("Propose = %q; want one ADJUST_BS", plan(acts))
+	}
+	a := acts[0]
+	wantB := map[string]int{"worker-0": 128, "worker-1": 128, "worker-2": 128, "worker-3": 128}
+	wantC := map[string]int{"worker-0": 2, "worker-1": 2, "worker-2": 1, "worker-3": 1}
+	if !maps.Equal(a.BatchSizes, wantB) || !maps.Equal(a.Accumulation, wantC) {
+		t.Errorf("ADJUST_BS = %v × %v; want %v × %v", a.Accumulation, a.BatchSizes, wantC, wantB)
+	}
+	if a.PredictedBPT != 640*ms || a.PredictedThroughput != 1200 || a.Evidence["current_bpt_s"] != 0.96 {
+		t.Errorf("predicted %v at %v samples/s from %v s; want 640ms, 1200, 0.96", a.PredictedBPT, a.PredictedThroughput, a.Evidence["current_bpt_s"])
+	}
+	if !strings.Contains(a.Reason, "worker-0 2×128") || !strings.Contains(a.Reason, "worker-3 1×128") {
+		t.Errorf("reason %q; want the steps × batch of every worker", a.Reason)
+	}
+
+	// Applied: nothing more to do (deterministic stragglers, §VI-B).
+	job.BatchSizes, job.Accumulation = wantB, wantC
+	if acts := p.Propose(ddSnapshot(400, 400, 200, 200), job); len(acts) != 0 {
+		t.Errorf("Propose after the adjustment = %q; want none", plan(acts))
+	}
+	// A worker without a throughput yet: wait.
+	job.BatchSizes, job.Accumulation = nil, nil
+	if acts := p.Propose(ddSnapshot(400, 400, 200, 0), job); len(acts) != 0 {
+		t.Errorf("Propose with a worker unmeasured = %q; want none", plan(acts))
+	}
+}
+
+func TestBackupWorkers(t *testing.T) {
+	transient := workerScenario(slowAfter(25*s, 400*ms), 10*ms)
+	healthy := workerScenario(steadyAt(100*ms), 10*ms)
+	tests := []struct {
+		name string
+		snap monitor.Snapshot
+		p    BackupWorkers
+		have int // Job.Drop
+		want []string
+		drop int
+	}{
+		{"straggler: drop one", transient, BackupWorkers{}, 0, []string{"BACKUP_WORKERS"}, 1},
+		{"already dropping one", transient, BackupWorkers{Drop: 1}, 1, []string{}, 0},
+		{"drop capped at n−1", transient, BackupWorkers{Drop: 9}, 0, []string{"BACKUP_WORKERS"}, 3},
+		{"healthy, nothing dropped", healthy, BackupWorkers{}, 0, []string{}, 0},
+		{"healthy again: stop dropping", healthy, BackupWorkers{}, 1, []string{"BACKUP_WORKERS"}, 0},
+	}
+	for _, tt := range tests {
+		job := ndJob(false, nil)
+		job.Drop = tt.have
+		acts := tt.p.Propose(tt.snap, job)
+		if got := plan(acts); strings.Join(got, "|") != strings.Join(tt.want, "|") {
+			t.Errorf("%s: Propose = %q; want %q", tt.name, got, tt.want)
+			continue
+		}
+		if len(acts) == 1 && acts[0].Drop != tt.drop {
+			t.Errorf("%s: Drop = %d; want %d", tt.name, acts[0].Drop, tt.drop)
+		}
+	}
+	// With one dropped, the iteration waits for the third fastest worker
+	// (100 ms) instead of worker-3 (250 ms on average).
+	a := BackupWorkers{}.Propose(transient, ndJob(false, nil))[0]
+	if a.PredictedBPT != 100*ms || a.Evidence["current_bpt_s"] != 0.25 {
+		t.Errorf("predicted BPT %v from %v s; want 100ms from 0.25 s", a.PredictedBPT, a.Evidence["current_bpt_s"])
+	}
+}
+
+func TestAdjustLR(t *testing.T) {
+	// Short-window BPTs 0.1, 0.1, 0.1, 0.25 s: Σ 1/T = 34. A healthy
+	// worker's gradient is 0.1·34 − 1 = 2.4 updates stale, worker-3's
+	// 0.25·34 − 1 = 7.5: its rate is scaled by 2.4/7.5 = 0.32.
+	transient := workerScenario(slowAfter(25*s, 400*ms), 10*ms)
+	healthy := workerScenario(steadyAt(100*ms), 10*ms)
+	want := map[string]float64{"worker-0": 1, "worker-1": 1, "worker-2": 1, "worker-3": 0.32}
+	tests := []struct {
+		name string
+		snap monitor.Snapshot
+		p    AdjustLR
+		have map[string]float64
+		want map[string]float64 // nil: no action
+	}{
+		{"lagging worker penalised", transient, AdjustLR{}, nil, want},
+		{"already in effect", transient, AdjustLR{}, map[string]float64{"worker-3": 0.33}, nil},
+		{"floor", transient, AdjustLR{MinScale: 0.5}, nil, map[string]float64{"worker-0": 1, "worker-1": 1, "worker-2": 1, "worker-3": 0.5}},
+		{"healthy", healthy, AdjustLR{}, nil, nil},
+		{"recovered: back to 1", healthy, AdjustLR{}, map[string]float64{"worker-3": 0.32}, map[string]float64{"worker-0": 1, "worker-1": 1, "worker-2": 1, "worker-3": 1}},
+	}
+	for _, tt := range tests {
+		job := ndJob(false, nil)
+		job.LRScale = tt.have
+		acts := tt.p.Propose(tt.snap, job)
+		if tt.want == nil {
+			if len(acts) != 0 {
+				t.Errorf("%s: Propose = %q; want none", tt.name, plan(acts))
+			}
+			continue
+		}
+		if len(acts) != 1 || acts[0].Kind != KindAdjustLR {
+			t.Errorf("%s: Propose = %q; want one ADJUST_LR", tt.name, plan(acts))
+			continue
+		}
+		got := acts[0].LRScale
+		ok := len(got) == len(tt.want)
+		for k, v := range tt.want {
+			ok = ok && math.Abs(got[k]-v) < 1e-9
+		}
+		if !ok {
+			t.Errorf("%s: LRScale = %v; want %v", tt.name, got, tt.want)
+		}
+	}
+}

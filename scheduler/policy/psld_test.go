@@ -1,0 +1,300 @@
+package policy
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/kelpie/kelpie/scheduler/monitor"
+)
+
+// srv is a server profile for psldSnapshot.
+type srv struct {
+	name        string
+	alpha, beta float64
+	sem         float64 // Pred_SEM at the prediction size
+}
+
+// psldSnapshot builds the server side of a snapshot the way the Monitor
+// does (predictions at size s, 90 % bounds, speeds, Alg. 1's superior set,
+// speed variance), directly from the given profiles.
+func psldSnapshot(size float64, servers ...srv) monitor.Snapshot {
+	snap := monitor.Snapshot{PredBytes: size, Config: monitor.DefaultConfig()}
+	var preds []monitor.Pred
+	var speeds []float64
+	for _, v := range servers {
+		p := monitor.Pred{Mean: v.alpha*size + v.beta, SEM: v.sem}
+		snap.Servers = append(snap.Servers, monitor.ServerStat{
+			Node: v.name, Model: monitor.Linear, Alpha: v.alpha, Beta: v.beta, Samples: 30,
+			PredMean: p.Mean, PredSEM: p.SEM, Lower: p.Lower(), Upper: p.Upper(), Speed: size / p.Mean,
+			Class: monitor.Healthy,
+		})
+		preds = append(preds, p)
+		speeds = append(speeds, size/p.Mean)
+	}
+	snap.Profiled = len(servers)
+	snap.SpeedVariance = monitor.SpeedVariance(speeds)
+	for _, k := range monitor.SuperiorSet(preds) {
+		snap.Servers[k].Superior = true
+		snap.Superior = append(snap.Superior, servers[k].name)
+	}
+	return snap
+}
+
+// The worked example: servers a and b transfer at 100 MB/s (α = 1e-8 s/B)
+// and c at 10 MB/s, all with β = 1 ms; four blocks of 4 MB.
+var (
+	fastA = srv{"server-a", 1e-8, 1e-3, 0.002}
+	fastB = srv{"server-b", 1e-8, 1e-3, 0.002}
+	slowC = srv{"server-c", 1e-7, 1e-3, 0.01}
+)
+
+// TestAssignPSLDWorkedExample follows Alg. 2 by hand with θ1/θ0 = 1, ε = 0,
+// superior set {a, b} (c is never a candidate):
+//
+//	block 1: loads 0, 0; ω = (β_a + β_b)/2 = 0.001; S_assign = 4e6.
+//	         cost_a = 0.041/0.001 + 4e6/4e6 = 42 = cost_b → tie, the later
+//	         server wins (≤ in line 9): b.
+//	block 2: loads 0, 4e6; ω = (0.001 + 0.041)/2 = 0.021; S_assign = 8e6.
+//	         cost_a = 0.041/0.021 + 0.5 = 2.45, cost_b = 0.081/0.021 + 1 = 4.86: a.
+//	block 3: loads 4e6, 4e6; ω = 0.041; S_assign = 12e6. cost_a = cost_b
+//	         = 0.081/0.041 + 8/12 = 2.64: tie, b.
+//	block 4: loads 4e6, 8e6; ω = 0.061; S_assign = 16e6.
+//	         cost_a = 0.081/0.061 + 0.5 = 1.83, cost_b = 0.121/0.061 + 0.75 = 2.73: a.
+//
+// Result [b, a, b, a]: 8 MB on each fast server, predicted 0.081 s each.
+func TestAssignPSLDWorkedExample(t *testing.T) {
+	blocks := []int64{4e6, 4e6, 4e6, 4e6}
+	profiles := []Profile{{fastA.alpha, fastA.beta}, {fastB.alpha, fastB.beta}, {slowC.alpha, slowC.beta}}
+	got := AssignPSLD(blocks, profiles, []int{0, 1}, 1, 0, nil)
+	if want := []int{1, 0, 1, 0}; !slices.Equal(got, want) {
+		t.Errorf("AssignPSLD(4 × 4 MB, superior {a, b}) = %v; want %v", got, want)
+	}
+	// A pure communication cost (θ1 = 0) still spreads the blocks, since
+	// Pred_mean grows with the bytes on a server.
+	if got := AssignPSLD(blocks, profiles, []int{0, 1}, 0, 0, nil); !slices.Equal(got, []int{1, 0, 1, 0}) {
+		t.Errorf("AssignPSLD(θ1/θ0 = 0) = %v; want [1 0 1 0]", got)
+	}
+	// Without a superior set every server is a candidate; c costs ten
+	// times as much per byte and gets nothing.
+	if got := AssignPSLD(blocks, profiles, nil, 1, 0, nil); slices.Contains(got, 2) {
+		t.Errorf("AssignPSLD(no superior set) = %v; want nothing on the slow server 2", got)
+	}
+	if got := AssignPSLD(blocks, nil, nil, 1, 0, nil); !slices.Equal(got, []int{-1, -1, -1, -1}) {
+		t.Errorf("AssignPSLD(no servers) = %v; want all −1", got)
+	}
+}
+
+func TestAssignPSLDEpsilon(t *testing.T) {
+	blocks := make([]int64, 300)
+	for i := range blocks {
+		blocks[i] = 4e6
+	}
+	profiles := []Profile{{fastA.alpha, fastA.beta}, {fastB.alpha, fastB.beta}, {slowC.alpha, slowC.beta}}
+	sup := []int{0, 1}
+
+	// ε = 0: no randomness at all; the rng is not even read.
+	a := AssignPSLD(blocks, profiles, sup, 1, 0, nil)
+	b := AssignPSLD(blocks, profiles, sup, 1, 0, rand.New(rand.NewPCG(1, 1)))
+	c := AssignPSLD(blocks, profiles, sup, 1, 0, rand.New(rand.NewPCG(7, 7)))
+	if !slices.Equal(a, b) || !slices.Equal(a, c) || slices.Contains(a, 2) {
+		t.Errorf("AssignPSLD(ε = 0) differs between seeds or uses the slow server: %v / %v / %v", a[:8], b[:8], c[:8])
+	}
+
+	// ε = 1: every block explores, uniformly over all three servers.
+	count := func(assign []int) [3]int {
+		var n [3]int
+		for _, r := range assign {
+			n[r]++
+		}
+		return n
+	}
+	e1 := AssignPSLD(blocks, profiles, sup, 1, 1, rand.New(rand.NewPCG(1, 1)))
+	e2 := AssignPSLD(blocks, profiles, sup, 1, 1, rand.New(rand.NewPCG(2, 2)))
+	if n := count(e1); n[2] < 60 || slices.Equal(e1, e2) {
+		t.Errorf("AssignPSLD(ε = 1): counts %v (want ~100 on the slow server), same for two seeds: %v", n, slices.Equal(e1, e2))
+	}
+
+	// ε = 0.1: about 10 % explore, a third of those to the slow server.
+	e := AssignPSLD(blocks, profiles, sup, 1, 0.1, rand.New(rand.NewPCG(3, 3)))
+	if n := count(e); n[2] == 0 || n[2] > 30 {
+		t.Errorf("AssignPSLD(ε = 0.1): counts %v; want a few (≈10) on the slow server", n)
+	}
+}
+
+func TestProportional(t *testing.T) {
+	tests := []struct {
+		blocks []int64
+		speeds []float64
+		want   []int
+	}{
+		// Speeds 2:1. Block by block, least (load + 1)/speed, ties low:
+		// 0.5|1 → 0; 1|1 → 0; 1.5|1 → 1; 1.5|2 → 0; 2|2 → 0; 2.5|2 → 1.
+		{[]int64{1, 1, 1, 1, 1, 1}, []float64{2, 1}, []int{0, 0, 1, 0, 0, 1}},
+		{[]int64{1, 1, 1}, []float64{0, 1, 0}, []int{1, 1, 1}},
+		{[]int64{1, 1}, []float64{0, 0}, []int{0, 1}},
+	}
+	for _, tt := range tests {
+		if got := Proportional(tt.blocks, tt.speeds); !slices.Equal(got, tt.want) {
+			t.Errorf("Proportional(%v, %v) = %v; want %v", tt.blocks, tt.speeds, got, tt.want)
+		}
+	}
+}
+
+func psldJob(servers []string, blocksOn ...string) Job {
+	j := Job{Name: "ps", Servers: servers}
+	for i, s := range blocksOn {
+		j.Blocks = append(j.Blocks, BlockInfo{ID: i, Bytes: 4e6, Server: s})
+	}
+	return j
+}
+
+// TestPSLDWorkedExample runs the whole policy on the worked example:
+// Alg. 1 keeps {a, b} (c's lower bound 0.401 − 1.645·0.01 = 0.385 is above
+// the threshold 0.041 + 1.645·0.002 = 0.0443), the speed variance is
+// 0.401/0.041 − 1 = 8.78 > 1, and from round-robin (a, b, c, a: c predicted
+// 0.401 s for its 4 MB) Alg. 2–3 move to [b, a, b, a] (0.081 s each):
+// three blocks move, because of the tie-break of line 9.
+// c is left without blocks: REMOVE_SERVER. |superior| = 2 ≥ 0.5 × 3: no
+// scale-out.
+func TestPSLDWorkedExample(t *testing.T) {
+	snap := psldSnapshot(4e6, fastA, fastB, slowC)
+	servers := []string{"server-a", "server-b", "server-c"}
+	job := psldJob(servers, "server-a", "server-b", "server-c", "server-a")
+	p := DefaultPSLD()
+	p.Epsilon = 0
+	acts := p.Propose(snap, job, nil)
+	if got, want := plan(acts), []string{"REASSIGN", "REMOVE_SERVER server-c"}; !slices.Equal(got, want) {
+		t.Fatalf("Propose = %q; want %q", got, want)
+	}
+	r := acts[0]
+	if !slices.Equal(r.Assignment, []int{1, 0, 1, 0}) {
+		t.Errorf("REASSIGN %v; want [1 0 1 0]", r.Assignment)
+	}
+	ev := r.Evidence
+	if !near(ev["pred_max_before_s"], 0.401) || !near(ev["pred_max_after_s"], 0.081) || ev["moved_blocks"] != 3 || ev["superior"] != 2 {
+		t.Errorf("evidence %v; want before 0.401, after 0.081, 3 moved, superior 2", ev)
+	}
+	if !near(r.PredictedBPT.Seconds(), 0.081) {
+		t.Errorf("predicted %v; want 81ms", r.PredictedBPT)
+	}
+	for _, want := range []string{"PS speed variance 8.78 > 1", "superior set {server-a, server-b}: 2 of 3", "moves 3 of 4 blocks", "slowest server: server-c 0.401s → server-a 0.081s"} {
+		if !strings.Contains(r.Reason, want) {
+			t.Errorf("reason %q; want it to contain %q", r.Reason, want)
+		}
+	}
+	if !strings.Contains(acts[1].Reason, "no block after the proposed REASSIGN") || acts[1].Key != "psld/REMOVE_SERVER/server-c" {
+		t.Errorf("REMOVE_SERVER reason %q key %q", acts[1].Reason, acts[1].Key)
+	}
+
+	// With the paper's ε = 0.1 an exploring draw may put a block on c; the
+	// plan then predicts no gain and is dropped. Every REASSIGN made must
+	// cut the slowest server's time by 5 %, and most seeds make one.
+	made := 0
+	for seed := range uint64(20) {
+		acts := DefaultPSLD().Propose(snap, job, rand.New(rand.NewPCG(seed, seed)))
+		if len(acts) == 0 {
+			continue
+		}
+		made++
+		if ev := acts[0].Evidence; acts[0].Kind != KindReassign || ev["pred_max_after_s"] > 0.95*ev["pred_max_before_s"] {
+			t.Errorf("Propose(ε = 0.1, seed %d) = %q with evidence %v; want a REASSIGN with a 5 %% gain", seed, plan(acts), ev)
+		}
+	}
+	if made < 10 {
+		t.Errorf("Propose(ε = 0.1) made a plan for %d of 20 seeds; want most", made)
+	}
+
+	// Applied: the same assignment is not proposed again.
+	job = psldJob(servers, "server-b", "server-a", "server-b", "server-a")
+	if acts := p.Propose(snap, job, nil); len(acts) != 0 {
+		t.Errorf("Propose after the REASSIGN = %q; want none", plan(acts))
+	}
+}
+
+func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
+
+func TestPSLDVarianceThreshold(t *testing.T) {
+	// Speeds 2 and 1 bytes/s at s = 1: variance exactly 1, not above it.
+	a := srv{"server-a", 0.25, 0.25, 0.01}
+	b := srv{"server-b", 0.5, 0.5, 0.01}
+	snap := psldSnapshot(1, a, b)
+	if snap.SpeedVariance != 1 {
+		t.Fatalf("speed variance %v; want 1", snap.SpeedVariance)
+	}
+	job := psldJob([]string{"server-a", "server-b"}, "server-a", "server-b", "server-b")
+	p := PSLD{VarianceThreshold: 1, ScaleThreshold: 0.5}
+	if acts := p.Propose(snap, job, nil); len(acts) != 0 {
+		t.Errorf("Propose(variance 1, threshold 1) = %q; want none (the check is strict)", plan(acts))
+	}
+	p.VarianceThreshold = 0.99
+	if acts := p.Propose(snap, job, nil); len(acts) == 0 {
+		t.Errorf("Propose(variance 1, threshold 0.99) = none; want a plan")
+	}
+}
+
+// TestPSLDScaleOut checks Alg. 1 lines 11–12 on both sides of the strict <:
+// with 4 profiled servers and ScaleThreshold 1/2 a superior set of 2 is not
+// below 2, one of 1 is; with 3/4, 2 < 3 is.
+func TestPSLDScaleOut(t *testing.T) {
+	fast := func(name string) srv { return srv{name, 1e-8, 1e-3, 0.002} }
+	slow := func(name string) srv { return srv{name, 1e-7, 1e-3, 0.002} }
+	two := psldSnapshot(4e6, fast("s0"), fast("s1"), slow("s2"), slow("s3"))
+	one := psldSnapshot(4e6, fast("s0"), slow("s1"), slow("s2"), slow("s3"))
+	if len(two.Superior) != 2 || len(one.Superior) != 1 {
+		t.Fatalf("superior sets %v and %v; want 2 and 1 servers", two.Superior, one.Superior)
+	}
+	job := psldJob([]string{"s0", "s1", "s2", "s3"})
+	tests := []struct {
+		snap      monitor.Snapshot
+		threshold float64
+		want      bool
+	}{
+		{two, 0.5, false}, // 2 < 0.5·4 = 2 is false
+		{one, 0.5, true},  // 1 < 2
+		{two, 0.75, true}, // 2 < 3
+		{one, 0.25, false},
+		{two, 0, false},
+	}
+	for _, tt := range tests {
+		p := PSLD{VarianceThreshold: 1, ScaleThreshold: tt.threshold}
+		acts := p.Propose(tt.snap, job, nil)
+		got := slices.ContainsFunc(acts, func(a Action) bool { return a.Kind == KindAddServer })
+		if got != tt.want {
+			t.Errorf("Propose(|superior| %d of 4, ScaleThreshold %v): ADD_SERVER %v; want %v (plan %q)",
+				len(tt.snap.Superior), tt.threshold, got, tt.want, plan(acts))
+		}
+	}
+}
+
+func BenchmarkAssignPSLD(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	const nBlocks, nServers = 10000, 1000
+	blocks := make([]int64, nBlocks)
+	for i := range blocks {
+		blocks[i] = 4 << 20
+	}
+	profiles := make([]Profile, nServers)
+	sup := make([]int, nServers) // the worst case: every server superior
+	for i := range profiles {
+		profiles[i] = Profile{Alpha: (1 + r.Float64()) * 1e-8, Beta: 1e-3 * r.Float64()}
+		sup[i] = i
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		AssignPSLD(blocks, profiles, sup, 1, 0.1, r)
+	}
+}
+
+func ExampleAssignPSLD() {
+	blocks := []int64{4e6, 4e6, 4e6, 4e6}
+	profiles := []Profile{
+		{Alpha: 1e-8, Beta: 1e-3}, // 100 MB/s
+		{Alpha: 1e-8, Beta: 1e-3}, // 100 MB/s
+		{Alpha: 1e-7, Beta: 1e-3}, // 10 MB/s: not in the superior set
+	}
+	fmt.Println(AssignPSLD(blocks, profiles, []int{0, 1}, 1, 0, nil))
+	// Output: [1 0 1 0]
+}

@@ -177,10 +177,11 @@ func (a *Agent) flush(d time.Duration) {
 func (a *Agent) supervise(ctx context.Context) error {
 	crashes := 0
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(os.Getpid())))
+	relaunched := false
 	for {
 		a.setState(kelpiepb.NodeState_NODE_STATE_STARTING, 0, "")
 		started := time.Now()
-		cmd, exited, err := a.startRole()
+		cmd, exited, err := a.startRole(relaunched)
 		if err != nil {
 			a.setState(kelpiepb.NodeState_NODE_STATE_FAILED, 0, err.Error())
 			return err
@@ -210,6 +211,7 @@ func (a *Agent) supervise(ctx context.Context) error {
 			a.acked(&kelpiepb.ActionAck{ActionId: restartID, Applied: true})
 			a.setState(kelpiepb.NodeState_NODE_STATE_RESTARTING, 0, exit)
 			crashes = 0
+			relaunched = true
 			continue
 		}
 		if err == nil {
@@ -278,7 +280,7 @@ func (a *Agent) detachChild() {
 }
 
 // startRole starts `kelpie role ROLE` with the local channel on fds 3 and 4.
-func (a *Agent) startRole() (*exec.Cmd, <-chan error, error) {
+func (a *Agent) startRole(relaunched bool) (*exec.Cmd, <-chan error, error) {
 	exe := a.o.Exe
 	if exe == "" {
 		var err error
@@ -300,8 +302,12 @@ func (a *Agent) startRole() (*exec.Cmd, <-chan error, error) {
 		repW.Close()
 		return nil, nil, err
 	}
-	cmd := exec.Command(exe, "role", roleName, "--coordinator", a.o.Scheduler, "--job", a.o.Job, "--node", a.o.Node,
-		"--report-fd", "3", "--command-fd", "4")
+	args := []string{"role", roleName, "--coordinator", a.o.Scheduler, "--job", a.o.Job, "--node", a.o.Node,
+		"--report-fd", "3", "--command-fd", "4"}
+	if relaunched {
+		args = append(args, "--relaunched")
+	}
+	cmd := exec.Command(exe, args...)
 	cmd.ExtraFiles = []*os.File{repW, cmdR}
 	cmd.Stdout, cmd.Stderr = a.o.Out, a.o.Out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

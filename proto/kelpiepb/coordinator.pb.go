@@ -310,6 +310,7 @@ type RegisterResponse struct {
 	SpecYaml      string                 `protobuf:"bytes,1,opt,name=spec_yaml,json=specYaml,proto3" json:"spec_yaml,omitempty"` // the job spec, as the coordinator parsed it
 	Index         int32                  `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`                      // role index (worker-2 -> 2)
 	Assignment    *Assignment            `protobuf:"bytes,3,opt,name=assignment,proto3" json:"assignment,omitempty"`             // the block table; server addresses may still be missing
+	Splits        []*BatchSplit          `protobuf:"bytes,4,rep,name=splits,proto3" json:"splits,omitempty"`                     // local batch sizes changed so far (a restarted worker follows them)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -365,6 +366,67 @@ func (x *RegisterResponse) GetAssignment() *Assignment {
 	return nil
 }
 
+func (x *RegisterResponse) GetSplits() []*BatchSplit {
+	if x != nil {
+		return x.Splits
+	}
+	return nil
+}
+
+// BatchSplit is an ADJUST_BS that took effect: every worker's local batch
+// size from iteration `from` on.
+type BatchSplit struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	From          int64                  `protobuf:"varint,1,opt,name=from,proto3" json:"from,omitempty"`
+	Local         []int32                `protobuf:"varint,2,rep,packed,name=local,proto3" json:"local,omitempty"` // by worker index
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchSplit) Reset() {
+	*x = BatchSplit{}
+	mi := &file_coordinator_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchSplit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchSplit) ProtoMessage() {}
+
+func (x *BatchSplit) ProtoReflect() protoreflect.Message {
+	mi := &file_coordinator_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchSplit.ProtoReflect.Descriptor instead.
+func (*BatchSplit) Descriptor() ([]byte, []int) {
+	return file_coordinator_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *BatchSplit) GetFrom() int64 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *BatchSplit) GetLocal() []int32 {
+	if x != nil {
+		return x.Local
+	}
+	return nil
+}
+
 type ReadyRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Job           string                 `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
@@ -375,7 +437,7 @@ type ReadyRequest struct {
 
 func (x *ReadyRequest) Reset() {
 	*x = ReadyRequest{}
-	mi := &file_coordinator_proto_msgTypes[4]
+	mi := &file_coordinator_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -387,7 +449,7 @@ func (x *ReadyRequest) String() string {
 func (*ReadyRequest) ProtoMessage() {}
 
 func (x *ReadyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_proto_msgTypes[4]
+	mi := &file_coordinator_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -400,7 +462,7 @@ func (x *ReadyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadyRequest.ProtoReflect.Descriptor instead.
 func (*ReadyRequest) Descriptor() ([]byte, []int) {
-	return file_coordinator_proto_rawDescGZIP(), []int{4}
+	return file_coordinator_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ReadyRequest) GetJob() string {
@@ -427,7 +489,7 @@ type ReadyResponse struct {
 
 func (x *ReadyResponse) Reset() {
 	*x = ReadyResponse{}
-	mi := &file_coordinator_proto_msgTypes[5]
+	mi := &file_coordinator_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -439,7 +501,7 @@ func (x *ReadyResponse) String() string {
 func (*ReadyResponse) ProtoMessage() {}
 
 func (x *ReadyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_proto_msgTypes[5]
+	mi := &file_coordinator_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -452,7 +514,7 @@ func (x *ReadyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadyResponse.ProtoReflect.Descriptor instead.
 func (*ReadyResponse) Descriptor() ([]byte, []int) {
-	return file_coordinator_proto_rawDescGZIP(), []int{5}
+	return file_coordinator_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ReadyResponse) GetAssignment() *Assignment {
@@ -470,23 +532,28 @@ func (x *ReadyResponse) GetStartUnixNano() int64 {
 }
 
 type ProgressReport struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	Job            string                 `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
-	Node           string                 `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
-	Iteration      int64                  `protobuf:"varint,3,opt,name=iteration,proto3" json:"iteration,omitempty"`
-	Samples        int64                  `protobuf:"varint,4,opt,name=samples,proto3" json:"samples,omitempty"`
-	BatchSize      int32                  `protobuf:"varint,5,opt,name=batch_size,json=batchSize,proto3" json:"batch_size,omitempty"`
-	BptSeconds     []float64              `protobuf:"fixed64,6,rep,packed,name=bpt_seconds,json=bptSeconds,proto3" json:"bpt_seconds,omitempty"` // batch processing times since the last report
-	Comm           []*CommSample          `protobuf:"bytes,7,rep,name=comm,proto3" json:"comm,omitempty"`
-	Loss           float64                `protobuf:"fixed64,8,opt,name=loss,proto3" json:"loss,omitempty"` // mean training loss since the last report
-	ComputeSeconds float64                `protobuf:"fixed64,9,opt,name=compute_seconds,json=computeSeconds,proto3" json:"compute_seconds,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Job       string                 `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	Node      string                 `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
+	Iteration int64                  `protobuf:"varint,3,opt,name=iteration,proto3" json:"iteration,omitempty"`
+	Samples   int64                  `protobuf:"varint,4,opt,name=samples,proto3" json:"samples,omitempty"`
+	BatchSize int32                  `protobuf:"varint,5,opt,name=batch_size,json=batchSize,proto3" json:"batch_size,omitempty"`
+	// batch processing times since the last report: each iteration's time
+	// less the time its pulls were held by the servers' pull condition, so
+	// that under a barrier a worker's own slowness shows, not its wait for
+	// the slowest (AntDT's per-worker BPT).
+	BptSeconds     []float64     `protobuf:"fixed64,6,rep,packed,name=bpt_seconds,json=bptSeconds,proto3" json:"bpt_seconds,omitempty"`
+	Comm           []*CommSample `protobuf:"bytes,7,rep,name=comm,proto3" json:"comm,omitempty"`
+	Loss           float64       `protobuf:"fixed64,8,opt,name=loss,proto3" json:"loss,omitempty"` // mean training loss since the last report
+	ComputeSeconds float64       `protobuf:"fixed64,9,opt,name=compute_seconds,json=computeSeconds,proto3" json:"compute_seconds,omitempty"`
+	WaitSeconds    []float64     `protobuf:"fixed64,10,rep,packed,name=wait_seconds,json=waitSeconds,proto3" json:"wait_seconds,omitempty"` // per iteration: time held by the pull condition
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ProgressReport) Reset() {
 	*x = ProgressReport{}
-	mi := &file_coordinator_proto_msgTypes[6]
+	mi := &file_coordinator_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -498,7 +565,7 @@ func (x *ProgressReport) String() string {
 func (*ProgressReport) ProtoMessage() {}
 
 func (x *ProgressReport) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_proto_msgTypes[6]
+	mi := &file_coordinator_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -511,7 +578,7 @@ func (x *ProgressReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProgressReport.ProtoReflect.Descriptor instead.
 func (*ProgressReport) Descriptor() ([]byte, []int) {
-	return file_coordinator_proto_rawDescGZIP(), []int{6}
+	return file_coordinator_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ProgressReport) GetJob() string {
@@ -577,6 +644,13 @@ func (x *ProgressReport) GetComputeSeconds() float64 {
 	return 0
 }
 
+func (x *ProgressReport) GetWaitSeconds() []float64 {
+	if x != nil {
+		return x.WaitSeconds
+	}
+	return nil
+}
+
 type CommSample struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Server        int32                  `protobuf:"varint,1,opt,name=server,proto3" json:"server,omitempty"`
@@ -589,7 +663,7 @@ type CommSample struct {
 
 func (x *CommSample) Reset() {
 	*x = CommSample{}
-	mi := &file_coordinator_proto_msgTypes[7]
+	mi := &file_coordinator_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -601,7 +675,7 @@ func (x *CommSample) String() string {
 func (*CommSample) ProtoMessage() {}
 
 func (x *CommSample) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_proto_msgTypes[7]
+	mi := &file_coordinator_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -614,7 +688,7 @@ func (x *CommSample) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommSample.ProtoReflect.Descriptor instead.
 func (*CommSample) Descriptor() ([]byte, []int) {
-	return file_coordinator_proto_rawDescGZIP(), []int{7}
+	return file_coordinator_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CommSample) GetServer() int32 {
@@ -655,7 +729,7 @@ type ProgressAck struct {
 
 func (x *ProgressAck) Reset() {
 	*x = ProgressAck{}
-	mi := &file_coordinator_proto_msgTypes[8]
+	mi := &file_coordinator_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -667,7 +741,7 @@ func (x *ProgressAck) String() string {
 func (*ProgressAck) ProtoMessage() {}
 
 func (x *ProgressAck) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_proto_msgTypes[8]
+	mi := &file_coordinator_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -680,7 +754,7 @@ func (x *ProgressAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProgressAck.ProtoReflect.Descriptor instead.
 func (*ProgressAck) Descriptor() ([]byte, []int) {
-	return file_coordinator_proto_rawDescGZIP(), []int{8}
+	return file_coordinator_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ProgressAck) GetStop() bool {
@@ -709,7 +783,7 @@ type DoneRequest struct {
 
 func (x *DoneRequest) Reset() {
 	*x = DoneRequest{}
-	mi := &file_coordinator_proto_msgTypes[9]
+	mi := &file_coordinator_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -721,7 +795,7 @@ func (x *DoneRequest) String() string {
 func (*DoneRequest) ProtoMessage() {}
 
 func (x *DoneRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_proto_msgTypes[9]
+	mi := &file_coordinator_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -734,7 +808,7 @@ func (x *DoneRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoneRequest.ProtoReflect.Descriptor instead.
 func (*DoneRequest) Descriptor() ([]byte, []int) {
-	return file_coordinator_proto_rawDescGZIP(), []int{9}
+	return file_coordinator_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DoneRequest) GetJob() string {
@@ -774,7 +848,7 @@ type DoneResponse struct {
 
 func (x *DoneResponse) Reset() {
 	*x = DoneResponse{}
-	mi := &file_coordinator_proto_msgTypes[10]
+	mi := &file_coordinator_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -786,7 +860,7 @@ func (x *DoneResponse) String() string {
 func (*DoneResponse) ProtoMessage() {}
 
 func (x *DoneResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_proto_msgTypes[10]
+	mi := &file_coordinator_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -799,7 +873,7 @@ func (x *DoneResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoneResponse.ProtoReflect.Descriptor instead.
 func (*DoneResponse) Descriptor() ([]byte, []int) {
-	return file_coordinator_proto_rawDescGZIP(), []int{10}
+	return file_coordinator_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DoneResponse) GetEvaluate() bool {
@@ -822,7 +896,7 @@ type ResultRequest struct {
 
 func (x *ResultRequest) Reset() {
 	*x = ResultRequest{}
-	mi := &file_coordinator_proto_msgTypes[11]
+	mi := &file_coordinator_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -834,7 +908,7 @@ func (x *ResultRequest) String() string {
 func (*ResultRequest) ProtoMessage() {}
 
 func (x *ResultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_proto_msgTypes[11]
+	mi := &file_coordinator_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -847,7 +921,7 @@ func (x *ResultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResultRequest.ProtoReflect.Descriptor instead.
 func (*ResultRequest) Descriptor() ([]byte, []int) {
-	return file_coordinator_proto_rawDescGZIP(), []int{11}
+	return file_coordinator_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ResultRequest) GetJob() string {
@@ -893,7 +967,7 @@ type ResultResponse struct {
 
 func (x *ResultResponse) Reset() {
 	*x = ResultResponse{}
-	mi := &file_coordinator_proto_msgTypes[12]
+	mi := &file_coordinator_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -905,7 +979,7 @@ func (x *ResultResponse) String() string {
 func (*ResultResponse) ProtoMessage() {}
 
 func (x *ResultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_proto_msgTypes[12]
+	mi := &file_coordinator_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -918,7 +992,7 @@ func (x *ResultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResultResponse.ProtoReflect.Descriptor instead.
 func (*ResultResponse) Descriptor() ([]byte, []int) {
-	return file_coordinator_proto_rawDescGZIP(), []int{12}
+	return file_coordinator_proto_rawDescGZIP(), []int{13}
 }
 
 var File_coordinator_proto protoreflect.FileDescriptor
@@ -944,13 +1018,18 @@ const file_coordinator_proto_rawDesc = "" +
 	"\x06blocks\x18\x02 \x03(\v2\x10.kelpie.v1.BlockR\x06blocks\x12\x1b\n" +
 	"\tserver_of\x18\x03 \x03(\x05R\bserverOf\x12\x18\n" +
 	"\aservers\x18\x04 \x03(\tR\aservers\x12!\n" +
-	"\fserver_names\x18\x05 \x03(\tR\vserverNames\"|\n" +
+	"\fserver_names\x18\x05 \x03(\tR\vserverNames\"\xab\x01\n" +
 	"\x10RegisterResponse\x12\x1b\n" +
 	"\tspec_yaml\x18\x01 \x01(\tR\bspecYaml\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x05R\x05index\x125\n" +
 	"\n" +
 	"assignment\x18\x03 \x01(\v2\x15.kelpie.v1.AssignmentR\n" +
-	"assignment\"4\n" +
+	"assignment\x12-\n" +
+	"\x06splits\x18\x04 \x03(\v2\x15.kelpie.v1.BatchSplitR\x06splits\"6\n" +
+	"\n" +
+	"BatchSplit\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\x03R\x04from\x12\x14\n" +
+	"\x05local\x18\x02 \x03(\x05R\x05local\"4\n" +
 	"\fReadyRequest\x12\x10\n" +
 	"\x03job\x18\x01 \x01(\tR\x03job\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\"n\n" +
@@ -958,7 +1037,7 @@ const file_coordinator_proto_rawDesc = "" +
 	"\n" +
 	"assignment\x18\x01 \x01(\v2\x15.kelpie.v1.AssignmentR\n" +
 	"assignment\x12&\n" +
-	"\x0fstart_unix_nano\x18\x02 \x01(\x03R\rstartUnixNano\"\x96\x02\n" +
+	"\x0fstart_unix_nano\x18\x02 \x01(\x03R\rstartUnixNano\"\xb9\x02\n" +
 	"\x0eProgressReport\x12\x10\n" +
 	"\x03job\x18\x01 \x01(\tR\x03job\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x1c\n" +
@@ -970,7 +1049,9 @@ const file_coordinator_proto_rawDesc = "" +
 	"bptSeconds\x12)\n" +
 	"\x04comm\x18\a \x03(\v2\x15.kelpie.v1.CommSampleR\x04comm\x12\x12\n" +
 	"\x04loss\x18\b \x01(\x01R\x04loss\x12'\n" +
-	"\x0fcompute_seconds\x18\t \x01(\x01R\x0ecomputeSeconds\"h\n" +
+	"\x0fcompute_seconds\x18\t \x01(\x01R\x0ecomputeSeconds\x12!\n" +
+	"\fwait_seconds\x18\n" +
+	" \x03(\x01R\vwaitSeconds\"h\n" +
 	"\n" +
 	"CommSample\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\x05R\x06server\x12\x14\n" +
@@ -1020,44 +1101,46 @@ func file_coordinator_proto_rawDescGZIP() []byte {
 }
 
 var file_coordinator_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_coordinator_proto_goTypes = []any{
 	(Role)(0),                // 0: kelpie.v1.Role
 	(*RegisterRequest)(nil),  // 1: kelpie.v1.RegisterRequest
 	(*Block)(nil),            // 2: kelpie.v1.Block
 	(*Assignment)(nil),       // 3: kelpie.v1.Assignment
 	(*RegisterResponse)(nil), // 4: kelpie.v1.RegisterResponse
-	(*ReadyRequest)(nil),     // 5: kelpie.v1.ReadyRequest
-	(*ReadyResponse)(nil),    // 6: kelpie.v1.ReadyResponse
-	(*ProgressReport)(nil),   // 7: kelpie.v1.ProgressReport
-	(*CommSample)(nil),       // 8: kelpie.v1.CommSample
-	(*ProgressAck)(nil),      // 9: kelpie.v1.ProgressAck
-	(*DoneRequest)(nil),      // 10: kelpie.v1.DoneRequest
-	(*DoneResponse)(nil),     // 11: kelpie.v1.DoneResponse
-	(*ResultRequest)(nil),    // 12: kelpie.v1.ResultRequest
-	(*ResultResponse)(nil),   // 13: kelpie.v1.ResultResponse
+	(*BatchSplit)(nil),       // 5: kelpie.v1.BatchSplit
+	(*ReadyRequest)(nil),     // 6: kelpie.v1.ReadyRequest
+	(*ReadyResponse)(nil),    // 7: kelpie.v1.ReadyResponse
+	(*ProgressReport)(nil),   // 8: kelpie.v1.ProgressReport
+	(*CommSample)(nil),       // 9: kelpie.v1.CommSample
+	(*ProgressAck)(nil),      // 10: kelpie.v1.ProgressAck
+	(*DoneRequest)(nil),      // 11: kelpie.v1.DoneRequest
+	(*DoneResponse)(nil),     // 12: kelpie.v1.DoneResponse
+	(*ResultRequest)(nil),    // 13: kelpie.v1.ResultRequest
+	(*ResultResponse)(nil),   // 14: kelpie.v1.ResultResponse
 }
 var file_coordinator_proto_depIdxs = []int32{
 	0,  // 0: kelpie.v1.RegisterRequest.role:type_name -> kelpie.v1.Role
 	2,  // 1: kelpie.v1.Assignment.blocks:type_name -> kelpie.v1.Block
 	3,  // 2: kelpie.v1.RegisterResponse.assignment:type_name -> kelpie.v1.Assignment
-	3,  // 3: kelpie.v1.ReadyResponse.assignment:type_name -> kelpie.v1.Assignment
-	8,  // 4: kelpie.v1.ProgressReport.comm:type_name -> kelpie.v1.CommSample
-	1,  // 5: kelpie.v1.Coordinator.Register:input_type -> kelpie.v1.RegisterRequest
-	5,  // 6: kelpie.v1.Coordinator.Ready:input_type -> kelpie.v1.ReadyRequest
-	7,  // 7: kelpie.v1.Coordinator.Progress:input_type -> kelpie.v1.ProgressReport
-	10, // 8: kelpie.v1.Coordinator.Done:input_type -> kelpie.v1.DoneRequest
-	12, // 9: kelpie.v1.Coordinator.Result:input_type -> kelpie.v1.ResultRequest
-	4,  // 10: kelpie.v1.Coordinator.Register:output_type -> kelpie.v1.RegisterResponse
-	6,  // 11: kelpie.v1.Coordinator.Ready:output_type -> kelpie.v1.ReadyResponse
-	9,  // 12: kelpie.v1.Coordinator.Progress:output_type -> kelpie.v1.ProgressAck
-	11, // 13: kelpie.v1.Coordinator.Done:output_type -> kelpie.v1.DoneResponse
-	13, // 14: kelpie.v1.Coordinator.Result:output_type -> kelpie.v1.ResultResponse
-	10, // [10:15] is the sub-list for method output_type
-	5,  // [5:10] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	5,  // 3: kelpie.v1.RegisterResponse.splits:type_name -> kelpie.v1.BatchSplit
+	3,  // 4: kelpie.v1.ReadyResponse.assignment:type_name -> kelpie.v1.Assignment
+	9,  // 5: kelpie.v1.ProgressReport.comm:type_name -> kelpie.v1.CommSample
+	1,  // 6: kelpie.v1.Coordinator.Register:input_type -> kelpie.v1.RegisterRequest
+	6,  // 7: kelpie.v1.Coordinator.Ready:input_type -> kelpie.v1.ReadyRequest
+	8,  // 8: kelpie.v1.Coordinator.Progress:input_type -> kelpie.v1.ProgressReport
+	11, // 9: kelpie.v1.Coordinator.Done:input_type -> kelpie.v1.DoneRequest
+	13, // 10: kelpie.v1.Coordinator.Result:input_type -> kelpie.v1.ResultRequest
+	4,  // 11: kelpie.v1.Coordinator.Register:output_type -> kelpie.v1.RegisterResponse
+	7,  // 12: kelpie.v1.Coordinator.Ready:output_type -> kelpie.v1.ReadyResponse
+	10, // 13: kelpie.v1.Coordinator.Progress:output_type -> kelpie.v1.ProgressAck
+	12, // 14: kelpie.v1.Coordinator.Done:output_type -> kelpie.v1.DoneResponse
+	14, // 15: kelpie.v1.Coordinator.Result:output_type -> kelpie.v1.ResultResponse
+	11, // [11:16] is the sub-list for method output_type
+	6,  // [6:11] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_coordinator_proto_init() }
@@ -1071,7 +1154,7 @@ func file_coordinator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_coordinator_proto_rawDesc), len(file_coordinator_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -206,11 +206,12 @@ func (x *PSRequest) GetData() []byte {
 type PSResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	Version       int64                  `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"` // V_train of the server's shard when the parameters were read
-	Delayed       bool                   `protobuf:"varint,3,opt,name=delayed,proto3" json:"delayed,omitempty"` // the pull was a delayed pull request (DPR)
-	Error         string                 `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`      // per-request failure on a stream (the stream stays open)
-	Code          int32                  `protobuf:"varint,5,opt,name=code,proto3" json:"code,omitempty"`       // grpc status code for `error`
-	Data          []byte                 `protobuf:"bytes,15,opt,name=data,proto3" json:"data,omitempty"`       // pulled values: dense blocks in request order, then sparse rows
+	Version       int64                  `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`                             // V_train of the server's shard when the parameters were read
+	Delayed       bool                   `protobuf:"varint,3,opt,name=delayed,proto3" json:"delayed,omitempty"`                             // the pull was a delayed pull request (DPR)
+	Error         string                 `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`                                  // per-request failure on a stream (the stream stays open)
+	Code          int32                  `protobuf:"varint,5,opt,name=code,proto3" json:"code,omitempty"`                                   // grpc status code for `error`
+	HeldSeconds   float64                `protobuf:"fixed64,6,opt,name=held_seconds,json=heldSeconds,proto3" json:"held_seconds,omitempty"` // how long the pull condition held this pull (a DPR's wait)
+	Data          []byte                 `protobuf:"bytes,15,opt,name=data,proto3" json:"data,omitempty"`                                   // pulled values: dense blocks in request order, then sparse rows
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -276,6 +277,13 @@ func (x *PSResponse) GetError() string {
 func (x *PSResponse) GetCode() int32 {
 	if x != nil {
 		return x.Code
+	}
+	return 0
+}
+
+func (x *PSResponse) GetHeldSeconds() float64 {
+	if x != nil {
+		return x.HeldSeconds
 	}
 	return 0
 }
@@ -550,14 +558,15 @@ const file_ps_proto_rawDesc = "" +
 	"\x12assignment_version\x18\a \x01(\x04R\x11assignmentVersion\x12\"\n" +
 	"\rno_reply_data\x18\b \x01(\bR\vnoReplyData\x12\"\n" +
 	"\rpull_row_keys\x18\t \x03(\x04R\vpullRowKeys\x12\x12\n" +
-	"\x04data\x18\x0f \x01(\fR\x04data\"\x8e\x01\n" +
+	"\x04data\x18\x0f \x01(\fR\x04data\"\xb1\x01\n" +
 	"\n" +
 	"PSResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x03R\aversion\x12\x18\n" +
 	"\adelayed\x18\x03 \x01(\bR\adelayed\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x12\x12\n" +
-	"\x04code\x18\x05 \x01(\x05R\x04code\x12\x12\n" +
+	"\x04code\x18\x05 \x01(\x05R\x04code\x12!\n" +
+	"\fheld_seconds\x18\x06 \x01(\x01R\vheldSeconds\x12\x12\n" +
 	"\x04data\x18\x0f \x01(\fR\x04data\"\x0e\n" +
 	"\fStatsRequest\"\xe2\x02\n" +
 	"\vServerStats\x12\x12\n" +

@@ -36,6 +36,9 @@ type Options struct {
 	Node        string // server-0, worker-3, ...
 	Listen      string // servers: address to listen on (default 127.0.0.1:0)
 	Log         *slog.Logger
+	// Relaunched says the agent restarted this role by a KILL_RESTART,
+	// which models moving the node to a fresh host.
+	Relaunched bool
 	// Agent is the local channel to the node's agent, when one supervises
 	// this process: reports and acks go out on it, actions come in. Without
 	// it the role reports to the coordinator directly.
@@ -182,6 +185,9 @@ func progressReport(o Options, r worker.Report) *kelpiepb.ProgressReport {
 	for _, b := range r.BPT {
 		pr.BptSeconds = append(pr.BptSeconds, b.Seconds())
 	}
+	for _, b := range r.Wait {
+		pr.WaitSeconds = append(pr.WaitSeconds, b.Seconds())
+	}
 	for _, c := range r.Comm {
 		pr.Comm = append(pr.Comm, &kelpiepb.CommSample{Server: int32(c.Server), Bytes: c.Bytes, Seconds: c.Seconds})
 	}
@@ -228,7 +234,22 @@ func RunWorker(ctx context.Context, o Options) error {
 	}
 	tensors := m.Tensors()
 	plan := job.NewPlan(s, train.Len())
+	for _, sp := range reg.resp.Splits {
+		local := make([]int, len(sp.Local))
+		for i, b := range sp.Local {
+			local[i] = int(b)
+		}
+		if plan, err = plan.WithSplit(sp.From, local); err != nil {
+			return fmt.Errorf("worker %s: batch split from the coordinator: %v", o.Node, err)
+		}
+	}
 	idx := int(reg.resp.Index)
+	sched := straggler.ForNode(job.Injections(s), o.Node)
+	if o.Relaunched {
+		// A KILL_RESTART relaunches the node on a fresh host: the injected
+		// contention stays behind unless it follows restarts.
+		sched = sched.AfterRestart()
+	}
 	rd, start, err := ready(ctx, coord, o)
 	if err != nil {
 		return err
@@ -279,7 +300,7 @@ func RunWorker(ctx context.Context, o Options) error {
 		Index: idx, Model: m, Train: train, Test: test, Plan: plan,
 		Table: TableFrom(rd.Assignment, s, func(t int) int { return tensors[t].Cols }),
 		Addrs: rd.Assignment.Servers, Sync: job.SyncConfig(s).Model, Start: start,
-		Straggler: straggler.ForNode(job.Injections(s), o.Node), Seed: s.Data.Seed,
+		Straggler: sched, Seed: s.Data.Seed,
 		Report: func(r worker.Report) bool {
 			select {
 			case reports <- r:

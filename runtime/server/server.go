@@ -55,6 +55,7 @@ type pendingPull struct {
 	req    *kelpiepb.PSRequest
 	reply  func(*kelpiepb.PSResponse)
 	stream *int // the stream it came on (nil: a unary call)
+	since  time.Time
 }
 
 // Server is one parameter server. Its zero value is not usable: use New.
@@ -336,7 +337,7 @@ func (s *Server) handleLocked(req *kelpiepb.PSRequest, reply func(*kelpiepb.PSRe
 		*send = append(*send, func() { reply(resp) })
 		return nil
 	}
-	s.pending[id] = pendingPull{req: pullOnly(req), reply: reply, stream: stream}
+	s.pending[id] = pendingPull{req: pullOnly(req), reply: reply, stream: stream, since: time.Now()}
 	return nil
 }
 
@@ -512,6 +513,7 @@ func (s *Server) release(ids []syncmodel.PullID, send *[]func()) {
 		}
 		delete(s.pending, id)
 		resp := s.read(p.req, true)
+		resp.HeldSeconds = time.Since(p.since).Seconds()
 		*send = append(*send, func() { p.reply(resp) })
 	}
 }

@@ -61,7 +61,8 @@ type Ack struct {
 type Comm struct {
 	Server  int
 	Bytes   int64
-	Seconds float64
+	Seconds float64 // not counting the time the pull condition held the pull
+	Held    float64 // the time the pull condition held it
 }
 
 // Report is what a worker tells its agent every ReportEvery iterations.
@@ -69,7 +70,8 @@ type Report struct {
 	Iteration int64 // iterations completed
 	Samples   int64 // samples trained on so far
 	BatchSize int
-	BPT       []time.Duration
+	BPT       []time.Duration // per iteration, less the time held by pull conditions
+	Wait      []time.Duration // per iteration, the time held by pull conditions
 	Compute   time.Duration // summed compute time since the last report
 	Comm      []Comm
 	Loss      float64 // mean training loss since the last report
@@ -227,7 +229,8 @@ func (w *Worker) exchange(op kelpiepb.Op, progress int64, pullKeys []uint64) ([]
 				errs[r] = fmt.Errorf("server %d (%s): %v", r, w.cfg.Addrs[r], err)
 				return
 			}
-			comms[r] = Comm{Server: r, Bytes: sent + int64(len(resp.Data)), Seconds: time.Since(t0).Seconds()}
+			comms[r] = Comm{Server: r, Bytes: sent + int64(len(resp.Data)), Held: resp.HeldSeconds,
+				Seconds: max(time.Since(t0).Seconds()-resp.HeldSeconds, 0)}
 			versions[r] = resp.Version
 			errs[r] = w.absorb(r, req, resp, pullPos)
 		}(r, req)
@@ -379,11 +382,17 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 		}
 		w.batch, w.nextBatch = w.nextBatch, w.batch
 		t = next
-		bpt := time.Since(begin)
+		var held float64
+		for _, c := range comms {
+			held = max(held, c.Held)
+		}
+		wait := time.Duration(held * float64(time.Second))
+		bpt := max(time.Since(begin)-wait, 0)
 		sum.Iterations++
 		sum.Samples += samples
 		bptSum += bpt
 		rep.BPT = append(rep.BPT, bpt)
+		rep.Wait = append(rep.Wait, wait)
 		rep.Compute += compute
 		rep.Comm = append(rep.Comm, comms...)
 		if sum.Iterations%int64(w.cfg.ReportEvery) == 0 || t >= total {

@@ -238,7 +238,7 @@ type subscription struct {
 	names []string
 	cols  int
 	every time.Duration
-	last  map[string]*kelpiepb.JobView // the views the client holds
+	last  map[string]held // the views the client holds
 	seq   uint64                       // the newest event sequence it has seen
 }
 

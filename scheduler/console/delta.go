@@ -1,6 +1,7 @@
 package console
 
 import (
+	"hash/maphash"
 	"math"
 	"sort"
 	"time"
@@ -21,14 +22,50 @@ const (
 	MaxHeatmapColumns     = 1000
 )
 
+// held is a view a client holds, with a fingerprint of its content.
+type held struct {
+	view *kelpiepb.JobView
+	sum  uint64
+	ok   bool // sum is valid
+}
+
+// sumSeed keys view fingerprints; fingerprints are only compared within
+// one process.
+var sumSeed = maphash.MakeSeed()
+
+// viewSum fingerprints a view: a 64-bit hash of its deterministic binary
+// encoding. On a 1,000-node job this takes about 0.5 ms where proto.Equal of
+// two equal views takes 3.5 ms (BenchmarkIdleTickEqualCopy), and a NaN
+// figure equals itself. Two different views share a sum with probability
+// 2^-64, which would hold back one delta until the next change.
+func viewSum(v *kelpiepb.JobView) (uint64, bool) {
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(v)
+	if err != nil {
+		return 0, false
+	}
+	return maphash.Bytes(sumSeed, b), true
+}
+
+// hold fingerprints v and says whether it shows what prev shows.
+func hold(prev held, v *kelpiepb.JobView) (held, bool) {
+	if prev.view == v {
+		return prev, true // the backend's views are immutable
+	}
+	sum, ok := viewSum(v)
+	h := held{view: v, sum: sum, ok: ok}
+	if ok && prev.ok {
+		return h, sum == prev.sum
+	}
+	return h, prev.view != nil && proto.Equal(prev.view, v)
+}
+
 // diffViews compares the views a client last received (by job name) with the
 // current ones. It returns the jobs that are new or differ (each whole, in
 // cur's order), the names of jobs that disappeared (sorted), and what the
-// client will hold once it has them. The backend's views are immutable, so
-// an unchanged job is usually the very same pointer and costs no comparison;
-// otherwise proto.Equal decides.
-func diffViews(last map[string]*kelpiepb.JobView, cur []*kelpiepb.JobView) (changed []*kelpiepb.JobView, removed []string, next map[string]*kelpiepb.JobView) {
-	next = make(map[string]*kelpiepb.JobView, len(cur))
+// client will hold once it has them. An unchanged job is usually the very
+// same pointer and costs nothing; otherwise fingerprints decide.
+func diffViews(last map[string]held, cur []*kelpiepb.JobView) (changed []*kelpiepb.JobView, removed []string, next map[string]held) {
+	next = make(map[string]held, len(cur))
 	for _, v := range cur {
 		if v == nil {
 			continue
@@ -37,9 +74,9 @@ func diffViews(last map[string]*kelpiepb.JobView, cur []*kelpiepb.JobView) (chan
 		if _, dup := next[name]; dup {
 			continue
 		}
-		next[name] = v
-		prev, had := last[name]
-		if !had || (prev != v && !proto.Equal(prev, v)) {
+		h, same := hold(last[name], v)
+		next[name] = h
+		if !same {
 			changed = append(changed, v)
 		}
 	}

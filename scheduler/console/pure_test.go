@@ -110,10 +110,13 @@ func TestDiffViews(t *testing.T) {
 		}
 		return out
 	}
-	last := map[string]*kelpiepb.JobView{"a": a1, "b": b1}
+	_, _, last := diffViews(nil, []*kelpiepb.JobView{a1, b1})
+	nan1 := &kelpiepb.JobView{Name: "n", Loss: math.NaN()}
+	nan2 := proto.Clone(nan1).(*kelpiepb.JobView)
+	_, _, lastNaN := diffViews(nil, []*kelpiepb.JobView{nan1})
 	tests := []struct {
 		name    string
-		last    map[string]*kelpiepb.JobView
+		last    map[string]held
 		cur     []*kelpiepb.JobView
 		changed []string
 		removed []string
@@ -126,14 +129,16 @@ func TestDiffViews(t *testing.T) {
 		{"job removed", last, []*kelpiepb.JobView{b1}, nil, []string{"a"}},
 		{"all removed", last, nil, nil, []string{"a", "b"}},
 		{"duplicates and nils are ignored", nil, []*kelpiepb.JobView{a1, nil, a2}, []string{"a"}, nil},
+		{"a NaN figure that stays NaN is no change", lastNaN, []*kelpiepb.JobView{nan2}, nil, nil},
+		{"NaN to a number is a change", lastNaN, []*kelpiepb.JobView{{Name: "n", Loss: 0.5}}, []string{"n"}, nil},
 	}
 	for _, tt := range tests {
 		changed, removed, next := diffViews(tt.last, tt.cur)
 		if got := names(changed); !reflect.DeepEqual(got, tt.changed) || !reflect.DeepEqual(removed, tt.removed) {
-			t.Errorf("%s: diffViews(%v, %v) = %v, %v; want %v, %v", tt.name, tt.last, names(tt.cur), got, removed, tt.changed, tt.removed)
+			t.Errorf("%s: diffViews(%v) = %v, %v; want %v, %v", tt.name, names(tt.cur), got, removed, tt.changed, tt.removed)
 		}
 		for _, v := range tt.cur {
-			if v != nil && next[v.GetName()] == nil {
+			if v != nil && next[v.GetName()].view == nil {
 				t.Errorf("%s: next lacks %s", tt.name, v.GetName())
 			}
 		}

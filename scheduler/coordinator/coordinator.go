@@ -277,6 +277,31 @@ func (j *Job) wait(ctx context.Context, ch <-chan struct{}) error {
 	}
 }
 
+// AddSplit records an ADJUST_BS that took effect, for workers that restart
+// later.
+func (j *Job) AddSplit(from int64, local []int) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	p, err := j.Plan.WithSplit(from, local)
+	if err != nil {
+		return err
+	}
+	j.Plan = p
+	return nil
+}
+
+func (j *Job) splits() []*kelpiepb.BatchSplit {
+	var out []*kelpiepb.BatchSplit
+	for _, c := range j.Plan.Changes {
+		s := &kelpiepb.BatchSplit{From: c.From}
+		for _, b := range c.Local {
+			s.Local = append(s.Local, int32(b))
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
 // Register admits a node and tells it its job.
 func (c *Coordinator) Register(ctx context.Context, req *kelpiepb.RegisterRequest) (*kelpiepb.RegisterResponse, error) {
 	j, err := c.job(req.Job)
@@ -307,7 +332,8 @@ func (c *Coordinator) Register(ctx context.Context, req *kelpiepb.RegisterReques
 		old.SamplesBase += old.Samples
 		old.Samples = 0
 		old.Done = false
-		return &kelpiepb.RegisterResponse{SpecYaml: string(j.YAML), Index: int32(idx), Assignment: j.assignment()}, nil
+		return &kelpiepb.RegisterResponse{SpecYaml: string(j.YAML), Index: int32(idx), Assignment: j.assignment(),
+			Splits: j.splits()}, nil
 	}
 	if j.started() {
 		return nil, status.Errorf(codes.FailedPrecondition, "node %s registered after job %s started", req.Node, req.Job)

@@ -271,7 +271,7 @@ func (j *jobState) validate(a *kelpiepb.Action) error {
 func (m *Manager) addLocked(j *jobState, a *kelpiepb.Action, state, who, note string) {
 	m.nextID++
 	now := m.now()
-	a.Id = fmt.Sprintf("a-%d-%d", now.Unix()%100000, m.nextID)
+	a.Id = fmt.Sprintf("a-%d", m.nextID)
 	a.Job = j.spec.Name
 	a.Created = ts(now)
 	a.State = ""
@@ -458,10 +458,15 @@ func (m *Manager) acked(j *jobState, node string, ack *kelpiepb.ActionAck) {
 			return
 		}
 		a.AppliedIteration = ack.AppliedIteration
-		for w, b := range a.BatchSizes {
+		local := make([]int, 0, len(a.BatchSizes))
+		for _, w := range j.spec.WorkerNames() {
+			local = append(local, int(a.BatchSizes[w]))
 			if n := j.nodes[w]; n != nil {
-				n.batch = int(b)
+				n.batch = int(a.BatchSizes[w])
 			}
+		}
+		if err := j.coord.AddSplit(a.AppliedIteration, local); err != nil {
+			m.log.Error("record batch split", "job", j.spec.Name, "err", err)
 		}
 		m.transition(j, a, ActApplied, node, fmt.Sprintf("at iteration %d", a.AppliedIteration))
 	default:

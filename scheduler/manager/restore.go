@@ -113,8 +113,22 @@ func (m *Manager) restoreJob(s *spec.Spec, r store.JobRecord) (*jobState, error)
 	}
 	for _, ar := range acts {
 		a := actionFrom(r.Name, ar)
+		var n uint64
+		if _, err := fmt.Sscanf(a.Id, "a-%d", &n); err == nil && n > m.nextID {
+			m.nextID = n
+		}
 		j.actions = append(j.actions, a)
 		j.byID[a.Id] = a
+		if a.Kind == "ADJUST_BS" && a.State == ActApplied {
+			local := make([]int, 0, len(a.BatchSizes))
+			for _, w := range s.WorkerNames() {
+				local = append(local, int(a.BatchSizes[w]))
+				if n := j.nodes[w]; n != nil {
+					n.batch = int(a.BatchSizes[w])
+				}
+			}
+			_ = cj.AddSplit(a.AppliedIteration, local)
+		}
 	}
 	if live {
 		m.eventLocked(r.Name, "job", "", fmt.Sprintf("job %s adopted after a scheduler restart: waiting for its agents", r.Name), "")

@@ -451,7 +451,7 @@ func (q *Queue) Apply(recs ...Shard) error {
 	// them; requeued (negative) positions come only from records.
 	fresh := make([]ID, len(next))
 	requeued := make(map[int64]ID, len(recs))
-	var requeuedTODO, freshTODO []ID
+	var requeuedTODO []ID
 	front := int64(requeueBase)
 	doing, done := 0, 0
 	held := make(map[string]map[ID]struct{})
@@ -471,8 +471,6 @@ func (q *Queue) Apply(recs ...Shard) error {
 		case TODO:
 			if s.Seq < 0 {
 				requeuedTODO = append(requeuedTODO, s.ID)
-			} else {
-				freshTODO = append(freshTODO, s.ID)
 			}
 		case DOING:
 			doing++
@@ -484,11 +482,13 @@ func (q *Queue) Apply(recs ...Shard) error {
 			done++
 		}
 	}
-	bySeq := func(ids []ID) {
-		sort.Slice(ids, func(i, j int) bool { return next[ids[i]].Seq < next[ids[j]].Seq })
+	sort.Slice(requeuedTODO, func(i, j int) bool { return next[requeuedTODO[i]].Seq < next[requeuedTODO[j]].Seq })
+	freshTODO := make([]ID, 0, len(next)-doing-done-len(requeuedTODO))
+	for _, id := range fresh { // by position
+		if id != 0 && next[id-1].State == TODO {
+			freshTODO = append(freshTODO, id-1)
+		}
 	}
-	bySeq(requeuedTODO)
-	bySeq(freshTODO)
 	q.shards, q.requeued, q.fresh = next, requeuedTODO, freshTODO
 	q.doing, q.done, q.front, q.held = doing, done, front, held
 	return nil

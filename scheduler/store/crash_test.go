@@ -85,8 +85,9 @@ func TestMain(m *testing.M) {
 }
 
 // runChild starts a child at step start, lets it commit n steps, kills it
-// with SIGKILL and returns the last step it reported committed.
-func runChild(t *testing.T, path string, start, n int) int {
+// with SIGKILL after delay (so kills land in different writes of a step)
+// and returns the last step it reported committed.
+func runChild(t *testing.T, path string, start, n int, delay time.Duration) int {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), crashEnvPath+"="+path, crashEnvStart+"="+strconv.Itoa(start))
@@ -122,7 +123,8 @@ func runChild(t *testing.T, path string, start, n int) int {
 				t.Errorf("child: %s", line)
 			}
 			if last >= start+n-1 {
-				cmd.Process.Kill() // SIGKILL, while the child is writing the next step
+				time.Sleep(delay)
+				cmd.Process.Kill() // SIGKILL, while the child is writing
 				killed = true
 			}
 		case <-timeout:
@@ -150,8 +152,9 @@ func TestSIGKILLLosesNothingCommitted(t *testing.T) {
 	}
 	path := t.TempDir() + "/kelpie.db"
 	next, extra := 0, 0
-	for round, n := range []int{25, 10, 40} {
-		last := runChild(t, path, next, n)
+	delays := []time.Duration{0, 300 * time.Microsecond, time.Millisecond, 2500 * time.Microsecond, 6 * time.Millisecond}
+	for round, delay := range delays {
+		last := runChild(t, path, next, 10+7*round, delay)
 		s, err := OpenWith(path, Options{Timeout: 5 * time.Second})
 		if err != nil {
 			t.Fatalf("round %d: reopen after SIGKILL: %v", round, err)
@@ -207,8 +210,10 @@ func TestSIGKILLLosesNothingCommitted(t *testing.T) {
 			t.Fatalf("round %d: %d DONE, %d DOING after %d committed steps; want %d..%d DONE, 0 DOING",
 				round, done, doing, last+1, last+1, last+1+extra)
 		}
+		_, partial, _ := s.GetJob(fmt.Sprintf("job-%06d", last+1))
 		must(t, s.Close())
-		t.Logf("round %d: killed after step %d; reopened with %d shards DONE", round, last, done)
+		t.Logf("round %d: killed after step %d (next step's job written: %v); reopened with %d shards DONE",
+			round, last, partial, done)
 		next = last + 1
 	}
 }
@@ -225,7 +230,7 @@ func TestConcurrentUse(t *testing.T) {
 	var qmu sync.Mutex // the queue is not: the scheduler serializes it
 	const writers, steps = 4, 25
 	var wg sync.WaitGroup
-	errs := make(chan error, writers*steps*8)
+	errs := make(chan error, writers*steps*12) // every send below fits: no goroutine blocks
 	for w := range writers {
 		wg.Go(func() {
 			for i := range steps {

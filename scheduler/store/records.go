@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // JobRecord is a submitted job.
@@ -83,7 +85,7 @@ func (s *Store) DeleteJob(name string) error {
 		}
 		for _, parent := range [][]byte{bucketNodes, bucketActions, bucketShards} {
 			err := tx.Bucket(parent).DeleteBucket([]byte(name))
-			if err != nil && err != bolt.ErrBucketNotFound {
+			if err != nil && !errors.Is(err, bolterrors.ErrBucketNotFound) {
 				return err
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/kelpie/kelpie/scheduler/shard"
 )
@@ -33,7 +34,7 @@ func (s *Store) PutShards(job string, snapshot []byte) error {
 		if err != nil {
 			return err
 		}
-		if err := b.DeleteBucket(keyChanges); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
+		if err := b.DeleteBucket(keyChanges); err != nil && !errors.Is(err, bolterrors.ErrBucketNotFound) {
 			return err
 		}
 		return b.Put(keySnapshot, snapshot)

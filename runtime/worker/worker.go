@@ -72,7 +72,7 @@ type Report struct {
 	BatchSize int
 	BPT       []time.Duration // per iteration, less the time held by pull conditions
 	Wait      []time.Duration // per iteration, the time held by pull conditions
-	Compute   time.Duration // summed compute time since the last report
+	Compute   time.Duration   // summed compute time since the last report
 	Comm      []Comm
 	Loss      float64 // mean training loss since the last report
 }

@@ -128,8 +128,9 @@ func (m *Manager) Shutdown() {
 	}
 	m.mu.Unlock()
 	for _, j := range js {
+		// Adopted jobs have no launcher: their agents stop when told.
+		j.stopAgents("scheduler shutting down")
 		if j.launcher != nil {
-			j.stopAgents("scheduler shutting down")
 			j.launcher.StopAll(3 * time.Second)
 		}
 	}

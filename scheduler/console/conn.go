@@ -239,7 +239,7 @@ type subscription struct {
 	cols  int
 	every time.Duration
 	last  map[string]held // the views the client holds
-	seq   uint64                       // the newest event sequence it has seen
+	seq   uint64          // the newest event sequence it has seen
 }
 
 // subscribe starts a subscription (replacing any other) and sends its

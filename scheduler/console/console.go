@@ -8,8 +8,9 @@
 // each subscription asks for the views it watches at its own rate (4 Hz by
 // default), compares them with what that client last received and sends
 // only what changed, so an idle stream sends nothing. A Backend's views are
-// immutable values, so an unchanged job is usually the same pointer and
-// costs no comparison.
+// immutable values: an unchanged job that is the same pointer costs no
+// comparison, a new one is compared by a fingerprint of its encoding
+// (delta.go says why not proto.Equal).
 //
 // Each stream has three goroutines (CONVENTIONS §4–5): the HTTP handler's
 // goroutine owns the subscription (snapshot, deltas, rate), a receiver reads

@@ -45,6 +45,8 @@ type Config struct {
 	Log                  *slog.Logger // default: discard
 	NodeLog              io.Writer    // attached node output; default: files in DataDir/logs
 	Tick                 time.Duration
+	MaxRestarts          int  // consecutive crashes an agent restarts (default 10)
+	NoLaunch             bool // admit jobs without starting nodes (simulated agents)
 }
 
 // Daemon is a running scheduler.
@@ -98,7 +100,7 @@ func Start(cfg Config) (*Daemon, error) {
 		return nil, err
 	}
 	m, err := manager.New(manager.Config{Addr: glis.Addr().String(), Exe: cfg.Exe, Store: st, Log: cfg.Log,
-		NodeLog: cfg.NodeLog, LogDir: filepath.Join(cfg.DataDir, "logs"), Tick: cfg.Tick})
+		NodeLog: cfg.NodeLog, LogDir: filepath.Join(cfg.DataDir, "logs"), Tick: cfg.Tick, MaxRestarts: cfg.MaxRestarts, NoLaunch: cfg.NoLaunch})
 	if err != nil {
 		st.Close()
 		glis.Close()
@@ -112,7 +114,8 @@ func Start(cfg Config) (*Daemon, error) {
 	reflection.Register(gs)
 	cs := console.New(m, tokens, console.Options{AllowAnonymousViewer: cfg.AllowAnonymousViewer, ServerVersion: Version})
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(m.Collector(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(m.Collector(), manager.IngestHistogram(), collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
 	mux.Handle("/api/", cs.Handler())
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))

@@ -283,3 +283,50 @@ func TestControlPlane(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkerCrashLoopFailsJob: a worker that keeps dying after its agent
+// has restarted it as often as allowed fails the job with a message that
+// names it, and nothing is left running.
+func TestWorkerCrashLoopFailsJob(t *testing.T) {
+	d, err := Start(Config{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0", DataDir: t.TempDir(), Exe: kelpieBin,
+		NodeLog: logWriter{t}, Tick: 200 * time.Millisecond, MaxRestarts: 1, AllowAnonymousViewer: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	w := &watcher{seen: map[string]map[string]bool{}, bpt: map[string]bool{}, change: make(chan struct{}, 1)}
+	c, err := client.Dial(ctx, d.HTTPAddr(), "", client.WithSubscription([]string{"doomed"}, 10, 10), client.WithHandler(w.handle))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := d.Manager.Submit(strings.Replace(restartSpec, "survivor", "doomed", 1), "test"); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Subscribe(ctx, []string{"doomed"})
+	var last int32
+	for kill := 0; kill < 2; kill++ {
+		v := w.until(t, "worker-1 running", time.Minute, func(j *kelpiepb.JobView) bool {
+			n := node(j, "worker-1")
+			return n != nil && n.State == "running" && n.Pid != 0 && n.Pid != last
+		})
+		last = node(v, "worker-1").Pid
+		_ = syscall.Kill(int(last), syscall.SIGKILL)
+	}
+	final := w.until(t, "the job to fail", time.Minute, func(j *kelpiepb.JobView) bool { return j.State == "failed" })
+	if !strings.Contains(final.Error, "worker-1") {
+		t.Errorf("job error %q does not name worker-1", final.Error)
+	}
+	procs := d.Manager.Procs("doomed")
+	deadline := time.Now().Add(10 * time.Second)
+	for _, p := range procs {
+		for syscall.Kill(p.Pid(), 0) == nil && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if syscall.Kill(p.Pid(), 0) == nil {
+			t.Errorf("%s (pid %d) still runs after the job failed", p.Name, p.Pid())
+		}
+	}
+}

@@ -422,8 +422,7 @@ func (m *Manager) dispatchLocked(j *jobState, a *kelpiepb.Action, who string) se
 // is applied: enough for the command to reach every agent (half a second
 // at the current pace, at least 5, plus the staleness bound).
 func (j *jobState) margin() int64 {
-	snap := j.mon.Snapshot(j.m.now().Sub(j.submitted))
-	bpt := snap.MeanBPT.Seconds()
+	bpt := j.snap.MeanBPT.Seconds()
 	it := int64(5)
 	if bpt > 0 {
 		it = max(it, int64(math.Ceil(0.5/bpt)))

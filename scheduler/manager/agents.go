@@ -3,6 +3,9 @@ package manager
 import (
 	"fmt"
 	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -127,9 +130,21 @@ func (s *AgentService) Connect(stream kelpiepb.Agent_ConnectServer) error {
 			return err
 		default:
 		}
+		t0 := time.Now()
 		m.fromAgent(j, n, msg)
+		ingest.Observe(time.Since(t0).Seconds())
 	}
 }
+
+// ingest is how long the scheduler takes to take in one agent message.
+var ingest = prometheus.NewHistogram(prometheus.HistogramOpts{
+	Name:    "kelpie_agent_ingest_seconds",
+	Help:    "Time to take in one agent message (report, heartbeat or ack).",
+	Buckets: prometheus.ExponentialBuckets(1e-6, 2, 24),
+})
+
+// IngestHistogram is the scheduler's ingest-time histogram, for /metrics.
+func IngestHistogram() prometheus.Collector { return ingest }
 
 // fromAgent handles one message of an agent.
 func (m *Manager) fromAgent(j *jobState, n *nodeState, msg *kelpiepb.AgentMessage) {

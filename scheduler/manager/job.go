@@ -38,6 +38,8 @@ type jobState struct {
 	bucket0  time.Time        // start of heatmap column 0
 	dprs     map[string]int64 // servers' delayed pulls, polled
 	polled   time.Time
+	views    map[viewKey]cachedView
+	snap     monitor.Snapshot // the Monitor as of the last tick: views and gates read it
 }
 
 // nodeState is what the manager knows of one node.
@@ -118,7 +120,11 @@ func (j *jobState) launch() error {
 		LogDir: filepath.Join(j.m.cfg.LogDir, j.spec.Name)}
 	j.launcher = l
 	start := func(role, node string) error {
-		p, err := l.Start(node, "agent", "--scheduler", j.m.cfg.Addr, "--job", j.spec.Name, "--node", node, "--role", role)
+		args := []string{"agent", "--scheduler", j.m.cfg.Addr, "--job", j.spec.Name, "--node", node, "--role", role}
+		if j.m.cfg.MaxRestarts > 0 {
+			args = append(args, "--max-restarts", fmt.Sprint(j.m.cfg.MaxRestarts))
+		}
+		p, err := l.Start(node, args...)
 		if err != nil {
 			return err
 		}
@@ -269,6 +275,7 @@ func (j *jobState) tick(now time.Time) {
 		}
 	}
 	snap := j.mon.Snapshot(now.Sub(j.submitted))
+	j.snap = snap
 	poll := j.state == StateRunning && now.Sub(j.polled) >= 5*time.Second
 	if poll {
 		j.polled = now

@@ -54,6 +54,12 @@ type Config struct {
 	Tick      time.Duration // policy and view cadence (default 1s)
 	Bucket    time.Duration // heatmap and chart bucket (default 1s)
 	Columns   int           // heatmap and chart buckets kept (default 120)
+	// NoLaunch admits jobs without starting their nodes: their agents are
+	// expected to connect from elsewhere (simulations, benchmarks).
+	NoLaunch bool
+	// MaxRestarts is how many consecutive crashes an agent restarts its
+	// role before it gives up and the job fails (default 10).
+	MaxRestarts int
 	Now       func() time.Time
 }
 
@@ -189,7 +195,9 @@ func (m *Manager) SubmitSpec(s *spec.Spec, who string) (string, error) {
 	m.jobs[s.Name] = j
 	m.eventLocked(s.Name, "job", "", fmt.Sprintf("job %s submitted: %s", s.Name, j.describe()), who)
 	m.mu.Unlock()
-	if err := j.launch(); err != nil {
+	if m.cfg.NoLaunch {
+		// Nodes come from elsewhere.
+	} else if err := j.launch(); err != nil {
 		m.finish(j, StateFailed, err)
 		return "", status.Errorf(codes.Internal, "launch job %s: %v", s.Name, err)
 	}

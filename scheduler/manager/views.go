@@ -26,12 +26,41 @@ func (m *Manager) View(names []string, heatmapColumns int) []*kelpiepb.JobView {
 		}
 	}
 	var out []*kelpiepb.JobView
+	now := m.now()
 	for _, n := range names {
-		if j, ok := m.jobs[n]; ok {
-			out = append(out, j.view(detail, heatmapColumns))
+		j, ok := m.jobs[n]
+		if !ok {
+			continue
 		}
+		// Views are rebuilt at most every ViewTTL: every subscriber of a
+		// job shares one view value, and the console sees an unchanged
+		// pointer as no change at all.
+		key := viewKey{detail, heatmapColumns}
+		if c, ok := j.views[key]; ok && now.Sub(c.at) < ViewTTL {
+			out = append(out, c.v)
+			continue
+		}
+		v := j.view(detail, heatmapColumns)
+		if j.views == nil {
+			j.views = map[viewKey]cachedView{}
+		}
+		j.views[key] = cachedView{v: v, at: now}
+		out = append(out, v)
 	}
 	return out
+}
+
+// ViewTTL is how long a built job view is served before it is rebuilt.
+const ViewTTL = 200 * time.Millisecond
+
+type viewKey struct {
+	detail  bool
+	columns int
+}
+
+type cachedView struct {
+	v  *kelpiepb.JobView
+	at time.Time
 }
 
 // EventsSince implements console.Backend.
@@ -160,7 +189,7 @@ func (j *jobState) view(detail bool, columns int) *kelpiepb.JobView {
 		}
 		v.Policies = append(v.Policies, pv)
 	}
-	snap := j.mon.Snapshot(j.m.now().Sub(j.submitted))
+	snap := j.snap
 	for _, w := range snap.Workers {
 		v.Throughput += w.Throughput
 	}

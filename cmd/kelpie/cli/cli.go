@@ -29,7 +29,9 @@ func Run(args []string) int {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(runCmd(), demoCmd(), schedulerCmd(), agentCmd(), jobCmd(), roleCmd(), benchCmd())
+	bench := benchCmd()
+	bench.AddCommand(benchSchedulerCmd())
+	root.AddCommand(runCmd(), demoCmd(), schedulerCmd(), agentCmd(), jobCmd(), roleCmd(), bench)
 	root.SetArgs(args)
 	err := root.Execute()
 	if err == nil {

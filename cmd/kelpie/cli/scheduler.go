@@ -47,6 +47,7 @@ Token file lines: TOKEN ROLE NAME, role viewer or operator.`,
 	f.StringVar(&cfg.DataDir, "data-dir", "kelpie-data", "directory of the durable state and node logs")
 	f.StringVar(&cfg.Tokens, "tokens", "", "token file (TOKEN ROLE NAME per line)")
 	f.BoolVar(&cfg.AllowAnonymousViewer, "anonymous-viewer", false, "let clients without a token watch (never command)")
+	f.BoolVar(&cfg.NoLaunch, "no-launch", false, "admit jobs without starting their nodes (their agents connect from elsewhere: simulations)")
 	f.BoolVar(&stopJobs, "stop-jobs-on-exit", true, "stop the jobs' processes when the scheduler exits (false: leave them for a restarted scheduler)")
 	return c
 }

@@ -1,0 +1,57 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kelpie/kelpie/scheduler/loadtest"
+)
+
+func benchSchedulerCmd() *cobra.Command {
+	var o loadtest.Options
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "scheduler",
+		Short: "a scheduler process ingesting reports from thousands of simulated agents",
+		Long: `bench scheduler starts a real scheduler process that admits a job without launching it,
+plays --agents worker agents (and the job's servers) over gRPC streams, each sending a
+report of 10 BPT samples and 4 push/pull samples per second, with one console client
+subscribed to the job, and reports the scheduler's CPU, its ingest time per message
+(p50, p99, from its /metrics histogram) and the console stream's bytes per second.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			exe, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			o.Exe = exe
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			r, err := loadtest.Run(ctx, o)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return json.NewEncoder(os.Stdout).Encode(r)
+			}
+			fmt.Printf("%d agents for %.1fs: %.0f messages/s; scheduler CPU %.2f cores, RSS %.0f MiB; ingest p50 %.1f µs, p99 %.1f µs; console %.0f KB/s in %d frames\n",
+				r.Agents, r.Seconds, r.MessagesPerS, r.CPUCores, r.RSSMiB, r.IngestP50Us, r.IngestP99Us, r.ConsoleBytesPerS/1e3, r.ConsoleFrames)
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.IntVar(&o.Agents, "agents", 5000, "simulated worker agents")
+	f.IntVar(&o.Servers, "servers", 50, "servers in the simulated job")
+	f.DurationVar(&o.Duration, "duration", 10*time.Second, "measured time")
+	f.Float64Var(&o.Rate, "rate", 1, "reports per agent per second")
+	f.BoolVar(&o.NoWatch, "no-watch", false, "no console client subscribed to the job")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object")
+	return c
+}

@@ -60,7 +60,7 @@ type Config struct {
 	// MaxRestarts is how many consecutive crashes an agent restarts its
 	// role before it gives up and the job fails (default 10).
 	MaxRestarts int
-	Now       func() time.Time
+	Now         func() time.Time
 }
 
 // Manager is the job manager.

@@ -995,6 +995,316 @@ func (*ResultResponse) Descriptor() ([]byte, []int) {
 	return file_coordinator_proto_rawDescGZIP(), []int{13}
 }
 
+// ShardInfo is one data shard handed to a worker: `length` samples of one
+// epoch from `offset`, in the shuffled `order` (sample indexes).
+type ShardInfo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Epoch         int32                  `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Offset        int64                  `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	Length        int64                  `protobuf:"varint,4,opt,name=length,proto3" json:"length,omitempty"`
+	Order         []int64                `protobuf:"varint,5,rep,packed,name=order,proto3" json:"order,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShardInfo) Reset() {
+	*x = ShardInfo{}
+	mi := &file_coordinator_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShardInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShardInfo) ProtoMessage() {}
+
+func (x *ShardInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_coordinator_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShardInfo.ProtoReflect.Descriptor instead.
+func (*ShardInfo) Descriptor() ([]byte, []int) {
+	return file_coordinator_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ShardInfo) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *ShardInfo) GetEpoch() int32 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *ShardInfo) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *ShardInfo) GetLength() int64 {
+	if x != nil {
+		return x.Length
+	}
+	return 0
+}
+
+func (x *ShardInfo) GetOrder() []int64 {
+	if x != nil {
+		return x.Order
+	}
+	return nil
+}
+
+type FetchShardRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Job           string                 `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	Node          string                 `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FetchShardRequest) Reset() {
+	*x = FetchShardRequest{}
+	mi := &file_coordinator_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FetchShardRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FetchShardRequest) ProtoMessage() {}
+
+func (x *FetchShardRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_coordinator_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FetchShardRequest.ProtoReflect.Descriptor instead.
+func (*FetchShardRequest) Descriptor() ([]byte, []int) {
+	return file_coordinator_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *FetchShardRequest) GetJob() string {
+	if x != nil {
+		return x.Job
+	}
+	return ""
+}
+
+func (x *FetchShardRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+type FetchShardResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Shard         *ShardInfo             `protobuf:"bytes,1,opt,name=shard,proto3" json:"shard,omitempty"` // unset when none is to be had now
+	Todo          int64                  `protobuf:"varint,2,opt,name=todo,proto3" json:"todo,omitempty"`
+	Doing         int64                  `protobuf:"varint,3,opt,name=doing,proto3" json:"doing,omitempty"`
+	Done          int64                  `protobuf:"varint,4,opt,name=done,proto3" json:"done,omitempty"`
+	Total         int64                  `protobuf:"varint,5,opt,name=total,proto3" json:"total,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FetchShardResponse) Reset() {
+	*x = FetchShardResponse{}
+	mi := &file_coordinator_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FetchShardResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FetchShardResponse) ProtoMessage() {}
+
+func (x *FetchShardResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_coordinator_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FetchShardResponse.ProtoReflect.Descriptor instead.
+func (*FetchShardResponse) Descriptor() ([]byte, []int) {
+	return file_coordinator_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *FetchShardResponse) GetShard() *ShardInfo {
+	if x != nil {
+		return x.Shard
+	}
+	return nil
+}
+
+func (x *FetchShardResponse) GetTodo() int64 {
+	if x != nil {
+		return x.Todo
+	}
+	return 0
+}
+
+func (x *FetchShardResponse) GetDoing() int64 {
+	if x != nil {
+		return x.Doing
+	}
+	return 0
+}
+
+func (x *FetchShardResponse) GetDone() int64 {
+	if x != nil {
+		return x.Done
+	}
+	return 0
+}
+
+func (x *FetchShardResponse) GetTotal() int64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+type ReportShardRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Job           string                 `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	Node          string                 `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
+	Ids           []int64                `protobuf:"varint,3,rep,packed,name=ids,proto3" json:"ids,omitempty"` // shards whose every sample's gradient is pushed
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportShardRequest) Reset() {
+	*x = ReportShardRequest{}
+	mi := &file_coordinator_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportShardRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportShardRequest) ProtoMessage() {}
+
+func (x *ReportShardRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_coordinator_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportShardRequest.ProtoReflect.Descriptor instead.
+func (*ReportShardRequest) Descriptor() ([]byte, []int) {
+	return file_coordinator_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ReportShardRequest) GetJob() string {
+	if x != nil {
+		return x.Job
+	}
+	return ""
+}
+
+func (x *ReportShardRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *ReportShardRequest) GetIds() []int64 {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+type ReportShardResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Refused       []string               `protobuf:"bytes,1,rep,name=refused,proto3" json:"refused,omitempty"` // reports the queue refused (duplicate, not the owner), for the log
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportShardResponse) Reset() {
+	*x = ReportShardResponse{}
+	mi := &file_coordinator_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportShardResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportShardResponse) ProtoMessage() {}
+
+func (x *ReportShardResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_coordinator_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportShardResponse.ProtoReflect.Descriptor instead.
+func (*ReportShardResponse) Descriptor() ([]byte, []int) {
+	return file_coordinator_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ReportShardResponse) GetRefused() []string {
+	if x != nil {
+		return x.Refused
+	}
+	return nil
+}
+
 var File_coordinator_proto protoreflect.FileDescriptor
 
 const file_coordinator_proto_rawDesc = "" +
@@ -1076,17 +1386,41 @@ const file_coordinator_proto_rawDesc = "" +
 	"\ttest_loss\x18\x03 \x01(\x01R\btestLoss\x12#\n" +
 	"\rtest_accuracy\x18\x04 \x01(\x01R\ftestAccuracy\x12!\n" +
 	"\ftest_samples\x18\x05 \x01(\x03R\vtestSamples\"\x10\n" +
-	"\x0eResultResponse*>\n" +
+	"\x0eResultResponse\"w\n" +
+	"\tShardInfo\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x05R\x05epoch\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12\x16\n" +
+	"\x06length\x18\x04 \x01(\x03R\x06length\x12\x14\n" +
+	"\x05order\x18\x05 \x03(\x03R\x05order\"9\n" +
+	"\x11FetchShardRequest\x12\x10\n" +
+	"\x03job\x18\x01 \x01(\tR\x03job\x12\x12\n" +
+	"\x04node\x18\x02 \x01(\tR\x04node\"\x94\x01\n" +
+	"\x12FetchShardResponse\x12*\n" +
+	"\x05shard\x18\x01 \x01(\v2\x14.kelpie.v1.ShardInfoR\x05shard\x12\x12\n" +
+	"\x04todo\x18\x02 \x01(\x03R\x04todo\x12\x14\n" +
+	"\x05doing\x18\x03 \x01(\x03R\x05doing\x12\x12\n" +
+	"\x04done\x18\x04 \x01(\x03R\x04done\x12\x14\n" +
+	"\x05total\x18\x05 \x01(\x03R\x05total\"L\n" +
+	"\x12ReportShardRequest\x12\x10\n" +
+	"\x03job\x18\x01 \x01(\tR\x03job\x12\x12\n" +
+	"\x04node\x18\x02 \x01(\tR\x04node\x12\x10\n" +
+	"\x03ids\x18\x03 \x03(\x03R\x03ids\"/\n" +
+	"\x13ReportShardResponse\x12\x18\n" +
+	"\arefused\x18\x01 \x03(\tR\arefused*>\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vROLE_SERVER\x10\x01\x12\x0f\n" +
-	"\vROLE_WORKER\x10\x022\xc5\x02\n" +
+	"\vROLE_WORKER\x10\x022\xde\x03\n" +
 	"\vCoordinator\x12C\n" +
 	"\bRegister\x12\x1a.kelpie.v1.RegisterRequest\x1a\x1b.kelpie.v1.RegisterResponse\x12:\n" +
 	"\x05Ready\x12\x17.kelpie.v1.ReadyRequest\x1a\x18.kelpie.v1.ReadyResponse\x12=\n" +
 	"\bProgress\x12\x19.kelpie.v1.ProgressReport\x1a\x16.kelpie.v1.ProgressAck\x127\n" +
 	"\x04Done\x12\x16.kelpie.v1.DoneRequest\x1a\x17.kelpie.v1.DoneResponse\x12=\n" +
-	"\x06Result\x12\x18.kelpie.v1.ResultRequest\x1a\x19.kelpie.v1.ResultResponseB)Z'github.com/kelpie/kelpie/proto/kelpiepbb\x06proto3"
+	"\x06Result\x12\x18.kelpie.v1.ResultRequest\x1a\x19.kelpie.v1.ResultResponse\x12I\n" +
+	"\n" +
+	"FetchShard\x12\x1c.kelpie.v1.FetchShardRequest\x1a\x1d.kelpie.v1.FetchShardResponse\x12L\n" +
+	"\vReportShard\x12\x1d.kelpie.v1.ReportShardRequest\x1a\x1e.kelpie.v1.ReportShardResponseB)Z'github.com/kelpie/kelpie/proto/kelpiepbb\x06proto3"
 
 var (
 	file_coordinator_proto_rawDescOnce sync.Once
@@ -1101,23 +1435,28 @@ func file_coordinator_proto_rawDescGZIP() []byte {
 }
 
 var file_coordinator_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_coordinator_proto_goTypes = []any{
-	(Role)(0),                // 0: kelpie.v1.Role
-	(*RegisterRequest)(nil),  // 1: kelpie.v1.RegisterRequest
-	(*Block)(nil),            // 2: kelpie.v1.Block
-	(*Assignment)(nil),       // 3: kelpie.v1.Assignment
-	(*RegisterResponse)(nil), // 4: kelpie.v1.RegisterResponse
-	(*BatchSplit)(nil),       // 5: kelpie.v1.BatchSplit
-	(*ReadyRequest)(nil),     // 6: kelpie.v1.ReadyRequest
-	(*ReadyResponse)(nil),    // 7: kelpie.v1.ReadyResponse
-	(*ProgressReport)(nil),   // 8: kelpie.v1.ProgressReport
-	(*CommSample)(nil),       // 9: kelpie.v1.CommSample
-	(*ProgressAck)(nil),      // 10: kelpie.v1.ProgressAck
-	(*DoneRequest)(nil),      // 11: kelpie.v1.DoneRequest
-	(*DoneResponse)(nil),     // 12: kelpie.v1.DoneResponse
-	(*ResultRequest)(nil),    // 13: kelpie.v1.ResultRequest
-	(*ResultResponse)(nil),   // 14: kelpie.v1.ResultResponse
+	(Role)(0),                   // 0: kelpie.v1.Role
+	(*RegisterRequest)(nil),     // 1: kelpie.v1.RegisterRequest
+	(*Block)(nil),               // 2: kelpie.v1.Block
+	(*Assignment)(nil),          // 3: kelpie.v1.Assignment
+	(*RegisterResponse)(nil),    // 4: kelpie.v1.RegisterResponse
+	(*BatchSplit)(nil),          // 5: kelpie.v1.BatchSplit
+	(*ReadyRequest)(nil),        // 6: kelpie.v1.ReadyRequest
+	(*ReadyResponse)(nil),       // 7: kelpie.v1.ReadyResponse
+	(*ProgressReport)(nil),      // 8: kelpie.v1.ProgressReport
+	(*CommSample)(nil),          // 9: kelpie.v1.CommSample
+	(*ProgressAck)(nil),         // 10: kelpie.v1.ProgressAck
+	(*DoneRequest)(nil),         // 11: kelpie.v1.DoneRequest
+	(*DoneResponse)(nil),        // 12: kelpie.v1.DoneResponse
+	(*ResultRequest)(nil),       // 13: kelpie.v1.ResultRequest
+	(*ResultResponse)(nil),      // 14: kelpie.v1.ResultResponse
+	(*ShardInfo)(nil),           // 15: kelpie.v1.ShardInfo
+	(*FetchShardRequest)(nil),   // 16: kelpie.v1.FetchShardRequest
+	(*FetchShardResponse)(nil),  // 17: kelpie.v1.FetchShardResponse
+	(*ReportShardRequest)(nil),  // 18: kelpie.v1.ReportShardRequest
+	(*ReportShardResponse)(nil), // 19: kelpie.v1.ReportShardResponse
 }
 var file_coordinator_proto_depIdxs = []int32{
 	0,  // 0: kelpie.v1.RegisterRequest.role:type_name -> kelpie.v1.Role
@@ -1126,21 +1465,26 @@ var file_coordinator_proto_depIdxs = []int32{
 	5,  // 3: kelpie.v1.RegisterResponse.splits:type_name -> kelpie.v1.BatchSplit
 	3,  // 4: kelpie.v1.ReadyResponse.assignment:type_name -> kelpie.v1.Assignment
 	9,  // 5: kelpie.v1.ProgressReport.comm:type_name -> kelpie.v1.CommSample
-	1,  // 6: kelpie.v1.Coordinator.Register:input_type -> kelpie.v1.RegisterRequest
-	6,  // 7: kelpie.v1.Coordinator.Ready:input_type -> kelpie.v1.ReadyRequest
-	8,  // 8: kelpie.v1.Coordinator.Progress:input_type -> kelpie.v1.ProgressReport
-	11, // 9: kelpie.v1.Coordinator.Done:input_type -> kelpie.v1.DoneRequest
-	13, // 10: kelpie.v1.Coordinator.Result:input_type -> kelpie.v1.ResultRequest
-	4,  // 11: kelpie.v1.Coordinator.Register:output_type -> kelpie.v1.RegisterResponse
-	7,  // 12: kelpie.v1.Coordinator.Ready:output_type -> kelpie.v1.ReadyResponse
-	10, // 13: kelpie.v1.Coordinator.Progress:output_type -> kelpie.v1.ProgressAck
-	12, // 14: kelpie.v1.Coordinator.Done:output_type -> kelpie.v1.DoneResponse
-	14, // 15: kelpie.v1.Coordinator.Result:output_type -> kelpie.v1.ResultResponse
-	11, // [11:16] is the sub-list for method output_type
-	6,  // [6:11] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	15, // 6: kelpie.v1.FetchShardResponse.shard:type_name -> kelpie.v1.ShardInfo
+	1,  // 7: kelpie.v1.Coordinator.Register:input_type -> kelpie.v1.RegisterRequest
+	6,  // 8: kelpie.v1.Coordinator.Ready:input_type -> kelpie.v1.ReadyRequest
+	8,  // 9: kelpie.v1.Coordinator.Progress:input_type -> kelpie.v1.ProgressReport
+	11, // 10: kelpie.v1.Coordinator.Done:input_type -> kelpie.v1.DoneRequest
+	13, // 11: kelpie.v1.Coordinator.Result:input_type -> kelpie.v1.ResultRequest
+	16, // 12: kelpie.v1.Coordinator.FetchShard:input_type -> kelpie.v1.FetchShardRequest
+	18, // 13: kelpie.v1.Coordinator.ReportShard:input_type -> kelpie.v1.ReportShardRequest
+	4,  // 14: kelpie.v1.Coordinator.Register:output_type -> kelpie.v1.RegisterResponse
+	7,  // 15: kelpie.v1.Coordinator.Ready:output_type -> kelpie.v1.ReadyResponse
+	10, // 16: kelpie.v1.Coordinator.Progress:output_type -> kelpie.v1.ProgressAck
+	12, // 17: kelpie.v1.Coordinator.Done:output_type -> kelpie.v1.DoneResponse
+	14, // 18: kelpie.v1.Coordinator.Result:output_type -> kelpie.v1.ResultResponse
+	17, // 19: kelpie.v1.Coordinator.FetchShard:output_type -> kelpie.v1.FetchShardResponse
+	19, // 20: kelpie.v1.Coordinator.ReportShard:output_type -> kelpie.v1.ReportShardResponse
+	14, // [14:21] is the sub-list for method output_type
+	7,  // [7:14] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_coordinator_proto_init() }
@@ -1154,7 +1498,7 @@ func file_coordinator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_coordinator_proto_rawDesc), len(file_coordinator_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   14,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,11 +23,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Coordinator_Register_FullMethodName = "/kelpie.v1.Coordinator/Register"
-	Coordinator_Ready_FullMethodName    = "/kelpie.v1.Coordinator/Ready"
-	Coordinator_Progress_FullMethodName = "/kelpie.v1.Coordinator/Progress"
-	Coordinator_Done_FullMethodName     = "/kelpie.v1.Coordinator/Done"
-	Coordinator_Result_FullMethodName   = "/kelpie.v1.Coordinator/Result"
+	Coordinator_Register_FullMethodName    = "/kelpie.v1.Coordinator/Register"
+	Coordinator_Ready_FullMethodName       = "/kelpie.v1.Coordinator/Ready"
+	Coordinator_Progress_FullMethodName    = "/kelpie.v1.Coordinator/Progress"
+	Coordinator_Done_FullMethodName        = "/kelpie.v1.Coordinator/Done"
+	Coordinator_Result_FullMethodName      = "/kelpie.v1.Coordinator/Result"
+	Coordinator_FetchShard_FullMethodName  = "/kelpie.v1.Coordinator/FetchShard"
+	Coordinator_ReportShard_FullMethodName = "/kelpie.v1.Coordinator/ReportShard"
 )
 
 // CoordinatorClient is the client API for Coordinator service.
@@ -44,6 +46,10 @@ type CoordinatorClient interface {
 	// Done blocks until every worker is done.
 	Done(ctx context.Context, in *DoneRequest, opts ...grpc.CallOption) (*DoneResponse, error)
 	Result(ctx context.Context, in *ResultRequest, opts ...grpc.CallOption) (*ResultResponse, error)
+	// FetchShard hands the worker its next shard (TODO -> DOING).
+	FetchShard(ctx context.Context, in *FetchShardRequest, opts ...grpc.CallOption) (*FetchShardResponse, error)
+	// ReportShard marks shards DONE after their gradients were pushed.
+	ReportShard(ctx context.Context, in *ReportShardRequest, opts ...grpc.CallOption) (*ReportShardResponse, error)
 }
 
 type coordinatorClient struct {
@@ -104,6 +110,26 @@ func (c *coordinatorClient) Result(ctx context.Context, in *ResultRequest, opts 
 	return out, nil
 }
 
+func (c *coordinatorClient) FetchShard(ctx context.Context, in *FetchShardRequest, opts ...grpc.CallOption) (*FetchShardResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FetchShardResponse)
+	err := c.cc.Invoke(ctx, Coordinator_FetchShard_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coordinatorClient) ReportShard(ctx context.Context, in *ReportShardRequest, opts ...grpc.CallOption) (*ReportShardResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReportShardResponse)
+	err := c.cc.Invoke(ctx, Coordinator_ReportShard_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CoordinatorServer is the server API for Coordinator service.
 // All implementations must embed UnimplementedCoordinatorServer
 // for forward compatibility.
@@ -118,6 +144,10 @@ type CoordinatorServer interface {
 	// Done blocks until every worker is done.
 	Done(context.Context, *DoneRequest) (*DoneResponse, error)
 	Result(context.Context, *ResultRequest) (*ResultResponse, error)
+	// FetchShard hands the worker its next shard (TODO -> DOING).
+	FetchShard(context.Context, *FetchShardRequest) (*FetchShardResponse, error)
+	// ReportShard marks shards DONE after their gradients were pushed.
+	ReportShard(context.Context, *ReportShardRequest) (*ReportShardResponse, error)
 	mustEmbedUnimplementedCoordinatorServer()
 }
 
@@ -142,6 +172,12 @@ func (UnimplementedCoordinatorServer) Done(context.Context, *DoneRequest) (*Done
 }
 func (UnimplementedCoordinatorServer) Result(context.Context, *ResultRequest) (*ResultResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Result not implemented")
+}
+func (UnimplementedCoordinatorServer) FetchShard(context.Context, *FetchShardRequest) (*FetchShardResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method FetchShard not implemented")
+}
+func (UnimplementedCoordinatorServer) ReportShard(context.Context, *ReportShardRequest) (*ReportShardResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReportShard not implemented")
 }
 func (UnimplementedCoordinatorServer) mustEmbedUnimplementedCoordinatorServer() {}
 func (UnimplementedCoordinatorServer) testEmbeddedByValue()                     {}
@@ -254,6 +290,42 @@ func _Coordinator_Result_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Coordinator_FetchShard_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FetchShardRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServer).FetchShard(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Coordinator_FetchShard_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServer).FetchShard(ctx, req.(*FetchShardRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Coordinator_ReportShard_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportShardRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServer).ReportShard(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Coordinator_ReportShard_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServer).ReportShard(ctx, req.(*ReportShardRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Coordinator_ServiceDesc is the grpc.ServiceDesc for Coordinator service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -280,6 +352,14 @@ var Coordinator_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Result",
 			Handler:    _Coordinator_Result_Handler,
+		},
+		{
+			MethodName: "FetchShard",
+			Handler:    _Coordinator_FetchShard_Handler,
+		},
+		{
+			MethodName: "ReportShard",
+			Handler:    _Coordinator_ReportShard_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

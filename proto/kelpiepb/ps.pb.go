@@ -36,6 +36,8 @@ const (
 	Op_OP_PUSH        Op = 1 // apply a gradient
 	Op_OP_PULL        Op = 2 // read parameters
 	Op_OP_PUSH_PULL   Op = 3 // push, then pull under the pull condition
+	Op_OP_LEAVE       Op = 4 // the worker leaves the barrier (it has no more data, or is removed)
+	Op_OP_JOIN        Op = 5 // the worker (re)joins the barrier at its progress
 )
 
 // Enum value maps for Op.
@@ -45,12 +47,16 @@ var (
 		1: "OP_PUSH",
 		2: "OP_PULL",
 		3: "OP_PUSH_PULL",
+		4: "OP_LEAVE",
+		5: "OP_JOIN",
 	}
 	Op_value = map[string]int32{
 		"OP_UNSPECIFIED": 0,
 		"OP_PUSH":        1,
 		"OP_PULL":        2,
 		"OP_PUSH_PULL":   3,
+		"OP_LEAVE":       4,
+		"OP_JOIN":        5,
 	}
 )
 
@@ -585,12 +591,14 @@ const file_ps_proto_rawDesc = "" +
 	"\x12assignment_version\x18\f \x01(\x04R\x11assignmentVersion\")\n" +
 	"\x0fShutdownRequest\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x12\n" +
-	"\x10ShutdownResponse*D\n" +
+	"\x10ShutdownResponse*_\n" +
 	"\x02Op\x12\x12\n" +
 	"\x0eOP_UNSPECIFIED\x10\x00\x12\v\n" +
 	"\aOP_PUSH\x10\x01\x12\v\n" +
 	"\aOP_PULL\x10\x02\x12\x10\n" +
-	"\fOP_PUSH_PULL\x10\x032\xb7\x02\n" +
+	"\fOP_PUSH_PULL\x10\x03\x12\f\n" +
+	"\bOP_LEAVE\x10\x04\x12\v\n" +
+	"\aOP_JOIN\x10\x052\xb7\x02\n" +
 	"\x0fParameterServer\x12;\n" +
 	"\bExchange\x12\x14.kelpie.v1.PSRequest\x1a\x15.kelpie.v1.PSResponse(\x010\x01\x123\n" +
 	"\x04Push\x12\x14.kelpie.v1.PSRequest\x1a\x15.kelpie.v1.PSResponse\x123\n" +

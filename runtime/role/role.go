@@ -310,6 +310,25 @@ func RunWorker(ctx context.Context, o Options) error {
 		},
 		Commands: commands,
 		Ack:      ackFn,
+		Source: &worker.ShardSource{
+			Fetch: func() (*kelpiepb.ShardInfo, error) {
+				r, err := coord.FetchShard(ctx, &kelpiepb.FetchShardRequest{Job: o.Job, Node: o.Node})
+				if err != nil {
+					return nil, err
+				}
+				return r.Shard, nil
+			},
+			Report: func(ids []int64) error {
+				r, err := coord.ReportShard(ctx, &kelpiepb.ReportShardRequest{Job: o.Job, Node: o.Node, Ids: ids})
+				if err != nil {
+					return err
+				}
+				for _, msg := range r.Refused {
+					log.Warn("shard report refused", "reason", msg)
+				}
+				return nil
+			},
+		},
 	})
 	if err != nil {
 		close(reports)
@@ -330,7 +349,9 @@ func RunWorker(ctx context.Context, o Options) error {
 	if !done.Evaluate {
 		return nil
 	}
-	loss, acc, err := w.Evaluate(test, plan.Iterations()-1)
+	// Every worker has finished and left the barriers: the servers hold
+	// the final parameters.
+	loss, acc, err := w.Evaluate(test, -1)
 	if err != nil {
 		return err
 	}

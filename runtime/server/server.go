@@ -316,6 +316,12 @@ func (s *Server) handleLocked(req *kelpiepb.PSRequest, reply func(*kelpiepb.PSRe
 		return err
 	}
 	op := req.Op
+	if op == kelpiepb.Op_OP_LEAVE || op == kelpiepb.Op_OP_JOIN {
+		s.membership(int(req.Worker), op == kelpiepb.Op_OP_JOIN, send)
+		resp := &kelpiepb.PSResponse{Id: req.Id, Version: s.engine.VTrain()}
+		*send = append(*send, func() { reply(resp) })
+		return nil
+	}
 	if op == kelpiepb.Op_OP_PUSH || op == kelpiepb.Op_OP_PUSH_PULL {
 		if err := s.push(req, send); err != nil {
 			return err
@@ -480,6 +486,35 @@ func (s *Server) push(req *kelpiepb.PSRequest, send *[]func()) error {
 	}
 	s.release(res.Release, send)
 	return nil
+}
+
+// membership adds a worker to the barrier or takes it out. A smaller
+// barrier may complete the current version at once: its summed gradients
+// are applied and the pulls waiting for it answered.
+func (s *Server) membership(worker int, join bool, send *[]func()) {
+	var ids []int
+	found := false
+	for _, w := range s.engine.Members() {
+		if w == worker {
+			found = true
+			if !join {
+				continue
+			}
+		}
+		ids = append(ids, w)
+	}
+	if join == found {
+		return // already in (join) or already out (leave)
+	}
+	if join {
+		ids = append(ids, worker)
+	}
+	before := s.engine.VTrain()
+	rel := s.engine.SetWorkers(ids)
+	if s.engine.VTrain() > before && s.cfg.Sync.Aggregate() {
+		s.commit()
+	}
+	s.release(rel, send)
 }
 
 // commit applies the summed gradients of the finished version.

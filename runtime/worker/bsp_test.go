@@ -42,7 +42,7 @@ func finalParams(t *testing.T, c clusterConfig, ds data.Dataset, local []int, ep
 	}
 	plan := job.Plan{N: ds.Len(), Epochs: epochs, GlobalBatch: gb, Seed: 3, Local: local, BatchesPerShard: 4}
 	ws := cl.train(t, c, ds, plan, nil)
-	if _, _, err := ws[0].Evaluate(ds, plan.Iterations()-1); err != nil {
+	if _, _, err := ws[0].Evaluate(ds, -1); err != nil {
 		t.Fatal(err)
 	}
 	return ws[0].Params()
@@ -129,7 +129,7 @@ func TestBSPEquivalenceAcrossBatchChange(t *testing.T) {
 		cfg.Commands = ch
 		cfg.Ack = func(a Ack) { mu.Lock(); acks = append(acks, a); mu.Unlock() }
 	})
-	if _, _, err := ws[0].Evaluate(ds, plan.Iterations()-1); err != nil {
+	if _, _, err := ws[0].Evaluate(ds, -1); err != nil {
 		t.Fatal(err)
 	}
 	if len(acks) != 2 {

@@ -37,6 +37,9 @@ type Config struct {
 	Seed        int64
 	ReportEvery int               // iterations between reports (default 10)
 	Report      func(Report) bool // returns false to stop the worker
+	// Source gives the worker its samples (the data-shard service); nil
+	// follows Plan's static split of every global batch.
+	Source Source
 	// Commands delivers actions to apply at an iteration boundary; each is
 	// acknowledged through Ack once applied (or refused).
 	Commands <-chan Command
@@ -295,10 +298,27 @@ func resize(s []float32, n int) []float32 {
 	return s[:n]
 }
 
-func (w *Worker) fill(b *data.Batch, t int64) {
+// fill gathers the worker's batch of iteration t into b; false when the
+// worker has no more data.
+func (w *Worker) fill(b *data.Batch, t int64) (bool, error) {
+	if w.cfg.Source != nil {
+		n := w.cfg.Plan.LocalAt(t)[w.cfg.Index]
+		idx, more, err := w.cfg.Source.Next(w.idx[:0], t, n)
+		if err != nil {
+			return false, fmt.Errorf("worker %d: data: %v", w.cfg.Index, err)
+		}
+		w.idx = idx
+		w.cfg.Train.Fill(b, w.idx)
+		return more, nil
+	}
+	if t >= w.cfg.Plan.Iterations() {
+		w.cfg.Train.Fill(b, w.idx[:0])
+		return false, nil
+	}
 	from, to := w.cfg.Plan.Slice(w.cfg.Index, t)
 	w.idx = w.sampler.Indexes(w.idx[:0], from, to)
 	w.cfg.Train.Fill(b, w.idx)
+	return true, nil
 }
 
 func (w *Worker) keys(b *data.Batch) []uint64 {
@@ -308,10 +328,11 @@ func (w *Worker) keys(b *data.Batch) []uint64 {
 	return w.cfg.Model.SparseKeys(b, nil)
 }
 
-// Run trains until the plan's last iteration, the context ends, or Report
-// asks to stop.
+// Run trains until the data runs out (the plan's last iteration, or no
+// shard left to fetch), the context ends, or Report asks to stop. It then
+// leaves the servers' barriers, so that the workers still training are not
+// held waiting for it.
 func (w *Worker) Run(ctx context.Context) (Summary, error) {
-	total := w.cfg.Plan.Iterations()
 	// The initial pull also tells where the job is: a restarted worker
 	// resumes at the servers' version (its in-flight iteration is
 	// recomputed; pushes the servers already counted are ignored as
@@ -320,9 +341,15 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 	if err != nil {
 		return Summary{}, fmt.Errorf("worker %d: initial pull: %v", w.cfg.Index, err)
 	}
-	start = min(max(start, 0), total)
+	start = max(start, 0)
+	if w.cfg.Source == nil {
+		start = min(start, w.cfg.Plan.Iterations())
+	}
 	w.applyCommands(start)
-	w.fill(w.batch, start)
+	more, err := w.fill(w.batch, start)
+	if err != nil {
+		return Summary{}, err
+	}
 	if keys := w.keys(w.batch); keys != nil {
 		if _, _, err := w.exchange(kelpiepb.Op_OP_PULL, start-1, keys); err != nil {
 			return Summary{}, fmt.Errorf("worker %d: initial pull: %v", w.cfg.Index, err)
@@ -336,7 +363,8 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 		bptSum  time.Duration
 	)
 	gb := float32(w.cfg.Plan.GlobalBatch)
-	for t := start; t < total; {
+	t := start
+	for more {
 		if err := ctx.Err(); err != nil {
 			return sum, err
 		}
@@ -362,22 +390,35 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 		rep.BatchSize = w.cfg.Plan.LocalAt(t)[w.cfg.Index]
 		next := t + 1
 		w.applyCommands(next)
+		if more, err = w.fill(w.nextBatch, next); err != nil {
+			return sum, err
+		}
 		var pullKeys []uint64
-		if next < total {
-			w.fill(w.nextBatch, next)
+		if more {
 			pullKeys = w.keys(w.nextBatch)
 		}
 		comms, version, err := w.exchange(kelpiepb.Op_OP_PUSH_PULL, t, pullKeys)
 		if err != nil {
 			return sum, fmt.Errorf("worker %d: iteration %d: %v", w.cfg.Index, t, err)
 		}
-		if w.cfg.Sync == syncmodel.Kind("drop") && version > next && version < total {
+		if w.cfg.Source != nil {
+			if err := w.cfg.Source.Pushed(t); err != nil {
+				return sum, fmt.Errorf("worker %d: report shards: %v", w.cfg.Index, err)
+			}
+		}
+		if more && w.cfg.Sync == syncmodel.Kind("drop") && version > next {
 			// Our gradient was dropped and the servers moved on: rejoin at
 			// their version (backup-worker semantics).
 			next = version
-			w.fill(w.nextBatch, next)
-			if _, _, err := w.exchange(kelpiepb.Op_OP_PULL, next-1, w.keys(w.nextBatch)); err != nil {
-				return sum, fmt.Errorf("worker %d: rejoin at %d: %v", w.cfg.Index, next, err)
+			if w.cfg.Source == nil {
+				if more, err = w.fill(w.nextBatch, next); err != nil {
+					return sum, err
+				}
+			}
+			if more {
+				if _, _, err := w.exchange(kelpiepb.Op_OP_PULL, next-1, w.keys(w.nextBatch)); err != nil {
+					return sum, fmt.Errorf("worker %d: rejoin at %d: %v", w.cfg.Index, next, err)
+				}
 			}
 		}
 		w.batch, w.nextBatch = w.nextBatch, w.batch
@@ -395,7 +436,7 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 		rep.Wait = append(rep.Wait, wait)
 		rep.Compute += compute
 		rep.Comm = append(rep.Comm, comms...)
-		if sum.Iterations%int64(w.cfg.ReportEvery) == 0 || t >= total {
+		if sum.Iterations%int64(w.cfg.ReportEvery) == 0 || !more {
 			rep.Iteration, rep.Samples = t, sum.Samples
 			if lossN > 0 {
 				rep.Loss = lossSum / float64(lossN)
@@ -407,10 +448,24 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 			lossSum, lossN = 0, 0
 		}
 	}
+	if err := w.leave(t - 1); err != nil {
+		return sum, err
+	}
 	if sum.Iterations > 0 {
 		sum.MeanBPT = bptSum / time.Duration(sum.Iterations)
 	}
 	return sum, nil
+}
+
+// leave takes the worker out of every server's barrier after its last
+// pushed iteration.
+func (w *Worker) leave(last int64) error {
+	for r, c := range w.conns {
+		if _, err := c.Do(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_LEAVE, Worker: int32(w.cfg.Index), Progress: last}); err != nil {
+			return fmt.Errorf("worker %d: leave server %d: %v", w.cfg.Index, r, err)
+		}
+	}
+	return nil
 }
 
 // applyCommands takes the commands that have arrived and applies those due

@@ -23,6 +23,7 @@ import (
 	"github.com/kelpie/kelpie/runtime/blocks"
 	"github.com/kelpie/kelpie/runtime/job"
 	"github.com/kelpie/kelpie/runtime/spec"
+	"github.com/kelpie/kelpie/scheduler/shard"
 )
 
 // NodeStats is what the coordinator knows of one node.
@@ -70,7 +71,12 @@ type Job struct {
 	finished chan struct{} // the evaluating worker sent the result
 	failed   chan struct{}
 
+	// Persist makes shard state changes durable; it is called (under the
+	// job's lock) before a fetch or report is acknowledged.
+	Persist func(changes []shard.Shard) error
+
 	mu       sync.Mutex
+	queue    *shard.Queue
 	nodes    map[string]*NodeStats
 	addrs    []string
 	start    time.Time
@@ -100,8 +106,13 @@ func (c *Coordinator) AddJob(s *spec.Spec) (*Job, error) {
 	if err != nil {
 		return nil, fmt.Errorf("job %s: %v", s.Name, err)
 	}
+	q, err := shard.New(ShardConfig(s))
+	if err != nil {
+		return nil, fmt.Errorf("job %s: shards: %v", s.Name, err)
+	}
 	j := &Job{
-		Spec: s, YAML: s.YAML(), Table: t, Plan: job.NewPlan(s, job.TrainSamples(s)),
+		queue: q,
+		Spec:  s, YAML: s.YAML(), Table: t, Plan: job.NewPlan(s, job.TrainSamples(s)),
 		ready: make(chan struct{}), allDone: make(chan struct{}), finished: make(chan struct{}),
 		failed: make(chan struct{}), nodes: map[string]*NodeStats{},
 		addrs: make([]string, s.Cluster.Servers),
@@ -143,6 +154,91 @@ func (c *Coordinator) RestoreJob(s *spec.Spec, start time.Time, nodes []NodeStat
 	}
 	j.mu.Unlock()
 	return j, nil
+}
+
+// ShardConfig is the data-shard configuration of a job: K = ⌈N/(B·M)⌉
+// shards per epoch.
+func ShardConfig(s *spec.Spec) shard.Config {
+	return shard.Config{Samples: int64(job.TrainSamples(s)), Epochs: s.Data.Epochs, GlobalBatch: s.Train.GlobalBatch,
+		BatchesPerShard: s.Data.BatchesPerShard, Seed: s.Data.Seed}
+}
+
+// Queue runs f on the job's shard queue under the job's lock.
+func (j *Job) Queue(f func(q *shard.Queue)) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	f(j.queue)
+}
+
+// SetQueue replaces the job's shard queue (restored from the store).
+func (j *Job) SetQueue(q *shard.Queue) {
+	j.mu.Lock()
+	j.queue = q
+	j.mu.Unlock()
+}
+
+// ShardCounts is the queue's TODO, DOING and DONE counts and its total.
+func (j *Job) ShardCounts() (todo, doing, done, total int) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	todo, doing, done = j.queue.Counts()
+	return todo, doing, done, j.queue.Total()
+}
+
+// persistLocked writes the queue's pending changes.
+func (j *Job) persistLocked() error {
+	ch := j.queue.Changes()
+	if len(ch) == 0 || j.Persist == nil {
+		return nil
+	}
+	if err := j.Persist(ch); err != nil {
+		return status.Errorf(codes.Unavailable, "job %s: persist shard state: %v", j.Spec.Name, err)
+	}
+	return nil
+}
+
+// FetchShard hands a worker its next shard.
+func (c *Coordinator) FetchShard(_ context.Context, r *kelpiepb.FetchShardRequest) (*kelpiepb.FetchShardResponse, error) {
+	j, err := c.job(r.Job)
+	if err != nil {
+		return nil, err
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if n, ok := j.nodes[r.Node]; !ok || n.Role != kelpiepb.Role_ROLE_WORKER {
+		return nil, status.Errorf(codes.NotFound, "job %s has no registered worker %q", r.Job, r.Node)
+	}
+	resp := &kelpiepb.FetchShardResponse{}
+	if sh, ok := j.queue.Fetch(r.Node, time.Since(j.start)); ok {
+		if err := j.persistLocked(); err != nil {
+			return nil, err
+		}
+		resp.Shard = &kelpiepb.ShardInfo{Id: int64(sh.ID), Epoch: int32(sh.Epoch), Offset: sh.Offset, Length: sh.Length,
+			Order: j.queue.Order(sh)}
+	}
+	todo, doing, done := j.queue.Counts()
+	resp.Todo, resp.Doing, resp.Done, resp.Total = int64(todo), int64(doing), int64(done), int64(j.queue.Total())
+	return resp, nil
+}
+
+// ReportShard marks shards DONE.
+func (c *Coordinator) ReportShard(_ context.Context, r *kelpiepb.ReportShardRequest) (*kelpiepb.ReportShardResponse, error) {
+	j, err := c.job(r.Job)
+	if err != nil {
+		return nil, err
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	resp := &kelpiepb.ReportShardResponse{}
+	for _, id := range r.Ids {
+		if err := j.queue.Report(r.Node, shard.ID(id), time.Since(j.start)); err != nil {
+			resp.Refused = append(resp.Refused, err.Error())
+		}
+	}
+	if err := j.persistLocked(); err != nil {
+		return nil, err
+	}
+	return resp, nil
 }
 
 // Job returns a job by name.
@@ -326,6 +422,11 @@ func (c *Coordinator) Register(ctx context.Context, req *kelpiepb.RegisterReques
 		// cannot rejoin until blocks can be restored (snapshots).
 		if req.Role == kelpiepb.Role_ROLE_SERVER {
 			return nil, status.Errorf(codes.FailedPrecondition, "server %s restarted and its blocks are lost; job %s cannot continue", req.Node, req.Job)
+		}
+		// Its DOING shards go back to the queue: only they are recomputed.
+		j.queue.Release(req.Node, time.Since(j.start))
+		if err := j.persistLocked(); err != nil {
+			return nil, err
 		}
 		old.Pid = req.Pid
 		old.Restarts++

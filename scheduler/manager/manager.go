@@ -30,6 +30,7 @@ import (
 	"github.com/kelpie/kelpie/runtime/spec"
 	"github.com/kelpie/kelpie/scheduler/coordinator"
 	"github.com/kelpie/kelpie/scheduler/launch"
+	"github.com/kelpie/kelpie/scheduler/shard"
 	"github.com/kelpie/kelpie/scheduler/store"
 )
 
@@ -185,6 +186,10 @@ func (m *Manager) SubmitSpec(s *spec.Spec, who string) (string, error) {
 	}
 	j := newJobState(m, s, cj, m.now())
 	j.submittedBy = who
+	if err := m.durableShards(s.Name, cj); err != nil {
+		cj.Fail(err)
+		return "", status.Errorf(codes.Internal, "store shards of %s: %v", s.Name, err)
+	}
 	if err := m.cfg.Store.PutJob(store.JobRecord{Name: s.Name, SpecYAML: string(s.YAML()), State: StateStarting,
 		SubmittedBy: who, Submitted: j.submitted}); err != nil {
 		cj.Fail(err)
@@ -205,6 +210,19 @@ func (m *Manager) SubmitSpec(s *spec.Spec, who string) (string, error) {
 	go func() { defer m.wg.Done(); m.watch(j) }()
 	go func() { defer m.wg.Done(); m.persistStart(j) }()
 	return s.Name, nil
+}
+
+// durableShards snapshots a new job's shard queue and persists every
+// change from then on, before the fetch or report that made it is
+// acknowledged: a scheduler restart loses no shard state.
+func (m *Manager) durableShards(name string, cj *coordinator.Job) error {
+	var err error
+	cj.Queue(func(q *shard.Queue) { err = m.cfg.Store.SaveShards(name, q) })
+	if err != nil {
+		return err
+	}
+	cj.Persist = func(ch []shard.Shard) error { return m.cfg.Store.PutShardChanges(name, ch) }
+	return nil
 }
 
 // Kill stops a live job.

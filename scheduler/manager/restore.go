@@ -8,6 +8,7 @@ import (
 	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/runtime/spec"
 	"github.com/kelpie/kelpie/scheduler/coordinator"
+	"github.com/kelpie/kelpie/scheduler/shard"
 	"github.com/kelpie/kelpie/scheduler/store"
 )
 
@@ -78,6 +79,12 @@ func (m *Manager) restoreJob(s *spec.Spec, r store.JobRecord) (*jobState, error)
 	cj, err := m.coord.RestoreJob(s, start, nodes, ended)
 	if err != nil {
 		return nil, err
+	}
+	if q, ok, err := m.cfg.Store.LoadShards(r.Name); err != nil {
+		return nil, fmt.Errorf("shards of %s: %v", r.Name, err)
+	} else if ok {
+		cj.SetQueue(q)
+		cj.Persist = func(ch []shard.Shard) error { return m.cfg.Store.PutShardChanges(r.Name, ch) }
 	}
 	j := newJobState(m, s, cj, r.Submitted)
 	j.submittedBy, j.state, j.err, j.ended = r.SubmittedBy, r.State, r.Error, r.Finished

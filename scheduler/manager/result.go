@@ -74,33 +74,22 @@ type Result struct {
 // and the job's actions (servers' counters are added by the caller).
 func (j *jobState) result() *Result {
 	c := j.coord
-	r := &Result{Name: j.spec.Name, Actions: []ActionResult{}, ShardsTotal: c.Plan.Shards()}
+	r := &Result{Name: j.spec.Name, Actions: []ActionResult{}}
 	if ev := c.Result(); ev != nil {
 		r.FinalLoss, r.Accuracy, r.TestSamples = ev.TestLoss, ev.TestAccuracy, ev.TestSamples
 	}
-	minIter := int64(-1)
 	for _, n := range c.Nodes() {
 		role := "server"
 		if n.Role == kelpiepb.Role_ROLE_WORKER {
 			role = "worker"
 			r.Samples += n.TotalSamples()
 			r.Iterations = max(r.Iterations, n.Iteration)
-			if minIter < 0 || n.Iteration < minIter {
-				minIter = n.Iteration
-			}
 		}
 		r.Nodes = append(r.Nodes, NodeResult{Name: n.Name, Role: role, BPTMeanS: n.MeanBPT().Seconds(),
 			BatchSize: n.BatchSize, Restarts: n.Restarts})
 	}
-	// A shard (M consecutive global batches) is done when every worker has
-	// trained past its last iteration.
-	if minIter >= 0 {
-		m := int64(max(c.Plan.BatchesPerShard, 1))
-		r.ShardsDone = minIter / m
-		if minIter >= c.Plan.Iterations() {
-			r.ShardsDone = r.ShardsTotal
-		}
-	}
+	_, _, done, total := c.ShardCounts()
+	r.ShardsDone, r.ShardsTotal = int64(done), int64(total)
 	train := time.Since(c.Start()).Seconds()
 	r.TrainSeconds = train
 	if train > 0 {

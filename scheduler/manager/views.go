@@ -144,11 +144,10 @@ func (j *jobState) view(detail bool, columns int) *kelpiepb.JobView {
 	v := &kelpiepb.JobView{Name: s.Name, State: j.state, Error: j.err, Submitted: ts(j.submitted), Ended: ts(j.ended),
 		Model: fmt.Sprintf("%s on %s", s.Model.Kind, s.Data.Kind), Sync: syncName(s),
 		Servers: int32(s.Cluster.Servers), Workers: int32(s.Cluster.Workers), GlobalBatch: int32(s.Train.GlobalBatch),
-		Iterations: j.coord.Plan.Iterations(), ShardsTotal: j.coord.Plan.Shards()}
+		Iterations: j.coord.Plan.Iterations()}
 	if st := j.coord.Start(); !st.IsZero() {
 		v.Started = ts(st)
 	}
-	minIter := int64(-1)
 	var lossSum float64
 	var lossN int
 	for _, n := range j.nodes {
@@ -156,9 +155,6 @@ func (j *jobState) view(detail bool, columns int) *kelpiepb.JobView {
 			continue
 		}
 		v.Iteration = max(v.Iteration, n.iteration)
-		if minIter < 0 || n.iteration < minIter {
-			minIter = n.iteration
-		}
 		if n.loss > 0 {
 			lossSum += n.loss
 			lossN++
@@ -167,17 +163,8 @@ func (j *jobState) view(detail bool, columns int) *kelpiepb.JobView {
 	if lossN > 0 {
 		v.Loss = lossSum / float64(lossN)
 	}
-	if minIter > 0 {
-		per := int64(max(j.coord.Plan.BatchesPerShard, 1))
-		v.ShardsDone = min(minIter/per, v.ShardsTotal)
-		if minIter >= v.Iterations {
-			v.ShardsDone = v.ShardsTotal
-		}
-		v.ShardsDoing = min(int64(len(j.spec.WorkerNames())), v.ShardsTotal-v.ShardsDone)
-		v.ShardsTodo = v.ShardsTotal - v.ShardsDone - v.ShardsDoing
-	} else {
-		v.ShardsTodo = v.ShardsTotal
-	}
+	todo, doing, done, total := j.coord.ShardCounts()
+	v.ShardsTodo, v.ShardsDoing, v.ShardsDone, v.ShardsTotal = int64(todo), int64(doing), int64(done), int64(total)
 	if j.res != nil {
 		v.Accuracy = j.res.Accuracy
 	}

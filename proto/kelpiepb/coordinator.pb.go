@@ -159,6 +159,7 @@ type Block struct {
 	Offset        int64                  `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"` // first element within the tensor (sparse: first row)
 	Length        int64                  `protobuf:"varint,4,opt,name=length,proto3" json:"length,omitempty"` // elements (sparse: rows)
 	Sparse        bool                   `protobuf:"varint,5,opt,name=sparse,proto3" json:"sparse,omitempty"`
+	Cols          int32                  `protobuf:"varint,6,opt,name=cols,proto3" json:"cols,omitempty"` // sparse: floats per row
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -226,6 +227,13 @@ func (x *Block) GetSparse() bool {
 		return x.Sparse
 	}
 	return false
+}
+
+func (x *Block) GetCols() int32 {
+	if x != nil {
+		return x.Cols
+	}
+	return 0
 }
 
 // Assignment is the versioned block table that workers follow.
@@ -1315,13 +1323,14 @@ const file_coordinator_proto_rawDesc = "" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12#\n" +
 	"\x04role\x18\x03 \x01(\x0e2\x0f.kelpie.v1.RoleR\x04role\x12\x12\n" +
 	"\x04addr\x18\x04 \x01(\tR\x04addr\x12\x10\n" +
-	"\x03pid\x18\x05 \x01(\x05R\x03pid\"w\n" +
+	"\x03pid\x18\x05 \x01(\x05R\x03pid\"\x8b\x01\n" +
 	"\x05Block\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x16\n" +
 	"\x06tensor\x18\x02 \x01(\rR\x06tensor\x12\x16\n" +
 	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12\x16\n" +
 	"\x06length\x18\x04 \x01(\x03R\x06length\x12\x16\n" +
-	"\x06sparse\x18\x05 \x01(\bR\x06sparse\"\xaa\x01\n" +
+	"\x06sparse\x18\x05 \x01(\bR\x06sparse\x12\x12\n" +
+	"\x04cols\x18\x06 \x01(\x05R\x04cols\"\xaa\x01\n" +
 	"\n" +
 	"Assignment\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12(\n" +

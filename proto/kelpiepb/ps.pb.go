@@ -351,6 +351,11 @@ type ServerStats struct {
 	BytesOut          int64                  `protobuf:"varint,10,opt,name=bytes_out,json=bytesOut,proto3" json:"bytes_out,omitempty"`
 	Blocks            []uint32               `protobuf:"varint,11,rep,packed,name=blocks,proto3" json:"blocks,omitempty"` // blocks this server holds
 	AssignmentVersion uint64                 `protobuf:"varint,12,opt,name=assignment_version,json=assignmentVersion,proto3" json:"assignment_version,omitempty"`
+	PausedSeconds     float64                `protobuf:"fixed64,13,opt,name=paused_seconds,json=pausedSeconds,proto3" json:"paused_seconds,omitempty"` // time requests waited for blocks in transit, summed over table changes
+	MigratedIn        int64                  `protobuf:"varint,14,opt,name=migrated_in,json=migratedIn,proto3" json:"migrated_in,omitempty"`           // blocks received from other servers
+	MigratedOut       int64                  `protobuf:"varint,15,opt,name=migrated_out,json=migratedOut,proto3" json:"migrated_out,omitempty"`        // blocks handed to other servers
+	InTransit         int32                  `protobuf:"varint,16,opt,name=in_transit,json=inTransit,proto3" json:"in_transit,omitempty"`              // blocks still expected
+	Outgoing          int32                  `protobuf:"varint,17,opt,name=outgoing,proto3" json:"outgoing,omitempty"`                                 // blocks still to hand off
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
@@ -469,6 +474,290 @@ func (x *ServerStats) GetAssignmentVersion() uint64 {
 	return 0
 }
 
+func (x *ServerStats) GetPausedSeconds() float64 {
+	if x != nil {
+		return x.PausedSeconds
+	}
+	return 0
+}
+
+func (x *ServerStats) GetMigratedIn() int64 {
+	if x != nil {
+		return x.MigratedIn
+	}
+	return 0
+}
+
+func (x *ServerStats) GetMigratedOut() int64 {
+	if x != nil {
+		return x.MigratedOut
+	}
+	return 0
+}
+
+func (x *ServerStats) GetInTransit() int32 {
+	if x != nil {
+		return x.InTransit
+	}
+	return 0
+}
+
+func (x *ServerStats) GetOutgoing() int32 {
+	if x != nil {
+		return x.Outgoing
+	}
+	return 0
+}
+
+// RetableRequest moves the server to a new block table (PSLD §5: ADD_SERVER,
+// DEL_SERVER, reassignment). Pushes with progress < switch_iteration follow
+// the old table, later ones the new: once every worker has pushed
+// switch_iteration-1 (V_train reaches it), each block that leaves this
+// server is sent to its new owner, which holds requests for it until it
+// arrives. No update is lost or applied twice.
+type RetableRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Assignment      *Assignment            `protobuf:"bytes,1,opt,name=assignment,proto3" json:"assignment,omitempty"` // the new table, with every server's address ("" for a removed one)
+	SwitchIteration int64                  `protobuf:"varint,2,opt,name=switch_iteration,json=switchIteration,proto3" json:"switch_iteration,omitempty"`
+	Me              int32                  `protobuf:"varint,3,opt,name=me,proto3" json:"me,omitempty"` // this server's index in the new table
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *RetableRequest) Reset() {
+	*x = RetableRequest{}
+	mi := &file_ps_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetableRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetableRequest) ProtoMessage() {}
+
+func (x *RetableRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ps_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetableRequest.ProtoReflect.Descriptor instead.
+func (*RetableRequest) Descriptor() ([]byte, []int) {
+	return file_ps_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *RetableRequest) GetAssignment() *Assignment {
+	if x != nil {
+		return x.Assignment
+	}
+	return nil
+}
+
+func (x *RetableRequest) GetSwitchIteration() int64 {
+	if x != nil {
+		return x.SwitchIteration
+	}
+	return 0
+}
+
+func (x *RetableRequest) GetMe() int32 {
+	if x != nil {
+		return x.Me
+	}
+	return 0
+}
+
+type RetableResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetableResponse) Reset() {
+	*x = RetableResponse{}
+	mi := &file_ps_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetableResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetableResponse) ProtoMessage() {}
+
+func (x *RetableResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ps_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetableResponse.ProtoReflect.Descriptor instead.
+func (*RetableResponse) Descriptor() ([]byte, []int) {
+	return file_ps_proto_rawDescGZIP(), []int{5}
+}
+
+// MigrateRequest carries one block from its old owner to its new one: the
+// values, then the optimizer's state (m, then v, when present), as raw
+// float32 bytes in data.
+type MigrateRequest struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	Block             uint32                 `protobuf:"varint,1,opt,name=block,proto3" json:"block,omitempty"`
+	AssignmentVersion uint64                 `protobuf:"varint,2,opt,name=assignment_version,json=assignmentVersion,proto3" json:"assignment_version,omitempty"` // the table under which the receiver owns it
+	VTrain            int64                  `protobuf:"varint,3,opt,name=v_train,json=vTrain,proto3" json:"v_train,omitempty"`                                  // the sender's V_train at the hand-off
+	Length            int64                  `protobuf:"varint,4,opt,name=length,proto3" json:"length,omitempty"`                                                // floats of values (and of m and v)
+	HasM              bool                   `protobuf:"varint,5,opt,name=has_m,json=hasM,proto3" json:"has_m,omitempty"`
+	HasV              bool                   `protobuf:"varint,6,opt,name=has_v,json=hasV,proto3" json:"has_v,omitempty"`
+	Step              int64                  `protobuf:"varint,7,opt,name=step,proto3" json:"step,omitempty"`
+	RowStep           []int64                `protobuf:"varint,8,rep,packed,name=row_step,json=rowStep,proto3" json:"row_step,omitempty"`
+	Data              []byte                 `protobuf:"bytes,15,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *MigrateRequest) Reset() {
+	*x = MigrateRequest{}
+	mi := &file_ps_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MigrateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MigrateRequest) ProtoMessage() {}
+
+func (x *MigrateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ps_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MigrateRequest.ProtoReflect.Descriptor instead.
+func (*MigrateRequest) Descriptor() ([]byte, []int) {
+	return file_ps_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *MigrateRequest) GetBlock() uint32 {
+	if x != nil {
+		return x.Block
+	}
+	return 0
+}
+
+func (x *MigrateRequest) GetAssignmentVersion() uint64 {
+	if x != nil {
+		return x.AssignmentVersion
+	}
+	return 0
+}
+
+func (x *MigrateRequest) GetVTrain() int64 {
+	if x != nil {
+		return x.VTrain
+	}
+	return 0
+}
+
+func (x *MigrateRequest) GetLength() int64 {
+	if x != nil {
+		return x.Length
+	}
+	return 0
+}
+
+func (x *MigrateRequest) GetHasM() bool {
+	if x != nil {
+		return x.HasM
+	}
+	return false
+}
+
+func (x *MigrateRequest) GetHasV() bool {
+	if x != nil {
+		return x.HasV
+	}
+	return false
+}
+
+func (x *MigrateRequest) GetStep() int64 {
+	if x != nil {
+		return x.Step
+	}
+	return 0
+}
+
+func (x *MigrateRequest) GetRowStep() []int64 {
+	if x != nil {
+		return x.RowStep
+	}
+	return nil
+}
+
+func (x *MigrateRequest) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+type MigrateResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MigrateResponse) Reset() {
+	*x = MigrateResponse{}
+	mi := &file_ps_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MigrateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MigrateResponse) ProtoMessage() {}
+
+func (x *MigrateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ps_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MigrateResponse.ProtoReflect.Descriptor instead.
+func (*MigrateResponse) Descriptor() ([]byte, []int) {
+	return file_ps_proto_rawDescGZIP(), []int{7}
+}
+
 type ShutdownRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Reason        string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
@@ -478,7 +767,7 @@ type ShutdownRequest struct {
 
 func (x *ShutdownRequest) Reset() {
 	*x = ShutdownRequest{}
-	mi := &file_ps_proto_msgTypes[4]
+	mi := &file_ps_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -490,7 +779,7 @@ func (x *ShutdownRequest) String() string {
 func (*ShutdownRequest) ProtoMessage() {}
 
 func (x *ShutdownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ps_proto_msgTypes[4]
+	mi := &file_ps_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -503,7 +792,7 @@ func (x *ShutdownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShutdownRequest.ProtoReflect.Descriptor instead.
 func (*ShutdownRequest) Descriptor() ([]byte, []int) {
-	return file_ps_proto_rawDescGZIP(), []int{4}
+	return file_ps_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ShutdownRequest) GetReason() string {
@@ -521,7 +810,7 @@ type ShutdownResponse struct {
 
 func (x *ShutdownResponse) Reset() {
 	*x = ShutdownResponse{}
-	mi := &file_ps_proto_msgTypes[5]
+	mi := &file_ps_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -533,7 +822,7 @@ func (x *ShutdownResponse) String() string {
 func (*ShutdownResponse) ProtoMessage() {}
 
 func (x *ShutdownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ps_proto_msgTypes[5]
+	mi := &file_ps_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -546,14 +835,14 @@ func (x *ShutdownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShutdownResponse.ProtoReflect.Descriptor instead.
 func (*ShutdownResponse) Descriptor() ([]byte, []int) {
-	return file_ps_proto_rawDescGZIP(), []int{5}
+	return file_ps_proto_rawDescGZIP(), []int{9}
 }
 
 var File_ps_proto protoreflect.FileDescriptor
 
 const file_ps_proto_rawDesc = "" +
 	"\n" +
-	"\bps.proto\x12\tkelpie.v1\"\xac\x02\n" +
+	"\bps.proto\x12\tkelpie.v1\x1a\x11coordinator.proto\"\xac\x02\n" +
 	"\tPSRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1d\n" +
 	"\x02op\x18\x02 \x01(\x0e2\r.kelpie.v1.OpR\x02op\x12\x16\n" +
@@ -574,7 +863,7 @@ const file_ps_proto_rawDesc = "" +
 	"\x04code\x18\x05 \x01(\x05R\x04code\x12!\n" +
 	"\fheld_seconds\x18\x06 \x01(\x01R\vheldSeconds\x12\x12\n" +
 	"\x04data\x18\x0f \x01(\fR\x04data\"\x0e\n" +
-	"\fStatsRequest\"\xe2\x02\n" +
+	"\fStatsRequest\"\x88\x04\n" +
 	"\vServerStats\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x17\n" +
 	"\av_train\x18\x02 \x01(\x03R\x06vTrain\x12\x12\n" +
@@ -588,7 +877,32 @@ const file_ps_proto_rawDesc = "" +
 	"\tbytes_out\x18\n" +
 	" \x01(\x03R\bbytesOut\x12\x16\n" +
 	"\x06blocks\x18\v \x03(\rR\x06blocks\x12-\n" +
-	"\x12assignment_version\x18\f \x01(\x04R\x11assignmentVersion\")\n" +
+	"\x12assignment_version\x18\f \x01(\x04R\x11assignmentVersion\x12%\n" +
+	"\x0epaused_seconds\x18\r \x01(\x01R\rpausedSeconds\x12\x1f\n" +
+	"\vmigrated_in\x18\x0e \x01(\x03R\n" +
+	"migratedIn\x12!\n" +
+	"\fmigrated_out\x18\x0f \x01(\x03R\vmigratedOut\x12\x1d\n" +
+	"\n" +
+	"in_transit\x18\x10 \x01(\x05R\tinTransit\x12\x1a\n" +
+	"\boutgoing\x18\x11 \x01(\x05R\boutgoing\"\x82\x01\n" +
+	"\x0eRetableRequest\x125\n" +
+	"\n" +
+	"assignment\x18\x01 \x01(\v2\x15.kelpie.v1.AssignmentR\n" +
+	"assignment\x12)\n" +
+	"\x10switch_iteration\x18\x02 \x01(\x03R\x0fswitchIteration\x12\x0e\n" +
+	"\x02me\x18\x03 \x01(\x05R\x02me\"\x11\n" +
+	"\x0fRetableResponse\"\xf3\x01\n" +
+	"\x0eMigrateRequest\x12\x14\n" +
+	"\x05block\x18\x01 \x01(\rR\x05block\x12-\n" +
+	"\x12assignment_version\x18\x02 \x01(\x04R\x11assignmentVersion\x12\x17\n" +
+	"\av_train\x18\x03 \x01(\x03R\x06vTrain\x12\x16\n" +
+	"\x06length\x18\x04 \x01(\x03R\x06length\x12\x13\n" +
+	"\x05has_m\x18\x05 \x01(\bR\x04hasM\x12\x13\n" +
+	"\x05has_v\x18\x06 \x01(\bR\x04hasV\x12\x12\n" +
+	"\x04step\x18\a \x01(\x03R\x04step\x12\x19\n" +
+	"\brow_step\x18\b \x03(\x03R\arowStep\x12\x12\n" +
+	"\x04data\x18\x0f \x01(\fR\x04data\"\x11\n" +
+	"\x0fMigrateResponse\")\n" +
 	"\x0fShutdownRequest\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x12\n" +
 	"\x10ShutdownResponse*_\n" +
@@ -598,12 +912,14 @@ const file_ps_proto_rawDesc = "" +
 	"\aOP_PULL\x10\x02\x12\x10\n" +
 	"\fOP_PUSH_PULL\x10\x03\x12\f\n" +
 	"\bOP_LEAVE\x10\x04\x12\v\n" +
-	"\aOP_JOIN\x10\x052\xb7\x02\n" +
+	"\aOP_JOIN\x10\x052\xbb\x03\n" +
 	"\x0fParameterServer\x12;\n" +
 	"\bExchange\x12\x14.kelpie.v1.PSRequest\x1a\x15.kelpie.v1.PSResponse(\x010\x01\x123\n" +
 	"\x04Push\x12\x14.kelpie.v1.PSRequest\x1a\x15.kelpie.v1.PSResponse\x123\n" +
 	"\x04Pull\x12\x14.kelpie.v1.PSRequest\x1a\x15.kelpie.v1.PSResponse\x128\n" +
-	"\x05Stats\x12\x17.kelpie.v1.StatsRequest\x1a\x16.kelpie.v1.ServerStats\x12C\n" +
+	"\x05Stats\x12\x17.kelpie.v1.StatsRequest\x1a\x16.kelpie.v1.ServerStats\x12@\n" +
+	"\aRetable\x12\x19.kelpie.v1.RetableRequest\x1a\x1a.kelpie.v1.RetableResponse\x12@\n" +
+	"\aMigrate\x12\x19.kelpie.v1.MigrateRequest\x1a\x1a.kelpie.v1.MigrateResponse\x12C\n" +
 	"\bShutdown\x12\x1a.kelpie.v1.ShutdownRequest\x1a\x1b.kelpie.v1.ShutdownResponseB)Z'github.com/kelpie/kelpie/proto/kelpiepbb\x06proto3"
 
 var (
@@ -619,33 +935,43 @@ func file_ps_proto_rawDescGZIP() []byte {
 }
 
 var file_ps_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_ps_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_ps_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_ps_proto_goTypes = []any{
 	(Op)(0),                  // 0: kelpie.v1.Op
 	(*PSRequest)(nil),        // 1: kelpie.v1.PSRequest
 	(*PSResponse)(nil),       // 2: kelpie.v1.PSResponse
 	(*StatsRequest)(nil),     // 3: kelpie.v1.StatsRequest
 	(*ServerStats)(nil),      // 4: kelpie.v1.ServerStats
-	(*ShutdownRequest)(nil),  // 5: kelpie.v1.ShutdownRequest
-	(*ShutdownResponse)(nil), // 6: kelpie.v1.ShutdownResponse
+	(*RetableRequest)(nil),   // 5: kelpie.v1.RetableRequest
+	(*RetableResponse)(nil),  // 6: kelpie.v1.RetableResponse
+	(*MigrateRequest)(nil),   // 7: kelpie.v1.MigrateRequest
+	(*MigrateResponse)(nil),  // 8: kelpie.v1.MigrateResponse
+	(*ShutdownRequest)(nil),  // 9: kelpie.v1.ShutdownRequest
+	(*ShutdownResponse)(nil), // 10: kelpie.v1.ShutdownResponse
+	(*Assignment)(nil),       // 11: kelpie.v1.Assignment
 }
 var file_ps_proto_depIdxs = []int32{
-	0, // 0: kelpie.v1.PSRequest.op:type_name -> kelpie.v1.Op
-	1, // 1: kelpie.v1.ParameterServer.Exchange:input_type -> kelpie.v1.PSRequest
-	1, // 2: kelpie.v1.ParameterServer.Push:input_type -> kelpie.v1.PSRequest
-	1, // 3: kelpie.v1.ParameterServer.Pull:input_type -> kelpie.v1.PSRequest
-	3, // 4: kelpie.v1.ParameterServer.Stats:input_type -> kelpie.v1.StatsRequest
-	5, // 5: kelpie.v1.ParameterServer.Shutdown:input_type -> kelpie.v1.ShutdownRequest
-	2, // 6: kelpie.v1.ParameterServer.Exchange:output_type -> kelpie.v1.PSResponse
-	2, // 7: kelpie.v1.ParameterServer.Push:output_type -> kelpie.v1.PSResponse
-	2, // 8: kelpie.v1.ParameterServer.Pull:output_type -> kelpie.v1.PSResponse
-	4, // 9: kelpie.v1.ParameterServer.Stats:output_type -> kelpie.v1.ServerStats
-	6, // 10: kelpie.v1.ParameterServer.Shutdown:output_type -> kelpie.v1.ShutdownResponse
-	6, // [6:11] is the sub-list for method output_type
-	1, // [1:6] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	0,  // 0: kelpie.v1.PSRequest.op:type_name -> kelpie.v1.Op
+	11, // 1: kelpie.v1.RetableRequest.assignment:type_name -> kelpie.v1.Assignment
+	1,  // 2: kelpie.v1.ParameterServer.Exchange:input_type -> kelpie.v1.PSRequest
+	1,  // 3: kelpie.v1.ParameterServer.Push:input_type -> kelpie.v1.PSRequest
+	1,  // 4: kelpie.v1.ParameterServer.Pull:input_type -> kelpie.v1.PSRequest
+	3,  // 5: kelpie.v1.ParameterServer.Stats:input_type -> kelpie.v1.StatsRequest
+	5,  // 6: kelpie.v1.ParameterServer.Retable:input_type -> kelpie.v1.RetableRequest
+	7,  // 7: kelpie.v1.ParameterServer.Migrate:input_type -> kelpie.v1.MigrateRequest
+	9,  // 8: kelpie.v1.ParameterServer.Shutdown:input_type -> kelpie.v1.ShutdownRequest
+	2,  // 9: kelpie.v1.ParameterServer.Exchange:output_type -> kelpie.v1.PSResponse
+	2,  // 10: kelpie.v1.ParameterServer.Push:output_type -> kelpie.v1.PSResponse
+	2,  // 11: kelpie.v1.ParameterServer.Pull:output_type -> kelpie.v1.PSResponse
+	4,  // 12: kelpie.v1.ParameterServer.Stats:output_type -> kelpie.v1.ServerStats
+	6,  // 13: kelpie.v1.ParameterServer.Retable:output_type -> kelpie.v1.RetableResponse
+	8,  // 14: kelpie.v1.ParameterServer.Migrate:output_type -> kelpie.v1.MigrateResponse
+	10, // 15: kelpie.v1.ParameterServer.Shutdown:output_type -> kelpie.v1.ShutdownResponse
+	9,  // [9:16] is the sub-list for method output_type
+	2,  // [2:9] is the sub-list for method input_type
+	2,  // [2:2] is the sub-list for extension type_name
+	2,  // [2:2] is the sub-list for extension extendee
+	0,  // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_ps_proto_init() }
@@ -653,13 +979,14 @@ func file_ps_proto_init() {
 	if File_ps_proto != nil {
 		return
 	}
+	file_coordinator_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ps_proto_rawDesc), len(file_ps_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   6,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

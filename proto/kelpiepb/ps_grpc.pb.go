@@ -31,6 +31,8 @@ const (
 	ParameterServer_Push_FullMethodName     = "/kelpie.v1.ParameterServer/Push"
 	ParameterServer_Pull_FullMethodName     = "/kelpie.v1.ParameterServer/Pull"
 	ParameterServer_Stats_FullMethodName    = "/kelpie.v1.ParameterServer/Stats"
+	ParameterServer_Retable_FullMethodName  = "/kelpie.v1.ParameterServer/Retable"
+	ParameterServer_Migrate_FullMethodName  = "/kelpie.v1.ParameterServer/Migrate"
 	ParameterServer_Shutdown_FullMethodName = "/kelpie.v1.ParameterServer/Shutdown"
 )
 
@@ -45,6 +47,10 @@ type ParameterServerClient interface {
 	Push(ctx context.Context, in *PSRequest, opts ...grpc.CallOption) (*PSResponse, error)
 	Pull(ctx context.Context, in *PSRequest, opts ...grpc.CallOption) (*PSResponse, error)
 	Stats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*ServerStats, error)
+	// Retable switches the server to a new block table (from the scheduler).
+	Retable(ctx context.Context, in *RetableRequest, opts ...grpc.CallOption) (*RetableResponse, error)
+	// Migrate hands a block over (server to server).
+	Migrate(ctx context.Context, in *MigrateRequest, opts ...grpc.CallOption) (*MigrateResponse, error)
 	Shutdown(ctx context.Context, in *ShutdownRequest, opts ...grpc.CallOption) (*ShutdownResponse, error)
 }
 
@@ -99,6 +105,26 @@ func (c *parameterServerClient) Stats(ctx context.Context, in *StatsRequest, opt
 	return out, nil
 }
 
+func (c *parameterServerClient) Retable(ctx context.Context, in *RetableRequest, opts ...grpc.CallOption) (*RetableResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RetableResponse)
+	err := c.cc.Invoke(ctx, ParameterServer_Retable_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *parameterServerClient) Migrate(ctx context.Context, in *MigrateRequest, opts ...grpc.CallOption) (*MigrateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MigrateResponse)
+	err := c.cc.Invoke(ctx, ParameterServer_Migrate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *parameterServerClient) Shutdown(ctx context.Context, in *ShutdownRequest, opts ...grpc.CallOption) (*ShutdownResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ShutdownResponse)
@@ -120,6 +146,10 @@ type ParameterServerServer interface {
 	Push(context.Context, *PSRequest) (*PSResponse, error)
 	Pull(context.Context, *PSRequest) (*PSResponse, error)
 	Stats(context.Context, *StatsRequest) (*ServerStats, error)
+	// Retable switches the server to a new block table (from the scheduler).
+	Retable(context.Context, *RetableRequest) (*RetableResponse, error)
+	// Migrate hands a block over (server to server).
+	Migrate(context.Context, *MigrateRequest) (*MigrateResponse, error)
 	Shutdown(context.Context, *ShutdownRequest) (*ShutdownResponse, error)
 	mustEmbedUnimplementedParameterServerServer()
 }
@@ -142,6 +172,12 @@ func (UnimplementedParameterServerServer) Pull(context.Context, *PSRequest) (*PS
 }
 func (UnimplementedParameterServerServer) Stats(context.Context, *StatsRequest) (*ServerStats, error) {
 	return nil, status.Error(codes.Unimplemented, "method Stats not implemented")
+}
+func (UnimplementedParameterServerServer) Retable(context.Context, *RetableRequest) (*RetableResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Retable not implemented")
+}
+func (UnimplementedParameterServerServer) Migrate(context.Context, *MigrateRequest) (*MigrateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Migrate not implemented")
 }
 func (UnimplementedParameterServerServer) Shutdown(context.Context, *ShutdownRequest) (*ShutdownResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Shutdown not implemented")
@@ -228,6 +264,42 @@ func _ParameterServer_Stats_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ParameterServer_Retable_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RetableRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ParameterServerServer).Retable(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ParameterServer_Retable_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ParameterServerServer).Retable(ctx, req.(*RetableRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ParameterServer_Migrate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MigrateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ParameterServerServer).Migrate(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ParameterServer_Migrate_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ParameterServerServer).Migrate(ctx, req.(*MigrateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _ParameterServer_Shutdown_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ShutdownRequest)
 	if err := dec(in); err != nil {
@@ -264,6 +336,14 @@ var ParameterServer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Stats",
 			Handler:    _ParameterServer_Stats_Handler,
+		},
+		{
+			MethodName: "Retable",
+			Handler:    _ParameterServer_Retable_Handler,
+		},
+		{
+			MethodName: "Migrate",
+			Handler:    _ParameterServer_Migrate_Handler,
 		},
 		{
 			MethodName: "Shutdown",

@@ -520,6 +520,7 @@ func (p *psStream) recv(tok any) error {
 	if len(r.Data) != want {
 		return fmt.Errorf("%s response carries %d bytes; want %d", p.op, len(r.Data), want)
 	}
+	wire.Recycle(r.Data) // read nothing from it: give the buffer back
 	return nil
 }
 

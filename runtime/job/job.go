@@ -4,12 +4,14 @@
 // iteration plan (which samples each worker trains on in each iteration).
 //
 // Every process of a job derives these from the same spec text, so they agree
-// without shipping tensors around. The package is pure.
+// without shipping tensors around. The package is pure (it converts block
+// tables to and from their wire form, but does no I/O).
 package job
 
 import (
 	"fmt"
 
+	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/runtime/blocks"
 	"github.com/kelpie/kelpie/runtime/data"
 	"github.com/kelpie/kelpie/runtime/model"
@@ -251,4 +253,30 @@ func Describe(s *spec.Spec, t blocks.Table, p Plan) string {
 	return fmt.Sprintf("job %s: %s on %s, %d blocks (%.1f MB) over %d servers, %d workers, %d iterations of %d, sync %s",
 		s.Name, s.Model.Kind, s.Data.Kind, len(t.Blocks), float64(bytes)/1e6, s.Cluster.Servers, s.Cluster.Workers,
 		p.Iterations(), p.GlobalBatch, s.Sync.Model)
+}
+
+// TableFrom converts a wire assignment into a block table.
+func TableFrom(a *kelpiepb.Assignment) blocks.Table {
+	t := blocks.Table{Version: a.Version, Servers: len(a.Servers)}
+	for i, b := range a.Blocks {
+		blk := blocks.Block{ID: int(b.Id), Tensor: int(b.Tensor), Offset: b.Offset, Length: b.Length, Sparse: b.Sparse, Cols: 1}
+		if b.Sparse {
+			blk.Cols = int(b.Cols)
+		}
+		t.Blocks = append(t.Blocks, blk)
+		t.ServerOf = append(t.ServerOf, int(a.ServerOf[i]))
+	}
+	return t
+}
+
+// Assignment is the wire form of a block table with the servers' addresses
+// and names.
+func Assignment(t blocks.Table, addrs, names []string) *kelpiepb.Assignment {
+	a := &kelpiepb.Assignment{Version: t.Version, Servers: addrs, ServerNames: names}
+	for i, b := range t.Blocks {
+		a.Blocks = append(a.Blocks, &kelpiepb.Block{Id: uint32(b.ID), Tensor: uint32(b.Tensor), Offset: b.Offset,
+			Length: b.Length, Sparse: b.Sparse, Cols: int32(b.Cols)})
+		a.ServerOf = append(a.ServerOf, int32(t.ServerOf[i]))
+	}
+	return a
 }

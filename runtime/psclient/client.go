@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/status"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
@@ -33,6 +34,7 @@ func DialOptions() []grpc.DialOption {
 		grpc.WithReadBufferSize(256 << 10),
 		grpc.WithInitialWindowSize(16 << 20),
 		grpc.WithInitialConnWindowSize(32 << 20),
+		experimental.WithBufferPool(wire.BufferPool()),
 	}
 }
 
@@ -45,6 +47,7 @@ func ServerOptions() []grpc.ServerOption {
 		grpc.ReadBufferSize(256 << 10),
 		grpc.InitialWindowSize(16 << 20),
 		grpc.InitialConnWindowSize(32 << 20),
+		experimental.BufferPool(wire.BufferPool()),
 	}
 }
 

@@ -61,19 +61,6 @@ func dialCoordinator(addr string) (kelpiepb.CoordinatorClient, *grpc.ClientConn,
 	return kelpiepb.NewCoordinatorClient(cc), cc, nil
 }
 
-// TableFrom converts a wire assignment into a block table.
-func TableFrom(a *kelpiepb.Assignment, s *spec.Spec, cols func(tensor int) int) blocks.Table {
-	t := blocks.Table{Version: a.Version, Servers: len(a.Servers)}
-	for i, b := range a.Blocks {
-		blk := blocks.Block{ID: int(b.Id), Tensor: int(b.Tensor), Offset: b.Offset, Length: b.Length, Sparse: b.Sparse, Cols: 1}
-		if b.Sparse {
-			blk.Cols = cols(blk.Tensor)
-		}
-		t.Blocks = append(t.Blocks, blk)
-		t.ServerOf = append(t.ServerOf, int(a.ServerOf[i]))
-	}
-	return t
-}
 
 type registered struct {
 	spec *spec.Spec
@@ -129,10 +116,15 @@ func RunServer(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	tensors := m.Tensors()
-	table := TableFrom(reg.resp.Assignment, s, func(t int) int { return tensors[t].Cols })
+	rowDim := 1
+	for _, t := range m.Tensors() {
+		if t.Sparse {
+			rowDim = t.Cols
+		}
+	}
+	table := job.TableFrom(reg.resp.Assignment)
 	ps, err := server.New(server.Config{
-		Name: o.Node, Sync: job.SyncConfig(s), Optim: job.OptimConfig(s), Workers: seq(s.Cluster.Workers),
+		Name: o.Node, Sync: job.SyncConfig(s), Optim: job.OptimConfig(s), Workers: seq(s.Cluster.Workers), RowDim: rowDim,
 		Straggler: straggler.ForNode(job.Injections(s), o.Node), Seed: s.Data.Seed + int64(reg.resp.Index),
 	})
 	if err != nil {
@@ -232,7 +224,6 @@ func RunWorker(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	tensors := m.Tensors()
 	plan := job.NewPlan(s, train.Len())
 	for _, sp := range reg.resp.Splits {
 		local := make([]int, len(sp.Local))
@@ -298,7 +289,7 @@ func RunWorker(ctx context.Context, o Options) error {
 	}
 	w, err := worker.New(worker.Config{
 		Index: idx, Model: m, Train: train, Test: test, Plan: plan,
-		Table: TableFrom(rd.Assignment, s, func(t int) int { return tensors[t].Cols }),
+		Table: job.TableFrom(rd.Assignment),
 		Addrs: rd.Assignment.Servers, Sync: job.SyncConfig(s).Model, Start: start,
 		Straggler: sched, Seed: s.Data.Seed,
 		Report: func(r worker.Report) bool {

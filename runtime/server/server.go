@@ -40,6 +40,8 @@ type Config struct {
 	Straggler straggler.Schedule // injected slowness of this server
 	Start     time.Time          // the job's time zero
 	Seed      int64
+	RowDim    int // floats per row of the model's sparse table (1 if it has none)
+	Logf      func(format string, a ...any)
 }
 
 type block struct {
@@ -76,6 +78,7 @@ type Server struct {
 	rng      *rand.Rand
 	limiter  *straggler.Limiter
 	stats    kelpiepb.ServerStats
+	el       elastic
 }
 
 // New makes a server; it answers requests once Install has given it blocks.
@@ -111,6 +114,7 @@ func (s *Server) Install(t blocks.Table, me int, init func(blocks.Block) []float
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.version = t.Version
+	s.el.table, s.el.me = t, me
 	for _, id := range t.OnServer(me) {
 		b := t.Blocks[id]
 		vals := init(b)
@@ -281,7 +285,8 @@ func (s *Server) Stats(context.Context, *kelpiepb.StatsRequest) (*kelpiepb.Serve
 		Dprs: st.DPRs, DelayedIterations: st.DelayedIterations, Dropped: st.Dropped,
 		Staleness: append([]int64(nil), st.Staleness...),
 		Pushes:    s.stats.Pushes, Pulls: s.stats.Pulls, BytesIn: s.stats.BytesIn, BytesOut: s.stats.BytesOut,
-		AssignmentVersion: s.version,
+		AssignmentVersion: s.version, PausedSeconds: s.stats.PausedSeconds, MigratedIn: s.stats.MigratedIn,
+		MigratedOut: s.stats.MigratedOut, InTransit: int32(len(s.el.incoming)), Outgoing: int32(len(s.el.outgoing)),
 	}
 	for id := range s.blocks {
 		out.Blocks = append(out.Blocks, uint32(id))
@@ -312,6 +317,18 @@ func (s *Server) handle(req *kelpiepb.PSRequest, reply func(*kelpiepb.PSResponse
 }
 
 func (s *Server) handleLocked(req *kelpiepb.PSRequest, reply func(*kelpiepb.PSResponse), stream *int, send *[]func()) error {
+	// Blocks leave only once this request is fully answered: its own pull
+	// may read them.
+	defer s.handOffLocked(send)
+	if s.needsIncoming(req) || (len(s.el.held) > 0 && s.heldStream(stream)) {
+		// Its blocks are on their way here: wait (and keep the stream's
+		// order behind it).
+		if len(s.el.held) == 0 {
+			s.el.heldSince = time.Now()
+		}
+		s.el.held = append(s.el.held, heldReq{req: req, reply: reply, stream: stream})
+		return nil
+	}
 	if err := s.check(req); err != nil {
 		return err
 	}
@@ -347,6 +364,19 @@ func (s *Server) handleLocked(req *kelpiepb.PSRequest, reply func(*kelpiepb.PSRe
 	return nil
 }
 
+// heldStream says whether a request of this stream is being held.
+func (s *Server) heldStream(stream *int) bool {
+	if stream == nil {
+		return false
+	}
+	for _, h := range s.el.held {
+		if h.stream == stream {
+			return true
+		}
+	}
+	return false
+}
+
 // cancelPulls forgets the delayed pulls of a stream that has ended.
 func (s *Server) cancelPulls(stream *int) {
 	s.mu.Lock()
@@ -368,7 +398,7 @@ func pullOnly(req *kelpiepb.PSRequest) *kelpiepb.PSRequest {
 // check validates that the request names blocks this server holds and, for
 // pushes, carries exactly their size.
 func (s *Server) check(req *kelpiepb.PSRequest) error {
-	if req.AssignmentVersion != 0 && req.AssignmentVersion != s.version {
+	if req.AssignmentVersion != 0 && req.AssignmentVersion != s.version && req.AssignmentVersion+1 != s.version {
 		return status.Errorf(codes.FailedPrecondition, "server %s: request follows assignment v%d, server has v%d",
 			s.cfg.Name, req.AssignmentVersion, s.version)
 	}
@@ -380,6 +410,10 @@ func (s *Server) check(req *kelpiepb.PSRequest) error {
 		}
 		if b.meta.Sparse {
 			return status.Errorf(codes.InvalidArgument, "server %s: block %d is sparse: address its rows by key", s.cfg.Name, id)
+		}
+		if _, moving := s.el.outgoing[int(id)]; moving && req.Progress >= s.el.switchAt && req.Op != kelpiepb.Op_OP_PULL {
+			return status.Errorf(codes.FailedPrecondition, "server %s: block %d moves at iteration %d (table v%d); iteration %d must follow the new table",
+				s.cfg.Name, id, s.el.switchAt, s.version, req.Progress)
 		}
 		floats += b.meta.Length
 	}
@@ -407,6 +441,9 @@ func (s *Server) check(req *kelpiepb.PSRequest) error {
 }
 
 func (s *Server) rowDim() int {
+	if s.cfg.RowDim > 0 {
+		return s.cfg.RowDim
+	}
 	for _, b := range s.blocks {
 		if b.meta.Sparse {
 			return b.meta.Cols
@@ -515,6 +552,7 @@ func (s *Server) membership(worker int, join bool, send *[]func()) {
 		s.commit()
 	}
 	s.release(rel, send)
+	s.handOffLocked(send)
 }
 
 // commit applies the summed gradients of the finished version.

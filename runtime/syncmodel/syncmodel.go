@@ -322,6 +322,15 @@ func New(c Config, workers []int) *Engine {
 	return e
 }
 
+// NewAt returns an engine whose training progress starts at vtrain: a
+// server that joins a running job (scale-out, a restart) counts pushes from
+// the iteration the workers are at.
+func NewAt(c Config, workers []int, vtrain int64) *Engine {
+	e := New(c, workers)
+	e.vtrain = max(vtrain, 0)
+	return e
+}
+
 func mustValid(c Config) {
 	if err := c.Validate(); err != nil {
 		panic(err)

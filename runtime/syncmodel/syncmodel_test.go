@@ -528,3 +528,19 @@ func TestConfigString(t *testing.T) {
 		}
 	}
 }
+
+func TestNewAtCountsFromTheGivenVersion(t *testing.T) {
+	e := NewAt(Config{Model: BSP, Pull: Lazy}, []int{0, 1}, 7)
+	if got := e.VTrain(); got != 7 {
+		t.Fatalf("VTrain = %d; want 7", got)
+	}
+	if e.Pull(1, 0, 6, 0) != true {
+		t.Error("a pull for progress 6 should be served at V_train 7")
+	}
+	if r := e.Push(0, 7); !r.Accept || r.Advanced != 0 {
+		t.Errorf("Push(0, 7) = %+v; want accepted, no advance", r)
+	}
+	if r := e.Push(1, 7); r.Advanced != 1 || e.VTrain() != 8 {
+		t.Errorf("Push(1, 7) = %+v, V_train %d; want one advance to 8", r, e.VTrain())
+	}
+}

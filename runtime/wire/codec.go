@@ -9,7 +9,9 @@
 //
 // so the payload is never marshalled float by float, is handed to gRPC without
 // a copy on send, and lands 4-byte aligned on receive, where it can be read
-// as []float32 in place. Any other message falls back to the standard
+// as []float32 in place. Payloads of PoolThreshold bytes and more are
+// received into pooled buffers that the code done with them may give back
+// with Recycle. Any other message falls back to the standard
 // protobuf codec, and clients that do not ask for "kelpie" (grpcurl, health
 // checks) get plain protobuf from the same server.
 package wire
@@ -17,6 +19,7 @@ package wire
 import (
 	"encoding/binary"
 	"fmt"
+	"io"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
@@ -76,6 +79,9 @@ func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 	if !ok {
 		return c.fallback.Unmarshal(data, v)
 	}
+	if total := data.Len(); total >= PoolThreshold {
+		return unmarshalPooled(data, total, p)
+	}
 	buf := data.Materialize()
 	if len(buf) < 4 {
 		return fmt.Errorf("wire: message of %d bytes is shorter than its header length", len(buf))
@@ -99,5 +105,48 @@ func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 	} else {
 		p.SetData(nil)
 	}
+	return nil
+}
+
+// unmarshalPooled decodes a large message: the header goes into a small
+// slice and the payload into a pooled buffer of its own, which starts at the
+// buffer's start (aligned, and recyclable with Recycle). It copies each
+// payload byte once, as Materialize would, but into memory that is neither
+// freshly allocated nor zeroed when it comes from the pool.
+func unmarshalPooled(data mem.BufferSlice, total int, p Payloader) error {
+	r := data.Reader()
+	defer r.Close()
+	var lb [4]byte
+	if _, err := io.ReadFull(r, lb[:]); err != nil {
+		return fmt.Errorf("wire: read header length: %v", err)
+	}
+	n := int(binary.LittleEndian.Uint32(lb[:]))
+	if n > total-4 {
+		return fmt.Errorf("wire: header length %d exceeds message of %d bytes", n, total)
+	}
+	off := 4 + n
+	if rem := off % 4; rem != 0 {
+		off += 4 - rem
+	}
+	if off > total {
+		return fmt.Errorf("wire: header padding runs past the message")
+	}
+	hdr := make([]byte, off-4)
+	if _, err := io.ReadFull(r, hdr); err != nil {
+		return fmt.Errorf("wire: read header: %v", err)
+	}
+	if err := protobuf.Unmarshal(hdr[:n], p); err != nil {
+		return fmt.Errorf("wire: unmarshal header: %v", err)
+	}
+	if off == total {
+		p.SetData(nil)
+		return nil
+	}
+	payload := getBuffer(total - off)
+	if _, err := io.ReadFull(r, payload); err != nil {
+		Recycle(payload)
+		return fmt.Errorf("wire: read payload: %v", err)
+	}
+	p.SetData(payload)
 	return nil
 }

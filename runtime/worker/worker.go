@@ -51,6 +51,11 @@ type Command struct {
 	ID    string
 	Local []int // ADJUST_BS: every worker's new local batch size, by index
 	At    int64 // the iteration from which it applies; an earlier one applies at the next boundary
+	// A new block table (reassignment, a server added or removed): pushes
+	// from iteration At on follow it. Addrs are its servers' addresses
+	// ("" for a removed server).
+	Table *blocks.Table
+	Addrs []string
 }
 
 // Ack reports what became of a Command.
@@ -148,7 +153,9 @@ func (w *Worker) setTable(t blocks.Table) {
 // Close ends the connections.
 func (w *Worker) Close() {
 	for _, c := range w.conns {
-		c.Close()
+		if c != nil {
+			c.Close()
+		}
 	}
 	w.conns = nil
 }
@@ -199,6 +206,9 @@ func (w *Worker) exchange(op kelpiepb.Op, progress int64, pullKeys []uint64) ([]
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for r := range n {
+		if w.conns[r] == nil {
+			continue // a removed server
+		}
 		req := &kelpiepb.PSRequest{Op: op, Worker: int32(w.cfg.Index), Progress: progress,
 			Blocks: u32s(w.dense[r]), AssignmentVersion: w.cfg.Table.Version}
 		if op != kelpiepb.Op_OP_PULL {
@@ -240,15 +250,20 @@ func (w *Worker) exchange(op kelpiepb.Op, progress int64, pullKeys []uint64) ([]
 	}
 	wg.Wait()
 	minV := int64(-1)
+	var out []Comm
 	for r := range n {
 		if errs[r] != nil {
 			return nil, 0, errs[r]
 		}
+		if w.conns[r] == nil {
+			continue
+		}
+		out = append(out, comms[r])
 		if minV < 0 || versions[r] < minV {
 			minV = versions[r]
 		}
 	}
-	return comms, minV, nil
+	return out, minV, nil
 }
 
 // absorb copies one server's pulled values into the worker's parameters.
@@ -406,6 +421,9 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 				return sum, fmt.Errorf("worker %d: report shards: %v", w.cfg.Index, err)
 			}
 		}
+		if err := w.applyTables(next); err != nil {
+			return sum, fmt.Errorf("worker %d: new block table: %v", w.cfg.Index, err)
+		}
 		if more && w.cfg.Sync == syncmodel.Kind("drop") && version > next {
 			// Our gradient was dropped and the servers moved on: rejoin at
 			// their version (backup-worker semantics).
@@ -461,6 +479,9 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 // pushed iteration.
 func (w *Worker) leave(last int64) error {
 	for r, c := range w.conns {
+		if c == nil {
+			continue
+		}
 		if _, err := c.Do(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_LEAVE, Worker: int32(w.cfg.Index), Progress: last}); err != nil {
 			return fmt.Errorf("worker %d: leave server %d: %v", w.cfg.Index, r, err)
 		}
@@ -471,6 +492,27 @@ func (w *Worker) leave(last int64) error {
 // applyCommands takes the commands that have arrived and applies those due
 // by iteration next (the next one to fill).
 func (w *Worker) applyCommands(next int64) {
+	w.drain()
+	keep := w.pending[:0]
+	for _, c := range w.pending {
+		if c.At > next || c.Table != nil {
+			keep = append(keep, c) // tables switch after the exchange (applyTables)
+			continue
+		}
+		at := max(c.At, next)
+		plan, err := w.cfg.Plan.WithSplit(at, c.Local)
+		if err == nil {
+			w.cfg.Plan = plan
+		}
+		if w.cfg.Ack != nil {
+			w.cfg.Ack(Ack{ID: c.ID, Applied: at, Err: err})
+		}
+	}
+	w.pending = keep
+}
+
+// drain moves the commands that have arrived into the pending list.
+func (w *Worker) drain() {
 	for more := true; more && w.cfg.Commands != nil; {
 		select {
 		case c, ok := <-w.cfg.Commands:
@@ -484,22 +526,59 @@ func (w *Worker) applyCommands(next int64) {
 			more = false
 		}
 	}
+}
+
+// applyTables switches to a new block table once the iterations before its
+// switch have been exchanged under the old one.
+func (w *Worker) applyTables(next int64) error {
+	w.drain()
 	keep := w.pending[:0]
+	var err error
 	for _, c := range w.pending {
-		if c.At > next {
+		if c.Table == nil || c.At > next || err != nil {
 			keep = append(keep, c)
 			continue
 		}
-		at := max(c.At, next)
-		plan, err := w.cfg.Plan.WithSplit(at, c.Local)
-		if err == nil {
-			w.cfg.Plan = plan
-		}
+		err = w.retable(*c.Table, c.Addrs)
 		if w.cfg.Ack != nil {
-			w.cfg.Ack(Ack{ID: c.ID, Applied: at, Err: err})
+			w.cfg.Ack(Ack{ID: c.ID, Applied: max(c.At, next), Err: err})
 		}
 	}
 	w.pending = keep
+	return err
+}
+
+// retable follows a new block table: connections are kept for servers that
+// stay, opened for new ones and closed for removed ones.
+func (w *Worker) retable(t blocks.Table, addrs []string) error {
+	old := map[string]*psclient.Conn{}
+	for i, c := range w.conns {
+		if c != nil {
+			old[w.cfg.Addrs[i]] = c
+		}
+	}
+	conns := make([]*psclient.Conn, len(addrs))
+	for i, a := range addrs {
+		if a == "" {
+			continue
+		}
+		if c, ok := old[a]; ok {
+			conns[i] = c
+			delete(old, a)
+			continue
+		}
+		c, err := psclient.Dial(a)
+		if err != nil {
+			return err
+		}
+		conns[i] = c
+	}
+	for _, c := range old {
+		c.Close()
+	}
+	w.conns, w.cfg.Addrs = conns, append([]string(nil), addrs...)
+	w.setTable(t)
+	return nil
 }
 
 // Evaluate pulls the current parameters and evaluates them on ds in batches.

@@ -353,13 +353,7 @@ func (j *Job) roleIndex(node string, role kelpiepb.Role) (int, error) {
 }
 
 func (j *Job) assignment() *kelpiepb.Assignment {
-	a := &kelpiepb.Assignment{Version: j.Table.Version, Servers: j.addrs, ServerNames: j.Spec.ServerNames()}
-	for i, b := range j.Table.Blocks {
-		a.Blocks = append(a.Blocks, &kelpiepb.Block{Id: uint32(b.ID), Tensor: uint32(b.Tensor), Offset: b.Offset,
-			Length: b.Length, Sparse: b.Sparse})
-		a.ServerOf = append(a.ServerOf, int32(j.Table.ServerOf[i]))
-	}
-	return a
+	return job.Assignment(j.Table, j.addrs, j.Spec.ServerNames())
 }
 
 func (j *Job) wait(ctx context.Context, ch <-chan struct{}) error {

@@ -1,0 +1,144 @@
+package worker
+
+import (
+	"context"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/runtime/blocks"
+	"github.com/kelpie/kelpie/runtime/job"
+	"github.com/kelpie/kelpie/runtime/model"
+	"github.com/kelpie/kelpie/runtime/optim"
+	"github.com/kelpie/kelpie/runtime/psclient"
+	"github.com/kelpie/kelpie/runtime/server"
+	"github.com/kelpie/kelpie/runtime/syncmodel"
+)
+
+// addServer starts one more server that holds no block yet.
+func (cl *cluster) addServer(t *testing.T, c clusterConfig) {
+	t.Helper()
+	workers := make([]int, c.workers)
+	for i := range workers {
+		workers[i] = i
+	}
+	ps, err := server.New(server.Config{Name: "new", Sync: c.sync, Optim: c.optim, Workers: workers, Seed: c.seed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps.Install(cl.table, len(cl.servers), nil)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer(psclient.ServerOptions()...)
+	kelpiepb.RegisterParameterServerServer(gs, ps)
+	go gs.Serve(lis)
+	t.Cleanup(gs.Stop)
+	cl.addrs = append(cl.addrs, lis.Addr().String())
+	cl.servers = append(cl.servers, ps)
+}
+
+// retable moves every server to table t from iteration at; addrs has ""
+// for removed servers.
+func (cl *cluster) retable(t *testing.T, tab blocks.Table, addrs []string, at int64) {
+	t.Helper()
+	a := job.Assignment(tab, addrs, nil)
+	for i, s := range cl.servers {
+		if _, err := s.Retable(context.Background(), &kelpiepb.RetableRequest{Assignment: a, SwitchIteration: at, Me: int32(i)}); err != nil {
+			t.Fatalf("retable server %d: %v", i, err)
+		}
+	}
+}
+
+// TestHotServerChanges: add a server, then remove one, while BSP training
+// runs; blocks migrate between servers at agreed iterations. No update is
+// lost or applied twice: the final parameters equal those of one worker
+// training without any change, optimizer state included.
+func TestHotServerChanges(t *testing.T) {
+	ds := mnistSubset(t, 2048)
+	c := clusterConfig{model: model.Config{Kind: "mlp", Hidden: []int{32}}, info: ds.Info(), servers: 2, workers: 3,
+		blockBytes: 16 << 10, strategy: blocks.RoundRobin, sync: syncmodel.Config{Model: "bsp", Pull: "lazy"},
+		optim: optim.Config{Kind: "momentum", LR: 0.05, Momentum: 0.9}, seed: 4}
+	cl := startCluster(t, c)
+	addrs1 := append([]string(nil), cl.addrs...)
+	cl.addServer(t, c)
+	// v2: three servers, round-robin; v3: server 0 removed.
+	t2, _ := blocks.Assign(cl.table.Blocks, 3, blocks.RoundRobin, 1)
+	t2.Version = 2
+	addrs2 := append([]string(nil), cl.addrs...)
+	t3 := t2
+	t3.Version = 3
+	t3.ServerOf = make([]int, len(t2.ServerOf))
+	for i := range t3.ServerOf {
+		t3.ServerOf[i] = 1 + i%2
+	}
+	addrs3 := append([]string{""}, cl.addrs[1:]...)
+	if len(cl.table.Blocks) < 4 {
+		t.Fatalf("want several blocks to move, have %d", len(cl.table.Blocks))
+	}
+
+	plan := job.Plan{N: ds.Len(), Epochs: 1, GlobalBatch: 48, Seed: 3, Local: []int{16, 16, 16}, BatchesPerShard: 4}
+	cl.retable(t, t2, addrs2, 7)
+	var mu sync.Mutex
+	acks := map[string]int{}
+	ws := cl.train(t, c, ds, plan, func(cfg *Config) {
+		cfg.Addrs = addrs1
+		ch := make(chan Command, 2)
+		ch <- Command{ID: "add", At: 7, Table: &t2, Addrs: addrs2}
+		ch <- Command{ID: "remove", At: 20, Table: &t3, Addrs: addrs3}
+		cfg.Commands = ch
+		cfg.Ack = func(a Ack) {
+			mu.Lock()
+			defer mu.Unlock()
+			if a.Err != nil {
+				t.Errorf("ack %+v", a)
+			}
+			acks[a.ID]++
+		}
+		if cfg.Index == 0 {
+			// The second change is sent while training runs, once the
+			// first is applied everywhere.
+			go func() {
+				for {
+					mu.Lock()
+					n := acks["add"]
+					mu.Unlock()
+					if n == 3 {
+						break
+					}
+					time.Sleep(time.Millisecond)
+				}
+				cl.retable(t, t3, addrs3, 20)
+			}()
+		}
+	})
+	if acks["add"] != 3 || acks["remove"] != 3 {
+		t.Fatalf("acks = %v; want both changes applied by the 3 workers", acks)
+	}
+	st0, _ := cl.servers[0].Stats(context.Background(), &kelpiepb.StatsRequest{})
+	if len(st0.Blocks) != 0 || st0.MigratedOut == 0 {
+		t.Errorf("removed server still holds %v (moved out %d)", st0.Blocks, st0.MigratedOut)
+	}
+	var in int64
+	for _, s := range cl.servers {
+		st, _ := s.Stats(context.Background(), &kelpiepb.StatsRequest{})
+		in += st.MigratedIn
+		t.Logf("%s: blocks %v in %d out %d paused %.4fs", st.Name, st.Blocks, st.MigratedIn, st.MigratedOut, st.PausedSeconds)
+	}
+	if in == 0 {
+		t.Error("no block migrated")
+	}
+	if _, _, err := ws[0].Evaluate(ds, -1); err != nil {
+		t.Fatal(err)
+	}
+	c.workers = 1
+	one := finalParams(t, c, ds, []int{48}, 1)
+	if d := maxDiff(t, ws[0].Params(), one); d > 1e-4 {
+		t.Errorf("max |w_elastic - w_1| = %g; want ≤ 1e-4", d)
+	}
+}

@@ -61,7 +61,6 @@ func dialCoordinator(addr string) (kelpiepb.CoordinatorClient, *grpc.ClientConn,
 	return kelpiepb.NewCoordinatorClient(cc), cc, nil
 }
 
-
 type registered struct {
 	spec *spec.Spec
 	resp *kelpiepb.RegisterResponse

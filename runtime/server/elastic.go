@@ -228,7 +228,7 @@ func (s *Server) Migrate(_ context.Context, m *kelpiepb.MigrateRequest) (*kelpie
 		return nil, status.Errorf(codes.FailedPrecondition, "server %s does not expect block %d (table v%d)", s.cfg.Name, id, s.version)
 	}
 	meta := s.el.table.Blocks[id]
-	blk := &block{meta: meta, vals: append([]float32(nil), vals[:n]...), opt: optim.NewState(s.cfg.Optim, n)}
+	blk := &block{meta: meta, vals: append([]float32(nil), vals[:n]...), opt: optim.NewState(s.cfg.Optim, n), from: s.el.switchAt}
 	off := n
 	if m.HasM && len(blk.opt.M) == n {
 		copy(blk.opt.M, vals[off:off+n])

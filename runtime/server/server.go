@@ -51,6 +51,11 @@ type block struct {
 	touched []int     // sparse rows present in acc
 	mark    []bool
 	opt     *optim.State
+	// from is the first version whose gradients this block takes: a block
+	// that migrated here at a table switch must not be stepped by the
+	// commit of an earlier version (with momentum or Adam, even a zero
+	// gradient moves the parameters).
+	from int64
 }
 
 type pendingPull struct {
@@ -555,9 +560,13 @@ func (s *Server) membership(worker int, join bool, send *[]func()) {
 	s.handOffLocked(send)
 }
 
-// commit applies the summed gradients of the finished version.
+// commit applies the summed gradients of the finished version (V_train-1).
 func (s *Server) commit() {
+	version := s.engine.VTrain() - 1
 	for _, b := range s.blocks {
+		if b.from > version {
+			continue
+		}
 		if !b.meta.Sparse {
 			optim.Apply(s.cfg.Optim, b.opt, b.vals, b.acc)
 			clear(b.acc)

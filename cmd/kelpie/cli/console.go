@@ -2,10 +2,41 @@ package cli
 
 import (
 	"context"
-	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kelpie/kelpie/tui"
 )
 
 // runConsole opens the TUI on a scheduler.
 func runConsole(ctx context.Context, addr, token, job string) error {
-	return fmt.Errorf("the console is not built yet: attach with `kelpie job describe --scheduler %s %s`", addr, job)
+	return tui.Run(ctx, tui.Options{Scheduler: addr, Token: token, Job: job})
+}
+
+func tuiCmd() *cobra.Command {
+	var o tui.Options
+	c := &cobra.Command{
+		Use:   "tui",
+		Short: "the console: watch and steer the jobs of a scheduler",
+		Long: `tui opens kelpie's console on a scheduler's console API (kelpie scheduler --http, or
+kelpie demo). Keys: ? help, : command mode (:jobs, :job NAME, :actions, :policies, :events,
+:theme NAME), / filter, esc back, q quit. Settings: $XDG_CONFIG_HOME/kelpie/config.yaml.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return tui.Run(ctx, o)
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&o.Scheduler, "scheduler", os.Getenv("KELPIE_SCHEDULER"), "the scheduler's console address host:port (default: config, then 127.0.0.1:7080)")
+	f.StringVar(&o.Token, "token", os.Getenv("KELPIE_TOKEN"), "bearer token")
+	f.BoolVar(&o.ReadOnly, "readonly", false, "hide every control that changes the cluster")
+	f.StringVar(&o.Job, "job", "", "open this job first")
+	f.StringVar(&o.Theme, "theme", "", "dark | light | high-contrast")
+	f.StringVar(&o.Config, "config", "", `config file ("-" reads none)`)
+	return c
 }

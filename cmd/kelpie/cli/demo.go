@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"os"
@@ -38,13 +40,28 @@ again until interrupted. AntDT-ND runs in approve mode: its proposals wait for y
 				defer os.RemoveAll(dir)
 				cfg.DataDir = dir
 			}
+			// The person at the console is the operator of their demo; others
+			// may watch without a token.
 			cfg.AllowAnonymousViewer = true
+			token := randomToken()
+			cfg.Tokens = filepath.Join(cfg.DataDir, "tokens")
+			if err := os.WriteFile(cfg.Tokens, []byte(token+" operator demo\n"), 0o600); err != nil {
+				return err
+			}
 			logf, err := os.Create(filepath.Join(cfg.DataDir, "scheduler.log"))
 			if err != nil {
 				return err
 			}
 			defer logf.Close()
 			cfg.Log = slog.New(slog.NewTextHandler(logf, nil))
+			// Nodes are attached (they die with the demo) and log to a file,
+			// not over the console.
+			nodeLog, err := os.Create(filepath.Join(cfg.DataDir, "nodes.log"))
+			if err != nil {
+				return err
+			}
+			defer nodeLog.Close()
+			cfg.NodeLog = nodeLog
 			d, err := daemon.Start(cfg)
 			if err != nil {
 				return err
@@ -57,11 +74,11 @@ again until interrupted. AntDT-ND runs in approve mode: its proposals wait for y
 			go keepDemoRunning(ctx, d, s)
 			fmt.Fprintf(os.Stderr, "kelpie demo: scheduler grpc %s, console %s (logs in %s)\n", d.GRPCAddr(), d.HTTPAddr(), cfg.DataDir)
 			if headless {
-				fmt.Fprintf(os.Stderr, "kelpie demo: headless; attach with `kelpie tui --scheduler %s`, stop with Ctrl-C\n", d.HTTPAddr())
+				fmt.Fprintf(os.Stderr, "kelpie demo: headless; attach with `kelpie tui --scheduler %s --token %s`, stop with Ctrl-C\n", d.HTTPAddr(), token)
 				<-ctx.Done()
 				return nil
 			}
-			return runConsole(ctx, d.HTTPAddr(), "", s.Name)
+			return runConsole(ctx, d.HTTPAddr(), token, s.Name)
 		},
 	}
 	f := c.Flags()
@@ -70,6 +87,12 @@ again until interrupted. AntDT-ND runs in approve mode: its proposals wait for y
 	f.StringVar(&cfg.HTTP, "http", "127.0.0.1:7080", "console API listen address")
 	f.StringVar(&cfg.DataDir, "data-dir", "", "state directory (default: a temporary one)")
 	return c
+}
+
+func randomToken() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // keepDemoRunning submits the demo job and submits it again when it ends.

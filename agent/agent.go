@@ -195,7 +195,7 @@ func (a *Agent) supervise(ctx context.Context) error {
 			_ = cmd.Process.Signal(syscall.SIGKILL)
 			err = <-exited
 		case why = <-a.stop:
-			err = a.stopChild(cmd, exited)
+			_ = a.stopChild(cmd, exited)
 			a.setState(kelpiepb.NodeState_NODE_STATE_STOPPED, 0, "stopped: "+why)
 			return nil
 		case <-ctx.Done():

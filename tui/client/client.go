@@ -13,8 +13,9 @@
 // Send writes a Command and waits for the CommandResult with the same frame id.
 //
 // What the client expects of the server, beyond console.proto: a refused token is an HTTP 401/403
-// on the upgrade, a close with status 1008 (policy violation), or a failed CommandResult for the
-// Hello frame's id; none of these is retried. Each Subscribe replaces the previous one and is
+// on the upgrade, a close with status 1008 (policy violation) before the Welcome, or a failed
+// CommandResult for the Hello frame's id; none of these is retried. Any close after the Welcome
+// (1008 for a client too slow to read included) is a lost connection, retried. Each Subscribe replaces the previous one and is
 // answered by one Snapshot of its scope, so the client tags every snapshot with the scope it
 // answers (SnapshotMsg.Scope).
 //
@@ -47,7 +48,7 @@ type State int
 
 const (
 	Connecting   State = iota // dialling or waiting for Welcome
-	Connected                 // welcomed and subscribed
+	Connected                 // welcomed (and subscribed, when there is a subscription)
 	Disconnected              // lost or refused by the network; a retry is scheduled
 	Unauthorized              // the scheduler refused the token; not retried
 	Closed                    // Close was called or the context ended
@@ -112,6 +113,7 @@ func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) 
 type Option func(*config)
 
 type config struct {
+	subscribe    bool
 	name         string
 	handler      func(any)
 	jobs         []string
@@ -130,10 +132,12 @@ type config struct {
 // It is called from one goroutine, in order, and may block (tea.Program.Send does).
 func WithHandler(h func(any)) Option { return func(c *config) { c.handler = h } }
 
-// WithSubscription sets the first subscription: jobs (empty: every job), the delta rate and the
-// heatmap columns (0: server defaults).
+// WithSubscription subscribes on every connection: jobs (empty: every job), the delta rate and
+// the heatmap columns (0: server defaults). Without it the client only sends commands until
+// Subscribe is called.
 func WithSubscription(jobs []string, maxRateHz float64, heatmapColumns int32) Option {
 	return func(c *config) {
+		c.subscribe = true
 		c.jobs, c.rateHz, c.columns = append([]string(nil), jobs...), maxRateHz, heatmapColumns
 	}
 }
@@ -174,7 +178,8 @@ type Client struct {
 	status  StatusMsg
 	changed chan struct{} // closed and replaced on every status change
 
-	subMu sync.Mutex // orders the scope queue with the frames on the wire
+	subMu      sync.Mutex // orders the scope queue with the frames on the wire
+	subscribed bool       // send sub on every connection (WithSubscription, or Subscribe was called)
 
 	out *outbox
 }
@@ -207,10 +212,11 @@ func Dial(ctx context.Context, addr, token string, opts ...Option) (*Client, err
 	cfg.maxBackoff = max(cfg.maxBackoff, cfg.minBackoff)
 	c := &Client{
 		url: u, token: token, cfg: cfg,
-		waiters: map[string]chan *kelpiepb.CommandResult{},
-		sub:     &kelpiepb.Subscribe{Jobs: cfg.jobs, MaxRateHz: cfg.rateHz, HeatmapColumns: cfg.columns},
-		changed: make(chan struct{}),
-		status:  StatusMsg{State: Connecting, Addr: addr},
+		waiters:    map[string]chan *kelpiepb.CommandResult{},
+		sub:        &kelpiepb.Subscribe{Jobs: cfg.jobs, MaxRateHz: cfg.rateHz, HeatmapColumns: cfg.columns},
+		changed:    make(chan struct{}),
+		status:     StatusMsg{State: Connecting, Addr: addr},
+		subscribed: cfg.subscribe,
 	}
 	c.ctx, c.cancel = context.WithCancel(ctx)
 	c.out = newOutbox()
@@ -347,7 +353,7 @@ func (c *Client) Subscribe(ctx context.Context, jobs []string) error {
 	defer c.subMu.Unlock()
 	c.mu.Lock()
 	sub := &kelpiepb.Subscribe{Jobs: append([]string(nil), jobs...), MaxRateHz: c.sub.MaxRateHz, HeatmapColumns: c.sub.HeatmapColumns}
-	c.sub = sub
+	c.sub, c.subscribed = sub, true
 	conn := c.conn
 	c.mu.Unlock()
 	if conn == nil {
@@ -364,8 +370,9 @@ func (c *Client) SetRate(ctx context.Context, hz float64) error {
 	sub := &kelpiepb.Subscribe{Jobs: c.sub.Jobs, MaxRateHz: hz, HeatmapColumns: c.sub.HeatmapColumns}
 	c.sub = sub
 	conn := c.conn
+	subscribed := c.subscribed
 	c.mu.Unlock()
-	if conn == nil {
+	if conn == nil || !subscribed {
 		return nil
 	}
 	return c.sendSubscribe(ctx, conn, sub)
@@ -462,7 +469,7 @@ func (c *Client) session(addr string) (welcomed bool, err error) {
 	f, err := readFrame(hctx, conn)
 	hcancel()
 	if err != nil {
-		return false, closeReason(err, "waiting for welcome")
+		return false, closeReason(err, "waiting for welcome", true)
 	}
 	switch b := f.Body.(type) {
 	case *kelpiepb.ServerFrame_Welcome:
@@ -479,9 +486,11 @@ func (c *Client) session(addr string) (welcomed bool, err error) {
 	c.subMu.Lock()
 	c.mu.Lock()
 	c.conn, c.scopes = conn, nil
-	sub := c.sub
+	sub, subscribed := c.sub, c.subscribed
 	c.mu.Unlock()
-	err = c.sendSubscribe(ctx, conn, sub)
+	if subscribed {
+		err = c.sendSubscribe(ctx, conn, sub)
+	}
 	c.subMu.Unlock()
 	defer c.drop()
 	if err != nil {
@@ -499,7 +508,7 @@ func (c *Client) session(addr string) (welcomed bool, err error) {
 	for {
 		f, err := readFrame(ctx, conn)
 		if err != nil {
-			return true, closeReason(err, "connection lost")
+			return true, closeReason(err, "connection lost", false)
 		}
 		c.dispatch(f)
 	}
@@ -576,11 +585,12 @@ func readFrame(ctx context.Context, conn *websocket.Conn) (*kelpiepb.ServerFrame
 	return f, nil
 }
 
-// closeReason turns a read error into the error the UI shows, spotting refusals of the token.
-func closeReason(err error, what string) error {
+// closeReason turns a read error into the error the UI shows. A policy-violation close before
+// the welcome is a refused token; after it (e.g. a client too slow to read) the loss is retried.
+func closeReason(err error, what string, hello bool) error {
 	var ce websocket.CloseError
 	if errors.As(err, &ce) {
-		if ce.Code == websocket.StatusPolicyViolation {
+		if hello && ce.Code == websocket.StatusPolicyViolation {
 			return errUnauthorized{msg: ce.Reason}
 		}
 		if ce.Reason != "" {

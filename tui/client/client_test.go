@@ -32,6 +32,7 @@ type fakeScheduler struct {
 	conns    chan *websocket.Conn
 	received chan *kelpiepb.Command
 	seq      uint64
+	refuse   bool // close with 1008 on hello, as the scheduler does for an unknown token
 }
 
 func newFakeScheduler(t *testing.T, token string) (*fakeScheduler, *httptest.Server) {
@@ -91,6 +92,11 @@ func (s *fakeScheduler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		switch b := f.Body.(type) {
 		case *kelpiepb.ClientFrame_Hello:
 			s.hellos = append(s.hellos, b.Hello)
+			if s.refuse {
+				s.mu.Unlock()
+				conn.Close(websocket.StatusPolicyViolation, "kelpie: unknown token")
+				return
+			}
 			reply = &kelpiepb.ServerFrame{Body: &kelpiepb.ServerFrame_Welcome{Welcome: &kelpiepb.Welcome{
 				ApiVersion: "kelpie.v1", User: "alice", Role: "operator"}}}
 		case *kelpiepb.ClientFrame_Subscribe:
@@ -347,9 +353,67 @@ func TestClientUnauthorized(t *testing.T) {
 	}
 }
 
+// 1008 before the welcome is a refused token (not retried); after it, a lost connection (retried).
+func TestClientPolicyViolation(t *testing.T) {
+	sched, srv := newFakeScheduler(t, "s3cret")
+	sched.refuse = true
+	rec := newRecorder()
+	c, _ := Dial(context.Background(), srv.URL, "s3cret", WithHandler(rec.handle), WithPing(0))
+	st := rec.waitFor(t, "unauthorized", isState(Unauthorized)).(StatusMsg)
+	if !strings.Contains(st.Err.Error(), "unknown token") {
+		t.Errorf("refusal = %v; want the scheduler's reason", st.Err)
+	}
+	c.Close()
+
+	sched.mu.Lock()
+	sched.refuse = false
+	sched.mu.Unlock()
+	rec = newRecorder()
+	clk := newFakeClock()
+	c, _ = Dial(context.Background(), srv.URL, "s3cret", WithHandler(rec.handle), WithPing(0), WithClock(clk))
+	defer c.Close()
+	rec.waitFor(t, "connected", isState(Connected))
+	<-sched.conns // the refused one
+	(<-sched.conns).Close(websocket.StatusPolicyViolation, "kelpie: client too slow: send queue full, disconnected")
+	st = rec.waitFor(t, "disconnected", func(m any) bool {
+		st, ok := m.(StatusMsg)
+		return ok && (st.State == Disconnected || st.State == Unauthorized)
+	}).(StatusMsg)
+	if st.State != Disconnected || !strings.Contains(st.Err.Error(), "too slow") {
+		t.Errorf("after a slow-client close: %v %v; want disconnected (and a retry) with the reason", st.State, st.Err)
+	}
+}
+
+// A client without a subscription only sends commands, until it subscribes.
+func TestClientWithoutSubscription(t *testing.T) {
+	sched, srv := newFakeScheduler(t, "s3cret")
+	rec := newRecorder()
+	c, _ := Dial(context.Background(), srv.URL, "s3cret", WithHandler(rec.handle), WithPing(0))
+	defer c.Close()
+	if err := c.WaitConnected(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := c.Send(context.Background(), &kelpiepb.Command{Kind: &kelpiepb.Command_Approve{Approve: &kelpiepb.DecideAction{ActionId: "a-1"}}}); err != nil || !res.Ok {
+		t.Fatalf("Send = %v, %v", res, err)
+	}
+	sched.mu.Lock()
+	n := len(sched.subs)
+	sched.mu.Unlock()
+	if n != 0 {
+		t.Errorf("a client without a subscription sent %d subscribe frames", n)
+	}
+	if err := c.Subscribe(context.Background(), []string{"ctr"}); err != nil {
+		t.Fatal(err)
+	}
+	snap := rec.waitFor(t, "snapshot", isSnapshot).(SnapshotMsg)
+	if len(snap.Snapshot.Jobs) != 1 || snap.Snapshot.Jobs[0].Name != "ctr" {
+		t.Errorf("snapshot after Subscribe = %v", snap.Snapshot)
+	}
+}
+
 func TestURL(t *testing.T) {
 	cases := []struct{ in, want, err string }{
-		{"127.0.0.1:7070", "ws://127.0.0.1:7070/api/v1/console", ""},
+		{"127.0.0.1:7080", "ws://127.0.0.1:7080/api/v1/console", ""},
 		{"http://host:80", "ws://host:80/api/v1/console", ""},
 		{"https://host/", "wss://host/api/v1/console", ""},
 		{"wss://host/custom", "wss://host/custom", ""},

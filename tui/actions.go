@@ -1,0 +1,414 @@
+package tui
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/tui/forms"
+)
+
+// actionsView is the pending queue (proposed actions first, each with its policy, target, reason
+// and predicted effect), recent actions below, the selected action's details, and the manual
+// triggers. In read-only mode the queue is shown but nothing can be decided or triggered.
+type actionsView struct {
+	c       *shared
+	tbl     table
+	filt    string
+	rows    []*kelpiepb.Action
+	builtAt uint64
+	builtJb string
+	built   bool
+}
+
+// destructive kinds ask for confirmation before they are approved or triggered.
+var destructive = map[string]bool{"KILL_RESTART": true, "REMOVE_SERVER": true, "REMOVE_WORKER": true, "BACKUP_WORKERS": true}
+
+func newActionsView(c *shared) *actionsView {
+	v := &actionsView{c: c}
+	v.tbl.cols = []column{
+		{title: "ID", width: 8},
+		{title: "JOB", width: 12, drop: 4},
+		{title: "KIND", width: 13},
+		{title: "TARGET", width: 10},
+		{title: "POLICY", width: 14, drop: 3},
+		{title: "STATE", width: 10},
+		{title: "AGE", width: 6, right: true, drop: 2},
+		{title: "REASON", width: 20, flex: true, drop: 1},
+	}
+	return v
+}
+
+func (v *actionsView) title() string      { return "actions" }
+func (v *actionsView) keyMap() helpKeyMap { return v.c.keys.Actions }
+func (v *actionsView) filterable() bool   { return true }
+func (v *actionsView) filter() string     { return v.filt }
+func (v *actionsView) setFilter(f string) { v.filt = f; v.built = false }
+func (v *actionsView) capturing() bool    { return false }
+func (v *actionsView) click(x, y int)     { v.refresh(); v.tbl.click(y - 1) }
+
+func (v *actionsView) refresh() {
+	if v.built && v.builtAt == v.c.dataVer && v.builtJb == v.c.job {
+		return
+	}
+	keep := ""
+	if a := v.selected(); a != nil {
+		keep = a.GetId()
+	}
+	var all []*kelpiepb.Action
+	if j := v.c.data.jobs[v.c.job]; j != nil {
+		all = append(all, j.GetActions()...)
+	} else {
+		for _, n := range v.c.data.names() {
+			all = append(all, v.c.data.jobs[n].GetActions()...)
+		}
+	}
+	f := strings.ToLower(v.filt)
+	v.rows = v.rows[:0]
+	for _, a := range all {
+		if f == "" || strings.Contains(strings.ToLower(a.GetId()+" "+a.GetKind()+" "+a.GetTarget()+" "+a.GetPolicy()+" "+a.GetState()+" "+a.GetReason()), f) {
+			v.rows = append(v.rows, a)
+		}
+	}
+	sort.SliceStable(v.rows, func(i, j int) bool { // pending first; otherwise as the scheduler ordered them
+		return v.rows[i].GetState() == "proposed" && v.rows[j].GetState() != "proposed"
+	})
+	v.tbl.set(len(v.rows), v.row)
+	for i, a := range v.rows {
+		if a.GetId() == keep {
+			v.tbl.cursor = i
+			v.tbl.clamp()
+		}
+	}
+	v.built, v.builtAt, v.builtJb = true, v.c.dataVer, v.c.job
+}
+
+func (v *actionsView) selected() *kelpiepb.Action {
+	if v.tbl.cursor >= 0 && v.tbl.cursor < len(v.rows) {
+		return v.rows[v.tbl.cursor]
+	}
+	return nil
+}
+
+func (v *actionsView) row(i int) []cell {
+	a := v.rows[i]
+	st := v.c.stateStyle(a.GetState())
+	if a.GetState() == "proposed" {
+		st = &v.c.st.action
+	}
+	state := a.GetState()
+	if state == "proposed" {
+		state = "pending⚑"
+	}
+	return []cell{
+		{text: a.GetId()},
+		{text: a.GetJob(), style: &v.c.st.muted},
+		{text: a.GetKind()},
+		{text: a.GetTarget()},
+		{text: a.GetPolicy(), style: &v.c.st.muted},
+		{text: state, style: st},
+		{text: since(a.GetCreated(), v.c.now())},
+		{text: a.GetReason()},
+	}
+}
+
+// triggerJob is the job a manual action is for: the open job, or the selected action's.
+func (v *actionsView) triggerJob() string {
+	if v.c.data.jobs[v.c.job] != nil {
+		return v.c.job
+	}
+	if a := v.selected(); a != nil {
+		return a.GetJob()
+	}
+	return ""
+}
+
+func (v *actionsView) update(msg tea.KeyMsg) tea.Cmd {
+	v.refresh()
+	k := v.c.keys
+	if v.tbl.navigate(msg, k.Global) {
+		return nil
+	}
+	switch {
+	case key.Matches(msg, k.Actions.Approve), key.Matches(msg, k.Actions.Reject):
+		a := v.selected()
+		approve := key.Matches(msg, k.Actions.Approve)
+		if a == nil {
+			return nil
+		}
+		if a.GetState() != "proposed" {
+			v.c.setFlash(flashErr, fmt.Sprintf("%s is %s, not pending", a.GetId(), a.GetState()))
+			return nil
+		}
+		return v.decide(a, approve)
+	case key.Matches(msg, k.Actions.Trigger):
+		v.c.modal = &menuDialog{title: "trigger an action", items: []string{
+			"restart a node (KILL_RESTART)", "adjust batch sizes (ADJUST_BS)",
+			"add a server", "remove a server", "add a worker", "remove a worker",
+		}, choose: v.trigger}
+	case key.Matches(msg, k.Actions.Restart):
+		return v.trigger(0)
+	case key.Matches(msg, k.Actions.Batch):
+		return v.trigger(1)
+	}
+	return nil
+}
+
+func (v *actionsView) decide(a *kelpiepb.Action, approve bool) tea.Cmd {
+	d := &kelpiepb.DecideAction{Job: a.GetJob(), ActionId: a.GetId()}
+	verb := "reject"
+	cmd := &kelpiepb.Command{Kind: &kelpiepb.Command_Reject{Reject: d}}
+	if approve {
+		verb = "approve"
+		cmd = &kelpiepb.Command{Kind: &kelpiepb.Command_Approve{Approve: d}}
+	}
+	what := fmt.Sprintf("%s %s %s", verb, a.GetId(), a.GetKind())
+	if approve && destructive[a.GetKind()] {
+		v.c.modal = &confirmDialog{
+			title: "approve",
+			body:  fmt.Sprintf("Approve %s %s on %s?\n%s", a.GetKind(), a.GetId(), orNone(a.GetTarget()), a.GetPredicted()),
+			yes:   func() tea.Cmd { return v.c.send(what, cmd, nil, nil) },
+		}
+		return nil
+	}
+	return v.c.send(what, cmd, nil, nil)
+}
+
+// nodesOf maps each node of the job to its role; workers lists the workers in order.
+func nodesOf(j *kelpiepb.JobView) (roles map[string]string, workers, servers []string, sizes map[string]int32) {
+	roles, sizes = map[string]string{}, map[string]int32{}
+	for _, n := range j.GetNodes() {
+		roles[n.GetName()] = n.GetRole()
+		switch n.GetRole() {
+		case "worker":
+			workers = append(workers, n.GetName())
+			sizes[n.GetName()] = n.GetBatchSize()
+		case "server":
+			servers = append(servers, n.GetName())
+		}
+	}
+	return
+}
+
+// trigger opens the form or dialog for menu item i.
+func (v *actionsView) trigger(i int) tea.Cmd {
+	job := v.triggerJob()
+	j := v.c.data.jobs[job]
+	if j == nil {
+		v.c.setFlash(flashErr, "open a job first (:job NAME) to trigger an action")
+		return nil
+	}
+	roles, workers, servers, sizes := nodesOf(j)
+	if len(roles) == 0 && i != 2 && i != 4 {
+		v.c.setFlash(flashErr, "waiting for "+job+"'s nodes")
+		return nil
+	}
+	send := func(what string, a *kelpiepb.Action, f *form) tea.Cmd {
+		return v.c.send(what, triggerCmd(job, a), f, nil)
+	}
+	switch i {
+	case 0, 3, 5: // restart, remove server, remove worker: pick a node, then confirm
+		role, kind, verb := "", "KILL_RESTART", "restart"
+		def := ""
+		switch i {
+		case 0:
+			def = v.suggestRestart(j)
+		case 3:
+			role, kind, verb = "server", "REMOVE_SERVER", "remove server"
+			if len(servers) > 0 {
+				def = servers[len(servers)-1]
+			}
+		case 5:
+			role, kind, verb = "worker", "REMOVE_WORKER", "remove worker"
+			if len(workers) > 0 {
+				def = workers[len(workers)-1]
+			}
+		}
+		f := newForm(verb + " · " + job)
+		f.add("node", "node", def, "a node of "+job)
+		v.c.modal = &formDialog{form: f, submit: func(f *form) tea.Cmd {
+			node := strings.TrimSpace(f.values()["node"])
+			if err := forms.Node(node, roles, role); err != nil {
+				f.setErrors(map[string]string{"node": err.Error()})
+				return nil
+			}
+			v.c.modal = &confirmDialog{
+				title: verb,
+				body:  fmt.Sprintf("%s %s of %s?\nThis stops the node's process.", strings.ToUpper(verb[:1])+verb[1:], node, job),
+				yes:   func() tea.Cmd { return send(verb+" "+node, &kelpiepb.Action{Kind: kind, Target: node}, nil) },
+			}
+			return nil
+		}}
+	case 1:
+		f := newForm("adjust batch sizes · " + job)
+		f.info = []string{fmt.Sprintf("global batch %d: the sizes must sum to it; workers left out keep theirs", j.GetGlobalBatch())}
+		f.add("sizes", "sizes", forms.FormatBatchSizes(workers, sizes), "worker=size pairs, e.g. worker-2=32")
+		v.c.modal = &formDialog{form: f, submit: func(f *form) tea.Cmd {
+			bs, err := forms.BatchSizes(f.values()["sizes"], sizes, j.GetGlobalBatch())
+			if err != nil {
+				f.setErrors(map[string]string{"sizes": err.Error()})
+				return nil
+			}
+			f.setErrors(nil)
+			return send("adjust batch sizes", &kelpiepb.Action{Kind: "ADJUST_BS", BatchSizes: bs}, f)
+		}}
+	case 2, 4:
+		kind, what := "ADD_SERVER", "add a server"
+		if i == 4 {
+			kind, what = "ADD_WORKER", "add a worker"
+		}
+		v.c.modal = &confirmDialog{
+			title: what,
+			body:  fmt.Sprintf("%s to %s?", strings.ToUpper(what[:1])+what[1:], job),
+			yes:   func() tea.Cmd { return send(what, &kelpiepb.Action{Kind: kind}, nil) },
+		}
+	}
+	return nil
+}
+
+// suggestRestart is the node a restart form starts with: the selected action's target, else the
+// first persistent straggler, else the first worker.
+func (v *actionsView) suggestRestart(j *kelpiepb.JobView) string {
+	if a := v.selected(); a != nil && a.GetTarget() != "" && a.GetJob() == j.GetName() {
+		return a.GetTarget()
+	}
+	first := ""
+	for _, n := range j.GetNodes() {
+		if n.GetClass() == "persistent" {
+			return n.GetName()
+		}
+		if first == "" && n.GetRole() == "worker" {
+			first = n.GetName()
+		}
+	}
+	return first
+}
+
+func (v *actionsView) render(w, h int) string {
+	v.refresh()
+	pend := 0
+	for _, a := range v.rows {
+		if a.GetState() == "proposed" {
+			pend++
+		}
+	}
+	scope := "all jobs"
+	if v.c.data.jobs[v.c.job] != nil {
+		scope = v.c.job
+	}
+	title := fmt.Sprintf("actions · %s · %d pending, %d in all", scope, pend, len(v.rows))
+	if v.c.readOnly {
+		title += " · read-only"
+	}
+	if v.filt != "" {
+		title += fmt.Sprintf(" · filter %q", v.filt)
+	}
+	th := h
+	detail := ""
+	if h >= 14 {
+		th = h * 3 / 5
+		detail = v.detail(w, h-th)
+	}
+	var body string
+	if len(v.rows) == 0 {
+		body = v.tbl.render(&v.c.st, w-2, 1) + "\n\n  " + v.c.st.muted.Render("no actions yet: policies propose them as stragglers appear")
+		if !v.c.readOnly {
+			body += "\n  " + v.c.st.muted.Render("press "+v.c.keys.Actions.Trigger.Help().Key+" to trigger one by hand")
+		}
+	} else {
+		body = v.tbl.render(&v.c.st, w-2, th-2)
+	}
+	out := v.c.box(title, body, w, th, true)
+	if detail != "" {
+		out += "\n" + detail
+	}
+	return out
+}
+
+func (v *actionsView) detail(w, h int) string {
+	st := &v.c.st
+	a := v.selected()
+	if a == nil {
+		return v.c.box("details", "", w, h, false)
+	}
+	label := func(l string) string { return st.muted.Render(fmt.Sprintf("%-11s", l)) }
+	lines := []string{
+		fmt.Sprintf("%s %s on %s · from %s · %s", st.title.Render(a.GetId()), a.GetKind(), orNone(a.GetTarget()), a.GetPolicy(),
+			v.c.styled(v.c.stateStyle(a.GetState()), a.GetState())),
+		label("reason") + a.GetReason(),
+		label("predicted") + a.GetPredicted(),
+	}
+	if len(a.GetEvidence()) > 0 {
+		lines = append(lines, label("evidence")+kv(a.GetEvidence()))
+	}
+	if len(a.GetBatchSizes()) > 0 {
+		lines = append(lines, label("batch")+kvInt(a.GetBatchSizes()))
+	}
+	if len(a.GetAccumulation()) > 0 {
+		lines = append(lines, label("accumulate")+kvInt(a.GetAccumulation()))
+	}
+	if len(a.GetParams()) > 0 {
+		lines = append(lines, label("params")+kv(a.GetParams()))
+	}
+	if a.GetSyncModel() != "" {
+		lines = append(lines, label("sync")+a.GetSyncModel())
+	}
+	if a.GetTargetIteration() > 0 || a.GetAppliedIteration() > 0 {
+		lines = append(lines, label("iteration")+fmt.Sprintf("target %d, applied %d", a.GetTargetIteration(), a.GetAppliedIteration()))
+	}
+	if a.GetDecidedBy() != "" {
+		lines = append(lines, label("decided by")+a.GetDecidedBy())
+	}
+	if a.GetError() != "" {
+		lines = append(lines, label("error")+st.errText.Render(a.GetError()))
+	}
+	if hs := a.GetHistory(); len(hs) > 0 {
+		var parts []string
+		for _, t := range hs {
+			p := t.GetState()
+			if t.GetBy() != "" {
+				p += " by " + t.GetBy()
+			}
+			if s := since(t.GetAt(), v.c.now()); s != "" {
+				p += " " + s + " ago"
+			}
+			parts = append(parts, p)
+		}
+		lines = append(lines, label("history")+strings.Join(parts, " → "))
+	}
+	if a.GetState() == "proposed" && !v.c.readOnly {
+		k := v.c.keys.Actions
+		lines = append(lines, "", st.key.Render(k.Approve.Help().Key)+" approve  "+st.key.Render(k.Reject.Help().Key)+" reject")
+	}
+	return v.c.box("details", strings.Join(lines, "\n"), w, h, false)
+}
+
+func kv(m map[string]float64) string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	parts := make([]string, len(ks))
+	for i, k := range ks {
+		parts[i] = fmt.Sprintf("%s=%g", k, m[k])
+	}
+	return strings.Join(parts, " ")
+}
+
+func kvInt(m map[string]int32) string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	parts := make([]string, len(ks))
+	for i, k := range ks {
+		parts[i] = fmt.Sprintf("%s=%d", k, m[k])
+	}
+	return strings.Join(parts, " ")
+}

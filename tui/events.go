@@ -1,0 +1,107 @@
+package tui
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+)
+
+// eventsView is the event and audit log, newest first.
+type eventsView struct {
+	c       *shared
+	tbl     table
+	filt    string
+	rows    []*kelpiepb.Event
+	builtAt uint64
+	built   bool
+}
+
+func newEventsView(c *shared) *eventsView {
+	v := &eventsView{c: c}
+	v.tbl.cols = []column{
+		{title: "AGO", width: 6, right: true},
+		{title: "JOB", width: 12, drop: 2},
+		{title: "KIND", width: 6},
+		{title: "WHO", width: 10, drop: 3},
+		{title: "NODE", width: 9, drop: 1},
+		{title: "MESSAGE", width: 30, flex: true},
+	}
+	return v
+}
+
+func (v *eventsView) title() string      { return "events" }
+func (v *eventsView) keyMap() helpKeyMap { return noKeys{} }
+func (v *eventsView) filterable() bool   { return true }
+func (v *eventsView) filter() string     { return v.filt }
+func (v *eventsView) setFilter(f string) { v.filt = f; v.built = false }
+func (v *eventsView) capturing() bool    { return false }
+func (v *eventsView) click(x, y int)     { v.refresh(); v.tbl.click(y - 1) }
+
+func (v *eventsView) refresh() {
+	if v.built && v.builtAt == v.c.dataVer {
+		return
+	}
+	f := strings.ToLower(v.filt)
+	v.rows = v.rows[:0]
+	for _, e := range v.c.data.events {
+		if f == "" || strings.Contains(strings.ToLower(e.GetJob()+" "+e.GetKind()+" "+e.GetWho()+" "+e.GetNode()+" "+e.GetMessage()), f) {
+			v.rows = append(v.rows, e)
+		}
+	}
+	v.tbl.set(len(v.rows), v.row)
+	v.built, v.builtAt = true, v.c.dataVer
+}
+
+func (v *eventsView) row(i int) []cell {
+	e := v.rows[i]
+	var ms *lipgloss.Style
+	kind := e.GetKind()
+	msg := e.GetMessage()
+	if kind == "audit" {
+		if e.GetAllowed() {
+			msg = "allowed: " + msg
+		} else {
+			msg, ms = "denied: "+msg, &v.c.st.straggler
+		}
+	}
+	if kind == "action" {
+		ms = &v.c.st.action
+	}
+	return []cell{
+		{text: since(e.GetTime(), v.c.now()), style: &v.c.st.muted},
+		{text: e.GetJob()},
+		{text: kind, style: &v.c.st.muted},
+		{text: e.GetWho()},
+		{text: e.GetNode()},
+		{text: msg, style: ms},
+	}
+}
+
+func (v *eventsView) update(msg tea.KeyMsg) tea.Cmd {
+	v.refresh()
+	v.tbl.navigate(msg, v.c.keys.Global)
+	return nil
+}
+
+func (v *eventsView) render(w, h int) string {
+	v.refresh()
+	title := fmt.Sprintf("events and audit log (%d)", len(v.rows))
+	if v.filt != "" {
+		title += fmt.Sprintf(" · filter %q", v.filt)
+	}
+	if len(v.rows) == 0 {
+		return v.c.box(title, v.tbl.render(&v.c.st, w-2, 1)+"\n\n  "+v.c.st.muted.Render("no events yet"), w, h, true)
+	}
+	return v.c.box(title, v.tbl.render(&v.c.st, w-2, h-2), w, h, true)
+}
+
+// noKeys is the key map of a view with only the global keys.
+type noKeys struct{}
+
+func (noKeys) ShortHelp() []key.Binding  { return nil }
+func (noKeys) FullHelp() [][]key.Binding { return nil }

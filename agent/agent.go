@@ -90,6 +90,7 @@ type Agent struct {
 	status   kelpiepb.NodeStatus
 	taken    map[string]*kelpiepb.ActionAck // action id -> its ack (nil until the role answers)
 	toChild  io.Writer                      // the command pipe of the running role, nil when none
+	queued   []*kelpiepb.ActionCommand      // actions that came while the role was not running
 	child    *exec.Cmd
 	restarts chan string // KILL_RESTART action ids
 	stop     chan string // the scheduler's stop, with the reason
@@ -321,6 +322,10 @@ func (a *Agent) startRole(relaunched bool) (*exec.Cmd, <-chan error, error) {
 	cmdR.Close()
 	a.mu.Lock()
 	a.toChild, a.child = cmdW, cmd
+	for _, c := range a.queued {
+		_, _ = protodelim.MarshalTo(cmdW, &kelpiepb.RoleCommand{Body: &kelpiepb.RoleCommand_Action{Action: c}})
+	}
+	a.queued = nil
 	a.mu.Unlock()
 	readerDone := make(chan struct{})
 	go func() { defer close(readerDone); a.readRole(repR) }()
@@ -386,11 +391,13 @@ func (a *Agent) take(c *kelpiepb.ActionCommand) {
 		}
 		return
 	}
+	a.mu.Lock()
 	if to == nil {
-		a.acked(&kelpiepb.ActionAck{ActionId: c.ActionId, Error: "the role is not running"})
+		// The role is restarting: it gets the action when it runs again.
+		a.queued = append(a.queued, c)
+		a.mu.Unlock()
 		return
 	}
-	a.mu.Lock()
 	_, err := protodelim.MarshalTo(to, &kelpiepb.RoleCommand{Body: &kelpiepb.RoleCommand_Action{Action: c}})
 	a.mu.Unlock()
 	if err != nil {

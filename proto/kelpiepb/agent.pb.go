@@ -483,6 +483,7 @@ type ActionCommand struct {
 	Accumulation    map[string]int32       `protobuf:"bytes,5,rep,name=accumulation,proto3" json:"accumulation,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`               // ADJUST_BS (AntDT-DD): worker -> accumulation count
 	TargetIteration int64                  `protobuf:"varint,6,opt,name=target_iteration,json=targetIteration,proto3" json:"target_iteration,omitempty"`                                                            // global actions: apply at this iteration (0: primary decides)
 	Primary         bool                   `protobuf:"varint,7,opt,name=primary,proto3" json:"primary,omitempty"`                                                                                                   // this agent is the primary: choose the iteration and broadcast
+	Assignment      *Assignment            `protobuf:"bytes,8,opt,name=assignment,proto3" json:"assignment,omitempty"`                                                                                              // REASSIGN, ADD_SERVER, REMOVE_SERVER: the new block table, followed from target_iteration
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -564,6 +565,13 @@ func (x *ActionCommand) GetPrimary() bool {
 		return x.Primary
 	}
 	return false
+}
+
+func (x *ActionCommand) GetAssignment() *Assignment {
+	if x != nil {
+		return x.Assignment
+	}
+	return nil
 }
 
 type SchedulerMessage struct {
@@ -829,7 +837,7 @@ const file_agent_proto_rawDesc = "" +
 	"\x06report\x18\x02 \x01(\v2\x19.kelpie.v1.ProgressReportH\x00R\x06report\x124\n" +
 	"\theartbeat\x18\x03 \x01(\v2\x14.kelpie.v1.HeartbeatH\x00R\theartbeat\x12(\n" +
 	"\x03ack\x18\x04 \x01(\v2\x14.kelpie.v1.ActionAckH\x00R\x03ackB\x06\n" +
-	"\x04body\"\xb8\x03\n" +
+	"\x04body\"\xef\x03\n" +
 	"\rActionCommand\x12\x1b\n" +
 	"\taction_id\x18\x01 \x01(\tR\bactionId\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x16\n" +
@@ -838,7 +846,10 @@ const file_agent_proto_rawDesc = "" +
 	"batchSizes\x12N\n" +
 	"\faccumulation\x18\x05 \x03(\v2*.kelpie.v1.ActionCommand.AccumulationEntryR\faccumulation\x12)\n" +
 	"\x10target_iteration\x18\x06 \x01(\x03R\x0ftargetIteration\x12\x18\n" +
-	"\aprimary\x18\a \x01(\bR\aprimary\x1a=\n" +
+	"\aprimary\x18\a \x01(\bR\aprimary\x125\n" +
+	"\n" +
+	"assignment\x18\b \x01(\v2\x15.kelpie.v1.AssignmentR\n" +
+	"assignment\x1a=\n" +
 	"\x0fBatchSizesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\x1a?\n" +
@@ -897,6 +908,7 @@ var file_agent_proto_goTypes = []any{
 	nil,                      // 11: kelpie.v1.ActionCommand.AccumulationEntry
 	(Role)(0),                // 12: kelpie.v1.Role
 	(*ProgressReport)(nil),   // 13: kelpie.v1.ProgressReport
+	(*Assignment)(nil),       // 14: kelpie.v1.Assignment
 }
 var file_agent_proto_depIdxs = []int32{
 	12, // 0: kelpie.v1.AgentHello.role:type_name -> kelpie.v1.Role
@@ -908,17 +920,18 @@ var file_agent_proto_depIdxs = []int32{
 	4,  // 6: kelpie.v1.AgentMessage.ack:type_name -> kelpie.v1.ActionAck
 	10, // 7: kelpie.v1.ActionCommand.batch_sizes:type_name -> kelpie.v1.ActionCommand.BatchSizesEntry
 	11, // 8: kelpie.v1.ActionCommand.accumulation:type_name -> kelpie.v1.ActionCommand.AccumulationEntry
-	6,  // 9: kelpie.v1.SchedulerMessage.command:type_name -> kelpie.v1.ActionCommand
-	13, // 10: kelpie.v1.RoleMessage.report:type_name -> kelpie.v1.ProgressReport
-	4,  // 11: kelpie.v1.RoleMessage.ack:type_name -> kelpie.v1.ActionAck
-	6,  // 12: kelpie.v1.RoleCommand.action:type_name -> kelpie.v1.ActionCommand
-	5,  // 13: kelpie.v1.Agent.Connect:input_type -> kelpie.v1.AgentMessage
-	7,  // 14: kelpie.v1.Agent.Connect:output_type -> kelpie.v1.SchedulerMessage
-	14, // [14:15] is the sub-list for method output_type
-	13, // [13:14] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	14, // 9: kelpie.v1.ActionCommand.assignment:type_name -> kelpie.v1.Assignment
+	6,  // 10: kelpie.v1.SchedulerMessage.command:type_name -> kelpie.v1.ActionCommand
+	13, // 11: kelpie.v1.RoleMessage.report:type_name -> kelpie.v1.ProgressReport
+	4,  // 12: kelpie.v1.RoleMessage.ack:type_name -> kelpie.v1.ActionAck
+	6,  // 13: kelpie.v1.RoleCommand.action:type_name -> kelpie.v1.ActionCommand
+	5,  // 14: kelpie.v1.Agent.Connect:input_type -> kelpie.v1.AgentMessage
+	7,  // 15: kelpie.v1.Agent.Connect:output_type -> kelpie.v1.SchedulerMessage
+	15, // [15:16] is the sub-list for method output_type
+	14, // [14:15] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_agent_proto_init() }

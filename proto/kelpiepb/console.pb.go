@@ -1873,6 +1873,8 @@ type Action struct {
 	History          []*ActionTransition    `protobuf:"bytes,18,rep,name=history,proto3" json:"history,omitempty"`
 	Evidence         map[string]float64     `protobuf:"bytes,19,rep,name=evidence,proto3" json:"evidence,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"` // the numbers behind the reason
 	SyncModel        string                 `protobuf:"bytes,20,opt,name=sync_model,json=syncModel,proto3" json:"sync_model,omitempty"`                                                          // SET_SYNC
+	Assignment       []int32                `protobuf:"varint,21,rep,packed,name=assignment,proto3" json:"assignment,omitempty"`                                                                 // REASSIGN: block id -> server index (empty: rebalance by size)
+	PausedSeconds    float64                `protobuf:"fixed64,22,opt,name=paused_seconds,json=pausedSeconds,proto3" json:"paused_seconds,omitempty"`                                            // elastic changes: time the job waited for blocks in transit
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -2045,6 +2047,20 @@ func (x *Action) GetSyncModel() string {
 		return x.SyncModel
 	}
 	return ""
+}
+
+func (x *Action) GetAssignment() []int32 {
+	if x != nil {
+		return x.Assignment
+	}
+	return nil
+}
+
+func (x *Action) GetPausedSeconds() float64 {
+	if x != nil {
+		return x.PausedSeconds
+	}
+	return 0
 }
 
 type ActionTransition struct {
@@ -2376,7 +2392,7 @@ const file_console_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04unit\x18\x02 \x01(\tR\x04unit\x12\x16\n" +
 	"\x06values\x18\x03 \x03(\x01R\x06values\x12)\n" +
-	"\x10interval_seconds\x18\x04 \x01(\x01R\x0fintervalSeconds\"\x82\b\n" +
+	"\x10interval_seconds\x18\x04 \x01(\x01R\x0fintervalSeconds\"\xc9\b\n" +
 	"\x06Action\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
 	"\x03job\x18\x02 \x01(\tR\x03job\x12\x12\n" +
@@ -2401,7 +2417,11 @@ const file_console_proto_rawDesc = "" +
 	"\ahistory\x18\x12 \x03(\v2\x1b.kelpie.v1.ActionTransitionR\ahistory\x12;\n" +
 	"\bevidence\x18\x13 \x03(\v2\x1f.kelpie.v1.Action.EvidenceEntryR\bevidence\x12\x1d\n" +
 	"\n" +
-	"sync_model\x18\x14 \x01(\tR\tsyncModel\x1a=\n" +
+	"sync_model\x18\x14 \x01(\tR\tsyncModel\x12\x1e\n" +
+	"\n" +
+	"assignment\x18\x15 \x03(\x05R\n" +
+	"assignment\x12%\n" +
+	"\x0epaused_seconds\x18\x16 \x01(\x01R\rpausedSeconds\x1a=\n" +
 	"\x0fBatchSizesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\x1a?\n" +

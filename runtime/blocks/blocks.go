@@ -234,3 +234,77 @@ func (t Table) SparseBlock(tensor int, k uint64) int {
 	}
 	return lo + j
 }
+
+// Rebalance moves as few bytes as it can so that the active servers hold
+// near-equal loads: blocks on inactive servers (being removed) move first,
+// then the largest blocks of the most loaded servers go to the least loaded,
+// as long as a move narrows the gap. servers is the size of the new table
+// (it may exceed t.Servers when servers are added). The result has version
+// t.Version+1.
+func Rebalance(t Table, servers int, active []int) (Table, error) {
+	if len(active) == 0 {
+		return Table{}, fmt.Errorf("blocks: no active server to hold the blocks")
+	}
+	isActive := make([]bool, servers)
+	for _, r := range active {
+		if r < 0 || r >= servers {
+			return Table{}, fmt.Errorf("blocks: active server %d outside 0..%d", r, servers-1)
+		}
+		isActive[r] = true
+	}
+	out := Table{Version: t.Version + 1, Blocks: t.Blocks, ServerOf: append([]int(nil), t.ServerOf...), Servers: servers}
+	load := make([]int64, servers)
+	for i, b := range t.Blocks {
+		load[out.ServerOf[i]] += b.Bytes()
+	}
+	least := func() int {
+		best := -1
+		for _, r := range active {
+			if best < 0 || load[r] < load[best] {
+				best = r
+			}
+		}
+		return best
+	}
+	// Evacuate inactive servers, largest blocks first.
+	order := make([]int, len(t.Blocks))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return t.Blocks[order[a]].Bytes() > t.Blocks[order[b]].Bytes() })
+	for _, i := range order {
+		if r := out.ServerOf[i]; !isActive[r] {
+			dst := least()
+			load[r] -= t.Blocks[i].Bytes()
+			load[dst] += t.Blocks[i].Bytes()
+			out.ServerOf[i] = dst
+		}
+	}
+	// Level: move a block from the most to the least loaded server while
+	// that lowers the larger of the two loads.
+	for moves := 0; moves < len(t.Blocks)*len(active); moves++ {
+		hi, lo := -1, least()
+		for _, r := range active {
+			if hi < 0 || load[r] > load[hi] {
+				hi = r
+			}
+		}
+		best, bestMax := -1, load[hi]
+		for _, i := range order {
+			if out.ServerOf[i] != hi {
+				continue
+			}
+			b := t.Blocks[i].Bytes()
+			if m := max(load[hi]-b, load[lo]+b); m < bestMax {
+				best, bestMax = i, m
+			}
+		}
+		if best < 0 {
+			break
+		}
+		load[hi] -= t.Blocks[best].Bytes()
+		load[lo] += t.Blocks[best].Bytes()
+		out.ServerOf[best] = lo
+	}
+	return out, nil
+}

@@ -76,3 +76,44 @@ func TestSparseBlock(t *testing.T) {
 		}
 	}
 }
+
+func TestRebalance(t *testing.T) {
+	bs := []Block{{ID: 0, Length: 400, Cols: 1}, {ID: 1, Length: 300, Cols: 1}, {ID: 2, Length: 200, Cols: 1},
+		{ID: 3, Length: 100, Cols: 1}, {ID: 4, Length: 100, Cols: 1}, {ID: 5, Length: 100, Cols: 1}}
+	tab := Table{Version: 3, Blocks: bs, ServerOf: []int{0, 0, 1, 1, 0, 1}, Servers: 2} // loads 3200, 1600 bytes
+	tests := []struct {
+		name    string
+		servers int
+		active  []int
+		want    []int64 // loads after
+		moved   int     // at most this many blocks move
+	}{
+		{"level two servers", 2, []int{0, 1}, []int64{2400, 2400}, 2},
+		{"add a third", 3, []int{0, 1, 2}, []int64{1600, 1600, 1600}, 2},
+		{"remove server 0", 2, []int{1}, []int64{0, 4800}, 3},
+	}
+	for _, tc := range tests {
+		got, err := Rebalance(tab, tc.servers, tc.active)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got.Version != 4 {
+			t.Errorf("%s: version %d; want 4", tc.name, got.Version)
+		}
+		if l := got.Load(); !reflect.DeepEqual(l, tc.want) {
+			t.Errorf("%s: Rebalance loads = %v; want %v (assignment %v)", tc.name, l, tc.want, got.ServerOf)
+		}
+		moved := 0
+		for i := range bs {
+			if got.ServerOf[i] != tab.ServerOf[i] {
+				moved++
+			}
+		}
+		if moved > tc.moved {
+			t.Errorf("%s: %d blocks moved; want at most %d", tc.name, moved, tc.moved)
+		}
+	}
+	if _, err := Rebalance(tab, 2, nil); err == nil {
+		t.Error("Rebalance with no active server accepted")
+	}
+}

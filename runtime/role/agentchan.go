@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/encoding/protodelim"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/runtime/job"
 	"github.com/kelpie/kelpie/runtime/worker"
 )
 
@@ -91,6 +92,12 @@ func workerCommand(a *kelpiepb.ActionCommand, workers []string) (worker.Command,
 			}
 		}
 		return worker.Command{ID: a.ActionId, Local: local, At: a.TargetIteration}, nil
+	case "REASSIGN", "ADD_SERVER", "REMOVE_SERVER":
+		if a.Assignment == nil {
+			return worker.Command{}, fmt.Errorf("%s %s: no block table", a.Kind, a.ActionId)
+		}
+		t := job.TableFrom(a.Assignment)
+		return worker.Command{ID: a.ActionId, At: a.TargetIteration, Table: &t, Addrs: a.Assignment.Servers}, nil
 	default:
 		return worker.Command{}, fmt.Errorf("action %s: a worker process cannot apply %s", a.ActionId, a.Kind)
 	}

@@ -126,6 +126,10 @@ func New(cfg Config) (*Worker, error) {
 	}
 	w.setTable(cfg.Table)
 	for _, a := range cfg.Addrs {
+		if a == "" {
+			w.conns = append(w.conns, nil) // a removed server
+			continue
+		}
 		c, err := psclient.Dial(a)
 		if err != nil {
 			w.Close()
@@ -537,6 +541,13 @@ func (w *Worker) applyTables(next int64) error {
 	for _, c := range w.pending {
 		if c.Table == nil || c.At > next || err != nil {
 			keep = append(keep, c)
+			continue
+		}
+		if c.Table.Version <= w.cfg.Table.Version {
+			// A restarted worker got this table when it registered.
+			if w.cfg.Ack != nil {
+				w.cfg.Ack(Ack{ID: c.ID, Applied: next})
+			}
 			continue
 		}
 		err = w.retable(*c.Table, c.Addrs)

@@ -76,6 +76,7 @@ type Job struct {
 	Persist func(changes []shard.Shard) error
 
 	mu       sync.Mutex
+	servers  []string // server names by index; grows with ADD_SERVER
 	queue    *shard.Queue
 	nodes    map[string]*NodeStats
 	addrs    []string
@@ -115,7 +116,7 @@ func (c *Coordinator) AddJob(s *spec.Spec) (*Job, error) {
 		Spec:  s, YAML: s.YAML(), Table: t, Plan: job.NewPlan(s, job.TrainSamples(s)),
 		ready: make(chan struct{}), allDone: make(chan struct{}), finished: make(chan struct{}),
 		failed: make(chan struct{}), nodes: map[string]*NodeStats{},
-		addrs: make([]string, s.Cluster.Servers),
+		addrs: make([]string, s.Cluster.Servers), servers: s.ServerNames(),
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -342,7 +343,7 @@ func (j *Job) Nodes() []NodeStats {
 func (j *Job) roleIndex(node string, role kelpiepb.Role) (int, error) {
 	names := j.Spec.WorkerNames()
 	if role == kelpiepb.Role_ROLE_SERVER {
-		names = j.Spec.ServerNames()
+		names = j.servers
 	}
 	for i, n := range names {
 		if n == node {
@@ -353,7 +354,45 @@ func (j *Job) roleIndex(node string, role kelpiepb.Role) (int, error) {
 }
 
 func (j *Job) assignment() *kelpiepb.Assignment {
-	return job.Assignment(j.Table, j.addrs, j.Spec.ServerNames())
+	return job.Assignment(j.Table, j.addrs, j.servers)
+}
+
+// Assignment is the wire form of the current block table.
+func (j *Job) Assignment() *kelpiepb.Assignment {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.assignment()
+}
+
+// AddServer makes room for one more server (scale-out) and returns its name
+// and index; the server registers under that name.
+func (j *Job) AddServer() (string, int) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	idx := len(j.servers)
+	name := spec.ServerName(idx)
+	j.servers = append(j.servers, name)
+	j.addrs = append(j.addrs, "")
+	return name, idx
+}
+
+// ServerNames lists the servers by index (removed ones keep their slot).
+func (j *Job) ServerNames() []string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return append([]string(nil), j.servers...)
+}
+
+// SetTable installs a new block table; addrs has "" for removed servers.
+func (j *Job) SetTable(t blocks.Table, removed []int) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.Table = t
+	for _, r := range removed {
+		if r >= 0 && r < len(j.addrs) {
+			j.addrs[r] = ""
+		}
+	}
 }
 
 func (j *Job) wait(ctx context.Context, ch <-chan struct{}) error {
@@ -430,7 +469,7 @@ func (c *Coordinator) Register(ctx context.Context, req *kelpiepb.RegisterReques
 		return &kelpiepb.RegisterResponse{SpecYaml: string(j.YAML), Index: int32(idx), Assignment: j.assignment(),
 			Splits: j.splits()}, nil
 	}
-	if j.started() {
+	if j.started() && req.Role != kelpiepb.Role_ROLE_SERVER {
 		return nil, status.Errorf(codes.FailedPrecondition, "node %s registered after job %s started", req.Node, req.Job)
 	}
 	n := &NodeStats{Name: req.Node, Role: req.Role, Pid: req.Pid, Addr: req.Addr}

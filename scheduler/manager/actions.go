@@ -67,10 +67,10 @@ func defaultPolicies(s *spec.Spec) map[string]*policySetting {
 // supported says whether the runtime can apply an action kind today.
 func supported(kind string) error {
 	switch kind {
-	case string(policy.KindKillRestart), string(policy.KindAdjustBS):
+	case string(policy.KindKillRestart), string(policy.KindAdjustBS), string(policy.KindReassign),
+		string(policy.KindAddServer), string(policy.KindRemoveServer):
 		return nil
-	case string(policy.KindBackupWorkers), string(policy.KindAdjustLR), string(policy.KindReassign),
-		string(policy.KindAddServer), string(policy.KindRemoveServer), string(policy.KindAddWorker),
+	case string(policy.KindBackupWorkers), string(policy.KindAdjustLR), string(policy.KindAddWorker),
 		string(policy.KindRemoveWorker), string(policy.KindSetSync):
 		return status.Errorf(codes.Unimplemented, "%s is not supported by the runtime yet (it arrives with elasticity and the policy engine)", kind)
 	}
@@ -104,7 +104,7 @@ func (m *Manager) Trigger(job string, a *kelpiepb.Action, who string) (string, e
 		return "", status.Errorf(codes.FailedPrecondition, "job %s is %s", job, j.state)
 	}
 	act := &kelpiepb.Action{Kind: a.Kind, Target: a.Target, Policy: "operator", Reason: a.Reason,
-		BatchSizes: a.BatchSizes, Accumulation: a.Accumulation, Params: a.Params}
+		BatchSizes: a.BatchSizes, Accumulation: a.Accumulation, Params: a.Params, Assignment: a.Assignment}
 	if act.Reason == "" {
 		act.Reason = "triggered by " + who
 	}
@@ -229,6 +229,18 @@ func formatParams(p map[string]float64) string {
 func (j *jobState) validate(a *kelpiepb.Action) error {
 	if err := supported(a.Kind); err != nil {
 		return err
+	}
+	if tableKind(a.Kind) || a.Kind == string(policy.KindKillRestart) {
+		// One table change at a time, and no relaunch during one: a worker
+		// that restarts mid-change would not know which table to follow.
+		for _, other := range j.actions {
+			if other != a && tableKind(other.Kind) && (other.State == ActApproved || other.State == ActDispatched) {
+				return status.Errorf(codes.FailedPrecondition, "%s: table change %s is still under way", a.Kind, other.Id)
+			}
+		}
+	}
+	if tableKind(a.Kind) {
+		return j.validateTable(a)
 	}
 	switch a.Kind {
 	case string(policy.KindKillRestart):
@@ -370,7 +382,7 @@ func (s sendList) run() {
 
 // targets says whether an action involves a node.
 func (j *jobState) targets(a *kelpiepb.Action, node string) bool {
-	if a.Kind == string(policy.KindAdjustBS) {
+	if a.Kind == string(policy.KindAdjustBS) || (tableKind(a.Kind) && j.tables[a.Id] != nil) {
 		n, ok := j.nodes[node]
 		return ok && n.role == "worker"
 	}
@@ -380,7 +392,7 @@ func (j *jobState) targets(a *kelpiepb.Action, node string) bool {
 // command is the wire form of an action for one node.
 func (j *jobState) command(a *kelpiepb.Action, node string) *kelpiepb.ActionCommand {
 	return &kelpiepb.ActionCommand{ActionId: a.Id, Kind: a.Kind, Target: a.Target, BatchSizes: a.BatchSizes,
-		Accumulation: a.Accumulation, TargetIteration: a.TargetIteration}
+		Accumulation: a.Accumulation, TargetIteration: a.TargetIteration, Assignment: j.tables[a.Id]}
 }
 
 // dispatchLocked sends an approved action to the agents that apply it: a
@@ -391,6 +403,11 @@ func (j *jobState) command(a *kelpiepb.Action, node string) *kelpiepb.ActionComm
 func (m *Manager) dispatchLocked(j *jobState, a *kelpiepb.Action, who string) sendList {
 	var sends sendList
 	var nodes []*nodeState
+	if tableKind(a.Kind) {
+		m.transition(j, a, ActDispatched, who, "changing the block table")
+		go m.retable(j, a)
+		return nil
+	}
 	switch a.Kind {
 	case string(policy.KindAdjustBS):
 		var maxIter int64
@@ -441,6 +458,24 @@ func (m *Manager) acked(j *jobState, node string, ack *kelpiepb.ActionAck) {
 	switch {
 	case ack.Error != "":
 		m.transition(j, a, ActFailed, node, ack.Error)
+	case tableKind(a.Kind):
+		if j.acks == nil {
+			j.acks = map[string]map[string]int64{}
+		}
+		if j.acks[a.Id] == nil {
+			j.acks[a.Id] = map[string]int64{}
+		}
+		j.acks[a.Id][node] = ack.AppliedIteration
+		a.AppliedIteration = max(a.AppliedIteration, ack.AppliedIteration)
+		if len(j.acks[a.Id]) == len(j.spec.WorkerNames()) {
+			delete(j.acks, a.Id)
+			if ch := j.tableDone[a.Id]; ch != nil {
+				close(ch)
+				delete(j.tableDone, a.Id)
+			}
+		}
+		m.mu.Unlock()
+		return
 	case a.Kind == string(policy.KindAdjustBS):
 		if j.acks == nil {
 			j.acks = map[string]map[string]int64{}

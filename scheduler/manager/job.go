@@ -12,7 +12,6 @@ import (
 	"github.com/kelpie/kelpie/scheduler/coordinator"
 	"github.com/kelpie/kelpie/scheduler/launch"
 	"github.com/kelpie/kelpie/scheduler/monitor"
-	"github.com/kelpie/kelpie/scheduler/store"
 )
 
 // jobState is one job as the manager runs it. Every field is guarded by the
@@ -41,6 +40,11 @@ type jobState struct {
 	views    map[viewKey]cachedView
 	snap     monitor.Snapshot            // the Monitor as of the last tick: views and gates read it
 	acks     map[string]map[string]int64 // global action -> node -> applied iteration, until all acked
+	// Table changes under way: their wire table (for replays) and the
+	// signal that every worker has switched.
+	tables    map[string]*kelpiepb.Assignment
+	tableDone map[string]chan struct{}
+	paused    float64 // seconds the job waited for blocks in transit, over all changes
 }
 
 // nodeState is what the manager knows of one node.
@@ -120,19 +124,7 @@ func (j *jobState) launch() error {
 	l := &launch.Local{Exe: j.m.cfg.Exe, Log: j.m.cfg.NodeLog, Detach: j.m.cfg.NodeLog == nil,
 		LogDir: filepath.Join(j.m.cfg.LogDir, j.spec.Name)}
 	j.launcher = l
-	start := func(role, node string) error {
-		args := []string{"agent", "--scheduler", j.m.cfg.Addr, "--job", j.spec.Name, "--node", node, "--role", role}
-		if j.m.cfg.MaxRestarts > 0 {
-			args = append(args, "--max-restarts", fmt.Sprint(j.m.cfg.MaxRestarts))
-		}
-		p, err := l.Start(node, args...)
-		if err != nil {
-			return err
-		}
-		_ = j.m.cfg.Store.PutNode(j.spec.Name, store.NodeRecord{Name: node, Role: role, State: "starting", Pid: p.Pid()})
-		go j.watchAgent(p)
-		return nil
-	}
+	start := j.startAgent
 	for _, n := range j.spec.ServerNames() {
 		if err := start("server", n); err != nil {
 			return err
@@ -234,7 +226,7 @@ func (j *jobState) observe(node string, r *kelpiepb.ProgressReport, now time.Tim
 		}
 	}
 	n.spark = appendBounded(n.spark, r.BptSeconds, 60)
-	servers := j.spec.ServerNames()
+	servers := j.coord.ServerNames()
 	for _, cs := range r.Comm {
 		if int(cs.Server) >= len(servers) {
 			continue
@@ -283,7 +275,7 @@ func (j *jobState) tick(now time.Time) {
 	}
 	m.mu.Unlock()
 	if poll {
-		if servers, err := collectServers(j.coord.ServerAddrs(), j.spec.ServerNames()); err == nil {
+		if servers, err := collectServers(j.coord.ServerAddrs(), j.coord.ServerNames()); err == nil {
 			m.mu.Lock()
 			j.dprs = map[string]int64{}
 			for _, sv := range servers {

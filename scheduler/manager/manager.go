@@ -206,9 +206,10 @@ func (m *Manager) SubmitSpec(s *spec.Spec, who string) (string, error) {
 		m.finish(j, StateFailed, err)
 		return "", status.Errorf(codes.Internal, "launch job %s: %v", s.Name, err)
 	}
-	m.wg.Add(2)
+	m.wg.Add(3)
 	go func() { defer m.wg.Done(); m.watch(j) }()
 	go func() { defer m.wg.Done(); m.persistStart(j) }()
+	go func() { defer m.wg.Done(); m.runScript(j) }()
 	return s.Name, nil
 }
 
@@ -258,7 +259,7 @@ func (m *Manager) watch(j *jobState) {
 // records it.
 func (m *Manager) complete(j *jobState) {
 	res := j.result()
-	servers, err := collectServers(j.coord.ServerAddrs(), j.spec.ServerNames())
+	servers, err := collectServers(j.coord.ServerAddrs(), j.coord.ServerNames())
 	if err != nil {
 		m.log.Warn("server stats", "job", j.spec.Name, "err", err)
 	}

@@ -96,6 +96,7 @@ func (j *jobState) result() *Result {
 		r.Throughput = float64(r.Samples) / train
 	}
 	j.m.mu.Lock()
+	r.PausedSeconds = j.paused
 	for _, a := range j.actions {
 		if a.State == "proposed" || a.State == "expired" || a.State == "rejected" {
 			continue
@@ -110,6 +111,9 @@ func (j *jobState) result() *Result {
 func collectServers(addrs, names []string) ([]ServerResult, error) {
 	var out []ServerResult
 	for i, a := range addrs {
+		if a == "" {
+			continue // removed
+		}
 		cc, err := grpc.NewClient(a, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			return out, err

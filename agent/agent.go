@@ -91,6 +91,7 @@ type Agent struct {
 	taken    map[string]*kelpiepb.ActionAck // action id -> its ack (nil until the role answers)
 	toChild  io.Writer                      // the command pipe of the running role, nil when none
 	queued   []*kelpiepb.ActionCommand      // actions that came while the role was not running
+	unacked  map[string]*kelpiepb.ActionCommand // actions handed to a role that has not answered yet
 	child    *exec.Cmd
 	restarts chan string // KILL_RESTART action ids
 	stop     chan string // the scheduler's stop, with the reason
@@ -114,7 +115,8 @@ func New(o Options) *Agent {
 		o.Host, _ = os.Hostname()
 	}
 	return &Agent{o: o, log: o.Log.With("agent", o.Node), outbox: make(chan *kelpiepb.AgentMessage, 256),
-		taken: map[string]*kelpiepb.ActionAck{}, restarts: make(chan string, 4), stop: make(chan string, 1)}
+		taken: map[string]*kelpiepb.ActionAck{}, unacked: map[string]*kelpiepb.ActionCommand{},
+		restarts: make(chan string, 4), stop: make(chan string, 1)}
 }
 
 // Run supervises the role until it is done, the scheduler stops the job, the
@@ -322,8 +324,16 @@ func (a *Agent) startRole(relaunched bool) (*exec.Cmd, <-chan error, error) {
 	cmdR.Close()
 	a.mu.Lock()
 	a.toChild, a.child = cmdW, cmd
+	// Actions the previous run of the role took but never answered (it
+	// died first) go to this run, then those that came in between.
+	for _, c := range a.unacked {
+		a.queued = append([]*kelpiepb.ActionCommand{c}, a.queued...)
+	}
+	a.unacked = map[string]*kelpiepb.ActionCommand{}
 	for _, c := range a.queued {
-		_, _ = protodelim.MarshalTo(cmdW, &kelpiepb.RoleCommand{Body: &kelpiepb.RoleCommand_Action{Action: c}})
+		if _, err := protodelim.MarshalTo(cmdW, &kelpiepb.RoleCommand{Body: &kelpiepb.RoleCommand_Action{Action: c}}); err == nil {
+			a.unacked[c.ActionId] = c
+		}
 	}
 	a.queued = nil
 	a.mu.Unlock()
@@ -364,6 +374,7 @@ func (a *Agent) readRole(r io.Reader) {
 func (a *Agent) acked(ack *kelpiepb.ActionAck) {
 	a.mu.Lock()
 	a.taken[ack.ActionId] = ack
+	delete(a.unacked, ack.ActionId)
 	a.mu.Unlock()
 	a.enqueue(&kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Ack{Ack: ack}}, true)
 }
@@ -399,6 +410,9 @@ func (a *Agent) take(c *kelpiepb.ActionCommand) {
 		return
 	}
 	_, err := protodelim.MarshalTo(to, &kelpiepb.RoleCommand{Body: &kelpiepb.RoleCommand_Action{Action: c}})
+	if err == nil {
+		a.unacked[c.ActionId] = c
+	}
 	a.mu.Unlock()
 	if err != nil {
 		a.acked(&kelpiepb.ActionAck{ActionId: c.ActionId, Error: "role channel: " + err.Error()})

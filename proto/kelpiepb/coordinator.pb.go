@@ -314,13 +314,18 @@ func (x *Assignment) GetServerNames() []string {
 }
 
 type RegisterResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SpecYaml      string                 `protobuf:"bytes,1,opt,name=spec_yaml,json=specYaml,proto3" json:"spec_yaml,omitempty"` // the job spec, as the coordinator parsed it
-	Index         int32                  `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`                      // role index (worker-2 -> 2)
-	Assignment    *Assignment            `protobuf:"bytes,3,opt,name=assignment,proto3" json:"assignment,omitempty"`             // the block table; server addresses may still be missing
-	Splits        []*BatchSplit          `protobuf:"bytes,4,rep,name=splits,proto3" json:"splits,omitempty"`                     // local batch sizes changed so far (a restarted worker follows them)
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	SpecYaml   string                 `protobuf:"bytes,1,opt,name=spec_yaml,json=specYaml,proto3" json:"spec_yaml,omitempty"` // the job spec, as the coordinator parsed it
+	Index      int32                  `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`                      // role index (worker-2 -> 2)
+	Assignment *Assignment            `protobuf:"bytes,3,opt,name=assignment,proto3" json:"assignment,omitempty"`             // the block table; server addresses may still be missing
+	Splits     []*BatchSplit          `protobuf:"bytes,4,rep,name=splits,proto3" json:"splits,omitempty"`                     // local batch sizes changed so far (a restarted worker follows them)
+	// A block-table change under way: the table in `assignment` holds until
+	// iteration next_at, `next_assignment` from then on (action next_action).
+	NextAssignment *Assignment `protobuf:"bytes,5,opt,name=next_assignment,json=nextAssignment,proto3" json:"next_assignment,omitempty"`
+	NextAt         int64       `protobuf:"varint,6,opt,name=next_at,json=nextAt,proto3" json:"next_at,omitempty"`
+	NextAction     string      `protobuf:"bytes,7,opt,name=next_action,json=nextAction,proto3" json:"next_action,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *RegisterResponse) Reset() {
@@ -379,6 +384,27 @@ func (x *RegisterResponse) GetSplits() []*BatchSplit {
 		return x.Splits
 	}
 	return nil
+}
+
+func (x *RegisterResponse) GetNextAssignment() *Assignment {
+	if x != nil {
+		return x.NextAssignment
+	}
+	return nil
+}
+
+func (x *RegisterResponse) GetNextAt() int64 {
+	if x != nil {
+		return x.NextAt
+	}
+	return 0
+}
+
+func (x *RegisterResponse) GetNextAction() string {
+	if x != nil {
+		return x.NextAction
+	}
+	return ""
 }
 
 // BatchSplit is an ADJUST_BS that took effect: every worker's local batch
@@ -1337,14 +1363,18 @@ const file_coordinator_proto_rawDesc = "" +
 	"\x06blocks\x18\x02 \x03(\v2\x10.kelpie.v1.BlockR\x06blocks\x12\x1b\n" +
 	"\tserver_of\x18\x03 \x03(\x05R\bserverOf\x12\x18\n" +
 	"\aservers\x18\x04 \x03(\tR\aservers\x12!\n" +
-	"\fserver_names\x18\x05 \x03(\tR\vserverNames\"\xab\x01\n" +
+	"\fserver_names\x18\x05 \x03(\tR\vserverNames\"\xa5\x02\n" +
 	"\x10RegisterResponse\x12\x1b\n" +
 	"\tspec_yaml\x18\x01 \x01(\tR\bspecYaml\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x05R\x05index\x125\n" +
 	"\n" +
 	"assignment\x18\x03 \x01(\v2\x15.kelpie.v1.AssignmentR\n" +
 	"assignment\x12-\n" +
-	"\x06splits\x18\x04 \x03(\v2\x15.kelpie.v1.BatchSplitR\x06splits\"6\n" +
+	"\x06splits\x18\x04 \x03(\v2\x15.kelpie.v1.BatchSplitR\x06splits\x12>\n" +
+	"\x0fnext_assignment\x18\x05 \x01(\v2\x15.kelpie.v1.AssignmentR\x0enextAssignment\x12\x17\n" +
+	"\anext_at\x18\x06 \x01(\x03R\x06nextAt\x12\x1f\n" +
+	"\vnext_action\x18\a \x01(\tR\n" +
+	"nextAction\"6\n" +
 	"\n" +
 	"BatchSplit\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x03R\x04from\x12\x14\n" +
@@ -1472,28 +1502,29 @@ var file_coordinator_proto_depIdxs = []int32{
 	2,  // 1: kelpie.v1.Assignment.blocks:type_name -> kelpie.v1.Block
 	3,  // 2: kelpie.v1.RegisterResponse.assignment:type_name -> kelpie.v1.Assignment
 	5,  // 3: kelpie.v1.RegisterResponse.splits:type_name -> kelpie.v1.BatchSplit
-	3,  // 4: kelpie.v1.ReadyResponse.assignment:type_name -> kelpie.v1.Assignment
-	9,  // 5: kelpie.v1.ProgressReport.comm:type_name -> kelpie.v1.CommSample
-	15, // 6: kelpie.v1.FetchShardResponse.shard:type_name -> kelpie.v1.ShardInfo
-	1,  // 7: kelpie.v1.Coordinator.Register:input_type -> kelpie.v1.RegisterRequest
-	6,  // 8: kelpie.v1.Coordinator.Ready:input_type -> kelpie.v1.ReadyRequest
-	8,  // 9: kelpie.v1.Coordinator.Progress:input_type -> kelpie.v1.ProgressReport
-	11, // 10: kelpie.v1.Coordinator.Done:input_type -> kelpie.v1.DoneRequest
-	13, // 11: kelpie.v1.Coordinator.Result:input_type -> kelpie.v1.ResultRequest
-	16, // 12: kelpie.v1.Coordinator.FetchShard:input_type -> kelpie.v1.FetchShardRequest
-	18, // 13: kelpie.v1.Coordinator.ReportShard:input_type -> kelpie.v1.ReportShardRequest
-	4,  // 14: kelpie.v1.Coordinator.Register:output_type -> kelpie.v1.RegisterResponse
-	7,  // 15: kelpie.v1.Coordinator.Ready:output_type -> kelpie.v1.ReadyResponse
-	10, // 16: kelpie.v1.Coordinator.Progress:output_type -> kelpie.v1.ProgressAck
-	12, // 17: kelpie.v1.Coordinator.Done:output_type -> kelpie.v1.DoneResponse
-	14, // 18: kelpie.v1.Coordinator.Result:output_type -> kelpie.v1.ResultResponse
-	17, // 19: kelpie.v1.Coordinator.FetchShard:output_type -> kelpie.v1.FetchShardResponse
-	19, // 20: kelpie.v1.Coordinator.ReportShard:output_type -> kelpie.v1.ReportShardResponse
-	14, // [14:21] is the sub-list for method output_type
-	7,  // [7:14] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	3,  // 4: kelpie.v1.RegisterResponse.next_assignment:type_name -> kelpie.v1.Assignment
+	3,  // 5: kelpie.v1.ReadyResponse.assignment:type_name -> kelpie.v1.Assignment
+	9,  // 6: kelpie.v1.ProgressReport.comm:type_name -> kelpie.v1.CommSample
+	15, // 7: kelpie.v1.FetchShardResponse.shard:type_name -> kelpie.v1.ShardInfo
+	1,  // 8: kelpie.v1.Coordinator.Register:input_type -> kelpie.v1.RegisterRequest
+	6,  // 9: kelpie.v1.Coordinator.Ready:input_type -> kelpie.v1.ReadyRequest
+	8,  // 10: kelpie.v1.Coordinator.Progress:input_type -> kelpie.v1.ProgressReport
+	11, // 11: kelpie.v1.Coordinator.Done:input_type -> kelpie.v1.DoneRequest
+	13, // 12: kelpie.v1.Coordinator.Result:input_type -> kelpie.v1.ResultRequest
+	16, // 13: kelpie.v1.Coordinator.FetchShard:input_type -> kelpie.v1.FetchShardRequest
+	18, // 14: kelpie.v1.Coordinator.ReportShard:input_type -> kelpie.v1.ReportShardRequest
+	4,  // 15: kelpie.v1.Coordinator.Register:output_type -> kelpie.v1.RegisterResponse
+	7,  // 16: kelpie.v1.Coordinator.Ready:output_type -> kelpie.v1.ReadyResponse
+	10, // 17: kelpie.v1.Coordinator.Progress:output_type -> kelpie.v1.ProgressAck
+	12, // 18: kelpie.v1.Coordinator.Done:output_type -> kelpie.v1.DoneResponse
+	14, // 19: kelpie.v1.Coordinator.Result:output_type -> kelpie.v1.ResultResponse
+	17, // 20: kelpie.v1.Coordinator.FetchShard:output_type -> kelpie.v1.FetchShardResponse
+	19, // 21: kelpie.v1.Coordinator.ReportShard:output_type -> kelpie.v1.ReportShardResponse
+	15, // [15:22] is the sub-list for method output_type
+	8,  // [8:15] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_coordinator_proto_init() }

@@ -154,6 +154,10 @@ type Result struct {
 type Report struct {
 	Results []Result `json:"results"`
 	Pinned  bool     `json:"pinned"` // whether the processes were pinned to CPUs
+	// LoadBefore is the 1-minute load average when the run started (Linux;
+	// 0 elsewhere). On a shared machine anything near or above the CPU
+	// count means other work competed with the pinned processes.
+	LoadBefore float64 `json:"load_before"`
 }
 
 // Run runs every row of cfg. It stops every server process it started
@@ -162,7 +166,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if err := cfg.validate(); err != nil {
 		return Report{}, err
 	}
-	var rep Report
+	rep := Report{LoadBefore: loadAverage()}
 	cpu := -1
 	if cfg.Pin && canPin() {
 		restore, err := pinProcess(0)
@@ -172,7 +176,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		defer restore()
 		rep.Pinned, cpu = true, 1
 	}
-	cfg.logf("bench: pinned=%v; servers on cpu %d", rep.Pinned, cpu)
+	cfg.logf("bench: pinned=%v; servers on cpu %d; load average %.2f", rep.Pinned, cpu, rep.LoadBefore)
 	for _, topo := range cfg.Topologies {
 		rows, err := runTopology(ctx, cfg, topo, cpu)
 		rep.Results = append(rep.Results, rows...)
@@ -600,8 +604,22 @@ func WriteTable(w io.Writer, rep Report) error {
 	if !rep.Pinned {
 		pin = "not pinned"
 	}
-	_, err := fmt.Fprintf(w, "MB = 10^6 value bytes over all workers (pushpull counts pushed + pulled); median of runs; %s\n", pin)
+	_, err := fmt.Fprintf(w, "MB = 10^6 value bytes over all workers (pushpull counts pushed + pulled); median of runs; %s; load average before %.2f\n",
+		pin, rep.LoadBefore)
 	return err
+}
+
+// loadAverage reads the 1-minute load average, or 0 where there is none.
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	var l float64
+	if _, err := fmt.Sscanf(string(b), "%f", &l); err != nil {
+		return 0
+	}
+	return l
 }
 
 func rowLine(r Result) string {

@@ -270,10 +270,14 @@ func RunWorker(ctx context.Context, o Options) error {
 			}
 		}
 	}()
-	var commands chan worker.Command
+	commands := make(chan worker.Command, 16)
+	if reg.resp.NextAssignment != nil {
+		// A table change is under way: follow it from its iteration.
+		t := job.TableFrom(reg.resp.NextAssignment)
+		commands <- worker.Command{ID: reg.resp.NextAction, At: reg.resp.NextAt, Table: &t, Addrs: reg.resp.NextAssignment.Servers}
+	}
 	var ackFn func(worker.Ack)
 	if o.Agent != nil {
-		commands = make(chan worker.Command, 16)
 		workers := s.WorkerNames()
 		go o.Agent.receive(ctx, log, workers, commands)
 		ackFn = func(a worker.Ack) {

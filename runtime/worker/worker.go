@@ -356,13 +356,20 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 	// resumes at the servers' version (its in-flight iteration is
 	// recomputed; pushes the servers already counted are ignored as
 	// duplicates).
-	_, start, err := w.exchange(kelpiepb.Op_OP_PULL, -1, nil)
+	start, err := w.probe()
 	if err != nil {
 		return Summary{}, fmt.Errorf("worker %d: initial pull: %v", w.cfg.Index, err)
 	}
 	start = max(start, 0)
 	if w.cfg.Source == nil {
 		start = min(start, w.cfg.Plan.Iterations())
+	}
+	// A table change that the job has already passed applies now.
+	if err := w.applyTables(start); err != nil {
+		return Summary{}, fmt.Errorf("worker %d: new block table: %v", w.cfg.Index, err)
+	}
+	if _, _, err := w.exchange(kelpiepb.Op_OP_PULL, -1, nil); err != nil {
+		return Summary{}, fmt.Errorf("worker %d: initial pull: %v", w.cfg.Index, err)
 	}
 	w.applyCommands(start)
 	more, err := w.fill(w.batch, start)
@@ -477,6 +484,25 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 		sum.MeanBPT = bptSum / time.Duration(sum.Iterations)
 	}
 	return sum, nil
+}
+
+// probe asks every server where it is (V_train) without reading blocks, and
+// returns the lowest: the iteration the job is at.
+func (w *Worker) probe() (int64, error) {
+	minV := int64(-1)
+	for r, c := range w.conns {
+		if c == nil {
+			continue
+		}
+		resp, err := c.Do(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PULL, Worker: int32(w.cfg.Index), Progress: -1, NoReplyData: true})
+		if err != nil {
+			return 0, fmt.Errorf("server %d (%s): %v", r, w.cfg.Addrs[r], err)
+		}
+		if minV < 0 || resp.Version < minV {
+			minV = resp.Version
+		}
+	}
+	return minV, nil
 }
 
 // leave takes the worker out of every server's barrier after its last

@@ -76,7 +76,8 @@ type Job struct {
 	Persist func(changes []shard.Shard) error
 
 	mu       sync.Mutex
-	servers  []string // server names by index; grows with ADD_SERVER
+	next     *pendingTable // a table change under way
+	servers  []string      // server names by index; grows with ADD_SERVER
 	queue    *shard.Queue
 	nodes    map[string]*NodeStats
 	addrs    []string
@@ -383,16 +384,49 @@ func (j *Job) ServerNames() []string {
 	return append([]string(nil), j.servers...)
 }
 
-// SetTable installs a new block table; addrs has "" for removed servers.
-func (j *Job) SetTable(t blocks.Table, removed []int) {
+// pendingTable is a block-table change under way: workers follow the
+// current table until iteration at, then t.
+type pendingTable struct {
+	t       blocks.Table
+	removed []int
+	at      int64
+	action  string
+}
+
+// BeginTable announces a table change (from iteration at, by action):
+// workers that (re)start meanwhile learn both tables.
+func (j *Job) BeginTable(t blocks.Table, removed []int, at int64, action string) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.Table = t
-	for _, r := range removed {
+	j.next = &pendingTable{t: t, removed: removed, at: at, action: action}
+}
+
+// CommitTable makes the announced table the current one once every worker
+// follows it; removed servers lose their address.
+func (j *Job) CommitTable() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.next == nil {
+		return
+	}
+	j.Table = j.next.t
+	for _, r := range j.next.removed {
 		if r >= 0 && r < len(j.addrs) {
 			j.addrs[r] = ""
 		}
 	}
+	j.next = nil
+}
+
+// nextAssignment is the wire form of the announced table.
+func (j *Job) nextAssignment() *kelpiepb.Assignment {
+	addrs := append([]string(nil), j.addrs...)
+	for _, r := range j.next.removed {
+		if r >= 0 && r < len(addrs) {
+			addrs[r] = ""
+		}
+	}
+	return job.Assignment(j.next.t, addrs, j.servers)
 }
 
 func (j *Job) wait(ctx context.Context, ch <-chan struct{}) error {
@@ -466,8 +500,12 @@ func (c *Coordinator) Register(ctx context.Context, req *kelpiepb.RegisterReques
 		old.SamplesBase += old.Samples
 		old.Samples = 0
 		old.Done = false
-		return &kelpiepb.RegisterResponse{SpecYaml: string(j.YAML), Index: int32(idx), Assignment: j.assignment(),
-			Splits: j.splits()}, nil
+		resp := &kelpiepb.RegisterResponse{SpecYaml: string(j.YAML), Index: int32(idx), Assignment: j.assignment(),
+			Splits: j.splits()}
+		if j.next != nil {
+			resp.NextAssignment, resp.NextAt, resp.NextAction = j.nextAssignment(), j.next.at, j.next.action
+		}
+		return resp, nil
 	}
 	if j.started() && req.Role != kelpiepb.Role_ROLE_SERVER {
 		return nil, status.Errorf(codes.FailedPrecondition, "node %s registered after job %s started", req.Node, req.Job)

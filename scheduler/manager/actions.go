@@ -5,6 +5,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -522,18 +523,9 @@ func (j *jobState) runPolicies(snap monitor.Snapshot, now time.Time) {
 			changed = append(changed, a)
 		}
 	}
-	nd := j.policies[policy.NameAntDTND]
 	var proposals []policy.Action
-	if j.state == StateRunning && nd.Mode != ModeOff && nd.Mode != "" {
-		pj := policy.Job{Name: j.spec.Name, GlobalBatch: j.spec.Train.GlobalBatch, BatchSizes: map[string]int{}}
-		for _, n := range j.nodes {
-			if n.role == "worker" {
-				pj.Workers = append(pj.Workers, n.name)
-				pj.BatchSizes[n.name] = n.batch
-			}
-		}
-		sort.Slice(pj.Workers, func(a, b int) bool { return nodeLess(pj.Workers[a], pj.Workers[b]) })
-		proposals = policy.AntDTND{Lambda: nd.Params["lambda"]}.Propose(snap, pj)
+	if j.state == StateRunning {
+		proposals = j.propose(snap)
 	}
 	var sends sendList
 	for _, p := range proposals {
@@ -548,7 +540,7 @@ func (j *jobState) runPolicies(snap monitor.Snapshot, now time.Time) {
 			continue
 		}
 		who := "policy:" + p.Policy
-		if nd.Mode == ModeAuto {
+		if j.policies[p.Policy].Mode == ModeAuto {
 			m.addLocked(j, a, ActApproved, who, "auto mode")
 			sends = append(sends, m.dispatchLocked(j, a, who)...)
 		} else {
@@ -589,6 +581,54 @@ func actionKey(a *kelpiepb.Action) string {
 	return a.Policy + "/" + a.Kind + "/" + a.Target
 }
 
+// propose asks every active policy for proposals (under the manager's
+// lock). Policies whose actions the runtime cannot apply yet stay quiet.
+func (j *jobState) propose(snap monitor.Snapshot) []policy.Action {
+	on := func(name string) bool {
+		m := j.policies[name].Mode
+		return m == ModeAuto || m == ModeApprove
+	}
+	pj := policy.Job{Name: j.spec.Name, GlobalBatch: j.spec.Train.GlobalBatch, BatchSizes: map[string]int{}}
+	for _, n := range j.nodes {
+		if n.role == "worker" {
+			pj.Workers = append(pj.Workers, n.name)
+			pj.BatchSizes[n.name] = n.batch
+		}
+	}
+	sort.Slice(pj.Workers, func(a, b int) bool { return nodeLess(pj.Workers[a], pj.Workers[b]) })
+	var out []policy.Action
+	if on(policy.NameAntDTND) {
+		out = append(out, policy.AntDTND{Lambda: j.policies[policy.NameAntDTND].Params["lambda"]}.Propose(snap, pj)...)
+	}
+	if on(policy.NamePSLD) {
+		names := j.coord.ServerNames()
+		addrs := j.coord.ServerAddrs()
+		for i, n := range names {
+			if addrs[i] != "" {
+				pj.Servers = append(pj.Servers, n)
+			}
+		}
+		t := j.coord.Table
+		for i, b := range t.Blocks {
+			pj.Blocks = append(pj.Blocks, policy.BlockInfo{ID: b.ID, Bytes: b.Bytes(), Server: names[t.ServerOf[i]]})
+		}
+		p := j.policies[policy.NamePSLD].Params
+		if j.rng == nil {
+			j.rng = rand.New(rand.NewPCG(uint64(j.spec.Data.Seed), 0x9510))
+		}
+		for _, a := range (policy.PSLD{Epsilon: p["epsilon"], Theta1OverTheta0: p["theta1_over_theta0"],
+			ScaleThreshold: p["scale_threshold"], VarianceThreshold: p["variance_threshold"]}).Propose(snap, pj, j.rng) {
+			// The policy names servers by their place in pj.Servers; the
+			// table by their index in the job.
+			for k, r := range a.Assignment {
+				a.Assignment[k] = nodeIndex(pj.Servers[r])
+			}
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
 func fromProposal(p policy.Action) *kelpiepb.Action {
 	a := &kelpiepb.Action{Kind: string(p.Kind), Target: p.Target, Policy: p.Policy, Reason: p.Reason,
 		Predicted: p.Predicted, Evidence: p.Evidence}
@@ -597,6 +637,9 @@ func fromProposal(p policy.Action) *kelpiepb.Action {
 		for w, b := range p.BatchSizes {
 			a.BatchSizes[w] = int32(b)
 		}
+	}
+	for _, r := range p.Assignment {
+		a.Assignment = append(a.Assignment, int32(r))
 	}
 	return a
 }

@@ -174,7 +174,7 @@ func (m *Manager) retable(j *jobState, a *kelpiepb.Action) {
 			return
 		}
 	}
-	j.coord.SetTable(next, removed)
+	j.coord.BeginTable(next, removed, at, a.Id)
 	done := make(chan struct{})
 	m.mu.Lock()
 	if j.tables == nil {
@@ -205,6 +205,7 @@ func (m *Manager) retable(j *jobState, a *kelpiepb.Action) {
 	case <-j.endedCh:
 		return
 	}
+	j.coord.CommitTable()
 	// Wait for the blocks to settle, then measure the pause.
 	deadline := time.Now().Add(2 * time.Minute)
 	for !serversSettled(j.coord.ServerAddrs()) && time.Now().Before(deadline) {

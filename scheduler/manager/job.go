@@ -3,6 +3,7 @@ package manager
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"sort"
 	"time"
@@ -45,6 +46,7 @@ type jobState struct {
 	tables    map[string]*kelpiepb.Assignment
 	tableDone map[string]chan struct{}
 	paused    float64 // seconds the job waited for blocks in transit, over all changes
+	rng       *rand.Rand
 }
 
 // nodeState is what the manager knows of one node.

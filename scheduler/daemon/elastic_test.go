@@ -1,0 +1,118 @@
+package daemon
+
+import (
+	"context"
+	"math"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kelpie/kelpie/runtime/spec"
+	"github.com/kelpie/kelpie/scheduler/manager"
+)
+
+const elasticBase = `
+name: NAME
+model: {kind: mlp, hidden: [64]}
+data: {kind: mnist, epochs: 4, seed: 1}
+train: {global_batch: 128, lr: 0.05, optimizer: momentum, momentum: 0.9}
+cluster: {servers: 2, workers: 4, block_bytes: 32768, assignment: size-balanced}
+`
+
+const elasticScript = `script:
+  - {at: 500ms, action: add-server}
+  - {at: 1s, action: restart, node: worker-1}
+  - {at: 1500ms, action: remove-server, node: server-0}
+  - {at: 2s, action: restart, node: worker-1}
+  - {at: 2500ms, action: reassign}
+  - {at: 3s, action: restart, node: worker-1}
+  - {at: 3500ms, action: adjust-batch, sizes: {worker-0: 48, worker-1: 16, worker-2: 32, worker-3: 32}}
+`
+
+func runJob(t *testing.T, d *Daemon, src string, during func(name string)) *manager.Result {
+	t.Helper()
+	s, err := spec.Parse("test.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, err := d.Manager.SubmitSpec(s, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if during != nil {
+		go during(name)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	res, err := d.Manager.Wait(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// TestElasticJob: servers added and removed, blocks rebalanced, a worker
+// restarted three times and the batch split changed while an MNIST job
+// trains — and a worker killed with SIGKILL. The job completes with every
+// shard DONE exactly once in the count, its accuracy within half a point of
+// the same job undisturbed, and no process left behind.
+func TestElasticJob(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two MNIST jobs")
+	}
+	d, err := Start(Config{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0", DataDir: t.TempDir(), Exe: kelpieBin,
+		NodeLog: logWriter{t}, Tick: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close(true)
+	calm := runJob(t, d, strings.Replace(elasticBase, "NAME", "calm", 1), nil)
+	stormy := runJob(t, d, strings.Replace(elasticBase, "NAME", "stormy", 1)+elasticScript, func(name string) {
+		// kill -9 of a worker's process on top of the script.
+		time.Sleep(5 * time.Second)
+		for _, v := range d.Manager.View([]string{name}, 1) {
+			for _, n := range v.Nodes {
+				if n.Name == "worker-3" && n.Pid > 0 {
+					_ = syscall.Kill(int(n.Pid), syscall.SIGKILL)
+				}
+			}
+		}
+	})
+	t.Logf("calm: accuracy %.4f in %.1fs; stormy: accuracy %.4f in %.1fs, %d actions, paused %.3fs, samples %d",
+		calm.Accuracy, calm.JCTSeconds, stormy.Accuracy, stormy.JCTSeconds, len(stormy.Actions), stormy.PausedSeconds, stormy.Samples)
+	if stormy.ShardsDone != stormy.ShardsTotal || stormy.ShardsTotal != calm.ShardsTotal {
+		t.Errorf("shards done/total %d/%d (calm %d)", stormy.ShardsDone, stormy.ShardsTotal, calm.ShardsTotal)
+	}
+	if stormy.Samples < calm.Samples {
+		t.Errorf("stormy trained on %d samples, fewer than the %d of the data (at-least-once)", stormy.Samples, calm.Samples)
+	}
+	if math.Abs(stormy.Accuracy-calm.Accuracy) > 0.005 {
+		t.Errorf("accuracy %.4f vs %.4f undisturbed: more than half a point apart", stormy.Accuracy, calm.Accuracy)
+	}
+	kinds := map[string]int{}
+	for _, a := range stormy.Actions {
+		if a.State != "applied" {
+			t.Errorf("action %s %s %s ended %s", a.ID, a.Kind, a.Node, a.State)
+		}
+		kinds[a.Kind]++
+	}
+	for k, n := range map[string]int{"ADD_SERVER": 1, "REMOVE_SERVER": 1, "REASSIGN": 1, "KILL_RESTART": 3, "ADJUST_BS": 1} {
+		if kinds[k] != n {
+			t.Errorf("%d %s actions applied; want %d (all: %v)", kinds[k], k, n, kinds)
+		}
+	}
+	if stormy.PausedSeconds <= 0 {
+		t.Error("no paused time recorded for three table changes")
+	}
+	procs := d.Manager.Procs("stormy")
+	deadline := time.Now().Add(10 * time.Second)
+	for _, p := range procs {
+		for syscall.Kill(p.Pid(), 0) == nil && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if syscall.Kill(p.Pid(), 0) == nil {
+			t.Errorf("%s (pid %d) still runs after the job", p.Name, p.Pid())
+		}
+	}
+}

@@ -88,9 +88,9 @@ type Agent struct {
 
 	mu       sync.Mutex
 	status   kelpiepb.NodeStatus
-	taken    map[string]*kelpiepb.ActionAck // action id -> its ack (nil until the role answers)
-	toChild  io.Writer                      // the command pipe of the running role, nil when none
-	queued   []*kelpiepb.ActionCommand      // actions that came while the role was not running
+	taken    map[string]*kelpiepb.ActionAck     // action id -> its ack (nil until the role answers)
+	toChild  io.Writer                          // the command pipe of the running role, nil when none
+	queued   []*kelpiepb.ActionCommand          // actions that came while the role was not running
 	unacked  map[string]*kelpiepb.ActionCommand // actions handed to a role that has not answered yet
 	child    *exec.Cmd
 	restarts chan string // KILL_RESTART action ids

@@ -3,9 +3,9 @@ package manager
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"sort"
 	"strconv"
-	"math/rand/v2"
 	"strings"
 	"time"
 

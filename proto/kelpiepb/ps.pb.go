@@ -758,6 +758,143 @@ func (*MigrateResponse) Descriptor() ([]byte, []int) {
 	return file_ps_proto_rawDescGZIP(), []int{7}
 }
 
+// SyncSettings is a server's synchronization model (FluentPS Table III).
+type SyncSettings struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Model         string                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"` // bsp | asp | ssp | dsps | drop | pssp
+	Staleness     int32                  `protobuf:"varint,2,opt,name=staleness,proto3" json:"staleness,omitempty"`
+	Pull          string                 `protobuf:"bytes,3,opt,name=pull,proto3" json:"pull,omitempty"` // lazy | soft-barrier
+	PsspC         float64                `protobuf:"fixed64,4,opt,name=pssp_c,json=psspC,proto3" json:"pssp_c,omitempty"`
+	PsspAlpha     float64                `protobuf:"fixed64,5,opt,name=pssp_alpha,json=psspAlpha,proto3" json:"pssp_alpha,omitempty"`
+	PsspDynamic   bool                   `protobuf:"varint,6,opt,name=pssp_dynamic,json=psspDynamic,proto3" json:"pssp_dynamic,omitempty"`
+	DropWaitFor   int32                  `protobuf:"varint,7,opt,name=drop_wait_for,json=dropWaitFor,proto3" json:"drop_wait_for,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncSettings) Reset() {
+	*x = SyncSettings{}
+	mi := &file_ps_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncSettings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncSettings) ProtoMessage() {}
+
+func (x *SyncSettings) ProtoReflect() protoreflect.Message {
+	mi := &file_ps_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncSettings.ProtoReflect.Descriptor instead.
+func (*SyncSettings) Descriptor() ([]byte, []int) {
+	return file_ps_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *SyncSettings) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *SyncSettings) GetStaleness() int32 {
+	if x != nil {
+		return x.Staleness
+	}
+	return 0
+}
+
+func (x *SyncSettings) GetPull() string {
+	if x != nil {
+		return x.Pull
+	}
+	return ""
+}
+
+func (x *SyncSettings) GetPsspC() float64 {
+	if x != nil {
+		return x.PsspC
+	}
+	return 0
+}
+
+func (x *SyncSettings) GetPsspAlpha() float64 {
+	if x != nil {
+		return x.PsspAlpha
+	}
+	return 0
+}
+
+func (x *SyncSettings) GetPsspDynamic() bool {
+	if x != nil {
+		return x.PsspDynamic
+	}
+	return false
+}
+
+func (x *SyncSettings) GetDropWaitFor() int32 {
+	if x != nil {
+		return x.DropWaitFor
+	}
+	return 0
+}
+
+type SetSyncResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Released      int64                  `protobuf:"varint,1,opt,name=released,proto3" json:"released,omitempty"` // delayed pulls the new conditions answered at once
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetSyncResponse) Reset() {
+	*x = SetSyncResponse{}
+	mi := &file_ps_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetSyncResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetSyncResponse) ProtoMessage() {}
+
+func (x *SetSyncResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ps_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetSyncResponse.ProtoReflect.Descriptor instead.
+func (*SetSyncResponse) Descriptor() ([]byte, []int) {
+	return file_ps_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SetSyncResponse) GetReleased() int64 {
+	if x != nil {
+		return x.Released
+	}
+	return 0
+}
+
 type ShutdownRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Reason        string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
@@ -767,7 +904,7 @@ type ShutdownRequest struct {
 
 func (x *ShutdownRequest) Reset() {
 	*x = ShutdownRequest{}
-	mi := &file_ps_proto_msgTypes[8]
+	mi := &file_ps_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -779,7 +916,7 @@ func (x *ShutdownRequest) String() string {
 func (*ShutdownRequest) ProtoMessage() {}
 
 func (x *ShutdownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ps_proto_msgTypes[8]
+	mi := &file_ps_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -792,7 +929,7 @@ func (x *ShutdownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShutdownRequest.ProtoReflect.Descriptor instead.
 func (*ShutdownRequest) Descriptor() ([]byte, []int) {
-	return file_ps_proto_rawDescGZIP(), []int{8}
+	return file_ps_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ShutdownRequest) GetReason() string {
@@ -810,7 +947,7 @@ type ShutdownResponse struct {
 
 func (x *ShutdownResponse) Reset() {
 	*x = ShutdownResponse{}
-	mi := &file_ps_proto_msgTypes[9]
+	mi := &file_ps_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -822,7 +959,7 @@ func (x *ShutdownResponse) String() string {
 func (*ShutdownResponse) ProtoMessage() {}
 
 func (x *ShutdownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ps_proto_msgTypes[9]
+	mi := &file_ps_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -835,7 +972,7 @@ func (x *ShutdownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShutdownResponse.ProtoReflect.Descriptor instead.
 func (*ShutdownResponse) Descriptor() ([]byte, []int) {
-	return file_ps_proto_rawDescGZIP(), []int{9}
+	return file_ps_proto_rawDescGZIP(), []int{11}
 }
 
 var File_ps_proto protoreflect.FileDescriptor
@@ -902,7 +1039,18 @@ const file_ps_proto_rawDesc = "" +
 	"\x04step\x18\a \x01(\x03R\x04step\x12\x19\n" +
 	"\brow_step\x18\b \x03(\x03R\arowStep\x12\x12\n" +
 	"\x04data\x18\x0f \x01(\fR\x04data\"\x11\n" +
-	"\x0fMigrateResponse\")\n" +
+	"\x0fMigrateResponse\"\xd3\x01\n" +
+	"\fSyncSettings\x12\x14\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1c\n" +
+	"\tstaleness\x18\x02 \x01(\x05R\tstaleness\x12\x12\n" +
+	"\x04pull\x18\x03 \x01(\tR\x04pull\x12\x15\n" +
+	"\x06pssp_c\x18\x04 \x01(\x01R\x05psspC\x12\x1d\n" +
+	"\n" +
+	"pssp_alpha\x18\x05 \x01(\x01R\tpsspAlpha\x12!\n" +
+	"\fpssp_dynamic\x18\x06 \x01(\bR\vpsspDynamic\x12\"\n" +
+	"\rdrop_wait_for\x18\a \x01(\x05R\vdropWaitFor\"-\n" +
+	"\x0fSetSyncResponse\x12\x1a\n" +
+	"\breleased\x18\x01 \x01(\x03R\breleased\")\n" +
 	"\x0fShutdownRequest\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x12\n" +
 	"\x10ShutdownResponse*_\n" +
@@ -912,13 +1060,14 @@ const file_ps_proto_rawDesc = "" +
 	"\aOP_PULL\x10\x02\x12\x10\n" +
 	"\fOP_PUSH_PULL\x10\x03\x12\f\n" +
 	"\bOP_LEAVE\x10\x04\x12\v\n" +
-	"\aOP_JOIN\x10\x052\xbb\x03\n" +
+	"\aOP_JOIN\x10\x052\xfb\x03\n" +
 	"\x0fParameterServer\x12;\n" +
 	"\bExchange\x12\x14.kelpie.v1.PSRequest\x1a\x15.kelpie.v1.PSResponse(\x010\x01\x123\n" +
 	"\x04Push\x12\x14.kelpie.v1.PSRequest\x1a\x15.kelpie.v1.PSResponse\x123\n" +
 	"\x04Pull\x12\x14.kelpie.v1.PSRequest\x1a\x15.kelpie.v1.PSResponse\x128\n" +
 	"\x05Stats\x12\x17.kelpie.v1.StatsRequest\x1a\x16.kelpie.v1.ServerStats\x12@\n" +
-	"\aRetable\x12\x19.kelpie.v1.RetableRequest\x1a\x1a.kelpie.v1.RetableResponse\x12@\n" +
+	"\aRetable\x12\x19.kelpie.v1.RetableRequest\x1a\x1a.kelpie.v1.RetableResponse\x12>\n" +
+	"\aSetSync\x12\x17.kelpie.v1.SyncSettings\x1a\x1a.kelpie.v1.SetSyncResponse\x12@\n" +
 	"\aMigrate\x12\x19.kelpie.v1.MigrateRequest\x1a\x1a.kelpie.v1.MigrateResponse\x12C\n" +
 	"\bShutdown\x12\x1a.kelpie.v1.ShutdownRequest\x1a\x1b.kelpie.v1.ShutdownResponseB)Z'github.com/kelpie/kelpie/proto/kelpiepbb\x06proto3"
 
@@ -935,7 +1084,7 @@ func file_ps_proto_rawDescGZIP() []byte {
 }
 
 var file_ps_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_ps_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_ps_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_ps_proto_goTypes = []any{
 	(Op)(0),                  // 0: kelpie.v1.Op
 	(*PSRequest)(nil),        // 1: kelpie.v1.PSRequest
@@ -946,29 +1095,33 @@ var file_ps_proto_goTypes = []any{
 	(*RetableResponse)(nil),  // 6: kelpie.v1.RetableResponse
 	(*MigrateRequest)(nil),   // 7: kelpie.v1.MigrateRequest
 	(*MigrateResponse)(nil),  // 8: kelpie.v1.MigrateResponse
-	(*ShutdownRequest)(nil),  // 9: kelpie.v1.ShutdownRequest
-	(*ShutdownResponse)(nil), // 10: kelpie.v1.ShutdownResponse
-	(*Assignment)(nil),       // 11: kelpie.v1.Assignment
+	(*SyncSettings)(nil),     // 9: kelpie.v1.SyncSettings
+	(*SetSyncResponse)(nil),  // 10: kelpie.v1.SetSyncResponse
+	(*ShutdownRequest)(nil),  // 11: kelpie.v1.ShutdownRequest
+	(*ShutdownResponse)(nil), // 12: kelpie.v1.ShutdownResponse
+	(*Assignment)(nil),       // 13: kelpie.v1.Assignment
 }
 var file_ps_proto_depIdxs = []int32{
 	0,  // 0: kelpie.v1.PSRequest.op:type_name -> kelpie.v1.Op
-	11, // 1: kelpie.v1.RetableRequest.assignment:type_name -> kelpie.v1.Assignment
+	13, // 1: kelpie.v1.RetableRequest.assignment:type_name -> kelpie.v1.Assignment
 	1,  // 2: kelpie.v1.ParameterServer.Exchange:input_type -> kelpie.v1.PSRequest
 	1,  // 3: kelpie.v1.ParameterServer.Push:input_type -> kelpie.v1.PSRequest
 	1,  // 4: kelpie.v1.ParameterServer.Pull:input_type -> kelpie.v1.PSRequest
 	3,  // 5: kelpie.v1.ParameterServer.Stats:input_type -> kelpie.v1.StatsRequest
 	5,  // 6: kelpie.v1.ParameterServer.Retable:input_type -> kelpie.v1.RetableRequest
-	7,  // 7: kelpie.v1.ParameterServer.Migrate:input_type -> kelpie.v1.MigrateRequest
-	9,  // 8: kelpie.v1.ParameterServer.Shutdown:input_type -> kelpie.v1.ShutdownRequest
-	2,  // 9: kelpie.v1.ParameterServer.Exchange:output_type -> kelpie.v1.PSResponse
-	2,  // 10: kelpie.v1.ParameterServer.Push:output_type -> kelpie.v1.PSResponse
-	2,  // 11: kelpie.v1.ParameterServer.Pull:output_type -> kelpie.v1.PSResponse
-	4,  // 12: kelpie.v1.ParameterServer.Stats:output_type -> kelpie.v1.ServerStats
-	6,  // 13: kelpie.v1.ParameterServer.Retable:output_type -> kelpie.v1.RetableResponse
-	8,  // 14: kelpie.v1.ParameterServer.Migrate:output_type -> kelpie.v1.MigrateResponse
-	10, // 15: kelpie.v1.ParameterServer.Shutdown:output_type -> kelpie.v1.ShutdownResponse
-	9,  // [9:16] is the sub-list for method output_type
-	2,  // [2:9] is the sub-list for method input_type
+	9,  // 7: kelpie.v1.ParameterServer.SetSync:input_type -> kelpie.v1.SyncSettings
+	7,  // 8: kelpie.v1.ParameterServer.Migrate:input_type -> kelpie.v1.MigrateRequest
+	11, // 9: kelpie.v1.ParameterServer.Shutdown:input_type -> kelpie.v1.ShutdownRequest
+	2,  // 10: kelpie.v1.ParameterServer.Exchange:output_type -> kelpie.v1.PSResponse
+	2,  // 11: kelpie.v1.ParameterServer.Push:output_type -> kelpie.v1.PSResponse
+	2,  // 12: kelpie.v1.ParameterServer.Pull:output_type -> kelpie.v1.PSResponse
+	4,  // 13: kelpie.v1.ParameterServer.Stats:output_type -> kelpie.v1.ServerStats
+	6,  // 14: kelpie.v1.ParameterServer.Retable:output_type -> kelpie.v1.RetableResponse
+	10, // 15: kelpie.v1.ParameterServer.SetSync:output_type -> kelpie.v1.SetSyncResponse
+	8,  // 16: kelpie.v1.ParameterServer.Migrate:output_type -> kelpie.v1.MigrateResponse
+	12, // 17: kelpie.v1.ParameterServer.Shutdown:output_type -> kelpie.v1.ShutdownResponse
+	10, // [10:18] is the sub-list for method output_type
+	2,  // [2:10] is the sub-list for method input_type
 	2,  // [2:2] is the sub-list for extension type_name
 	2,  // [2:2] is the sub-list for extension extendee
 	0,  // [0:2] is the sub-list for field type_name
@@ -986,7 +1139,7 @@ func file_ps_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ps_proto_rawDesc), len(file_ps_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -32,6 +32,7 @@ const (
 	ParameterServer_Pull_FullMethodName     = "/kelpie.v1.ParameterServer/Pull"
 	ParameterServer_Stats_FullMethodName    = "/kelpie.v1.ParameterServer/Stats"
 	ParameterServer_Retable_FullMethodName  = "/kelpie.v1.ParameterServer/Retable"
+	ParameterServer_SetSync_FullMethodName  = "/kelpie.v1.ParameterServer/SetSync"
 	ParameterServer_Migrate_FullMethodName  = "/kelpie.v1.ParameterServer/Migrate"
 	ParameterServer_Shutdown_FullMethodName = "/kelpie.v1.ParameterServer/Shutdown"
 )
@@ -49,6 +50,8 @@ type ParameterServerClient interface {
 	Stats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*ServerStats, error)
 	// Retable switches the server to a new block table (from the scheduler).
 	Retable(ctx context.Context, in *RetableRequest, opts ...grpc.CallOption) (*RetableResponse, error)
+	// SetSync switches the synchronization model live.
+	SetSync(ctx context.Context, in *SyncSettings, opts ...grpc.CallOption) (*SetSyncResponse, error)
 	// Migrate hands a block over (server to server).
 	Migrate(ctx context.Context, in *MigrateRequest, opts ...grpc.CallOption) (*MigrateResponse, error)
 	Shutdown(ctx context.Context, in *ShutdownRequest, opts ...grpc.CallOption) (*ShutdownResponse, error)
@@ -115,6 +118,16 @@ func (c *parameterServerClient) Retable(ctx context.Context, in *RetableRequest,
 	return out, nil
 }
 
+func (c *parameterServerClient) SetSync(ctx context.Context, in *SyncSettings, opts ...grpc.CallOption) (*SetSyncResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetSyncResponse)
+	err := c.cc.Invoke(ctx, ParameterServer_SetSync_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *parameterServerClient) Migrate(ctx context.Context, in *MigrateRequest, opts ...grpc.CallOption) (*MigrateResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(MigrateResponse)
@@ -148,6 +161,8 @@ type ParameterServerServer interface {
 	Stats(context.Context, *StatsRequest) (*ServerStats, error)
 	// Retable switches the server to a new block table (from the scheduler).
 	Retable(context.Context, *RetableRequest) (*RetableResponse, error)
+	// SetSync switches the synchronization model live.
+	SetSync(context.Context, *SyncSettings) (*SetSyncResponse, error)
 	// Migrate hands a block over (server to server).
 	Migrate(context.Context, *MigrateRequest) (*MigrateResponse, error)
 	Shutdown(context.Context, *ShutdownRequest) (*ShutdownResponse, error)
@@ -175,6 +190,9 @@ func (UnimplementedParameterServerServer) Stats(context.Context, *StatsRequest) 
 }
 func (UnimplementedParameterServerServer) Retable(context.Context, *RetableRequest) (*RetableResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Retable not implemented")
+}
+func (UnimplementedParameterServerServer) SetSync(context.Context, *SyncSettings) (*SetSyncResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetSync not implemented")
 }
 func (UnimplementedParameterServerServer) Migrate(context.Context, *MigrateRequest) (*MigrateResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Migrate not implemented")
@@ -282,6 +300,24 @@ func _ParameterServer_Retable_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ParameterServer_SetSync_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SyncSettings)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ParameterServerServer).SetSync(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ParameterServer_SetSync_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ParameterServerServer).SetSync(ctx, req.(*SyncSettings))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _ParameterServer_Migrate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(MigrateRequest)
 	if err := dec(in); err != nil {
@@ -340,6 +376,10 @@ var ParameterServer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Retable",
 			Handler:    _ParameterServer_Retable_Handler,
+		},
+		{
+			MethodName: "SetSync",
+			Handler:    _ParameterServer_SetSync_Handler,
 		},
 		{
 			MethodName: "Migrate",

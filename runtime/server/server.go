@@ -51,6 +51,7 @@ type block struct {
 	touched []int     // sparse rows present in acc
 	mark    []bool
 	opt     *optim.State
+	dirty bool // acc holds gradients not yet applied
 	// from is the first version whose gradients this block takes: a block
 	// that migrated here at a table switch must not be stepped by the
 	// commit of an earlier version (with momentum or Adam, even a zero
@@ -519,6 +520,7 @@ func (s *Server) push(req *kelpiepb.PSRequest, send *[]func()) error {
 			n := len(b.vals)
 			if agg {
 				axpy(b.acc, g[off:off+n])
+				b.dirty = true
 			} else {
 				optim.Apply(s.cfg.Optim, b.opt, b.vals, g[off:off+n])
 			}
@@ -530,6 +532,7 @@ func (s *Server) push(req *kelpiepb.PSRequest, send *[]func()) error {
 			for i, r := range refs {
 				gr := g[off+i*dim : off+(i+1)*dim]
 				if agg {
+					r.b.dirty = true
 					axpy(r.b.acc[r.row*dim:(r.row+1)*dim], gr)
 					if !r.b.mark[r.row] {
 						r.b.mark[r.row] = true
@@ -585,24 +588,30 @@ func (s *Server) commit() {
 		if b.from > version {
 			continue
 		}
-		if !b.meta.Sparse {
-			optim.Apply(s.cfg.Optim, b.opt, b.vals, b.acc)
-			clear(b.acc)
-			continue
-		}
-		if len(b.touched) == 0 {
-			continue
-		}
-		dim := b.meta.Cols
-		grad := make([]float32, 0, len(b.touched)*dim)
-		for _, r := range b.touched {
-			grad = append(grad, b.acc[r*dim:(r+1)*dim]...)
-			clear(b.acc[r*dim : (r+1)*dim])
-			b.mark[r] = false
-		}
-		optim.ApplyRows(s.cfg.Optim, b.opt, b.vals, dim, b.touched, grad)
-		b.touched = b.touched[:0]
+		s.step(b)
 	}
+}
+
+// step applies a block's summed gradients and clears the sums.
+func (s *Server) step(b *block) {
+	b.dirty = false
+	if !b.meta.Sparse {
+		optim.Apply(s.cfg.Optim, b.opt, b.vals, b.acc)
+		clear(b.acc)
+		return
+	}
+	if len(b.touched) == 0 {
+		return
+	}
+	dim := b.meta.Cols
+	grad := make([]float32, 0, len(b.touched)*dim)
+	for _, r := range b.touched {
+		grad = append(grad, b.acc[r*dim:(r+1)*dim]...)
+		clear(b.acc[r*dim : (r+1)*dim])
+		b.mark[r] = false
+	}
+	optim.ApplyRows(s.cfg.Optim, b.opt, b.vals, dim, b.touched, grad)
+	b.touched = b.touched[:0]
 }
 
 func (s *Server) release(ids []syncmodel.PullID, send *[]func()) {

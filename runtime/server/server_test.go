@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -109,5 +110,45 @@ func TestPushAppliesDenseAndSparse(t *testing.T) {
 	r2, _ := s.Pull(ctx, &kelpiepb.PSRequest{Worker: 1, Progress: 0, Blocks: []uint32{0}})
 	if g := wire.AsFloats(r2.Data); g[0] != 0.5 {
 		t.Errorf("after a duplicate push value 0 = %v; want 0.5", g[0])
+	}
+}
+
+// TestSetSyncLive: switching BSP → SSP(s=3) live answers a pull that BSP was
+// holding, and the gradient half-summed under BSP is applied, not lost.
+func TestSetSyncLive(t *testing.T) {
+	s := newServer(t, syncmodel.Config{Model: syncmodel.BSP, Pull: syncmodel.Lazy})
+	ctx := context.Background()
+	if _, err := s.Push(ctx, &kelpiepb.PSRequest{Worker: 0, Progress: 0, Blocks: []uint32{0}, Data: floats(1, 1, 1, 1)}); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *kelpiepb.PSResponse, 1)
+	go func() {
+		r, err := s.Pull(ctx, &kelpiepb.PSRequest{Worker: 0, Progress: 0, Blocks: []uint32{0}})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- r
+	}()
+	// Under BSP the pull waits for worker 1's push; wait until it is filed.
+	for {
+		st, _ := s.Stats(ctx, &kelpiepb.StatsRequest{})
+		if st.Dprs == 1 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	res, err := s.SetSync(ctx, &kelpiepb.SyncSettings{Model: "ssp", Staleness: 3, Pull: "lazy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Released != 1 {
+		t.Errorf("SetSync released %d pulls; want 1", res.Released)
+	}
+	r := <-got
+	if v := wire.AsFloats(r.Data); v[0] != 0 { // 1 - lr(1)·1: worker 0's gradient applied
+		t.Errorf("value after the switch = %v; want 0 (the summed gradient applied)", v[0])
+	}
+	if _, err := s.SetSync(ctx, &kelpiepb.SyncSettings{Model: "nope"}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("bad model: %v; want InvalidArgument", err)
 	}
 }

@@ -116,3 +116,35 @@ func TestElasticJob(t *testing.T) {
 		}
 	}
 }
+
+// TestLiveSyncSwitch: a spec script switches BSP to SSP(s=3) while the job
+// runs; every server follows and the job completes.
+func TestLiveSyncSwitch(t *testing.T) {
+	d, err := Start(Config{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0", DataDir: t.TempDir(), Exe: kelpieBin,
+		NodeLog: logWriter{t}, Tick: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close(true)
+	res := runJob(t, d, `
+name: switch
+model: {kind: softmax}
+data: {kind: mnist, epochs: 2, seed: 1}
+train: {global_batch: 128, lr: 0.1}
+cluster: {servers: 2, workers: 4}
+sync: {model: bsp}
+stragglers:
+  - {node: worker-3, kind: compute, sleep: 5ms, intensity: 1, probability: 0.5, start: 0s}
+script:
+  - {at: 500ms, action: set-sync, model: ssp, staleness: 3}
+`, nil)
+	if len(res.Actions) != 1 || res.Actions[0].Kind != "SET_SYNC" || res.Actions[0].State != "applied" {
+		t.Fatalf("actions %+v; want one applied SET_SYNC", res.Actions)
+	}
+	if res.ShardsDone != res.ShardsTotal || res.Accuracy < 0.85 {
+		t.Errorf("shards %d/%d, accuracy %.3f", res.ShardsDone, res.ShardsTotal, res.Accuracy)
+	}
+	if v := d.Manager.View([]string{"switch"}, 1); len(v) != 1 || v[0].Sync != "ssp s=3 lazy" {
+		t.Errorf("job view sync = %q; want ssp s=3 lazy", v[0].Sync)
+	}
+}

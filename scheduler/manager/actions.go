@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/runtime/server"
 	"github.com/kelpie/kelpie/runtime/spec"
 	"github.com/kelpie/kelpie/scheduler/monitor"
 	"github.com/kelpie/kelpie/scheduler/policy"
@@ -69,10 +71,10 @@ func defaultPolicies(s *spec.Spec) map[string]*policySetting {
 func supported(kind string) error {
 	switch kind {
 	case string(policy.KindKillRestart), string(policy.KindAdjustBS), string(policy.KindReassign),
-		string(policy.KindAddServer), string(policy.KindRemoveServer):
+		string(policy.KindAddServer), string(policy.KindRemoveServer), string(policy.KindSetSync):
 		return nil
 	case string(policy.KindBackupWorkers), string(policy.KindAdjustLR), string(policy.KindAddWorker),
-		string(policy.KindRemoveWorker), string(policy.KindSetSync):
+		string(policy.KindRemoveWorker):
 		return status.Errorf(codes.Unimplemented, "%s is not supported by the runtime yet (it arrives with elasticity and the policy engine)", kind)
 	}
 	return status.Errorf(codes.InvalidArgument, "unknown action kind %q", kind)
@@ -105,7 +107,7 @@ func (m *Manager) Trigger(job string, a *kelpiepb.Action, who string) (string, e
 		return "", status.Errorf(codes.FailedPrecondition, "job %s is %s", job, j.state)
 	}
 	act := &kelpiepb.Action{Kind: a.Kind, Target: a.Target, Policy: "operator", Reason: a.Reason,
-		BatchSizes: a.BatchSizes, Accumulation: a.Accumulation, Params: a.Params, Assignment: a.Assignment}
+		BatchSizes: a.BatchSizes, Accumulation: a.Accumulation, Params: a.Params, Assignment: a.Assignment, SyncModel: a.SyncModel}
 	if act.Reason == "" {
 		act.Reason = "triggered by " + who
 	}
@@ -244,6 +246,10 @@ func (j *jobState) validate(a *kelpiepb.Action) error {
 		return j.validateTable(a)
 	}
 	switch a.Kind {
+	case string(policy.KindSetSync):
+		if err := server.SyncFrom(syncSettings(a)).Validate(); err != nil {
+			return status.Errorf(codes.InvalidArgument, "SET_SYNC: %v", err)
+		}
 	case string(policy.KindKillRestart):
 		n, ok := j.nodes[a.Target]
 		if !ok {
@@ -417,6 +423,11 @@ func (m *Manager) dispatchLocked(j *jobState, a *kelpiepb.Action, who string) se
 		go m.retable(j, a)
 		return nil
 	}
+	if a.Kind == string(policy.KindSetSync) {
+		m.transition(j, a, ActDispatched, who, "to every server")
+		go m.setSync(j, a)
+		return nil
+	}
 	switch a.Kind {
 	case string(policy.KindAdjustBS):
 		var maxIter int64
@@ -442,6 +453,57 @@ func (m *Manager) dispatchLocked(j *jobState, a *kelpiepb.Action, who string) se
 		})
 	}
 	return sends
+}
+
+// syncSettings reads a SET_SYNC action's settings: sync_model, and params
+// staleness, pssp_c, pssp_alpha, pssp_dynamic (1), drop_wait_for and
+// soft_barrier (1 for the soft barrier, else the lazy pull buffer).
+func syncSettings(a *kelpiepb.Action) *kelpiepb.SyncSettings {
+	p := a.Params
+	pull := "lazy"
+	if p["soft_barrier"] == 1 {
+		pull = "soft-barrier"
+	}
+	return &kelpiepb.SyncSettings{Model: a.SyncModel, Staleness: int32(p["staleness"]), Pull: pull, PsspC: p["pssp_c"],
+		PsspAlpha: p["pssp_alpha"], PsspDynamic: p["pssp_dynamic"] == 1, DropWaitFor: int32(p["drop_wait_for"])}
+}
+
+// setSync switches every server's synchronization model (FluentPS: the
+// model is decided at the servers, so the switch is theirs).
+func (m *Manager) setSync(j *jobState, a *kelpiepb.Action) {
+	settings := syncSettings(a)
+	released := int64(0)
+	for i, addr := range j.coord.ServerAddrs() {
+		if addr == "" {
+			continue
+		}
+		c, closeFn, err := dialPS(addr)
+		if err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			var r *kelpiepb.SetSyncResponse
+			r, err = c.SetSync(ctx, settings)
+			cancel()
+			closeFn()
+			if err == nil {
+				released += r.Released
+			}
+		}
+		if err != nil {
+			m.mu.Lock()
+			m.transition(j, a, ActFailed, "scheduler", fmt.Sprintf("server %s: %v", j.coord.ServerNames()[i], err))
+			m.mu.Unlock()
+			m.persistAction(j, a)
+			return
+		}
+	}
+	m.mu.Lock()
+	j.spec.Sync = spec.Sync{Model: settings.Model, Staleness: int(settings.Staleness), Pull: settings.Pull,
+		PSSP: spec.PSSP{C: settings.PsspC, Alpha: settings.PsspAlpha, Dynamic: settings.PsspDynamic},
+		Drop: spec.Drop{WaitFor: int(settings.DropWaitFor)}}
+	j.views = nil
+	m.transition(j, a, ActApplied, "scheduler", fmt.Sprintf("now %s; %d delayed pulls answered", syncName(j.spec), released))
+	m.mu.Unlock()
+	m.persistAction(j, a)
 }
 
 // serverRestart says whether an action relaunches a server.

@@ -60,7 +60,7 @@ func (m *Manager) runScript(j *jobState) {
 func busy(err error) bool { return err != nil && strings.Contains(err.Error(), "still under way") }
 
 // scriptAction converts a script step into an action.
-func scriptAction(j *jobState, st spec.ScriptStep) (*kelpiepb.Action, error) {
+func scriptAction(_ *jobState, st spec.ScriptStep) (*kelpiepb.Action, error) {
 	reason := fmt.Sprintf("script: %s at %s", st.Action, st.At)
 	switch st.Action {
 	case spec.ActionAddServer:
@@ -75,6 +75,20 @@ func scriptAction(j *jobState, st spec.ScriptStep) (*kelpiepb.Action, error) {
 		a := &kelpiepb.Action{Kind: string(policy.KindAdjustBS), Reason: reason, BatchSizes: map[string]int32{}}
 		for w, b := range st.Sizes {
 			a.BatchSizes[w] = int32(b)
+		}
+		return a, nil
+	case spec.ActionSetSync:
+		if st.Sync == nil {
+			return nil, fmt.Errorf("set-sync without settings")
+		}
+		a := &kelpiepb.Action{Kind: string(policy.KindSetSync), Reason: reason, SyncModel: st.Sync.Model,
+			Params: map[string]float64{"staleness": float64(st.Sync.Staleness), "pssp_c": st.Sync.PSSP.C,
+				"pssp_alpha": st.Sync.PSSP.Alpha, "drop_wait_for": float64(st.Sync.Drop.WaitFor)}}
+		if st.Sync.PSSP.Dynamic {
+			a.Params["pssp_dynamic"] = 1
+		}
+		if st.Sync.Pull == "soft-barrier" {
+			a.Params["soft_barrier"] = 1
 		}
 		return a, nil
 	}

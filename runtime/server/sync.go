@@ -1,0 +1,62 @@
+package server
+
+import (
+	"context"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/runtime/syncmodel"
+)
+
+// SyncFrom converts wire sync settings.
+func SyncFrom(s *kelpiepb.SyncSettings) syncmodel.Config {
+	return syncmodel.Config{Model: syncmodel.Kind(s.Model), Staleness: int(s.Staleness), Pull: syncmodel.PullMode(s.Pull),
+		PSSPC: s.PsspC, PSSPAlpha: s.PsspAlpha, PSSPDynamic: s.PsspDynamic, DropWaitFor: int(s.DropWaitFor)}
+}
+
+// SetSync switches the server's synchronization model live (e.g. BSP →
+// SSP s=3). Gradients summed for the current version under an aggregating
+// model are applied before the switch; delayed pulls that the new pull
+// condition allows are answered at once.
+func (s *Server) SetSync(_ context.Context, req *kelpiepb.SyncSettings) (*kelpiepb.SetSyncResponse, error) {
+	c := SyncFrom(req)
+	if err := c.Validate(); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "server %s: %v", s.cfg.Name, err)
+	}
+	var send []func()
+	s.mu.Lock()
+	wasAgg := s.cfg.Sync.Aggregate()
+	if wasAgg && !c.Aggregate() {
+		s.commitPartial()
+	}
+	s.cfg.Sync = c
+	if c.Aggregate() && !wasAgg {
+		for _, b := range s.blocks {
+			b.acc = make([]float32, len(b.vals))
+			if b.meta.Sparse {
+				b.mark = make([]bool, b.meta.Length)
+			}
+		}
+	}
+	rel := s.engine.SetConfig(c)
+	s.release(rel, &send)
+	s.mu.Unlock()
+	for _, f := range send {
+		f()
+	}
+	return &kelpiepb.SetSyncResponse{Released: int64(len(rel))}, nil
+}
+
+// commitPartial applies the gradients summed so far for the current version
+// (leaving an aggregating model with a version half pushed) and frees the
+// sums.
+func (s *Server) commitPartial() {
+	for _, b := range s.blocks {
+		if b.acc != nil && b.dirty {
+			s.step(b)
+		}
+		b.acc, b.mark, b.touched = nil, nil, nil
+	}
+}

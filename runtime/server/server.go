@@ -51,7 +51,7 @@ type block struct {
 	touched []int     // sparse rows present in acc
 	mark    []bool
 	opt     *optim.State
-	dirty bool // acc holds gradients not yet applied
+	dirty   bool // acc holds gradients not yet applied
 	// from is the first version whose gradients this block takes: a block
 	// that migrated here at a table switch must not be stepped by the
 	// commit of an earlier version (with momentum or Adam, even a zero

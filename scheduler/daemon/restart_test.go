@@ -137,6 +137,11 @@ func TestSchedulerKill9(t *testing.T) {
 	if final.State != "completed" {
 		t.Fatalf("job ended %s: %s", final.State, final.Error)
 	}
+	// The shard queue came back from the store: every shard is DONE,
+	// none lost, none counted twice.
+	if final.ShardsDone != final.ShardsTotal || final.ShardsTodo != 0 || final.ShardsDoing != 0 {
+		t.Errorf("after the restart: shards todo %d doing %d done %d of %d", final.ShardsTodo, final.ShardsDoing, final.ShardsDone, final.ShardsTotal)
+	}
 	_ = sched.Process.Signal(syscall.SIGTERM)
 	_ = sched.Wait()
 

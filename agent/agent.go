@@ -45,6 +45,8 @@ type Options struct {
 	// Backoff between restarts after crashes: Initial doubling up to Max,
 	// with jitter; reset after a run of StableAfter.
 	Backoff Backoff
+	// SnapshotDir is handed to a server role: its snapshots live there.
+	SnapshotDir string
 	// MaxRestarts is how many consecutive crashes the agent restarts
 	// before it gives up (default 10).
 	MaxRestarts int
@@ -309,6 +311,9 @@ func (a *Agent) startRole(relaunched bool) (*exec.Cmd, <-chan error, error) {
 		"--report-fd", "3", "--command-fd", "4"}
 	if relaunched {
 		args = append(args, "--relaunched")
+	}
+	if a.o.SnapshotDir != "" && a.o.Role == kelpiepb.Role_ROLE_SERVER {
+		args = append(args, "--snapshot-dir", a.o.SnapshotDir)
 	}
 	cmd := exec.Command(exe, args...)
 	cmd.ExtraFiles = []*os.File{repW, cmdR}

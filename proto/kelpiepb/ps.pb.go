@@ -758,6 +758,78 @@ func (*MigrateResponse) Descriptor() ([]byte, []int) {
 	return file_ps_proto_rawDescGZIP(), []int{7}
 }
 
+// ServerSnapshot is a server's periodic snapshot (cluster.snapshot_interval):
+// its blocks with their optimizer state and its V_train when taken. A
+// restarted server comes back from it; what it loses is bounded by the
+// interval: the updates its blocks took since.
+type ServerSnapshot struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	VTrain            int64                  `protobuf:"varint,1,opt,name=v_train,json=vTrain,proto3" json:"v_train,omitempty"`
+	AssignmentVersion uint64                 `protobuf:"varint,2,opt,name=assignment_version,json=assignmentVersion,proto3" json:"assignment_version,omitempty"`
+	Blocks            []*MigrateRequest      `protobuf:"bytes,3,rep,name=blocks,proto3" json:"blocks,omitempty"`
+	UnixNano          int64                  `protobuf:"varint,4,opt,name=unix_nano,json=unixNano,proto3" json:"unix_nano,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *ServerSnapshot) Reset() {
+	*x = ServerSnapshot{}
+	mi := &file_ps_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServerSnapshot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServerSnapshot) ProtoMessage() {}
+
+func (x *ServerSnapshot) ProtoReflect() protoreflect.Message {
+	mi := &file_ps_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServerSnapshot.ProtoReflect.Descriptor instead.
+func (*ServerSnapshot) Descriptor() ([]byte, []int) {
+	return file_ps_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ServerSnapshot) GetVTrain() int64 {
+	if x != nil {
+		return x.VTrain
+	}
+	return 0
+}
+
+func (x *ServerSnapshot) GetAssignmentVersion() uint64 {
+	if x != nil {
+		return x.AssignmentVersion
+	}
+	return 0
+}
+
+func (x *ServerSnapshot) GetBlocks() []*MigrateRequest {
+	if x != nil {
+		return x.Blocks
+	}
+	return nil
+}
+
+func (x *ServerSnapshot) GetUnixNano() int64 {
+	if x != nil {
+		return x.UnixNano
+	}
+	return 0
+}
+
 // SyncSettings is a server's synchronization model (FluentPS Table III).
 type SyncSettings struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -774,7 +846,7 @@ type SyncSettings struct {
 
 func (x *SyncSettings) Reset() {
 	*x = SyncSettings{}
-	mi := &file_ps_proto_msgTypes[8]
+	mi := &file_ps_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -786,7 +858,7 @@ func (x *SyncSettings) String() string {
 func (*SyncSettings) ProtoMessage() {}
 
 func (x *SyncSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_ps_proto_msgTypes[8]
+	mi := &file_ps_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -799,7 +871,7 @@ func (x *SyncSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncSettings.ProtoReflect.Descriptor instead.
 func (*SyncSettings) Descriptor() ([]byte, []int) {
-	return file_ps_proto_rawDescGZIP(), []int{8}
+	return file_ps_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SyncSettings) GetModel() string {
@@ -860,7 +932,7 @@ type SetSyncResponse struct {
 
 func (x *SetSyncResponse) Reset() {
 	*x = SetSyncResponse{}
-	mi := &file_ps_proto_msgTypes[9]
+	mi := &file_ps_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -872,7 +944,7 @@ func (x *SetSyncResponse) String() string {
 func (*SetSyncResponse) ProtoMessage() {}
 
 func (x *SetSyncResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ps_proto_msgTypes[9]
+	mi := &file_ps_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -885,7 +957,7 @@ func (x *SetSyncResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSyncResponse.ProtoReflect.Descriptor instead.
 func (*SetSyncResponse) Descriptor() ([]byte, []int) {
-	return file_ps_proto_rawDescGZIP(), []int{9}
+	return file_ps_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SetSyncResponse) GetReleased() int64 {
@@ -904,7 +976,7 @@ type ShutdownRequest struct {
 
 func (x *ShutdownRequest) Reset() {
 	*x = ShutdownRequest{}
-	mi := &file_ps_proto_msgTypes[10]
+	mi := &file_ps_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -916,7 +988,7 @@ func (x *ShutdownRequest) String() string {
 func (*ShutdownRequest) ProtoMessage() {}
 
 func (x *ShutdownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ps_proto_msgTypes[10]
+	mi := &file_ps_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -929,7 +1001,7 @@ func (x *ShutdownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShutdownRequest.ProtoReflect.Descriptor instead.
 func (*ShutdownRequest) Descriptor() ([]byte, []int) {
-	return file_ps_proto_rawDescGZIP(), []int{10}
+	return file_ps_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ShutdownRequest) GetReason() string {
@@ -947,7 +1019,7 @@ type ShutdownResponse struct {
 
 func (x *ShutdownResponse) Reset() {
 	*x = ShutdownResponse{}
-	mi := &file_ps_proto_msgTypes[11]
+	mi := &file_ps_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -959,7 +1031,7 @@ func (x *ShutdownResponse) String() string {
 func (*ShutdownResponse) ProtoMessage() {}
 
 func (x *ShutdownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ps_proto_msgTypes[11]
+	mi := &file_ps_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -972,7 +1044,7 @@ func (x *ShutdownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShutdownResponse.ProtoReflect.Descriptor instead.
 func (*ShutdownResponse) Descriptor() ([]byte, []int) {
-	return file_ps_proto_rawDescGZIP(), []int{11}
+	return file_ps_proto_rawDescGZIP(), []int{12}
 }
 
 var File_ps_proto protoreflect.FileDescriptor
@@ -1039,7 +1111,12 @@ const file_ps_proto_rawDesc = "" +
 	"\x04step\x18\a \x01(\x03R\x04step\x12\x19\n" +
 	"\brow_step\x18\b \x03(\x03R\arowStep\x12\x12\n" +
 	"\x04data\x18\x0f \x01(\fR\x04data\"\x11\n" +
-	"\x0fMigrateResponse\"\xd3\x01\n" +
+	"\x0fMigrateResponse\"\xa8\x01\n" +
+	"\x0eServerSnapshot\x12\x17\n" +
+	"\av_train\x18\x01 \x01(\x03R\x06vTrain\x12-\n" +
+	"\x12assignment_version\x18\x02 \x01(\x04R\x11assignmentVersion\x121\n" +
+	"\x06blocks\x18\x03 \x03(\v2\x19.kelpie.v1.MigrateRequestR\x06blocks\x12\x1b\n" +
+	"\tunix_nano\x18\x04 \x01(\x03R\bunixNano\"\xd3\x01\n" +
 	"\fSyncSettings\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1c\n" +
 	"\tstaleness\x18\x02 \x01(\x05R\tstaleness\x12\x12\n" +
@@ -1084,7 +1161,7 @@ func file_ps_proto_rawDescGZIP() []byte {
 }
 
 var file_ps_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_ps_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_ps_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_ps_proto_goTypes = []any{
 	(Op)(0),                  // 0: kelpie.v1.Op
 	(*PSRequest)(nil),        // 1: kelpie.v1.PSRequest
@@ -1095,36 +1172,38 @@ var file_ps_proto_goTypes = []any{
 	(*RetableResponse)(nil),  // 6: kelpie.v1.RetableResponse
 	(*MigrateRequest)(nil),   // 7: kelpie.v1.MigrateRequest
 	(*MigrateResponse)(nil),  // 8: kelpie.v1.MigrateResponse
-	(*SyncSettings)(nil),     // 9: kelpie.v1.SyncSettings
-	(*SetSyncResponse)(nil),  // 10: kelpie.v1.SetSyncResponse
-	(*ShutdownRequest)(nil),  // 11: kelpie.v1.ShutdownRequest
-	(*ShutdownResponse)(nil), // 12: kelpie.v1.ShutdownResponse
-	(*Assignment)(nil),       // 13: kelpie.v1.Assignment
+	(*ServerSnapshot)(nil),   // 9: kelpie.v1.ServerSnapshot
+	(*SyncSettings)(nil),     // 10: kelpie.v1.SyncSettings
+	(*SetSyncResponse)(nil),  // 11: kelpie.v1.SetSyncResponse
+	(*ShutdownRequest)(nil),  // 12: kelpie.v1.ShutdownRequest
+	(*ShutdownResponse)(nil), // 13: kelpie.v1.ShutdownResponse
+	(*Assignment)(nil),       // 14: kelpie.v1.Assignment
 }
 var file_ps_proto_depIdxs = []int32{
 	0,  // 0: kelpie.v1.PSRequest.op:type_name -> kelpie.v1.Op
-	13, // 1: kelpie.v1.RetableRequest.assignment:type_name -> kelpie.v1.Assignment
-	1,  // 2: kelpie.v1.ParameterServer.Exchange:input_type -> kelpie.v1.PSRequest
-	1,  // 3: kelpie.v1.ParameterServer.Push:input_type -> kelpie.v1.PSRequest
-	1,  // 4: kelpie.v1.ParameterServer.Pull:input_type -> kelpie.v1.PSRequest
-	3,  // 5: kelpie.v1.ParameterServer.Stats:input_type -> kelpie.v1.StatsRequest
-	5,  // 6: kelpie.v1.ParameterServer.Retable:input_type -> kelpie.v1.RetableRequest
-	9,  // 7: kelpie.v1.ParameterServer.SetSync:input_type -> kelpie.v1.SyncSettings
-	7,  // 8: kelpie.v1.ParameterServer.Migrate:input_type -> kelpie.v1.MigrateRequest
-	11, // 9: kelpie.v1.ParameterServer.Shutdown:input_type -> kelpie.v1.ShutdownRequest
-	2,  // 10: kelpie.v1.ParameterServer.Exchange:output_type -> kelpie.v1.PSResponse
-	2,  // 11: kelpie.v1.ParameterServer.Push:output_type -> kelpie.v1.PSResponse
-	2,  // 12: kelpie.v1.ParameterServer.Pull:output_type -> kelpie.v1.PSResponse
-	4,  // 13: kelpie.v1.ParameterServer.Stats:output_type -> kelpie.v1.ServerStats
-	6,  // 14: kelpie.v1.ParameterServer.Retable:output_type -> kelpie.v1.RetableResponse
-	10, // 15: kelpie.v1.ParameterServer.SetSync:output_type -> kelpie.v1.SetSyncResponse
-	8,  // 16: kelpie.v1.ParameterServer.Migrate:output_type -> kelpie.v1.MigrateResponse
-	12, // 17: kelpie.v1.ParameterServer.Shutdown:output_type -> kelpie.v1.ShutdownResponse
-	10, // [10:18] is the sub-list for method output_type
-	2,  // [2:10] is the sub-list for method input_type
-	2,  // [2:2] is the sub-list for extension type_name
-	2,  // [2:2] is the sub-list for extension extendee
-	0,  // [0:2] is the sub-list for field type_name
+	14, // 1: kelpie.v1.RetableRequest.assignment:type_name -> kelpie.v1.Assignment
+	7,  // 2: kelpie.v1.ServerSnapshot.blocks:type_name -> kelpie.v1.MigrateRequest
+	1,  // 3: kelpie.v1.ParameterServer.Exchange:input_type -> kelpie.v1.PSRequest
+	1,  // 4: kelpie.v1.ParameterServer.Push:input_type -> kelpie.v1.PSRequest
+	1,  // 5: kelpie.v1.ParameterServer.Pull:input_type -> kelpie.v1.PSRequest
+	3,  // 6: kelpie.v1.ParameterServer.Stats:input_type -> kelpie.v1.StatsRequest
+	5,  // 7: kelpie.v1.ParameterServer.Retable:input_type -> kelpie.v1.RetableRequest
+	10, // 8: kelpie.v1.ParameterServer.SetSync:input_type -> kelpie.v1.SyncSettings
+	7,  // 9: kelpie.v1.ParameterServer.Migrate:input_type -> kelpie.v1.MigrateRequest
+	12, // 10: kelpie.v1.ParameterServer.Shutdown:input_type -> kelpie.v1.ShutdownRequest
+	2,  // 11: kelpie.v1.ParameterServer.Exchange:output_type -> kelpie.v1.PSResponse
+	2,  // 12: kelpie.v1.ParameterServer.Push:output_type -> kelpie.v1.PSResponse
+	2,  // 13: kelpie.v1.ParameterServer.Pull:output_type -> kelpie.v1.PSResponse
+	4,  // 14: kelpie.v1.ParameterServer.Stats:output_type -> kelpie.v1.ServerStats
+	6,  // 15: kelpie.v1.ParameterServer.Retable:output_type -> kelpie.v1.RetableResponse
+	11, // 16: kelpie.v1.ParameterServer.SetSync:output_type -> kelpie.v1.SetSyncResponse
+	8,  // 17: kelpie.v1.ParameterServer.Migrate:output_type -> kelpie.v1.MigrateResponse
+	13, // 18: kelpie.v1.ParameterServer.Shutdown:output_type -> kelpie.v1.ShutdownResponse
+	11, // [11:19] is the sub-list for method output_type
+	3,  // [3:11] is the sub-list for method input_type
+	3,  // [3:3] is the sub-list for extension type_name
+	3,  // [3:3] is the sub-list for extension extendee
+	0,  // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_ps_proto_init() }
@@ -1139,7 +1218,7 @@ func file_ps_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ps_proto_rawDesc), len(file_ps_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

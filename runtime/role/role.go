@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"time"
 
 	"google.golang.org/grpc"
@@ -36,6 +37,9 @@ type Options struct {
 	Node        string // server-0, worker-3, ...
 	Listen      string // servers: address to listen on (default 127.0.0.1:0)
 	Log         *slog.Logger
+	// SnapshotDir is where a server keeps its periodic snapshot
+	// (cluster.snapshot_interval) and, restarted, restores it from.
+	SnapshotDir string
 	// Relaunched says the agent restarted this role by a KILL_RESTART,
 	// which models moving the node to a fresh host.
 	Relaunched bool
@@ -129,8 +133,22 @@ func RunServer(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	init := m.InitDense(s.Data.Seed)
-	ps.Install(table, int(reg.resp.Index), func(b blocks.Block) []float32 { return job.InitBlock(init, b) })
+	me := int(reg.resp.Index)
+	snapPath := ""
+	if o.SnapshotDir != "" {
+		snapPath = filepath.Join(o.SnapshotDir, o.Node+".snap")
+	}
+	if snap, err := server.LoadSnapshot(snapPath); snapPath != "" && err == nil {
+		// A restart: come back from the last snapshot.
+		if err := ps.Restore(table, me, snap); err != nil {
+			return err
+		}
+		log.Warn("restored from snapshot", "v_train", snap.VTrain, "blocks", len(snap.Blocks),
+			"age", time.Since(time.Unix(0, snap.UnixNano)).Round(time.Millisecond))
+	} else {
+		init := m.InitDense(s.Data.Seed)
+		ps.Install(table, me, func(b blocks.Block) []float32 { return job.InitBlock(init, b) })
+	}
 	gs := grpc.NewServer(psclient.ServerOptions()...)
 	kelpiepb.RegisterParameterServerServer(gs, ps)
 	hs := health.NewServer()
@@ -145,6 +163,22 @@ func RunServer(ctx context.Context, o Options) error {
 	}
 	ps.SetStart(start)
 	log.Info("serving", "addr", lis.Addr().String(), "blocks", len(table.OnServer(int(reg.resp.Index))))
+	if snapPath != "" && s.Cluster.SnapshotInterval > 0 {
+		go func() {
+			t := time.NewTicker(s.Cluster.SnapshotInterval)
+			defer t.Stop()
+			for {
+				select {
+				case <-t.C:
+					if err := ps.SaveSnapshot(snapPath); err != nil {
+						log.Warn("snapshot failed", "err", err)
+					}
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
 	select {
 	case reason := <-ps.ShutdownRequested():
 		log.Info("shutdown requested", "reason", reason)

@@ -134,20 +134,8 @@ func (s *Server) handOffLocked(send *[]func()) {
 	}
 	var moves []move
 	for id, dst := range s.el.outgoing {
-		b := s.blocks[id]
+		m := s.blockMessage(id)
 		delete(s.blocks, id)
-		m := &kelpiepb.MigrateRequest{Block: uint32(id), AssignmentVersion: s.version, VTrain: s.engine.VTrain(),
-			Length: int64(len(b.vals)), Step: b.opt.Step, RowStep: b.opt.RowStep}
-		payload := append([]float32(nil), b.vals...)
-		if len(b.opt.M) > 0 {
-			m.HasM = true
-			payload = append(payload, b.opt.M...)
-		}
-		if len(b.opt.V) > 0 {
-			m.HasV = true
-			payload = append(payload, b.opt.V...)
-		}
-		m.Data = wire.AsBytes(payload)
 		addr := ""
 		if dst >= 0 && dst < len(s.el.addrs) {
 			addr = s.el.addrs[dst]
@@ -175,6 +163,63 @@ func (s *Server) handOffLocked(send *[]func()) {
 			s.mu.Unlock()
 		}()
 	})
+}
+
+// blockMessage copies a block, values and optimizer state, into its wire
+// form (a hand-off or a snapshot).
+func (s *Server) blockMessage(id int) *kelpiepb.MigrateRequest {
+	b := s.blocks[id]
+	m := &kelpiepb.MigrateRequest{Block: uint32(id), AssignmentVersion: s.version, VTrain: s.engine.VTrain(),
+		Length: int64(len(b.vals)), Step: b.opt.Step, RowStep: append([]int64(nil), b.opt.RowStep...)}
+	payload := append([]float32(nil), b.vals...)
+	if len(b.opt.M) > 0 {
+		m.HasM = true
+		payload = append(payload, b.opt.M...)
+	}
+	if len(b.opt.V) > 0 {
+		m.HasV = true
+		payload = append(payload, b.opt.V...)
+	}
+	m.Data = wire.AsBytes(payload)
+	return m
+}
+
+// blockFrom rebuilds a block from its wire form.
+func (s *Server) blockFrom(meta blocks.Block, m *kelpiepb.MigrateRequest) (*block, error) {
+	vals := wire.AsFloats(m.Data)
+	n := int(m.Length)
+	want := n
+	if m.HasM {
+		want += n
+	}
+	if m.HasV {
+		want += n
+	}
+	if len(vals) != want {
+		return nil, status.Errorf(codes.InvalidArgument, "block %d: %d floats, want %d", m.Block, len(vals), want)
+	}
+	blk := &block{meta: meta, vals: append([]float32(nil), vals[:n]...), opt: optim.NewState(s.cfg.Optim, n)}
+	off := n
+	if m.HasM && len(blk.opt.M) == n {
+		copy(blk.opt.M, vals[off:off+n])
+	}
+	if m.HasM {
+		off += n
+	}
+	if m.HasV && len(blk.opt.V) == n {
+		copy(blk.opt.V, vals[off:off+n])
+	}
+	blk.opt.Step = m.Step
+	if len(m.RowStep) > 0 {
+		blk.opt.RowStep = append(blk.opt.RowStep[:0], m.RowStep...)
+	}
+	if s.cfg.Sync.Aggregate() {
+		blk.acc = make([]float32, n)
+		if meta.Sparse {
+			blk.mark = make([]bool, meta.Length)
+		}
+	}
+	return blk, nil
 }
 
 // sendBlock migrates one block, retrying briefly (the new owner may still be
@@ -205,18 +250,6 @@ func (s *Server) sendBlock(addr string, m *kelpiepb.MigrateRequest) error {
 
 // Migrate receives a block from its old owner.
 func (s *Server) Migrate(_ context.Context, m *kelpiepb.MigrateRequest) (*kelpiepb.MigrateResponse, error) {
-	vals := wire.AsFloats(m.Data)
-	n := int(m.Length)
-	want := n
-	if m.HasM {
-		want += n
-	}
-	if m.HasV {
-		want += n
-	}
-	if len(vals) != want {
-		return nil, status.Errorf(codes.InvalidArgument, "migrate block %d: %d floats, want %d", m.Block, len(vals), want)
-	}
 	id := int(m.Block)
 	s.mu.Lock()
 	if s.blocks[id] != nil {
@@ -227,28 +260,12 @@ func (s *Server) Migrate(_ context.Context, m *kelpiepb.MigrateRequest) (*kelpie
 		s.mu.Unlock()
 		return nil, status.Errorf(codes.FailedPrecondition, "server %s does not expect block %d (table v%d)", s.cfg.Name, id, s.version)
 	}
-	meta := s.el.table.Blocks[id]
-	blk := &block{meta: meta, vals: append([]float32(nil), vals[:n]...), opt: optim.NewState(s.cfg.Optim, n), from: s.el.switchAt}
-	off := n
-	if m.HasM && len(blk.opt.M) == n {
-		copy(blk.opt.M, vals[off:off+n])
+	blk, err := s.blockFrom(s.el.table.Blocks[id], m)
+	if err != nil {
+		s.mu.Unlock()
+		return nil, status.Errorf(codes.InvalidArgument, "migrate: %v", err)
 	}
-	if m.HasM {
-		off += n
-	}
-	if m.HasV && len(blk.opt.V) == n {
-		copy(blk.opt.V, vals[off:off+n])
-	}
-	blk.opt.Step = m.Step
-	if len(m.RowStep) > 0 {
-		blk.opt.RowStep = append(blk.opt.RowStep[:0], m.RowStep...)
-	}
-	if s.cfg.Sync.Aggregate() {
-		blk.acc = make([]float32, n)
-		if meta.Sparse {
-			blk.mark = make([]bool, meta.Length)
-		}
-	}
+	blk.from = s.el.switchAt
 	s.blocks[id] = blk
 	delete(s.el.incoming, id)
 	s.stats.MigratedIn++

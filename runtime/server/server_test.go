@@ -152,3 +152,37 @@ func TestSetSyncLive(t *testing.T) {
 		t.Errorf("bad model: %v; want InvalidArgument", err)
 	}
 }
+
+func TestSnapshotRoundTrip(t *testing.T) {
+	s := newServer(t, syncmodel.Config{Model: syncmodel.ASP})
+	ctx := context.Background()
+	if _, err := s.Push(ctx, &kelpiepb.PSRequest{Worker: 0, Progress: 0, Blocks: []uint32{0}, RowKeys: []uint64{4},
+		Data: floats(1, 2, 3, 4, 5, 6)}); err != nil {
+		t.Fatal(err)
+	}
+	path := t.TempDir() + "/server-0.snap"
+	if err := s.SaveSnapshot(path); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := LoadSnapshot(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newServer(t, syncmodel.Config{Model: syncmodel.ASP})
+	// A fresh server restored from the snapshot answers as the first did.
+	r2, _ := New(Config{Name: "server-0", Sync: syncmodel.Config{Model: syncmodel.ASP}, Optim: r.cfg.Optim, Workers: []int{0, 1}})
+	if err := r2.Restore(s.el.table, 0, snap); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := s.Pull(ctx, &kelpiepb.PSRequest{Worker: 1, Progress: -1, Blocks: []uint32{0}, PullRowKeys: []uint64{4, 5}})
+	got, _ := r2.Pull(ctx, &kelpiepb.PSRequest{Worker: 1, Progress: -1, Blocks: []uint32{0}, PullRowKeys: []uint64{4, 5}})
+	w, g := wire.AsFloats(want.Data), wire.AsFloats(got.Data)
+	if len(w) != len(g) {
+		t.Fatalf("restored pull has %d values; want %d", len(g), len(w))
+	}
+	for i := range w {
+		if w[i] != g[i] {
+			t.Errorf("value %d = %v; want %v", i, g[i], w[i])
+		}
+	}
+}

@@ -488,7 +488,12 @@ func (c *Coordinator) Register(ctx context.Context, req *kelpiepb.RegisterReques
 		// A server's blocks live in its memory, so a restarted server
 		// cannot rejoin until blocks can be restored (snapshots).
 		if req.Role == kelpiepb.Role_ROLE_SERVER {
-			return nil, status.Errorf(codes.FailedPrecondition, "server %s restarted and its blocks are lost; job %s cannot continue", req.Node, req.Job)
+			// A restarted server comes back from its snapshot at a new
+			// address; workers find it when they re-register.
+			j.addrs[idx] = req.Addr
+			old.Addr, old.Pid = req.Addr, req.Pid
+			old.Restarts++
+			return &kelpiepb.RegisterResponse{SpecYaml: string(j.YAML), Index: int32(idx), Assignment: j.assignment()}, nil
 		}
 		// Its DOING shards go back to the queue: only they are recomputed.
 		j.queue.Release(req.Node, time.Since(j.start))

@@ -148,3 +148,45 @@ script:
 		t.Errorf("job view sync = %q; want ssp s=3 lazy", v[0].Sync)
 	}
 }
+
+// TestServerKill9: a server killed with SIGKILL is restarted by its agent
+// from its last snapshot; the workers reconnect and the job completes with
+// every shard done. What is lost is bounded by the snapshot interval.
+func TestServerKill9(t *testing.T) {
+	d, err := Start(Config{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0", DataDir: t.TempDir(), Exe: kelpieBin,
+		NodeLog: logWriter{t}, Tick: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close(true)
+	killed := make(chan int32, 1)
+	res := runJob(t, d, `
+name: phoenix
+model: {kind: mlp, hidden: [64]}
+data: {kind: mnist, epochs: 3, seed: 1}
+train: {global_batch: 128, lr: 0.05, optimizer: momentum, momentum: 0.9}
+cluster: {servers: 2, workers: 3, block_bytes: 32768, snapshot_interval: 500ms}
+`, func(name string) {
+		time.Sleep(3 * time.Second)
+		for _, v := range d.Manager.View([]string{name}, 1) {
+			for _, n := range v.Nodes {
+				if n.Name == "server-1" && n.Pid > 0 {
+					_ = syscall.Kill(int(n.Pid), syscall.SIGKILL)
+					killed <- n.Pid
+				}
+			}
+		}
+	})
+	select {
+	case <-killed:
+	default:
+		t.Fatal("server-1 was not running when the test meant to kill it")
+	}
+	t.Logf("after a server kill -9: accuracy %.4f, shards %d/%d, samples %d, %.1fs", res.Accuracy, res.ShardsDone, res.ShardsTotal, res.Samples, res.JCTSeconds)
+	if res.ShardsDone != res.ShardsTotal {
+		t.Errorf("shards %d/%d", res.ShardsDone, res.ShardsTotal)
+	}
+	if res.Accuracy < 0.9 {
+		t.Errorf("accuracy %.4f after restoring server-1 from its snapshot; want ≥ 0.9", res.Accuracy)
+	}
+}

@@ -3,6 +3,8 @@ package manager
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"google.golang.org/grpc"
@@ -249,9 +251,21 @@ func (m *Manager) retable(j *jobState, a *kelpiepb.Action) {
 	m.persistAction(j, a)
 }
 
+// snapshotDir is where the job's servers keep their snapshots.
+func (j *jobState) snapshotDir() string {
+	base := os.TempDir()
+	if j.m.cfg.LogDir != "" {
+		base = filepath.Dir(j.m.cfg.LogDir)
+	}
+	return filepath.Join(base, "snapshots", j.spec.Name)
+}
+
 // startAgent launches one more agent for the job.
 func (j *jobState) startAgent(role, node string) error {
 	args := []string{"agent", "--scheduler", j.m.cfg.Addr, "--job", j.spec.Name, "--node", node, "--role", role}
+	if role == "server" {
+		args = append(args, "--snapshot-dir", j.snapshotDir())
+	}
 	if j.m.cfg.MaxRestarts > 0 {
 		args = append(args, "--max-restarts", fmt.Sprint(j.m.cfg.MaxRestarts))
 	}

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"sort"
 	"sync"
 	"time"
@@ -200,6 +201,8 @@ func (m *Manager) SubmitSpec(s *spec.Spec, who string) (string, error) {
 	m.jobs[s.Name] = j
 	m.eventLocked(s.Name, "job", "", fmt.Sprintf("job %s submitted: %s", s.Name, j.describe()), who)
 	m.mu.Unlock()
+	// Snapshots of an earlier job of the same name must not be restored.
+	_ = os.RemoveAll(j.snapshotDir())
 	if m.cfg.NoLaunch {
 		// Nodes come from elsewhere.
 	} else if err := j.launch(); err != nil {

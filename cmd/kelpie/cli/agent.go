@@ -42,6 +42,7 @@ func agentCmd() *cobra.Command {
 	f.StringVar(&o.Node, "node", "", "node name (server-0, worker-1, ...)")
 	f.StringVar(&roleName, "role", "", "server or worker")
 	f.StringVar(&o.Host, "host", "", "host name reported to the scheduler (default: the machine's)")
+	f.StringVar(&o.SnapshotDir, "snapshot-dir", "", "servers: directory of the periodic snapshots")
 	f.IntVar(&o.MaxRestarts, "max-restarts", 10, "consecutive crashes restarted before giving up")
 	for _, n := range []string{"job", "node", "role"} {
 		_ = c.MarkFlagRequired(n)

@@ -1137,13 +1137,15 @@ const file_ps_proto_rawDesc = "" +
 	"\aOP_PULL\x10\x02\x12\x10\n" +
 	"\fOP_PUSH_PULL\x10\x03\x12\f\n" +
 	"\bOP_LEAVE\x10\x04\x12\v\n" +
-	"\aOP_JOIN\x10\x052\xfb\x03\n" +
+	"\aOP_JOIN\x10\x052\xba\x04\n" +
 	"\x0fParameterServer\x12;\n" +
 	"\bExchange\x12\x14.kelpie.v1.PSRequest\x1a\x15.kelpie.v1.PSResponse(\x010\x01\x123\n" +
 	"\x04Push\x12\x14.kelpie.v1.PSRequest\x1a\x15.kelpie.v1.PSResponse\x123\n" +
 	"\x04Pull\x12\x14.kelpie.v1.PSRequest\x1a\x15.kelpie.v1.PSResponse\x128\n" +
 	"\x05Stats\x12\x17.kelpie.v1.StatsRequest\x1a\x16.kelpie.v1.ServerStats\x12@\n" +
-	"\aRetable\x12\x19.kelpie.v1.RetableRequest\x1a\x1a.kelpie.v1.RetableResponse\x12>\n" +
+	"\aRetable\x12\x19.kelpie.v1.RetableRequest\x1a\x1a.kelpie.v1.RetableResponse\x12=\n" +
+	"\n" +
+	"Checkpoint\x12\x17.kelpie.v1.StatsRequest\x1a\x16.kelpie.v1.ServerStats\x12>\n" +
 	"\aSetSync\x12\x17.kelpie.v1.SyncSettings\x1a\x1a.kelpie.v1.SetSyncResponse\x12@\n" +
 	"\aMigrate\x12\x19.kelpie.v1.MigrateRequest\x1a\x1a.kelpie.v1.MigrateResponse\x12C\n" +
 	"\bShutdown\x12\x1a.kelpie.v1.ShutdownRequest\x1a\x1b.kelpie.v1.ShutdownResponseB)Z'github.com/kelpie/kelpie/proto/kelpiepbb\x06proto3"
@@ -1188,19 +1190,21 @@ var file_ps_proto_depIdxs = []int32{
 	1,  // 5: kelpie.v1.ParameterServer.Pull:input_type -> kelpie.v1.PSRequest
 	3,  // 6: kelpie.v1.ParameterServer.Stats:input_type -> kelpie.v1.StatsRequest
 	5,  // 7: kelpie.v1.ParameterServer.Retable:input_type -> kelpie.v1.RetableRequest
-	10, // 8: kelpie.v1.ParameterServer.SetSync:input_type -> kelpie.v1.SyncSettings
-	7,  // 9: kelpie.v1.ParameterServer.Migrate:input_type -> kelpie.v1.MigrateRequest
-	12, // 10: kelpie.v1.ParameterServer.Shutdown:input_type -> kelpie.v1.ShutdownRequest
-	2,  // 11: kelpie.v1.ParameterServer.Exchange:output_type -> kelpie.v1.PSResponse
-	2,  // 12: kelpie.v1.ParameterServer.Push:output_type -> kelpie.v1.PSResponse
-	2,  // 13: kelpie.v1.ParameterServer.Pull:output_type -> kelpie.v1.PSResponse
-	4,  // 14: kelpie.v1.ParameterServer.Stats:output_type -> kelpie.v1.ServerStats
-	6,  // 15: kelpie.v1.ParameterServer.Retable:output_type -> kelpie.v1.RetableResponse
-	11, // 16: kelpie.v1.ParameterServer.SetSync:output_type -> kelpie.v1.SetSyncResponse
-	8,  // 17: kelpie.v1.ParameterServer.Migrate:output_type -> kelpie.v1.MigrateResponse
-	13, // 18: kelpie.v1.ParameterServer.Shutdown:output_type -> kelpie.v1.ShutdownResponse
-	11, // [11:19] is the sub-list for method output_type
-	3,  // [3:11] is the sub-list for method input_type
+	3,  // 8: kelpie.v1.ParameterServer.Checkpoint:input_type -> kelpie.v1.StatsRequest
+	10, // 9: kelpie.v1.ParameterServer.SetSync:input_type -> kelpie.v1.SyncSettings
+	7,  // 10: kelpie.v1.ParameterServer.Migrate:input_type -> kelpie.v1.MigrateRequest
+	12, // 11: kelpie.v1.ParameterServer.Shutdown:input_type -> kelpie.v1.ShutdownRequest
+	2,  // 12: kelpie.v1.ParameterServer.Exchange:output_type -> kelpie.v1.PSResponse
+	2,  // 13: kelpie.v1.ParameterServer.Push:output_type -> kelpie.v1.PSResponse
+	2,  // 14: kelpie.v1.ParameterServer.Pull:output_type -> kelpie.v1.PSResponse
+	4,  // 15: kelpie.v1.ParameterServer.Stats:output_type -> kelpie.v1.ServerStats
+	6,  // 16: kelpie.v1.ParameterServer.Retable:output_type -> kelpie.v1.RetableResponse
+	4,  // 17: kelpie.v1.ParameterServer.Checkpoint:output_type -> kelpie.v1.ServerStats
+	11, // 18: kelpie.v1.ParameterServer.SetSync:output_type -> kelpie.v1.SetSyncResponse
+	8,  // 19: kelpie.v1.ParameterServer.Migrate:output_type -> kelpie.v1.MigrateResponse
+	13, // 20: kelpie.v1.ParameterServer.Shutdown:output_type -> kelpie.v1.ShutdownResponse
+	12, // [12:21] is the sub-list for method output_type
+	3,  // [3:12] is the sub-list for method input_type
 	3,  // [3:3] is the sub-list for extension type_name
 	3,  // [3:3] is the sub-list for extension extendee
 	0,  // [0:3] is the sub-list for field type_name

@@ -27,14 +27,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ParameterServer_Exchange_FullMethodName = "/kelpie.v1.ParameterServer/Exchange"
-	ParameterServer_Push_FullMethodName     = "/kelpie.v1.ParameterServer/Push"
-	ParameterServer_Pull_FullMethodName     = "/kelpie.v1.ParameterServer/Pull"
-	ParameterServer_Stats_FullMethodName    = "/kelpie.v1.ParameterServer/Stats"
-	ParameterServer_Retable_FullMethodName  = "/kelpie.v1.ParameterServer/Retable"
-	ParameterServer_SetSync_FullMethodName  = "/kelpie.v1.ParameterServer/SetSync"
-	ParameterServer_Migrate_FullMethodName  = "/kelpie.v1.ParameterServer/Migrate"
-	ParameterServer_Shutdown_FullMethodName = "/kelpie.v1.ParameterServer/Shutdown"
+	ParameterServer_Exchange_FullMethodName   = "/kelpie.v1.ParameterServer/Exchange"
+	ParameterServer_Push_FullMethodName       = "/kelpie.v1.ParameterServer/Push"
+	ParameterServer_Pull_FullMethodName       = "/kelpie.v1.ParameterServer/Pull"
+	ParameterServer_Stats_FullMethodName      = "/kelpie.v1.ParameterServer/Stats"
+	ParameterServer_Retable_FullMethodName    = "/kelpie.v1.ParameterServer/Retable"
+	ParameterServer_Checkpoint_FullMethodName = "/kelpie.v1.ParameterServer/Checkpoint"
+	ParameterServer_SetSync_FullMethodName    = "/kelpie.v1.ParameterServer/SetSync"
+	ParameterServer_Migrate_FullMethodName    = "/kelpie.v1.ParameterServer/Migrate"
+	ParameterServer_Shutdown_FullMethodName   = "/kelpie.v1.ParameterServer/Shutdown"
 )
 
 // ParameterServerClient is the client API for ParameterServer service.
@@ -50,6 +51,9 @@ type ParameterServerClient interface {
 	Stats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*ServerStats, error)
 	// Retable switches the server to a new block table (from the scheduler).
 	Retable(ctx context.Context, in *RetableRequest, opts ...grpc.CallOption) (*RetableResponse, error)
+	// Checkpoint writes the server's snapshot now (the checkpoint-and-restart
+	// baseline) and answers with its stats.
+	Checkpoint(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*ServerStats, error)
 	// SetSync switches the synchronization model live.
 	SetSync(ctx context.Context, in *SyncSettings, opts ...grpc.CallOption) (*SetSyncResponse, error)
 	// Migrate hands a block over (server to server).
@@ -118,6 +122,16 @@ func (c *parameterServerClient) Retable(ctx context.Context, in *RetableRequest,
 	return out, nil
 }
 
+func (c *parameterServerClient) Checkpoint(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*ServerStats, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ServerStats)
+	err := c.cc.Invoke(ctx, ParameterServer_Checkpoint_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *parameterServerClient) SetSync(ctx context.Context, in *SyncSettings, opts ...grpc.CallOption) (*SetSyncResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(SetSyncResponse)
@@ -161,6 +175,9 @@ type ParameterServerServer interface {
 	Stats(context.Context, *StatsRequest) (*ServerStats, error)
 	// Retable switches the server to a new block table (from the scheduler).
 	Retable(context.Context, *RetableRequest) (*RetableResponse, error)
+	// Checkpoint writes the server's snapshot now (the checkpoint-and-restart
+	// baseline) and answers with its stats.
+	Checkpoint(context.Context, *StatsRequest) (*ServerStats, error)
 	// SetSync switches the synchronization model live.
 	SetSync(context.Context, *SyncSettings) (*SetSyncResponse, error)
 	// Migrate hands a block over (server to server).
@@ -190,6 +207,9 @@ func (UnimplementedParameterServerServer) Stats(context.Context, *StatsRequest) 
 }
 func (UnimplementedParameterServerServer) Retable(context.Context, *RetableRequest) (*RetableResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Retable not implemented")
+}
+func (UnimplementedParameterServerServer) Checkpoint(context.Context, *StatsRequest) (*ServerStats, error) {
+	return nil, status.Error(codes.Unimplemented, "method Checkpoint not implemented")
 }
 func (UnimplementedParameterServerServer) SetSync(context.Context, *SyncSettings) (*SetSyncResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetSync not implemented")
@@ -300,6 +320,24 @@ func _ParameterServer_Retable_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ParameterServer_Checkpoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StatsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ParameterServerServer).Checkpoint(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ParameterServer_Checkpoint_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ParameterServerServer).Checkpoint(ctx, req.(*StatsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _ParameterServer_SetSync_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(SyncSettings)
 	if err := dec(in); err != nil {
@@ -376,6 +414,10 @@ var ParameterServer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Retable",
 			Handler:    _ParameterServer_Retable_Handler,
+		},
+		{
+			MethodName: "Checkpoint",
+			Handler:    _ParameterServer_Checkpoint_Handler,
 		},
 		{
 			MethodName: "SetSync",

@@ -129,21 +129,19 @@ func RunServer(ctx context.Context, o Options) error {
 	ps, err := server.New(server.Config{
 		Name: o.Node, Sync: job.SyncConfig(s), Optim: job.OptimConfig(s), Workers: seq(s.Cluster.Workers), RowDim: rowDim,
 		Straggler: straggler.ForNode(job.Injections(s), o.Node), Seed: s.Data.Seed + int64(reg.resp.Index),
+		SnapshotPath: snapshotPath(o),
 	})
 	if err != nil {
 		return err
 	}
 	me := int(reg.resp.Index)
-	snapPath := ""
-	if o.SnapshotDir != "" {
-		snapPath = filepath.Join(o.SnapshotDir, o.Node+".snap")
-	}
-	if snap, err := server.LoadSnapshot(snapPath); snapPath != "" && err == nil {
+	snapPath := ps.SnapshotPath()
+	if snap, err := server.LoadSnapshots(o.SnapshotDir); o.SnapshotDir != "" && err == nil {
 		// A restart: come back from the last snapshot.
 		if err := ps.Restore(table, me, snap); err != nil {
 			return err
 		}
-		log.Warn("restored from snapshot", "v_train", snap.VTrain, "blocks", len(snap.Blocks),
+		log.Warn("restored from snapshot", "blocks", len(table.OnServer(me)),
 			"age", time.Since(time.Unix(0, snap.UnixNano)).Round(time.Millisecond))
 	} else {
 		init := m.InitDense(s.Data.Seed)
@@ -194,6 +192,13 @@ func RunServer(ctx context.Context, o Options) error {
 		gs.Stop()
 	}
 	return nil
+}
+
+func snapshotPath(o Options) string {
+	if o.SnapshotDir == "" {
+		return ""
+	}
+	return filepath.Join(o.SnapshotDir, o.Node+".snap")
 }
 
 func seq(n int) []int {

@@ -41,6 +41,9 @@ type Config struct {
 	Start     time.Time          // the job's time zero
 	Seed      int64
 	RowDim    int // floats per row of the model's sparse table (1 if it has none)
+	// SnapshotPath is where the server's snapshot goes (Checkpoint, and
+	// the role's periodic snapshots).
+	SnapshotPath string
 	Logf      func(format string, a ...any)
 }
 

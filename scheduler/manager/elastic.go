@@ -94,6 +94,7 @@ func (m *Manager) retable(j *jobState, a *kelpiepb.Action) {
 	if j.serverRestart(a) {
 		replaced = a.Target
 	}
+	baseline := j.spec.Cluster.Elasticity == "checkpoint-restart" && replaced == ""
 	if a.Kind == string(policy.KindAddServer) || replaced != "" {
 		name, idx := j.coord.AddServer()
 		newIdx = idx
@@ -106,14 +107,16 @@ func (m *Manager) retable(j *jobState, a *kelpiepb.Action) {
 		n.status.State = kelpiepb.NodeState_NODE_STATE_STARTING
 		j.nodes[name] = n
 		m.mu.Unlock()
-		if j.launcher != nil {
+		if baseline {
+			// Started with the others when the job is relaunched.
+		} else if j.launcher != nil {
 			if err := j.startAgent("server", name); err != nil {
 				fail(err)
 				return
 			}
 		}
 		deadline := time.Now().Add(90 * time.Second)
-		for j.coord.ServerAddrs()[idx] == "" {
+		for !baseline && j.coord.ServerAddrs()[idx] == "" {
 			if time.Now().After(deadline) {
 				fail(fmt.Errorf("%s did not register within 90s", name))
 				return
@@ -123,6 +126,9 @@ func (m *Manager) retable(j *jobState, a *kelpiepb.Action) {
 	}
 	addrs := j.coord.ServerAddrs()
 	active := j.activeServers()
+	if baseline && newIdx >= 0 {
+		active = append(active, newIdx)
+	}
 	var removed []int
 	if a.Kind == string(policy.KindRemoveServer) || replaced != "" {
 		idx := nodeIndex(a.Target)
@@ -157,6 +163,12 @@ func (m *Manager) retable(j *jobState, a *kelpiepb.Action) {
 			fail(err)
 			return
 		}
+	}
+	if baseline {
+		if err := m.checkpointRestart(j, a, next, removed, addrs, newIdx); err != nil {
+			fail(err)
+		}
+		return
 	}
 	newAddrs := append([]string(nil), addrs...)
 	for _, r := range removed {

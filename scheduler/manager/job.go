@@ -47,6 +47,9 @@ type jobState struct {
 	tableDone map[string]chan struct{}
 	paused    float64 // seconds the job waited for blocks in transit, over all changes
 	rng       *rand.Rand
+	// relaunching: the checkpoint-and-restart baseline is stopping the
+	// job's agents on purpose.
+	relaunching bool
 }
 
 // nodeState is what the manager knows of one node.
@@ -146,7 +149,7 @@ func (j *jobState) launch() error {
 func (j *jobState) watchAgent(p *launch.Proc) {
 	<-p.Exited()
 	j.m.mu.Lock()
-	over := j.over()
+	over := j.over() || j.relaunching
 	j.m.mu.Unlock()
 	if over || p.Err() == nil {
 		return

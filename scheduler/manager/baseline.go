@@ -1,0 +1,131 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/runtime/blocks"
+)
+
+// checkpointRestart carries out a table change the way the papers'
+// baseline does (cluster.elasticity: checkpoint-restart): stop the
+// workers, checkpoint every server, stop them, relaunch the servers of the
+// new table restoring their blocks from the checkpoint, relaunch the
+// workers, and count as paused the time until every worker trains again.
+func (m *Manager) checkpointRestart(j *jobState, a *kelpiepb.Action, next blocks.Table, removed []int, addrs []string, newIdx int) error {
+	if j.launcher == nil {
+		return fmt.Errorf("checkpoint-and-restart needs the job's launcher (the job was adopted after a scheduler restart)")
+	}
+	t0 := time.Now()
+	m.mu.Lock()
+	j.relaunching = true
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		j.relaunching = false
+		m.mu.Unlock()
+	}()
+	procs := j.launcher.Procs()
+	stop := func(role string) {
+		var wg sync.WaitGroup
+		for _, p := range procs {
+			if strings.HasPrefix(p.Name, role+"-") {
+				wg.Add(1)
+				go func() { defer wg.Done(); p.Stop(time.Second) }()
+			}
+		}
+		wg.Wait()
+	}
+	stop("worker")
+	var ckpt int64 = -1
+	for i, addr := range addrs {
+		if addr == "" {
+			continue
+		}
+		c, closeFn, err := dialPS(addr)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		st, err := c.Checkpoint(ctx, &kelpiepb.StatsRequest{})
+		cancel()
+		closeFn()
+		if err != nil {
+			return fmt.Errorf("checkpoint %s: %v", j.coord.ServerNames()[i], err)
+		}
+		if ckpt < 0 || st.VTrain < ckpt {
+			ckpt = st.VTrain
+		}
+	}
+	stop("server")
+	j.coord.BeginTable(next, removed, 0, a.Id)
+	j.coord.CommitTable()
+	names := j.coord.ServerNames()
+	isRemoved := map[int]bool{}
+	for _, r := range removed {
+		isRemoved[r] = true
+	}
+	relaunch := func(i int) bool { return !isRemoved[i] && (addrs[i] != "" || i == newIdx) }
+	for i, name := range names {
+		if relaunch(i) {
+			if err := j.startAgent("server", name); err != nil {
+				return err
+			}
+		}
+	}
+	// Wait for every server of the new table to register afresh.
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		now := j.coord.ServerAddrs()
+		ready := true
+		for i := range names {
+			if relaunch(i) && (now[i] == "" || now[i] == addrs[i]) {
+				ready = false
+			}
+		}
+		if ready {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("servers did not come back within 90s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, w := range j.spec.WorkerNames() {
+		if err := j.startAgent("worker", w); err != nil {
+			return err
+		}
+	}
+	// Paused until every worker trains past the checkpoint again.
+	deadline = time.Now().Add(3 * time.Minute)
+	for {
+		m.mu.Lock()
+		done := true
+		for _, n := range j.nodes {
+			if n.role == "worker" && (n.iteration <= ckpt || n.lastSeen.Before(t0)) {
+				done = false
+			}
+		}
+		over := j.over()
+		m.mu.Unlock()
+		if done || over {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("workers did not resume within 3 minutes")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	paused := time.Since(t0).Seconds()
+	m.mu.Lock()
+	a.PausedSeconds = paused
+	j.paused += paused
+	m.transition(j, a, ActApplied, "scheduler", fmt.Sprintf("checkpoint at iteration %d and restart: table v%d, paused %.3fs", ckpt, next.Version, paused))
+	m.mu.Unlock()
+	m.persistAction(j, a)
+	return nil
+}

@@ -80,6 +80,22 @@ func All() []Experiment {
 				x := ratio(h, c)
 				return fmt.Sprintf("paused %.3fs vs %.2fs = %.4f×", h, c, x), c > 0 && x <= 0.25
 			}},
+		{Name: "40 MB model on 4 servers: add, remove, reassign, hot vs checkpoint-and-restart",
+			Paper: "PSLD §5 / EPS §5: hot changes without checkpoints", Target: "each hot pause < 0.5 s and ≤ 10 % of restart",
+			Specs: []string{"elastic-40mb-hot.yaml", "elastic-40mb-checkpoint-restart.yaml"},
+			Judge: func(r map[string]*manager.Result) (string, bool) {
+				h, c := r["elastic-40mb-hot.yaml"].Actions, r["elastic-40mb-checkpoint-restart.yaml"].Actions
+				if len(h) != len(c) || len(h) == 0 {
+					return fmt.Sprintf("%d hot vs %d restart actions", len(h), len(c)), false
+				}
+				ok := true
+				var parts []string
+				for i := range h {
+					ok = ok && h[i].State == "applied" && h[i].PausedSeconds < 0.5 && h[i].PausedSeconds <= 0.1*c[i].PausedSeconds
+					parts = append(parts, fmt.Sprintf("%s %.3fs vs %.2fs", h[i].Kind, h[i].PausedSeconds, c[i].PausedSeconds))
+				}
+				return strings.Join(parts, "; "), ok
+			}},
 	}
 }
 

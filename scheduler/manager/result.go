@@ -16,9 +16,10 @@ type ActionResult struct {
 	Reason           string  `json:"reason"`
 	AppliedIteration int64   `json:"applied_iteration"`
 	// Extensions.
-	State  string `json:"state"`
-	Policy string `json:"policy"`
-	ID     string `json:"id"`
+	State         string  `json:"state"`
+	Policy        string  `json:"policy"`
+	ID            string  `json:"id"`
+	PausedSeconds float64 `json:"paused_seconds"`
 }
 
 // NodeResult is one node's summary.
@@ -99,7 +100,8 @@ func (j *jobState) result() *Result {
 			continue
 		}
 		r.Actions = append(r.Actions, ActionResult{TimeS: a.Created.AsTime().Sub(j.submitted).Seconds(), Kind: a.Kind,
-			Node: a.Target, Reason: a.Reason, AppliedIteration: a.AppliedIteration, State: a.State, Policy: a.Policy, ID: a.Id})
+			Node: a.Target, Reason: a.Reason, AppliedIteration: a.AppliedIteration, State: a.State, Policy: a.Policy, ID: a.Id,
+			PausedSeconds: a.PausedSeconds})
 	}
 	j.m.mu.Unlock()
 	return r

@@ -44,7 +44,7 @@ type Config struct {
 	// SnapshotPath is where the server's snapshot goes (Checkpoint, and
 	// the role's periodic snapshots).
 	SnapshotPath string
-	Logf      func(format string, a ...any)
+	Logf         func(format string, a ...any)
 }
 
 type block struct {

@@ -200,12 +200,6 @@ func (p Plan) Iterations() int64 {
 	return (p.Total() + b - 1) / b
 }
 
-// Shards is the number of data shards of M global batches each:
-// ⌈N·E/(B·M)⌉.
-func (p Plan) Shards() int64 {
-	m := int64(max(p.BatchesPerShard, 1))
-	return (p.Iterations() + m - 1) / m
-}
 
 // Slice is worker w's range of stream positions in iteration t.
 func (p Plan) Slice(w int, t int64) (from, to int64) {
@@ -244,16 +238,6 @@ func (s *Sampler) Indexes(dst []int, from, to int64) []int {
 	return dst
 }
 
-// Describe is a one-line summary for logs.
-func Describe(s *spec.Spec, t blocks.Table, p Plan) string {
-	var bytes int64
-	for _, b := range t.Blocks {
-		bytes += b.Bytes()
-	}
-	return fmt.Sprintf("job %s: %s on %s, %d blocks (%.1f MB) over %d servers, %d workers, %d iterations of %d, sync %s",
-		s.Name, s.Model.Kind, s.Data.Kind, len(t.Blocks), float64(bytes)/1e6, s.Cluster.Servers, s.Cluster.Workers,
-		p.Iterations(), p.GlobalBatch, s.Sync.Model)
-}
 
 // TableFrom converts a wire assignment into a block table.
 func TableFrom(a *kelpiepb.Assignment) blocks.Table {

@@ -17,9 +17,6 @@ func TestPlanSlicesCoverTheStreamOnce(t *testing.T) {
 	if got, want := p.Iterations(), int64(32); got != want { // ⌈2000/64⌉
 		t.Fatalf("Iterations = %d; want %d", got, want)
 	}
-	if got, want := p.Shards(), int64(7); got != want { // ⌈32/5⌉
-		t.Errorf("Shards = %d; want %d", got, want)
-	}
 	seen := make([]int, p.Total())
 	for it := range p.Iterations() {
 		for w := range 4 {

@@ -200,7 +200,6 @@ func (p Plan) Iterations() int64 {
 	return (p.Total() + b - 1) / b
 }
 
-
 // Slice is worker w's range of stream positions in iteration t.
 func (p Plan) Slice(w int, t int64) (from, to int64) {
 	local := p.LocalAt(t)
@@ -237,7 +236,6 @@ func (s *Sampler) Indexes(dst []int, from, to int64) []int {
 	}
 	return dst
 }
-
 
 // TableFrom converts a wire assignment into a block table.
 func TableFrom(a *kelpiepb.Assignment) blocks.Table {

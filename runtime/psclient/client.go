@@ -172,6 +172,26 @@ func (c *Conn) Wait(ch <-chan *kelpiepb.PSResponse) (*kelpiepb.PSResponse, error
 	return r, nil
 }
 
+// WaitOr is Wait that gives up when abort is closed (another server of the
+// same exchange failed: the iteration cannot complete).
+func (c *Conn) WaitOr(ch <-chan *kelpiepb.PSResponse, abort <-chan struct{}) (*kelpiepb.PSResponse, error) {
+	select {
+	case r, ok := <-ch:
+		if !ok {
+			c.mu.Lock()
+			err := c.err
+			c.mu.Unlock()
+			return nil, err
+		}
+		if r.Error != "" {
+			return nil, status.Error(codes.Code(r.Code), r.Error)
+		}
+		return r, nil
+	case <-abort:
+		return nil, fmt.Errorf("psclient: abandoned: another server of the exchange failed")
+	}
+}
+
 // Do sends a request and waits for its response.
 func (c *Conn) Do(req *kelpiepb.PSRequest) (*kelpiepb.PSResponse, error) {
 	ch, err := c.Start(req)

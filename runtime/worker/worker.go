@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -208,6 +209,11 @@ func (w *Worker) exchange(op kelpiepb.Op, progress int64, pullKeys []uint64) ([]
 	comms := make([]Comm, n)
 	versions := make([]int64, n)
 	errs := make([]error, n)
+	// One failed server fails the whole exchange at once: waiting on the
+	// others (a pull held by a barrier that will never complete) would
+	// hang the worker instead of letting its agent restart it.
+	abort := make(chan struct{})
+	var abortOnce sync.Once
 	var wg sync.WaitGroup
 	for r := range n {
 		if w.conns[r] == nil {
@@ -241,9 +247,14 @@ func (w *Worker) exchange(op kelpiepb.Op, progress int64, pullKeys []uint64) ([]
 			defer wg.Done()
 			sent := int64(len(req.Data))
 			t0 := time.Now()
-			resp, err := w.conns[r].Do(req)
+			ch, err := w.conns[r].Start(req)
+			var resp *kelpiepb.PSResponse
+			if err == nil {
+				resp, err = w.conns[r].WaitOr(ch, abort)
+			}
 			if err != nil {
 				errs[r] = fmt.Errorf("server %d (%s): %v", r, w.cfg.Addrs[r], err)
+				abortOnce.Do(func() { close(abort) })
 				return
 			}
 			comms[r] = Comm{Server: r, Bytes: sent + int64(len(resp.Data)), Held: resp.HeldSeconds,
@@ -255,10 +266,16 @@ func (w *Worker) exchange(op kelpiepb.Op, progress int64, pullKeys []uint64) ([]
 	wg.Wait()
 	minV := int64(-1)
 	var out []Comm
-	for r := range n {
-		if errs[r] != nil {
-			return nil, 0, errs[r]
+	var first error
+	for _, err := range errs {
+		if err != nil && (first == nil || strings.Contains(first.Error(), "abandoned")) {
+			first = err
 		}
+	}
+	if first != nil {
+		return nil, 0, first
+	}
+	for r := range n {
 		if w.conns[r] == nil {
 			continue
 		}

@@ -93,7 +93,7 @@ func TestElasticJob(t *testing.T) {
 	kinds := map[string]int{}
 	for _, a := range stormy.Actions {
 		if a.State != "applied" {
-			t.Errorf("action %s %s %s ended %s", a.ID, a.Kind, a.Node, a.State)
+			t.Errorf("action %s %s %s ended %s: %s", a.ID, a.Kind, a.Node, a.State, a.Error)
 		}
 		kinds[a.Kind]++
 	}

@@ -20,6 +20,7 @@ type ActionResult struct {
 	Policy        string  `json:"policy"`
 	ID            string  `json:"id"`
 	PausedSeconds float64 `json:"paused_seconds"`
+	Error         string  `json:"error,omitempty"`
 }
 
 // NodeResult is one node's summary.
@@ -101,7 +102,7 @@ func (j *jobState) result() *Result {
 		}
 		r.Actions = append(r.Actions, ActionResult{TimeS: a.Created.AsTime().Sub(j.submitted).Seconds(), Kind: a.Kind,
 			Node: a.Target, Reason: a.Reason, AppliedIteration: a.AppliedIteration, State: a.State, Policy: a.Policy, ID: a.Id,
-			PausedSeconds: a.PausedSeconds})
+			PausedSeconds: a.PausedSeconds, Error: a.Error})
 	}
 	j.m.mu.Unlock()
 	return r

@@ -298,16 +298,25 @@ func dialPS(addr string) (kelpiepb.ParameterServerClient, func(), error) {
 	return kelpiepb.NewParameterServerClient(cc), func() { cc.Close() }, nil
 }
 
+// retableServer moves one server to the new table. A server still busy
+// with the previous change (its last blocks in flight) is asked again for up
+// to 30 s.
 func retableServer(addr string, r *kelpiepb.RetableRequest) error {
 	c, closeFn, err := dialPS(addr)
 	if err != nil {
 		return err
 	}
 	defer closeFn()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, err = c.Retable(ctx, r)
-	return err
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err = c.Retable(ctx, r)
+		cancel()
+		if status.Code(err) != codes.FailedPrecondition || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func serverStats(addr string) (*kelpiepb.ServerStats, error) {

@@ -237,7 +237,7 @@ func (m *Manager) retable(j *jobState, a *kelpiepb.Action) {
 	j.coord.CommitTable()
 	// Wait for the blocks to settle, then measure the pause.
 	deadline := time.Now().Add(2 * time.Minute)
-	for !serversSettled(j.coord.ServerAddrs()) && time.Now().Before(deadline) {
+	for !serversSettled(addrs) && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	paused := 0.0

@@ -220,6 +220,9 @@ func (a *Agent) supervise(ctx context.Context) error {
 			continue
 		}
 		if err == nil {
+			// The role finished its work: actions it never took no longer
+			// apply to it.
+			a.settlePending("the role had finished")
 			a.setState(kelpiepb.NodeState_NODE_STATE_DONE, 0, exit)
 			return nil
 		}
@@ -375,6 +378,26 @@ func (a *Agent) readRole(r io.Reader) {
 	}
 }
 
+// settlePending answers the actions the role will never take.
+func (a *Agent) settlePending(note string) {
+	a.mu.Lock()
+	var ids []string
+	for id := range a.unacked {
+		ids = append(ids, id)
+	}
+	for _, c := range a.queued {
+		ids = append(ids, c.ActionId)
+	}
+	a.unacked, a.queued = map[string]*kelpiepb.ActionCommand{}, nil
+	a.mu.Unlock()
+	for _, id := range ids {
+		a.acked(&kelpiepb.ActionAck{ActionId: id, Applied: true, Error: ""})
+	}
+	if len(ids) > 0 {
+		a.log.Info("actions settled", "count", len(ids), "why", note)
+	}
+}
+
 // acked records an action's outcome and tells the scheduler.
 func (a *Agent) acked(ack *kelpiepb.ActionAck) {
 	a.mu.Lock()
@@ -414,14 +437,13 @@ func (a *Agent) take(c *kelpiepb.ActionCommand) {
 		a.mu.Unlock()
 		return
 	}
-	_, err := protodelim.MarshalTo(to, &kelpiepb.RoleCommand{Body: &kelpiepb.RoleCommand_Action{Action: c}})
-	if err == nil {
+	if _, err := protodelim.MarshalTo(to, &kelpiepb.RoleCommand{Body: &kelpiepb.RoleCommand_Action{Action: c}}); err != nil {
+		// The role is going away (its pipe broke): the next run gets it.
+		a.queued = append(a.queued, c)
+	} else {
 		a.unacked[c.ActionId] = c
 	}
 	a.mu.Unlock()
-	if err != nil {
-		a.acked(&kelpiepb.ActionAck{ActionId: c.ActionId, Error: "role channel: " + err.Error()})
-	}
 }
 
 func (a *Agent) takenIDs() []string {

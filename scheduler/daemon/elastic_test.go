@@ -14,8 +14,8 @@ import (
 
 const elasticBase = `
 name: NAME
-model: {kind: mlp, hidden: [64]}
-data: {kind: mnist, epochs: 4, seed: 1}
+model: {kind: mlp, hidden: [128]}
+data: {kind: mnist, epochs: 6, seed: 1}
 train: {global_batch: 128, lr: 0.05, optimizer: momentum, momentum: 0.9}
 cluster: {servers: 2, workers: 4, block_bytes: 32768, assignment: size-balanced}
 `

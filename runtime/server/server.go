@@ -247,14 +247,15 @@ func (s *Server) Exchange(stream kelpiepb.ParameterServer_ExchangeServer) error 
 		default:
 		}
 		s.inject(len(req.Data))
-		if err := s.handle(req, reply, me); err != nil {
+		held, err := s.handleHeld(req, reply, me)
+		if err != nil {
 			st, _ := status.FromError(err)
 			reply(&kelpiepb.PSResponse{Id: req.Id, Error: st.Message(), Code: int32(st.Code())})
 		}
 		// The push payload has been applied (a delayed pull keeps only the
 		// request's header): its buffer goes back to the codec's pool,
 		// unless the request waits for a block in transit.
-		if !s.isHeld(req) {
+		if !held {
 			wire.Recycle(req.Data)
 		}
 	}
@@ -321,14 +322,23 @@ func (s *Server) Shutdown(_ context.Context, req *kelpiepb.ShutdownRequest) (*ke
 // handle runs one request. Replies (immediate or released later) go through
 // reply, always outside the server's lock.
 func (s *Server) handle(req *kelpiepb.PSRequest, reply func(*kelpiepb.PSResponse), stream *int) error {
+	_, err := s.handleHeld(req, reply, stream)
+	return err
+}
+
+// handleHeld is handle that also says whether the request now waits for a
+// block in transit (its payload must then be kept).
+func (s *Server) handleHeld(req *kelpiepb.PSRequest, reply func(*kelpiepb.PSResponse), stream *int) (bool, error) {
 	var send []func()
 	s.mu.Lock()
 	err := s.handleLocked(req, reply, stream, &send)
+	n := len(s.el.held)
+	held := n > 0 && s.el.held[n-1].req == req
 	s.mu.Unlock()
 	for _, f := range send {
 		f()
 	}
-	return err
+	return held, err
 }
 
 func (s *Server) handleLocked(req *kelpiepb.PSRequest, reply func(*kelpiepb.PSResponse), stream *int, send *[]func()) error {
@@ -377,18 +387,6 @@ func (s *Server) handleLocked(req *kelpiepb.PSRequest, reply func(*kelpiepb.PSRe
 	}
 	s.pending[id] = pendingPull{req: pullOnly(req), reply: reply, stream: stream, since: time.Now()}
 	return nil
-}
-
-// isHeld says whether a request waits for a block in transit.
-func (s *Server) isHeld(req *kelpiepb.PSRequest) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, h := range s.el.held {
-		if h.req == req {
-			return true
-		}
-	}
-	return false
 }
 
 // heldStream says whether a request of this stream is being held.

@@ -159,17 +159,7 @@ func (c *Conn) Start(req *kelpiepb.PSRequest) (<-chan *kelpiepb.PSResponse, erro
 
 // Wait turns a response channel into the response or an error.
 func (c *Conn) Wait(ch <-chan *kelpiepb.PSResponse) (*kelpiepb.PSResponse, error) {
-	r, ok := <-ch
-	if !ok {
-		c.mu.Lock()
-		err := c.err
-		c.mu.Unlock()
-		return nil, err
-	}
-	if r.Error != "" {
-		return nil, status.Error(codes.Code(r.Code), r.Error)
-	}
-	return r, nil
+	return c.WaitOr(ch, nil) // a nil abort channel never fires
 }
 
 // WaitOr is Wait that gives up when abort is closed (another server of the

@@ -536,16 +536,8 @@ func (m *Manager) acked(j *jobState, node string, ack *kelpiepb.ActionAck) {
 	case ack.Error != "":
 		m.transition(j, a, ActFailed, node, ack.Error)
 	case tableKind(a.Kind) || j.serverRestart(a):
-		if j.acks == nil {
-			j.acks = map[string]map[string]int64{}
-		}
-		if j.acks[a.Id] == nil {
-			j.acks[a.Id] = map[string]int64{}
-		}
-		j.acks[a.Id][node] = ack.AppliedIteration
 		a.AppliedIteration = max(a.AppliedIteration, ack.AppliedIteration)
-		if len(j.acks[a.Id]) == len(j.spec.WorkerNames()) {
-			delete(j.acks, a.Id)
+		if j.allAcked(a.Id, node, ack.AppliedIteration) {
 			if ch := j.tableDone[a.Id]; ch != nil {
 				close(ch)
 				delete(j.tableDone, a.Id)
@@ -554,18 +546,10 @@ func (m *Manager) acked(j *jobState, node string, ack *kelpiepb.ActionAck) {
 		m.mu.Unlock()
 		return
 	case a.Kind == string(policy.KindAdjustBS):
-		if j.acks == nil {
-			j.acks = map[string]map[string]int64{}
-		}
-		if j.acks[a.Id] == nil {
-			j.acks[a.Id] = map[string]int64{}
-		}
-		j.acks[a.Id][node] = ack.AppliedIteration
-		if len(j.acks[a.Id]) < len(j.spec.WorkerNames()) {
+		if !j.allAcked(a.Id, node, ack.AppliedIteration) {
 			m.mu.Unlock()
 			return
 		}
-		delete(j.acks, a.Id)
 		a.AppliedIteration = ack.AppliedIteration
 		local := make([]int, 0, len(a.BatchSizes))
 		for _, w := range j.spec.WorkerNames() {
@@ -584,6 +568,23 @@ func (m *Manager) acked(j *jobState, node string, ack *kelpiepb.ActionAck) {
 	}
 	m.mu.Unlock()
 	m.persistAction(j, a)
+}
+
+// allAcked records one worker's ack of a global action and reports whether
+// every worker has now acked it (then it forgets the acks).
+func (j *jobState) allAcked(id, node string, applied int64) bool {
+	if j.acks == nil {
+		j.acks = map[string]map[string]int64{}
+	}
+	if j.acks[id] == nil {
+		j.acks[id] = map[string]int64{}
+	}
+	j.acks[id][node] = applied
+	if len(j.acks[id]) < len(j.spec.WorkerNames()) {
+		return false
+	}
+	delete(j.acks, id)
+	return true
 }
 
 // runPolicies asks the active policies for proposals and passes them

@@ -12,14 +12,22 @@ import (
 	"github.com/kelpie/kelpie/scheduler/store"
 )
 
+// waitStarted waits for the job to start; false if it ended first or the
+// manager closed.
+func (m *Manager) waitStarted(j *jobState) bool {
+	select {
+	case <-j.coord.Started():
+		return true
+	case <-j.endedCh:
+	case <-m.done:
+	}
+	return false
+}
+
 // persistStart records, once the job has started, what a restarted
 // scheduler needs to adopt it: the start time and the servers' addresses.
 func (m *Manager) persistStart(j *jobState) {
-	select {
-	case <-j.coord.Started():
-	case <-j.endedCh:
-		return
-	case <-m.done:
+	if !m.waitStarted(j) {
 		return
 	}
 	start := j.coord.Start()

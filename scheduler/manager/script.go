@@ -20,11 +20,7 @@ func (m *Manager) runScript(j *jobState) {
 		return
 	}
 	sort.SliceStable(steps, func(a, b int) bool { return steps[a].At < steps[b].At })
-	select {
-	case <-j.coord.Started():
-	case <-j.endedCh:
-		return
-	case <-m.done:
+	if !m.waitStarted(j) {
 		return
 	}
 	start := j.coord.Start()

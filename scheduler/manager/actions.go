@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"sort"
 	"strconv"
 	"strings"
@@ -678,30 +677,7 @@ func (j *jobState) propose(snap monitor.Snapshot) []policy.Action {
 		out = append(out, policy.AntDTND{Lambda: j.policies[policy.NameAntDTND].Params["lambda"]}.Propose(snap, pj)...)
 	}
 	if on(policy.NamePSLD) {
-		names := j.coord.ServerNames()
-		addrs := j.coord.ServerAddrs()
-		for i, n := range names {
-			if addrs[i] != "" {
-				pj.Servers = append(pj.Servers, n)
-			}
-		}
-		t := j.coord.Table
-		for i, b := range t.Blocks {
-			pj.Blocks = append(pj.Blocks, policy.BlockInfo{ID: b.ID, Bytes: b.Bytes(), Server: names[t.ServerOf[i]]})
-		}
-		p := j.policies[policy.NamePSLD].Params
-		if j.rng == nil {
-			j.rng = rand.New(rand.NewPCG(uint64(j.spec.Data.Seed), 0x9510))
-		}
-		for _, a := range (policy.PSLD{Epsilon: p["epsilon"], Theta1OverTheta0: p["theta1_over_theta0"],
-			ScaleThreshold: p["scale_threshold"], VarianceThreshold: p["variance_threshold"]}).Propose(snap, pj, j.rng) {
-			// The policy names servers by their place in pj.Servers; the
-			// table by their index in the job.
-			for k, r := range a.Assignment {
-				a.Assignment[k] = nodeIndex(pj.Servers[r])
-			}
-			out = append(out, a)
-		}
+		out = append(out, j.proposePSLD(snap, pj)...)
 	}
 	return out
 }

@@ -484,6 +484,8 @@ type ActionCommand struct {
 	TargetIteration int64                  `protobuf:"varint,6,opt,name=target_iteration,json=targetIteration,proto3" json:"target_iteration,omitempty"`                                                            // global actions: apply at this iteration (0: primary decides)
 	Primary         bool                   `protobuf:"varint,7,opt,name=primary,proto3" json:"primary,omitempty"`                                                                                                   // this agent is the primary: choose the iteration and broadcast
 	Assignment      *Assignment            `protobuf:"bytes,8,opt,name=assignment,proto3" json:"assignment,omitempty"`                                                                                              // REASSIGN, ADD_SERVER, REMOVE_SERVER: the new block table, followed from target_iteration
+	LrScale         map[string]float64     `protobuf:"bytes,9,rep,name=lr_scale,json=lrScale,proto3" json:"lr_scale,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`         // ADJUST_LR: worker -> factor on its gradient's contribution
+	Drop            int32                  `protobuf:"varint,10,opt,name=drop,proto3" json:"drop,omitempty"`                                                                                                        // BACKUP_WORKERS: gradients dropped per iteration
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -572,6 +574,20 @@ func (x *ActionCommand) GetAssignment() *Assignment {
 		return x.Assignment
 	}
 	return nil
+}
+
+func (x *ActionCommand) GetLrScale() map[string]float64 {
+	if x != nil {
+		return x.LrScale
+	}
+	return nil
+}
+
+func (x *ActionCommand) GetDrop() int32 {
+	if x != nil {
+		return x.Drop
+	}
+	return 0
 }
 
 type SchedulerMessage struct {
@@ -837,7 +853,7 @@ const file_agent_proto_rawDesc = "" +
 	"\x06report\x18\x02 \x01(\v2\x19.kelpie.v1.ProgressReportH\x00R\x06report\x124\n" +
 	"\theartbeat\x18\x03 \x01(\v2\x14.kelpie.v1.HeartbeatH\x00R\theartbeat\x12(\n" +
 	"\x03ack\x18\x04 \x01(\v2\x14.kelpie.v1.ActionAckH\x00R\x03ackB\x06\n" +
-	"\x04body\"\xef\x03\n" +
+	"\x04body\"\x81\x05\n" +
 	"\rActionCommand\x12\x1b\n" +
 	"\taction_id\x18\x01 \x01(\tR\bactionId\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x16\n" +
@@ -849,13 +865,19 @@ const file_agent_proto_rawDesc = "" +
 	"\aprimary\x18\a \x01(\bR\aprimary\x125\n" +
 	"\n" +
 	"assignment\x18\b \x01(\v2\x15.kelpie.v1.AssignmentR\n" +
-	"assignment\x1a=\n" +
+	"assignment\x12@\n" +
+	"\blr_scale\x18\t \x03(\v2%.kelpie.v1.ActionCommand.LrScaleEntryR\alrScale\x12\x12\n" +
+	"\x04drop\x18\n" +
+	" \x01(\x05R\x04drop\x1a=\n" +
 	"\x0fBatchSizesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\x1a?\n" +
 	"\x11AccumulationEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"f\n" +
+	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\x1a:\n" +
+	"\fLrScaleEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"f\n" +
 	"\x10SchedulerMessage\x124\n" +
 	"\acommand\x18\x01 \x01(\v2\x18.kelpie.v1.ActionCommandH\x00R\acommand\x12\x14\n" +
 	"\x04stop\x18\x02 \x01(\tH\x00R\x04stopB\x06\n" +
@@ -892,7 +914,7 @@ func file_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_agent_proto_goTypes = []any{
 	(NodeState)(0),           // 0: kelpie.v1.NodeState
 	(*AgentHello)(nil),       // 1: kelpie.v1.AgentHello
@@ -906,32 +928,34 @@ var file_agent_proto_goTypes = []any{
 	(*RoleCommand)(nil),      // 9: kelpie.v1.RoleCommand
 	nil,                      // 10: kelpie.v1.ActionCommand.BatchSizesEntry
 	nil,                      // 11: kelpie.v1.ActionCommand.AccumulationEntry
-	(Role)(0),                // 12: kelpie.v1.Role
-	(*ProgressReport)(nil),   // 13: kelpie.v1.ProgressReport
-	(*Assignment)(nil),       // 14: kelpie.v1.Assignment
+	nil,                      // 12: kelpie.v1.ActionCommand.LrScaleEntry
+	(Role)(0),                // 13: kelpie.v1.Role
+	(*ProgressReport)(nil),   // 14: kelpie.v1.ProgressReport
+	(*Assignment)(nil),       // 15: kelpie.v1.Assignment
 }
 var file_agent_proto_depIdxs = []int32{
-	12, // 0: kelpie.v1.AgentHello.role:type_name -> kelpie.v1.Role
+	13, // 0: kelpie.v1.AgentHello.role:type_name -> kelpie.v1.Role
 	0,  // 1: kelpie.v1.NodeStatus.state:type_name -> kelpie.v1.NodeState
 	2,  // 2: kelpie.v1.Heartbeat.status:type_name -> kelpie.v1.NodeStatus
 	1,  // 3: kelpie.v1.AgentMessage.hello:type_name -> kelpie.v1.AgentHello
-	13, // 4: kelpie.v1.AgentMessage.report:type_name -> kelpie.v1.ProgressReport
+	14, // 4: kelpie.v1.AgentMessage.report:type_name -> kelpie.v1.ProgressReport
 	3,  // 5: kelpie.v1.AgentMessage.heartbeat:type_name -> kelpie.v1.Heartbeat
 	4,  // 6: kelpie.v1.AgentMessage.ack:type_name -> kelpie.v1.ActionAck
 	10, // 7: kelpie.v1.ActionCommand.batch_sizes:type_name -> kelpie.v1.ActionCommand.BatchSizesEntry
 	11, // 8: kelpie.v1.ActionCommand.accumulation:type_name -> kelpie.v1.ActionCommand.AccumulationEntry
-	14, // 9: kelpie.v1.ActionCommand.assignment:type_name -> kelpie.v1.Assignment
-	6,  // 10: kelpie.v1.SchedulerMessage.command:type_name -> kelpie.v1.ActionCommand
-	13, // 11: kelpie.v1.RoleMessage.report:type_name -> kelpie.v1.ProgressReport
-	4,  // 12: kelpie.v1.RoleMessage.ack:type_name -> kelpie.v1.ActionAck
-	6,  // 13: kelpie.v1.RoleCommand.action:type_name -> kelpie.v1.ActionCommand
-	5,  // 14: kelpie.v1.Agent.Connect:input_type -> kelpie.v1.AgentMessage
-	7,  // 15: kelpie.v1.Agent.Connect:output_type -> kelpie.v1.SchedulerMessage
-	15, // [15:16] is the sub-list for method output_type
-	14, // [14:15] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	15, // 9: kelpie.v1.ActionCommand.assignment:type_name -> kelpie.v1.Assignment
+	12, // 10: kelpie.v1.ActionCommand.lr_scale:type_name -> kelpie.v1.ActionCommand.LrScaleEntry
+	6,  // 11: kelpie.v1.SchedulerMessage.command:type_name -> kelpie.v1.ActionCommand
+	14, // 12: kelpie.v1.RoleMessage.report:type_name -> kelpie.v1.ProgressReport
+	4,  // 13: kelpie.v1.RoleMessage.ack:type_name -> kelpie.v1.ActionAck
+	6,  // 14: kelpie.v1.RoleCommand.action:type_name -> kelpie.v1.ActionCommand
+	5,  // 15: kelpie.v1.Agent.Connect:input_type -> kelpie.v1.AgentMessage
+	7,  // 16: kelpie.v1.Agent.Connect:output_type -> kelpie.v1.SchedulerMessage
+	16, // [16:17] is the sub-list for method output_type
+	15, // [15:16] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_agent_proto_init() }
@@ -963,7 +987,7 @@ func file_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_proto_rawDesc), len(file_agent_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -324,8 +324,11 @@ type RegisterResponse struct {
 	NextAssignment *Assignment `protobuf:"bytes,5,opt,name=next_assignment,json=nextAssignment,proto3" json:"next_assignment,omitempty"`
 	NextAt         int64       `protobuf:"varint,6,opt,name=next_at,json=nextAt,proto3" json:"next_at,omitempty"`
 	NextAction     string      `protobuf:"bytes,7,opt,name=next_action,json=nextAction,proto3" json:"next_action,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The workers in the barrier now, by index (workers added or removed
+	// while the job runs included): a server starting mid-job counts them.
+	Workers       []int32 `protobuf:"varint,8,rep,packed,name=workers,proto3" json:"workers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RegisterResponse) Reset() {
@@ -405,6 +408,13 @@ func (x *RegisterResponse) GetNextAction() string {
 		return x.NextAction
 	}
 	return ""
+}
+
+func (x *RegisterResponse) GetWorkers() []int32 {
+	if x != nil {
+		return x.Workers
+	}
+	return nil
 }
 
 // BatchSplit is an ADJUST_BS that took effect: every worker's local batch
@@ -811,6 +821,7 @@ type DoneRequest struct {
 	Node          string                 `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
 	Iterations    int64                  `protobuf:"varint,3,opt,name=iterations,proto3" json:"iterations,omitempty"`
 	Samples       int64                  `protobuf:"varint,4,opt,name=samples,proto3" json:"samples,omitempty"`
+	Left          bool                   `protobuf:"varint,5,opt,name=left,proto3" json:"left,omitempty"` // the worker was removed (REMOVE_WORKER): it does not wait for the others nor evaluate
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -871,6 +882,13 @@ func (x *DoneRequest) GetSamples() int64 {
 		return x.Samples
 	}
 	return 0
+}
+
+func (x *DoneRequest) GetLeft() bool {
+	if x != nil {
+		return x.Left
+	}
+	return false
 }
 
 type DoneResponse struct {
@@ -1236,10 +1254,13 @@ func (x *FetchShardResponse) GetTotal() int64 {
 }
 
 type ReportShardRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Job           string                 `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
-	Node          string                 `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
-	Ids           []int64                `protobuf:"varint,3,rep,packed,name=ids,proto3" json:"ids,omitempty"` // shards whose every sample's gradient is pushed
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Job   string                 `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	Node  string                 `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
+	Ids   []int64                `protobuf:"varint,3,rep,packed,name=ids,proto3" json:"ids,omitempty"` // shards whose every sample's gradient is pushed
+	// release returns the node's DOING shards to TODO (a removed worker
+	// hands back the shard it had started; its samples are trained again).
+	Release       bool `protobuf:"varint,4,opt,name=release,proto3" json:"release,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1293,6 +1314,13 @@ func (x *ReportShardRequest) GetIds() []int64 {
 		return x.Ids
 	}
 	return nil
+}
+
+func (x *ReportShardRequest) GetRelease() bool {
+	if x != nil {
+		return x.Release
+	}
+	return false
 }
 
 type ReportShardResponse struct {
@@ -1363,7 +1391,7 @@ const file_coordinator_proto_rawDesc = "" +
 	"\x06blocks\x18\x02 \x03(\v2\x10.kelpie.v1.BlockR\x06blocks\x12\x1b\n" +
 	"\tserver_of\x18\x03 \x03(\x05R\bserverOf\x12\x18\n" +
 	"\aservers\x18\x04 \x03(\tR\aservers\x12!\n" +
-	"\fserver_names\x18\x05 \x03(\tR\vserverNames\"\xa5\x02\n" +
+	"\fserver_names\x18\x05 \x03(\tR\vserverNames\"\xbf\x02\n" +
 	"\x10RegisterResponse\x12\x1b\n" +
 	"\tspec_yaml\x18\x01 \x01(\tR\bspecYaml\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x05R\x05index\x125\n" +
@@ -1374,7 +1402,8 @@ const file_coordinator_proto_rawDesc = "" +
 	"\x0fnext_assignment\x18\x05 \x01(\v2\x15.kelpie.v1.AssignmentR\x0enextAssignment\x12\x17\n" +
 	"\anext_at\x18\x06 \x01(\x03R\x06nextAt\x12\x1f\n" +
 	"\vnext_action\x18\a \x01(\tR\n" +
-	"nextAction\"6\n" +
+	"nextAction\x12\x18\n" +
+	"\aworkers\x18\b \x03(\x05R\aworkers\"6\n" +
 	"\n" +
 	"BatchSplit\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x03R\x04from\x12\x14\n" +
@@ -1409,14 +1438,15 @@ const file_coordinator_proto_rawDesc = "" +
 	"\x04pull\x18\x04 \x01(\bR\x04pull\"9\n" +
 	"\vProgressAck\x12\x12\n" +
 	"\x04stop\x18\x01 \x01(\bR\x04stop\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"m\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x81\x01\n" +
 	"\vDoneRequest\x12\x10\n" +
 	"\x03job\x18\x01 \x01(\tR\x03job\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x1e\n" +
 	"\n" +
 	"iterations\x18\x03 \x01(\x03R\n" +
 	"iterations\x12\x18\n" +
-	"\asamples\x18\x04 \x01(\x03R\asamples\"*\n" +
+	"\asamples\x18\x04 \x01(\x03R\asamples\x12\x12\n" +
+	"\x04left\x18\x05 \x01(\bR\x04left\"*\n" +
 	"\fDoneResponse\x12\x1a\n" +
 	"\bevaluate\x18\x01 \x01(\bR\bevaluate\"\x9a\x01\n" +
 	"\rResultRequest\x12\x10\n" +
@@ -1440,11 +1470,12 @@ const file_coordinator_proto_rawDesc = "" +
 	"\x04todo\x18\x02 \x01(\x03R\x04todo\x12\x14\n" +
 	"\x05doing\x18\x03 \x01(\x03R\x05doing\x12\x12\n" +
 	"\x04done\x18\x04 \x01(\x03R\x04done\x12\x14\n" +
-	"\x05total\x18\x05 \x01(\x03R\x05total\"L\n" +
+	"\x05total\x18\x05 \x01(\x03R\x05total\"f\n" +
 	"\x12ReportShardRequest\x12\x10\n" +
 	"\x03job\x18\x01 \x01(\tR\x03job\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x10\n" +
-	"\x03ids\x18\x03 \x03(\x03R\x03ids\"/\n" +
+	"\x03ids\x18\x03 \x03(\x03R\x03ids\x12\x18\n" +
+	"\arelease\x18\x04 \x01(\bR\arelease\"/\n" +
 	"\x13ReportShardResponse\x12\x18\n" +
 	"\arefused\x18\x01 \x03(\tR\arefused*>\n" +
 	"\x04Role\x12\x14\n" +

@@ -217,6 +217,7 @@ type PSResponse struct {
 	Error         string                 `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`                                  // per-request failure on a stream (the stream stays open)
 	Code          int32                  `protobuf:"varint,5,opt,name=code,proto3" json:"code,omitempty"`                                   // grpc status code for `error`
 	HeldSeconds   float64                `protobuf:"fixed64,6,opt,name=held_seconds,json=heldSeconds,proto3" json:"held_seconds,omitempty"` // how long the pull condition held this pull (a DPR's wait)
+	Dropped       bool                   `protobuf:"varint,7,opt,name=dropped,proto3" json:"dropped,omitempty"`                             // the push was discarded: its iteration completed without it (backup workers)
 	Data          []byte                 `protobuf:"bytes,15,opt,name=data,proto3" json:"data,omitempty"`                                   // pulled values: dense blocks in request order, then sparse rows
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -292,6 +293,13 @@ func (x *PSResponse) GetHeldSeconds() float64 {
 		return x.HeldSeconds
 	}
 	return 0
+}
+
+func (x *PSResponse) GetDropped() bool {
+	if x != nil {
+		return x.Dropped
+	}
+	return false
 }
 
 func (x *PSResponse) GetData() []byte {
@@ -1062,7 +1070,7 @@ const file_ps_proto_rawDesc = "" +
 	"\x12assignment_version\x18\a \x01(\x04R\x11assignmentVersion\x12\"\n" +
 	"\rno_reply_data\x18\b \x01(\bR\vnoReplyData\x12\"\n" +
 	"\rpull_row_keys\x18\t \x03(\x04R\vpullRowKeys\x12\x12\n" +
-	"\x04data\x18\x0f \x01(\fR\x04data\"\xb1\x01\n" +
+	"\x04data\x18\x0f \x01(\fR\x04data\"\xcb\x01\n" +
 	"\n" +
 	"PSResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
@@ -1070,7 +1078,8 @@ const file_ps_proto_rawDesc = "" +
 	"\adelayed\x18\x03 \x01(\bR\adelayed\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x12\x12\n" +
 	"\x04code\x18\x05 \x01(\x05R\x04code\x12!\n" +
-	"\fheld_seconds\x18\x06 \x01(\x01R\vheldSeconds\x12\x12\n" +
+	"\fheld_seconds\x18\x06 \x01(\x01R\vheldSeconds\x12\x18\n" +
+	"\adropped\x18\a \x01(\bR\adropped\x12\x12\n" +
 	"\x04data\x18\x0f \x01(\fR\x04data\"\x0e\n" +
 	"\fStatsRequest\"\x88\x04\n" +
 	"\vServerStats\x12\x12\n" +

@@ -83,3 +83,23 @@ func resize[T any](s []T, n int) []T {
 	}
 	return make([]T, n)
 }
+
+// Slice sets dst to samples [from, to) of b (a micro-batch, for gradient
+// accumulation). Dense features and labels share b's memory; the sparse
+// offsets are rebased into dst's own slice.
+func (b *Batch) Slice(dst *Batch, from, to int) {
+	dst.N, dst.Dim = to-from, b.Dim
+	dst.Y = b.Y[from:to]
+	dst.X, dst.Keys = nil, nil
+	dst.Offsets = dst.Offsets[:0]
+	if b.X != nil {
+		dst.X = b.X[from*b.Dim : to*b.Dim]
+	}
+	if b.Offsets != nil {
+		base := b.Offsets[from]
+		dst.Keys = b.Keys[base:b.Offsets[to]]
+		for _, o := range b.Offsets[from : to+1] {
+			dst.Offsets = append(dst.Offsets, o-base)
+		}
+	}
+}

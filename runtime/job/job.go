@@ -155,11 +155,23 @@ func (p Plan) LocalAt(t int64) []int {
 	return local
 }
 
+// LocalOf is worker w's local batch size at iteration t: 0 for a worker
+// that the split in force does not cover (added later, or removed).
+func (p Plan) LocalOf(t int64, w int) int {
+	local := p.LocalAt(t)
+	if w < 0 || w >= len(local) {
+		return 0
+	}
+	return local[w]
+}
+
 // WithSplit returns the plan with local sizes changed from iteration from
-// on; the sizes must cover every worker and sum to the global batch.
+// on, by worker index; the sizes must sum to the global batch. A split may
+// cover more workers than the job started with (workers added while it
+// runs); a worker it does not cover, or gives 0, trains on nothing.
 func (p Plan) WithSplit(from int64, local []int) (Plan, error) {
-	if len(local) != len(p.Local) {
-		return p, fmt.Errorf("job: split %v has %d sizes for %d workers", local, len(local), len(p.Local))
+	if len(local) == 0 {
+		return p, fmt.Errorf("job: empty split")
 	}
 	sum := 0
 	for _, b := range local {
@@ -204,11 +216,11 @@ func (p Plan) Iterations() int64 {
 func (p Plan) Slice(w int, t int64) (from, to int64) {
 	local := p.LocalAt(t)
 	off := int64(0)
-	for i := 0; i < w; i++ {
+	for i := 0; i < min(w, len(local)); i++ {
 		off += int64(local[i])
 	}
 	from = t*int64(p.GlobalBatch) + off
-	to = min(from+int64(local[w]), p.Total())
+	to = min(from+int64(p.LocalOf(t, w)), p.Total())
 	from = min(from, to)
 	return from, to
 }

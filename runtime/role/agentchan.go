@@ -12,6 +12,7 @@ import (
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/runtime/job"
+	"github.com/kelpie/kelpie/runtime/spec"
 	"github.com/kelpie/kelpie/runtime/worker"
 )
 
@@ -48,7 +49,7 @@ func (c *AgentChannel) Recv() (*kelpiepb.RoleCommand, error) {
 
 // receive turns the agent's actions into worker commands until the channel
 // closes. An action the worker cannot take is acknowledged as failed here.
-func (c *AgentChannel) receive(ctx context.Context, log *slog.Logger, workers []string, out chan<- worker.Command) {
+func (c *AgentChannel) receive(ctx context.Context, log *slog.Logger, me string, out chan<- worker.Command) {
 	for {
 		m, err := c.Recv()
 		if err != nil {
@@ -61,7 +62,7 @@ func (c *AgentChannel) receive(ctx context.Context, log *slog.Logger, workers []
 		if a == nil {
 			continue
 		}
-		cmd, err := workerCommand(a, workers)
+		cmd, err := workerCommand(a, me)
 		if err != nil {
 			_ = c.Send(&kelpiepb.RoleMessage{Body: &kelpiepb.RoleMessage_Ack{Ack: &kelpiepb.ActionAck{ActionId: a.ActionId, Error: err.Error()}}})
 			continue
@@ -75,23 +76,39 @@ func (c *AgentChannel) receive(ctx context.Context, log *slog.Logger, workers []
 }
 
 // workerCommand converts an ActionCommand for the worker loop.
-func workerCommand(a *kelpiepb.ActionCommand, workers []string) (worker.Command, error) {
+//
+// A new batch split (ADJUST_BS, and the re-split that comes with
+// ADD_WORKER and REMOVE_WORKER) names workers; the worker loop takes sizes
+// by index, so names become indexes (worker-3 -> 3). A worker the split
+// does not name trains on nothing from its iteration on. With gradient
+// accumulation, a worker's samples per iteration are its micro-batch size
+// times its accumulation count.
+func workerCommand(a *kelpiepb.ActionCommand, me string) (worker.Command, error) {
 	switch a.Kind {
-	case "ADJUST_BS":
-		local := make([]int, len(workers))
-		for i, n := range workers {
-			b, ok := a.BatchSizes[n]
+	case "ADJUST_BS", "ADD_WORKER", "REMOVE_WORKER":
+		cmd := worker.Command{ID: a.ActionId, At: a.TargetIteration, Leave: a.Kind == "REMOVE_WORKER" && a.Target == me}
+		for n, b := range a.BatchSizes {
+			i, ok := spec.WorkerIndex(n)
 			if !ok {
-				return worker.Command{}, fmt.Errorf("ADJUST_BS %s: no batch size for %s", a.ActionId, n)
+				return worker.Command{}, fmt.Errorf("%s %s: %q is not a worker name", a.Kind, a.ActionId, n)
 			}
-			local[i] = int(b)
-		}
-		for n := range a.BatchSizes {
-			if !contains(workers, n) {
-				return worker.Command{}, fmt.Errorf("ADJUST_BS %s: %s is not a worker of this job", a.ActionId, n)
+			for len(cmd.Local) <= i {
+				cmd.Local = append(cmd.Local, 0)
+				cmd.Accum = append(cmd.Accum, 1)
 			}
+			c := max(int(a.Accumulation[n]), 1)
+			cmd.Local[i], cmd.Accum[i] = int(b)*c, c
 		}
-		return worker.Command{ID: a.ActionId, Local: local, At: a.TargetIteration}, nil
+		if len(cmd.Local) == 0 {
+			return worker.Command{}, fmt.Errorf("%s %s: no batch sizes", a.Kind, a.ActionId)
+		}
+		return cmd, nil
+	case "ADJUST_LR":
+		f, ok := a.LrScale[me]
+		if !ok || f <= 0 {
+			return worker.Command{}, fmt.Errorf("ADJUST_LR %s: no positive factor for %s", a.ActionId, me)
+		}
+		return worker.Command{ID: a.ActionId, At: a.TargetIteration, LRScale: f}, nil
 	case "REASSIGN", "ADD_SERVER", "REMOVE_SERVER":
 		if a.Assignment == nil {
 			return worker.Command{}, fmt.Errorf("%s %s: no block table", a.Kind, a.ActionId)
@@ -103,11 +120,4 @@ func workerCommand(a *kelpiepb.ActionCommand, workers []string) (worker.Command,
 	}
 }
 
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
-}
+

@@ -126,8 +126,16 @@ func RunServer(ctx context.Context, o Options) error {
 		}
 	}
 	table := job.TableFrom(reg.resp.Assignment)
+	members := seq(s.Cluster.Workers)
+	if len(reg.resp.Workers) > 0 {
+		// Workers were added or removed since the job started.
+		members = members[:0]
+		for _, w := range reg.resp.Workers {
+			members = append(members, int(w))
+		}
+	}
 	ps, err := server.New(server.Config{
-		Name: o.Node, Sync: job.SyncConfig(s), Optim: job.OptimConfig(s), Workers: seq(s.Cluster.Workers), RowDim: rowDim,
+		Name: o.Node, Sync: job.SyncConfig(s), Optim: job.OptimConfig(s), Workers: members, RowDim: rowDim,
 		Straggler: straggler.ForNode(job.Injections(s), o.Node), Seed: s.Data.Seed + int64(reg.resp.Index),
 		SnapshotPath: snapshotPath(o),
 	})
@@ -317,8 +325,7 @@ func RunWorker(ctx context.Context, o Options) error {
 	}
 	var ackFn func(worker.Ack)
 	if o.Agent != nil {
-		workers := s.WorkerNames()
-		go o.Agent.receive(ctx, log, workers, commands)
+		go o.Agent.receive(ctx, log, o.Node, commands)
 		ackFn = func(a worker.Ack) {
 			m := &kelpiepb.ActionAck{ActionId: a.ID, Applied: a.Err == nil, AppliedIteration: a.Applied}
 			if a.Err != nil {
@@ -351,6 +358,10 @@ func RunWorker(ctx context.Context, o Options) error {
 				}
 				return r.Shard, nil
 			},
+			Return: func(ids []int64) error {
+				_, err := coord.ReportShard(ctx, &kelpiepb.ReportShardRequest{Job: o.Job, Node: o.Node, Ids: ids, Release: true})
+				return err
+			},
 			Report: func(ids []int64) error {
 				r, err := coord.ReportShard(ctx, &kelpiepb.ReportShardRequest{Job: o.Job, Node: o.Node, Ids: ids})
 				if err != nil {
@@ -368,14 +379,18 @@ func RunWorker(ctx context.Context, o Options) error {
 		return err
 	}
 	defer w.Close()
-	log.Info("training", "iterations", plan.Iterations(), "batch", plan.Local[idx])
+	log.Info("training", "iterations", plan.Iterations(), "batch", plan.LocalOf(0, idx))
 	sum, err := w.Run(ctx)
 	close(reports)
 	<-reporterDone
 	if err != nil {
 		return err
 	}
-	done, err := coord.Done(ctx, &kelpiepb.DoneRequest{Job: o.Job, Node: o.Node, Iterations: sum.Iterations, Samples: sum.Samples})
+	if sum.Left {
+		log.Info("removed from the job", "iterations", sum.Iterations, "samples", sum.Samples)
+	}
+	done, err := coord.Done(ctx, &kelpiepb.DoneRequest{Job: o.Job, Node: o.Node, Iterations: sum.Iterations, Samples: sum.Samples,
+		Left: sum.Left})
 	if err != nil {
 		return fmt.Errorf("worker %s: done: %v", o.Node, err)
 	}

@@ -65,8 +65,9 @@ type block struct {
 type pendingPull struct {
 	req    *kelpiepb.PSRequest
 	reply  func(*kelpiepb.PSResponse)
-	stream *int // the stream it came on (nil: a unary call)
-	since  time.Time
+	stream  *int // the stream it came on (nil: a unary call)
+	since   time.Time
+	dropped bool // the push it came with was discarded
 }
 
 // Server is one parameter server. Its zero value is not usable: use New.
@@ -359,17 +360,19 @@ func (s *Server) handleLocked(req *kelpiepb.PSRequest, reply func(*kelpiepb.PSRe
 	}
 	op := req.Op
 	if op == kelpiepb.Op_OP_LEAVE || op == kelpiepb.Op_OP_JOIN {
-		s.membership(int(req.Worker), op == kelpiepb.Op_OP_JOIN, send)
+		s.membership(int(req.Worker), op == kelpiepb.Op_OP_JOIN, req.Progress, send)
 		resp := &kelpiepb.PSResponse{Id: req.Id, Version: s.engine.VTrain()}
 		*send = append(*send, func() { reply(resp) })
 		return nil
 	}
+	dropped := false
 	if op == kelpiepb.Op_OP_PUSH || op == kelpiepb.Op_OP_PUSH_PULL {
-		if err := s.push(req, send); err != nil {
+		var err error
+		if dropped, err = s.push(req, send); err != nil {
 			return err
 		}
 		if op == kelpiepb.Op_OP_PUSH {
-			resp := &kelpiepb.PSResponse{Id: req.Id, Version: s.engine.VTrain()}
+			resp := &kelpiepb.PSResponse{Id: req.Id, Version: s.engine.VTrain(), Dropped: dropped}
 			*send = append(*send, func() { reply(resp) })
 			return nil
 		}
@@ -382,10 +385,11 @@ func (s *Server) handleLocked(req *kelpiepb.PSRequest, reply func(*kelpiepb.PSRe
 	id := s.nextPull
 	if s.engine.Pull(id, int(req.Worker), req.Progress, s.rng.Float64()) {
 		resp := s.read(req, false)
+		resp.Dropped = dropped
 		*send = append(*send, func() { reply(resp) })
 		return nil
 	}
-	s.pending[id] = pendingPull{req: pullOnly(req), reply: reply, stream: stream, since: time.Now()}
+	s.pending[id] = pendingPull{req: pullOnly(req), reply: reply, stream: stream, since: time.Now(), dropped: dropped}
 	return nil
 }
 
@@ -505,12 +509,14 @@ func (s *Server) rowsOf(keys []uint64) ([]rowRef, error) {
 	return refs, nil
 }
 
-func (s *Server) push(req *kelpiepb.PSRequest, send *[]func()) error {
+// push applies (or sums) a pushed gradient; it reports whether the
+// gradient was discarded because its iteration had completed without it.
+func (s *Server) push(req *kelpiepb.PSRequest, send *[]func()) (bool, error) {
 	s.stats.Pushes++
 	s.stats.BytesIn += int64(len(req.Data))
 	res := s.engine.Push(int(req.Worker), req.Progress)
 	if res.Reject == syncmodel.NotMember {
-		return status.Errorf(codes.FailedPrecondition, "server %s: worker %d is not in the barrier", s.cfg.Name, req.Worker)
+		return false, status.Errorf(codes.FailedPrecondition, "server %s: worker %d is not in the barrier", s.cfg.Name, req.Worker)
 	}
 	if res.Accept {
 		g := wire.AsFloats(req.Data)
@@ -549,13 +555,14 @@ func (s *Server) push(req *kelpiepb.PSRequest, send *[]func()) error {
 		s.commit()
 	}
 	s.release(res.Release, send)
-	return nil
+	return res.Reject == syncmodel.Stale, nil
 }
 
-// membership adds a worker to the barrier or takes it out. A smaller
-// barrier may complete the current version at once: its summed gradients
-// are applied and the pulls waiting for it answered.
-func (s *Server) membership(worker int, join bool, send *[]func()) {
+// membership adds a worker to the barrier or takes it out. A joining
+// worker owes pushes from iteration from on (from V_train if that is
+// later). A smaller barrier may complete the current version at once: its
+// summed gradients are applied and the pulls waiting for it answered.
+func (s *Server) membership(worker int, join bool, from int64, send *[]func()) {
 	var ids []int
 	found := false
 	for _, w := range s.engine.Members() {
@@ -571,7 +578,8 @@ func (s *Server) membership(worker int, join bool, send *[]func()) {
 		return // already in (join) or already out (leave)
 	}
 	if join {
-		ids = append(ids, worker)
+		s.engine.Join(worker, from)
+		return
 	}
 	before := s.engine.VTrain()
 	rel := s.engine.SetWorkers(ids)
@@ -624,6 +632,7 @@ func (s *Server) release(ids []syncmodel.PullID, send *[]func()) {
 		delete(s.pending, id)
 		resp := s.read(p.req, true)
 		resp.HeldSeconds = time.Since(p.since).Seconds()
+		resp.Dropped = p.dropped
 		*send = append(*send, func() { p.reply(resp) })
 	}
 }

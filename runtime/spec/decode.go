@@ -595,7 +595,7 @@ var (
 	modelKeys      = []string{"kind", "hidden"}
 	dataKeys       = []string{"kind", "epochs", "batches_per_shard", "seed", "samples", "test_samples", "features", "fields"}
 	trainKeys      = []string{"global_batch", "lr", "optimizer", "momentum"}
-	clusterKeys    = []string{"servers", "workers", "block_bytes", "assignment", "exchange", "elasticity", "snapshot_interval", "topology", "batch_sizes"}
+	clusterKeys    = []string{"servers", "workers", "block_bytes", "assignment", "exchange", "elasticity", "snapshot_interval", "topology", "batch_sizes", "min_workers", "max_workers", "min_servers", "max_servers"}
 	labelKeys      = []string{"rack", "pod"}
 	syncKeys       = []string{"model", "staleness", "pull", "pssp", "drop"}
 	psspKeys       = []string{"c", "alpha", "dynamic"}
@@ -667,6 +667,10 @@ func (d *decoder) decode(body ast.Node, s *Spec) {
 		}
 	}
 	d.intMap(cl, "batch_sizes", &c.BatchSizes)
+	d.int(cl, "min_workers", &c.MinWorkers)
+	d.int(cl, "max_workers", &c.MaxWorkers)
+	d.int(cl, "min_servers", &c.MinServers)
+	d.int(cl, "max_servers", &c.MaxServers)
 
 	d.decodeSync(d.sub(top, "sync", syncKeys), &s.Sync)
 

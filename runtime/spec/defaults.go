@@ -104,6 +104,8 @@ func (d *decoder) applyDefaults(s *Spec) {
 	set("cluster.exchange", &c.Exchange, ExchangePS)
 	set("cluster.elasticity", &c.Elasticity, ElasticityHot)
 	set("cluster.snapshot_interval", &c.SnapshotInterval, defaultSnapshotInterval)
+	set("cluster.min_workers", &c.MinWorkers, 1)
+	set("cluster.min_servers", &c.MinServers, 1)
 	if len(c.Topology) == 0 {
 		c.Topology = nil
 	}

@@ -60,6 +60,12 @@
 //	                             {worker-0: 96, worker-1: 32}; each >= 1, summing to
 //	                             train.global_batch; by default the global batch
 //	                             split evenly, the remainder to the first workers
+//	  min_workers: 1             in [1, workers]; EPS multi-job scheduling (a
+//	  min_servers: 1             scheduler with a capacity) may launch or shrink
+//	                             the job down to these
+//	  max_workers: 0             0 (no limit) or >= workers (and <= global_batch);
+//	  max_servers: 0             0 (no limit) or >= servers; EPS may grow the job up
+//	                             to these, and stragglers may name the nodes it adds
 //	sync:
 //	  model: bsp                 bsp | asp | ssp | dsps | drop | pssp
 //	  staleness: 3               >= 0; s for ssp, pssp and dsps

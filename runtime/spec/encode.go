@@ -66,6 +66,14 @@ func (s *Spec) YAML() []byte {
 	w(1, "exchange: %s", yamlString(c.Exchange))
 	w(1, "elasticity: %s", yamlString(c.Elasticity))
 	w(1, "snapshot_interval: %s", fmtDuration(c.SnapshotInterval))
+	for _, k := range []struct {
+		key     string
+		v, dflt int
+	}{{"min_workers", c.MinWorkers, 1}, {"max_workers", c.MaxWorkers, 0}, {"min_servers", c.MinServers, 1}, {"max_servers", c.MaxServers, 0}} {
+		if k.v != k.dflt {
+			w(1, "%s: %d", k.key, k.v)
+		}
+	}
 	if len(c.Topology) > 0 {
 		w(1, "topology:")
 		for _, node := range sortedNodeNames(c.Topology) {

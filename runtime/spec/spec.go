@@ -2,6 +2,8 @@ package spec
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -60,6 +62,11 @@ type Cluster struct {
 	// BatchSizes gives each initial worker's local batch size; nil means the
 	// global batch split evenly. Read it through LocalBatch.
 	BatchSizes map[string]int
+	// MinWorkers and MinServers are the least EPS multi-job scheduling may
+	// shrink the job to (or launch it at); MaxWorkers and MaxServers the
+	// most it may grow it to (0: no limit).
+	MinWorkers, MaxWorkers int
+	MinServers, MaxServers int
 }
 
 // Labels place a node in a region for topology-aware allreduce.
@@ -269,6 +276,19 @@ func WorkerName(i int) string { return fmt.Sprintf("worker-%d", i) }
 
 // ServerName is the name of server i.
 func ServerName(i int) string { return fmt.Sprintf("server-%d", i) }
+
+// WorkerIndex is the index in a worker's name (worker-3 -> 3).
+func WorkerIndex(name string) (int, bool) {
+	s, ok := strings.CutPrefix(name, "worker-")
+	if !ok {
+		return 0, false
+	}
+	i, err := strconv.Atoi(s)
+	if err != nil || i < 0 || WorkerName(i) != name {
+		return 0, false
+	}
+	return i, true
+}
 
 // WorkerNames returns the names of the workers the job starts with.
 func (s *Spec) WorkerNames() []string {

@@ -19,6 +19,7 @@ func defaults() *Spec {
 		Cluster: Cluster{
 			Servers: 1, Workers: 1, BlockBytes: 4194304, Assignment: AssignRoundRobin,
 			Exchange: ExchangePS, Elasticity: ElasticityHot, SnapshotInterval: 30 * time.Second,
+			MinWorkers: 1, MinServers: 1,
 		},
 		Sync: Sync{Model: SyncBSP, Staleness: 3, Pull: PullLazy, PSSP: PSSP{C: 0.5, Alpha: 1}, Drop: Drop{WaitFor: 1}},
 		Policies: Policies{
@@ -126,6 +127,21 @@ script:
 				{At: time.Minute, Action: ActionReassign, Assignment: AssignPSLD, Line: 13},
 			}
 		}},
+		{"EPS sizes; stragglers may name nodes up to the maximum", `name: x
+train: {global_batch: 64}
+cluster: {workers: 2, servers: 2, min_workers: 2, max_workers: 4, min_servers: 1, max_servers: 3}
+stragglers:
+  - {node: worker-3, kind: cpu, intensity: 0.5}
+  - {node: server-2, kind: bandwidth, rate: 1MB/s}
+`, func(s *Spec) {
+			s.Train.GlobalBatch = 64
+			s.Cluster.Workers, s.Cluster.Servers, s.Sync.Drop.WaitFor = 2, 2, 1
+			s.Cluster.MinWorkers, s.Cluster.MaxWorkers, s.Cluster.MinServers, s.Cluster.MaxServers = 2, 4, 1, 3
+			s.Stragglers = []Straggler{
+				{Node: "worker-3", Kind: StragglerCPU, Intensity: 0.5, Probability: 1, Line: 5},
+				{Node: "server-2", Kind: StragglerBandwidth, Rate: 1e6, Line: 6},
+			}
+		}},
 		{"anchors and merge keys", `name: x
 cluster: {workers: 3}
 stragglers:
@@ -222,6 +238,18 @@ policies: {antdt-nd: {mode: on}}
 			`spec.yaml:5: sync.model: must be one of bsp, asp, ssp, dsps, drop, pssp (got "bsq"; did you mean "bsp"?)`,
 			`spec.yaml:5: sync.pull: must be one of lazy, soft-barrier (got "eager")`,
 			`spec.yaml:6: policies.antdt-nd.mode: must be one of auto, approve, off (got "on")`,
+		}},
+		{"EPS sizes out of range", `name: x
+train: {global_batch: 8}
+cluster: {workers: 2, servers: 2, min_workers: 3, max_workers: 9, min_servers: 0, max_servers: 1}
+stragglers:
+  - {node: worker-9, kind: pause}
+`, []string{
+			"spec.yaml:3: cluster.min_workers: must be at most cluster.workers (2) (got 3)",
+			"spec.yaml:3: cluster.max_workers: must be at most train.global_batch (8) (got 9)",
+			"spec.yaml:3: cluster.min_servers: must be at least 1 (got 0)",
+			"spec.yaml:3: cluster.max_servers: must be 0 (no limit) or at least cluster.servers (2) (got 1)",
+			"spec.yaml:5: stragglers[0].node: no node worker-9 in the cluster (workers are worker-0..worker-8)",
 		}},
 		{"name too long", "name: " + strings.Repeat("a", 64) + "\n", []string{
 			"spec.yaml:1: name: must be at most 63 characters (got 64)",

@@ -205,6 +205,27 @@ func (c *checker) validateCluster() {
 		}
 	}
 
+	serversOK := cl.Servers >= 1
+	for _, r := range []struct {
+		role         string
+		n, lo, hi    int
+		ok           bool
+		loKey, hiKey string
+	}{
+		{roleWorker, cl.Workers, cl.MinWorkers, cl.MaxWorkers, workersOK, "cluster.min_workers", "cluster.max_workers"},
+		{roleServer, cl.Servers, cl.MinServers, cl.MaxServers, serversOK, "cluster.min_servers", "cluster.max_servers"},
+	} {
+		if c.atLeast(r.loKey, int64(r.lo), 1) && r.ok && r.lo > r.n {
+			c.errorf(r.loKey, "must be at most cluster.%ss (%d) (got %d)", r.role, r.n, r.lo)
+		}
+		switch {
+		case r.hi != 0 && r.ok && r.hi < r.n:
+			c.errorf(r.hiKey, "must be 0 (no limit) or at least cluster.%ss (%d) (got %d)", r.role, r.n, r.hi)
+		case r.role == roleWorker && s.Train.GlobalBatch >= 1 && r.hi > s.Train.GlobalBatch:
+			c.errorf(r.hiKey, "must be at most train.global_batch (%d) (got %d)", s.Train.GlobalBatch, r.hi)
+		}
+	}
+
 	if cl.BatchSizes != nil && workersOK {
 		c.batchSizes("cluster.batch_sizes", cl.BatchSizes, &roleState{next: cl.Workers})
 	}
@@ -523,6 +544,12 @@ func (c *checker) node(path, name, role string, scripted bool) bool {
 			if (r == roleServer && a.Action == ActionAddServer) || (r == roleWorker && a.Action == ActionAddWorker) {
 				n++
 			}
+		}
+		// EPS multi-job scheduling may grow the job up to its maximum.
+		if r == roleServer {
+			n = max(n, c.s.Cluster.MaxServers)
+		} else {
+			n = max(n, c.s.Cluster.MaxWorkers)
 		}
 	}
 	if i >= n {

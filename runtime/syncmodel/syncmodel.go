@@ -290,6 +290,7 @@ type Engine struct {
 	vtrain  int64
 	pushed  map[int64]map[int]bool // version >= vtrain -> members that pushed it
 	last    map[int]int64          // member -> last progress pushed
+	from    map[int]int64          // member that joined mid-job -> first version it owes a push
 	due     map[int64][]*pending   // V_train value -> pulls released then
 	byID    map[PullID]*pending
 	waiting map[int][]*pending // worker -> its waiting pulls, in arrival order
@@ -310,6 +311,7 @@ func New(c Config, workers []int) *Engine {
 		members: map[int]bool{},
 		pushed:  map[int64]map[int]bool{},
 		last:    map[int]int64{},
+		from:    map[int]int64{},
 		due:     map[int64][]*pending{},
 		byID:    map[PullID]*pending{},
 		waiting: map[int][]*pending{},
@@ -388,7 +390,7 @@ func (e *Engine) Push(worker int, progress int64) PushResult {
 		return PushResult{Reject: Duplicate}
 	}
 	e.last[worker] = progress
-	if progress < e.vtrain {
+	if progress < e.vtrain || progress < e.from[worker] {
 		if e.cfg.Aggregate() {
 			e.stats.Dropped++
 			return PushResult{Reject: Stale}
@@ -463,6 +465,7 @@ func (e *Engine) SetWorkers(ids []int) []PullID {
 			continue
 		}
 		delete(e.last, w)
+		delete(e.from, w)
 		for _, set := range e.pushed {
 			delete(set, w)
 		}
@@ -479,6 +482,18 @@ func (e *Engine) SetWorkers(ids []int) []PullID {
 	e.members = next
 	_, rel = e.advance(rel)
 	return e.finish(rel)
+}
+
+// Join adds a worker to the barrier from version from on (a worker added
+// while the job runs): the versions before it complete without it, so the
+// members pushing them are not held. A from behind V_train counts from
+// V_train. Joining a member changes nothing.
+func (e *Engine) Join(worker int, from int64) {
+	if e.members[worker] {
+		return
+	}
+	e.members[worker] = true
+	e.from[worker] = max(from, e.vtrain)
 }
 
 // SetConfig switches the synchronization model live. c must pass Validate
@@ -579,7 +594,12 @@ func remove(list []*pending, p *pending) []*pending {
 
 // pushCondition is Table III's push condition for the current V_train.
 func (e *Engine) pushCondition() bool {
-	n := len(e.members)
+	n := 0
+	for w := range e.members {
+		if e.from[w] <= e.vtrain {
+			n++
+		}
+	}
 	if n == 0 {
 		return false
 	}

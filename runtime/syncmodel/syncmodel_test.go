@@ -544,3 +544,49 @@ func TestNewAtCountsFromTheGivenVersion(t *testing.T) {
 		t.Errorf("Push(1, 7) = %+v, V_train %d; want one advance to 8", r, e.VTrain())
 	}
 }
+
+// TestJoinMidJob: a worker added while the job runs owes pushes only from
+// the version it joins at; the versions before complete without it, and a
+// join behind V_train counts from V_train.
+func TestJoinMidJob(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		vtrain  int64 // where the barrier is when worker 2 joins
+		from    int64
+		pushes  [][2]int64 // (worker, progress) after the join
+		want    int64      // V_train after them
+		rejects int        // pushes rejected as stale
+	}{
+		{"versions before the join need only the old members", 0, 2,
+			[][2]int64{{0, 0}, {1, 0}, {0, 1}, {1, 1}}, 2, 0},
+		{"from the join on the new member is needed", 0, 2,
+			[][2]int64{{0, 0}, {1, 0}, {0, 1}, {1, 1}, {0, 2}, {1, 2}}, 2, 0},
+		{"and its push completes the version", 0, 2,
+			[][2]int64{{0, 0}, {1, 0}, {0, 1}, {1, 1}, {0, 2}, {1, 2}, {2, 2}}, 3, 0},
+		{"a join behind V_train counts from V_train", 3, 1,
+			[][2]int64{{2, 1}, {2, 2}, {0, 3}, {1, 3}}, 3, 2},
+		{"its push at V_train is then needed", 3, 1,
+			[][2]int64{{2, 1}, {0, 3}, {1, 3}, {2, 3}}, 4, 1},
+	} {
+		e := NewAt(Config{Model: BSP}, []int{0, 1}, tt.vtrain)
+		e.Join(2, tt.from)
+		rejects := 0
+		for _, p := range tt.pushes {
+			if r := e.Push(int(p[0]), p[1]); r.Reject == Stale {
+				rejects++
+			}
+		}
+		if e.VTrain() != tt.want || rejects != tt.rejects {
+			t.Errorf("%s: V_train %d, %d stale; want %d, %d", tt.name, e.VTrain(), rejects, tt.want, tt.rejects)
+		}
+		if !slices.Equal(e.Members(), []int{0, 1, 2}) {
+			t.Errorf("%s: Members() = %v; want [0 1 2]", tt.name, e.Members())
+		}
+	}
+	// Joining twice changes nothing; leaving forgets the join version.
+	e := New(Config{Model: BSP}, []int{0})
+	e.Join(0, 5)
+	if r := e.Push(0, 0); !r.Accept || e.VTrain() != 1 {
+		t.Errorf("a member's re-join held its push: %+v, V_train %d", r, e.VTrain())
+	}
+}

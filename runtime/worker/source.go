@@ -1,6 +1,8 @@
 package worker
 
 import (
+	"slices"
+
 	"github.com/kelpie/kelpie/proto/kelpiepb"
 )
 
@@ -15,21 +17,43 @@ type Source interface {
 	Pushed(t int64) error
 }
 
+// Dropper is a Source that is told when the servers discarded the
+// gradients of an iteration (backup workers): the data of that iteration
+// must be trained again.
+type Dropper interface {
+	Dropped(t int64)
+}
+
+// Releaser is a Source that can hand back the data it has started but not
+// finished, when the worker leaves the job.
+type Releaser interface {
+	Release() error
+}
+
 // ShardSource reads data through the data-shard service (AntDT §V-C): it
 // fetches a shard (TODO → DOING), trains on its samples in the shard's
 // order, and reports it (DOING → DONE) once the gradients of its last
 // samples are pushed. A worker that finds no shard to fetch is done; a lost
 // worker's DOING shards go back to the queue at the scheduler.
+//
+// A shard some of whose gradients the servers dropped (backup workers) is
+// returned (DOING → TODO) instead of reported, so that another fetch
+// trains it again: every sample's gradient is applied at least once.
 type ShardSource struct {
 	Fetch  func() (*kelpiepb.ShardInfo, error)
 	Report func(ids []int64) error
+	// Return hands shards back to the queue: ids, or every shard the
+	// worker holds when ids is empty.
+	Return func(ids []int64) error
 
 	cur       *kelpiepb.ShardInfo
 	pos       int
 	exhausted bool
 	finished  []finishedShard
-	// Fetched counts the shards taken.
-	Fetched int
+	touched   map[int64][]int64 // iteration -> shards it took samples from
+	tainted   map[int64]bool    // shards with a dropped gradient
+	// Fetched counts the shards taken; Returned those handed back.
+	Fetched, Returned int
 }
 
 type finishedShard struct {
@@ -56,6 +80,12 @@ func (s *ShardSource) Next(dst []int, t int64, n int) ([]int, bool, error) {
 		for _, i := range s.cur.Order[s.pos : s.pos+take] {
 			dst = append(dst, int(i))
 		}
+		if take > 0 {
+			if s.touched == nil {
+				s.touched = map[int64][]int64{}
+			}
+			s.touched[t] = append(s.touched[t], s.cur.Id)
+		}
 		s.pos += take
 		if s.pos == len(s.cur.Order) {
 			s.finished = append(s.finished, finishedShard{s.cur.Id, t})
@@ -65,20 +95,66 @@ func (s *ShardSource) Next(dst []int, t int64, n int) ([]int, bool, error) {
 	return dst, len(dst) > 0 || !s.exhausted, nil
 }
 
+// Dropped implements Dropper: the shards iteration t took samples from
+// go back to the queue once finished.
+func (s *ShardSource) Dropped(t int64) {
+	for _, id := range s.touched[t] {
+		if s.tainted == nil {
+			s.tainted = map[int64]bool{}
+		}
+		s.tainted[id] = true
+	}
+}
+
 // Pushed implements Source.
 func (s *ShardSource) Pushed(t int64) error {
-	var ids []int64
+	for it := range s.touched {
+		if it <= t {
+			delete(s.touched, it)
+		}
+	}
+	var done, back []int64
 	keep := s.finished[:0]
 	for _, f := range s.finished {
-		if f.iter <= t {
-			ids = append(ids, f.id)
-		} else {
+		switch {
+		case f.iter > t:
 			keep = append(keep, f)
+		case s.tainted[f.id]:
+			back = append(back, f.id)
+			delete(s.tainted, f.id)
+		default:
+			done = append(done, f.id)
 		}
 	}
 	s.finished = keep
-	if len(ids) == 0 {
+	if len(back) > 0 && s.Return != nil {
+		if err := s.Return(back); err != nil {
+			return err
+		}
+		s.Returned += len(back)
+	}
+	if len(done) == 0 {
 		return nil
 	}
-	return s.Report(ids)
+	return s.Report(done)
+}
+
+// Release implements Releaser: the shard the worker has started goes back
+// to the queue (its samples trained so far are trained again: at least
+// once), and so does any finished one whose gradients are not all pushed.
+func (s *ShardSource) Release() error {
+	if s.Return == nil || (s.cur == nil && len(s.finished) == 0) {
+		return nil
+	}
+	var ids []int64
+	if s.cur != nil {
+		ids = append(ids, s.cur.Id)
+	}
+	for _, f := range s.finished {
+		ids = append(ids, f.id)
+	}
+	slices.Sort(ids)
+	s.cur, s.finished = nil, nil
+	s.Returned += len(ids)
+	return s.Return(ids)
 }

@@ -57,6 +57,17 @@ type Command struct {
 	// ("" for a removed server).
 	Table *blocks.Table
 	Addrs []string
+	// Accum (with Local) is every worker's gradient-accumulation count
+	// (AntDT-DD): a worker computes its Local[i] samples as Accum[i]
+	// micro-batches. Missing entries mean 1.
+	Accum []int
+	// LRScale multiplies this worker's gradient from At on (ADJUST_LR); 0
+	// leaves it as it is.
+	LRScale float64
+	// Leave takes this worker out of the job at iteration At (REMOVE_WORKER):
+	// it pushes the iterations before At, hands back the shard it has
+	// started and leaves the servers' barriers.
+	Leave bool
 }
 
 // Ack reports what became of a Command.
@@ -91,6 +102,8 @@ type Summary struct {
 	Iterations int64
 	Samples    int64
 	MeanBPT    time.Duration
+	Left       bool  // the worker was removed (Command.Leave) before the data ran out
+	Dropped    int64 // iterations whose gradients the servers discarded (backup workers)
 }
 
 // Worker trains one share of the job.
@@ -110,6 +123,12 @@ type Worker struct {
 	nextBatch *data.Batch
 	idx       []int
 	pending   []Command
+	leaveAt   int64 // the iteration the worker leaves at (-1: it stays)
+	accum     int   // micro-batches per iteration (gradient accumulation)
+	lrScale   float32
+	micro     data.Batch
+	microGrad *model.Params
+	dropped   bool // the servers discarded the last push
 }
 
 // New connects to the job's servers.
@@ -117,7 +136,7 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.ReportEvery <= 0 {
 		cfg.ReportEvery = 10
 	}
-	w := &Worker{cfg: cfg, sparseT: -1, rowDim: 1,
+	w := &Worker{cfg: cfg, sparseT: -1, rowDim: 1, leaveAt: -1, accum: 1, lrScale: 1,
 		rng:     rand.New(rand.NewPCG(uint64(cfg.Seed), uint64(cfg.Index)+1)),
 		sampler: job.NewSampler(cfg.Plan), batch: &data.Batch{}, nextBatch: &data.Batch{}}
 	for i, t := range cfg.Model.Tensors() {
@@ -208,6 +227,7 @@ func (w *Worker) exchange(op kelpiepb.Op, progress int64, pullKeys []uint64) ([]
 	}
 	comms := make([]Comm, n)
 	versions := make([]int64, n)
+	drops := make([]bool, n)
 	errs := make([]error, n)
 	// One failed server fails the whole exchange at once: waiting on the
 	// others (a pull held by a barrier that will never complete) would
@@ -259,7 +279,7 @@ func (w *Worker) exchange(op kelpiepb.Op, progress int64, pullKeys []uint64) ([]
 			}
 			comms[r] = Comm{Server: r, Bytes: sent + int64(len(resp.Data)), Held: resp.HeldSeconds,
 				Seconds: max(time.Since(t0).Seconds()-resp.HeldSeconds, 0)}
-			versions[r] = resp.Version
+			versions[r], drops[r] = resp.Version, resp.Dropped
 			errs[r] = w.absorb(r, req, resp, pullPos)
 		}(r, req)
 	}
@@ -275,10 +295,12 @@ func (w *Worker) exchange(op kelpiepb.Op, progress int64, pullKeys []uint64) ([]
 	if first != nil {
 		return nil, 0, first
 	}
+	w.dropped = false
 	for r := range n {
 		if w.conns[r] == nil {
 			continue
 		}
+		w.dropped = w.dropped || drops[r]
 		out = append(out, comms[r])
 		if minV < 0 || versions[r] < minV {
 			minV = versions[r]
@@ -337,8 +359,12 @@ func resize(s []float32, n int) []float32 {
 // fill gathers the worker's batch of iteration t into b; false when the
 // worker has no more data.
 func (w *Worker) fill(b *data.Batch, t int64) (bool, error) {
+	if w.leaveAt >= 0 && t >= w.leaveAt {
+		w.cfg.Train.Fill(b, w.idx[:0])
+		return false, nil
+	}
 	if w.cfg.Source != nil {
-		n := w.cfg.Plan.LocalAt(t)[w.cfg.Index]
+		n := w.cfg.Plan.LocalOf(t, w.cfg.Index)
 		idx, more, err := w.cfg.Source.Next(w.idx[:0], t, n)
 		if err != nil {
 			return false, fmt.Errorf("worker %d: data: %v", w.cfg.Index, err)
@@ -385,6 +411,11 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 	if err := w.applyTables(start); err != nil {
 		return Summary{}, fmt.Errorf("worker %d: new block table: %v", w.cfg.Index, err)
 	}
+	// A worker added while the job runs joins the barriers from where the
+	// job is (for a member this changes nothing).
+	if err := w.join(start); err != nil {
+		return Summary{}, err
+	}
 	if _, _, err := w.exchange(kelpiepb.Op_OP_PULL, -1, nil); err != nil {
 		return Summary{}, fmt.Errorf("worker %d: initial pull: %v", w.cfg.Index, err)
 	}
@@ -417,7 +448,7 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 		}
 		c0 := time.Now()
 		if w.batch.N > 0 {
-			lossSum += w.cfg.Model.Grad(w.params, w.batch, w.grad, float32(w.batch.N)/gb)
+			lossSum += w.gradient(gb)
 			lossN++
 		} else {
 			for _, d := range w.grad.Dense {
@@ -430,7 +461,7 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 			sleep(ctx, d)
 		}
 		samples := int64(w.batch.N)
-		rep.BatchSize = w.cfg.Plan.LocalAt(t)[w.cfg.Index]
+		rep.BatchSize = w.cfg.Plan.LocalOf(t, w.cfg.Index)
 		next := t + 1
 		w.applyCommands(next)
 		if more, err = w.fill(w.nextBatch, next); err != nil {
@@ -444,6 +475,15 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 		if err != nil {
 			return sum, fmt.Errorf("worker %d: iteration %d: %v", w.cfg.Index, t, err)
 		}
+		if w.dropped && samples > 0 {
+			// The servers completed iteration t without our gradient: its
+			// samples are trained again (their shards go back to the queue).
+			sum.Dropped++
+			if d, ok := w.cfg.Source.(Dropper); ok {
+				d.Dropped(t)
+			}
+			samples = 0
+		}
 		if w.cfg.Source != nil {
 			if err := w.cfg.Source.Pushed(t); err != nil {
 				return sum, fmt.Errorf("worker %d: report shards: %v", w.cfg.Index, err)
@@ -452,7 +492,7 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 		if err := w.applyTables(next); err != nil {
 			return sum, fmt.Errorf("worker %d: new block table: %v", w.cfg.Index, err)
 		}
-		if more && w.cfg.Sync == syncmodel.Kind("drop") && version > next {
+		if more && (w.cfg.Sync == syncmodel.Drop || w.dropped) && version > next {
 			// Our gradient was dropped and the servers moved on: rejoin at
 			// their version (backup-worker semantics).
 			next = version
@@ -494,6 +534,14 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 			lossSum, lossN = 0, 0
 		}
 	}
+	if w.leaveAt >= 0 && t >= w.leaveAt {
+		sum.Left = true
+		if r, ok := w.cfg.Source.(Releaser); ok {
+			if err := r.Release(); err != nil {
+				return sum, fmt.Errorf("worker %d: hand back shards: %v", w.cfg.Index, err)
+			}
+		}
+	}
 	if err := w.leave(t - 1); err != nil {
 		return sum, err
 	}
@@ -522,6 +570,49 @@ func (w *Worker) probe() (int64, error) {
 	return minV, nil
 }
 
+// join puts the worker in every server's barrier from iteration from on.
+func (w *Worker) join(from int64) error {
+	for r, c := range w.conns {
+		if c == nil {
+			continue
+		}
+		if _, err := c.Do(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_JOIN, Worker: int32(w.cfg.Index), Progress: from}); err != nil {
+			return fmt.Errorf("worker %d: join server %d: %v", w.cfg.Index, r, err)
+		}
+	}
+	return nil
+}
+
+// gradient computes the gradient of the current batch into w.grad, in
+// w.accum micro-batches whose gradients are summed (gradient accumulation:
+// the same gradient, computed in less memory), scaled by the worker's
+// learning-rate factor. It returns the batch's mean loss.
+func (w *Worker) gradient(gb float32) float64 {
+	b := w.batch
+	scale := w.lrScale / gb
+	k := min(w.accum, b.N)
+	if k <= 1 {
+		return w.cfg.Model.Grad(w.params, b, w.grad, float32(b.N)*scale)
+	}
+	if w.microGrad == nil {
+		w.microGrad = w.cfg.Model.NewParams()
+	}
+	var loss float64
+	for i := range k {
+		from, to := i*b.N/k, (i+1)*b.N/k
+		b.Slice(&w.micro, from, to)
+		g := w.grad
+		if i > 0 {
+			g = w.microGrad
+		}
+		loss += w.cfg.Model.Grad(w.params, &w.micro, g, float32(to-from)*scale) * float64(to-from)
+		if i > 0 {
+			addParams(w.grad, w.microGrad, w.rowDim)
+		}
+	}
+	return loss / float64(b.N)
+}
+
 // leave takes the worker out of every server's barrier after its last
 // pushed iteration.
 func (w *Worker) leave(last int64) error {
@@ -547,9 +638,21 @@ func (w *Worker) applyCommands(next int64) {
 			continue
 		}
 		at := max(c.At, next)
-		plan, err := w.cfg.Plan.WithSplit(at, c.Local)
-		if err == nil {
-			w.cfg.Plan = plan
+		var err error
+		switch {
+		case c.Leave:
+			w.leaveAt = at
+		case c.LRScale > 0:
+			w.lrScale = float32(c.LRScale)
+		default:
+			var plan job.Plan
+			if plan, err = w.cfg.Plan.WithSplit(at, c.Local); err == nil {
+				w.cfg.Plan = plan
+				w.accum = 1
+				if w.cfg.Index < len(c.Accum) {
+					w.accum = max(c.Accum[w.cfg.Index], 1)
+				}
+			}
 		}
 		if w.cfg.Ack != nil {
 			w.cfg.Ack(Ack{ID: c.ID, Applied: at, Err: err})

@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"slices"
 	"sync"
 	"time"
 
@@ -42,6 +43,7 @@ type NodeStats struct {
 	LastReport time.Time
 	Ready      bool
 	Done       bool
+	Left       bool // removed from the job (REMOVE_WORKER)
 	Restarts   int
 	// SamplesBase counts the samples of earlier runs of a restarted node.
 	SamplesBase int64
@@ -78,6 +80,7 @@ type Job struct {
 	mu       sync.Mutex
 	next     *pendingTable // a table change under way
 	servers  []string      // server names by index; grows with ADD_SERVER
+	workers  []string      // worker names by index; grows with ADD_WORKER
 	queue    *shard.Queue
 	nodes    map[string]*NodeStats
 	addrs    []string
@@ -117,7 +120,7 @@ func (c *Coordinator) AddJob(s *spec.Spec) (*Job, error) {
 		Spec:  s, YAML: s.YAML(), Table: t, Plan: job.NewPlan(s, job.TrainSamples(s)),
 		ready: make(chan struct{}), allDone: make(chan struct{}), finished: make(chan struct{}),
 		failed: make(chan struct{}), nodes: map[string]*NodeStats{},
-		addrs: make([]string, s.Cluster.Servers), servers: s.ServerNames(),
+		addrs: make([]string, s.Cluster.Servers), servers: s.ServerNames(), workers: s.WorkerNames(),
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -143,6 +146,11 @@ func (c *Coordinator) RestoreJob(s *spec.Spec, start time.Time, nodes []NodeStat
 		n := n
 		n.Ready = true
 		j.nodes[n.Name] = &n
+		if i, ok := spec.WorkerIndex(n.Name); ok && n.Role == kelpiepb.Role_ROLE_WORKER {
+			for len(j.workers) <= i {
+				j.workers = append(j.workers, spec.WorkerName(len(j.workers)))
+			}
+		}
 		if n.Role == kelpiepb.Role_ROLE_SERVER {
 			if idx, err := j.roleIndex(n.Name, n.Role); err == nil {
 				j.addrs[idx] = n.Addr
@@ -232,8 +240,18 @@ func (c *Coordinator) ReportShard(_ context.Context, r *kelpiepb.ReportShardRequ
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	resp := &kelpiepb.ReportShardResponse{}
+	now := time.Since(j.start)
+	if r.Release && len(r.Ids) == 0 {
+		j.queue.Release(r.Node, now)
+	}
 	for _, id := range r.Ids {
-		if err := j.queue.Report(r.Node, shard.ID(id), time.Since(j.start)); err != nil {
+		var err error
+		if r.Release {
+			err = j.queue.Return(r.Node, shard.ID(id), now)
+		} else {
+			err = j.queue.Report(r.Node, shard.ID(id), now)
+		}
+		if err != nil {
 			resp.Refused = append(resp.Refused, err.Error())
 		}
 	}
@@ -341,8 +359,9 @@ func (j *Job) Nodes() []NodeStats {
 }
 
 // roleIndex checks a node name against the spec and returns its role index.
+// The caller holds j.mu.
 func (j *Job) roleIndex(node string, role kelpiepb.Role) (int, error) {
-	names := j.Spec.WorkerNames()
+	names := j.workers
 	if role == kelpiepb.Role_ROLE_SERVER {
 		names = j.servers
 	}
@@ -352,6 +371,52 @@ func (j *Job) roleIndex(node string, role kelpiepb.Role) (int, error) {
 		}
 	}
 	return 0, status.Errorf(codes.InvalidArgument, "job %s has no %v node %q", j.Spec.Name, role, node)
+}
+
+// AddWorker names a new worker slot (ADD_WORKER): the worker may register
+// while the job runs.
+func (j *Job) AddWorker() (string, int) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	idx := len(j.workers)
+	name := spec.WorkerName(idx)
+	j.workers = append(j.workers, name)
+	return name, idx
+}
+
+// Workers lists the job's workers by index, removed ones included.
+func (j *Job) Workers() []string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return slices.Clone(j.workers)
+}
+
+// members is the indexes of the workers in the barrier: every worker not
+// removed.
+func (j *Job) members() []int32 {
+	var out []int32
+	for i, name := range j.workers {
+		if n := j.nodes[name]; n == nil || !n.Left {
+			out = append(out, int32(i))
+		}
+	}
+	return out
+}
+
+// checkAllDoneLocked closes allDone once every worker still in the job
+// has called Done.
+func (j *Job) checkAllDoneLocked() {
+	for _, name := range j.workers {
+		n := j.nodes[name]
+		if n == nil || (!n.Done && !n.Left) {
+			return
+		}
+	}
+	select {
+	case <-j.allDone:
+	default:
+		close(j.allDone)
+	}
 }
 
 func (j *Job) assignment() *kelpiepb.Assignment {
@@ -471,15 +536,15 @@ func (c *Coordinator) Register(ctx context.Context, req *kelpiepb.RegisterReques
 	if err != nil {
 		return nil, err
 	}
-	idx, err := j.roleIndex(req.Node, req.Role)
-	if err != nil {
-		return nil, err
-	}
 	if req.Role == kelpiepb.Role_ROLE_SERVER && req.Addr == "" {
 		return nil, status.Errorf(codes.InvalidArgument, "server %s registered without an address", req.Node)
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	idx, err := j.roleIndex(req.Node, req.Role)
+	if err != nil {
+		return nil, err
+	}
 	if j.over() {
 		return nil, status.Errorf(codes.FailedPrecondition, "job %s is over", req.Job)
 	}
@@ -493,7 +558,11 @@ func (c *Coordinator) Register(ctx context.Context, req *kelpiepb.RegisterReques
 			j.addrs[idx] = req.Addr
 			old.Addr, old.Pid = req.Addr, req.Pid
 			old.Restarts++
-			return &kelpiepb.RegisterResponse{SpecYaml: string(j.YAML), Index: int32(idx), Assignment: j.assignment()}, nil
+			return &kelpiepb.RegisterResponse{SpecYaml: string(j.YAML), Index: int32(idx), Assignment: j.assignment(),
+				Workers: j.members()}, nil
+		}
+		if old.Left {
+			return nil, status.Errorf(codes.FailedPrecondition, "worker %s was removed from job %s", req.Node, req.Job)
 		}
 		// Its DOING shards go back to the queue: only they are recomputed.
 		j.queue.Release(req.Node, time.Since(j.start))
@@ -512,17 +581,28 @@ func (c *Coordinator) Register(ctx context.Context, req *kelpiepb.RegisterReques
 		}
 		return resp, nil
 	}
-	if j.started() && req.Role != kelpiepb.Role_ROLE_SERVER {
+	added := req.Role == kelpiepb.Role_ROLE_WORKER && idx >= j.Spec.Cluster.Workers
+	if j.started() && req.Role != kelpiepb.Role_ROLE_SERVER && !added {
 		return nil, status.Errorf(codes.FailedPrecondition, "node %s registered after job %s started", req.Node, req.Job)
 	}
 	n := &NodeStats{Name: req.Node, Role: req.Role, Pid: req.Pid, Addr: req.Addr}
 	if req.Role == kelpiepb.Role_ROLE_SERVER {
 		j.addrs[idx] = req.Addr
 	} else {
-		n.BatchSize = j.Plan.Local[idx]
+		n.BatchSize = j.Plan.LocalOf(0, idx)
 	}
 	j.nodes[req.Node] = n
-	return &kelpiepb.RegisterResponse{SpecYaml: string(j.YAML), Index: int32(idx), Assignment: j.assignment()}, nil
+	resp := &kelpiepb.RegisterResponse{SpecYaml: string(j.YAML), Index: int32(idx), Assignment: j.assignment(),
+		Workers: j.members()}
+	if added {
+		// A worker added while the job runs (ADD_WORKER) follows the splits
+		// and any table change under way, as a restarted one does.
+		resp.Splits = j.splits()
+		if j.next != nil {
+			resp.NextAssignment, resp.NextAt, resp.NextAction = j.nextAssignment(), j.next.at, j.next.action
+		}
+	}
+	return resp, nil
 }
 
 // Ready marks a node ready and blocks until every node of the job is.
@@ -613,22 +693,18 @@ func (c *Coordinator) Done(ctx context.Context, r *kelpiepb.DoneRequest) (*kelpi
 		return nil, status.Errorf(codes.NotFound, "job %s has no registered worker %q", r.Job, r.Node)
 	}
 	n.Done, n.Iteration, n.Samples = true, r.Iterations, r.Samples
+	if r.Left {
+		// A removed worker is out of the job: it neither waits for the
+		// others nor evaluates, and they no longer wait for it.
+		n.Left = true
+		j.checkAllDoneLocked()
+		j.mu.Unlock()
+		return &kelpiepb.DoneResponse{}, nil
+	}
 	if j.evalNode == "" {
 		j.evalNode = r.Node
 	}
-	done := 0
-	for _, m := range j.nodes {
-		if m.Role == kelpiepb.Role_ROLE_WORKER && m.Done {
-			done++
-		}
-	}
-	if done == j.Spec.Cluster.Workers {
-		select {
-		case <-j.allDone:
-		default:
-			close(j.allDone)
-		}
-	}
+	j.checkAllDoneLocked()
 	eval := j.evalNode == r.Node
 	j.mu.Unlock()
 	if err := j.wait(ctx, j.allDone); err != nil {
@@ -654,4 +730,18 @@ func (c *Coordinator) Result(_ context.Context, r *kelpiepb.ResultRequest) (*kel
 	j.result = r
 	close(j.finished)
 	return &kelpiepb.ResultResponse{}, nil
+}
+
+// DropWorker takes a worker slot out of the job (an added worker that never
+// came up, or one removed for good): the others no longer wait for it.
+func (j *Job) DropWorker(name string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	n := j.nodes[name]
+	if n == nil {
+		n = &NodeStats{Name: name, Role: kelpiepb.Role_ROLE_WORKER}
+		j.nodes[name] = n
+	}
+	n.Left = true
+	j.checkAllDoneLocked()
 }

@@ -70,11 +70,10 @@ func defaultPolicies(s *spec.Spec) map[string]*policySetting {
 func supported(kind string) error {
 	switch kind {
 	case string(policy.KindKillRestart), string(policy.KindAdjustBS), string(policy.KindReassign),
-		string(policy.KindAddServer), string(policy.KindRemoveServer), string(policy.KindSetSync):
-		return nil
-	case string(policy.KindBackupWorkers), string(policy.KindAdjustLR), string(policy.KindAddWorker),
+		string(policy.KindAddServer), string(policy.KindRemoveServer), string(policy.KindSetSync),
+		string(policy.KindBackupWorkers), string(policy.KindAdjustLR), string(policy.KindAddWorker),
 		string(policy.KindRemoveWorker):
-		return status.Errorf(codes.Unimplemented, "%s is not supported by the runtime yet (it arrives with elasticity and the policy engine)", kind)
+		return nil
 	}
 	return status.Errorf(codes.InvalidArgument, "unknown action kind %q", kind)
 }
@@ -232,11 +231,13 @@ func (j *jobState) validate(a *kelpiepb.Action) error {
 	if err := supported(a.Kind); err != nil {
 		return err
 	}
-	if tableKind(a.Kind) || a.Kind == string(policy.KindKillRestart) {
+	if tableKind(a.Kind) || a.Kind == string(policy.KindKillRestart) || membershipKind(a.Kind) {
 		// One table change at a time, and no relaunch during one: a worker
 		// that restarts mid-change would not know which table to follow.
+		// Nor a table change while the set of workers changes: every live
+		// worker must follow it.
 		for _, other := range j.actions {
-			if other != a && tableKind(other.Kind) && (other.State == ActApproved || other.State == ActDispatched) {
+			if other != a && (tableKind(other.Kind) || membershipKind(other.Kind)) && (other.State == ActApproved || other.State == ActDispatched) {
 				return status.Errorf(codes.FailedPrecondition, "%s: table change %s is still under way", a.Kind, other.Id)
 			}
 		}
@@ -245,6 +246,25 @@ func (j *jobState) validate(a *kelpiepb.Action) error {
 		return j.validateTable(a)
 	}
 	switch a.Kind {
+	case string(policy.KindAddWorker), string(policy.KindRemoveWorker):
+		return j.validateWorkerChange(a)
+	case string(policy.KindAdjustLR):
+		n, ok := j.nodes[a.Target]
+		if !ok || n.role != "worker" || n.removed {
+			return status.Errorf(codes.InvalidArgument, "ADJUST_LR: %q is not a worker of job %s", a.Target, j.spec.Name)
+		}
+		if f := a.Params["lr_scale"]; !(f > 0 && f <= 10) {
+			return status.Errorf(codes.InvalidArgument, "ADJUST_LR: params.lr_scale must be in (0, 10], got %g", f)
+		}
+	case string(policy.KindBackupWorkers):
+		d, live := a.Params["drop"], len(j.liveWorkers())
+		if d < 0 || d != float64(int(d)) || int(d) >= live {
+			return status.Errorf(codes.InvalidArgument, "BACKUP_WORKERS: params.drop must be a whole number in [0, %d), got %g", live, d)
+		}
+		if d > 0 && !j.aggregating() {
+			return status.Errorf(codes.FailedPrecondition, "BACKUP_WORKERS: job %s runs %s; backup workers drop gradients from a synchronous barrier (bsp)",
+				j.spec.Name, syncName(j.spec))
+		}
 	case string(policy.KindSetSync):
 		if err := server.SyncFrom(syncSettings(a)).Validate(); err != nil {
 			return status.Errorf(codes.InvalidArgument, "SET_SYNC: %v", err)
@@ -260,9 +280,11 @@ func (j *jobState) validate(a *kelpiepb.Action) error {
 			return j.validateTable(&kelpiepb.Action{Kind: string(policy.KindRemoveServer), Target: a.Target})
 		}
 	case string(policy.KindAdjustBS):
-		workers := j.spec.WorkerNames()
+		if other := j.workerChanging(a); other != nil {
+			return status.Errorf(codes.FailedPrecondition, "ADJUST_BS: %s %s is still under way", other.Kind, other.Id)
+		}
 		sum := 0
-		for _, w := range workers {
+		for _, w := range j.liveWorkers() {
 			b, ok := a.BatchSizes[w]
 			if !ok {
 				return status.Errorf(codes.InvalidArgument, "ADJUST_BS: no batch size for %s", w)
@@ -270,18 +292,28 @@ func (j *jobState) validate(a *kelpiepb.Action) error {
 			if b < 1 {
 				return status.Errorf(codes.InvalidArgument, "ADJUST_BS: %s's batch size must be at least 1, got %d", w, b)
 			}
-			sum += int(b)
+			c := a.Accumulation[w]
+			if _, set := a.Accumulation[w]; set && c < 1 {
+				return status.Errorf(codes.InvalidArgument, "ADJUST_BS: %s's accumulation count must be at least 1, got %d", w, c)
+			}
+			sum += int(b) * int(max(c, 1))
 		}
 		for w := range a.BatchSizes {
-			if _, ok := j.nodes[w]; !ok || j.nodes[w].role != "worker" {
+			if n, ok := j.nodes[w]; !ok || n.role != "worker" || n.removed {
 				return status.Errorf(codes.InvalidArgument, "ADJUST_BS: %s is not a worker of job %s", w, j.spec.Name)
 			}
 		}
-		if sum != j.spec.Train.GlobalBatch {
-			return status.Errorf(codes.InvalidArgument, "ADJUST_BS: batch sizes sum to %d; the global batch is %d", sum, j.spec.Train.GlobalBatch)
+		for w := range a.Accumulation {
+			if _, ok := a.BatchSizes[w]; !ok {
+				return status.Errorf(codes.InvalidArgument, "ADJUST_BS: accumulation for %s without a batch size", w)
+			}
 		}
-		if len(a.Accumulation) > 0 {
-			return status.Errorf(codes.Unimplemented, "ADJUST_BS: gradient accumulation is not supported by the runtime yet")
+		if sum != j.spec.Train.GlobalBatch {
+			what := "batch sizes"
+			if len(a.Accumulation) > 0 {
+				what = "batch sizes × accumulation counts"
+			}
+			return status.Errorf(codes.InvalidArgument, "ADJUST_BS: %s sum to %d; the global batch is %d", what, sum, j.spec.Train.GlobalBatch)
 		}
 	}
 	return nil
@@ -390,11 +422,33 @@ func (s sendList) run() {
 
 // targets says whether an action involves a node.
 func (j *jobState) targets(a *kelpiepb.Action, node string) bool {
-	if a.Kind == string(policy.KindAdjustBS) || j.tables[a.Id] != nil {
+	switch {
+	case resplitKind(a.Kind) && len(a.BatchSizes) == 0:
+		return false // an ADD_WORKER whose worker has not joined yet: no split to send
+	case resplitKind(a.Kind) || j.tables[a.Id] != nil:
 		n, ok := j.nodes[node]
-		return ok && n.role == "worker"
+		return ok && n.role == "worker" && !n.removed
+	case a.Kind == string(policy.KindBackupWorkers) || a.Kind == string(policy.KindSetSync):
+		return false // the servers apply them
 	}
 	return a.Target == node
+}
+
+// membershipKind says whether an action changes the set of workers.
+func membershipKind(kind string) bool {
+	return kind == string(policy.KindAddWorker) || kind == string(policy.KindRemoveWorker)
+}
+
+// resplitKind says whether an action kind re-splits the global batch among
+// the workers (every live worker applies it at one iteration).
+func resplitKind(kind string) bool {
+	return kind == string(policy.KindAdjustBS) || kind == string(policy.KindAddWorker) || kind == string(policy.KindRemoveWorker)
+}
+
+// aggregating says whether the job's servers sum gradients per version
+// (bsp, drop): backup workers can then drop the slowest.
+func (j *jobState) aggregating() bool {
+	return j.spec.Sync.Model == "bsp" || j.spec.Sync.Model == "drop"
 }
 
 // command is the wire form of an action for one node.
@@ -405,8 +459,12 @@ func (j *jobState) command(a *kelpiepb.Action, node string) *kelpiepb.ActionComm
 		// switch to a new table.
 		kind = string(policy.KindReassign)
 	}
-	return &kelpiepb.ActionCommand{ActionId: a.Id, Kind: kind, Target: a.Target, BatchSizes: a.BatchSizes,
+	cmd := &kelpiepb.ActionCommand{ActionId: a.Id, Kind: kind, Target: a.Target, BatchSizes: a.BatchSizes,
 		Accumulation: a.Accumulation, TargetIteration: a.TargetIteration, Assignment: j.tables[a.Id]}
+	if kind == string(policy.KindAdjustLR) {
+		cmd.LrScale = map[string]float64{a.Target: a.Params["lr_scale"]}
+	}
+	return cmd
 }
 
 // dispatchLocked sends an approved action to the agents that apply it: a
@@ -422,21 +480,25 @@ func (m *Manager) dispatchLocked(j *jobState, a *kelpiepb.Action, who string) se
 		go m.retable(j, a)
 		return nil
 	}
-	if a.Kind == string(policy.KindSetSync) {
+	switch a.Kind {
+	case string(policy.KindSetSync):
 		m.transition(j, a, ActDispatched, who, "to every server")
 		go m.setSync(j, a)
 		return nil
-	}
-	switch a.Kind {
+	case string(policy.KindBackupWorkers):
+		m.transition(j, a, ActDispatched, who, "to every server")
+		go m.backupWorkers(j, a)
+		return nil
+	case string(policy.KindAddWorker):
+		m.transition(j, a, ActDispatched, who, "launching a worker")
+		go m.addWorker(j, a)
+		return nil
+	case string(policy.KindRemoveWorker):
+		return m.removeWorker(j, a, who)
 	case string(policy.KindAdjustBS):
-		var maxIter int64
-		for _, n := range j.nodes {
-			if n.role == "worker" {
-				maxIter = max(maxIter, n.iteration)
-				nodes = append(nodes, n)
-			}
-		}
-		a.TargetIteration = maxIter + j.margin()
+		sends = m.splitCommands(j, a)
+		m.transition(j, a, ActDispatched, who, fmt.Sprintf("to %d workers, at iteration %d", len(j.liveWorkers()), a.TargetIteration))
+		return sends
 	default:
 		nodes = []*nodeState{j.nodes[a.Target]}
 		j.mon.Forget(a.Target)
@@ -470,7 +532,34 @@ func syncSettings(a *kelpiepb.Action) *kelpiepb.SyncSettings {
 // setSync switches every server's synchronization model (FluentPS: the
 // model is decided at the servers, so the switch is theirs).
 func (m *Manager) setSync(j *jobState, a *kelpiepb.Action) {
-	settings := syncSettings(a)
+	m.applySync(j, a, syncSettings(a))
+}
+
+// backupWorkers turns backup workers on (AntDT Table II): the servers
+// complete each iteration with the first N−b gradients and drop the b
+// slowest (FluentPS's drop model, wait_for = N−b); a worker whose gradient
+// was dropped hands the shard back to the queue. b = 0 turns them off:
+// the job's synchronisation model before they were turned on comes back.
+func (m *Manager) backupWorkers(j *jobState, a *kelpiepb.Action) {
+	m.mu.Lock()
+	d := int(a.Params["drop"])
+	if j.preBackup == nil {
+		s := j.spec.Sync
+		j.preBackup = &s
+	}
+	base := *j.preBackup
+	settings := &kelpiepb.SyncSettings{Model: "drop", DropWaitFor: int32(len(j.liveWorkers()) - d), Pull: base.Pull}
+	if d == 0 {
+		settings = &kelpiepb.SyncSettings{Model: base.Model, Staleness: int32(base.Staleness), Pull: base.Pull,
+			PsspC: base.PSSP.C, PsspAlpha: base.PSSP.Alpha, PsspDynamic: base.PSSP.Dynamic, DropWaitFor: int32(base.Drop.WaitFor)}
+		j.preBackup = nil
+	}
+	m.mu.Unlock()
+	m.applySync(j, a, settings)
+}
+
+// applySync sends new synchronisation settings to every live server.
+func (m *Manager) applySync(j *jobState, a *kelpiepb.Action, settings *kelpiepb.SyncSettings) {
 	released := int64(0)
 	for i, addr := range j.coord.ServerAddrs() {
 		if addr == "" {
@@ -544,22 +633,13 @@ func (m *Manager) acked(j *jobState, node string, ack *kelpiepb.ActionAck) {
 		}
 		m.mu.Unlock()
 		return
-	case a.Kind == string(policy.KindAdjustBS):
+	case resplitKind(a.Kind):
 		if !j.allAcked(a.Id, node, ack.AppliedIteration) {
 			m.mu.Unlock()
 			return
 		}
 		a.AppliedIteration = ack.AppliedIteration
-		local := make([]int, 0, len(a.BatchSizes))
-		for _, w := range j.spec.WorkerNames() {
-			local = append(local, int(a.BatchSizes[w]))
-			if n := j.nodes[w]; n != nil {
-				n.batch = int(a.BatchSizes[w])
-			}
-		}
-		if err := j.coord.AddSplit(a.AppliedIteration, local); err != nil {
-			m.log.Error("record batch split", "job", j.spec.Name, "err", err)
-		}
+		m.applySplit(j, a)
 		m.transition(j, a, ActApplied, node, fmt.Sprintf("at iteration %d", a.AppliedIteration))
 	default:
 		a.AppliedIteration = j.nodes[node].iteration
@@ -579,11 +659,24 @@ func (j *jobState) allAcked(id, node string, applied int64) bool {
 		j.acks[id] = map[string]int64{}
 	}
 	j.acks[id][node] = applied
-	if len(j.acks[id]) < len(j.spec.WorkerNames()) {
+	want, ok := j.want[id]
+	if !ok {
+		want = len(j.liveWorkers())
+	}
+	if len(j.acks[id]) < want {
 		return false
 	}
 	delete(j.acks, id)
+	delete(j.want, id)
 	return true
+}
+
+// ackWant sets how many workers must ack a global action.
+func (j *jobState) ackWant(id string, n int) {
+	if j.want == nil {
+		j.want = map[string]int{}
+	}
+	j.want[id] = n
 }
 
 // runPolicies asks the active policies for proposals and passes them
@@ -665,13 +758,10 @@ func (j *jobState) propose(snap monitor.Snapshot) []policy.Action {
 		return m == ModeAuto || m == ModeApprove
 	}
 	pj := policy.Job{Name: j.spec.Name, GlobalBatch: j.spec.Train.GlobalBatch, BatchSizes: map[string]int{}}
-	for _, n := range j.nodes {
-		if n.role == "worker" {
-			pj.Workers = append(pj.Workers, n.name)
-			pj.BatchSizes[n.name] = n.batch
-		}
+	pj.Workers = j.liveWorkers()
+	for _, w := range pj.Workers {
+		pj.BatchSizes[w] = j.nodes[w].batch
 	}
-	sort.Slice(pj.Workers, func(a, b int) bool { return nodeLess(pj.Workers[a], pj.Workers[b]) })
 	var out []policy.Action
 	if on(policy.NameAntDTND) {
 		out = append(out, policy.AntDTND{Lambda: j.policies[policy.NameAntDTND].Params["lambda"]}.Propose(snap, pj)...)

@@ -41,11 +41,13 @@ type jobState struct {
 	views    map[viewKey]cachedView
 	snap     monitor.Snapshot            // the Monitor as of the last tick: views and gates read it
 	acks     map[string]map[string]int64 // global action -> node -> applied iteration, until all acked
+	want     map[string]int              // global action -> how many acks it needs
 	// Table changes under way: their wire table (for replays) and the
 	// signal that every worker has switched.
 	tables    map[string]*kelpiepb.Assignment
 	tableDone map[string]chan struct{}
 	paused    float64 // seconds the job waited for blocks in transit, over all changes
+	preBackup *spec.Sync // the sync model before BACKUP_WORKERS turned drop on
 	rng       *rand.Rand
 	// relaunching: the checkpoint-and-restart baseline is stopping the
 	// job's agents on purpose.
@@ -61,6 +63,8 @@ type nodeState struct {
 	conn       *agentConn // nil while the agent is disconnected
 	iteration  int64
 	batch      int
+	reported   bool // a progress report has arrived (an added worker has joined)
+	removed    bool // taken out of the job (REMOVE_WORKER, or an added worker that never came up)
 	loss       float64
 	// buckets of BPT (workers) or comm time (servers) per heatmap column.
 	sum   []float64
@@ -107,7 +111,7 @@ func (j *jobState) over() bool {
 
 func (j *jobState) describe() string {
 	return fmt.Sprintf("%s on %s, %d servers, %d workers, %s", j.spec.Model.Kind, j.spec.Data.Kind,
-		j.spec.Cluster.Servers, j.spec.Cluster.Workers, syncName(j.spec))
+		j.servers(), len(j.liveWorkers()), syncName(j.spec))
 }
 
 func syncName(s *spec.Spec) string {
@@ -205,10 +209,10 @@ func (j *jobState) roll(c int) int {
 func (j *jobState) observe(node string, r *kelpiepb.ProgressReport, now time.Time) {
 	_ = j.coord.Observe(r)
 	n, ok := j.nodes[node]
-	if !ok {
+	if !ok || n.removed {
 		return
 	}
-	n.iteration, n.batch, n.loss, n.lastSeen = r.Iteration, int(r.BatchSize), r.Loss, now
+	n.iteration, n.batch, n.loss, n.lastSeen, n.reported = r.Iteration, int(r.BatchSize), r.Loss, now, true
 	if j.state == StateStarting {
 		j.state = StateRunning
 	}

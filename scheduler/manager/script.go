@@ -63,6 +63,12 @@ func scriptAction(_ *jobState, st spec.ScriptStep) (*kelpiepb.Action, error) {
 		return &kelpiepb.Action{Kind: string(policy.KindAddServer), Reason: reason}, nil
 	case spec.ActionRemoveServer:
 		return &kelpiepb.Action{Kind: string(policy.KindRemoveServer), Target: st.Node, Reason: reason}, nil
+	case spec.ActionAddWorker:
+		// The manager names the new worker (the next index), as the spec's
+		// validation did.
+		return &kelpiepb.Action{Kind: string(policy.KindAddWorker), Reason: reason}, nil
+	case spec.ActionRemoveWorker:
+		return &kelpiepb.Action{Kind: string(policy.KindRemoveWorker), Target: st.Node, Reason: reason}, nil
 	case spec.ActionReassign:
 		return &kelpiepb.Action{Kind: string(policy.KindReassign), Reason: reason}, nil
 	case spec.ActionRestart:

@@ -143,7 +143,7 @@ func (j *jobState) view(detail bool, columns int) *kelpiepb.JobView {
 	s := j.spec
 	v := &kelpiepb.JobView{Name: s.Name, State: j.state, Error: j.err, Submitted: ts(j.submitted), Ended: ts(j.ended),
 		Model: fmt.Sprintf("%s on %s", s.Model.Kind, s.Data.Kind), Sync: syncName(s),
-		Servers: int32(s.Cluster.Servers), Workers: int32(s.Cluster.Workers), GlobalBatch: int32(s.Train.GlobalBatch),
+		Servers: int32(j.servers()), Workers: int32(len(j.liveWorkers())), GlobalBatch: int32(s.Train.GlobalBatch),
 		Iterations: j.coord.Plan.Iterations()}
 	if st := j.coord.Start(); !st.IsZero() {
 		v.Started = ts(st)

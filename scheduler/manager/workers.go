@@ -1,0 +1,296 @@
+package manager
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/runtime/spec"
+	"github.com/kelpie/kelpie/scheduler/policy"
+)
+
+// Hot worker changes (EPS §3): ADD_WORKER launches a new worker that joins
+// the servers' barriers where the job is and starts taking shards; then
+// every worker switches, at one target iteration, to a batch split that
+// gives it a share of the global batch. REMOVE_WORKER gives the leaving
+// worker's share to the others at a target iteration; at that iteration the
+// leaving worker hands back the shard it has started, leaves the barriers
+// and exits. The global batch B stays fixed throughout (AntDT Eq. 2).
+
+// workerJoinTimeout bounds how long an added worker may take to come up
+// (process start, data loading, first report).
+const workerJoinTimeout = 2 * time.Minute
+
+// newNode makes the state of a node added while the job runs.
+func (j *jobState) newNode(name, role string) *nodeState {
+	cols := j.m.cfg.Columns
+	n := &nodeState{name: name, role: role, sum: make([]float64, cols), count: make([]int, cols), bytes: make([]float64, cols)}
+	n.status.State = kelpiepb.NodeState_NODE_STATE_STARTING
+	return n
+}
+
+// servers counts the job's servers: those registered and not removed,
+// or the spec's count before they have registered.
+func (j *jobState) servers() int {
+	if n := len(j.activeServers()); n > 0 {
+		return n
+	}
+	return j.spec.Cluster.Servers
+}
+
+// liveWorkers lists the workers still in the job, in index order.
+func (j *jobState) liveWorkers() []string {
+	var out []string
+	for _, n := range j.nodes {
+		if n.role == "worker" && !n.removed {
+			out = append(out, n.name)
+		}
+	}
+	sort.Slice(out, func(a, b int) bool { return nodeLess(out[a], out[b]) })
+	return out
+}
+
+// workerChanging says whether a worker change or a batch split is under
+// way (they all re-split the global batch, so one at a time).
+func (j *jobState) workerChanging(except *kelpiepb.Action) *kelpiepb.Action {
+	for _, a := range j.actions {
+		if a == except || (a.State != ActApproved && a.State != ActDispatched) {
+			continue
+		}
+		switch a.Kind {
+		case string(policy.KindAddWorker), string(policy.KindRemoveWorker), string(policy.KindAdjustBS):
+			return a
+		}
+	}
+	return nil
+}
+
+// validateWorkerChange checks an ADD_WORKER or REMOVE_WORKER.
+func (j *jobState) validateWorkerChange(a *kelpiepb.Action) error {
+	if j.spec.Cluster.Elasticity == spec.ElasticityCheckpointRestart {
+		return status.Errorf(codes.FailedPrecondition, "%s: job %s changes workers only hot (cluster.elasticity is %s)",
+			a.Kind, j.spec.Name, j.spec.Cluster.Elasticity)
+	}
+	if j.state != StateRunning {
+		return status.Errorf(codes.FailedPrecondition, "%s: job %s is %s, not running", a.Kind, j.spec.Name, j.state)
+	}
+	if other := j.workerChanging(a); other != nil {
+		return status.Errorf(codes.FailedPrecondition, "%s: %s %s is still under way", a.Kind, other.Kind, other.Id)
+	}
+	live := j.liveWorkers()
+	if a.Kind == string(policy.KindAddWorker) {
+		if len(live)+1 > j.spec.Train.GlobalBatch {
+			return status.Errorf(codes.FailedPrecondition, "ADD_WORKER: %d workers cannot share a global batch of %d",
+				len(live)+1, j.spec.Train.GlobalBatch)
+		}
+		if j.launcher == nil {
+			return status.Errorf(codes.FailedPrecondition, "ADD_WORKER: job %s was adopted after a scheduler restart; this scheduler cannot launch its nodes", j.spec.Name)
+		}
+		return nil
+	}
+	n, ok := j.nodes[a.Target]
+	if !ok || n.role != "worker" || n.removed {
+		return status.Errorf(codes.InvalidArgument, "REMOVE_WORKER: %q is not a worker of job %s", a.Target, j.spec.Name)
+	}
+	if len(live) < 2 {
+		return status.Errorf(codes.FailedPrecondition, "REMOVE_WORKER: %s is the job's last worker", a.Target)
+	}
+	return nil
+}
+
+// resplit shares the global batch among names: the workers in current keep
+// their proportions, a worker missing from it gets an even share first
+// (largest remainder; everyone at least 1).
+func resplit(total int, names []string, current map[string]int) map[string]int {
+	n := len(names)
+	out := make(map[string]int, n)
+	if n == 0 {
+		return out
+	}
+	weights := make([]float64, n)
+	var sum float64
+	var fresh int
+	for i, w := range names {
+		if b := current[w]; b > 0 {
+			weights[i] = float64(b)
+			sum += weights[i]
+		} else {
+			fresh++
+		}
+	}
+	// A new worker counts as an average one.
+	avg := float64(total) / float64(n)
+	if sum > 0 {
+		scale := (float64(total) - avg*float64(fresh)) / sum
+		for i := range weights {
+			if weights[i] > 0 {
+				weights[i] *= scale
+			}
+		}
+	}
+	for i := range weights {
+		if weights[i] == 0 {
+			weights[i] = avg
+		}
+	}
+	given := 0
+	rem := make([]float64, n)
+	for i, w := range names {
+		b := max(int(weights[i]), 1)
+		out[w] = b
+		given += b
+		rem[i] = weights[i] - float64(int(weights[i]))
+	}
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return rem[order[a]] > rem[order[b]] })
+	for k := 0; given < total; k = (k + 1) % n {
+		out[names[order[k]]]++
+		given++
+	}
+	for k := 0; given > total; k = (k + 1) % n {
+		if w := names[order[n-1-k]]; out[w] > 1 {
+			out[w]--
+			given--
+		}
+	}
+	return out
+}
+
+// currentBatches is every live worker's batch size now.
+func (j *jobState) currentBatches() map[string]int {
+	out := map[string]int{}
+	for _, w := range j.liveWorkers() {
+		out[w] = j.nodes[w].batch
+	}
+	return out
+}
+
+// splitCommands sends a re-split action (ADJUST_BS, ADD_WORKER,
+// REMOVE_WORKER) to every live worker, to apply at one target iteration
+// ahead of the fastest; each must ack it (AntDT Fig. 6).
+func (m *Manager) splitCommands(j *jobState, a *kelpiepb.Action) sendList {
+	var maxIter int64
+	var sends sendList
+	live := j.liveWorkers()
+	for _, w := range live {
+		maxIter = max(maxIter, j.nodes[w].iteration)
+	}
+	a.TargetIteration = maxIter + j.margin()
+	j.ackWant(a.Id, len(live))
+	for _, w := range live {
+		conn, cmd := j.nodes[w].conn, j.command(a, w)
+		if conn == nil {
+			continue // replayed when its agent connects
+		}
+		sends = append(sends, func() {
+			conn.send(&kelpiepb.SchedulerMessage{Body: &kelpiepb.SchedulerMessage_Command{Command: cmd}})
+		})
+	}
+	return sends
+}
+
+// removeWorker dispatches a REMOVE_WORKER: the others take its share.
+func (m *Manager) removeWorker(j *jobState, a *kelpiepb.Action, who string) sendList {
+	var rest []string
+	for _, w := range j.liveWorkers() {
+		if w != a.Target {
+			rest = append(rest, w)
+		}
+	}
+	a.BatchSizes = map[string]int32{}
+	for w, b := range resplit(j.spec.Train.GlobalBatch, rest, j.currentBatches()) {
+		a.BatchSizes[w] = int32(b)
+	}
+	sends := m.splitCommands(j, a)
+	m.transition(j, a, ActDispatched, who, fmt.Sprintf("%s leaves at iteration %d", a.Target, a.TargetIteration))
+	return sends
+}
+
+// addWorker runs an ADD_WORKER: it launches the worker, waits for its
+// first report (it has joined the barriers), then re-splits the batch.
+func (m *Manager) addWorker(j *jobState, a *kelpiepb.Action) {
+	fail := func(err error) {
+		m.mu.Lock()
+		m.transition(j, a, ActFailed, "scheduler", err.Error())
+		m.mu.Unlock()
+		m.persistAction(j, a)
+	}
+	name, _ := j.coord.AddWorker()
+	m.mu.Lock()
+	a.Target = name
+	n := j.newNode(name, "worker")
+	j.nodes[name] = n
+	j.views = nil
+	m.mu.Unlock()
+	if err := j.startAgent("worker", name); err != nil {
+		j.coord.DropWorker(name)
+		fail(err)
+		return
+	}
+	deadline := time.Now().Add(workerJoinTimeout)
+	for {
+		m.mu.Lock()
+		joined, over := n.reported && n.conn != nil, j.over()
+		m.mu.Unlock()
+		if joined {
+			break
+		}
+		if over {
+			fail(fmt.Errorf("job %s ended before %s joined", j.spec.Name, name))
+			return
+		}
+		if time.Now().After(deadline) {
+			m.mu.Lock()
+			n.removed = true
+			m.mu.Unlock()
+			j.coord.DropWorker(name)
+			fail(fmt.Errorf("%s did not join within %s", name, workerJoinTimeout))
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	m.mu.Lock()
+	a.BatchSizes = map[string]int32{}
+	cur := j.currentBatches()
+	cur[name] = 0
+	for w, b := range resplit(j.spec.Train.GlobalBatch, j.liveWorkers(), cur) {
+		a.BatchSizes[w] = int32(b)
+	}
+	sends := m.splitCommands(j, a)
+	m.eventLocked(j.spec.Name, "action", name, fmt.Sprintf("%s joined at iteration %d; batch %d from iteration %d",
+		name, n.iteration, a.BatchSizes[name], a.TargetIteration), "scheduler")
+	m.mu.Unlock()
+	m.persistAction(j, a)
+	sends.run()
+}
+
+// applySplit records a re-split that every worker has acked: the
+// coordinator's plan (for workers that restart or join later), the nodes'
+// batch sizes, and for REMOVE_WORKER the worker's removal.
+func (m *Manager) applySplit(j *jobState, a *kelpiepb.Action) {
+	workers := j.coord.Workers()
+	local := make([]int, len(workers))
+	for i, w := range workers {
+		local[i] = int(a.BatchSizes[w])
+		if n := j.nodes[w]; n != nil && !n.removed {
+			n.batch = local[i]
+		}
+	}
+	if err := j.coord.AddSplit(a.AppliedIteration, local); err != nil {
+		m.log.Error("record batch split", "job", j.spec.Name, "err", err)
+	}
+	if a.Kind == string(policy.KindRemoveWorker) {
+		if n := j.nodes[a.Target]; n != nil {
+			n.removed, n.batch = true, 0
+		}
+		j.mon.Forget(a.Target)
+		j.views = nil
+	}
+}

@@ -119,5 +119,3 @@ func workerCommand(a *kelpiepb.ActionCommand, me string) (worker.Command, error)
 		return worker.Command{}, fmt.Errorf("action %s: a worker process cannot apply %s", a.ActionId, a.Kind)
 	}
 }
-
-

@@ -63,8 +63,8 @@ type block struct {
 }
 
 type pendingPull struct {
-	req    *kelpiepb.PSRequest
-	reply  func(*kelpiepb.PSResponse)
+	req     *kelpiepb.PSRequest
+	reply   func(*kelpiepb.PSResponse)
 	stream  *int // the stream it came on (nil: a unary call)
 	since   time.Time
 	dropped bool // the push it came with was discarded

@@ -12,8 +12,8 @@ package coordinator
 import (
 	"context"
 	"fmt"
-	"sort"
 	"slices"
+	"sort"
 	"sync"
 	"time"
 

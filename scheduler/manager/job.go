@@ -46,7 +46,7 @@ type jobState struct {
 	// signal that every worker has switched.
 	tables    map[string]*kelpiepb.Assignment
 	tableDone map[string]chan struct{}
-	paused    float64 // seconds the job waited for blocks in transit, over all changes
+	paused    float64    // seconds the job waited for blocks in transit, over all changes
 	preBackup *spec.Sync // the sync model before BACKUP_WORKERS turned drop on
 	rng       *rand.Rand
 	// relaunching: the checkpoint-and-restart baseline is stopping the

@@ -146,3 +146,69 @@ func TestBSPEquivalenceAcrossBatchChange(t *testing.T) {
 		t.Errorf("max |w_split - w_1| = %g; want ≤ 1e-4", d)
 	}
 }
+
+// TestBSPEquivalenceWithAccumulation: a split with gradient-accumulation
+// counts (AntDT-DD: worker i computes Accum[i] micro-batches) gives the
+// same parameters as one worker with the global batch.
+func TestBSPEquivalenceWithAccumulation(t *testing.T) {
+	ds := mnistSubset(t, 1024)
+	c := clusterConfig{model: model.Config{Kind: "mlp", Hidden: []int{16}}, info: ds.Info(), servers: 2, workers: 2,
+		blockBytes: 8 << 10, strategy: blocks.RoundRobin, sync: syncmodel.Config{Model: "bsp", Pull: "lazy"},
+		optim: optim.Config{Kind: "momentum", LR: 0.05, Momentum: 0.9}, seed: 9}
+	cl := startCluster(t, c)
+	plan := job.Plan{N: ds.Len(), Epochs: 1, GlobalBatch: 64, Seed: 3, Local: []int{32, 32}, BatchesPerShard: 4}
+	ws := cl.train(t, c, ds, plan, func(cfg *Config) {
+		ch := make(chan Command, 1)
+		ch <- Command{ID: "dd", Local: []int{56, 8}, Accum: []int{7, 3}, At: 4}
+		cfg.Commands = ch
+	})
+	if ws[0].accum != 7 || ws[1].accum != 3 {
+		t.Fatalf("accumulation counts %d, %d; want 7, 3", ws[0].accum, ws[1].accum)
+	}
+	if _, _, err := ws[0].Evaluate(ds, -1); err != nil {
+		t.Fatal(err)
+	}
+	c.workers = 1
+	one := finalParams(t, c, ds, []int{64}, 1)
+	if d := maxDiff(t, ws[0].Params(), one); d > 1e-4 {
+		t.Errorf("max |w_accum - w_1| = %g; want ≤ 1e-4", d)
+	}
+}
+
+// TestBSPEquivalenceAcrossWorkerChanges: a worker that is not in the
+// servers' barrier joins it while the job runs and takes a share of the
+// global batch from iteration 6; another leaves at iteration 10, its
+// share going to the others. Under BSP the parameters stay those of one
+// worker with the global batch: nothing is lost or counted twice.
+func TestBSPEquivalenceAcrossWorkerChanges(t *testing.T) {
+	ds := mnistSubset(t, 1024)
+	c := clusterConfig{model: model.Config{Kind: "softmax"}, info: ds.Info(), servers: 2, workers: 3,
+		blockBytes: 8 << 10, strategy: blocks.RoundRobin, sync: syncmodel.Config{Model: "bsp", Pull: "lazy"},
+		optim: optim.Config{Kind: "momentum", LR: 0.05, Momentum: 0.9}, seed: 9, members: []int{0, 1}}
+	cl := startCluster(t, c)
+	plan := job.Plan{N: ds.Len(), Epochs: 1, GlobalBatch: 64, Seed: 3, Local: []int{32, 32}, BatchesPerShard: 4}
+	var sums [3]Summary
+	ws := cl.trainSummaries(t, c, ds, plan, func(cfg *Config) {
+		ch := make(chan Command, 2)
+		ch <- Command{ID: "add", Local: []int{32, 16, 16}, At: 6}
+		ch <- Command{ID: "remove", Local: []int{48, 0, 16}, At: 10, Leave: cfg.Index == 1}
+		cfg.Commands = ch
+	}, sums[:])
+	if !sums[1].Left || sums[0].Left || sums[2].Left {
+		t.Errorf("left = %v, %v, %v; want only worker 1", sums[0].Left, sums[1].Left, sums[2].Left)
+	}
+	if sums[1].Iterations != 10 {
+		t.Errorf("worker 1 ran %d iterations; want 10 (it leaves at 10)", sums[1].Iterations)
+	}
+	if got, want := sums[0].Samples+sums[1].Samples+sums[2].Samples, int64(ds.Len()); got != want {
+		t.Errorf("samples trained = %d; want %d (each once)", got, want)
+	}
+	if _, _, err := ws[0].Evaluate(ds, -1); err != nil {
+		t.Fatal(err)
+	}
+	c.workers, c.members = 1, nil
+	one := finalParams(t, c, ds, []int{64}, 1)
+	if d := maxDiff(t, ws[0].Params(), one); d > 1e-4 {
+		t.Errorf("max |w_changes - w_1| = %g; want ≤ 1e-4", d)
+	}
+}

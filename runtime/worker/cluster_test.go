@@ -41,6 +41,7 @@ type clusterConfig struct {
 	optim      optim.Config
 	stragglers []straggler.Injection
 	seed       int64
+	members    []int // the servers' barrier at the start (nil: every worker)
 }
 
 func (c clusterConfig) newModel(t *testing.T) model.Model {
@@ -74,6 +75,9 @@ func startCluster(t *testing.T, c clusterConfig) *cluster {
 	for i := range workers {
 		workers[i] = i
 	}
+	if c.members != nil {
+		workers = c.members
+	}
 	start := time.Now()
 	for r := range c.servers {
 		ps, err := server.New(server.Config{Name: "server", Sync: c.sync, Optim: c.optim, Workers: workers,
@@ -104,8 +108,14 @@ func startCluster(t *testing.T, c clusterConfig) *cluster {
 
 func serverName(server int) string { return "server-" + string(rune('0'+server)) }
 
-// train runs the workers to the end and returns their summaries.
+// train runs the workers to the end and returns them.
 func (cl *cluster) train(t *testing.T, c clusterConfig, ds data.Dataset, plan job.Plan, edit func(*Config)) []*Worker {
+	t.Helper()
+	return cl.trainSummaries(t, c, ds, plan, edit, make([]Summary, c.workers))
+}
+
+// trainSummaries is train that also writes each worker's summary.
+func (cl *cluster) trainSummaries(t *testing.T, c clusterConfig, ds data.Dataset, plan job.Plan, edit func(*Config), sums []Summary) []*Worker {
 	t.Helper()
 	ws := make([]*Worker, c.workers)
 	for i := range ws {
@@ -129,7 +139,7 @@ func (cl *cluster) train(t *testing.T, c clusterConfig, ds data.Dataset, plan jo
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, errs[i] = w.Run(ctx)
+			sums[i], errs[i] = w.Run(ctx)
 		}()
 	}
 	wg.Wait()

@@ -745,3 +745,12 @@ func (j *Job) DropWorker(name string) {
 	n.Left = true
 	j.checkAllDoneLocked()
 }
+
+// SetSpecYAML replaces the spec that registering nodes receive (a live
+// change of the job's settings, such as its synchronisation model, that a
+// node joining later must follow).
+func (j *Job) SetSpecYAML(b []byte) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.YAML = b
+}

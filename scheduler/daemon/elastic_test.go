@@ -28,6 +28,8 @@ const elasticScript = `script:
   - {at: 2500ms, action: reassign}
   - {at: 3s, action: restart, node: worker-1}
   - {at: 3500ms, action: adjust-batch, sizes: {worker-0: 48, worker-1: 16, worker-2: 32, worker-3: 32}}
+  - {at: 4s, action: add-worker}
+  - {at: 5s, action: remove-worker, node: worker-2}
 `
 
 func runJob(t *testing.T, d *Daemon, src string, during func(name string)) *manager.Result {
@@ -101,7 +103,8 @@ func TestElasticJob(t *testing.T) {
 		}
 		kinds[a.Kind]++
 	}
-	for k, n := range map[string]int{"ADD_SERVER": 1, "REMOVE_SERVER": 1, "REASSIGN": 1, "KILL_RESTART": 3, "ADJUST_BS": 1} {
+	for k, n := range map[string]int{"ADD_SERVER": 1, "REMOVE_SERVER": 1, "REASSIGN": 1, "KILL_RESTART": 3, "ADJUST_BS": 1,
+		"ADD_WORKER": 1, "REMOVE_WORKER": 1} {
 		if kinds[k] != n {
 			t.Errorf("%d %s actions applied; want %d (all: %v)", kinds[k], k, n, kinds)
 		}

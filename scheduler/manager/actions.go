@@ -249,13 +249,7 @@ func (j *jobState) validate(a *kelpiepb.Action) error {
 	case string(policy.KindAddWorker), string(policy.KindRemoveWorker):
 		return j.validateWorkerChange(a)
 	case string(policy.KindAdjustLR):
-		n, ok := j.nodes[a.Target]
-		if !ok || n.role != "worker" || n.removed {
-			return status.Errorf(codes.InvalidArgument, "ADJUST_LR: %q is not a worker of job %s", a.Target, j.spec.Name)
-		}
-		if f := a.Params["lr_scale"]; !(f > 0 && f <= 10) {
-			return status.Errorf(codes.InvalidArgument, "ADJUST_LR: params.lr_scale must be in (0, 10], got %g", f)
-		}
+		return j.validateLR(a)
 	case string(policy.KindBackupWorkers):
 		d, live := a.Params["drop"], len(j.liveWorkers())
 		if d < 0 || d != float64(int(d)) || int(d) >= live {
@@ -430,6 +424,9 @@ func (j *jobState) targets(a *kelpiepb.Action, node string) bool {
 		return ok && n.role == "worker" && !n.removed
 	case a.Kind == string(policy.KindBackupWorkers) || a.Kind == string(policy.KindSetSync):
 		return false // the servers apply them
+	case a.Kind == string(policy.KindAdjustLR):
+		_, ok := lrScales(a)[node]
+		return ok
 	}
 	return a.Target == node
 }
@@ -462,7 +459,7 @@ func (j *jobState) command(a *kelpiepb.Action, node string) *kelpiepb.ActionComm
 	cmd := &kelpiepb.ActionCommand{ActionId: a.Id, Kind: kind, Target: a.Target, BatchSizes: a.BatchSizes,
 		Accumulation: a.Accumulation, TargetIteration: a.TargetIteration, Assignment: j.tables[a.Id]}
 	if kind == string(policy.KindAdjustLR) {
-		cmd.LrScale = map[string]float64{a.Target: a.Params["lr_scale"]}
+		cmd.LrScale = lrScales(a)
 	}
 	return cmd
 }
@@ -495,6 +492,8 @@ func (m *Manager) dispatchLocked(j *jobState, a *kelpiepb.Action, who string) se
 		return nil
 	case string(policy.KindRemoveWorker):
 		return m.removeWorker(j, a, who)
+	case string(policy.KindAdjustLR):
+		return m.dispatchLR(j, a, who)
 	case string(policy.KindAdjustBS):
 		sends = m.splitCommands(j, a)
 		m.transition(j, a, ActDispatched, who, fmt.Sprintf("to %d workers, at iteration %d", len(j.liveWorkers()), a.TargetIteration))
@@ -514,6 +513,28 @@ func (m *Manager) dispatchLocked(j *jobState, a *kelpiepb.Action, who string) se
 		})
 	}
 	return sends
+}
+
+// settleOpen ends the actions a finished job leaves open: a proposal
+// expires, an action not yet applied fails, saying the job ended first.
+func (m *Manager) settleOpen(j *jobState) {
+	m.mu.Lock()
+	var changed []*kelpiepb.Action
+	for _, a := range j.actions {
+		switch a.State {
+		case ActProposed:
+			m.transition(j, a, ActExpired, "scheduler", "the job ended")
+		case ActApproved, ActDispatched:
+			m.transition(j, a, ActFailed, "scheduler", "the job ended before it applied")
+		default:
+			continue
+		}
+		changed = append(changed, a)
+	}
+	m.mu.Unlock()
+	for _, a := range changed {
+		m.persistAction(j, a)
+	}
 }
 
 // syncSettings reads a SET_SYNC action's settings: sync_model, and params
@@ -555,11 +576,16 @@ func (m *Manager) backupWorkers(j *jobState, a *kelpiepb.Action) {
 		j.preBackup = nil
 	}
 	m.mu.Unlock()
-	m.applySync(j, a, settings)
+	if m.applySync(j, a, settings) {
+		m.mu.Lock()
+		j.drop = d
+		m.mu.Unlock()
+	}
 }
 
-// applySync sends new synchronisation settings to every live server.
-func (m *Manager) applySync(j *jobState, a *kelpiepb.Action, settings *kelpiepb.SyncSettings) {
+// applySync sends new synchronisation settings to every live server and
+// reports whether they all took them.
+func (m *Manager) applySync(j *jobState, a *kelpiepb.Action, settings *kelpiepb.SyncSettings) bool {
 	released := int64(0)
 	for i, addr := range j.coord.ServerAddrs() {
 		if addr == "" {
@@ -581,17 +607,20 @@ func (m *Manager) applySync(j *jobState, a *kelpiepb.Action, settings *kelpiepb.
 			m.transition(j, a, ActFailed, "scheduler", fmt.Sprintf("server %s: %v", j.coord.ServerNames()[i], err))
 			m.mu.Unlock()
 			m.persistAction(j, a)
-			return
+			return false
 		}
 	}
 	m.mu.Lock()
 	j.spec.Sync = spec.Sync{Model: settings.Model, Staleness: int(settings.Staleness), Pull: settings.Pull,
 		PSSP: spec.PSSP{C: settings.PsspC, Alpha: settings.PsspAlpha, Dynamic: settings.PsspDynamic},
 		Drop: spec.Drop{WaitFor: int(settings.DropWaitFor)}}
+	// Servers that join later (ADD_SERVER, a relaunch) start with it.
+	j.coord.SetSpecYAML(j.spec.YAML())
 	j.views = nil
 	m.transition(j, a, ActApplied, "scheduler", fmt.Sprintf("now %s; %d delayed pulls answered", syncName(j.spec), released))
 	m.mu.Unlock()
 	m.persistAction(j, a)
+	return true
 }
 
 // serverRestart says whether an action relaunches a server.
@@ -640,6 +669,19 @@ func (m *Manager) acked(j *jobState, node string, ack *kelpiepb.ActionAck) {
 		}
 		a.AppliedIteration = ack.AppliedIteration
 		m.applySplit(j, a)
+		m.transition(j, a, ActApplied, node, fmt.Sprintf("at iteration %d", a.AppliedIteration))
+	case a.Kind == string(policy.KindAdjustLR):
+		if !j.allAcked(a.Id, node, ack.AppliedIteration) {
+			m.mu.Unlock()
+			return
+		}
+		a.AppliedIteration = ack.AppliedIteration
+		if j.lrScale == nil {
+			j.lrScale = map[string]float64{}
+		}
+		for w, f := range lrScales(a) {
+			j.lrScale[w] = f
+		}
 		m.transition(j, a, ActApplied, node, fmt.Sprintf("at iteration %d", a.AppliedIteration))
 	default:
 		a.AppliedIteration = j.nodes[node].iteration
@@ -757,15 +799,8 @@ func (j *jobState) propose(snap monitor.Snapshot) []policy.Action {
 		m := j.policies[name].Mode
 		return m == ModeAuto || m == ModeApprove
 	}
-	pj := policy.Job{Name: j.spec.Name, GlobalBatch: j.spec.Train.GlobalBatch, BatchSizes: map[string]int{}}
-	pj.Workers = j.liveWorkers()
-	for _, w := range pj.Workers {
-		pj.BatchSizes[w] = j.nodes[w].batch
-	}
-	var out []policy.Action
-	if on(policy.NameAntDTND) {
-		out = append(out, policy.AntDTND{Lambda: j.policies[policy.NameAntDTND].Params["lambda"]}.Propose(snap, pj)...)
-	}
+	pj := j.policyJob()
+	out := j.proposeAntDT(snap, pj, on)
 	if on(policy.NamePSLD) {
 		out = append(out, j.proposePSLD(snap, pj)...)
 	}
@@ -784,5 +819,6 @@ func fromProposal(p policy.Action) *kelpiepb.Action {
 	for _, r := range p.Assignment {
 		a.Assignment = append(a.Assignment, int32(r))
 	}
+	fromProposalParams(p, a)
 	return a
 }

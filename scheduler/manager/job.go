@@ -46,8 +46,11 @@ type jobState struct {
 	// signal that every worker has switched.
 	tables    map[string]*kelpiepb.Assignment
 	tableDone map[string]chan struct{}
-	paused    float64    // seconds the job waited for blocks in transit, over all changes
-	preBackup *spec.Sync // the sync model before BACKUP_WORKERS turned drop on
+	paused    float64            // seconds the job waited for blocks in transit, over all changes
+	preBackup *spec.Sync         // the sync model before BACKUP_WORKERS turned drop on
+	drop      int                // backup workers in effect: gradients dropped per iteration
+	accum     map[string]int     // gradient-accumulation counts in effect (AntDT-DD)
+	lrScale   map[string]float64 // learning-rate scales in effect (ADJUST_LR)
 	rng       *rand.Rand
 	// relaunching: the checkpoint-and-restart baseline is stopping the
 	// job's agents on purpose.

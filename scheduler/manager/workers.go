@@ -277,10 +277,13 @@ func (m *Manager) addWorker(j *jobState, a *kelpiepb.Action) {
 func (m *Manager) applySplit(j *jobState, a *kelpiepb.Action) {
 	workers := j.coord.Workers()
 	local := make([]int, len(workers))
+	j.accum = map[string]int{}
 	for i, w := range workers {
-		local[i] = int(a.BatchSizes[w])
+		c := max(int(a.Accumulation[w]), 1)
+		local[i] = int(a.BatchSizes[w]) * c
 		if n := j.nodes[w]; n != nil && !n.removed {
 			n.batch = local[i]
+			j.accum[w] = c
 		}
 	}
 	if err := j.coord.AddSplit(a.AppliedIteration, local); err != nil {

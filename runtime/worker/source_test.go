@@ -1,0 +1,82 @@
+package worker
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/runtime/model"
+)
+
+// queueSource is a ShardSource over shards of 4 samples, recording what
+// is reported and returned.
+func queueSource(shards int) (*ShardSource, *[]int64, *[]int64) {
+	var reported, returned []int64
+	next := int64(0)
+	s := &ShardSource{
+		Fetch: func() (*kelpiepb.ShardInfo, error) {
+			if next == int64(shards) {
+				return nil, nil
+			}
+			next++
+			b := int32(next * 10)
+			return &kelpiepb.ShardInfo{Id: next, Order: []int64{int64(b), int64(b + 1), int64(b + 2), int64(b + 3)}}, nil
+		},
+		Report: func(ids []int64) error { reported = append(reported, ids...); return nil },
+		Return: func(ids []int64) error { returned = append(returned, ids...); return nil },
+	}
+	return s, &reported, &returned
+}
+
+// TestShardSourceDropAndRelease: a shard with a dropped iteration goes
+// back to the queue instead of DONE; a leaving worker hands back the shard
+// it has started and the finished ones not yet pushed.
+func TestShardSourceDropAndRelease(t *testing.T) {
+	s, reported, returned := queueSource(5)
+	// Iterations of 3 samples: t0 takes shard 1 [0..3), t1 takes the rest
+	// of 1 and 2 samples of 2, t2 the rest of 2 and 1 of 3.
+	for it := int64(0); it < 3; it++ {
+		if _, more, err := s.Next(nil, it, 3); err != nil || !more {
+			t.Fatalf("Next(%d) = %v, %v", it, more, err)
+		}
+	}
+	s.Dropped(1) // shards 1 and 2 had samples in iteration 1
+	if err := s.Pushed(2); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(*returned, []int64{1, 2}) || len(*reported) != 0 {
+		t.Errorf("after a drop in iteration 1: returned %v, reported %v; want [1 2], []", *returned, *reported)
+	}
+	// Iteration 3 finishes shard 3 (pushed), 4 takes shard 4 partly.
+	s.Next(nil, 3, 3)
+	s.Next(nil, 4, 2)
+	if err := s.Pushed(3); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(*reported, []int64{3}) {
+		t.Errorf("reported %v; want [3]", *reported)
+	}
+	if err := s.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(*returned, []int64{1, 2, 4}) || s.Returned != 3 {
+		t.Errorf("after Release: returned %v (%d); want [1 2 4] (3)", *returned, s.Returned)
+	}
+	if err := s.Release(); err != nil || len(*returned) != 3 {
+		t.Errorf("a second Release returned %v, %v; want nothing more", *returned, err)
+	}
+}
+
+// TestAddParams: dense tensors add element-wise; sparse rows merge by key.
+func TestAddParams(t *testing.T) {
+	dst := &model.Params{Dense: [][]float32{{1, 2}}, Sparse: model.Sparse{Keys: []uint64{1, 5, 9}, Vals: []float32{1, 1, 5, 5, 9, 9}}}
+	src := &model.Params{Dense: [][]float32{{10, 20}}, Sparse: model.Sparse{Keys: []uint64{0, 5, 12}, Vals: []float32{0, 0, 1, 2, 3, 4}}}
+	addParams(dst, src, 2)
+	if !slices.Equal(dst.Dense[0], []float32{11, 22}) {
+		t.Errorf("dense = %v; want [11 22]", dst.Dense[0])
+	}
+	if !slices.Equal(dst.Sparse.Keys, []uint64{0, 1, 5, 9, 12}) ||
+		!slices.Equal(dst.Sparse.Vals, []float32{0, 0, 1, 1, 6, 7, 9, 9, 3, 4}) {
+		t.Errorf("sparse = %v %v; want keys [0 1 5 9 12], vals [0 0 1 1 6 7 9 9 3 4]", dst.Sparse.Keys, dst.Sparse.Vals)
+	}
+}

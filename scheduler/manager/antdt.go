@@ -1,0 +1,138 @@
+package manager
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/scheduler/monitor"
+	"github.com/kelpie/kelpie/scheduler/policy"
+)
+
+// AntDT's worker-side policies in the job manager: AntDT-ND (ADJUST_BS,
+// KILL_RESTART), AntDT-DD (ADJUST_BS with accumulation counts),
+// BACKUP_WORKERS and ADJUST_LR (AntDT Table II). Each reads the Monitor's
+// snapshot and what the job runs now (batch sizes, accumulation counts,
+// dropped gradients, learning-rate scales).
+
+// policyJob is what the policies know of the job beyond the snapshot.
+func (j *jobState) policyJob() policy.Job {
+	pj := policy.Job{Name: j.spec.Name, GlobalBatch: j.spec.Train.GlobalBatch, BatchSizes: map[string]int{},
+		Accumulation: map[string]int{}, LRScale: map[string]float64{}, Drop: j.drop}
+	pj.Workers = j.liveWorkers()
+	for _, w := range pj.Workers {
+		c := max(j.accum[w], 1)
+		// A worker reports the samples of an iteration: C_i micro-batches
+		// of B_i.
+		pj.BatchSizes[w] = j.nodes[w].batch / c
+		pj.Accumulation[w] = c
+		if f, ok := j.lrScale[w]; ok {
+			pj.LRScale[w] = f
+		}
+	}
+	return pj
+}
+
+// proposeAntDT runs the AntDT policies that are on.
+func (j *jobState) proposeAntDT(snap monitor.Snapshot, pj policy.Job, on func(string) bool) []policy.Action {
+	var out []policy.Action
+	lambda := j.policies[policy.NameAntDTND].Params["lambda"]
+	if on(policy.NameAntDTND) {
+		out = append(out, policy.AntDTND{Lambda: lambda}.Propose(snap, pj)...)
+	}
+	if on(policy.NameAntDTDD) {
+		p := j.policies[policy.NameAntDTDD].Params
+		out = append(out, policy.AntDTDD{MinAccum: int(p["min_accumulation"]), MaxAccum: int(p["max_accumulation"]),
+			MinBatch: int(p["min_batch"]), MaxBatch: int(p["max_batch"])}.Propose(snap, pj)...)
+	}
+	if on(policy.NameBackupWorkers) && j.aggregating() {
+		out = append(out, policy.BackupWorkers{Drop: int(j.policies[policy.NameBackupWorkers].Params["drop"]), Lambda: lambda}.Propose(snap, pj)...)
+	}
+	if on(policy.NameAdjustLR) {
+		out = append(out, policy.AdjustLR{Lambda: lambda, MinScale: j.policies[policy.NameAdjustLR].Params["min_scale"]}.Propose(snap, pj)...)
+	}
+	return out
+}
+
+// lrScales reads an ADJUST_LR's factors: params.lr_scale for its target,
+// or params lr_scale/<worker> for several workers at once.
+func lrScales(a *kelpiepb.Action) map[string]float64 {
+	out := map[string]float64{}
+	if a.Target != "" {
+		out[a.Target] = a.Params["lr_scale"]
+		return out
+	}
+	for k, v := range a.Params {
+		if w, ok := strings.CutPrefix(k, "lr_scale/"); ok {
+			out[w] = v
+		}
+	}
+	return out
+}
+
+// validateLR checks an ADJUST_LR.
+func (j *jobState) validateLR(a *kelpiepb.Action) error {
+	scales := lrScales(a)
+	if len(scales) == 0 {
+		return status.Errorf(codes.InvalidArgument, "ADJUST_LR: no target and no params lr_scale/<worker>")
+	}
+	for w, f := range scales {
+		n, ok := j.nodes[w]
+		if !ok || n.role != "worker" || n.removed {
+			return status.Errorf(codes.InvalidArgument, "ADJUST_LR: %q is not a worker of job %s", w, j.spec.Name)
+		}
+		if !(f > 0 && f <= 10) {
+			return status.Errorf(codes.InvalidArgument, "ADJUST_LR: %s's learning-rate scale must be in (0, 10], got %g", w, f)
+		}
+	}
+	return nil
+}
+
+// dispatchLR sends an ADJUST_LR to the workers it names; it applies once
+// each has acked.
+func (m *Manager) dispatchLR(j *jobState, a *kelpiepb.Action, who string) sendList {
+	scales := lrScales(a)
+	names := make([]string, 0, len(scales))
+	for w := range scales {
+		names = append(names, w)
+	}
+	sort.Slice(names, func(x, y int) bool { return nodeLess(names[x], names[y]) })
+	j.ackWant(a.Id, len(names))
+	var sends sendList
+	for _, w := range names {
+		conn, cmd := j.nodes[w].conn, j.command(a, w)
+		cmd.LrScale = scales
+		if conn == nil {
+			continue
+		}
+		sends = append(sends, func() {
+			conn.send(&kelpiepb.SchedulerMessage{Body: &kelpiepb.SchedulerMessage_Command{Command: cmd}})
+		})
+	}
+	m.transition(j, a, ActDispatched, who, fmt.Sprintf("to %s", strings.Join(names, ", ")))
+	return sends
+}
+
+// fromProposalParams carries a proposal's numbers that travel in an
+// action's params.
+func fromProposalParams(p policy.Action, a *kelpiepb.Action) {
+	switch p.Kind {
+	case policy.KindBackupWorkers:
+		a.Params = map[string]float64{"drop": float64(p.Drop)}
+	case policy.KindAdjustLR:
+		a.Params = map[string]float64{}
+		for w, f := range p.LRScale {
+			a.Params["lr_scale/"+w] = f
+		}
+	}
+	if len(p.Accumulation) > 0 {
+		a.Accumulation = map[string]int32{}
+		for w, c := range p.Accumulation {
+			a.Accumulation[w] = int32(c)
+		}
+	}
+}

@@ -24,6 +24,12 @@ type Dropper interface {
 	Dropped(t int64)
 }
 
+// Reopener is a Source that may have data again after it said it had none
+// (it handed a shard back to the queue after finding the queue empty).
+type Reopener interface {
+	More() bool
+}
+
 // Releaser is a Source that can hand back the data it has started but not
 // finished, when the worker leaves the job.
 type Releaser interface {
@@ -96,13 +102,21 @@ func (s *ShardSource) Next(dst []int, t int64, n int) ([]int, bool, error) {
 }
 
 // Dropped implements Dropper: the shards iteration t took samples from
-// go back to the queue once finished.
+// go back to the queue once finished. A worker that rejoined the servers
+// ahead (its gradient was dropped before) numbers its iterations anew, so
+// the batch pushed as t may have been drawn as an earlier iteration: every
+// draw not yet pushed, up to t, counts.
 func (s *ShardSource) Dropped(t int64) {
-	for _, id := range s.touched[t] {
-		if s.tainted == nil {
-			s.tainted = map[int64]bool{}
+	for it, ids := range s.touched {
+		if it > t {
+			continue
 		}
-		s.tainted[id] = true
+		for _, id := range ids {
+			if s.tainted == nil {
+				s.tainted = map[int64]bool{}
+			}
+			s.tainted[id] = true
+		}
 	}
 }
 
@@ -132,12 +146,17 @@ func (s *ShardSource) Pushed(t int64) error {
 			return err
 		}
 		s.Returned += len(back)
+		// The queue has work again, maybe only the shards just handed back.
+		s.exhausted = false
 	}
 	if len(done) == 0 {
 		return nil
 	}
 	return s.Report(done)
 }
+
+// More implements Reopener.
+func (s *ShardSource) More() bool { return !s.exhausted || s.cur != nil }
 
 // Release implements Releaser: the shard the worker has started goes back
 // to the queue (its samples trained so far are trained again: at least

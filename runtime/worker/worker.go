@@ -488,6 +488,18 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 			if err := w.cfg.Source.Pushed(t); err != nil {
 				return sum, fmt.Errorf("worker %d: report shards: %v", w.cfg.Index, err)
 			}
+			if ro, ok := w.cfg.Source.(Reopener); ok && !more && ro.More() && w.leaveAt < 0 {
+				// A shard went back to the queue after it looked empty
+				// (a dropped gradient): train it before leaving.
+				if more, err = w.fill(w.nextBatch, next); err != nil {
+					return sum, err
+				}
+				if keys := w.keys(w.nextBatch); more && keys != nil {
+					if _, _, err := w.exchange(kelpiepb.Op_OP_PULL, t, keys); err != nil {
+						return sum, fmt.Errorf("worker %d: iteration %d: %v", w.cfg.Index, next, err)
+					}
+				}
+			}
 		}
 		if err := w.applyTables(next); err != nil {
 			return sum, fmt.Errorf("worker %d: new block table: %v", w.cfg.Index, err)

@@ -44,7 +44,7 @@ func (j *jobState) proposeAntDT(snap monitor.Snapshot, pj policy.Job, on func(st
 	if on(policy.NameAntDTND) {
 		out = append(out, policy.AntDTND{Lambda: lambda}.Propose(snap, pj)...)
 	}
-	if on(policy.NameAntDTDD) {
+	if on(policy.NameAntDTDD) && !j.ddDone() {
 		p := j.policies[policy.NameAntDTDD].Params
 		out = append(out, policy.AntDTDD{MinAccum: int(p["min_accumulation"]), MaxAccum: int(p["max_accumulation"]),
 			MinBatch: int(p["min_batch"]), MaxBatch: int(p["max_batch"])}.Propose(snap, pj)...)
@@ -56,6 +56,18 @@ func (j *jobState) proposeAntDT(snap monitor.Snapshot, pj policy.Job, on func(st
 		out = append(out, policy.AdjustLR{Lambda: lambda, MinScale: j.policies[policy.NameAdjustLR].Params["min_scale"]}.Propose(snap, pj)...)
 	}
 	return out
+}
+
+// ddDone says whether AntDT-DD has applied its split: it is for
+// deterministic stragglers (heterogeneous devices) and acts once (AntDT
+// §VI-B); what changes later is AntDT-ND's to handle.
+func (j *jobState) ddDone() bool {
+	for _, a := range j.actions {
+		if a.Policy == policy.NameAntDTDD && a.State == ActApplied {
+			return true
+		}
+	}
+	return false
 }
 
 // lrScales reads an ADJUST_LR's factors: params.lr_scale for its target,

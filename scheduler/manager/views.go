@@ -206,9 +206,12 @@ func (j *jobState) view(detail bool, columns int) *kelpiepb.JobView {
 		nv := &kelpiepb.NodeView{Name: n.name, Role: n.role, Host: n.host, State: stateName(n.status.State),
 			Pid: n.status.Pid, Restarts: n.status.Restarts, BatchSize: int32(n.batch), Iteration: n.iteration,
 			Sparkline: append([]float64(nil), n.spark...), LastReport: ts(n.lastSeen), Class: "unknown"}
+		if n.removed {
+			nv.State = "removed"
+		}
 		if n.role == "worker" {
-			nv.Accumulation = 1
-			if w, ok := snap.Worker(n.name); ok {
+			nv.Accumulation = int32(max(j.accum[n.name], 1))
+			if w, ok := snap.Worker(n.name); ok && !n.removed {
 				nv.BptShortS, nv.BptLongS, nv.Throughput = w.BPTTrans.Seconds(), w.BPTPer.Seconds(), w.Throughput
 				nv.Class, nv.Ratio = w.Class.String(), finite(w.RatioTrans)
 			}

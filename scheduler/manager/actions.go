@@ -359,6 +359,9 @@ func actionRecord(a *kelpiepb.Action) store.ActionRecord {
 	for w, b := range a.BatchSizes {
 		params["bs/"+w] = strconv.Itoa(int(b))
 	}
+	for w, c := range a.Accumulation {
+		params["ac/"+w] = strconv.Itoa(int(c))
+	}
 	for k, v := range a.Params {
 		params["p/"+k] = strconv.FormatFloat(v, 'g', -1, 64)
 	}
@@ -385,6 +388,12 @@ func actionFrom(job string, r store.ActionRecord) *kelpiepb.Action {
 				a.BatchSizes = map[string]int32{}
 			}
 			a.BatchSizes[k[3:]] = int32(n)
+		case strings.HasPrefix(k, "ac/"):
+			n, _ := strconv.Atoi(v)
+			if a.Accumulation == nil {
+				a.Accumulation = map[string]int32{}
+			}
+			a.Accumulation[k[3:]] = int32(n)
 		case strings.HasPrefix(k, "p/"):
 			f, _ := strconv.ParseFloat(v, 64)
 			if a.Params == nil {

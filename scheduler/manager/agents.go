@@ -172,8 +172,12 @@ func (m *Manager) fromAgent(j *jobState, n *nodeState, msg *kelpiepb.AgentMessag
 				msg += fmt.Sprintf(", pid %d", st.Pid)
 			}
 			m.event(j.spec.Name, "node", n.name, msg, "")
+			state := stateName(st.State)
+			if n.removed {
+				state = nodeRemoved
+			}
 			_ = m.cfg.Store.PutNode(j.spec.Name, store.NodeRecord{Name: n.name, Role: n.role, Host: n.host,
-				Pid: int(st.Pid), State: stateName(st.State), Restarts: int(st.Restarts), BatchSize: n.batch})
+				Pid: int(st.Pid), State: state, Restarts: int(st.Restarts), BatchSize: n.batch})
 		}
 	case *kelpiepb.AgentMessage_Ack:
 		m.acked(j, n.name, b.Ack)

@@ -64,7 +64,7 @@ func (m *Manager) restoreJob(s *spec.Spec, r store.JobRecord) (*jobState, error)
 			role = kelpiepb.Role_ROLE_SERVER
 		}
 		nodes = append(nodes, coordinator.NodeStats{Name: n.Name, Role: role, Addr: n.Addr, Pid: int32(n.Pid),
-			BatchSize: n.BatchSize, Restarts: n.Restarts})
+			BatchSize: n.BatchSize, Restarts: n.Restarts, Left: n.State == nodeRemoved})
 		if !n.Registered.IsZero() && n.Registered.After(start) {
 			start = n.Registered
 		}
@@ -106,11 +106,16 @@ func (m *Manager) restoreJob(s *spec.Spec, r store.JobRecord) (*jobState, error)
 		close(j.endedCh)
 	}
 	for _, n := range recs {
-		if ns := j.nodes[n.Name]; ns != nil {
-			ns.host, ns.batch = n.Host, n.BatchSize
-			ns.status.Restarts = int32(n.Restarts)
-			ns.status.Pid = int32(n.Pid)
+		ns := j.nodes[n.Name]
+		if ns == nil {
+			// Added while the job ran (ADD_SERVER, ADD_WORKER).
+			ns = j.newNode(n.Name, n.Role)
+			j.nodes[n.Name] = ns
 		}
+		ns.host, ns.batch = n.Host, n.BatchSize
+		ns.status.Restarts = int32(n.Restarts)
+		ns.status.Pid = int32(n.Pid)
+		ns.removed = n.State == nodeRemoved
 	}
 	if b, ok, _ := m.cfg.Store.GetPolicies(r.Name); ok {
 		var ps map[string]*policySetting
@@ -134,15 +139,8 @@ func (m *Manager) restoreJob(s *spec.Spec, r store.JobRecord) (*jobState, error)
 		}
 		j.actions = append(j.actions, a)
 		j.byID[a.Id] = a
-		if a.Kind == "ADJUST_BS" && a.State == ActApplied {
-			local := make([]int, 0, len(a.BatchSizes))
-			for _, w := range s.WorkerNames() {
-				local = append(local, int(a.BatchSizes[w]))
-				if n := j.nodes[w]; n != nil {
-					n.batch = int(a.BatchSizes[w])
-				}
-			}
-			_ = cj.AddSplit(a.AppliedIteration, local)
+		if resplitKind(a.Kind) && a.State == ActApplied {
+			m.applySplit(j, a)
 		}
 	}
 	if live {

@@ -11,6 +11,7 @@ import (
 	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/runtime/spec"
 	"github.com/kelpie/kelpie/scheduler/policy"
+	"github.com/kelpie/kelpie/scheduler/store"
 )
 
 // Hot worker changes (EPS §3): ADD_WORKER launches a new worker that joins
@@ -292,8 +293,14 @@ func (m *Manager) applySplit(j *jobState, a *kelpiepb.Action) {
 	if a.Kind == string(policy.KindRemoveWorker) {
 		if n := j.nodes[a.Target]; n != nil {
 			n.removed, n.batch = true, 0
+			_ = j.m.cfg.Store.PutNode(j.spec.Name, store.NodeRecord{Name: n.name, Role: n.role, Host: n.host,
+				Pid: int(n.status.Pid), State: nodeRemoved, Restarts: int(n.status.Restarts)})
 		}
 		j.mon.Forget(a.Target)
 		j.views = nil
 	}
 }
+
+// nodeRemoved is the stored state of a worker taken out of its job.
+const nodeRemoved = "removed"
+

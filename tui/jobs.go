@@ -126,13 +126,13 @@ func (c *shared) stateStyle(state string) *lipgloss.Style {
 	switch state {
 	case "running":
 		return &c.st.ok
-	case "pending", "starting", "restarting", "proposed":
+	case "pending", "queued", "starting", "restarting", "proposed":
 		return &c.st.warn
 	case "failed", "lost", "rejected", "expired":
 		return &c.st.straggler
 	case "completed", "done", "applied":
 		return &c.st.accent
-	case "killed", "stopped":
+	case "killed", "stopped", "removed":
 		return &c.st.muted
 	}
 	return nil

@@ -105,7 +105,8 @@ func SyncConfig(s *spec.Spec) syncmodel.Config {
 
 // OptimConfig is the servers' optimizer.
 func OptimConfig(s *spec.Spec) optim.Config {
-	return optim.Config{Kind: s.Train.Optimizer, LR: float32(s.Train.LR), Momentum: float32(s.Train.Momentum)}
+	return optim.Config{Kind: s.Train.Optimizer, LR: float32(s.Train.LR), Momentum: float32(s.Train.Momentum),
+		Decay: s.Train.LRDecay, Final: float32(s.Train.LRFinal), Steps: NewPlan(s, TrainSamples(s)).Iterations()}
 }
 
 // Injections converts the spec's stragglers.

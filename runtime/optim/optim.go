@@ -24,6 +24,38 @@ type Config struct {
 	Momentum     float32 // momentum: v = Momentum*v + grad; param -= LR*v
 	Beta1, Beta2 float32 // adam moment decay rates
 	Eps          float32 // adam denominator term
+	// Decay lowers LR over the job: "" or "none" keeps it, "cosine" and
+	// "linear" take it from LR at iteration 0 to Final·LR at iteration
+	// Steps (and keep it there).
+	Decay string
+	Final float32
+	Steps int64
+}
+
+// Learning-rate decays.
+const (
+	DecayNone   = "none"
+	DecayCosine = "cosine"
+	DecayLinear = "linear"
+)
+
+// At returns c with the learning rate of iteration t under its decay.
+func (c Config) At(t int64) Config {
+	if c.Decay == "" || c.Decay == DecayNone || c.Steps <= 0 {
+		return c
+	}
+	x := math.Min(math.Max(float64(t)/float64(c.Steps), 0), 1)
+	f := float64(c.Final)
+	switch c.Decay {
+	case DecayCosine:
+		f += (1 - f) * 0.5 * (1 + math.Cos(math.Pi*x))
+	case DecayLinear:
+		f += (1 - f) * (1 - x)
+	default:
+		return c
+	}
+	c.LR = float32(float64(c.LR) * f)
+	return c
 }
 
 // WithDefaults returns c with zero fields replaced by their defaults.
@@ -54,6 +86,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("optim: unknown kind %q (want sgd, momentum or adam)", c.Kind)
 	case c.LR < 0 || math.IsNaN(float64(c.LR)) || math.IsInf(float64(c.LR), 0):
 		return fmt.Errorf("optim: learning rate %v must be finite and not negative", c.LR)
+	case c.Decay != "" && c.Decay != DecayNone && c.Decay != DecayCosine && c.Decay != DecayLinear:
+		return fmt.Errorf("optim: unknown decay %q (want none, cosine or linear)", c.Decay)
+	case c.Final < 0 || c.Final > 1:
+		return fmt.Errorf("optim: final learning-rate fraction %v not in [0,1]", c.Final)
 	case c.Momentum < 0 || c.Momentum >= 1:
 		return fmt.Errorf("optim: momentum %v not in [0,1)", c.Momentum)
 	case c.Beta1 < 0 || c.Beta1 >= 1 || c.Beta2 < 0 || c.Beta2 >= 1:

@@ -159,3 +159,34 @@ func BenchmarkApplyAdam(b *testing.B) {
 		Apply(cfg, s, p, g)
 	}
 }
+
+// TestDecay: cosine and linear decays go from LR at iteration 0 to
+// Final·LR at Steps and stay there; none keeps LR.
+func TestDecay(t *testing.T) {
+	for _, tt := range []struct {
+		decay string
+		final float32
+		t     int64
+		want  float32
+	}{
+		{DecayNone, 0, 50, 1},
+		{"", 0, 50, 1},
+		{DecayCosine, 0, 0, 1},
+		{DecayCosine, 0, 50, 0.5},
+		{DecayCosine, 0, 100, 0},
+		{DecayCosine, 0.1, 100, 0.1},
+		{DecayCosine, 0.1, 50, 0.55},
+		{DecayCosine, 0, 200, 0},
+		{DecayLinear, 0, 25, 0.75},
+		{DecayLinear, 0.2, 50, 0.6},
+		{DecayLinear, 0.2, -5, 1},
+	} {
+		c := Config{Kind: SGD, LR: 1, Decay: tt.decay, Final: tt.final, Steps: 100}
+		if got := c.At(tt.t).LR; math.Abs(float64(got-tt.want)) > 1e-6 {
+			t.Errorf("%s final %g: LR at %d = %g; want %g", tt.decay, tt.final, tt.t, got, tt.want)
+		}
+	}
+	if err := (Config{Kind: SGD, LR: 1, Decay: "step"}).Validate(); err == nil {
+		t.Error("Validate accepted decay step")
+	}
+}

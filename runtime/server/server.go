@@ -529,7 +529,7 @@ func (s *Server) push(req *kelpiepb.PSRequest, send *[]func()) (bool, error) {
 				axpy(b.acc, g[off:off+n])
 				b.dirty = true
 			} else {
-				optim.Apply(s.cfg.Optim, b.opt, b.vals, g[off:off+n])
+				optim.Apply(s.cfg.Optim.At(req.Progress), b.opt, b.vals, g[off:off+n])
 			}
 			off += n
 		}
@@ -546,7 +546,7 @@ func (s *Server) push(req *kelpiepb.PSRequest, send *[]func()) (bool, error) {
 						r.b.touched = append(r.b.touched, r.row)
 					}
 				} else {
-					optim.ApplyRows(s.cfg.Optim, r.b.opt, r.b.vals, dim, []int{r.row}, gr)
+					optim.ApplyRows(s.cfg.Optim.At(req.Progress), r.b.opt, r.b.vals, dim, []int{r.row}, gr)
 				}
 			}
 		}
@@ -597,15 +597,17 @@ func (s *Server) commit() {
 		if b.from > version {
 			continue
 		}
-		s.step(b)
+		s.step(b, version)
 	}
 }
 
-// step applies a block's summed gradients and clears the sums.
-func (s *Server) step(b *block) {
+// step applies a block's summed gradients of a version and clears the
+// sums.
+func (s *Server) step(b *block, version int64) {
 	b.dirty = false
+	opt := s.cfg.Optim.At(version)
 	if !b.meta.Sparse {
-		optim.Apply(s.cfg.Optim, b.opt, b.vals, b.acc)
+		optim.Apply(opt, b.opt, b.vals, b.acc)
 		clear(b.acc)
 		return
 	}
@@ -619,7 +621,7 @@ func (s *Server) step(b *block) {
 		clear(b.acc[r*dim : (r+1)*dim])
 		b.mark[r] = false
 	}
-	optim.ApplyRows(s.cfg.Optim, b.opt, b.vals, dim, b.touched, grad)
+	optim.ApplyRows(opt, b.opt, b.vals, dim, b.touched, grad)
 	b.touched = b.touched[:0]
 }
 

@@ -55,7 +55,7 @@ func (s *Server) SetSync(_ context.Context, req *kelpiepb.SyncSettings) (*kelpie
 func (s *Server) commitPartial() {
 	for _, b := range s.blocks {
 		if b.acc != nil && b.dirty {
-			s.step(b)
+			s.step(b, s.engine.VTrain())
 		}
 		b.acc, b.mark, b.touched = nil, nil, nil
 	}

@@ -594,7 +594,7 @@ var (
 	topKeys        = []string{"name", "model", "data", "train", "cluster", "sync", "policies", "stragglers", "script"}
 	modelKeys      = []string{"kind", "hidden"}
 	dataKeys       = []string{"kind", "epochs", "batches_per_shard", "seed", "samples", "test_samples", "features", "fields"}
-	trainKeys      = []string{"global_batch", "lr", "optimizer", "momentum"}
+	trainKeys      = []string{"global_batch", "lr", "optimizer", "momentum", "lr_decay", "lr_final"}
 	clusterKeys    = []string{"servers", "workers", "block_bytes", "assignment", "exchange", "elasticity", "snapshot_interval", "topology", "batch_sizes", "min_workers", "max_workers", "min_servers", "max_servers"}
 	labelKeys      = []string{"rack", "pod"}
 	syncKeys       = []string{"model", "staleness", "pull", "pssp", "drop"}
@@ -605,7 +605,7 @@ var (
 	antdtDDKeys    = []string{"mode", "min_accumulation", "max_accumulation"}
 	backupKeys     = []string{"mode", "drop"}
 	adjustLRKeys   = []string{"mode"}
-	psldKeys       = []string{"mode", "epsilon", "theta1_over_theta0", "scale_threshold", "variance_threshold"}
+	psldKeys       = []string{"mode", "epsilon", "theta1_over_theta0", "scale_threshold", "variance_threshold", "strawman"}
 	stragglerKeys  = []string{"node", "kind", "sleep", "intensity", "probability", "start", "end", "period", "on", "rate", "follows_restart"}
 	scriptBaseKeys = []string{"at", "action", "node", "sizes", "assignment"}
 	scriptKeys     = append(append([]string{}, scriptBaseKeys...), syncKeys...)
@@ -645,6 +645,8 @@ func (d *decoder) decode(body ast.Node, s *Spec) {
 	d.float(train, "lr", &s.Train.LR)
 	d.str(train, "optimizer", &s.Train.Optimizer)
 	d.float(train, "momentum", &s.Train.Momentum)
+	d.str(train, "lr_decay", &s.Train.LRDecay)
+	d.float(train, "lr_final", &s.Train.LRFinal)
 
 	cl := d.sub(top, "cluster", clusterKeys)
 	c := &s.Cluster
@@ -696,6 +698,7 @@ func (d *decoder) decode(body ast.Node, s *Spec) {
 	d.float(ps, "theta1_over_theta0", &p.PSLD.Theta1OverTheta0)
 	d.float(ps, "scale_threshold", &p.PSLD.ScaleThreshold)
 	d.float(ps, "variance_threshold", &p.PSLD.VarianceThreshold)
+	d.bool(ps, "strawman", &p.PSLD.Strawman)
 
 	for _, e := range d.list(top, "stragglers") {
 		m := d.mapping(e, e.path, stragglerKeys)

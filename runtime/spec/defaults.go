@@ -95,6 +95,7 @@ func (d *decoder) applyDefaults(s *Spec) {
 	if s.Train.Optimizer == OptimizerMomentum {
 		set("train.momentum", &s.Train.Momentum, defaultMomentum)
 	}
+	set("train.lr_decay", &s.Train.LRDecay, LRDecayNone)
 
 	c := &s.Cluster
 	set("cluster.servers", &c.Servers, defaultServers)

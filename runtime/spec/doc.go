@@ -42,6 +42,9 @@
 //	  lr: 0.1                    > 0
 //	  optimizer: sgd             sgd | momentum | adam
 //	  momentum: 0.9              optimizer momentum only; in [0, 1)
+//	  lr_decay: none             none | cosine | linear: lr falls over the job's
+//	                             iterations to lr_final x lr at the last one
+//	  lr_final: 0                in [0, 1]; with lr_decay cosine or linear
 //	cluster:
 //	  servers: 1                 >= 1; named server-0, server-1, ...
 //	  workers: 1                 >= 1; named worker-0, worker-1, ...
@@ -97,6 +100,8 @@
 //	    theta1_over_theta0: 1    >= 0
 //	    scale_threshold: 0.5     in [0, 1]; scale out when |superior| < it x |PS|
 //	    variance_threshold: 1    >= 0; straggling when (best-worst)/worst exceeds it
+//	    strawman: false          assign blocks in proportion to server speed (the
+//	                             baseline of PSLD §6) instead of PSLD's Alg. 1-3
 //	stragglers:                  a list; each entry:
 //	  - node:                    required; a node the cluster starts with or a
 //	                             scripted add creates

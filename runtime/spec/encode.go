@@ -56,6 +56,10 @@ func (s *Spec) YAML() []byte {
 	if s.Train.Optimizer == OptimizerMomentum || s.Train.Momentum != 0 {
 		w(1, "momentum: %s", fmtFloat(s.Train.Momentum))
 	}
+	if s.Train.LRDecay != "" && s.Train.LRDecay != LRDecayNone {
+		w(1, "lr_decay: %s", yamlString(s.Train.LRDecay))
+		w(1, "lr_final: %s", fmtFloat(s.Train.LRFinal))
+	}
 
 	c := s.Cluster
 	w(0, "cluster:")
@@ -105,9 +109,13 @@ func (s *Spec) YAML() []byte {
 		yamlString(p.AntDTDD.Mode), p.AntDTDD.MinAccumulation, p.AntDTDD.MaxAccumulation)
 	w(1, "backup-workers: {mode: %s, drop: %d}", yamlString(p.BackupWorkers.Mode), p.BackupWorkers.Drop)
 	w(1, "adjust-lr: {mode: %s}", yamlString(p.AdjustLR.Mode))
-	w(1, "psld: {mode: %s, epsilon: %s, theta1_over_theta0: %s, scale_threshold: %s, variance_threshold: %s}",
+	strawman := ""
+	if p.PSLD.Strawman {
+		strawman = ", strawman: true"
+	}
+	w(1, "psld: {mode: %s, epsilon: %s, theta1_over_theta0: %s, scale_threshold: %s, variance_threshold: %s%s}",
 		yamlString(p.PSLD.Mode), fmtFloat(p.PSLD.Epsilon), fmtFloat(p.PSLD.Theta1OverTheta0),
-		fmtFloat(p.PSLD.ScaleThreshold), fmtFloat(p.PSLD.VarianceThreshold))
+		fmtFloat(p.PSLD.ScaleThreshold), fmtFloat(p.PSLD.VarianceThreshold), strawman)
 
 	if len(s.Stragglers) > 0 {
 		w(0, "stragglers:")

@@ -46,6 +46,10 @@ type Train struct {
 	LR          float64
 	Optimizer   string  // sgd | momentum | adam
 	Momentum    float64 // momentum only
+	// LRDecay lowers lr over the job's iterations: none | cosine | linear,
+	// to LRFinal·lr at the last one.
+	LRDecay string
+	LRFinal float64
 }
 
 // Cluster is the shape of the job's cluster.
@@ -140,6 +144,9 @@ type PSLD struct {
 	Theta1OverTheta0  float64
 	ScaleThreshold    float64 // scale out when |superior| < ScaleThreshold·|PS|
 	VarianceThreshold float64 // straggler when (best-worst)/worst exceeds it
+	// Strawman replaces Alg. 1–3 by the baseline PSLD §6 compares with:
+	// blocks in proportion to the servers' profiled speeds, no scaling.
+	Strawman bool
 }
 
 // Straggler is one injected slowness.
@@ -190,6 +197,13 @@ const (
 	OptimizerSGD      = "sgd"
 	OptimizerMomentum = "momentum"
 	OptimizerAdam     = "adam"
+)
+
+// Learning-rate decays (train.lr_decay).
+const (
+	LRDecayNone   = "none"
+	LRDecayCosine = "cosine"
+	LRDecayLinear = "linear"
 )
 
 // Block assignment algorithms.
@@ -260,6 +274,7 @@ var (
 	modelKinds     = []string{ModelSoftmax, ModelMLP, ModelSparseLR}
 	dataKinds      = []string{DataMNIST, DataSyntheticCTR}
 	optimizers     = []string{OptimizerSGD, OptimizerMomentum, OptimizerAdam}
+	lrDecays       = []string{LRDecayNone, LRDecayCosine, LRDecayLinear}
 	assignments    = []string{AssignRoundRobin, AssignSizeBalanced, AssignPSLD, AssignMXNet}
 	exchanges      = []string{ExchangePS, ExchangeRing, ExchangeRAT}
 	elasticities   = []string{ElasticityHot, ElasticityCheckpointRestart}

@@ -15,7 +15,7 @@ func defaults() *Spec {
 		Name:  "x",
 		Model: Model{Kind: ModelMLP, Hidden: []int{128}},
 		Data:  Data{Kind: DataMNIST, Epochs: 1, BatchesPerShard: 10, Seed: 1},
-		Train: Train{GlobalBatch: 256, LR: 0.1, Optimizer: OptimizerSGD},
+		Train: Train{GlobalBatch: 256, LR: 0.1, Optimizer: OptimizerSGD, LRDecay: LRDecayNone},
 		Cluster: Cluster{
 			Servers: 1, Workers: 1, BlockBytes: 4194304, Assignment: AssignRoundRobin,
 			Exchange: ExchangePS, Elasticity: ElasticityHot, SnapshotInterval: 30 * time.Second,
@@ -80,6 +80,10 @@ policies:
 			s.Policies.AntDTND.Mode, s.Policies.AntDTND.Lambda = ModeApprove, 1.3
 			s.Policies.PSLD.Mode, s.Policies.PSLD.Epsilon = ModeAuto, 0.05
 		}},
+		{"psld strawman", "name: x\npolicies: {psld: {mode: auto, strawman: true}}\n", func(s *Spec) {
+			s.Policies.PSLD.Mode, s.Policies.PSLD.Strawman = ModeAuto, true
+		}},
+		{"psld strawman off", "name: x\npolicies: {psld: {strawman: false}}\n", func(s *Spec) {}},
 		{"straggler defaults by kind", `name: x
 cluster: {workers: 2}
 stragglers:
@@ -275,6 +279,17 @@ polices: {}
 			"spec.yaml:2: model.kind: model sparse-lr trains on synthetic-ctr data, not mnist",
 			"spec.yaml:2: model.hidden: only used by kind mlp (kind is sparse-lr)",
 		}},
+		{"learning-rate decay", `name: x
+train: {lr_decay: exponential, lr_final: 1.5}
+`, []string{
+			"spec.yaml:2: train.lr_decay: must be one of none, cosine, linear (got \"exponential\")",
+			"spec.yaml:2: train.lr_final: must be in [0, 1] (got 1.5)",
+		}},
+		{"final learning rate without a decay", `name: x
+train: {lr_final: 0.1}
+`, []string{
+			"spec.yaml:2: train.lr_final: only used with lr_decay cosine or linear",
+		}},
 		{"counts and ranges", `name: x
 model: {hidden: [64, 0]}
 data: {epochs: 0, batches_per_shard: -1}
@@ -322,13 +337,14 @@ policies:
   antdt-nd: {lambda: 1, window_transient: 10s, window_persistent: 5s}
   antdt-dd: {min_accumulation: 3, max_accumulation: 2}
   backup-workers: {mode: auto, drop: 2}
-  psld: {epsilon: 2, theta1_over_theta0: -1, scale_threshold: 1.5, variance_threshold: -2, window: 3}
+  psld: {epsilon: 2, theta1_over_theta0: -1, scale_threshold: 1.5, variance_threshold: -2, window: 3, strawman: 1}
 `, []string{
 			"spec.yaml:4: policies.antdt-nd.lambda: must be more than 1 (got 1)",
 			"spec.yaml:4: policies.antdt-nd.window_persistent: must be at least window_transient (10s) (got 5s)",
 			"spec.yaml:5: policies.antdt-dd.max_accumulation: must be at least 3 (got 2)",
 			"spec.yaml:6: policies.backup-workers.drop: must be less than cluster.workers (2) (got 2)",
 			"spec.yaml:7: policies.psld.window: unknown key",
+			"spec.yaml:7: policies.psld.strawman: want true or false, got 1",
 			"spec.yaml:7: policies.psld.epsilon: must be between 0 and 1 (got 2)",
 			"spec.yaml:7: policies.psld.theta1_over_theta0: must not be negative (got -1)",
 			"spec.yaml:7: policies.psld.scale_threshold: must be between 0 and 1 (got 1.5)",

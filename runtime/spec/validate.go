@@ -171,6 +171,12 @@ func (c *checker) validateTrain() {
 	} else if c.d.given("train.momentum") && contains(optimizers, t.Optimizer) {
 		c.errorf("train.momentum", "only used by optimizer momentum (optimizer is %s)", t.Optimizer)
 	}
+	c.oneOf("train.lr_decay", t.LRDecay, lrDecays)
+	if t.LRFinal < 0 || t.LRFinal > 1 {
+		c.errorf("train.lr_final", "must be in [0, 1] (got %s)", fmtFloat(t.LRFinal))
+	} else if c.d.given("train.lr_final") && t.LRDecay == LRDecayNone {
+		c.errorf("train.lr_final", "only used with lr_decay cosine or linear")
+	}
 }
 
 func (c *checker) validateCluster() {

@@ -27,6 +27,7 @@ import (
 	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/scheduler/console"
 	"github.com/kelpie/kelpie/scheduler/manager"
+	"github.com/kelpie/kelpie/scheduler/policy"
 	"github.com/kelpie/kelpie/scheduler/store"
 )
 
@@ -47,6 +48,15 @@ type Config struct {
 	Tick                 time.Duration
 	MaxRestarts          int  // consecutive crashes an agent restarts (default 10)
 	NoLaunch             bool // admit jobs without starting nodes (simulated agents)
+	// Capacity is the worker and server slots all jobs share (zero:
+	// unlimited); with one, jobs that do not fit are queued and EPS
+	// multi-job scheduling (mode EPS: auto, approve or off) shrinks and
+	// grows jobs (manager.Config).
+	Capacity                policy.Capacity
+	EPS                     string
+	EPSInterval             time.Duration
+	EarlyFeedbackIterations int
+	EarlyFeedback           time.Duration
 }
 
 // Daemon is a running scheduler.
@@ -100,7 +110,9 @@ func Start(cfg Config) (*Daemon, error) {
 		return nil, err
 	}
 	m, err := manager.New(manager.Config{Addr: glis.Addr().String(), Exe: cfg.Exe, Store: st, Log: cfg.Log,
-		NodeLog: cfg.NodeLog, LogDir: filepath.Join(cfg.DataDir, "logs"), Tick: cfg.Tick, MaxRestarts: cfg.MaxRestarts, NoLaunch: cfg.NoLaunch})
+		NodeLog: cfg.NodeLog, LogDir: filepath.Join(cfg.DataDir, "logs"), Tick: cfg.Tick, MaxRestarts: cfg.MaxRestarts, NoLaunch: cfg.NoLaunch,
+		Capacity: cfg.Capacity, EPS: cfg.EPS, EPSInterval: cfg.EPSInterval, EarlyFeedbackIterations: cfg.EarlyFeedbackIterations,
+		EarlyFeedback: cfg.EarlyFeedback})
 	if err != nil {
 		st.Close()
 		glis.Close()

@@ -31,6 +31,7 @@ import (
 	"github.com/kelpie/kelpie/runtime/spec"
 	"github.com/kelpie/kelpie/scheduler/coordinator"
 	"github.com/kelpie/kelpie/scheduler/launch"
+	"github.com/kelpie/kelpie/scheduler/policy"
 	"github.com/kelpie/kelpie/scheduler/shard"
 	"github.com/kelpie/kelpie/scheduler/store"
 )
@@ -63,6 +64,24 @@ type Config struct {
 	// role before it gives up and the job fails (default 10).
 	MaxRestarts int
 	Now         func() time.Time
+
+	// Capacity is the worker and server slots all jobs share. Zero in both
+	// (the default): unlimited, every job launches at once. With a
+	// capacity, a job that does not fit is queued (StateQueued) and
+	// launched first in first out; a zero in one kind leaves it unlimited.
+	Capacity policy.Capacity
+	// EPS is the mode of EPS multi-job scheduling under a capacity (eps.go):
+	// auto (the default), approve (its actions wait for an operator) or off
+	// (a plain first-in-first-out queue at the sizes jobs ask for).
+	EPS string
+	// EPSInterval is how often running-job scheduling grows jobs into idle
+	// slots (default 5s).
+	EPSInterval time.Duration
+	// A job is in its early-feedback phase, protected from shrinking and not
+	// grown, until it has run EarlyFeedbackIterations iterations (default
+	// 100, EPS §2.1; negative: none) and for EarlyFeedback (default 0).
+	EarlyFeedbackIterations int
+	EarlyFeedback           time.Duration
 }
 
 // Manager is the job manager.
@@ -76,6 +95,7 @@ type Manager struct {
 	events []*kelpiepb.Event
 	evSeq  uint64
 	nextID uint64
+	eps    *epsState
 
 	done chan struct{}
 	wg   sync.WaitGroup
@@ -104,10 +124,31 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	m := &Manager{cfg: cfg, log: cfg.Log, coord: coordinator.New(), jobs: map[string]*jobState{}, done: make(chan struct{})}
+	switch cfg.EPS {
+	case "":
+		cfg.EPS = ModeAuto
+	case ModeAuto, ModeApprove, ModeOff:
+	default:
+		return nil, fmt.Errorf("manager: eps mode must be auto, approve or off, not %q", cfg.EPS)
+	}
+	if cfg.Capacity.Workers < 0 || cfg.Capacity.Servers < 0 {
+		return nil, fmt.Errorf("manager: capacity must not be negative (%+v)", cfg.Capacity)
+	}
+	if cfg.EPSInterval <= 0 {
+		cfg.EPSInterval = DefaultEPSInterval
+	}
+	switch {
+	case cfg.EarlyFeedbackIterations == 0:
+		cfg.EarlyFeedbackIterations = DefaultEarlyFeedbackIterations
+	case cfg.EarlyFeedbackIterations < 0:
+		cfg.EarlyFeedbackIterations = 0
+	}
+	m := &Manager{cfg: cfg, log: cfg.Log, coord: coordinator.New(), jobs: map[string]*jobState{}, done: make(chan struct{}),
+		eps: newEPSState()}
 	if err := m.restore(); err != nil {
 		return nil, err
 	}
+	m.epsKick() // jobs queued again may fit
 	m.wg.Add(1)
 	go m.loop()
 	return m, nil
@@ -173,7 +214,8 @@ func (m *Manager) Submit(specYAML, who string) (string, error) {
 	return m.SubmitSpec(s, who)
 }
 
-// SubmitSpec admits a parsed job and launches it.
+// SubmitSpec admits a parsed job and launches it, or with a capacity queues
+// it until it fits (a job that could never fit is refused).
 func (m *Manager) SubmitSpec(s *spec.Spec, who string) (string, error) {
 	m.mu.Lock()
 	if old, ok := m.jobs[s.Name]; ok && !old.over() {
@@ -181,17 +223,29 @@ func (m *Manager) SubmitSpec(s *spec.Spec, who string) (string, error) {
 		return "", status.Errorf(codes.AlreadyExists, "job %s is already %s", s.Name, old.state)
 	}
 	m.mu.Unlock()
+	queued := m.capacityOn()
+	var sizes []slots
+	var specs map[slots]*spec.Spec
+	if queued {
+		var err error
+		if sizes, specs, err = m.epsAdmissible(s); err != nil {
+			return "", err
+		}
+	}
 	cj, err := m.coord.AddJob(s)
 	if err != nil {
 		return "", status.Error(codes.InvalidArgument, err.Error())
 	}
 	j := newJobState(m, s, cj, m.now())
 	j.submittedBy = who
+	if queued {
+		j.state = StateQueued
+	}
 	if err := m.durableShards(s.Name, cj); err != nil {
 		cj.Fail(err)
 		return "", status.Errorf(codes.Internal, "store shards of %s: %v", s.Name, err)
 	}
-	if err := m.cfg.Store.PutJob(store.JobRecord{Name: s.Name, SpecYAML: string(s.YAML()), State: StateStarting,
+	if err := m.cfg.Store.PutJob(store.JobRecord{Name: s.Name, SpecYAML: string(s.YAML()), State: j.state,
 		SubmittedBy: who, Submitted: j.submitted}); err != nil {
 		cj.Fail(err)
 		return "", status.Errorf(codes.Internal, "store job %s: %v", s.Name, err)
@@ -203,17 +257,31 @@ func (m *Manager) SubmitSpec(s *spec.Spec, who string) (string, error) {
 	m.mu.Unlock()
 	// Snapshots of an earlier job of the same name must not be restored.
 	_ = os.RemoveAll(j.snapshotDir())
+	if queued {
+		if err := m.enqueue(j, sizes, specs); err != nil {
+			return "", err
+		}
+		return s.Name, nil
+	}
+	if err := m.startJob(j); err != nil {
+		return "", err
+	}
+	return s.Name, nil
+}
+
+// startJob launches a job's nodes and follows it.
+func (m *Manager) startJob(j *jobState) error {
 	if m.cfg.NoLaunch {
 		// Nodes come from elsewhere.
 	} else if err := j.launch(); err != nil {
 		m.finish(j, StateFailed, err)
-		return "", status.Errorf(codes.Internal, "launch job %s: %v", s.Name, err)
+		return status.Errorf(codes.Internal, "launch job %s: %v", j.spec.Name, err)
 	}
 	m.wg.Add(3)
 	go func() { defer m.wg.Done(); m.watch(j) }()
 	go func() { defer m.wg.Done(); m.persistStart(j) }()
 	go func() { defer m.wg.Done(); m.runScript(j) }()
-	return s.Name, nil
+	return nil
 }
 
 // durableShards snapshots a new job's shard queue and persists every
@@ -251,9 +319,8 @@ func (m *Manager) watch(j *jobState) {
 	case <-j.coord.Finished():
 		m.complete(j)
 	case <-j.coord.Failed():
-		if !j.over() {
-			m.finish(j, StateFailed, j.coord.Err())
-		}
+		// finish ignores a job that is already over.
+		m.finish(j, StateFailed, j.coord.Err())
 	case <-m.done:
 	}
 }
@@ -261,6 +328,7 @@ func (m *Manager) watch(j *jobState) {
 // complete assembles the result of a finished job, stops its nodes and
 // records it.
 func (m *Manager) complete(j *jobState) {
+	m.settleOpen(j)
 	res := j.result()
 	servers, err := collectServers(j.coord.ServerAddrs(), j.coord.ServerNames())
 	if err != nil {
@@ -300,6 +368,7 @@ func (m *Manager) finish(j *jobState, state string, cause error) {
 	}
 	m.eventLocked(j.spec.Name, "job", "", msg, "")
 	m.mu.Unlock()
+	m.settleOpen(j)
 	j.stopAgents(msg)
 	if j.launcher != nil {
 		go j.launcher.StopAll(5 * time.Second)
@@ -313,6 +382,7 @@ func (m *Manager) finish(j *jobState, state string, cause error) {
 		m.log.Error("store job", "job", j.spec.Name, "err", err)
 	}
 	close(j.endedCh)
+	m.epsKick() // its slots are free
 }
 
 // Wait blocks until a job has ended and returns its result (nil unless it
@@ -369,6 +439,8 @@ func (m *Manager) loop() {
 		select {
 		case <-t.C:
 			m.tick()
+		case <-m.eps.kick:
+			m.schedule()
 		case <-m.done:
 			return
 		}
@@ -387,6 +459,7 @@ func (m *Manager) tick() {
 	for _, j := range js {
 		j.tick(m.now())
 	}
+	m.schedule()
 }
 
 // restore reloads the store's jobs: finished ones as records, live ones as
@@ -396,10 +469,15 @@ func (m *Manager) restore() error {
 	if err != nil {
 		return fmt.Errorf("manager: list jobs: %v", err)
 	}
+	var queued []store.JobRecord
 	for _, r := range recs {
 		s, err := spec.Parse(r.Name+".yaml", []byte(r.SpecYAML))
 		if err != nil {
 			m.log.Warn("stored spec no longer parses", "job", r.Name, "err", err)
+			continue
+		}
+		if r.State == StateQueued {
+			queued = append(queued, r)
 			continue
 		}
 		m.mu.Lock()
@@ -410,6 +488,16 @@ func (m *Manager) restore() error {
 			continue
 		}
 		m.jobs[r.Name] = j
+	}
+	// Queued jobs go back in the queue in the order they came.
+	sort.SliceStable(queued, func(a, b int) bool { return queued[a].Submitted.Before(queued[b].Submitted) })
+	for _, r := range queued {
+		s, _ := spec.Parse(r.Name+".yaml", []byte(r.SpecYAML))
+		if err := m.requeue(s, r); err != nil {
+			m.log.Warn("queue job again", "job", r.Name, "err", err)
+			r.State, r.Error = StateFailed, "not queued again after a scheduler restart: "+err.Error()
+			_ = m.cfg.Store.PutJob(r)
+		}
 	}
 	return nil
 }

@@ -303,4 +303,3 @@ func (m *Manager) applySplit(j *jobState, a *kelpiepb.Action) {
 
 // nodeRemoved is the stored state of a worker taken out of its job.
 const nodeRemoved = "removed"
-

@@ -431,11 +431,22 @@ func (s *Server) check(req *kelpiepb.PSRequest) error {
 		return status.Errorf(codes.FailedPrecondition, "server %s: request follows assignment v%d, server has v%d",
 			s.cfg.Name, req.AssignmentVersion, s.version)
 	}
+	if stale := req.AssignmentVersion != 0 && req.AssignmentVersion < s.version; stale && req.Op != kelpiepb.Op_OP_PULL && req.Progress >= s.el.switchAt {
+		// The worker has not switched yet (its command is on its way): the
+		// whole push is refused, so that it can be sent again, once, under
+		// the new table. Aborted tells it to wait for the table and retry.
+		return status.Errorf(codes.Aborted, "server %s: iteration %d follows table v%d (from iteration %d); the request follows v%d",
+			s.cfg.Name, req.Progress, s.version, s.el.switchAt, req.AssignmentVersion)
+	}
 	var floats int64
 	for _, id := range req.Blocks {
 		b, ok := s.blocks[int(id)]
 		if !ok {
-			return status.Errorf(codes.FailedPrecondition, "server %s: block %d is not here (assignment v%d)", s.cfg.Name, id, s.version)
+			code := codes.FailedPrecondition
+			if req.AssignmentVersion != 0 && req.AssignmentVersion < s.version {
+				code = codes.Aborted // it has moved: the worker's new table is on its way
+			}
+			return status.Errorf(code, "server %s: block %d is not here (assignment v%d)", s.cfg.Name, id, s.version)
 		}
 		if b.meta.Sparse {
 			return status.Errorf(codes.InvalidArgument, "server %s: block %d is sparse: address its rows by key", s.cfg.Name, id)

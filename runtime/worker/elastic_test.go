@@ -173,3 +173,68 @@ func hotServerChanges(t *testing.T, opt optim.Config) {
 		t.Errorf("max |w_elastic - w_1| = %g; want ≤ 1e-4", d)
 	}
 }
+
+// TestLateTableCommand: the servers switch tables at iteration 5 but the
+// workers' commands arrive only after the workers have reached it. The
+// servers refuse the stale pushes whole (Aborted); each worker waits for
+// its command, switches and sends iteration 5 again. Nothing is lost or
+// counted twice: BSP stays equal to one worker.
+func TestLateTableCommand(t *testing.T) {
+	ds := mnistSubset(t, 1024)
+	c := clusterConfig{model: model.Config{Kind: "softmax"}, info: ds.Info(), servers: 2, workers: 2,
+		blockBytes: 4 << 10, strategy: blocks.RoundRobin, sync: syncmodel.Config{Model: "bsp", Pull: "lazy"},
+		optim: optim.Config{Kind: "momentum", LR: 0.05, Momentum: 0.9}, seed: 9}
+	cl := startCluster(t, c)
+	t2 := cl.table
+	t2.Version = 2
+	t2.ServerOf = make([]int, len(cl.table.ServerOf))
+	for i, r := range cl.table.ServerOf {
+		t2.ServerOf[i] = 1 - r // every block moves
+	}
+	addrs := append([]string(nil), cl.addrs...)
+	cl.retable(t, t2, addrs, 5)
+	var chans []chan Command
+	var mu sync.Mutex
+	var acks []Ack
+	plan := job.Plan{N: ds.Len(), Epochs: 1, GlobalBatch: 64, Seed: 3, Local: []int{32, 32}, BatchesPerShard: 4}
+	go func() {
+		// Deliver the commands once both workers are stuck at iteration 5.
+		for {
+			st, _ := cl.servers[0].Stats(context.Background(), &kelpiepb.StatsRequest{})
+			if st.VTrain >= 5 {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(300 * time.Millisecond)
+		mu.Lock()
+		defer mu.Unlock()
+		for _, ch := range chans {
+			ch <- Command{ID: "late", At: 5, Table: &t2, Addrs: addrs}
+		}
+	}()
+	ws := cl.train(t, c, ds, plan, func(cfg *Config) {
+		ch := make(chan Command, 1)
+		mu.Lock()
+		chans = append(chans, ch)
+		mu.Unlock()
+		cfg.Commands = ch
+		cfg.Ack = func(a Ack) { mu.Lock(); acks = append(acks, a); mu.Unlock() }
+	})
+	if len(acks) != 2 {
+		t.Fatalf("acks = %+v; want one per worker", acks)
+	}
+	for _, a := range acks {
+		if a.Err != nil || a.Applied != 5 {
+			t.Errorf("ack %+v; want applied at 5", a)
+		}
+	}
+	if _, _, err := ws[0].Evaluate(ds, -1); err != nil {
+		t.Fatal(err)
+	}
+	c.workers = 1
+	one := finalParams(t, c, ds, []int{64}, 1)
+	if d := maxDiff(t, ws[0].Params(), one); d > 1e-4 {
+		t.Errorf("max |w_late - w_1| = %g; want ≤ 1e-4", d)
+	}
+}

@@ -13,6 +13,9 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/runtime/blocks"
 	"github.com/kelpie/kelpie/runtime/data"
@@ -273,7 +276,7 @@ func (w *Worker) exchange(op kelpiepb.Op, progress int64, pullKeys []uint64) ([]
 				resp, err = w.conns[r].WaitOr(ch, abort)
 			}
 			if err != nil {
-				errs[r] = fmt.Errorf("server %d (%s): %v", r, w.cfg.Addrs[r], err)
+				errs[r] = fmt.Errorf("server %d (%s): %w", r, w.cfg.Addrs[r], err)
 				abortOnce.Do(func() { close(abort) })
 				return
 			}
@@ -472,8 +475,15 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 			pullKeys = w.keys(w.nextBatch)
 		}
 		comms, version, err := w.exchange(kelpiepb.Op_OP_PUSH_PULL, t, pullKeys)
+		if staleTable(err) {
+			// A table change reached the servers before its command reached
+			// us: they refused the push whole. Switch, then send it again.
+			if err = w.awaitTable(ctx, t); err == nil {
+				comms, version, err = w.exchange(kelpiepb.Op_OP_PUSH_PULL, t, pullKeys)
+			}
+		}
 		if err != nil {
-			return sum, fmt.Errorf("worker %d: iteration %d: %v", w.cfg.Index, t, err)
+			return sum, fmt.Errorf("worker %d: iteration %d: %w", w.cfg.Index, t, err)
 		}
 		if w.dropped && samples > 0 {
 			// The servers completed iteration t without our gradient: its
@@ -580,6 +590,57 @@ func (w *Worker) probe() (int64, error) {
 		}
 	}
 	return minV, nil
+}
+
+// staleTable says whether servers refused a request because it follows a
+// block table they have left.
+func staleTable(err error) bool {
+	return err != nil && status.Code(err) == codes.Aborted
+}
+
+// tableWait bounds how long a worker waits for a table change's command
+// after the servers have switched.
+const tableWait = 30 * time.Second
+
+// awaitTable waits for the command of a table change newer than the
+// worker's and switches to it for iteration t.
+func (w *Worker) awaitTable(ctx context.Context, t int64) error {
+	have := w.cfg.Table.Version
+	newer := func() bool {
+		for _, c := range w.pending {
+			if c.Table != nil && c.Table.Version > have {
+				return true
+			}
+		}
+		return false
+	}
+	timeout := time.NewTimer(tableWait)
+	defer timeout.Stop()
+	w.drain()
+	for !newer() {
+		if w.cfg.Commands == nil {
+			return fmt.Errorf("worker %d: servers moved past table v%d and no command can bring the new one", w.cfg.Index, have)
+		}
+		select {
+		case c, ok := <-w.cfg.Commands:
+			if !ok {
+				w.cfg.Commands = nil
+				continue
+			}
+			w.pending = append(w.pending, c)
+		case <-timeout.C:
+			return fmt.Errorf("worker %d: servers moved past table v%d; no new table within %s", w.cfg.Index, have, tableWait)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	// Its switch iteration is at most t (the servers refused t).
+	for i := range w.pending {
+		if c := &w.pending[i]; c.Table != nil && c.At > t {
+			c.At = t
+		}
+	}
+	return w.applyTables(t)
 }
 
 // join puts the worker in every server's barrier from iteration from on.
@@ -764,8 +825,14 @@ func (w *Worker) Evaluate(ds data.Dataset, progress int64) (loss, acc float64, e
 		}
 		ds.Fill(&b, idx)
 		if from == 0 || w.sparseT >= 0 {
-			if _, _, err := w.exchange(kelpiepb.Op_OP_PULL, progress, w.keys(&b)); err != nil {
-				return 0, 0, fmt.Errorf("worker %d: evaluation pull: %v", w.cfg.Index, err)
+			_, _, err := w.exchange(kelpiepb.Op_OP_PULL, progress, w.keys(&b))
+			if staleTable(err) {
+				if err = w.awaitTable(context.Background(), progress); err == nil {
+					_, _, err = w.exchange(kelpiepb.Op_OP_PULL, progress, w.keys(&b))
+				}
+			}
+			if err != nil {
+				return 0, 0, fmt.Errorf("worker %d: evaluation pull: %w", w.cfg.Index, err)
 			}
 		}
 		l, a := w.cfg.Model.Evaluate(w.params, &b)

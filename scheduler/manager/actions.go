@@ -638,16 +638,29 @@ func (j *jobState) serverRestart(a *kelpiepb.Action) bool {
 	return a.Kind == string(policy.KindKillRestart) && n != nil && n.role == "server"
 }
 
-// margin is how many iterations ahead of the fastest worker a global action
-// is applied: enough for the command to reach every agent (half a second
-// at the current pace, at least 5, plus the staleness bound).
-func (j *jobState) margin() int64 {
-	bpt := j.snap.MeanBPT.Seconds()
-	it := int64(5)
-	if bpt > 0 {
-		it = max(it, int64(math.Ceil(0.5/bpt)))
+// aheadIteration is the iteration a global action (a batch split, a table
+// change) is applied at: ahead of where the fastest live worker is now —
+// its last report (sent every few iterations) plus the iterations its pace
+// gives since — by enough for the command to reach every agent: half a
+// second at that pace, at least 5, plus the staleness bound.
+func (j *jobState) aheadIteration(now time.Time) int64 {
+	var est int64
+	var rate float64
+	for _, w := range j.liveWorkers() {
+		n := j.nodes[w]
+		e := n.iteration
+		if n.rate > 0 && now.After(n.reportedAt) {
+			e += int64(math.Ceil(n.rate * now.Sub(n.reportedAt).Seconds()))
+		}
+		est, rate = max(est, e), max(rate, n.rate)
 	}
-	return it + int64(j.spec.Sync.Staleness)
+	margin := int64(5)
+	if rate > 0 {
+		margin = max(margin, int64(math.Ceil(0.5*rate)))
+	} else if bpt := j.snap.MeanBPT.Seconds(); bpt > 0 {
+		margin = max(margin, int64(math.Ceil(0.5/bpt)))
+	}
+	return est + margin + int64(j.spec.Sync.Staleness)
 }
 
 // acked records an agent's answer to an action.

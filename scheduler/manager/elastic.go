@@ -41,6 +41,10 @@ func (j *jobState) activeServers() []int {
 
 // validateTable checks a table-changing action against the job.
 func (j *jobState) validateTable(a *kelpiepb.Action) error {
+	if todo, doing, _, total := j.coord.ShardCounts(); total > 0 && todo+doing == 0 {
+		// The workers are leaving or evaluating: nobody would switch.
+		return status.Errorf(codes.FailedPrecondition, "%s: job %s has no data left to train", a.Kind, j.spec.Name)
+	}
 	active := j.activeServers()
 	switch a.Kind {
 	case string(policy.KindRemoveServer):
@@ -176,13 +180,7 @@ func (m *Manager) retable(j *jobState, a *kelpiepb.Action) {
 	}
 	wire := job.Assignment(next, newAddrs, j.coord.ServerNames())
 	m.mu.Lock()
-	var maxIter int64
-	for _, n := range j.nodes {
-		if n.role == "worker" {
-			maxIter = max(maxIter, n.iteration)
-		}
-	}
-	at := maxIter + j.margin()
+	at := j.aheadIteration(m.now())
 	a.TargetIteration = at
 	moved := 0
 	for i := range next.ServerOf {
@@ -214,7 +212,7 @@ func (m *Manager) retable(j *jobState, a *kelpiepb.Action) {
 	j.tableDone[a.Id] = done
 	var sends sendList
 	for _, n := range j.nodes {
-		if n.role != "worker" || n.conn == nil {
+		if n.role != "worker" || n.removed || n.conn == nil {
 			continue
 		}
 		conn, cmd := n.conn, j.command(a, n.name)

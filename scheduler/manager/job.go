@@ -66,8 +66,10 @@ type nodeState struct {
 	conn       *agentConn // nil while the agent is disconnected
 	iteration  int64
 	batch      int
-	reported   bool // a progress report has arrived (an added worker has joined)
-	removed    bool // taken out of the job (REMOVE_WORKER, or an added worker that never came up)
+	reported   bool      // a progress report has arrived (an added worker has joined)
+	rate       float64   // iterations per second, from its reports (smoothed)
+	reportedAt time.Time // when its last report arrived
+	removed    bool      // taken out of the job (REMOVE_WORKER, or an added worker that never came up)
 	loss       float64
 	// buckets of BPT (workers) or comm time (servers) per heatmap column.
 	sum   []float64
@@ -215,7 +217,15 @@ func (j *jobState) observe(node string, r *kelpiepb.ProgressReport, now time.Tim
 	if !ok || n.removed {
 		return
 	}
-	n.iteration, n.batch, n.loss, n.lastSeen, n.reported = r.Iteration, int(r.BatchSize), r.Loss, now, true
+	if n.reported && r.Iteration > n.iteration && now.After(n.reportedAt) {
+		pace := float64(r.Iteration-n.iteration) / now.Sub(n.reportedAt).Seconds()
+		if n.rate == 0 {
+			n.rate = pace
+		} else {
+			n.rate = 0.5*n.rate + 0.5*pace
+		}
+	}
+	n.iteration, n.batch, n.loss, n.lastSeen, n.reported, n.reportedAt = r.Iteration, int(r.BatchSize), r.Loss, now, true, now
 	if j.state == StateStarting {
 		j.state = StateRunning
 	}

@@ -177,13 +177,9 @@ func (j *jobState) currentBatches() map[string]int {
 // REMOVE_WORKER) to every live worker, to apply at one target iteration
 // ahead of the fastest; each must ack it (AntDT Fig. 6).
 func (m *Manager) splitCommands(j *jobState, a *kelpiepb.Action) sendList {
-	var maxIter int64
 	var sends sendList
 	live := j.liveWorkers()
-	for _, w := range live {
-		maxIter = max(maxIter, j.nodes[w].iteration)
-	}
-	a.TargetIteration = maxIter + j.margin()
+	a.TargetIteration = j.aheadIteration(m.now())
 	j.ackWant(a.Id, len(live))
 	for _, w := range live {
 		conn, cmd := j.nodes[w].conn, j.command(a, w)

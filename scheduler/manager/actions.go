@@ -62,8 +62,16 @@ func defaultPolicies(s *spec.Spec) map[string]*policySetting {
 		policy.NameAdjustLR:      {Mode: p.AdjustLR.Mode, Params: map[string]float64{}},
 		policy.NamePSLD: {Mode: p.PSLD.Mode, Params: map[string]float64{"epsilon": p.PSLD.Epsilon,
 			"theta1_over_theta0": p.PSLD.Theta1OverTheta0, "scale_threshold": p.PSLD.ScaleThreshold,
-			"variance_threshold": p.PSLD.VarianceThreshold}},
+			"variance_threshold": p.PSLD.VarianceThreshold, "strawman": b2f(p.PSLD.Strawman)}},
 	}
+}
+
+// b2f is 1 for true: policy parameters are numbers.
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // supported says whether the runtime can apply an action kind today.

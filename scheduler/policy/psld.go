@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -173,20 +174,57 @@ func Proportional(blocks []int64, speeds []float64) []int {
 	return out
 }
 
-// PSLD is the elastic PS load-distribution policy (PSLD §4). When the PS
-// speed variance (best − worst)/worst over the job's profiled servers
-// exceeds VarianceThreshold (strictly: "exceeds a threshold") it
-// proposes a REASSIGN of the job's blocks by AssignPSLD over the superior
-// set in the snapshot (Alg. 1–3); when the superior set is smaller than
-// ScaleThreshold × the profiled servers, an ADD_SERVER (Alg. 1 lines
-// 11–12, a strict <); and a REMOVE_SERVER for each profiled server the
-// proposed assignment leaves without blocks (scale-in, §3).
+// PSLD is the elastic PS load-distribution policy (PSLD §4). When the job
+// has a PS straggler issue it proposes a REASSIGN of the job's blocks by
+// AssignPSLD over the superior set (Alg. 1–3), and when the superior set is
+// smaller than ScaleThreshold × the profiled servers an ADD_SERVER (Alg. 1
+// lines 11–12, a strict <). A server that a REASSIGN has left without
+// blocks leaves the job: REMOVE_SERVER (scale-in, §3), proposed once the
+// REASSIGN is applied, since the gate applies one table change at a time.
+//
+// Straggler issue. It exists when the PS speed variance (best − worst)/worst
+// exceeds VarianceThreshold (strictly: "exceeds a threshold"), or when the
+// same ratio over the servers' response times does: the mean push/pull
+// time each server took over the long window at the load it holds. The
+// speeds are compared at one size, so they cannot see the first cause of
+// PS stragglers the paper names, an imbalanced parameter distribution; the
+// response times do. That is what brings load back to a server that
+// recovers: it holds the few blocks exploration gave it and answers in a
+// fraction of the others' time.
+//
+// Which servers are compared. Only servers that hold blocks (when the job
+// reports its blocks): a server without blocks is still sent an empty
+// exchange every iteration, and a profile fitted to those says nothing of
+// its bandwidth (its Pred_mean is its latency, whatever the size, so it
+// would look like the fastest server there is). Alg. 1 is run here over
+// the compared servers (its ps_set), not taken from the snapshot, which
+// ranks every server the Monitor knows.
+//
+// Superior set. Alg. 1 keeps the servers whose 90 % bounds overlap the
+// best's. With hundreds of samples in the window those bounds are narrow
+// and servers a few per cent apart fall out, so that Alg. 2 would pile
+// every block on one or two servers, and a server that has carried little
+// load (its few bytes fit in its link's burst) can look twice as fast as
+// loaded ones. So a server whose speed is within the variance threshold of
+// the median speed (speed ≥ median/(1 + threshold)) is no straggler by
+// §4's own ratio and joins the superior set too; when the median is itself
+// that far below the best (most servers are slow) the best is the
+// reference instead. Evidence "superior_alg1" counts Alg. 1's servers.
+//
+// New servers. A server without blocks whose window holds empty exchanges
+// only (a Proportional profile with α = 0) has never carried load here: a
+// server that scale-out added, or one emptied longer than a window ago.
+// It is not compared; Alg. 2 considers it with the mean profile of the
+// superior set, and its presence is an issue of its own (it idles).
 //
 // Alg. 1 returns without a superior set when it scales out; here both
 // proposals are made, since each goes through the gate on its own and the
-// reassignment helps the current servers while the new one starts (the
-// new server gets blocks at the next REASSIGN, once it has a profile or
-// through exploration).
+// reassignment helps the current servers while the new one starts.
+//
+// Strawman makes the policy the baseline PSLD is compared with (§6): on
+// the same straggler check it spreads the blocks in proportion to the
+// compared servers' profiled speeds (Proportional) and neither adds nor
+// removes servers; servers it cannot compare get nothing.
 type PSLD struct {
 	Epsilon           float64 // exploration probability ε (0.1 in the paper)
 	Theta1OverTheta0  float64 // load weight against communication time (1)
@@ -195,7 +233,8 @@ type PSLD struct {
 	// MinGain is kelpie's guard against churn (not in the paper): a
 	// REASSIGN is proposed only when it cuts the predicted time of the
 	// slowest server by at least this fraction. Zero means DefaultMinGain.
-	MinGain float64
+	MinGain  float64
+	Strawman bool // assign in proportion to speed instead of by Alg. 1–3
 }
 
 // DefaultMinGain is the least predicted relative improvement that makes a
@@ -214,72 +253,50 @@ func minGain(g float64) float64 {
 	return DefaultMinGain
 }
 
+// psldView is what Propose gathered about the job's servers.
+type psldView struct {
+	servers  []monitor.ServerStat
+	index    map[string]int
+	held     []float64 // bytes of the job's blocks on each server now
+	compared []bool    // profiled and, when blocks are known, holding some
+	fresh    []bool    // without blocks, answered empty exchanges only
+	profiles []Profile // fitted for compared servers, assumed for fresh ones
+	superior []int     // Alg. 1's set, widened (see PSLD), then fresh servers
+	alg1     int       // how many of superior Alg. 1 chose
+	profiled int       // compared servers: |PS| of Alg. 1
+	issue    string    // why there is a straggler issue; "" when none
+	supText  string
+	common   map[string]float64
+}
+
 // Propose returns PSLD's plan for job j. rng drives exploration (it may be
 // nil when Epsilon ≤ 0).
 func (p PSLD) Propose(s monitor.Snapshot, j Job, rng *rand.Rand) []Action {
-	servers := jobServers(s, j)
-	if len(servers) == 0 {
-		return nil
-	}
-	var speeds []float64
-	profiles := make([]Profile, len(servers))
-	var superior []int
-	profiled := 0
-	best, worst := -1, -1
-	for i, v := range servers {
-		if v.Model == monitor.NoFit {
-			continue
-		}
-		profiled++
-		profiles[i] = Profile{Alpha: v.Alpha, Beta: v.Beta}
-		if v.Superior {
-			superior = append(superior, i)
-		}
-		if v.Speed > 0 {
-			speeds = append(speeds, v.Speed)
-			if best < 0 || v.Speed > servers[best].Speed {
-				best = i
-			}
-			if worst < 0 || v.Speed < servers[worst].Speed {
-				worst = i
-			}
-		}
-	}
-	variance := monitor.SpeedVariance(speeds)
-	if !(variance > p.VarianceThreshold) || len(speeds) < 2 {
-		return nil
-	}
-	supNames := make([]string, len(superior))
-	for k, i := range superior {
-		supNames[k] = servers[i].Node
-	}
-	issue := fmt.Sprintf("PS speed variance %s > %s (best %s %s/s, worst %s %s/s)",
-		num(variance), num(p.VarianceThreshold),
-		servers[best].Node, byteRate(servers[best].Speed), servers[worst].Node, byteRate(servers[worst].Speed))
-	supText := fmt.Sprintf("superior set {%s}: %d of %d profiled servers", strings.Join(supNames, ", "), len(superior), profiled)
-	common := map[string]float64{
-		"speed_variance":     variance,
-		"variance_threshold": p.VarianceThreshold,
-		"superior":           float64(len(superior)),
-		"profiled":           float64(profiled),
-		"servers":            float64(len(servers)),
-	}
-
+	v := p.view(s, j)
 	var acts []Action
-	if len(j.Blocks) > 0 && len(superior) > 0 {
-		if a, ok := p.reassign(s, j, servers, profiles, superior, rng, issue, supText, common); ok {
-			acts = append(acts, a...)
+	if !p.Strawman {
+		acts = p.scaleIn(s, j, v)
+	}
+	if v.issue == "" {
+		return acts
+	}
+	if len(j.Blocks) > 0 && (p.Strawman || len(v.superior) > 0) {
+		if a, ok := p.reassign(j, v, rng); ok {
+			acts = append(acts, a)
 		}
 	}
-	limit := p.ScaleThreshold * float64(profiled)
-	if float64(len(superior)) < limit {
-		ev := clone(common)
+	if p.Strawman {
+		return acts
+	}
+	limit := p.ScaleThreshold * float64(v.profiled)
+	if float64(len(v.superior)) < limit {
+		ev := clone(v.common)
 		ev["scale_threshold"] = p.ScaleThreshold
 		acts = append(acts, Action{
 			Kind:   KindAddServer,
 			Policy: NamePSLD,
 			Reason: fmt.Sprintf("%s; %s < %s × %d: scale out by one server (PSLD Alg. 1 lines 11–12)",
-				issue, supText, num(p.ScaleThreshold), profiled),
+				v.issue, v.supText, num(p.ScaleThreshold), v.profiled),
 			Evidence:  ev,
 			Predicted: "one more server shares the load; the next REASSIGN spreads blocks over it",
 			Key:       NamePSLD + "/" + string(KindAddServer),
@@ -288,43 +305,273 @@ func (p PSLD) Propose(s monitor.Snapshot, j Job, rng *rand.Rand) []Action {
 	return acts
 }
 
-// reassign builds the REASSIGN proposal and the REMOVE_SERVER proposals
-// that follow from it.
-func (p PSLD) reassign(s monitor.Snapshot, j Job, servers []monitor.ServerStat, profiles []Profile, superior []int,
-	rng *rand.Rand, issue, supText string, common map[string]float64) ([]Action, bool) {
-	index := make(map[string]int, len(servers))
-	for i, v := range servers {
-		index[v.Node] = i
+// scaleIn proposes REMOVE_SERVER for each profiled server that holds no
+// block while others do and that is not new (see PSLD).
+func (p PSLD) scaleIn(s monitor.Snapshot, j Job, v psldView) []Action {
+	if len(j.Blocks) == 0 {
+		return nil
 	}
+	holders := 0
+	for _, h := range v.held {
+		if h > 0 {
+			holders++
+		}
+	}
+	// The blocks stay where they are: without an assignment the gate
+	// would re-spread them over the remaining servers by the job's
+	// assignment algorithm, undoing PSLD's.
+	keep := make([]int, len(j.Blocks))
+	for k, b := range j.Blocks {
+		i, ok := v.index[b.Server]
+		if !ok {
+			keep = nil
+			break
+		}
+		keep[k] = i
+	}
+	var acts []Action
+	for i, sv := range v.servers {
+		if sv.Model == monitor.NoFit || v.held[i] > 0 || v.fresh[i] || holders == 0 {
+			continue
+		}
+		ev := map[string]float64{"servers": float64(len(v.servers)), "holding_blocks": float64(holders),
+			"pred_mean_s": sv.PredMean, "samples": float64(sv.Samples)}
+		acts = append(acts, Action{
+			Kind:   KindRemoveServer,
+			Policy: NamePSLD,
+			Target: sv.Node,
+			Reason: fmt.Sprintf("%s holds no block since a REASSIGN (its last profile: %s at %s): "+
+				"a server without parameters leaves the job (PSLD scale-in)",
+				sv.Node, secs(sv.PredMean), byteSize(s.PredBytes)),
+			Assignment: slices.Clone(keep),
+			Evidence:   ev,
+			Predicted:  "one server fewer; no block moves",
+			Key:        NamePSLD + "/" + string(KindRemoveServer) + "/" + sv.Node,
+		})
+	}
+	return acts
+}
+
+// view profiles the job's servers, runs the straggler checks and builds
+// the superior set.
+func (p PSLD) view(s monitor.Snapshot, j Job) psldView {
+	v := psldView{servers: jobServers(s, j)}
+	n := len(v.servers)
+	v.index = make(map[string]int, n)
+	for i, sv := range v.servers {
+		v.index[sv.Node] = i
+	}
+	v.held = make([]float64, n)
+	for _, b := range j.Blocks {
+		if i, ok := v.index[b.Server]; ok {
+			v.held[i] += float64(b.Bytes)
+		}
+	}
+	v.compared = make([]bool, n)
+	v.fresh = make([]bool, n)
+	v.profiles = make([]Profile, n)
+	var speeds []float64
+	var preds []monitor.Pred
+	var at []int          // preds[k] is server at[k]
+	best, worst := -1, -1 // by speed
+	slow, fast := -1, -1  // by response time
+	var freshNames []string
+	for i, sv := range v.servers {
+		if sv.Model == monitor.NoFit {
+			continue
+		}
+		if len(j.Blocks) > 0 && v.held[i] == 0 {
+			if sv.Model == monitor.Proportional && sv.Alpha == 0 {
+				v.fresh[i] = true
+				freshNames = append(freshNames, sv.Node)
+			}
+			continue
+		}
+		v.compared[i] = true
+		v.profiled++
+		v.profiles[i] = Profile{Alpha: sv.Alpha, Beta: sv.Beta}
+		preds = append(preds, monitor.Pred{Mean: sv.PredMean, SEM: sv.PredSEM})
+		at = append(at, i)
+		if sv.Speed > 0 {
+			speeds = append(speeds, sv.Speed)
+			if best < 0 || sv.Speed > v.servers[best].Speed {
+				best = i
+			}
+			if worst < 0 || sv.Speed < v.servers[worst].Speed {
+				worst = i
+			}
+		}
+		if v.held[i] > 0 && sv.CommPer > 0 {
+			if slow < 0 || sv.CommPer > v.servers[slow].CommPer {
+				slow = i
+			}
+			if fast < 0 || sv.CommPer < v.servers[fast].CommPer {
+				fast = i
+			}
+		}
+	}
+	variance := 0.0
+	if best >= 0 && best != worst {
+		variance = monitor.SpeedVariance([]float64{v.servers[best].Speed, v.servers[worst].Speed})
+	}
+	imbalance := 0.0
+	if slow >= 0 && slow != fast {
+		imbalance = monitor.SpeedVariance([]float64{v.servers[slow].CommPer.Seconds(), v.servers[fast].CommPer.Seconds()})
+	}
+	var issues []string
+	if variance > p.VarianceThreshold {
+		issues = append(issues, fmt.Sprintf("PS speed variance %s > %s (best %s %s/s, worst %s %s/s)",
+			num(variance), num(p.VarianceThreshold),
+			v.servers[best].Node, byteRate(v.servers[best].Speed), v.servers[worst].Node, byteRate(v.servers[worst].Speed)))
+	}
+	if imbalance > p.VarianceThreshold {
+		issues = append(issues, fmt.Sprintf("PS response-time variance %s > %s (slowest %s %s for its %s, fastest %s %s for its %s)",
+			num(imbalance), num(p.VarianceThreshold),
+			v.servers[slow].Node, dsecs(v.servers[slow].CommPer), byteSize(v.held[slow]),
+			v.servers[fast].Node, dsecs(v.servers[fast].CommPer), byteSize(v.held[fast])))
+	}
+	if len(freshNames) > 0 && v.profiled > 0 && !p.Strawman {
+		issues = append(issues, fmt.Sprintf("%s %s no block and never carried load: new", list(freshNames), verb(len(freshNames), "holds", "hold")))
+	}
+	v.issue = strings.Join(issues, "; ")
+
+	// Alg. 1 over the compared servers, then every compared server within
+	// the threshold of the median speed, then the new servers.
+	in := make([]bool, n)
+	for _, k := range monitor.SuperiorSet(preds) {
+		in[at[k]] = true
+		v.superior = append(v.superior, at[k])
+		v.alg1++
+	}
+	if ref := referenceSpeed(speeds, p.VarianceThreshold); ref > 0 {
+		for _, i := range at {
+			if sp := v.servers[i].Speed; !in[i] && sp > 0 && ref-sp <= p.VarianceThreshold*sp {
+				in[i] = true
+				v.superior = append(v.superior, i)
+			}
+		}
+	}
+	widened := len(v.superior) - v.alg1
+	if len(v.superior) > 0 {
+		var mean Profile
+		for _, i := range v.superior {
+			mean.Alpha += v.profiles[i].Alpha / float64(len(v.superior))
+			mean.Beta += v.profiles[i].Beta / float64(len(v.superior))
+		}
+		for i := range v.servers {
+			if v.fresh[i] {
+				v.profiles[i] = mean
+				v.superior = append(v.superior, i)
+			}
+		}
+	}
+	supNames := make([]string, len(v.superior))
+	for k, i := range v.superior {
+		supNames[k] = v.servers[i].Node
+	}
+	v.supText = fmt.Sprintf("superior set {%s}: %d of %d profiled servers", strings.Join(supNames, ", "), len(v.superior), v.profiled)
+	if extra := len(v.superior) - v.alg1; extra > 0 {
+		parts := []string{fmt.Sprintf("%d by Alg. 1", v.alg1)}
+		if widened > 0 {
+			parts = append(parts, fmt.Sprintf("%d within the threshold of the typical speed", widened))
+		}
+		if extra > widened {
+			parts = append(parts, fmt.Sprintf("%d new", extra-widened))
+		}
+		v.supText += " (" + strings.Join(parts, ", ") + ")"
+	}
+	v.common = map[string]float64{
+		"speed_variance":         variance,
+		"response_time_variance": imbalance,
+		"variance_threshold":     p.VarianceThreshold,
+		"superior":               float64(len(v.superior)),
+		"superior_alg1":          float64(v.alg1),
+		"profiled":               float64(v.profiled),
+		"servers":                float64(n),
+	}
+	return v
+}
+
+// referenceSpeed is the speed a straggler is measured against when the
+// superior set is widened: the median speed, or the best when the median
+// is itself a straggler against the best (more than half the servers are
+// slow: then none of them may join, and Alg. 1's scale-out can fire).
+// 0 for no speeds.
+func referenceSpeed(speeds []float64, threshold float64) float64 {
+	if len(speeds) == 0 {
+		return 0
+	}
+	xs := slices.Clone(speeds)
+	slices.Sort(xs)
+	m := len(xs) / 2
+	med := xs[m]
+	if len(xs)%2 == 0 {
+		med = (xs[m-1] + xs[m]) / 2
+	}
+	if best := xs[len(xs)-1]; best-med > threshold*med {
+		return best
+	}
+	return med
+}
+
+func verb(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// strawmanSpeeds are the speeds Proportional spreads by: the profiled
+// speed of each compared server, 0 for the others.
+func strawmanSpeeds(v psldView) []float64 {
+	out := make([]float64, len(v.servers))
+	for i, sv := range v.servers {
+		if v.compared[i] {
+			out[i] = sv.Speed
+		}
+	}
+	return out
+}
+
+// reassign builds the REASSIGN proposal: Alg. 2–3 over the superior set,
+// or the strawman's proportional spread.
+func (p PSLD) reassign(j Job, v psldView, rng *rand.Rand) (Action, bool) {
+	servers, profiles := v.servers, v.profiles
 	sizes := make([]int64, len(j.Blocks))
-	before := make([]float64, len(servers))
 	misplaced := 0 // blocks on servers that are not (or no longer) the job's
 	for k, b := range j.Blocks {
 		sizes[k] = b.Bytes
-		if i, ok := index[b.Server]; ok {
-			before[i] += float64(b.Bytes)
-		} else {
+		if _, ok := v.index[b.Server]; !ok {
 			misplaced++
 		}
 	}
-	assign := AssignPSLD(sizes, profiles, superior, p.Theta1OverTheta0, p.Epsilon, rng)
+	var assign []int
+	if p.Strawman {
+		assign = Proportional(sizes, strawmanSpeeds(v))
+	} else {
+		assign = AssignPSLD(sizes, profiles, v.superior, p.Theta1OverTheta0, p.Epsilon, rng)
+	}
 	after := make([]float64, len(servers))
 	moved := 0
 	for k, i := range assign {
+		if i < 0 {
+			return Action{}, false
+		}
 		after[i] += float64(sizes[k])
 		if j.Blocks[k].Server != servers[i].Node {
 			moved++
 		}
 	}
 	if moved == 0 {
-		return nil, false
+		return Action{}, false
 	}
-	predBefore, slowBefore := slowest(servers, profiles, before)
-	predAfter, slowAfter := slowest(servers, profiles, after)
+	known := func(i int) bool { return v.compared[i] || v.fresh[i] }
+	predBefore, slowBefore := slowest(servers, profiles, v.held, known)
+	predAfter, slowAfter := slowest(servers, profiles, after, known)
 	if misplaced == 0 && !(predAfter <= predBefore*(1-minGain(p.MinGain))) {
-		return nil, false
+		return Action{}, false
 	}
-	ev := clone(common)
+	ev := clone(v.common)
 	ev["epsilon"] = p.Epsilon
 	ev["theta1_over_theta0"] = p.Theta1OverTheta0
 	ev["blocks"] = float64(len(sizes))
@@ -332,12 +579,12 @@ func (p PSLD) reassign(s monitor.Snapshot, j Job, servers []monitor.ServerStat, 
 	ev["pred_max_before_s"] = predBefore
 	ev["pred_max_after_s"] = predAfter
 	var per []string
-	for i, v := range servers {
-		if v.Model == monitor.NoFit || after[i] == 0 {
+	for i, sv := range servers {
+		if !known(i) || after[i] == 0 {
 			continue
 		}
-		ev["pred_s/"+v.Node] = profiles[i].Mean(after[i])
-		per = append(per, fmt.Sprintf("%s %s", v.Node, secs(profiles[i].Mean(after[i]))))
+		ev["pred_s/"+sv.Node] = profiles[i].Mean(after[i])
+		per = append(per, fmt.Sprintf("%s %s", sv.Node, secs(profiles[i].Mean(after[i]))))
 	}
 	gain := "slowest server: "
 	if slowBefore >= 0 {
@@ -348,45 +595,32 @@ func (p PSLD) reassign(s monitor.Snapshot, j Job, servers []monitor.ServerStat, 
 	} else {
 		gain += "no profiled server holds blocks"
 	}
-	acts := []Action{{
-		Kind:       KindReassign,
-		Policy:     NamePSLD,
-		Assignment: assign,
-		Reason: fmt.Sprintf("%s; %s; ε-greedy assignment (ε = %s, θ1/θ0 = %s) moves %d of %d blocks: %s",
-			issue, supText, num(p.Epsilon), num(p.Theta1OverTheta0), moved, len(sizes), gain),
+	how := fmt.Sprintf("%s; ε-greedy assignment (ε = %s, θ1/θ0 = %s)", v.supText, num(p.Epsilon), num(p.Theta1OverTheta0))
+	if p.Strawman {
+		ev["strawman"] = 1
+		delete(ev, "epsilon")
+		delete(ev, "theta1_over_theta0")
+		how = "strawman: blocks in proportion to the profiled speeds (PSLD §6)"
+	}
+	return Action{
+		Kind:         KindReassign,
+		Policy:       NamePSLD,
+		Assignment:   assign,
+		Reason:       fmt.Sprintf("%s; %s moves %d of %d blocks: %s", v.issue, how, moved, len(sizes), gain),
 		Evidence:     ev,
 		Predicted:    "predicted push/pull time per server: " + strings.Join(per, ", "),
 		PredictedBPT: time.Duration(predAfter * float64(time.Second)),
 		Key:          NamePSLD + "/" + string(KindReassign),
-	}}
-	for i, v := range servers {
-		if v.Model == monitor.NoFit || after[i] > 0 {
-			continue
-		}
-		ev := clone(common)
-		ev["bytes_before"] = before[i]
-		ev["pred_mean_s"] = v.PredMean
-		acts = append(acts, Action{
-			Kind:   KindRemoveServer,
-			Policy: NamePSLD,
-			Target: v.Node,
-			Reason: fmt.Sprintf("%s holds no block after the proposed REASSIGN (predicted %s at %s, not superior): "+
-				"a server without parameters leaves the job (PSLD scale-in); apply after the REASSIGN",
-				v.Node, secs(v.PredMean), byteSize(s.PredBytes)),
-			Evidence:  ev,
-			Predicted: "one server fewer, no block moves beyond the REASSIGN",
-			Key:       NamePSLD + "/" + string(KindRemoveServer) + "/" + v.Node,
-		})
-	}
-	return acts, true
+	}, true
 }
 
-// slowest returns the largest predicted time α·S_r + β over profiled
-// servers holding bytes, and which server it is (−1 when none).
-func slowest(servers []monitor.ServerStat, profiles []Profile, load []float64) (float64, int) {
+// slowest returns the largest predicted time α·S_r + β over the servers
+// with a known profile that hold bytes, and which server it is (−1 when
+// none).
+func slowest(servers []monitor.ServerStat, profiles []Profile, load []float64, known func(int) bool) (float64, int) {
 	t, at := 0.0, -1
-	for i, v := range servers {
-		if v.Model == monitor.NoFit || load[i] == 0 {
+	for i := range servers {
+		if !known(i) || load[i] == 0 {
 			continue
 		}
 		if x := profiles[i].Mean(load[i]); at < 0 || x > t {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -189,23 +190,31 @@ func actCmds() []*cobra.Command {
 		}}
 	rf.add(reject, false)
 	reject.Flags().StringVar(&note, "note", "", "note for the audit log")
-	var sizes string
-	trigger := &cobra.Command{Use: "trigger JOB KIND [NODE]", Short: "trigger an action (KILL_RESTART NODE, ADJUST_BS --sizes worker-0=96,...)",
+	var sizes, accum, params, syncModel string
+	trigger := &cobra.Command{Use: "trigger JOB KIND [NODE]",
+		Short: "trigger an action (KILL_RESTART NODE, ADJUST_BS --sizes worker-0=96,..., ADD_WORKER, REMOVE_WORKER NODE, BACKUP_WORKERS --params drop=1, ADJUST_LR NODE --params lr_scale=0.5, SET_SYNC --sync-model ssp --params staleness=3)",
 		Args: cobra.RangeArgs(2, 3),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a := &kelpiepb.Action{Kind: strings.ToUpper(args[1])}
+			a := &kelpiepb.Action{Kind: strings.ToUpper(args[1]), SyncModel: syncModel}
 			if len(args) == 3 {
 				a.Target = args[2]
 			}
-			if sizes != "" {
-				a.BatchSizes = map[string]int32{}
-				for _, kv := range strings.Split(sizes, ",") {
-					var n int32
+			var err error
+			if a.BatchSizes, err = intPairs("--sizes", sizes); err != nil {
+				return exitCode(2, err)
+			}
+			if a.Accumulation, err = intPairs("--accumulation", accum); err != nil {
+				return exitCode(2, err)
+			}
+			if params != "" {
+				a.Params = map[string]float64{}
+				for _, kv := range strings.Split(params, ",") {
 					k, v, ok := strings.Cut(kv, "=")
-					if _, err := fmt.Sscan(v, &n); !ok || err != nil {
-						return exitCode(2, fmt.Errorf("--sizes: %q is not NODE=SIZE", kv))
+					f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+					if !ok || err != nil {
+						return exitCode(2, fmt.Errorf("--params: %q is not KEY=NUMBER", kv))
 					}
-					a.BatchSizes[strings.TrimSpace(k)] = n
+					a.Params[strings.TrimSpace(k)] = f
 				}
 			}
 			res, err := tf.command(&kelpiepb.Command{Kind: &kelpiepb.Command_Trigger{Trigger: &kelpiepb.TriggerAction{Job: args[0], Action: a}}})
@@ -220,7 +229,27 @@ func actCmds() []*cobra.Command {
 		}}
 	tf.add(trigger, true)
 	trigger.Flags().StringVar(&sizes, "sizes", "", "ADJUST_BS: NODE=SIZE,... for every worker")
+	trigger.Flags().StringVar(&accum, "accumulation", "", "ADJUST_BS: NODE=COUNT,... gradient-accumulation counts (samples per iteration = size × count)")
+	trigger.Flags().StringVar(&params, "params", "", "KEY=NUMBER,...: drop (BACKUP_WORKERS), lr_scale (ADJUST_LR), staleness... (SET_SYNC)")
+	trigger.Flags().StringVar(&syncModel, "sync-model", "", "SET_SYNC: bsp | ssp | asp | pssp | dsps | drop")
 	return []*cobra.Command{approve, reject, trigger}
+}
+
+// intPairs parses NODE=N,... (nil when s is empty).
+func intPairs(flag, s string) (map[string]int32, error) {
+	if s == "" {
+		return nil, nil
+	}
+	out := map[string]int32{}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("%s: %q is not NODE=NUMBER", flag, kv)
+		}
+		out[strings.TrimSpace(k)] = int32(n)
+	}
+	return out, nil
 }
 
 func printProtos(jobs []*kelpiepb.JobView) error {

@@ -193,7 +193,7 @@ func actCmds() []*cobra.Command {
 	var sizes, accum, params, syncModel string
 	trigger := &cobra.Command{Use: "trigger JOB KIND [NODE]",
 		Short: "trigger an action (KILL_RESTART NODE, ADJUST_BS --sizes worker-0=96,..., ADD_WORKER, REMOVE_WORKER NODE, BACKUP_WORKERS --params drop=1, ADJUST_LR NODE --params lr_scale=0.5, SET_SYNC --sync-model ssp --params staleness=3)",
-		Args: cobra.RangeArgs(2, 3),
+		Args:  cobra.RangeArgs(2, 3),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a := &kelpiepb.Action{Kind: strings.ToUpper(args[1]), SyncModel: syncModel}
 			if len(args) == 3 {

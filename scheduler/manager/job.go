@@ -331,24 +331,32 @@ func sortedNodes(ns map[string]*nodeState) []*nodeState {
 
 // nodeLess orders worker-2 before worker-10.
 func nodeLess(a, b string) bool {
-	ia, ib := nodeIndex(a), nodeIndex(b)
-	if ia >= 0 && ib >= 0 && a[:len(a)-len(fmt.Sprint(ia))] == b[:len(b)-len(fmt.Sprint(ib))] {
+	pa, ia := splitIndex(a)
+	pb, ib := splitIndex(b)
+	if ia >= 0 && ib >= 0 && pa == pb {
 		return ia < ib
 	}
 	return a < b
 }
 
-func nodeIndex(name string) int {
+// splitIndex splits a node name into its prefix and its trailing number
+// (-1 when it has none): worker-12 -> "worker-", 12.
+func splitIndex(name string) (string, int) {
 	i := len(name)
 	for i > 0 && name[i-1] >= '0' && name[i-1] <= '9' {
 		i--
 	}
 	if i == len(name) {
-		return -1
+		return name, -1
 	}
 	n := 0
 	for _, c := range name[i:] {
 		n = n*10 + int(c-'0')
 	}
+	return name[:i], n
+}
+
+func nodeIndex(name string) int {
+	_, n := splitIndex(name)
 	return n
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"runtime"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -40,7 +41,7 @@ func (m *Manager) View(names []string, heatmapColumns int) []*kelpiepb.JobView {
 			out = append(out, c.v)
 			continue
 		}
-		v := j.view(detail, heatmapColumns)
+		v := j.view(detail, heatmapColumns, m.yieldLock)
 		if j.views == nil {
 			j.views = map[viewKey]cachedView{}
 		}
@@ -138,8 +139,23 @@ func (m *Manager) Execute(ctx context.Context, who console.Principal, cmd *kelpi
 	return res
 }
 
-// view builds a job's console view (under the manager's lock).
-func (j *jobState) view(detail bool, columns int) *kelpiepb.JobView {
+// viewChunk is how many nodes a view builds between two releases of the
+// manager's lock: a view of thousands of nodes must not hold up the
+// reports that agents send meanwhile.
+const viewChunk = 256
+
+// yieldLock lets the goroutines waiting for the manager's lock (agents'
+// reports) in, then takes it back. The caller holds it.
+func (m *Manager) yieldLock() {
+	m.mu.Unlock()
+	runtime.Gosched()
+	m.mu.Lock()
+}
+
+// view builds a job's console view (under the manager's lock). Every
+// viewChunk nodes it calls yield, which may release the lock for a while:
+// the nodes' rows are then each consistent, not all of them at one instant.
+func (j *jobState) view(detail bool, columns int, yield func()) *kelpiepb.JobView {
 	s := j.spec
 	v := &kelpiepb.JobView{Name: s.Name, State: j.state, Error: j.err, Submitted: ts(j.submitted), Ended: ts(j.ended),
 		Model: fmt.Sprintf("%s on %s", s.Model.Kind, s.Data.Kind), Sync: syncName(s),
@@ -202,7 +218,11 @@ func (j *jobState) view(detail bool, columns int) *kelpiepb.JobView {
 	for _, srv := range j.coord.Table.ServerOf {
 		blocks[srv]++
 	}
-	for _, n := range sortedNodes(j.nodes) {
+	nodes := sortedNodes(j.nodes)
+	for i, n := range nodes {
+		if i > 0 && i%viewChunk == 0 {
+			yield()
+		}
 		nv := &kelpiepb.NodeView{Name: n.name, Role: n.role, Host: n.host, State: stateName(n.status.State),
 			Pid: n.status.Pid, Restarts: n.status.Restarts, BatchSize: int32(n.batch), Iteration: n.iteration,
 			Sparkline: append([]float64(nil), n.spark...), LastReport: ts(n.lastSeen), Class: "unknown"}
@@ -224,7 +244,7 @@ func (j *jobState) view(detail bool, columns int) *kelpiepb.JobView {
 		}
 		v.Nodes = append(v.Nodes, nv)
 	}
-	v.Heatmap, v.Charts = j.heatmap(columns)
+	v.Heatmap, v.Charts = j.heatmap(nodes, columns, yield)
 	return v
 }
 
@@ -238,7 +258,7 @@ func finite(x float64) float64 {
 // heatmap builds the nodes × time heatmap (each cell the node's mean BPT or
 // comm time in that bucket relative to the mean over its role) and the
 // chart series (BPT per worker, speed per server).
-func (j *jobState) heatmap(columns int) (*kelpiepb.Heatmap, []*kelpiepb.Series) {
+func (j *jobState) heatmap(nodes []*nodeState, columns int, yield func()) (*kelpiepb.Heatmap, []*kelpiepb.Series) {
 	cols := j.m.cfg.Columns
 	if columns <= 0 || columns > cols {
 		columns = min(60, cols)
@@ -251,46 +271,57 @@ func (j *jobState) heatmap(columns int) (*kelpiepb.Heatmap, []*kelpiepb.Series) 
 	first := max(last-columns+1, 0)
 	bucket := j.m.cfg.Bucket
 	h := &kelpiepb.Heatmap{BucketSeconds: bucket.Seconds(), Start: ts(j.bucket0.Add(time.Duration(first) * bucket))}
-	nodes := sortedNodes(j.nodes)
 	means := map[string][]float64{}
 	for _, role := range []string{"worker", "server"} {
 		mean := make([]float64, last-first+1)
-		for c := first; c <= last; c++ {
-			var sum float64
-			var k int
-			for _, n := range nodes {
-				if n.role == role && n.count[c] > 0 {
-					sum += n.sum[c] / float64(n.count[c])
-					k++
+		k := make([]int, last-first+1)
+		for _, n := range nodes {
+			if n.role != role {
+				continue
+			}
+			for c := first; c <= last; c++ {
+				if n.count[c] > 0 {
+					mean[c-first] += n.sum[c] / float64(n.count[c])
+					k[c-first]++
 				}
 			}
-			if k > 0 {
-				mean[c-first] = sum / float64(k)
+		}
+		for i := range mean {
+			if k[i] > 0 {
+				mean[i] /= float64(k[i])
 			}
 		}
 		means[role] = mean
 	}
 	var series []*kelpiepb.Series
-	for _, n := range nodes {
+	// shift counts the columns the buckets rolled by while the lock was
+	// released: column c of this view is then at c-shift in the nodes'.
+	bucket0, shift := j.bucket0, 0
+	for i, n := range nodes {
+		if i > 0 && i%viewChunk == 0 {
+			yield()
+			shift = int(j.bucket0.Sub(bucket0) / bucket)
+		}
 		row := &kelpiepb.HeatmapRow{Node: n.name, Cells: make([]float32, last-first+1)}
 		ser := &kelpiepb.Series{Name: "bpt/" + n.name, Unit: "s", IntervalSeconds: bucket.Seconds(), Values: make([]float64, last-first+1)}
 		if n.role == "server" {
 			ser.Name, ser.Unit = "speed/"+n.name, "B/s"
 		}
-		for c := first; c <= last; c++ {
-			if n.count[c] == 0 {
+		for vc := first; vc <= last; vc++ {
+			c := vc - shift
+			if c < 0 || n.count[c] == 0 {
 				continue
 			}
 			mean := n.sum[c] / float64(n.count[c])
-			if mu := means[n.role][c-first]; mu > 0 {
-				row.Cells[c-first] = float32(mean / mu)
+			if mu := means[n.role][vc-first]; mu > 0 {
+				row.Cells[vc-first] = float32(mean / mu)
 			}
 			if n.role == "server" {
 				if n.sum[c] > 0 {
-					ser.Values[c-first] = n.bytes[c] / n.sum[c]
+					ser.Values[vc-first] = n.bytes[c] / n.sum[c]
 				}
 			} else {
-				ser.Values[c-first] = mean
+				ser.Values[vc-first] = mean
 			}
 		}
 		h.Rows = append(h.Rows, row)

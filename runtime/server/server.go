@@ -662,7 +662,8 @@ func (s *Server) read(req *kelpiepb.PSRequest, delayed bool) *kelpiepb.PSRespons
 	}
 	dim := s.rowDim()
 	n += len(req.PullRowKeys) * dim
-	out := make([]float32, 0, n)
+	// A pooled buffer, back in the pool once the transport has sent it.
+	out := wire.AsFloats(wire.NewPayload(n * 4))[:0]
 	for _, id := range req.Blocks {
 		out = append(out, s.blocks[int(id)].vals...)
 	}

@@ -69,7 +69,7 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 	}
 	out := mem.BufferSlice{mem.SliceBuffer(hdr)}
 	if len(payload) > 0 {
-		out = append(out, mem.SliceBuffer(payload))
+		out = append(out, sendBuffer(payload))
 	}
 	return out, nil
 }

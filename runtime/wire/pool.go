@@ -106,3 +106,32 @@ func (bufferPool) Put(p *[]byte) { putBuffer(p) }
 // BufferPool is the data plane's gRPC buffer pool (see psclient's dial and
 // server options).
 func BufferPool() mem.BufferPool { return bufferPool{} }
+
+// outgoing holds the payloads from NewPayload not yet marshalled, by the
+// address of their first byte.
+var outgoing sync.Map
+
+// NewPayload returns a pooled buffer of n bytes for the payload of a
+// message about to be sent (a server's pull response). The codec hands it
+// to gRPC as a reference-counted buffer that goes back to the pool once
+// the transport has written it, so the caller must not touch it after the
+// send. A buffer that is never sent is simply left to the garbage
+// collector.
+func NewPayload(n int) []byte {
+	b := getBuffer(n)
+	if n >= PoolThreshold {
+		outgoing.Store(&b[0], struct{}{})
+	}
+	return b
+}
+
+// sendBuffer is the payload's gRPC buffer: a recycling one for a payload
+// from NewPayload, a plain view otherwise.
+func sendBuffer(payload []byte) mem.Buffer {
+	if len(payload) >= PoolThreshold {
+		if _, ok := outgoing.LoadAndDelete(&payload[0]); ok {
+			return mem.NewBuffer(&payload, bufferPool{})
+		}
+	}
+	return mem.SliceBuffer(payload)
+}

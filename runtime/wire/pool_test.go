@@ -118,3 +118,26 @@ func TestBufferPool(t *testing.T) {
 		p.Put(b)
 	}
 }
+
+// TestNewPayloadRecycledAfterSend: a payload from NewPayload is marshalled
+// as a reference-counted buffer that returns to the pool when gRPC frees
+// it; any other payload is a plain view.
+func TestNewPayloadRecycledAfterSend(t *testing.T) {
+	owned := NewPayload(PoolThreshold)
+	if b := sendBuffer(owned); b.Len() != PoolThreshold {
+		t.Fatalf("owned payload: buffer of %d bytes", b.Len())
+	} else {
+		if _, plain := b.(mem.SliceBuffer); plain {
+			t.Error("a payload from NewPayload was sent as a plain view: it would never be recycled")
+		}
+		b.Free()
+	}
+	// Marshalled once: a second send of the same bytes is a plain view.
+	if _, plain := sendBuffer(owned).(mem.SliceBuffer); !plain {
+		t.Error("the same payload was handed to gRPC as pooled twice")
+	}
+	other := make([]byte, PoolThreshold)
+	if _, plain := sendBuffer(other).(mem.SliceBuffer); !plain {
+		t.Error("a caller's own payload was sent as a pooled buffer: gRPC would recycle memory it does not own")
+	}
+}

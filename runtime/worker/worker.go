@@ -284,6 +284,7 @@ func (w *Worker) exchange(op kelpiepb.Op, progress int64, pullKeys []uint64) ([]
 				Seconds: max(time.Since(t0).Seconds()-resp.HeldSeconds, 0)}
 			versions[r], drops[r] = resp.Version, resp.Dropped
 			errs[r] = w.absorb(r, req, resp, pullPos)
+			wire.Recycle(resp.Data) // copied into the parameters
 		}(r, req)
 	}
 	wg.Wait()

@@ -301,15 +301,22 @@ func (m *Manager) durableShards(name string, cj *coordinator.Job) error {
 func (m *Manager) Kill(name, who string) error {
 	m.mu.Lock()
 	j, ok := m.jobs[name]
+	var over bool
+	var state string
+	if ok {
+		over, state = j.over(), j.state
+	}
 	m.mu.Unlock()
 	if !ok {
 		return status.Errorf(codes.NotFound, "no job %q", name)
 	}
-	if j.over() {
-		return status.Errorf(codes.FailedPrecondition, "job %s is already %s", name, j.state)
+	if over {
+		return status.Errorf(codes.FailedPrecondition, "job %s is already %s", name, state)
 	}
-	j.coord.Fail(fmt.Errorf("killed by %s", who))
+	// Killed before the coordinator fails it: the goroutine that watches
+	// the coordinator would otherwise record the job as failed first.
 	m.finish(j, StateKilled, fmt.Errorf("killed by %s", who))
+	j.coord.Fail(fmt.Errorf("killed by %s", who))
 	return nil
 }
 

@@ -155,10 +155,16 @@ func resplit(total int, names []string, current map[string]int) map[string]int {
 		out[names[order[k]]]++
 		given++
 	}
-	for k := 0; given > total; k = (k + 1) % n {
-		if w := names[order[n-1-k]]; out[w] > 1 {
-			out[w]--
-			given--
+	for changed := true; given > total && changed; {
+		// Take back from the smallest fractions; nobody goes below 1 (so
+		// more workers than samples cannot be split: validation refuses it).
+		changed = false
+		for k := n - 1; k >= 0 && given > total; k-- {
+			if w := names[order[k]]; out[w] > 1 {
+				out[w]--
+				given--
+				changed = true
+			}
 		}
 	}
 	return out
@@ -227,6 +233,9 @@ func (m *Manager) addWorker(j *jobState, a *kelpiepb.Action) {
 	j.views = nil
 	m.mu.Unlock()
 	if err := j.startAgent("worker", name); err != nil {
+		m.mu.Lock()
+		n.removed = true
+		m.mu.Unlock()
 		j.coord.DropWorker(name)
 		fail(err)
 		return

@@ -276,6 +276,9 @@ func (j *jobState) validate(a *kelpiepb.Action) error {
 		if !ok {
 			return status.Errorf(codes.InvalidArgument, "KILL_RESTART: job %s has no node %q", j.spec.Name, a.Target)
 		}
+		if n.removed {
+			return status.Errorf(codes.FailedPrecondition, "KILL_RESTART: %s was removed from job %s", a.Target, j.spec.Name)
+		}
 		if n.role == "server" {
 			// A server is relaunched on a fresh host by a hot table change:
 			// a new server takes its blocks, then it stops.

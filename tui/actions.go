@@ -3,6 +3,7 @@ package tui
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/charmbracelet/bubbles/key"
@@ -149,6 +150,7 @@ func (v *actionsView) update(msg tea.KeyMsg) tea.Cmd {
 		v.c.modal = &menuDialog{title: "trigger an action", items: []string{
 			"restart a node (KILL_RESTART)", "adjust batch sizes (ADJUST_BS)",
 			"add a server", "remove a server", "add a worker", "remove a worker",
+			"backup workers (BACKUP_WORKERS)", "scale a worker's learning rate (ADJUST_LR)",
 		}, choose: v.trigger}
 	case key.Matches(msg, k.Actions.Restart):
 		return v.trigger(0)
@@ -182,6 +184,9 @@ func (v *actionsView) decide(a *kelpiepb.Action, approve bool) tea.Cmd {
 func nodesOf(j *kelpiepb.JobView) (roles map[string]string, workers, servers []string, sizes map[string]int32) {
 	roles, sizes = map[string]string{}, map[string]int32{}
 	for _, n := range j.GetNodes() {
+		if n.GetState() == "removed" {
+			continue // taken out of the job: no action applies to it
+		}
 		roles[n.GetName()] = n.GetRole()
 		switch n.GetRole() {
 		case "worker":
@@ -255,6 +260,46 @@ func (v *actionsView) trigger(i int) tea.Cmd {
 			}
 			f.setErrors(nil)
 			return send("adjust batch sizes", &kelpiepb.Action{Kind: "ADJUST_BS", BatchSizes: bs}, f)
+		}}
+	case 6:
+		f := newForm("backup workers · " + job)
+		f.info = []string{fmt.Sprintf("each iteration goes ahead with the first %d−b gradients; the b slowest are dropped and their shards trained again; 0 turns it off", len(workers))}
+		f.add("drop", "drop b", "1", "gradients dropped per iteration")
+		v.c.modal = &formDialog{form: f, submit: func(f *form) tea.Cmd {
+			b, err := strconv.Atoi(strings.TrimSpace(f.values()["drop"]))
+			if err != nil || b < 0 || b >= len(workers) {
+				f.setErrors(map[string]string{"drop": fmt.Sprintf("a whole number from 0 to %d", len(workers)-1)})
+				return nil
+			}
+			f.setErrors(nil)
+			return send("backup workers", &kelpiepb.Action{Kind: "BACKUP_WORKERS", Params: map[string]float64{"drop": float64(b)}}, f)
+		}}
+	case 7:
+		f := newForm("learning-rate scale · " + job)
+		def := v.suggestRestart(j)
+		if roles[def] != "worker" && len(workers) > 0 {
+			def = workers[0]
+		}
+		f.add("node", "worker", def, "a worker of "+job)
+		f.add("scale", "scale", "0.5", "factor on its gradient, in (0, 10]")
+		v.c.modal = &formDialog{form: f, submit: func(f *form) tea.Cmd {
+			vals := f.values()
+			node := strings.TrimSpace(vals["node"])
+			errs := map[string]string{}
+			if err := forms.Node(node, roles, "worker"); err != nil {
+				errs["node"] = err.Error()
+			}
+			scale, err := strconv.ParseFloat(strings.TrimSpace(vals["scale"]), 64)
+			if err != nil || !(scale > 0 && scale <= 10) {
+				errs["scale"] = "a number in (0, 10]"
+			}
+			if len(errs) > 0 {
+				f.setErrors(errs)
+				return nil
+			}
+			f.setErrors(nil)
+			return send("scale "+node+"'s learning rate", &kelpiepb.Action{Kind: "ADJUST_LR", Target: node,
+				Params: map[string]float64{"lr_scale": scale}}, f)
 		}}
 	case 2, 4:
 		kind, what := "ADD_SERVER", "add a server"

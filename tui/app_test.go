@@ -108,6 +108,25 @@ func TestTriggerForms(t *testing.T) {
 	if got[2].GetTrigger().GetAction().GetKind() != "ADD_SERVER" {
 		t.Errorf("add server sent %v", got[2])
 	}
+
+	press(tm, "t", "7") // backup workers: b must leave at least one gradient
+	waitText(t, tm, "backup workers · mnist-mlp")
+	press(tm, "ctrl+u", "4", "enter")
+	waitText(t, tm, "a whole number from 0 to 3")
+	press(tm, "ctrl+u", "1", "enter")
+	got = waitSent(t, tm, b, 4, "backup workers: done")
+	if a := got[3].GetTrigger().GetAction(); a.GetKind() != "BACKUP_WORKERS" || a.GetParams()["drop"] != 1 {
+		t.Errorf("backup workers sent %v", got[3])
+	}
+	press(tm, "t", "8") // a worker's learning-rate scale
+	waitText(t, tm, "learning-rate scale · mnist-mlp")
+	press(tm, "ctrl+u", "worker-2", "tab", "ctrl+u", "20", "enter")
+	waitText(t, tm, "a number in (0, 10]")
+	press(tm, "ctrl+u", "0.25", "enter")
+	got = waitSent(t, tm, b, 5, "scale worker-2's learning rate: done")
+	if a := got[4].GetTrigger().GetAction(); a.GetKind() != "ADJUST_LR" || a.GetTarget() != "worker-2" || a.GetParams()["lr_scale"] != 0.25 {
+		t.Errorf("learning-rate scale sent %v", got[4])
+	}
 	tm.Quit()
 	tm.WaitFinished(t)
 }

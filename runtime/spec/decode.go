@@ -602,7 +602,7 @@ var (
 	dropKeys       = []string{"wait_for"}
 	policyKeys     = []string{"antdt-nd", "antdt-dd", "backup-workers", "adjust-lr", "psld"}
 	antdtNDKeys    = []string{"mode", "lambda", "window_transient", "window_persistent"}
-	antdtDDKeys    = []string{"mode", "min_accumulation", "max_accumulation"}
+	antdtDDKeys    = []string{"mode", "min_accumulation", "max_accumulation", "min_batch", "max_batch"}
 	backupKeys     = []string{"mode", "drop"}
 	adjustLRKeys   = []string{"mode"}
 	psldKeys       = []string{"mode", "epsilon", "theta1_over_theta0", "scale_threshold", "variance_threshold", "strawman"}
@@ -687,6 +687,8 @@ func (d *decoder) decode(body ast.Node, s *Spec) {
 	d.str(dd, "mode", &p.AntDTDD.Mode)
 	d.int(dd, "min_accumulation", &p.AntDTDD.MinAccumulation)
 	d.int(dd, "max_accumulation", &p.AntDTDD.MaxAccumulation)
+	d.int(dd, "min_batch", &p.AntDTDD.MinBatch)
+	d.int(dd, "max_batch", &p.AntDTDD.MaxBatch)
 	bw := d.sub(pol, "backup-workers", backupKeys)
 	d.str(bw, "mode", &p.BackupWorkers.Mode)
 	d.int(bw, "drop", &p.BackupWorkers.Drop)

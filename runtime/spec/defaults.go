@@ -138,6 +138,7 @@ func (d *decoder) applyDefaults(s *Spec) {
 	set("policies.antdt-nd.window_persistent", &p.AntDTND.WindowPersistent, defaultWindowPersistent)
 	set("policies.antdt-dd.min_accumulation", &p.AntDTDD.MinAccumulation, defaultMinAccumulation)
 	set("policies.antdt-dd.max_accumulation", &p.AntDTDD.MaxAccumulation, defaultMaxAccumulation)
+	set("policies.antdt-dd.min_batch", &p.AntDTDD.MinBatch, 1)
 	set("policies.backup-workers.drop", &p.BackupWorkers.Drop, defaultBackupDrop)
 	set("policies.psld.epsilon", &p.PSLD.Epsilon, defaultEpsilon)
 	set("policies.psld.theta1_over_theta0", &p.PSLD.Theta1OverTheta0, float64(defaultThetaRatio))

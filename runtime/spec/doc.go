@@ -89,6 +89,9 @@
 //	    mode: off
 //	    min_accumulation: 1      >= 1; C^min
 //	    max_accumulation: 5      >= min_accumulation; C^max
+//	    min_batch: 1             >= 1; B^min, the smallest micro-batch worth running
+//	    max_batch: 0             0 (the global batch) or >= min_batch; B^max, a
+//	                             device's memory limit: above it, accumulate
 //	  backup-workers:
 //	    mode: off
 //	    drop: 1                  >= 1, and < workers unless mode is off; b

@@ -105,8 +105,8 @@ func (s *Spec) YAML() []byte {
 	w(0, "policies:")
 	w(1, "antdt-nd: {mode: %s, lambda: %s, window_transient: %s, window_persistent: %s}",
 		yamlString(p.AntDTND.Mode), fmtFloat(p.AntDTND.Lambda), fmtDuration(p.AntDTND.WindowTransient), fmtDuration(p.AntDTND.WindowPersistent))
-	w(1, "antdt-dd: {mode: %s, min_accumulation: %d, max_accumulation: %d}",
-		yamlString(p.AntDTDD.Mode), p.AntDTDD.MinAccumulation, p.AntDTDD.MaxAccumulation)
+	w(1, "antdt-dd: {mode: %s, min_accumulation: %d, max_accumulation: %d, min_batch: %d, max_batch: %d}",
+		yamlString(p.AntDTDD.Mode), p.AntDTDD.MinAccumulation, p.AntDTDD.MaxAccumulation, p.AntDTDD.MinBatch, p.AntDTDD.MaxBatch)
 	w(1, "backup-workers: {mode: %s, drop: %d}", yamlString(p.BackupWorkers.Mode), p.BackupWorkers.Drop)
 	w(1, "adjust-lr: {mode: %s}", yamlString(p.AdjustLR.Mode))
 	strawman := ""

@@ -124,6 +124,11 @@ type AntDTDD struct {
 	Mode            string
 	MinAccumulation int // C^min
 	MaxAccumulation int // C^max
+	// MinBatch and MaxBatch bound a worker's micro-batch: B̂^min (below it
+	// the device is not saturated) and B̂^max (its memory limit; 0: the
+	// global batch). A worker that should take more than MaxBatch samples
+	// accumulates several micro-batches.
+	MinBatch, MaxBatch int
 }
 
 // BackupWorkers drops the Drop slowest workers' gradients each iteration.

@@ -24,7 +24,7 @@ func defaults() *Spec {
 		Sync: Sync{Model: SyncBSP, Staleness: 3, Pull: PullLazy, PSSP: PSSP{C: 0.5, Alpha: 1}, Drop: Drop{WaitFor: 1}},
 		Policies: Policies{
 			AntDTND:       AntDTND{Mode: ModeOff, Lambda: 1.5, WindowTransient: 5 * time.Second, WindowPersistent: 20 * time.Second},
-			AntDTDD:       AntDTDD{Mode: ModeOff, MinAccumulation: 1, MaxAccumulation: 5},
+			AntDTDD:       AntDTDD{Mode: ModeOff, MinAccumulation: 1, MaxAccumulation: 5, MinBatch: 1},
 			BackupWorkers: BackupWorkers{Mode: ModeOff, Drop: 1},
 			AdjustLR:      AdjustLR{Mode: ModeOff},
 			PSLD:          PSLD{Mode: ModeOff, Epsilon: 0.1, Theta1OverTheta0: 1, ScaleThreshold: 0.5, VarianceThreshold: 1},
@@ -285,6 +285,11 @@ train: {lr_decay: exponential, lr_final: 1.5}
 			"spec.yaml:2: train.lr_decay: must be one of none, cosine, linear (got \"exponential\")",
 			"spec.yaml:2: train.lr_final: must be in [0, 1] (got 1.5)",
 		}},
+		{"antdt-dd batch bounds", `name: x
+policies: {antdt-dd: {min_batch: 16, max_batch: 8}}
+`, []string{
+			"spec.yaml:2: policies.antdt-dd.max_batch: must be at least 16 (got 8)",
+		}},
 		{"final learning rate without a decay", `name: x
 train: {lr_final: 0.1}
 `, []string{
@@ -537,7 +542,7 @@ sync:
   drop: {wait_for: 1}
 policies:
   antdt-nd: {mode: off, lambda: 1.5, window_transient: 5s, window_persistent: 20s}
-  antdt-dd: {mode: off, min_accumulation: 1, max_accumulation: 5}
+  antdt-dd: {mode: off, min_accumulation: 1, max_accumulation: 5, min_batch: 1, max_batch: 0}
   backup-workers: {mode: off, drop: 1}
   adjust-lr: {mode: off}
   psld: {mode: off, epsilon: 0.1, theta1_over_theta0: 1, scale_threshold: 0.5, variance_threshold: 1}

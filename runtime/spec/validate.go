@@ -311,6 +311,9 @@ func (c *checker) validatePolicies() {
 	if c.atLeast("policies.antdt-dd.min_accumulation", int64(p.AntDTDD.MinAccumulation), 1) {
 		c.atLeast("policies.antdt-dd.max_accumulation", int64(p.AntDTDD.MaxAccumulation), int64(p.AntDTDD.MinAccumulation))
 	}
+	if c.atLeast("policies.antdt-dd.min_batch", int64(p.AntDTDD.MinBatch), 1) && p.AntDTDD.MaxBatch != 0 {
+		c.atLeast("policies.antdt-dd.max_batch", int64(p.AntDTDD.MaxBatch), int64(p.AntDTDD.MinBatch))
+	}
 	if c.atLeast("policies.backup-workers.drop", int64(p.BackupWorkers.Drop), 1) &&
 		p.BackupWorkers.Mode != ModeOff && c.s.Cluster.Workers >= 1 && p.BackupWorkers.Drop >= c.s.Cluster.Workers {
 		c.errorf("policies.backup-workers.drop", "must be less than cluster.workers (%d) (got %d)", c.s.Cluster.Workers, p.BackupWorkers.Drop)

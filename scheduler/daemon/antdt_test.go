@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"regexp"
 	"testing"
 	"time"
 
@@ -8,7 +9,8 @@ import (
 )
 
 // TestAntDTActionsLive: with a persistent worker straggler, AntDT-DD
-// (auto) applies batch sizes with accumulation counts once; then an
+// (auto) applies batch sizes with accumulation counts once (a device's
+// micro-batch is capped at 32, so fast workers accumulate); then an
 // operator turns backup workers on (the straggler's late gradients are
 // dropped and their shards trained again) and scales its learning rate.
 // Every action applies and every shard ends DONE.
@@ -31,7 +33,7 @@ cluster: {servers: 2, workers: 4}
 sync: {model: bsp}
 policies:
   antdt-nd: {mode: off, lambda: 1.5, window_transient: 1s, window_persistent: 2s}
-  antdt-dd: {mode: auto, min_accumulation: 1, max_accumulation: 4}
+  antdt-dd: {mode: auto, min_accumulation: 1, max_accumulation: 4, max_batch: 32}
 stragglers:
   - {node: worker-2, kind: compute, sleep: 20ms, intensity: 1, probability: 1, start: 0s}
 `, func(name string) {
@@ -65,6 +67,9 @@ stragglers:
 			t.Logf("%s: %s", a.Policy, a.Reason)
 			if a.Policy != "antdt-dd" {
 				t.Errorf("ADJUST_BS by %s; want antdt-dd", a.Policy)
+			}
+			if !regexp.MustCompile(`worker-\d+ [2-9]×\d+`).MatchString(a.Reason) {
+				t.Errorf("AntDT-DD's split %q accumulates nowhere; with micro-batches capped at 32 the fast workers must", a.Reason)
 			}
 		}
 	}

@@ -39,6 +39,23 @@ const (
 	DecayLinear = "linear"
 )
 
+// Accumulate adds gradient x into dst (len(x) >= len(dst)): a server
+// summing workers' gradients of one version, a worker summing its
+// micro-batches' gradients.
+func Accumulate(dst, x []float32) {
+	x = x[:len(dst)]
+	i := 0
+	for ; i+4 <= len(dst); i += 4 {
+		dst[i] += x[i]
+		dst[i+1] += x[i+1]
+		dst[i+2] += x[i+2]
+		dst[i+3] += x[i+3]
+	}
+	for ; i < len(dst); i++ {
+		dst[i] += x[i]
+	}
+}
+
 // At returns c with the learning rate of iteration t under its decay.
 func (c Config) At(t int64) Config {
 	if c.Decay == "" || c.Decay == DecayNone || c.Steps <= 0 {

@@ -532,15 +532,16 @@ func (s *Server) push(req *kelpiepb.PSRequest, send *[]func()) (bool, error) {
 	if res.Accept {
 		g := wire.AsFloats(req.Data)
 		agg := s.cfg.Sync.Aggregate()
+		opt := s.cfg.Optim.At(req.Progress)
 		off := 0
 		for _, id := range req.Blocks {
 			b := s.blocks[int(id)]
 			n := len(b.vals)
 			if agg {
-				axpy(b.acc, g[off:off+n])
+				optim.Accumulate(b.acc, g[off:off+n])
 				b.dirty = true
 			} else {
-				optim.Apply(s.cfg.Optim.At(req.Progress), b.opt, b.vals, g[off:off+n])
+				optim.Apply(opt, b.opt, b.vals, g[off:off+n])
 			}
 			off += n
 		}
@@ -551,13 +552,13 @@ func (s *Server) push(req *kelpiepb.PSRequest, send *[]func()) (bool, error) {
 				gr := g[off+i*dim : off+(i+1)*dim]
 				if agg {
 					r.b.dirty = true
-					axpy(r.b.acc[r.row*dim:(r.row+1)*dim], gr)
+					optim.Accumulate(r.b.acc[r.row*dim:(r.row+1)*dim], gr)
 					if !r.b.mark[r.row] {
 						r.b.mark[r.row] = true
 						r.b.touched = append(r.b.touched, r.row)
 					}
 				} else {
-					optim.ApplyRows(s.cfg.Optim.At(req.Progress), r.b.opt, r.b.vals, dim, []int{r.row}, gr)
+					optim.ApplyRows(opt, r.b.opt, r.b.vals, dim, []int{r.row}, gr)
 				}
 			}
 		}
@@ -604,19 +605,19 @@ func (s *Server) membership(worker int, join bool, from int64, send *[]func()) {
 // commit applies the summed gradients of the finished version (V_train-1).
 func (s *Server) commit() {
 	version := s.engine.VTrain() - 1
+	opt := s.cfg.Optim.At(version)
 	for _, b := range s.blocks {
 		if b.from > version {
 			continue
 		}
-		s.step(b, version)
+		s.step(b, opt)
 	}
 }
 
-// step applies a block's summed gradients of a version and clears the
-// sums.
-func (s *Server) step(b *block, version int64) {
+// step applies a block's summed gradients with opt (the optimizer at their
+// version's learning rate) and clears the sums.
+func (s *Server) step(b *block, opt optim.Config) {
 	b.dirty = false
-	opt := s.cfg.Optim.At(version)
 	if !b.meta.Sparse {
 		optim.Apply(opt, b.opt, b.vals, b.acc)
 		clear(b.acc)
@@ -676,18 +677,4 @@ func (s *Server) read(req *kelpiepb.PSRequest, delayed bool) *kelpiepb.PSRespons
 	resp.Data = wire.AsBytes(out)
 	s.stats.BytesOut += int64(len(resp.Data))
 	return resp
-}
-
-func axpy(dst, x []float32) {
-	x = x[:len(dst)]
-	i := 0
-	for ; i+4 <= len(dst); i += 4 {
-		dst[i] += x[i]
-		dst[i+1] += x[i+1]
-		dst[i+2] += x[i+2]
-		dst[i+3] += x[i+3]
-	}
-	for ; i < len(dst); i++ {
-		dst[i] += x[i]
-	}
 }

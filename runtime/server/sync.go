@@ -53,9 +53,10 @@ func (s *Server) SetSync(_ context.Context, req *kelpiepb.SyncSettings) (*kelpie
 // (leaving an aggregating model with a version half pushed) and frees the
 // sums.
 func (s *Server) commitPartial() {
+	opt := s.cfg.Optim.At(s.engine.VTrain())
 	for _, b := range s.blocks {
 		if b.acc != nil && b.dirty {
-			s.step(b, s.engine.VTrain())
+			s.step(b, opt)
 		}
 		b.acc, b.mark, b.touched = nil, nil, nil
 	}

@@ -1,12 +1,15 @@
 package worker
 
-import "github.com/kelpie/kelpie/runtime/model"
+import (
+	"github.com/kelpie/kelpie/runtime/model"
+	"github.com/kelpie/kelpie/runtime/optim"
+)
 
 // addParams adds src to dst: dense tensors element by element, sparse rows
 // (dim floats each, keys sorted) merged by key.
 func addParams(dst, src *model.Params, dim int) {
 	for i, d := range dst.Dense {
-		axpy(d, src.Dense[i])
+		optim.Accumulate(d, src.Dense[i])
 	}
 	if len(src.Sparse.Keys) == 0 {
 		return
@@ -29,16 +32,10 @@ func addParams(dst, src *model.Params, dim int) {
 			keys = append(keys, a.Keys[i])
 			n := len(vals)
 			vals = append(vals, a.Vals[i*dim:(i+1)*dim]...)
-			axpy(vals[n:], b.Vals[j*dim:(j+1)*dim])
+			optim.Accumulate(vals[n:], b.Vals[j*dim:(j+1)*dim])
 			i++
 			j++
 		}
 	}
 	dst.Sparse.Keys, dst.Sparse.Vals = keys, vals
-}
-
-func axpy(dst, x []float32) {
-	for i := range dst {
-		dst[i] += x[i]
-	}
 }

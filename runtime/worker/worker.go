@@ -475,14 +475,7 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 		if more {
 			pullKeys = w.keys(w.nextBatch)
 		}
-		comms, version, err := w.exchange(kelpiepb.Op_OP_PUSH_PULL, t, pullKeys)
-		if staleTable(err) {
-			// A table change reached the servers before its command reached
-			// us: they refused the push whole. Switch, then send it again.
-			if err = w.awaitTable(ctx, t); err == nil {
-				comms, version, err = w.exchange(kelpiepb.Op_OP_PUSH_PULL, t, pullKeys)
-			}
-		}
+		comms, version, err := w.exchangeFollowing(ctx, kelpiepb.Op_OP_PUSH_PULL, t, pullKeys)
 		if err != nil {
 			return sum, fmt.Errorf("worker %d: iteration %d: %w", w.cfg.Index, t, err)
 		}
@@ -593,6 +586,19 @@ func (w *Worker) probe() (int64, error) {
 	return minV, nil
 }
 
+// exchangeFollowing is exchange that follows a table change the servers
+// made before its command reached the worker: they refuse the request
+// whole, the worker switches to the new table and sends it again.
+func (w *Worker) exchangeFollowing(ctx context.Context, op kelpiepb.Op, progress int64, pullKeys []uint64) ([]Comm, int64, error) {
+	comms, version, err := w.exchange(op, progress, pullKeys)
+	if staleTable(err) {
+		if err = w.awaitTable(ctx, progress); err == nil {
+			comms, version, err = w.exchange(op, progress, pullKeys)
+		}
+	}
+	return comms, version, err
+}
+
 // staleTable says whether servers refused a request because it follows a
 // block table they have left.
 func staleTable(err error) bool {
@@ -645,17 +651,7 @@ func (w *Worker) awaitTable(ctx context.Context, t int64) error {
 }
 
 // join puts the worker in every server's barrier from iteration from on.
-func (w *Worker) join(from int64) error {
-	for r, c := range w.conns {
-		if c == nil {
-			continue
-		}
-		if _, err := c.Do(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_JOIN, Worker: int32(w.cfg.Index), Progress: from}); err != nil {
-			return fmt.Errorf("worker %d: join server %d: %v", w.cfg.Index, r, err)
-		}
-	}
-	return nil
-}
+func (w *Worker) join(from int64) error { return w.membership(kelpiepb.Op_OP_JOIN, "join", from) }
 
 // gradient computes the gradient of the current batch into w.grad, in
 // w.accum micro-batches whose gradients are summed (gradient accumulation:
@@ -689,13 +685,16 @@ func (w *Worker) gradient(gb float32) float64 {
 
 // leave takes the worker out of every server's barrier after its last
 // pushed iteration.
-func (w *Worker) leave(last int64) error {
+func (w *Worker) leave(last int64) error { return w.membership(kelpiepb.Op_OP_LEAVE, "leave", last) }
+
+// membership sends a JOIN or LEAVE to every server.
+func (w *Worker) membership(op kelpiepb.Op, verb string, progress int64) error {
 	for r, c := range w.conns {
 		if c == nil {
 			continue
 		}
-		if _, err := c.Do(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_LEAVE, Worker: int32(w.cfg.Index), Progress: last}); err != nil {
-			return fmt.Errorf("worker %d: leave server %d: %v", w.cfg.Index, r, err)
+		if _, err := c.Do(&kelpiepb.PSRequest{Op: op, Worker: int32(w.cfg.Index), Progress: progress}); err != nil {
+			return fmt.Errorf("worker %d: %s server %d: %v", w.cfg.Index, verb, r, err)
 		}
 	}
 	return nil
@@ -826,13 +825,7 @@ func (w *Worker) Evaluate(ds data.Dataset, progress int64) (loss, acc float64, e
 		}
 		ds.Fill(&b, idx)
 		if from == 0 || w.sparseT >= 0 {
-			_, _, err := w.exchange(kelpiepb.Op_OP_PULL, progress, w.keys(&b))
-			if staleTable(err) {
-				if err = w.awaitTable(context.Background(), progress); err == nil {
-					_, _, err = w.exchange(kelpiepb.Op_OP_PULL, progress, w.keys(&b))
-				}
-			}
-			if err != nil {
+			if _, _, err := w.exchangeFollowing(context.Background(), kelpiepb.Op_OP_PULL, progress, w.keys(&b)); err != nil {
 				return 0, 0, fmt.Errorf("worker %d: evaluation pull: %w", w.cfg.Index, err)
 			}
 		}

@@ -574,11 +574,8 @@ func (c *Coordinator) Register(ctx context.Context, req *kelpiepb.RegisterReques
 		old.SamplesBase += old.Samples
 		old.Samples = 0
 		old.Done = false
-		resp := &kelpiepb.RegisterResponse{SpecYaml: string(j.YAML), Index: int32(idx), Assignment: j.assignment(),
-			Splits: j.splits()}
-		if j.next != nil {
-			resp.NextAssignment, resp.NextAt, resp.NextAction = j.nextAssignment(), j.next.at, j.next.action
-		}
+		resp := &kelpiepb.RegisterResponse{SpecYaml: string(j.YAML), Index: int32(idx), Assignment: j.assignment()}
+		j.catchUp(resp)
 		return resp, nil
 	}
 	added := req.Role == kelpiepb.Role_ROLE_WORKER && idx >= j.Spec.Cluster.Workers
@@ -597,12 +594,19 @@ func (c *Coordinator) Register(ctx context.Context, req *kelpiepb.RegisterReques
 	if added {
 		// A worker added while the job runs (ADD_WORKER) follows the splits
 		// and any table change under way, as a restarted one does.
-		resp.Splits = j.splits()
-		if j.next != nil {
-			resp.NextAssignment, resp.NextAt, resp.NextAction = j.nextAssignment(), j.next.at, j.next.action
-		}
+		j.catchUp(resp)
 	}
 	return resp, nil
+}
+
+// catchUp tells a worker joining a running job (restarted or added) the
+// batch splits so far and any table change under way. The caller holds
+// j.mu.
+func (j *Job) catchUp(resp *kelpiepb.RegisterResponse) {
+	resp.Splits = j.splits()
+	if j.next != nil {
+		resp.NextAssignment, resp.NextAt, resp.NextAction = j.nextAssignment(), j.next.at, j.next.action
+	}
 }
 
 // Ready marks a node ready and blocks until every node of the job is.

@@ -491,8 +491,6 @@ func (j *jobState) command(a *kelpiepb.Action, node string) *kelpiepb.ActionComm
 // worker's progress (AntDT Fig. 6: the scheduler, which holds a stream to
 // every agent, plays the primary agent's broadcast).
 func (m *Manager) dispatchLocked(j *jobState, a *kelpiepb.Action, who string) sendList {
-	var sends sendList
-	var nodes []*nodeState
 	if tableKind(a.Kind) || j.serverRestart(a) {
 		m.transition(j, a, ActDispatched, who, "changing the block table")
 		go m.retable(j, a)
@@ -516,19 +514,26 @@ func (m *Manager) dispatchLocked(j *jobState, a *kelpiepb.Action, who string) se
 	case string(policy.KindAdjustLR):
 		return m.dispatchLR(j, a, who)
 	case string(policy.KindAdjustBS):
-		sends = m.splitCommands(j, a)
+		sends := m.splitCommands(j, a)
 		m.transition(j, a, ActDispatched, who, fmt.Sprintf("to %d workers, at iteration %d", len(j.liveWorkers()), a.TargetIteration))
 		return sends
-	default:
-		nodes = []*nodeState{j.nodes[a.Target]}
-		j.mon.Forget(a.Target)
 	}
-	m.transition(j, a, ActDispatched, who, fmt.Sprintf("to %d node(s)", len(nodes)))
-	for _, n := range nodes {
-		conn, cmd := n.conn, j.command(a, n.name)
-		if conn == nil {
-			continue // replayed when its agent connects
+	j.mon.Forget(a.Target)
+	m.transition(j, a, ActDispatched, who, "to 1 node(s)")
+	return j.sendCommand(a, []string{a.Target})
+}
+
+// sendCommand is the sends of an action's command to the named nodes'
+// agents; a node whose agent is not connected gets it replayed when it
+// connects.
+func (j *jobState) sendCommand(a *kelpiepb.Action, names []string) sendList {
+	var sends sendList
+	for _, name := range names {
+		n := j.nodes[name]
+		if n == nil || n.conn == nil {
+			continue
 		}
+		conn, cmd := n.conn, j.command(a, name)
 		sends = append(sends, func() {
 			conn.send(&kelpiepb.SchedulerMessage{Body: &kelpiepb.SchedulerMessage_Command{Command: cmd}})
 		})

@@ -114,17 +114,7 @@ func (m *Manager) dispatchLR(j *jobState, a *kelpiepb.Action, who string) sendLi
 	}
 	sort.Slice(names, func(x, y int) bool { return nodeLess(names[x], names[y]) })
 	j.ackWant(a.Id, len(names))
-	var sends sendList
-	for _, w := range names {
-		conn, cmd := j.nodes[w].conn, j.command(a, w)
-		cmd.LrScale = scales
-		if conn == nil {
-			continue
-		}
-		sends = append(sends, func() {
-			conn.send(&kelpiepb.SchedulerMessage{Body: &kelpiepb.SchedulerMessage_Command{Command: cmd}})
-		})
-	}
+	sends := j.sendCommand(a, names)
 	m.transition(j, a, ActDispatched, who, fmt.Sprintf("to %s", strings.Join(names, ", ")))
 	return sends
 }

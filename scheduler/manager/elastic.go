@@ -106,10 +106,7 @@ func (m *Manager) retable(j *jobState, a *kelpiepb.Action) {
 		if replaced == "" {
 			a.Target = name
 		}
-		n := &nodeState{name: name, role: "server", sum: make([]float64, m.cfg.Columns),
-			count: make([]int, m.cfg.Columns), bytes: make([]float64, m.cfg.Columns)}
-		n.status.State = kelpiepb.NodeState_NODE_STATE_STARTING
-		j.nodes[name] = n
+		j.nodes[name] = j.newNode(name, "server")
 		m.mu.Unlock()
 		if baseline {
 			// Started with the others when the job is relaunched.
@@ -210,16 +207,7 @@ func (m *Manager) retable(j *jobState, a *kelpiepb.Action) {
 	}
 	j.tables[a.Id] = wire
 	j.tableDone[a.Id] = done
-	var sends sendList
-	for _, n := range j.nodes {
-		if n.role != "worker" || n.removed || n.conn == nil {
-			continue
-		}
-		conn, cmd := n.conn, j.command(a, n.name)
-		sends = append(sends, func() {
-			conn.send(&kelpiepb.SchedulerMessage{Body: &kelpiepb.SchedulerMessage_Command{Command: cmd}})
-		})
-	}
+	sends := j.sendCommand(a, j.liveWorkers())
 	m.eventLocked(j.spec.Name, "action", a.Target, fmt.Sprintf("action %s %s: table v%d from iteration %d, %d of %d blocks move",
 		a.Id, a.Kind, next.Version, at, moved, len(next.Blocks)), "scheduler")
 	m.mu.Unlock()

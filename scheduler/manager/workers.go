@@ -183,20 +183,10 @@ func (j *jobState) currentBatches() map[string]int {
 // REMOVE_WORKER) to every live worker, to apply at one target iteration
 // ahead of the fastest; each must ack it (AntDT Fig. 6).
 func (m *Manager) splitCommands(j *jobState, a *kelpiepb.Action) sendList {
-	var sends sendList
 	live := j.liveWorkers()
 	a.TargetIteration = j.aheadIteration(m.now())
 	j.ackWant(a.Id, len(live))
-	for _, w := range live {
-		conn, cmd := j.nodes[w].conn, j.command(a, w)
-		if conn == nil {
-			continue // replayed when its agent connects
-		}
-		sends = append(sends, func() {
-			conn.send(&kelpiepb.SchedulerMessage{Body: &kelpiepb.SchedulerMessage_Command{Command: cmd}})
-		})
-	}
-	return sends
+	return j.sendCommand(a, live)
 }
 
 // removeWorker dispatches a REMOVE_WORKER: the others take its share.

@@ -50,10 +50,9 @@ wait_for "actions · straggler-demo" 20
 tmux send-keys -t "$SESSION" a
 sleep 1
 if screen | grep -q "Approve "; then tmux send-keys -t "$SESSION" y; fi
-TOKEN=$(cut -d' ' -f1 "$DIR/tokens")
 applied=""
 for _ in $(seq 1 60); do
-	applied=$($BIN job describe straggler-demo --scheduler "127.0.0.1:$PORT" --token "$TOKEN" --json |
+	applied=$($BIN job describe straggler-demo --scheduler "127.0.0.1:$PORT" --token-file "$DIR/operator.token" --json |
 		python3 -c 'import json,sys; j=json.load(sys.stdin)[0]; print(" ".join(a["id"]+":"+a["kind"] for a in j.get("actions",[]) if a.get("state")=="applied"))')
 	[ -n "$applied" ] && break
 	sleep 1

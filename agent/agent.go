@@ -25,10 +25,13 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	grpcbackoff "google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protodelim"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/runtime/identity"
 )
 
 // Options configure an agent.
@@ -47,9 +50,29 @@ type Options struct {
 	Backoff Backoff
 	// SnapshotDir is handed to a server role: its snapshots live there.
 	SnapshotDir string
+	// Listen is handed to a server role: the address its data plane
+	// listens on and registers (in a Pod, $(POD_IP):0).
+	Listen string
 	// MaxRestarts is how many consecutive crashes the agent restarts
 	// before it gives up (default 10).
 	MaxRestarts int
+	// OrphanTimeout is how long the agent keeps its role running without
+	// a scheduler (restarting, unreachable) before it stops the role and
+	// exits, so that nothing is left running forever (default
+	// DefaultOrphanTimeout). The role retries its own calls for as long.
+	OrphanTimeout time.Duration
+}
+
+// DefaultOrphanTimeout is the default of Options.OrphanTimeout.
+const DefaultOrphanTimeout = 10 * time.Minute
+
+// ReconnectParams are the connection backoff of clients of the scheduler
+// (agents', roles'): gRPC's default grows to 2 minutes, so a channel that
+// failed through a long scheduler outage would find the scheduler back
+// only minutes later; capped at 3 s it is back within seconds.
+var ReconnectParams = grpc.ConnectParams{
+	Backoff:           grpcbackoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 3 * time.Second},
+	MinConnectTimeout: 5 * time.Second,
 }
 
 // Backoff is an exponential backoff with jitter.
@@ -97,6 +120,10 @@ type Agent struct {
 	child    *exec.Cmd
 	restarts chan string // KILL_RESTART action ids
 	stop     chan string // the scheduler's stop, with the reason
+	// contact is when the agent last had a stream to the scheduler (its
+	// start before the first); connected while it has one.
+	contact   time.Time
+	connected bool
 }
 
 // New makes an agent.
@@ -106,6 +133,9 @@ func New(o Options) *Agent {
 	}
 	if o.MaxRestarts <= 0 {
 		o.MaxRestarts = 10
+	}
+	if o.OrphanTimeout <= 0 {
+		o.OrphanTimeout = DefaultOrphanTimeout
 	}
 	if o.Out == nil {
 		o.Out = os.Stderr
@@ -118,7 +148,7 @@ func New(o Options) *Agent {
 	}
 	return &Agent{o: o, log: o.Log.With("agent", o.Node), outbox: make(chan *kelpiepb.AgentMessage, 256),
 		taken: map[string]*kelpiepb.ActionAck{}, unacked: map[string]*kelpiepb.ActionCommand{},
-		restarts: make(chan string, 4), stop: make(chan string, 1)}
+		restarts: make(chan string, 4), stop: make(chan string, 1), contact: time.Now()}
 }
 
 // Run supervises the role until it is done, the scheduler stops the job, the
@@ -311,12 +341,15 @@ func (a *Agent) startRole(relaunched bool) (*exec.Cmd, <-chan error, error) {
 		return nil, nil, err
 	}
 	args := []string{"role", roleName, "--coordinator", a.o.Scheduler, "--job", a.o.Job, "--node", a.o.Node,
-		"--report-fd", "3", "--command-fd", "4"}
+		"--report-fd", "3", "--command-fd", "4", "--retry-for", a.o.OrphanTimeout.String()}
 	if relaunched {
 		args = append(args, "--relaunched")
 	}
 	if a.o.SnapshotDir != "" && a.o.Role == kelpiepb.Role_ROLE_SERVER {
 		args = append(args, "--snapshot-dir", a.o.SnapshotDir)
+	}
+	if a.o.Listen != "" && a.o.Role == kelpiepb.Role_ROLE_SERVER {
+		args = append(args, "--listen", a.o.Listen)
 	}
 	cmd := exec.Command(exe, args...)
 	cmd.ExtraFiles = []*os.File{repW, cmdR}
@@ -374,6 +407,8 @@ func (a *Agent) readRole(r io.Reader) {
 			a.enqueue(&kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Report{Report: b.Report}}, false)
 		case *kelpiepb.RoleMessage_Ack:
 			a.acked(b.Ack)
+		case *kelpiepb.RoleMessage_Stats:
+			a.enqueue(&kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_ServerStats{ServerStats: b.Stats}}, false)
 		}
 	}
 }
@@ -458,7 +493,12 @@ func (a *Agent) takenIDs() []string {
 
 // connectLoop keeps one stream to the scheduler, reconnecting with backoff.
 func (a *Agent) connectLoop(ctx context.Context) {
-	cc, err := grpc.NewClient(a.o.Scheduler, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds, err := identity.ProcessDialOption(identity.IsScheduler)
+	if err != nil {
+		a.log.Error("credentials", "err", err)
+		return
+	}
+	cc, err := grpc.NewClient(a.o.Scheduler, creds, grpc.WithConnectParams(ReconnectParams))
 	if err != nil {
 		a.log.Error("dial scheduler", "err", err)
 		return
@@ -470,6 +510,14 @@ func (a *Agent) connectLoop(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		if why := a.orphaned(err, time.Now()); why != "" {
+			a.log.Error("stopping the role", "why", why)
+			select {
+			case a.stop <- why:
+			default:
+			}
+			return
+		}
 		attempt++
 		d := a.o.Backoff.Delay(min(attempt, 6), 0.5)
 		a.log.Warn("scheduler stream ended; reconnecting", "err", err, "in", d)
@@ -479,6 +527,34 @@ func (a *Agent) connectLoop(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// touch records contact with the scheduler.
+func (a *Agent) touch() {
+	a.mu.Lock()
+	a.connected, a.contact = true, time.Now()
+	a.mu.Unlock()
+}
+
+// orphaned says why the agent must stop its role after a session ended
+// with err at now ("" to carry on): the scheduler does not know the job
+// (it was removed, or the scheduler came back without it), or no scheduler
+// has been reachable for the orphan timeout.
+func (a *Agent) orphaned(err error, now time.Time) string {
+	a.mu.Lock()
+	if a.connected {
+		a.connected = false
+		a.contact = now
+	}
+	since := now.Sub(a.contact)
+	a.mu.Unlock()
+	if status.Code(err) == codes.NotFound {
+		return "the scheduler does not know this node: " + status.Convert(err).Message()
+	}
+	if since >= a.o.OrphanTimeout {
+		return fmt.Sprintf("orphaned: no scheduler for %s (--orphan-timeout %s)", since.Round(time.Second), a.o.OrphanTimeout)
+	}
+	return ""
 }
 
 // session runs one stream: hello, then messages both ways until it fails.
@@ -494,6 +570,7 @@ func (a *Agent) session(ctx context.Context, c kelpiepb.AgentClient) error {
 	if err := stream.Send(&kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Hello{Hello: hello}}); err != nil {
 		return err
 	}
+	a.touch()
 	sendErr := make(chan error, 1)
 	go func() {
 		tick := time.NewTicker(a.o.Heartbeat)
@@ -514,6 +591,7 @@ func (a *Agent) session(ctx context.Context, c kelpiepb.AgentClient) error {
 				sendErr <- err
 				return
 			}
+			a.touch()
 		}
 	}()
 	recvErr := make(chan error, 1)
@@ -524,6 +602,7 @@ func (a *Agent) session(ctx context.Context, c kelpiepb.AgentClient) error {
 				recvErr <- err
 				return
 			}
+
 			switch b := m.Body.(type) {
 			case *kelpiepb.SchedulerMessage_Command:
 				a.take(b.Command)

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,7 +18,8 @@ import (
 // and predicted effect), recent actions below, the selected action's details, and the manual
 // triggers. In read-only mode the queue is shown but nothing can be decided or triggered.
 type actionsView struct {
-	c       *shared
+	c *shared
+	size
 	tbl     table
 	filt    string
 	rows    []*kelpiepb.Action
@@ -44,13 +46,12 @@ func newActionsView(c *shared) *actionsView {
 	return v
 }
 
-func (v *actionsView) title() string      { return "actions" }
-func (v *actionsView) keyMap() helpKeyMap { return v.c.keys.Actions }
-func (v *actionsView) filterable() bool   { return true }
-func (v *actionsView) filter() string     { return v.filt }
-func (v *actionsView) setFilter(f string) { v.filt = f; v.built = false }
-func (v *actionsView) capturing() bool    { return false }
-func (v *actionsView) click(x, y int)     { v.refresh(); v.tbl.click(y - 1) }
+func (v *actionsView) Title() string             { return "actions" }
+func (v *actionsView) ShortHelp() []key.Binding  { return v.c.keys.Actions.ShortHelp() }
+func (v *actionsView) FullHelp() [][]key.Binding { return v.c.keys.Actions.FullHelp() }
+func (v *actionsView) Filter() string            { return v.filt }
+func (v *actionsView) SetFilter(f string)        { v.filt = f; v.built = false }
+func (v *actionsView) click(x, y int)            { v.refresh(); v.tbl.click(y - 1) }
 
 func (v *actionsView) refresh() {
 	if v.built && v.builtAt == v.c.dataVer && v.builtJb == v.c.job {
@@ -86,6 +87,22 @@ func (v *actionsView) refresh() {
 		}
 	}
 	v.built, v.builtAt, v.builtJb = true, v.c.dataVer, v.c.job
+}
+
+// focusPending puts the cursor on the first action waiting for a decision
+// (pending actions sort first), so `A` then `a` approves what the operator
+// came for rather than whatever row the cursor was left on. With nothing
+// pending the cursor stays where it was.
+func (v *actionsView) focusPending() {
+	v.built = false
+	v.refresh()
+	for i, a := range v.rows {
+		if a.GetState() == "proposed" {
+			v.tbl.cursor = i
+			v.tbl.clamp()
+			return
+		}
+	}
 }
 
 func (v *actionsView) selected() *kelpiepb.Action {
@@ -128,7 +145,18 @@ func (v *actionsView) triggerJob() string {
 	return ""
 }
 
-func (v *actionsView) update(msg tea.KeyMsg) tea.Cmd {
+// Init does nothing: the view draws from the shared context's data.
+func (v *actionsView) Init() tea.Cmd { return nil }
+
+// Update takes the keys the root model did not, and clicks (coordinates in the view's area).
+func (v *actionsView) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	return v, route(msg, v.key, v.click)
+}
+
+// View draws the view in the area SetSize gave it.
+func (v *actionsView) View() string { return v.render(v.w, v.h) }
+
+func (v *actionsView) key(msg tea.KeyMsg) tea.Cmd {
 	v.refresh()
 	k := v.c.keys
 	if v.tbl.navigate(msg, k.Global) {
@@ -387,6 +415,12 @@ func (v *actionsView) detail(w, h int) string {
 		label("reason") + a.GetReason(),
 		label("predicted") + a.GetPredicted(),
 	}
+	now := evidenceNow(a.GetEvidence(), v.c.data.jobs[a.GetJob()])
+	if len(now) > 0 {
+		// The reason was written from the figures at proposal time; what
+		// they are now sits beside it, so a stale proposal shows as such.
+		lines[1] += st.muted.Render(" · now " + kv(now))
+	}
 	if len(a.GetEvidence()) > 0 {
 		lines = append(lines, label("evidence")+kv(a.GetEvidence()))
 	}
@@ -430,6 +464,43 @@ func (v *actionsView) detail(w, h int) string {
 		lines = append(lines, "", st.key.Render(k.Approve.Help().Key)+" approve  "+st.key.Render(k.Reject.Help().Key)+" reject")
 	}
 	return v.c.box("details", strings.Join(lines, "\n"), w, h, false)
+}
+
+// evidenceNow returns, for each figure of an action's evidence that the job
+// view also shows, its current value where it differs from the one at
+// proposal time by more than 5 %. A figure the view has no value for yet (0,
+// no report) is left out, never shown as 0.
+func evidenceNow(ev map[string]float64, j *kelpiepb.JobView) map[string]float64 {
+	if j == nil || len(ev) == 0 {
+		return nil
+	}
+	nodes := make(map[string]*kelpiepb.NodeView, len(j.GetNodes()))
+	for _, n := range j.GetNodes() {
+		nodes[n.GetName()] = n
+	}
+	out := map[string]float64{}
+	for k, then := range ev {
+		var now float64
+		node, field, ok := strings.Cut(k, "/")
+		n := nodes[node]
+		switch {
+		case !ok && k == "mean_bpt_trans_s":
+			now = j.GetMonitor().GetMeanBptS()
+		case ok && n != nil && field == "bpt_per_s":
+			now = n.GetBptLongS()
+		case ok && n != nil && field == "bpt_trans_s":
+			now = n.GetBptShortS()
+		case ok && n != nil && field == "throughput":
+			now = n.GetThroughput()
+		}
+		if now <= 0 || math.IsNaN(now) || math.IsInf(now, 0) {
+			continue
+		}
+		if math.Abs(now-then) > 0.05*math.Abs(then) {
+			out[k] = now
+		}
+	}
+	return out
 }
 
 func kv(m map[string]float64) string {

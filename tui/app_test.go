@@ -14,7 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/tui/client"
+	"github.com/kelpie/kelpie/scheduler/console/client"
 )
 
 // waitSent waits until the backend has received n commands.
@@ -42,6 +42,21 @@ func TestApproveSendsDecision(t *testing.T) {
 	waitText(t, tm, "a-5 is applied, not pending")
 	if n := len(b.sent()); n != 1 {
 		t.Errorf("approving an applied action sent a command")
+	}
+	tm.Quit()
+	tm.WaitFinished(t)
+}
+
+// TestActionsKeyFocusesPending: `A` puts the cursor on the first pending
+// action even when it was left on an applied one, so `A` `a` approves.
+func TestActionsKeyFocusesPending(t *testing.T) {
+	b := &fakeBackend{}
+	tm := run(t, b, "operator", false, 120, 40)
+	openJob(t, tm, mnistJob())
+	press(tm, "A", "j", "esc", "A", "a")
+	got := waitSent(t, tm, b, 1, "approve a-7 ADJUST_BS: done")
+	if got[0].GetApprove().GetActionId() != "a-7" {
+		t.Errorf("A then a sent %v; want the approval of pending a-7", got[0])
 	}
 	tm.Quit()
 	tm.WaitFinished(t)

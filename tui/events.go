@@ -13,7 +13,8 @@ import (
 
 // eventsView is the event and audit log, newest first.
 type eventsView struct {
-	c       *shared
+	c *shared
+	size
 	tbl     table
 	filt    string
 	rows    []*kelpiepb.Event
@@ -34,12 +35,14 @@ func newEventsView(c *shared) *eventsView {
 	return v
 }
 
-func (v *eventsView) title() string      { return "events" }
-func (v *eventsView) keyMap() helpKeyMap { return noKeys{} }
-func (v *eventsView) filterable() bool   { return true }
-func (v *eventsView) filter() string     { return v.filt }
-func (v *eventsView) setFilter(f string) { v.filt = f; v.built = false }
-func (v *eventsView) capturing() bool    { return false }
+func (v *eventsView) Title() string { return "events" }
+
+// ShortHelp and FullHelp are empty: the events view has only the global keys.
+func (v *eventsView) ShortHelp() []key.Binding  { return nil }
+func (v *eventsView) FullHelp() [][]key.Binding { return nil }
+
+func (v *eventsView) Filter() string     { return v.filt }
+func (v *eventsView) SetFilter(f string) { v.filt = f; v.built = false }
 func (v *eventsView) click(x, y int)     { v.refresh(); v.tbl.click(y - 1) }
 
 func (v *eventsView) refresh() {
@@ -82,7 +85,18 @@ func (v *eventsView) row(i int) []cell {
 	}
 }
 
-func (v *eventsView) update(msg tea.KeyMsg) tea.Cmd {
+// Init does nothing: the view draws from the shared context's data.
+func (v *eventsView) Init() tea.Cmd { return nil }
+
+// Update takes the keys the root model did not, and clicks (coordinates in the view's area).
+func (v *eventsView) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	return v, route(msg, v.key, v.click)
+}
+
+// View draws the view in the area SetSize gave it.
+func (v *eventsView) View() string { return v.render(v.w, v.h) }
+
+func (v *eventsView) key(msg tea.KeyMsg) tea.Cmd {
 	v.refresh()
 	v.tbl.navigate(msg, v.c.keys.Global)
 	return nil
@@ -99,9 +113,3 @@ func (v *eventsView) render(w, h int) string {
 	}
 	return v.c.box(title, v.tbl.render(&v.c.st, w-2, h-2), w, h, true)
 }
-
-// noKeys is the key map of a view with only the global keys.
-type noKeys struct{}
-
-func (noKeys) ShortHelp() []key.Binding  { return nil }
-func (noKeys) FullHelp() [][]key.Binding { return nil }

@@ -10,8 +10,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/scheduler/console/client"
 	"github.com/kelpie/kelpie/themes"
-	"github.com/kelpie/kelpie/tui/client"
 	"github.com/kelpie/kelpie/tui/keys"
 )
 

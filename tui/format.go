@@ -110,3 +110,17 @@ func pct(done, total int64) string {
 	}
 	return strconv.Itoa(int(100*done/total)) + "%"
 }
+
+// lossText formats a training loss: "" before any was reported, NaN and
+// ±Inf as such (a diverged job's loss is not a number, never 0).
+func lossText(v float64) string {
+	switch {
+	case math.IsNaN(v):
+		return "NaN"
+	case math.IsInf(v, 0):
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case v <= 0:
+		return ""
+	}
+	return strconv.FormatFloat(v, 'f', 3, 64)
+}

@@ -29,7 +29,8 @@ const (
 // heatmap, BPT and speed charts, and the PS panel. Panels are drawn from caches keyed by the data
 // version, their size and the theme, so moving the cursor redraws the table only.
 type jobView struct {
-	c         *shared
+	c *shared
+	size
 	tbl       table
 	focus     panel
 	maximised bool
@@ -80,13 +81,12 @@ func newJobView(c *shared) *jobView {
 	return v
 }
 
-func (v *jobView) title() string      { return "job" }
-func (v *jobView) keyMap() helpKeyMap { return v.c.keys.Job }
-func (v *jobView) filterable() bool   { return true }
-func (v *jobView) filter() string     { return v.filt }
-func (v *jobView) setFilter(f string) { v.filt = f; v.built = false }
-func (v *jobView) capturing() bool    { return false }
-func (v *jobView) click(x, y int)     { v.refresh(); v.tbl.click(y - 3) } // below the summary and the border
+func (v *jobView) Title() string             { return "job" }
+func (v *jobView) ShortHelp() []key.Binding  { return v.c.keys.Job.ShortHelp() }
+func (v *jobView) FullHelp() [][]key.Binding { return v.c.keys.Job.FullHelp() }
+func (v *jobView) Filter() string            { return v.filt }
+func (v *jobView) SetFilter(f string)        { v.filt = f; v.built = false }
+func (v *jobView) click(x, y int)            { v.refresh(); v.tbl.click(y - 3) } // below the summary and the border
 
 func (v *jobView) refresh() {
 	if v.built && v.builtAt == v.c.dataVer && v.builtJb == v.c.job {
@@ -221,7 +221,18 @@ func (v *jobView) row(i int) []cell {
 	}
 }
 
-func (v *jobView) update(msg tea.KeyMsg) tea.Cmd {
+// Init does nothing: the view draws from the shared context's data.
+func (v *jobView) Init() tea.Cmd { return nil }
+
+// Update takes the keys the root model did not, and clicks (coordinates in the view's area).
+func (v *jobView) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	return v, route(msg, v.key, v.click)
+}
+
+// View draws the view in the area SetSize gave it.
+func (v *jobView) View() string { return v.render(v.w, v.h) }
+
+func (v *jobView) key(msg tea.KeyMsg) tea.Cmd {
 	v.refresh()
 	k := v.c.keys
 	if (v.focus == panelNodes || !v.maximised) && v.tbl.navigate(msg, k.Global) {
@@ -351,8 +362,8 @@ func (v *jobView) summary(w int) string {
 	} else if j.GetIteration() > 0 {
 		parts = append(parts, fmt.Sprintf("iter %d", j.GetIteration()))
 	}
-	if j.GetLoss() > 0 {
-		parts = append(parts, fmt.Sprintf("loss %.3f", j.GetLoss()))
+	if l := lossText(j.GetLoss()); l != "" {
+		parts = append(parts, "loss "+l)
 	}
 	if j.GetAccuracy() > 0 {
 		parts = append(parts, fmt.Sprintf("accuracy %.1f%%", 100*j.GetAccuracy()))

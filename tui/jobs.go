@@ -14,7 +14,8 @@ import (
 
 // jobsView lists every job: state, nodes, throughput, shard progress, policy modes, pending actions, age.
 type jobsView struct {
-	c       *shared
+	c *shared
+	size
 	tbl     table
 	sortBy  int
 	desc    bool
@@ -44,14 +45,13 @@ func newJobsView(c *shared) *jobsView {
 	return v
 }
 
-func (v *jobsView) title() string          { return "jobs" }
-func (v *jobsView) keyMap() helpKeyMap     { return v.c.keys.Jobs }
-func (v *jobsView) filterable() bool       { return true }
-func (v *jobsView) filter() string         { return v.filt }
-func (v *jobsView) setFilter(f string)     { v.filt = f; v.built = false }
-func (v *jobsView) capturing() bool        { return false }
-func (v *jobsView) click(x, y int)         { v.refresh(); v.tbl.click(y - 1) }
-func (v *jobsView) setSort(by int, d bool) { v.sortBy, v.desc, v.built = by, d, false }
+func (v *jobsView) Title() string             { return "jobs" }
+func (v *jobsView) ShortHelp() []key.Binding  { return v.c.keys.Jobs.ShortHelp() }
+func (v *jobsView) FullHelp() [][]key.Binding { return v.c.keys.Jobs.FullHelp() }
+func (v *jobsView) Filter() string            { return v.filt }
+func (v *jobsView) SetFilter(f string)        { v.filt = f; v.built = false }
+func (v *jobsView) click(x, y int)            { v.refresh(); v.tbl.click(y - 1) }
+func (v *jobsView) setSort(by int, d bool)    { v.sortBy, v.desc, v.built = by, d, false }
 
 func (v *jobsView) selected() string {
 	v.refresh()
@@ -128,7 +128,7 @@ func (c *shared) stateStyle(state string) *lipgloss.Style {
 		return &c.st.ok
 	case "pending", "queued", "starting", "restarting", "proposed":
 		return &c.st.warn
-	case "failed", "lost", "rejected", "expired":
+	case "failed", "lost", "rejected", "expired", "diverged":
 		return &c.st.straggler
 	case "completed", "done", "applied":
 		return &c.st.accent
@@ -184,10 +184,7 @@ func (v *jobsView) row(i int) []cell {
 			iter += "/" + fmt.Sprint(j.GetIterations())
 		}
 	}
-	loss := ""
-	if j.GetLoss() > 0 {
-		loss = fmt.Sprintf("%.3f", j.GetLoss())
-	}
+	loss := lossText(j.GetLoss())
 	return []cell{
 		{text: j.GetName()},
 		{text: j.GetState(), style: v.c.stateStyle(j.GetState())},
@@ -203,7 +200,18 @@ func (v *jobsView) row(i int) []cell {
 	}
 }
 
-func (v *jobsView) update(msg tea.KeyMsg) tea.Cmd {
+// Init does nothing: the view draws from the shared context's data.
+func (v *jobsView) Init() tea.Cmd { return nil }
+
+// Update takes the keys the root model did not, and clicks (coordinates in the view's area).
+func (v *jobsView) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	return v, route(msg, v.key, v.click)
+}
+
+// View draws the view in the area SetSize gave it.
+func (v *jobsView) View() string { return v.render(v.w, v.h) }
+
+func (v *jobsView) key(msg tea.KeyMsg) tea.Cmd {
 	v.refresh()
 	k := v.c.keys
 	if v.tbl.navigate(msg, k.Global) {
@@ -277,8 +285,8 @@ func (v *jobsView) preview(w, h int) string {
 			j.GetIteration(), j.GetIterations(), bar(j.GetShardsDone(), j.GetShardsTotal(), 20), j.GetShardsDone(), j.GetShardsTotal(),
 			j.GetShardsTodo(), j.GetShardsDoing(), rate(j.GetThroughput())),
 	}
-	if j.GetLoss() > 0 || j.GetAccuracy() > 0 {
-		q := fmt.Sprintf("loss %.3f", j.GetLoss())
+	if j.GetLoss() != 0 || j.GetAccuracy() > 0 {
+		q := "loss " + lossText(j.GetLoss())
 		if j.GetAccuracy() > 0 {
 			q += fmt.Sprintf(" · accuracy %.1f%%", 100*j.GetAccuracy())
 		}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
@@ -16,6 +17,7 @@ import (
 // naming the key and line) is shown inline under the form, as the API returns it.
 type launchView struct {
 	c *shared
+	size
 	f *form
 }
 
@@ -49,15 +51,24 @@ func (v *launchView) reset() {
 	v.f = f
 }
 
-func (v *launchView) title() string      { return "launch" }
-func (v *launchView) keyMap() helpKeyMap { return v.c.keys.Form }
-func (v *launchView) filterable() bool   { return false }
-func (v *launchView) filter() string     { return "" }
-func (v *launchView) setFilter(string)   {}
-func (v *launchView) capturing() bool    { return !v.c.readOnly }
-func (v *launchView) click(x, y int)     {}
+func (v *launchView) Title() string             { return "launch" }
+func (v *launchView) ShortHelp() []key.Binding  { return v.c.keys.Form.ShortHelp() }
+func (v *launchView) FullHelp() [][]key.Binding { return v.c.keys.Form.FullHelp() }
+func (v *launchView) Capturing() bool           { return !v.c.readOnly }
+func (v *launchView) click(x, y int)            {}
 
-func (v *launchView) update(msg tea.KeyMsg) tea.Cmd {
+// Init does nothing: the view draws from the shared context's data.
+func (v *launchView) Init() tea.Cmd { return nil }
+
+// Update takes the keys the root model did not, and clicks (coordinates in the view's area).
+func (v *launchView) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	return v, route(msg, v.key, v.click)
+}
+
+// View draws the view in the area SetSize gave it.
+func (v *launchView) View() string { return v.render(v.w, v.h) }
+
+func (v *launchView) key(msg tea.KeyMsg) tea.Cmd {
 	if v.c.readOnly {
 		return nil
 	}

@@ -15,7 +15,8 @@ import (
 // policiesView shows each policy's mode (auto, approve, off) and parameters, per job, and edits
 // them live with SetPolicy.
 type policiesView struct {
-	c       *shared
+	c *shared
+	size
 	tbl     table
 	filt    string
 	rows    []policyRow
@@ -40,13 +41,12 @@ func newPoliciesView(c *shared) *policiesView {
 	return v
 }
 
-func (v *policiesView) title() string      { return "policies" }
-func (v *policiesView) keyMap() helpKeyMap { return v.c.keys.Policies }
-func (v *policiesView) filterable() bool   { return true }
-func (v *policiesView) filter() string     { return v.filt }
-func (v *policiesView) setFilter(f string) { v.filt = f; v.built = false }
-func (v *policiesView) capturing() bool    { return false }
-func (v *policiesView) click(x, y int)     { v.refresh(); v.tbl.click(y - 1) }
+func (v *policiesView) Title() string             { return "policies" }
+func (v *policiesView) ShortHelp() []key.Binding  { return v.c.keys.Policies.ShortHelp() }
+func (v *policiesView) FullHelp() [][]key.Binding { return v.c.keys.Policies.FullHelp() }
+func (v *policiesView) Filter() string            { return v.filt }
+func (v *policiesView) SetFilter(f string)        { v.filt = f; v.built = false }
+func (v *policiesView) click(x, y int)            { v.refresh(); v.tbl.click(y - 1) }
 
 func (v *policiesView) refresh() {
 	if v.built && v.builtAt == v.c.dataVer && v.builtJb == v.c.job {
@@ -97,7 +97,18 @@ func setPolicyCmd(job, policy, mode string, params map[string]float64) *kelpiepb
 	return &kelpiepb.Command{Kind: &kelpiepb.Command_SetPolicy{SetPolicy: &kelpiepb.SetPolicy{Job: job, Policy: policy, Mode: mode, Params: params}}}
 }
 
-func (v *policiesView) update(msg tea.KeyMsg) tea.Cmd {
+// Init does nothing: the view draws from the shared context's data.
+func (v *policiesView) Init() tea.Cmd { return nil }
+
+// Update takes the keys the root model did not, and clicks (coordinates in the view's area).
+func (v *policiesView) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	return v, route(msg, v.key, v.click)
+}
+
+// View draws the view in the area SetSize gave it.
+func (v *policiesView) View() string { return v.render(v.w, v.h) }
+
+func (v *policiesView) key(msg tea.KeyMsg) tea.Cmd {
 	v.refresh()
 	k := v.c.keys
 	if v.tbl.navigate(msg, k.Global) {

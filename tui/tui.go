@@ -1,6 +1,6 @@
 // Package tui is kelpie's console: a Bubble Tea program to launch, watch and steer PS training
-// jobs. It is a client of the scheduler's console API only (tui/client, WebSocket + protojson), so
-// it works the same against `kelpie demo`'s embedded cluster and a remote scheduler.
+// jobs. It is a client of the scheduler's console API only (scheduler/console/client, WebSocket +
+// protojson), so it works the same against `kelpie demo`'s embedded cluster and a remote scheduler.
 //
 // Views: jobs (sort, filter, enter opens), job (node table with sparklines, straggler heatmap,
 // BPT and speed charts, PS panel, shard progress), actions (the pending queue with approve and
@@ -19,10 +19,17 @@
 // Keys are tried in this order: the quit dialog, the footer prompt (: or /), an open dialog or
 // form, the help screen, a view that has the keyboard (the launch form), the global keys, then
 // the current view's keys.
+//
+// Layout: every view is a component (component.go: tea.Model + help.KeyMap + SetSize, in
+// soft-serve's shape) in its own file (jobs.go, job.go, actions.go, policies.go, events.go,
+// launch.go) reading the shared context (context.go); app.go is the root model (messages, key
+// routing, navigation, subscriptions), command.go the : and / prompt, chrome.go the header,
+// banner, footer, help page and dialog overlay around the current view.
 package tui
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -31,8 +38,8 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/kelpie/kelpie/scheduler/console/client"
 	"github.com/kelpie/kelpie/themes"
-	"github.com/kelpie/kelpie/tui/client"
 	"github.com/kelpie/kelpie/tui/keys"
 )
 
@@ -50,6 +57,9 @@ type Options struct {
 	// Width and Height are the screen size until the terminal reports its own, which it does
 	// only when Out is a terminal (default 80×24, for recordings and tests).
 	Width, Height int
+	// TLS connects over wss:// with this configuration (client.TLSConfig
+	// pins a fingerprint); nil: as the address says.
+	TLS *tls.Config
 }
 
 // DefaultScheduler is the address used when neither the options nor the config name one.
@@ -109,8 +119,12 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	p := tea.NewProgram(app, popts...)
 	// Program.Send blocks until the program runs, and returns at once after it ended.
-	c, err := client.Dial(ctx, addr, token, client.WithHandler(func(m any) { p.Send(m) }),
-		client.WithSubscription(app.initialScope(), rates[app.rate], 0))
+	copts := []client.Option{client.WithHandler(func(m any) { p.Send(m) }),
+		client.WithSubscription(app.initialScope(), rates[app.rate], 0)}
+	if opts.TLS != nil {
+		copts = append(copts, client.WithTLS(opts.TLS))
+	}
+	c, err := client.Dial(ctx, addr, token, copts...)
 	if err != nil {
 		return fmt.Errorf("tui: %v", err)
 	}

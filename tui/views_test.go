@@ -16,7 +16,7 @@ import (
 	"github.com/muesli/termenv"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/tui/client"
+	"github.com/kelpie/kelpie/scheduler/console/client"
 )
 
 func TestMain(m *testing.M) {

@@ -3,6 +3,7 @@ package tui
 import (
 	"strings"
 
+	"github.com/charmbracelet/bubbles/help"
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
@@ -325,13 +326,7 @@ func (t *table) render(st *styles, w, h int) string {
 type modal interface {
 	update(msg tea.KeyMsg, c *shared) (cmd tea.Cmd, closed bool)
 	view(c *shared, w, h int) string
-	keyMap(c *shared) helpKeyMap
-}
-
-// helpKeyMap is bubbles' help.KeyMap.
-type helpKeyMap interface {
-	ShortHelp() []key.Binding
-	FullHelp() [][]key.Binding
+	keyMap(c *shared) help.KeyMap
 }
 
 type field struct {
@@ -500,7 +495,7 @@ func (d *formDialog) view(c *shared, w, h int) string {
 	return lipgloss.Place(w, h, lipgloss.Center, lipgloss.Center, c.box(d.form.title, body, bw, bh, true))
 }
 
-func (d *formDialog) keyMap(c *shared) helpKeyMap { return c.keys.Form }
+func (d *formDialog) keyMap(c *shared) help.KeyMap { return c.keys.Form }
 
 // confirmDialog asks yes or no before a destructive command.
 type confirmDialog struct {
@@ -526,7 +521,7 @@ func (d *confirmDialog) view(c *shared, w, h int) string {
 	return lipgloss.Place(w, h, lipgloss.Center, lipgloss.Center, c.box(d.title, text, bw, bh, true))
 }
 
-func (d *confirmDialog) keyMap(c *shared) helpKeyMap { return c.keys.Confirm }
+func (d *confirmDialog) keyMap(c *shared) help.KeyMap { return c.keys.Confirm }
 
 // menuDialog picks one of a few items (by cursor or by number).
 type menuDialog struct {
@@ -570,7 +565,7 @@ func (d *menuDialog) view(c *shared, w, h int) string {
 	return lipgloss.Place(w, h, lipgloss.Center, lipgloss.Center, c.box(d.title, body, bw, min(h, len(lines)+2), true))
 }
 
-func (d *menuDialog) keyMap(c *shared) helpKeyMap { return menuKeys{c.keys} }
+func (d *menuDialog) keyMap(c *shared) help.KeyMap { return menuKeys{c.keys} }
 
 type menuKeys struct{ k keys.Map }
 

@@ -365,6 +365,7 @@ type AgentMessage struct {
 	//	*AgentMessage_Report
 	//	*AgentMessage_Heartbeat
 	//	*AgentMessage_Ack
+	//	*AgentMessage_ServerStats
 	Body          isAgentMessage_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -443,6 +444,15 @@ func (x *AgentMessage) GetAck() *ActionAck {
 	return nil
 }
 
+func (x *AgentMessage) GetServerStats() *ServerStats {
+	if x != nil {
+		if x, ok := x.Body.(*AgentMessage_ServerStats); ok {
+			return x.ServerStats
+		}
+	}
+	return nil
+}
+
 type isAgentMessage_Body interface {
 	isAgentMessage_Body()
 }
@@ -463,6 +473,13 @@ type AgentMessage_Ack struct {
 	Ack *ActionAck `protobuf:"bytes,4,opt,name=ack,proto3,oneof"`
 }
 
+type AgentMessage_ServerStats struct {
+	// A parameter server's counters, sent every few hundred milliseconds
+	// and once more when it is told to shut down: the only way they reach
+	// the scheduler (table changes wait on them; the result reports them).
+	ServerStats *ServerStats `protobuf:"bytes,5,opt,name=server_stats,json=serverStats,proto3,oneof"`
+}
+
 func (*AgentMessage_Hello) isAgentMessage_Body() {}
 
 func (*AgentMessage_Report) isAgentMessage_Body() {}
@@ -470,6 +487,8 @@ func (*AgentMessage_Report) isAgentMessage_Body() {}
 func (*AgentMessage_Heartbeat) isAgentMessage_Body() {}
 
 func (*AgentMessage_Ack) isAgentMessage_Body() {}
+
+func (*AgentMessage_ServerStats) isAgentMessage_Body() {}
 
 // ActionCommand asks an agent to apply an action. Global actions (a new
 // batch split) carry the iteration at which every worker applies them; node
@@ -679,6 +698,7 @@ type RoleMessage struct {
 	//
 	//	*RoleMessage_Report
 	//	*RoleMessage_Ack
+	//	*RoleMessage_Stats
 	Body          isRoleMessage_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -739,6 +759,15 @@ func (x *RoleMessage) GetAck() *ActionAck {
 	return nil
 }
 
+func (x *RoleMessage) GetStats() *ServerStats {
+	if x != nil {
+		if x, ok := x.Body.(*RoleMessage_Stats); ok {
+			return x.Stats
+		}
+	}
+	return nil
+}
+
 type isRoleMessage_Body interface {
 	isRoleMessage_Body()
 }
@@ -751,9 +780,15 @@ type RoleMessage_Ack struct {
 	Ack *ActionAck `protobuf:"bytes,2,opt,name=ack,proto3,oneof"`
 }
 
+type RoleMessage_Stats struct {
+	Stats *ServerStats `protobuf:"bytes,3,opt,name=stats,proto3,oneof"` // a server's counters
+}
+
 func (*RoleMessage_Report) isRoleMessage_Body() {}
 
 func (*RoleMessage_Ack) isRoleMessage_Body() {}
+
+func (*RoleMessage_Stats) isRoleMessage_Body() {}
 
 // RoleCommand goes from the agent to its role process.
 type RoleCommand struct {
@@ -826,7 +861,7 @@ var File_agent_proto protoreflect.FileDescriptor
 
 const file_agent_proto_rawDesc = "" +
 	"\n" +
-	"\vagent.proto\x12\tkelpie.v1\x1a\x11coordinator.proto\"\xb1\x01\n" +
+	"\vagent.proto\x12\tkelpie.v1\x1a\x11coordinator.proto\x1a\bps.proto\"\xb1\x01\n" +
 	"\n" +
 	"AgentHello\x12\x10\n" +
 	"\x03job\x18\x01 \x01(\tR\x03job\x12\x12\n" +
@@ -847,12 +882,13 @@ const file_agent_proto_rawDesc = "" +
 	"\taction_id\x18\x01 \x01(\tR\bactionId\x12\x18\n" +
 	"\aapplied\x18\x02 \x01(\bR\aapplied\x12+\n" +
 	"\x11applied_iteration\x18\x03 \x01(\x03R\x10appliedIteration\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05error\"\xda\x01\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"\x97\x02\n" +
 	"\fAgentMessage\x12-\n" +
 	"\x05hello\x18\x01 \x01(\v2\x15.kelpie.v1.AgentHelloH\x00R\x05hello\x123\n" +
 	"\x06report\x18\x02 \x01(\v2\x19.kelpie.v1.ProgressReportH\x00R\x06report\x124\n" +
 	"\theartbeat\x18\x03 \x01(\v2\x14.kelpie.v1.HeartbeatH\x00R\theartbeat\x12(\n" +
-	"\x03ack\x18\x04 \x01(\v2\x14.kelpie.v1.ActionAckH\x00R\x03ackB\x06\n" +
+	"\x03ack\x18\x04 \x01(\v2\x14.kelpie.v1.ActionAckH\x00R\x03ack\x12;\n" +
+	"\fserver_stats\x18\x05 \x01(\v2\x16.kelpie.v1.ServerStatsH\x00R\vserverStatsB\x06\n" +
 	"\x04body\"\x81\x05\n" +
 	"\rActionCommand\x12\x1b\n" +
 	"\taction_id\x18\x01 \x01(\tR\bactionId\x12\x12\n" +
@@ -881,10 +917,11 @@ const file_agent_proto_rawDesc = "" +
 	"\x10SchedulerMessage\x124\n" +
 	"\acommand\x18\x01 \x01(\v2\x18.kelpie.v1.ActionCommandH\x00R\acommand\x12\x14\n" +
 	"\x04stop\x18\x02 \x01(\tH\x00R\x04stopB\x06\n" +
-	"\x04body\"t\n" +
+	"\x04body\"\xa4\x01\n" +
 	"\vRoleMessage\x123\n" +
 	"\x06report\x18\x01 \x01(\v2\x19.kelpie.v1.ProgressReportH\x00R\x06report\x12(\n" +
-	"\x03ack\x18\x02 \x01(\v2\x14.kelpie.v1.ActionAckH\x00R\x03ackB\x06\n" +
+	"\x03ack\x18\x02 \x01(\v2\x14.kelpie.v1.ActionAckH\x00R\x03ack\x12.\n" +
+	"\x05stats\x18\x03 \x01(\v2\x16.kelpie.v1.ServerStatsH\x00R\x05statsB\x06\n" +
 	"\x04body\"I\n" +
 	"\vRoleCommand\x122\n" +
 	"\x06action\x18\x01 \x01(\v2\x18.kelpie.v1.ActionCommandH\x00R\x06actionB\x06\n" +
@@ -931,7 +968,8 @@ var file_agent_proto_goTypes = []any{
 	nil,                      // 12: kelpie.v1.ActionCommand.LrScaleEntry
 	(Role)(0),                // 13: kelpie.v1.Role
 	(*ProgressReport)(nil),   // 14: kelpie.v1.ProgressReport
-	(*Assignment)(nil),       // 15: kelpie.v1.Assignment
+	(*ServerStats)(nil),      // 15: kelpie.v1.ServerStats
+	(*Assignment)(nil),       // 16: kelpie.v1.Assignment
 }
 var file_agent_proto_depIdxs = []int32{
 	13, // 0: kelpie.v1.AgentHello.role:type_name -> kelpie.v1.Role
@@ -941,21 +979,23 @@ var file_agent_proto_depIdxs = []int32{
 	14, // 4: kelpie.v1.AgentMessage.report:type_name -> kelpie.v1.ProgressReport
 	3,  // 5: kelpie.v1.AgentMessage.heartbeat:type_name -> kelpie.v1.Heartbeat
 	4,  // 6: kelpie.v1.AgentMessage.ack:type_name -> kelpie.v1.ActionAck
-	10, // 7: kelpie.v1.ActionCommand.batch_sizes:type_name -> kelpie.v1.ActionCommand.BatchSizesEntry
-	11, // 8: kelpie.v1.ActionCommand.accumulation:type_name -> kelpie.v1.ActionCommand.AccumulationEntry
-	15, // 9: kelpie.v1.ActionCommand.assignment:type_name -> kelpie.v1.Assignment
-	12, // 10: kelpie.v1.ActionCommand.lr_scale:type_name -> kelpie.v1.ActionCommand.LrScaleEntry
-	6,  // 11: kelpie.v1.SchedulerMessage.command:type_name -> kelpie.v1.ActionCommand
-	14, // 12: kelpie.v1.RoleMessage.report:type_name -> kelpie.v1.ProgressReport
-	4,  // 13: kelpie.v1.RoleMessage.ack:type_name -> kelpie.v1.ActionAck
-	6,  // 14: kelpie.v1.RoleCommand.action:type_name -> kelpie.v1.ActionCommand
-	5,  // 15: kelpie.v1.Agent.Connect:input_type -> kelpie.v1.AgentMessage
-	7,  // 16: kelpie.v1.Agent.Connect:output_type -> kelpie.v1.SchedulerMessage
-	16, // [16:17] is the sub-list for method output_type
-	15, // [15:16] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	15, // 7: kelpie.v1.AgentMessage.server_stats:type_name -> kelpie.v1.ServerStats
+	10, // 8: kelpie.v1.ActionCommand.batch_sizes:type_name -> kelpie.v1.ActionCommand.BatchSizesEntry
+	11, // 9: kelpie.v1.ActionCommand.accumulation:type_name -> kelpie.v1.ActionCommand.AccumulationEntry
+	16, // 10: kelpie.v1.ActionCommand.assignment:type_name -> kelpie.v1.Assignment
+	12, // 11: kelpie.v1.ActionCommand.lr_scale:type_name -> kelpie.v1.ActionCommand.LrScaleEntry
+	6,  // 12: kelpie.v1.SchedulerMessage.command:type_name -> kelpie.v1.ActionCommand
+	14, // 13: kelpie.v1.RoleMessage.report:type_name -> kelpie.v1.ProgressReport
+	4,  // 14: kelpie.v1.RoleMessage.ack:type_name -> kelpie.v1.ActionAck
+	15, // 15: kelpie.v1.RoleMessage.stats:type_name -> kelpie.v1.ServerStats
+	6,  // 16: kelpie.v1.RoleCommand.action:type_name -> kelpie.v1.ActionCommand
+	5,  // 17: kelpie.v1.Agent.Connect:input_type -> kelpie.v1.AgentMessage
+	7,  // 18: kelpie.v1.Agent.Connect:output_type -> kelpie.v1.SchedulerMessage
+	18, // [18:19] is the sub-list for method output_type
+	17, // [17:18] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_agent_proto_init() }
@@ -964,11 +1004,13 @@ func file_agent_proto_init() {
 		return
 	}
 	file_coordinator_proto_init()
+	file_ps_proto_init()
 	file_agent_proto_msgTypes[4].OneofWrappers = []any{
 		(*AgentMessage_Hello)(nil),
 		(*AgentMessage_Report)(nil),
 		(*AgentMessage_Heartbeat)(nil),
 		(*AgentMessage_Ack)(nil),
+		(*AgentMessage_ServerStats)(nil),
 	}
 	file_agent_proto_msgTypes[6].OneofWrappers = []any{
 		(*SchedulerMessage_Command)(nil),
@@ -977,6 +1019,7 @@ func file_agent_proto_init() {
 	file_agent_proto_msgTypes[7].OneofWrappers = []any{
 		(*RoleMessage_Report)(nil),
 		(*RoleMessage_Ack)(nil),
+		(*RoleMessage_Stats)(nil),
 	}
 	file_agent_proto_msgTypes[8].OneofWrappers = []any{
 		(*RoleCommand_Action)(nil),

@@ -35,6 +35,82 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// ActionKind is what an action does. On the console API an action's kind
+// travels as the name without the prefix ("ADJUST_BS" in Action.kind);
+// ActionKindName and ParseActionKind (kelpiepb) convert.
+type ActionKind int32
+
+const (
+	ActionKind_ACTION_KIND_UNSPECIFIED    ActionKind = 0
+	ActionKind_ACTION_KIND_ADJUST_BS      ActionKind = 1  // AntDT: every worker's batch size (and accumulation count)
+	ActionKind_ACTION_KIND_KILL_RESTART   ActionKind = 2  // AntDT: relaunch a node
+	ActionKind_ACTION_KIND_BACKUP_WORKERS ActionKind = 3  // AntDT: drop the slowest gradients of each iteration
+	ActionKind_ACTION_KIND_ADJUST_LR      ActionKind = 4  // AntDT: scale workers' learning rates
+	ActionKind_ACTION_KIND_REASSIGN       ActionKind = 5  // PSLD: move parameter blocks between servers
+	ActionKind_ACTION_KIND_ADD_SERVER     ActionKind = 6  // PSLD/EPS
+	ActionKind_ACTION_KIND_REMOVE_SERVER  ActionKind = 7  // PSLD/EPS
+	ActionKind_ACTION_KIND_ADD_WORKER     ActionKind = 8  // EPS
+	ActionKind_ACTION_KIND_REMOVE_WORKER  ActionKind = 9  // EPS
+	ActionKind_ACTION_KIND_SET_SYNC       ActionKind = 10 // FluentPS: switch the synchronisation model
+)
+
+// Enum value maps for ActionKind.
+var (
+	ActionKind_name = map[int32]string{
+		0:  "ACTION_KIND_UNSPECIFIED",
+		1:  "ACTION_KIND_ADJUST_BS",
+		2:  "ACTION_KIND_KILL_RESTART",
+		3:  "ACTION_KIND_BACKUP_WORKERS",
+		4:  "ACTION_KIND_ADJUST_LR",
+		5:  "ACTION_KIND_REASSIGN",
+		6:  "ACTION_KIND_ADD_SERVER",
+		7:  "ACTION_KIND_REMOVE_SERVER",
+		8:  "ACTION_KIND_ADD_WORKER",
+		9:  "ACTION_KIND_REMOVE_WORKER",
+		10: "ACTION_KIND_SET_SYNC",
+	}
+	ActionKind_value = map[string]int32{
+		"ACTION_KIND_UNSPECIFIED":    0,
+		"ACTION_KIND_ADJUST_BS":      1,
+		"ACTION_KIND_KILL_RESTART":   2,
+		"ACTION_KIND_BACKUP_WORKERS": 3,
+		"ACTION_KIND_ADJUST_LR":      4,
+		"ACTION_KIND_REASSIGN":       5,
+		"ACTION_KIND_ADD_SERVER":     6,
+		"ACTION_KIND_REMOVE_SERVER":  7,
+		"ACTION_KIND_ADD_WORKER":     8,
+		"ACTION_KIND_REMOVE_WORKER":  9,
+		"ACTION_KIND_SET_SYNC":       10,
+	}
+)
+
+func (x ActionKind) Enum() *ActionKind {
+	p := new(ActionKind)
+	*p = x
+	return p
+}
+
+func (x ActionKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ActionKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_console_proto_enumTypes[0].Descriptor()
+}
+
+func (ActionKind) Type() protoreflect.EnumType {
+	return &file_console_proto_enumTypes[0]
+}
+
+func (x ActionKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ActionKind.Descriptor instead.
+func (ActionKind) EnumDescriptor() ([]byte, []int) {
+	return file_console_proto_rawDescGZIP(), []int{0}
+}
+
 type ClientFrame struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"` // echoed in the CommandResult for this frame
@@ -1064,7 +1140,7 @@ func (x *CommandResult) GetJob() string {
 type JobView struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	State         string                 `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"` // pending | starting | running | completed | failed | killed
+	State         string                 `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"` // pending | starting | running | completed | failed | killed | diverged
 	Error         string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
 	Submitted     *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=submitted,proto3" json:"submitted,omitempty"`
 	Started       *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=started,proto3" json:"started,omitempty"`
@@ -1090,6 +1166,7 @@ type JobView struct {
 	Actions       []*Action              `protobuf:"bytes,25,rep,name=actions,proto3" json:"actions,omitempty"`     // pending first, then recent
 	Charts        []*Series              `protobuf:"bytes,26,rep,name=charts,proto3" json:"charts,omitempty"`       // bounded time series for line charts
 	Accuracy      float64                `protobuf:"fixed64,27,opt,name=accuracy,proto3" json:"accuracy,omitempty"` // when completed
+	Diverged      *Divergence            `protobuf:"bytes,28,opt,name=diverged,proto3" json:"diverged,omitempty"`   // state diverged: where and what
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1311,6 +1388,13 @@ func (x *JobView) GetAccuracy() float64 {
 		return x.Accuracy
 	}
 	return 0
+}
+
+func (x *JobView) GetDiverged() *Divergence {
+	if x != nil {
+		return x.Diverged
+	}
+	return nil
 }
 
 type PolicyView struct {
@@ -1875,8 +1959,19 @@ type Action struct {
 	SyncModel        string                 `protobuf:"bytes,20,opt,name=sync_model,json=syncModel,proto3" json:"sync_model,omitempty"`                                                          // SET_SYNC
 	Assignment       []int32                `protobuf:"varint,21,rep,packed,name=assignment,proto3" json:"assignment,omitempty"`                                                                 // REASSIGN: block id -> server index (empty: rebalance by size)
 	PausedSeconds    float64                `protobuf:"fixed64,22,opt,name=paused_seconds,json=pausedSeconds,proto3" json:"paused_seconds,omitempty"`                                            // elastic changes: time the job waited for blocks in transit
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Typed parameters of the kinds that have any beyond batch_sizes,
+	// accumulation, sync_model and assignment. A client may send them
+	// instead of the params map (which stays accepted, and is still filled
+	// for display); the scheduler reads only these.
+	//
+	// Types that are valid to be assigned to Args:
+	//
+	//	*Action_AdjustLr
+	//	*Action_BackupWorkers
+	//	*Action_SetSync
+	Args          isAction_Args `protobuf_oneof:"args"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Action) Reset() {
@@ -2063,6 +2158,246 @@ func (x *Action) GetPausedSeconds() float64 {
 	return 0
 }
 
+func (x *Action) GetArgs() isAction_Args {
+	if x != nil {
+		return x.Args
+	}
+	return nil
+}
+
+func (x *Action) GetAdjustLr() *AdjustLRArgs {
+	if x != nil {
+		if x, ok := x.Args.(*Action_AdjustLr); ok {
+			return x.AdjustLr
+		}
+	}
+	return nil
+}
+
+func (x *Action) GetBackupWorkers() *BackupWorkersArgs {
+	if x != nil {
+		if x, ok := x.Args.(*Action_BackupWorkers); ok {
+			return x.BackupWorkers
+		}
+	}
+	return nil
+}
+
+func (x *Action) GetSetSync() *SetSyncArgs {
+	if x != nil {
+		if x, ok := x.Args.(*Action_SetSync); ok {
+			return x.SetSync
+		}
+	}
+	return nil
+}
+
+type isAction_Args interface {
+	isAction_Args()
+}
+
+type Action_AdjustLr struct {
+	AdjustLr *AdjustLRArgs `protobuf:"bytes,23,opt,name=adjust_lr,json=adjustLr,proto3,oneof"` // ADJUST_LR
+}
+
+type Action_BackupWorkers struct {
+	BackupWorkers *BackupWorkersArgs `protobuf:"bytes,24,opt,name=backup_workers,json=backupWorkers,proto3,oneof"` // BACKUP_WORKERS
+}
+
+type Action_SetSync struct {
+	SetSync *SetSyncArgs `protobuf:"bytes,25,opt,name=set_sync,json=setSync,proto3,oneof"` // SET_SYNC
+}
+
+func (*Action_AdjustLr) isAction_Args() {}
+
+func (*Action_BackupWorkers) isAction_Args() {}
+
+func (*Action_SetSync) isAction_Args() {}
+
+// AdjustLRArgs: each named worker's learning-rate scale, in (0, 10].
+type AdjustLRArgs struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	LrScale       map[string]float64     `protobuf:"bytes,1,rep,name=lr_scale,json=lrScale,proto3" json:"lr_scale,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AdjustLRArgs) Reset() {
+	*x = AdjustLRArgs{}
+	mi := &file_console_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AdjustLRArgs) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AdjustLRArgs) ProtoMessage() {}
+
+func (x *AdjustLRArgs) ProtoReflect() protoreflect.Message {
+	mi := &file_console_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AdjustLRArgs.ProtoReflect.Descriptor instead.
+func (*AdjustLRArgs) Descriptor() ([]byte, []int) {
+	return file_console_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *AdjustLRArgs) GetLrScale() map[string]float64 {
+	if x != nil {
+		return x.LrScale
+	}
+	return nil
+}
+
+// BackupWorkersArgs: gradients dropped per iteration (0 turns backup
+// workers off).
+type BackupWorkersArgs struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Drop          int32                  `protobuf:"varint,1,opt,name=drop,proto3" json:"drop,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupWorkersArgs) Reset() {
+	*x = BackupWorkersArgs{}
+	mi := &file_console_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupWorkersArgs) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupWorkersArgs) ProtoMessage() {}
+
+func (x *BackupWorkersArgs) ProtoReflect() protoreflect.Message {
+	mi := &file_console_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupWorkersArgs.ProtoReflect.Descriptor instead.
+func (*BackupWorkersArgs) Descriptor() ([]byte, []int) {
+	return file_console_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *BackupWorkersArgs) GetDrop() int32 {
+	if x != nil {
+		return x.Drop
+	}
+	return 0
+}
+
+// SetSyncArgs: the synchronisation model to switch to and its settings.
+type SetSyncArgs struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Model         string                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"` // bsp | asp | ssp | dsps | drop | pssp
+	Staleness     int32                  `protobuf:"varint,2,opt,name=staleness,proto3" json:"staleness,omitempty"`
+	SoftBarrier   bool                   `protobuf:"varint,3,opt,name=soft_barrier,json=softBarrier,proto3" json:"soft_barrier,omitempty"` // serve delayed pulls by soft barrier (else the lazy pull buffer)
+	PsspC         float64                `protobuf:"fixed64,4,opt,name=pssp_c,json=psspC,proto3" json:"pssp_c,omitempty"`
+	PsspAlpha     float64                `protobuf:"fixed64,5,opt,name=pssp_alpha,json=psspAlpha,proto3" json:"pssp_alpha,omitempty"`
+	PsspDynamic   bool                   `protobuf:"varint,6,opt,name=pssp_dynamic,json=psspDynamic,proto3" json:"pssp_dynamic,omitempty"`
+	DropWaitFor   int32                  `protobuf:"varint,7,opt,name=drop_wait_for,json=dropWaitFor,proto3" json:"drop_wait_for,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetSyncArgs) Reset() {
+	*x = SetSyncArgs{}
+	mi := &file_console_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetSyncArgs) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetSyncArgs) ProtoMessage() {}
+
+func (x *SetSyncArgs) ProtoReflect() protoreflect.Message {
+	mi := &file_console_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetSyncArgs.ProtoReflect.Descriptor instead.
+func (*SetSyncArgs) Descriptor() ([]byte, []int) {
+	return file_console_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *SetSyncArgs) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *SetSyncArgs) GetStaleness() int32 {
+	if x != nil {
+		return x.Staleness
+	}
+	return 0
+}
+
+func (x *SetSyncArgs) GetSoftBarrier() bool {
+	if x != nil {
+		return x.SoftBarrier
+	}
+	return false
+}
+
+func (x *SetSyncArgs) GetPsspC() float64 {
+	if x != nil {
+		return x.PsspC
+	}
+	return 0
+}
+
+func (x *SetSyncArgs) GetPsspAlpha() float64 {
+	if x != nil {
+		return x.PsspAlpha
+	}
+	return 0
+}
+
+func (x *SetSyncArgs) GetPsspDynamic() bool {
+	if x != nil {
+		return x.PsspDynamic
+	}
+	return false
+}
+
+func (x *SetSyncArgs) GetDropWaitFor() int32 {
+	if x != nil {
+		return x.DropWaitFor
+	}
+	return 0
+}
+
 type ActionTransition struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	State         string                 `protobuf:"bytes,1,opt,name=state,proto3" json:"state,omitempty"`
@@ -2075,7 +2410,7 @@ type ActionTransition struct {
 
 func (x *ActionTransition) Reset() {
 	*x = ActionTransition{}
-	mi := &file_console_proto_msgTypes[22]
+	mi := &file_console_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2087,7 +2422,7 @@ func (x *ActionTransition) String() string {
 func (*ActionTransition) ProtoMessage() {}
 
 func (x *ActionTransition) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[22]
+	mi := &file_console_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2100,7 +2435,7 @@ func (x *ActionTransition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActionTransition.ProtoReflect.Descriptor instead.
 func (*ActionTransition) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{22}
+	return file_console_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ActionTransition) GetState() string {
@@ -2146,7 +2481,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_console_proto_msgTypes[23]
+	mi := &file_console_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2158,7 +2493,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[23]
+	mi := &file_console_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2171,7 +2506,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{23}
+	return file_console_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Event) GetTime() *timestamppb.Timestamp {
@@ -2227,7 +2562,7 @@ var File_console_proto protoreflect.FileDescriptor
 
 const file_console_proto_rawDesc = "" +
 	"\n" +
-	"\rconsole.proto\x12\tkelpie.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb5\x01\n" +
+	"\rconsole.proto\x12\tkelpie.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11coordinator.proto\"\xb5\x01\n" +
 	"\vClientFrame\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12(\n" +
 	"\x05hello\x18\n" +
@@ -2299,7 +2634,7 @@ const file_console_proto_rawDesc = "" +
 	"\x05error\x18\x03 \x01(\tR\x05error\x12\x12\n" +
 	"\x04code\x18\x04 \x01(\x05R\x04code\x12\x1b\n" +
 	"\taction_id\x18\x05 \x01(\tR\bactionId\x12\x10\n" +
-	"\x03job\x18\x06 \x01(\tR\x03job\"\xb5\a\n" +
+	"\x03job\x18\x06 \x01(\tR\x03job\"\xe8\a\n" +
 	"\aJobView\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x14\n" +
@@ -2334,7 +2669,8 @@ const file_console_proto_rawDesc = "" +
 	"\aheatmap\x18\x18 \x01(\v2\x12.kelpie.v1.HeatmapR\aheatmap\x12+\n" +
 	"\aactions\x18\x19 \x03(\v2\x11.kelpie.v1.ActionR\aactions\x12)\n" +
 	"\x06charts\x18\x1a \x03(\v2\x11.kelpie.v1.SeriesR\x06charts\x12\x1a\n" +
-	"\baccuracy\x18\x1b \x01(\x01R\baccuracy\"\xaa\x01\n" +
+	"\baccuracy\x18\x1b \x01(\x01R\baccuracy\x121\n" +
+	"\bdiverged\x18\x1c \x01(\v2\x15.kelpie.v1.DivergenceR\bdiverged\"\xaa\x01\n" +
 	"\n" +
 	"PolicyView\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
@@ -2392,7 +2728,8 @@ const file_console_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04unit\x18\x02 \x01(\tR\x04unit\x12\x16\n" +
 	"\x06values\x18\x03 \x03(\x01R\x06values\x12)\n" +
-	"\x10interval_seconds\x18\x04 \x01(\x01R\x0fintervalSeconds\"\xc9\b\n" +
+	"\x10interval_seconds\x18\x04 \x01(\x01R\x0fintervalSeconds\"\x85\n" +
+	"\n" +
 	"\x06Action\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
 	"\x03job\x18\x02 \x01(\tR\x03job\x12\x12\n" +
@@ -2421,7 +2758,10 @@ const file_console_proto_rawDesc = "" +
 	"\n" +
 	"assignment\x18\x15 \x03(\x05R\n" +
 	"assignment\x12%\n" +
-	"\x0epaused_seconds\x18\x16 \x01(\x01R\rpausedSeconds\x1a=\n" +
+	"\x0epaused_seconds\x18\x16 \x01(\x01R\rpausedSeconds\x126\n" +
+	"\tadjust_lr\x18\x17 \x01(\v2\x17.kelpie.v1.AdjustLRArgsH\x00R\badjustLr\x12E\n" +
+	"\x0ebackup_workers\x18\x18 \x01(\v2\x1c.kelpie.v1.BackupWorkersArgsH\x00R\rbackupWorkers\x123\n" +
+	"\bset_sync\x18\x19 \x01(\v2\x16.kelpie.v1.SetSyncArgsH\x00R\asetSync\x1a=\n" +
 	"\x0fBatchSizesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\x1a?\n" +
@@ -2433,7 +2773,24 @@ const file_console_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\x1a;\n" +
 	"\rEvidenceEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"x\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01B\x06\n" +
+	"\x04args\"\x8b\x01\n" +
+	"\fAdjustLRArgs\x12?\n" +
+	"\blr_scale\x18\x01 \x03(\v2$.kelpie.v1.AdjustLRArgs.LrScaleEntryR\alrScale\x1a:\n" +
+	"\fLrScaleEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"'\n" +
+	"\x11BackupWorkersArgs\x12\x12\n" +
+	"\x04drop\x18\x01 \x01(\x05R\x04drop\"\xe1\x01\n" +
+	"\vSetSyncArgs\x12\x14\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1c\n" +
+	"\tstaleness\x18\x02 \x01(\x05R\tstaleness\x12!\n" +
+	"\fsoft_barrier\x18\x03 \x01(\bR\vsoftBarrier\x12\x15\n" +
+	"\x06pssp_c\x18\x04 \x01(\x01R\x05psspC\x12\x1d\n" +
+	"\n" +
+	"pssp_alpha\x18\x05 \x01(\x01R\tpsspAlpha\x12!\n" +
+	"\fpssp_dynamic\x18\x06 \x01(\bR\vpsspDynamic\x12\"\n" +
+	"\rdrop_wait_for\x18\a \x01(\x05R\vdropWaitFor\"x\n" +
 	"\x10ActionTransition\x12\x14\n" +
 	"\x05state\x18\x01 \x01(\tR\x05state\x12*\n" +
 	"\x02at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x0e\n" +
@@ -2446,7 +2803,21 @@ const file_console_proto_rawDesc = "" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12\x10\n" +
 	"\x03who\x18\x05 \x01(\tR\x03who\x12\x18\n" +
 	"\aallowed\x18\x06 \x01(\bR\aallowed\x12\x12\n" +
-	"\x04node\x18\a \x01(\tR\x04nodeB)Z'github.com/kelpie/kelpie/proto/kelpiepbb\x06proto3"
+	"\x04node\x18\a \x01(\tR\x04node*\xc7\x02\n" +
+	"\n" +
+	"ActionKind\x12\x1b\n" +
+	"\x17ACTION_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15ACTION_KIND_ADJUST_BS\x10\x01\x12\x1c\n" +
+	"\x18ACTION_KIND_KILL_RESTART\x10\x02\x12\x1e\n" +
+	"\x1aACTION_KIND_BACKUP_WORKERS\x10\x03\x12\x19\n" +
+	"\x15ACTION_KIND_ADJUST_LR\x10\x04\x12\x18\n" +
+	"\x14ACTION_KIND_REASSIGN\x10\x05\x12\x1a\n" +
+	"\x16ACTION_KIND_ADD_SERVER\x10\x06\x12\x1d\n" +
+	"\x19ACTION_KIND_REMOVE_SERVER\x10\a\x12\x1a\n" +
+	"\x16ACTION_KIND_ADD_WORKER\x10\b\x12\x1d\n" +
+	"\x19ACTION_KIND_REMOVE_WORKER\x10\t\x12\x18\n" +
+	"\x14ACTION_KIND_SET_SYNC\x10\n" +
+	"B)Z'github.com/kelpie/kelpie/proto/kelpiepbb\x06proto3"
 
 var (
 	file_console_proto_rawDescOnce sync.Once
@@ -2460,88 +2831,100 @@ func file_console_proto_rawDescGZIP() []byte {
 	return file_console_proto_rawDescData
 }
 
-var file_console_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_console_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_console_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_console_proto_goTypes = []any{
-	(*ClientFrame)(nil),           // 0: kelpie.v1.ClientFrame
-	(*Hello)(nil),                 // 1: kelpie.v1.Hello
-	(*Subscribe)(nil),             // 2: kelpie.v1.Subscribe
-	(*Command)(nil),               // 3: kelpie.v1.Command
-	(*SubmitJob)(nil),             // 4: kelpie.v1.SubmitJob
-	(*KillJob)(nil),               // 5: kelpie.v1.KillJob
-	(*DecideAction)(nil),          // 6: kelpie.v1.DecideAction
-	(*TriggerAction)(nil),         // 7: kelpie.v1.TriggerAction
-	(*SetPolicy)(nil),             // 8: kelpie.v1.SetPolicy
-	(*ServerFrame)(nil),           // 9: kelpie.v1.ServerFrame
-	(*Welcome)(nil),               // 10: kelpie.v1.Welcome
-	(*Snapshot)(nil),              // 11: kelpie.v1.Snapshot
-	(*Delta)(nil),                 // 12: kelpie.v1.Delta
-	(*CommandResult)(nil),         // 13: kelpie.v1.CommandResult
-	(*JobView)(nil),               // 14: kelpie.v1.JobView
-	(*PolicyView)(nil),            // 15: kelpie.v1.PolicyView
-	(*NodeView)(nil),              // 16: kelpie.v1.NodeView
-	(*MonitorView)(nil),           // 17: kelpie.v1.MonitorView
-	(*Heatmap)(nil),               // 18: kelpie.v1.Heatmap
-	(*HeatmapRow)(nil),            // 19: kelpie.v1.HeatmapRow
-	(*Series)(nil),                // 20: kelpie.v1.Series
-	(*Action)(nil),                // 21: kelpie.v1.Action
-	(*ActionTransition)(nil),      // 22: kelpie.v1.ActionTransition
-	(*Event)(nil),                 // 23: kelpie.v1.Event
-	nil,                           // 24: kelpie.v1.SetPolicy.ParamsEntry
-	nil,                           // 25: kelpie.v1.PolicyView.ParamsEntry
-	nil,                           // 26: kelpie.v1.Action.BatchSizesEntry
-	nil,                           // 27: kelpie.v1.Action.AccumulationEntry
-	nil,                           // 28: kelpie.v1.Action.ParamsEntry
-	nil,                           // 29: kelpie.v1.Action.EvidenceEntry
-	(*timestamppb.Timestamp)(nil), // 30: google.protobuf.Timestamp
+	(ActionKind)(0),               // 0: kelpie.v1.ActionKind
+	(*ClientFrame)(nil),           // 1: kelpie.v1.ClientFrame
+	(*Hello)(nil),                 // 2: kelpie.v1.Hello
+	(*Subscribe)(nil),             // 3: kelpie.v1.Subscribe
+	(*Command)(nil),               // 4: kelpie.v1.Command
+	(*SubmitJob)(nil),             // 5: kelpie.v1.SubmitJob
+	(*KillJob)(nil),               // 6: kelpie.v1.KillJob
+	(*DecideAction)(nil),          // 7: kelpie.v1.DecideAction
+	(*TriggerAction)(nil),         // 8: kelpie.v1.TriggerAction
+	(*SetPolicy)(nil),             // 9: kelpie.v1.SetPolicy
+	(*ServerFrame)(nil),           // 10: kelpie.v1.ServerFrame
+	(*Welcome)(nil),               // 11: kelpie.v1.Welcome
+	(*Snapshot)(nil),              // 12: kelpie.v1.Snapshot
+	(*Delta)(nil),                 // 13: kelpie.v1.Delta
+	(*CommandResult)(nil),         // 14: kelpie.v1.CommandResult
+	(*JobView)(nil),               // 15: kelpie.v1.JobView
+	(*PolicyView)(nil),            // 16: kelpie.v1.PolicyView
+	(*NodeView)(nil),              // 17: kelpie.v1.NodeView
+	(*MonitorView)(nil),           // 18: kelpie.v1.MonitorView
+	(*Heatmap)(nil),               // 19: kelpie.v1.Heatmap
+	(*HeatmapRow)(nil),            // 20: kelpie.v1.HeatmapRow
+	(*Series)(nil),                // 21: kelpie.v1.Series
+	(*Action)(nil),                // 22: kelpie.v1.Action
+	(*AdjustLRArgs)(nil),          // 23: kelpie.v1.AdjustLRArgs
+	(*BackupWorkersArgs)(nil),     // 24: kelpie.v1.BackupWorkersArgs
+	(*SetSyncArgs)(nil),           // 25: kelpie.v1.SetSyncArgs
+	(*ActionTransition)(nil),      // 26: kelpie.v1.ActionTransition
+	(*Event)(nil),                 // 27: kelpie.v1.Event
+	nil,                           // 28: kelpie.v1.SetPolicy.ParamsEntry
+	nil,                           // 29: kelpie.v1.PolicyView.ParamsEntry
+	nil,                           // 30: kelpie.v1.Action.BatchSizesEntry
+	nil,                           // 31: kelpie.v1.Action.AccumulationEntry
+	nil,                           // 32: kelpie.v1.Action.ParamsEntry
+	nil,                           // 33: kelpie.v1.Action.EvidenceEntry
+	nil,                           // 34: kelpie.v1.AdjustLRArgs.LrScaleEntry
+	(*timestamppb.Timestamp)(nil), // 35: google.protobuf.Timestamp
+	(*Divergence)(nil),            // 36: kelpie.v1.Divergence
 }
 var file_console_proto_depIdxs = []int32{
-	1,  // 0: kelpie.v1.ClientFrame.hello:type_name -> kelpie.v1.Hello
-	2,  // 1: kelpie.v1.ClientFrame.subscribe:type_name -> kelpie.v1.Subscribe
-	3,  // 2: kelpie.v1.ClientFrame.command:type_name -> kelpie.v1.Command
-	4,  // 3: kelpie.v1.Command.submit_job:type_name -> kelpie.v1.SubmitJob
-	5,  // 4: kelpie.v1.Command.kill_job:type_name -> kelpie.v1.KillJob
-	6,  // 5: kelpie.v1.Command.approve:type_name -> kelpie.v1.DecideAction
-	6,  // 6: kelpie.v1.Command.reject:type_name -> kelpie.v1.DecideAction
-	7,  // 7: kelpie.v1.Command.trigger:type_name -> kelpie.v1.TriggerAction
-	8,  // 8: kelpie.v1.Command.set_policy:type_name -> kelpie.v1.SetPolicy
-	21, // 9: kelpie.v1.TriggerAction.action:type_name -> kelpie.v1.Action
-	24, // 10: kelpie.v1.SetPolicy.params:type_name -> kelpie.v1.SetPolicy.ParamsEntry
-	30, // 11: kelpie.v1.ServerFrame.time:type_name -> google.protobuf.Timestamp
-	10, // 12: kelpie.v1.ServerFrame.welcome:type_name -> kelpie.v1.Welcome
-	11, // 13: kelpie.v1.ServerFrame.snapshot:type_name -> kelpie.v1.Snapshot
-	12, // 14: kelpie.v1.ServerFrame.delta:type_name -> kelpie.v1.Delta
-	13, // 15: kelpie.v1.ServerFrame.result:type_name -> kelpie.v1.CommandResult
-	14, // 16: kelpie.v1.Snapshot.jobs:type_name -> kelpie.v1.JobView
-	23, // 17: kelpie.v1.Snapshot.events:type_name -> kelpie.v1.Event
-	14, // 18: kelpie.v1.Delta.jobs:type_name -> kelpie.v1.JobView
-	23, // 19: kelpie.v1.Delta.events:type_name -> kelpie.v1.Event
-	30, // 20: kelpie.v1.JobView.submitted:type_name -> google.protobuf.Timestamp
-	30, // 21: kelpie.v1.JobView.started:type_name -> google.protobuf.Timestamp
-	30, // 22: kelpie.v1.JobView.ended:type_name -> google.protobuf.Timestamp
-	15, // 23: kelpie.v1.JobView.policies:type_name -> kelpie.v1.PolicyView
-	16, // 24: kelpie.v1.JobView.nodes:type_name -> kelpie.v1.NodeView
-	17, // 25: kelpie.v1.JobView.monitor:type_name -> kelpie.v1.MonitorView
-	18, // 26: kelpie.v1.JobView.heatmap:type_name -> kelpie.v1.Heatmap
-	21, // 27: kelpie.v1.JobView.actions:type_name -> kelpie.v1.Action
-	20, // 28: kelpie.v1.JobView.charts:type_name -> kelpie.v1.Series
-	25, // 29: kelpie.v1.PolicyView.params:type_name -> kelpie.v1.PolicyView.ParamsEntry
-	30, // 30: kelpie.v1.NodeView.last_report:type_name -> google.protobuf.Timestamp
-	30, // 31: kelpie.v1.Heatmap.start:type_name -> google.protobuf.Timestamp
-	19, // 32: kelpie.v1.Heatmap.rows:type_name -> kelpie.v1.HeatmapRow
-	26, // 33: kelpie.v1.Action.batch_sizes:type_name -> kelpie.v1.Action.BatchSizesEntry
-	27, // 34: kelpie.v1.Action.accumulation:type_name -> kelpie.v1.Action.AccumulationEntry
-	28, // 35: kelpie.v1.Action.params:type_name -> kelpie.v1.Action.ParamsEntry
-	30, // 36: kelpie.v1.Action.created:type_name -> google.protobuf.Timestamp
-	30, // 37: kelpie.v1.Action.updated:type_name -> google.protobuf.Timestamp
-	22, // 38: kelpie.v1.Action.history:type_name -> kelpie.v1.ActionTransition
-	29, // 39: kelpie.v1.Action.evidence:type_name -> kelpie.v1.Action.EvidenceEntry
-	30, // 40: kelpie.v1.ActionTransition.at:type_name -> google.protobuf.Timestamp
-	30, // 41: kelpie.v1.Event.time:type_name -> google.protobuf.Timestamp
-	42, // [42:42] is the sub-list for method output_type
-	42, // [42:42] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	2,  // 0: kelpie.v1.ClientFrame.hello:type_name -> kelpie.v1.Hello
+	3,  // 1: kelpie.v1.ClientFrame.subscribe:type_name -> kelpie.v1.Subscribe
+	4,  // 2: kelpie.v1.ClientFrame.command:type_name -> kelpie.v1.Command
+	5,  // 3: kelpie.v1.Command.submit_job:type_name -> kelpie.v1.SubmitJob
+	6,  // 4: kelpie.v1.Command.kill_job:type_name -> kelpie.v1.KillJob
+	7,  // 5: kelpie.v1.Command.approve:type_name -> kelpie.v1.DecideAction
+	7,  // 6: kelpie.v1.Command.reject:type_name -> kelpie.v1.DecideAction
+	8,  // 7: kelpie.v1.Command.trigger:type_name -> kelpie.v1.TriggerAction
+	9,  // 8: kelpie.v1.Command.set_policy:type_name -> kelpie.v1.SetPolicy
+	22, // 9: kelpie.v1.TriggerAction.action:type_name -> kelpie.v1.Action
+	28, // 10: kelpie.v1.SetPolicy.params:type_name -> kelpie.v1.SetPolicy.ParamsEntry
+	35, // 11: kelpie.v1.ServerFrame.time:type_name -> google.protobuf.Timestamp
+	11, // 12: kelpie.v1.ServerFrame.welcome:type_name -> kelpie.v1.Welcome
+	12, // 13: kelpie.v1.ServerFrame.snapshot:type_name -> kelpie.v1.Snapshot
+	13, // 14: kelpie.v1.ServerFrame.delta:type_name -> kelpie.v1.Delta
+	14, // 15: kelpie.v1.ServerFrame.result:type_name -> kelpie.v1.CommandResult
+	15, // 16: kelpie.v1.Snapshot.jobs:type_name -> kelpie.v1.JobView
+	27, // 17: kelpie.v1.Snapshot.events:type_name -> kelpie.v1.Event
+	15, // 18: kelpie.v1.Delta.jobs:type_name -> kelpie.v1.JobView
+	27, // 19: kelpie.v1.Delta.events:type_name -> kelpie.v1.Event
+	35, // 20: kelpie.v1.JobView.submitted:type_name -> google.protobuf.Timestamp
+	35, // 21: kelpie.v1.JobView.started:type_name -> google.protobuf.Timestamp
+	35, // 22: kelpie.v1.JobView.ended:type_name -> google.protobuf.Timestamp
+	16, // 23: kelpie.v1.JobView.policies:type_name -> kelpie.v1.PolicyView
+	17, // 24: kelpie.v1.JobView.nodes:type_name -> kelpie.v1.NodeView
+	18, // 25: kelpie.v1.JobView.monitor:type_name -> kelpie.v1.MonitorView
+	19, // 26: kelpie.v1.JobView.heatmap:type_name -> kelpie.v1.Heatmap
+	22, // 27: kelpie.v1.JobView.actions:type_name -> kelpie.v1.Action
+	21, // 28: kelpie.v1.JobView.charts:type_name -> kelpie.v1.Series
+	36, // 29: kelpie.v1.JobView.diverged:type_name -> kelpie.v1.Divergence
+	29, // 30: kelpie.v1.PolicyView.params:type_name -> kelpie.v1.PolicyView.ParamsEntry
+	35, // 31: kelpie.v1.NodeView.last_report:type_name -> google.protobuf.Timestamp
+	35, // 32: kelpie.v1.Heatmap.start:type_name -> google.protobuf.Timestamp
+	20, // 33: kelpie.v1.Heatmap.rows:type_name -> kelpie.v1.HeatmapRow
+	30, // 34: kelpie.v1.Action.batch_sizes:type_name -> kelpie.v1.Action.BatchSizesEntry
+	31, // 35: kelpie.v1.Action.accumulation:type_name -> kelpie.v1.Action.AccumulationEntry
+	32, // 36: kelpie.v1.Action.params:type_name -> kelpie.v1.Action.ParamsEntry
+	35, // 37: kelpie.v1.Action.created:type_name -> google.protobuf.Timestamp
+	35, // 38: kelpie.v1.Action.updated:type_name -> google.protobuf.Timestamp
+	26, // 39: kelpie.v1.Action.history:type_name -> kelpie.v1.ActionTransition
+	33, // 40: kelpie.v1.Action.evidence:type_name -> kelpie.v1.Action.EvidenceEntry
+	23, // 41: kelpie.v1.Action.adjust_lr:type_name -> kelpie.v1.AdjustLRArgs
+	24, // 42: kelpie.v1.Action.backup_workers:type_name -> kelpie.v1.BackupWorkersArgs
+	25, // 43: kelpie.v1.Action.set_sync:type_name -> kelpie.v1.SetSyncArgs
+	34, // 44: kelpie.v1.AdjustLRArgs.lr_scale:type_name -> kelpie.v1.AdjustLRArgs.LrScaleEntry
+	35, // 45: kelpie.v1.ActionTransition.at:type_name -> google.protobuf.Timestamp
+	35, // 46: kelpie.v1.Event.time:type_name -> google.protobuf.Timestamp
+	47, // [47:47] is the sub-list for method output_type
+	47, // [47:47] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_console_proto_init() }
@@ -2549,6 +2932,7 @@ func file_console_proto_init() {
 	if File_console_proto != nil {
 		return
 	}
+	file_coordinator_proto_init()
 	file_console_proto_msgTypes[0].OneofWrappers = []any{
 		(*ClientFrame_Hello)(nil),
 		(*ClientFrame_Subscribe)(nil),
@@ -2568,18 +2952,24 @@ func file_console_proto_init() {
 		(*ServerFrame_Delta)(nil),
 		(*ServerFrame_Result)(nil),
 	}
+	file_console_proto_msgTypes[21].OneofWrappers = []any{
+		(*Action_AdjustLr)(nil),
+		(*Action_BackupWorkers)(nil),
+		(*Action_SetSync)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_console_proto_rawDesc), len(file_console_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   30,
+			NumEnums:      1,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
 		GoTypes:           file_console_proto_goTypes,
 		DependencyIndexes: file_console_proto_depIdxs,
+		EnumInfos:         file_console_proto_enumTypes,
 		MessageInfos:      file_console_proto_msgTypes,
 	}.Build()
 	File_console_proto = out.File

@@ -79,7 +79,7 @@ type RegisterRequest struct {
 	Job           string                 `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
 	Node          string                 `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"` // server-0, worker-3, ...
 	Role          Role                   `protobuf:"varint,3,opt,name=role,proto3,enum=kelpie.v1.Role" json:"role,omitempty"`
-	Addr          string                 `protobuf:"bytes,4,opt,name=addr,proto3" json:"addr,omitempty"` // servers: where workers reach them
+	Addr          string                 `protobuf:"bytes,4,opt,name=addr,proto3" json:"addr,omitempty"` // servers: where workers reach them; allreduce workers: where peers reach them
 	Pid           int32                  `protobuf:"varint,5,opt,name=pid,proto3" json:"pid,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -527,6 +527,9 @@ type ReadyResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Assignment    *Assignment            `protobuf:"bytes,1,opt,name=assignment,proto3" json:"assignment,omitempty"`                               // complete, with every server's address
 	StartUnixNano int64                  `protobuf:"varint,2,opt,name=start_unix_nano,json=startUnixNano,proto3" json:"start_unix_nano,omitempty"` // the job's time zero (straggler schedules count from it)
+	// allreduce jobs (cluster.exchange ring or rat): every worker's peer
+	// address by worker index, where the others connect to sum gradients
+	Peers         []string `protobuf:"bytes,3,rep,name=peers,proto3" json:"peers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -573,6 +576,13 @@ func (x *ReadyResponse) GetStartUnixNano() int64 {
 		return x.StartUnixNano
 	}
 	return 0
+}
+
+func (x *ReadyResponse) GetPeers() []string {
+	if x != nil {
+		return x.Peers
+	}
+	return nil
 }
 
 type ProgressReport struct {
@@ -816,14 +826,15 @@ func (x *ProgressAck) GetReason() string {
 }
 
 type DoneRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Job           string                 `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
-	Node          string                 `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
-	Iterations    int64                  `protobuf:"varint,3,opt,name=iterations,proto3" json:"iterations,omitempty"`
-	Samples       int64                  `protobuf:"varint,4,opt,name=samples,proto3" json:"samples,omitempty"`
-	Left          bool                   `protobuf:"varint,5,opt,name=left,proto3" json:"left,omitempty"` // the worker was removed (REMOVE_WORKER): it does not wait for the others nor evaluate
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Job              string                 `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	Node             string                 `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
+	Iterations       int64                  `protobuf:"varint,3,opt,name=iterations,proto3" json:"iterations,omitempty"`
+	Samples          int64                  `protobuf:"varint,4,opt,name=samples,proto3" json:"samples,omitempty"`
+	Left             bool                   `protobuf:"varint,5,opt,name=left,proto3" json:"left,omitempty"`                                                   // the worker was removed (REMOVE_WORKER): it does not wait for the others nor evaluate
+	CrossRegionBytes int64                  `protobuf:"varint,6,opt,name=cross_region_bytes,json=crossRegionBytes,proto3" json:"cross_region_bytes,omitempty"` // bytes the worker sent across region boundaries (cluster.topology)
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *DoneRequest) Reset() {
@@ -889,6 +900,13 @@ func (x *DoneRequest) GetLeft() bool {
 		return x.Left
 	}
 	return false
+}
+
+func (x *DoneRequest) GetCrossRegionBytes() int64 {
+	if x != nil {
+		return x.CrossRegionBytes
+	}
+	return 0
 }
 
 type DoneResponse struct {
@@ -1047,6 +1065,189 @@ func (*ResultResponse) Descriptor() ([]byte, []int) {
 	return file_coordinator_proto_rawDescGZIP(), []int{13}
 }
 
+// Divergence is a non-finite loss or parameter value: where it was first
+// seen (the node and its iteration) and what it was. A job that diverges
+// stops in state `diverged`.
+type Divergence struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`            // where it was first seen: worker-1, server-0
+	Iteration     int64                  `protobuf:"varint,2,opt,name=iteration,proto3" json:"iteration,omitempty"` // a server: the version of the update
+	What          string                 `protobuf:"bytes,3,opt,name=what,proto3" json:"what,omitempty"`            // loss | parameters | gradient
+	Value         string                 `protobuf:"bytes,4,opt,name=value,proto3" json:"value,omitempty"`          // NaN, +Inf or -Inf
+	Detail        string                 `protobuf:"bytes,5,opt,name=detail,proto3" json:"detail,omitempty"`        // e.g. "block 3, element 17"
+	Reporter      string                 `protobuf:"bytes,6,opt,name=reporter,proto3" json:"reporter,omitempty"`    // the node that told the scheduler
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Divergence) Reset() {
+	*x = Divergence{}
+	mi := &file_coordinator_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Divergence) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Divergence) ProtoMessage() {}
+
+func (x *Divergence) ProtoReflect() protoreflect.Message {
+	mi := &file_coordinator_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Divergence.ProtoReflect.Descriptor instead.
+func (*Divergence) Descriptor() ([]byte, []int) {
+	return file_coordinator_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *Divergence) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *Divergence) GetIteration() int64 {
+	if x != nil {
+		return x.Iteration
+	}
+	return 0
+}
+
+func (x *Divergence) GetWhat() string {
+	if x != nil {
+		return x.What
+	}
+	return ""
+}
+
+func (x *Divergence) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+func (x *Divergence) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *Divergence) GetReporter() string {
+	if x != nil {
+		return x.Reporter
+	}
+	return ""
+}
+
+type DivergedRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Job           string                 `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	Node          string                 `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"` // the reporting worker
+	Divergence    *Divergence            `protobuf:"bytes,3,opt,name=divergence,proto3" json:"divergence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DivergedRequest) Reset() {
+	*x = DivergedRequest{}
+	mi := &file_coordinator_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DivergedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DivergedRequest) ProtoMessage() {}
+
+func (x *DivergedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_coordinator_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DivergedRequest.ProtoReflect.Descriptor instead.
+func (*DivergedRequest) Descriptor() ([]byte, []int) {
+	return file_coordinator_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *DivergedRequest) GetJob() string {
+	if x != nil {
+		return x.Job
+	}
+	return ""
+}
+
+func (x *DivergedRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *DivergedRequest) GetDivergence() *Divergence {
+	if x != nil {
+		return x.Divergence
+	}
+	return nil
+}
+
+type DivergedResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DivergedResponse) Reset() {
+	*x = DivergedResponse{}
+	mi := &file_coordinator_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DivergedResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DivergedResponse) ProtoMessage() {}
+
+func (x *DivergedResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_coordinator_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DivergedResponse.ProtoReflect.Descriptor instead.
+func (*DivergedResponse) Descriptor() ([]byte, []int) {
+	return file_coordinator_proto_rawDescGZIP(), []int{16}
+}
+
 // ShardInfo is one data shard handed to a worker: `length` samples of one
 // epoch from `offset`, in the shuffled `order` (sample indexes).
 type ShardInfo struct {
@@ -1062,7 +1263,7 @@ type ShardInfo struct {
 
 func (x *ShardInfo) Reset() {
 	*x = ShardInfo{}
-	mi := &file_coordinator_proto_msgTypes[14]
+	mi := &file_coordinator_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1074,7 +1275,7 @@ func (x *ShardInfo) String() string {
 func (*ShardInfo) ProtoMessage() {}
 
 func (x *ShardInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_proto_msgTypes[14]
+	mi := &file_coordinator_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1087,7 +1288,7 @@ func (x *ShardInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardInfo.ProtoReflect.Descriptor instead.
 func (*ShardInfo) Descriptor() ([]byte, []int) {
-	return file_coordinator_proto_rawDescGZIP(), []int{14}
+	return file_coordinator_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ShardInfo) GetId() int64 {
@@ -1135,7 +1336,7 @@ type FetchShardRequest struct {
 
 func (x *FetchShardRequest) Reset() {
 	*x = FetchShardRequest{}
-	mi := &file_coordinator_proto_msgTypes[15]
+	mi := &file_coordinator_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1147,7 +1348,7 @@ func (x *FetchShardRequest) String() string {
 func (*FetchShardRequest) ProtoMessage() {}
 
 func (x *FetchShardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_proto_msgTypes[15]
+	mi := &file_coordinator_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1160,7 +1361,7 @@ func (x *FetchShardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchShardRequest.ProtoReflect.Descriptor instead.
 func (*FetchShardRequest) Descriptor() ([]byte, []int) {
-	return file_coordinator_proto_rawDescGZIP(), []int{15}
+	return file_coordinator_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *FetchShardRequest) GetJob() string {
@@ -1190,7 +1391,7 @@ type FetchShardResponse struct {
 
 func (x *FetchShardResponse) Reset() {
 	*x = FetchShardResponse{}
-	mi := &file_coordinator_proto_msgTypes[16]
+	mi := &file_coordinator_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1202,7 +1403,7 @@ func (x *FetchShardResponse) String() string {
 func (*FetchShardResponse) ProtoMessage() {}
 
 func (x *FetchShardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_proto_msgTypes[16]
+	mi := &file_coordinator_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1215,7 +1416,7 @@ func (x *FetchShardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchShardResponse.ProtoReflect.Descriptor instead.
 func (*FetchShardResponse) Descriptor() ([]byte, []int) {
-	return file_coordinator_proto_rawDescGZIP(), []int{16}
+	return file_coordinator_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *FetchShardResponse) GetShard() *ShardInfo {
@@ -1267,7 +1468,7 @@ type ReportShardRequest struct {
 
 func (x *ReportShardRequest) Reset() {
 	*x = ReportShardRequest{}
-	mi := &file_coordinator_proto_msgTypes[17]
+	mi := &file_coordinator_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1279,7 +1480,7 @@ func (x *ReportShardRequest) String() string {
 func (*ReportShardRequest) ProtoMessage() {}
 
 func (x *ReportShardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_proto_msgTypes[17]
+	mi := &file_coordinator_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1292,7 +1493,7 @@ func (x *ReportShardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportShardRequest.ProtoReflect.Descriptor instead.
 func (*ReportShardRequest) Descriptor() ([]byte, []int) {
-	return file_coordinator_proto_rawDescGZIP(), []int{17}
+	return file_coordinator_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReportShardRequest) GetJob() string {
@@ -1332,7 +1533,7 @@ type ReportShardResponse struct {
 
 func (x *ReportShardResponse) Reset() {
 	*x = ReportShardResponse{}
-	mi := &file_coordinator_proto_msgTypes[18]
+	mi := &file_coordinator_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1344,7 +1545,7 @@ func (x *ReportShardResponse) String() string {
 func (*ReportShardResponse) ProtoMessage() {}
 
 func (x *ReportShardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_proto_msgTypes[18]
+	mi := &file_coordinator_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1357,7 +1558,7 @@ func (x *ReportShardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportShardResponse.ProtoReflect.Descriptor instead.
 func (*ReportShardResponse) Descriptor() ([]byte, []int) {
-	return file_coordinator_proto_rawDescGZIP(), []int{18}
+	return file_coordinator_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReportShardResponse) GetRefused() []string {
@@ -1410,12 +1611,13 @@ const file_coordinator_proto_rawDesc = "" +
 	"\x05local\x18\x02 \x03(\x05R\x05local\"4\n" +
 	"\fReadyRequest\x12\x10\n" +
 	"\x03job\x18\x01 \x01(\tR\x03job\x12\x12\n" +
-	"\x04node\x18\x02 \x01(\tR\x04node\"n\n" +
+	"\x04node\x18\x02 \x01(\tR\x04node\"\x84\x01\n" +
 	"\rReadyResponse\x125\n" +
 	"\n" +
 	"assignment\x18\x01 \x01(\v2\x15.kelpie.v1.AssignmentR\n" +
 	"assignment\x12&\n" +
-	"\x0fstart_unix_nano\x18\x02 \x01(\x03R\rstartUnixNano\"\xb9\x02\n" +
+	"\x0fstart_unix_nano\x18\x02 \x01(\x03R\rstartUnixNano\x12\x14\n" +
+	"\x05peers\x18\x03 \x03(\tR\x05peers\"\xb9\x02\n" +
 	"\x0eProgressReport\x12\x10\n" +
 	"\x03job\x18\x01 \x01(\tR\x03job\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x1c\n" +
@@ -1438,7 +1640,7 @@ const file_coordinator_proto_rawDesc = "" +
 	"\x04pull\x18\x04 \x01(\bR\x04pull\"9\n" +
 	"\vProgressAck\x12\x12\n" +
 	"\x04stop\x18\x01 \x01(\bR\x04stop\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x81\x01\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xaf\x01\n" +
 	"\vDoneRequest\x12\x10\n" +
 	"\x03job\x18\x01 \x01(\tR\x03job\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x1e\n" +
@@ -1446,7 +1648,8 @@ const file_coordinator_proto_rawDesc = "" +
 	"iterations\x18\x03 \x01(\x03R\n" +
 	"iterations\x12\x18\n" +
 	"\asamples\x18\x04 \x01(\x03R\asamples\x12\x12\n" +
-	"\x04left\x18\x05 \x01(\bR\x04left\"*\n" +
+	"\x04left\x18\x05 \x01(\bR\x04left\x12,\n" +
+	"\x12cross_region_bytes\x18\x06 \x01(\x03R\x10crossRegionBytes\"*\n" +
 	"\fDoneResponse\x12\x1a\n" +
 	"\bevaluate\x18\x01 \x01(\bR\bevaluate\"\x9a\x01\n" +
 	"\rResultRequest\x12\x10\n" +
@@ -1455,7 +1658,22 @@ const file_coordinator_proto_rawDesc = "" +
 	"\ttest_loss\x18\x03 \x01(\x01R\btestLoss\x12#\n" +
 	"\rtest_accuracy\x18\x04 \x01(\x01R\ftestAccuracy\x12!\n" +
 	"\ftest_samples\x18\x05 \x01(\x03R\vtestSamples\"\x10\n" +
-	"\x0eResultResponse\"w\n" +
+	"\x0eResultResponse\"\x9c\x01\n" +
+	"\n" +
+	"Divergence\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1c\n" +
+	"\titeration\x18\x02 \x01(\x03R\titeration\x12\x12\n" +
+	"\x04what\x18\x03 \x01(\tR\x04what\x12\x14\n" +
+	"\x05value\x18\x04 \x01(\tR\x05value\x12\x16\n" +
+	"\x06detail\x18\x05 \x01(\tR\x06detail\x12\x1a\n" +
+	"\breporter\x18\x06 \x01(\tR\breporter\"n\n" +
+	"\x0fDivergedRequest\x12\x10\n" +
+	"\x03job\x18\x01 \x01(\tR\x03job\x12\x12\n" +
+	"\x04node\x18\x02 \x01(\tR\x04node\x125\n" +
+	"\n" +
+	"divergence\x18\x03 \x01(\v2\x15.kelpie.v1.DivergenceR\n" +
+	"divergence\"\x12\n" +
+	"\x10DivergedResponse\"w\n" +
 	"\tShardInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x05R\x05epoch\x12\x16\n" +
@@ -1481,13 +1699,14 @@ const file_coordinator_proto_rawDesc = "" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vROLE_SERVER\x10\x01\x12\x0f\n" +
-	"\vROLE_WORKER\x10\x022\xde\x03\n" +
+	"\vROLE_WORKER\x10\x022\xa3\x04\n" +
 	"\vCoordinator\x12C\n" +
 	"\bRegister\x12\x1a.kelpie.v1.RegisterRequest\x1a\x1b.kelpie.v1.RegisterResponse\x12:\n" +
 	"\x05Ready\x12\x17.kelpie.v1.ReadyRequest\x1a\x18.kelpie.v1.ReadyResponse\x12=\n" +
 	"\bProgress\x12\x19.kelpie.v1.ProgressReport\x1a\x16.kelpie.v1.ProgressAck\x127\n" +
 	"\x04Done\x12\x16.kelpie.v1.DoneRequest\x1a\x17.kelpie.v1.DoneResponse\x12=\n" +
-	"\x06Result\x12\x18.kelpie.v1.ResultRequest\x1a\x19.kelpie.v1.ResultResponse\x12I\n" +
+	"\x06Result\x12\x18.kelpie.v1.ResultRequest\x1a\x19.kelpie.v1.ResultResponse\x12C\n" +
+	"\bDiverged\x12\x1a.kelpie.v1.DivergedRequest\x1a\x1b.kelpie.v1.DivergedResponse\x12I\n" +
 	"\n" +
 	"FetchShard\x12\x1c.kelpie.v1.FetchShardRequest\x1a\x1d.kelpie.v1.FetchShardResponse\x12L\n" +
 	"\vReportShard\x12\x1d.kelpie.v1.ReportShardRequest\x1a\x1e.kelpie.v1.ReportShardResponseB)Z'github.com/kelpie/kelpie/proto/kelpiepbb\x06proto3"
@@ -1505,7 +1724,7 @@ func file_coordinator_proto_rawDescGZIP() []byte {
 }
 
 var file_coordinator_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_coordinator_proto_goTypes = []any{
 	(Role)(0),                   // 0: kelpie.v1.Role
 	(*RegisterRequest)(nil),     // 1: kelpie.v1.RegisterRequest
@@ -1522,11 +1741,14 @@ var file_coordinator_proto_goTypes = []any{
 	(*DoneResponse)(nil),        // 12: kelpie.v1.DoneResponse
 	(*ResultRequest)(nil),       // 13: kelpie.v1.ResultRequest
 	(*ResultResponse)(nil),      // 14: kelpie.v1.ResultResponse
-	(*ShardInfo)(nil),           // 15: kelpie.v1.ShardInfo
-	(*FetchShardRequest)(nil),   // 16: kelpie.v1.FetchShardRequest
-	(*FetchShardResponse)(nil),  // 17: kelpie.v1.FetchShardResponse
-	(*ReportShardRequest)(nil),  // 18: kelpie.v1.ReportShardRequest
-	(*ReportShardResponse)(nil), // 19: kelpie.v1.ReportShardResponse
+	(*Divergence)(nil),          // 15: kelpie.v1.Divergence
+	(*DivergedRequest)(nil),     // 16: kelpie.v1.DivergedRequest
+	(*DivergedResponse)(nil),    // 17: kelpie.v1.DivergedResponse
+	(*ShardInfo)(nil),           // 18: kelpie.v1.ShardInfo
+	(*FetchShardRequest)(nil),   // 19: kelpie.v1.FetchShardRequest
+	(*FetchShardResponse)(nil),  // 20: kelpie.v1.FetchShardResponse
+	(*ReportShardRequest)(nil),  // 21: kelpie.v1.ReportShardRequest
+	(*ReportShardResponse)(nil), // 22: kelpie.v1.ReportShardResponse
 }
 var file_coordinator_proto_depIdxs = []int32{
 	0,  // 0: kelpie.v1.RegisterRequest.role:type_name -> kelpie.v1.Role
@@ -1536,26 +1758,29 @@ var file_coordinator_proto_depIdxs = []int32{
 	3,  // 4: kelpie.v1.RegisterResponse.next_assignment:type_name -> kelpie.v1.Assignment
 	3,  // 5: kelpie.v1.ReadyResponse.assignment:type_name -> kelpie.v1.Assignment
 	9,  // 6: kelpie.v1.ProgressReport.comm:type_name -> kelpie.v1.CommSample
-	15, // 7: kelpie.v1.FetchShardResponse.shard:type_name -> kelpie.v1.ShardInfo
-	1,  // 8: kelpie.v1.Coordinator.Register:input_type -> kelpie.v1.RegisterRequest
-	6,  // 9: kelpie.v1.Coordinator.Ready:input_type -> kelpie.v1.ReadyRequest
-	8,  // 10: kelpie.v1.Coordinator.Progress:input_type -> kelpie.v1.ProgressReport
-	11, // 11: kelpie.v1.Coordinator.Done:input_type -> kelpie.v1.DoneRequest
-	13, // 12: kelpie.v1.Coordinator.Result:input_type -> kelpie.v1.ResultRequest
-	16, // 13: kelpie.v1.Coordinator.FetchShard:input_type -> kelpie.v1.FetchShardRequest
-	18, // 14: kelpie.v1.Coordinator.ReportShard:input_type -> kelpie.v1.ReportShardRequest
-	4,  // 15: kelpie.v1.Coordinator.Register:output_type -> kelpie.v1.RegisterResponse
-	7,  // 16: kelpie.v1.Coordinator.Ready:output_type -> kelpie.v1.ReadyResponse
-	10, // 17: kelpie.v1.Coordinator.Progress:output_type -> kelpie.v1.ProgressAck
-	12, // 18: kelpie.v1.Coordinator.Done:output_type -> kelpie.v1.DoneResponse
-	14, // 19: kelpie.v1.Coordinator.Result:output_type -> kelpie.v1.ResultResponse
-	17, // 20: kelpie.v1.Coordinator.FetchShard:output_type -> kelpie.v1.FetchShardResponse
-	19, // 21: kelpie.v1.Coordinator.ReportShard:output_type -> kelpie.v1.ReportShardResponse
-	15, // [15:22] is the sub-list for method output_type
-	8,  // [8:15] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	15, // 7: kelpie.v1.DivergedRequest.divergence:type_name -> kelpie.v1.Divergence
+	18, // 8: kelpie.v1.FetchShardResponse.shard:type_name -> kelpie.v1.ShardInfo
+	1,  // 9: kelpie.v1.Coordinator.Register:input_type -> kelpie.v1.RegisterRequest
+	6,  // 10: kelpie.v1.Coordinator.Ready:input_type -> kelpie.v1.ReadyRequest
+	8,  // 11: kelpie.v1.Coordinator.Progress:input_type -> kelpie.v1.ProgressReport
+	11, // 12: kelpie.v1.Coordinator.Done:input_type -> kelpie.v1.DoneRequest
+	13, // 13: kelpie.v1.Coordinator.Result:input_type -> kelpie.v1.ResultRequest
+	16, // 14: kelpie.v1.Coordinator.Diverged:input_type -> kelpie.v1.DivergedRequest
+	19, // 15: kelpie.v1.Coordinator.FetchShard:input_type -> kelpie.v1.FetchShardRequest
+	21, // 16: kelpie.v1.Coordinator.ReportShard:input_type -> kelpie.v1.ReportShardRequest
+	4,  // 17: kelpie.v1.Coordinator.Register:output_type -> kelpie.v1.RegisterResponse
+	7,  // 18: kelpie.v1.Coordinator.Ready:output_type -> kelpie.v1.ReadyResponse
+	10, // 19: kelpie.v1.Coordinator.Progress:output_type -> kelpie.v1.ProgressAck
+	12, // 20: kelpie.v1.Coordinator.Done:output_type -> kelpie.v1.DoneResponse
+	14, // 21: kelpie.v1.Coordinator.Result:output_type -> kelpie.v1.ResultResponse
+	17, // 22: kelpie.v1.Coordinator.Diverged:output_type -> kelpie.v1.DivergedResponse
+	20, // 23: kelpie.v1.Coordinator.FetchShard:output_type -> kelpie.v1.FetchShardResponse
+	22, // 24: kelpie.v1.Coordinator.ReportShard:output_type -> kelpie.v1.ReportShardResponse
+	17, // [17:25] is the sub-list for method output_type
+	9,  // [9:17] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_coordinator_proto_init() }
@@ -1569,7 +1794,7 @@ func file_coordinator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_coordinator_proto_rawDesc), len(file_coordinator_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   19,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

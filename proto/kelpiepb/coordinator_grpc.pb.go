@@ -28,6 +28,7 @@ const (
 	Coordinator_Progress_FullMethodName    = "/kelpie.v1.Coordinator/Progress"
 	Coordinator_Done_FullMethodName        = "/kelpie.v1.Coordinator/Done"
 	Coordinator_Result_FullMethodName      = "/kelpie.v1.Coordinator/Result"
+	Coordinator_Diverged_FullMethodName    = "/kelpie.v1.Coordinator/Diverged"
 	Coordinator_FetchShard_FullMethodName  = "/kelpie.v1.Coordinator/FetchShard"
 	Coordinator_ReportShard_FullMethodName = "/kelpie.v1.Coordinator/ReportShard"
 )
@@ -46,6 +47,9 @@ type CoordinatorClient interface {
 	// Done blocks until every worker is done.
 	Done(ctx context.Context, in *DoneRequest, opts ...grpc.CallOption) (*DoneResponse, error)
 	Result(ctx context.Context, in *ResultRequest, opts ...grpc.CallOption) (*ResultResponse, error)
+	// Diverged reports a non-finite loss or parameter: the job stops in
+	// state `diverged` (the first report wins).
+	Diverged(ctx context.Context, in *DivergedRequest, opts ...grpc.CallOption) (*DivergedResponse, error)
 	// FetchShard hands the worker its next shard (TODO -> DOING).
 	FetchShard(ctx context.Context, in *FetchShardRequest, opts ...grpc.CallOption) (*FetchShardResponse, error)
 	// ReportShard marks shards DONE after their gradients were pushed.
@@ -110,6 +114,16 @@ func (c *coordinatorClient) Result(ctx context.Context, in *ResultRequest, opts 
 	return out, nil
 }
 
+func (c *coordinatorClient) Diverged(ctx context.Context, in *DivergedRequest, opts ...grpc.CallOption) (*DivergedResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DivergedResponse)
+	err := c.cc.Invoke(ctx, Coordinator_Diverged_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *coordinatorClient) FetchShard(ctx context.Context, in *FetchShardRequest, opts ...grpc.CallOption) (*FetchShardResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(FetchShardResponse)
@@ -144,6 +158,9 @@ type CoordinatorServer interface {
 	// Done blocks until every worker is done.
 	Done(context.Context, *DoneRequest) (*DoneResponse, error)
 	Result(context.Context, *ResultRequest) (*ResultResponse, error)
+	// Diverged reports a non-finite loss or parameter: the job stops in
+	// state `diverged` (the first report wins).
+	Diverged(context.Context, *DivergedRequest) (*DivergedResponse, error)
 	// FetchShard hands the worker its next shard (TODO -> DOING).
 	FetchShard(context.Context, *FetchShardRequest) (*FetchShardResponse, error)
 	// ReportShard marks shards DONE after their gradients were pushed.
@@ -172,6 +189,9 @@ func (UnimplementedCoordinatorServer) Done(context.Context, *DoneRequest) (*Done
 }
 func (UnimplementedCoordinatorServer) Result(context.Context, *ResultRequest) (*ResultResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Result not implemented")
+}
+func (UnimplementedCoordinatorServer) Diverged(context.Context, *DivergedRequest) (*DivergedResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Diverged not implemented")
 }
 func (UnimplementedCoordinatorServer) FetchShard(context.Context, *FetchShardRequest) (*FetchShardResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method FetchShard not implemented")
@@ -290,6 +310,24 @@ func _Coordinator_Result_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Coordinator_Diverged_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DivergedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServer).Diverged(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Coordinator_Diverged_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServer).Diverged(ctx, req.(*DivergedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Coordinator_FetchShard_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(FetchShardRequest)
 	if err := dec(in); err != nil {
@@ -352,6 +390,10 @@ var Coordinator_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Result",
 			Handler:    _Coordinator_Result_Handler,
+		},
+		{
+			MethodName: "Diverged",
+			Handler:    _Coordinator_Diverged_Handler,
 		},
 		{
 			MethodName: "FetchShard",

@@ -66,8 +66,12 @@ type Config struct {
 	Repeats  int           // timed runs per row; the median is reported
 	MaxOps   int           // bound on operations per stream in one run
 
-	Pin      bool     // pin the benchmark to CPU 0 and the servers to CPU 1
-	Launcher Launcher // how to start a server process
+	Pin bool // pin the benchmark to CPU 0 and the servers to CPU 1
+	// Transport carries kelpie's rows: psclient.TransportTCP (the framed
+	// transport over TCP; the default, what jobs use), TransportUnix (over
+	// the server's Unix socket) or TransportGRPC.
+	Transport string
+	Launcher  Launcher // how to start a server process
 
 	Log io.Writer // progress lines (server PIDs, each row as it finishes); nil: none
 
@@ -88,6 +92,7 @@ func DefaultConfig() Config {
 		Repeats:    3,
 		MaxOps:     200000,
 		Pin:        true,
+		Transport:  psclient.TransportTCP,
 	}
 }
 
@@ -99,6 +104,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("bench: duration %v", c.Duration)
 	case c.Warmup < 1 || c.Repeats < 1 || c.MaxOps < 1:
 		return fmt.Errorf("bench: warmup %d, repeats %d and max ops %d must be positive", c.Warmup, c.Repeats, c.MaxOps)
+	case c.Transport != "" && c.Transport != psclient.TransportTCP && c.Transport != psclient.TransportUnix && c.Transport != psclient.TransportGRPC:
+		return fmt.Errorf("bench: transport %q: want tcp, unix or grpc", c.Transport)
 	case c.Launcher.Exe == "":
 		return errors.New("bench: no executable to start servers with")
 	}
@@ -154,6 +161,8 @@ type Result struct {
 type Report struct {
 	Results []Result `json:"results"`
 	Pinned  bool     `json:"pinned"` // whether the processes were pinned to CPUs
+	// Transport is what carried kelpie's rows (tcp, unix or grpc).
+	Transport string `json:"transport"`
 	// LoadBefore is the 1-minute load average when the run started (Linux;
 	// 0 elsewhere). On a shared machine anything near or above the CPU
 	// count means other work competed with the pinned processes.
@@ -166,7 +175,10 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if err := cfg.validate(); err != nil {
 		return Report{}, err
 	}
-	rep := Report{LoadBefore: loadAverage()}
+	if cfg.Transport == "" {
+		cfg.Transport = psclient.TransportTCP
+	}
+	rep := Report{LoadBefore: loadAverage(), Transport: cfg.Transport}
 	cpu := -1
 	if cfg.Pin && canPin() {
 		restore, err := pinProcess(0)
@@ -176,7 +188,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		defer restore()
 		rep.Pinned, cpu = true, 1
 	}
-	cfg.logf("bench: pinned=%v; servers on cpu %d; load average %.2f", rep.Pinned, cpu, rep.LoadBefore)
+	cfg.logf("bench: transport %s; pinned=%v; servers on cpu %d; load average %.2f", cfg.Transport, rep.Pinned, cpu, rep.LoadBefore)
 	for _, topo := range cfg.Topologies {
 		rows, err := runTopology(ctx, cfg, topo, cpu)
 		rep.Results = append(rep.Results, rows...)
@@ -248,7 +260,7 @@ func runTopology(ctx context.Context, cfg Config, topo Topology, cpu int) (rows 
 		var pcs []*psclient.Conn
 		var rcs []*rawConn
 		for s := range topo.Servers {
-			pc, err := psclient.DialContext(ctx, psAddrs[s])
+			pc, err := psclient.DialWith(ctx, psAddrs[s], psclient.Options{Transport: cfg.Transport})
 			if err != nil {
 				return nil, err
 			}
@@ -482,7 +494,7 @@ func drive(s stream, n, inflight int, lat []time.Duration) ([]time.Duration, err
 	return lat, err
 }
 
-// psStream is one worker's Exchange stream to one server.
+// psStream is one worker's connection to one server.
 type psStream struct {
 	conn     *psclient.Conn
 	worker   int32

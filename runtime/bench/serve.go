@@ -17,9 +17,11 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/runtime/blocks"
+	"github.com/kelpie/kelpie/runtime/identity"
 	"github.com/kelpie/kelpie/runtime/optim"
 	"github.com/kelpie/kelpie/runtime/psclient"
 	"github.com/kelpie/kelpie/runtime/server"
@@ -35,6 +37,7 @@ import (
 type PSServer struct {
 	ps   *server.Server
 	gs   *grpc.Server
+	ep   *server.Endpoint
 	lis  net.Listener
 	done chan struct{}
 }
@@ -62,11 +65,33 @@ func StartPS(addr string, workers int, sizes []int) (*PSServer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bench: %v", err)
 	}
-	s := &PSServer{ps: ps, gs: grpc.NewServer(psclient.ServerOptions()...), lis: lis, done: make(chan struct{})}
+	// With $KELPIE_CERT (kelpie bench pushpull --mtls) the server speaks
+	// mTLS and authorizes each call like a job's server, except that one
+	// benchmark process plays every worker.
+	trust, err := identity.ProcessServerOptions(func(self identity.Identity) identity.Policy {
+		return func(id identity.Identity, _ string, _ proto.Message) error {
+			if id.Role != identity.RoleWorker || id.Job != self.Job {
+				return fmt.Errorf("bench: %s is not a worker of %s", id, self.Job)
+			}
+			return nil
+		}
+	}, nil)
+	if err != nil {
+		lis.Close()
+		return nil, err
+	}
+	// gRPC and the framed transport on one port, and a Unix socket, as a
+	// job's server has them.
+	ep, err := ps.Listen(lis, server.Framed{Unix: server.UnixPath("", "bench"), Credentials: identity.FramedCredentials()})
+	if err != nil {
+		lis.Close()
+		return nil, err
+	}
+	s := &PSServer{ps: ps, gs: grpc.NewServer(append(psclient.ServerOptions(), trust...)...), ep: ep, lis: lis, done: make(chan struct{})}
 	kelpiepb.RegisterParameterServerServer(s.gs, ps)
 	go func() {
 		defer close(s.done)
-		_ = s.gs.Serve(lis)
+		_ = s.gs.Serve(ep.GRPC())
 	}()
 	return s, nil
 }
@@ -98,6 +123,7 @@ func (s *PSServer) Stop() {
 	case <-time.After(2 * time.Second):
 		s.gs.Stop()
 	}
+	s.ep.Close()
 	<-s.done
 }
 

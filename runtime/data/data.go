@@ -9,15 +9,13 @@ package data
 import (
 	"fmt"
 	"math/rand/v2"
+
+	"github.com/kelpie/kelpie/runtime/shape"
 )
 
-// Info describes the shape of a dataset's samples.
-type Info struct {
-	Dim      int    // dense feature count per sample (784 for MNIST); 0 for sparse data
-	Sparse   bool   // samples are sets of active feature ids in [0, Features)
-	Features uint64 // size of the sparse id space (0 for dense data)
-	Classes  int    // number of label classes (2 for CTR)
-}
+// Info describes the shape of a dataset's samples (runtime/shape defines it, so the shapes of a
+// model's tensors can be computed without this package's loaders).
+type Info = shape.Input
 
 // Batch holds N samples laid out for a model. Its slices are reused by Fill.
 type Batch struct {

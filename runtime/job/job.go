@@ -1,21 +1,26 @@
 // Package job turns a parsed job spec into the runtime's pieces that every
-// role must agree on: the model and its tensors, the parameter-block table,
-// the synchronization and optimizer settings, the injected stragglers, and the
-// iteration plan (which samples each worker trains on in each iteration).
+// role must agree on: the model's tensors, the parameter-block table, the
+// synchronization and optimizer settings, the injected stragglers, and the
+// iteration plan (which stream positions each worker trains on in each
+// iteration).
 //
 // Every process of a job derives these from the same spec text, so they agree
-// without shipping tensors around. The package is pure (it converts block
-// tables to and from their wire form, but does no I/O).
+// without shipping tensors around. The package is pure: it converts block
+// tables and sync settings to and from their wire form, but does no I/O, and
+// it imports neither the model's math (runtime/model) nor the data loaders
+// (runtime/data): tensor shapes come from runtime/shape. That is what lets
+// the scheduler, which lays out blocks and plans iterations but never trains,
+// use it (DESIGN.md: "scheduler ──▶ runtime's pure packages").
 package job
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/runtime/blocks"
-	"github.com/kelpie/kelpie/runtime/data"
-	"github.com/kelpie/kelpie/runtime/model"
 	"github.com/kelpie/kelpie/runtime/optim"
+	"github.com/kelpie/kelpie/runtime/shape"
 	"github.com/kelpie/kelpie/runtime/spec"
 	"github.com/kelpie/kelpie/runtime/straggler"
 	"github.com/kelpie/kelpie/runtime/syncmodel"
@@ -29,11 +34,11 @@ const (
 )
 
 // DataInfo is the shape of the job's data, known without loading it.
-func DataInfo(s *spec.Spec) data.Info {
+func DataInfo(s *spec.Spec) shape.Input {
 	if s.Data.Kind == "synthetic-ctr" {
-		return data.Info{Sparse: true, Features: s.Data.Features, Classes: 2}
+		return shape.Input{Sparse: true, Features: s.Data.Features, Classes: 2}
 	}
-	return data.Info{Dim: mnistDim, Classes: mnistClasses}
+	return shape.Input{Dim: mnistDim, Classes: mnistClasses}
 }
 
 // TrainSamples is the number of training samples of one epoch.
@@ -44,18 +49,18 @@ func TrainSamples(s *spec.Spec) int {
 	return mnistTrain
 }
 
-// NewModel builds the job's model.
-func NewModel(s *spec.Spec) (model.Model, error) {
-	return model.New(model.Config{Kind: s.Model.Kind, Hidden: s.Model.Hidden}, DataInfo(s))
-}
-
-// Tensors converts a model's tensors for the block layout.
-func Tensors(m model.Model) []blocks.Tensor {
-	var out []blocks.Tensor
-	for _, t := range m.Tensors() {
+// Tensors is the job's model's parameter tensors, computed from the spec
+// (runtime/model builds the same from the same spec).
+func Tensors(s *spec.Spec) ([]blocks.Tensor, error) {
+	ts, err := shape.Of(s.Model.Kind, s.Model.Hidden, DataInfo(s))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]blocks.Tensor, 0, len(ts))
+	for _, t := range ts {
 		out = append(out, blocks.Tensor{Name: t.Name, Rows: t.Rows, Cols: t.Cols, Sparse: t.Sparse})
 	}
-	return out
+	return out, nil
 }
 
 // Strategy maps the spec's assignment name to a block strategy. PSLD starts
@@ -71,9 +76,18 @@ func Strategy(s *spec.Spec) blocks.Strategy {
 	}
 }
 
-// Table lays out the model's blocks and assigns them to the job's servers.
-func Table(s *spec.Spec, m model.Model) (blocks.Table, error) {
-	bs, err := blocks.Layout(Tensors(m), s.Cluster.BlockBytes, s.Cluster.Servers, Strategy(s))
+// Table lays out the model's blocks and assigns them to the job's servers
+// (an empty table for a job without servers).
+func Table(s *spec.Spec) (blocks.Table, error) {
+	if s.Cluster.Servers == 0 {
+		// Allreduce (exchange ring or rat): no servers, no blocks to place.
+		return blocks.Table{Version: 1}, nil
+	}
+	ts, err := Tensors(s)
+	if err != nil {
+		return blocks.Table{}, err
+	}
+	bs, err := blocks.Layout(ts, s.Cluster.BlockBytes, s.Cluster.Servers, Strategy(s))
 	if err != nil {
 		return blocks.Table{}, err
 	}
@@ -101,6 +115,13 @@ func SyncConfig(s *spec.Spec) syncmodel.Config {
 		PSSPDynamic: s.Sync.PSSP.Dynamic,
 		DropWaitFor: s.Sync.Drop.WaitFor,
 	}
+}
+
+// SyncFrom converts wire sync settings (a SET_SYNC command) into the
+// servers' synchronization model.
+func SyncFrom(w *kelpiepb.SyncSettings) syncmodel.Config {
+	return syncmodel.Config{Model: syncmodel.Kind(w.Model), Staleness: int(w.Staleness), Pull: syncmodel.PullMode(w.Pull),
+		PSSPC: w.PsspC, PSSPAlpha: w.PsspAlpha, PSSPDynamic: w.PsspDynamic, DropWaitFor: int(w.DropWaitFor)}
 }
 
 // OptimConfig is the servers' optimizer.
@@ -226,30 +247,6 @@ func (p Plan) Slice(w int, t int64) (from, to int64) {
 	return from, to
 }
 
-// Sampler maps stream positions to sample indexes, caching one epoch's
-// permutation at a time.
-type Sampler struct {
-	p     Plan
-	epoch int
-	perm  []int
-}
-
-// NewSampler makes a sampler for a plan.
-func NewSampler(p Plan) *Sampler { return &Sampler{p: p, epoch: -1} }
-
-// Indexes appends the sample indexes of stream positions [from, to).
-func (s *Sampler) Indexes(dst []int, from, to int64) []int {
-	for pos := from; pos < to; pos++ {
-		e := int(pos / int64(s.p.N))
-		if e != s.epoch {
-			s.perm = data.Permutation(s.p.N, s.p.Seed, e)
-			s.epoch = e
-		}
-		dst = append(dst, s.perm[pos%int64(s.p.N)])
-	}
-	return dst
-}
-
 // TableFrom converts a wire assignment into a block table.
 func TableFrom(a *kelpiepb.Assignment) blocks.Table {
 	t := blocks.Table{Version: a.Version, Servers: len(a.Servers)}
@@ -265,9 +262,10 @@ func TableFrom(a *kelpiepb.Assignment) blocks.Table {
 }
 
 // Assignment is the wire form of a block table with the servers' addresses
-// and names.
+// and names. It copies addrs and names: the message is marshalled later,
+// outside the caller's lock, while the caller may fill in an address.
 func Assignment(t blocks.Table, addrs, names []string) *kelpiepb.Assignment {
-	a := &kelpiepb.Assignment{Version: t.Version, Servers: addrs, ServerNames: names}
+	a := &kelpiepb.Assignment{Version: t.Version, Servers: slices.Clone(addrs), ServerNames: slices.Clone(names)}
 	for i, b := range t.Blocks {
 		a.Blocks = append(a.Blocks, &kelpiepb.Block{Id: uint32(b.ID), Tensor: uint32(b.Tensor), Offset: b.Offset,
 			Length: b.Length, Sparse: b.Sparse, Cols: int32(b.Cols)})

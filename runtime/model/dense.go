@@ -40,23 +40,11 @@ type csc struct {
 	val []float32
 }
 
-func newDense(kind string, info data.Info, hidden []int) *dense {
-	m := &dense{kind: kind}
-	m.sizes = append(append([]int{info.Dim}, hidden...), info.Classes)
-	L := len(m.sizes) - 1
-	for l := range L {
-		w, b := "w", "b"
-		if kind == KindMLP {
-			w, b = fmt.Sprintf("fc%d.w", l), fmt.Sprintf("fc%d.b", l)
-		}
-		m.tensors = append(m.tensors,
-			Tensor{Name: w, Rows: m.sizes[l], Cols: m.sizes[l+1]},
-			Tensor{Name: b, Rows: 1, Cols: m.sizes[l+1]})
-	}
-	m.act = make([][]float32, L+1)
-	m.delta = make([][]float32, L+1)
-	m.in = make([]csr, L)
-	return m
+// newDense builds the network with layer widths sizes and the tensors runtime/shape gave them.
+func newDense(kind string, sizes []int, tensors []Tensor) *dense {
+	L := len(sizes) - 1
+	return &dense{kind: kind, sizes: sizes, tensors: tensors,
+		act: make([][]float32, L+1), delta: make([][]float32, L+1), in: make([]csr, L)}
 }
 
 func (m *dense) Tensors() []Tensor { return m.tensors }

@@ -236,44 +236,6 @@ func TestGradSparseLR(t *testing.T) {
 	}
 }
 
-func TestNew(t *testing.T) {
-	mnist := data.Info{Dim: 784, Classes: 10}
-	ctr := data.Info{Sparse: true, Features: 1000, Classes: 2}
-	tests := []struct {
-		cfg     Config
-		info    data.Info
-		tensors []Tensor // nil: want an error
-	}{
-		{Config{Kind: "softmax"}, mnist, []Tensor{{"w", 784, 10, false}, {"b", 1, 10, false}}},
-		{Config{Kind: "mlp", Hidden: []int{128}}, mnist,
-			[]Tensor{{"fc0.w", 784, 128, false}, {"fc0.b", 1, 128, false}, {"fc1.w", 128, 10, false}, {"fc1.b", 1, 10, false}}},
-		{Config{Kind: "sparse-lr"}, ctr, []Tensor{{"w", 1000, 1, true}, {"b", 1, 1, false}}},
-		{Config{Kind: "mlp"}, mnist, nil},
-		{Config{Kind: "mlp", Hidden: []int{0}}, mnist, nil},
-		{Config{Kind: "softmax", Hidden: []int{3}}, mnist, nil},
-		{Config{Kind: "softmax"}, ctr, nil},
-		{Config{Kind: "sparse-lr"}, mnist, nil},
-		{Config{Kind: "sparse-lr"}, data.Info{Sparse: true, Features: 10, Classes: 3}, nil},
-		{Config{Kind: "cnn"}, mnist, nil},
-	}
-	for _, tt := range tests {
-		m, err := New(tt.cfg, tt.info)
-		if tt.tensors == nil {
-			if err == nil {
-				t.Errorf("New(%+v, %+v) error = nil; want one", tt.cfg, tt.info)
-			}
-			continue
-		}
-		if err != nil {
-			t.Errorf("New(%+v, %+v) error = %v", tt.cfg, tt.info, err)
-			continue
-		}
-		if got := m.Tensors(); !slices.Equal(got, tt.tensors) {
-			t.Errorf("New(%+v).Tensors() = %v; want %v", tt.cfg, got, tt.tensors)
-		}
-	}
-}
-
 func TestInitDense(t *testing.T) {
 	m, _ := New(Config{Kind: KindMLP, Hidden: []int{256, 64}}, data.Info{Dim: 784, Classes: 10})
 	a, b, c := m.InitDense(1), m.InitDense(1), m.InitDense(2)

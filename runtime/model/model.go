@@ -9,23 +9,16 @@
 package model
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"slices"
 
 	"github.com/kelpie/kelpie/runtime/data"
+	"github.com/kelpie/kelpie/runtime/shape"
 )
 
-// Tensor describes one parameter tensor. A dense tensor is Rows*Cols floats, row-major. A sparse
-// tensor is an embedding table of Rows keys by Cols values, of which a batch touches a few rows.
-type Tensor struct {
-	Name       string
-	Rows, Cols int
-	Sparse     bool
-}
-
-// Len is the number of floats in the whole tensor.
-func (t Tensor) Len() int { return t.Rows * t.Cols }
+// Tensor describes one parameter tensor (runtime/shape computes them, so the scheduler can lay
+// out blocks without this package).
+type Tensor = shape.Tensor
 
 // Sparse is a set of rows of a sparse tensor. Keys are sorted and unique; row i is
 // Vals[i*Cols:(i+1)*Cols].
@@ -69,9 +62,9 @@ type Config struct {
 
 // Model kinds.
 const (
-	KindSoftmax  = "softmax"
-	KindMLP      = "mlp"
-	KindSparseLR = "sparse-lr"
+	KindSoftmax  = shape.KindSoftmax
+	KindMLP      = shape.KindMLP
+	KindSparseLR = shape.KindSparseLR
 )
 
 // Model computes losses and gradients of one model over flat parameters.
@@ -96,42 +89,15 @@ type Model interface {
 
 // New builds the model c describes for data of the given shape.
 func New(c Config, info data.Info) (Model, error) {
-	switch c.Kind {
-	case KindSoftmax, KindMLP:
-		if info.Sparse || info.Dim <= 0 {
-			return nil, fmt.Errorf("model: %s needs dense data, got %+v", c.Kind, info)
-		}
-		if info.Classes < 2 {
-			return nil, fmt.Errorf("model: %s needs at least 2 classes, got %d", c.Kind, info.Classes)
-		}
-		if c.Kind == KindSoftmax && len(c.Hidden) > 0 {
-			return nil, fmt.Errorf("model: softmax has no hidden layers, got %v (use mlp)", c.Hidden)
-		}
-		if c.Kind == KindMLP && len(c.Hidden) == 0 {
-			return nil, fmt.Errorf("model: mlp needs at least one hidden layer")
-		}
-		for _, h := range c.Hidden {
-			if h <= 0 {
-				return nil, fmt.Errorf("model: hidden layer width %d must be positive", h)
-			}
-		}
-		return newDense(c.Kind, info, c.Hidden), nil
-	case KindSparseLR:
-		if !info.Sparse || info.Features == 0 {
-			return nil, fmt.Errorf("model: sparse-lr needs sparse data, got %+v", info)
-		}
-		if info.Classes != 2 {
-			return nil, fmt.Errorf("model: sparse-lr is binary, got %d classes", info.Classes)
-		}
-		if info.Features > uint64(maxInt) {
-			return nil, fmt.Errorf("model: %d features do not fit a tensor", info.Features)
-		}
-		return newSparseLR(info), nil
+	ts, err := shape.Of(c.Kind, c.Hidden, info)
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("model: unknown kind %q (want softmax, mlp or sparse-lr)", c.Kind)
+	if c.Kind == KindSparseLR {
+		return &sparseLR{tensors: ts}, nil
+	}
+	return newDense(c.Kind, shape.Layers(info, c.Hidden), ts), nil
 }
-
-const maxInt = int(^uint(0) >> 1)
 
 // newRand returns the generator for tensor i's initial values.
 func newRand(seed int64, i int) *rand.Rand {

@@ -20,13 +20,6 @@ type sparseLR struct {
 	z    []float32
 }
 
-func newSparseLR(info data.Info) *sparseLR {
-	return &sparseLR{tensors: []Tensor{
-		{Name: "w", Rows: int(info.Features), Cols: 1, Sparse: true},
-		{Name: "b", Rows: 1, Cols: 1},
-	}}
-}
-
 func (m *sparseLR) Tensors() []Tensor { return m.tensors }
 
 func (m *sparseLR) NewParams() *Params { return newParams(m.tensors) }

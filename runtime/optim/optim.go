@@ -7,6 +7,8 @@ package optim
 import (
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
 )
 
 // Optimizer kinds.
@@ -158,15 +160,49 @@ func Apply(c Config, s *State, param, grad []float32) {
 	if len(grad) != len(param) {
 		panic(fmt.Sprintf("optim: %d gradients for %d parameters", len(grad), len(param)))
 	}
-	switch c.Kind {
-	case SGD:
-		sgd(c, param, grad)
-	case Momentum:
-		momentum(c, s.V[:len(param)], param, grad)
-	case Adam:
+	if c.Kind == Adam {
 		s.Step++
-		adam(c, s.Step, s.M[:len(param)], s.V[:len(param)], param, grad)
 	}
+	// Every update is element-wise, so a large block splits across cores
+	// with results identical to one pass.
+	split(len(param), func(lo, hi int) {
+		p, g := param[lo:hi], grad[lo:hi]
+		switch c.Kind {
+		case SGD:
+			sgd(c, p, g)
+		case Momentum:
+			momentum(c, s.V[lo:hi], p, g)
+		case Adam:
+			adam(c, s.Step, s.M[lo:hi], s.V[lo:hi], p, g)
+		}
+	})
+}
+
+// SplitMin is the least number of parameters whose update Apply splits
+// across goroutines (when GOMAXPROCS allows more than one): below it, a
+// goroutine costs more than it saves.
+const SplitMin = 256 << 10
+
+// split runs f over [0, n) in one piece, or in GOMAXPROCS pieces (each a
+// multiple of 16 values, for the unrolled loops) for large n.
+func split(n int, f func(lo, hi int)) {
+	procs := runtime.GOMAXPROCS(0)
+	if n < SplitMin || procs < 2 {
+		f(0, n)
+		return
+	}
+	procs = min(procs, n/(SplitMin/4))
+	chunk := (n/procs + 15) &^ 15
+	var wg sync.WaitGroup
+	for lo := chunk; lo < n; lo += chunk {
+		wg.Add(1)
+		go func(lo, hi int) {
+			defer wg.Done()
+			f(lo, hi)
+		}(lo, min(lo+chunk, n))
+	}
+	f(0, min(chunk, n))
+	wg.Wait()
 }
 
 // ApplyRows updates only the given rows of a block of dim-wide rows: grad holds len(rows)*dim
@@ -220,9 +256,22 @@ func sgd(c Config, p, g []float32) {
 // momentum is heavy-ball momentum in PyTorch's form: v = μv + g; p -= lr·v.
 func momentum(c Config, v, p, g []float32) {
 	v, g = v[:len(p)], g[:len(p)]
-	for i := range p {
-		v[i] = c.Momentum*v[i] + g[i]
-		p[i] -= c.LR * v[i]
+	mu, lr := c.Momentum, c.LR
+	i := 0
+	for ; i+4 <= len(p); i += 4 {
+		pp, vv, gg := p[i:i+4:i+4], v[i:i+4:i+4], g[i:i+4:i+4]
+		vv[0] = mu*vv[0] + gg[0]
+		vv[1] = mu*vv[1] + gg[1]
+		vv[2] = mu*vv[2] + gg[2]
+		vv[3] = mu*vv[3] + gg[3]
+		pp[0] -= lr * vv[0]
+		pp[1] -= lr * vv[1]
+		pp[2] -= lr * vv[2]
+		pp[3] -= lr * vv[3]
+	}
+	for ; i < len(p); i++ {
+		v[i] = mu*v[i] + g[i]
+		p[i] -= lr * v[i]
 	}
 }
 

@@ -2,6 +2,7 @@ package optim
 
 import (
 	"math"
+	"runtime"
 	"slices"
 	"testing"
 )
@@ -188,5 +189,40 @@ func TestDecay(t *testing.T) {
 	}
 	if err := (Config{Kind: SGD, LR: 1, Decay: "step"}).Validate(); err == nil {
 		t.Error("Validate accepted decay step")
+	}
+}
+
+// TestSplitEqualsOnePass: a block large enough to split across goroutines
+// is updated exactly as in one pass, for every optimizer.
+func TestSplitEqualsOnePass(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	n := 3*SplitMin + 37
+	for _, kind := range []string{SGD, Momentum, Adam} {
+		c := Config{Kind: kind, LR: 0.01}
+		grad := make([]float32, n)
+		for i := range grad {
+			grad[i] = float32(i%97) - 48
+		}
+		split, one := make([]float32, n), make([]float32, n)
+		ss, so := NewState(c, n), NewState(c, n)
+		for range 3 {
+			Apply(c, ss, split, grad)
+			// The reference: the same kernels over the whole block at once.
+			cc := mustValid(c)
+			switch kind {
+			case SGD:
+				sgd(cc, one, grad)
+			case Momentum:
+				momentum(cc, so.V, one, grad)
+			case Adam:
+				so.Step++
+				adam(cc, so.Step, so.M, so.V, one, grad)
+			}
+		}
+		for i := range one {
+			if split[i] != one[i] {
+				t.Fatalf("%s: param[%d] = %v split, %v in one pass", kind, i, split[i], one[i])
+			}
+		}
 	}
 }

@@ -1,7 +1,9 @@
 // Package psclient is the worker's side of the parameter-server data plane:
-// one gRPC connection and one long-lived Exchange stream per server, with
-// many requests in flight and responses matched to requests by id (delayed
-// pulls come back out of order).
+// one long-lived connection per server, with many requests in flight and
+// responses matched to requests by id (delayed pulls come back out of
+// order). The connection is kelpie's framed transport (tensorwire: TCP, or
+// the server's Unix socket on the same host) by default, or a gRPC
+// Exchange stream (Options.Transport).
 package psclient
 
 import (
@@ -13,11 +15,11 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/status"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/runtime/identity"
 	"github.com/kelpie/kelpie/runtime/wire"
 )
 
@@ -28,7 +30,9 @@ const MaxMessage = 1 << 30
 // DialOptions are the gRPC options of every data-plane connection.
 func DialOptions() []grpc.DialOption {
 	return []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		// mTLS with this process's node certificate ($KELPIE_CERT), to a
+		// server of its own job; plaintext without one.
+		identity.PeerDialOption(),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessage), grpc.MaxCallSendMsgSize(MaxMessage)),
 		grpc.WithWriteBufferSize(256 << 10),
 		grpc.WithReadBufferSize(256 << 10),
@@ -53,7 +57,12 @@ func ServerOptions() []grpc.ServerOption {
 
 // Conn is a stream to one server. Do may be called from many goroutines.
 type Conn struct {
-	Addr   string
+	Addr string
+	// Transport is what the connection runs over: "tcp" or "unix" (framed)
+	// or "grpc".
+	Transport string
+	fw        *framed // the framed connection (nil: gRPC)
+
 	cc     *grpc.ClientConn
 	stream kelpiepb.ParameterServer_ExchangeClient
 	cancel context.CancelFunc
@@ -67,13 +76,41 @@ type Conn struct {
 	done    chan struct{}
 }
 
-// Dial opens the connection and its stream.
+// Dial opens the connection and its stream over gRPC.
 func Dial(addr string) (*Conn, error) { return DialContext(context.Background(), addr) }
 
-// DialContext opens the connection and a stream that lives until ctx ends or
-// Close: cancelling ctx fails every request in flight and unblocks a Send
-// stuck on flow control (Close waits for Send to return, so it cannot).
+// DialContext opens a gRPC connection and a stream that lives until ctx
+// ends or Close: cancelling ctx fails every request in flight and unblocks a
+// Send stuck on flow control (Close waits for Send to return, so it cannot).
 func DialContext(ctx context.Context, addr string) (*Conn, error) {
+	return DialWith(ctx, addr, Options{Transport: TransportGRPC})
+}
+
+// DialWith opens a connection over the transport o names. Cancelling ctx
+// fails every request in flight.
+func DialWith(ctx context.Context, addr string, o Options) (*Conn, error) {
+	switch o.Transport {
+	case "", TransportTCP, TransportUnix:
+		tc, kind, err := dialFramed(ctx, addr, o)
+		if err != nil {
+			return nil, err
+		}
+		ctx, cancel := context.WithCancel(ctx)
+		c := &Conn{Addr: addr, Transport: kind, fw: &framed{tc: tc, waiting: map[uint64]*waiter{}},
+			cancel: cancel, done: make(chan struct{})}
+		go c.framedRecvLoop()
+		go func() {
+			select {
+			case <-ctx.Done():
+				tc.Close()
+			case <-c.done:
+			}
+		}()
+		return c, nil
+	case TransportGRPC:
+	default:
+		return nil, fmt.Errorf("psclient: transport %q: want tcp, unix or grpc", o.Transport)
+	}
 	cc, err := grpc.NewClient(addr, DialOptions()...)
 	if err != nil {
 		return nil, fmt.Errorf("psclient: dial %s: %v", addr, err)
@@ -85,7 +122,7 @@ func DialContext(ctx context.Context, addr string) (*Conn, error) {
 		cc.Close()
 		return nil, fmt.Errorf("psclient: open stream to %s: %v", addr, err)
 	}
-	c := &Conn{Addr: addr, cc: cc, stream: stream, cancel: cancel,
+	c := &Conn{Addr: addr, Transport: TransportGRPC, cc: cc, stream: stream, cancel: cancel,
 		waiting: map[uint64]chan *kelpiepb.PSResponse{}, done: make(chan struct{})}
 	go c.recvLoop()
 	return c, nil
@@ -129,11 +166,24 @@ func (c *Conn) fail(err error) {
 		close(ch)
 		delete(c.waiting, id)
 	}
+	if c.fw != nil {
+		for id, w := range c.fw.waiting {
+			close(w.ch)
+			delete(c.fw.waiting, id)
+		}
+	}
 }
 
 // Start sends a request and returns a channel for its response; the channel
 // is closed without a value if the stream fails first. It sets req.Id.
 func (c *Conn) Start(req *kelpiepb.PSRequest) (<-chan *kelpiepb.PSResponse, error) {
+	if c.fw != nil {
+		w, err := c.framedStart(req, nil)
+		if err != nil {
+			return nil, err
+		}
+		return w.ch, nil
+	}
 	ch := make(chan *kelpiepb.PSResponse, 1)
 	c.mu.Lock()
 	if c.err != nil {
@@ -182,6 +232,101 @@ func (c *Conn) WaitOr(ch <-chan *kelpiepb.PSResponse, abort <-chan struct{}) (*k
 	}
 }
 
+// Call is a request in flight started by StartInto.
+type Call struct {
+	c   *Conn
+	ch  <-chan *kelpiepb.PSResponse
+	w   *waiter // framed
+	dst [][]byte
+}
+
+// StartInto is Start for a pull whose values go straight into dst: the
+// slices, in order, receive the response's payload when their lengths add
+// up to it (the framed transport reads it from the socket into them; gRPC
+// copies it). Wait reports whether that happened.
+func (c *Conn) StartInto(req *kelpiepb.PSRequest, dst [][]byte) (*Call, error) {
+	if c.fw != nil {
+		w, err := c.framedStart(req, dst)
+		if err != nil {
+			return nil, err
+		}
+		return &Call{c: c, ch: w.ch, w: w}, nil
+	}
+	ch, err := c.Start(req)
+	if err != nil {
+		return nil, err
+	}
+	return &Call{c: c, ch: ch, dst: dst}, nil
+}
+
+// Wait waits for the response, or until abort is closed (nil: never). When
+// inPlace is true the payload is in dst and resp.Data is nil.
+func (call *Call) Wait(abort <-chan struct{}) (resp *kelpiepb.PSResponse, inPlace bool, err error) {
+	c := call.c
+	if call.w != nil && abort != nil {
+		select {
+		case <-abort:
+			// Take the request out of the table so that a late answer is
+			// discarded instead of written into dst. If it is gone, its
+			// answer is being read: wait for it (or for the connection to
+			// fail), so that nothing writes into dst after we return.
+			c.mu.Lock()
+			_, waiting := c.fw.waiting[idOf(c.fw, call.w)]
+			if waiting {
+				delete(c.fw.waiting, idOf(c.fw, call.w))
+			}
+			c.mu.Unlock()
+			if waiting {
+				return nil, false, fmt.Errorf("psclient: abandoned: another server of the exchange failed")
+			}
+			abort = nil
+		case r, ok := <-call.ch:
+			return call.finish(r, ok)
+		}
+	}
+	select {
+	case r, ok := <-call.ch:
+		return call.finish(r, ok)
+	case <-abort:
+		return nil, false, fmt.Errorf("psclient: abandoned: another server of the exchange failed")
+	}
+}
+
+func idOf(f *framed, w *waiter) uint64 {
+	for id, x := range f.waiting {
+		if x == w {
+			return id
+		}
+	}
+	return 0
+}
+
+func (call *Call) finish(r *kelpiepb.PSResponse, ok bool) (*kelpiepb.PSResponse, bool, error) {
+	c := call.c
+	if !ok {
+		c.mu.Lock()
+		err := c.err
+		c.mu.Unlock()
+		return nil, false, err
+	}
+	if r.Error != "" {
+		return nil, false, status.Error(codes.Code(r.Code), r.Error)
+	}
+	if call.w != nil {
+		return r, call.w.inPlace, nil
+	}
+	if call.dst != nil && total(call.dst) == len(r.Data) && len(r.Data) > 0 {
+		off := 0
+		for _, d := range call.dst {
+			off += copy(d, r.Data[off:])
+		}
+		wire.Recycle(r.Data)
+		r.Data = nil
+		return r, true, nil
+	}
+	return r, false, nil
+}
+
 // Do sends a request and waits for its response.
 func (c *Conn) Do(req *kelpiepb.PSRequest) (*kelpiepb.PSResponse, error) {
 	ch, err := c.Start(req)
@@ -193,6 +338,12 @@ func (c *Conn) Do(req *kelpiepb.PSRequest) (*kelpiepb.PSResponse, error) {
 
 // Close ends the stream and the connection.
 func (c *Conn) Close() error {
+	if c.fw != nil {
+		err := c.fw.tc.Close()
+		c.cancel()
+		<-c.done
+		return err
+	}
 	c.sendMu.Lock()
 	_ = c.stream.CloseSend()
 	c.sendMu.Unlock()

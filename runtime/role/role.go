@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	grpcbackoff "google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -22,11 +22,15 @@ import (
 	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/runtime/blocks"
 	"github.com/kelpie/kelpie/runtime/data"
+	"github.com/kelpie/kelpie/runtime/diverge"
+	"github.com/kelpie/kelpie/runtime/identity"
 	"github.com/kelpie/kelpie/runtime/job"
+	"github.com/kelpie/kelpie/runtime/model"
 	"github.com/kelpie/kelpie/runtime/psclient"
 	"github.com/kelpie/kelpie/runtime/server"
 	"github.com/kelpie/kelpie/runtime/spec"
 	"github.com/kelpie/kelpie/runtime/straggler"
+	"github.com/kelpie/kelpie/runtime/tensorwire"
 	"github.com/kelpie/kelpie/runtime/worker"
 )
 
@@ -47,7 +51,43 @@ type Options struct {
 	// this process: reports and acks go out on it, actions come in. Without
 	// it the role reports to the coordinator directly.
 	Agent *AgentChannel
+	// DataSecret is the job's data-plane secret: every framed connection
+	// between its workers and servers proves it (tensorwire.SharedSecret).
+	// Empty: the environment's KELPIE_DATA_PLANE_SECRET, if set (how a
+	// supervising agent hands it over without a command line); otherwise
+	// the job has none.
+	DataSecret []byte
+	// RetryFor is how long calls to the coordinator are retried while the
+	// scheduler is away (default DefaultRetryFor). Meanwhile a server
+	// serves and a worker trains on the shard it holds, keeping the shard
+	// reports it could not send for later.
+	RetryFor time.Duration
+	// retry overrides the retrier (tests inject a clock and a timer).
+	retry *retrier
 }
+
+func (o *Options) retrier() retrier {
+	if o.retry != nil {
+		return *o.retry
+	}
+	return retrier{For: o.RetryFor, Log: o.log()}
+}
+
+// dataCredentials are the credentials of the role's framed connections.
+func (o *Options) dataCredentials() tensorwire.Credentials {
+	if len(o.DataSecret) == 0 {
+		o.DataSecret = []byte(os.Getenv(DataSecretEnv))
+	}
+	if len(o.DataSecret) == 0 {
+		// The job's secret from this node's credentials ($KELPIE_CERT).
+		return identity.FramedCredentials()
+	}
+	return tensorwire.SharedSecret(o.DataSecret)
+}
+
+// DataSecretEnv is the environment variable a role reads its job's
+// data-plane secret from when Options.DataSecret is empty.
+const DataSecretEnv = "KELPIE_DATA_PLANE_SECRET"
 
 func (o *Options) log() *slog.Logger {
 	if o.Log == nil {
@@ -57,7 +97,17 @@ func (o *Options) log() *slog.Logger {
 }
 
 func dialCoordinator(addr string) (kelpiepb.CoordinatorClient, *grpc.ClientConn, error) {
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+	creds, err := identity.ProcessDialOption(identity.IsScheduler)
+	if err != nil {
+		return nil, nil, err
+	}
+	cc, err := grpc.NewClient(addr, creds,
+		// Back within seconds of a scheduler outage (gRPC's default
+		// reconnect backoff grows to 2 minutes).
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           grpcbackoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 3 * time.Second},
+			MinConnectTimeout: 5 * time.Second,
+		}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
 	if err != nil {
 		return nil, nil, fmt.Errorf("dial coordinator %s: %v", addr, err)
@@ -71,11 +121,14 @@ type registered struct {
 }
 
 func register(ctx context.Context, c kelpiepb.CoordinatorClient, o Options, role kelpiepb.Role, addr string) (registered, error) {
-	resp, err := c.Register(ctx, &kelpiepb.RegisterRequest{Job: o.Job, Node: o.Node, Role: role, Addr: addr, Pid: int32(os.Getpid())})
+	req := &kelpiepb.RegisterRequest{Job: o.Job, Node: o.Node, Role: role, Addr: addr, Pid: int32(os.Getpid())}
+	resp, err := retry(ctx, o.retrier(), "register", func(ctx context.Context) (*kelpiepb.RegisterResponse, error) {
+		return c.Register(ctx, req)
+	})
 	if err != nil {
 		return registered{}, fmt.Errorf("register %s with the coordinator: %v", o.Node, err)
 	}
-	s, err := spec.Parse(o.Job+".yaml", []byte(resp.SpecYaml))
+	s, err := spec.ParseLimits(o.Job+".yaml", []byte(resp.SpecYaml), spec.Unlimited())
 	if err != nil {
 		return registered{}, fmt.Errorf("the coordinator's spec does not parse: %v", err)
 	}
@@ -85,7 +138,9 @@ func register(ctx context.Context, c kelpiepb.CoordinatorClient, o Options, role
 // ready waits for the whole job to be ready and returns the complete block
 // table's wire form and the job's start.
 func ready(ctx context.Context, c kelpiepb.CoordinatorClient, o Options) (*kelpiepb.ReadyResponse, time.Time, error) {
-	r, err := c.Ready(ctx, &kelpiepb.ReadyRequest{Job: o.Job, Node: o.Node})
+	r, err := retry(ctx, o.retrier(), "ready", func(ctx context.Context) (*kelpiepb.ReadyResponse, error) {
+		return c.Ready(ctx, &kelpiepb.ReadyRequest{Job: o.Job, Node: o.Node})
+	})
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("%s waiting for the job to start: %v", o.Node, err)
 	}
@@ -115,7 +170,7 @@ func RunServer(ctx context.Context, o Options) error {
 		return err
 	}
 	s := reg.spec
-	m, err := job.NewModel(s)
+	m, err := newModel(s)
 	if err != nil {
 		return err
 	}
@@ -138,6 +193,7 @@ func RunServer(ctx context.Context, o Options) error {
 		Name: o.Node, Sync: job.SyncConfig(s), Optim: job.OptimConfig(s), Workers: members, RowDim: rowDim,
 		Straggler: straggler.ForNode(job.Injections(s), o.Node), Seed: s.Data.Seed + int64(reg.resp.Index),
 		SnapshotPath: snapshotPath(o),
+		Logf:         func(format string, a ...any) { log.Warn(fmt.Sprintf(format, a...)) },
 	})
 	if err != nil {
 		return err
@@ -155,13 +211,38 @@ func RunServer(ctx context.Context, o Options) error {
 		init := m.InitDense(s.Data.Seed)
 		ps.Install(table, me, func(b blocks.Block) []float32 { return job.InitBlock(init, b) })
 	}
-	gs := grpc.NewServer(psclient.ServerOptions()...)
+	trust, err := identity.ProcessServerOptions(identity.ServerPolicy, func(r identity.Refusal) {
+		log.Warn("refused", "method", r.Method, "from", r.Addr, "who", r.ID.String(), "code", r.Code, "reason", r.Reason, "suppressed", r.Suppressed)
+	})
+	if err != nil {
+		return err
+	}
+	// The framed data plane shares the gRPC port; workers on this host
+	// move to its Unix socket. Its connections prove the job's secret.
+	creds := o.dataCredentials()
+	if o.SnapshotDir != "" {
+		// The Unix socket lives here: the directory must exist, and only
+		// this user may reach into it.
+		if err := os.MkdirAll(o.SnapshotDir, 0o700); err != nil {
+			return fmt.Errorf("server %s: snapshot dir: %v", o.Node, err)
+		}
+	}
+	ep, err := ps.Listen(lis, server.Framed{Credentials: creds, Unix: server.UnixPath(o.SnapshotDir, o.Node)})
+	if err != nil {
+		// Workers stay on TCP.
+		log.Warn("no unix socket for the data plane", "err", err)
+		if ep, err = ps.Listen(lis, server.Framed{Credentials: creds}); err != nil {
+			return err
+		}
+	}
+	defer ep.Close()
+	gs := grpc.NewServer(append(psclient.ServerOptions(), trust...)...)
 	kelpiepb.RegisterParameterServerServer(gs, ps)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
 	served := make(chan error, 1)
-	go func() { served <- gs.Serve(lis) }()
+	go func() { served <- gs.Serve(ep.GRPC()) }()
 	_, start, err := ready(ctx, coord, o)
 	if err != nil {
 		gs.Stop()
@@ -169,6 +250,27 @@ func RunServer(ctx context.Context, o Options) error {
 	}
 	ps.SetStart(start)
 	log.Info("serving", "addr", lis.Addr().String(), "blocks", len(table.OnServer(int(reg.resp.Index))))
+	statsDone := make(chan struct{})
+	defer close(statsDone)
+	if o.Agent != nil {
+		// The server's counters reach the scheduler through its agent only.
+		go func() {
+			t := time.NewTicker(statsInterval)
+			defer t.Stop()
+			for {
+				select {
+				case <-t.C:
+					if err := sendStats(ps, o.Agent); err != nil {
+						log.Warn("stats to agent failed", "err", err)
+					}
+				case <-statsDone:
+					return
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
 	if snapPath != "" && s.Cluster.SnapshotInterval > 0 {
 		go func() {
 			t := time.NewTicker(s.Cluster.SnapshotInterval)
@@ -188,6 +290,12 @@ func RunServer(ctx context.Context, o Options) error {
 	select {
 	case reason := <-ps.ShutdownRequested():
 		log.Info("shutdown requested", "reason", reason)
+		if o.Agent != nil {
+			// The final counters, for the job's result.
+			if err := sendStats(ps, o.Agent); err != nil {
+				log.Warn("final stats to agent failed", "err", err)
+			}
+		}
 	case <-ctx.Done():
 	case err := <-served:
 		return fmt.Errorf("server %s: %v", o.Node, err)
@@ -200,6 +308,18 @@ func RunServer(ctx context.Context, o Options) error {
 		gs.Stop()
 	}
 	return nil
+}
+
+// statsInterval is how often a server sends its counters to its agent.
+const statsInterval = 250 * time.Millisecond
+
+// sendStats sends the server's counters to its agent.
+func sendStats(ps *server.Server, a *AgentChannel) error {
+	st, err := ps.Stats(context.Background(), &kelpiepb.StatsRequest{})
+	if err != nil {
+		return err
+	}
+	return a.Send(&kelpiepb.RoleMessage{Body: &kelpiepb.RoleMessage_Stats{Stats: st}})
 }
 
 func snapshotPath(o Options) string {
@@ -257,16 +377,28 @@ func RunWorker(ctx context.Context, o Options) error {
 		return err
 	}
 	defer cc.Close()
-	reg, err := register(ctx, coord, o, kelpiepb.Role_ROLE_WORKER, "")
+	// An allreduce worker listens for its peers before it registers, so
+	// that the coordinator can tell the others where it is. Which mode
+	// the job is in is only known from the spec registration returns, so
+	// every worker opens the listener and a PS worker closes it at once.
+	peerLis, err := peerListener(o)
+	if err != nil {
+		return err
+	}
+	defer peerLis.Close()
+	reg, err := register(ctx, coord, o, kelpiepb.Role_ROLE_WORKER, peerLis.Addr().String())
 	if err != nil {
 		return err
 	}
 	s := reg.spec
+	if !isAllreduce(s) {
+		peerLis.Close()
+	}
 	train, test, err := LoadData(s)
 	if err != nil {
 		return fmt.Errorf("worker %s: %v", o.Node, err)
 	}
-	m, err := job.NewModel(s)
+	m, err := newModel(s)
 	if err != nil {
 		return err
 	}
@@ -291,14 +423,23 @@ func RunWorker(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	var ar *worker.Allreduce
+	if isAllreduce(s) {
+		if ar, err = joinAllreduce(ctx, o, s, m, idx, peerLis, rd.Peers); err != nil {
+			return err
+		}
+		defer ar.Exchange.Close()
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	reports := make(chan worker.Report, 16)
 	reporterDone := make(chan struct{})
+	var psCross int64 // PS bytes across regions; the reporter's until reporterDone closes
 	go func() {
 		defer close(reporterDone)
 		for r := range reports {
+			psCross += crossRegionComm(s, o.Node, r.Comm)
 			pr := progressReport(o, r)
 			if o.Agent != nil {
 				if err := o.Agent.Send(&kelpiepb.RoleMessage{Body: &kelpiepb.RoleMessage_Report{Report: pr}}); err != nil {
@@ -336,11 +477,46 @@ func RunWorker(ctx context.Context, o Options) error {
 			}
 		}
 	}
+	rt := o.retrier()
+	source := &worker.ShardSource{
+		Fetch: func() (*kelpiepb.ShardInfo, error) {
+			// Without a shard there is nothing to train: wait for the
+			// scheduler.
+			r, err := retry(ctx, rt, "fetch shard", func(ctx context.Context) (*kelpiepb.FetchShardResponse, error) {
+				return coord.FetchShard(ctx, &kelpiepb.FetchShardRequest{Job: o.Job, Node: o.Node})
+			})
+			if err != nil {
+				return nil, err
+			}
+			return r.Shard, nil
+		},
+		Return: func(ids []int64) error {
+			_, err := retry(ctx, rt, "return shards", func(ctx context.Context) (*kelpiepb.ReportShardResponse, error) {
+				return coord.ReportShard(ctx, &kelpiepb.ReportShardRequest{Job: o.Job, Node: o.Node, Ids: ids, Release: true})
+			})
+			return err
+		},
+		Report: func(ids []int64) error {
+			r, err := coord.ReportShard(ctx, &kelpiepb.ReportShardRequest{Job: o.Job, Node: o.Node, Ids: ids})
+			if retryable(err) {
+				// Kept and sent with the next report: training goes on.
+				return fmt.Errorf("%w: %w", worker.ErrUnavailable, err)
+			}
+			if err != nil {
+				return err
+			}
+			for _, msg := range r.Refused {
+				log.Warn("shard report refused", "reason", msg)
+			}
+			return nil
+		},
+	}
 	w, err := worker.New(worker.Config{
 		Index: idx, Model: m, Train: train, Test: test, Plan: plan,
 		Table: job.TableFrom(rd.Assignment),
 		Addrs: rd.Assignment.Servers, Sync: job.SyncConfig(s).Model, Start: start,
 		Straggler: sched, Seed: s.Data.Seed,
+		Conn: psclient.Options{Transport: s.Cluster.Transport, PreferUnix: true, Credentials: o.dataCredentials()},
 		Report: func(r worker.Report) bool {
 			select {
 			case reports <- r:
@@ -348,31 +524,10 @@ func RunWorker(ctx context.Context, o Options) error {
 			}
 			return ctx.Err() == nil
 		},
-		Commands: commands,
-		Ack:      ackFn,
-		Source: &worker.ShardSource{
-			Fetch: func() (*kelpiepb.ShardInfo, error) {
-				r, err := coord.FetchShard(ctx, &kelpiepb.FetchShardRequest{Job: o.Job, Node: o.Node})
-				if err != nil {
-					return nil, err
-				}
-				return r.Shard, nil
-			},
-			Return: func(ids []int64) error {
-				_, err := coord.ReportShard(ctx, &kelpiepb.ReportShardRequest{Job: o.Job, Node: o.Node, Ids: ids, Release: true})
-				return err
-			},
-			Report: func(ids []int64) error {
-				r, err := coord.ReportShard(ctx, &kelpiepb.ReportShardRequest{Job: o.Job, Node: o.Node, Ids: ids})
-				if err != nil {
-					return err
-				}
-				for _, msg := range r.Refused {
-					log.Warn("shard report refused", "reason", msg)
-				}
-				return nil
-			},
-		},
+		Commands:  commands,
+		Ack:       ackFn,
+		Allreduce: ar,
+		Source:    source,
 	})
 	if err != nil {
 		close(reports)
@@ -383,14 +538,30 @@ func RunWorker(ctx context.Context, o Options) error {
 	sum, err := w.Run(ctx)
 	close(reports)
 	<-reporterDone
+	if d := diverge.From(err); d != nil {
+		return reportDivergence(ctx, coord, o, d)
+	}
 	if err != nil {
 		return err
 	}
 	if sum.Left {
 		log.Info("removed from the job", "iterations", sum.Iterations, "samples", sum.Samples)
 	}
-	done, err := coord.Done(ctx, &kelpiepb.DoneRequest{Job: o.Job, Node: o.Node, Iterations: sum.Iterations, Samples: sum.Samples,
-		Left: sum.Left})
+	cross := psCross
+	if ar != nil {
+		cross = ar.Exchange.CrossBytes()
+	}
+	// Shard reports kept while the scheduler was away go out before Done:
+	// the job's DONE count must be exact.
+	if _, err := retry(ctx, rt, "report shards", func(context.Context) (struct{}, error) {
+		return struct{}{}, source.Flush()
+	}); err != nil {
+		return fmt.Errorf("worker %s: report shards: %v", o.Node, err)
+	}
+	done, err := retry(ctx, rt, "done", func(ctx context.Context) (*kelpiepb.DoneResponse, error) {
+		return coord.Done(ctx, &kelpiepb.DoneRequest{Job: o.Job, Node: o.Node, Iterations: sum.Iterations, Samples: sum.Samples,
+			Left: sum.Left, CrossRegionBytes: cross})
+	})
 	if err != nil {
 		return fmt.Errorf("worker %s: done: %v", o.Node, err)
 	}
@@ -404,7 +575,15 @@ func RunWorker(ctx context.Context, o Options) error {
 		return err
 	}
 	log.Info("evaluated", "test_loss", loss, "test_accuracy", acc)
-	_, err = coord.Result(ctx, &kelpiepb.ResultRequest{Job: o.Job, Node: o.Node, TestLoss: loss, TestAccuracy: acc,
-		TestSamples: int64(test.Len())})
+	_, err = retry(ctx, rt, "result", func(ctx context.Context) (*kelpiepb.ResultResponse, error) {
+		return coord.Result(ctx, &kelpiepb.ResultRequest{Job: o.Job, Node: o.Node, TestLoss: loss, TestAccuracy: acc,
+			TestSamples: int64(test.Len())})
+	})
 	return err
+}
+
+// newModel builds the job's model from its spec; every role derives the same
+// tensors (runtime/shape) as the scheduler's block table.
+func newModel(s *spec.Spec) (model.Model, error) {
+	return model.New(model.Config{Kind: s.Model.Kind, Hidden: s.Model.Hidden}, job.DataInfo(s))
 }

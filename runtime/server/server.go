@@ -89,6 +89,7 @@ type Server struct {
 	limiter  *straggler.Limiter
 	stats    kelpiepb.ServerStats
 	el       elastic
+	diverged error // the first non-finite parameter an update produced (diverge.go)
 }
 
 // New makes a server; it answers requests once Install has given it blocks.
@@ -198,7 +199,7 @@ func (s *Server) inject(n int) {
 	}
 }
 
-// Exchange serves one worker's stream. Requests are handled in order;
+// Exchange serves one worker's gRPC stream. Requests are handled in order;
 // responses to delayed pulls are sent when they are released.
 func (s *Server) Exchange(stream kelpiepb.ParameterServer_ExchangeServer) error {
 	select {
@@ -206,6 +207,19 @@ func (s *Server) Exchange(stream kelpiepb.ParameterServer_ExchangeServer) error 
 	case <-stream.Context().Done():
 		return stream.Context().Err()
 	}
+	err := s.session(stream.Recv, stream.Send, nil)
+	if status.Code(err) == codes.Canceled || errors.Is(err, io.EOF) {
+		return nil
+	}
+	return err
+}
+
+// session serves one worker's connection, whatever carries it: recv
+// returns the next request (its Data a pooled buffer or nil), send writes
+// one response; sent, if not nil, is called with each response's payload
+// once it has been written. Requests are handled in order; responses to
+// delayed pulls are sent when they are released.
+func (s *Server) session(recv func() (*kelpiepb.PSRequest, error), send func(*kelpiepb.PSResponse) error, sent func([]byte)) error {
 	out := make(chan *kelpiepb.PSResponse, 256)
 	done := make(chan struct{})
 	sendErr := make(chan error, 1)
@@ -214,9 +228,12 @@ func (s *Server) Exchange(stream kelpiepb.ParameterServer_ExchangeServer) error 
 			select {
 			case r := <-out:
 				s.inject(len(r.Data))
-				if err := stream.Send(r); err != nil {
+				if err := send(r); err != nil {
 					sendErr <- err
 					return
+				}
+				if sent != nil {
+					sent(r.Data)
 				}
 			case <-done:
 				return
@@ -235,11 +252,8 @@ func (s *Server) Exchange(stream kelpiepb.ParameterServer_ExchangeServer) error 
 		}
 	}
 	for {
-		req, err := stream.Recv()
+		req, err := recv()
 		if err != nil {
-			if status.Code(err) == codes.Canceled || errors.Is(err, io.EOF) {
-				return nil
-			}
 			return err
 		}
 		select {
@@ -254,8 +268,8 @@ func (s *Server) Exchange(stream kelpiepb.ParameterServer_ExchangeServer) error 
 			reply(&kelpiepb.PSResponse{Id: req.Id, Error: st.Message(), Code: int32(st.Code())})
 		}
 		// The push payload has been applied (a delayed pull keeps only the
-		// request's header): its buffer goes back to the codec's pool,
-		// unless the request waits for a block in transit.
+		// request's header): its buffer goes back to the pool, unless the
+		// request waits for a block in transit.
 		if !held {
 			wire.Recycle(req.Data)
 		}
@@ -369,6 +383,9 @@ func (s *Server) handleLocked(req *kelpiepb.PSRequest, reply func(*kelpiepb.PSRe
 	if op == kelpiepb.Op_OP_PUSH || op == kelpiepb.Op_OP_PUSH_PULL {
 		var err error
 		if dropped, err = s.push(req, send); err != nil {
+			return err
+		}
+		if err := s.divergedLocked(req); err != nil {
 			return err
 		}
 		if op == kelpiepb.Op_OP_PUSH {

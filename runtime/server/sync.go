@@ -7,21 +7,15 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/runtime/syncmodel"
+	"github.com/kelpie/kelpie/runtime/job"
 )
-
-// SyncFrom converts wire sync settings.
-func SyncFrom(s *kelpiepb.SyncSettings) syncmodel.Config {
-	return syncmodel.Config{Model: syncmodel.Kind(s.Model), Staleness: int(s.Staleness), Pull: syncmodel.PullMode(s.Pull),
-		PSSPC: s.PsspC, PSSPAlpha: s.PsspAlpha, PSSPDynamic: s.PsspDynamic, DropWaitFor: int(s.DropWaitFor)}
-}
 
 // SetSync switches the server's synchronization model live (e.g. BSP →
 // SSP s=3). Gradients summed for the current version under an aggregating
 // model are applied before the switch; delayed pulls that the new pull
 // condition allows are answered at once.
 func (s *Server) SetSync(_ context.Context, req *kelpiepb.SyncSettings) (*kelpiepb.SetSyncResponse, error) {
-	c := SyncFrom(req)
+	c := job.SyncFrom(req)
 	if err := c.Validate(); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "server %s: %v", s.cfg.Name, err)
 	}

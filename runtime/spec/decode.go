@@ -595,7 +595,9 @@ var (
 	modelKeys      = []string{"kind", "hidden"}
 	dataKeys       = []string{"kind", "epochs", "batches_per_shard", "seed", "samples", "test_samples", "features", "fields"}
 	trainKeys      = []string{"global_batch", "lr", "optimizer", "momentum", "lr_decay", "lr_final"}
-	clusterKeys    = []string{"servers", "workers", "block_bytes", "assignment", "exchange", "elasticity", "snapshot_interval", "topology", "batch_sizes", "min_workers", "max_workers", "min_servers", "max_servers"}
+	clusterKeys    = []string{"servers", "workers", "block_bytes", "assignment", "exchange", "transport", "elasticity", "snapshot_interval", "topology", "batch_sizes", "min_workers", "max_workers", "min_servers", "max_servers", "resources"}
+	resourceKeys   = []string{"server", "worker"}
+	roleResKeys    = []string{"cpu", "memory"}
 	labelKeys      = []string{"rack", "pod"}
 	syncKeys       = []string{"model", "staleness", "pull", "pssp", "drop"}
 	psspKeys       = []string{"c", "alpha", "dynamic"}
@@ -655,6 +657,7 @@ func (d *decoder) decode(body ast.Node, s *Spec) {
 	d.size(cl, "block_bytes", &c.BlockBytes)
 	d.str(cl, "assignment", &c.Assignment)
 	d.str(cl, "exchange", &c.Exchange)
+	d.str(cl, "transport", &c.Transport)
 	d.str(cl, "elasticity", &c.Elasticity)
 	d.duration(cl, "snapshot_interval", &c.SnapshotInterval)
 	if cl.vals["topology"] != nil {
@@ -673,6 +676,15 @@ func (d *decoder) decode(body ast.Node, s *Spec) {
 	d.int(cl, "max_workers", &c.MaxWorkers)
 	d.int(cl, "min_servers", &c.MinServers)
 	d.int(cl, "max_servers", &c.MaxServers)
+	res := d.sub(cl, "resources", resourceKeys)
+	for _, r := range []struct {
+		key string
+		dst *RoleResources
+	}{{"server", &c.Resources.Server}, {"worker", &c.Resources.Worker}} {
+		rm := d.sub(res, r.key, roleResKeys)
+		d.str(rm, "cpu", &r.dst.CPU)
+		d.str(rm, "memory", &r.dst.Memory)
+	}
 
 	d.decodeSync(d.sub(top, "sync", syncKeys), &s.Sync)
 

@@ -98,15 +98,21 @@ func (d *decoder) applyDefaults(s *Spec) {
 	set("train.lr_decay", &s.Train.LRDecay, LRDecayNone)
 
 	c := &s.Cluster
-	set("cluster.servers", &c.Servers, defaultServers)
+	set("cluster.exchange", &c.Exchange, ExchangePS)
+	// Allreduce (ring, rat) needs no parameter servers.
+	servers, minServers := defaultServers, 1
+	if c.Exchange == ExchangeRing || c.Exchange == ExchangeRAT {
+		servers, minServers = 0, 0
+	}
+	set("cluster.servers", &c.Servers, servers)
 	set("cluster.workers", &c.Workers, defaultWorkers)
 	set("cluster.block_bytes", &c.BlockBytes, int64(defaultBlockBytes))
 	set("cluster.assignment", &c.Assignment, AssignRoundRobin)
-	set("cluster.exchange", &c.Exchange, ExchangePS)
+	set("cluster.transport", &c.Transport, TransportTCP)
 	set("cluster.elasticity", &c.Elasticity, ElasticityHot)
 	set("cluster.snapshot_interval", &c.SnapshotInterval, defaultSnapshotInterval)
 	set("cluster.min_workers", &c.MinWorkers, 1)
-	set("cluster.min_servers", &c.MinServers, 1)
+	set("cluster.min_servers", &c.MinServers, minServers)
 	if len(c.Topology) == 0 {
 		c.Topology = nil
 	}

@@ -46,13 +46,20 @@
 //	                             iterations to lr_final x lr at the last one
 //	  lr_final: 0                in [0, 1]; with lr_decay cosine or linear
 //	cluster:
-//	  servers: 1                 >= 1; named server-0, server-1, ...
+//	  servers: 1                 >= 1; named server-0, server-1, ...; 0 (the
+//	                             default) and only 0 for exchange ring or rat
 //	  workers: 1                 >= 1; named worker-0, worker-1, ...
 //	  block_bytes: 4194304       >= 1; parameter block size (PSLD's 4 MiB)
 //	  assignment: round-robin    round-robin | size-balanced | psld | mxnet
 //	                             (how blocks go to servers; mxnet is MXNet-style)
-//	  exchange: ps               ps | ring | rat (ring and rat are allreduce:
-//	                             sync.model must be bsp)
+//	  exchange: ps               ps | ring | rat (ring and rat are allreduce among
+//	                             the workers, no servers: sync.model must be bsp,
+//	                             the model dense; RAT builds one aggregator per
+//	                             rack and pod from topology)
+//	  transport: tcp             tcp | grpc: what carries tensors between workers
+//	                             and servers (tcp: kelpie's framed transport, a
+//	                             Unix socket on one host; grpc keeps every
+//	                             control service either way)
 //	  elasticity: hot            hot | checkpoint-restart (the papers' baseline)
 //	  snapshot_interval: 30s     >= 0; servers' periodic snapshot; 0 turns it off
 //	  topology: {}               region labels by node name, e.g.
@@ -65,10 +72,14 @@
 //	                             split evenly, the remainder to the first workers
 //	  min_workers: 1             in [1, workers]; EPS multi-job scheduling (a
 //	  min_servers: 1             scheduler with a capacity) may launch or shrink
+//	                             (0 for ring and rat)
 //	                             the job down to these
 //	  max_workers: 0             0 (no limit) or >= workers (and <= global_batch);
 //	  max_servers: 0             0 (no limit) or >= servers; EPS may grow the job up
 //	                             to these, and stragglers may name the nodes it adds
+//	  resources: {}              Kubernetes only: each role's Pod requests, e.g.
+//	                             {server: {cpu: "1", memory: 1Gi}, worker: {cpu: 500m}};
+//	                             memory is also the Pod's limit (docs/kubernetes.md)
 //	sync:
 //	  model: bsp                 bsp | asp | ssp | dsps | drop | pssp
 //	  staleness: 3               >= 0; s for ssp, pssp and dsps
@@ -136,7 +147,8 @@
 //	    pssp, drop:              sync; keys left out keep the sync section's values
 //
 // Steps run in order of at, and in file order at equal times. Adding or
-// removing servers, reassign and psld need exchange ps; no step may remove
+// removing servers, reassign and psld need exchange ps; adding, removing
+// and restarting workers are not supported with ring or rat; no step may remove
 // the last server or worker, or leave more workers than the global batch.
 //
 // A key given a value of the wrong type (a string where an integer belongs),

@@ -68,6 +68,7 @@ func (s *Spec) YAML() []byte {
 	w(1, "block_bytes: %d", c.BlockBytes)
 	w(1, "assignment: %s", yamlString(c.Assignment))
 	w(1, "exchange: %s", yamlString(c.Exchange))
+	w(1, "transport: %s", yamlString(c.Transport))
 	w(1, "elasticity: %s", yamlString(c.Elasticity))
 	w(1, "snapshot_interval: %s", fmtDuration(c.SnapshotInterval))
 	for _, k := range []struct {
@@ -94,6 +95,24 @@ func (s *Spec) YAML() []byte {
 	}
 	if c.BatchSizes != nil {
 		w(1, "batch_sizes: %s", flowIntMap(c.BatchSizes))
+	}
+	if c.Resources != (Resources{}) {
+		w(1, "resources:")
+		for _, r := range []struct {
+			role string
+			res  RoleResources
+		}{{"server", c.Resources.Server}, {"worker", c.Resources.Worker}} {
+			var kv []string
+			if r.res.CPU != "" {
+				kv = append(kv, "cpu: "+yamlString(r.res.CPU))
+			}
+			if r.res.Memory != "" {
+				kv = append(kv, "memory: "+yamlString(r.res.Memory))
+			}
+			if len(kv) > 0 {
+				w(2, "%s: {%s}", r.role, strings.Join(kv, ", "))
+			}
+		}
 	}
 
 	w(0, "sync:")

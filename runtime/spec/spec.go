@@ -59,6 +59,7 @@ type Cluster struct {
 	BlockBytes       int64
 	Assignment       string // round-robin | size-balanced | psld | mxnet
 	Exchange         string // ps | ring | rat
+	Transport        string // tcp | grpc: what carries tensors between workers and servers
 	Elasticity       string // hot | checkpoint-restart
 	SnapshotInterval time.Duration
 	// Topology gives region labels by node name; nil when not given.
@@ -71,6 +72,22 @@ type Cluster struct {
 	// most it may grow it to (0: no limit).
 	MinWorkers, MaxWorkers int
 	MinServers, MaxServers int
+	// Resources are what each Pod of a role asks for when the job runs on
+	// Kubernetes; the local launcher ignores them.
+	Resources Resources
+}
+
+// Resources are the Kubernetes resources of each role's Pods.
+type Resources struct {
+	Server, Worker RoleResources
+}
+
+// RoleResources are one role's CPU and memory, as Kubernetes quantities
+// ("500m", "2", "512Mi"); empty means none asked. They become the Pod's
+// requests, and memory also its limit (a node that outgrows it is
+// OOMKilled, which the launcher reports).
+type RoleResources struct {
+	CPU, Memory string
 }
 
 // Labels place a node in a region for topology-aware allreduce.
@@ -219,6 +236,12 @@ const (
 	AssignMXNet        = "mxnet"
 )
 
+// Data-plane transports.
+const (
+	TransportTCP  = "tcp"  // kelpie's framed transport (a Unix socket on one host)
+	TransportGRPC = "grpc" // the parameter server's gRPC Exchange stream
+)
+
 // Gradient exchanges.
 const (
 	ExchangePS   = "ps"
@@ -282,6 +305,7 @@ var (
 	lrDecays       = []string{LRDecayNone, LRDecayCosine, LRDecayLinear}
 	assignments    = []string{AssignRoundRobin, AssignSizeBalanced, AssignPSLD, AssignMXNet}
 	exchanges      = []string{ExchangePS, ExchangeRing, ExchangeRAT}
+	transports     = []string{TransportTCP, TransportGRPC}
 	elasticities   = []string{ElasticityHot, ElasticityCheckpointRestart}
 	syncModels     = []string{SyncBSP, SyncASP, SyncSSP, SyncDSPS, SyncDrop, SyncPSSP}
 	pulls          = []string{PullLazy, PullSoftBarrier}

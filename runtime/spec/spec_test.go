@@ -18,7 +18,7 @@ func defaults() *Spec {
 		Train: Train{GlobalBatch: 256, LR: 0.1, Optimizer: OptimizerSGD, LRDecay: LRDecayNone},
 		Cluster: Cluster{
 			Servers: 1, Workers: 1, BlockBytes: 4194304, Assignment: AssignRoundRobin,
-			Exchange: ExchangePS, Elasticity: ElasticityHot, SnapshotInterval: 30 * time.Second,
+			Exchange: ExchangePS, Transport: TransportTCP, Elasticity: ElasticityHot, SnapshotInterval: 30 * time.Second,
 			MinWorkers: 1, MinServers: 1,
 		},
 		Sync: Sync{Model: SyncBSP, Staleness: 3, Pull: PullLazy, PSSP: PSSP{C: 0.5, Alpha: 1}, Drop: Drop{WaitFor: 1}},
@@ -66,6 +66,11 @@ func TestParseGood(t *testing.T) {
 		{"batch sizes", "name: x\ntrain: {global_batch: 10}\ncluster: {workers: 2, batch_sizes: {worker-0: 7, worker-1: 3}}\n", func(s *Spec) {
 			s.Train.GlobalBatch, s.Cluster.Workers = 10, 2
 			s.Cluster.BatchSizes = map[string]int{"worker-0": 7, "worker-1": 3}
+		}},
+		{"allreduce needs no servers", "name: x\ncluster: {exchange: ring, workers: 4, topology: {worker-0: {rack: a}}}\n", func(s *Spec) {
+			s.Cluster.Exchange, s.Cluster.Workers, s.Cluster.Servers, s.Cluster.MinServers = ExchangeRing, 4, 0, 0
+			s.Cluster.Topology = map[string]Labels{"worker-0": {Rack: "a"}}
+			s.Sync.Drop.WaitFor = 3
 		}},
 		{"labels may look like numbers", "name: x\ncluster: {topology: {worker-0: {rack: 1}, server-0: {pod: true}}}\n", func(s *Spec) {
 			s.Cluster.Topology = map[string]Labels{"worker-0": {Rack: "1"}, "server-0": {Pod: "true"}}
@@ -336,6 +341,13 @@ cluster:
 			"spec.yaml:4: policies.psld.mode: psld balances parameter servers: needs exchange ps (exchange is ring)",
 			"spec.yaml:6: script[0].action: add-server needs exchange ps (exchange is ring)",
 		}},
+		{"allreduce servers and membership", "name: x\nmodel: {kind: sparse-lr}\ncluster: {exchange: rat, servers: 2, min_servers: 1, workers: 3}\nscript:\n  - {at: 1s, action: remove-worker, node: worker-1}\n  - {at: 2s, action: restart, node: worker-0}\n", []string{
+			"spec.yaml:3: cluster.servers: must be 0 for exchange rat: allreduce sums gradients among the workers (got 2)",
+			"spec.yaml:3: cluster.exchange: rat sums dense gradients: model sparse-lr needs exchange ps",
+			"spec.yaml:3: cluster.min_servers: must be 0 for exchange rat: it has no parameter servers (got 1)",
+			"spec.yaml:5: script[0].action: remove-worker is not supported with exchange rat (the workers' ring or trees are not rebuilt)",
+			"spec.yaml:6: script[1].action: restart is not supported with exchange rat (the workers' ring or trees are not rebuilt)",
+		}},
 		{"policies", `name: x
 cluster: {workers: 2}
 policies:
@@ -532,6 +544,7 @@ cluster:
   block_bytes: 4194304
   assignment: round-robin
   exchange: ps
+  transport: tcp
   elasticity: hot
   snapshot_interval: 30s
 sync:
@@ -630,5 +643,31 @@ func TestErrorFields(t *testing.T) {
 	want := Error{File: "jobs/a.yaml", Line: 3, Path: "cluster.workers", Msg: "must be at least 1 (got 0)"}
 	if *es[0] != want {
 		t.Errorf("Parse error = %+v; want %+v", *es[0], want)
+	}
+}
+
+func TestClusterResources(t *testing.T) {
+	base := "name: r\nmodel: {kind: softmax}\ndata: {kind: mnist}\ncluster:\n  servers: 1\n  workers: 2\n  resources:\n"
+	s, err := Parse("r.yaml", []byte(base+"    server: {cpu: \"1\", memory: 1Gi}\n    worker: {cpu: 500m}\n"))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	want := Resources{Server: RoleResources{CPU: "1", Memory: "1Gi"}, Worker: RoleResources{CPU: "500m"}}
+	if s.Cluster.Resources != want {
+		t.Fatalf("resources = %+v; want %+v", s.Cluster.Resources, want)
+	}
+	again, err := Parse("r.yaml", s.YAML())
+	if err != nil || again.Cluster.Resources != want {
+		t.Fatalf("round trip: %+v, %v; want %+v", again.Cluster.Resources, err, want)
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{"    worker: {memory: lots}\n", `r.yaml:8: cluster.resources.worker.memory: must be a Kubernetes quantity`},
+		{"    server: {gpu: 1}\n", `cluster.resources.server.gpu`},
+		{"    ps: {cpu: 1}\n", `cluster.resources.ps`},
+	} {
+		_, err := Parse("r.yaml", []byte(base+tc.yaml))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Parse(%q) = %v; want an error containing %q", tc.yaml, err, tc.want)
+		}
 	}
 }

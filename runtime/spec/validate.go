@@ -13,8 +13,9 @@ import (
 // checker validates a defaulted Spec, reporting each problem at the line of
 // the key it concerns.
 type checker struct {
-	d *decoder
-	s *Spec
+	d   *decoder
+	s   *Spec
+	lim Limits
 }
 
 // errorf reports a problem with the value at path, unless decoding already
@@ -89,6 +90,9 @@ func (c *checker) onlyFor(parent string, keys, used []string, what string) {
 var (
 	nameRE  = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`)
 	labelRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$`)
+	// quantityRE is a Kubernetes resource quantity: a decimal number with
+	// an optional SI or binary suffix (no exponents).
+	quantityRE = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$`)
 )
 
 const maxNameLen = 63 // a DNS label, so the name can name pods
@@ -115,6 +119,7 @@ func (c *checker) validate() {
 	c.validatePolicies()
 	c.validateStragglers()
 	c.validateScript()
+	c.validateLimits()
 }
 
 func (c *checker) validateModelData() {
@@ -182,11 +187,22 @@ func (c *checker) validateTrain() {
 func (c *checker) validateCluster() {
 	s := c.s
 	cl := s.Cluster
-	c.atLeast("cluster.servers", int64(cl.Servers), 1)
+	allreduce := cl.Exchange == ExchangeRing || cl.Exchange == ExchangeRAT
+	if allreduce {
+		if cl.Servers != 0 {
+			c.errorf("cluster.servers", "must be 0 for exchange %s: allreduce sums gradients among the workers (got %d)", cl.Exchange, cl.Servers)
+		}
+		if s.Model.Kind == ModelSparseLR {
+			c.errorf("cluster.exchange", "%s sums dense gradients: model sparse-lr needs exchange ps", cl.Exchange)
+		}
+	} else {
+		c.atLeast("cluster.servers", int64(cl.Servers), 1)
+	}
 	workersOK := c.atLeast("cluster.workers", int64(cl.Workers), 1)
 	c.atLeast("cluster.block_bytes", cl.BlockBytes, 1)
 	c.oneOf("cluster.assignment", cl.Assignment, assignments)
 	c.oneOf("cluster.exchange", cl.Exchange, exchanges)
+	c.oneOf("cluster.transport", cl.Transport, transports)
 	c.oneOf("cluster.elasticity", cl.Elasticity, elasticities)
 	c.nonNegative("cluster.snapshot_interval", cl.SnapshotInterval)
 	if workersOK && s.Train.GlobalBatch >= 1 && s.Train.GlobalBatch < cl.Workers {
@@ -212,6 +228,16 @@ func (c *checker) validateCluster() {
 	}
 
 	serversOK := cl.Servers >= 1
+	if allreduce {
+		for _, k := range []struct {
+			path string
+			v    int
+		}{{"cluster.min_servers", cl.MinServers}, {"cluster.max_servers", cl.MaxServers}} {
+			if k.v != 0 {
+				c.errorf(k.path, "must be 0 for exchange %s: it has no parameter servers (got %d)", cl.Exchange, k.v)
+			}
+		}
+	}
 	for _, r := range []struct {
 		role         string
 		n, lo, hi    int
@@ -221,6 +247,9 @@ func (c *checker) validateCluster() {
 		{roleWorker, cl.Workers, cl.MinWorkers, cl.MaxWorkers, workersOK, "cluster.min_workers", "cluster.max_workers"},
 		{roleServer, cl.Servers, cl.MinServers, cl.MaxServers, serversOK, "cluster.min_servers", "cluster.max_servers"},
 	} {
+		if r.role == roleServer && allreduce {
+			continue
+		}
 		if c.atLeast(r.loKey, int64(r.lo), 1) && r.ok && r.lo > r.n {
 			c.errorf(r.loKey, "must be at most cluster.%ss (%d) (got %d)", r.role, r.n, r.lo)
 		}
@@ -234,6 +263,18 @@ func (c *checker) validateCluster() {
 
 	if cl.BatchSizes != nil && workersOK {
 		c.batchSizes("cluster.batch_sizes", cl.BatchSizes, &roleState{next: cl.Workers})
+	}
+
+	for _, r := range []struct {
+		role string
+		res  RoleResources
+	}{{roleServer, cl.Resources.Server}, {roleWorker, cl.Resources.Worker}} {
+		for _, q := range []struct{ key, v string }{{"cpu", r.res.CPU}, {"memory", r.res.Memory}} {
+			path := "cluster.resources." + r.role + "." + q.key
+			if q.v != "" && (len(q.v) > 32 || !quantityRE.MatchString(q.v)) {
+				c.errorf(path, "must be a Kubernetes quantity such as 500m, 2, 512Mi or 4Gi (got %q)", q.v)
+			}
+		}
 	}
 }
 
@@ -453,6 +494,11 @@ func (c *checker) validateScript() {
 			if ex := s.Cluster.Exchange; ex != ExchangePS && contains(exchanges, ex) {
 				c.errorf(key("action"), "%s needs exchange ps (exchange is %s)", st.Action, ex)
 			}
+		}
+		if ex := s.Cluster.Exchange; (ex == ExchangeRing || ex == ExchangeRAT) &&
+			(st.Action == ActionAddWorker || st.Action == ActionRemoveWorker || st.Action == ActionRestart) {
+			// The workers' ring or trees are fixed for the job's life.
+			c.errorf(key("action"), "%s is not supported with exchange %s (the workers' ring or trees are not rebuilt)", st.Action, ex)
 		}
 		switch st.Action {
 		case ActionAddServer, ActionAddWorker:

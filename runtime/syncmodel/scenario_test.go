@@ -1,17 +1,13 @@
 package syncmodel
 
 import (
-	"bufio"
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-)
 
-var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testdata/*.txt scenarios")
+	"github.com/kelpie/kelpie/runtime/scenario"
+)
 
 // TestScenarios replays testdata/*.txt. Each file is a list of commands;
 // the lines starting with "> " after a command are its expected output.
@@ -29,64 +25,10 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testda
 // Run `go test -run TestScenarios -rewrite` to regenerate the expectations
 // after a deliberate change, then read the diff.
 func TestScenarios(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scenarios: %v", err)
-	}
-	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) { runScenario(t, f) })
-	}
-}
-
-func runScenario(t *testing.T, path string) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &harness{progress: map[PullID]int64{}}
-	var out strings.Builder
-	var want []string
-	var cmd string
-	var cmdLine int
-	flush := func() {
-		if cmd == "" {
-			return
-		}
-		got, err := h.run(cmd)
-		if err != nil {
-			t.Fatalf("%s:%d: %s: %v", path, cmdLine, cmd, err)
-		}
-		for _, g := range got {
-			fmt.Fprintf(&out, "> %s\n", g)
-		}
-		if !*rewrite && strings.Join(got, "\n") != strings.Join(want, "\n") {
-			t.Errorf("%s:%d: %s\n got: %s\nwant: %s", path, cmdLine, cmd,
-				strings.Join(got, "\n      "), strings.Join(want, "\n      "))
-		}
-		cmd, want = "", nil
-	}
-	sc := bufio.NewScanner(strings.NewReader(string(data)))
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "> "):
-			want = append(want, strings.TrimPrefix(line, "> "))
-			continue
-		case strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#"):
-			flush()
-			out.WriteString(line + "\n")
-		default:
-			flush()
-			out.WriteString(line + "\n")
-			cmd, cmdLine = line, n
-		}
-	}
-	flush()
-	if *rewrite {
-		if err := os.WriteFile(path, []byte(out.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	scenario.Run(t, "testdata/*.txt", func() scenario.Step {
+		h := &harness{progress: map[PullID]int64{}}
+		return h.run
+	})
 }
 
 type harness struct {

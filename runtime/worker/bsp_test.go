@@ -10,6 +10,7 @@ import (
 	"github.com/kelpie/kelpie/runtime/job"
 	"github.com/kelpie/kelpie/runtime/model"
 	"github.com/kelpie/kelpie/runtime/optim"
+	"github.com/kelpie/kelpie/runtime/psclient"
 	"github.com/kelpie/kelpie/runtime/syncmodel"
 )
 
@@ -75,21 +76,24 @@ func TestBSPEquivalence(t *testing.T) {
 		servers  int
 		local    []int
 		strategy blocks.Strategy
+		// The many-worker run's data plane (the one-worker reference runs
+		// over the default).
+		transport string
 	}{
-		{"sgd 2 servers 4 equal workers", optim.Config{Kind: "sgd", LR: 0.1}, 2, []int{16, 16, 16, 16}, blocks.RoundRobin},
-		{"momentum 3 servers uneven workers", optim.Config{Kind: "momentum", LR: 0.05, Momentum: 0.9}, 3, []int{40, 8, 16}, blocks.SizeBalanced},
-		{"adam 2 servers split blocks", optim.Config{Kind: "adam", LR: 0.001}, 2, []int{32, 32}, blocks.MXNet},
+		{"sgd 2 servers 4 equal workers", optim.Config{Kind: "sgd", LR: 0.1}, 2, []int{16, 16, 16, 16}, blocks.RoundRobin, psclient.TransportGRPC},
+		{"momentum 3 servers uneven workers", optim.Config{Kind: "momentum", LR: 0.05, Momentum: 0.9}, 3, []int{40, 8, 16}, blocks.SizeBalanced, psclient.TransportTCP},
+		{"adam 2 servers split blocks", optim.Config{Kind: "adam", LR: 0.001}, 2, []int{32, 32}, blocks.MXNet, psclient.TransportUnix},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
+		t.Run(tc.name+" over "+tc.transport, func(t *testing.T) {
 			c := clusterConfig{model: model.Config{Kind: "mlp", Hidden: []int{32}}, info: ds.Info(),
 				servers: tc.servers, workers: len(tc.local), blockBytes: 64 << 10, strategy: tc.strategy,
-				sync: bsp, optim: tc.opt, seed: 5}
+				sync: bsp, optim: tc.opt, seed: 5, transport: tc.transport}
 			many := finalParams(t, c, ds, tc.local, 1)
 			gb := 0
 			for _, b := range tc.local {
 				gb += b
 			}
-			c.workers = 1
+			c.workers, c.transport = 1, ""
 			one := finalParams(t, c, ds, []int{gb}, 1)
 			d := maxDiff(t, many, one)
 			t.Logf("max |w_N - w_1| = %g", d)

@@ -41,7 +41,8 @@ type clusterConfig struct {
 	optim      optim.Config
 	stragglers []straggler.Injection
 	seed       int64
-	members    []int // the servers' barrier at the start (nil: every worker)
+	members    []int  // the servers' barrier at the start (nil: every worker)
+	transport  string // the workers' data plane (psclient.Transport*; "" is the default, tcp)
 }
 
 func (c clusterConfig) newModel(t *testing.T) model.Model {
@@ -70,7 +71,7 @@ func startCluster(t *testing.T, c clusterConfig) *cluster {
 	}
 	init := m.InitDense(c.seed)
 	cl := &cluster{table: table}
-	var gss []*grpc.Server
+	var gss []func()
 	workers := make([]int, c.workers)
 	for i := range workers {
 		workers[i] = i
@@ -86,24 +87,42 @@ func startCluster(t *testing.T, c clusterConfig) *cluster {
 			t.Fatal(err)
 		}
 		ps.Install(table, r, func(b blocks.Block) []float32 { return job.InitBlock(init, b) })
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		gs := grpc.NewServer(psclient.ServerOptions()...)
-		kelpiepb.RegisterParameterServerServer(gs, ps)
-		go gs.Serve(lis)
-		gss = append(gss, gs)
-		cl.addrs = append(cl.addrs, lis.Addr().String())
+		addr, stop := serve(t, ps)
+		gss = append(gss, stop)
+		cl.addrs = append(cl.addrs, addr)
 		cl.servers = append(cl.servers, ps)
 	}
 	cl.stop = func() {
-		for _, gs := range gss {
-			gs.Stop()
+		for _, stop := range gss {
+			stop()
 		}
 	}
 	t.Cleanup(cl.stop)
 	return cl
+}
+
+// serve serves ps on a loopback port as the role does: gRPC and the framed
+// transport on one port, and a Unix socket.
+func serve(t *testing.T, ps *server.Server) (addr string, stop func()) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, err := ps.Listen(lis, server.Framed{Unix: server.UnixPath("", "test")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer(psclient.ServerOptions()...)
+	kelpiepb.RegisterParameterServerServer(gs, ps)
+	go gs.Serve(ep.GRPC())
+	var once sync.Once
+	return lis.Addr().String(), func() {
+		once.Do(func() {
+			gs.Stop()
+			ep.Close()
+		})
+	}
 }
 
 func serverName(server int) string { return "server-" + string(rune('0'+server)) }
@@ -120,7 +139,8 @@ func (cl *cluster) trainSummaries(t *testing.T, c clusterConfig, ds data.Dataset
 	ws := make([]*Worker, c.workers)
 	for i := range ws {
 		cfg := Config{Index: i, Model: c.newModel(t), Train: ds, Plan: plan, Table: cl.table, Addrs: cl.addrs,
-			Sync: c.sync.Model, Start: time.Now(), Straggler: straggler.ForNode(c.stragglers, workerName(i)), Seed: c.seed}
+			Sync: c.sync.Model, Start: time.Now(), Straggler: straggler.ForNode(c.stragglers, workerName(i)), Seed: c.seed,
+			Conn: psclient.Options{Transport: c.transport}}
 		if edit != nil {
 			edit(&cfg)
 		}

@@ -2,19 +2,15 @@ package worker
 
 import (
 	"context"
-	"net"
 	"sync"
 	"testing"
 	"time"
-
-	"google.golang.org/grpc"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/runtime/blocks"
 	"github.com/kelpie/kelpie/runtime/job"
 	"github.com/kelpie/kelpie/runtime/model"
 	"github.com/kelpie/kelpie/runtime/optim"
-	"github.com/kelpie/kelpie/runtime/psclient"
 	"github.com/kelpie/kelpie/runtime/server"
 	"github.com/kelpie/kelpie/runtime/syncmodel"
 )
@@ -31,15 +27,9 @@ func (cl *cluster) addServer(t *testing.T, c clusterConfig) {
 		t.Fatal(err)
 	}
 	ps.Install(cl.table, len(cl.servers), nil)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer(psclient.ServerOptions()...)
-	kelpiepb.RegisterParameterServerServer(gs, ps)
-	go gs.Serve(lis)
-	t.Cleanup(gs.Stop)
-	cl.addrs = append(cl.addrs, lis.Addr().String())
+	addr, stop := serve(t, ps)
+	t.Cleanup(stop)
+	cl.addrs = append(cl.addrs, addr)
 	cl.servers = append(cl.servers, ps)
 }
 

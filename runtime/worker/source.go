@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"errors"
 	"slices"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
@@ -36,6 +37,11 @@ type Releaser interface {
 	Release() error
 }
 
+// ErrUnavailable wraps a shard report that could not reach the scheduler
+// (it is away): ShardSource keeps the shards and reports them with the next
+// report or Flush, and training goes on.
+var ErrUnavailable = errors.New("scheduler unavailable")
+
 // ShardSource reads data through the data-shard service (AntDT §V-C): it
 // fetches a shard (TODO → DOING), trains on its samples in the shard's
 // order, and reports it (DOING → DONE) once the gradients of its last
@@ -58,6 +64,7 @@ type ShardSource struct {
 	finished  []finishedShard
 	touched   map[int64][]int64 // iteration -> shards it took samples from
 	tainted   map[int64]bool    // shards with a dropped gradient
+	unsent    []int64           // DONE shards whose report could not be sent yet
 	// Fetched counts the shards taken; Returned those handed back.
 	Fetched, Returned int
 }
@@ -141,6 +148,8 @@ func (s *ShardSource) Pushed(t int64) error {
 		}
 	}
 	s.finished = keep
+	done = append(s.unsent, done...)
+	s.unsent = nil
 	if len(back) > 0 && s.Return != nil {
 		if err := s.Return(back); err != nil {
 			return err
@@ -149,11 +158,38 @@ func (s *ShardSource) Pushed(t int64) error {
 		// The queue has work again, maybe only the shards just handed back.
 		s.exhausted = false
 	}
+	return s.report(done)
+}
+
+// report sends DONE reports; while the scheduler is away it keeps them.
+func (s *ShardSource) report(done []int64) error {
 	if len(done) == 0 {
 		return nil
 	}
-	return s.Report(done)
+	err := s.Report(done)
+	if errors.Is(err, ErrUnavailable) {
+		s.unsent = done
+		return nil
+	}
+	return err
 }
+
+// Flush sends the DONE reports kept while the scheduler was away; it
+// returns the report's error (wrapping ErrUnavailable while it still is).
+func (s *ShardSource) Flush() error {
+	if len(s.unsent) == 0 {
+		return nil
+	}
+	done := s.unsent
+	if err := s.Report(done); err != nil {
+		return err
+	}
+	s.unsent = nil
+	return nil
+}
+
+// Unsent counts the DONE shards not yet reported.
+func (s *ShardSource) Unsent() int { return len(s.unsent) }
 
 // More implements Reopener.
 func (s *ShardSource) More() bool { return !s.exhausted || s.cur != nil }

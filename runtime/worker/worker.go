@@ -17,11 +17,15 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/runtime/allreduce"
 	"github.com/kelpie/kelpie/runtime/blocks"
 	"github.com/kelpie/kelpie/runtime/data"
+	"github.com/kelpie/kelpie/runtime/diverge"
 	"github.com/kelpie/kelpie/runtime/job"
 	"github.com/kelpie/kelpie/runtime/model"
+	"github.com/kelpie/kelpie/runtime/optim"
 	"github.com/kelpie/kelpie/runtime/psclient"
+	"github.com/kelpie/kelpie/runtime/spec"
 	"github.com/kelpie/kelpie/runtime/straggler"
 	"github.com/kelpie/kelpie/runtime/syncmodel"
 	"github.com/kelpie/kelpie/runtime/wire"
@@ -48,6 +52,28 @@ type Config struct {
 	// acknowledged through Ack once applied (or refused).
 	Commands <-chan Command
 	Ack      func(Ack)
+	// Conn says how to reach the servers: the transport (tcp by default)
+	// and the data plane's credentials.
+	Conn psclient.Options
+	// Allreduce, when set, replaces the parameter servers (cluster.exchange
+	// ring or rat): Addrs and Table are unused, the worker keeps its own
+	// parameters, sums gradients with the other workers and applies the
+	// optimizer itself.
+	Allreduce *Allreduce
+}
+
+// Allreduce is a worker's allreduce group.
+type Allreduce struct {
+	// Exchange is the worker's connections to the others (the caller owns
+	// it); Plan sums the model's dense tensors laid end to end, and one
+	// more value: how many workers have data for the next iteration (they
+	// all stop together when none has).
+	Exchange *allreduce.Exchange
+	Plan     *allreduce.Plan
+	// Optim is the job's optimizer and learning-rate schedule; Init the
+	// dense tensors' initial values (the same on every worker).
+	Optim optim.Config
+	Init  [][]float32
 }
 
 // Command is an action for the worker to apply at an iteration boundary.
@@ -98,6 +124,12 @@ type Report struct {
 	Compute   time.Duration   // summed compute time since the last report
 	Comm      []Comm
 	Loss      float64 // mean training loss since the last report
+	// Allreduce only: the time spent summing gradients since the last
+	// report, and the bytes this worker sent for it (all of them, and
+	// those that crossed a region boundary).
+	Reduce     time.Duration
+	ReduceSent int64
+	CrossSent  int64
 }
 
 // Summary is the outcome of Run.
@@ -121,7 +153,7 @@ type Worker struct {
 	grad      *model.Params
 	pushBuf   [][]float32 // server -> push payload
 	rng       *rand.Rand
-	sampler   *job.Sampler
+	sampler   *sampler
 	batch     *data.Batch
 	nextBatch *data.Batch
 	idx       []int
@@ -132,6 +164,8 @@ type Worker struct {
 	micro     data.Batch
 	microGrad *model.Params
 	dropped   bool // the servers discarded the last push
+	ar        *reducer
+	more      bool // the worker has data for the iteration after the one exchanging
 }
 
 // New connects to the job's servers.
@@ -141,11 +175,19 @@ func New(cfg Config) (*Worker, error) {
 	}
 	w := &Worker{cfg: cfg, sparseT: -1, rowDim: 1, leaveAt: -1, accum: 1, lrScale: 1,
 		rng:     rand.New(rand.NewPCG(uint64(cfg.Seed), uint64(cfg.Index)+1)),
-		sampler: job.NewSampler(cfg.Plan), batch: &data.Batch{}, nextBatch: &data.Batch{}}
+		sampler: newSampler(cfg.Plan), batch: &data.Batch{}, nextBatch: &data.Batch{}}
 	for i, t := range cfg.Model.Tensors() {
 		if t.Sparse {
 			w.sparseT, w.rowDim = i, t.Cols
 		}
+	}
+	if cfg.Allreduce != nil {
+		r, err := newReducer(cfg.Model, cfg.Allreduce)
+		if err != nil {
+			return nil, fmt.Errorf("worker %d: %v", cfg.Index, err)
+		}
+		w.ar, w.params, w.grad = r, r.initParams(cfg.Model), cfg.Model.NewParams()
+		return w, nil
 	}
 	w.setTable(cfg.Table)
 	for _, a := range cfg.Addrs {
@@ -153,7 +195,7 @@ func New(cfg Config) (*Worker, error) {
 			w.conns = append(w.conns, nil) // a removed server
 			continue
 		}
-		c, err := psclient.Dial(a)
+		c, err := psclient.DialWith(context.Background(), a, cfg.Conn)
 		if err != nil {
 			w.Close()
 			return nil, err
@@ -270,21 +312,28 @@ func (w *Worker) exchange(op kelpiepb.Op, progress int64, pullKeys []uint64) ([]
 			defer wg.Done()
 			sent := int64(len(req.Data))
 			t0 := time.Now()
-			ch, err := w.conns[r].Start(req)
+			call, err := w.conns[r].StartInto(req, w.pullInto(r, req))
 			var resp *kelpiepb.PSResponse
+			var inPlace bool
 			if err == nil {
-				resp, err = w.conns[r].WaitOr(ch, abort)
+				resp, inPlace, err = call.Wait(abort)
 			}
 			if err != nil {
 				errs[r] = fmt.Errorf("server %d (%s): %w", r, w.cfg.Addrs[r], err)
 				abortOnce.Do(func() { close(abort) })
 				return
 			}
-			comms[r] = Comm{Server: r, Bytes: sent + int64(len(resp.Data)), Held: resp.HeldSeconds,
+			got := int64(len(resp.Data))
+			if inPlace {
+				got = int64(w.pullBytes(req))
+			}
+			comms[r] = Comm{Server: r, Bytes: sent + got, Held: resp.HeldSeconds,
 				Seconds: max(time.Since(t0).Seconds()-resp.HeldSeconds, 0)}
 			versions[r], drops[r] = resp.Version, resp.Dropped
-			errs[r] = w.absorb(r, req, resp, pullPos)
-			wire.Recycle(resp.Data) // copied into the parameters
+			if !inPlace {
+				errs[r] = w.absorb(r, req, resp, pullPos)
+				wire.Recycle(resp.Data) // copied into the parameters
+			}
 		}(r, req)
 	}
 	wg.Wait()
@@ -311,6 +360,30 @@ func (w *Worker) exchange(op kelpiepb.Op, progress int64, pullKeys []uint64) ([]
 		}
 	}
 	return out, minV, nil
+}
+
+// pullInto is where a pull's values go when they can be read straight into
+// the parameters: the dense blocks' slices, in request order (nil for a
+// request with sparse rows, whose values absorb scatters).
+func (w *Worker) pullInto(r int, req *kelpiepb.PSRequest) [][]byte {
+	if req.Op == kelpiepb.Op_OP_PUSH || req.NoReplyData || len(req.PullRowKeys) > 0 || len(req.Blocks) == 0 {
+		return nil
+	}
+	dst := make([][]byte, 0, len(req.Blocks))
+	for _, id := range req.Blocks {
+		b := w.cfg.Table.Blocks[id]
+		dst = append(dst, wire.AsBytes(w.params.Dense[b.Tensor][b.Offset:b.Offset+b.Length]))
+	}
+	return dst
+}
+
+// pullBytes is the size of a pull's values.
+func (w *Worker) pullBytes(req *kelpiepb.PSRequest) int {
+	n := 0
+	for _, id := range req.Blocks {
+		n += int(w.cfg.Table.Blocks[id].Length)
+	}
+	return 4 * (n + len(req.PullRowKeys)*w.rowDim)
 }
 
 // absorb copies one server's pulled values into the worker's parameters.
@@ -452,7 +525,12 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 		}
 		c0 := time.Now()
 		if w.batch.N > 0 {
-			lossSum += w.gradient(gb)
+			loss := w.gradient(gb)
+			if !diverge.Finite(loss) {
+				// Training diverged: nothing after this is worth pushing.
+				return sum, &diverge.Error{Node: spec.WorkerName(w.cfg.Index), Iteration: t, What: diverge.Loss, Value: loss}
+			}
+			lossSum += loss
 			lossN++
 		} else {
 			for _, d := range w.grad.Dense {
@@ -475,9 +553,15 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 		if more {
 			pullKeys = w.keys(w.nextBatch)
 		}
+		w.more = more
 		comms, version, err := w.exchangeFollowing(ctx, kelpiepb.Op_OP_PUSH_PULL, t, pullKeys)
 		if err != nil {
 			return sum, fmt.Errorf("worker %d: iteration %d: %w", w.cfg.Index, t, err)
+		}
+		if w.ar != nil {
+			// Allreduce workers stop together: one with no data left trains
+			// zero gradients while any other has data.
+			more = w.ar.more
 		}
 		if w.dropped && samples > 0 {
 			// The servers completed iteration t without our gradient: its
@@ -540,6 +624,9 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 		rep.Comm = append(rep.Comm, comms...)
 		if sum.Iterations%int64(w.cfg.ReportEvery) == 0 || !more {
 			rep.Iteration, rep.Samples = t, sum.Samples
+			if w.ar != nil {
+				rep.Reduce, rep.ReduceSent, rep.CrossSent = w.ar.take()
+			}
 			if lossN > 0 {
 				rep.Loss = lossSum / float64(lossN)
 			}
@@ -570,6 +657,9 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 // probe asks every server where it is (V_train) without reading blocks, and
 // returns the lowest: the iteration the job is at.
 func (w *Worker) probe() (int64, error) {
+	if w.ar != nil {
+		return 0, nil // allreduce workers start together, at 0
+	}
 	minV := int64(-1)
 	for r, c := range w.conns {
 		if c == nil {
@@ -590,6 +680,13 @@ func (w *Worker) probe() (int64, error) {
 // made before its command reached the worker: they refuse the request
 // whole, the worker switches to the new table and sends it again.
 func (w *Worker) exchangeFollowing(ctx context.Context, op kelpiepb.Op, progress int64, pullKeys []uint64) ([]Comm, int64, error) {
+	if w.ar != nil {
+		if op == kelpiepb.Op_OP_PULL {
+			return nil, progress + 1, nil // the worker holds the parameters
+		}
+		err := w.ar.step(ctx, progress, w.params, w.grad, w.more)
+		return nil, progress + 1, err
+	}
 	comms, version, err := w.exchange(op, progress, pullKeys)
 	if staleTable(err) {
 		if err = w.awaitTable(ctx, progress); err == nil {
@@ -713,6 +810,8 @@ func (w *Worker) applyCommands(next int64) {
 		at := max(c.At, next)
 		var err error
 		switch {
+		case c.Leave && w.ar != nil:
+			err = fmt.Errorf("worker %d: removing a worker from an allreduce job is not supported (its ring or trees would have to be rebuilt)", w.cfg.Index)
 		case c.Leave:
 			w.leaveAt = at
 		case c.LRScale > 0:
@@ -769,7 +868,11 @@ func (w *Worker) applyTables(next int64) error {
 			}
 			continue
 		}
-		err = w.retable(*c.Table, c.Addrs)
+		if w.ar != nil {
+			err = fmt.Errorf("worker %d: an allreduce job has no parameter servers to reassign", w.cfg.Index)
+		} else {
+			err = w.retable(*c.Table, c.Addrs)
+		}
 		if w.cfg.Ack != nil {
 			w.cfg.Ack(Ack{ID: c.ID, Applied: max(c.At, next), Err: err})
 		}
@@ -797,7 +900,7 @@ func (w *Worker) retable(t blocks.Table, addrs []string) error {
 			delete(old, a)
 			continue
 		}
-		c, err := psclient.Dial(a)
+		c, err := psclient.DialWith(context.Background(), a, w.cfg.Conn)
 		if err != nil {
 			return err
 		}

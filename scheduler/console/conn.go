@@ -85,6 +85,7 @@ func (c *conn) send(f *kelpiepb.ServerFrame) {
 // serve authenticates the client, then runs the stream until it ends.
 func (c *conn) serve(authHeader string) {
 	first, ok := c.authenticate(authHeader)
+	c.s.throttle.authenticated(host(c.remote), ok, c.s.opts.Now())
 	if !ok {
 		return
 	}
@@ -189,8 +190,7 @@ func (c *conn) refuse(token, why, reason string) {
 	if c.client != "" {
 		detail += " client " + c.client
 	}
-	c.s.audit(AuditEntry{Time: c.s.opts.Now(), Who: "token " + fingerprint(token), Command: "connect",
-		Detail: detail, Allowed: false, Reason: why})
+	c.s.auditRefusal(host(c.remote), "token "+fingerprint(token), detail, why)
 	c.ws.Close(statusUnauthenticated, reason)
 }
 
@@ -353,7 +353,7 @@ func (c *conn) recvLoop(first *frameRead) {
 func (c *conn) handle(typ websocket.MessageType, data []byte) {
 	f, err := decodeFrame(typ, data)
 	if err != nil {
-		c.reply(failure(frameID(data), err))
+		c.reply(Failure(frameID(data), err))
 		return
 	}
 	switch body := f.GetBody().(type) {
@@ -361,7 +361,7 @@ func (c *conn) handle(typ websocket.MessageType, data []byte) {
 		c.hello(f.GetId(), body.Hello)
 	case *kelpiepb.ClientFrame_Subscribe:
 		if err := checkSubscribe(body.Subscribe); err != nil {
-			c.reply(failure(f.GetId(), err))
+			c.reply(Failure(f.GetId(), err))
 			return
 		}
 		select {
@@ -371,7 +371,7 @@ func (c *conn) handle(typ websocket.MessageType, data []byte) {
 	case *kelpiepb.ClientFrame_Command:
 		c.reply(c.command(f.GetId(), body.Command))
 	default:
-		c.reply(failure(f.GetId(), errorf(codes.InvalidArgument,
+		c.reply(Failure(f.GetId(), errorf(codes.InvalidArgument,
 			"console: frame has no body (want hello, subscribe or command)")))
 	}
 }
@@ -385,7 +385,7 @@ func (c *conn) reply(r *kelpiepb.CommandResult) {
 func (c *conn) hello(id string, h *kelpiepb.Hello) {
 	if h.GetToken() != "" {
 		if p, ok := c.s.tokens.lookup(h.GetToken()); !ok || p != c.who {
-			c.reply(failure(id, errorf(codes.InvalidArgument,
+			c.reply(Failure(id, errorf(codes.InvalidArgument,
 				"console: hello: this stream is authenticated as %s; open a new one to change identity", c.who.Name)))
 			return
 		}
@@ -407,11 +407,11 @@ func (c *conn) command(id string, cmd *kelpiepb.Command) *kelpiepb.CommandResult
 	if err != nil {
 		entry.Reason = err.Error()
 		c.s.audit(entry)
-		return failure(id, err)
+		return Failure(id, err)
 	}
 	res := c.s.b.Execute(c.ctx, c.who, cmd)
 	if res == nil {
-		res = failure(id, errorf(codes.Internal, "console: %s: the scheduler returned no result", d.kind))
+		res = Failure(id, errorf(codes.Internal, "console: %s: the scheduler returned no result", d.kind))
 	}
 	res.Id = id
 	if entry.Job == "" {

@@ -113,6 +113,14 @@ type Options struct {
 	// OriginPatterns are the browser origins allowed besides the server's
 	// own host (websocket.AcceptOptions.OriginPatterns).
 	OriginPatterns []string
+	// AuthBackoff is how long an address waits after its fourth failed
+	// login in a row, doubling with every further one up to MaxAuthBackoff
+	// (defaults 250ms and 30s); until then its connections are answered 429
+	// without being read.
+	AuthBackoff, MaxAuthBackoff time.Duration
+	// MaxUnauthenticated caps the streams that have not authenticated yet
+	// (default 64); more are answered 503.
+	MaxUnauthenticated int
 	// Logf reports what has no client to tell (a failed audit write after a
 	// refusal, an encoding failure); default log.Printf.
 	Logf func(format string, args ...any)
@@ -146,6 +154,15 @@ func (o Options) withDefaults() Options {
 	if o.Logf == nil {
 		o.Logf = log.Printf
 	}
+	if o.AuthBackoff <= 0 {
+		o.AuthBackoff = 250 * time.Millisecond
+	}
+	if o.MaxAuthBackoff <= 0 {
+		o.MaxAuthBackoff = 30 * time.Second
+	}
+	if o.MaxUnauthenticated <= 0 {
+		o.MaxUnauthenticated = 64
+	}
 	return o
 }
 
@@ -154,7 +171,8 @@ type Stats struct {
 	Streams         int    // streams open now (authenticating or authenticated)
 	Frames          uint64 // frames written
 	Bytes           uint64 // frame payload bytes written (before compression)
-	Refused         uint64 // connections refused for want of a valid token
+	Refused         uint64 // connections refused for want of a valid token (throttled ones included)
+	Throttled       uint64 // of those, refused before being read: backing off, or too many unauthenticated
 	SlowDisconnects uint64 // streams ended because the client did not keep up
 }
 
@@ -172,14 +190,17 @@ type Server struct {
 	streams int
 	wg      sync.WaitGroup // one per stream handler
 
-	frames, bytes, refused, slow atomic.Uint64
+	throttle *throttle
+
+	frames, bytes, refused, slow, throttled atomic.Uint64
 }
 
 // New returns a Server for b. tokens may be nil when only anonymous viewers
 // are allowed.
 func New(b Backend, tokens Tokens, opts Options) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{b: b, tokens: tokens, opts: opts.withDefaults(), ctx: ctx, cancel: cancel}
+	opts = opts.withDefaults()
+	return &Server{b: b, tokens: tokens, opts: opts, ctx: ctx, cancel: cancel, throttle: newThrottle(opts)}
 }
 
 // Handler serves ConsolePath (WebSocket) and HealthPath.
@@ -208,7 +229,7 @@ func (s *Server) Stats() Stats {
 	n := s.streams
 	s.mu.Unlock()
 	return Stats{Streams: n, Frames: s.frames.Load(), Bytes: s.bytes.Load(),
-		Refused: s.refused.Load(), SlowDisconnects: s.slow.Load()}
+		Refused: s.refused.Load(), Throttled: s.throttled.Load(), SlowDisconnects: s.slow.Load()}
 }
 
 func (s *Server) serveConsole(w http.ResponseWriter, r *http.Request) {
@@ -216,6 +237,11 @@ func (s *Server) serveConsole(w http.ResponseWriter, r *http.Request) {
 	if s.closed {
 		s.mu.Unlock()
 		http.Error(w, "console: scheduler shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	if wait, full := s.throttle.admit(host(r.RemoteAddr), s.opts.Now()); wait > 0 || full {
+		s.mu.Unlock()
+		s.refuseEarly(w, r, wait, full)
 		return
 	}
 	s.streams++
@@ -234,6 +260,7 @@ func (s *Server) serveConsole(w http.ResponseWriter, r *http.Request) {
 	}
 	ws, err := websocket.Accept(w, r, accept)
 	if err != nil {
+		s.throttle.release(host(r.RemoteAddr))
 		return // Accept has answered the request
 	}
 	ws.SetReadLimit(s.opts.MaxFrameBytes)

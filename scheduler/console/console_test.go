@@ -377,7 +377,9 @@ func TestSlowClientDisconnected(t *testing.T) {
 		spam         bool // the slow client keeps sending hellos, each answered
 		reason       string
 	}{
-		{"not reading", 200 * time.Millisecond, false, reasonNotReading},
+		// The write timeout must be far above what a reading client ever
+		// needs on a loaded machine under -race: the good client shares it.
+		{"not reading", 2 * time.Second, false, reasonNotReading},
 		{"queue full", time.Hour, true, reasonQueueFull},
 	}
 	for _, tt := range tests {
@@ -425,7 +427,15 @@ func TestSlowClientDisconnected(t *testing.T) {
 			// The server did not wait for it: the good client still gets news.
 			it++
 			b.setJob(bigJob(it, 16))
-			waitUntil(t, "the good client's delta", func() bool { v, _ := latest.Load("it"); return v == it })
+			waitUntil(t, "the good client's delta", func() bool {
+				select {
+				case err := <-goodDone:
+					t.Fatalf("the good client was disconnected too (%v); stats %+v", err, h.s.Stats())
+				default:
+				}
+				v, _ := latest.Load("it")
+				return v == it
+			})
 
 			// Once the slow client reads, it finds out why it was dropped.
 			ce := slow.closed()

@@ -7,13 +7,17 @@ import (
 
 	"github.com/coder/websocket"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
 )
 
-// This file is the one place where the console's errors become status codes:
-// gRPC codes in CommandResult.code, WebSocket close statuses for streams that
-// end.
+// This file is the one place where errors become what a console client sees
+// (etcd's v3rpc/util.go plays this part for its gRPC API): gRPC codes and
+// messages in CommandResult, WebSocket close statuses for streams that end.
+// The console's own refusals are made with errorf; the scheduler's (the
+// Backend's) are gRPC status errors, which Failure maps the same way, so the
+// manager builds its CommandResult through Failure too.
 
 // statusError is a refusal the client should see, with its code.
 type statusError struct {
@@ -28,26 +32,41 @@ func errorf(code codes.Code, format string, args ...any) error {
 	return &statusError{code: code, msg: fmt.Sprintf(format, args...)}
 }
 
-// codeOf maps an error to the gRPC code a client sees.
-func codeOf(err error) codes.Code {
+// Code maps an error to the gRPC code a client sees: the code of a console
+// refusal or of a gRPC status error (also wrapped), Canceled and
+// DeadlineExceeded for the context's errors, Internal for anything else.
+func Code(err error) codes.Code {
+	code, _ := classify(err)
+	return code
+}
+
+// classify returns the code and the message a client sees for err.
+func classify(err error) (codes.Code, string) {
 	var se *statusError
 	switch {
 	case err == nil:
-		return codes.OK
+		return codes.OK, ""
 	case errors.As(err, &se):
-		return se.code
+		return se.code, err.Error()
 	case errors.Is(err, context.Canceled):
-		return codes.Canceled
+		return codes.Canceled, err.Error()
 	case errors.Is(err, context.DeadlineExceeded):
-		return codes.DeadlineExceeded
-	default:
-		return codes.Internal
+		return codes.DeadlineExceeded, err.Error()
 	}
+	if st, ok := status.FromError(err); ok {
+		if st.Code() == codes.OK { // a status error never carries OK; treat it as a bug
+			return codes.Internal, st.Message()
+		}
+		return st.Code(), st.Message() // the message without "rpc error: code = ... desc ="
+	}
+	return codes.Internal, err.Error()
 }
 
-// failure is the CommandResult for a frame that was refused or failed.
-func failure(id string, err error) *kelpiepb.CommandResult {
-	return &kelpiepb.CommandResult{Id: id, Ok: false, Error: err.Error(), Code: int32(codeOf(err))}
+// Failure is the CommandResult for a command (frame id) that was refused or
+// failed with err.
+func Failure(id string, err error) *kelpiepb.CommandResult {
+	code, msg := classify(err)
+	return &kelpiepb.CommandResult{Id: id, Ok: false, Error: msg, Code: int32(code)}
 }
 
 // How and why a stream ends. Reasons travel in the close frame, which holds

@@ -226,8 +226,8 @@ func TestDescribe(t *testing.T) {
 		switch {
 		case tt.err == "" && err != nil:
 			t.Errorf("describe(%v) error = %v; want none", tt.cmd, err)
-		case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err) || codeOf(err) != codes.InvalidArgument):
-			t.Errorf("describe(%v) error = %v (%v); want InvalidArgument containing %q", tt.cmd, err, codeOf(err), tt.err)
+		case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err) || Code(err) != codes.InvalidArgument):
+			t.Errorf("describe(%v) error = %v (%v); want InvalidArgument containing %q", tt.cmd, err, Code(err), tt.err)
 		}
 	}
 	d, _ := describe(&kelpiepb.Command{Kind: &kelpiepb.Command_SetPolicy{SetPolicy: &kelpiepb.SetPolicy{Job: "j",

@@ -32,12 +32,22 @@ type Tokens map[string]Principal
 // LoadTokens reads a token file: one `TOKEN ROLE NAME` per line, ROLE viewer
 // or operator; blank lines and lines starting with '#' are skipped. Errors
 // name the file and line.
+//
+// The file must not be readable or writable by anyone but its owner (mode
+// 0600 or stricter): a token file others can read hands them the console.
 func LoadTokens(path string) (Tokens, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("console: tokens: %w", err)
 	}
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("console: tokens: %w", err)
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return nil, fmt.Errorf("console: tokens file %s has mode %#o: others may read it (it holds the console's bearer tokens); chmod 600 %s", path, perm, path)
+	}
 	return parseTokens(f, path)
 }
 
@@ -100,3 +110,7 @@ func fingerprint(token string) string {
 	h := sha256.Sum256([]byte(token))
 	return "sha256:" + hex.EncodeToString(h[:4])
 }
+
+// Check reports whether token is one of the tokens, and whose (constant
+// time per entry, like the console's own check).
+func (t Tokens) Check(token string) (Principal, bool) { return t.lookup(token) }

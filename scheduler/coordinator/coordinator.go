@@ -1,8 +1,9 @@
 // Package coordinator is the job-coordination core of kelpie's scheduler:
 // it admits the roles of a job as they register, hands every role the spec,
 // its index and the versioned block table, starts the job once every role is
-// ready, collects the workers' progress, and decides when the job has
-// finished or failed.
+// ready, keeps the ledger of samples the workers trained (their live
+// progress is the manager's), holds the block-table change under way, and
+// decides when the job has finished or failed.
 //
 // It serves the Coordinator gRPC service of proto/coordinator.proto. Blocking
 // calls (Ready, Done) return when their condition holds or the job fails,
@@ -24,49 +25,42 @@ import (
 	"github.com/kelpie/kelpie/runtime/blocks"
 	"github.com/kelpie/kelpie/runtime/job"
 	"github.com/kelpie/kelpie/runtime/spec"
+	"github.com/kelpie/kelpie/scheduler/clock"
 	"github.com/kelpie/kelpie/scheduler/shard"
 )
 
-// NodeStats is what the coordinator knows of one node.
+// NodeStats is what the coordinator knows of one node: its registration
+// and its part in the job's start and end. A worker's live progress
+// (iteration, batch size, loss, BPT) is the manager's; the coordinator
+// keeps only the ledger of samples trained, for at-least-once accounting
+// across restarts.
 type NodeStats struct {
-	Name       string
-	Role       kelpiepb.Role
-	Pid        int32
-	Addr       string
-	Iteration  int64
-	Samples    int64
-	BatchSize  int
-	BPTSum     time.Duration
-	BPTCount   int64
-	Loss       float64
-	Comm       []*kelpiepb.CommSample
-	LastReport time.Time
-	Ready      bool
-	Done       bool
-	Left       bool // removed from the job (REMOVE_WORKER)
-	Restarts   int
+	Name      string
+	Role      kelpiepb.Role
+	Pid       int32
+	Addr      string
+	Iteration int64 // iterations trained, as the worker said when it was done
+	Samples   int64
+	BatchSize int // local batch size when it registered
+	Ready     bool
+	Done      bool
+	Left      bool // removed from the job (REMOVE_WORKER)
+	Restarts  int
 	// SamplesBase counts the samples of earlier runs of a restarted node.
 	SamplesBase int64
+	// CrossRegionBytes is what the worker said, when done, it had sent
+	// across region boundaries.
+	CrossRegionBytes int64
 }
 
 // TotalSamples counts every sample the node trained on, across restarts
 // (a restarted worker's in-flight samples count twice: at-least-once).
 func (n *NodeStats) TotalSamples() int64 { return n.SamplesBase + n.Samples }
 
-// MeanBPT is the node's mean batch processing time so far.
-func (n *NodeStats) MeanBPT() time.Duration {
-	if n.BPTCount == 0 {
-		return 0
-	}
-	return n.BPTSum / time.Duration(n.BPTCount)
-}
-
 // Job is one job's coordination state.
 type Job struct {
-	Spec  *spec.Spec
-	YAML  []byte
-	Table blocks.Table
-	Plan  job.Plan
+	Spec *spec.Spec
+	YAML []byte
 
 	ready    chan struct{} // all nodes ready; the start time is set
 	allDone  chan struct{} // every worker called Done
@@ -77,7 +71,12 @@ type Job struct {
 	// job's lock) before a fetch or report is acknowledged.
 	Persist func(changes []shard.Shard) error
 
+	clk clock.Clock
+
 	mu       sync.Mutex
+	table    blocks.Table  // the block table in effect
+	plan     job.Plan      // the batch splits in effect
+	changed  chan struct{} // closed (and replaced) when a node registers
 	next     *pendingTable // a table change under way
 	servers  []string      // server names by index; grows with ADD_SERVER
 	workers  []string      // worker names by index; grows with ADD_WORKER
@@ -88,26 +87,36 @@ type Job struct {
 	err      error
 	evalNode string
 	result   *kelpiepb.ResultRequest
+	diverged *kelpiepb.Divergence // set when the job failed by diverging
 }
 
 // Coordinator serves the Coordinator service for any number of jobs.
 type Coordinator struct {
 	kelpiepb.UnimplementedCoordinatorServer
 
+	// OnProgress, if set, takes the progress reports of workers that have
+	// no agent (the Progress call), so that they reach the same place as
+	// the reports agents stream: the manager's Monitor. Without it they
+	// only count in the samples ledger (Job.Observe).
+	OnProgress func(j *Job, r *kelpiepb.ProgressReport) error
+
+	clk  clock.Clock
 	mu   sync.Mutex
 	jobs map[string]*Job
 }
 
-// New makes an empty coordinator.
-func New() *Coordinator { return &Coordinator{jobs: map[string]*Job{}} }
+// New makes an empty coordinator telling time by clk (nil: the wall
+// clock).
+func New(clk clock.Clock) *Coordinator {
+	if clk == nil {
+		clk = clock.Real()
+	}
+	return &Coordinator{jobs: map[string]*Job{}, clk: clk}
+}
 
 // AddJob admits a job; its nodes may register from now on.
 func (c *Coordinator) AddJob(s *spec.Spec) (*Job, error) {
-	m, err := job.NewModel(s)
-	if err != nil {
-		return nil, fmt.Errorf("job %s: %v", s.Name, err)
-	}
-	t, err := job.Table(s, m)
+	t, err := job.Table(s)
 	if err != nil {
 		return nil, fmt.Errorf("job %s: %v", s.Name, err)
 	}
@@ -116,8 +125,8 @@ func (c *Coordinator) AddJob(s *spec.Spec) (*Job, error) {
 		return nil, fmt.Errorf("job %s: shards: %v", s.Name, err)
 	}
 	j := &Job{
-		queue: q,
-		Spec:  s, YAML: s.YAML(), Table: t, Plan: job.NewPlan(s, job.TrainSamples(s)),
+		queue: q, clk: c.clk, changed: make(chan struct{}),
+		Spec: s, YAML: s.YAML(), table: t, plan: job.NewPlan(s, job.TrainSamples(s)),
 		ready: make(chan struct{}), allDone: make(chan struct{}), finished: make(chan struct{}),
 		failed: make(chan struct{}), nodes: map[string]*NodeStats{},
 		addrs: make([]string, s.Cluster.Servers), servers: s.ServerNames(), workers: s.WorkerNames(),
@@ -173,6 +182,38 @@ func ShardConfig(s *spec.Spec) shard.Config {
 		BatchesPerShard: s.Data.BatchesPerShard, Seed: s.Data.Seed}
 }
 
+// since is the time since the job started. The caller holds j.mu.
+func (j *Job) since() time.Duration { return j.clk.Now().Sub(j.start) }
+
+// Table is the block table in effect.
+func (j *Job) Table() blocks.Table {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.table
+}
+
+// Plan is the job's batch splits in effect.
+func (j *Job) Plan() job.Plan {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.plan
+}
+
+// Changed is closed when a node next registers (a new server's address
+// is known): waiters re-read what they wait for, then wait on a fresh
+// Changed.
+func (j *Job) Changed() <-chan struct{} {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.changed
+}
+
+// notifyLocked wakes the waiters on Changed. The caller holds j.mu.
+func (j *Job) notifyLocked() {
+	close(j.changed)
+	j.changed = make(chan struct{})
+}
+
 // Queue runs f on the job's shard queue under the job's lock.
 func (j *Job) Queue(f func(q *shard.Queue)) {
 	j.mu.Lock()
@@ -219,7 +260,7 @@ func (c *Coordinator) FetchShard(_ context.Context, r *kelpiepb.FetchShardReques
 		return nil, status.Errorf(codes.NotFound, "job %s has no registered worker %q", r.Job, r.Node)
 	}
 	resp := &kelpiepb.FetchShardResponse{}
-	if sh, ok := j.queue.Fetch(r.Node, time.Since(j.start)); ok {
+	if sh, ok := j.queue.Fetch(r.Node, j.since()); ok {
 		if err := j.persistLocked(); err != nil {
 			return nil, err
 		}
@@ -240,7 +281,7 @@ func (c *Coordinator) ReportShard(_ context.Context, r *kelpiepb.ReportShardRequ
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	resp := &kelpiepb.ReportShardResponse{}
-	now := time.Since(j.start)
+	now := j.since()
 	if r.Release && len(r.Ids) == 0 {
 		j.queue.Release(r.Node, now)
 	}
@@ -419,8 +460,10 @@ func (j *Job) checkAllDoneLocked() {
 	}
 }
 
+// assignment is the wire form of the current table. It copies the
+// addresses and names: the response is marshalled after j.mu is released.
 func (j *Job) assignment() *kelpiepb.Assignment {
-	return job.Assignment(j.Table, j.addrs, j.servers)
+	return job.Assignment(j.table, slices.Clone(j.addrs), slices.Clone(j.servers))
 }
 
 // Assignment is the wire form of the current block table.
@@ -474,13 +517,26 @@ func (j *Job) CommitTable() {
 	if j.next == nil {
 		return
 	}
-	j.Table = j.next.t
+	j.table = j.next.t
 	for _, r := range j.next.removed {
 		if r >= 0 && r < len(j.addrs) {
 			j.addrs[r] = ""
 		}
 	}
 	j.next = nil
+}
+
+// PendingTable is the wire form of the table change under way if action
+// made it, else nil. The pending change lives here only: workers that
+// register meanwhile learn it (catchUp), and the manager sends and replays
+// it to the workers' agents.
+func (j *Job) PendingTable(action string) *kelpiepb.Assignment {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.next == nil || j.next.action != action {
+		return nil
+	}
+	return j.nextAssignment()
 }
 
 // nextAssignment is the wire form of the announced table.
@@ -491,7 +547,7 @@ func (j *Job) nextAssignment() *kelpiepb.Assignment {
 			addrs[r] = ""
 		}
 	}
-	return job.Assignment(j.next.t, addrs, j.servers)
+	return job.Assignment(j.next.t, addrs, slices.Clone(j.servers))
 }
 
 func (j *Job) wait(ctx context.Context, ch <-chan struct{}) error {
@@ -510,17 +566,17 @@ func (j *Job) wait(ctx context.Context, ch <-chan struct{}) error {
 func (j *Job) AddSplit(from int64, local []int) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	p, err := j.Plan.WithSplit(from, local)
+	p, err := j.plan.WithSplit(from, local)
 	if err != nil {
 		return err
 	}
-	j.Plan = p
+	j.plan = p
 	return nil
 }
 
 func (j *Job) splits() []*kelpiepb.BatchSplit {
 	var out []*kelpiepb.BatchSplit
-	for _, c := range j.Plan.Changes {
+	for _, c := range j.plan.Changes {
 		s := &kelpiepb.BatchSplit{From: c.From}
 		for _, b := range c.Local {
 			s.Local = append(s.Local, int32(b))
@@ -541,6 +597,7 @@ func (c *Coordinator) Register(ctx context.Context, req *kelpiepb.RegisterReques
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	defer j.notifyLocked()
 	idx, err := j.roleIndex(req.Node, req.Role)
 	if err != nil {
 		return nil, err
@@ -565,7 +622,7 @@ func (c *Coordinator) Register(ctx context.Context, req *kelpiepb.RegisterReques
 			return nil, status.Errorf(codes.FailedPrecondition, "worker %s was removed from job %s", req.Node, req.Job)
 		}
 		// Its DOING shards go back to the queue: only they are recomputed.
-		j.queue.Release(req.Node, time.Since(j.start))
+		j.queue.Release(req.Node, j.since())
 		if err := j.persistLocked(); err != nil {
 			return nil, err
 		}
@@ -586,7 +643,7 @@ func (c *Coordinator) Register(ctx context.Context, req *kelpiepb.RegisterReques
 	if req.Role == kelpiepb.Role_ROLE_SERVER {
 		j.addrs[idx] = req.Addr
 	} else {
-		n.BatchSize = j.Plan.LocalOf(0, idx)
+		n.BatchSize = j.plan.LocalOf(0, idx)
 	}
 	j.nodes[req.Node] = n
 	resp := &kelpiepb.RegisterResponse{SpecYaml: string(j.YAML), Index: int32(idx), Assignment: j.assignment(),
@@ -622,8 +679,8 @@ func (c *Coordinator) Ready(ctx context.Context, req *kelpiepb.ReadyRequest) (*k
 		return nil, status.Errorf(codes.FailedPrecondition, "node %s is ready before it registered with job %s", req.Node, req.Job)
 	}
 	if j.started() {
-		j.mu.Unlock()
-		return &kelpiepb.ReadyResponse{Assignment: j.assignment(), StartUnixNano: j.start.UnixNano()}, nil
+		defer j.mu.Unlock()
+		return j.readyResponse(), nil
 	}
 	n.Ready = true
 	ready := 0
@@ -636,7 +693,7 @@ func (c *Coordinator) Ready(ctx context.Context, req *kelpiepb.ReadyRequest) (*k
 		select {
 		case <-j.ready:
 		default:
-			j.start = time.Now()
+			j.start = j.clk.Now()
 			close(j.ready)
 		}
 	}
@@ -646,7 +703,23 @@ func (c *Coordinator) Ready(ctx context.Context, req *kelpiepb.ReadyRequest) (*k
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return &kelpiepb.ReadyResponse{Assignment: j.assignment(), StartUnixNano: j.start.UnixNano()}, nil
+	return j.readyResponse(), nil
+}
+
+// readyResponse is what a ready node learns: the block table and the
+// job's start, and for an allreduce job the workers' peer addresses. The
+// caller holds j.mu.
+func (j *Job) readyResponse() *kelpiepb.ReadyResponse {
+	r := &kelpiepb.ReadyResponse{Assignment: j.assignment(), StartUnixNano: j.start.UnixNano()}
+	if j.Spec.Cluster.Servers == 0 {
+		r.Peers = make([]string, len(j.workers))
+		for i, name := range j.workers {
+			if n := j.nodes[name]; n != nil {
+				r.Peers[i] = n.Addr
+			}
+		}
+	}
+	return r
 }
 
 // Progress records a worker's report.
@@ -655,7 +728,12 @@ func (c *Coordinator) Progress(_ context.Context, r *kelpiepb.ProgressReport) (*
 	if err != nil {
 		return nil, err
 	}
-	if err := j.Observe(r); err != nil {
+	if c.OnProgress != nil {
+		err = c.OnProgress(j, r)
+	} else {
+		err = j.Observe(r)
+	}
+	if err != nil {
 		return nil, err
 	}
 	if err := j.Err(); err != nil {
@@ -664,8 +742,8 @@ func (c *Coordinator) Progress(_ context.Context, r *kelpiepb.ProgressReport) (*
 	return &kelpiepb.ProgressAck{}, nil
 }
 
-// Observe records a worker's progress report, whichever way it came (its
-// agent's stream or the Progress call).
+// Observe records in the samples ledger how many samples a worker's
+// report says it has trained (since its last restart).
 func (j *Job) Observe(r *kelpiepb.ProgressReport) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -673,13 +751,7 @@ func (j *Job) Observe(r *kelpiepb.ProgressReport) error {
 	if !ok {
 		return status.Errorf(codes.NotFound, "job %s has no registered node %q", j.Spec.Name, r.Node)
 	}
-	n.Iteration, n.Samples, n.BatchSize, n.Loss = r.Iteration, r.Samples, int(r.BatchSize), r.Loss
-	for _, s := range r.BptSeconds {
-		n.BPTSum += time.Duration(s * float64(time.Second))
-		n.BPTCount++
-	}
-	n.Comm = append(n.Comm[:0], r.Comm...)
-	n.LastReport = time.Now()
+	n.Samples = r.Samples
 	return nil
 }
 
@@ -697,6 +769,7 @@ func (c *Coordinator) Done(ctx context.Context, r *kelpiepb.DoneRequest) (*kelpi
 		return nil, status.Errorf(codes.NotFound, "job %s has no registered worker %q", r.Job, r.Node)
 	}
 	n.Done, n.Iteration, n.Samples = true, r.Iterations, r.Samples
+	n.CrossRegionBytes = r.CrossRegionBytes
 	if r.Left {
 		// A removed worker is out of the job: it neither waits for the
 		// others nor evaluates, and they no longer wait for it.

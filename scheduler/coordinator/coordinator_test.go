@@ -26,7 +26,7 @@ func startedJob(t *testing.T) (*Coordinator, *Job) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := New()
+	c := New(nil)
 	j, err := c.AddJob(s)
 	if err != nil {
 		t.Fatal(err)
@@ -133,4 +133,119 @@ func TestDropWorker(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// TestProgressRoute: a report on the Progress call goes to OnProgress (the
+// manager, which feeds its Monitor); without a hook it counts in the
+// samples ledger only.
+func TestProgressRoute(t *testing.T) {
+	c, j := startedJob(t)
+	ctx := context.Background()
+	r := &kelpiepb.ProgressReport{Job: "elastic", Node: "worker-0", Iteration: 5, Samples: 160, BatchSize: 32}
+	if _, err := c.Progress(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range j.Nodes() {
+		if n.Name == "worker-0" && n.Samples != 160 {
+			t.Errorf("worker-0's ledger after Progress: %d samples; want 160", n.Samples)
+		}
+	}
+	var got []*kelpiepb.ProgressReport
+	c.OnProgress = func(hj *Job, hr *kelpiepb.ProgressReport) error {
+		if hj != j {
+			t.Errorf("OnProgress got job %p; want %p", hj, j)
+		}
+		got = append(got, hr)
+		return nil
+	}
+	if _, err := c.Progress(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0] != r {
+		t.Errorf("OnProgress saw %v; want the one report", got)
+	}
+}
+
+// TestPendingTable: a table change is pending, for the action that made
+// it, from BeginTable to CommitTable.
+func TestPendingTable(t *testing.T) {
+	_, j := startedJob(t)
+	next := j.Table()
+	next.Version++
+	if j.PendingTable("a-1") != nil {
+		t.Fatal("a table is pending before any change")
+	}
+	j.BeginTable(next, nil, 40, "a-1")
+	if p := j.PendingTable("a-1"); p == nil || p.Version != next.Version {
+		t.Errorf("PendingTable(a-1) = %v; want version %d", p, next.Version)
+	}
+	if j.PendingTable("a-2") != nil {
+		t.Error("PendingTable(a-2) is set for a change a-1 made")
+	}
+	j.CommitTable()
+	if j.PendingTable("a-1") != nil || j.Table().Version != next.Version {
+		t.Errorf("after commit: pending %v, table v%d; want none, v%d", j.PendingTable("a-1"), j.Table().Version, next.Version)
+	}
+}
+
+// TestAllreducePeers: an allreduce job (no servers) starts when its workers
+// are ready, and each learns every worker's peer address by index; each
+// worker's Done records the bytes it sent across regions; a PS job's
+// workers get no peers.
+func TestAllreducePeers(t *testing.T) {
+	s, err := spec.Parse("ar.yaml", []byte("name: ar\nmodel: {kind: softmax}\ncluster: {exchange: rat, workers: 3}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := New(nil)
+	if _, err := c.AddJob(s); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	addrs := []string{"10.0.0.1:7000", "10.0.0.2:7000", "10.0.0.3:7000"}
+	var wg sync.WaitGroup
+	peers := make([][]string, 3)
+	for i, name := range s.WorkerNames() {
+		if _, err := c.Register(ctx, &kelpiepb.RegisterRequest{Job: "ar", Node: name, Role: kelpiepb.Role_ROLE_WORKER, Addr: addrs[i]}); err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := c.Ready(ctx, &kelpiepb.ReadyRequest{Job: "ar", Node: name})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			peers[i] = r.Peers
+		}()
+	}
+	wg.Wait()
+	for i, p := range peers {
+		if !slices.Equal(p, addrs) {
+			t.Errorf("worker-%d got peers %v; want %v", i, p, addrs)
+		}
+	}
+	// Done returns once every worker is done.
+	for i, name := range s.WorkerNames() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := c.Done(ctx, &kelpiepb.DoneRequest{Job: "ar", Node: name, Iterations: 5, CrossRegionBytes: int64(100 * (i + 1))}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	var sum int64
+	for _, n := range c.jobs["ar"].Nodes() {
+		sum += n.CrossRegionBytes
+	}
+	if sum != 600 {
+		t.Errorf("cross-region bytes recorded %d; want 600", sum)
+	}
+	_, j := startedJob(t)
+	if r := j.readyResponse(); len(r.Peers) != 0 {
+		t.Errorf("a PS job's workers got peers %v", r.Peers)
+	}
 }

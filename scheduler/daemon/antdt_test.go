@@ -83,6 +83,12 @@ stragglers:
 		dropped += s.Dropped
 	}
 	t.Logf("accuracy %.4f in %.1fs, samples %d, dropped %d, actions %v", res.Accuracy, res.JCTSeconds, res.Samples, dropped, kinds)
+	// Backup workers took effect: the servers dropped late gradients (the
+	// straggler's, whose shards were then trained again: ShardsDone below
+	// counts each once).
+	if dropped == 0 {
+		t.Errorf("no gradient dropped after BACKUP_WORKERS applied (servers %+v)", res.Servers)
+	}
 	if res.ShardsDone != res.ShardsTotal {
 		t.Errorf("shards %d/%d", res.ShardsDone, res.ShardsTotal)
 	}

@@ -6,6 +6,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -20,13 +21,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/runtime/spec"
 	"github.com/kelpie/kelpie/scheduler/console"
 	"github.com/kelpie/kelpie/scheduler/manager"
+	"github.com/kelpie/kelpie/scheduler/pki"
 	"github.com/kelpie/kelpie/scheduler/policy"
 	"github.com/kelpie/kelpie/scheduler/store"
 )
@@ -46,8 +50,11 @@ type Config struct {
 	Log                  *slog.Logger // default: discard
 	NodeLog              io.Writer    // attached node output; default: files in DataDir/logs
 	Tick                 time.Duration
-	MaxRestarts          int  // consecutive crashes an agent restarts (default 10)
-	NoLaunch             bool // admit jobs without starting nodes (simulated agents)
+	MaxRestarts          int // consecutive crashes an agent restarts (default 10)
+	// OrphanTimeout is how long launched agents keep their roles running
+	// without a scheduler before they stop them and exit (default 10 min).
+	OrphanTimeout time.Duration
+	NoLaunch      bool // admit jobs without starting nodes (simulated agents)
 	// Capacity is the worker and server slots all jobs share (zero:
 	// unlimited); with one, jobs that do not fit are queued and EPS
 	// multi-job scheduling (mode EPS: auto, approve or off) shrinks and
@@ -57,6 +64,39 @@ type Config struct {
 	EPSInterval             time.Duration
 	EarlyFeedbackIterations int
 	EarlyFeedback           time.Duration
+	// CheckData checks a job's data before its nodes are launched here
+	// (manager.Config.CheckData; the CLI passes runtime/role.CheckData).
+	CheckData func(*spec.Spec) error
+	// SpecLimits bound submitted specs (nil: spec.DefaultLimits).
+	SpecLimits *spec.Limits
+
+	// The node plane's CA: CACert and CAKey when supplied, else ca.crt and
+	// ca.key in DataDir, created on first start. Every node launched gets a
+	// certificate valid NodeCertTTL (default pki.NodeLifetime).
+	CACert, CAKey string
+	NodeCertTTL   time.Duration
+	// TLS on the HTTP port (console API, /metrics): TLSCert and TLSKey, or
+	// TLSAuto for a self-signed certificate kept in DataDir whose
+	// fingerprint clients pin (Daemon.TLSFingerprint).
+	TLSCert, TLSKey string
+	TLSAuto         bool
+	// MetricsToken, when set, is required (as a bearer token) to scrape
+	// /metrics; any console token is accepted too. MetricsRequireToken
+	// requires a console token without a dedicated one.
+	MetricsToken        string
+	MetricsRequireToken bool
+	// AllowOrigins are browser origin patterns (besides the scheduler's
+	// own host) allowed to open the console WebSocket.
+	AllowOrigins []string
+	// InsecureNodePlane serves the node plane in plaintext with no
+	// authorization: only for simulated agents on a closed machine.
+	InsecureNodePlane bool
+	// Pods runs the nodes on a cluster instead of as local processes
+	// (manager.Config.Pods; kelpie scheduler --launcher kubernetes).
+	Pods manager.Pods
+	// Advertise is the node-plane address the nodes dial (default: the
+	// address GRPC listens on); in a cluster, the scheduler's Service.
+	Advertise string
 }
 
 // Daemon is a running scheduler.
@@ -68,6 +108,40 @@ type Daemon struct {
 	http     *http.Server
 	grpcAddr string
 	httpAddr string
+	np       *nodePlane // nil: plaintext node plane
+	// tlsFingerprint is the SHA-256 of the HTTP port's certificate (empty
+	// without TLS).
+	tlsFingerprint string
+}
+
+// TLSFingerprint is the SHA-256 fingerprint (hex) of the console port's
+// certificate, empty when it serves plain HTTP.
+func (d *Daemon) TLSFingerprint() string { return d.tlsFingerprint }
+
+// CAFingerprint is the SHA-256 fingerprint of the node plane's issuing CA
+// certificate (empty for a plaintext node plane).
+func (d *Daemon) CAFingerprint() string {
+	if d.np == nil {
+		return ""
+	}
+	return pki.Fingerprint(d.np.ca.Cert)
+}
+
+// CA is the node plane's certificate authority (nil for a plaintext node
+// plane): tests and kelpie certs issue from it.
+func (d *Daemon) CA() *pki.CA {
+	if d.np == nil {
+		return nil
+	}
+	return d.np.ca
+}
+
+// NodePlaneRefused is how many node-plane calls were refused with code.
+func (d *Daemon) NodePlaneRefused(code codes.Code) uint64 {
+	if d.np == nil {
+		return 0
+	}
+	return d.np.guard.Refused(code)
 }
 
 // Start opens the store, restores jobs and starts serving.
@@ -94,6 +168,13 @@ func Start(cfg Config) (*Daemon, error) {
 			return nil, err
 		}
 	}
+	tlsCfg, tlsFP, err := consoleTLS(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if (cfg.MetricsRequireToken || cfg.MetricsToken != "") && cfg.MetricsToken == "" && len(tokens) == 0 {
+		return nil, errors.New("scheduler: /metrics requires a token but there is neither --metrics-token nor a --tokens file")
+	}
 	glis, err := net.Listen("tcp", cfg.GRPC)
 	if err != nil {
 		return nil, fmt.Errorf("scheduler: grpc listen %s: %v", cfg.GRPC, err)
@@ -109,30 +190,65 @@ func Start(cfg Config) (*Daemon, error) {
 		hlis.Close()
 		return nil, err
 	}
-	m, err := manager.New(manager.Config{Addr: glis.Addr().String(), Exe: cfg.Exe, Store: st, Log: cfg.Log,
+	var np *nodePlane
+	var m *manager.Manager
+	if !cfg.InsecureNodePlane {
+		// The guard audits through the manager, which exists below.
+		if np, err = newNodePlane(cfg, func(e console.AuditEntry) error { return m.Audit(e) }); err != nil {
+			st.Close()
+			glis.Close()
+			hlis.Close()
+			return nil, err
+		}
+	}
+	addr := glis.Addr().String()
+	if cfg.Advertise != "" {
+		addr = cfg.Advertise
+	}
+	mcfg := manager.Config{Addr: addr, Pods: cfg.Pods, Exe: cfg.Exe, Store: st, Log: cfg.Log,
 		NodeLog: cfg.NodeLog, LogDir: filepath.Join(cfg.DataDir, "logs"), Tick: cfg.Tick, MaxRestarts: cfg.MaxRestarts, NoLaunch: cfg.NoLaunch,
-		Capacity: cfg.Capacity, EPS: cfg.EPS, EPSInterval: cfg.EPSInterval, EarlyFeedbackIterations: cfg.EarlyFeedbackIterations,
-		EarlyFeedback: cfg.EarlyFeedback})
+		OrphanTimeout: cfg.OrphanTimeout,
+		Capacity:      cfg.Capacity, EPS: cfg.EPS, EPSInterval: cfg.EPSInterval, EarlyFeedbackIterations: cfg.EarlyFeedbackIterations,
+		EarlyFeedback: cfg.EarlyFeedback, CheckData: cfg.CheckData, SpecLimits: cfg.SpecLimits, PSDial: np.psDial()}
+	if np != nil {
+		mcfg.NodeCert = np.nodeCert
+	}
+	m, err = manager.New(mcfg)
 	if err != nil {
 		st.Close()
 		glis.Close()
 		hlis.Close()
 		return nil, err
 	}
-	gs := grpc.NewServer(grpc.MaxRecvMsgSize(64 << 20))
+	gs := grpc.NewServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(64 << 20)}, np.serverOptions()...)...)
 	kelpiepb.RegisterCoordinatorServer(gs, m.Coordinator())
 	kelpiepb.RegisterAgentServer(gs, m.Agents())
 	healthpb.RegisterHealthServer(gs, health.NewServer())
 	reflection.Register(gs)
-	cs := console.New(m, tokens, console.Options{AllowAnonymousViewer: cfg.AllowAnonymousViewer, ServerVersion: Version})
+	lim := spec.DefaultLimits()
+	if cfg.SpecLimits != nil {
+		lim = *cfg.SpecLimits
+	}
+	// A frame must carry the largest spec the limits admit (protojson may
+	// double it by escaping); the spec check then names the limit.
+	frame := max(int64(1<<20), min(2*lim.SpecBytes+64<<10, 1<<30))
+	cs := console.New(m, tokens, console.Options{AllowAnonymousViewer: cfg.AllowAnonymousViewer, ServerVersion: Version,
+		MaxFrameBytes: frame, OriginPatterns: cfg.AllowOrigins})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m.Collector(), manager.IngestHistogram(), collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if np != nil {
+		reg.MustRegister(np.refused)
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/api/", cs.Handler())
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	d := &Daemon{Manager: m, Console: cs, store: st, grpc: gs, http: hs,
+	mux.Handle("/metrics", metricsAuth(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), cfg.MetricsToken, cfg.MetricsRequireToken, tokens))
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(cfg.Log.Handler(), slog.LevelDebug)} // TLS handshake failures of scanners are not news
+	if tlsCfg != nil {
+		hlis = tls.NewListener(hlis, tlsCfg)
+	}
+	d := &Daemon{Manager: m, Console: cs, store: st, grpc: gs, http: hs, np: np, tlsFingerprint: tlsFP,
 		grpcAddr: glis.Addr().String(), httpAddr: hlis.Addr().String()}
 	go gs.Serve(glis)
 	go hs.Serve(hlis)

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -14,7 +15,7 @@ import (
 	"time"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/tui/client"
+	"github.com/kelpie/kelpie/scheduler/console/client"
 )
 
 // kelpieBin is the kelpie binary that agents and roles run, built once.
@@ -60,6 +61,9 @@ type watcher struct {
 	seen   map[string]map[string]bool // node -> classes seen
 	bpt    map[string]bool            // nodes seen with a BPT
 	change chan struct{}
+	// overshoot is the first view whose iteration counter passed its
+	// total ("iter 240/235"), if any.
+	overshoot string
 }
 
 func (w *watcher) handle(m any) {
@@ -76,6 +80,9 @@ func (w *watcher) handle(m any) {
 	}
 	for _, j := range jobs {
 		w.job = j
+		if j.Iterations > 0 && j.Iteration > j.Iterations && w.overshoot == "" {
+			w.overshoot = fmt.Sprintf("iteration %d of %d (%s)", j.Iteration, j.Iterations, j.State)
+		}
 		for _, n := range j.Nodes {
 			if w.seen[n.Name] == nil {
 				w.seen[n.Name] = map[string]bool{}
@@ -90,6 +97,13 @@ func (w *watcher) handle(m any) {
 	case w.change <- struct{}{}:
 	default:
 	}
+}
+
+// latest is the latest view of the job (the handler replaces it; views are never changed).
+func (w *watcher) latest() *kelpiepb.JobView {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.job
 }
 
 // until waits (bounded) for cond on the latest view.
@@ -205,7 +219,7 @@ func TestControlPlane(t *testing.T) {
 	}
 
 	// An operator's restart is applied exactly once.
-	before := node(w.job, "worker-1")
+	before := node(w.latest(), "worker-1")
 	r, err := op.Send(ctx, restart)
 	if err != nil || !r.Ok {
 		t.Fatalf("operator restart: %v %v", r, err)
@@ -223,7 +237,7 @@ func TestControlPlane(t *testing.T) {
 	}
 
 	// kill -9 of a worker's role process: its agent restarts it.
-	victim := node(w.job, "worker-0")
+	victim := node(w.latest(), "worker-0")
 	if victim.Pid == 0 {
 		t.Fatal("worker-0 has no pid in the view")
 	}
@@ -242,7 +256,7 @@ func TestControlPlane(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, want := range []string{`kelpie_node_bpt_seconds{job="control",node="worker-2",window="transient"}`, "kelpie_actions{", "kelpie_server_speed_bytes_per_second"} {
+	for _, want := range []string{`kelpie_node_bpt_seconds{kelpie_job="control",node="worker-2",window="transient"}`, "kelpie_actions{", "kelpie_server_speed_bytes_per_second"} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
@@ -256,6 +270,16 @@ func TestControlPlane(t *testing.T) {
 	if final.ShardsDone != final.ShardsTotal {
 		t.Errorf("shards %d/%d", final.ShardsDone, final.ShardsTotal)
 	}
+	for _, n := range final.Nodes {
+		if n.State == "running" || n.State == "starting" || n.State == "restarting" {
+			t.Errorf("%s shows %s in a completed job", n.Name, n.State)
+		}
+	}
+	w.mu.Lock()
+	if w.overshoot != "" {
+		t.Errorf("a view showed %s: the counter passed its total", w.overshoot)
+	}
+	w.mu.Unlock()
 
 	// The audit log holds both commands, allowed and refused.
 	audit, err := d.store.ListAudit(time.Time{}, 100)

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"log/slog"
 	"math"
 	"strings"
 	"syscall"
@@ -64,24 +65,44 @@ func TestElasticJob(t *testing.T) {
 	if testing.Short() {
 		t.Skip("two MNIST jobs")
 	}
+	// The scheduler's events go to the test log too: a failure shows what
+	// the actions did.
 	d, err := Start(Config{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0", DataDir: t.TempDir(), Exe: kelpieBin,
-		NodeLog: logWriter{t}, Tick: 200 * time.Millisecond})
+		NodeLog: logWriter{t}, Log: slog.New(slog.NewTextHandler(logWriter{t}, nil)), Tick: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer d.Close(true)
 	calm := runJob(t, d, strings.Replace(elasticBase, "NAME", "calm", 1), nil)
+	killed := make(chan int, 1) // the PID killed, 0 if none
 	stormy := runJob(t, d, strings.Replace(elasticBase, "NAME", "stormy", 1)+elasticScript, func(name string) {
-		// kill -9 of a worker's process on top of the script.
-		time.Sleep(5 * time.Second)
-		for _, v := range d.Manager.View([]string{name}, 1) {
-			for _, n := range v.Nodes {
-				if n.Name == "worker-3" && n.Pid > 0 {
-					_ = syscall.Kill(int(n.Pid), syscall.SIGKILL)
+		// kill -9 of a worker's process on top of the script, once it
+		// trains (it has reported an iteration).
+		pid := 0
+		for deadline := time.Now().Add(2 * time.Minute); pid == 0 && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			for _, v := range d.Manager.View([]string{name}, 1) {
+				for _, n := range v.Nodes {
+					if n.Name == "worker-3" && n.Pid > 0 && n.Iteration > 0 {
+						if err := syscall.Kill(int(n.Pid), syscall.SIGKILL); err != nil {
+							t.Errorf("kill -9 worker-3 (pid %d): %v", n.Pid, err)
+						}
+						pid = int(n.Pid)
+					}
 				}
 			}
 		}
+		killed <- pid
 	})
+	// The SIGKILL happened, to a running worker-3, which came back: its
+	// role registered again (the script restarts only worker-1).
+	if pid := <-killed; pid == 0 {
+		t.Error("worker-3 was never killed: the job ended first, or its view had no PID")
+	}
+	for _, n := range stormy.Nodes {
+		if n.Name == "worker-3" && n.Restarts < 1 {
+			t.Errorf("worker-3 has %d restarts after its SIGKILL; want at least 1", n.Restarts)
+		}
+	}
 	t.Logf("calm: accuracy %.4f in %.1fs; stormy: accuracy %.4f in %.1fs, %d actions, paused %.3fs, samples %d",
 		calm.Accuracy, calm.JCTSeconds, stormy.Accuracy, stormy.JCTSeconds, len(stormy.Actions), stormy.PausedSeconds, stormy.Samples)
 	if stormy.ShardsDone != stormy.ShardsTotal || stormy.ShardsTotal != calm.ShardsTotal {

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/tui/client"
+	"github.com/kelpie/kelpie/scheduler/console/client"
 )
 
 const gateSpec = `
@@ -77,7 +77,7 @@ func TestApprovalGate(t *testing.T) {
 	// Several policy ticks later nothing has been applied.
 	ticks := 0
 	w.until(t, "ten more views", 30*time.Second, func(j *kelpiepb.JobView) bool { ticks++; return ticks > 10 })
-	for id, s := range states(w.job) {
+	for id, s := range states(w.latest()) {
 		if s != "proposed" && s != "expired" {
 			t.Errorf("in approve mode action %s is %s", id, s)
 		}
@@ -100,10 +100,10 @@ func TestApprovalGate(t *testing.T) {
 	}
 	// Off: no new proposals.
 	send(&kelpiepb.Command{Kind: &kelpiepb.Command_SetPolicy{SetPolicy: &kelpiepb.SetPolicy{Job: "gated", Policy: "antdt-nd", Mode: "off"}}})
-	n := len(w.job.Actions)
+	n := len(w.latest().Actions)
 	ticks = 0
 	w.until(t, "ten more views", 30*time.Second, func(j *kelpiepb.JobView) bool { ticks++; return ticks > 10 || j.State != "running" })
-	if got := len(w.job.Actions); got != n {
+	if got := len(w.latest().Actions); got != n {
 		t.Errorf("policy off, yet %d new actions", got-n)
 	}
 	audit, _ := d.store.ListAudit(time.Time{}, 100)

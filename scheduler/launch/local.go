@@ -4,7 +4,9 @@
 // period). Attached children die with their parent (Pdeathsig) and write
 // into the parent's log; detached ones (the scheduler's agents) outlive a
 // crashed scheduler, so that a restarted one can adopt them, and write to
-// their own log files.
+// their own log files. With a record file, every process group started is
+// recorded (node, PID, start time), so that a restarted scheduler can stop
+// the groups of a job it killed even if their agents never reconnect.
 package launch
 
 import (
@@ -63,10 +65,14 @@ type Local struct {
 	Log    io.Writer // attached children's stderr and stdout, each line prefixed with the node name; default os.Stderr
 	Detach bool      // children survive this process (new session, no Pdeathsig)
 	LogDir string    // detached children write NAME.log here (default: os.TempDir())
-	mu     sync.Mutex
-	logMu  sync.Mutex
-	procs  []*Proc
-	stopMu sync.Mutex
+	// RecordFile, when set, is where the launcher records each process
+	// group it starts (record.go), so that the groups can be stopped by a
+	// later process too (StopRecorded): a restarted scheduler.
+	RecordFile string
+	mu         sync.Mutex
+	logMu      sync.Mutex
+	procs      []*Proc
+	stopMu     sync.Mutex
 }
 
 // Start runs `Exe args...` as node name.
@@ -93,6 +99,7 @@ func (l *Local) Start(name string, args ...string) (*Proc, error) {
 		pw.Close()
 		return nil, fmt.Errorf("launch %s: %v", name, err)
 	}
+	l.record(name, cmd.Process.Pid)
 	p := &Proc{Name: name, Cmd: cmd, exited: make(chan struct{})}
 	copied := make(chan struct{})
 	go func() {
@@ -136,6 +143,7 @@ func (l *Local) startDetached(name string, cmd *exec.Cmd) (*Proc, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("launch %s: %v", name, err)
 	}
+	l.record(name, cmd.Process.Pid)
 	p := &Proc{Name: name, Cmd: cmd, exited: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
@@ -145,6 +153,18 @@ func (l *Local) startDetached(name string, cmd *exec.Cmd) (*Proc, error) {
 	l.procs = append(l.procs, p)
 	l.mu.Unlock()
 	return p, nil
+}
+
+// record notes a started process group in the record file. A failure is
+// only logged: the process runs, a restarted scheduler just cannot stop it
+// by itself (its agent's orphan timeout still does).
+func (l *Local) record(name string, pid int) {
+	if l.RecordFile == "" {
+		return
+	}
+	if err := appendRecord(l.RecordFile, name, pid); err != nil {
+		fmt.Fprintf(os.Stderr, "launch: record %s (pid %d): %v\n", name, pid, err)
+	}
 }
 
 // Procs lists every process started so far.

@@ -13,8 +13,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/runtime/server"
 	"github.com/kelpie/kelpie/runtime/spec"
+	"github.com/kelpie/kelpie/scheduler/gate"
 	"github.com/kelpie/kelpie/scheduler/monitor"
 	"github.com/kelpie/kelpie/scheduler/policy"
 	"github.com/kelpie/kelpie/scheduler/store"
@@ -41,6 +41,10 @@ const (
 // ProposalTTL is how long a proposal waits for an operator before it
 // expires.
 const ProposalTTL = 5 * time.Minute
+
+// AckTTL is how long a dispatched action waits for its agents' acks before
+// it fails (a table change's own steps have their own limits).
+const AckTTL = 5 * time.Minute
 
 // policySetting is one policy's mode and parameters for one job.
 type policySetting struct {
@@ -75,18 +79,6 @@ func b2f(b bool) float64 {
 	return 0
 }
 
-// supported says whether the runtime can apply an action kind today.
-func supported(kind string) error {
-	switch kind {
-	case string(policy.KindKillRestart), string(policy.KindAdjustBS), string(policy.KindReassign),
-		string(policy.KindAddServer), string(policy.KindRemoveServer), string(policy.KindSetSync),
-		string(policy.KindBackupWorkers), string(policy.KindAdjustLR), string(policy.KindAddWorker),
-		string(policy.KindRemoveWorker):
-		return nil
-	}
-	return status.Errorf(codes.InvalidArgument, "unknown action kind %q", kind)
-}
-
 func (m *Manager) job(name string) (*jobState, error) {
 	j, ok := m.jobs[name]
 	if !ok {
@@ -114,17 +106,24 @@ func (m *Manager) Trigger(job string, a *kelpiepb.Action, who string) (string, e
 		return "", status.Errorf(codes.FailedPrecondition, "job %s is %s", job, j.state)
 	}
 	act := &kelpiepb.Action{Kind: a.Kind, Target: a.Target, Policy: "operator", Reason: a.Reason,
-		BatchSizes: a.BatchSizes, Accumulation: a.Accumulation, Params: a.Params, Assignment: a.Assignment, SyncModel: a.SyncModel}
+		BatchSizes: a.BatchSizes, Accumulation: a.Accumulation, Params: a.Params, Assignment: a.Assignment, SyncModel: a.SyncModel,
+		Args: a.Args}
 	if act.Reason == "" {
 		act.Reason = "triggered by " + who
+	}
+	if err := typedArgs(act); err != nil {
+		m.mu.Unlock()
+		return "", err
 	}
 	if err := j.validate(act); err != nil {
 		m.mu.Unlock()
 		return "", err
 	}
-	m.addLocked(j, act, ActApproved, who, "")
-	sends := m.dispatchLocked(j, act, who)
+	sends, err := m.addLocked(j, act, "", gate.ModeAuto, who)
 	m.mu.Unlock()
+	if err != nil {
+		return "", status.Errorf(codes.Internal, "trigger: %v", err)
+	}
 	m.persistAction(j, act)
 	sends.run()
 	return act.Id, nil
@@ -147,7 +146,6 @@ func (m *Manager) Decide(job, id string, approve bool, who, note string) error {
 		m.mu.Unlock()
 		return status.Errorf(codes.FailedPrecondition, "action %s is %s, not proposed", id, a.State)
 	}
-	var sends sendList
 	if approve {
 		if err := j.validate(a); err != nil {
 			m.transition(j, a, ActFailed, who, err.Error())
@@ -155,11 +153,12 @@ func (m *Manager) Decide(job, id string, approve bool, who, note string) error {
 			m.persistAction(j, a)
 			return err
 		}
-		m.transition(j, a, ActApproved, who, note)
-		sends = m.dispatchLocked(j, a, who)
-	} else {
-		m.transition(j, a, ActRejected, who, note)
 	}
+	if err := j.gate.Decide(m.now(), id, approve, who, note); err != nil {
+		m.mu.Unlock()
+		return status.Errorf(codes.FailedPrecondition, "action %s: %v", id, err)
+	}
+	sends := m.applyGate(j)
 	m.mu.Unlock()
 	m.persistAction(j, a)
 	sends.run()
@@ -235,130 +234,223 @@ func formatParams(p map[string]float64) string {
 	return b.String()
 }
 
-// validate checks an action against the job as it is now.
+// validate checks an action against the job as it is now: the rules
+// between concurrent actions here, the kind's own checks in its
+// definition (kinds.go).
 func (j *jobState) validate(a *kelpiepb.Action) error {
-	if err := supported(a.Kind); err != nil {
+	d, err := kindOf(a.Kind)
+	if err != nil {
 		return err
 	}
-	if tableKind(a.Kind) || a.Kind == string(policy.KindKillRestart) || membershipKind(a.Kind) {
+	if err := allreduceRefuses(j.spec, a.Kind); err != nil {
+		return err
+	}
+	if d.exclusive {
 		// One table change at a time, and no relaunch during one: a worker
 		// that restarts mid-change would not know which table to follow.
 		// Nor a table change while the set of workers changes: every live
 		// worker must follow it.
 		for _, other := range j.actions {
-			if other != a && (tableKind(other.Kind) || membershipKind(other.Kind)) && (other.State == ActApproved || other.State == ActDispatched) {
+			od := defOf(other)
+			if other != a && od != nil && (od.table || od.membership) && (other.State == ActApproved || other.State == ActDispatched) {
 				return status.Errorf(codes.FailedPrecondition, "%s: table change %s is still under way", a.Kind, other.Id)
 			}
 		}
 	}
-	if tableKind(a.Kind) {
-		return j.validateTable(a)
+	return d.validate(j, a)
+}
+
+// validateRestart checks a KILL_RESTART.
+func (j *jobState) validateRestart(a *kelpiepb.Action) error {
+	n, ok := j.nodes[a.Target]
+	if !ok {
+		return status.Errorf(codes.InvalidArgument, "KILL_RESTART: job %s has no node %q", j.spec.Name, a.Target)
 	}
-	switch a.Kind {
-	case string(policy.KindAddWorker), string(policy.KindRemoveWorker):
-		return j.validateWorkerChange(a)
-	case string(policy.KindAdjustLR):
-		return j.validateLR(a)
-	case string(policy.KindBackupWorkers):
-		d, live := a.Params["drop"], len(j.liveWorkers())
-		if d < 0 || d != float64(int(d)) || int(d) >= live {
-			return status.Errorf(codes.InvalidArgument, "BACKUP_WORKERS: params.drop must be a whole number in [0, %d), got %g", live, d)
-		}
-		if d > 0 && !j.aggregating() {
-			return status.Errorf(codes.FailedPrecondition, "BACKUP_WORKERS: job %s runs %s; backup workers drop gradients from a synchronous barrier (bsp)",
-				j.spec.Name, syncName(j.spec))
-		}
-	case string(policy.KindSetSync):
-		if err := server.SyncFrom(syncSettings(a)).Validate(); err != nil {
-			return status.Errorf(codes.InvalidArgument, "SET_SYNC: %v", err)
-		}
-	case string(policy.KindKillRestart):
-		n, ok := j.nodes[a.Target]
-		if !ok {
-			return status.Errorf(codes.InvalidArgument, "KILL_RESTART: job %s has no node %q", j.spec.Name, a.Target)
-		}
-		if n.removed {
-			return status.Errorf(codes.FailedPrecondition, "KILL_RESTART: %s was removed from job %s", a.Target, j.spec.Name)
-		}
-		if n.role == "server" {
-			// A server is relaunched on a fresh host by a hot table change:
-			// a new server takes its blocks, then it stops.
-			return j.validateTable(&kelpiepb.Action{Kind: string(policy.KindRemoveServer), Target: a.Target})
-		}
-	case string(policy.KindAdjustBS):
-		if other := j.workerChanging(a); other != nil {
-			return status.Errorf(codes.FailedPrecondition, "ADJUST_BS: %s %s is still under way", other.Kind, other.Id)
-		}
-		sum := 0
-		for _, w := range j.liveWorkers() {
-			b, ok := a.BatchSizes[w]
-			if !ok {
-				return status.Errorf(codes.InvalidArgument, "ADJUST_BS: no batch size for %s", w)
-			}
-			if b < 1 {
-				return status.Errorf(codes.InvalidArgument, "ADJUST_BS: %s's batch size must be at least 1, got %d", w, b)
-			}
-			c := a.Accumulation[w]
-			if _, set := a.Accumulation[w]; set && c < 1 {
-				return status.Errorf(codes.InvalidArgument, "ADJUST_BS: %s's accumulation count must be at least 1, got %d", w, c)
-			}
-			sum += int(b) * int(max(c, 1))
-		}
-		for w := range a.BatchSizes {
-			if n, ok := j.nodes[w]; !ok || n.role != "worker" || n.removed {
-				return status.Errorf(codes.InvalidArgument, "ADJUST_BS: %s is not a worker of job %s", w, j.spec.Name)
-			}
-		}
-		for w := range a.Accumulation {
-			if _, ok := a.BatchSizes[w]; !ok {
-				return status.Errorf(codes.InvalidArgument, "ADJUST_BS: accumulation for %s without a batch size", w)
-			}
-		}
-		if sum != j.spec.Train.GlobalBatch {
-			what := "batch sizes"
-			if len(a.Accumulation) > 0 {
-				what = "batch sizes × accumulation counts"
-			}
-			return status.Errorf(codes.InvalidArgument, "ADJUST_BS: %s sum to %d; the global batch is %d", what, sum, j.spec.Train.GlobalBatch)
-		}
+	if n.removed {
+		return status.Errorf(codes.FailedPrecondition, "KILL_RESTART: %s was removed from job %s", a.Target, j.spec.Name)
+	}
+	if n.role == "server" {
+		// A server is relaunched on a fresh host by a hot table change:
+		// a new server takes its blocks, then it stops.
+		return j.validateTable(&kelpiepb.Action{Kind: string(policy.KindRemoveServer), Target: a.Target})
 	}
 	return nil
 }
 
-// addLocked records a new action.
-func (m *Manager) addLocked(j *jobState, a *kelpiepb.Action, state, who, note string) {
+// validateBackup checks a BACKUP_WORKERS.
+func (j *jobState) validateBackup(a *kelpiepb.Action) error {
+	d, live := int(a.GetBackupWorkers().GetDrop()), len(j.liveWorkers())
+	if d < 0 || d >= live {
+		return status.Errorf(codes.InvalidArgument, "BACKUP_WORKERS: drop must be a whole number in [0, %d), got %d", live, d)
+	}
+	if d > 0 && !j.aggregating() {
+		return status.Errorf(codes.FailedPrecondition, "BACKUP_WORKERS: job %s runs %s; backup workers drop gradients from a synchronous barrier (bsp)",
+			j.spec.Name, syncName(j.spec))
+	}
+	return nil
+}
+
+// validateSplit checks an ADJUST_BS.
+func (j *jobState) validateSplit(a *kelpiepb.Action) error {
+	if other := j.workerChanging(a); other != nil {
+		return status.Errorf(codes.FailedPrecondition, "ADJUST_BS: %s %s is still under way", other.Kind, other.Id)
+	}
+	sum := 0
+	for _, w := range j.liveWorkers() {
+		b, ok := a.BatchSizes[w]
+		if !ok {
+			return status.Errorf(codes.InvalidArgument, "ADJUST_BS: no batch size for %s", w)
+		}
+		if b < 1 {
+			return status.Errorf(codes.InvalidArgument, "ADJUST_BS: %s's batch size must be at least 1, got %d", w, b)
+		}
+		c := a.Accumulation[w]
+		if _, set := a.Accumulation[w]; set && c < 1 {
+			return status.Errorf(codes.InvalidArgument, "ADJUST_BS: %s's accumulation count must be at least 1, got %d", w, c)
+		}
+		sum += int(b) * int(max(c, 1))
+	}
+	for w := range a.BatchSizes {
+		if n, ok := j.nodes[w]; !ok || n.role != "worker" || n.removed {
+			return status.Errorf(codes.InvalidArgument, "ADJUST_BS: %s is not a worker of job %s", w, j.spec.Name)
+		}
+	}
+	for w := range a.Accumulation {
+		if _, ok := a.BatchSizes[w]; !ok {
+			return status.Errorf(codes.InvalidArgument, "ADJUST_BS: accumulation for %s without a batch size", w)
+		}
+	}
+	if sum != j.spec.Train.GlobalBatch {
+		what := "batch sizes"
+		if len(a.Accumulation) > 0 {
+			what = "batch sizes × accumulation counts"
+		}
+		return status.Errorf(codes.InvalidArgument, "ADJUST_BS: %s sum to %d; the global batch is %d", what, sum, j.spec.Train.GlobalBatch)
+	}
+	return nil
+}
+
+// newActionLocked names a new action and files its console record; the
+// gate holds its life (state, history, acks).
+func (m *Manager) newActionLocked(j *jobState, a *kelpiepb.Action) {
 	m.nextID++
-	now := m.now()
 	a.Id = fmt.Sprintf("a-%d", m.nextID)
 	a.Job = j.spec.Name
-	a.Created = ts(now)
+	a.Created = ts(m.now())
 	a.State = ""
 	j.actions = append(j.actions, a)
 	j.byID[a.Id] = a
-	m.transition(j, a, state, who, note)
 }
 
+// addLocked records a new action through the gate: approved (an operator's
+// trigger, or a policy in auto mode — then it is dispatched) or proposed
+// (waiting for an operator). key is the proposing policy's de-duplication
+// key ("" for none: every call is a change of its own); it reports
+// gate.ErrDuplicate when an action with that key is pending or settled too
+// recently.
+func (m *Manager) addLocked(j *jobState, a *kelpiepb.Action, key string, mode gate.Mode, who string) (sendList, error) {
+	now := m.now()
+	m.newActionLocked(j, a)
+	var err error
+	if a.Policy == "operator" {
+		err = j.gate.Trigger(now, a.Id, a.Kind, a.Target, who)
+	} else {
+		if key == "" {
+			key = "once/" + a.Id
+		}
+		err = j.gate.Propose(now, gate.Proposal{ID: a.Id, Key: key, Policy: a.Policy, Kind: a.Kind, Target: a.Target,
+			Mode: mode, Cooldown: j.mon.Config().LPer})
+	}
+	if err != nil {
+		j.actions = j.actions[:len(j.actions)-1]
+		delete(j.byID, a.Id)
+		return nil, err
+	}
+	return m.applyGate(j), nil
+}
+
+// applyGate carries out the gate's effects: a transition is mirrored onto
+// the action's console record and told as an event; a dispatch sends the
+// action's commands (run them after the lock).
+func (m *Manager) applyGate(j *jobState) sendList {
+	var sends sendList
+	for {
+		ready := j.gate.Ready()
+		if len(ready) == 0 {
+			return sends
+		}
+		for _, e := range ready {
+			a := j.byID[e.Action.ID]
+			if a == nil {
+				continue
+			}
+			switch e.Type {
+			case gate.Record:
+				m.mirror(j, a, e.Action, e.Transition)
+			case gate.Dispatch:
+				sends = append(sends, m.dispatchLocked(j, a, e.Action.DecidedBy)...)
+			}
+		}
+	}
+}
+
+// mirror copies one of the gate's transitions onto an action's console
+// record.
+func (m *Manager) mirror(j *jobState, a *kelpiepb.Action, g *gate.Action, t gate.Transition) {
+	a.State = string(t.State)
+	a.Updated = ts(t.At)
+	a.DecidedBy, a.Error = g.DecidedBy, g.Error
+	if t.State == gate.Applied && g.AppliedIteration > 0 {
+		a.AppliedIteration = g.AppliedIteration
+	}
+	a.History = append(a.History, &kelpiepb.ActionTransition{State: string(t.State), At: ts(t.At), By: t.By, Note: t.Note})
+	msg := fmt.Sprintf("action %s %s %s: %s", a.Id, a.Kind, a.Target, t.State)
+	if t.Note != "" {
+		msg += " (" + t.Note + ")"
+	}
+	m.eventLocked(j.spec.Name, "action", a.Target, msg, t.By)
+}
+
+// transition moves an action on through the gate, for the steps the
+// manager takes itself (dispatching, the end of a multi-step change, a
+// failure, a withdrawal). A step the gate refuses (the action was settled
+// meanwhile, say by an ack deadline) changes nothing.
 func (m *Manager) transition(j *jobState, a *kelpiepb.Action, state, who, note string) {
 	now := m.now()
-	a.State = state
-	a.Updated = ts(now)
-	if state == ActApproved || state == ActRejected {
-		a.DecidedBy = who
+	var err error
+	switch state {
+	case ActDispatched:
+		err = j.gate.Dispatched(now, a.Id, who, note)
+	case ActApplied:
+		err = j.gate.Finish(now, a.Id, who, a.AppliedIteration, note, nil)
+	case ActFailed:
+		err = j.gate.Fail(now, a.Id, who, note)
+	case ActExpired:
+		err = j.gate.Expire(now, a.Id, who, note)
+	case ActApproved, ActRejected:
+		err = j.gate.Decide(now, a.Id, state == ActApproved, who, note)
+	default:
+		err = fmt.Errorf("unknown action state %q", state)
 	}
-	if state == ActFailed {
-		a.Error = note
+	if err != nil {
+		m.log.Debug("action transition refused", "job", j.spec.Name, "action", a.Id, "to", state, "err", err)
 	}
-	a.History = append(a.History, &kelpiepb.ActionTransition{State: state, At: ts(now), By: who, Note: note})
-	msg := fmt.Sprintf("action %s %s %s: %s", a.Id, a.Kind, a.Target, state)
-	if note != "" {
-		msg += " (" + note + ")"
+	m.applyGate(j)
+}
+
+// await names the nodes whose acks apply an action.
+func (j *jobState) await(a *kelpiepb.Action, nodes []string) {
+	if err := j.gate.Await(j.m.now(), a.Id, nodes); err != nil {
+		j.m.log.Debug("action await refused", "job", j.spec.Name, "action", a.Id, "err", err)
 	}
-	m.eventLocked(j.spec.Name, "action", a.Target, msg, who)
 }
 
 func (m *Manager) persistAction(j *jobState, a *kelpiepb.Action) {
 	m.mu.Lock()
 	rec := actionRecord(a)
+	if g := j.gate.Get(a.Id); g != nil && g.Key != "" {
+		rec.Params["key"] = g.Key
+	}
 	m.mu.Unlock()
 	if err := m.cfg.Store.PutAction(j.spec.Name, rec); err != nil {
 		m.log.Error("store action", "job", j.spec.Name, "action", a.Id, "err", err)
@@ -437,30 +529,22 @@ func (s sendList) run() {
 
 // targets says whether an action involves a node.
 func (j *jobState) targets(a *kelpiepb.Action, node string) bool {
-	switch {
-	case resplitKind(a.Kind) && len(a.BatchSizes) == 0:
-		return false // an ADD_WORKER whose worker has not joined yet: no split to send
-	case resplitKind(a.Kind) || j.tables[a.Id] != nil:
+	if j.coord.PendingTable(a.Id) != nil {
+		// A table change under way: every live worker follows the table.
 		n, ok := j.nodes[node]
 		return ok && n.role == "worker" && !n.removed
-	case a.Kind == string(policy.KindBackupWorkers) || a.Kind == string(policy.KindSetSync):
-		return false // the servers apply them
-	case a.Kind == string(policy.KindAdjustLR):
-		_, ok := lrScales(a)[node]
-		return ok
+	}
+	if d := defOf(a); d != nil && d.targets != nil {
+		return d.targets(j, a, node)
 	}
 	return a.Target == node
-}
-
-// membershipKind says whether an action changes the set of workers.
-func membershipKind(kind string) bool {
-	return kind == string(policy.KindAddWorker) || kind == string(policy.KindRemoveWorker)
 }
 
 // resplitKind says whether an action kind re-splits the global batch among
 // the workers (every live worker applies it at one iteration).
 func resplitKind(kind string) bool {
-	return kind == string(policy.KindAdjustBS) || kind == string(policy.KindAddWorker) || kind == string(policy.KindRemoveWorker)
+	d, _ := kindOf(kind)
+	return d != nil && d.resplit
 }
 
 // aggregating says whether the job's servers sum gradients per version
@@ -472,15 +556,16 @@ func (j *jobState) aggregating() bool {
 // command is the wire form of an action for one node.
 func (j *jobState) command(a *kelpiepb.Action, node string) *kelpiepb.ActionCommand {
 	kind := a.Kind
-	if j.tables[a.Id] != nil {
+	table := j.coord.PendingTable(a.Id)
+	if table != nil {
 		// Workers see every table change (a server relaunch included) as a
 		// switch to a new table.
 		kind = string(policy.KindReassign)
 	}
 	cmd := &kelpiepb.ActionCommand{ActionId: a.Id, Kind: kind, Target: a.Target, BatchSizes: a.BatchSizes,
-		Accumulation: a.Accumulation, TargetIteration: a.TargetIteration, Assignment: j.tables[a.Id]}
-	if kind == string(policy.KindAdjustLR) {
-		cmd.LrScale = lrScales(a)
+		Accumulation: a.Accumulation, TargetIteration: a.TargetIteration, Assignment: table}
+	if d := defOf(a); d != nil && d.command != nil && table == nil {
+		d.command(j, a, cmd)
 	}
 	return cmd
 }
@@ -491,36 +576,19 @@ func (j *jobState) command(a *kelpiepb.Action, node string) *kelpiepb.ActionComm
 // worker's progress (AntDT Fig. 6: the scheduler, which holds a stream to
 // every agent, plays the primary agent's broadcast).
 func (m *Manager) dispatchLocked(j *jobState, a *kelpiepb.Action, who string) sendList {
-	if tableKind(a.Kind) || j.serverRestart(a) {
-		m.transition(j, a, ActDispatched, who, "changing the block table")
-		go m.retable(j, a)
+	d, err := kindOf(a.Kind)
+	if err != nil {
+		m.transition(j, a, ActFailed, "scheduler", err.Error())
 		return nil
 	}
-	switch a.Kind {
-	case string(policy.KindSetSync):
-		m.transition(j, a, ActDispatched, who, "to every server")
-		go m.setSync(j, a)
+	if a.Kind == string(policy.KindKillRestart) && m.cfg.Pods != nil && !j.serverRestart(a) {
+		// On Kubernetes a worker's restart is a fresh Pod.
+		j.mon.Forget(a.Target)
+		m.transition(j, a, ActDispatched, who, "replacing its pod")
+		m.spawn(func() { m.restartPod(j, a) })
 		return nil
-	case string(policy.KindBackupWorkers):
-		m.transition(j, a, ActDispatched, who, "to every server")
-		go m.backupWorkers(j, a)
-		return nil
-	case string(policy.KindAddWorker):
-		m.transition(j, a, ActDispatched, who, "launching a worker")
-		go m.addWorker(j, a)
-		return nil
-	case string(policy.KindRemoveWorker):
-		return m.removeWorker(j, a, who)
-	case string(policy.KindAdjustLR):
-		return m.dispatchLR(j, a, who)
-	case string(policy.KindAdjustBS):
-		sends := m.splitCommands(j, a)
-		m.transition(j, a, ActDispatched, who, fmt.Sprintf("to %d workers, at iteration %d", len(j.liveWorkers()), a.TargetIteration))
-		return sends
 	}
-	j.mon.Forget(a.Target)
-	m.transition(j, a, ActDispatched, who, "to 1 node(s)")
-	return j.sendCommand(a, []string{a.Target})
+	return d.dispatch(m, j, a, who)
 }
 
 // sendCommand is the sends of an action's command to the named nodes'
@@ -563,19 +631,6 @@ func (m *Manager) settleOpen(j *jobState) {
 	}
 }
 
-// syncSettings reads a SET_SYNC action's settings: sync_model, and params
-// staleness, pssp_c, pssp_alpha, pssp_dynamic (1), drop_wait_for and
-// soft_barrier (1 for the soft barrier, else the lazy pull buffer).
-func syncSettings(a *kelpiepb.Action) *kelpiepb.SyncSettings {
-	p := a.Params
-	pull := "lazy"
-	if p["soft_barrier"] == 1 {
-		pull = "soft-barrier"
-	}
-	return &kelpiepb.SyncSettings{Model: a.SyncModel, Staleness: int32(p["staleness"]), Pull: pull, PsspC: p["pssp_c"],
-		PsspAlpha: p["pssp_alpha"], PsspDynamic: p["pssp_dynamic"] == 1, DropWaitFor: int32(p["drop_wait_for"])}
-}
-
 // setSync switches every server's synchronization model (FluentPS: the
 // model is decided at the servers, so the switch is theirs).
 func (m *Manager) setSync(j *jobState, a *kelpiepb.Action) {
@@ -589,7 +644,7 @@ func (m *Manager) setSync(j *jobState, a *kelpiepb.Action) {
 // the job's synchronisation model before they were turned on comes back.
 func (m *Manager) backupWorkers(j *jobState, a *kelpiepb.Action) {
 	m.mu.Lock()
-	d := int(a.Params["drop"])
+	d := int(a.GetBackupWorkers().GetDrop())
 	if j.preBackup == nil {
 		s := j.spec.Sync
 		j.preBackup = &s
@@ -617,9 +672,9 @@ func (m *Manager) applySync(j *jobState, a *kelpiepb.Action, settings *kelpiepb.
 		if addr == "" {
 			continue
 		}
-		c, closeFn, err := dialPS(addr)
+		c, closeFn, err := m.dialPS(addr)
 		if err == nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			ctx, cancel := context.WithTimeout(m.ctx, rpcTimeout)
 			var r *kelpiepb.SetSyncResponse
 			r, err = c.SetSync(ctx, settings)
 			cancel()
@@ -642,7 +697,7 @@ func (m *Manager) applySync(j *jobState, a *kelpiepb.Action, settings *kelpiepb.
 		Drop: spec.Drop{WaitFor: int(settings.DropWaitFor)}}
 	// Servers that join later (ADD_SERVER, a relaunch) start with it.
 	j.coord.SetSpecYAML(j.spec.YAML())
-	j.views = nil
+	j.invalidateViews()
 	m.transition(j, a, ActApplied, "scheduler", fmt.Sprintf("now %s; %d delayed pulls answered", syncName(j.spec), released))
 	m.mu.Unlock()
 	m.persistAction(j, a)
@@ -680,7 +735,10 @@ func (j *jobState) aheadIteration(now time.Time) int64 {
 	return est + margin + int64(j.spec.Sync.Staleness)
 }
 
-// acked records an agent's answer to an action.
+// acked records an agent's answer to an action. A table change's acks go
+// to its sequence (scheduler/change), which waits for every worker's
+// switch; every other action's acks go to the gate, which applies it once every node it awaits has
+// acked.
 func (m *Manager) acked(j *jobState, node string, ack *kelpiepb.ActionAck) {
 	m.mu.Lock()
 	a, ok := j.byID[ack.ActionId]
@@ -688,91 +746,45 @@ func (m *Manager) acked(j *jobState, node string, ack *kelpiepb.ActionAck) {
 		m.mu.Unlock()
 		return
 	}
-	switch {
-	case ack.Error != "":
-		m.transition(j, a, ActFailed, node, ack.Error)
-	case tableKind(a.Kind) || j.serverRestart(a):
+	if tableKind(a.Kind) || j.serverRestart(a) {
+		// A table change's sequence hears its workers' switches.
 		a.AppliedIteration = max(a.AppliedIteration, ack.AppliedIteration)
-		if j.allAcked(a.Id, node, ack.AppliedIteration) {
-			if ch := j.tableDone[a.Id]; ch != nil {
-				close(ch)
-				delete(j.tableDone, a.Id)
+		if ch := j.tableEvents[a.Id]; ch != nil {
+			select {
+			case ch <- tableEvent{node: node, err: ack.Error}:
+			default:
 			}
 		}
 		m.mu.Unlock()
 		return
-	case resplitKind(a.Kind):
-		if !j.allAcked(a.Id, node, ack.AppliedIteration) {
-			m.mu.Unlock()
-			return
+	}
+	d := defOf(a)
+	it := ack.AppliedIteration
+	if d != nil && d.ackAtNode {
+		if n := j.nodes[node]; n != nil {
+			it = n.iteration // a node action: where the node is now
 		}
-		a.AppliedIteration = ack.AppliedIteration
-		m.applySplit(j, a)
-		m.transition(j, a, ActApplied, node, fmt.Sprintf("at iteration %d", a.AppliedIteration))
-	case a.Kind == string(policy.KindAdjustLR):
-		if !j.allAcked(a.Id, node, ack.AppliedIteration) {
-			m.mu.Unlock()
-			return
-		}
-		a.AppliedIteration = ack.AppliedIteration
-		if j.lrScale == nil {
-			j.lrScale = map[string]float64{}
-		}
-		for w, f := range lrScales(a) {
-			j.lrScale[w] = f
-		}
-		m.transition(j, a, ActApplied, node, fmt.Sprintf("at iteration %d", a.AppliedIteration))
-	default:
-		a.AppliedIteration = j.nodes[node].iteration
-		m.transition(j, a, ActApplied, node, "")
+	}
+	if _, err := j.gate.Ack(m.now(), a.Id, node, it, ack.Error); err != nil {
+		m.log.Debug("ack refused", "job", j.spec.Name, "action", a.Id, "node", node, "err", err)
+	}
+	m.applyGate(j)
+	if a.State == ActApplied && d != nil && d.applied != nil {
+		d.applied(m, j, a)
 	}
 	m.mu.Unlock()
 	m.persistAction(j, a)
 }
 
-// allAcked records one worker's ack of a global action and reports whether
-// every worker has now acked it (then it forgets the acks).
-func (j *jobState) allAcked(id, node string, applied int64) bool {
-	if j.acks == nil {
-		j.acks = map[string]map[string]int64{}
-	}
-	if j.acks[id] == nil {
-		j.acks[id] = map[string]int64{}
-	}
-	j.acks[id][node] = applied
-	want, ok := j.want[id]
-	if !ok {
-		want = len(j.liveWorkers())
-	}
-	if len(j.acks[id]) < want {
-		return false
-	}
-	delete(j.acks, id)
-	delete(j.want, id)
-	return true
-}
-
-// ackWant sets how many workers must ack a global action.
-func (j *jobState) ackWant(id string, n int) {
-	if j.want == nil {
-		j.want = map[string]int{}
-	}
-	j.want[id] = n
-}
-
 // runPolicies asks the active policies for proposals and passes them
-// through the gate: de-duplicated, then dispatched (auto) or queued for an
-// operator (approve). Proposals that wait too long expire.
+// through the gate: de-duplicated on each policy's own key, then dispatched
+// (auto) or queued for an operator (approve). Proposals that wait too long
+// expire, and dispatched actions whose acks do not come fail.
 func (j *jobState) runPolicies(snap monitor.Snapshot, now time.Time) {
 	m := j.m
 	m.mu.Lock()
-	var changed []*kelpiepb.Action
-	for _, a := range j.actions {
-		if a.State == ActProposed && now.Sub(a.Created.AsTime()) > ProposalTTL {
-			m.transition(j, a, ActExpired, "gate", fmt.Sprintf("no decision within %s", ProposalTTL))
-			changed = append(changed, a)
-		}
-	}
+	before := len(j.actions)
+	changed := j.changedSince(now, func() { j.gate.Tick(now) })
 	var proposals []policy.Action
 	if j.state == StateRunning {
 		proposals = j.propose(snap)
@@ -783,21 +795,24 @@ func (j *jobState) runPolicies(snap monitor.Snapshot, now time.Time) {
 			continue
 		}
 		a := fromProposal(p)
-		if j.recent(actionKey(a), now) {
+		key := p.Key
+		if key == "" {
+			key = p.Policy + "/" + a.Kind + "/" + a.Target
+		}
+		if j.gate.Recent(key, now, j.mon.Config().LPer) {
 			continue
 		}
 		if err := j.validate(a); err != nil {
 			continue
 		}
-		who := "policy:" + p.Policy
-		if j.policies[p.Policy].Mode == ModeAuto {
-			m.addLocked(j, a, ActApproved, who, "auto mode")
-			sends = append(sends, m.dispatchLocked(j, a, who)...)
-		} else {
-			m.addLocked(j, a, ActProposed, who, "waiting for an operator")
+		mode := gate.Mode(j.policies[p.Policy].Mode)
+		s, err := m.addLocked(j, a, key, mode, "policy:"+p.Policy)
+		if err != nil {
+			continue
 		}
-		changed = append(changed, a)
+		sends = append(sends, s...)
 	}
+	changed = append(changed, j.actions[before:]...)
 	m.mu.Unlock()
 	for _, a := range changed {
 		m.persistAction(j, a)
@@ -805,30 +820,24 @@ func (j *jobState) runPolicies(snap monitor.Snapshot, now time.Time) {
 	sends.run()
 }
 
-// recent says whether a proposal with this key is pending, or was decided
-// lately enough that its effect cannot be judged yet (one long window).
-func (j *jobState) recent(key string, now time.Time) bool {
-	cool := j.mon.Config().LPer
-	for _, a := range j.actions {
-		if actionKey(a) != key {
-			continue
+// changedSince runs f (a gate event that may settle actions on its own,
+// such as a tick) with the gate's effects carried out, and returns the
+// actions it changed, to persist.
+func (j *jobState) changedSince(now time.Time, f func()) []*kelpiepb.Action {
+	f()
+	var changed []*kelpiepb.Action
+	for {
+		ready := j.gate.Ready()
+		if len(ready) == 0 {
+			return changed
 		}
-		switch a.State {
-		case ActProposed, ActApproved, ActDispatched:
-			return true
-		}
-		if now.Sub(a.Updated.AsTime()) < cool {
-			return true
+		for _, e := range ready {
+			if a := j.byID[e.Action.ID]; a != nil && e.Type == gate.Record {
+				j.m.mirror(j, a, e.Action, e.Transition)
+				changed = append(changed, a)
+			}
 		}
 	}
-	return false
-}
-
-func actionKey(a *kelpiepb.Action) string {
-	if a.Policy == "operator" {
-		return ""
-	}
-	return a.Policy + "/" + a.Kind + "/" + a.Target
 }
 
 // propose asks every active policy for proposals (under the manager's
@@ -860,4 +869,39 @@ func fromProposal(p policy.Action) *kelpiepb.Action {
 	}
 	fromProposalParams(p, a)
 	return a
+}
+
+// gateRecord is the gate's record of an action read back from durable
+// state.
+func gateRecord(a *kelpiepb.Action, key string) gate.Action {
+	if key == "" && a.Policy != "operator" {
+		key = a.Policy + "/" + a.Kind + "/" + a.Target
+	}
+	g := gate.Action{ID: a.Id, Key: key, Policy: a.Policy, Kind: a.Kind, Target: a.Target, State: gate.State(a.State),
+		Created: a.Created.AsTime(), Updated: a.Updated.AsTime(), DecidedBy: a.DecidedBy, Error: a.Error,
+		AppliedIteration: a.AppliedIteration}
+	for _, h := range a.History {
+		g.History = append(g.History, gate.Transition{State: gate.State(h.State), At: h.At.AsTime(), By: h.By, Note: h.Note})
+	}
+	return g
+}
+
+// allreduceRefuses says why an action does not apply to an allreduce job
+// (cluster.exchange ring or rat): it has no parameter servers (block
+// tables, server changes, barrier drops) and its workers' ring or trees are
+// fixed for the job's life (no worker added, removed or relaunched).
+// ADJUST_BS and ADJUST_LR apply as in PS jobs.
+func allreduceRefuses(s *spec.Spec, kind string) error {
+	ex := s.Cluster.Exchange
+	if ex != spec.ExchangeRing && ex != spec.ExchangeRAT {
+		return nil
+	}
+	switch kind {
+	case string(policy.KindAdjustBS), string(policy.KindAdjustLR):
+		return nil
+	case string(policy.KindReassign), string(policy.KindAddServer), string(policy.KindRemoveServer),
+		string(policy.KindSetSync), string(policy.KindBackupWorkers):
+		return status.Errorf(codes.FailedPrecondition, "%s does not apply to job %s: exchange %s has no parameter servers (needs exchange ps)", kind, s.Name, ex)
+	}
+	return status.Errorf(codes.FailedPrecondition, "%s is not supported for job %s: exchange %s does not rebuild its workers' ring or trees", kind, s.Name, ex)
 }

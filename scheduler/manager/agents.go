@@ -3,7 +3,6 @@ package manager
 import (
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -11,6 +10,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/scheduler/clock"
+	"github.com/kelpie/kelpie/scheduler/coordinator"
 	"github.com/kelpie/kelpie/scheduler/store"
 )
 
@@ -72,6 +73,12 @@ func (s *AgentService) Connect(stream kelpiepb.Agent_ConnectServer) error {
 		_ = stream.Send(&kelpiepb.SchedulerMessage{Body: &kelpiepb.SchedulerMessage_Stop{Stop: "job " + j.state}})
 		return nil
 	}
+	if n.replaced(hello.AgentPid) {
+		m.eventLocked(j.spec.Name, "node", n.name, fmt.Sprintf("old agent of %s (pid %d) came back after its relaunch: stopped", n.name, hello.AgentPid), "")
+		m.mu.Unlock()
+		_ = stream.Send(&kelpiepb.SchedulerMessage{Body: &kelpiepb.SchedulerMessage_Stop{Stop: "replaced by a relaunched agent"}})
+		return nil
+	}
 	conn := &agentConn{out: make(chan *kelpiepb.SchedulerMessage, 64), done: make(chan struct{})}
 	if n.conn != nil {
 		n.conn.close()
@@ -79,6 +86,7 @@ func (s *AgentService) Connect(stream kelpiepb.Agent_ConnectServer) error {
 	n.conn = conn
 	n.host = hello.Host
 	n.lastSeen = m.now()
+	j.wakeLocked()
 	applied := map[string]bool{}
 	for _, id := range hello.AppliedActions {
 		applied[id] = true
@@ -130,9 +138,9 @@ func (s *AgentService) Connect(stream kelpiepb.Agent_ConnectServer) error {
 			return err
 		default:
 		}
-		t0 := time.Now()
+		t0 := m.clk.Now()
 		m.fromAgent(j, n, msg)
-		ingest.Observe(time.Since(t0).Seconds())
+		ingest.Observe(clock.Since(m.clk, t0).Seconds())
 	}
 }
 
@@ -151,6 +159,7 @@ func (m *Manager) fromAgent(j *jobState, n *nodeState, msg *kelpiepb.AgentMessag
 	now := m.now()
 	switch b := msg.Body.(type) {
 	case *kelpiepb.AgentMessage_Report:
+		_ = j.coord.Observe(b.Report) // the samples ledger
 		m.mu.Lock()
 		j.observe(n.name, b.Report, now)
 		m.mu.Unlock()
@@ -162,6 +171,7 @@ func (m *Manager) fromAgent(j *jobState, n *nodeState, msg *kelpiepb.AgentMessag
 		n.status = kelpiepb.NodeStatus{State: st.State, Pid: st.Pid, Restarts: st.Restarts, LastExit: st.LastExit}
 		n.lastSeen = now
 		changed := prev != st.State
+		removed, host, batch := n.removed, n.host, n.batch
 		m.mu.Unlock()
 		if changed {
 			msg := fmt.Sprintf("%s %s", n.name, stateName(st.State))
@@ -173,14 +183,21 @@ func (m *Manager) fromAgent(j *jobState, n *nodeState, msg *kelpiepb.AgentMessag
 			}
 			m.event(j.spec.Name, "node", n.name, msg, "")
 			state := stateName(st.State)
-			if n.removed {
+			if removed {
 				state = nodeRemoved
 			}
-			_ = m.cfg.Store.PutNode(j.spec.Name, store.NodeRecord{Name: n.name, Role: n.role, Host: n.host,
-				Pid: int(st.Pid), State: state, Restarts: int(st.Restarts), BatchSize: n.batch})
+			_ = m.cfg.Store.PutNode(j.spec.Name, store.NodeRecord{Name: n.name, Role: n.role, Host: host,
+				Pid: int(st.Pid), State: state, Restarts: int(st.Restarts), BatchSize: batch})
 		}
 	case *kelpiepb.AgentMessage_Ack:
 		m.acked(j, n.name, b.Ack)
+	case *kelpiepb.AgentMessage_ServerStats:
+		m.mu.Lock()
+		if n.role == "server" {
+			n.stats, n.statsAt = b.ServerStats, now
+			j.wakeLocked()
+		}
+		m.mu.Unlock()
 	}
 }
 
@@ -202,4 +219,41 @@ func stateName(s kelpiepb.NodeState) string {
 		return "stopped"
 	}
 	return "unknown"
+}
+
+// nodeStateIn is the state a node shows in a job in state job. Once the job
+// is over, a node whose agent last said it was starting, running or
+// restarting (it stopped with the job and never said so, or its agent had
+// gone) shows done in a completed job and stopped in any other: a finished
+// job has no running nodes.
+func nodeStateIn(job, node string) string {
+	switch job {
+	case StateCompleted, StateFailed, StateKilled, StateDiverged:
+	default:
+		return node
+	}
+	switch node {
+	case "starting", "running", "restarting", "unknown":
+		if job == StateCompleted {
+			return "done"
+		}
+		return "stopped"
+	}
+	return node
+}
+
+// progress takes the report of a worker without an agent (the
+// coordinator's Progress call) the way a report on an agent's stream is
+// taken: into the samples ledger, then the node's progress and the
+// Monitor.
+func (m *Manager) progress(cj *coordinator.Job, r *kelpiepb.ProgressReport) error {
+	if err := cj.Observe(r); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if j, ok := m.jobs[cj.Spec.Name]; ok && j.coord == cj && !j.over() {
+		j.observe(r.Node, r, m.now())
+	}
+	return nil
 }

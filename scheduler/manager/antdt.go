@@ -2,6 +2,7 @@ package manager
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 
@@ -22,7 +23,7 @@ import (
 // policyJob is what the policies know of the job beyond the snapshot.
 func (j *jobState) policyJob() policy.Job {
 	pj := policy.Job{Name: j.spec.Name, GlobalBatch: j.spec.Train.GlobalBatch, BatchSizes: map[string]int{},
-		Accumulation: map[string]int{}, LRScale: map[string]float64{}, Drop: j.drop}
+		Accumulation: map[string]int{}, LRScale: map[string]float64{}, Drop: j.drop, Busy: j.clusterBusy()}
 	pj.Workers = j.liveWorkers()
 	for _, w := range pj.Workers {
 		c := max(j.accum[w], 1)
@@ -70,27 +71,11 @@ func (j *jobState) ddDone() bool {
 	return false
 }
 
-// lrScales reads an ADJUST_LR's factors: params.lr_scale for its target,
-// or params lr_scale/<worker> for several workers at once.
-func lrScales(a *kelpiepb.Action) map[string]float64 {
-	out := map[string]float64{}
-	if a.Target != "" {
-		out[a.Target] = a.Params["lr_scale"]
-		return out
-	}
-	for k, v := range a.Params {
-		if w, ok := strings.CutPrefix(k, "lr_scale/"); ok {
-			out[w] = v
-		}
-	}
-	return out
-}
-
 // validateLR checks an ADJUST_LR.
 func (j *jobState) validateLR(a *kelpiepb.Action) error {
 	scales := lrScales(a)
 	if len(scales) == 0 {
-		return status.Errorf(codes.InvalidArgument, "ADJUST_LR: no target and no params lr_scale/<worker>")
+		return status.Errorf(codes.InvalidArgument, "ADJUST_LR: no worker's scale (adjustLr.lrScale, or target and params.lr_scale, or params lr_scale/<worker>)")
 	}
 	for w, f := range scales {
 		n, ok := j.nodes[w]
@@ -113,23 +98,22 @@ func (m *Manager) dispatchLR(j *jobState, a *kelpiepb.Action, who string) sendLi
 		names = append(names, w)
 	}
 	sort.Slice(names, func(x, y int) bool { return nodeLess(names[x], names[y]) })
-	j.ackWant(a.Id, len(names))
+	j.await(a, names)
 	sends := j.sendCommand(a, names)
 	m.transition(j, a, ActDispatched, who, fmt.Sprintf("to %s", strings.Join(names, ", ")))
 	return sends
 }
 
-// fromProposalParams carries a proposal's numbers that travel in an
-// action's params.
+// fromProposalParams carries a proposal's typed arguments (and the params
+// the console shows for them).
 func fromProposalParams(p policy.Action, a *kelpiepb.Action) {
 	switch p.Kind {
 	case policy.KindBackupWorkers:
-		a.Params = map[string]float64{"drop": float64(p.Drop)}
+		a.Args = &kelpiepb.Action_BackupWorkers{BackupWorkers: &kelpiepb.BackupWorkersArgs{Drop: int32(p.Drop)}}
+		backupToParams(a)
 	case policy.KindAdjustLR:
-		a.Params = map[string]float64{}
-		for w, f := range p.LRScale {
-			a.Params["lr_scale/"+w] = f
-		}
+		a.Args = &kelpiepb.Action_AdjustLr{AdjustLr: &kelpiepb.AdjustLRArgs{LrScale: maps.Clone(p.LRScale)}}
+		lrToParams(a)
 	}
 	if len(p.Accumulation) > 0 {
 		a.Accumulation = map[string]int32{}

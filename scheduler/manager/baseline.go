@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -11,16 +12,24 @@ import (
 	"github.com/kelpie/kelpie/runtime/blocks"
 )
 
+// resumeTimeout bounds how long the relaunched workers of the
+// checkpoint-and-restart baseline take to train past the checkpoint.
+const resumeTimeout = 3 * time.Minute
+
 // checkpointRestart carries out a table change the way the papers'
 // baseline does (cluster.elasticity: checkpoint-restart): stop the
 // workers, checkpoint every server, stop them, relaunch the servers of the
 // new table restoring their blocks from the checkpoint, relaunch the
 // workers, and count as paused the time until every worker trains again.
 func (m *Manager) checkpointRestart(j *jobState, a *kelpiepb.Action, next blocks.Table, removed []int, addrs []string, newIdx int) error {
-	if j.launcher == nil {
+	if m.cfg.Pods != nil {
+		return fmt.Errorf("checkpoint-and-restart is not supported with the Kubernetes launcher")
+	}
+	l := j.getLauncher()
+	if l == nil {
 		return fmt.Errorf("checkpoint-and-restart needs the job's launcher (the job was adopted after a scheduler restart)")
 	}
-	t0 := time.Now()
+	t0 := m.now()
 	m.mu.Lock()
 	j.relaunching = true
 	m.mu.Unlock()
@@ -29,7 +38,7 @@ func (m *Manager) checkpointRestart(j *jobState, a *kelpiepb.Action, next blocks
 		j.relaunching = false
 		m.mu.Unlock()
 	}()
-	procs := j.launcher.Procs()
+	procs := l.Procs()
 	stop := func(role string) {
 		var wg sync.WaitGroup
 		for _, p := range procs {
@@ -46,11 +55,11 @@ func (m *Manager) checkpointRestart(j *jobState, a *kelpiepb.Action, next blocks
 		if addr == "" {
 			continue
 		}
-		c, closeFn, err := dialPS(addr)
+		c, closeFn, err := m.dialPS(addr)
 		if err != nil {
 			return err
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(m.ctx, 30*time.Second)
 		st, err := c.Checkpoint(ctx, &kelpiepb.StatsRequest{})
 		cancel()
 		closeFn()
@@ -78,22 +87,20 @@ func (m *Manager) checkpointRestart(j *jobState, a *kelpiepb.Action, next blocks
 		}
 	}
 	// Wait for every server of the new table to register afresh.
-	deadline := time.Now().Add(90 * time.Second)
-	for {
+	err := m.await(j, serverJoinTimeout, j.coord.Changed, func() bool {
 		now := j.coord.ServerAddrs()
-		ready := true
 		for i := range names {
 			if relaunch(i) && (now[i] == "" || now[i] == addrs[i]) {
-				ready = false
+				return false
 			}
 		}
-		if ready {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("servers did not come back within 90s")
-		}
-		time.Sleep(20 * time.Millisecond)
+		return true
+	})
+	if errors.As(err, new(timeoutError)) {
+		return fmt.Errorf("servers did not come back within %s", serverJoinTimeout)
+	}
+	if err != nil {
+		return err
 	}
 	for _, w := range j.spec.WorkerNames() {
 		if err := j.startAgent("worker", w); err != nil {
@@ -101,26 +108,23 @@ func (m *Manager) checkpointRestart(j *jobState, a *kelpiepb.Action, next blocks
 		}
 	}
 	// Paused until every worker trains past the checkpoint again.
-	deadline = time.Now().Add(3 * time.Minute)
-	for {
+	err = m.await(j, resumeTimeout, j.changed, func() bool {
 		m.mu.Lock()
-		done := true
+		defer m.mu.Unlock()
 		for _, n := range j.nodes {
 			if n.role == "worker" && (n.iteration <= ckpt || n.lastSeen.Before(t0)) {
-				done = false
+				return false
 			}
 		}
-		over := j.over()
-		m.mu.Unlock()
-		if done || over {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("workers did not resume within 3 minutes")
-		}
-		time.Sleep(20 * time.Millisecond)
+		return true
+	})
+	switch {
+	case errors.As(err, new(timeoutError)):
+		return fmt.Errorf("workers did not resume within %s", resumeTimeout)
+	case errors.Is(err, errClosing):
+		return err
 	}
-	paused := time.Since(t0).Seconds()
+	paused := m.now().Sub(t0).Seconds()
 	m.mu.Lock()
 	a.PausedSeconds = paused
 	j.paused += paused

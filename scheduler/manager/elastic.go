@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,19 +14,16 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/runtime/blocks"
 	"github.com/kelpie/kelpie/runtime/job"
+	"github.com/kelpie/kelpie/scheduler/change"
 	"github.com/kelpie/kelpie/scheduler/policy"
 	"github.com/kelpie/kelpie/scheduler/store"
 )
 
 // tableKinds are the actions that change the block table.
 func tableKind(kind string) bool {
-	switch kind {
-	case string(policy.KindReassign), string(policy.KindAddServer), string(policy.KindRemoveServer):
-		return true
-	}
-	return false
+	d, _ := kindOf(kind)
+	return d != nil && d.table
 }
 
 // activeServers lists the servers that hold or may hold blocks.
@@ -65,8 +63,8 @@ func (j *jobState) validateTable(a *kelpiepb.Action) error {
 		}
 	case string(policy.KindReassign):
 		if len(a.Assignment) > 0 {
-			if len(a.Assignment) != len(j.coord.Table.Blocks) {
-				return status.Errorf(codes.InvalidArgument, "REASSIGN: %d entries for %d blocks", len(a.Assignment), len(j.coord.Table.Blocks))
+			if len(a.Assignment) != len(j.coord.Table().Blocks) {
+				return status.Errorf(codes.InvalidArgument, "REASSIGN: %d entries for %d blocks", len(a.Assignment), len(j.coord.Table().Blocks))
 			}
 			ok := map[int]bool{}
 			for _, r := range active {
@@ -82,10 +80,32 @@ func (j *jobState) validateTable(a *kelpiepb.Action) error {
 	return nil
 }
 
-// retable carries out a table change: it starts a new server (ADD_SERVER),
-// computes the new table, moves every server to it from an iteration ahead
-// of every worker, tells the workers, waits for their acks and for the
-// blocks to settle, and records the time the job waited for them.
+// tableEvent is what the agents tell a table change under way: a worker
+// switched (or could not), a node was lost.
+type tableEvent struct {
+	node string
+	err  string // the worker's error
+	lost bool
+}
+
+// tellTables passes an event to every table change under way (under the
+// manager's lock; a change that has stopped listening misses nothing it
+// needs).
+func (j *jobState) tellTables(ev tableEvent) {
+	for _, ch := range j.tableEvents {
+		select {
+		case ch <- ev:
+		default:
+		}
+	}
+}
+
+// retable carries out a table change: it starts a new server (ADD_SERVER,
+// a relaunch), then drives the change's sequence (scheduler/change): it
+// moves every server to the new table from an iteration ahead of every
+// worker, tells the workers, feeds their switches, losses and the time to
+// the sequence, commits the table, waits for the blocks to settle and
+// records the time the job waited for them.
 func (m *Manager) retable(j *jobState, a *kelpiepb.Action) {
 	fail := func(err error) {
 		m.mu.Lock()
@@ -93,13 +113,27 @@ func (m *Manager) retable(j *jobState, a *kelpiepb.Action) {
 		m.mu.Unlock()
 		m.persistAction(j, a)
 	}
-	var newIdx = -1
+	newIdx := -1
 	replaced := ""
+	m.mu.Lock()
 	if j.serverRestart(a) {
 		replaced = a.Target
 	}
+	m.mu.Unlock()
 	baseline := j.spec.Cluster.Elasticity == "checkpoint-restart" && replaced == ""
-	if a.Kind == string(policy.KindAddServer) || replaced != "" {
+	plan := change.Plan{Kind: change.Reassign, Remove: -1, New: -1, Limits: change.Limits{Join: serverJoinTimeout, Switch: switchTimeout}}
+	for _, r := range a.Assignment {
+		plan.Assignment = append(plan.Assignment, int(r))
+	}
+	switch {
+	case replaced != "":
+		plan.Kind, plan.Remove = change.Relaunch, nodeIndex(replaced)
+	case a.Kind == string(policy.KindAddServer):
+		plan.Kind = change.AddServer
+	case a.Kind == string(policy.KindRemoveServer):
+		plan.Kind, plan.Remove = change.RemoveServer, nodeIndex(a.Target)
+	}
+	if plan.Kind == change.AddServer || plan.Kind == change.Relaunch {
 		name, idx := j.coord.AddServer()
 		newIdx = idx
 		m.mu.Lock()
@@ -116,138 +150,166 @@ func (m *Manager) retable(j *jobState, a *kelpiepb.Action) {
 				return
 			}
 		}
-		deadline := time.Now().Add(90 * time.Second)
-		for !baseline && j.coord.ServerAddrs()[idx] == "" {
-			if time.Now().After(deadline) {
-				fail(fmt.Errorf("%s did not register within 90s", name))
-				return
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
 	}
-	addrs := j.coord.ServerAddrs()
-	active := j.activeServers()
-	if baseline && newIdx >= 0 {
-		active = append(active, newIdx)
-	}
-	var removed []int
-	if a.Kind == string(policy.KindRemoveServer) || replaced != "" {
-		idx := nodeIndex(a.Target)
-		removed = []int{idx}
-		keep := active[:0]
-		for _, r := range active {
-			if r != idx {
-				keep = append(keep, r)
-			}
-		}
-		active = keep
-	}
-	old := j.coord.Table
-	var next blocks.Table
-	if replaced != "" {
-		// The new server takes exactly the old one's blocks.
-		gone := nodeIndex(replaced)
-		next = blocks.Table{Version: old.Version + 1, Blocks: old.Blocks, Servers: len(addrs), ServerOf: append([]int(nil), old.ServerOf...)}
-		for i, r := range next.ServerOf {
-			if r == gone {
-				next.ServerOf[i] = newIdx
-			}
-		}
-	} else if len(a.Assignment) > 0 {
-		next = blocks.Table{Version: old.Version + 1, Blocks: old.Blocks, Servers: len(addrs), ServerOf: make([]int, len(old.Blocks))}
-		for i, r := range a.Assignment {
-			next.ServerOf[i] = int(r)
-		}
-	} else {
-		var err error
-		if next, err = blocks.Rebalance(old, len(addrs), active); err != nil {
-			fail(err)
-			return
-		}
-	}
+	plan.New = newIdx
+	plan.Old = j.coord.Table()
+	plan.Servers = len(j.coord.ServerAddrs())
+	plan.Names = j.coord.ServerNames()
+	plan.Active = j.activeServers()
 	if baseline {
-		if err := m.checkpointRestart(j, a, next, removed, addrs, newIdx); err != nil {
+		next, removed, err := change.Next(plan)
+		if err == nil {
+			err = m.checkpointRestart(j, a, next, removed, j.coord.ServerAddrs(), newIdx)
+		}
+		if err != nil && !errors.Is(err, errClosing) {
 			fail(err)
 		}
 		return
 	}
+	events := make(chan tableEvent, 256)
+	m.mu.Lock()
+	if j.tableEvents == nil {
+		j.tableEvents = map[string]chan tableEvent{}
+	}
+	j.tableEvents[a.Id] = events
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		delete(j.tableEvents, a.Id)
+		m.mu.Unlock()
+	}()
+	c := change.NewTable(plan, m.now())
+	if c.Phase() == change.Joining {
+		err := m.await(j, serverJoinTimeout, j.coord.Changed, func() bool { return j.coord.ServerAddrs()[newIdx] != "" })
+		switch {
+		case err == nil:
+			c.Joined(m.now())
+		case errors.As(err, new(timeoutError)):
+			c.Tick(m.now())
+		default:
+			return
+		}
+	}
+	addrs := j.coord.ServerAddrs()
+	var before map[string]float64
+	for {
+		for eff := c.Ready(); len(eff) > 0; eff = c.Ready() {
+			for _, e := range eff {
+				switch e.Type {
+				case change.Retable:
+					before = j.serverPaused()
+					m.startTable(j, a, c, e, addrs)
+				case change.Commit:
+					j.coord.CommitTable()
+					// Wait for the blocks to settle (at most settleTimeout):
+					// every server's counters, as its agent sends them, show
+					// the new table with no block in transit. Then measure
+					// the pause.
+					if err := m.await(j, settleTimeout, j.changed, func() bool { return j.serversSettled(addrs, e.Table.Version) }); errors.Is(err, errClosing) {
+						return
+					}
+					paused := 0.0
+					for k, p := range j.serverPaused() {
+						paused = max(paused, p-before[k])
+					}
+					c.Settled(m.now(), paused)
+				case change.Shutdown:
+					for _, r := range e.Removed {
+						m.shutdownServers([]string{addrs[r]})
+					}
+				case change.Finish:
+					if e.Err != nil {
+						fail(e.Err)
+						return
+					}
+					m.mu.Lock()
+					paused := c.Paused()
+					a.PausedSeconds = paused
+					j.paused += paused
+					if newIdx >= 0 {
+						j.nodes[j.coord.ServerNames()[newIdx]].status.State = kelpiepb.NodeState_NODE_STATE_RUNNING
+					}
+					if replaced != "" {
+						a.Predicted = fmt.Sprintf("relaunched as %s", j.coord.ServerNames()[newIdx])
+						j.mon.Forget(replaced)
+					}
+					m.transition(j, a, ActApplied, "scheduler", e.Note)
+					m.mu.Unlock()
+					m.persistAction(j, a)
+					return
+				}
+			}
+		}
+		if c.Over() {
+			return
+		}
+		var timeout <-chan time.Time
+		if d := c.Deadline(); !d.IsZero() {
+			timeout = m.clk.After(max(d.Sub(m.now()), 0))
+		}
+		select {
+		case ev := <-events:
+			now := m.now()
+			switch {
+			case ev.lost:
+				c.Lost(now, ev.node)
+			case ev.err != "":
+				c.WorkerFailed(now, ev.node, ev.err)
+			default:
+				c.Switched(now, ev.node)
+			}
+		case <-timeout:
+			c.Tick(m.now())
+		case <-j.endedCh:
+			return
+		case <-m.done:
+			return
+		}
+	}
+}
+
+// startTable carries out a change's Retable effect: every server takes the
+// table (servers first, the removed one included: it hands its blocks off),
+// then the live workers are told; it reports the outcome to the change.
+func (m *Manager) startTable(j *jobState, a *kelpiepb.Action, c *change.Table, e change.Effect, addrs []string) {
+	next := e.Table
 	newAddrs := append([]string(nil), addrs...)
-	for _, r := range removed {
+	for _, r := range e.Removed {
 		newAddrs[r] = ""
 	}
 	wire := job.Assignment(next, newAddrs, j.coord.ServerNames())
 	m.mu.Lock()
 	at := j.aheadIteration(m.now())
 	a.TargetIteration = at
-	moved := 0
-	for i := range next.ServerOf {
-		if i >= len(old.ServerOf) || old.ServerOf[i] != next.ServerOf[i] {
-			moved++
-		}
-	}
 	m.mu.Unlock()
-	before := serverPaused(addrs)
-	// Servers first (every one that holds or receives blocks, the removed
-	// one included: it hands its blocks off), then the workers.
 	for i, addr := range addrs {
 		if addr == "" {
 			continue
 		}
-		if err := retableServer(addr, &kelpiepb.RetableRequest{Assignment: wire, SwitchIteration: at, Me: int32(i)}); err != nil {
-			fail(fmt.Errorf("retable %s: %v", j.coord.ServerNames()[i], err))
+		if err := m.retableServer(addr, &kelpiepb.RetableRequest{Assignment: wire, SwitchIteration: at, Me: int32(i)}); err != nil {
+			c.RetableFailed(m.now(), i, err)
 			return
 		}
 	}
-	j.coord.BeginTable(next, removed, at, a.Id)
-	done := make(chan struct{})
+	j.coord.BeginTable(next, e.Removed, at, a.Id)
 	m.mu.Lock()
-	if j.tables == nil {
-		j.tables = map[string]*kelpiepb.Assignment{}
-		j.tableDone = map[string]chan struct{}{}
-	}
-	j.tables[a.Id] = wire
-	j.tableDone[a.Id] = done
-	sends := j.sendCommand(a, j.liveWorkers())
+	live := j.liveWorkers()
+	sends := j.sendCommand(a, live)
 	m.eventLocked(j.spec.Name, "action", a.Target, fmt.Sprintf("action %s %s: table v%d from iteration %d, %d of %d blocks move",
-		a.Id, a.Kind, next.Version, at, moved, len(next.Blocks)), "scheduler")
+		a.Id, a.Kind, next.Version, at, c.Moved(), len(next.Blocks)), "scheduler")
+	c.Retabled(m.now(), at, live)
 	m.mu.Unlock()
 	sends.run()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Minute):
-		fail(fmt.Errorf("workers did not switch to table v%d within 5 minutes", next.Version))
-		return
-	case <-j.endedCh:
-		return
-	}
-	j.coord.CommitTable()
-	// Wait for the blocks to settle, then measure the pause.
-	deadline := time.Now().Add(2 * time.Minute)
-	for !serversSettled(addrs) && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	paused := 0.0
-	after := serverPaused(addrs)
-	for k, p := range after {
-		paused = max(paused, p-before[k])
-	}
-	for _, r := range removed {
-		shutdownServers([]string{addrs[r]})
-	}
-	m.mu.Lock()
-	a.PausedSeconds = paused
-	j.paused += paused
-	if newIdx >= 0 {
-		j.nodes[j.coord.ServerNames()[newIdx]].status.State = kelpiepb.NodeState_NODE_STATE_RUNNING
-	}
-	if replaced != "" {
-		a.Predicted = fmt.Sprintf("relaunched as %s", j.coord.ServerNames()[newIdx])
-		j.mon.Forget(replaced)
-	}
-	m.transition(j, a, ActApplied, "scheduler", fmt.Sprintf("table v%d at iteration %d, paused %.3fs", next.Version, at, paused))
-	m.mu.Unlock()
-	m.persistAction(j, a)
 }
+
+// Time limits of a table change.
+const (
+	serverJoinTimeout = 90 * time.Second // a new server registers
+	switchTimeout     = 5 * time.Minute  // every worker switches tables
+	settleTimeout     = 2 * time.Minute  // the blocks in transit arrive
+	retableRetry      = 30 * time.Second // a server busy with the previous change
+	rpcTimeout        = 10 * time.Second // one call to a server
+)
 
 // snapshotDir is where the job's servers keep their snapshots.
 func (j *jobState) snapshotDir() string {
@@ -260,6 +322,10 @@ func (j *jobState) snapshotDir() string {
 
 // startAgent launches one more agent for the job.
 func (j *jobState) startAgent(role, node string) error {
+	l := j.getLauncher()
+	if l == nil {
+		return fmt.Errorf("start %s: job %s has no launcher (adopted after a scheduler restart)", node, j.spec.Name)
+	}
 	args := []string{"agent", "--scheduler", j.m.cfg.Addr, "--job", j.spec.Name, "--node", node, "--role", role}
 	if role == "server" {
 		args = append(args, "--snapshot-dir", j.snapshotDir())
@@ -267,17 +333,40 @@ func (j *jobState) startAgent(role, node string) error {
 	if j.m.cfg.MaxRestarts > 0 {
 		args = append(args, "--max-restarts", fmt.Sprint(j.m.cfg.MaxRestarts))
 	}
-	p, err := j.launcher.Start(node, args...)
+	if j.m.cfg.NodeCert != nil {
+		cert, err := j.m.cfg.NodeCert(j.spec.Name, node)
+		if err != nil {
+			return err
+		}
+		args = append(args, "--cert", cert)
+	}
+	if j.m.cfg.OrphanTimeout > 0 {
+		args = append(args, "--orphan-timeout", j.m.cfg.OrphanTimeout.String())
+	}
+	if pods := j.m.cfg.Pods; pods != nil {
+		ctx, cancel := context.WithTimeout(j.m.ctx, podTimeout)
+		defer cancel()
+		if err := pods.StartNode(ctx, j.spec.Name, role, node, args); err != nil {
+			return err
+		}
+		_ = j.m.cfg.Store.PutNode(j.spec.Name, store.NodeRecord{Name: node, Role: role, State: "starting"})
+		return nil
+	}
+	p, err := l.Start(node, args...)
 	if err != nil {
 		return err
 	}
 	_ = j.m.cfg.Store.PutNode(j.spec.Name, store.NodeRecord{Name: node, Role: role, State: "starting", Pid: p.Pid()})
-	go j.watchAgent(p)
+	j.m.spawn(func() { j.watchAgent(p) })
 	return nil
 }
 
-func dialPS(addr string) (kelpiepb.ParameterServerClient, func(), error) {
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+func (m *Manager) dialPS(addr string) (kelpiepb.ParameterServerClient, func(), error) {
+	dial := m.cfg.PSDial
+	if dial == nil {
+		dial = grpc.WithTransportCredentials(insecure.NewCredentials())
+	}
+	cc, err := grpc.NewClient(addr, dial)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -286,58 +375,54 @@ func dialPS(addr string) (kelpiepb.ParameterServerClient, func(), error) {
 
 // retableServer moves one server to the new table. A server still busy
 // with the previous change (its last blocks in flight) is asked again for up
-// to 30 s.
-func retableServer(addr string, r *kelpiepb.RetableRequest) error {
-	c, closeFn, err := dialPS(addr)
+// to retableRetry.
+func (m *Manager) retableServer(addr string, r *kelpiepb.RetableRequest) error {
+	c, closeFn, err := m.dialPS(addr)
 	if err != nil {
 		return err
 	}
 	defer closeFn()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := m.clk.Now().Add(retableRetry)
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(m.ctx, rpcTimeout)
 		_, err = c.Retable(ctx, r)
 		cancel()
-		if status.Code(err) != codes.FailedPrecondition || time.Now().After(deadline) {
+		if status.Code(err) != codes.FailedPrecondition || m.clk.Now().After(deadline) {
 			return err
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func serverStats(addr string) (*kelpiepb.ServerStats, error) {
-	c, closeFn, err := dialPS(addr)
-	if err != nil {
-		return nil, err
-	}
-	defer closeFn()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	return c.Stats(ctx, &kelpiepb.StatsRequest{})
-}
-
-// serverPaused reads each server's cumulative paused time.
-func serverPaused(addrs []string) map[string]float64 {
-	out := map[string]float64{}
-	for _, a := range addrs {
-		if a == "" {
-			continue
+		select {
+		case <-m.clk.After(50 * time.Millisecond):
+		case <-m.done:
+			return errClosing
 		}
-		if st, err := serverStats(a); err == nil {
-			out[a] = st.PausedSeconds
+	}
+}
+
+// serverPaused is each server's cumulative paused time, as last reported.
+func (j *jobState) serverPaused() map[string]float64 {
+	j.m.mu.Lock()
+	defer j.m.mu.Unlock()
+	out := map[string]float64{}
+	for _, n := range j.nodes {
+		if n.stats != nil {
+			out[n.name] = n.stats.PausedSeconds
 		}
 	}
 	return out
 }
 
-// serversSettled says no block is in transit any more.
-func serversSettled(addrs []string) bool {
-	for _, a := range addrs {
-		if a == "" {
+// serversSettled says whether every server's last reported counters show
+// table version (or later) with no block in transit.
+func (j *jobState) serversSettled(addrs []string, version uint64) bool {
+	names := j.coord.ServerNames()
+	j.m.mu.Lock()
+	defer j.m.mu.Unlock()
+	for i, addr := range addrs {
+		if addr == "" || i >= len(names) {
 			continue
 		}
-		st, err := serverStats(a)
-		if err != nil || st.InTransit > 0 || st.Outgoing > 0 {
+		n := j.nodes[names[i]]
+		if n == nil || n.stats == nil || n.stats.AssignmentVersion < version || n.stats.InTransit > 0 || n.stats.Outgoing > 0 {
 			return false
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,27 +13,10 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/kelpie/kelpie/runtime/spec"
+	"github.com/kelpie/kelpie/scheduler/clock"
 	"github.com/kelpie/kelpie/scheduler/policy"
 	"github.com/kelpie/kelpie/scheduler/store"
 )
-
-// clock is a manual clock for the manager.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // newCapacityManager is a manager that launches nothing (NoLaunch), with a
 // capacity, a clock (nil: the real one), and a loop slow enough that the
@@ -119,29 +101,42 @@ func TestQueueFirstInFirstOut(t *testing.T) {
 	}
 	waitStates(t, m, "a=killed/2w1s b=killed/2w1s c=starting/1w1s d=killed/3w1s e=starting/1w1s")
 
-	// Every decision is in the audit log with its reason.
-	audit, err := m.cfg.Store.ListAudit(time.Time{}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, e := range audit {
-		if e.Who == "scheduler" {
-			got = append(got, e.Job+" "+e.What+": "+e.Reason)
-		}
-	}
-	for _, want := range []string{
+	// Every decision is in the audit log with its reason. The view shows a
+	// launch as soon as it is decided; its audit record is written just
+	// after, so look again (bounded) until every record is there.
+	wants := []string{
 		"b queued: needs 2 workers and 1 server; 1 worker and 1 server free (first in, first out)",
 		"b launch: b with 2 workers and 1 server after",
 		"e launch: e with 1 worker and 1 server",
-	} {
-		found := false
-		for _, g := range got {
-			found = found || strings.HasPrefix(g, want)
+	}
+	var got, missing []string
+	for try := 0; try < 100; try++ {
+		audit, err := m.cfg.Store.ListAudit(time.Time{}, 0)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if !found {
-			t.Errorf("audit log lacks %q; has:\n%s", want, strings.Join(got, "\n"))
+		got, missing = got[:0], missing[:0]
+		for _, e := range audit {
+			if e.Who == "scheduler" {
+				got = append(got, e.Job+" "+e.What+": "+e.Reason)
+			}
 		}
+		for _, want := range wants {
+			found := false
+			for _, g := range got {
+				found = found || strings.HasPrefix(g, want)
+			}
+			if !found {
+				missing = append(missing, want)
+			}
+		}
+		if len(missing) == 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, want := range missing {
+		t.Errorf("audit log lacks %q; has:\n%s", want, strings.Join(got, "\n"))
 	}
 }
 
@@ -210,7 +205,7 @@ func TestLaunchSmaller(t *testing.T) {
 // waits for an operator and holds its slots meanwhile; a job that arrives
 // and needs them gets them: the proposal is withdrawn.
 func TestGrowthProposalWithdrawn(t *testing.T) {
-	clk := &clock{now: time.Now()}
+	clk := clock.NewFake(time.Now())
 	m := newCapacityManager(t, policy.Capacity{Workers: 4, Servers: 2}, ModeApprove, clk.Now)
 	if _, err := m.SubmitSpec(epsSpec(t, "a", 2, 1, ", block_bytes: 4096"), "test"); err != nil {
 		t.Fatal(err)
@@ -238,7 +233,7 @@ func TestGrowthProposalWithdrawn(t *testing.T) {
 	if len(proposed) != 1 || !strings.HasPrefix(proposed[0], want) {
 		t.Fatalf("a's actions %q; want one %q…", proposed, want)
 	}
-	if used != (slots{3, 2}) {
+	if used != (slots{Workers: 3, Servers: 2}) {
 		t.Errorf("a holds %v; want 3 workers and 2 servers (its growth)", used)
 	}
 	if _, err := m.SubmitSpec(epsSpec(t, "b", 2, 1, ""), "test"); err != nil {
@@ -251,8 +246,8 @@ func TestGrowthProposalWithdrawn(t *testing.T) {
 	if a := j.actions[0]; a.State != ActExpired || !strings.Contains(a.History[len(a.History)-1].Note, "withdrawn") {
 		t.Errorf("a's growth proposal is %s (%v); want withdrawn", a.State, a.History)
 	}
-	if len(j.actions) != 1 || len(m.eps.jobs["a"].steps) != 0 {
-		t.Errorf("a has %d actions and %d steps left; want the rest of its growth dropped", len(j.actions), len(m.eps.jobs["a"].steps))
+	if len(j.actions) != 1 || len(m.eps.plan.Steps("a")) != 0 {
+		t.Errorf("a has %d actions and %d steps left; want the rest of its growth dropped", len(j.actions), len(m.eps.plan.Steps("a")))
 	}
 }
 

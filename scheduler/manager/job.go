@@ -1,16 +1,20 @@
 package manager
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"sort"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/runtime/spec"
 	"github.com/kelpie/kelpie/scheduler/coordinator"
+	"github.com/kelpie/kelpie/scheduler/gate"
 	"github.com/kelpie/kelpie/scheduler/launch"
 	"github.com/kelpie/kelpie/scheduler/monitor"
 )
@@ -28,33 +32,45 @@ type jobState struct {
 	state            string
 	err              string
 	res              *Result
-	endedCh          chan struct{}
-	launcher         *launch.Local // nil for a job adopted after a scheduler restart
+	// scriptNext counts the script steps (scriptSteps order) carried out
+	// or refused so far; the rest never ran if the job ends.
+	scriptNext int
+	endedCh    chan struct{}
+	launcher   *launch.Local // nil for a job adopted after a scheduler restart
 
-	nodes    map[string]*nodeState
+	nodes map[string]*nodeState
+	// gate holds every action's life (state, history, awaited acks);
+	// actions and byID are their console records (kind and parameters),
+	// whose state fields are written only from the gate's effects.
+	gate     *gate.Gate
 	actions  []*kelpiepb.Action
 	byID     map[string]*kelpiepb.Action
 	policies map[string]*policySetting
-	bucket0  time.Time        // start of heatmap column 0
-	dprs     map[string]int64 // servers' delayed pulls, polled
-	polled   time.Time
-	views    map[viewKey]cachedView
-	snap     monitor.Snapshot            // the Monitor as of the last tick: views and gates read it
-	acks     map[string]map[string]int64 // global action -> node -> applied iteration, until all acked
-	want     map[string]int              // global action -> how many acks it needs
-	// Table changes under way: their wire table (for replays) and the
-	// signal that every worker has switched.
-	tables    map[string]*kelpiepb.Assignment
-	tableDone map[string]chan struct{}
-	paused    float64            // seconds the job waited for blocks in transit, over all changes
-	preBackup *spec.Sync         // the sync model before BACKUP_WORKERS turned drop on
-	drop      int                // backup workers in effect: gradients dropped per iteration
-	accum     map[string]int     // gradient-accumulation counts in effect (AntDT-DD)
-	lrScale   map[string]float64 // learning-rate scales in effect (ADJUST_LR)
-	rng       *rand.Rand
+	bucket0  time.Time                        // start of heatmap column 0 (fixed)
+	dprs     atomic.Pointer[map[string]int64] // servers' delayed pulls, as reported; read without the lock
+	// views is the job's published views: read without the lock, rebuilt
+	// (by one builder at a time, viewMu) at most every ViewTTL.
+	views  atomic.Pointer[viewCache]
+	viewMu sync.Mutex
+	snap   monitor.Snapshot // the Monitor as of the last tick: views and gates read it
+	// Table changes under way (the table itself is the coordinator's:
+	// PendingTable): the channel their sequence hears the agents on.
+	tableEvents map[string]chan tableEvent
+	paused      float64            // seconds the job waited for blocks in transit, over all changes
+	preBackup   *spec.Sync         // the sync model before BACKUP_WORKERS turned drop on
+	drop        int                // backup workers in effect: gradients dropped per iteration
+	accum       map[string]int     // gradient-accumulation counts in effect (AntDT-DD)
+	lrScale     map[string]float64 // learning-rate scales in effect (ADJUST_LR)
+	rng         *rand.Rand
 	// relaunching: the checkpoint-and-restart baseline is stopping the
 	// job's agents on purpose.
 	relaunching bool
+	// adopted is when a restarted scheduler took the live job over from
+	// the store (zero for a job it launched).
+	adopted time.Time
+	// wake, made by a waiter (await), is closed when a node reports or its
+	// agent connects.
+	wake chan struct{}
 }
 
 // nodeState is what the manager knows of one node.
@@ -70,11 +86,18 @@ type nodeState struct {
 	rate       float64   // iterations per second, from its reports (smoothed)
 	reportedAt time.Time // when its last report arrived
 	removed    bool      // taken out of the job (REMOVE_WORKER, or an added worker that never came up)
+	relaunched bool      // launched again after it was lost (adopt.go)
+	agentPid   int       // the relaunched agent's PID
+	agentKills int       // times its agent was killed and launched again
 	loss       float64
-	// buckets of BPT (workers) or comm time (servers) per heatmap column.
-	sum   []float64
-	count []int
-	bytes []float64 // servers: bytes moved per column
+	bptSum     float64 // seconds, over the whole run: the result's mean BPT
+	bptCount   int
+	// A server's counters as its agent last sent them (never changed once
+	// received) and when they arrived.
+	stats   *kelpiepb.ServerStats
+	statsAt time.Time
+	// BPT (workers) or comm time and bytes (servers) per heatmap column.
+	cells *buckets
 	spark []float64 // recent samples, oldest first
 }
 
@@ -94,7 +117,7 @@ func newJobState(m *Manager, s *spec.Spec, cj *coordinator.Job, now time.Time) *
 	cfg.MaxSamples = max(cfg.MaxSamples, 4*s.Cluster.Workers)
 	j := &jobState{m: m, spec: s, coord: cj, mon: monitor.New(cfg), submitted: now, state: StateStarting,
 		endedCh: make(chan struct{}), nodes: map[string]*nodeState{}, byID: map[string]*kelpiepb.Action{},
-		policies: defaultPolicies(s), bucket0: now}
+		gate: gate.New(gate.Config{ProposalTTL: ProposalTTL, AckTTL: AckTTL}), policies: defaultPolicies(s), bucket0: now}
 	for _, n := range s.ServerNames() {
 		j.nodes[n] = &nodeState{name: n, role: "server"}
 	}
@@ -103,15 +126,13 @@ func newJobState(m *Manager, s *spec.Spec, cj *coordinator.Job, now time.Time) *
 	}
 	for _, n := range j.nodes {
 		n.status.State = kelpiepb.NodeState_NODE_STATE_STARTING
-		n.sum = make([]float64, m.cfg.Columns)
-		n.count = make([]int, m.cfg.Columns)
-		n.bytes = make([]float64, m.cfg.Columns)
+		n.cells = newBuckets(m.cfg.Columns)
 	}
 	return j
 }
 
 func (j *jobState) over() bool {
-	return j.state == StateCompleted || j.state == StateFailed || j.state == StateKilled
+	return j.state == StateCompleted || j.state == StateFailed || j.state == StateKilled || j.state == StateDiverged
 }
 
 func (j *jobState) describe() string {
@@ -135,9 +156,21 @@ func syncName(s *spec.Spec) string {
 func (j *jobState) launch() error {
 	// Agents are detached (they outlive a crashed scheduler, which adopts
 	// them when it comes back) unless the caller wants their output.
-	l := &launch.Local{Exe: j.m.cfg.Exe, Log: j.m.cfg.NodeLog, Detach: j.m.cfg.NodeLog == nil,
-		LogDir: filepath.Join(j.m.cfg.LogDir, j.spec.Name)}
+	l := j.newLauncher()
+	if j.m.cfg.Pods != nil {
+		// No local processes: the launcher stays empty and the Pods are
+		// the nodes.
+		l = &launch.Local{}
+		ctx, cancel := context.WithTimeout(j.m.ctx, podTimeout)
+		err := j.m.cfg.Pods.StartJob(ctx, j.spec)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+	j.m.mu.Lock()
 	j.launcher = l
+	j.m.mu.Unlock()
 	start := j.startAgent
 	for _, n := range j.spec.ServerNames() {
 		if err := start("server", n); err != nil {
@@ -152,18 +185,59 @@ func (j *jobState) launch() error {
 	return nil
 }
 
+// newLauncher is the job's local launcher. Agents are detached (they
+// outlive a crashed scheduler, which adopts them when it comes back) unless
+// the caller wants their output.
+func (j *jobState) newLauncher() *launch.Local {
+	dir := filepath.Join(j.m.cfg.LogDir, j.spec.Name)
+	return &launch.Local{Exe: j.m.cfg.Exe, Log: j.m.cfg.NodeLog, Detach: j.m.cfg.NodeLog == nil,
+		LogDir: dir, RecordFile: filepath.Join(dir, "procs.jsonl")}
+}
+
+// stopProcesses stops the job's processes: those this scheduler launched,
+// then every recorded process group still running (launched before a
+// scheduler restart, or whose agent did not stop when told): a job that is
+// over leaves nothing running, whether or not its agents were connected.
+func (j *jobState) stopProcesses(l *launch.Local, grace time.Duration) {
+	if l == nil {
+		return
+	}
+	l.StopAll(grace)
+	if f := l.RecordFile; f != "" {
+		if n, err := launch.StopRecorded(f, grace); err != nil {
+			j.m.log.Warn("stop recorded processes", "job", j.spec.Name, "err", err)
+		} else if n > 0 {
+			j.m.event(j.spec.Name, "job", "", fmt.Sprintf("stopped %d process groups of job %s left from before", n, j.spec.Name), "")
+		}
+	}
+}
+
 // watchAgent fails the job when an agent gives up on its node: a worker
 // crashing more often than its agent restarts it, or any server dying (a
 // server's blocks are in its memory).
 func (j *jobState) watchAgent(p *launch.Proc) {
-	<-p.Exited()
+	select {
+	case <-p.Exited():
+	case <-j.m.done:
+		return
+	}
 	j.m.mu.Lock()
 	over := j.over() || j.relaunching
 	j.m.mu.Unlock()
 	if over || p.Err() == nil {
 		return
 	}
+	if j.agentKilled(p) {
+		return // launched again
+	}
 	j.coord.Fail(fmt.Errorf("%s: agent (pid %d) gave up: %v", p.Name, p.Pid(), p.Err()))
+}
+
+// getLauncher is the job's launcher (nil for an adopted job).
+func (j *jobState) getLauncher() *launch.Local {
+	j.m.mu.Lock()
+	defer j.m.mu.Unlock()
+	return j.launcher
 }
 
 // stopAgents tells every connected agent of the job to stop its role.
@@ -181,7 +255,7 @@ func (j *jobState) stopAgents(reason string) {
 	}
 }
 
-// column is the heatmap column of time t, or -1 before column 0.
+// column is the heatmap column of time t since bucket 0, or -1 before it.
 func (j *jobState) column(t time.Time) int {
 	d := t.Sub(j.bucket0)
 	if d < 0 {
@@ -190,29 +264,10 @@ func (j *jobState) column(t time.Time) int {
 	return int(d / j.m.cfg.Bucket)
 }
 
-// roll shifts the node buckets so that column c fits.
-func (j *jobState) roll(c int) int {
-	cols := j.m.cfg.Columns
-	if c < cols {
-		return c
-	}
-	shift := c - cols + 1
-	for _, n := range j.nodes {
-		copy(n.sum, n.sum[min(shift, cols):])
-		copy(n.count, n.count[min(shift, cols):])
-		copy(n.bytes, n.bytes[min(shift, cols):])
-		for i := max(cols-shift, 0); i < cols; i++ {
-			n.sum[i], n.count[i], n.bytes[i] = 0, 0, 0
-		}
-	}
-	j.bucket0 = j.bucket0.Add(time.Duration(shift) * j.m.cfg.Bucket)
-	return cols - 1
-}
-
-// observe ingests a worker's report: the coordinator's counters, the
-// Monitor's windows and the console's buckets.
+// observe ingests a worker's report into the node's progress, the
+// Monitor's windows and the console's buckets (under the manager's lock;
+// the caller has entered it in the coordinator's samples ledger).
 func (j *jobState) observe(node string, r *kelpiepb.ProgressReport, now time.Time) {
-	_ = j.coord.Observe(r)
 	n, ok := j.nodes[node]
 	if !ok || n.removed {
 		return
@@ -226,8 +281,10 @@ func (j *jobState) observe(node string, r *kelpiepb.ProgressReport, now time.Tim
 		}
 	}
 	n.iteration, n.batch, n.loss, n.lastSeen, n.reported, n.reportedAt = r.Iteration, int(r.BatchSize), r.Loss, now, true, now
+	j.wakeLocked()
 	if j.state == StateStarting {
 		j.state = StateRunning
+		j.invalidateViews()
 	}
 	at := now.Sub(j.submitted)
 	// The report carries the BPTs of the last iterations, newest last:
@@ -239,13 +296,15 @@ func (j *jobState) observe(node string, r *kelpiepb.ProgressReport, now time.Tim
 			Iteration: r.Iteration - int64(len(r.BptSeconds)-1-i)})
 		back += b
 	}
+	var sum float64
+	for _, b := range r.BptSeconds {
+		sum += b
+	}
+	n.bptSum += sum
+	n.bptCount += len(r.BptSeconds)
 	c := j.column(now)
-	if c >= 0 {
-		c = j.roll(c)
-		for _, b := range r.BptSeconds {
-			n.sum[c] += b
-			n.count[c]++
-		}
+	if c >= 0 && len(r.BptSeconds) > 0 {
+		n.cells.add(c, sum, len(r.BptSeconds), 0)
 	}
 	n.spark = appendBounded(n.spark, r.BptSeconds, 60)
 	servers := j.coord.ServerNames()
@@ -256,9 +315,7 @@ func (j *jobState) observe(node string, r *kelpiepb.ProgressReport, now time.Tim
 		sname := servers[cs.Server]
 		j.mon.ObserveComm(node, monitor.CommSample{At: at, Server: sname, Bytes: cs.Bytes, Seconds: cs.Seconds})
 		if sn := j.nodes[sname]; sn != nil && c >= 0 {
-			sn.sum[c] += cs.Seconds
-			sn.count[c]++
-			sn.bytes[c] += float64(cs.Bytes)
+			sn.cells.add(c, cs.Seconds, 1, float64(cs.Bytes))
 			sn.lastSeen = now
 			sn.spark = appendBounded(sn.spark, []float64{cs.Seconds}, 60)
 		}
@@ -277,6 +334,13 @@ func appendBounded(s, add []float64, n int) []float64 {
 func (j *jobState) tick(now time.Time) {
 	m := j.m
 	m.mu.Lock()
+	var lost []*kelpiepb.Action   // actions failed by a lost node
+	relaunch := j.lostLocked(now) // adopted nodes whose agents never came back
+	for _, n := range relaunch {
+		why := "its agent did not come back after the scheduler restarted"
+		lost = append(lost, j.changedSince(now, func() { j.gate.NodeLost(now, n.name, why) })...)
+		j.tellTables(tableEvent{node: n.name, lost: true})
+	}
 	for _, n := range j.nodes {
 		st := n.status.State
 		if st == kelpiepb.NodeState_NODE_STATE_DONE || st == kelpiepb.NodeState_NODE_STATE_STOPPED ||
@@ -285,27 +349,27 @@ func (j *jobState) tick(now time.Time) {
 		}
 		if now.Sub(n.lastSeen) > m.cfg.LostAfter {
 			n.status.State = kelpiepb.NodeState_NODE_STATE_LOST
-			m.eventLocked(j.spec.Name, "node", n.name, fmt.Sprintf("%s lost: nothing heard for %s", n.name, now.Sub(n.lastSeen).Round(time.Second)), "")
+			why := fmt.Sprintf("nothing heard for %s", now.Sub(n.lastSeen).Round(time.Second))
+			m.eventLocked(j.spec.Name, "node", n.name, fmt.Sprintf("%s lost: %s", n.name, why), "")
 			j.mon.Forget(n.name)
+			lost = append(lost, j.changedSince(now, func() { j.gate.NodeLost(now, n.name, why) })...)
+			j.tellTables(tableEvent{node: n.name, lost: true})
 		}
 	}
 	snap := j.mon.Snapshot(now.Sub(j.submitted))
 	j.snap = snap
-	poll := j.state == StateRunning && now.Sub(j.polled) >= 5*time.Second
-	if poll {
-		j.polled = now
-	}
-	m.mu.Unlock()
-	if poll {
-		if servers, err := collectServers(j.coord.ServerAddrs(), j.coord.ServerNames()); err == nil {
-			m.mu.Lock()
-			j.dprs = map[string]int64{}
-			for _, sv := range servers {
-				j.dprs[sv.Name] = sv.DPRs
-			}
-			m.mu.Unlock()
+	dprs := map[string]int64{}
+	for _, n := range j.nodes {
+		if n.stats != nil {
+			dprs[n.name] = n.stats.Dprs
 		}
 	}
+	m.mu.Unlock()
+	j.dprs.Store(&dprs)
+	for _, a := range lost {
+		m.persistAction(j, a)
+	}
+	j.relaunch(relaunch, now)
 	j.runPolicies(snap, now)
 }
 

@@ -8,7 +8,15 @@
 //
 // Mutable state is guarded by one mutex; no I/O (stream sends, store writes
 // of large values, process launches) happens while it is held except small
-// bbolt writes, which are bounded.
+// bbolt writes, which are bounded. Readers that must not wait for it read
+// published values instead: the job list and each job's views (atomic
+// pointers, rebuilt at most every ViewTTL), the servers' delayed pulls, and
+// the heatmap buckets (atomic cells). Telemetry comes in on the agents'
+// streams only (worker reports, server counters, heartbeats, acks); a
+// worker without an agent reports through the coordinator into the same
+// path. Every goroutine the manager starts runs through spawn and has ended
+// when Close returns; waits are woken by the events they wait for; time
+// comes from Config.Clock.
 package manager
 
 import (
@@ -21,14 +29,17 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/runtime/spec"
+	"github.com/kelpie/kelpie/scheduler/clock"
 	"github.com/kelpie/kelpie/scheduler/coordinator"
 	"github.com/kelpie/kelpie/scheduler/launch"
 	"github.com/kelpie/kelpie/scheduler/policy"
@@ -63,7 +74,14 @@ type Config struct {
 	// MaxRestarts is how many consecutive crashes an agent restarts its
 	// role before it gives up and the job fails (default 10).
 	MaxRestarts int
-	Now         func() time.Time
+	// OrphanTimeout is handed to launched agents (--orphan-timeout): how
+	// long they keep their roles running without a scheduler (default: the
+	// agent's, 10 min).
+	OrphanTimeout time.Duration
+	// Clock is the manager's source of time (default: the wall clock);
+	// tests inject a fake one. Now, if set, overrides its Now.
+	Clock clock.Clock
+	Now   func() time.Time
 
 	// Capacity is the worker and server slots all jobs share. Zero in both
 	// (the default): unlimited, every job launches at once. With a
@@ -82,12 +100,33 @@ type Config struct {
 	// 100, EPS §2.1; negative: none) and for EarlyFeedback (default 0).
 	EarlyFeedbackIterations int
 	EarlyFeedback           time.Duration
+
+	// CheckData, if set, checks that the data a job's roles will read is
+	// there and whole before its nodes are launched here (not with
+	// NoLaunch). It is injected (the CLI passes runtime/role.CheckData) so
+	// the scheduler imports no data loader: DESIGN.md's import rules.
+	CheckData func(*spec.Spec) error
+	// SpecLimits bound the sizes a submitted spec may ask for (nil:
+	// spec.DefaultLimits). Restored jobs were admitted under them already.
+	SpecLimits *spec.Limits
+	// NodeCert writes the credentials file of a node about to be launched
+	// (a certificate naming job and node, readable by its user only) and
+	// returns its path, handed to the agent with --cert. Nil: nodes run
+	// without certificates (a plaintext node plane).
+	NodeCert func(job, node string) (string, error)
+	// PSDial is the transport of the scheduler's calls to parameter servers
+	// (nil: plaintext).
+	PSDial grpc.DialOption
+	// Pods, when set, runs the nodes on a cluster (kelpie scheduler
+	// --launcher kubernetes) instead of as local processes.
+	Pods Pods
 }
 
 // Manager is the job manager.
 type Manager struct {
 	cfg   Config
 	log   *slog.Logger
+	clk   clock.Clock
 	coord *coordinator.Coordinator
 
 	mu     sync.Mutex
@@ -96,9 +135,17 @@ type Manager struct {
 	evSeq  uint64
 	nextID uint64
 	eps    *epsState
+	// published is m.jobs as of its last change, read without the lock.
+	published atomic.Pointer[map[string]*jobState]
 
-	done chan struct{}
-	wg   sync.WaitGroup
+	// Every goroutine the manager starts runs through spawn and is waited
+	// for by Close; ctx ends (and done closes) when Close begins.
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+	gmu    sync.Mutex // guards closed and the WaitGroup's use against Close
+	closed bool
+	wg     sync.WaitGroup
 }
 
 // New makes a manager and restores the jobs in its store.
@@ -121,9 +168,12 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Columns <= 0 {
 		cfg.Columns = 120
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	clk := cfg.Clock
+	if clk == nil {
+		clk = clock.Real()
 	}
+	clk = clock.WithNow(clk, cfg.Now)
+	cfg.Now = clk.Now
 	switch cfg.EPS {
 	case "":
 		cfg.EPS = ModeAuto
@@ -143,15 +193,32 @@ func New(cfg Config) (*Manager, error) {
 	case cfg.EarlyFeedbackIterations < 0:
 		cfg.EarlyFeedbackIterations = 0
 	}
-	m := &Manager{cfg: cfg, log: cfg.Log, coord: coordinator.New(), jobs: map[string]*jobState{}, done: make(chan struct{}),
+	m := &Manager{cfg: cfg, log: cfg.Log, clk: clk, coord: coordinator.New(clk), jobs: map[string]*jobState{}, done: make(chan struct{}),
 		eps: newEPSState()}
+	m.ctx, m.cancel = context.WithCancel(context.Background())
+	m.coord.OnProgress = m.progress
 	if err := m.restore(); err != nil {
+		m.cancel()
 		return nil, err
 	}
 	m.epsKick() // jobs queued again may fit
-	m.wg.Add(1)
-	go m.loop()
+	m.spawn(m.loop)
 	return m, nil
+}
+
+// spawn runs f in a goroutine that Close waits for. f must return soon
+// after m.done closes (m.ctx ends). After Close has begun, f does not run.
+func (m *Manager) spawn(f func()) {
+	m.gmu.Lock()
+	defer m.gmu.Unlock()
+	if m.closed {
+		return
+	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		f()
+	}()
 }
 
 // Coordinator is the Coordinator gRPC service of the manager's jobs.
@@ -160,9 +227,12 @@ func (m *Manager) Coordinator() *coordinator.Coordinator { return m.coord }
 // Close stops the manager's loop. Jobs' processes are left running: a
 // scheduler restarted on the same store and address adopts them.
 func (m *Manager) Close() {
-	select {
-	case <-m.done:
-	default:
+	m.gmu.Lock()
+	first := !m.closed
+	m.closed = true
+	m.gmu.Unlock()
+	if first {
+		m.cancel()
 		close(m.done)
 	}
 	m.wg.Wait()
@@ -177,11 +247,9 @@ func (m *Manager) Shutdown() {
 	}
 	m.mu.Unlock()
 	for _, j := range js {
-		// Adopted jobs have no launcher: their agents stop when told.
+		// Adopted jobs stop their recorded process groups too.
 		j.stopAgents("scheduler shutting down")
-		if j.launcher != nil {
-			j.launcher.StopAll(3 * time.Second)
-		}
+		j.stopProcesses(j.getLauncher(), 3*time.Second)
 	}
 	m.Close()
 }
@@ -207,7 +275,11 @@ func (m *Manager) eventLocked(job, kind, node, msg, who string) {
 
 // Submit admits a job from its spec text and launches it.
 func (m *Manager) Submit(specYAML, who string) (string, error) {
-	s, err := spec.Parse("spec.yaml", []byte(specYAML))
+	lim := spec.DefaultLimits()
+	if m.cfg.SpecLimits != nil {
+		lim = *m.cfg.SpecLimits
+	}
+	s, err := spec.ParseLimits("spec.yaml", []byte(specYAML), lim)
 	if err != nil {
 		return "", status.Error(codes.InvalidArgument, err.Error())
 	}
@@ -217,6 +289,13 @@ func (m *Manager) Submit(specYAML, who string) (string, error) {
 // SubmitSpec admits a parsed job and launches it, or with a capacity queues
 // it until it fits (a job that could never fit is refused).
 func (m *Manager) SubmitSpec(s *spec.Spec, who string) (string, error) {
+	if !m.cfg.NoLaunch && m.cfg.CheckData != nil {
+		// The local launcher's roles read the data here: a missing or
+		// damaged data set fails the job now, not after its roles crash.
+		if err := m.cfg.CheckData(s); err != nil {
+			return "", status.Errorf(codes.FailedPrecondition, "job %s: %v", s.Name, err)
+		}
+	}
 	m.mu.Lock()
 	if old, ok := m.jobs[s.Name]; ok && !old.over() {
 		m.mu.Unlock()
@@ -252,7 +331,7 @@ func (m *Manager) SubmitSpec(s *spec.Spec, who string) (string, error) {
 	}
 	_ = m.cfg.Store.PutPolicies(s.Name, j.policiesJSON())
 	m.mu.Lock()
-	m.jobs[s.Name] = j
+	m.putJobLocked(s.Name, j)
 	m.eventLocked(s.Name, "job", "", fmt.Sprintf("job %s submitted: %s", s.Name, j.describe()), who)
 	m.mu.Unlock()
 	// Snapshots of an earlier job of the same name must not be restored.
@@ -277,10 +356,9 @@ func (m *Manager) startJob(j *jobState) error {
 		m.finish(j, StateFailed, err)
 		return status.Errorf(codes.Internal, "launch job %s: %v", j.spec.Name, err)
 	}
-	m.wg.Add(3)
-	go func() { defer m.wg.Done(); m.watch(j) }()
-	go func() { defer m.wg.Done(); m.persistStart(j) }()
-	go func() { defer m.wg.Done(); m.runScript(j) }()
+	m.spawn(func() { m.watch(j) })
+	m.spawn(func() { m.persistStart(j) })
+	m.spawn(func() { m.runScript(j) })
 	return nil
 }
 
@@ -326,6 +404,10 @@ func (m *Manager) watch(j *jobState) {
 	case <-j.coord.Finished():
 		m.complete(j)
 	case <-j.coord.Failed():
+		if d := j.coord.Divergence(); d != nil {
+			m.diverged(j, d)
+			return
+		}
 		// finish ignores a job that is already over.
 		m.finish(j, StateFailed, j.coord.Err())
 	case <-m.done:
@@ -337,7 +419,12 @@ func (m *Manager) watch(j *jobState) {
 func (m *Manager) complete(j *jobState) {
 	m.settleOpen(j)
 	res := j.result()
-	servers, err := collectServers(j.coord.ServerAddrs(), j.coord.ServerNames())
+	// Servers send their final counters through their agents as they shut
+	// down.
+	addrs, names := j.coord.ServerAddrs(), j.coord.ServerNames()
+	asked := m.now()
+	m.shutdownServers(addrs)
+	servers, err := m.finalServers(j, addrs, names, asked)
 	if err != nil {
 		m.log.Warn("server stats", "job", j.spec.Name, "err", err)
 	}
@@ -345,7 +432,6 @@ func (m *Manager) complete(j *jobState) {
 	for _, sv := range servers {
 		res.DPRs += sv.DPRs
 	}
-	shutdownServers(j.coord.ServerAddrs())
 	res.JCTSeconds = m.now().Sub(j.submitted).Seconds()
 	m.mu.Lock()
 	j.res = res
@@ -362,6 +448,9 @@ func (m *Manager) finish(j *jobState, state string, cause error) {
 	}
 	j.state = state
 	j.ended = m.now()
+	// A view of the job as running must not outlive it: views of several
+	// jobs read together (EPS's capacity) would show it beside its successor.
+	j.invalidateViews()
 	if cause != nil {
 		j.err = cause.Error()
 	}
@@ -370,18 +459,22 @@ func (m *Manager) finish(j *jobState, state string, cause error) {
 	if cause != nil {
 		msg += ": " + cause.Error()
 	}
-	if res != nil {
+	if res != nil && state == StateCompleted {
 		msg += fmt.Sprintf(" (%.1fs, accuracy %.4f)", res.JCTSeconds, res.Accuracy)
 	}
 	m.eventLocked(j.spec.Name, "job", "", msg, "")
+	rec := store.JobRecord{Name: j.spec.Name, SpecYAML: string(j.spec.YAML()), State: state, Error: j.err,
+		SubmittedBy: j.submittedBy, Submitted: j.submitted, Finished: j.ended}
+	l := j.launcher
 	m.mu.Unlock()
 	m.settleOpen(j)
 	j.stopAgents(msg)
-	if j.launcher != nil {
-		go j.launcher.StopAll(5 * time.Second)
+	m.spawn(func() { j.stopProcesses(l, 5*time.Second) })
+	if m.cfg.Pods != nil {
+		// When the workers are done, the servers' Pods go too.
+		name := j.spec.Name
+		m.spawn(func() { m.endPods(name) })
 	}
-	rec := store.JobRecord{Name: j.spec.Name, SpecYAML: string(j.spec.YAML()), State: state, Error: j.err,
-		SubmittedBy: j.submittedBy, Submitted: j.submitted, Finished: j.ended}
 	if res != nil {
 		rec.Result, _ = json.Marshal(res)
 	}
@@ -393,7 +486,7 @@ func (m *Manager) finish(j *jobState, state string, cause error) {
 }
 
 // Wait blocks until a job has ended and returns its result (nil unless it
-// completed) and its error.
+// completed or diverged) and its error (nil only when it completed).
 func (m *Manager) Wait(ctx context.Context, name string) (*Result, error) {
 	m.mu.Lock()
 	j, ok := m.jobs[name]
@@ -408,6 +501,10 @@ func (m *Manager) Wait(ctx context.Context, name string) (*Result, error) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if j.state == StateDiverged {
+		// Its result is real (what was trained, where it diverged).
+		return j.res, fmt.Errorf("job %s %s: %s", name, j.state, j.err)
+	}
 	if j.state != StateCompleted {
 		return nil, fmt.Errorf("job %s %s: %s", name, j.state, j.err)
 	}
@@ -418,19 +515,21 @@ func (m *Manager) Wait(ctx context.Context, name string) (*Result, error) {
 func (m *Manager) Procs(name string) []*launch.Proc {
 	m.mu.Lock()
 	j, ok := m.jobs[name]
+	var l *launch.Local
+	if ok {
+		l = j.launcher
+	}
 	m.mu.Unlock()
-	if !ok || j.launcher == nil {
+	if l == nil {
 		return nil
 	}
-	return j.launcher.Procs()
+	return l.Procs()
 }
 
 // JobNames lists the jobs the manager knows, sorted.
 func (m *Manager) JobNames() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	var out []string
-	for n := range m.jobs {
+	for n := range m.jobList() {
 		out = append(out, n)
 	}
 	sort.Strings(out)
@@ -439,12 +538,11 @@ func (m *Manager) JobNames() []string {
 
 // loop runs the periodic work: lost-node detection, policies, expiry.
 func (m *Manager) loop() {
-	defer m.wg.Done()
-	t := time.NewTicker(m.cfg.Tick)
+	t := m.clk.NewTicker(m.cfg.Tick)
 	defer t.Stop()
 	for {
 		select {
-		case <-t.C:
+		case <-t.C():
 			m.tick()
 		case <-m.eps.kick:
 			m.schedule()
@@ -478,7 +576,7 @@ func (m *Manager) restore() error {
 	}
 	var queued []store.JobRecord
 	for _, r := range recs {
-		s, err := spec.Parse(r.Name+".yaml", []byte(r.SpecYAML))
+		s, err := spec.ParseLimits(r.Name+".yaml", []byte(r.SpecYAML), spec.Unlimited())
 		if err != nil {
 			m.log.Warn("stored spec no longer parses", "job", r.Name, "err", err)
 			continue
@@ -489,17 +587,19 @@ func (m *Manager) restore() error {
 		}
 		m.mu.Lock()
 		j, err := m.restoreJob(s, r)
+		if err == nil {
+			m.putJobLocked(r.Name, j)
+		}
 		m.mu.Unlock()
 		if err != nil {
 			m.log.Warn("restore job", "job", r.Name, "err", err)
 			continue
 		}
-		m.jobs[r.Name] = j
 	}
 	// Queued jobs go back in the queue in the order they came.
 	sort.SliceStable(queued, func(a, b int) bool { return queued[a].Submitted.Before(queued[b].Submitted) })
 	for _, r := range queued {
-		s, _ := spec.Parse(r.Name+".yaml", []byte(r.SpecYAML))
+		s, _ := spec.ParseLimits(r.Name+".yaml", []byte(r.SpecYAML), spec.Unlimited())
 		if err := m.requeue(s, r); err != nil {
 			m.log.Warn("queue job again", "job", r.Name, "err", err)
 			r.State, r.Error = StateFailed, "not queued again after a scheduler restart: "+err.Error()

@@ -24,7 +24,7 @@ func (j *jobState) proposePSLD(snap monitor.Snapshot, pj policy.Job) []policy.Ac
 			pj.Servers = append(pj.Servers, n)
 		}
 	}
-	t := j.coord.Table
+	t := j.coord.Table()
 	for i, b := range t.Blocks {
 		pj.Blocks = append(pj.Blocks, policy.BlockInfo{ID: b.ID, Bytes: b.Bytes(), Server: names[t.ServerOf[i]]})
 	}

@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/runtime/spec"
 	"github.com/kelpie/kelpie/scheduler/coordinator"
+	"github.com/kelpie/kelpie/scheduler/launch"
 	"github.com/kelpie/kelpie/scheduler/shard"
 	"github.com/kelpie/kelpie/scheduler/store"
 )
@@ -64,7 +66,7 @@ func (m *Manager) restoreJob(s *spec.Spec, r store.JobRecord) (*jobState, error)
 			role = kelpiepb.Role_ROLE_SERVER
 		}
 		nodes = append(nodes, coordinator.NodeStats{Name: n.Name, Role: role, Addr: n.Addr, Pid: int32(n.Pid),
-			BatchSize: n.BatchSize, Restarts: n.Restarts, Left: n.State == nodeRemoved})
+			BatchSize: n.BatchSize, Restarts: n.Restarts, Left: n.State == nodeRemoved, Done: n.State == "done"})
 		if !n.Registered.IsZero() && n.Registered.After(start) {
 			start = n.Registered
 		}
@@ -104,6 +106,18 @@ func (m *Manager) restoreJob(s *spec.Spec, r store.JobRecord) (*jobState, error)
 	}
 	if !live {
 		close(j.endedCh)
+		if !m.cfg.NoLaunch {
+			// A job that is over leaves nothing running: groups its agents
+			// did not stop (the scheduler died first) are stopped now.
+			rec := j.newLauncher().RecordFile
+			m.wg.Add(1)
+			go func() {
+				defer m.wg.Done()
+				if n, err := launch.StopRecorded(rec, 5*time.Second); err == nil && n > 0 {
+					m.event(r.Name, "job", "", fmt.Sprintf("stopped %d process groups of job %s, which is %s", n, r.Name, r.State), "")
+				}
+			}()
+		}
 	}
 	for _, n := range recs {
 		ns := j.nodes[n.Name]
@@ -115,6 +129,7 @@ func (m *Manager) restoreJob(s *spec.Spec, r store.JobRecord) (*jobState, error)
 		ns.host, ns.batch = n.Host, n.BatchSize
 		ns.status.Restarts = int32(n.Restarts)
 		ns.status.Pid = int32(n.Pid)
+		ns.status.State = nodeStateOf(n.State)
 		ns.removed = n.State == nodeRemoved
 	}
 	if b, ok, _ := m.cfg.Store.GetPolicies(r.Name); ok {
@@ -133,17 +148,39 @@ func (m *Manager) restoreJob(s *spec.Spec, r store.JobRecord) (*jobState, error)
 	}
 	for _, ar := range acts {
 		a := actionFrom(r.Name, ar)
+		if err := typedArgs(a); err != nil {
+			m.log.Warn("restore action", "job", r.Name, "action", a.Id, "err", err)
+		}
 		var n uint64
 		if _, err := fmt.Sscanf(a.Id, "a-%d", &n); err == nil && n > m.nextID {
 			m.nextID = n
 		}
 		j.actions = append(j.actions, a)
 		j.byID[a.Id] = a
+		if err := j.gate.Restore(gateRecord(a, ar.Params["key"])); err != nil {
+			return nil, err
+		}
+		if a.State == ActDispatched && !tableKind(a.Kind) && !j.serverRestart(a) {
+			// Its agents ack it again when they reconnect (or apply its
+			// replay): wait for every node it involves.
+			var await []string
+			for _, n := range sortedNodes(j.nodes) {
+				if !n.removed && j.targets(a, n.name) {
+					await = append(await, n.name)
+				}
+			}
+			j.await(a, await)
+		}
 		if resplitKind(a.Kind) && a.State == ActApplied {
 			m.applySplit(j, a)
 		}
 	}
 	if live {
+		// Nodes that do not come back are lost and launched again.
+		j.adopted = m.now()
+		if !m.cfg.NoLaunch {
+			j.launcher = j.newLauncher()
+		}
 		m.eventLocked(r.Name, "job", "", fmt.Sprintf("job %s adopted after a scheduler restart: waiting for its agents", r.Name), "")
 		m.wg.Add(1)
 		go func() { defer m.wg.Done(); m.watch(j) }()

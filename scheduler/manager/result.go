@@ -67,34 +67,53 @@ type Result struct {
 	TrainSeconds float64        `json:"train_seconds"`
 	TestSamples  int64          `json:"test_samples"`
 	Servers      []ServerResult `json:"servers"`
+	// ScriptSkipped lists the script steps that never ran because the job
+	// ended before their time.
+	ScriptSkipped []SkippedStep `json:"script_skipped"`
+	// Diverged says where training diverged (state diverged); final_loss
+	// and accuracy are then null.
+	Diverged *Divergence `json:"diverged,omitempty"`
 }
 
-// result assembles a finished job's result from the coordinator's figures
-// and the job's actions (servers' counters are added by the caller).
+// result assembles a finished job's result from the coordinator's ledger
+// (samples, iterations, restarts, shards), the nodes' progress (mean BPT,
+// batch size) and the job's actions (servers' counters are added by the
+// caller).
 func (j *jobState) result() *Result {
 	c := j.coord
 	r := &Result{Name: j.spec.Name, Actions: []ActionResult{}}
 	if ev := c.Result(); ev != nil {
 		r.FinalLoss, r.Accuracy, r.TestSamples = ev.TestLoss, ev.TestAccuracy, ev.TestSamples
 	}
-	for _, n := range c.Nodes() {
+	ledger := c.Nodes()
+	j.m.mu.Lock()
+	for _, n := range ledger {
 		role := "server"
 		if n.Role == kelpiepb.Role_ROLE_WORKER {
 			role = "worker"
 			r.Samples += n.TotalSamples()
+			r.BytesCrossRegion += n.CrossRegionBytes
 			r.Iterations = max(r.Iterations, n.Iteration)
 		}
-		r.Nodes = append(r.Nodes, NodeResult{Name: n.Name, Role: role, BPTMeanS: n.MeanBPT().Seconds(),
-			BatchSize: n.BatchSize, Restarts: n.Restarts})
+		nr := NodeResult{Name: n.Name, Role: role, BatchSize: n.BatchSize, Restarts: n.Restarts}
+		if ns := j.nodes[n.Name]; ns != nil && ns.role == "worker" {
+			nr.BatchSize = ns.batch
+			if ns.bptCount > 0 {
+				nr.BPTMeanS = ns.bptSum / float64(ns.bptCount)
+			}
+		}
+		r.Nodes = append(r.Nodes, nr)
 	}
+	j.m.mu.Unlock()
 	_, _, done, total := c.ShardCounts()
 	r.ShardsDone, r.ShardsTotal = int64(done), int64(total)
-	train := time.Since(c.Start()).Seconds()
+	train := j.m.now().Sub(c.Start()).Seconds()
 	r.TrainSeconds = train
 	if train > 0 {
 		r.Throughput = float64(r.Samples) / train
 	}
 	j.m.mu.Lock()
+	r.ScriptSkipped = skippedSteps(scriptSteps(j.spec), j.scriptNext)
 	r.PausedSeconds = j.paused
 	for _, a := range j.actions {
 		if a.State == "proposed" || a.State == "expired" || a.State == "rejected" {
@@ -105,36 +124,68 @@ func (j *jobState) result() *Result {
 			PausedSeconds: a.PausedSeconds, Error: a.Error})
 	}
 	j.m.mu.Unlock()
+	j.m.reportSkipped(j, r.ScriptSkipped)
 	return r
 }
 
-func collectServers(addrs, names []string) ([]ServerResult, error) {
+// finalStatsTimeout bounds the wait for the servers' final counters.
+const finalStatsTimeout = 5 * time.Second
+
+// finalServers is the live servers' counters for the result: those their
+// agents sent after since (the servers send them as they shut down), or
+// after finalStatsTimeout the last ones sent.
+func (m *Manager) finalServers(j *jobState, addrs, names []string, since time.Time) ([]ServerResult, error) {
+	fresh := func() bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		for i, a := range addrs {
+			if a == "" || i >= len(names) {
+				continue
+			}
+			if n := j.nodes[names[i]]; n == nil || n.statsAt.Before(since) {
+				return false
+			}
+		}
+		return true
+	}
+	err := m.await(j, finalStatsTimeout, j.changed, fresh)
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	var out []ServerResult
+	var missing []string
 	for i, a := range addrs {
-		if a == "" {
+		if a == "" || i >= len(names) {
 			continue // removed
 		}
-		st, err := serverStats(a)
-		if err != nil {
-			return out, fmt.Errorf("stats of %s: %v", names[i], err)
+		n := j.nodes[names[i]]
+		if n == nil || n.stats == nil {
+			missing = append(missing, names[i])
+			continue
 		}
+		st := n.stats
 		out = append(out, ServerResult{Name: names[i], DPRs: st.Dprs, DelayedIterations: st.DelayedIterations,
 			Dropped: st.Dropped, Staleness: st.Staleness, Pushes: st.Pushes, Pulls: st.Pulls,
 			BytesIn: st.BytesIn, BytesOut: st.BytesOut, Blocks: len(st.Blocks)})
 	}
+	switch {
+	case len(missing) > 0:
+		return out, fmt.Errorf("no counters from %v", missing)
+	case err != nil:
+		return out, fmt.Errorf("final counters: %v; the last ones sent are reported", err)
+	}
 	return out, nil
 }
 
-func shutdownServers(addrs []string) {
+func (m *Manager) shutdownServers(addrs []string) {
 	for _, a := range addrs {
 		if a == "" {
 			continue
 		}
-		c, closeFn, err := dialPS(a)
+		c, closeFn, err := m.dialPS(a)
 		if err != nil {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(m.ctx, 2*time.Second)
 		_, _ = c.Shutdown(ctx, &kelpiepb.ShutdownRequest{Reason: "job finished"})
 		cancel()
 		closeFn()

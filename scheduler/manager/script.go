@@ -15,21 +15,16 @@ import (
 // at its time after the job's start, as the operator "script" would: every
 // step goes through the same gate and audit trail as a console command.
 func (m *Manager) runScript(j *jobState) {
-	steps := append([]spec.ScriptStep(nil), j.spec.Script...)
+	steps := scriptSteps(j.spec)
 	if len(steps) == 0 {
 		return
 	}
-	sort.SliceStable(steps, func(a, b int) bool { return steps[a].At < steps[b].At })
 	if !m.waitStarted(j) {
 		return
 	}
 	start := j.coord.Start()
-	for _, st := range steps {
-		select {
-		case <-time.After(time.Until(start.Add(st.At))):
-		case <-j.endedCh:
-			return
-		case <-m.done:
+	for i, st := range steps {
+		if !m.sleep(j, start.Add(st.At).Sub(m.now())) {
 			return
 		}
 		a, err := scriptAction(j, st)
@@ -40,9 +35,7 @@ func (m *Manager) runScript(j *jobState) {
 				if err == nil || !busy(err) {
 					break
 				}
-				select {
-				case <-time.After(100 * time.Millisecond):
-				case <-j.endedCh:
+				if !m.sleep(j, 100*time.Millisecond) {
 					return
 				}
 			}
@@ -50,7 +43,55 @@ func (m *Manager) runScript(j *jobState) {
 		if err != nil {
 			m.event(j.spec.Name, "action", st.Node, fmt.Sprintf("script step at %s (%s %s) not carried out: %v", st.At, st.Action, st.Node, err), "script")
 		}
+		m.mu.Lock()
+		j.scriptNext = i + 1
+		m.mu.Unlock()
 	}
+}
+
+// scriptSteps returns the spec's script steps in the order they run: by
+// time, in file order at equal times.
+func scriptSteps(s *spec.Spec) []spec.ScriptStep {
+	steps := append([]spec.ScriptStep(nil), s.Script...)
+	sort.SliceStable(steps, func(a, b int) bool { return steps[a].At < steps[b].At })
+	return steps
+}
+
+// SkippedStep is a script step that never ran because the job ended
+// before its time (result JSON script_skipped).
+type SkippedStep struct {
+	AtS    float64 `json:"at_s"`
+	Action string  `json:"action"`
+	Node   string  `json:"node,omitempty"`
+}
+
+// skippedSteps lists the steps from next on (those not yet carried out
+// or refused when the job ended).
+func skippedSteps(steps []spec.ScriptStep, next int) []SkippedStep {
+	out := []SkippedStep{}
+	for _, st := range steps[min(next, len(steps)):] {
+		out = append(out, SkippedStep{AtS: st.At.Seconds(), Action: st.Action, Node: st.Node})
+	}
+	return out
+}
+
+// reportSkipped logs and publishes (a console event) the script steps a
+// finished job never ran.
+func (m *Manager) reportSkipped(j *jobState, skipped []SkippedStep) {
+	if len(skipped) == 0 {
+		return
+	}
+	var b strings.Builder
+	for i, st := range skipped {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s at %gs", st.Action, st.AtS)
+		if st.Node != "" {
+			fmt.Fprintf(&b, " (%s)", st.Node)
+		}
+	}
+	m.event(j.spec.Name, "script", "", fmt.Sprintf("%d script step(s) never ran, the job ended first: %s", len(skipped), b.String()), "script")
 }
 
 func busy(err error) bool { return err != nil && strings.Contains(err.Error(), "still under way") }
@@ -83,15 +124,10 @@ func scriptAction(_ *jobState, st spec.ScriptStep) (*kelpiepb.Action, error) {
 		if st.Sync == nil {
 			return nil, fmt.Errorf("set-sync without settings")
 		}
-		a := &kelpiepb.Action{Kind: string(policy.KindSetSync), Reason: reason, SyncModel: st.Sync.Model,
-			Params: map[string]float64{"staleness": float64(st.Sync.Staleness), "pssp_c": st.Sync.PSSP.C,
-				"pssp_alpha": st.Sync.PSSP.Alpha, "drop_wait_for": float64(st.Sync.Drop.WaitFor)}}
-		if st.Sync.PSSP.Dynamic {
-			a.Params["pssp_dynamic"] = 1
-		}
-		if st.Sync.Pull == "soft-barrier" {
-			a.Params["soft_barrier"] = 1
-		}
+		a := &kelpiepb.Action{Kind: string(policy.KindSetSync), Reason: reason, Args: &kelpiepb.Action_SetSync{SetSync: &kelpiepb.SetSyncArgs{
+			Model: st.Sync.Model, Staleness: int32(st.Sync.Staleness), SoftBarrier: st.Sync.Pull == "soft-barrier",
+			PsspC: st.Sync.PSSP.C, PsspAlpha: st.Sync.PSSP.Alpha, PsspDynamic: st.Sync.PSSP.Dynamic, DropWaitFor: int32(st.Sync.Drop.WaitFor)}}}
+		syncToParams(a)
 		return a, nil
 	}
 	return nil, fmt.Errorf("%s is not supported by the runtime yet", st.Action)

@@ -4,49 +4,39 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"runtime"
+	"sort"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/runtime/diverge"
 	"github.com/kelpie/kelpie/scheduler/console"
 	"github.com/kelpie/kelpie/scheduler/store"
 )
 
 // View implements console.Backend: the current views of the named jobs, or
-// of every job (then without nodes, heatmap and charts).
+// of every job (then without nodes, heatmap and charts). Views are
+// published values, rebuilt at most every ViewTTL: every subscriber of a
+// job shares one view value, the console sees an unchanged pointer as no
+// change at all, and a reader of a fresh view takes no lock.
 func (m *Manager) View(names []string, heatmapColumns int) []*kelpiepb.JobView {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	jobs := m.jobList()
 	detail := len(names) > 0
 	if !detail {
-		for n := range m.jobs {
+		for n := range jobs {
 			names = append(names, n)
 		}
 	}
-	var out []*kelpiepb.JobView
+	key := viewKey{detail, heatmapColumns}
 	now := m.now()
+	var out []*kelpiepb.JobView
 	for _, n := range names {
-		j, ok := m.jobs[n]
-		if !ok {
-			continue
+		if j, ok := jobs[n]; ok {
+			out = append(out, j.publishedView(key, now))
 		}
-		// Views are rebuilt at most every ViewTTL: every subscriber of a
-		// job shares one view value, and the console sees an unchanged
-		// pointer as no change at all.
-		key := viewKey{detail, heatmapColumns}
-		if c, ok := j.views[key]; ok && now.Sub(c.at) < ViewTTL {
-			out = append(out, c.v)
-			continue
-		}
-		v := j.view(detail, heatmapColumns, m.yieldLock)
-		if j.views == nil {
-			j.views = map[viewKey]cachedView{}
-		}
-		j.views[key] = cachedView{v: v, at: now}
-		out = append(out, v)
 	}
 	return out
 }
@@ -62,6 +52,72 @@ type viewKey struct {
 type cachedView struct {
 	v  *kelpiepb.JobView
 	at time.Time
+}
+
+// viewCache is a job's published views; never changed once published.
+type viewCache map[viewKey]cachedView
+
+// fresh is the cached view for key if it is younger than ViewTTL.
+func (c *viewCache) fresh(key viewKey, now time.Time) *kelpiepb.JobView {
+	if c == nil {
+		return nil
+	}
+	if v, ok := (*c)[key]; ok && now.Sub(v.at) < ViewTTL {
+		return v.v
+	}
+	return nil
+}
+
+// with is a copy of c holding v for key, without the stale views.
+func (c *viewCache) with(key viewKey, v *kelpiepb.JobView, now time.Time) *viewCache {
+	out := viewCache{key: {v: v, at: now}}
+	if c != nil {
+		for k, cv := range *c {
+			if k != key && now.Sub(cv.at) < ViewTTL {
+				out[k] = cv
+			}
+		}
+	}
+	return &out
+}
+
+// publishedView is the job's view for key: the published one while it is
+// fresh, else a new one, built by one goroutine at a time.
+func (j *jobState) publishedView(key viewKey, now time.Time) *kelpiepb.JobView {
+	if v := j.views.Load().fresh(key, now); v != nil {
+		return v
+	}
+	j.viewMu.Lock()
+	defer j.viewMu.Unlock()
+	if v := j.views.Load().fresh(key, now); v != nil {
+		return v
+	}
+	v := j.view(key.detail, key.columns)
+	j.views.Store(j.views.Load().with(key, v, now))
+	return v
+}
+
+// invalidateViews makes the next view be built afresh (the job's shape
+// changed: nodes, sync model).
+func (j *jobState) invalidateViews() { j.views.Store(nil) }
+
+// jobList is the manager's jobs by name, as last published.
+func (m *Manager) jobList() map[string]*jobState {
+	if p := m.published.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// putJobLocked adds or replaces a job and publishes the job list. The
+// caller holds m.mu.
+func (m *Manager) putJobLocked(name string, j *jobState) {
+	m.jobs[name] = j
+	cp := make(map[string]*jobState, len(m.jobs))
+	for k, v := range m.jobs {
+		cp[k] = v
+	}
+	m.published.Store(&cp)
 }
 
 // EventsSince implements console.Backend.
@@ -133,37 +189,38 @@ func (m *Manager) Execute(ctx context.Context, who console.Principal, cmd *kelpi
 		err = status.Errorf(codes.InvalidArgument, "unknown command %T", k)
 	}
 	if err != nil {
-		st, _ := status.FromError(err)
-		res.Ok, res.Error, res.Code = false, st.Message(), int32(st.Code())
+		f := console.Failure("", err) // the one mapping of errors to what a console client sees
+		res.Ok, res.Error, res.Code = false, f.Error, f.Code
 	}
 	return res
 }
 
-// viewChunk is how many nodes a view builds between two releases of the
-// manager's lock: a view of thousands of nodes must not hold up the
-// reports that agents send meanwhile.
-const viewChunk = 256
-
-// yieldLock lets the goroutines waiting for the manager's lock (agents'
-// reports) in, then takes it back. The caller holds it.
-func (m *Manager) yieldLock() {
-	m.mu.Unlock()
-	runtime.Gosched()
-	m.mu.Lock()
+// nodeRow is what a view shows of one node, copied under the manager's
+// lock; the view is built from it (and the node's lock-free heatmap
+// buckets) after the lock is released.
+type nodeRow struct {
+	name, role, host string
+	state            kelpiepb.NodeState
+	pid, restarts    int32
+	batch            int
+	iteration        int64
+	spark            []float64
+	lastSeen         time.Time
+	removed          bool
+	accum            int
+	cells            *buckets
 }
 
-// view builds a job's console view (under the manager's lock). Every
-// viewChunk nodes it calls yield, which may release the lock for a while:
-// the nodes' rows are then each consistent, not all of them at one instant.
-func (j *jobState) view(detail bool, columns int, yield func()) *kelpiepb.JobView {
-	s := j.spec
+// view builds a job's console view. Everything it reads of the job's
+// mutable state is copied in one short section under the manager's lock
+// (O(nodes), no heatmap); the rows, heatmap and charts are built after.
+func (j *jobState) view(detail bool, columns int) *kelpiepb.JobView {
+	m := j.m
+	m.mu.Lock()
+	s, coord, snap := j.spec, j.coord, j.snap
 	v := &kelpiepb.JobView{Name: s.Name, State: j.state, Error: j.err, Submitted: ts(j.submitted), Ended: ts(j.ended),
 		Model: fmt.Sprintf("%s on %s", s.Model.Kind, s.Data.Kind), Sync: syncName(s),
-		Servers: int32(j.servers()), Workers: int32(len(j.liveWorkers())), GlobalBatch: int32(s.Train.GlobalBatch),
-		Iterations: j.coord.Plan.Iterations()}
-	if st := j.coord.Start(); !st.IsZero() {
-		v.Started = ts(st)
-	}
+		Servers: int32(j.servers()), Workers: int32(len(j.liveWorkers())), GlobalBatch: int32(s.Train.GlobalBatch)}
 	var lossSum float64
 	var lossN int
 	for _, n := range j.nodes {
@@ -171,18 +228,20 @@ func (j *jobState) view(detail bool, columns int, yield func()) *kelpiepb.JobVie
 			continue
 		}
 		v.Iteration = max(v.Iteration, n.iteration)
-		if n.loss > 0 {
-			lossSum += n.loss
+		if n.loss > 0 || !diverge.Finite(n.loss) {
+			lossSum += n.loss // a non-finite loss shows as such
 			lossN++
 		}
 	}
 	if lossN > 0 {
 		v.Loss = lossSum / float64(lossN)
 	}
-	todo, doing, done, total := j.coord.ShardCounts()
-	v.ShardsTodo, v.ShardsDoing, v.ShardsDone, v.ShardsTotal = int64(todo), int64(doing), int64(done), int64(total)
 	if j.res != nil {
 		v.Accuracy = j.res.Accuracy
+		if d := j.res.Diverged; d != nil {
+			// Not a number, never 0: the job has no final loss.
+			v.Diverged, v.Loss = d.proto(), math.NaN()
+		}
 	}
 	for _, name := range policyNames {
 		p := j.policies[name]
@@ -192,45 +251,64 @@ func (j *jobState) view(detail bool, columns int, yield func()) *kelpiepb.JobVie
 		}
 		v.Policies = append(v.Policies, pv)
 	}
-	snap := j.snap
-	for _, w := range snap.Workers {
-		v.Throughput += w.Throughput
-	}
-	// Actions: pending first, then the most recent.
+	// Actions: pending first, then the most recent. Copies: the view is
+	// read after the lock is released, while actions change under it.
 	for _, a := range j.actions {
 		if a.State == ActProposed {
-			v.Actions = append(v.Actions, a)
+			v.Actions = append(v.Actions, proto.CloneOf(a))
 		}
 	}
 	for i := len(j.actions) - 1; i >= 0 && len(v.Actions) < 50; i-- {
 		if j.actions[i].State != ActProposed {
-			v.Actions = append(v.Actions, j.actions[i])
+			v.Actions = append(v.Actions, proto.CloneOf(j.actions[i]))
 		}
+	}
+	var rows []nodeRow
+	if detail {
+		v.SpecYaml = string(s.YAML())
+		rows = make([]nodeRow, 0, len(j.nodes))
+		for _, n := range j.nodes {
+			rows = append(rows, nodeRow{name: n.name, role: n.role, host: n.host, state: n.status.State,
+				pid: n.status.Pid, restarts: n.status.Restarts, batch: n.batch, iteration: n.iteration,
+				spark: append([]float64(nil), n.spark...), lastSeen: n.lastSeen, removed: n.removed,
+				accum: max(j.accum[n.name], 1), cells: n.cells})
+		}
+	}
+	m.mu.Unlock()
+
+	// The plan's count is what the data takes at the global batch; shards
+	// trained twice (a crashed worker's, at-least-once) or workers running
+	// ahead without a barrier take more. The total shown is never below
+	// the counter: an estimate that was passed is replaced by what ran.
+	v.Iterations = max(coord.Plan().Iterations(), v.Iteration)
+	if st := coord.Start(); !st.IsZero() {
+		v.Started = ts(st)
+	}
+	todo, doing, done, total := coord.ShardCounts()
+	v.ShardsTodo, v.ShardsDoing, v.ShardsDone, v.ShardsTotal = int64(todo), int64(doing), int64(done), int64(total)
+	for _, w := range snap.Workers {
+		v.Throughput += w.Throughput
 	}
 	if !detail {
 		return v
 	}
-	v.SpecYaml = string(s.YAML())
 	v.Monitor = &kelpiepb.MonitorView{MeanBptS: snap.MeanBPT.Seconds(), SpeedVariance: finite(snap.SpeedVariance),
 		Superior: snap.Superior, ScaleOut: snap.ScaleOut, WindowTransientS: snap.Config.LTrans.Seconds(),
 		WindowPersistentS: snap.Config.LPer.Seconds(), Lambda: snap.Config.Lambda}
 	blocks := map[int]int{}
-	for _, srv := range j.coord.Table.ServerOf {
+	for _, srv := range coord.Table().ServerOf {
 		blocks[srv]++
 	}
-	nodes := sortedNodes(j.nodes)
-	for i, n := range nodes {
-		if i > 0 && i%viewChunk == 0 {
-			yield()
-		}
-		nv := &kelpiepb.NodeView{Name: n.name, Role: n.role, Host: n.host, State: stateName(n.status.State),
-			Pid: n.status.Pid, Restarts: n.status.Restarts, BatchSize: int32(n.batch), Iteration: n.iteration,
-			Sparkline: append([]float64(nil), n.spark...), LastReport: ts(n.lastSeen), Class: "unknown"}
+	sortRows(rows)
+	for _, n := range rows {
+		nv := &kelpiepb.NodeView{Name: n.name, Role: n.role, Host: n.host, State: nodeStateIn(v.State, stateName(n.state)),
+			Pid: n.pid, Restarts: n.restarts, BatchSize: int32(n.batch), Iteration: n.iteration,
+			Sparkline: n.spark, LastReport: ts(n.lastSeen), Class: "unknown"}
 		if n.removed {
 			nv.State = "removed"
 		}
 		if n.role == "worker" {
-			nv.Accumulation = int32(max(j.accum[n.name], 1))
+			nv.Accumulation = int32(n.accum)
 			if w, ok := snap.Worker(n.name); ok && !n.removed {
 				nv.BptShortS, nv.BptLongS, nv.Throughput = w.BPTTrans.Seconds(), w.BPTPer.Seconds(), w.Throughput
 				nv.Class, nv.Ratio = w.Class.String(), finite(w.RatioTrans)
@@ -244,8 +322,18 @@ func (j *jobState) view(detail bool, columns int, yield func()) *kelpiepb.JobVie
 		}
 		v.Nodes = append(v.Nodes, nv)
 	}
-	v.Heatmap, v.Charts = j.heatmap(nodes, columns, yield)
+	v.Heatmap, v.Charts = j.heatmap(rows, columns, m.now())
 	return v
+}
+
+// sortRows orders rows as sortedNodes orders nodes.
+func sortRows(rows []nodeRow) {
+	sort.Slice(rows, func(a, b int) bool {
+		if rows[a].role != rows[b].role {
+			return rows[a].role == "server"
+		}
+		return nodeLess(rows[a].name, rows[b].name)
+	})
 }
 
 func finite(x float64) float64 {
@@ -257,71 +345,78 @@ func finite(x float64) float64 {
 
 // heatmap builds the nodes × time heatmap (each cell the node's mean BPT or
 // comm time in that bucket relative to the mean over its role) and the
-// chart series (BPT per worker, speed per server).
-func (j *jobState) heatmap(nodes []*nodeState, columns int, yield func()) (*kelpiepb.Heatmap, []*kelpiepb.Series) {
+// chart series (BPT per worker, speed per server), for the last columns
+// buckets up to now. It reads the nodes' buckets without any lock.
+func (j *jobState) heatmap(rows []nodeRow, columns int, now time.Time) (*kelpiepb.Heatmap, []*kelpiepb.Series) {
 	cols := j.m.cfg.Columns
 	if columns <= 0 || columns > cols {
 		columns = min(60, cols)
 	}
-	cur := j.column(j.m.now())
-	if cur >= cols {
-		cur = j.roll(cur)
-	}
-	last := max(cur, 0)
+	last := max(j.column(now), 0)
 	first := max(last-columns+1, 0)
+	width := last - first + 1
 	bucket := j.m.cfg.Bucket
 	h := &kelpiepb.Heatmap{BucketSeconds: bucket.Seconds(), Start: ts(j.bucket0.Add(time.Duration(first) * bucket))}
-	means := map[string][]float64{}
-	for _, role := range []string{"worker", "server"} {
-		mean := make([]float64, last-first+1)
-		k := make([]int, last-first+1)
-		for _, n := range nodes {
-			if n.role != role {
+	// Read every cell once (into one flat grid): the means and the rows
+	// then agree.
+	type cellv struct {
+		sum, bytes float64
+		count      int
+	}
+	grid := make([]cellv, len(rows)*width)
+	var means, k [2][]float64 // by role: workers, servers
+	for r := range means {
+		means[r], k[r] = make([]float64, width), make([]float64, width)
+	}
+	roleOf := func(role string) int {
+		if role == "server" {
+			return 1
+		}
+		return 0
+	}
+	for i, n := range rows {
+		r := roleOf(n.role)
+		g := grid[i*width : (i+1)*width]
+		for c := first; c <= last; c++ {
+			sum, count, bytes, ok := n.cells.get(c)
+			if !ok {
 				continue
 			}
-			for c := first; c <= last; c++ {
-				if n.count[c] > 0 {
-					mean[c-first] += n.sum[c] / float64(n.count[c])
-					k[c-first]++
-				}
-			}
+			g[c-first] = cellv{sum, bytes, count}
+			means[r][c-first] += sum / float64(count)
+			k[r][c-first]++
 		}
-		for i := range mean {
-			if k[i] > 0 {
-				mean[i] /= float64(k[i])
-			}
-		}
-		means[role] = mean
 	}
-	var series []*kelpiepb.Series
-	// shift counts the columns the buckets rolled by while the lock was
-	// released: column c of this view is then at c-shift in the nodes'.
-	bucket0, shift := j.bucket0, 0
-	for i, n := range nodes {
-		if i > 0 && i%viewChunk == 0 {
-			yield()
-			shift = int(j.bucket0.Sub(bucket0) / bucket)
+	for r := range means {
+		for i := range means[r] {
+			if k[r][i] > 0 {
+				means[r][i] /= k[r][i]
+			}
 		}
-		row := &kelpiepb.HeatmapRow{Node: n.name, Cells: make([]float32, last-first+1)}
-		ser := &kelpiepb.Series{Name: "bpt/" + n.name, Unit: "s", IntervalSeconds: bucket.Seconds(), Values: make([]float64, last-first+1)}
+	}
+	series := make([]*kelpiepb.Series, 0, len(rows))
+	h.Rows = make([]*kelpiepb.HeatmapRow, 0, len(rows))
+	for i, n := range rows {
+		mu := means[roleOf(n.role)]
+		row := &kelpiepb.HeatmapRow{Node: n.name, Cells: make([]float32, width)}
+		ser := &kelpiepb.Series{Name: "bpt/" + n.name, Unit: "s", IntervalSeconds: bucket.Seconds(), Values: make([]float64, width)}
 		if n.role == "server" {
 			ser.Name, ser.Unit = "speed/"+n.name, "B/s"
 		}
-		for vc := first; vc <= last; vc++ {
-			c := vc - shift
-			if c < 0 || n.count[c] == 0 {
+		for c, cv := range grid[i*width : (i+1)*width] {
+			if cv.count == 0 {
 				continue
 			}
-			mean := n.sum[c] / float64(n.count[c])
-			if mu := means[n.role][vc-first]; mu > 0 {
-				row.Cells[vc-first] = float32(mean / mu)
+			mean := cv.sum / float64(cv.count)
+			if mu[c] > 0 {
+				row.Cells[c] = float32(mean / mu[c])
 			}
 			if n.role == "server" {
-				if n.sum[c] > 0 {
-					ser.Values[vc-first] = n.bytes[c] / n.sum[c]
+				if cv.sum > 0 {
+					ser.Values[c] = cv.bytes / cv.sum
 				}
 			} else {
-				ser.Values[vc-first] = mean
+				ser.Values[c] = mean
 			}
 		}
 		h.Rows = append(h.Rows, row)

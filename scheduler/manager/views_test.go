@@ -7,41 +7,79 @@ import (
 	"time"
 )
 
-// TestHeatmapAcrossARoll: a view releases the manager's lock every
-// viewChunk nodes; if the buckets roll meanwhile (an agent's report moved
-// time on), the rows built after it still read the columns the rows
-// before read.
-func TestHeatmapAcrossARoll(t *testing.T) {
+// TestHeatmapAcrossTheRing: the buckets are a ring indexed by absolute
+// column; once time has gone round it, the heatmap shows the last columns
+// with their own numbers and none of the columns they replaced.
+func TestHeatmapAcrossTheRing(t *testing.T) {
 	const cols = 4
 	t0 := time.Unix(1000, 0)
-	now := t0.Add(cols*time.Second - time.Millisecond) // in the last column
-	m := &Manager{cfg: Config{Columns: cols, Bucket: time.Second, Now: func() time.Time { return now }}}
+	m := &Manager{cfg: Config{Columns: cols, Bucket: time.Second}}
 	j := &jobState{m: m, bucket0: t0, nodes: map[string]*nodeState{}}
-	for i := range viewChunk + 10 {
-		n := &nodeState{name: fmt.Sprintf("worker-%d", i), role: "worker", sum: make([]float64, cols),
-			count: make([]int, cols), bytes: make([]float64, cols)}
-		for c := range cols {
-			n.sum[c], n.count[c] = float64(c+1), 1
+	var rows []nodeRow
+	for i := range 3 {
+		n := &nodeState{name: fmt.Sprintf("worker-%d", i), role: "worker", cells: newBuckets(cols)}
+		// Columns 0..6: column c holds BPT c+1 for every worker, except
+		// column 5, which is empty (no report in that second).
+		for c := range 7 {
+			if c != 5 {
+				n.cells.add(c, float64(c+1), 1, 0)
+			}
 		}
 		j.nodes[n.name] = n
+		rows = append(rows, nodeRow{name: n.name, role: n.role, cells: n.cells})
 	}
-	nodes := sortedNodes(j.nodes)
-	rolled := false
-	_, series := j.heatmap(nodes, cols, func() {
-		// A report one bucket later rolls every node's columns by one.
-		j.roll(cols)
-		rolled = true
-	})
-	if !rolled {
-		t.Fatal("the heatmap never yielded")
+	now := t0.Add(6*time.Second + time.Millisecond) // in column 6
+	h, series := j.heatmap(rows, cols, now)
+	if want := t0.Add(3 * time.Second); !h.Start.AsTime().Equal(want) {
+		t.Errorf("heatmap starts at %v; want %v (column 3)", h.Start.AsTime(), want)
 	}
-	first := series[0].Values
-	if !slices.Equal(first, []float64{1, 2, 3, 4}) {
-		t.Fatalf("first row = %v; want [1 2 3 4]", first)
+	for i, s := range series {
+		if want := []float64{4, 5, 0, 7}; !slices.Equal(s.Values, want) {
+			t.Errorf("row %d = %v; want %v (column 5 empty, not column 1's)", i, s.Values, want)
+		}
 	}
-	for i, s := range series[viewChunk:] {
-		if !slices.Equal(s.Values[1:], first[1:]) {
-			t.Errorf("row %d after the roll = %v; want %v in columns 1..3", viewChunk+i, s.Values, first)
+	for _, r := range h.Rows {
+		if want := []float32{1, 1, 0, 1}; !slices.Equal(r.Cells, want) {
+			t.Errorf("%s cells = %v; want %v", r.Node, r.Cells, want)
+		}
+	}
+}
+
+func TestBucketsReuseACell(t *testing.T) {
+	b := newBuckets(2)
+	b.add(0, 1.5, 3, 10)
+	b.add(0, 0.5, 1, 5)
+	if sum, n, by, ok := b.get(0); !ok || sum != 2 || n != 4 || by != 15 {
+		t.Errorf("get(0) = %v, %d, %v, %v; want 2, 4, 15, true", sum, n, by, ok)
+	}
+	b.add(2, 7, 1, 0) // the same cell, a newer column
+	if _, _, _, ok := b.get(0); ok {
+		t.Error("get(0) still reads after column 2 took its cell")
+	}
+	if sum, n, _, ok := b.get(2); !ok || sum != 7 || n != 1 {
+		t.Errorf("get(2) = %v, %d, %v; want 7, 1, true", sum, n, ok)
+	}
+	if _, _, _, ok := b.get(-1); ok {
+		t.Error("get(-1) reads")
+	}
+}
+
+func TestNodeStateIn(t *testing.T) {
+	for _, c := range []struct{ job, node, want string }{
+		{StateRunning, "running", "running"},
+		{StateRunning, "lost", "lost"},
+		{StateStarting, "starting", "starting"},
+		{StateCompleted, "running", "done"},
+		{StateCompleted, "starting", "done"},
+		{StateCompleted, "done", "done"},
+		{StateCompleted, "lost", "lost"},
+		{StateKilled, "running", "stopped"},
+		{StateFailed, "restarting", "stopped"},
+		{StateFailed, "failed", "failed"},
+		{StateDiverged, "running", "stopped"},
+	} {
+		if got := nodeStateIn(c.job, c.node); got != c.want {
+			t.Errorf("nodeStateIn(%q, %q) = %q; want %q", c.job, c.node, got, c.want)
 		}
 	}
 }

@@ -1,6 +1,8 @@
 package manager
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -29,7 +31,7 @@ const workerJoinTimeout = 2 * time.Minute
 // newNode makes the state of a node added while the job runs.
 func (j *jobState) newNode(name, role string) *nodeState {
 	cols := j.m.cfg.Columns
-	n := &nodeState{name: name, role: role, sum: make([]float64, cols), count: make([]int, cols), bytes: make([]float64, cols)}
+	n := &nodeState{name: name, role: role, cells: newBuckets(cols)}
 	n.status.State = kelpiepb.NodeState_NODE_STATE_STARTING
 	return n
 }
@@ -62,8 +64,7 @@ func (j *jobState) workerChanging(except *kelpiepb.Action) *kelpiepb.Action {
 		if a == except || (a.State != ActApproved && a.State != ActDispatched) {
 			continue
 		}
-		switch a.Kind {
-		case string(policy.KindAddWorker), string(policy.KindRemoveWorker), string(policy.KindAdjustBS):
+		if d := defOf(a); d != nil && d.resplit {
 			return a
 		}
 	}
@@ -185,7 +186,7 @@ func (j *jobState) currentBatches() map[string]int {
 func (m *Manager) splitCommands(j *jobState, a *kelpiepb.Action) sendList {
 	live := j.liveWorkers()
 	a.TargetIteration = j.aheadIteration(m.now())
-	j.ackWant(a.Id, len(live))
+	j.await(a, live)
 	return j.sendCommand(a, live)
 }
 
@@ -220,7 +221,7 @@ func (m *Manager) addWorker(j *jobState, a *kelpiepb.Action) {
 	a.Target = name
 	n := j.newNode(name, "worker")
 	j.nodes[name] = n
-	j.views = nil
+	j.invalidateViews()
 	m.mu.Unlock()
 	if err := j.startAgent("worker", name); err != nil {
 		m.mu.Lock()
@@ -230,27 +231,24 @@ func (m *Manager) addWorker(j *jobState, a *kelpiepb.Action) {
 		fail(err)
 		return
 	}
-	deadline := time.Now().Add(workerJoinTimeout)
-	for {
+	err := m.await(j, workerJoinTimeout, j.changed, func() bool {
 		m.mu.Lock()
-		joined, over := n.reported && n.conn != nil, j.over()
+		defer m.mu.Unlock()
+		return n.reported && n.conn != nil
+	})
+	switch {
+	case errors.Is(err, errClosing):
+		return
+	case errors.Is(err, errJobEnded):
+		fail(fmt.Errorf("job %s ended before %s joined", j.spec.Name, name))
+		return
+	case err != nil:
+		m.mu.Lock()
+		n.removed = true
 		m.mu.Unlock()
-		if joined {
-			break
-		}
-		if over {
-			fail(fmt.Errorf("job %s ended before %s joined", j.spec.Name, name))
-			return
-		}
-		if time.Now().After(deadline) {
-			m.mu.Lock()
-			n.removed = true
-			m.mu.Unlock()
-			j.coord.DropWorker(name)
-			fail(fmt.Errorf("%s did not join within %s", name, workerJoinTimeout))
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
+		j.coord.DropWorker(name)
+		fail(fmt.Errorf("%s did not join within %s", name, workerJoinTimeout))
+		return
 	}
 	m.mu.Lock()
 	a.BatchSizes = map[string]int32{}
@@ -292,7 +290,17 @@ func (m *Manager) applySplit(j *jobState, a *kelpiepb.Action) {
 				Pid: int(n.status.Pid), State: nodeRemoved, Restarts: int(n.status.Restarts)})
 		}
 		j.mon.Forget(a.Target)
-		j.views = nil
+		j.invalidateViews()
+		if pods := m.cfg.Pods; pods != nil {
+			job, node := j.spec.Name, a.Target
+			m.spawn(func() {
+				ctx, cancel := context.WithTimeout(m.ctx, podTimeout)
+				defer cancel()
+				if err := pods.StopNode(ctx, job, node); err != nil {
+					m.log.Error("delete removed worker's pod", "job", job, "node", node, "err", err)
+				}
+			})
+		}
 	}
 }
 

@@ -12,11 +12,12 @@ import (
 
 	"github.com/kelpie/kelpie/agent"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/runtime/identity"
 )
 
 func agentCmd() *cobra.Command {
 	var o agent.Options
-	var roleName string
+	var roleName, cert string
 	c := &cobra.Command{
 		Use:   "agent",
 		Short: "run a node agent: start and supervise the node's role, stream its telemetry",
@@ -30,6 +31,16 @@ func agentCmd() *cobra.Command {
 			default:
 				return exitCode(2, fmt.Errorf("--role must be server or worker, not %q", roleName))
 			}
+			if cert != "" {
+				// The agent and the role it starts (which inherits the
+				// environment) read the node's credentials from here.
+				if err := os.Setenv(identity.EnvCert, cert); err != nil {
+					return err
+				}
+			}
+			if _, err := identity.Process(); err != nil {
+				return exitCode(2, err)
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			o.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -42,8 +53,12 @@ func agentCmd() *cobra.Command {
 	f.StringVar(&o.Node, "node", "", "node name (server-0, worker-1, ...)")
 	f.StringVar(&roleName, "role", "", "server or worker")
 	f.StringVar(&o.Host, "host", "", "host name reported to the scheduler (default: the machine's)")
+	f.StringVar(&o.Listen, "listen", "", "servers: the data plane's listen address, registered with the scheduler (default 127.0.0.1:0; in a Pod $(POD_IP):0)")
 	f.StringVar(&o.SnapshotDir, "snapshot-dir", "", "servers: directory of the periodic snapshots")
+	f.StringVar(&cert, "cert", "", "the node's credentials file (certificate, key, CA; mode 0600), also $"+identity.EnvCert+"; none: plaintext node plane")
 	f.IntVar(&o.MaxRestarts, "max-restarts", 10, "consecutive crashes restarted before giving up")
+	f.DurationVar(&o.OrphanTimeout, "orphan-timeout", agent.DefaultOrphanTimeout,
+		"how long the role keeps running without a scheduler (restarting, unreachable) before the agent stops it and exits")
 	for _, n := range []string{"job", "node", "role"} {
 		_ = c.MarkFlagRequired(n)
 	}

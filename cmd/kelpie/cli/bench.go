@@ -6,12 +6,16 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/pprof"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/kelpie/kelpie/runtime/bench"
+	"github.com/kelpie/kelpie/runtime/identity"
+	"github.com/kelpie/kelpie/scheduler/pki"
 )
 
 // benchCmd groups the runtime's micro-benchmarks.
@@ -32,6 +36,7 @@ func benchPushPullCmd() *cobra.Command {
 		configs    = []string{"1x1", "2x2"}
 		inflight   = def.Inflight
 		asJSON     bool
+		mtls       bool
 		cpuProfile string
 		cfg        = def
 	)
@@ -88,6 +93,15 @@ pushpull counts pushed plus pulled bytes.`,
 				}
 				defer pprof.StopCPUProfile()
 			}
+			if mtls {
+				dir, err := benchCredentials()
+				if dir != "" {
+					defer os.RemoveAll(dir)
+				}
+				if err != nil {
+					return err
+				}
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			rep, err := bench.Run(ctx, cfg)
@@ -111,7 +125,9 @@ pushpull counts pushed plus pulled bytes.`,
 	f.IntVar(&cfg.Warmup, "warmup", def.Warmup, "warm-up operations per stream")
 	f.IntVar(&cfg.MaxOps, "max-ops", def.MaxOps, "bound on operations per stream in one run")
 	f.BoolVar(&cfg.Pin, "pin", def.Pin, "pin this process to cpu 0 and the servers to cpu 1 (needs 2 cpus)")
+	f.StringVar(&cfg.Transport, "transport", def.Transport, "what carries kelpie's rows: tcp (the framed transport jobs use), unix (framed, over the server's Unix socket) or grpc")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object on stdout")
+	f.BoolVar(&mtls, "mtls", false, "run the data plane as a job does: mutual TLS with node certificates from a throwaway CA (compare with a run without it for the cost)")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this process to `file`")
 	f.StringVar(&cfg.ServerProfile, "server-cpuprofile", "", "parameter servers write CPU profiles to `prefix`.CONFIG.INDEX")
 	return c
@@ -130,4 +146,34 @@ func benchServeCmd() *cobra.Command {
 			return bench.RunServer(ctx, args, os.Stdin, cmd.OutOrStdout())
 		},
 	}
+}
+
+// benchCredentials makes a throwaway CA, gives this process a worker's
+// certificate and the server processes it starts a server's, through
+// $KELPIE_CERT: this process reads its own once, before the variable is
+// switched to the servers' file that the children inherit.
+func benchCredentials() (dir string, err error) {
+	dir, err = os.MkdirTemp("", "kelpie-bench-pki-")
+	if err != nil {
+		return "", err
+	}
+	ca, err := pki.New("kelpie bench CA", time.Now())
+	if err != nil {
+		return dir, err
+	}
+	worker, server := filepath.Join(dir, "worker.pem"), filepath.Join(dir, "server.pem")
+	secret := pki.JobSecret([]byte("kelpie bench: a throwaway key...."), "bench")
+	if err := ca.WriteNodeBundle(worker, identity.Node("bench", "worker-0"), time.Hour, secret, pki.LocalHosts()...); err != nil {
+		return dir, err
+	}
+	if err := ca.WriteNodeBundle(server, identity.Node("bench", "server-0"), time.Hour, secret, pki.LocalHosts()...); err != nil {
+		return dir, err
+	}
+	if err := os.Setenv(identity.EnvCert, worker); err != nil {
+		return dir, err
+	}
+	if _, err := identity.Process(); err != nil {
+		return dir, err
+	}
+	return dir, os.Setenv(identity.EnvCert, server)
 }

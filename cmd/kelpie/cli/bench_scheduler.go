@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kelpie/kelpie/scheduler/loadtest"
+	"github.com/kelpie/kelpie/cmd/kelpie/internal/loadtest"
 )
 
 func benchSchedulerCmd() *cobra.Command {

@@ -18,6 +18,7 @@ func runConsole(ctx context.Context, addr, token, job string) error {
 
 func tuiCmd() *cobra.Command {
 	var o tui.Options
+	var conn connFlags
 	c := &cobra.Command{
 		Use:   "tui",
 		Short: "the console: watch and steer the jobs of a scheduler",
@@ -26,6 +27,13 @@ kelpie demo). Keys: ? help, : command mode (:jobs, :job NAME, :actions, :policie
 :theme NAME), / filter, esc back, q quit. Settings: $XDG_CONFIG_HOME/kelpie/config.yaml.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			var err error
+			if o.Token, err = conn.token(o.Token); err != nil {
+				return exitCode(2, err)
+			}
+			if o.TLS, err = conn.tls(); err != nil {
+				return exitCode(2, err)
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return tui.Run(ctx, o)
@@ -33,7 +41,8 @@ kelpie demo). Keys: ? help, : command mode (:jobs, :job NAME, :actions, :policie
 	}
 	f := c.Flags()
 	f.StringVar(&o.Scheduler, "scheduler", os.Getenv("KELPIE_SCHEDULER"), "the scheduler's console address host:port (default: config, then 127.0.0.1:7080)")
-	f.StringVar(&o.Token, "token", os.Getenv("KELPIE_TOKEN"), "bearer token")
+	f.StringVar(&o.Token, "token", os.Getenv("KELPIE_TOKEN"), "bearer token ($KELPIE_TOKEN; prefer it or --token-file: a command line is visible to other users)")
+	conn.add(f)
 	f.BoolVar(&o.ReadOnly, "readonly", false, "hide every control that changes the cluster")
 	f.StringVar(&o.Job, "job", "", "open this job first")
 	f.StringVar(&o.Theme, "theme", "", "dark | light | high-contrast")

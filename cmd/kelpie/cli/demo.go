@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kelpie/kelpie/examples"
+	"github.com/kelpie/kelpie/runtime/role"
 	"github.com/kelpie/kelpie/runtime/spec"
 	"github.com/kelpie/kelpie/scheduler/daemon"
 )
@@ -48,6 +49,11 @@ again until interrupted. AntDT-ND runs in approve mode: its proposals wait for y
 			if err := os.WriteFile(cfg.Tokens, []byte(token+" operator demo\n"), 0o600); err != nil {
 				return err
 			}
+			// The token alone, for --token-file: never on a command line.
+			tokenFile := filepath.Join(cfg.DataDir, "operator.token")
+			if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+				return err
+			}
 			logf, err := os.Create(filepath.Join(cfg.DataDir, "scheduler.log"))
 			if err != nil {
 				return err
@@ -62,6 +68,7 @@ again until interrupted. AntDT-ND runs in approve mode: its proposals wait for y
 			}
 			defer nodeLog.Close()
 			cfg.NodeLog = nodeLog
+			cfg.CheckData = role.CheckData
 			d, err := daemon.Start(cfg)
 			if err != nil {
 				return err
@@ -74,7 +81,8 @@ again until interrupted. AntDT-ND runs in approve mode: its proposals wait for y
 			go keepDemoRunning(ctx, d, s)
 			fmt.Fprintf(os.Stderr, "kelpie demo: scheduler grpc %s, console %s (logs in %s)\n", d.GRPCAddr(), d.HTTPAddr(), cfg.DataDir)
 			if headless {
-				fmt.Fprintf(os.Stderr, "kelpie demo: headless; attach with `kelpie tui --scheduler %s --token %s`, stop with Ctrl-C\n", d.HTTPAddr(), token)
+				fmt.Fprintf(os.Stderr, "kelpie demo: headless; attach with `kelpie tui --scheduler %s --token-file %s` (or KELPIE_TOKEN=$(cat %s)), stop with Ctrl-C\n",
+					d.HTTPAddr(), tokenFile, tokenFile)
 				<-ctx.Done()
 				return nil
 			}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kelpie/kelpie/scheduler/experiments"
+	"github.com/kelpie/kelpie/cmd/kelpie/internal/experiments"
 )
 
 func experimentsCmd() *cobra.Command {

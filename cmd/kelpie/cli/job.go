@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -16,18 +17,34 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/tui/client"
+	"github.com/kelpie/kelpie/runtime/spec"
+	"github.com/kelpie/kelpie/scheduler/console/client"
 )
 
 type apiFlags struct {
 	scheduler, token string
 	asJSON           bool
 	timeout          time.Duration
+	conn             connFlags
+}
+
+// dial connects to the scheduler's console with the flags' token and TLS.
+func (f *apiFlags) dial(ctx context.Context, opts ...client.Option) (*client.Client, error) {
+	tok, err := f.conn.token(f.token)
+	if err != nil {
+		return nil, err
+	}
+	more, err := f.conn.options()
+	if err != nil {
+		return nil, err
+	}
+	return client.Dial(ctx, f.scheduler, tok, append(opts, more...)...)
 }
 
 func (f *apiFlags) add(c *cobra.Command, json bool) {
 	c.Flags().StringVar(&f.scheduler, "scheduler", envOr("KELPIE_SCHEDULER", "127.0.0.1:7080"), "the scheduler's console address host:port ($KELPIE_SCHEDULER)")
 	c.Flags().StringVar(&f.token, "token", os.Getenv("KELPIE_TOKEN"), "bearer token ($KELPIE_TOKEN)")
+	f.conn.add(c.Flags())
 	c.Flags().DurationVar(&f.timeout, "timeout", 15*time.Second, "how long to wait for the scheduler")
 	if json {
 		c.Flags().BoolVar(&f.asJSON, "json", false, "print JSON")
@@ -47,7 +64,7 @@ func (f *apiFlags) snapshot(jobs []string) ([]*kelpiepb.JobView, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
 	got := make(chan *kelpiepb.Snapshot, 1)
-	c, err := client.Dial(ctx, f.scheduler, f.token, client.WithSubscription(jobs, 1, 60),
+	c, err := f.dial(ctx, client.WithSubscription(jobs, 1, 60),
 		client.WithName("kelpie-job"), client.WithHandler(func(m any) {
 			if s, ok := m.(client.SnapshotMsg); ok {
 				select {
@@ -72,7 +89,7 @@ func (f *apiFlags) snapshot(jobs []string) ([]*kelpiepb.JobView, error) {
 func (f *apiFlags) command(cmd *kelpiepb.Command) (*kelpiepb.CommandResult, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
-	c, err := client.Dial(ctx, f.scheduler, f.token, client.WithName("kelpie-job"))
+	c, err := f.dial(ctx, client.WithName("kelpie-job"))
 	if err != nil {
 		return nil, err
 	}
@@ -82,6 +99,16 @@ func (f *apiFlags) command(cmd *kelpiepb.Command) (*kelpiepb.CommandResult, erro
 	}
 	res, err := c.Send(ctx, cmd)
 	if err != nil {
+		if errors.Is(err, client.ErrConnectionLost) {
+			// The scheduler closed the stream: say why, once the client
+			// has recorded the close reason.
+			for ctx.Err() == nil {
+				if st := c.Status(); st.State != client.Connected && st.Err != nil {
+					return nil, fmt.Errorf("%v (%v)", err, st.Err)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
 		return nil, err
 	}
 	if !res.Ok {
@@ -106,9 +133,15 @@ func jobCmd() *cobra.Command {
 			if err != nil {
 				return exitCode(2, err)
 			}
+			// The structure is checked here, so errors name this file and
+			// its lines; the sizes against the scheduler's own limits there.
+			if _, err := spec.ParseLimits(args[0], src, spec.Unlimited()); err != nil {
+				return exitCode(2, err)
+			}
 			res, err := f.command(&kelpiepb.Command{Kind: &kelpiepb.Command_SubmitJob{SubmitJob: &kelpiepb.SubmitJob{SpecYaml: string(src)}}})
 			if err != nil {
-				if res != nil && codes.Code(res.Code) == codes.InvalidArgument {
+				err = submitError(args[0], len(src), err)
+				if res != nil && codes.Code(res.Code) == codes.InvalidArgument || errors.Is(err, errSpecTooLarge) {
 					return exitCode(2, err)
 				}
 				return err
@@ -269,8 +302,18 @@ func describeJob(j *kelpiepb.JobView) {
 	if j.Error != "" {
 		fmt.Printf("  error: %s\n", j.Error)
 	}
-	fmt.Printf("  iteration %d/%d, shards %d/%d done, %.0f samples/s, loss %.4f\n", j.Iteration, j.Iterations,
-		j.ShardsDone, j.ShardsTotal, j.Throughput, j.Loss)
+	if d := j.Diverged; d != nil {
+		fmt.Printf("  diverged: non-finite %s (%s) at %s, iteration %d", d.What, d.Value, d.Node, d.Iteration)
+		if d.Detail != "" {
+			fmt.Printf(" (%s)", d.Detail)
+		}
+		if d.Reporter != "" && d.Reporter != d.Node {
+			fmt.Printf(", reported by %s", d.Reporter)
+		}
+		fmt.Println()
+	}
+	fmt.Printf("  iteration %d/%d, shards %d/%d done, %.0f samples/s, loss %s\n", j.Iteration, j.Iterations,
+		j.ShardsDone, j.ShardsTotal, j.Throughput, lossText(j.Loss))
 	if j.Monitor != nil {
 		fmt.Printf("  monitor: mean BPT %.4fs, PS speed variance %.2f, superior %v, λ %.2f, windows %.0fs/%.0fs\n",
 			j.Monitor.MeanBptS, j.Monitor.SpeedVariance, j.Monitor.Superior, j.Monitor.Lambda,
@@ -295,4 +338,35 @@ func describeJob(j *kelpiepb.JobView) {
 			fmt.Printf("  %s %-12s %-10s %-10s by %s: %s\n", a.Id, a.Kind, a.Target, a.State, a.Policy, a.Reason)
 		}
 	}
+}
+
+// lossText shows a loss: "–" before any was reported, NaN or ±Inf as such.
+func lossText(v float64) string {
+	if v == 0 {
+		return "–"
+	}
+	return strconv.FormatFloat(v, 'f', 4, 64)
+}
+
+var errSpecTooLarge = errors.New("spec too large")
+
+// submitError names the submitted file in err: the scheduler's errors say
+// "spec.yaml" for it, and a spec larger than the scheduler reads ends the
+// stream with a close reason (status 1009) rather than a result.
+func submitError(file string, size int, err error) error {
+	msg := strings.ReplaceAll(err.Error(), "spec.yaml:", file+":")
+	if strings.Contains(msg, "read limited at") || strings.Contains(msg, "(1009)") {
+		limit := ""
+		if i := strings.Index(msg, "read limited at "); i >= 0 {
+			limit = strings.Fields(msg[i+len("read limited at "):])[0]
+			if n, e := strconv.Atoi(limit); e == nil {
+				limit = fmt.Sprintf(" (limit %d bytes a frame)", n-1)
+			}
+		}
+		return fmt.Errorf("%s: %w: %d bytes%s; %s", file, errSpecTooLarge, size, limit, msg)
+	}
+	if !strings.Contains(msg, file) {
+		msg = file + ": " + msg
+	}
+	return errors.New(msg)
 }

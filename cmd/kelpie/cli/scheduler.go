@@ -6,17 +6,21 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/kelpie/kelpie/runtime/role"
 	"github.com/kelpie/kelpie/scheduler/daemon"
+	"github.com/kelpie/kelpie/scheduler/manager"
 )
 
 func schedulerCmd() *cobra.Command {
 	var cfg daemon.Config
 	var stopJobs bool
+	var k *kubeFlags
 	c := &cobra.Command{
 		Use:   "scheduler",
 		Short: "run the control plane: gRPC node plane, WebSocket console API and /metrics",
@@ -32,18 +36,48 @@ early-feedback phase to admit a queued one, launches it smaller down to its
 cluster.min_workers/min_servers if need be, and grows jobs into idle slots, backing off when a
 growth made a job slower; --eps off is a plain first-in-first-out queue.
 
+Agents and roles ride out a scheduler outage: workers keep training on the shards they hold
+and keep their shard reports, agents keep reconnecting, for up to --orphan-timeout; after that
+an agent stops its role and exits, so that nothing is left running forever. A scheduler
+restarted on the same data dir adopts every node that comes back, marks those that do not
+come back within the heartbeat timeout lost and launches them again.
+
 Token file lines: TOKEN ROLE NAME, role viewer or operator.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+			cfg.CheckData = role.CheckData
+			var mgr atomic.Pointer[manager.Manager]
+			pods, err := k.start(ctx, &mgr)
+			if err != nil {
+				return err
+			}
+			if pods != nil {
+				cfg.Pods = pods
+				// The nodes read their data inside their Pods.
+				cfg.CheckData = nil
+			}
 			d, err := daemon.Start(cfg)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(os.Stderr, "kelpie scheduler: grpc %s, console ws://%s/api/v1/console, metrics http://%s/metrics\n",
-				d.GRPCAddr(), d.HTTPAddr(), d.HTTPAddr())
+			mgr.Store(d.Manager)
+			ws, web := "ws", "http"
+			if d.TLSFingerprint() != "" {
+				ws, web = "wss", "https"
+			}
+			fmt.Fprintf(os.Stderr, "kelpie scheduler: grpc %s, console %s://%s/api/v1/console, metrics %s://%s/metrics\n",
+				d.GRPCAddr(), ws, d.HTTPAddr(), web, d.HTTPAddr())
+			if fp := d.TLSFingerprint(); fp != "" {
+				fmt.Fprintf(os.Stderr, "kelpie scheduler: console TLS certificate sha256:%s (kelpie tui --tls-fingerprint %s)\n", fp, fp)
+			}
+			if fp := d.CAFingerprint(); fp != "" {
+				fmt.Fprintf(os.Stderr, "kelpie scheduler: node plane mTLS, CA sha256:%s (kelpie certs show --data-dir %s)\n", fp, cfg.DataDir)
+			} else {
+				fmt.Fprintln(os.Stderr, "kelpie scheduler: WARNING: plaintext node plane, no authorization (--insecure-node-plane)")
+			}
 			<-ctx.Done()
 			d.Close(stopJobs)
 			return nil
@@ -52,6 +86,7 @@ Token file lines: TOKEN ROLE NAME, role viewer or operator.`,
 	f := c.Flags()
 	f.StringVar(&cfg.GRPC, "grpc", "127.0.0.1:7070", "node plane listen address")
 	f.StringVar(&cfg.HTTP, "http", "127.0.0.1:7080", "console API and /metrics listen address")
+	f.StringVar(&cfg.Advertise, "advertise", "", "the node-plane address the nodes dial (default: --grpc; on Kubernetes the scheduler's Service, e.g. kelpie-scheduler.kelpie.svc:7070)")
 	f.StringVar(&cfg.DataDir, "data-dir", "kelpie-data", "directory of the durable state and node logs")
 	f.StringVar(&cfg.Tokens, "tokens", "", "token file (TOKEN ROLE NAME per line)")
 	f.BoolVar(&cfg.AllowAnonymousViewer, "anonymous-viewer", false, "let clients without a token watch (never command)")
@@ -62,6 +97,20 @@ Token file lines: TOKEN ROLE NAME, role viewer or operator.`,
 	f.DurationVar(&cfg.EPSInterval, "eps-interval", 5*time.Second, "how often EPS grows running jobs into idle slots")
 	f.IntVar(&cfg.EarlyFeedbackIterations, "early-feedback-iterations", 100, "a job's early-feedback phase (protected from shrinking, not grown): its first N iterations (-1: none)")
 	f.DurationVar(&cfg.EarlyFeedback, "early-feedback", 0, "a job's early-feedback phase also lasts this long after it started (0: iterations only)")
+	f.DurationVar(&cfg.OrphanTimeout, "orphan-timeout", 10*time.Minute,
+		"the agents it launches keep their roles running without a scheduler for this long (a restart, an outage), then stop them and exit")
+	cfg.SpecLimits = addLimitsFlag(c)
+	f.StringVar(&cfg.CACert, "ca-cert", "", "the node plane's CA certificate (default: ca.crt in --data-dir, created on first start)")
+	f.StringVar(&cfg.CAKey, "ca-key", "", "the CA's private key (mode 0600; default: ca.key in --data-dir)")
+	f.DurationVar(&cfg.NodeCertTTL, "node-cert-ttl", 0, "validity of the certificate each launched node gets (default 72h)")
+	f.StringVar(&cfg.TLSCert, "tls-cert", "", "serve the console API and /metrics over TLS with this certificate")
+	f.StringVar(&cfg.TLSKey, "tls-key", "", "its key (mode 0600)")
+	f.BoolVar(&cfg.TLSAuto, "tls-auto", false, "serve over TLS with a self-signed certificate kept in --data-dir; clients pin the fingerprint printed at start (kelpie tui --tls-fingerprint)")
+	f.StringVar(&cfg.MetricsToken, "metrics-token", os.Getenv("KELPIE_METRICS_TOKEN"), "require this bearer token (or any console token) to scrape /metrics ($KELPIE_METRICS_TOKEN; prefer the variable)")
+	f.BoolVar(&cfg.MetricsRequireToken, "metrics-require-token", false, "require a console token (viewer or operator) to scrape /metrics")
+	f.StringSliceVar(&cfg.AllowOrigins, "allow-origin", nil, "browser origin patterns allowed to open the console WebSocket besides the scheduler's own host, repeatable (e.g. https://dash.example.com, *.example.com)")
+	f.BoolVar(&cfg.InsecureNodePlane, "insecure-node-plane", false, "serve the node plane in plaintext without authorization (simulations on a closed machine only)")
+	k = addKubeFlags(c)
 	f.BoolVar(&stopJobs, "stop-jobs-on-exit", true, "stop the jobs' processes when the scheduler exits (false: leave them for a restarted scheduler)")
 	return c
 }

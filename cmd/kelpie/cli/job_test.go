@@ -1,0 +1,76 @@
+package cli
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kelpie/kelpie/scheduler/daemon"
+)
+
+// runCaptured runs kelpie with args and returns its exit code and stderr.
+func runCaptured(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := os.Stderr
+	os.Stderr = w
+	out := make(chan string)
+	go func() {
+		b, _ := io.ReadAll(r)
+		out <- string(b)
+	}()
+	code := Run(args)
+	os.Stderr = old
+	w.Close()
+	return code, <-out
+}
+
+// TestJobSubmitErrors: bad specs exit 2 with an error naming the submitted
+// file, the key and the line, whether found here or by the scheduler; a
+// spec larger than the scheduler reads reports the close reason.
+func TestJobSubmitErrors(t *testing.T) {
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens")
+	if err := os.WriteFile(tokens, []byte("optok operator op\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d, err := daemon.Start(daemon.Config{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0", DataDir: filepath.Join(dir, "d"),
+		Tokens: tokens, NoLaunch: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close(true)
+	write := func(name, src string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tt := range []struct {
+		file, src string
+		want      []string
+	}{
+		{"bad.yaml", "name: bad\ncluster: {workerz: 1}\n", []string{"bad.yaml:2: cluster.workerz: unknown key"}},
+		{"huge.yaml", "name: huge\ncluster: {workers: 100000}\ntrain: {global_batch: 200000}\n",
+			[]string{"huge.yaml:2: cluster.workers: must be at most 1024", "--spec-limit workers"}},
+		{"mid.yaml", "name: mid\n#" + strings.Repeat("x", 1100000) + "\n", []string{"mid.yaml: spec too large (limit 1048576 bytes"}},
+		{"big.yaml", "name: big\n#" + strings.Repeat("x", 3000000) + "\n", []string{"big.yaml: spec too large: 3000012 bytes", "read limited at"}},
+	} {
+		p := write(tt.file, tt.src)
+		code, stderr := runCaptured(t, "job", "submit", "--scheduler", d.HTTPAddr(), "--token", "optok", p)
+		if code != 2 {
+			t.Errorf("%s: exit %d, want 2; stderr %s", tt.file, code, stderr)
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(stderr, w) {
+				t.Errorf("%s: stderr %q lacks %q", tt.file, stderr, w)
+			}
+		}
+	}
+}

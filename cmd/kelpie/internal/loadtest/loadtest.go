@@ -1,0 +1,388 @@
+// Package loadtest measures the scheduler under many agents: it starts a
+// real `kelpie scheduler` process that admits a job without launching it,
+// plays thousands of agents over gRPC streams from this process (each
+// sending a report and a heartbeat at a fixed rate), and reads the
+// scheduler's own figures: its CPU time from /proc and its ingest-time
+// histogram from /metrics. Everything is bounded in time and stops by
+// itself; the scheduler process is stopped by its PID.
+//
+// It is a harness that drives the scheduler from outside (its gRPC node
+// plane and its console API through scheduler/console/client), so it lives
+// with the CLI that runs it (`kelpie bench scheduler`), not in scheduler/:
+// the control plane's packages do not carry their own load generators.
+package loadtest
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/scheduler/console/client"
+)
+
+// Options shape a run.
+type Options struct {
+	Exe      string        // the kelpie binary
+	Agents   int           // simulated worker agents (default 5000)
+	Servers  int           // servers in the job (their agents are simulated too; default 50)
+	Duration time.Duration // measured time (default 10s)
+	Rate     float64       // reports per agent per second (default 1)
+	Conns    int           // gRPC connections the agents share (default 64)
+	NoWatch  bool          // no console client subscribed to the job
+}
+
+// Result is what a run measured.
+type Result struct {
+	Agents           int     `json:"agents"`
+	Seconds          float64 `json:"seconds"`
+	Messages         int64   `json:"messages"`
+	MessagesPerS     float64 `json:"messages_per_s"`
+	CPUSeconds       float64 `json:"scheduler_cpu_seconds"`
+	CPUCores         float64 `json:"scheduler_cpu_cores"` // CPU seconds per second
+	IngestP50Us      float64 `json:"ingest_p50_us"`
+	IngestP99Us      float64 `json:"ingest_p99_us"`
+	RSSMiB           float64 `json:"scheduler_rss_mib"`
+	ConsoleBytesPerS float64 `json:"console_bytes_per_s"` // one console client subscribed to the job
+	ConsoleFrames    int64   `json:"console_frames"`
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// Run runs the load test.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	if o.Agents <= 0 {
+		o.Agents = 5000
+	}
+	if o.Servers <= 0 {
+		o.Servers = 50
+	}
+	if o.Duration <= 0 {
+		o.Duration = 10 * time.Second
+	}
+	if o.Rate <= 0 {
+		o.Rate = 1
+	}
+	if o.Conns <= 0 {
+		o.Conns = 64
+	}
+	dir, err := os.MkdirTemp("", "kelpie-loadtest-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	grpcAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	httpAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	sched := exec.Command(o.Exe, "scheduler", "--grpc", grpcAddr, "--http", httpAddr, "--data-dir", dir,
+		"--no-launch", "--insecure-node-plane", "--anonymous-viewer", "--tokens", writeTokens(dir),
+		// The simulated job may be larger than a submitted spec may be by default.
+		"--spec-limit", fmt.Sprintf("workers=%d,servers=%d", max(o.Agents, 1), max(o.Servers, 1)))
+	sched.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := sched.Start(); err != nil {
+		return nil, err
+	}
+	defer func() {
+		_ = sched.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = sched.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = sched.Process.Kill()
+			<-done
+		}
+	}()
+
+	// Submit the job through the console API, as an operator would.
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	var consoleBytes, consoleFrames atomic.Int64
+	c, err := client.Dial(cctx, httpAddr, "load-op", client.WithSubscription([]string{"load"}, 4, 60),
+		client.WithHandler(func(m any) {
+			if d, ok := m.(client.DeltaMsg); ok {
+				consoleFrames.Add(1)
+				for _, j := range d.Delta.Jobs {
+					consoleBytes.Add(int64(protoSize(j)))
+				}
+			}
+		}))
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	if err := c.WaitConnected(cctx); err != nil {
+		return nil, fmt.Errorf("console: %v", err)
+	}
+	spec := fmt.Sprintf("name: load\nmodel: {kind: softmax}\ntrain: {global_batch: %d}\ncluster: {servers: %d, workers: %d}\n",
+		2*o.Agents, o.Servers, o.Agents)
+	res, err := c.Send(cctx, &kelpiepb.Command{Kind: &kelpiepb.Command_SubmitJob{SubmitJob: &kelpiepb.SubmitJob{SpecYaml: spec}}})
+	if err != nil || !res.GetOk() {
+		return nil, fmt.Errorf("submit: %v %v", res, err)
+	}
+	if o.NoWatch {
+		_ = c.Close()
+	} else {
+		_ = c.Subscribe(cctx, []string{"load"})
+	}
+
+	conns := make([]*grpc.ClientConn, o.Conns)
+	for i := range conns {
+		if conns[i], err = grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
+			return nil, err
+		}
+		defer conns[i].Close()
+	}
+	runCtx, stop := context.WithTimeout(ctx, o.Duration+5*time.Second)
+	defer stop()
+	var sent atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	measureFrom := start.Add(3 * time.Second) // connect and warm up first
+	for i := range o.Agents + o.Servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			agent(runCtx, conns[i%len(conns)], i, o, measureFrom, &sent)
+		}()
+	}
+	// Measure the scheduler's CPU over the measured window only.
+	sleepUntil(runCtx, measureFrom)
+	cpu0, err := cpuSeconds(sched.Process.Pid)
+	if err != nil {
+		return nil, err
+	}
+	hist0, _ := ingestHistogram(httpAddr)
+	bytes0, frames0 := consoleBytes.Load(), consoleFrames.Load()
+	t0 := time.Now()
+	sleepUntil(runCtx, t0.Add(o.Duration))
+	elapsed := time.Since(t0).Seconds()
+	cpu1, err := cpuSeconds(sched.Process.Pid)
+	if err != nil {
+		return nil, err
+	}
+	hist1, err := ingestHistogram(httpAddr)
+	if err != nil {
+		return nil, err
+	}
+	r := &Result{Agents: o.Agents, Seconds: elapsed, Messages: sent.Load(), CPUSeconds: cpu1 - cpu0,
+		ConsoleFrames: consoleFrames.Load() - frames0}
+	r.MessagesPerS = float64(r.Messages) / elapsed
+	r.CPUCores = r.CPUSeconds / elapsed
+	r.ConsoleBytesPerS = float64(consoleBytes.Load()-bytes0) / elapsed
+	diff := hist1.minus(hist0)
+	r.IngestP50Us = diff.quantile(0.5) * 1e6
+	r.IngestP99Us = diff.quantile(0.99) * 1e6
+	r.RSSMiB, _ = rssMiB(sched.Process.Pid)
+	stop()
+	wg.Wait()
+	return r, nil
+}
+
+func writeTokens(dir string) string {
+	p := dir + "/tokens"
+	_ = os.WriteFile(p, []byte("load-op operator loadtest\n"), 0o600)
+	return p
+}
+
+func sleepUntil(ctx context.Context, t time.Time) {
+	select {
+	case <-time.After(time.Until(t)):
+	case <-ctx.Done():
+	}
+}
+
+// agent plays one node's agent: hello, then a report (workers) or a
+// heartbeat every 1/rate seconds; messages are counted from measureFrom.
+func agent(ctx context.Context, cc *grpc.ClientConn, i int, o Options, measureFrom time.Time, sent *atomic.Int64) {
+	node, role := fmt.Sprintf("worker-%d", i), kelpiepb.Role_ROLE_WORKER
+	if i >= o.Agents {
+		node, role = fmt.Sprintf("server-%d", i-o.Agents), kelpiepb.Role_ROLE_SERVER
+	}
+	var stream kelpiepb.Agent_ConnectClient
+	var err error
+	for attempt := 0; ; attempt++ {
+		stream, err = kelpiepb.NewAgentClient(cc).Connect(ctx)
+		if err == nil {
+			err = stream.Send(&kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Hello{Hello: &kelpiepb.AgentHello{
+				Job: "load", Node: node, Role: role, Host: "sim"}}})
+		}
+		if err == nil || ctx.Err() != nil || attempt > 20 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		return
+	}
+	go func() { // drain commands
+		for {
+			if _, err := stream.Recv(); err != nil {
+				return
+			}
+		}
+	}()
+	period := time.Duration(float64(time.Second) / o.Rate)
+	// Spread the agents over the period.
+	t := time.NewTimer(time.Duration(float64(period) * float64(i%1000) / 1000))
+	defer t.Stop()
+	var it int64
+	for {
+		select {
+		case <-ctx.Done():
+			_ = stream.CloseSend()
+			return
+		case <-t.C:
+		}
+		t.Reset(period)
+		var m *kelpiepb.AgentMessage
+		if role == kelpiepb.Role_ROLE_WORKER {
+			it += 10
+			r := &kelpiepb.ProgressReport{Job: "load", Node: node, Iteration: it, Samples: it * 2, BatchSize: 2}
+			for k := range 10 {
+				r.BptSeconds = append(r.BptSeconds, 0.01+0.001*float64((i+k)%7))
+			}
+			for k := range 4 {
+				r.Comm = append(r.Comm, &kelpiepb.CommSample{Server: int32((i + k) % o.Servers), Bytes: 40000, Seconds: 0.0005})
+			}
+			m = &kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Report{Report: r}}
+		} else {
+			m = &kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Heartbeat{Heartbeat: &kelpiepb.Heartbeat{
+				Status: &kelpiepb.NodeStatus{State: kelpiepb.NodeState_NODE_STATE_RUNNING, Pid: 1}}}}
+		}
+		if err := stream.Send(m); err != nil {
+			return
+		}
+		if time.Now().After(measureFrom) {
+			sent.Add(1)
+		}
+	}
+}
+
+// cpuSeconds reads a process's user+system CPU time from /proc.
+func cpuSeconds(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) / 100, nil // USER_HZ is 100 on Linux
+}
+
+func rssMiB(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "VmRSS:") {
+			kb, _ := strconv.ParseFloat(strings.Fields(l)[1], 64)
+			return kb / 1024, nil
+		}
+	}
+	return 0, nil
+}
+
+// histogram is a cumulative Prometheus histogram: upper bounds and counts.
+type histogram struct {
+	le    []float64
+	count []float64
+}
+
+func (h histogram) minus(o histogram) histogram {
+	out := histogram{le: h.le, count: append([]float64(nil), h.count...)}
+	for i := range out.count {
+		if i < len(o.count) {
+			out.count[i] -= o.count[i]
+		}
+	}
+	return out
+}
+
+// quantile interpolates within the bucket that holds q (as Prometheus'
+// histogram_quantile does).
+func (h histogram) quantile(q float64) float64 {
+	if len(h.count) == 0 || h.count[len(h.count)-1] == 0 {
+		return 0
+	}
+	rank := q * h.count[len(h.count)-1]
+	prevLe, prevC := 0.0, 0.0
+	for i, c := range h.count {
+		if c >= rank {
+			if math.IsInf(h.le[i], 1) {
+				return prevLe
+			}
+			if c == prevC {
+				return h.le[i]
+			}
+			return prevLe + (h.le[i]-prevLe)*(rank-prevC)/(c-prevC)
+		}
+		prevLe, prevC = h.le[i], c
+	}
+	return prevLe
+}
+
+// ingestHistogram scrapes kelpie_agent_ingest_seconds from /metrics.
+func ingestHistogram(addr string) (histogram, error) {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return histogram{}, err
+	}
+	defer resp.Body.Close()
+	var h histogram
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		l := sc.Text()
+		if !strings.HasPrefix(l, "kelpie_agent_ingest_seconds_bucket{le=\"") {
+			continue
+		}
+		rest := strings.TrimPrefix(l, "kelpie_agent_ingest_seconds_bucket{le=\"")
+		q := strings.IndexByte(rest, '"')
+		le, err := strconv.ParseFloat(rest[:q], 64)
+		if rest[:q] == "+Inf" {
+			le, err = math.Inf(1), nil
+		}
+		if err != nil {
+			continue
+		}
+		c, err := strconv.ParseFloat(strings.TrimSpace(rest[strings.IndexByte(rest, '}')+1:]), 64)
+		if err != nil {
+			continue
+		}
+		h.le = append(h.le, le)
+		h.count = append(h.count, c)
+	}
+	if len(h.le) == 0 {
+		return h, fmt.Errorf("no kelpie_agent_ingest_seconds on %s/metrics", addr)
+	}
+	return h, sc.Err()
+}

@@ -1,0 +1,199 @@
+package allreduce
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// group starts n nodes' Exchanges on 127.0.0.1.
+func group(t *testing.T, n int, name string, region func(int) string) []*Exchange {
+	t.Helper()
+	lis := make([]net.Listener, n)
+	addrs := make([]string, n)
+	for i := range lis {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lis[i], addrs[i] = l, l.Addr().String()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	xs := make([]*Exchange, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			xs[i], errs[i] = Connect(ctx, Config{Self: i, Addrs: addrs, Listener: lis[i], Group: name, Region: region})
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("node %d: %v", i, err)
+		}
+		t.Cleanup(xs[i].Close)
+	}
+	return xs
+}
+
+// runAll runs p on every node at once.
+func runAll(ctx context.Context, xs []*Exchange, p *Plan, vecs [][]float32) []error {
+	errs := make([]error, len(xs))
+	var wg sync.WaitGroup
+	for i, x := range xs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = x.Run(ctx, p, vecs[i])
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+// TestExchangeMatchesSimulate runs every plan over real TCP connections,
+// several times on the same mesh, and checks each node ends with exactly the
+// bits Simulate computes, and that the byte counters match the plan's.
+func TestExchangeMatchesSimulate(t *testing.T) {
+	topo := racks(3, 3)
+	region := topo.RackRegion()
+	xs := group(t, 6, "job-a", region)
+	const n = 10007
+	for round, p := range []*Plan{Ring(6, n, topo), RAT(6, n, topo, 0), PS(6, n), RAT(6, n, topo, 2), Ring(6, n, topo)} {
+		rng := rand.New(rand.NewPCG(7, uint64(round)))
+		vecs, want := make([][]float32, 6), make([][]float32, 6)
+		for i := range vecs {
+			vecs[i] = make([]float32, n)
+			for j := range vecs[i] {
+				vecs[i][j] = float32(rng.NormFloat64())
+			}
+			want[i] = append([]float32(nil), vecs[i]...)
+		}
+		if err := p.Simulate(want); err != nil {
+			t.Fatal(err)
+		}
+		before := make([]int64, 6)
+		for i, x := range xs {
+			before[i] = x.CrossBytes()
+		}
+		for i, err := range runAll(context.Background(), xs, p, vecs) {
+			if err != nil {
+				t.Fatalf("%s: node %d: %v", p.Kind, i, err)
+			}
+		}
+		for i := range vecs {
+			for j := range vecs[i] {
+				if vecs[i][j] != want[i][j] {
+					t.Fatalf("%s: node %d element %d = %v; Simulate gives %v", p.Kind, i, j, vecs[i][j], want[i][j])
+				}
+			}
+		}
+		var cross int64
+		for i, x := range xs {
+			cross += x.CrossBytes() - before[i]
+		}
+		if w := p.CrossBytes(region); cross != w {
+			t.Errorf("%s: nodes counted %d cross-rack bytes; the plan sends %d", p.Kind, cross, w)
+		}
+	}
+}
+
+// TestExchangeRefusesStrangers: a node of another group, or garbage, is
+// refused at the handshake and the mesh still forms.
+func TestExchangeRefusesStrangers(t *testing.T) {
+	lis := make([]net.Listener, 2)
+	addrs := make([]string, 2)
+	for i := range lis {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lis[i], addrs[i] = l, l.Addr().String()
+	}
+	// Strangers knock on node 0 first.
+	for _, hello := range [][]byte{[]byte("GET / HTTP/1.1\r\n\r\n"), append([]byte("KLAR\x01\x01\x00\x00\x00\x05"), "job-b"...)} {
+		c, err := net.Dial("tcp", addrs[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Write(hello)
+		defer c.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	xs := make([]*Exchange, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			xs[i], errs[i] = Connect(ctx, Config{Self: i, Addrs: addrs, Listener: lis[i], Group: "job-a"})
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("node %d: %v", i, err)
+		}
+		defer xs[i].Close()
+	}
+	v := [][]float32{{1, 2}, {3, 4}}
+	for i, err := range runAll(ctx, xs, Ring(2, 2, nil), v) {
+		if err != nil {
+			t.Fatalf("node %d: %v", i, err)
+		}
+	}
+	if v[0][0] != 4 || v[1][1] != 6 {
+		t.Errorf("sums %v; want [[4 6] [4 6]]", v)
+	}
+}
+
+// TestExchangeCancel: a node whose peer never takes part is released by its
+// context, with an error, and the Exchange stays failed.
+func TestExchangeCancel(t *testing.T) {
+	xs := group(t, 3, "job-c", nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 2)
+	p := RAT(3, 30, nil, 0)
+	for i := range 2 { // node 2 never runs
+		go func() { done <- xs[i].Run(ctx, p, make([]float32, 30)) }()
+	}
+	cancel()
+	for range 2 {
+		if err := <-done; err == nil {
+			t.Fatal("Run returned nil with a peer missing")
+		}
+	}
+	if err := xs[0].Run(context.Background(), p, make([]float32, 30)); !errors.Is(err, context.Canceled) && (err == nil || !strings.Contains(err.Error(), "allreduce")) {
+		t.Errorf("Run on a failed exchange = %v; want the earlier error", err)
+	}
+}
+
+func TestConnectTimesOutOnMissingPeer(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := dead.Addr().String()
+	dead.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err = Connect(ctx, Config{Self: 0, Addrs: []string{l.Addr().String(), addr}, Listener: l, Group: "g"})
+	if err == nil || !strings.Contains(err.Error(), "node 1") {
+		t.Errorf("Connect = %v; want an error naming node 1", err)
+	}
+}

@@ -1,0 +1,34 @@
+package allreduce
+
+import "github.com/kelpie/kelpie/runtime/optim"
+
+// Optimizer applies the job's optimizer (and its learning-rate schedule) to
+// a worker's own copy of the parameters once the summed gradient is known.
+// Every worker holds the same parameters and gets the same sum, so every
+// worker takes the same step: the parameter server's update, done
+// everywhere.
+type Optimizer struct {
+	cfg    optim.Config
+	states []*optim.State
+}
+
+// NewOptimizer returns the optimizer for tensors of the given lengths (0 for
+// a tensor it will not update). cfg must be valid (optim.Config.Validate).
+func NewOptimizer(cfg optim.Config, lens []int) *Optimizer {
+	o := &Optimizer{cfg: cfg, states: make([]*optim.State, len(lens))}
+	for i, n := range lens {
+		o.states[i] = optim.NewState(cfg, n)
+	}
+	return o
+}
+
+// Step applies the summed gradient of iteration t: params[i] -= update of
+// grads[i], with the learning rate of iteration t. A nil tensor is skipped.
+func (o *Optimizer) Step(t int64, params, grads [][]float32) {
+	c := o.cfg.At(t)
+	for i, p := range params {
+		if p != nil {
+			optim.Apply(c, o.states[i], p, grads[i])
+		}
+	}
+}

@@ -1,0 +1,323 @@
+package identity
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+)
+
+// Policy decides whether id may call method with msg: msg is nil when a
+// call (or stream) starts and each request message after that. A non-nil
+// error refuses the call with PermissionDenied.
+type Policy func(id Identity, method string, msg proto.Message) error
+
+// Refusal is one refused call.
+type Refusal struct {
+	Time   time.Time
+	Addr   string   // the caller's address
+	ID     Identity // zero when the caller had no certificate
+	Method string
+	Code   codes.Code
+	Reason string
+	// Suppressed is how many refusals were not reported since the last
+	// reported one (the report rate is limited).
+	Suppressed uint64
+}
+
+// Guard enforces a Policy on a gRPC server: unary and stream interceptors
+// that take the caller's identity from its verified client certificate.
+// Health checks are open; everything else needs a certificate.
+type Guard struct {
+	policy Policy
+	report func(Refusal)
+	count  func(string, codes.Code)
+	now    func() time.Time
+
+	limiter    *rate.Limiter
+	every      time.Duration
+	mu         sync.Mutex
+	suppressed uint64
+	last       map[string]time.Time // refusal kind -> when it was last reported
+
+	refused [17]atomic.Uint64 // by code
+}
+
+// GuardOptions tune a Guard.
+type GuardOptions struct {
+	// Report receives refusals (audit log, logs): one per caller address,
+	// identity and method each ReportEvery (default a minute), and at most
+	// ReportRate a second with bursts of ReportBurst over all (defaults 5
+	// and 20); the others are counted and the next report says how many. A
+	// flood of refusals cannot fill the audit log.
+	Report func(Refusal)
+	// Count is called for every refusal, reported or not (metrics).
+	Count       func(method string, code codes.Code)
+	ReportRate  float64
+	ReportBurst int
+	ReportEvery time.Duration
+	Now         func() time.Time
+}
+
+// NewGuard returns a guard for policy.
+func NewGuard(policy Policy, o GuardOptions) *Guard {
+	if o.ReportRate <= 0 {
+		o.ReportRate = 5
+	}
+	if o.ReportBurst <= 0 {
+		o.ReportBurst = 20
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.ReportEvery <= 0 {
+		o.ReportEvery = time.Minute
+	}
+	return &Guard{policy: policy, report: o.Report, count: o.Count, now: o.Now, every: o.ReportEvery, last: map[string]time.Time{},
+		limiter: rate.NewLimiter(rate.Limit(o.ReportRate), o.ReportBurst)}
+}
+
+// Refused is how many calls were refused with code.
+func (g *Guard) Refused(code codes.Code) uint64 {
+	if int(code) >= len(g.refused) {
+		return 0
+	}
+	return g.refused[code].Load()
+}
+
+// ServerOptions are the interceptors.
+func (g *Guard) ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(g.unary), grpc.ChainStreamInterceptor(g.stream)}
+}
+
+const healthPrefix = "/grpc.health.v1.Health/"
+
+func (g *Guard) refuse(ctx context.Context, id Identity, method string, code codes.Code, why error) error {
+	if int(code) < len(g.refused) {
+		g.refused[code].Add(1)
+	}
+	if g.count != nil {
+		g.count(method, code)
+	}
+	if g.report != nil {
+		r := Refusal{Time: g.now(), ID: id, Method: method, Code: code, Reason: why.Error()}
+		if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+			r.Addr = p.Addr.String()
+		}
+		host := r.Addr
+		if h, _, err := net.SplitHostPort(r.Addr); err == nil {
+			host = h
+		}
+		key := host + " " + id.String() + " " + method
+		g.mu.Lock()
+		last, seen := g.last[key]
+		allow := (!seen || r.Time.Sub(last) >= g.every) && g.limiter.AllowN(r.Time, 1)
+		if allow {
+			if len(g.last) >= 1<<14 {
+				clear(g.last) // bounded: at worst some repeats are reported again
+			}
+			g.last[key] = r.Time
+		}
+		if allow {
+			r.Suppressed, g.suppressed = g.suppressed, 0
+		} else {
+			g.suppressed++
+		}
+		g.mu.Unlock()
+		if allow {
+			g.report(r)
+		}
+	}
+	return status.Error(code, why.Error())
+}
+
+// check authorizes the start of a call.
+func (g *Guard) check(ctx context.Context, method string) (Identity, error) {
+	if strings.HasPrefix(method, healthPrefix) {
+		return Identity{}, nil
+	}
+	p, _ := peer.FromContext(ctx)
+	id, err := Peer(p)
+	if err != nil {
+		return Identity{}, g.refuse(ctx, Identity{}, method, codes.Unauthenticated, fmt.Errorf("%s needs a kelpie client certificate", method))
+	}
+	if err := g.policy(id, method, nil); err != nil {
+		return id, g.refuse(ctx, id, method, codes.PermissionDenied, err)
+	}
+	return id, nil
+}
+
+func (g *Guard) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	id, err := g.check(ctx, info.FullMethod)
+	if err != nil {
+		return nil, err
+	}
+	if m, ok := req.(proto.Message); ok && id.Role != "" {
+		if err := g.policy(id, info.FullMethod, m); err != nil {
+			return nil, g.refuse(ctx, id, info.FullMethod, codes.PermissionDenied, err)
+		}
+	}
+	return h(ctx, req)
+}
+
+func (g *Guard) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	id, err := g.check(ss.Context(), info.FullMethod)
+	if err != nil {
+		return err
+	}
+	if id.Role == "" { // health
+		return h(srv, ss)
+	}
+	return h(srv, &guardedStream{ServerStream: ss, g: g, id: id, method: info.FullMethod})
+}
+
+// guardedStream checks every message the client sends.
+type guardedStream struct {
+	grpc.ServerStream
+	g      *Guard
+	id     Identity
+	method string
+}
+
+func (s *guardedStream) RecvMsg(m any) error {
+	if err := s.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	if pm, ok := m.(proto.Message); ok {
+		if err := s.g.policy(s.id, s.method, pm); err != nil {
+			return s.g.refuse(s.Context(), s.id, s.method, codes.PermissionDenied, err)
+		}
+	}
+	return nil
+}
+
+// Claims checks that msg names no job, node or role but id's: every string
+// field named job or node and every Role field named role, in msg and in
+// the messages it holds directly, must be empty or id's.
+func Claims(id Identity, msg proto.Message) error {
+	return claims(id, msg.ProtoReflect(), 2)
+}
+
+func claims(id Identity, m protoreflect.Message, depth int) error {
+	var err error
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.IsList() || fd.IsMap():
+		case fd.Kind() == protoreflect.StringKind && fd.Name() == "job":
+			if s := v.String(); s != "" && s != id.Job {
+				err = fmt.Errorf("%s may not act in job %q", id, s)
+			}
+		case fd.Kind() == protoreflect.StringKind && fd.Name() == "node":
+			if s := v.String(); s != "" && s != id.Node {
+				err = fmt.Errorf("%s may not act as node %q", id, s)
+			}
+		case fd.Kind() == protoreflect.EnumKind && fd.Name() == "role" && fd.Enum().FullName() == "kelpie.v1.Role":
+			if r := kelpiepb.Role(v.Enum()); r != kelpiepb.Role_ROLE_UNSPECIFIED && roleName(r) != id.Role {
+				err = fmt.Errorf("%s may not act as a %s", id, roleName(r))
+			}
+		case fd.Kind() == protoreflect.MessageKind && depth > 1:
+			err = claims(id, v.Message(), depth-1)
+		}
+		return err == nil
+	})
+	return err
+}
+
+func roleName(r kelpiepb.Role) string {
+	switch r {
+	case kelpiepb.Role_ROLE_SERVER:
+		return RoleServer
+	case kelpiepb.Role_ROLE_WORKER:
+		return RoleWorker
+	}
+	return r.String()
+}
+
+// Service method prefixes.
+const (
+	coordinatorPrefix = "/kelpie.v1.Coordinator/"
+	agentPrefix       = "/kelpie.v1.Agent/"
+	psPrefix          = "/kelpie.v1.ParameterServer/"
+	reflectionPrefix  = "/grpc.reflection."
+)
+
+// SchedulerPolicy guards the scheduler's node plane: nodes register,
+// report, fetch and report shards and hold their agent stream only as
+// themselves, in their own job; shards, Done and Result are workers'.
+// Reflection answers any certificate holder (operators' grpcurl).
+func SchedulerPolicy(id Identity, method string, msg proto.Message) error {
+	switch {
+	case strings.HasPrefix(method, reflectionPrefix):
+		return nil
+	case strings.HasPrefix(method, coordinatorPrefix), strings.HasPrefix(method, agentPrefix):
+	default:
+		return fmt.Errorf("%s is not served to %s", method, id)
+	}
+	if id.Role != RoleWorker && id.Role != RoleServer {
+		return fmt.Errorf("%s: only a job's nodes may call it, not %s", method, id)
+	}
+	switch strings.TrimPrefix(method, coordinatorPrefix) {
+	case "FetchShard", "ReportShard", "Done", "Result":
+		if id.Role != RoleWorker {
+			return fmt.Errorf("%s: only workers may call it, not %s", method, id)
+		}
+	}
+	if msg == nil {
+		return nil
+	}
+	return Claims(id, msg)
+}
+
+// ServerPolicy guards a parameter server of the job self belongs to: only
+// the job's workers push and pull (each as itself), only the job's servers
+// migrate blocks to it, only the scheduler calls its control RPCs; Stats
+// answers the scheduler and the job's nodes.
+func ServerPolicy(self Identity) Policy {
+	return func(id Identity, method string, msg proto.Message) error {
+		if strings.HasPrefix(method, reflectionPrefix) {
+			return nil
+		}
+		if !strings.HasPrefix(method, psPrefix) {
+			return fmt.Errorf("%s is not served to %s", method, id)
+		}
+		sameJob := id.Job == self.Job && id.Job != ""
+		switch name := strings.TrimPrefix(method, psPrefix); name {
+		case "Exchange", "Push", "Pull":
+			if id.Role != RoleWorker || !sameJob {
+				return fmt.Errorf("%s: only workers of job %s may push and pull, not %s", name, self.Job, id)
+			}
+			if r, ok := msg.(*kelpiepb.PSRequest); ok {
+				if want, _ := strconv.Atoi(strings.TrimPrefix(id.Node, "worker-")); int(r.GetWorker()) != want {
+					return fmt.Errorf("%s: %s may not act as worker %d", name, id, r.GetWorker())
+				}
+			}
+		case "Migrate":
+			if id.Role != RoleServer || !sameJob {
+				return fmt.Errorf("%s: only servers of job %s may migrate blocks, not %s", name, self.Job, id)
+			}
+		case "Stats":
+			if id.Role != RoleScheduler && !sameJob {
+				return fmt.Errorf("%s: not for %s", name, id)
+			}
+		default: // Retable, Checkpoint, SetSync, Shutdown and any later control RPC
+			if id.Role != RoleScheduler {
+				return fmt.Errorf("%s: only the scheduler may call it, not %s", name, id)
+			}
+		}
+		return nil
+	}
+}

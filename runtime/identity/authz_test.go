@@ -1,0 +1,59 @@
+package identity
+
+import (
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+)
+
+func TestSchedulerPolicy(t *testing.T) {
+	w0 := Node("a", "worker-0")
+	s0 := Node("a", "server-0")
+	const co = "/kelpie.v1.Coordinator/"
+	for _, tt := range []struct {
+		name   string
+		id     Identity
+		method string
+		msg    proto.Message
+		ok     bool
+	}{
+		{"fetch as itself", w0, co + "FetchShard", &kelpiepb.FetchShardRequest{Job: "a", Node: "worker-0"}, true},
+		{"fetch as worker-1", w0, co + "FetchShard", &kelpiepb.FetchShardRequest{Job: "a", Node: "worker-1"}, false},
+		{"fetch in job b", w0, co + "FetchShard", &kelpiepb.FetchShardRequest{Job: "b", Node: "worker-0"}, false},
+		{"report as worker-1", w0, co + "ReportShard", &kelpiepb.ReportShardRequest{Job: "a", Node: "worker-1", Ids: []int64{1}}, false},
+		{"server fetches", s0, co + "FetchShard", &kelpiepb.FetchShardRequest{Job: "a", Node: "server-0"}, false},
+		{"server calls Done", s0, co + "Done", nil, false},
+		{"register as itself", s0, co + "Register", &kelpiepb.RegisterRequest{Job: "a", Node: "server-0", Role: kelpiepb.Role_ROLE_SERVER}, true},
+		{"worker registers as a server", w0, co + "Register", &kelpiepb.RegisterRequest{Job: "a", Node: "worker-0", Role: kelpiepb.Role_ROLE_SERVER}, false},
+		{"worker registers as server-0", w0, co + "Register", &kelpiepb.RegisterRequest{Job: "a", Node: "server-0", Role: kelpiepb.Role_ROLE_SERVER}, false},
+		{"agent hello as itself", w0, "/kelpie.v1.Agent/Connect", &kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Hello{Hello: &kelpiepb.AgentHello{Job: "a", Node: "worker-0", Role: kelpiepb.Role_ROLE_WORKER}}}, true},
+		{"agent hello as worker-1", w0, "/kelpie.v1.Agent/Connect", &kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Hello{Hello: &kelpiepb.AgentHello{Job: "a", Node: "worker-1"}}}, false},
+		{"operator registers", Operator("x"), co + "Register", nil, false},
+		{"scheduler registers", Scheduler(), co + "Register", nil, false},
+		{"operator reflection", Operator("x"), "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", nil, true},
+		{"unknown service", w0, "/kelpie.v1.ParameterServer/Push", nil, false},
+	} {
+		err := SchedulerPolicy(tt.id, tt.method, tt.msg)
+		if (err == nil) != tt.ok {
+			t.Errorf("%s: %v, want ok=%v", tt.name, err, tt.ok)
+		}
+	}
+}
+
+func TestIdentityValidate(t *testing.T) {
+	for _, id := range []Identity{Node("j", "worker-0"), Node("j", "server-12"), Scheduler(), Operator("ci.bot")} {
+		if err := id.Validate(); err != nil {
+			t.Errorf("%v: %v", id, err)
+		}
+		if id.String() == "anonymous" {
+			t.Errorf("%v has no name", id)
+		}
+	}
+	for _, id := range []Identity{Node("_", "worker-0"), Node("j", "worker-x"), Node("j", "foo-1"), {Role: RoleScheduler, Node: "s", Job: "j"}} {
+		if err := id.Validate(); err == nil {
+			t.Errorf("%+v validated", id)
+		}
+	}
+}

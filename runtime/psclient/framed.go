@@ -1,0 +1,210 @@
+package psclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/runtime/identity"
+	"github.com/kelpie/kelpie/runtime/tensorwire"
+	"github.com/kelpie/kelpie/runtime/wire"
+)
+
+// Transports a worker can reach its servers over.
+const (
+	TransportTCP  = "tcp"  // framed (tensorwire) over TCP; see Options.PreferUnix
+	TransportUnix = "unix" // framed over the server's Unix socket (same host only)
+	TransportGRPC = "grpc" // the Exchange stream of the gRPC service
+)
+
+// Options choose how a Conn reaches its server.
+type Options struct {
+	// Transport is TransportTCP (the default), TransportUnix or
+	// TransportGRPC.
+	Transport string
+	// PreferUnix moves a TransportTCP connection to the server's Unix
+	// socket when the server is on this host (what jobs do).
+	PreferUnix bool
+	// Credentials prove a framed connection (nil: the job has no
+	// data-plane secret).
+	Credentials tensorwire.Credentials
+}
+
+func (o Options) creds() tensorwire.Credentials {
+	if o.Credentials == nil {
+		// This process's job secret ($KELPIE_CERT), or none.
+		return identity.FramedCredentials()
+	}
+	return o.Credentials
+}
+
+// waiter is one request in flight on a framed connection.
+type waiter struct {
+	ch chan *kelpiepb.PSResponse
+	mu sync.Mutex // held while its payload is read into dst
+	// dst are the slices the response payload is read into when their
+	// lengths add up to it (the worker's parameters); nil: a pooled buffer.
+	dst     [][]byte
+	inPlace bool // the payload was read into dst
+}
+
+// framed is the framed half of a Conn.
+type framed struct {
+	tc      *tensorwire.Conn
+	sendMu  sync.Mutex
+	waiting map[uint64]*waiter
+}
+
+// dialFramed opens a framed connection: over TCP, moved to the server's
+// Unix socket when it is on this host (always, for TransportUnix).
+func dialFramed(ctx context.Context, addr string, o Options) (*tensorwire.Conn, string, error) {
+	d := net.Dialer{Timeout: 10 * time.Second}
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, "", fmt.Errorf("psclient: dial %s: %v", addr, err)
+	}
+	if tcp, ok := nc.(*net.TCPConn); ok {
+		_ = tcp.SetNoDelay(true)
+	}
+	tc := tensorwire.NewConn(nc)
+	hello, err := tensorwire.ClientHandshake(tc, o.creds())
+	if err != nil {
+		tc.Close()
+		return nil, "", fmt.Errorf("psclient: %s: %v", addr, err)
+	}
+	local := hello.Unix != "" && hello.HostID == tensorwire.HostID()
+	if !local || o.Transport != TransportUnix && !o.PreferUnix {
+		if o.Transport == TransportUnix {
+			tc.Close()
+			return nil, "", fmt.Errorf("psclient: %s has no Unix socket on this host (host %q, socket %q)", addr, hello.HostID, hello.Unix)
+		}
+		return tc, "tcp", nil
+	}
+	uc, err := d.DialContext(ctx, "unix", hello.Unix)
+	if err != nil {
+		if o.Transport == TransportUnix {
+			tc.Close()
+			return nil, "", fmt.Errorf("psclient: %s: unix socket %s: %v", addr, hello.Unix, err)
+		}
+		return tc, "tcp", nil // not visible here (another mount namespace): stay on TCP
+	}
+	ut := tensorwire.NewConn(uc)
+	if _, err := tensorwire.ClientHandshake(ut, o.creds()); err != nil {
+		ut.Close()
+		tc.Close()
+		return nil, "", fmt.Errorf("psclient: %s: unix socket %s: %v", addr, hello.Unix, err)
+	}
+	tc.Close()
+	return ut, "unix", nil
+}
+
+func (c *Conn) framedRecvLoop() {
+	defer close(c.done)
+	f := c.fw
+	for {
+		taken, err := c.framedRecvOne(f)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = fmt.Errorf("psclient: server %s closed the connection", c.Addr)
+			} else {
+				err = fmt.Errorf("psclient: connection to %s: %v", c.Addr, err)
+			}
+			f.tc.Close()
+			c.fail(err)
+			if taken != nil {
+				close(taken.ch) // after fail: its waiter reads the error
+			}
+			return
+		}
+	}
+}
+
+// framedRecvOne reads one response; on an error it returns the waiter it
+// had taken out of the table, if any.
+func (c *Conn) framedRecvOne(f *framed) (*waiter, error) {
+	h, meta, err := f.tc.ReadHeader()
+	if err != nil {
+		return nil, err
+	}
+	if h.Kind != tensorwire.KindResponse {
+		return nil, fmt.Errorf("%w: %v frame where a response belongs", tensorwire.ErrFrame, h.Kind)
+	}
+	resp := &kelpiepb.PSResponse{Id: h.ID}
+	if err := tensorwire.DecodeResponse(meta, resp); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	w, ok := f.waiting[h.ID]
+	delete(f.waiting, h.ID)
+	c.mu.Unlock()
+	if !ok {
+		// A response nobody waits for (abandoned): skip its payload.
+		return nil, f.tc.Discard()
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := int(h.Payload)
+	if n > 0 {
+		if total(w.dst) == n {
+			if err := f.tc.ReadPayloadInto(w.dst); err != nil {
+				return w, err
+			}
+			resp.Data = nil
+			w.inPlace = true
+			w.dst = nil
+			w.ch <- resp
+			return nil, nil
+		}
+		buf := wire.Buffer(n)
+		if err := f.tc.ReadPayload(buf); err != nil {
+			wire.Recycle(buf)
+			return w, err
+		}
+		resp.Data = buf
+	}
+	w.dst = nil
+	w.ch <- resp
+	return nil, nil
+}
+
+func total(dst [][]byte) int {
+	if dst == nil {
+		return -1
+	}
+	n := 0
+	for _, d := range dst {
+		n += len(d)
+	}
+	return n
+}
+
+func (c *Conn) framedStart(req *kelpiepb.PSRequest, dst [][]byte) (*waiter, error) {
+	f := c.fw
+	w := &waiter{ch: make(chan *kelpiepb.PSResponse, 1), dst: dst}
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		return nil, err
+	}
+	c.nextID++
+	req.Id = c.nextID
+	f.waiting[req.Id] = w
+	c.mu.Unlock()
+	f.sendMu.Lock()
+	err := f.tc.WriteFrame(tensorwire.KindRequest, req.Id, tensorwire.AppendRequest(f.tc.MetaBuf(), req), req.Data)
+	f.sendMu.Unlock()
+	if err != nil {
+		c.mu.Lock()
+		delete(f.waiting, req.Id)
+		c.mu.Unlock()
+		f.tc.Close() // a frame may be half written: the connection is done
+		return nil, fmt.Errorf("psclient: send to %s: %v", c.Addr, err)
+	}
+	return w, nil
+}

@@ -1,0 +1,19 @@
+package role
+
+import (
+	"github.com/kelpie/kelpie/runtime/data"
+	"github.com/kelpie/kelpie/runtime/spec"
+)
+
+// CheckData checks, quickly and without loading it, that the data set the
+// job's roles will read on this machine is there and whole (synthetic data
+// always is). The scheduler calls it through its configuration
+// (manager.Config.CheckData, wired by the CLI) before it launches a job's
+// nodes locally, so it never imports the data loaders itself.
+func CheckData(s *spec.Spec) error {
+	if s.Data.Kind == "synthetic-ctr" {
+		return nil
+	}
+	_, err := data.CheckMNIST()
+	return err
+}

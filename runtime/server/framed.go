@@ -1,0 +1,183 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/runtime/tensorwire"
+	"github.com/kelpie/kelpie/runtime/wire"
+)
+
+// Framed is how the server accepts connections of the framed transport.
+type Framed struct {
+	// Credentials check each connection's proof (nil: no secret).
+	Credentials tensorwire.Credentials
+	// Unix is the server's Unix socket path, advertised to clients on its
+	// host ("" for none).
+	Unix string
+}
+
+// ServeFramed serves one framed connection until the worker closes it, the
+// server's context ends, or a frame is bad: then the connection is closed
+// and the reason logged (never a panic).
+func (s *Server) ServeFramed(ctx context.Context, nc net.Conn, f Framed) {
+	defer nc.Close()
+	if tcp, ok := nc.(*net.TCPConn); ok {
+		_ = tcp.SetNoDelay(true)
+	}
+	stop := context.AfterFunc(ctx, func() { nc.Close() })
+	defer stop()
+	creds := f.Credentials
+	if creds == nil {
+		creds = tensorwire.SharedSecret(nil)
+	}
+	tc := tensorwire.NewConn(nc)
+	if err := tensorwire.ServerHandshake(tc, creds, tensorwire.Hello{HostID: tensorwire.HostID(), Unix: f.Unix}); err != nil {
+		s.logf("data plane: %s: refused: %v", nc.RemoteAddr(), err)
+		return
+	}
+	select {
+	case <-s.ready:
+	case <-ctx.Done():
+		return
+	}
+	recv := func() (*kelpiepb.PSRequest, error) {
+		h, meta, err := tc.ReadHeader()
+		if err != nil {
+			return nil, err
+		}
+		if h.Kind != tensorwire.KindRequest {
+			return nil, fmt.Errorf("%w: %v frame where a request belongs", tensorwire.ErrFrame, h.Kind)
+		}
+		req := &kelpiepb.PSRequest{Id: h.ID}
+		if err := tensorwire.DecodeRequest(meta, req); err != nil {
+			return nil, err
+		}
+		if h.Payload > 0 {
+			// Aligned (pooled buffers start at an allocation) and applied
+			// from here.
+			req.Data = wire.Buffer(int(h.Payload))
+			if err := tc.ReadPayload(req.Data); err != nil {
+				wire.Recycle(req.Data)
+				return nil, err
+			}
+		}
+		return req, nil
+	}
+	var meta []byte
+	send := func(r *kelpiepb.PSResponse) error {
+		meta = tensorwire.AppendResponse(tc.MetaBuf(), r)
+		return tc.WriteFrame(tensorwire.KindResponse, r.Id, meta, r.Data)
+	}
+	err := s.session(recv, send, wire.Sent)
+	switch {
+	case err == nil, errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed) && ctx.Err() != nil:
+	case errors.Is(err, tensorwire.ErrFrame):
+		s.logf("data plane: %s: closing the connection: %v", nc.RemoteAddr(), err)
+	default:
+		s.logf("data plane: %s: connection ended: %v", nc.RemoteAddr(), err)
+	}
+}
+
+// Endpoint is a server's data-plane listeners: the framed transport on the
+// port gRPC also serves (tensorwire.Mux) and, optionally, a Unix socket.
+type Endpoint struct {
+	mux    *tensorwire.Mux
+	unix   net.Listener
+	path   string
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	closed bool // no connection is served once Close has begun
+}
+
+// Listen starts serving the framed transport on lis (and on f.Unix, a Unix
+// socket path created now and removed by Close, if not empty). The
+// returned endpoint's GRPC listener carries the port's other connections,
+// for grpc.Server.Serve.
+func (s *Server) Listen(lis net.Listener, f Framed) (*Endpoint, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	e := &Endpoint{cancel: cancel}
+	if f.Unix != "" {
+		_ = os.Remove(f.Unix) // a socket left by a killed predecessor
+		// The socket may sit in the node's snapshot directory, which a
+		// server's first start has not made yet.
+		if err := os.MkdirAll(filepath.Dir(f.Unix), 0o700); err != nil {
+			cancel()
+			return nil, fmt.Errorf("server %s: unix socket dir: %v", s.cfg.Name, err)
+		}
+		ul, err := net.Listen("unix", f.Unix)
+		if err != nil {
+			cancel()
+			return nil, fmt.Errorf("server %s: unix socket: %v", s.cfg.Name, err)
+		}
+		e.unix, e.path = ul, f.Unix
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			for {
+				c, err := ul.Accept()
+				if err != nil {
+					return
+				}
+				e.wg.Add(1)
+				go func() { defer e.wg.Done(); s.ServeFramed(ctx, c, f) }()
+			}
+		}()
+	}
+	e.mux = tensorwire.NewMux(lis, func(c net.Conn) {
+		e.mu.Lock()
+		if e.closed {
+			e.mu.Unlock()
+			c.Close()
+			return
+		}
+		e.wg.Add(1)
+		e.mu.Unlock()
+		defer e.wg.Done()
+		s.ServeFramed(ctx, c, f)
+	}, s.cfg.Logf)
+	return e, nil
+}
+
+// GRPC is the listener for the gRPC server.
+func (e *Endpoint) GRPC() net.Listener { return e.mux.GRPC() }
+
+// Close stops listening, closes every framed connection and removes the
+// Unix socket.
+func (e *Endpoint) Close() error {
+	e.mu.Lock()
+	e.closed = true
+	e.mu.Unlock()
+	err := e.mux.Close()
+	if e.unix != nil {
+		e.unix.Close()
+		os.Remove(e.path)
+	}
+	e.cancel()
+	e.wg.Wait()
+	return err
+}
+
+// UnixPath is a fresh path for a server's Unix socket in dir (the system's
+// temporary directory if empty), short enough for sockaddr_un.
+func UnixPath(dir, name string) string {
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	p := filepath.Join(dir, fmt.Sprintf("kelpie-%s-%x.sock", name, b))
+	if len(p) >= 104 {
+		p = filepath.Join(os.TempDir(), fmt.Sprintf("kelpie-%x.sock", b))
+	}
+	return p
+}

@@ -1,0 +1,114 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/runtime/psclient"
+	"github.com/kelpie/kelpie/runtime/syncmodel"
+	"github.com/kelpie/kelpie/runtime/tensorwire"
+	"github.com/kelpie/kelpie/runtime/wire"
+)
+
+// TestFramedDataPlane: pushes and pulls over the framed transport (TCP and
+// the Unix socket) with a data-plane secret; a wrong secret is refused at
+// connect time and a bad frame closes its connection with a logged reason.
+func TestFramedDataPlane(t *testing.T) {
+	s := newServer(t, syncmodel.Config{Model: syncmodel.ASP})
+	logs := make(chan string, 16)
+	s.cfg.Logf = func(format string, a ...any) {
+		select {
+		case logs <- fmt.Sprintf(format, a...):
+		default:
+		}
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := tensorwire.SharedSecret("job secret")
+	ep, err := s.Listen(lis, Framed{Credentials: secret, Unix: UnixPath("", "test")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ep.Close()
+	addr := lis.Addr().String()
+	ctx := context.Background()
+
+	for i, tr := range []string{psclient.TransportTCP, psclient.TransportUnix} {
+		c, err := psclient.DialWith(ctx, addr, psclient.Options{Transport: tr, Credentials: secret})
+		if err != nil {
+			t.Fatalf("dial over %s: %v", tr, err)
+		}
+		if c.Transport != tr {
+			t.Errorf("connection runs over %s; want %s", c.Transport, tr)
+		}
+		// Block 0 starts at 1s; SGD at rate 1 subtracts each push.
+		if _, err := c.Do(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PUSH, Blocks: []uint32{0}, Progress: int64(i + 1), Data: floats(1, 1, 1, 1)}); err != nil {
+			t.Fatalf("push over %s: %v", tr, err)
+		}
+		dst := make([]float32, 4)
+		call, err := c.StartInto(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PULL, Blocks: []uint32{0}, Progress: int64(i + 1)}, [][]byte{wire.AsBytes(dst)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, inPlace, err := call.Wait(nil)
+		if err != nil || !inPlace {
+			t.Fatalf("pull over %s: in place %v, %v", tr, inPlace, err)
+		}
+		if want := float32(-i); dst[0] != want || dst[3] != want {
+			t.Errorf("pull over %s = %v; want all %v", tr, dst, want)
+		}
+		// A bad request is answered with its status, and the connection stays.
+		if _, err := c.Do(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PUSH, Blocks: []uint32{0}, Data: floats(1)}); err == nil || !strings.Contains(err.Error(), "push carries 4 bytes") {
+			t.Errorf("push of the wrong size over %s: %v", tr, err)
+		}
+		c.Close()
+	}
+
+	if _, err := psclient.DialWith(ctx, addr, psclient.Options{Credentials: tensorwire.SharedSecret("guess")}); err == nil {
+		t.Error("a client with the wrong secret was accepted")
+	}
+	waitLog(t, logs, "refused")
+
+	// A frame of an unknown version after a good handshake.
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if _, err := tensorwire.ClientHandshake(tensorwire.NewConn(nc), secret); err != nil {
+		t.Fatal(err)
+	}
+	bad := make([]byte, tensorwire.HeaderSize)
+	tensorwire.PutHeader(bad, tensorwire.Header{Kind: tensorwire.KindRequest, ID: 1})
+	bad[4] = 9
+	if _, err := nc.Write(bad); err != nil {
+		t.Fatal(err)
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(time.Minute)) // a bound on a hang, not a timing assertion
+	if n, err := nc.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("after a bad frame the connection gave %d bytes, %v; want it closed", n, err)
+	}
+	waitLog(t, logs, "version 9")
+}
+
+func waitLog(t *testing.T, logs <-chan string, want string) {
+	t.Helper()
+	for {
+		select {
+		case l := <-logs:
+			if strings.Contains(l, want) {
+				return
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("no log line with %q", want)
+		}
+	}
+}

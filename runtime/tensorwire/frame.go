@@ -1,0 +1,287 @@
+// Package tensorwire is kelpie's framed tensor transport: the data plane
+// between workers and parameter servers beside gRPC, which keeps every
+// control service.
+//
+// A connection carries frames. Each frame is a fixed 24-byte header, a small
+// metadata section and a payload:
+//
+//	0  magic "KLPW"      8  request id (uint64)
+//	4  version (1)      16  metadata length (uint32)
+//	5  kind             20  payload length (uint32)
+//	6  flags (0)
+//
+// (all integers little-endian). A frame is written with one writev (header
+// and metadata in one buffer, the payload as it lies in memory) and read in
+// two steps, ReadHeader and ReadPayload, so the caller picks the payload's
+// destination after seeing the header: a pooled, aligned buffer for a push,
+// the worker's parameter slice for a pull. Nothing is allocated per frame
+// once the connection's buffers have grown to the largest metadata seen.
+//
+// The decoder trusts nothing: a wrong magic or version, a kind it does not
+// know, non-zero flags, or a length over MaxMeta/MaxPayload is an error that
+// names the field, and the caller closes that connection.
+//
+// A connection starts with a hello exchange (see Handshake) that proves the
+// peer knows the job's data-plane secret; the server can also listen on the
+// same port as gRPC (Mux) and on a Unix socket for peers on its own host.
+package tensorwire
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+)
+
+// Version is the frame format version this package speaks.
+const Version = 1
+
+// HeaderSize is the size of a frame header in bytes.
+const HeaderSize = 24
+
+// Magic opens every frame. It differs from the HTTP/2 preface ("PRI "), so
+// one port can carry both (see Mux).
+var Magic = [4]byte{'K', 'L', 'P', 'W'}
+
+// Bounds of one frame. A payload is at most 1 GiB (the same bound as the
+// gRPC data plane's messages); metadata (block ids, row keys) at most 64 MiB.
+const (
+	MaxPayload = 1 << 30
+	MaxMeta    = 64 << 20
+)
+
+// Kind is what a frame carries.
+type Kind uint8
+
+// Frame kinds.
+const (
+	KindHello    Kind = 1 // client → server: version, secret proof
+	KindHelloAck Kind = 2 // server → client: accepted, the server's unix socket
+	KindRequest  Kind = 3 // client → server: a PS request
+	KindResponse Kind = 4 // server → client: a PS response
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindHello:
+		return "hello"
+	case KindHelloAck:
+		return "hello-ack"
+	case KindRequest:
+		return "request"
+	case KindResponse:
+		return "response"
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// Header is a decoded frame header.
+type Header struct {
+	Kind    Kind
+	ID      uint64
+	MetaLen uint32
+	Payload uint32
+}
+
+// ErrFrame is wrapped by every error about a malformed frame.
+var ErrFrame = errors.New("tensorwire: bad frame")
+
+// PutHeader encodes h into b[:HeaderSize].
+func PutHeader(b []byte, h Header) {
+	_ = b[HeaderSize-1]
+	copy(b[0:4], Magic[:])
+	b[4] = Version
+	b[5] = byte(h.Kind)
+	b[6], b[7] = 0, 0
+	binary.LittleEndian.PutUint64(b[8:16], h.ID)
+	binary.LittleEndian.PutUint32(b[16:20], h.MetaLen)
+	binary.LittleEndian.PutUint32(b[20:24], h.Payload)
+}
+
+// ParseHeader decodes and checks a frame header.
+func ParseHeader(b []byte) (Header, error) {
+	if len(b) < HeaderSize {
+		return Header{}, fmt.Errorf("%w: header of %d bytes, want %d", ErrFrame, len(b), HeaderSize)
+	}
+	if [4]byte(b[0:4]) != Magic {
+		return Header{}, fmt.Errorf("%w: magic %q, want %q", ErrFrame, b[0:4], Magic[:])
+	}
+	if b[4] != Version {
+		return Header{}, fmt.Errorf("%w: version %d, this end speaks %d", ErrFrame, b[4], Version)
+	}
+	h := Header{
+		Kind:    Kind(b[5]),
+		ID:      binary.LittleEndian.Uint64(b[8:16]),
+		MetaLen: binary.LittleEndian.Uint32(b[16:20]),
+		Payload: binary.LittleEndian.Uint32(b[20:24]),
+	}
+	if h.Kind < KindHello || h.Kind > KindResponse {
+		return Header{}, fmt.Errorf("%w: unknown kind %d", ErrFrame, b[5])
+	}
+	if b[6] != 0 || b[7] != 0 {
+		return Header{}, fmt.Errorf("%w: flags %#x, want 0", ErrFrame, binary.LittleEndian.Uint16(b[6:8]))
+	}
+	if h.MetaLen > MaxMeta {
+		return Header{}, fmt.Errorf("%w: metadata length %d over the maximum %d", ErrFrame, h.MetaLen, MaxMeta)
+	}
+	if h.Payload > MaxPayload {
+		return Header{}, fmt.Errorf("%w: payload length %d over the maximum %d", ErrFrame, h.Payload, MaxPayload)
+	}
+	return h, nil
+}
+
+// Conn is one framed connection. One goroutine may write (WriteFrame) while
+// another reads (ReadHeader, ReadPayload); neither side is safe for more
+// than one goroutine at a time.
+type Conn struct {
+	nc net.Conn // reads (and deadlines, Close)
+	wc net.Conn // writes: nc itself, or the *net.TCPConn/*net.UnixConn under it, for writev
+
+	// write side
+	wbuf []byte // header + metadata of the frame being written
+	bufs net.Buffers
+	vec  [2][]byte
+
+	// read side
+	hdr  [HeaderSize]byte
+	meta []byte
+	left int // payload bytes of the current frame not yet read
+}
+
+// NewConn wraps an established connection.
+func NewConn(nc net.Conn) *Conn {
+	wc := nc
+	if u, ok := nc.(interface{ Unwrap() net.Conn }); ok {
+		wc = u.Unwrap()
+	}
+	return &Conn{nc: nc, wc: wc, wbuf: make([]byte, HeaderSize, 512), meta: make([]byte, 0, 512)}
+}
+
+// NetConn is the underlying connection.
+func (c *Conn) NetConn() net.Conn { return c.nc }
+
+// Close closes the connection.
+func (c *Conn) Close() error { return c.nc.Close() }
+
+// MetaBuf returns the connection's metadata buffer, empty, for the caller
+// to append the next frame's metadata to and pass to WriteFrame.
+func (c *Conn) MetaBuf() []byte { return c.wbuf[HeaderSize:HeaderSize] }
+
+// WriteFrame writes one frame: header and metadata in one buffer, the
+// payload from where it lies, with one writev. meta may be (and for no
+// allocation should be) the slice MetaBuf returned, grown by appending.
+func (c *Conn) WriteFrame(kind Kind, id uint64, meta, payload []byte) error {
+	if len(meta) > MaxMeta {
+		return fmt.Errorf("tensorwire: metadata of %d bytes over the maximum %d", len(meta), MaxMeta)
+	}
+	if len(payload) > MaxPayload {
+		return fmt.Errorf("tensorwire: payload of %d bytes over the maximum %d", len(payload), MaxPayload)
+	}
+	var head []byte
+	full := c.wbuf[:cap(c.wbuf)]
+	if len(meta) > 0 && len(full) > HeaderSize && &meta[0] == &full[HeaderSize] {
+		// The metadata was appended to MetaBuf: it already follows the header.
+		head = full[:HeaderSize+len(meta)]
+	} else {
+		head = append(c.wbuf[:HeaderSize], meta...)
+	}
+	c.wbuf = head[:HeaderSize] // keep a grown capacity for the next frame
+	PutHeader(head, Header{Kind: kind, ID: id, MetaLen: uint32(len(meta)), Payload: uint32(len(payload))})
+	if len(payload) == 0 {
+		_, err := c.wc.Write(head)
+		return err
+	}
+	c.vec[0], c.vec[1] = head, payload
+	c.bufs = c.vec[:]
+	_, err := c.bufs.WriteTo(c.wc)
+	c.vec[0], c.vec[1] = nil, nil
+	return err
+}
+
+// ReadHeader reads the next frame's header and metadata. The metadata slice
+// is valid until the next ReadHeader. The payload (Header.Payload bytes)
+// must then be read with ReadPayload or skipped with Discard.
+func (c *Conn) ReadHeader() (Header, []byte, error) {
+	if c.left != 0 {
+		return Header{}, nil, fmt.Errorf("tensorwire: %d payload bytes of the last frame not read", c.left)
+	}
+	if _, err := io.ReadFull(c.nc, c.hdr[:]); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return Header{}, nil, fmt.Errorf("%w: truncated header: %v", ErrFrame, err)
+		}
+		return Header{}, nil, err
+	}
+	h, err := ParseHeader(c.hdr[:])
+	if err != nil {
+		return Header{}, nil, err
+	}
+	if cap(c.meta) < int(h.MetaLen) {
+		c.meta = make([]byte, h.MetaLen)
+	}
+	c.meta = c.meta[:h.MetaLen]
+	if _, err := io.ReadFull(c.nc, c.meta); err != nil {
+		return Header{}, nil, fmt.Errorf("%w: truncated metadata (%d bytes): %v", ErrFrame, h.MetaLen, eofAsUnexpected(err))
+	}
+	c.left = int(h.Payload)
+	return h, c.meta, nil
+}
+
+// ReadPayload reads the current frame's payload into dst, which must be
+// exactly as long as the header said.
+func (c *Conn) ReadPayload(dst []byte) error {
+	if len(dst) != c.left {
+		return fmt.Errorf("tensorwire: payload destination of %d bytes for a payload of %d", len(dst), c.left)
+	}
+	c.left = 0
+	if len(dst) == 0 {
+		return nil
+	}
+	if _, err := io.ReadFull(c.nc, dst); err != nil {
+		return fmt.Errorf("%w: truncated payload (%d bytes): %v", ErrFrame, len(dst), eofAsUnexpected(err))
+	}
+	return nil
+}
+
+// ReadPayloadInto reads the current frame's payload into the slices of
+// dst in order (a scatter read: the pieces lie where their owner keeps
+// them); their lengths must add up to the payload's.
+func (c *Conn) ReadPayloadInto(dst [][]byte) error {
+	n := 0
+	for _, d := range dst {
+		n += len(d)
+	}
+	if n != c.left {
+		return fmt.Errorf("tensorwire: payload destinations of %d bytes for a payload of %d", n, c.left)
+	}
+	c.left = 0
+	for _, d := range dst {
+		if len(d) == 0 {
+			continue
+		}
+		if _, err := io.ReadFull(c.nc, d); err != nil {
+			return fmt.Errorf("%w: truncated payload (%d bytes): %v", ErrFrame, n, eofAsUnexpected(err))
+		}
+	}
+	return nil
+}
+
+// Discard skips the current frame's payload.
+func (c *Conn) Discard() error {
+	n := c.left
+	c.left = 0
+	if n == 0 {
+		return nil
+	}
+	if _, err := io.CopyN(io.Discard, c.nc, int64(n)); err != nil {
+		return fmt.Errorf("%w: truncated payload (%d bytes): %v", ErrFrame, n, eofAsUnexpected(err))
+	}
+	return nil
+}
+
+func eofAsUnexpected(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}

@@ -1,0 +1,234 @@
+package tensorwire
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+)
+
+// pipe is a connected pair of framed loopback TCP connections.
+func pipe(t testing.TB) (*Conn, *Conn) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	acc := make(chan net.Conn, 1)
+	go func() {
+		c, err := lis.Accept()
+		if err != nil {
+			close(acc)
+			return
+		}
+		acc <- c
+	}()
+	a, err := net.Dial("tcp", lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, ok := <-acc
+	if !ok {
+		t.Fatal("accept failed")
+	}
+	ca, cb := NewConn(a), NewConn(b)
+	t.Cleanup(func() { ca.Close(); cb.Close() })
+	return ca, cb
+}
+
+func TestRequestRoundTrip(t *testing.T) {
+	for _, req := range []*kelpiepb.PSRequest{
+		{Op: kelpiepb.Op_OP_PUSH, Worker: 3, Progress: 7, Blocks: []uint32{1, 4, 9}, AssignmentVersion: 2},
+		{Op: kelpiepb.Op_OP_PULL, Worker: 0, Progress: -1, NoReplyData: true},
+		{Op: kelpiepb.Op_OP_PUSH_PULL, Worker: 1, Progress: 1 << 40, RowKeys: []uint64{5, 1 << 50}, PullRowKeys: []uint64{2}},
+		{Op: kelpiepb.Op_OP_JOIN, Worker: 2, Progress: 12},
+	} {
+		m := AppendRequest(nil, req)
+		got := &kelpiepb.PSRequest{Blocks: []uint32{99}} // reused slices are overwritten
+		if err := DecodeRequest(m, got); err != nil {
+			t.Fatalf("DecodeRequest(%v): %v", req, err)
+		}
+		if !reflect.DeepEqual(got.Blocks, req.Blocks) || !reflect.DeepEqual(got.RowKeys, req.RowKeys) ||
+			!reflect.DeepEqual(got.PullRowKeys, req.PullRowKeys) || got.Op != req.Op || got.Worker != req.Worker ||
+			got.Progress != req.Progress || got.AssignmentVersion != req.AssignmentVersion || got.NoReplyData != req.NoReplyData {
+			t.Errorf("DecodeRequest(AppendRequest(%v)) = %v", req, got)
+		}
+	}
+}
+
+func TestResponseRoundTrip(t *testing.T) {
+	for _, resp := range []*kelpiepb.PSResponse{
+		{Version: 4, Delayed: true, HeldSeconds: 0.25},
+		{Version: 1, Dropped: true},
+		{Error: "server s: block 3 is not here", Code: 9},
+	} {
+		var got kelpiepb.PSResponse
+		if err := DecodeResponse(AppendResponse(nil, resp), &got); err != nil {
+			t.Fatalf("DecodeResponse(%v): %v", resp, err)
+		}
+		if got.Version != resp.Version || got.Delayed != resp.Delayed || got.Dropped != resp.Dropped ||
+			got.HeldSeconds != resp.HeldSeconds || got.Error != resp.Error || got.Code != resp.Code {
+			t.Errorf("DecodeResponse(AppendResponse(%v)) = %v", resp, &got)
+		}
+	}
+}
+
+func TestFrameRoundTrip(t *testing.T) {
+	a, b := pipe(t)
+	payload := bytes.Repeat([]byte("0123456789abcdef"), 1<<14)
+	req := &kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PUSH, Blocks: []uint32{1, 2}}
+	go func() { _ = a.WriteFrame(KindRequest, 42, AppendRequest(a.MetaBuf(), req), payload) }()
+	h, meta, err := b.ReadHeader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Kind != KindRequest || h.ID != 42 || int(h.Payload) != len(payload) {
+		t.Fatalf("ReadHeader = %+v", h)
+	}
+	var got kelpiepb.PSRequest
+	if err := DecodeRequest(meta, &got); err != nil {
+		t.Fatal(err)
+	}
+	// A scatter read into two pieces.
+	p1, p2 := make([]byte, 1000), make([]byte, len(payload)-1000)
+	if err := b.ReadPayloadInto([][]byte{p1, p2}); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(append(p1, p2...), payload) {
+		t.Error("payload differs after a round trip")
+	}
+}
+
+// TestBadFrames: every malformed header is an error naming what was wrong,
+// and a truncated frame ends in an error, not a hang.
+func TestBadFrames(t *testing.T) {
+	good := make([]byte, HeaderSize)
+	PutHeader(good, Header{Kind: KindRequest, ID: 1})
+	edit := func(f func(b []byte)) []byte {
+		b := append([]byte(nil), good...)
+		f(b)
+		return b
+	}
+	for _, tc := range []struct {
+		name, want string
+		b          []byte
+	}{
+		{"magic", "magic", edit(func(b []byte) { b[0] = 'X' })},
+		{"version", "version 2", edit(func(b []byte) { b[4] = 2 })},
+		{"kind", "unknown kind", edit(func(b []byte) { b[5] = 77 })},
+		{"flags", "flags", edit(func(b []byte) { b[6] = 1 })},
+		{"meta length", "metadata length", edit(func(b []byte) { PutHeader(b, Header{Kind: KindRequest, MetaLen: MaxMeta + 1}) })},
+		{"payload length", "payload length", edit(func(b []byte) { PutHeader(b, Header{Kind: KindRequest, Payload: MaxPayload + 1}) })},
+		{"short", "header of 3 bytes", good[:3]},
+	} {
+		_, err := ParseHeader(tc.b)
+		if err == nil || !errors.Is(err, ErrFrame) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ParseHeader(%s) = %v; want an ErrFrame naming %q", tc.name, err, tc.want)
+		}
+	}
+
+	// Truncated: a header announcing 100 payload bytes, then the peer goes.
+	a, b := pipe(t)
+	hdr := make([]byte, HeaderSize)
+	PutHeader(hdr, Header{Kind: KindRequest, ID: 1, Payload: 100})
+	_, _ = a.NetConn().Write(append(hdr, 1, 2, 3))
+	a.Close()
+	if _, _, err := b.ReadHeader(); err != nil {
+		t.Fatal(err)
+	}
+	_ = b.NetConn().SetDeadline(time.Now().Add(time.Minute)) // a bound, never reached on success
+	if err := b.ReadPayload(make([]byte, 100)); !errors.Is(err, ErrFrame) || !strings.Contains(err.Error(), "truncated") {
+		t.Errorf("ReadPayload of a truncated frame = %v; want a truncated-payload ErrFrame", err)
+	}
+}
+
+func TestHandshake(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		client, server SharedSecret
+		ok             bool
+	}{
+		{"same secret", SharedSecret("s3cret"), SharedSecret("s3cret"), true},
+		{"no secret", nil, nil, true},
+		{"wrong secret", SharedSecret("guess"), SharedSecret("s3cret"), false},
+		{"client without", nil, SharedSecret("s3cret"), false},
+		{"server without", SharedSecret("s3cret"), nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := pipe(t)
+			srv := make(chan error, 1)
+			go func() { srv <- ServerHandshake(b, tc.server, Hello{HostID: "h", Unix: "/tmp/x.sock"}) }()
+			hello, err := ClientHandshake(a, tc.client)
+			serr := <-srv
+			if tc.ok {
+				if err != nil || serr != nil {
+					t.Fatalf("handshake: client %v, server %v", err, serr)
+				}
+				if hello.HostID != "h" || hello.Unix != "/tmp/x.sock" {
+					t.Errorf("hello = %+v", hello)
+				}
+				return
+			}
+			if err == nil {
+				t.Errorf("client accepted: server said %v", serr)
+			}
+		})
+	}
+}
+
+func TestMuxSplitsGRPCAndFrames(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	framed := make(chan string, 1)
+	m := NewMux(lis, func(c net.Conn) {
+		defer c.Close()
+		h, _, err := NewConn(c).ReadHeader()
+		framed <- func() string {
+			if err != nil {
+				return err.Error()
+			}
+			return h.Kind.String()
+		}()
+	}, t.Logf)
+	defer m.Close()
+	other := make(chan []byte, 1)
+	go func() {
+		c, err := m.GRPC().Accept()
+		if err != nil {
+			other <- nil
+			return
+		}
+		defer c.Close()
+		b, _ := io.ReadAll(io.LimitReader(c, 8))
+		other <- b
+	}()
+	c1, err := net.Dial("tcp", lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c1.Close()
+	_, _ = c1.Write([]byte("PRI * HT"))
+	if got := string(<-other); got != "PRI * HT" {
+		t.Errorf("the gRPC side read %q; want the bytes sent", got)
+	}
+	c2, err := net.Dial("tcp", lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if err := NewConn(c2).WriteFrame(KindHello, 0, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-framed; got != "hello" {
+		t.Errorf("the framed side read %q; want hello", got)
+	}
+}

@@ -1,0 +1,62 @@
+package tensorwire
+
+import (
+	"bytes"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+)
+
+// memConn is a net.Conn that reads from a byte slice (the decoder's input).
+type memConn struct {
+	net.Conn
+	r *bytes.Reader
+}
+
+func (c memConn) Read(p []byte) (int, error)      { return c.r.Read(p) }
+func (c memConn) Write(p []byte) (int, error)     { return len(p), nil }
+func (c memConn) Close() error                    { return nil }
+func (c memConn) SetDeadline(time.Time) error     { return nil }
+func (c memConn) SetReadDeadline(time.Time) error { return nil }
+
+// FuzzDecode feeds arbitrary bytes to the frame decoder as a server reads
+// them: frames until the first error. It must never panic, hang or ask for
+// more memory than the bounds allow.
+func FuzzDecode(f *testing.F) {
+	seed := func(kind Kind, meta, payload []byte) []byte {
+		b := make([]byte, HeaderSize)
+		PutHeader(b, Header{Kind: kind, ID: 7, MetaLen: uint32(len(meta)), Payload: uint32(len(payload))})
+		return append(append(b, meta...), payload...)
+	}
+	f.Add(seed(KindRequest, AppendRequest(nil, &kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PUSH, Blocks: []uint32{1}}), make([]byte, 16)))
+	f.Add(seed(KindResponse, AppendResponse(nil, &kelpiepb.PSResponse{Version: 3, Error: "x"}), nil))
+	f.Add(seed(KindHello, appendFields(nil, []byte("c"), make([]byte, nonceSize)), nil))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		c := NewConn(memConn{r: bytes.NewReader(in)})
+		for range 16 {
+			h, meta, err := c.ReadHeader()
+			if err != nil {
+				return
+			}
+			switch h.Kind {
+			case KindRequest:
+				var req kelpiepb.PSRequest
+				_ = DecodeRequest(meta, &req)
+			case KindResponse:
+				var resp kelpiepb.PSResponse
+				_ = DecodeResponse(meta, &resp)
+			default:
+				_, _ = parseFields(meta, 2)
+				_, _ = parseFields(meta, 4)
+			}
+			if int(h.Payload) > len(in) {
+				return // the read would fail: not worth allocating for
+			}
+			if err := c.ReadPayload(make([]byte, h.Payload)); err != nil {
+				return
+			}
+		}
+	})
+}

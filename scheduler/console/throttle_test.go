@@ -1,0 +1,144 @@
+package console
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+)
+
+// TestBadTokenFlood: 1,000 connections with wrong tokens are mostly turned
+// away before their token is looked at, the flood leaves at most one audit
+// record per minute, the events a viewer holds are all still there, and a
+// viewer with the right token from another address is unaffected.
+func TestBadTokenFlood(t *testing.T) {
+	b := newFakeBackend()
+	for i := range 50 {
+		b.addEvent(&kelpiepb.Event{Kind: "job", Message: fmt.Sprint("real event ", i)})
+	}
+	h := newHarness(t, b, Options{})
+	viewer := h.dial("viewer-secret")
+	viewer.welcome()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	start := time.Now()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	statuses := map[int]int{}
+	sem := make(chan struct{}, 20)
+	for i := range 1000 {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			hdr := http.Header{"Authorization": {"Bearer wrong-" + string(rune('a'+i%26))}}
+			c, resp, err := websocket.Dial(ctx, h.url(), &websocket.DialOptions{HTTPHeader: hdr})
+			code := 101
+			if resp != nil {
+				code = resp.StatusCode
+			}
+			if err == nil {
+				_, _, _ = c.Read(ctx) // the close with the refusal
+				c.CloseNow()
+			}
+			mu.Lock()
+			statuses[code]++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	st := h.s.Stats()
+	if st.Refused != 1000 {
+		t.Errorf("refused %d of 1000 bad logins", st.Refused)
+	}
+	// Tokens looked at: the first parallel attempts (at most eight from one
+	// address), then one per back-off step (250ms doubling to 30s) over
+	// however long the flood took.
+	checked := st.Refused - st.Throttled
+	if limit := uint64(maxPendingPerAddr + 8 + elapsed/(30*time.Second)); checked > limit {
+		t.Errorf("%d tokens checked in %s (statuses %v); want at most %d", checked, elapsed, statuses, limit)
+	}
+	if statuses[http.StatusTooManyRequests] < 900 {
+		t.Errorf("statuses %v: want most answered 429", statuses)
+	}
+	audits := b.auditLog()
+	if limit := 1 + int(elapsed/time.Minute); len(audits) > limit {
+		t.Errorf("%d audit records for one address in %s; want at most %d", len(audits), elapsed, limit)
+	}
+
+	evs, _ := b.EventsSince(0, 1000)
+	real := 0
+	for _, e := range evs {
+		if strings.HasPrefix(e.Message, "real event") {
+			real++
+		}
+	}
+	if real != 50 {
+		t.Errorf("the flood left %d of 50 real events", real)
+	}
+	// The viewer who was watching through the flood is still connected
+	// and can subscribe.
+	viewer.subscribe(0)
+	if n := len(viewer.snapshot().Events); n != 50 {
+		t.Errorf("viewer's snapshot after the flood holds %d events, want the 50 real ones", n)
+	}
+}
+
+// TestUnauthenticatedCap: streams that never say hello are capped.
+func TestUnauthenticatedCap(t *testing.T) {
+	h := newHarness(t, newFakeBackend(), Options{MaxUnauthenticated: 5, HelloTimeout: time.Minute})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var held []*websocket.Conn
+	defer func() {
+		for _, c := range held {
+			c.CloseNow()
+		}
+	}()
+	for range 5 {
+		c, _, err := websocket.Dial(ctx, h.url(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	waitUntil(t, "five unauthenticated streams", func() bool { return h.s.throttle.unauthenticated() == 5 })
+	_, resp, err := websocket.Dial(ctx, h.url(), nil)
+	if err == nil || resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("sixth unauthenticated stream: %v %v; want 503", resp, err)
+	}
+	// An authenticated client is not held back by the cap once one leaves.
+	held[0].CloseNow()
+	held = held[1:]
+	waitUntil(t, "a slot", func() bool { return h.s.throttle.unauthenticated() == 4 })
+	c := h.dial("viewer-secret")
+	c.ws.CloseNow()
+}
+
+func TestTokensFileMode(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(p, []byte("abc operator olga\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadTokens(p); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Fatalf("a world-readable tokens file was accepted: %v", err)
+	}
+	if err := os.Chmod(p, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadTokens(p); err != nil {
+		t.Fatal(err)
+	}
+}

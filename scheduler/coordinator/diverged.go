@@ -1,0 +1,58 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+)
+
+// Diverged records that a job's training diverged (a non-finite loss or
+// parameter) and fails the job with it; the first report wins. The reason
+// is also kept as a value: Divergence.
+func (c *Coordinator) Diverged(_ context.Context, r *kelpiepb.DivergedRequest) (*kelpiepb.DivergedResponse, error) {
+	j, err := c.job(r.Job)
+	if err != nil {
+		return nil, err
+	}
+	d := r.GetDivergence()
+	if d == nil || d.Node == "" || d.What == "" {
+		return nil, status.Errorf(codes.InvalidArgument, "job %s: a divergence report from %q must name its node and what diverged", r.Job, r.Node)
+	}
+	if len(d.Node) > 128 || len(d.What) > 64 || len(d.Value) > 64 || len(d.Detail) > 1024 {
+		return nil, status.Errorf(codes.InvalidArgument, "job %s: divergence report from %q is too long", r.Job, r.Node)
+	}
+	j.mu.Lock()
+	if _, ok := j.nodes[r.Node]; !ok {
+		j.mu.Unlock()
+		return nil, status.Errorf(codes.NotFound, "job %s has no registered node %q", r.Job, r.Node)
+	}
+	j.mu.Unlock()
+	d = proto.CloneOf(d)
+	d.Reporter = r.Node
+	j.Diverge(d)
+	return &kelpiepb.DivergedResponse{}, nil
+}
+
+// Diverge fails the job as diverged, unless it is already over.
+func (j *Job) Diverge(d *kelpiepb.Divergence) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.err != nil || j.over() {
+		return
+	}
+	j.diverged = d
+	j.err = fmt.Errorf("diverged: non-finite %s (%s) at %s, iteration %d", d.What, d.Value, d.Node, d.Iteration)
+	close(j.failed)
+}
+
+// Divergence is where and how the job diverged, or nil.
+func (j *Job) Divergence() *kelpiepb.Divergence {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.diverged
+}

@@ -1,0 +1,92 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// exchangeSpec is one MNIST job on 2 racks of 2 workers, in any exchange
+// mode: same seed, optimizer and learning-rate schedule.
+func exchangeSpec(exchange string) string {
+	servers := "servers: 2\n  topology: {server-0: {rack: r0}, server-1: {rack: r1}, "
+	if exchange != "ps" {
+		servers = "topology: {"
+	}
+	return fmt.Sprintf(`name: mnist-%[1]s
+model: {kind: mlp, hidden: [32]}
+data: {kind: mnist, epochs: 1, batches_per_shard: 10, seed: 1}
+train: {global_batch: 128, lr: 0.1, optimizer: momentum, lr_decay: cosine, lr_final: 0.1}
+cluster:
+  workers: 4
+  exchange: %[1]s
+  %[2]sworker-0: {rack: r0}, worker-1: {rack: r0}, worker-2: {rack: r1}, worker-3: {rack: r1}}
+`, exchange, servers)
+}
+
+// TestExchangeModesSameAccuracy is the exchange modes' end-to-end
+// acceptance: `kelpie run` of the same job with PS (2 servers), ring and
+// RAT (no servers: the workers find each other through the scheduler and
+// sum gradients over TCP) reaches the same MNIST accuracy, and
+// bytes_cross_region shows RAT sending the least across the racks.
+func TestExchangeModesSameAccuracy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	dir := t.TempDir()
+	res := map[string]map[string]any{}
+	for _, ex := range []string{"ps", "ring", "rat"} {
+		spec := filepath.Join(dir, ex+".yaml")
+		if err := os.WriteFile(spec, []byte(exchangeSpec(ex)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		tag := fmt.Sprintf("KELPIE_TEST_TAG=exchange-%s-%d", ex, time.Now().UnixNano())
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		cmd := exec.CommandContext(ctx, kelpieBin, "run", spec, "--json", "--headless")
+		cmd.Env = append(os.Environ(), tag)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		cancel()
+		killTagged(tag)
+		if err != nil {
+			t.Fatalf("kelpie run (%s) = %v\n%s", ex, err, stderr.String())
+		}
+		var r map[string]any
+		if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+			t.Fatalf("%s: result is not JSON: %v\n%s", ex, err, stdout.String())
+		}
+		res[ex] = r
+		t.Logf("%s: accuracy %v, final_loss %v, iterations %v, samples %v, bytes_cross_region %v, train_seconds %v (loaded machine)",
+			ex, r["accuracy"], r["final_loss"], r["iterations"], r["samples"], r["bytes_cross_region"], r["train_seconds"])
+	}
+	num := func(ex, k string) float64 {
+		v, ok := res[ex][k].(float64)
+		if !ok {
+			t.Fatalf("%s: %s = %v; want a number", ex, k, res[ex][k])
+		}
+		return v
+	}
+	for _, ex := range []string{"ring", "rat"} {
+		if d := math.Abs(num(ex, "accuracy") - num("ps", "accuracy")); d > 0.005 {
+			t.Errorf("%s accuracy %v differs from ps %v by %.4f; want within 0.5 point", ex, num(ex, "accuracy"), num("ps", "accuracy"), d)
+		}
+		if num(ex, "samples") != num("ps", "samples") {
+			t.Errorf("%s trained %v samples, ps %v", ex, num(ex, "samples"), num("ps", "samples"))
+		}
+	}
+	if num("ps", "accuracy") < 0.85 {
+		t.Errorf("ps accuracy %v; the job should learn MNIST", num("ps", "accuracy"))
+	}
+	ps, ring, rat := num("ps", "bytes_cross_region"), num("ring", "bytes_cross_region"), num("rat", "bytes_cross_region")
+	if !(rat > 0 && rat < ring && rat < ps) {
+		t.Errorf("bytes_cross_region: ps %v, ring %v, rat %v; want rat > 0 and the least", ps, ring, rat)
+	}
+}

@@ -1,0 +1,258 @@
+package daemon
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/grpc/status"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/runtime/identity"
+	"github.com/kelpie/kelpie/runtime/psclient"
+	"github.com/kelpie/kelpie/runtime/tensorwire"
+)
+
+// attackSpec runs long enough (worker-0 sleeps 10 ms an iteration) for the
+// attacks to meet a live job.
+const attackSpec = `
+name: victim
+model: {kind: softmax}
+data: {kind: mnist, epochs: 1, batches_per_shard: 10, seed: 1}
+train: {global_batch: 64, lr: 0.1}
+cluster: {servers: 1, workers: 2, block_bytes: 32768}
+sync: {model: bsp}
+stragglers:
+  - {node: worker-0, kind: compute, sleep: 10ms, intensity: 1, probability: 1}
+`
+
+// TestAttacks repeats the attacks of issue 11 against a live job, as a
+// process on the same machine would: each is refused, counted and audited,
+// and the job then completes with exact shards and its normal accuracy.
+func TestAttacks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process")
+	}
+	d, err := Start(Config{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0", DataDir: t.TempDir(), Tokens: writeTokens(t),
+		Exe: kelpieBin, NodeLog: logWriter{t}, Tick: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	name, err := d.Manager.Submit(attackSpec, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Wait for the server's address: the job is live.
+	var serverAddr string
+	for serverAddr == "" {
+		if j, ok := d.Manager.Coordinator().Job(name); ok {
+			if a := j.ServerAddrs(); len(a) == 1 && a[0] != "" {
+				serverAddr = a[0]
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("no server address")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+
+	ca := d.CA()
+	creds := func(id identity.Identity) *identity.Credentials {
+		c, err := ca.Credentials(id, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	dial := func(addr string, opt grpc.DialOption) *grpc.ClientConn {
+		cc, err := grpc.NewClient(addr, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cc.Close() })
+		return cc
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
+	plain := grpc.WithTransportCredentials(insecure.NewCredentials())
+	noCert := grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}))
+	w0 := creds(identity.Node(name, "worker-0")).DialOption(nil)
+	otherJob := creds(identity.Node("other", "worker-0")).DialOption(nil)
+
+	sched := func(opt grpc.DialOption) kelpiepb.CoordinatorClient {
+		return kelpiepb.NewCoordinatorClient(dial(d.GRPCAddr(), opt))
+	}
+	ps := func(opt grpc.DialOption) kelpiepb.ParameterServerClient {
+		return kelpiepb.NewParameterServerClient(dial(serverAddr, opt))
+	}
+	fetchAs := func(c kelpiepb.CoordinatorClient, job, node string) error {
+		_, err := c.FetchShard(ctx, &kelpiepb.FetchShardRequest{Job: job, Node: node})
+		return err
+	}
+	for _, a := range []struct {
+		name string
+		call func() error
+		want codes.Code
+	}{
+		{"plaintext FetchShard at the scheduler", func() error { return fetchAs(sched(plain), name, "worker-0") }, codes.Unavailable},
+		{"certificate-less FetchShard at the scheduler", func() error { return fetchAs(sched(noCert), name, "worker-0") }, codes.Unauthenticated},
+		{"job other's certificate fetches in the job", func() error { return fetchAs(sched(otherJob), name, "worker-0") }, codes.PermissionDenied},
+		{"worker-0 fetches as worker-1", func() error { return fetchAs(sched(w0), name, "worker-1") }, codes.PermissionDenied},
+		{"worker-0 reports shards as worker-1", func() error {
+			_, err := sched(w0).ReportShard(ctx, &kelpiepb.ReportShardRequest{Job: name, Node: "worker-1", Ids: []int64{0, 1, 2}})
+			return err
+		}, codes.PermissionDenied},
+		{"worker-0 registers as a server", func() error {
+			_, err := sched(w0).Register(ctx, &kelpiepb.RegisterRequest{Job: name, Node: "server-0", Role: kelpiepb.Role_ROLE_SERVER, Addr: "127.0.0.1:1"})
+			return err
+		}, codes.PermissionDenied},
+		{"worker-0's agent stream as worker-1", func() error {
+			s, err := kelpiepb.NewAgentClient(dial(d.GRPCAddr(), w0)).Connect(ctx)
+			if err != nil {
+				return err
+			}
+			if err := s.Send(&kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Hello{Hello: &kelpiepb.AgentHello{
+				Job: name, Node: "worker-1", Role: kelpiepb.Role_ROLE_WORKER}}}); err != nil {
+				return err
+			}
+			_, err = s.Recv()
+			return err
+		}, codes.PermissionDenied},
+		{"plaintext Pull at the server", func() error {
+			_, err := ps(plain).Pull(ctx, &kelpiepb.PSRequest{Worker: 0})
+			return err
+		}, codes.Unavailable},
+		{"certificate-less Pull at the server", func() error {
+			_, err := ps(noCert).Pull(ctx, &kelpiepb.PSRequest{Worker: 0})
+			return err
+		}, codes.Unauthenticated},
+		{"worker-0 pushes as worker-1", func() error {
+			_, err := ps(w0).Push(ctx, &kelpiepb.PSRequest{Worker: 1, Op: kelpiepb.Op_OP_PUSH})
+			return err
+		}, codes.PermissionDenied},
+		{"worker-0 SetSync asp", func() error {
+			_, err := ps(w0).SetSync(ctx, &kelpiepb.SyncSettings{})
+			return err
+		}, codes.PermissionDenied},
+		{"worker-0 Shutdown", func() error {
+			_, err := ps(w0).Shutdown(ctx, &kelpiepb.ShutdownRequest{Reason: "attack"})
+			return err
+		}, codes.PermissionDenied},
+		{"worker-0 Retable", func() error {
+			_, err := ps(w0).Retable(ctx, &kelpiepb.RetableRequest{})
+			return err
+		}, codes.PermissionDenied},
+		{"worker-0 Migrate", func() error {
+			_, err := ps(w0).Migrate(ctx, &kelpiepb.MigrateRequest{})
+			return err
+		}, codes.PermissionDenied},
+		{"job other's certificate pulls", func() error {
+			_, err := ps(otherJob).Pull(ctx, &kelpiepb.PSRequest{Worker: 0})
+			return err
+		}, codes.PermissionDenied},
+	} {
+		if err := a.call(); status.Code(err) != a.want {
+			t.Errorf("%s: %v, want %v", a.name, err, a.want)
+		}
+	}
+
+	// The framed data plane (the default transport) shares the server's
+	// port: a connection that cannot prove the job's secret is refused.
+	for _, creds := range []tensorwire.Credentials{tensorwire.SharedSecret(nil), tensorwire.SharedSecret([]byte("guess"))} {
+		if c, err := psclient.DialWith(ctx, serverAddr, psclient.Options{Transport: psclient.TransportTCP, Credentials: creds}); err == nil {
+			c.Close()
+			t.Errorf("framed connection with secret %q accepted", creds)
+		}
+	}
+
+	// The grpcurl check: reflection answers nothing in plaintext, and lists
+	// the services to an operator's certificate.
+	list := func(opt grpc.DialOption) ([]string, error) {
+		s, err := reflectionpb.NewServerReflectionClient(dial(d.GRPCAddr(), opt)).ServerReflectionInfo(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
+			return nil, err
+		}
+		r, err := s.Recv()
+		if err != nil {
+			return nil, err
+		}
+		var names []string
+		for _, sv := range r.GetListServicesResponse().GetService() {
+			names = append(names, sv.Name)
+		}
+		return names, nil
+	}
+	if _, err := list(plain); status.Code(err) != codes.Unavailable {
+		t.Errorf("plaintext reflection: %v, want no answer", err)
+	}
+	if names, err := list(creds(identity.Operator("alice")).DialOption(identity.IsScheduler)); err != nil ||
+		!strings.Contains(strings.Join(names, " "), "kelpie.v1.Coordinator") {
+		t.Errorf("reflection with an operator certificate: %v %v", names, err)
+	}
+
+	// The scheduler's refusals are counted and audited: five
+	// PermissionDenied and one Unauthenticated (the server's own refusals
+	// go to its log; plaintext never gets as far as a call).
+	if n := d.NodePlaneRefused(codes.PermissionDenied); n != 5 {
+		t.Errorf("scheduler refused %d calls with PermissionDenied, want 5", n)
+	}
+	if n := d.NodePlaneRefused(codes.Unauthenticated); n != 1 {
+		t.Errorf("scheduler refused %d calls as Unauthenticated, want 1", n)
+	}
+	evs, _ := d.Manager.EventsSince(0, 10000)
+	audited := 0
+	for _, e := range evs {
+		if e.Kind == "audit" && strings.Contains(e.Message, "node-plane") && !e.Allowed {
+			audited++
+		}
+	}
+	if audited != 6 {
+		t.Errorf("%d node-plane refusals audited, want 6", audited)
+	}
+	resp, err := http.Get("http://" + d.HTTPAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `kelpie_node_plane_refused_total{code="PermissionDenied",method="/kelpie.v1.Coordinator/FetchShard"} 2`) {
+		t.Errorf("/metrics lacks the refusals:\n%s", grepLines(string(body), "refused"))
+	}
+
+	// The job completes with exact shards and its normal accuracy.
+	res, err := d.Manager.Wait(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ShardsDone != res.ShardsTotal || res.ShardsTotal != 94 || res.Accuracy < 0.85 {
+		t.Errorf("job after the attacks: shards %d/%d, accuracy %.4f", res.ShardsDone, res.ShardsTotal, res.Accuracy)
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

@@ -1,0 +1,109 @@
+package daemon
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kelpie/kelpie/scheduler/console/client"
+)
+
+// TestConsoleTLSAndMetricsToken: with --tls-auto the console port speaks
+// TLS with a certificate kept in the data dir; a client pinning its
+// fingerprint connects, one pinning another is refused, curl verifies it as
+// a CA; /metrics wants the metrics token or a console token.
+func TestConsoleTLSAndMetricsToken(t *testing.T) {
+	dir := t.TempDir()
+	d, err := Start(Config{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0", DataDir: dir, Tokens: writeTokens(t),
+		NoLaunch: true, TLSAuto: true, MetricsToken: "metrics-secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close(true)
+	fp := d.TLSFingerprint()
+	if len(fp) != 64 {
+		t.Fatalf("fingerprint %q", fp)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, consoleKeyFile)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("console key: %v %v", fi, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	pinned, err := client.TLSConfig(fp, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.Dial(ctx, d.HTTPAddr(), "view-token", client.WithTLS(pinned), client.WithName("tls-test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitConnected(ctx); err != nil {
+		t.Fatalf("pinned client: %v", err)
+	}
+	c.Close()
+
+	wrong, _ := client.TLSConfig(strings.Repeat("ab", 32), "")
+	wc, _ := client.Dial(ctx, d.HTTPAddr(), "view-token", client.WithTLS(wrong), client.WithBackoff(time.Hour, time.Hour))
+	defer wc.Close()
+	for wc.Status().Err == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st := wc.Status(); st.State == client.Connected || !strings.Contains(st.Err.Error(), "not the pinned") {
+		t.Errorf("client pinning another certificate: %+v", st)
+	}
+	pc, _ := client.Dial(ctx, d.HTTPAddr(), "view-token", client.WithBackoff(time.Hour, time.Hour))
+	defer pc.Close()
+	for pc.Status().Err == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if pc.Status().State == client.Connected {
+		t.Error("a plain ws:// client connected to the TLS port")
+	}
+
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("no curl")
+	}
+	curl := func(args ...string) string {
+		out, _ := exec.CommandContext(ctx, "curl", append([]string{"-s", "-o", "/dev/null", "-w", "%{http_code}",
+			"--cacert", filepath.Join(dir, consoleCertFile)}, args...)...).Output()
+		return string(out)
+	}
+	base := "https://" + d.HTTPAddr()
+	for _, tt := range []struct {
+		what string
+		args []string
+		want string
+	}{
+		{"health", []string{base + "/api/v1/health"}, "200"},
+		{"metrics without a token", []string{base + "/metrics"}, "401"},
+		{"metrics with a wrong token", []string{"-H", "Authorization: Bearer nope", base + "/metrics"}, "401"},
+		{"metrics with the metrics token", []string{"-H", "Authorization: Bearer metrics-secret", base + "/metrics"}, "200"},
+		{"metrics with a viewer token", []string{"-H", "Authorization: Bearer view-token", base + "/metrics"}, "200"},
+	} {
+		if got := curl(tt.args...); got != tt.want {
+			t.Errorf("curl %s: %s, want %s", tt.what, got, tt.want)
+		}
+	}
+}
+
+// TestTokensFileReadableRefused: a scheduler refuses to start on a tokens
+// file others can read.
+func TestTokensFileReadableRefused(t *testing.T) {
+	p := writeTokens(t)
+	if err := os.Chmod(p, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, err := Start(Config{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0", DataDir: t.TempDir(), Tokens: p, NoLaunch: true})
+	if err == nil {
+		d.Close(true)
+		t.Fatal("started with a world-readable tokens file")
+	}
+	if !strings.Contains(err.Error(), "chmod 600") {
+		t.Errorf("error %v does not say what to do", err)
+	}
+}

@@ -1,0 +1,272 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/scheduler/console/client"
+)
+
+// envDuration reads a duration from the environment (make faults sets the
+// long ones).
+func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", name, v, err)
+	}
+	return d
+}
+
+// scheduler is a `kelpie scheduler` process on fixed addresses and a data
+// dir, so that it can be killed and started again.
+type scheduler struct {
+	t                  *testing.T
+	tag, dir, tokens   string
+	grpcAddr, httpAddr string
+	extra              []string
+	cmd                *exec.Cmd
+}
+
+func newScheduler(t *testing.T, tag string, extra ...string) *scheduler {
+	return &scheduler{t: t, tag: tag, dir: t.TempDir(), tokens: writeTokens(t), grpcAddr: freeAddr(t), httpAddr: freeAddr(t), extra: extra}
+}
+
+func (s *scheduler) start() {
+	s.t.Helper()
+	args := append([]string{"scheduler", "--grpc", s.grpcAddr, "--http", s.httpAddr, "--data-dir", s.dir, "--tokens", s.tokens}, s.extra...)
+	s.cmd = exec.Command(kelpieBin, args...)
+	s.cmd.Env = append(os.Environ(), s.tag)
+	s.cmd.Stderr = logWriter{s.t}
+	if err := s.cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+func (s *scheduler) kill9() {
+	s.t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		s.t.Fatal(err)
+	}
+	_ = s.cmd.Wait()
+}
+
+func (s *scheduler) stop() {
+	if s.cmd != nil && s.cmd.ProcessState == nil {
+		_ = s.cmd.Process.Signal(syscall.SIGTERM)
+		_ = s.cmd.Wait()
+	}
+}
+
+// console subscribes to one job on the scheduler's console (reconnecting
+// across restarts).
+func (s *scheduler) console(ctx context.Context, job string) (*client.Client, *watcher) {
+	s.t.Helper()
+	w := &watcher{seen: map[string]map[string]bool{}, bpt: map[string]bool{}, change: make(chan struct{}, 1)}
+	c, err := client.Dial(ctx, s.httpAddr, "op-token", client.WithSubscription([]string{job}, 10, 10),
+		client.WithHandler(w.handle), client.WithBackoff(100*time.Millisecond, 500*time.Millisecond))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if err := c.WaitConnected(ctx); err != nil {
+		s.t.Fatal(err)
+	}
+	return c, w
+}
+
+func (s *scheduler) submit(ctx context.Context, c *client.Client, spec string) {
+	s.t.Helper()
+	if r, err := c.Send(ctx, &kelpiepb.Command{Kind: &kelpiepb.Command_SubmitJob{SubmitJob: &kelpiepb.SubmitJob{SpecYaml: spec}}}); err != nil || !r.Ok {
+		s.t.Fatalf("submit: %v %v", r, err)
+	}
+}
+
+// dumpLogs copies the job's node logs into the test log (on failure).
+func (s *scheduler) dumpLogs(job string) {
+	files, _ := filepath.Glob(filepath.Join(s.dir, "logs", job, "*.log"))
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		if len(b) > 8000 {
+			b = b[len(b)-8000:]
+		}
+		s.t.Logf("--- %s\n%s", filepath.Base(f), b)
+	}
+}
+
+const outageSpec = `
+name: outage
+model: {kind: softmax}
+data: {kind: mnist, epochs: 2, seed: 1}
+train: {global_batch: 64, lr: 0.1}
+cluster: {servers: 1, workers: 2}
+stragglers:
+  - {node: worker-1, kind: compute, sleep: 6ms, intensity: 1}
+`
+
+// TestSchedulerOutage: the scheduler is killed mid-job and stays away
+// longer than agents used to last (KELPIE_FAULTS_OUTAGE, 75 s by default;
+// make faults: 3 min); every agent and role keeps running meanwhile, and
+// once it is back the job completes with every shard DONE exactly once and
+// a normal accuracy.
+func TestSchedulerOutage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process outage test")
+	}
+	// Mostly waiting (an outage, an orphan timeout): runs beside the other
+	// waiting tests.
+	t.Parallel()
+	outage := envDuration(t, "KELPIE_FAULTS_OUTAGE", 75*time.Second)
+	tag := fmt.Sprintf("KELPIE_TEST_TAG=outage-%d", time.Now().UnixNano())
+	defer killTagged(tag)
+	s := newScheduler(t, tag)
+	s.start()
+	defer s.stop()
+	ctx, cancel := context.WithTimeout(context.Background(), outage+6*time.Minute)
+	defer cancel()
+	c, w := s.console(ctx, "outage")
+	defer c.Close()
+	s.submit(ctx, c, outageSpec)
+	_ = c.Subscribe(ctx, []string{"outage"})
+	w.until(t, "training", 2*time.Minute, func(j *kelpiepb.JobView) bool { return j.Iteration > 30 })
+	s.kill9()
+	procs := tagged(tag)
+	if len(procs) != 6 {
+		t.Fatalf("%d processes of the job after the scheduler died; want 3 agents and 3 roles", len(procs))
+	}
+	t.Logf("scheduler killed; away for %v", outage)
+	time.Sleep(outage)
+	// Nothing gave up.
+	for _, pid := range procs {
+		if err := syscall.Kill(pid, 0); err != nil {
+			s.dumpLogs("outage")
+			t.Fatalf("process %d of the job ended during a %v outage: %v", pid, outage, err)
+		}
+	}
+	w.mu.Lock()
+	w.job = nil
+	w.mu.Unlock()
+	s.start()
+	final := w.until(t, "completion", 4*time.Minute, func(j *kelpiepb.JobView) bool {
+		return j.State != "running" && j.State != "starting"
+	})
+	if final.State != "completed" {
+		s.dumpLogs("outage")
+		t.Fatalf("job ended %s: %s", final.State, final.Error)
+	}
+	if final.ShardsDone != final.ShardsTotal || final.ShardsTodo != 0 || final.ShardsDoing != 0 {
+		t.Errorf("after the outage: shards todo %d doing %d done %d of %d", final.ShardsTodo, final.ShardsDoing, final.ShardsDone, final.ShardsTotal)
+	}
+	// Softmax regression on MNIST, 2 epochs: about 0.91 undisturbed.
+	if final.Accuracy < 0.89 {
+		t.Errorf("accuracy %.4f after the outage; want a normal one (about 0.91)", final.Accuracy)
+	}
+	for _, n := range final.Nodes {
+		if n.State == "lost" {
+			t.Errorf("%s is lost after the outage; every node came back", n.Name)
+		}
+	}
+	t.Logf("completed after a %v outage: accuracy %.4f, shards %d/%d", outage, final.Accuracy, final.ShardsDone, final.ShardsTotal)
+}
+
+// TestSchedulerGoneForGood: with the scheduler killed for good, every
+// agent stops its role and exits once --orphan-timeout has passed: nothing
+// of the job is left running.
+func TestSchedulerGoneForGood(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process outage test")
+	}
+	// Mostly waiting (an outage, an orphan timeout): runs beside the other
+	// waiting tests.
+	t.Parallel()
+	const orphan = 15 * time.Second
+	tag := fmt.Sprintf("KELPIE_TEST_TAG=orphan-%d", time.Now().UnixNano())
+	defer killTagged(tag)
+	s := newScheduler(t, tag, "--orphan-timeout", orphan.String())
+	s.start()
+	defer s.stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	c, w := s.console(ctx, "outage")
+	defer c.Close()
+	s.submit(ctx, c, outageSpec)
+	_ = c.Subscribe(ctx, []string{"outage"})
+	w.until(t, "training", 2*time.Minute, func(j *kelpiepb.JobView) bool { return j.Iteration > 30 })
+	s.kill9()
+	killed := time.Now()
+	if n := len(tagged(tag)); n != 6 {
+		t.Fatalf("%d processes of the job after the scheduler died; want 3 agents and 3 roles", n)
+	}
+	// Bounded wait (not a threshold): they go once the orphan timeout has
+	// passed and their next reconnect fails.
+	for len(tagged(tag)) > 0 {
+		if time.Since(killed) > orphan+2*time.Minute {
+			s.dumpLogs("outage")
+			t.Fatalf("processes of the job still running %v after the scheduler died (orphan timeout %v): %v",
+				time.Since(killed).Round(time.Second), orphan, tagged(tag))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	gone := time.Since(killed)
+	if gone < orphan {
+		t.Errorf("the job's processes ended %v after the scheduler died, before the orphan timeout of %v", gone, orphan)
+	}
+	t.Logf("every process of the job gone %v after the scheduler died (orphan timeout %v)", gone.Round(time.Second), orphan)
+}
+
+// TestKillBeforeReconnect: a job killed from the console stops all its
+// processes whether or not their agents are connected: killed on a
+// scheduler restarted a moment before (its agents not back yet), or on the
+// scheduler that launched it; either way the scheduler is then killed -9
+// at once, and nothing of the job is left running.
+func TestKillBeforeReconnect(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	// Mostly waiting (an outage, an orphan timeout): runs beside the other
+	// waiting tests.
+	t.Parallel()
+	for _, restart := range []bool{true, false} {
+		t.Run(fmt.Sprintf("restart=%v", restart), func(t *testing.T) {
+			tag := fmt.Sprintf("KELPIE_TEST_TAG=killreconnect-%d", time.Now().UnixNano())
+			defer killTagged(tag)
+			s := newScheduler(t, tag)
+			s.start()
+			defer s.stop()
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+			defer cancel()
+			c, w := s.console(ctx, "outage")
+			defer c.Close()
+			s.submit(ctx, c, outageSpec)
+			_ = c.Subscribe(ctx, []string{"outage"})
+			w.until(t, "training", 2*time.Minute, func(j *kelpiepb.JobView) bool { return j.Iteration > 30 })
+			if restart {
+				s.kill9()
+				s.start()
+			}
+			out, err := exec.CommandContext(ctx, kelpieBin, "job", "kill", "outage", "--scheduler", s.httpAddr, "--token", "op-token").CombinedOutput()
+			if err != nil {
+				t.Fatalf("kelpie job kill: %v\n%s", err, out)
+			}
+			s.kill9()
+			start := time.Now()
+			for len(tagged(tag)) > 0 {
+				if time.Since(start) > time.Minute {
+					s.dumpLogs("outage")
+					t.Fatalf("processes of the killed job still running a minute later: %v", tagged(tag))
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+			t.Logf("nothing of the killed job left %v after the scheduler died", time.Since(start).Round(time.Millisecond))
+		})
+	}
+}

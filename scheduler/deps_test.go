@@ -1,0 +1,225 @@
+package scheduler_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const mod = "github.com/kelpie/kelpie/"
+
+// pureCores import nothing that does I/O (DESIGN.md: "The pure cores ... import nothing that
+// does I/O"). A new pure package belongs on this list.
+var pureCores = []string{
+	"runtime/blocks",
+	"runtime/optim",
+	"runtime/shape",
+	"runtime/straggler",
+	"runtime/syncmodel",
+	"scheduler/change",
+	"scheduler/eps",
+	"scheduler/gate",
+	"scheduler/monitor",
+	"scheduler/policy",
+	"scheduler/shard",
+}
+
+// pkg is what the test reads of `go list -json`.
+type pkg struct {
+	ImportPath string
+	Imports    []string
+	Deps       []string
+}
+
+// listModule runs `go list -deps=false -json ./...` at the module's root.
+func listModule(t *testing.T) map[string]pkg {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command is needed to list the module's imports: %v", err)
+	}
+	cmd := exec.Command(goBin, "list", "-json=ImportPath,Imports,Deps", "./...")
+	cmd.Dir = ".." // the module root: this package is scheduler/
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	pkgs := map[string]pkg{}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p pkg
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("go list output: %v", err)
+		}
+		pkgs[strings.TrimPrefix(p.ImportPath, mod)] = p
+	}
+	for _, must := range append([]string{"scheduler/manager", "tui", "agent"}, pureCores...) {
+		if _, ok := pkgs[must]; !ok {
+			t.Fatalf("go list ./... did not list %s (%d packages): is the test running at the module root?", must, len(pkgs))
+		}
+	}
+	return pkgs
+}
+
+// under says whether path is dir or inside it.
+func under(path, dir string) bool { return path == dir || strings.HasPrefix(path, dir+"/") }
+
+// ours returns the module's own packages among paths, without the module prefix.
+func ours(paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		if strings.HasPrefix(p, mod) {
+			out = append(out, strings.TrimPrefix(p, mod))
+		}
+	}
+	return out
+}
+
+// rule is one import rule: the packages it covers (by directory) and what they may not import,
+// at any depth (deps) or directly (imports).
+type rule struct {
+	name    string
+	covers  func(p string) bool
+	deps    func(dep string) bool // forbidden at any depth
+	imports func(imp string) bool // forbidden as a direct import
+}
+
+func rules() []rule {
+	inAny := func(dirs ...string) func(string) bool {
+		return func(p string) bool {
+			return slices.ContainsFunc(dirs, func(d string) bool { return under(p, d) })
+		}
+	}
+	ioStd := func(imp string) bool {
+		return imp == "os" || under(imp, "os") || imp == "net" || under(imp, "net") || imp == "syscall" ||
+			under(imp, "google.golang.org/grpc") || under(imp, "go.etcd.io/bbolt")
+	}
+	ioDeep := func(dep string) bool {
+		return dep == "net" || under(dep, "net") || under(dep, "google.golang.org/grpc") || under(dep, "go.etcd.io/bbolt")
+	}
+	return []rule{{
+		name:   "scheduler reaches the runtime only through its pure packages, never tui, agent or cmd",
+		covers: inAny("scheduler"),
+		deps: func(d string) bool {
+			return inAny(mod+"runtime/server", mod+"runtime/worker", mod+"runtime/data", mod+"runtime/model",
+				mod+"runtime/role", mod+"runtime/psclient", mod+"runtime/bench",
+				mod+"tui", mod+"agent", mod+"cmd")(d)
+		},
+	}, {
+		name:   "the console-API client imports no other scheduler package",
+		covers: inAny("scheduler/console/client"),
+		deps: func(d string) bool {
+			return strings.HasPrefix(d, mod) && !under(d, mod+"proto") && !under(d, mod+"scheduler/console/client")
+		},
+	}, {
+		name:   "tui imports only themes, proto, its own packages and the console-API client",
+		covers: inAny("tui"),
+		deps: func(d string) bool {
+			return strings.HasPrefix(d, mod) && !inAny(mod+"tui", mod+"themes", mod+"proto", mod+"scheduler/console/client")(d)
+		},
+	}, {
+		name:   "agent imports no scheduler or tui package",
+		covers: inAny("agent"),
+		deps:   inAny(mod+"scheduler", mod+"tui", mod+"cmd"),
+	}, {
+		name:   "runtime imports no scheduler, agent or tui package",
+		covers: inAny("runtime"),
+		deps:   inAny(mod+"scheduler", mod+"agent", mod+"tui", mod+"cmd"),
+	}, {
+		name:    "pure cores import nothing that does I/O",
+		covers:  func(p string) bool { return slices.Contains(pureCores, p) },
+		deps:    ioDeep,
+		imports: ioStd,
+	}}
+}
+
+// violations lists every package's forbidden imports under rules.
+func violations(pkgs map[string]pkg, rules []rule) []string {
+	var out []string
+	for path, p := range pkgs {
+		for _, r := range rules {
+			if !r.covers(path) {
+				continue
+			}
+			for _, d := range p.Deps {
+				if r.deps != nil && r.deps(d) {
+					out = append(out, fmt.Sprintf("%s depends on %s (%s)", path, d, r.name))
+				}
+			}
+			for _, i := range p.Imports {
+				if r.imports != nil && r.imports(i) {
+					out = append(out, fmt.Sprintf("%s imports %s (%s)", path, i, r.name))
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestImportRules(t *testing.T) {
+	pkgs := listModule(t)
+	for _, v := range violations(pkgs, rules()) {
+		t.Error(v)
+	}
+	// The acceptance list of issue 10, spelled out: no scheduler package pulls in a runtime
+	// package that does I/O.
+	for path, p := range pkgs {
+		if !under(path, "scheduler") {
+			continue
+		}
+		for _, d := range ours(p.Deps) {
+			for _, bad := range []string{"runtime/server", "runtime/worker", "runtime/data", "runtime/model"} {
+				if under(d, bad) {
+					t.Errorf("go list -deps %s includes %s", path, d)
+				}
+			}
+		}
+	}
+}
+
+// TestImportRulesCatch checks that the rules see what they must refuse, on made-up packages, so
+// a typo in a rule cannot silently let everything through.
+func TestImportRulesCatch(t *testing.T) {
+	pkgs := map[string]pkg{
+		"scheduler/manager":         {Deps: []string{"fmt", mod + "runtime/job", mod + "runtime/server"}},
+		"scheduler/loadtest":        {Deps: []string{mod + "tui/client"}},
+		"scheduler/console/client":  {Deps: []string{mod + "proto/kelpiepb", mod + "scheduler/console"}},
+		"tui":                       {Deps: []string{mod + "themes", mod + "scheduler/console/client", mod + "scheduler/manager"}},
+		"agent":                     {Deps: []string{mod + "scheduler/policy"}},
+		"runtime/worker":            {Deps: []string{mod + "tui/keys"}},
+		"runtime/syncmodel":         {Imports: []string{"os"}, Deps: []string{"os", "google.golang.org/grpc"}},
+		"scheduler/shard":           {Imports: []string{"go.etcd.io/bbolt"}, Deps: []string{"go.etcd.io/bbolt"}},
+		"scheduler/coordinator":     {Deps: []string{mod + "runtime/job", mod + "runtime/blocks", "net"}},
+		"scheduler/console/client2": {Deps: []string{mod + "proto/kelpiepb"}},
+	}
+	got := violations(pkgs, rules())
+	want := []string{
+		"agent depends on " + mod + "scheduler/policy",
+		"runtime/syncmodel depends on google.golang.org/grpc",
+		"runtime/syncmodel imports os",
+		"runtime/worker depends on " + mod + "tui/keys",
+		"scheduler/console/client depends on " + mod + "scheduler/console",
+		"scheduler/loadtest depends on " + mod + "tui/client",
+		"scheduler/manager depends on " + mod + "runtime/server",
+		"scheduler/shard depends on go.etcd.io/bbolt",
+		"scheduler/shard imports go.etcd.io/bbolt",
+		"tui depends on " + mod + "scheduler/manager",
+	}
+	var short []string
+	for _, g := range got {
+		short = append(short, g[:strings.Index(g, " (")])
+	}
+	if !slices.Equal(short, want) {
+		t.Errorf("violations =\n%s\nwant\n%s", strings.Join(short, "\n"), strings.Join(want, "\n"))
+	}
+}

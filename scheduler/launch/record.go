@@ -1,0 +1,139 @@
+package launch
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Record is one process group the launcher started, as kept in its record
+// file: enough to stop the group later, from another process (a restarted
+// scheduler), without ever signalling a process that merely reuses the PID.
+type Record struct {
+	Node  string `json:"node"`
+	Pid   int    `json:"pid"`   // the group leader; the group's ID
+	Start uint64 `json:"start"` // its start time in clock ticks since boot (/proc/PID/stat field 22)
+}
+
+// procStart is a process's start time, or an error if it does not exist.
+func procStart(pid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name may hold spaces and parentheses: fields start
+	// after the last ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("launch: /proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return 0, fmt.Errorf("launch: /proc/%d/stat: %d fields", pid, len(f))
+	}
+	var st uint64
+	if _, err := fmt.Sscan(f[19], &st); err != nil {
+		return 0, fmt.Errorf("launch: /proc/%d/stat start time: %v", pid, err)
+	}
+	return st, nil
+}
+
+var recordMu sync.Mutex // appends from launchers of this process
+
+// appendRecord adds a started process group to the record file.
+func appendRecord(path, node string, pid int) error {
+	st, err := procStart(pid)
+	if err != nil {
+		return err
+	}
+	b, _ := json.Marshal(Record{Node: node, Pid: pid, Start: st})
+	recordMu.Lock()
+	defer recordMu.Unlock()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	// One write of one line: whole even if the scheduler dies mid-way.
+	_, err = f.Write(append(b, '\n'))
+	if err == nil {
+		err = f.Sync()
+	}
+	return err
+}
+
+// ReadRecords reads a record file; a missing file holds no records and a
+// torn last line is skipped.
+func ReadRecords(path string) ([]Record, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []Record
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var r Record
+		if json.Unmarshal(sc.Bytes(), &r) == nil && r.Pid > 1 {
+			out = append(out, r)
+		}
+	}
+	return out, sc.Err()
+}
+
+// alive says whether the recorded group leader still runs (the same
+// process, not a reuse of its PID).
+func (r Record) alive() bool {
+	st, err := procStart(r.Pid)
+	return err == nil && st == r.Start
+}
+
+// groupAlive says whether any process of the group is left (the leader
+// may have gone before its children).
+func groupAlive(pgid int) bool {
+	return syscall.Kill(-pgid, 0) == nil
+}
+
+// StopRecorded stops every process group in the record file that still
+// runs: SIGTERM to the group, SIGKILL after grace. Groups whose leader is
+// gone or is another process now are left alone (their PID may be reused).
+// It returns how many groups it signalled.
+func StopRecorded(path string, grace time.Duration) (int, error) {
+	recs, err := ReadRecords(path)
+	if err != nil {
+		return 0, err
+	}
+	var live []Record
+	for _, r := range recs {
+		if r.alive() {
+			live = append(live, r)
+		}
+	}
+	for _, r := range live {
+		_ = syscall.Kill(-r.Pid, syscall.SIGTERM)
+	}
+	deadline := time.Now().Add(grace)
+	for _, r := range live {
+		for groupAlive(r.Pid) && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if groupAlive(r.Pid) {
+			_ = syscall.Kill(-r.Pid, syscall.SIGKILL)
+		}
+	}
+	return len(live), nil
+}

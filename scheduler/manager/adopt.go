@@ -1,0 +1,137 @@
+package manager
+
+import (
+	"errors"
+	"fmt"
+	"os/exec"
+	"syscall"
+	"time"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/scheduler/launch"
+)
+
+// AdoptGrace is how long past the heartbeat timeout (Config.LostAfter) a
+// restarted scheduler waits for the nodes of a job it adopted to come back
+// before it declares them lost: their agents retry with a backoff of up to
+// a few seconds.
+const AdoptGrace = 10 * time.Second
+
+// lostLocked marks lost the nodes of an adopted job that have not come back
+// within the heartbeat timeout (and AdoptGrace) and returns them, to be
+// launched again. The caller holds the manager's lock.
+func (j *jobState) lostLocked(now time.Time) []*nodeState {
+	if j.adopted.IsZero() {
+		return nil
+	}
+	var out []*nodeState
+	for _, n := range j.nodes {
+		st := n.status.State
+		if !n.lastSeen.IsZero() || n.removed || n.relaunched || st == kelpiepb.NodeState_NODE_STATE_DONE ||
+			st == kelpiepb.NodeState_NODE_STATE_STOPPED || st == kelpiepb.NodeState_NODE_STATE_LOST {
+			continue
+		}
+		if away := now.Sub(j.adopted); away > j.m.cfg.LostAfter+AdoptGrace {
+			n.status.State = kelpiepb.NodeState_NODE_STATE_LOST
+			j.m.eventLocked(j.spec.Name, "node", n.name, fmt.Sprintf("%s lost: its agent has not come back %s after the scheduler restarted",
+				n.name, away.Round(time.Second)), "")
+			j.mon.Forget(n.name)
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// relaunch starts lost nodes again through the job's launcher (once per
+// node: a node whose relaunched agent fails fails the job).
+func (j *jobState) relaunch(nodes []*nodeState, now time.Time) {
+	if len(nodes) == 0 {
+		return
+	}
+	m := j.m
+	m.mu.Lock()
+	l := j.launcher
+	ok := l != nil && !j.over()
+	m.mu.Unlock()
+	if !ok {
+		return
+	}
+	for _, n := range nodes {
+		err := j.startAgent(n.role, n.name)
+		pid := 0
+		if err == nil {
+			procs := l.Procs()
+			for i := len(procs) - 1; i >= 0; i-- {
+				if procs[i].Name == n.name {
+					pid = procs[i].Pid()
+					break
+				}
+			}
+		}
+		m.mu.Lock()
+		n.relaunched, n.agentPid = true, pid
+		if err == nil {
+			n.status.State = kelpiepb.NodeState_NODE_STATE_STARTING
+			m.eventLocked(j.spec.Name, "node", n.name, fmt.Sprintf("%s launched again", n.name), "")
+		}
+		m.mu.Unlock()
+		if err != nil {
+			j.coord.Fail(fmt.Errorf("%s: launch again after it was lost: %v", n.name, err))
+			return
+		}
+	}
+}
+
+// replaced says whether an agent connecting for n is an old one that the
+// node's relaunch replaced (it came back too late): it must stop. The
+// caller holds the manager's lock.
+func (n *nodeState) replaced(agentPid int32) bool {
+	return n.relaunched && n.agentPid != 0 && int(agentPid) != n.agentPid
+}
+
+// nodeStateOf reads a stored node state back.
+func nodeStateOf(s string) kelpiepb.NodeState {
+	for st := range kelpiepb.NodeState_name {
+		if stateName(kelpiepb.NodeState(st)) == s {
+			return kelpiepb.NodeState(st)
+		}
+	}
+	return kelpiepb.NodeState_NODE_STATE_STARTING
+}
+
+// maxAgentRelaunches bounds how often a node's agent, killed by a signal,
+// is launched again before the job fails.
+const maxAgentRelaunches = 3
+
+// agentKilled launches a node's agent again when a signal ended it (kill
+// -9 of the agent: its role died with it) rather than the agent giving up
+// on its role; false when it did not, or may not.
+func (j *jobState) agentKilled(p *launch.Proc) bool {
+	var ee *exec.ExitError
+	if !errors.As(p.Err(), &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Signaled() {
+		return false
+	}
+	m := j.m
+	m.mu.Lock()
+	n := j.nodes[p.Name]
+	ok = n != nil && !n.removed && !j.over() && n.agentKills < maxAgentRelaunches
+	role := ""
+	if ok {
+		n.agentKills++
+		role = n.role
+	}
+	m.mu.Unlock()
+	if !ok {
+		return false
+	}
+	if err := j.startAgent(role, p.Name); err != nil {
+		m.log.Warn("launch agent again", "job", j.spec.Name, "node", p.Name, "err", err)
+		return false
+	}
+	m.event(j.spec.Name, "node", p.Name, fmt.Sprintf("agent of %s (pid %d) was %s: launched again", p.Name, p.Pid(), ws.Signal()), "")
+	return true
+}

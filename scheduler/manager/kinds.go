@@ -1,0 +1,284 @@
+package manager
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/runtime/job"
+)
+
+// kindDef is everything the manager knows of one action kind, in one
+// place: how its console-API params convert to its typed arguments, how it
+// is checked against the job, how it is carried out, which nodes get its
+// command and what that command carries, and what it changes once every
+// ack has come. The gate (scheduler/gate) holds the action's life; this
+// table holds what differs between kinds.
+//
+// To add a kind: a value in proto/console.proto's ActionKind (and typed
+// arguments in Action's args oneof if it has any), `make proto`, and one
+// entry in kindDefs. A policy proposes it with policy.Kind set to its name.
+type kindDef struct {
+	kind kelpiepb.ActionKind
+	// Families, for the rules between concurrent actions: a table change
+	// (the block table moves: REASSIGN, ADD_SERVER, REMOVE_SERVER), a
+	// change of the set of workers, a re-split of the global batch among
+	// the workers (every live worker applies it at one iteration).
+	table, membership, resplit bool
+	// exclusive: refused while a table change or a change of the set of
+	// workers is under way (a node relaunched mid-change would not know
+	// which table to follow).
+	exclusive bool
+	// fromParams fills the typed arguments from the console API's params
+	// map when a client sent that (nil: the kind has no arguments there);
+	// toParams fills the params map from them, for display and the store.
+	fromParams func(a *kelpiepb.Action) error
+	toParams   func(a *kelpiepb.Action)
+	// validate checks the action against the job as it is now.
+	validate func(j *jobState, a *kelpiepb.Action) error
+	// dispatch carries an approved action out: it reports the dispatch to
+	// the gate (m.transition), names the nodes whose acks apply it
+	// (j.await) or starts a multi-step change, and returns the sends.
+	dispatch func(m *Manager, j *jobState, a *kelpiepb.Action, who string) sendList
+	// targets says whether a node gets the action's command (nil: its
+	// target does).
+	targets func(j *jobState, a *kelpiepb.Action, node string) bool
+	// command fills the kind's fields of a node's command.
+	command func(j *jobState, a *kelpiepb.Action, cmd *kelpiepb.ActionCommand)
+	// applied changes the job's settings once the action has applied.
+	applied func(m *Manager, j *jobState, a *kelpiepb.Action)
+	// ackAtNode: the applied iteration is where the acking node is (a node
+	// action), not the one its ack reports (a global action).
+	ackAtNode bool
+}
+
+var kindDefs map[kelpiepb.ActionKind]*kindDef
+
+func init() {
+	resplitTargets := func(j *jobState, a *kelpiepb.Action, node string) bool {
+		if len(a.BatchSizes) == 0 {
+			return false // an ADD_WORKER whose worker has not joined yet: no split to send
+		}
+		n, ok := j.nodes[node]
+		return ok && n.role == "worker" && !n.removed
+	}
+	servers := func(*jobState, *kelpiepb.Action, string) bool { return false } // the servers apply it
+	table := func(m *Manager, j *jobState, a *kelpiepb.Action, who string) sendList {
+		m.transition(j, a, ActDispatched, who, "changing the block table")
+		m.spawn(func() { m.retable(j, a) })
+		return nil
+	}
+	defs := []*kindDef{
+		{kind: kelpiepb.ActionKind_ACTION_KIND_ADJUST_BS, resplit: true, validate: (*jobState).validateSplit,
+			dispatch: func(m *Manager, j *jobState, a *kelpiepb.Action, who string) sendList {
+				sends := m.splitCommands(j, a)
+				m.transition(j, a, ActDispatched, who, fmt.Sprintf("to %d workers, at iteration %d", len(j.liveWorkers()), a.TargetIteration))
+				return sends
+			},
+			targets: resplitTargets, applied: (*Manager).applySplit},
+		{kind: kelpiepb.ActionKind_ACTION_KIND_KILL_RESTART, exclusive: true, ackAtNode: true,
+			validate: (*jobState).validateRestart,
+			dispatch: func(m *Manager, j *jobState, a *kelpiepb.Action, who string) sendList {
+				if j.serverRestart(a) {
+					// A server is relaunched on a fresh host by a hot table
+					// change: a new server takes its blocks, then it stops.
+					return table(m, j, a, who)
+				}
+				j.mon.Forget(a.Target)
+				j.await(a, []string{a.Target})
+				m.transition(j, a, ActDispatched, who, "to 1 node(s)")
+				return j.sendCommand(a, []string{a.Target})
+			}},
+		{kind: kelpiepb.ActionKind_ACTION_KIND_BACKUP_WORKERS, fromParams: backupFromParams, toParams: backupToParams,
+			validate: (*jobState).validateBackup, targets: servers,
+			dispatch: func(m *Manager, j *jobState, a *kelpiepb.Action, who string) sendList {
+				m.transition(j, a, ActDispatched, who, "to every server")
+				m.spawn(func() { m.backupWorkers(j, a) })
+				return nil
+			}},
+		{kind: kelpiepb.ActionKind_ACTION_KIND_ADJUST_LR, fromParams: lrFromParams, toParams: lrToParams,
+			validate: (*jobState).validateLR, dispatch: (*Manager).dispatchLR,
+			targets: func(_ *jobState, a *kelpiepb.Action, node string) bool {
+				_, ok := a.GetAdjustLr().GetLrScale()[node]
+				return ok
+			},
+			command: func(_ *jobState, a *kelpiepb.Action, cmd *kelpiepb.ActionCommand) {
+				cmd.LrScale = a.GetAdjustLr().GetLrScale()
+			},
+			applied: func(_ *Manager, j *jobState, a *kelpiepb.Action) {
+				if j.lrScale == nil {
+					j.lrScale = map[string]float64{}
+				}
+				maps.Copy(j.lrScale, a.GetAdjustLr().GetLrScale())
+			}},
+		{kind: kelpiepb.ActionKind_ACTION_KIND_REASSIGN, table: true, exclusive: true, validate: (*jobState).validateTable, dispatch: table},
+		{kind: kelpiepb.ActionKind_ACTION_KIND_ADD_SERVER, table: true, exclusive: true, validate: (*jobState).validateTable, dispatch: table},
+		{kind: kelpiepb.ActionKind_ACTION_KIND_REMOVE_SERVER, table: true, exclusive: true, validate: (*jobState).validateTable, dispatch: table},
+		{kind: kelpiepb.ActionKind_ACTION_KIND_ADD_WORKER, membership: true, resplit: true, exclusive: true,
+			validate: (*jobState).validateWorkerChange, targets: resplitTargets, applied: (*Manager).applySplit,
+			dispatch: func(m *Manager, j *jobState, a *kelpiepb.Action, who string) sendList {
+				m.transition(j, a, ActDispatched, who, "launching a worker")
+				m.spawn(func() { m.addWorker(j, a) })
+				return nil
+			}},
+		{kind: kelpiepb.ActionKind_ACTION_KIND_REMOVE_WORKER, membership: true, resplit: true, exclusive: true,
+			validate: (*jobState).validateWorkerChange, targets: resplitTargets, applied: (*Manager).applySplit,
+			dispatch: (*Manager).removeWorker},
+		{kind: kelpiepb.ActionKind_ACTION_KIND_SET_SYNC, fromParams: syncFromParams, toParams: syncToParams,
+			validate: func(_ *jobState, a *kelpiepb.Action) error {
+				if err := job.SyncFrom(syncSettings(a)).Validate(); err != nil {
+					return status.Errorf(codes.InvalidArgument, "SET_SYNC: %v", err)
+				}
+				return nil
+			},
+			targets: servers,
+			dispatch: func(m *Manager, j *jobState, a *kelpiepb.Action, who string) sendList {
+				m.transition(j, a, ActDispatched, who, "to every server")
+				m.spawn(func() { m.setSync(j, a) })
+				return nil
+			}},
+	}
+	kindDefs = map[kelpiepb.ActionKind]*kindDef{}
+	for _, d := range defs {
+		kindDefs[d.kind] = d
+	}
+}
+
+// kindOf is the definition of an action kind by its console API name.
+func kindOf(name string) (*kindDef, error) {
+	k, ok := kelpiepb.ParseActionKind(name)
+	if d := kindDefs[k]; ok && d != nil {
+		return d, nil
+	}
+	var names []string
+	for _, k := range slices.Sorted(maps.Keys(kindDefs)) {
+		names = append(names, kelpiepb.ActionKindName(k))
+	}
+	return nil, status.Errorf(codes.InvalidArgument, "unknown action kind %q (one of %s)", name, strings.Join(names, ", "))
+}
+
+// defOf is the definition of an action's kind (nil for a kind no longer
+// known, say one read back from an older store).
+func defOf(a *kelpiepb.Action) *kindDef {
+	d, _ := kindOf(a.Kind)
+	return d
+}
+
+// supported says whether the runtime can apply an action kind today.
+func supported(kind string) error {
+	_, err := kindOf(kind)
+	return err
+}
+
+// typedArgs converts an action arriving at the edge (the console API, the
+// CLI, the store) to its typed arguments: typed ones win; otherwise the
+// params map is read. The params map is then filled from the typed
+// arguments, so that the console shows what it showed before.
+func typedArgs(a *kelpiepb.Action) error {
+	d, err := kindOf(a.Kind)
+	if err != nil {
+		return err
+	}
+	if a.Args == nil && d.fromParams != nil {
+		if err := d.fromParams(a); err != nil {
+			return err
+		}
+	}
+	if d.toParams != nil {
+		d.toParams(a)
+	}
+	return nil
+}
+
+// lrFromParams reads ADJUST_LR's params: lr_scale for its target, or
+// lr_scale/<worker> for several workers at once.
+func lrFromParams(a *kelpiepb.Action) error {
+	scales := map[string]float64{}
+	if a.Target != "" {
+		if f, ok := a.Params["lr_scale"]; ok {
+			scales[a.Target] = f
+		}
+	} else {
+		for k, v := range a.Params {
+			if w, ok := strings.CutPrefix(k, "lr_scale/"); ok {
+				scales[w] = v
+			}
+		}
+	}
+	a.Args = &kelpiepb.Action_AdjustLr{AdjustLr: &kelpiepb.AdjustLRArgs{LrScale: scales}}
+	return nil
+}
+
+func lrToParams(a *kelpiepb.Action) {
+	a.Params = map[string]float64{}
+	for w, f := range a.GetAdjustLr().GetLrScale() {
+		if w == a.Target {
+			a.Params["lr_scale"] = f
+		} else {
+			a.Params["lr_scale/"+w] = f
+		}
+	}
+}
+
+// backupFromParams reads BACKUP_WORKERS's params.drop.
+func backupFromParams(a *kelpiepb.Action) error {
+	d := a.Params["drop"]
+	if d < 0 || d != math.Trunc(d) || d > math.MaxInt32 {
+		return status.Errorf(codes.InvalidArgument, "BACKUP_WORKERS: params.drop must be a whole number ≥ 0, got %g", d)
+	}
+	a.Args = &kelpiepb.Action_BackupWorkers{BackupWorkers: &kelpiepb.BackupWorkersArgs{Drop: int32(d)}}
+	return nil
+}
+
+func backupToParams(a *kelpiepb.Action) {
+	a.Params = map[string]float64{"drop": float64(a.GetBackupWorkers().GetDrop())}
+}
+
+// syncFromParams reads SET_SYNC's sync_model and params staleness, pssp_c,
+// pssp_alpha, pssp_dynamic (1), drop_wait_for and soft_barrier (1 for the
+// soft barrier, else the lazy pull buffer).
+func syncFromParams(a *kelpiepb.Action) error {
+	p := a.Params
+	for _, k := range []string{"staleness", "drop_wait_for"} {
+		if v := p[k]; v != math.Trunc(v) || v < 0 || v > math.MaxInt32 {
+			return status.Errorf(codes.InvalidArgument, "SET_SYNC: params.%s must be a whole number ≥ 0, got %g", k, v)
+		}
+	}
+	a.Args = &kelpiepb.Action_SetSync{SetSync: &kelpiepb.SetSyncArgs{Model: a.SyncModel, Staleness: int32(p["staleness"]),
+		SoftBarrier: p["soft_barrier"] == 1, PsspC: p["pssp_c"], PsspAlpha: p["pssp_alpha"], PsspDynamic: p["pssp_dynamic"] == 1,
+		DropWaitFor: int32(p["drop_wait_for"])}}
+	return nil
+}
+
+func syncToParams(a *kelpiepb.Action) {
+	s := a.GetSetSync()
+	a.SyncModel = s.GetModel()
+	a.Params = map[string]float64{"staleness": float64(s.GetStaleness()), "pssp_c": s.GetPsspC(),
+		"pssp_alpha": s.GetPsspAlpha(), "drop_wait_for": float64(s.GetDropWaitFor())}
+	if s.GetPsspDynamic() {
+		a.Params["pssp_dynamic"] = 1
+	}
+	if s.GetSoftBarrier() {
+		a.Params["soft_barrier"] = 1
+	}
+}
+
+// syncSettings is a SET_SYNC's settings as the servers take them.
+func syncSettings(a *kelpiepb.Action) *kelpiepb.SyncSettings {
+	s := a.GetSetSync()
+	pull := "lazy"
+	if s.GetSoftBarrier() {
+		pull = "soft-barrier"
+	}
+	return &kelpiepb.SyncSettings{Model: s.GetModel(), Staleness: s.GetStaleness(), Pull: pull, PsspC: s.GetPsspC(),
+		PsspAlpha: s.GetPsspAlpha(), PsspDynamic: s.GetPsspDynamic(), DropWaitFor: s.GetDropWaitFor()}
+}
+
+// lrScales is an ADJUST_LR's factors by worker.
+func lrScales(a *kelpiepb.Action) map[string]float64 { return a.GetAdjustLr().GetLrScale() }

@@ -1,0 +1,144 @@
+package manager
+
+import (
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/scheduler/policy"
+)
+
+// TestEveryKindDefined: every ActionKind has one definition, able to
+// validate and dispatch, and its console name is the policies' name.
+func TestEveryKindDefined(t *testing.T) {
+	policyKinds := map[string]bool{}
+	for _, k := range []policy.Kind{policy.KindAdjustBS, policy.KindKillRestart, policy.KindBackupWorkers, policy.KindAdjustLR,
+		policy.KindReassign, policy.KindAddServer, policy.KindRemoveServer, policy.KindAddWorker, policy.KindRemoveWorker, policy.KindSetSync} {
+		policyKinds[string(k)] = true
+	}
+	for v := range kelpiepb.ActionKind_name {
+		k := kelpiepb.ActionKind(v)
+		if k == kelpiepb.ActionKind_ACTION_KIND_UNSPECIFIED {
+			continue
+		}
+		name := kelpiepb.ActionKindName(k)
+		d, err := kindOf(name)
+		if err != nil {
+			t.Errorf("kindOf(%q) = %v; want a definition", name, err)
+			continue
+		}
+		if d.kind != k || d.validate == nil || d.dispatch == nil {
+			t.Errorf("definition of %s: kind %v, validate set %v, dispatch set %v", name, d.kind, d.validate != nil, d.dispatch != nil)
+		}
+		if !policyKinds[name] {
+			t.Errorf("%s has no policy.Kind of that name", name)
+		}
+	}
+	if len(kindDefs) != len(policyKinds) {
+		t.Errorf("%d definitions for %d kinds", len(kindDefs), len(policyKinds))
+	}
+	if _, err := kindOf("NONE"); err == nil || !strings.Contains(err.Error(), "ADJUST_BS") {
+		t.Errorf("kindOf(NONE) = %v; want an error listing the kinds", err)
+	}
+}
+
+// TestTypedArgs: the console API's params map converts to the typed
+// arguments at the edge; typed arguments are taken as they are and shown
+// in the params map as before.
+func TestTypedArgs(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		in     *kelpiepb.Action
+		args   proto.Message
+		params map[string]float64
+		err    string
+	}{
+		{name: "lr target", in: &kelpiepb.Action{Kind: "ADJUST_LR", Target: "worker-1", Params: map[string]float64{"lr_scale": 0.5}},
+			args:   &kelpiepb.AdjustLRArgs{LrScale: map[string]float64{"worker-1": 0.5}},
+			params: map[string]float64{"lr_scale": 0.5}},
+		{name: "lr several", in: &kelpiepb.Action{Kind: "ADJUST_LR", Params: map[string]float64{"lr_scale/worker-0": 0.5, "lr_scale/worker-2": 2}},
+			args:   &kelpiepb.AdjustLRArgs{LrScale: map[string]float64{"worker-0": 0.5, "worker-2": 2}},
+			params: map[string]float64{"lr_scale/worker-0": 0.5, "lr_scale/worker-2": 2}},
+		{name: "lr typed", in: &kelpiepb.Action{Kind: "ADJUST_LR", Args: &kelpiepb.Action_AdjustLr{AdjustLr: &kelpiepb.AdjustLRArgs{LrScale: map[string]float64{"worker-3": 0.25}}}},
+			args:   &kelpiepb.AdjustLRArgs{LrScale: map[string]float64{"worker-3": 0.25}},
+			params: map[string]float64{"lr_scale/worker-3": 0.25}},
+		{name: "backup", in: &kelpiepb.Action{Kind: "BACKUP_WORKERS", Params: map[string]float64{"drop": 1}},
+			args: &kelpiepb.BackupWorkersArgs{Drop: 1}, params: map[string]float64{"drop": 1}},
+		{name: "backup off", in: &kelpiepb.Action{Kind: "BACKUP_WORKERS"},
+			args: &kelpiepb.BackupWorkersArgs{}, params: map[string]float64{"drop": 0}},
+		{name: "backup fraction", in: &kelpiepb.Action{Kind: "BACKUP_WORKERS", Params: map[string]float64{"drop": 1.5}},
+			err: "params.drop must be a whole number"},
+		{name: "sync", in: &kelpiepb.Action{Kind: "SET_SYNC", SyncModel: "ssp", Params: map[string]float64{"staleness": 3, "soft_barrier": 1}},
+			args:   &kelpiepb.SetSyncArgs{Model: "ssp", Staleness: 3, SoftBarrier: true},
+			params: map[string]float64{"staleness": 3, "soft_barrier": 1, "pssp_c": 0, "pssp_alpha": 0, "drop_wait_for": 0}},
+		{name: "sync typed", in: &kelpiepb.Action{Kind: "SET_SYNC", Args: &kelpiepb.Action_SetSync{SetSync: &kelpiepb.SetSyncArgs{Model: "pssp", Staleness: 2, PsspC: 0.5, PsspDynamic: true}}},
+			args:   &kelpiepb.SetSyncArgs{Model: "pssp", Staleness: 2, PsspC: 0.5, PsspDynamic: true},
+			params: map[string]float64{"staleness": 2, "pssp_c": 0.5, "pssp_alpha": 0, "drop_wait_for": 0, "pssp_dynamic": 1}},
+		{name: "sync fraction", in: &kelpiepb.Action{Kind: "SET_SYNC", SyncModel: "ssp", Params: map[string]float64{"staleness": 2.5}},
+			err: "params.staleness must be a whole number"},
+		{name: "restart", in: &kelpiepb.Action{Kind: "KILL_RESTART", Target: "worker-1"}},
+		{name: "unknown", in: &kelpiepb.Action{Kind: "SHRINK"}, err: "unknown action kind"},
+	} {
+		err := typedArgs(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: typedArgs = %v; want %q", tc.name, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: typedArgs = %v", tc.name, err)
+			continue
+		}
+		var got proto.Message
+		switch x := tc.in.Args.(type) {
+		case *kelpiepb.Action_AdjustLr:
+			got = x.AdjustLr
+		case *kelpiepb.Action_BackupWorkers:
+			got = x.BackupWorkers
+		case *kelpiepb.Action_SetSync:
+			got = x.SetSync
+		}
+		if (got == nil) != (tc.args == nil) || (got != nil && !proto.Equal(got, tc.args)) {
+			t.Errorf("%s: args = %v; want %v", tc.name, got, tc.args)
+		}
+		if tc.params != nil && !equalParams(tc.in.Params, tc.params) {
+			t.Errorf("%s: params = %v; want %v", tc.name, tc.in.Params, tc.params)
+		}
+	}
+}
+
+func equalParams(a, b map[string]float64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// TestTriggerJSON: the console API decodes both forms of a trigger's
+// arguments (protojson, as scheduler/console reads frames).
+func TestTriggerJSON(t *testing.T) {
+	for _, src := range []string{
+		`{"kind":"ADJUST_LR","target":"worker-1","params":{"lr_scale":0.5}}`,
+		`{"kind":"ADJUST_LR","adjustLr":{"lrScale":{"worker-1":0.5}}}`,
+	} {
+		var a kelpiepb.Action
+		if err := protojson.Unmarshal([]byte(src), &a); err != nil {
+			t.Fatalf("Unmarshal(%s) = %v", src, err)
+		}
+		if err := typedArgs(&a); err != nil {
+			t.Fatalf("typedArgs(%s) = %v", src, err)
+		}
+		if got := lrScales(&a); len(got) != 1 || got["worker-1"] != 0.5 {
+			t.Errorf("%s: lr scales %v; want worker-1: 0.5", src, got)
+		}
+	}
+}

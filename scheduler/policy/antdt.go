@@ -96,12 +96,24 @@ type AntDTND struct {
 func (p AntDTND) Propose(s monitor.Snapshot, j Job) []Action {
 	lambda := lambdaOf(p.Lambda, s)
 	workers := jobWorkers(s, j)
-	var restarts, balance []Action
+	var restarts, balance, escalations []Action
 	var why []string
 	var stragglers []string
 	ev := map[string]float64{"lambda": lambda}
+	stuck := stuckStragglers(s, j)
 	for _, w := range workers {
 		c := classify(w, lambda)
+		if o, ok := stuck[w.Node]; ok {
+			// A batch cut missed without moving its BPT: no other batch
+			// cut for it until something changes; escalate while it
+			// still straggles.
+			if c == monitor.Transient || c == monitor.Persistent {
+				if a := p.escalate(w.Node, o, w, j); a.Kind == KindKillRestart || reverts(a, j) {
+					escalations = append(escalations, a)
+				}
+			}
+			continue
+		}
 		switch {
 		case c == monitor.Persistent && !j.Busy:
 			wev := map[string]float64{"lambda": lambda}
@@ -133,11 +145,11 @@ func (p AntDTND) Propose(s monitor.Snapshot, j Job) []Action {
 		}
 	}
 	if len(stragglers) > 0 {
-		if a, ok := p.adjust(workers, j, stragglers, why, ev); ok {
+		if a, ok := p.adjust(workers, j, stragglers, why, ev, stuck); ok {
 			balance = append(balance, a)
 		}
 	}
-	acts := append(balance, restarts...)
+	acts := append(append(escalations, balance...), restarts...)
 	servers := jobServers(s, j)
 	for _, v := range servers {
 		if classifyServer(v, lambda) != monitor.Persistent {
@@ -178,6 +190,17 @@ func (p AntDTND) Propose(s monitor.Snapshot, j Job) []Action {
 	return acts
 }
 
+// reverts says whether an ADJUST_BS changes some worker's batch from what
+// the job runs now.
+func reverts(a Action, j Job) bool {
+	for name, b := range a.BatchSizes {
+		if cur, ok := j.BatchSizes[name]; ok && cur != b {
+			return true
+		}
+	}
+	return false
+}
+
 // meanOthers is the mean of f over the workers other than node for which
 // it reports ok; 0 when there are none.
 func meanOthers(ws []monitor.WorkerStat, node string, f func(monitor.WorkerStat) (float64, bool)) float64 {
@@ -199,8 +222,8 @@ func meanOthers(ws []monitor.WorkerStat, node string, f func(monitor.WorkerStat)
 }
 
 // adjust builds the ADJUST_BS: the min-max split over the throughputs,
-// workers without one keeping their batch.
-func (p AntDTND) adjust(workers []monitor.WorkerStat, j Job, stragglers, why []string, ev map[string]float64) (Action, bool) {
+// workers without one, and stuck ones, keeping their batch.
+func (p AntDTND) adjust(workers []monitor.WorkerStat, j Job, stragglers, why []string, ev map[string]float64, stuck map[string]Outcome) (Action, bool) {
 	n := len(workers)
 	v := make([]float64, n)
 	cur := make([]int, n)
@@ -222,9 +245,13 @@ func (p AntDTND) adjust(workers []monitor.WorkerStat, j Job, stragglers, why []s
 	for i, w := range workers {
 		v[i] = w.Throughput
 		lo[i], hi[i] = minB, maxB
+		if _, ok := stuck[w.Node]; ok || !(v[i] > 0) {
+			// No throughput yet, or a batch cut already failed it: keep
+			// its batch.
+			lo[i], hi[i] = cur[i], cur[i]
+		}
 		if !(v[i] > 0) {
 			v[i] = 0
-			lo[i], hi[i] = cur[i], cur[i] // no throughput yet: keep its batch
 		}
 	}
 	sizes, err := MinMaxSplit(global, v, lo, hi)

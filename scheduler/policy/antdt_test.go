@@ -322,3 +322,69 @@ func TestAdjustLR(t *testing.T) {
 		}
 	}
 }
+
+// TestAntDTNDEscalation: issue 16's closed loop. AntDT-ND's ADJUST_BS for
+// worker-3 (the transient scenario: BPT 250 ms over the short window) was
+// applied and measured as a miss that left worker-3's BPT where it was: a
+// fixed delay per iteration, which no batch cut can help. AntDT-ND then
+// proposes KILL_RESTART at once (or, with the cluster busy, reverts the
+// split), and no other batch cut for worker-3 until something changes.
+func TestAntDTNDEscalation(t *testing.T) {
+	even := map[string]int{"worker-0": 64, "worker-1": 64, "worker-2": 64, "worker-3": 64}
+	split := map[string]int{"worker-0": 75, "worker-1": 75, "worker-2": 76, "worker-3": 30}
+	at := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	missed := func(after float64, mod func(*Outcome)) []Outcome {
+		o := Outcome{Policy: NameAntDTND, Kind: KindAdjustBS, Targets: []string{"worker-3"}, At: at, Miss: true,
+			BPTBefore: 0.25, BPTAfter: after, ThroughputAfter: 700, Predicted: 2156,
+			BatchesBefore: even, Restarts: map[string]int{"worker-3": 0}}
+		if mod != nil {
+			mod(&o)
+		}
+		return []Outcome{o}
+	}
+	job := func(busy bool, sizes map[string]int, outcomes []Outcome, restarts int) Job {
+		j := ndJob(busy, sizes)
+		j.Outcomes, j.Restarts = outcomes, map[string]int{"worker-3": restarts}
+		return j
+	}
+	transient := workerScenario(slowAfter(25*s, 400*ms), 10*ms)
+	healthy := workerScenario(steadyAt(100*ms), 10*ms)
+	for _, tt := range []struct {
+		name string
+		snap monitor.Snapshot
+		job  Job
+		want []string
+		key  string // of the first action
+	}{
+		{"stuck: kill and restart now", transient, job(false, split, missed(0.26, nil), 0), []string{"KILL_RESTART worker-3"}, "antdt-nd/KILL_RESTART/worker-3"},
+		{"stuck, cluster busy: revert the split", transient, job(true, split, missed(0.26, nil), 0), []string{"ADJUST_BS"}, "antdt-nd/ADJUST_BS/revert/worker-3"},
+		{"stuck, busy, already reverted: no other batch cut", transient, job(true, even, missed(0.26, nil), 0), []string{}, ""},
+		{"stuck but no longer straggling", healthy, job(false, split, missed(0.26, nil), 0), []string{}, ""},
+		{"restarted since: looked at afresh", transient, job(false, even, missed(0.26, nil), 1), []string{"ADJUST_BS"}, "antdt-nd/ADJUST_BS/worker-3"},
+		{"its BPT moved since: looked at afresh", transient, job(false, even, missed(0.1, nil), 0), []string{"ADJUST_BS"}, "antdt-nd/ADJUST_BS/worker-3"},
+		{"a hit", transient, job(false, even, missed(0.26, func(o *Outcome) { o.Miss = false }), 0), []string{"ADJUST_BS"}, "antdt-nd/ADJUST_BS/worker-3"},
+		{"a miss that did move its BPT", transient, job(false, even, missed(0.2, func(o *Outcome) { o.BPTAfter = 0.2; o.BPTBefore = 0.25 }), 0), []string{"ADJUST_BS"}, "antdt-nd/ADJUST_BS/worker-3"},
+		{"another policy's miss", transient, job(false, even, missed(0.26, func(o *Outcome) { o.Policy = NameAntDTDD }), 0), []string{"ADJUST_BS"}, "antdt-nd/ADJUST_BS/worker-3"},
+		{"a later hit replaces the miss", transient, job(false, even, append(missed(0.26, nil),
+			missed(0.26, func(o *Outcome) { o.Miss = false; o.At = at.Add(time.Minute) })...), 0), []string{"ADJUST_BS"}, "antdt-nd/ADJUST_BS/worker-3"},
+	} {
+		acts := AntDTND{}.Propose(tt.snap, tt.job)
+		if got := plan(acts); strings.Join(got, "|") != strings.Join(tt.want, "|") {
+			t.Errorf("%s: Propose = %q; want %q", tt.name, got, tt.want)
+			continue
+		}
+		if len(acts) == 0 {
+			continue
+		}
+		a := acts[0]
+		if a.Key != tt.key {
+			t.Errorf("%s: key %q, want %q", tt.name, a.Key, tt.key)
+		}
+		if strings.Contains(tt.key, "revert") && !maps.Equal(a.BatchSizes, even) {
+			t.Errorf("%s: revert to %v, want %v", tt.name, a.BatchSizes, even)
+		}
+		if a.Key != "antdt-nd/ADJUST_BS/worker-3" && !strings.Contains(a.Reason, "stayed at 0.26s (0.25s before") {
+			t.Errorf("%s: reason %q does not cite the miss", tt.name, a.Reason)
+		}
+	}
+}

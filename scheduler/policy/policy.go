@@ -125,6 +125,11 @@ type Job struct {
 	// the queue, so AntDT-ND takes no KILL_RESTART of a worker (§VI-A 4).
 	Busy   bool
 	Blocks []BlockInfo // the parameter blocks and where they live
+	// Outcomes are the realized effects of the job's applied actions, in
+	// the order they were measured; Restarts is each node's restart count
+	// now. AntDT-ND learns from its misses through them (outcome.go).
+	Outcomes []Outcome
+	Restarts map[string]int
 }
 
 // BlockInfo is one parameter block of the job.

@@ -1,0 +1,122 @@
+package policy
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/kelpie/kelpie/scheduler/monitor"
+)
+
+// Outcome is what an applied action realized, as the scheduler measured it
+// (scheduler/timeline.Realize): the policies read it to learn from their
+// misses.
+type Outcome struct {
+	Policy  string
+	Kind    Kind
+	Targets []string // the stragglers it was for
+	At      time.Time
+	Miss    bool
+	// The targets' mean BPT before and after (seconds), and the job's
+	// throughput after against the prediction (samples/s).
+	BPTBefore, BPTAfter float64
+	ThroughputAfter     float64
+	Predicted           float64
+	// BatchesBefore is every worker's batch size before the action (an
+	// ADJUST_BS), so that it can be reverted.
+	BatchesBefore map[string]int
+	// Restarts is each target's restart count when the outcome was
+	// measured: a restart since is a change.
+	Restarts map[string]int
+}
+
+// StuckBPT is how close to its old BPT a straggler's BPT must stay after a
+// batch cut to count as not batch-proportional (≥ 90 % of before).
+const StuckBPT = 0.9
+
+// ChangedBPT is how far a stuck straggler's BPT must move from what it was
+// after the miss (±25 %) for AntDT-ND to consider it changed and look at it
+// afresh.
+const ChangedBPT = 0.25
+
+// stuckStragglers returns the workers for which AntDT-ND's last ADJUST_BS
+// missed without moving their BPT — their slowness does not scale with the
+// batch, so another batch cut cannot help — each with the outcome that
+// showed it. A worker stops being stuck when something changes: it was
+// restarted since, or its BPT moved by more than ChangedBPT.
+func stuckStragglers(s monitor.Snapshot, j Job) map[string]Outcome {
+	stuck := map[string]Outcome{}
+	last := map[string]Outcome{} // AntDT-ND's latest batch change per straggler
+	for _, o := range j.Outcomes {
+		if o.Policy != NameAntDTND || o.Kind != KindAdjustBS {
+			continue
+		}
+		for _, t := range o.Targets {
+			if p, ok := last[t]; !ok || !o.At.Before(p.At) {
+				last[t] = o
+			}
+		}
+	}
+	for node, o := range last {
+		if !o.Miss || !(o.BPTBefore > 0) || !(o.BPTAfter >= StuckBPT*o.BPTBefore) {
+			continue
+		}
+		if j.Restarts[node] != o.Restarts[node] {
+			continue // restarted since: a new host, a new look
+		}
+		if w, ok := s.Worker(node); ok && w.BPTTrans > 0 {
+			if now := w.BPTTrans.Seconds(); math.Abs(now-o.BPTAfter) > ChangedBPT*o.BPTAfter {
+				continue
+			}
+		}
+		stuck[node] = o
+	}
+	return stuck
+}
+
+// escalate is AntDT-ND's answer to a stuck straggler that is still
+// straggling: KILL_RESTART now when the cluster is not busy (a slowness
+// that does not scale with the batch belongs to the host), else revert the
+// batch split that did not help.
+func (p AntDTND) escalate(node string, o Outcome, w monitor.WorkerStat, j Job) Action {
+	miss := fmt.Sprintf("ADJUST_BS cut %s's batch but its BPT stayed at %s (%s before; predicted %s/s, realized %s/s): its slowness does not scale with the batch",
+		node, secs(o.BPTAfter), secs(o.BPTBefore), num(o.Predicted), num(o.ThroughputAfter))
+	ev := map[string]float64{
+		node + "/bpt_before_s":   o.BPTBefore,
+		node + "/bpt_after_s":    o.BPTAfter,
+		"predicted_throughput":   o.Predicted,
+		"realized_throughput":    o.ThroughputAfter,
+		node + "/bpt_trans_s":    w.BPTTrans.Seconds(),
+		"escalated_from_seconds": float64(o.At.Unix()),
+	}
+	if !j.Busy {
+		return Action{
+			Kind:      KindKillRestart,
+			Policy:    NameAntDTND,
+			Target:    node,
+			Reason:    miss + "; the cluster is not busy: kill and restart it",
+			Evidence:  ev,
+			Predicted: "relaunched on another host, " + node + " should run like the others",
+			Key:       NameAntDTND + "/" + string(KindKillRestart) + "/" + node,
+		}
+	}
+	sizes := maps.Clone(o.BatchesBefore)
+	var changes []string
+	for _, name := range slices.Sorted(maps.Keys(sizes)) {
+		if cur, ok := j.BatchSizes[name]; ok && cur != sizes[name] {
+			changes = append(changes, fmt.Sprintf("%s %d→%d", name, cur, sizes[name]))
+		}
+	}
+	return Action{
+		Kind:       KindAdjustBS,
+		Policy:     NameAntDTND,
+		BatchSizes: sizes,
+		Reason:     miss + "; the cluster is busy: revert the split (" + strings.Join(changes, ", ") + ")",
+		Evidence:   ev,
+		Predicted:  "the throughput from before the split",
+		Key:        NameAntDTND + "/" + string(KindAdjustBS) + "/revert/" + node,
+	}
+}

@@ -1,0 +1,208 @@
+package timeline
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+)
+
+// Applied is an applied action to judge.
+type Applied struct {
+	// Targets are the nodes whose BPT the action meant to change; empty:
+	// every worker (a job-wide action).
+	Targets []string
+	// At is when it was applied.
+	At time.Time
+	// Window is the length of the before and after windows: the window the
+	// proposing policy read (L_trans for a batch change, L_per for a
+	// restart).
+	Window time.Duration
+	// Transition is skipped after At before the after-window opens (at
+	// least one frame; longer for a restart, whose node must come back).
+	Transition time.Duration
+	// The policy's prediction: the job's throughput (samples/s) and the
+	// targets' BPT; zero where it made none.
+	PredictedThroughput float64
+	PredictedBPT        time.Duration
+}
+
+// MissFraction is the share of the predicted gain an action must deliver
+// not to be a miss.
+const MissFraction = 0.5
+
+// Realize measures a's effect from frames (oldest first). It returns nil
+// while the after-window is not over yet, unless final (the job has ended:
+// what there is is measured), and nil when there is nothing to compare
+// (no frame before the action, or none after it).
+func Realize(frames []*kelpiepb.TimelineFrame, a Applied, now time.Time, final bool) *kelpiepb.Realized {
+	if a.Window <= 0 {
+		return nil
+	}
+	before := window(frames, a.At.Add(-a.Window), a.At)
+	if len(before) == 0 {
+		return nil
+	}
+	// The after-window opens with the first frame, past the transition,
+	// in which every target reported again (a restarted node's first
+	// buckets have no report).
+	open := a.At.Add(a.Transition)
+	var start time.Time
+	for _, f := range frames {
+		if s := Start(f); !s.Before(open) && reported(f, a.Targets) {
+			start = s
+			break
+		}
+	}
+	if start.IsZero() {
+		return nil // nobody has reported since: nothing to compare yet
+	}
+	end := start.Add(a.Window)
+	if last := frames[len(frames)-1]; last.GetTime().AsTime().Before(end) && !final {
+		return nil
+	}
+	after := window(frames, start, end)
+	if len(after) == 0 {
+		return nil
+	}
+	r := &kelpiepb.Realized{
+		WindowS:             a.Window.Seconds(),
+		BptBeforeS:          meanBPT(before, a.Targets),
+		BptAfterS:           meanBPT(after, a.Targets),
+		ThroughputBefore:    meanThroughput(before),
+		ThroughputAfter:     meanThroughput(after),
+		PredictedThroughput: a.PredictedThroughput,
+		PredictedBptS:       a.PredictedBPT.Seconds(),
+		Measured:            timestamppb.New(now),
+	}
+	judge(r)
+	return r
+}
+
+// window returns the frames that lie within (from, to]: those ending after
+// from and starting before to.
+func window(frames []*kelpiepb.TimelineFrame, from, to time.Time) []*kelpiepb.TimelineFrame {
+	var out []*kelpiepb.TimelineFrame
+	for _, f := range frames {
+		if f.GetTime().AsTime().After(from) && Start(f).Before(to) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// reported says whether every target (every worker, when there are none)
+// has a value in f.
+func reported(f *kelpiepb.TimelineFrame, targets []string) bool {
+	seen := 0
+	for _, n := range f.GetNodes() {
+		if !watched(n, targets) {
+			continue
+		}
+		if n.Value == nil {
+			return false
+		}
+		seen++
+	}
+	return seen > 0 && (len(targets) == 0 || seen == len(targets))
+}
+
+func watched(n *kelpiepb.TimelineNode, targets []string) bool {
+	if len(targets) == 0 {
+		return n.GetRole() == "worker"
+	}
+	return slices.Contains(targets, n.GetName())
+}
+
+// meanBPT is the span-weighted mean of the watched nodes' values (their
+// mean BPT per frame, averaged over the nodes); NaN when none reported.
+func meanBPT(frames []*kelpiepb.TimelineFrame, targets []string) float64 {
+	var sum, w float64
+	for _, f := range frames {
+		var s float64
+		var n int
+		for _, node := range f.GetNodes() {
+			if watched(node, targets) && node.Value != nil {
+				s += node.GetValue()
+				n++
+			}
+		}
+		if n > 0 {
+			sum += s / float64(n) * f.GetSpanSeconds()
+			w += f.GetSpanSeconds()
+		}
+	}
+	if w == 0 {
+		return math.NaN()
+	}
+	return sum / w
+}
+
+// meanThroughput is the span-weighted mean of the frames' throughput.
+func meanThroughput(frames []*kelpiepb.TimelineFrame) float64 {
+	var sum, w float64
+	for _, f := range frames {
+		sum += f.GetThroughput() * f.GetSpanSeconds()
+		w += f.GetSpanSeconds()
+	}
+	if w == 0 {
+		return 0
+	}
+	return sum / w
+}
+
+// judge fills the prediction error, the miss and the verdict: an action
+// misses when it delivered less than MissFraction of the gain it
+// predicted — in throughput when the policy predicted one, else in the
+// targets' BPT.
+func judge(r *kelpiepb.Realized) {
+	tb, ta, tp := r.GetThroughputBefore(), r.GetThroughputAfter(), r.GetPredictedThroughput()
+	bb, ba, bp := r.GetBptBeforeS(), r.GetBptAfterS(), r.GetPredictedBptS()
+	switch {
+	case tp > 0 && tb > 0:
+		r.PredictionError = (ta - tp) / tp
+		need := tb + MissFraction*(tp-tb)
+		r.Miss = ta < need
+		r.Verdict = fmt.Sprintf("predicted %s → %s/s · realized %s/s %s", rate(tb), rate(tp), rate(ta), mark(r.Miss))
+	case bp > 0 && bb > 0 && !math.IsNaN(ba):
+		r.PredictionError = (ba - bp) / bp
+		need := bb - MissFraction*(bb-bp)
+		r.Miss = ba > need
+		r.Verdict = fmt.Sprintf("predicted BPT %s → %s · realized %s %s", dur(bb), dur(bp), dur(ba), mark(r.Miss))
+	default:
+		r.Verdict = fmt.Sprintf("no prediction · throughput %s → %s/s", rate(tb), rate(ta))
+	}
+}
+
+func mark(miss bool) string {
+	if miss {
+		return "✗"
+	}
+	return "✓"
+}
+
+// rate formats samples per second the way the console does (17.4k).
+func rate(x float64) string {
+	switch {
+	case math.IsNaN(x):
+		return "–"
+	case x >= 10_000:
+		return fmt.Sprintf("%.1fk", x/1000)
+	case x >= 1000:
+		return fmt.Sprintf("%.2fk", x/1000)
+	default:
+		return fmt.Sprintf("%.0f", x)
+	}
+}
+
+// dur formats seconds.
+func dur(s float64) string {
+	if math.IsNaN(s) {
+		return "–"
+	}
+	return time.Duration(s * float64(time.Second)).Round(100 * time.Microsecond).String()
+}

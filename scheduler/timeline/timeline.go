@@ -1,0 +1,263 @@
+// Package timeline records a job's run as a bounded sequence of frames, one
+// per heatmap bucket, and judges applied actions by what they did.
+//
+// A Recorder takes the job's console view once per bucket (FrameOf) and
+// keeps at most a bound of frames. When it is full it merges the older half
+// pairwise (Merge), so recent time stays at full resolution and older time
+// gets coarser: a job of any length costs a bounded number of frames, and
+// its whole run stays covered. What the Recorder changed since the last
+// Flush is what the store must write (Flush).
+//
+// Realize measures an applied action's effect from the frames: the targeted
+// nodes' BPT and the job's throughput over the proposing policy's window
+// before the action and over the same window after it, the transition
+// skipped; an action that delivered less than half of its predicted gain is
+// a miss.
+//
+// The package is pure: no I/O, time is a value.
+package timeline
+
+import (
+	"math"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+)
+
+// Bounds of a recorder.
+const (
+	// DefaultBudget is how many node samples (frames × nodes) a job's
+	// timeline keeps by default: about 25 MB for any job size.
+	DefaultBudget = 1_000_000
+	// DefaultMaxFrames bounds the frames of a small job (two hours of
+	// one-second buckets before the oldest are merged).
+	DefaultMaxFrames = 7200
+	// MinFrames is the least a recorder keeps, however many nodes.
+	MinFrames = 64
+)
+
+// Capacity is the number of frames a recorder keeps for a job of nodes
+// nodes under budget node samples, at most maxFrames and at least
+// MinFrames. Zero arguments take the defaults.
+func Capacity(nodes, budget, maxFrames int) int {
+	if budget <= 0 {
+		budget = DefaultBudget
+	}
+	if maxFrames <= 0 {
+		maxFrames = DefaultMaxFrames
+	}
+	c := maxFrames
+	if nodes > 0 {
+		c = min(c, budget/nodes)
+	}
+	return max(c, MinFrames)
+}
+
+// Recorder keeps a job's frames, oldest first, within its capacity. It is
+// not safe for concurrent use: its job owns it.
+type Recorder struct {
+	frames []*kelpiepb.TimelineFrame
+	cap    int
+	// dirty is the first index whose frame changed since the last Flush
+	// (len(frames) when none did).
+	dirty int
+}
+
+// NewRecorder returns a recorder that keeps at most capacity frames
+// (MinFrames if less), starting from frames already recorded (restored
+// from the store; they are not copied and must not be changed after).
+func NewRecorder(capacity int, restored []*kelpiepb.TimelineFrame) *Recorder {
+	r := &Recorder{cap: max(capacity, MinFrames), frames: restored}
+	r.dirty = len(r.frames)
+	for len(r.frames) > r.cap {
+		r.compact()
+	}
+	return r
+}
+
+// Len is the number of frames kept.
+func (r *Recorder) Len() int { return len(r.frames) }
+
+// Frames returns the frames, oldest first. The slice is a copy; the frames
+// are shared and never changed once recorded (a merge makes a new one).
+func (r *Recorder) Frames() []*kelpiepb.TimelineFrame {
+	return append([]*kelpiepb.TimelineFrame(nil), r.frames...)
+}
+
+// Last is the most recent frame, or nil.
+func (r *Recorder) Last() *kelpiepb.TimelineFrame {
+	if len(r.frames) == 0 {
+		return nil
+	}
+	return r.frames[len(r.frames)-1]
+}
+
+// Add records f, which must end after the last frame (a frame that does not
+// is dropped: time runs one way). When the recorder is full, the older half
+// is merged pairwise first.
+func (r *Recorder) Add(f *kelpiepb.TimelineFrame) bool {
+	if last := r.Last(); last != nil && !f.GetTime().AsTime().After(last.GetTime().AsTime()) {
+		return false
+	}
+	r.frames = append(r.frames, f)
+	if len(r.frames) > r.cap {
+		r.compact()
+	}
+	return true
+}
+
+// compact merges the frames of the older half pairwise.
+func (r *Recorder) compact() {
+	half := len(r.frames) / 2
+	half -= half % 2
+	out := make([]*kelpiepb.TimelineFrame, 0, half/2+len(r.frames)-half)
+	for i := 0; i < half; i += 2 {
+		out = append(out, Merge(r.frames[i], r.frames[i+1]))
+	}
+	out = append(out, r.frames[half:]...)
+	r.frames = out
+	r.dirty = 0
+}
+
+// Flush returns what changed since the last Flush: the frames from index
+// from on must be (re)written, and the timeline now has Len() frames (any
+// stored beyond that are gone).
+func (r *Recorder) Flush() (from int, frames []*kelpiepb.TimelineFrame) {
+	from = min(r.dirty, len(r.frames))
+	frames = append([]*kelpiepb.TimelineFrame(nil), r.frames[from:]...)
+	r.dirty = len(r.frames)
+	return from, frames
+}
+
+// Merge returns one frame covering a and the frame b that follows it: the
+// job's and each node's figures at the end (b's), throughput and each
+// node's value averaged over the span, each node's heat the maximum (so a
+// straggler's hot bucket never fades out of a downsampled heatmap). A node
+// only in a keeps a's figures.
+func Merge(a, b *kelpiepb.TimelineFrame) *kelpiepb.TimelineFrame {
+	wa, wb := a.GetSpanSeconds(), b.GetSpanSeconds()
+	out := proto.CloneOf(b)
+	out.SpanSeconds = wa + wb
+	out.Throughput = weighted(a.GetThroughput(), wa, b.GetThroughput(), wb)
+	if out.Loss == nil && a.Loss != nil {
+		out.Loss = proto.Float64(a.GetLoss())
+	}
+	prev := make(map[string]*kelpiepb.TimelineNode, len(a.GetNodes()))
+	for _, n := range a.GetNodes() {
+		prev[n.GetName()] = n
+	}
+	for _, n := range out.Nodes {
+		p, ok := prev[n.GetName()]
+		if !ok {
+			continue
+		}
+		delete(prev, n.GetName())
+		if h := p.GetHeat(); h > n.GetHeat() || n.GetHeat() != n.GetHeat() {
+			n.Heat = h // the hotter of the two (a NaN never wins)
+		}
+		switch {
+		case n.Value == nil && p.Value != nil:
+			n.Value = proto.Float64(p.GetValue())
+		case n.Value != nil && p.Value != nil:
+			n.Value = proto.Float64(weighted(p.GetValue(), wa, n.GetValue(), wb))
+		}
+	}
+	for _, n := range a.GetNodes() { // nodes that were gone by b's end, in a's order
+		if _, ok := prev[n.GetName()]; ok {
+			out.Nodes = append(out.Nodes, proto.CloneOf(n))
+		}
+	}
+	return out
+}
+
+// weighted is the mean of x and y weighted by wx and wy.
+func weighted(x, wx, y, wy float64) float64 {
+	if wx+wy <= 0 {
+		return y
+	}
+	return (x*wx + y*wy) / (wx + wy)
+}
+
+// FrameOf makes the frame of a job's detailed console view at end, covering
+// span: the job's and nodes' figures from the view, each node's heat and
+// value from the view's last heatmap column and chart point (the bucket
+// that just closed).
+func FrameOf(v *kelpiepb.JobView, end time.Time, span time.Duration) *kelpiepb.TimelineFrame {
+	f := &kelpiepb.TimelineFrame{
+		Time:        timestamppb.New(end),
+		SpanSeconds: span.Seconds(),
+		State:       v.GetState(),
+		Iteration:   v.GetIteration(),
+		Throughput:  v.GetThroughput(),
+		ShardsDone:  v.GetShardsDone(),
+	}
+	if v.GetLoss() != 0 || math.IsNaN(v.GetLoss()) || v.GetDiverged() != nil {
+		f.Loss = proto.Float64(v.GetLoss())
+	}
+	if m := v.GetMonitor(); m != nil {
+		f.MeanBptS, f.SpeedVariance, f.Superior = m.GetMeanBptS(), m.GetSpeedVariance(), append([]string(nil), m.GetSuperior()...)
+	}
+	heat := map[string]float32{}
+	for _, row := range v.GetHeatmap().GetRows() {
+		if c := row.GetCells(); len(c) > 0 {
+			heat[row.GetNode()] = c[len(c)-1]
+		}
+	}
+	value := map[string]float64{}
+	for _, s := range v.GetCharts() {
+		if vals := s.GetValues(); len(vals) > 0 && vals[len(vals)-1] != 0 {
+			value[nodeOfSeries(s.GetName())] = vals[len(vals)-1]
+		}
+	}
+	f.Nodes = make([]*kelpiepb.TimelineNode, 0, len(v.GetNodes()))
+	for _, n := range v.GetNodes() {
+		tn := &kelpiepb.TimelineNode{
+			Name: n.GetName(), Role: n.GetRole(), State: n.GetState(), Iteration: n.GetIteration(),
+			BatchSize: n.GetBatchSize(), Accumulation: n.GetAccumulation(), Restarts: n.GetRestarts(),
+			BptShortS: n.GetBptShortS(), BptLongS: n.GetBptLongS(), Throughput: n.GetThroughput(),
+			Class: n.GetClass(), Superior: n.GetSuperior(), Speed: n.GetSpeed(), Blocks: n.GetBlocks(),
+			Heat: heat[n.GetName()],
+		}
+		if x, ok := value[n.GetName()]; ok {
+			tn.Value = proto.Float64(x)
+		}
+		f.Nodes = append(f.Nodes, tn)
+	}
+	return f
+}
+
+// nodeOfSeries is the node a chart series is about ("bpt/worker-2").
+func nodeOfSeries(name string) string {
+	for i := range len(name) {
+		if name[i] == '/' {
+			return name[i+1:]
+		}
+	}
+	return name
+}
+
+// At returns the index of the frame that covers t (the first frame ending
+// at or after t), clamped to the frames there are; -1 when there are none.
+func At(frames []*kelpiepb.TimelineFrame, t time.Time) int {
+	if len(frames) == 0 {
+		return -1
+	}
+	lo, hi := 0, len(frames)-1
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if frames[mid].GetTime().AsTime().Before(t) {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo
+}
+
+// Start is when a frame's span begins.
+func Start(f *kelpiepb.TimelineFrame) time.Time {
+	return f.GetTime().AsTime().Add(-time.Duration(f.GetSpanSeconds() * float64(time.Second)))
+}

@@ -1,0 +1,287 @@
+package timeline
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+)
+
+var t0 = time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+
+// frame makes a one-second frame ending at t0+sec with the job's
+// throughput and each worker's BPT (seconds; NaN: no report).
+func frame(sec int, throughput float64, bpt map[string]float64) *kelpiepb.TimelineFrame {
+	f := &kelpiepb.TimelineFrame{Time: timestamppb.New(t0.Add(time.Duration(sec) * time.Second)), SpanSeconds: 1,
+		State: "running", Iteration: int64(sec), Throughput: throughput}
+	for _, name := range []string{"worker-0", "worker-1", "worker-2", "worker-3"} {
+		x, ok := bpt[name]
+		if !ok {
+			continue
+		}
+		n := &kelpiepb.TimelineNode{Name: name, Role: "worker"}
+		if !math.IsNaN(x) {
+			n.Value, n.Heat = proto.Float64(x), float32(x*100)
+		}
+		f.Nodes = append(f.Nodes, n)
+	}
+	return f
+}
+
+func TestCapacity(t *testing.T) {
+	for _, c := range []struct{ nodes, budget, maxFrames, want int }{
+		{4, 0, 0, DefaultMaxFrames},
+		{1000, 0, 0, 1000},
+		{5000, 0, 0, 200},
+		{150_000, 0, 0, MinFrames},
+		{10, 1000, 50, MinFrames},
+		{10, 10_000, 500, 500},
+	} {
+		if got := Capacity(c.nodes, c.budget, c.maxFrames); got != c.want {
+			t.Errorf("Capacity(%d, %d, %d) = %d, want %d", c.nodes, c.budget, c.maxFrames, got, c.want)
+		}
+	}
+}
+
+// TestRecorderBounded: however long the job, the recorder keeps at most its
+// capacity, covers the whole run (first start to last end, spans summing to
+// it), keeps the latest frames at full resolution, and never lets a hot
+// bucket fade.
+func TestRecorderBounded(t *testing.T) {
+	const capacity = 64
+	r := NewRecorder(capacity, nil)
+	for s := 1; s <= 10_000; s++ {
+		bpt := 0.002
+		if s == 17 {
+			bpt = 0.5 // one hot bucket, early: it must survive every merge
+		}
+		if !r.Add(frame(s, 1000, map[string]float64{"worker-0": bpt})) {
+			t.Fatalf("frame %d refused", s)
+		}
+		if r.Len() > capacity {
+			t.Fatalf("after %d frames the recorder holds %d > %d", s, r.Len(), capacity)
+		}
+	}
+	fs := r.Frames()
+	var span float64
+	for _, f := range fs {
+		span += f.GetSpanSeconds()
+	}
+	if span != 10_000 {
+		t.Errorf("spans sum to %v s, want the whole run, 10000 s", span)
+	}
+	if got := Start(fs[0]); !got.Equal(t0) {
+		t.Errorf("first frame starts at %v, want %v", got, t0)
+	}
+	if fs[len(fs)-1].GetSpanSeconds() != 1 {
+		t.Errorf("latest frame spans %v s, want full resolution", fs[len(fs)-1].GetSpanSeconds())
+	}
+	var hot float32
+	for _, f := range fs {
+		hot = max(hot, f.GetNodes()[0].GetHeat())
+	}
+	if hot != 50 {
+		t.Errorf("hottest cell after merges = %v, want 50 (max aggregation)", hot)
+	}
+	if r.Add(frame(10_000, 1, nil)) {
+		t.Error("a frame ending at the last frame's time was recorded: time runs one way")
+	}
+}
+
+func TestMerge(t *testing.T) {
+	a := frame(1, 1000, map[string]float64{"worker-0": 0.010, "worker-1": 0.030, "worker-3": 0.5})
+	a.Loss = proto.Float64(2.0)
+	b := frame(2, 3000, map[string]float64{"worker-0": 0.020, "worker-1": math.NaN()})
+	b.SpanSeconds = 3
+	b.State = "completed"
+	m := Merge(a, b)
+	if m.GetSpanSeconds() != 4 || !m.GetTime().AsTime().Equal(b.GetTime().AsTime()) || m.GetState() != "completed" {
+		t.Errorf("merged span %v end %v state %q, want 4 s ending at b's end, b's state", m.GetSpanSeconds(), m.GetTime().AsTime(), m.GetState())
+	}
+	if want := (1000*1 + 3000*3) / 4.0; m.GetThroughput() != want {
+		t.Errorf("throughput %v, want the span-weighted mean %v", m.GetThroughput(), want)
+	}
+	if m.Loss == nil || m.GetLoss() != 2 {
+		t.Errorf("loss %v, want a's 2 (b had none)", m.Loss)
+	}
+	byName := map[string]*kelpiepb.TimelineNode{}
+	for _, n := range m.GetNodes() {
+		byName[n.GetName()] = n
+	}
+	if got, want := byName["worker-0"].GetValue(), (0.010*1+0.020*3)/4; math.Abs(got-want) > 1e-12 {
+		t.Errorf("worker-0 value %v, want %v", got, want)
+	}
+	if got := byName["worker-1"]; got.Value == nil || got.GetValue() != 0.030 || got.GetHeat() != 3 {
+		t.Errorf("worker-1 (no report in b) value %v heat %v, want a's 0.03 and heat 3", got.Value, got.GetHeat())
+	}
+	if got := byName["worker-3"]; got == nil || got.GetValue() != 0.5 {
+		t.Errorf("worker-3, only in a, = %v, want kept with a's figures", got)
+	}
+	if len(a.GetNodes()) != 3 || a.GetNodes()[0].GetValue() != 0.010 {
+		t.Error("Merge changed its input")
+	}
+}
+
+func TestFlush(t *testing.T) {
+	r := NewRecorder(MinFrames, nil)
+	for s := 1; s <= 10; s++ {
+		r.Add(frame(s, 1, nil))
+	}
+	if from, fs := r.Flush(); from != 0 || len(fs) != 10 {
+		t.Fatalf("first flush = %d, %d frames; want 0, 10", from, len(fs))
+	}
+	r.Add(frame(11, 1, nil))
+	if from, fs := r.Flush(); from != 10 || len(fs) != 1 {
+		t.Fatalf("second flush = %d, %d frames; want 10, 1", from, len(fs))
+	}
+	for s := 12; s <= MinFrames+1; s++ {
+		r.Add(frame(s, 1, nil))
+	}
+	from, fs := r.Flush()
+	if from != 0 || len(fs) != r.Len() {
+		t.Fatalf("flush after a compaction = %d, %d frames; want 0, all %d", from, len(fs), r.Len())
+	}
+	if from, fs := r.Flush(); from != r.Len() || len(fs) != 0 {
+		t.Fatalf("idle flush = %d, %d frames; want %d, 0", from, len(fs), r.Len())
+	}
+	// A recorder restored over more frames than it may keep compacts them.
+	big := make([]*kelpiepb.TimelineFrame, 3*MinFrames)
+	for i := range big {
+		big[i] = frame(i+1, 1, nil)
+	}
+	if r := NewRecorder(MinFrames, big); r.Len() > MinFrames {
+		t.Errorf("restored recorder holds %d > %d", r.Len(), MinFrames)
+	}
+}
+
+func TestAt(t *testing.T) {
+	fs := []*kelpiepb.TimelineFrame{frame(1, 0, nil), frame(2, 0, nil), frame(4, 0, nil)}
+	for _, c := range []struct {
+		sec  float64
+		want int
+	}{{-5, 0}, {0.5, 0}, {1, 0}, {1.5, 1}, {3, 2}, {4, 2}, {9, 2}} {
+		if got := At(fs, t0.Add(time.Duration(c.sec*float64(time.Second)))); got != c.want {
+			t.Errorf("At(%vs) = %d, want %d", c.sec, got, c.want)
+		}
+	}
+	if At(nil, t0) != -1 {
+		t.Error("At(no frames) != -1")
+	}
+}
+
+func TestFrameOf(t *testing.T) {
+	v := &kelpiepb.JobView{State: "running", Iteration: 40, Throughput: 900, ShardsDone: 3, Loss: math.NaN(),
+		Monitor: &kelpiepb.MonitorView{MeanBptS: 0.01, Superior: []string{"server-0"}},
+		Nodes: []*kelpiepb.NodeView{{Name: "server-0", Role: "server", Speed: 5e6, Blocks: 3},
+			{Name: "worker-0", Role: "worker", BatchSize: 16, Class: "transient"}},
+		Heatmap: &kelpiepb.Heatmap{Rows: []*kelpiepb.HeatmapRow{{Node: "worker-0", Cells: []float32{1, 2.5}}}},
+		Charts:  []*kelpiepb.Series{{Name: "bpt/worker-0", Values: []float64{0.01, 0.025}}, {Name: "speed/server-0", Values: []float64{4e6, 0}}},
+	}
+	f := FrameOf(v, t0, time.Second)
+	if f.Loss == nil || !math.IsNaN(f.GetLoss()) {
+		t.Errorf("loss %v, want NaN kept (never 0)", f.Loss)
+	}
+	w := f.GetNodes()[1]
+	if w.GetHeat() != 2.5 || w.GetValue() != 0.025 || w.GetBatchSize() != 16 || w.GetClass() != "transient" {
+		t.Errorf("worker-0 = %v", w)
+	}
+	if s := f.GetNodes()[0]; s.Value != nil || s.GetBlocks() != 3 {
+		t.Errorf("server-0 = %v, want no value (no report in the last bucket), 3 blocks", s)
+	}
+	v.Loss = 0
+	v.Diverged = nil
+	if f := FrameOf(v, t0, time.Second); f.Loss != nil {
+		t.Errorf("a job with no loss yet recorded loss %v", f.GetLoss())
+	}
+}
+
+// straggler is the demo of issue 16: worker-2 slowed by a fixed delay per
+// iteration (28 ms whatever its batch), the others at 2 ms; throughput
+// 17.4k/s before.
+func straggler(from, to int, throughput, slow float64) []*kelpiepb.TimelineFrame {
+	var fs []*kelpiepb.TimelineFrame
+	for s := from; s <= to; s++ {
+		fs = append(fs, frame(s, throughput, map[string]float64{"worker-0": 0.002, "worker-1": 0.002, "worker-2": slow, "worker-3": 0.002}))
+	}
+	return fs
+}
+
+func TestRealize(t *testing.T) {
+	at := t0.Add(10 * time.Second)
+	// ADJUST_BS predicted 17.4k → 21.0k/s; the batch cut leaves the BPT at
+	// 28 ms and throughput falls to 12.3k/s: a miss.
+	adjust := Applied{Targets: []string{"worker-2"}, At: at, Window: 5 * time.Second, Transition: time.Second, PredictedThroughput: 21_000}
+	// KILL_RESTART predicted the others' 2 ms; worker-2 is gone for two
+	// buckets and comes back at 2.0 ms: a hit.
+	restart := Applied{Targets: []string{"worker-2"}, At: at, Window: 5 * time.Second, Transition: time.Second, PredictedBPT: 2 * time.Millisecond}
+	missed := append(straggler(1, 10, 17_400, 0.028), straggler(11, 20, 12_300, 0.028)...)
+	gap := straggler(11, 12, 12_000, math.NaN())
+	restarted := append(append(straggler(1, 10, 17_400, 0.028), gap...), straggler(13, 22, 40_000, 0.002)...)
+	for _, c := range []struct {
+		name    string
+		frames  []*kelpiepb.TimelineFrame
+		a       Applied
+		final   bool
+		want    bool // measured
+		miss    bool
+		verdict string
+		before  float64 // BPT
+		after   float64
+	}{
+		{"adjust-bs missed", missed, adjust, false, true, true, "predicted 17.4k → 21.0k/s · realized 12.3k/s ✗", 0.028, 0.028},
+		{"restart hit after the node is back", restarted, restart, false, true, false, "predicted BPT 28ms → 2ms · realized 2ms ✓", 0.028, 0.002},
+		{"after-window not over", missed[:14], adjust, false, false, false, "", 0, 0},
+		{"job ended mid-window: what there is", missed[:14], adjust, true, true, true, "predicted 17.4k → 21.0k/s · realized 12.3k/s ✗", 0.028, 0.028},
+		{"restarted node never back", append(straggler(1, 10, 17_400, 0.028), straggler(11, 20, 0, math.NaN())...), restart, true, false, false, "", 0, 0},
+		{"nothing before", missed[10:], adjust, true, false, false, "", 0, 0},
+		{"no prediction", missed, Applied{At: at, Window: 5 * time.Second, Transition: time.Second}, false, true, false, "no prediction · throughput 17.4k → 12.3k/s", 0.0085, 0.0085},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			now := c.frames[len(c.frames)-1].GetTime().AsTime()
+			r := Realize(c.frames, c.a, now, c.final)
+			if (r != nil) != c.want {
+				t.Fatalf("measured = %v, want %v (%v)", r != nil, c.want, r)
+			}
+			if r == nil {
+				return
+			}
+			if r.GetMiss() != c.miss || r.GetVerdict() != c.verdict {
+				t.Errorf("miss %v verdict %q; want %v %q", r.GetMiss(), r.GetVerdict(), c.miss, c.verdict)
+			}
+			if math.Abs(r.GetBptBeforeS()-c.before) > 1e-9 || math.Abs(r.GetBptAfterS()-c.after) > 1e-9 {
+				t.Errorf("BPT %v → %v, want %v → %v", r.GetBptBeforeS(), r.GetBptAfterS(), c.before, c.after)
+			}
+			if r.GetWindowS() != 5 {
+				t.Errorf("window %v s, want the policy's 5 s", r.GetWindowS())
+			}
+		})
+	}
+	r := Realize(missed, adjust, t0.Add(20*time.Second), false)
+	if want := (12_300 - 21_000) / 21_000.0; math.Abs(r.GetPredictionError()-want) > 1e-9 {
+		t.Errorf("prediction error %v, want %v", r.GetPredictionError(), want)
+	}
+	if !strings.HasSuffix(r.GetVerdict(), "✗") {
+		t.Errorf("verdict %q does not end in ✗", r.GetVerdict())
+	}
+}
+
+// TestRealizeHalfGain: the line between a hit and a miss is half of the
+// predicted gain, in either direction of the prediction.
+func TestRealizeHalfGain(t *testing.T) {
+	at := t0.Add(5 * time.Second)
+	for _, c := range []struct {
+		after float64
+		miss  bool
+	}{{1499, true}, {1500, false}, {2500, false}, {900, true}} {
+		fs := append(straggler(1, 5, 1000, 0.01), straggler(6, 12, c.after, 0.01)...)
+		r := Realize(fs, Applied{At: at, Window: 3 * time.Second, Transition: time.Second, PredictedThroughput: 2000}, t0.Add(12*time.Second), false)
+		if r == nil || r.GetMiss() != c.miss {
+			t.Errorf("after %v/s (predicted 1000 → 2000): %v, want miss %v", c.after, r, c.miss)
+		}
+	}
+}

@@ -27,7 +27,6 @@ var pureCores = []string{
 	"scheduler/monitor",
 	"scheduler/policy",
 	"scheduler/shard",
-	"scheduler/timeline",
 }
 
 // pkg is what the test reads of `go list -json`.

@@ -1969,7 +1969,11 @@ type Action struct {
 	//	*Action_AdjustLr
 	//	*Action_BackupWorkers
 	//	*Action_SetSync
-	Args          isAction_Args `protobuf_oneof:"args"`
+	Args isAction_Args `protobuf_oneof:"args"`
+	// What it did, once applied and measured over the proposing policy's
+	// window (timeline.proto): BPT and throughput before and after, against
+	// the prediction.
+	Realized      *Realized `protobuf:"bytes,26,opt,name=realized,proto3" json:"realized,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2188,6 +2192,13 @@ func (x *Action) GetSetSync() *SetSyncArgs {
 		if x, ok := x.Args.(*Action_SetSync); ok {
 			return x.SetSync
 		}
+	}
+	return nil
+}
+
+func (x *Action) GetRealized() *Realized {
+	if x != nil {
+		return x.Realized
 	}
 	return nil
 }
@@ -2562,7 +2573,7 @@ var File_console_proto protoreflect.FileDescriptor
 
 const file_console_proto_rawDesc = "" +
 	"\n" +
-	"\rconsole.proto\x12\tkelpie.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11coordinator.proto\"\xb5\x01\n" +
+	"\rconsole.proto\x12\tkelpie.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11coordinator.proto\x1a\x0etimeline.proto\"\xb5\x01\n" +
 	"\vClientFrame\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12(\n" +
 	"\x05hello\x18\n" +
@@ -2728,7 +2739,7 @@ const file_console_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04unit\x18\x02 \x01(\tR\x04unit\x12\x16\n" +
 	"\x06values\x18\x03 \x03(\x01R\x06values\x12)\n" +
-	"\x10interval_seconds\x18\x04 \x01(\x01R\x0fintervalSeconds\"\x85\n" +
+	"\x10interval_seconds\x18\x04 \x01(\x01R\x0fintervalSeconds\"\xb6\n" +
 	"\n" +
 	"\x06Action\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
@@ -2761,7 +2772,8 @@ const file_console_proto_rawDesc = "" +
 	"\x0epaused_seconds\x18\x16 \x01(\x01R\rpausedSeconds\x126\n" +
 	"\tadjust_lr\x18\x17 \x01(\v2\x17.kelpie.v1.AdjustLRArgsH\x00R\badjustLr\x12E\n" +
 	"\x0ebackup_workers\x18\x18 \x01(\v2\x1c.kelpie.v1.BackupWorkersArgsH\x00R\rbackupWorkers\x123\n" +
-	"\bset_sync\x18\x19 \x01(\v2\x16.kelpie.v1.SetSyncArgsH\x00R\asetSync\x1a=\n" +
+	"\bset_sync\x18\x19 \x01(\v2\x16.kelpie.v1.SetSyncArgsH\x00R\asetSync\x12/\n" +
+	"\brealized\x18\x1a \x01(\v2\x13.kelpie.v1.RealizedR\brealized\x1a=\n" +
 	"\x0fBatchSizesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\x1a?\n" +
@@ -2871,6 +2883,7 @@ var file_console_proto_goTypes = []any{
 	nil,                           // 34: kelpie.v1.AdjustLRArgs.LrScaleEntry
 	(*timestamppb.Timestamp)(nil), // 35: google.protobuf.Timestamp
 	(*Divergence)(nil),            // 36: kelpie.v1.Divergence
+	(*Realized)(nil),              // 37: kelpie.v1.Realized
 }
 var file_console_proto_depIdxs = []int32{
 	2,  // 0: kelpie.v1.ClientFrame.hello:type_name -> kelpie.v1.Hello
@@ -2917,14 +2930,15 @@ var file_console_proto_depIdxs = []int32{
 	23, // 41: kelpie.v1.Action.adjust_lr:type_name -> kelpie.v1.AdjustLRArgs
 	24, // 42: kelpie.v1.Action.backup_workers:type_name -> kelpie.v1.BackupWorkersArgs
 	25, // 43: kelpie.v1.Action.set_sync:type_name -> kelpie.v1.SetSyncArgs
-	34, // 44: kelpie.v1.AdjustLRArgs.lr_scale:type_name -> kelpie.v1.AdjustLRArgs.LrScaleEntry
-	35, // 45: kelpie.v1.ActionTransition.at:type_name -> google.protobuf.Timestamp
-	35, // 46: kelpie.v1.Event.time:type_name -> google.protobuf.Timestamp
-	47, // [47:47] is the sub-list for method output_type
-	47, // [47:47] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	37, // 44: kelpie.v1.Action.realized:type_name -> kelpie.v1.Realized
+	34, // 45: kelpie.v1.AdjustLRArgs.lr_scale:type_name -> kelpie.v1.AdjustLRArgs.LrScaleEntry
+	35, // 46: kelpie.v1.ActionTransition.at:type_name -> google.protobuf.Timestamp
+	35, // 47: kelpie.v1.Event.time:type_name -> google.protobuf.Timestamp
+	48, // [48:48] is the sub-list for method output_type
+	48, // [48:48] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_console_proto_init() }
@@ -2933,6 +2947,7 @@ func file_console_proto_init() {
 		return
 	}
 	file_coordinator_proto_init()
+	file_timeline_proto_init()
 	file_console_proto_msgTypes[0].OneofWrappers = []any{
 		(*ClientFrame_Hello)(nil),
 		(*ClientFrame_Subscribe)(nil),

@@ -53,7 +53,7 @@ func Realize(frames []*kelpiepb.TimelineFrame, a Applied, now time.Time, final b
 	open := a.At.Add(a.Transition)
 	var start time.Time
 	for _, f := range frames {
-		if s := Start(f); !s.Before(open) && reported(f, a.Targets) {
+		if s := f.Start(); !s.Before(open) && reported(f, a.Targets) {
 			start = s
 			break
 		}
@@ -88,7 +88,7 @@ func Realize(frames []*kelpiepb.TimelineFrame, a Applied, now time.Time, final b
 func window(frames []*kelpiepb.TimelineFrame, from, to time.Time) []*kelpiepb.TimelineFrame {
 	var out []*kelpiepb.TimelineFrame
 	for _, f := range frames {
-		if f.GetTime().AsTime().After(from) && Start(f).Before(to) {
+		if f.GetTime().AsTime().After(from) && f.Start().Before(to) {
 			out = append(out, f)
 		}
 	}

@@ -238,26 +238,3 @@ func nodeOfSeries(name string) string {
 	}
 	return name
 }
-
-// At returns the index of the frame that covers t (the first frame ending
-// at or after t), clamped to the frames there are; -1 when there are none.
-func At(frames []*kelpiepb.TimelineFrame, t time.Time) int {
-	if len(frames) == 0 {
-		return -1
-	}
-	lo, hi := 0, len(frames)-1
-	for lo < hi {
-		mid := (lo + hi) / 2
-		if frames[mid].GetTime().AsTime().Before(t) {
-			lo = mid + 1
-		} else {
-			hi = mid
-		}
-	}
-	return lo
-}
-
-// Start is when a frame's span begins.
-func Start(f *kelpiepb.TimelineFrame) time.Time {
-	return f.GetTime().AsTime().Add(-time.Duration(f.GetSpanSeconds() * float64(time.Second)))
-}

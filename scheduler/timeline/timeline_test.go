@@ -75,7 +75,7 @@ func TestRecorderBounded(t *testing.T) {
 	if span != 10_000 {
 		t.Errorf("spans sum to %v s, want the whole run, 10000 s", span)
 	}
-	if got := Start(fs[0]); !got.Equal(t0) {
+	if got := fs[0].Start(); !got.Equal(t0) {
 		t.Errorf("first frame starts at %v, want %v", got, t0)
 	}
 	if fs[len(fs)-1].GetSpanSeconds() != 1 {
@@ -165,11 +165,11 @@ func TestAt(t *testing.T) {
 		sec  float64
 		want int
 	}{{-5, 0}, {0.5, 0}, {1, 0}, {1.5, 1}, {3, 2}, {4, 2}, {9, 2}} {
-		if got := At(fs, t0.Add(time.Duration(c.sec*float64(time.Second)))); got != c.want {
+		if got := kelpiepb.FrameAt(fs, t0.Add(time.Duration(c.sec*float64(time.Second)))); got != c.want {
 			t.Errorf("At(%vs) = %d, want %d", c.sec, got, c.want)
 		}
 	}
-	if At(nil, t0) != -1 {
+	if kelpiepb.FrameAt(nil, t0) != -1 {
 		t.Error("At(no frames) != -1")
 	}
 }

@@ -49,7 +49,7 @@ func replayed() (*kelpiepb.JobView, []*kelpiepb.TimelineFrame) {
 		Monitor: &kelpiepb.MonitorView{Lambda: 1.5, WindowTransientS: 5},
 		Actions: []*kelpiepb.Action{{Id: "a1", Kind: "ADJUST_BS", State: "applied", Created: timestamppb.New(at(7)),
 			Updated: timestamppb.New(at(8)), AppliedIteration: 80,
-			History: []*kelpiepb.ActionTransition{{State: "proposed", At: timestamppb.New(at(7))}, {State: "applied", At: timestamppb.New(at(8))}},
+			History:  []*kelpiepb.ActionTransition{{State: "proposed", At: timestamppb.New(at(7))}, {State: "applied", At: timestamppb.New(at(8))}},
 			Realized: &kelpiepb.Realized{Miss: true, Measured: timestamppb.New(at(11))}},
 			{Id: "a2", Kind: "KILL_RESTART", Target: "worker-1", State: "applied", Created: timestamppb.New(at(11.5)), Updated: timestamppb.New(at(12))}}}
 	return base, frames

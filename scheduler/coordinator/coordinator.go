@@ -236,15 +236,18 @@ func (j *Job) ShardCounts() (todo, doing, done, total int) {
 	return todo, doing, done, j.queue.Total()
 }
 
-// persistLocked writes the queue's pending changes.
+// persistLocked writes the queue's pending changes. When that fails (a
+// full disk) the changes are undone, so that the call that made them fails
+// whole and its caller's retry starts from what is durable.
 func (j *Job) persistLocked() error {
-	ch := j.queue.Changes()
-	if len(ch) == 0 || j.Persist == nil {
-		return nil
+	ch := j.queue.Pending()
+	if len(ch) > 0 && j.Persist != nil {
+		if err := j.Persist(ch); err != nil {
+			j.queue.Rollback()
+			return status.Errorf(codes.Unavailable, "job %s: persist shard state: %v", j.Spec.Name, err)
+		}
 	}
-	if err := j.Persist(ch); err != nil {
-		return status.Errorf(codes.Unavailable, "job %s: persist shard state: %v", j.Spec.Name, err)
-	}
+	j.queue.Commit()
 	return nil
 }
 

@@ -2,13 +2,18 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/runtime/spec"
+	"github.com/kelpie/kelpie/scheduler/shard"
 )
 
 const testSpec = `
@@ -247,5 +252,58 @@ func TestAllreducePeers(t *testing.T) {
 	_, j := startedJob(t)
 	if r := j.readyResponse(); len(r.Peers) != 0 {
 		t.Errorf("a PS job's workers got peers %v", r.Peers)
+	}
+}
+
+// TestPersistFailureUndoes: a fetch or report whose shard changes cannot
+// be persisted (a full disk) fails Unavailable and changes nothing, so the
+// worker's retry gets the same shard and no shard stays DOING for a worker
+// that was never told of it.
+func TestPersistFailureUndoes(t *testing.T) {
+	c, j := startedJob(t)
+	ctx := context.Background()
+	full := errors.New("no space left on device")
+	var fail error
+	var persisted int
+	j.Persist = func(ch []shard.Shard) error {
+		if fail != nil {
+			return fail
+		}
+		persisted += len(ch)
+		return nil
+	}
+	fetch := func() (*kelpiepb.FetchShardResponse, error) {
+		return c.FetchShard(ctx, &kelpiepb.FetchShardRequest{Job: "elastic", Node: "worker-0"})
+	}
+	first, err := fetch()
+	if err != nil || first.Shard == nil {
+		t.Fatalf("fetch: %v %v", first, err)
+	}
+	fail = full
+	if r, err := fetch(); status.Code(err) != codes.Unavailable {
+		t.Fatalf("fetch on a full disk = %v, %v; want Unavailable", r, err)
+	}
+	if _, err := c.ReportShard(ctx, &kelpiepb.ReportShardRequest{Job: "elastic", Node: "worker-0", Ids: []int64{first.Shard.Id}}); status.Code(err) != codes.Unavailable {
+		t.Fatalf("report on a full disk: %v; want Unavailable", err)
+	}
+	if _, doing, done, _ := j.ShardCounts(); doing != 1 || done != 0 {
+		t.Fatalf("after the failed calls: doing %d done %d; want the one shard fetched before, not done", doing, done)
+	}
+	fail = nil
+	second, err := fetch()
+	if err != nil || second.Shard == nil {
+		t.Fatalf("fetch after the disk has room: %v %v", second, err)
+	}
+	if second.Doing != 2 {
+		t.Errorf("doing %d after the retried fetch; want 2", second.Doing)
+	}
+	if _, err := c.ReportShard(ctx, &kelpiepb.ReportShardRequest{Job: "elastic", Node: "worker-0", Ids: []int64{first.Shard.Id, second.Shard.Id}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, doing, done, _ := j.ShardCounts(); doing != 0 || done != 2 {
+		t.Errorf("doing %d done %d after the reports; want 0 and 2", doing, done)
+	}
+	if persisted != 4 {
+		t.Errorf("%d shard records persisted; want 4 (two fetches, two reports)", persisted)
 	}
 }

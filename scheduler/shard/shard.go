@@ -202,8 +202,9 @@ type Queue struct {
 	// held indexes the DOING shards by owner, so Release and Held cost the
 	// worker's shards, not the whole queue.
 	held map[string]map[ID]struct{}
-	// changed holds the shards changed since the last Changes call.
-	changed map[ID]struct{}
+	// changed holds the shards changed since the last Changes or Commit
+	// call, with each one's record as it was then (what Rollback restores).
+	changed map[ID]Shard
 }
 
 // requeueBase is the Seq of the first requeued shard: below every fresh Seq,
@@ -251,12 +252,12 @@ func (q *Queue) Fetch(worker string, now time.Duration) (Shard, bool) {
 	default:
 		return Shard{}, false
 	}
+	q.touch(id)
 	s := &q.shards[id]
 	s.State, s.Owner, s.Lost, s.Since = DOING, worker, "", now
 	s.Attempts++
 	q.doing++
 	q.hold(worker, id)
-	q.touch(id)
 	return *s, true
 }
 
@@ -281,9 +282,9 @@ func (q *Queue) Report(worker string, id ID, now time.Duration) error {
 	default:
 		return fmt.Errorf("shard: report of %d by %q (%v %q): %w", id, worker, s.State, s.Owner, ErrNotOwner)
 	}
+	q.touch(id)
 	s.State, s.Owner, s.Lost, s.Since = DONE, worker, "", now
 	q.done++
-	q.touch(id)
 	return nil
 }
 
@@ -330,13 +331,13 @@ func (q *Queue) lookup(id ID) (*Shard, error) {
 // requeue puts DOING shard s back to TODO at the front of the queue, behind
 // the shards requeued before it.
 func (q *Queue) requeue(s *Shard, now time.Duration, lost string) {
+	q.touch(s.ID)
 	q.unhold(s.Owner, s.ID)
 	s.State, s.Owner, s.Lost, s.Since = TODO, "", lost, now
 	s.Seq = q.front
 	q.front++
 	q.requeued = append(q.requeued, s.ID)
 	q.doing--
-	q.touch(s.ID)
 }
 
 // unqueue removes requeued TODO shard s from the queue.
@@ -361,11 +362,16 @@ func (q *Queue) unhold(worker string, id ID) {
 	}
 }
 
+// touch notes that shard id is about to change (call it before changing
+// the record): its first change since the last commit keeps the record as
+// it was.
 func (q *Queue) touch(id ID) {
 	if q.changed == nil {
-		q.changed = make(map[ID]struct{})
+		q.changed = make(map[ID]Shard)
 	}
-	q.changed[id] = struct{}{}
+	if _, ok := q.changed[id]; !ok {
+		q.changed[id] = q.shards[id]
+	}
 }
 
 // Counts is the number of shards in each state.
@@ -421,7 +427,17 @@ func (q *Queue) Order(s Shard) []int64 { return q.cfg.Order(s) }
 // with its whole state, and forgets them. Persist them (Apply overlays them
 // on a restored queue) to lose no shard state across a scheduler restart;
 // persist before acknowledging the Fetch or Report that caused them.
+// Changes is Pending and Commit at once.
 func (q *Queue) Changes() []Shard {
+	out := q.Pending()
+	q.Commit()
+	return out
+}
+
+// Pending returns the shards changed since the last Changes or Commit
+// call, by ID, each with its whole state, without forgetting them: persist
+// them, then Commit, or Rollback when persisting failed.
+func (q *Queue) Pending() []Shard {
 	if len(q.changed) == 0 {
 		return nil
 	}
@@ -429,9 +445,31 @@ func (q *Queue) Changes() []Shard {
 	for id := range q.changed {
 		out = append(out, q.shards[id])
 	}
-	q.changed = nil
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
+}
+
+// Commit forgets the pending changes: they are durable.
+func (q *Queue) Commit() { q.changed = nil }
+
+// Rollback undoes every change since the last Changes or Commit call: the
+// queue is again what was last made durable. A Fetch or Report whose
+// changes could not be persisted (a full disk) is then as if it never
+// happened, and its caller may try again — never a shard DOING for a
+// worker that was told nothing.
+func (q *Queue) Rollback() {
+	if len(q.changed) == 0 {
+		return
+	}
+	recs := make([]Shard, 0, len(q.changed))
+	for _, r := range q.changed {
+		recs = append(recs, r)
+	}
+	q.changed = nil
+	if err := q.Apply(recs...); err != nil {
+		// The records were the queue's own a moment ago.
+		panic("shard: rollback: " + err.Error())
+	}
 }
 
 // Apply overlays shard records (from Changes or a snapshot) on the queue,

@@ -404,3 +404,58 @@ func TestFastWorkersTakeMore(t *testing.T) {
 		}
 	}
 }
+
+// TestRollback: changes that could not be persisted are undone whole —
+// fetches, reports, releases and returns since the last commit — and the
+// queue goes on exactly as if they had never happened; committed changes
+// stay.
+func TestRollback(t *testing.T) {
+	c := Config{Samples: 1000, Epochs: 2, GlobalBatch: 10, BatchesPerShard: 5}
+	q, ref := mustNew(t, c), mustNew(t, c)
+	// Committed: w0 holds two shards, one DONE; w1's shard was released.
+	for _, q := range []*Queue{q, ref} {
+		a, _ := q.Fetch("w0", time.Second)
+		q.Fetch("w0", time.Second)
+		q.Fetch("w1", time.Second)
+		if err := q.Report("w0", a.ID, 2*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		q.Release("w1", 3*time.Second)
+		q.Commit()
+	}
+	// Not persisted: every kind of change, then rolled back.
+	x, _ := q.Fetch("w1", 4*time.Second)
+	y, _ := q.Fetch("w2", 4*time.Second)
+	if err := q.Report("w1", x.ID, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Return("w2", y.ID, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	q.Release("w0", 6*time.Second)
+	if len(q.Pending()) == 0 {
+		t.Fatal("no pending changes")
+	}
+	q.Rollback()
+	if p := q.Pending(); len(p) != 0 {
+		t.Fatalf("Pending() after Rollback = %v; want none", p)
+	}
+	if !reflect.DeepEqual(q.Shards(), ref.Shards()) {
+		t.Fatalf("Rollback left\n%v\nwant\n%v", q.Shards(), ref.Shards())
+	}
+	checkInvariants(t, q)
+	// It goes on as the reference does, fetch for fetch.
+	for i := 0; ; i++ {
+		a, okA := q.Fetch("w3", 7*time.Second)
+		b, okB := ref.Fetch("w3", 7*time.Second)
+		if a != b || okA != okB {
+			t.Fatalf("fetch %d after Rollback = %v %v; the reference's %v %v", i, a, okA, b, okB)
+		}
+		if !okA {
+			break
+		}
+	}
+	if !reflect.DeepEqual(q.Held("w0"), ref.Held("w0")) {
+		t.Errorf("w0 holds %v after Rollback; want %v", q.Held("w0"), ref.Held("w0"))
+	}
+}

@@ -339,6 +339,7 @@ type Command struct {
 	//	*Command_Reject
 	//	*Command_Trigger
 	//	*Command_SetPolicy
+	//	*Command_History
 	Kind          isCommand_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -435,6 +436,15 @@ func (x *Command) GetSetPolicy() *SetPolicy {
 	return nil
 }
 
+func (x *Command) GetHistory() *GetHistory {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_History); ok {
+			return x.History
+		}
+	}
+	return nil
+}
+
 type isCommand_Kind interface {
 	isCommand_Kind()
 }
@@ -463,6 +473,10 @@ type Command_SetPolicy struct {
 	SetPolicy *SetPolicy `protobuf:"bytes,6,opt,name=set_policy,json=setPolicy,proto3,oneof"`
 }
 
+type Command_History struct {
+	History *GetHistory `protobuf:"bytes,7,opt,name=history,proto3,oneof"` // read-only: viewers may send it
+}
+
 func (*Command_SubmitJob) isCommand_Kind() {}
 
 func (*Command_KillJob) isCommand_Kind() {}
@@ -475,6 +489,72 @@ func (*Command_Trigger) isCommand_Kind() {}
 
 func (*Command_SetPolicy) isCommand_Kind() {}
 
+func (*Command_History) isCommand_Kind() {}
+
+// GetHistory reads a page of a job's recorded timeline (timeline.proto),
+// oldest first; the first page (from 0) also carries the job's actions and
+// recent events. Frames per page are bounded (limit, at most 5,000, and at
+// most 200,000 node samples).
+type GetHistory struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Job           string                 `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	From          int32                  `protobuf:"varint,2,opt,name=from,proto3" json:"from,omitempty"`   // index of the first frame
+	Limit         int32                  `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"` // frames at most (0: 500)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetHistory) Reset() {
+	*x = GetHistory{}
+	mi := &file_console_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetHistory) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetHistory) ProtoMessage() {}
+
+func (x *GetHistory) ProtoReflect() protoreflect.Message {
+	mi := &file_console_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetHistory.ProtoReflect.Descriptor instead.
+func (*GetHistory) Descriptor() ([]byte, []int) {
+	return file_console_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *GetHistory) GetJob() string {
+	if x != nil {
+		return x.Job
+	}
+	return ""
+}
+
+func (x *GetHistory) GetFrom() int32 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *GetHistory) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
 type SubmitJob struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SpecYaml      string                 `protobuf:"bytes,1,opt,name=spec_yaml,json=specYaml,proto3" json:"spec_yaml,omitempty"`
@@ -484,7 +564,7 @@ type SubmitJob struct {
 
 func (x *SubmitJob) Reset() {
 	*x = SubmitJob{}
-	mi := &file_console_proto_msgTypes[4]
+	mi := &file_console_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -496,7 +576,7 @@ func (x *SubmitJob) String() string {
 func (*SubmitJob) ProtoMessage() {}
 
 func (x *SubmitJob) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[4]
+	mi := &file_console_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -509,7 +589,7 @@ func (x *SubmitJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitJob.ProtoReflect.Descriptor instead.
 func (*SubmitJob) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{4}
+	return file_console_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SubmitJob) GetSpecYaml() string {
@@ -528,7 +608,7 @@ type KillJob struct {
 
 func (x *KillJob) Reset() {
 	*x = KillJob{}
-	mi := &file_console_proto_msgTypes[5]
+	mi := &file_console_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -540,7 +620,7 @@ func (x *KillJob) String() string {
 func (*KillJob) ProtoMessage() {}
 
 func (x *KillJob) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[5]
+	mi := &file_console_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -553,7 +633,7 @@ func (x *KillJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillJob.ProtoReflect.Descriptor instead.
 func (*KillJob) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{5}
+	return file_console_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *KillJob) GetJob() string {
@@ -574,7 +654,7 @@ type DecideAction struct {
 
 func (x *DecideAction) Reset() {
 	*x = DecideAction{}
-	mi := &file_console_proto_msgTypes[6]
+	mi := &file_console_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -586,7 +666,7 @@ func (x *DecideAction) String() string {
 func (*DecideAction) ProtoMessage() {}
 
 func (x *DecideAction) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[6]
+	mi := &file_console_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -599,7 +679,7 @@ func (x *DecideAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideAction.ProtoReflect.Descriptor instead.
 func (*DecideAction) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{6}
+	return file_console_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DecideAction) GetJob() string {
@@ -633,7 +713,7 @@ type TriggerAction struct {
 
 func (x *TriggerAction) Reset() {
 	*x = TriggerAction{}
-	mi := &file_console_proto_msgTypes[7]
+	mi := &file_console_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -645,7 +725,7 @@ func (x *TriggerAction) String() string {
 func (*TriggerAction) ProtoMessage() {}
 
 func (x *TriggerAction) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[7]
+	mi := &file_console_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -658,7 +738,7 @@ func (x *TriggerAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerAction.ProtoReflect.Descriptor instead.
 func (*TriggerAction) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{7}
+	return file_console_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TriggerAction) GetJob() string {
@@ -687,7 +767,7 @@ type SetPolicy struct {
 
 func (x *SetPolicy) Reset() {
 	*x = SetPolicy{}
-	mi := &file_console_proto_msgTypes[8]
+	mi := &file_console_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -699,7 +779,7 @@ func (x *SetPolicy) String() string {
 func (*SetPolicy) ProtoMessage() {}
 
 func (x *SetPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[8]
+	mi := &file_console_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -712,7 +792,7 @@ func (x *SetPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicy.ProtoReflect.Descriptor instead.
 func (*SetPolicy) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{8}
+	return file_console_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SetPolicy) GetJob() string {
@@ -760,7 +840,7 @@ type ServerFrame struct {
 
 func (x *ServerFrame) Reset() {
 	*x = ServerFrame{}
-	mi := &file_console_proto_msgTypes[9]
+	mi := &file_console_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -772,7 +852,7 @@ func (x *ServerFrame) String() string {
 func (*ServerFrame) ProtoMessage() {}
 
 func (x *ServerFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[9]
+	mi := &file_console_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -785,7 +865,7 @@ func (x *ServerFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerFrame.ProtoReflect.Descriptor instead.
 func (*ServerFrame) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{9}
+	return file_console_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ServerFrame) GetSeq() uint64 {
@@ -885,7 +965,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_console_proto_msgTypes[10]
+	mi := &file_console_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -897,7 +977,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[10]
+	mi := &file_console_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -910,7 +990,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{10}
+	return file_console_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Welcome) GetServerVersion() string {
@@ -951,7 +1031,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_console_proto_msgTypes[11]
+	mi := &file_console_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -963,7 +1043,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[11]
+	mi := &file_console_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -976,7 +1056,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{11}
+	return file_console_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Snapshot) GetJobs() []*JobView {
@@ -1004,7 +1084,7 @@ type Delta struct {
 
 func (x *Delta) Reset() {
 	*x = Delta{}
-	mi := &file_console_proto_msgTypes[12]
+	mi := &file_console_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1016,7 +1096,7 @@ func (x *Delta) String() string {
 func (*Delta) ProtoMessage() {}
 
 func (x *Delta) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[12]
+	mi := &file_console_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1029,7 +1109,7 @@ func (x *Delta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delta.ProtoReflect.Descriptor instead.
 func (*Delta) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{12}
+	return file_console_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Delta) GetJobs() []*JobView {
@@ -1054,20 +1134,27 @@ func (x *Delta) GetEvents() []*Event {
 }
 
 type CommandResult struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"` // the ClientFrame id
-	Ok            bool                   `protobuf:"varint,2,opt,name=ok,proto3" json:"ok,omitempty"`
-	Error         string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`                       // why it was refused or failed
-	Code          int32                  `protobuf:"varint,4,opt,name=code,proto3" json:"code,omitempty"`                        // a grpc status code
-	ActionId      string                 `protobuf:"bytes,5,opt,name=action_id,json=actionId,proto3" json:"action_id,omitempty"` // trigger: the new action's id
-	Job           string                 `protobuf:"bytes,6,opt,name=job,proto3" json:"job,omitempty"`                           // submit: the job's name
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Id       string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"` // the ClientFrame id
+	Ok       bool                   `protobuf:"varint,2,opt,name=ok,proto3" json:"ok,omitempty"`
+	Error    string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`                       // why it was refused or failed
+	Code     int32                  `protobuf:"varint,4,opt,name=code,proto3" json:"code,omitempty"`                        // a grpc status code
+	ActionId string                 `protobuf:"bytes,5,opt,name=action_id,json=actionId,proto3" json:"action_id,omitempty"` // trigger: the new action's id
+	Job      string                 `protobuf:"bytes,6,opt,name=job,proto3" json:"job,omitempty"`                           // submit: the job's name
+	// history: a page of frames [frames_from, frames_from + len(frames)) of
+	// frames_total, and with the first page the job's actions and events.
+	Frames        []*TimelineFrame `protobuf:"bytes,7,rep,name=frames,proto3" json:"frames,omitempty"`
+	FramesFrom    int32            `protobuf:"varint,8,opt,name=frames_from,json=framesFrom,proto3" json:"frames_from,omitempty"`
+	FramesTotal   int32            `protobuf:"varint,9,opt,name=frames_total,json=framesTotal,proto3" json:"frames_total,omitempty"`
+	Actions       []*Action        `protobuf:"bytes,10,rep,name=actions,proto3" json:"actions,omitempty"`
+	Events        []*Event         `protobuf:"bytes,11,rep,name=events,proto3" json:"events,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CommandResult) Reset() {
 	*x = CommandResult{}
-	mi := &file_console_proto_msgTypes[13]
+	mi := &file_console_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1079,7 +1166,7 @@ func (x *CommandResult) String() string {
 func (*CommandResult) ProtoMessage() {}
 
 func (x *CommandResult) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[13]
+	mi := &file_console_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1092,7 +1179,7 @@ func (x *CommandResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandResult.ProtoReflect.Descriptor instead.
 func (*CommandResult) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{13}
+	return file_console_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CommandResult) GetId() string {
@@ -1137,6 +1224,41 @@ func (x *CommandResult) GetJob() string {
 	return ""
 }
 
+func (x *CommandResult) GetFrames() []*TimelineFrame {
+	if x != nil {
+		return x.Frames
+	}
+	return nil
+}
+
+func (x *CommandResult) GetFramesFrom() int32 {
+	if x != nil {
+		return x.FramesFrom
+	}
+	return 0
+}
+
+func (x *CommandResult) GetFramesTotal() int32 {
+	if x != nil {
+		return x.FramesTotal
+	}
+	return 0
+}
+
+func (x *CommandResult) GetActions() []*Action {
+	if x != nil {
+		return x.Actions
+	}
+	return nil
+}
+
+func (x *CommandResult) GetEvents() []*Event {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
 type JobView struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -1173,7 +1295,7 @@ type JobView struct {
 
 func (x *JobView) Reset() {
 	*x = JobView{}
-	mi := &file_console_proto_msgTypes[14]
+	mi := &file_console_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1185,7 +1307,7 @@ func (x *JobView) String() string {
 func (*JobView) ProtoMessage() {}
 
 func (x *JobView) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[14]
+	mi := &file_console_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1198,7 +1320,7 @@ func (x *JobView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobView.ProtoReflect.Descriptor instead.
 func (*JobView) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{14}
+	return file_console_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *JobView) GetName() string {
@@ -1408,7 +1530,7 @@ type PolicyView struct {
 
 func (x *PolicyView) Reset() {
 	*x = PolicyView{}
-	mi := &file_console_proto_msgTypes[15]
+	mi := &file_console_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1420,7 +1542,7 @@ func (x *PolicyView) String() string {
 func (*PolicyView) ProtoMessage() {}
 
 func (x *PolicyView) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[15]
+	mi := &file_console_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1433,7 +1555,7 @@ func (x *PolicyView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyView.ProtoReflect.Descriptor instead.
 func (*PolicyView) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{15}
+	return file_console_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PolicyView) GetName() string {
@@ -1486,7 +1608,7 @@ type NodeView struct {
 
 func (x *NodeView) Reset() {
 	*x = NodeView{}
-	mi := &file_console_proto_msgTypes[16]
+	mi := &file_console_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1498,7 +1620,7 @@ func (x *NodeView) String() string {
 func (*NodeView) ProtoMessage() {}
 
 func (x *NodeView) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[16]
+	mi := &file_console_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1511,7 +1633,7 @@ func (x *NodeView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeView.ProtoReflect.Descriptor instead.
 func (*NodeView) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{16}
+	return file_console_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *NodeView) GetName() string {
@@ -1676,7 +1798,7 @@ type MonitorView struct {
 
 func (x *MonitorView) Reset() {
 	*x = MonitorView{}
-	mi := &file_console_proto_msgTypes[17]
+	mi := &file_console_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1688,7 +1810,7 @@ func (x *MonitorView) String() string {
 func (*MonitorView) ProtoMessage() {}
 
 func (x *MonitorView) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[17]
+	mi := &file_console_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1701,7 +1823,7 @@ func (x *MonitorView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MonitorView.ProtoReflect.Descriptor instead.
 func (*MonitorView) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{17}
+	return file_console_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *MonitorView) GetMeanBptS() float64 {
@@ -1766,7 +1888,7 @@ type Heatmap struct {
 
 func (x *Heatmap) Reset() {
 	*x = Heatmap{}
-	mi := &file_console_proto_msgTypes[18]
+	mi := &file_console_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1778,7 +1900,7 @@ func (x *Heatmap) String() string {
 func (*Heatmap) ProtoMessage() {}
 
 func (x *Heatmap) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[18]
+	mi := &file_console_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1791,7 +1913,7 @@ func (x *Heatmap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heatmap.ProtoReflect.Descriptor instead.
 func (*Heatmap) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{18}
+	return file_console_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Heatmap) GetBucketSeconds() float64 {
@@ -1825,7 +1947,7 @@ type HeatmapRow struct {
 
 func (x *HeatmapRow) Reset() {
 	*x = HeatmapRow{}
-	mi := &file_console_proto_msgTypes[19]
+	mi := &file_console_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1837,7 +1959,7 @@ func (x *HeatmapRow) String() string {
 func (*HeatmapRow) ProtoMessage() {}
 
 func (x *HeatmapRow) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[19]
+	mi := &file_console_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1850,7 +1972,7 @@ func (x *HeatmapRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeatmapRow.ProtoReflect.Descriptor instead.
 func (*HeatmapRow) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{19}
+	return file_console_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *HeatmapRow) GetNode() string {
@@ -1879,7 +2001,7 @@ type Series struct {
 
 func (x *Series) Reset() {
 	*x = Series{}
-	mi := &file_console_proto_msgTypes[20]
+	mi := &file_console_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1891,7 +2013,7 @@ func (x *Series) String() string {
 func (*Series) ProtoMessage() {}
 
 func (x *Series) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[20]
+	mi := &file_console_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1904,7 +2026,7 @@ func (x *Series) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Series.ProtoReflect.Descriptor instead.
 func (*Series) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{20}
+	return file_console_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Series) GetName() string {
@@ -1980,7 +2102,7 @@ type Action struct {
 
 func (x *Action) Reset() {
 	*x = Action{}
-	mi := &file_console_proto_msgTypes[21]
+	mi := &file_console_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1992,7 +2114,7 @@ func (x *Action) String() string {
 func (*Action) ProtoMessage() {}
 
 func (x *Action) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[21]
+	mi := &file_console_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2005,7 +2127,7 @@ func (x *Action) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Action.ProtoReflect.Descriptor instead.
 func (*Action) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{21}
+	return file_console_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Action) GetId() string {
@@ -2235,7 +2357,7 @@ type AdjustLRArgs struct {
 
 func (x *AdjustLRArgs) Reset() {
 	*x = AdjustLRArgs{}
-	mi := &file_console_proto_msgTypes[22]
+	mi := &file_console_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2247,7 +2369,7 @@ func (x *AdjustLRArgs) String() string {
 func (*AdjustLRArgs) ProtoMessage() {}
 
 func (x *AdjustLRArgs) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[22]
+	mi := &file_console_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2260,7 +2382,7 @@ func (x *AdjustLRArgs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdjustLRArgs.ProtoReflect.Descriptor instead.
 func (*AdjustLRArgs) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{22}
+	return file_console_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AdjustLRArgs) GetLrScale() map[string]float64 {
@@ -2281,7 +2403,7 @@ type BackupWorkersArgs struct {
 
 func (x *BackupWorkersArgs) Reset() {
 	*x = BackupWorkersArgs{}
-	mi := &file_console_proto_msgTypes[23]
+	mi := &file_console_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2293,7 +2415,7 @@ func (x *BackupWorkersArgs) String() string {
 func (*BackupWorkersArgs) ProtoMessage() {}
 
 func (x *BackupWorkersArgs) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[23]
+	mi := &file_console_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2306,7 +2428,7 @@ func (x *BackupWorkersArgs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupWorkersArgs.ProtoReflect.Descriptor instead.
 func (*BackupWorkersArgs) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{23}
+	return file_console_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *BackupWorkersArgs) GetDrop() int32 {
@@ -2332,7 +2454,7 @@ type SetSyncArgs struct {
 
 func (x *SetSyncArgs) Reset() {
 	*x = SetSyncArgs{}
-	mi := &file_console_proto_msgTypes[24]
+	mi := &file_console_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2344,7 +2466,7 @@ func (x *SetSyncArgs) String() string {
 func (*SetSyncArgs) ProtoMessage() {}
 
 func (x *SetSyncArgs) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[24]
+	mi := &file_console_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2357,7 +2479,7 @@ func (x *SetSyncArgs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSyncArgs.ProtoReflect.Descriptor instead.
 func (*SetSyncArgs) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{24}
+	return file_console_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SetSyncArgs) GetModel() string {
@@ -2421,7 +2543,7 @@ type ActionTransition struct {
 
 func (x *ActionTransition) Reset() {
 	*x = ActionTransition{}
-	mi := &file_console_proto_msgTypes[25]
+	mi := &file_console_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2433,7 +2555,7 @@ func (x *ActionTransition) String() string {
 func (*ActionTransition) ProtoMessage() {}
 
 func (x *ActionTransition) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[25]
+	mi := &file_console_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2446,7 +2568,7 @@ func (x *ActionTransition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActionTransition.ProtoReflect.Descriptor instead.
 func (*ActionTransition) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{25}
+	return file_console_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ActionTransition) GetState() string {
@@ -2492,7 +2614,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_console_proto_msgTypes[26]
+	mi := &file_console_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2504,7 +2626,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[26]
+	mi := &file_console_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2517,7 +2639,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{26}
+	return file_console_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Event) GetTime() *timestamppb.Timestamp {
@@ -2587,7 +2709,7 @@ const file_console_proto_rawDesc = "" +
 	"\tSubscribe\x12\x12\n" +
 	"\x04jobs\x18\x01 \x03(\tR\x04jobs\x12\x1e\n" +
 	"\vmax_rate_hz\x18\x02 \x01(\x01R\tmaxRateHz\x12'\n" +
-	"\x0fheatmap_columns\x18\x03 \x01(\x05R\x0eheatmapColumns\"\xce\x02\n" +
+	"\x0fheatmap_columns\x18\x03 \x01(\x05R\x0eheatmapColumns\"\x81\x03\n" +
 	"\aCommand\x125\n" +
 	"\n" +
 	"submit_job\x18\x01 \x01(\v2\x14.kelpie.v1.SubmitJobH\x00R\tsubmitJob\x12/\n" +
@@ -2596,8 +2718,14 @@ const file_console_proto_rawDesc = "" +
 	"\x06reject\x18\x04 \x01(\v2\x17.kelpie.v1.DecideActionH\x00R\x06reject\x124\n" +
 	"\atrigger\x18\x05 \x01(\v2\x18.kelpie.v1.TriggerActionH\x00R\atrigger\x125\n" +
 	"\n" +
-	"set_policy\x18\x06 \x01(\v2\x14.kelpie.v1.SetPolicyH\x00R\tsetPolicyB\x06\n" +
-	"\x04kind\"(\n" +
+	"set_policy\x18\x06 \x01(\v2\x14.kelpie.v1.SetPolicyH\x00R\tsetPolicy\x121\n" +
+	"\ahistory\x18\a \x01(\v2\x15.kelpie.v1.GetHistoryH\x00R\ahistoryB\x06\n" +
+	"\x04kind\"H\n" +
+	"\n" +
+	"GetHistory\x12\x10\n" +
+	"\x03job\x18\x01 \x01(\tR\x03job\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\x05R\x04from\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\x05R\x05limit\"(\n" +
 	"\tSubmitJob\x12\x1b\n" +
 	"\tspec_yaml\x18\x01 \x01(\tR\bspecYaml\"\x1b\n" +
 	"\aKillJob\x12\x10\n" +
@@ -2638,14 +2766,21 @@ const file_console_proto_rawDesc = "" +
 	"\x05Delta\x12&\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x12.kelpie.v1.JobViewR\x04jobs\x12!\n" +
 	"\fremoved_jobs\x18\x02 \x03(\tR\vremovedJobs\x12(\n" +
-	"\x06events\x18\x03 \x03(\v2\x10.kelpie.v1.EventR\x06events\"\x88\x01\n" +
+	"\x06events\x18\x03 \x03(\v2\x10.kelpie.v1.EventR\x06events\"\xd5\x02\n" +
 	"\rCommandResult\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x0e\n" +
 	"\x02ok\x18\x02 \x01(\bR\x02ok\x12\x14\n" +
 	"\x05error\x18\x03 \x01(\tR\x05error\x12\x12\n" +
 	"\x04code\x18\x04 \x01(\x05R\x04code\x12\x1b\n" +
 	"\taction_id\x18\x05 \x01(\tR\bactionId\x12\x10\n" +
-	"\x03job\x18\x06 \x01(\tR\x03job\"\xe8\a\n" +
+	"\x03job\x18\x06 \x01(\tR\x03job\x120\n" +
+	"\x06frames\x18\a \x03(\v2\x18.kelpie.v1.TimelineFrameR\x06frames\x12\x1f\n" +
+	"\vframes_from\x18\b \x01(\x05R\n" +
+	"framesFrom\x12!\n" +
+	"\fframes_total\x18\t \x01(\x05R\vframesTotal\x12+\n" +
+	"\aactions\x18\n" +
+	" \x03(\v2\x11.kelpie.v1.ActionR\aactions\x12(\n" +
+	"\x06events\x18\v \x03(\v2\x10.kelpie.v1.EventR\x06events\"\xe8\a\n" +
 	"\aJobView\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x14\n" +
@@ -2844,101 +2979,107 @@ func file_console_proto_rawDescGZIP() []byte {
 }
 
 var file_console_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_console_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_console_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_console_proto_goTypes = []any{
 	(ActionKind)(0),               // 0: kelpie.v1.ActionKind
 	(*ClientFrame)(nil),           // 1: kelpie.v1.ClientFrame
 	(*Hello)(nil),                 // 2: kelpie.v1.Hello
 	(*Subscribe)(nil),             // 3: kelpie.v1.Subscribe
 	(*Command)(nil),               // 4: kelpie.v1.Command
-	(*SubmitJob)(nil),             // 5: kelpie.v1.SubmitJob
-	(*KillJob)(nil),               // 6: kelpie.v1.KillJob
-	(*DecideAction)(nil),          // 7: kelpie.v1.DecideAction
-	(*TriggerAction)(nil),         // 8: kelpie.v1.TriggerAction
-	(*SetPolicy)(nil),             // 9: kelpie.v1.SetPolicy
-	(*ServerFrame)(nil),           // 10: kelpie.v1.ServerFrame
-	(*Welcome)(nil),               // 11: kelpie.v1.Welcome
-	(*Snapshot)(nil),              // 12: kelpie.v1.Snapshot
-	(*Delta)(nil),                 // 13: kelpie.v1.Delta
-	(*CommandResult)(nil),         // 14: kelpie.v1.CommandResult
-	(*JobView)(nil),               // 15: kelpie.v1.JobView
-	(*PolicyView)(nil),            // 16: kelpie.v1.PolicyView
-	(*NodeView)(nil),              // 17: kelpie.v1.NodeView
-	(*MonitorView)(nil),           // 18: kelpie.v1.MonitorView
-	(*Heatmap)(nil),               // 19: kelpie.v1.Heatmap
-	(*HeatmapRow)(nil),            // 20: kelpie.v1.HeatmapRow
-	(*Series)(nil),                // 21: kelpie.v1.Series
-	(*Action)(nil),                // 22: kelpie.v1.Action
-	(*AdjustLRArgs)(nil),          // 23: kelpie.v1.AdjustLRArgs
-	(*BackupWorkersArgs)(nil),     // 24: kelpie.v1.BackupWorkersArgs
-	(*SetSyncArgs)(nil),           // 25: kelpie.v1.SetSyncArgs
-	(*ActionTransition)(nil),      // 26: kelpie.v1.ActionTransition
-	(*Event)(nil),                 // 27: kelpie.v1.Event
-	nil,                           // 28: kelpie.v1.SetPolicy.ParamsEntry
-	nil,                           // 29: kelpie.v1.PolicyView.ParamsEntry
-	nil,                           // 30: kelpie.v1.Action.BatchSizesEntry
-	nil,                           // 31: kelpie.v1.Action.AccumulationEntry
-	nil,                           // 32: kelpie.v1.Action.ParamsEntry
-	nil,                           // 33: kelpie.v1.Action.EvidenceEntry
-	nil,                           // 34: kelpie.v1.AdjustLRArgs.LrScaleEntry
-	(*timestamppb.Timestamp)(nil), // 35: google.protobuf.Timestamp
-	(*Divergence)(nil),            // 36: kelpie.v1.Divergence
-	(*Realized)(nil),              // 37: kelpie.v1.Realized
+	(*GetHistory)(nil),            // 5: kelpie.v1.GetHistory
+	(*SubmitJob)(nil),             // 6: kelpie.v1.SubmitJob
+	(*KillJob)(nil),               // 7: kelpie.v1.KillJob
+	(*DecideAction)(nil),          // 8: kelpie.v1.DecideAction
+	(*TriggerAction)(nil),         // 9: kelpie.v1.TriggerAction
+	(*SetPolicy)(nil),             // 10: kelpie.v1.SetPolicy
+	(*ServerFrame)(nil),           // 11: kelpie.v1.ServerFrame
+	(*Welcome)(nil),               // 12: kelpie.v1.Welcome
+	(*Snapshot)(nil),              // 13: kelpie.v1.Snapshot
+	(*Delta)(nil),                 // 14: kelpie.v1.Delta
+	(*CommandResult)(nil),         // 15: kelpie.v1.CommandResult
+	(*JobView)(nil),               // 16: kelpie.v1.JobView
+	(*PolicyView)(nil),            // 17: kelpie.v1.PolicyView
+	(*NodeView)(nil),              // 18: kelpie.v1.NodeView
+	(*MonitorView)(nil),           // 19: kelpie.v1.MonitorView
+	(*Heatmap)(nil),               // 20: kelpie.v1.Heatmap
+	(*HeatmapRow)(nil),            // 21: kelpie.v1.HeatmapRow
+	(*Series)(nil),                // 22: kelpie.v1.Series
+	(*Action)(nil),                // 23: kelpie.v1.Action
+	(*AdjustLRArgs)(nil),          // 24: kelpie.v1.AdjustLRArgs
+	(*BackupWorkersArgs)(nil),     // 25: kelpie.v1.BackupWorkersArgs
+	(*SetSyncArgs)(nil),           // 26: kelpie.v1.SetSyncArgs
+	(*ActionTransition)(nil),      // 27: kelpie.v1.ActionTransition
+	(*Event)(nil),                 // 28: kelpie.v1.Event
+	nil,                           // 29: kelpie.v1.SetPolicy.ParamsEntry
+	nil,                           // 30: kelpie.v1.PolicyView.ParamsEntry
+	nil,                           // 31: kelpie.v1.Action.BatchSizesEntry
+	nil,                           // 32: kelpie.v1.Action.AccumulationEntry
+	nil,                           // 33: kelpie.v1.Action.ParamsEntry
+	nil,                           // 34: kelpie.v1.Action.EvidenceEntry
+	nil,                           // 35: kelpie.v1.AdjustLRArgs.LrScaleEntry
+	(*timestamppb.Timestamp)(nil), // 36: google.protobuf.Timestamp
+	(*TimelineFrame)(nil),         // 37: kelpie.v1.TimelineFrame
+	(*Divergence)(nil),            // 38: kelpie.v1.Divergence
+	(*Realized)(nil),              // 39: kelpie.v1.Realized
 }
 var file_console_proto_depIdxs = []int32{
 	2,  // 0: kelpie.v1.ClientFrame.hello:type_name -> kelpie.v1.Hello
 	3,  // 1: kelpie.v1.ClientFrame.subscribe:type_name -> kelpie.v1.Subscribe
 	4,  // 2: kelpie.v1.ClientFrame.command:type_name -> kelpie.v1.Command
-	5,  // 3: kelpie.v1.Command.submit_job:type_name -> kelpie.v1.SubmitJob
-	6,  // 4: kelpie.v1.Command.kill_job:type_name -> kelpie.v1.KillJob
-	7,  // 5: kelpie.v1.Command.approve:type_name -> kelpie.v1.DecideAction
-	7,  // 6: kelpie.v1.Command.reject:type_name -> kelpie.v1.DecideAction
-	8,  // 7: kelpie.v1.Command.trigger:type_name -> kelpie.v1.TriggerAction
-	9,  // 8: kelpie.v1.Command.set_policy:type_name -> kelpie.v1.SetPolicy
-	22, // 9: kelpie.v1.TriggerAction.action:type_name -> kelpie.v1.Action
-	28, // 10: kelpie.v1.SetPolicy.params:type_name -> kelpie.v1.SetPolicy.ParamsEntry
-	35, // 11: kelpie.v1.ServerFrame.time:type_name -> google.protobuf.Timestamp
-	11, // 12: kelpie.v1.ServerFrame.welcome:type_name -> kelpie.v1.Welcome
-	12, // 13: kelpie.v1.ServerFrame.snapshot:type_name -> kelpie.v1.Snapshot
-	13, // 14: kelpie.v1.ServerFrame.delta:type_name -> kelpie.v1.Delta
-	14, // 15: kelpie.v1.ServerFrame.result:type_name -> kelpie.v1.CommandResult
-	15, // 16: kelpie.v1.Snapshot.jobs:type_name -> kelpie.v1.JobView
-	27, // 17: kelpie.v1.Snapshot.events:type_name -> kelpie.v1.Event
-	15, // 18: kelpie.v1.Delta.jobs:type_name -> kelpie.v1.JobView
-	27, // 19: kelpie.v1.Delta.events:type_name -> kelpie.v1.Event
-	35, // 20: kelpie.v1.JobView.submitted:type_name -> google.protobuf.Timestamp
-	35, // 21: kelpie.v1.JobView.started:type_name -> google.protobuf.Timestamp
-	35, // 22: kelpie.v1.JobView.ended:type_name -> google.protobuf.Timestamp
-	16, // 23: kelpie.v1.JobView.policies:type_name -> kelpie.v1.PolicyView
-	17, // 24: kelpie.v1.JobView.nodes:type_name -> kelpie.v1.NodeView
-	18, // 25: kelpie.v1.JobView.monitor:type_name -> kelpie.v1.MonitorView
-	19, // 26: kelpie.v1.JobView.heatmap:type_name -> kelpie.v1.Heatmap
-	22, // 27: kelpie.v1.JobView.actions:type_name -> kelpie.v1.Action
-	21, // 28: kelpie.v1.JobView.charts:type_name -> kelpie.v1.Series
-	36, // 29: kelpie.v1.JobView.diverged:type_name -> kelpie.v1.Divergence
-	29, // 30: kelpie.v1.PolicyView.params:type_name -> kelpie.v1.PolicyView.ParamsEntry
-	35, // 31: kelpie.v1.NodeView.last_report:type_name -> google.protobuf.Timestamp
-	35, // 32: kelpie.v1.Heatmap.start:type_name -> google.protobuf.Timestamp
-	20, // 33: kelpie.v1.Heatmap.rows:type_name -> kelpie.v1.HeatmapRow
-	30, // 34: kelpie.v1.Action.batch_sizes:type_name -> kelpie.v1.Action.BatchSizesEntry
-	31, // 35: kelpie.v1.Action.accumulation:type_name -> kelpie.v1.Action.AccumulationEntry
-	32, // 36: kelpie.v1.Action.params:type_name -> kelpie.v1.Action.ParamsEntry
-	35, // 37: kelpie.v1.Action.created:type_name -> google.protobuf.Timestamp
-	35, // 38: kelpie.v1.Action.updated:type_name -> google.protobuf.Timestamp
-	26, // 39: kelpie.v1.Action.history:type_name -> kelpie.v1.ActionTransition
-	33, // 40: kelpie.v1.Action.evidence:type_name -> kelpie.v1.Action.EvidenceEntry
-	23, // 41: kelpie.v1.Action.adjust_lr:type_name -> kelpie.v1.AdjustLRArgs
-	24, // 42: kelpie.v1.Action.backup_workers:type_name -> kelpie.v1.BackupWorkersArgs
-	25, // 43: kelpie.v1.Action.set_sync:type_name -> kelpie.v1.SetSyncArgs
-	37, // 44: kelpie.v1.Action.realized:type_name -> kelpie.v1.Realized
-	34, // 45: kelpie.v1.AdjustLRArgs.lr_scale:type_name -> kelpie.v1.AdjustLRArgs.LrScaleEntry
-	35, // 46: kelpie.v1.ActionTransition.at:type_name -> google.protobuf.Timestamp
-	35, // 47: kelpie.v1.Event.time:type_name -> google.protobuf.Timestamp
-	48, // [48:48] is the sub-list for method output_type
-	48, // [48:48] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	6,  // 3: kelpie.v1.Command.submit_job:type_name -> kelpie.v1.SubmitJob
+	7,  // 4: kelpie.v1.Command.kill_job:type_name -> kelpie.v1.KillJob
+	8,  // 5: kelpie.v1.Command.approve:type_name -> kelpie.v1.DecideAction
+	8,  // 6: kelpie.v1.Command.reject:type_name -> kelpie.v1.DecideAction
+	9,  // 7: kelpie.v1.Command.trigger:type_name -> kelpie.v1.TriggerAction
+	10, // 8: kelpie.v1.Command.set_policy:type_name -> kelpie.v1.SetPolicy
+	5,  // 9: kelpie.v1.Command.history:type_name -> kelpie.v1.GetHistory
+	23, // 10: kelpie.v1.TriggerAction.action:type_name -> kelpie.v1.Action
+	29, // 11: kelpie.v1.SetPolicy.params:type_name -> kelpie.v1.SetPolicy.ParamsEntry
+	36, // 12: kelpie.v1.ServerFrame.time:type_name -> google.protobuf.Timestamp
+	12, // 13: kelpie.v1.ServerFrame.welcome:type_name -> kelpie.v1.Welcome
+	13, // 14: kelpie.v1.ServerFrame.snapshot:type_name -> kelpie.v1.Snapshot
+	14, // 15: kelpie.v1.ServerFrame.delta:type_name -> kelpie.v1.Delta
+	15, // 16: kelpie.v1.ServerFrame.result:type_name -> kelpie.v1.CommandResult
+	16, // 17: kelpie.v1.Snapshot.jobs:type_name -> kelpie.v1.JobView
+	28, // 18: kelpie.v1.Snapshot.events:type_name -> kelpie.v1.Event
+	16, // 19: kelpie.v1.Delta.jobs:type_name -> kelpie.v1.JobView
+	28, // 20: kelpie.v1.Delta.events:type_name -> kelpie.v1.Event
+	37, // 21: kelpie.v1.CommandResult.frames:type_name -> kelpie.v1.TimelineFrame
+	23, // 22: kelpie.v1.CommandResult.actions:type_name -> kelpie.v1.Action
+	28, // 23: kelpie.v1.CommandResult.events:type_name -> kelpie.v1.Event
+	36, // 24: kelpie.v1.JobView.submitted:type_name -> google.protobuf.Timestamp
+	36, // 25: kelpie.v1.JobView.started:type_name -> google.protobuf.Timestamp
+	36, // 26: kelpie.v1.JobView.ended:type_name -> google.protobuf.Timestamp
+	17, // 27: kelpie.v1.JobView.policies:type_name -> kelpie.v1.PolicyView
+	18, // 28: kelpie.v1.JobView.nodes:type_name -> kelpie.v1.NodeView
+	19, // 29: kelpie.v1.JobView.monitor:type_name -> kelpie.v1.MonitorView
+	20, // 30: kelpie.v1.JobView.heatmap:type_name -> kelpie.v1.Heatmap
+	23, // 31: kelpie.v1.JobView.actions:type_name -> kelpie.v1.Action
+	22, // 32: kelpie.v1.JobView.charts:type_name -> kelpie.v1.Series
+	38, // 33: kelpie.v1.JobView.diverged:type_name -> kelpie.v1.Divergence
+	30, // 34: kelpie.v1.PolicyView.params:type_name -> kelpie.v1.PolicyView.ParamsEntry
+	36, // 35: kelpie.v1.NodeView.last_report:type_name -> google.protobuf.Timestamp
+	36, // 36: kelpie.v1.Heatmap.start:type_name -> google.protobuf.Timestamp
+	21, // 37: kelpie.v1.Heatmap.rows:type_name -> kelpie.v1.HeatmapRow
+	31, // 38: kelpie.v1.Action.batch_sizes:type_name -> kelpie.v1.Action.BatchSizesEntry
+	32, // 39: kelpie.v1.Action.accumulation:type_name -> kelpie.v1.Action.AccumulationEntry
+	33, // 40: kelpie.v1.Action.params:type_name -> kelpie.v1.Action.ParamsEntry
+	36, // 41: kelpie.v1.Action.created:type_name -> google.protobuf.Timestamp
+	36, // 42: kelpie.v1.Action.updated:type_name -> google.protobuf.Timestamp
+	27, // 43: kelpie.v1.Action.history:type_name -> kelpie.v1.ActionTransition
+	34, // 44: kelpie.v1.Action.evidence:type_name -> kelpie.v1.Action.EvidenceEntry
+	24, // 45: kelpie.v1.Action.adjust_lr:type_name -> kelpie.v1.AdjustLRArgs
+	25, // 46: kelpie.v1.Action.backup_workers:type_name -> kelpie.v1.BackupWorkersArgs
+	26, // 47: kelpie.v1.Action.set_sync:type_name -> kelpie.v1.SetSyncArgs
+	39, // 48: kelpie.v1.Action.realized:type_name -> kelpie.v1.Realized
+	35, // 49: kelpie.v1.AdjustLRArgs.lr_scale:type_name -> kelpie.v1.AdjustLRArgs.LrScaleEntry
+	36, // 50: kelpie.v1.ActionTransition.at:type_name -> google.protobuf.Timestamp
+	36, // 51: kelpie.v1.Event.time:type_name -> google.protobuf.Timestamp
+	52, // [52:52] is the sub-list for method output_type
+	52, // [52:52] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_console_proto_init() }
@@ -2960,14 +3101,15 @@ func file_console_proto_init() {
 		(*Command_Reject)(nil),
 		(*Command_Trigger)(nil),
 		(*Command_SetPolicy)(nil),
+		(*Command_History)(nil),
 	}
-	file_console_proto_msgTypes[9].OneofWrappers = []any{
+	file_console_proto_msgTypes[10].OneofWrappers = []any{
 		(*ServerFrame_Welcome)(nil),
 		(*ServerFrame_Snapshot)(nil),
 		(*ServerFrame_Delta)(nil),
 		(*ServerFrame_Result)(nil),
 	}
-	file_console_proto_msgTypes[21].OneofWrappers = []any{
+	file_console_proto_msgTypes[22].OneofWrappers = []any{
 		(*Action_AdjustLr)(nil),
 		(*Action_BackupWorkers)(nil),
 		(*Action_SetSync)(nil),
@@ -2978,7 +3120,7 @@ func file_console_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_console_proto_rawDesc), len(file_console_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   34,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

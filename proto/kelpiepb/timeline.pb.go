@@ -340,6 +340,11 @@ type Realized struct {
 	Miss                bool                   `protobuf:"varint,9,opt,name=miss,proto3" json:"miss,omitempty"`                                                           // the action did not deliver at least half of its predicted gain
 	Verdict             string                 `protobuf:"bytes,10,opt,name=verdict,proto3" json:"verdict,omitempty"`                                                     // one line for people
 	Measured            *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=measured,proto3" json:"measured,omitempty"`
+	Targets             []string               `protobuf:"bytes,12,rep,name=targets,proto3" json:"targets,omitempty"`                                                                                                             // the nodes whose BPT was watched (empty: every worker)
+	BatchesBefore       map[string]int32       `protobuf:"bytes,13,rep,name=batches_before,json=batchesBefore,proto3" json:"batches_before,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"` // every worker's batch size before the action
+	Restarts            map[string]int32       `protobuf:"bytes,14,rep,name=restarts,proto3" json:"restarts,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`                                // the targets' restart counts when measured
+	Policy              string                 `protobuf:"bytes,15,opt,name=policy,proto3" json:"policy,omitempty"`                                                                                                               // the proposing policy (or "operator")
+	Kind                string                 `protobuf:"bytes,16,opt,name=kind,proto3" json:"kind,omitempty"`                                                                                                                   // the action's kind
 	unknownFields       protoimpl.UnknownFields
 	sizeCache           protoimpl.SizeCache
 }
@@ -449,6 +454,41 @@ func (x *Realized) GetMeasured() *timestamppb.Timestamp {
 		return x.Measured
 	}
 	return nil
+}
+
+func (x *Realized) GetTargets() []string {
+	if x != nil {
+		return x.Targets
+	}
+	return nil
+}
+
+func (x *Realized) GetBatchesBefore() map[string]int32 {
+	if x != nil {
+		return x.BatchesBefore
+	}
+	return nil
+}
+
+func (x *Realized) GetRestarts() map[string]int32 {
+	if x != nil {
+		return x.Restarts
+	}
+	return nil
+}
+
+func (x *Realized) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
+}
+
+func (x *Realized) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
 }
 
 // HistoryRecord is one line of `kelpie job history --json`.
@@ -782,7 +822,7 @@ const file_timeline_proto_rawDesc = "" +
 	"\x06blocks\x18\x0e \x01(\x05R\x06blocks\x12\x12\n" +
 	"\x04heat\x18\x0f \x01(\x02R\x04heat\x12\x19\n" +
 	"\x05value\x18\x10 \x01(\x01H\x00R\x05value\x88\x01\x01B\b\n" +
-	"\x06_value\"\xab\x03\n" +
+	"\x06_value\"\xfe\x05\n" +
 	"\bRealized\x12\x19\n" +
 	"\bwindow_s\x18\x01 \x01(\x01R\awindowS\x12 \n" +
 	"\fbpt_before_s\x18\x02 \x01(\x01R\n" +
@@ -796,7 +836,18 @@ const file_timeline_proto_rawDesc = "" +
 	"\x04miss\x18\t \x01(\bR\x04miss\x12\x18\n" +
 	"\averdict\x18\n" +
 	" \x01(\tR\averdict\x126\n" +
-	"\bmeasured\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\bmeasured\"\xae\x01\n" +
+	"\bmeasured\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\bmeasured\x12\x18\n" +
+	"\atargets\x18\f \x03(\tR\atargets\x12M\n" +
+	"\x0ebatches_before\x18\r \x03(\v2&.kelpie.v1.Realized.BatchesBeforeEntryR\rbatchesBefore\x12=\n" +
+	"\brestarts\x18\x0e \x03(\v2!.kelpie.v1.Realized.RestartsEntryR\brestarts\x12\x16\n" +
+	"\x06policy\x18\x0f \x01(\tR\x06policy\x12\x12\n" +
+	"\x04kind\x18\x10 \x01(\tR\x04kind\x1a@\n" +
+	"\x12BatchesBeforeEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\x1a;\n" +
+	"\rRestartsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"\xae\x01\n" +
 	"\rHistoryRecord\x120\n" +
 	"\x05frame\x18\x01 \x01(\v2\x18.kelpie.v1.TimelineFrameH\x00R\x05frame\x122\n" +
 	"\x06action\x18\x02 \x01(\v2\x18.kelpie.v1.HistoryActionH\x00R\x06action\x12/\n" +
@@ -832,7 +883,7 @@ func file_timeline_proto_rawDescGZIP() []byte {
 	return file_timeline_proto_rawDescData
 }
 
-var file_timeline_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_timeline_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_timeline_proto_goTypes = []any{
 	(*TimelineFrame)(nil),         // 0: kelpie.v1.TimelineFrame
 	(*TimelineNode)(nil),          // 1: kelpie.v1.TimelineNode
@@ -840,24 +891,28 @@ var file_timeline_proto_goTypes = []any{
 	(*HistoryRecord)(nil),         // 3: kelpie.v1.HistoryRecord
 	(*HistoryAction)(nil),         // 4: kelpie.v1.HistoryAction
 	(*HistoryEvent)(nil),          // 5: kelpie.v1.HistoryEvent
-	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
+	nil,                           // 6: kelpie.v1.Realized.BatchesBeforeEntry
+	nil,                           // 7: kelpie.v1.Realized.RestartsEntry
+	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
 }
 var file_timeline_proto_depIdxs = []int32{
-	6,  // 0: kelpie.v1.TimelineFrame.time:type_name -> google.protobuf.Timestamp
+	8,  // 0: kelpie.v1.TimelineFrame.time:type_name -> google.protobuf.Timestamp
 	1,  // 1: kelpie.v1.TimelineFrame.nodes:type_name -> kelpie.v1.TimelineNode
-	6,  // 2: kelpie.v1.Realized.measured:type_name -> google.protobuf.Timestamp
-	0,  // 3: kelpie.v1.HistoryRecord.frame:type_name -> kelpie.v1.TimelineFrame
-	4,  // 4: kelpie.v1.HistoryRecord.action:type_name -> kelpie.v1.HistoryAction
-	5,  // 5: kelpie.v1.HistoryRecord.event:type_name -> kelpie.v1.HistoryEvent
-	6,  // 6: kelpie.v1.HistoryAction.time:type_name -> google.protobuf.Timestamp
-	2,  // 7: kelpie.v1.HistoryAction.realized:type_name -> kelpie.v1.Realized
-	6,  // 8: kelpie.v1.HistoryAction.applied:type_name -> google.protobuf.Timestamp
-	6,  // 9: kelpie.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	8,  // 2: kelpie.v1.Realized.measured:type_name -> google.protobuf.Timestamp
+	6,  // 3: kelpie.v1.Realized.batches_before:type_name -> kelpie.v1.Realized.BatchesBeforeEntry
+	7,  // 4: kelpie.v1.Realized.restarts:type_name -> kelpie.v1.Realized.RestartsEntry
+	0,  // 5: kelpie.v1.HistoryRecord.frame:type_name -> kelpie.v1.TimelineFrame
+	4,  // 6: kelpie.v1.HistoryRecord.action:type_name -> kelpie.v1.HistoryAction
+	5,  // 7: kelpie.v1.HistoryRecord.event:type_name -> kelpie.v1.HistoryEvent
+	8,  // 8: kelpie.v1.HistoryAction.time:type_name -> google.protobuf.Timestamp
+	2,  // 9: kelpie.v1.HistoryAction.realized:type_name -> kelpie.v1.Realized
+	8,  // 10: kelpie.v1.HistoryAction.applied:type_name -> google.protobuf.Timestamp
+	8,  // 11: kelpie.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_timeline_proto_init() }
@@ -878,7 +933,7 @@ func file_timeline_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_timeline_proto_rawDesc), len(file_timeline_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -12,10 +12,13 @@ import (
 
 // command is a Command read for authorization and the audit log.
 type command struct {
-	kind   string // the oneof field's name: submit_job, kill_job, approve, reject, trigger, set_policy
+	kind   string // the oneof field's name: submit_job, kill_job, approve, reject, trigger, set_policy, history
 	verb   string // what a viewer may not do, e.g. "approve actions"
 	job    string
 	detail string
+	// read says the command changes nothing: viewers may send it, and it
+	// leaves no audit record.
+	read bool
 }
 
 // describe names a command and checks it carries what its kind needs. The
@@ -24,7 +27,7 @@ type command struct {
 func describe(c *kelpiepb.Command) (command, error) {
 	if c == nil || c.GetKind() == nil {
 		return command{kind: "unknown"}, errorf(codes.InvalidArgument,
-			"console: command has no kind (submit_job, kill_job, approve, reject, trigger or set_policy)")
+			"console: command has no kind (submit_job, kill_job, approve, reject, trigger, set_policy or history)")
 	}
 	var d command
 	var missing []string
@@ -61,6 +64,13 @@ func describe(c *kelpiepb.Command) (command, error) {
 			detail: fmt.Sprintf("policy=%s mode=%s params=%s", p.GetPolicy(), p.GetMode(), formatParams(p.GetParams()))}
 		need("job", p.GetJob())
 		need("policy", p.GetPolicy())
+	case *kelpiepb.Command_History:
+		h := k.History
+		d = command{kind: "history", job: h.GetJob(), read: true, detail: fmt.Sprintf("from=%d limit=%d", h.GetFrom(), h.GetLimit())}
+		need("job", h.GetJob())
+		if h.GetFrom() < 0 || h.GetLimit() < 0 {
+			return d, errorf(codes.InvalidArgument, "console: history: from %d and limit %d must not be negative", h.GetFrom(), h.GetLimit())
+		}
 	default:
 		return command{kind: "unknown"}, errorf(codes.InvalidArgument, "console: unknown command kind %T", k)
 	}

@@ -170,6 +170,28 @@ func TestViewerCommandRefusedAndAudited(t *testing.T) {
 	}
 }
 
+// TestViewerReadsHistory: history is a read: a viewer may send it, it
+// reaches the scheduler, and it leaves no audit record.
+func TestViewerReadsHistory(t *testing.T) {
+	b := newFakeBackend()
+	b.execute = func(_ context.Context, who Principal, cmd *kelpiepb.Command) *kelpiepb.CommandResult {
+		return &kelpiepb.CommandResult{Ok: true, Job: cmd.GetHistory().GetJob(), FramesTotal: 3}
+	}
+	h := newHarness(t, b, Options{})
+	c := h.dial("viewer-secret")
+	c.welcome()
+	c.command("h1", &kelpiepb.Command{Kind: &kelpiepb.Command_History{History: &kelpiepb.GetHistory{Job: "j1"}}})
+	if r := c.result(); r.GetId() != "h1" || !r.GetOk() || r.GetFramesTotal() != 3 {
+		t.Errorf("viewer history = %v; want ok with the backend's answer", r)
+	}
+	if n := len(b.executed()); n != 1 {
+		t.Errorf("Execute called %d times; want 1", n)
+	}
+	if log := b.auditLog(); len(log) != 0 {
+		t.Errorf("audit log = %+v; want none for a read", log)
+	}
+}
+
 func TestOperatorCommandExecutedAndAudited(t *testing.T) {
 	b := newFakeBackend()
 	b.execute = func(_ context.Context, who Principal, cmd *kelpiepb.Command) *kelpiepb.CommandResult {

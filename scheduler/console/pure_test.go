@@ -217,6 +217,9 @@ func TestDescribe(t *testing.T) {
 			"trigger", "trigger actions", "j", "trigger: missing action.kind"},
 		{&kelpiepb.Command{Kind: &kelpiepb.Command_SetPolicy{SetPolicy: &kelpiepb.SetPolicy{Job: "j", Policy: "antdt-nd",
 			Mode: "auto", Params: map[string]float64{"lambda": 1.5}}}}, "set_policy", "set policies", "j", ""},
+		{&kelpiepb.Command{Kind: &kelpiepb.Command_History{History: &kelpiepb.GetHistory{Job: "j", Limit: 10}}}, "history", "", "j", ""},
+		{&kelpiepb.Command{Kind: &kelpiepb.Command_History{History: &kelpiepb.GetHistory{}}}, "history", "", "", "history: missing job"},
+		{&kelpiepb.Command{Kind: &kelpiepb.Command_History{History: &kelpiepb.GetHistory{Job: "j", From: -1}}}, "history", "", "j", "must not be negative"},
 	}
 	for _, tt := range tests {
 		d, err := describe(tt.cmd)

@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"sort"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/runtime/spec"
@@ -474,9 +476,13 @@ func actionRecord(a *kelpiepb.Action) store.ActionRecord {
 		it = a.TargetIteration
 	}
 	last := a.History[len(a.History)-1]
-	return store.ActionRecord{ID: a.Id, Kind: a.Kind, Node: a.Target, Reason: a.Reason, Predicted: a.Predicted,
+	rec := store.ActionRecord{ID: a.Id, Kind: a.Kind, Node: a.Target, Reason: a.Reason, Predicted: a.Predicted,
 		Numbers: a.Evidence, Params: params, State: a.State, Actor: last.By, Note: last.Note, Iteration: it,
 		Created: a.Created.AsTime(), Updated: a.Updated.AsTime()}
+	if a.Realized != nil {
+		rec.Realized, _ = protojson.Marshal(a.Realized) // a proto message with finite and NaN numbers: never fails
+	}
+	return rec
 }
 
 // actionFrom rebuilds an action from its durable form.
@@ -484,6 +490,12 @@ func actionFrom(job string, r store.ActionRecord) *kelpiepb.Action {
 	a := &kelpiepb.Action{Id: r.ID, Job: job, Kind: r.Kind, Target: r.Node, Reason: r.Reason, Predicted: r.Predicted,
 		Evidence: r.Numbers, State: r.State, Created: ts(r.Created), Updated: ts(r.Updated),
 		Policy: r.Params["policy"], DecidedBy: r.Params["decided_by"], Error: r.Params["error"]}
+	if len(r.Realized) > 0 {
+		a.Realized = &kelpiepb.Realized{}
+		if protojson.Unmarshal(r.Realized, a.Realized) != nil {
+			a.Realized = nil
+		}
+	}
 	for k, v := range r.Params {
 		switch {
 		case strings.HasPrefix(k, "bs/"):
@@ -857,7 +869,19 @@ func (j *jobState) propose(snap monitor.Snapshot) []policy.Action {
 
 func fromProposal(p policy.Action) *kelpiepb.Action {
 	a := &kelpiepb.Action{Kind: string(p.Kind), Target: p.Target, Policy: p.Policy, Reason: p.Reason,
-		Predicted: p.Predicted, Evidence: p.Evidence}
+		Predicted: p.Predicted, Evidence: maps.Clone(p.Evidence)}
+	// The numbers the closed loop judges the action by (history.go).
+	if p.PredictedThroughput > 0 || p.PredictedBPT > 0 {
+		if a.Evidence == nil {
+			a.Evidence = map[string]float64{}
+		}
+		if p.PredictedThroughput > 0 {
+			a.Evidence["predicted_throughput"] = p.PredictedThroughput
+		}
+		if _, ok := a.Evidence["predicted_bpt_s"]; !ok && p.PredictedBPT > 0 {
+			a.Evidence["predicted_bpt_s"] = p.PredictedBPT.Seconds()
+		}
+	}
 	if len(p.BatchSizes) > 0 {
 		a.BatchSizes = map[string]int32{}
 		for w, b := range p.BatchSizes {

@@ -25,6 +25,10 @@ func (j *jobState) policyJob() policy.Job {
 	pj := policy.Job{Name: j.spec.Name, GlobalBatch: j.spec.Train.GlobalBatch, BatchSizes: map[string]int{},
 		Accumulation: map[string]int{}, LRScale: map[string]float64{}, Drop: j.drop, Busy: j.clusterBusy()}
 	pj.Workers = j.liveWorkers()
+	pj.Outcomes, pj.Restarts = j.outcomes(), map[string]int{}
+	for name, n := range j.nodes {
+		pj.Restarts[name] = int(n.status.Restarts)
+	}
 	for _, w := range pj.Workers {
 		c := max(j.accum[w], 1)
 		// A worker reports the samples of an iteration: C_i micro-batches

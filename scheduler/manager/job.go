@@ -71,6 +71,9 @@ type jobState struct {
 	// wake, made by a waiter (await), is closed when a node reports or its
 	// agent connects.
 	wake chan struct{}
+	// hist is the job's recorded timeline and its actions' judgement
+	// (history.go).
+	hist *jobHistory
 }
 
 // nodeState is what the manager knows of one node.
@@ -128,6 +131,7 @@ func newJobState(m *Manager, s *spec.Spec, cj *coordinator.Job, now time.Time) *
 		n.status.State = kelpiepb.NodeState_NODE_STATE_STARTING
 		n.cells = newBuckets(m.cfg.Columns)
 	}
+	j.hist = newJobHistory(m, len(j.nodes))
 	return j
 }
 
@@ -370,7 +374,10 @@ func (j *jobState) tick(now time.Time) {
 		m.persistAction(j, a)
 	}
 	j.relaunch(relaunch, now)
+	j.record(now, false)
+	j.judge(now, false)
 	j.runPolicies(snap, now)
+	j.flushHistory(now, false)
 }
 
 // policiesJSON is the durable form of the job's policy settings.

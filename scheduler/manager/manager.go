@@ -120,6 +120,15 @@ type Config struct {
 	// Pods, when set, runs the nodes on a cluster (kelpie scheduler
 	// --launcher kubernetes) instead of as local processes.
 	Pods Pods
+
+	// Each job's timeline (history.go) keeps at most HistoryBudget node
+	// samples (frames × nodes; 0: timeline.DefaultBudget) and HistoryFrames
+	// frames (0: timeline.DefaultMaxFrames), older frames merged as it
+	// grows; a finished job's timeline is deleted HistoryRetention after
+	// it ended (0: DefaultHistoryRetention; negative: never).
+	HistoryBudget    int
+	HistoryFrames    int
+	HistoryRetention time.Duration
 }
 
 // Manager is the job manager.
@@ -135,6 +144,7 @@ type Manager struct {
 	evSeq  uint64
 	nextID uint64
 	eps    *epsState
+	pruned time.Time // when timelines past their retention were last deleted (loop only)
 	// published is m.jobs as of its last change, read without the lock.
 	published atomic.Pointer[map[string]*jobState]
 
@@ -183,6 +193,9 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if cfg.Capacity.Workers < 0 || cfg.Capacity.Servers < 0 {
 		return nil, fmt.Errorf("manager: capacity must not be negative (%+v)", cfg.Capacity)
+	}
+	if cfg.HistoryRetention == 0 {
+		cfg.HistoryRetention = DefaultHistoryRetention
 	}
 	if cfg.EPSInterval <= 0 {
 		cfg.EPSInterval = DefaultEPSInterval
@@ -468,6 +481,8 @@ func (m *Manager) finish(j *jobState, state string, cause error) {
 	l := j.launcher
 	m.mu.Unlock()
 	m.settleOpen(j)
+	j.closeHistory(m.now())
+	j.releaseHistory()
 	j.stopAgents(msg)
 	m.spawn(func() { j.stopProcesses(l, 5*time.Second) })
 	if m.cfg.Pods != nil {
@@ -565,6 +580,10 @@ func (m *Manager) tick() {
 		j.tick(m.now())
 	}
 	m.schedule()
+	if now := m.now(); now.Sub(m.pruned) >= time.Minute {
+		m.pruned = now
+		m.pruneHistories(now)
+	}
 }
 
 // restore reloads the store's jobs: finished ones as records, live ones as

@@ -2,6 +2,8 @@ package manager
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
 )
 
 // JobLabel is the label that names a kelpie job on every metric. It is not
@@ -15,6 +17,7 @@ type Collector struct {
 	m                                            *Manager
 	bpt, throughput, speed, superior, dprs, acts *prometheus.Desc
 	nodes, jobs, jobState, class, pendingAge     *prometheus.Desc
+	predErr, outcomes                            *prometheus.Desc
 }
 
 // Collector returns the manager's Prometheus collector.
@@ -34,12 +37,16 @@ func (m *Manager) Collector() *Collector {
 		jobState:   d("job_state", "1 for a job's current state (queued, running, completed, failed, killed, diverged, ...).", JobLabel, "state"),
 		class:      d("node_straggler", "1 while the Monitor classes a node as a straggler (AntDT: transient or persistent).", JobLabel, "node", "role", "class"),
 		pendingAge: d("action_pending_seconds", "How long an action has waited for an operator's decision.", JobLabel, "id", "kind", "policy", "target"),
+		predErr: d("action_prediction_error", "Mean relative error (realized - predicted) / predicted of the job's recent measured actions, by policy and kind.",
+			JobLabel, "policy", "kind"),
+		outcomes: d("action_outcomes", "The job's recent measured actions by policy, kind and outcome (hit: at least half the predicted gain; miss).",
+			JobLabel, "policy", "kind", "outcome"),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.bpt, c.throughput, c.speed, c.superior, c.dprs, c.acts, c.nodes, c.jobs, c.jobState, c.class, c.pendingAge} {
+	for _, d := range []*prometheus.Desc{c.bpt, c.throughput, c.speed, c.superior, c.dprs, c.acts, c.nodes, c.jobs, c.jobState, c.class, c.pendingAge, c.predErr, c.outcomes} {
 		ch <- d
 	}
 }
@@ -84,6 +91,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		for k, n := range acts {
 			g(c.acts, float64(n), v.Name, k[0], k[1])
 		}
+		c.collectOutcomes(g, v)
 	}
 	for name, j := range c.m.jobList() {
 		if p := j.dprs.Load(); p != nil {
@@ -94,5 +102,36 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for s, n := range byState {
 		g(c.jobs, float64(n), s)
+	}
+}
+
+// collectOutcomes exports the realized effects of a job's recent actions:
+// the mean prediction error of those that had a prediction, and the count
+// of hits and misses, by policy and kind.
+func (c *Collector) collectOutcomes(g func(*prometheus.Desc, float64, ...string), v *kelpiepb.JobView) {
+	type key struct{ policy, kind string }
+	errSum, errN := map[key]float64{}, map[key]int{}
+	count := map[[3]string]int{}
+	for _, a := range v.Actions {
+		r := a.GetRealized()
+		if r == nil {
+			continue
+		}
+		k := key{a.Policy, a.Kind}
+		if r.GetPredictedThroughput() > 0 || r.GetPredictedBptS() > 0 {
+			errSum[k] += r.GetPredictionError()
+			errN[k]++
+		}
+		outcome := "hit"
+		if r.GetMiss() {
+			outcome = "miss"
+		}
+		count[[3]string{a.Policy, a.Kind, outcome}]++
+	}
+	for k, n := range errN {
+		g(c.predErr, errSum[k]/float64(n), v.Name, k.policy, k.kind)
+	}
+	for k, n := range count {
+		g(c.outcomes, float64(n), v.Name, k[0], k[1], k[2])
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/kelpie/kelpie/scheduler/launch"
 	"github.com/kelpie/kelpie/scheduler/shard"
 	"github.com/kelpie/kelpie/scheduler/store"
+	"github.com/kelpie/kelpie/scheduler/timeline"
 )
 
 // waitStarted waits for the job to start; false if it ended first or the
@@ -98,6 +99,14 @@ func (m *Manager) restoreJob(s *spec.Spec, r store.JobRecord) (*jobState, error)
 	}
 	j := newJobState(m, s, cj, r.Submitted)
 	j.submittedBy, j.state, j.err, j.ended = r.SubmittedBy, r.State, r.Error, r.Finished
+	if !live {
+		j.hist.rec, j.hist.closed = nil, true // its timeline is in the store
+	} else if frames, err := m.storedTimeline(r.Name); err != nil {
+		m.log.Warn("timeline not restored", "job", r.Name, "err", err)
+	} else if len(frames) > 0 {
+		j.hist.rec = timeline.NewRecorder(timeline.Capacity(len(j.nodes), m.cfg.HistoryBudget, m.cfg.HistoryFrames), frames)
+		j.hist.col = j.column(frames[len(frames)-1].GetTime().AsTime()) - 1
+	}
 	if len(r.Result) > 0 {
 		var res Result
 		if json.Unmarshal(r.Result, &res) == nil {

@@ -21,6 +21,10 @@ type ActionResult struct {
 	ID            string  `json:"id"`
 	PausedSeconds float64 `json:"paused_seconds"`
 	Error         string  `json:"error,omitempty"`
+	// Realized is what the action did, measured over the proposing
+	// policy's window once it was applied (history.go); absent when it
+	// could not be measured.
+	Realized *realizedResult `json:"realized,omitempty"`
 }
 
 // NodeResult is one node's summary.
@@ -80,6 +84,7 @@ type Result struct {
 // batch size) and the job's actions (servers' counters are added by the
 // caller).
 func (j *jobState) result() *Result {
+	j.closeHistory(j.m.now()) // the last frame, and every action's realized effect
 	c := j.coord
 	r := &Result{Name: j.spec.Name, Actions: []ActionResult{}}
 	if ev := c.Result(); ev != nil {
@@ -121,7 +126,7 @@ func (j *jobState) result() *Result {
 		}
 		r.Actions = append(r.Actions, ActionResult{TimeS: a.Created.AsTime().Sub(j.submitted).Seconds(), Kind: a.Kind,
 			Node: a.Target, Reason: a.Reason, AppliedIteration: a.AppliedIteration, State: a.State, Policy: a.Policy, ID: a.Id,
-			PausedSeconds: a.PausedSeconds, Error: a.Error})
+			PausedSeconds: a.PausedSeconds, Error: a.Error, Realized: realizedOf(a.Realized)})
 	}
 	j.m.mu.Unlock()
 	j.m.reportSkipped(j, r.ScriptSkipped)

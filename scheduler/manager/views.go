@@ -185,6 +185,13 @@ func (m *Manager) Execute(ctx context.Context, who console.Principal, cmd *kelpi
 		p := k.SetPolicy
 		res.Job = p.Job
 		err = m.SetPolicy(p.Job, p.Policy, p.Mode, p.Params, who.Name)
+	case *kelpiepb.Command_History:
+		h := k.History
+		var page *kelpiepb.CommandResult
+		if page, err = m.History(h.GetJob(), int(h.GetFrom()), int(h.GetLimit())); err == nil {
+			res = page
+		}
+		res.Job = h.GetJob()
 	default:
 		err = status.Errorf(codes.InvalidArgument, "unknown command %T", k)
 	}

@@ -83,7 +83,7 @@ func (s *Store) DeleteJob(name string) error {
 		if err := tx.Bucket(bucketPolicies).Delete([]byte(name)); err != nil {
 			return err
 		}
-		for _, parent := range [][]byte{bucketNodes, bucketActions, bucketShards} {
+		for _, parent := range [][]byte{bucketNodes, bucketActions, bucketShards, bucketTimelines} {
 			err := tx.Bucket(parent).DeleteBucket([]byte(name))
 			if err != nil && !errors.Is(err, bolterrors.ErrBucketNotFound) {
 				return err
@@ -176,6 +176,9 @@ type ActionRecord struct {
 	// History is kept by the store: one event per state the action
 	// entered. What the caller passes here is ignored.
 	History []ActionEvent `json:"history"`
+	// Realized is what the action did once applied, as the scheduler
+	// measured it (opaque JSON: the console plane's Realized).
+	Realized json.RawMessage `json:"realized,omitempty"`
 }
 
 // ActionEvent is one state change of an action.

@@ -21,6 +21,7 @@
 //	policies                      job → settings (opaque bytes)
 //	shards/<job>                  "snapshot" → shard.Queue.MarshalBinary
 //	shards/<job>/changes          8-byte shard ID → shard.Shard.MarshalBinary
+//	timelines/<job>               4-byte frame index → a recorded frame (timeline.go)
 package store
 
 import (
@@ -97,7 +98,7 @@ func OpenWith(path string, o Options) (*Store, error) {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bucketMeta, bucketJobs, bucketNodes, bucketActions, bucketAudit, bucketPolicies, bucketShards} {
+		for _, name := range [][]byte{bucketMeta, bucketJobs, bucketNodes, bucketActions, bucketAudit, bucketPolicies, bucketShards, bucketTimelines} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}

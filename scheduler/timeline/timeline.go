@@ -181,11 +181,11 @@ func weighted(x, wx, y, wy float64) float64 {
 	return (x*wx + y*wy) / (wx + wy)
 }
 
-// FrameOf makes the frame of a job's detailed console view at end, covering
-// span: the job's and nodes' figures from the view, each node's heat and
-// value from the view's last heatmap column and chart point (the bucket
-// that just closed).
-func FrameOf(v *kelpiepb.JobView, end time.Time, span time.Duration) *kelpiepb.TimelineFrame {
+// FrameOf makes the frame of a job's detailed console view for the bucket
+// that ends at end and spans span: the job's and nodes' figures from the
+// view, each node's heat and value from the view's heatmap column and chart
+// point col (negative: the last).
+func FrameOf(v *kelpiepb.JobView, col int, end time.Time, span time.Duration) *kelpiepb.TimelineFrame {
 	f := &kelpiepb.TimelineFrame{
 		Time:        timestamppb.New(end),
 		SpanSeconds: span.Seconds(),
@@ -200,16 +200,22 @@ func FrameOf(v *kelpiepb.JobView, end time.Time, span time.Duration) *kelpiepb.T
 	if m := v.GetMonitor(); m != nil {
 		f.MeanBptS, f.SpeedVariance, f.Superior = m.GetMeanBptS(), m.GetSpeedVariance(), append([]string(nil), m.GetSuperior()...)
 	}
+	pick := func(n int) (int, bool) {
+		if col < 0 {
+			return n - 1, n > 0
+		}
+		return col, col < n
+	}
 	heat := map[string]float32{}
 	for _, row := range v.GetHeatmap().GetRows() {
-		if c := row.GetCells(); len(c) > 0 {
-			heat[row.GetNode()] = c[len(c)-1]
+		if i, ok := pick(len(row.GetCells())); ok {
+			heat[row.GetNode()] = row.GetCells()[i]
 		}
 	}
 	value := map[string]float64{}
 	for _, s := range v.GetCharts() {
-		if vals := s.GetValues(); len(vals) > 0 && vals[len(vals)-1] != 0 {
-			value[nodeOfSeries(s.GetName())] = vals[len(vals)-1]
+		if i, ok := pick(len(s.GetValues())); ok && s.GetValues()[i] != 0 {
+			value[nodeOfSeries(s.GetName())] = s.GetValues()[i]
 		}
 	}
 	f.Nodes = make([]*kelpiepb.TimelineNode, 0, len(v.GetNodes()))

@@ -182,7 +182,7 @@ func TestFrameOf(t *testing.T) {
 		Heatmap: &kelpiepb.Heatmap{Rows: []*kelpiepb.HeatmapRow{{Node: "worker-0", Cells: []float32{1, 2.5}}}},
 		Charts:  []*kelpiepb.Series{{Name: "bpt/worker-0", Values: []float64{0.01, 0.025}}, {Name: "speed/server-0", Values: []float64{4e6, 0}}},
 	}
-	f := FrameOf(v, t0, time.Second)
+	f := FrameOf(v, -1, t0, time.Second)
 	if f.Loss == nil || !math.IsNaN(f.GetLoss()) {
 		t.Errorf("loss %v, want NaN kept (never 0)", f.Loss)
 	}
@@ -193,9 +193,15 @@ func TestFrameOf(t *testing.T) {
 	if s := f.GetNodes()[0]; s.Value != nil || s.GetBlocks() != 3 {
 		t.Errorf("server-0 = %v, want no value (no report in the last bucket), 3 blocks", s)
 	}
+	if w := FrameOf(v, 0, t0, time.Second).GetNodes()[1]; w.GetHeat() != 1 || w.GetValue() != 0.01 {
+		t.Errorf("column 0 of worker-0 = heat %v value %v, want 1, 0.01", w.GetHeat(), w.GetValue())
+	}
+	if w := FrameOf(v, 5, t0, time.Second).GetNodes()[1]; w.GetHeat() != 0 || w.Value != nil {
+		t.Errorf("a column past the view's = %v, want none", w)
+	}
 	v.Loss = 0
 	v.Diverged = nil
-	if f := FrameOf(v, t0, time.Second); f.Loss != nil {
+	if f := FrameOf(v, -1, t0, time.Second); f.Loss != nil {
 		t.Errorf("a job with no loss yet recorded loss %v", f.GetLoss())
 	}
 }

@@ -29,8 +29,18 @@ func ViewAt(base *kelpiepb.JobView, frames []*kelpiepb.TimelineFrame, t time.Tim
 	v.State, v.Iteration, v.Throughput, v.ShardsDone = f.GetState(), f.GetIteration(), f.GetThroughput(), f.GetShardsDone()
 	v.ShardsTodo, v.ShardsDoing = 0, 0
 	v.Loss = f.GetLoss()
-	if at := f.GetTime().AsTime(); base.GetEnded() != nil && at.Before(base.GetEnded().AsTime()) {
+	final := map[string]string{} // node states once the job is over
+	switch ended := base.GetEnded(); {
+	case ended == nil:
+	case i < len(frames)-1 && f.GetTime().AsTime().Before(ended.AsTime()):
 		v.Ended, v.Accuracy, v.Diverged = nil, 0, nil // not over yet at t
+	case i == len(frames)-1:
+		// The last frame was recorded as the job ended: what it ended as
+		// is the base's.
+		v.State = base.GetState()
+		for _, n := range base.GetNodes() {
+			final[n.GetName()] = n.GetState()
+		}
 	}
 	if m := base.GetMonitor(); m != nil || f.GetMeanBptS() != 0 {
 		v.Monitor = proto.CloneOf(m)
@@ -47,7 +57,11 @@ func ViewAt(base *kelpiepb.JobView, frames []*kelpiepb.TimelineFrame, t time.Tim
 	spark := frames[max(i-SparklineLen+1, 0) : i+1]
 	v.Heatmap = &kelpiepb.Heatmap{BucketSeconds: f.GetSpanSeconds(), Start: timestamppb.New(cols[0].Start())}
 	for _, n := range f.GetNodes() {
-		nv := &kelpiepb.NodeView{Name: n.GetName(), Role: n.GetRole(), State: n.GetState(), Iteration: n.GetIteration(),
+		state := n.GetState()
+		if s, ok := final[n.GetName()]; ok {
+			state = s
+		}
+		nv := &kelpiepb.NodeView{Name: n.GetName(), Role: n.GetRole(), State: state, Iteration: n.GetIteration(),
 			BatchSize: n.GetBatchSize(), Accumulation: n.GetAccumulation(), Restarts: n.GetRestarts(),
 			BptShortS: n.GetBptShortS(), BptLongS: n.GetBptLongS(), Throughput: n.GetThroughput(), Class: n.GetClass(),
 			Superior: n.GetSuperior(), Speed: n.GetSpeed(), Blocks: n.GetBlocks(), Ratio: float64(n.GetHeat()),

@@ -1,0 +1,407 @@
+package manager
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/scheduler/policy"
+	"github.com/kelpie/kelpie/scheduler/timeline"
+)
+
+// This file keeps each job's timeline (scheduler/timeline): one frame per
+// heatmap bucket while the job runs, written to the store every
+// historyFlushEvery and when the job ends, read back by the console's
+// history command; and the closed loop: every applied action's realized
+// effect is measured from the frames over the proposing policy's window,
+// stored with the action, told as an event, and handed to the policies.
+
+// History defaults.
+const (
+	// DefaultHistoryRetention is how long a finished job's timeline is
+	// kept.
+	DefaultHistoryRetention = 7 * 24 * time.Hour
+	historyFlushEvery       = 5 * time.Second
+	// judgeGrace is how long past its after-window an action's effect is
+	// still awaited (its targets may take time to report again).
+	judgeGrace = 2 * time.Minute
+	// History pages.
+	historyPage        = 500
+	historyPageMax     = 5000
+	historyPageSamples = 200_000
+)
+
+// jobHistory is a job's recorded timeline. Its fields are guarded by the
+// manager's mutex, except that flushes of one job are serialized by
+// flushMu (held across the store write, never with the manager's mutex).
+type jobHistory struct {
+	rec     *timeline.Recorder // nil once the job ended and its timeline is in the store
+	col     int                // last heatmap column recorded (-1: none)
+	flushed time.Time
+	closed  bool
+	// unjudged holds applied actions whose effect could not be measured
+	// (no frame before them, or no report after): not tried again.
+	unjudged map[string]bool
+	pruned   bool // its stored timeline was deleted (retention)
+	flushMu  sync.Mutex
+}
+
+func newJobHistory(m *Manager, nodes int) *jobHistory {
+	return &jobHistory{rec: timeline.NewRecorder(timeline.Capacity(nodes, m.cfg.HistoryBudget, m.cfg.HistoryFrames), nil),
+		col: -1, unjudged: map[string]bool{}}
+}
+
+// record adds the frames of the heatmap buckets closed since the last
+// record; final closes the open bucket too (the job has ended).
+func (j *jobState) record(now time.Time, final bool) {
+	m := j.m
+	last := j.column(now)
+	upto := last - 1
+	if final {
+		upto = last
+	}
+	m.mu.Lock()
+	from := j.hist.col
+	open := j.hist.rec != nil && !j.hist.closed
+	m.mu.Unlock()
+	if !open || upto <= from || upto < 0 {
+		return
+	}
+	v := j.view(true, min(last-from, m.cfg.Columns))
+	first := last
+	if h := v.GetHeatmap(); h.GetStart() != nil {
+		first = j.column(h.GetStart().AsTime())
+	}
+	var frames []*kelpiepb.TimelineFrame
+	for c := max(from+1, first); c <= upto; c++ {
+		start := j.bucket0.Add(time.Duration(c) * m.cfg.Bucket)
+		end := start.Add(m.cfg.Bucket)
+		if end.After(now) {
+			end = now // the open bucket, closed by the job's end
+		}
+		if !end.After(start) {
+			continue
+		}
+		frames = append(frames, timeline.FrameOf(v, c-first, end, end.Sub(start)))
+	}
+	m.mu.Lock()
+	if j.hist.rec != nil && !j.hist.closed {
+		for _, f := range frames {
+			j.hist.rec.Add(f)
+		}
+		j.hist.col = max(j.hist.col, upto)
+	}
+	m.mu.Unlock()
+}
+
+// flushHistory writes what the recorder changed to the store, at most every
+// historyFlushEvery unless forced.
+func (j *jobState) flushHistory(now time.Time, force bool) {
+	m := j.m
+	j.hist.flushMu.Lock()
+	defer j.hist.flushMu.Unlock()
+	m.mu.Lock()
+	if j.hist.rec == nil || !force && now.Sub(j.hist.flushed) < historyFlushEvery {
+		m.mu.Unlock()
+		return
+	}
+	j.hist.flushed = now
+	from, frames := j.hist.rec.Flush()
+	m.mu.Unlock()
+	if len(frames) == 0 && from == j.hist.rec.Len() && !force {
+		return
+	}
+	data := make([][]byte, 0, len(frames))
+	for _, f := range frames {
+		b, err := proto.Marshal(f)
+		if err != nil {
+			m.log.Error("timeline frame", "job", j.spec.Name, "err", err)
+			return
+		}
+		data = append(data, b)
+	}
+	if err := m.cfg.Store.PutTimeline(j.spec.Name, from, data); err != nil {
+		m.log.Error("store timeline", "job", j.spec.Name, "err", err)
+	}
+}
+
+// closeHistory records the last frame, measures what can still be measured
+// and writes the timeline out; the recorder is dropped once the job has
+// ended (History reads the store then). Idempotent.
+func (j *jobState) closeHistory(now time.Time) {
+	j.record(now, true)
+	j.judge(now, true)
+	j.flushHistory(now, true)
+	m := j.m
+	m.mu.Lock()
+	j.hist.closed = true
+	m.mu.Unlock()
+}
+
+// releaseHistory frees a finished job's in-memory timeline (it is in the
+// store).
+func (j *jobState) releaseHistory() {
+	j.hist.flushMu.Lock()
+	defer j.hist.flushMu.Unlock()
+	j.m.mu.Lock()
+	j.hist.rec = nil
+	j.m.mu.Unlock()
+}
+
+// judge measures the realized effect of every applied action that has none
+// yet (timeline.Realize) and records it: on the action (persisted), as an
+// event (kind "miss" for a miss), and so for the policies (outcomes).
+func (j *jobState) judge(now time.Time, final bool) {
+	m := j.m
+	m.mu.Lock()
+	if j.hist.rec == nil {
+		m.mu.Unlock()
+		return
+	}
+	frames := j.hist.rec.Frames()
+	var measured []*kelpiepb.Action
+	for _, a := range j.actions {
+		if a.State != ActApplied || a.Realized != nil || j.hist.unjudged[a.Id] {
+			continue
+		}
+		ap, before := j.applied(a, frames)
+		r := timeline.Realize(frames, ap, now, final)
+		if r == nil {
+			if final || now.After(ap.At.Add(ap.Transition+ap.Window+judgeGrace)) {
+				j.hist.unjudged[a.Id] = true
+			}
+			continue
+		}
+		r.Targets, r.Policy, r.Kind = ap.Targets, a.Policy, a.Kind
+		r.BatchesBefore, r.Restarts = before, map[string]int32{}
+		for _, t := range ap.Targets {
+			if n := j.nodes[t]; n != nil {
+				r.Restarts[t] = n.status.Restarts
+			}
+		}
+		a.Realized = r
+		measured = append(measured, a)
+	}
+	m.mu.Unlock()
+	for _, a := range measured {
+		m.persistAction(j, a)
+		kind, what := "action", a.Kind
+		if a.Realized.GetMiss() {
+			kind = "miss"
+		}
+		if a.Target != "" {
+			what += " " + a.Target
+		}
+		m.event(j.spec.Name, kind, a.Target, fmt.Sprintf("%s (%s) realized: %s", what, a.Policy, a.Realized.GetVerdict()), "")
+	}
+	if len(measured) > 0 {
+		j.invalidateViews()
+	}
+}
+
+// applied describes an applied action for timeline.Realize, with every
+// worker's batch size before it (from the last frame before it). Called
+// under the manager's mutex.
+func (j *jobState) applied(a *kelpiepb.Action, frames []*kelpiepb.TimelineFrame) (timeline.Applied, map[string]int32) {
+	at := a.GetUpdated().AsTime()
+	for _, h := range a.GetHistory() {
+		if h.GetState() == ActApplied {
+			at = h.GetAt().AsTime()
+			break
+		}
+	}
+	snap := j.snap.Config
+	ap := timeline.Applied{At: at, Window: snap.LTrans, Transition: j.m.cfg.Bucket}
+	if a.Kind == string(policy.KindKillRestart) && a.Policy == policy.NameAntDTND {
+		ap.Window = snap.LPer // a restart answers a persistent straggler (L_per)
+	}
+	switch a.Kind {
+	case string(policy.KindKillRestart), string(policy.KindAddWorker), string(policy.KindRemoveWorker),
+		string(policy.KindAddServer), string(policy.KindRemoveServer):
+		ap.Transition = 2 * j.m.cfg.Bucket // a node comes or goes
+	}
+	if ap.Window <= 0 {
+		ap.Window = 5 * time.Second
+	}
+	ev := a.GetEvidence()
+	ap.PredictedThroughput = ev["predicted_throughput"]
+	if x := ev["predicted_bpt_s"]; x > 0 && a.Kind != string(policy.KindAdjustBS) {
+		ap.PredictedBPT = time.Duration(x * float64(time.Second))
+	}
+	before := map[string]int32{}
+	if i := kelpiepb.FrameAt(frames, at); i >= 0 {
+		if frames[i].GetTime().AsTime().After(at) && i > 0 {
+			i-- // the frame that covers at ends after it: take the one before
+		}
+		for _, n := range frames[i].GetNodes() {
+			if n.GetRole() == "worker" {
+				before[n.GetName()] = n.GetBatchSize()
+			}
+		}
+	}
+	switch {
+	case a.Kind == string(policy.KindAdjustBS):
+		// The workers whose batch it cut are the ones it meant to speed up.
+		for w, b := range a.GetBatchSizes() {
+			if old, ok := before[w]; ok && b*max(a.GetAccumulation()[w], 1) < old {
+				ap.Targets = append(ap.Targets, w)
+			}
+		}
+		slices.Sort(ap.Targets)
+	case a.Target != "" && j.nodes[a.Target] != nil && j.nodes[a.Target].role == "worker":
+		ap.Targets = []string{a.Target}
+	}
+	return ap, before
+}
+
+// outcomes is what the job's policies learn from: the measured effects of
+// its applied actions, in the order they were applied. Called under the
+// manager's mutex.
+func (j *jobState) outcomes() []policy.Outcome {
+	var out []policy.Outcome
+	for _, a := range j.actions {
+		r := a.GetRealized()
+		if r == nil {
+			continue
+		}
+		o := policy.Outcome{Policy: a.Policy, Kind: policy.Kind(a.Kind), Targets: r.GetTargets(), Miss: r.GetMiss(),
+			BPTBefore: r.GetBptBeforeS(), BPTAfter: r.GetBptAfterS(), ThroughputAfter: r.GetThroughputAfter(),
+			Predicted: r.GetPredictedThroughput(), BatchesBefore: map[string]int{}, Restarts: map[string]int{}}
+		o.At = a.GetUpdated().AsTime()
+		for _, h := range a.GetHistory() {
+			if h.GetState() == ActApplied {
+				o.At = h.GetAt().AsTime()
+			}
+		}
+		for w, b := range r.GetBatchesBefore() {
+			o.BatchesBefore[w] = int(b)
+		}
+		for w, n := range r.GetRestarts() {
+			o.Restarts[w] = int(n)
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+// History returns a page of a job's recorded timeline, oldest first,
+// and with the first page its actions and recent events.
+func (m *Manager) History(job string, from, limit int) (*kelpiepb.CommandResult, error) {
+	m.mu.Lock()
+	j, ok := m.jobs[job]
+	if !ok {
+		m.mu.Unlock()
+		return nil, status.Errorf(codes.NotFound, "no job %q", job)
+	}
+	var frames []*kelpiepb.TimelineFrame
+	if j.hist.rec != nil {
+		frames = j.hist.rec.Frames()
+	}
+	nodes := max(len(j.nodes), 1)
+	res := &kelpiepb.CommandResult{Ok: true, Job: job}
+	if from == 0 {
+		for _, a := range j.actions {
+			res.Actions = append(res.Actions, proto.CloneOf(a))
+		}
+		for _, e := range m.events {
+			if e.Job == job {
+				res.Events = append(res.Events, e)
+			}
+		}
+	}
+	m.mu.Unlock()
+	if frames == nil {
+		var err error
+		if frames, err = m.storedTimeline(job); err != nil {
+			return nil, status.Errorf(codes.Internal, "timeline of %s: %v", job, err)
+		}
+	}
+	if limit <= 0 {
+		limit = historyPage
+	}
+	limit = min(limit, historyPageMax, max(historyPageSamples/nodes, 1))
+	from = min(from, len(frames))
+	res.FramesFrom, res.FramesTotal = int32(from), int32(len(frames))
+	res.Frames = frames[from:min(from+limit, len(frames))]
+	return res, nil
+}
+
+// storedTimeline reads a job's timeline from the store.
+func (m *Manager) storedTimeline(job string) ([]*kelpiepb.TimelineFrame, error) {
+	data, err := m.cfg.Store.LoadTimeline(job)
+	if err != nil {
+		return nil, err
+	}
+	frames := make([]*kelpiepb.TimelineFrame, 0, len(data))
+	for i, b := range data {
+		f := &kelpiepb.TimelineFrame{}
+		if err := proto.Unmarshal(b, f); err != nil {
+			return nil, fmt.Errorf("frame %d: %v", i, err)
+		}
+		frames = append(frames, f)
+	}
+	return frames, nil
+}
+
+// pruneHistories forgets the timelines of jobs that ended more than the
+// retention ago (zero retention keeps them).
+func (m *Manager) pruneHistories(now time.Time) {
+	if m.cfg.HistoryRetention <= 0 {
+		return // negative: kept for good
+	}
+	m.mu.Lock()
+	var old []string
+	for name, j := range m.jobs {
+		if j.over() && !j.ended.IsZero() && now.Sub(j.ended) > m.cfg.HistoryRetention && !j.hist.pruned {
+			j.hist.pruned = true
+			old = append(old, name)
+		}
+	}
+	m.mu.Unlock()
+	for _, name := range old {
+		if err := m.cfg.Store.DeleteTimeline(name); err != nil {
+			m.log.Warn("delete timeline", "job", name, "err", err)
+		}
+	}
+}
+
+// realizedResult is an action's realized effect in the result JSON; a
+// figure that could not be measured is null.
+type realizedResult struct {
+	WindowS             float64  `json:"window_s"`
+	BPTBeforeS          *float64 `json:"bpt_before_s"`
+	BPTAfterS           *float64 `json:"bpt_after_s"`
+	ThroughputBefore    float64  `json:"throughput_before"`
+	ThroughputAfter     float64  `json:"throughput_after"`
+	PredictedThroughput float64  `json:"predicted_throughput"`
+	PredictionError     float64  `json:"prediction_error"`
+	// Extensions.
+	PredictedBPTS float64  `json:"predicted_bpt_s,omitempty"`
+	Miss          bool     `json:"miss"`
+	Verdict       string   `json:"verdict"`
+	Targets       []string `json:"targets,omitempty"`
+}
+
+func realizedOf(r *kelpiepb.Realized) *realizedResult {
+	if r == nil {
+		return nil
+	}
+	return &realizedResult{WindowS: r.GetWindowS(), BPTBeforeS: finiteOrNil(r.GetBptBeforeS()), BPTAfterS: finiteOrNil(r.GetBptAfterS()),
+		ThroughputBefore: r.GetThroughputBefore(), ThroughputAfter: r.GetThroughputAfter(),
+		PredictedThroughput: r.GetPredictedThroughput(), PredictionError: finiteOr0(r.GetPredictionError()),
+		PredictedBPTS: r.GetPredictedBptS(), Miss: r.GetMiss(), Verdict: r.GetVerdict(), Targets: r.GetTargets()}
+}
+
+func finiteOr0(x float64) float64 {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return 0
+	}
+	return x
+}

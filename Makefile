@@ -13,7 +13,7 @@ K8S_VERSION ?= 1.36.3
 K8S_BIN     ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kelpie/k8s-v$(K8S_VERSION)
 export KELPIE_K8S_BIN := $(K8S_BIN)
 
-.PHONY: all build run test test-short test-k8s k8s-bin image e2e experiments bench bench-go proto lint vet data examples clean rules fuzz faults
+.PHONY: all build run test test-short test-k8s k8s-bin image e2e experiments bench bench-go proto lint vet data examples clean rules fuzz faults soak
 
 all: build
 
@@ -102,19 +102,30 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) ./$$pkg; \
 	done
 
-# Faults: ROUNDS rounds (20) of a seeded random schedule of faults (kill -9
-# of a worker, the server, an agent, the scheduler; SIGSTOP/SIGCONT) with
-# invariants checked after each (TestFaultRounds; SEED=n replays a failing
-# round's schedule, which it prints); the scheduler away for OUTAGE (3m)
-# mid-job, gone for good, a job killed before its agents reconnect,
-# divergence and missing data. make test runs the same tests with 3 rounds
-# and a 75 s outage.
+# Faults: ROUNDS rounds (20) of a seeded random schedule of faults, two a
+# round, with invariants checked after each (TestFaultRounds): kill -9 of a
+# worker, the server, an agent, the scheduler; SIGSTOP/SIGCONT; and in a
+# network lab (root: each node in its own network namespace on a bridge)
+# a node cut off from the scheduler or from its server, a lossy or slow
+# link (iptables, tc), the scheduler's data dir (a tmpfs) full. SEED=n
+# replays a failing round's schedule, which it prints. Then the scheduler
+# away for OUTAGE (3m) mid-job, gone for good, a job killed before its
+# agents reconnect, divergence and missing data. make test runs the same
+# tests with 3 rounds and a 75 s outage.
 OUTAGE ?= 3m
 ROUNDS ?= 20
 SEED   ?=
 faults: build data
-	KELPIE_FAULTS_OUTAGE=$(OUTAGE) KELPIE_FAULTS_ROUNDS=$(ROUNDS) KELPIE_FAULTS_SEED=$(SEED) $(GO) test -count=1 -v -timeout 90m \
+	@command -v iptables >/dev/null || [ "$$(id -u)" != 0 ] || (apt-get update -qq && apt-get install -y -qq --no-install-recommends iptables >/dev/null)
+	KELPIE_FAULTS_LAB=require KELPIE_FAULTS_OUTAGE=$(OUTAGE) KELPIE_FAULTS_ROUNDS=$(ROUNDS) KELPIE_FAULTS_SEED=$(SEED) $(GO) test -count=1 -v -timeout 120m \
 		-run 'TestFaultRounds|TestSchedulerOutage|TestSchedulerGoneForGood|TestKillBeforeReconnect|TestDiverged|TestMissingDataFailsFast|TestSchedulerKill9' ./scheduler/daemon/
+
+# Soak: kelpie demo --headless --auto (AntDT-ND and PSLD acting on their
+# own) for SOAK (30m), sampling the scheduler's RSS, goroutines and open
+# fds and its agents' and roles' every 30 s (TestSoak prints the table).
+SOAK ?= 30m
+soak: build data
+	KELPIE_SOAK=$(SOAK) $(GO) test -count=1 -v -timeout 60m -run '^TestSoak$$' ./scheduler/daemon/
 
 vet:
 	$(GO) vet ./...

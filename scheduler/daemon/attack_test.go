@@ -6,6 +6,9 @@ import (
 	"crypto/x509"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -43,7 +46,8 @@ func TestAttacks(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process")
 	}
-	d, err := Start(Config{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0", DataDir: t.TempDir(), Tokens: writeTokens(t),
+	dataDir := t.TempDir()
+	d, err := Start(Config{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0", DataDir: dataDir, Tokens: writeTokens(t),
 		Exe: kelpieBin, NodeLog: logWriter{t}, Tick: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -237,6 +241,10 @@ func TestAttacks(t *testing.T) {
 		t.Errorf("/metrics lacks the refusals:\n%s", grepLines(string(body), "refused"))
 	}
 
+	// The same with grpcurl itself, against the scheduler and the server,
+	// as docs/security.md tells an operator to.
+	grpcurlCheck(t, ctx, dataDir, d.GRPCAddr(), serverAddr)
+
 	// The job completes with exact shards and its normal accuracy.
 	res, err := d.Manager.Wait(ctx, name)
 	if err != nil {
@@ -255,4 +263,50 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// grpcurlCheck runs grpcurl (when installed: go install
+// github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.4) against each address:
+// in plaintext, or over TLS without a client certificate, it lists nothing;
+// with an operator's credentials file from `kelpie certs issue` it lists the
+// kelpie services, and an operator still may not act as a node.
+func grpcurlCheck(t *testing.T, ctx context.Context, dataDir string, sched, server string) {
+	t.Helper()
+	bin, err := exec.LookPath("grpcurl")
+	if err != nil {
+		gobin := filepath.Join(os.Getenv("HOME"), "go", "bin", "grpcurl")
+		if out, err := exec.Command("go", "env", "GOPATH").Output(); err == nil {
+			gobin = filepath.Join(strings.TrimSpace(string(out)), "bin", "grpcurl")
+		}
+		if _, err := os.Stat(gobin); err != nil {
+			t.Log("grpcurl not installed: its check is left out (go install github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.4)")
+			return
+		}
+		bin = gobin
+	}
+	creds := filepath.Join(t.TempDir(), "alice.pem")
+	if out, err := exec.CommandContext(ctx, kelpieBin, "certs", "issue", "--data-dir", dataDir, "--operator", "alice", "--out", creds).CombinedOutput(); err != nil {
+		t.Fatalf("kelpie certs issue: %v\n%s", err, out)
+	}
+	ca := filepath.Join(dataDir, "ca.crt")
+	grpcurl := func(args ...string) (string, error) {
+		out, err := exec.CommandContext(ctx, bin, append([]string{"-max-time", "10"}, args...)...).CombinedOutput()
+		return string(out), err
+	}
+	for _, at := range []struct{ addr, service string }{{sched, "kelpie.v1.Coordinator"}, {server, "kelpie.v1.ParameterServer"}} {
+		for _, args := range [][]string{{"-plaintext"}, {"-cacert", ca}} {
+			out, err := grpcurl(append(args, at.addr, "list")...)
+			if err == nil || strings.Contains(out, "kelpie.v1") {
+				t.Errorf("grpcurl %v %s list answered: %v\n%s", args, at.addr, err, out)
+			}
+		}
+		out, err := grpcurl("-cacert", ca, "-cert", creds, "-key", creds, at.addr, "list")
+		if err != nil || !strings.Contains(out, at.service) {
+			t.Errorf("grpcurl with alice's certificate, %s list: %v\n%s", at.addr, err, out)
+		}
+	}
+	out, err := grpcurl("-cacert", ca, "-cert", creds, "-key", creds, "-d", `{"job":"victim","node":"worker-0"}`, sched, "kelpie.v1.Coordinator/FetchShard")
+	if err == nil || !strings.Contains(out, "PermissionDenied") {
+		t.Errorf("an operator's FetchShard through grpcurl: %v\n%s", err, out)
+	}
 }

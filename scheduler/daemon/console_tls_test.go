@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -105,5 +106,56 @@ func TestTokensFileReadableRefused(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "chmod 600") {
 		t.Errorf("error %v does not say what to do", err)
+	}
+}
+
+// TestTUIOverTLS runs the real `kelpie tui` in tmux against a scheduler
+// with --tls-auto: pinning the printed fingerprint it shows the job; with
+// another fingerprint it shows the refusal and no job.
+func TestTUIOverTLS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the real binary in tmux")
+	}
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("no tmux")
+	}
+	dir := t.TempDir()
+	d, err := Start(Config{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0", DataDir: dir, Tokens: writeTokens(t), NoLaunch: true, TLSAuto: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close(true)
+	if _, err := d.Manager.Submit("name: over-tls\nmodel: {kind: softmax}\ndata: {kind: mnist, epochs: 1}\n", "test"); err != nil {
+		t.Fatal(err)
+	}
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("view-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name, fingerprint, want, never string
+	}{
+		{"pinned", d.TLSFingerprint(), "over-tls", "disconnected"},
+		// The refusal's reason is cut at the screen's width.
+		{"other", strings.Repeat("ab", 32), "disconnected from " + d.HTTPAddr(), "over-tls"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			session := fmt.Sprintf("kelpie-tls-%d", time.Now().UnixNano())
+			cmd := fmt.Sprintf("%s tui --scheduler %s --token-file %s --tls-fingerprint %s --config -", kelpieBin, d.HTTPAddr(), tokenFile, tt.fingerprint)
+			if out, err := exec.Command("tmux", "new-session", "-d", "-s", session, "-x", "160", "-y", "40", cmd).CombinedOutput(); err != nil {
+				t.Fatalf("tmux: %v\n%s", err, out)
+			}
+			defer exec.Command("tmux", "kill-session", "-t", session).Run()
+			screen := ""
+			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+				out, _ := exec.Command("tmux", "capture-pane", "-p", "-t", session).Output()
+				if screen = string(out); strings.Contains(screen, tt.want) {
+					break
+				}
+			}
+			if !strings.Contains(screen, tt.want) || strings.Contains(screen, tt.never) {
+				t.Errorf("kelpie tui --tls-fingerprint (%s) shows:\n%s\nwant %q, never %q", tt.name, screen, tt.want, tt.never)
+			}
+		})
 	}
 }

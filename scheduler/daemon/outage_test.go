@@ -36,6 +36,7 @@ type scheduler struct {
 	grpcAddr, httpAddr string
 	extra              []string
 	cmd                *exec.Cmd
+	starts             int // processes started so far
 }
 
 func newScheduler(t *testing.T, tag string, extra ...string) *scheduler {
@@ -51,6 +52,7 @@ func (s *scheduler) start() {
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatal(err)
 	}
+	s.starts++
 }
 
 func (s *scheduler) kill9() {

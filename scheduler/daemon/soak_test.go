@@ -5,29 +5,15 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
+	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
-	"github.com/kelpie/kelpie/scheduler/launch"
+	"github.com/kelpie/kelpie/scheduler/console/client"
 )
-
-// soakSpec is one job of the soak: policies in auto mode against a
-// transient straggler, short enough that jobs come and go.
-const soakSpec = `
-name: NAME
-model: {kind: mlp, hidden: [64]}
-data: {kind: mnist, epochs: 1, seed: 1}
-train: {global_batch: 128, lr: 0.05}
-cluster: {servers: 2, workers: 3}
-policies:
-  antdt-nd: {mode: auto, lambda: 1.5, window_transient: 2s, window_persistent: 6s}
-  psld: {mode: auto}
-stragglers:
-  - {node: worker-2, kind: compute, sleep: 30ms, intensity: 1, period: 20s, on: 8s}
-`
 
 // procSample is one process's footprint.
 type procSample struct {
@@ -50,11 +36,43 @@ func sampleProc(pid int) (procSample, bool) {
 	return s, true
 }
 
-// TestSoak runs jobs with policies in auto mode back to back on one
-// scheduler for KELPIE_SOAK (make soak: 30m) and samples the scheduler's
-// RSS, goroutines and open fds and the agents' RSS and fds every 30 s. It
-// fails if a job does not complete or the scheduler's goroutines or fds
-// grow beyond twice their first figures (plus slack): a leak.
+// kindOf says what a kelpie process is from its command line: "agent",
+// "role" or "" (anything else).
+func kindOf(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return ""
+	}
+	args := strings.Split(string(bytes.TrimRight(b, "\x00")), "\x00")
+	if len(args) > 1 && (args[1] == "agent" || args[1] == "role") {
+		return args[1]
+	}
+	return ""
+}
+
+// soakRow is one sample of the soak.
+type soakRow struct {
+	at                  time.Duration
+	sched               procSample
+	goroutines          int
+	agents, roles       int
+	agentRSS, roleRSS   int // kB, summed
+	agentFds, agentMaxF int
+}
+
+func (r soakRow) String() string {
+	return fmt.Sprintf("%-7s %8.1f %5d %5d   %2d %8.1f %5d %5d   %2d %8.1f", r.at.Round(time.Second), float64(r.sched.rssKB)/1024,
+		r.goroutines, r.sched.fds, r.agents, float64(r.agentRSS)/1024, r.agentFds, r.agentMaxF, r.roles, float64(r.roleRSS)/1024)
+}
+
+const soakHeader = "t        sched: RSS MB  gor   fds | agents: n  RSS MB  fds  max | roles: n  RSS MB"
+
+// TestSoak runs `kelpie demo --headless --auto` (the demo job, again and
+// again, with AntDT-ND and PSLD in auto mode) for KELPIE_SOAK (make soak:
+// 30m) and samples every 30 s the scheduler's RSS, goroutines and open fds
+// and its agents' and roles' RSS and fds. It fails if a demo job ends other
+// than completed, or the scheduler's goroutines or fds at the end are more
+// than twice their figures once warm (plus slack): a leak.
 func TestSoak(t *testing.T) {
 	d := envDuration(t, "KELPIE_SOAK", 0)
 	if d <= 0 {
@@ -62,66 +80,102 @@ func TestSoak(t *testing.T) {
 	}
 	tag := fmt.Sprintf("KELPIE_TEST_TAG=soak-%d", time.Now().UnixNano())
 	defer killTagged(tag)
-	s := newScheduler(t, tag)
-	s.start()
-	defer s.stop()
-	ctx, cancel := context.WithTimeout(context.Background(), d+10*time.Minute)
+	httpAddr := freeAddr(t)
+	demo := exec.Command(kelpieBin, "demo", "--headless", "--auto", "--data-dir", t.TempDir(), "--http", httpAddr)
+	demo.Env = append(os.Environ(), tag)
+	demo.Stderr = logWriter{t}
+	if err := demo.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = demo.Process.Signal(syscall.SIGTERM)
+		_ = demo.Wait()
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), d+5*time.Minute)
 	defer cancel()
-	var report bytes.Buffer
-	fmt.Fprintf(&report, "%-8s %-12s %10s %6s %5s  %s\n", "t", "job", "sched RSS", "gor", "fds", "agents (RSS MB/fds)")
-	sample := func(job string, at time.Duration) (procSample, int) {
-		sp, _ := sampleProc(s.cmd.Process.Pid)
-		g := goroutines(t, s.httpAddr)
-		var agents []string
-		recs, _ := launch.ReadRecords(filepath.Join(s.dir, "logs", job, "procs.jsonl"))
-		for _, r := range recs {
-			if a, ok := sampleProc(r.Pid); ok {
-				agents = append(agents, fmt.Sprintf("%s %.1f/%d", r.Node, float64(a.rssKB)/1024, a.fds))
+	w := &watcher{seen: map[string]map[string]bool{}, bpt: map[string]bool{}, change: make(chan struct{}, 1)}
+	// The demo lets anyone watch.
+	c, err := client.Dial(ctx, httpAddr, "", client.WithHandler(w.handle), client.WithSubscription([]string{"straggler-demo"}, 1, 10),
+		client.WithBackoff(100*time.Millisecond, time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.WaitConnected(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sample := func(at time.Duration) soakRow {
+		r := soakRow{at: at, goroutines: goroutines(t, httpAddr)}
+		r.sched, _ = sampleProc(demo.Process.Pid)
+		for _, pid := range tagged(tag) {
+			p, ok := sampleProc(pid)
+			switch kind := kindOf(pid); {
+			case !ok:
+			case kind == "agent":
+				r.agents++
+				r.agentRSS += p.rssKB
+				r.agentFds += p.fds
+				r.agentMaxF = max(r.agentMaxF, p.fds)
+			case kind == "role":
+				r.roles++
+				r.roleRSS += p.rssKB
 			}
 		}
-		fmt.Fprintf(&report, "%-8s %-12s %8.1fMB %6d %5d  %s\n", at.Round(time.Second), job, float64(sp.rssKB)/1024, g, sp.fds, strings.Join(agents, ", "))
-		return sp, g
+		return r
+	}
+	// outcomes counts the demo jobs' ends from the console's events.
+	outcomes := func() map[string]int {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		out := map[string]int{}
+		for _, e := range w.events {
+			if e.Kind != "job" || !strings.HasPrefix(e.Message, "job straggler-demo ") {
+				continue
+			}
+			for _, end := range []string{"completed", "failed", "killed", "diverged"} {
+				if strings.HasPrefix(strings.TrimPrefix(e.Message, "job straggler-demo "), end) {
+					out[end]++
+				}
+			}
+		}
+		return out
 	}
 	start := time.Now()
-	var first procSample
-	firstG, jobs := -1, 0
-	next := time.Now() // the next sample, every 30 s across jobs
-	for time.Since(start) < d {
-		name := fmt.Sprintf("soak-%d", jobs)
-		c, w := s.console(ctx, name)
-		s.submit(ctx, c, strings.Replace(soakSpec, "NAME", name, 1))
-		_ = c.Subscribe(ctx, []string{name})
-		for {
-			w.mu.Lock()
-			j := w.job
-			w.mu.Unlock()
-			if j != nil && j.State != "running" && j.State != "starting" && j.State != "" {
-				if j.State != "completed" {
-					t.Fatalf("soak job %s ended %s: %s", name, j.State, j.Error)
-				}
-				break
-			}
-			if time.Now().After(next) {
-				sp, g := sample(name, time.Since(start))
-				if firstG < 0 && jobs > 0 {
-					// Warm: after the first job, during another.
-					first, firstG = sp, g
-				}
-				next = time.Now().Add(30 * time.Second)
-			}
-			select {
-			case <-w.change:
-			case <-time.After(time.Second):
-			case <-ctx.Done():
-				t.Fatal(ctx.Err())
-			}
+	var rows []soakRow
+	var warm *soakRow
+	for {
+		r := sample(time.Since(start))
+		rows = append(rows, r)
+		t.Logf("%s  %v", r, outcomes())
+		if warm == nil && outcomes()["completed"] > 0 && r.agents > 0 {
+			// Warm: a job has completed and another runs.
+			warm = &rows[len(rows)-1]
 		}
-		c.Close()
-		jobs++
+		if time.Since(start) >= d {
+			break
+		}
+		select {
+		case <-time.After(30 * time.Second):
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		}
 	}
-	end, g := sample("(idle)", time.Since(start))
-	t.Logf("soak of %v, %d jobs:\n%s", d, jobs, report.String())
-	if firstG >= 0 && (g > 2*firstG+50 || end.fds > 2*first.fds+20) {
-		t.Errorf("scheduler grew: goroutines %d -> %d, fds %d -> %d", firstG, g, first.fds, end.fds)
+	end := rows[len(rows)-1]
+	var report strings.Builder
+	fmt.Fprintf(&report, "soak of %v: demo jobs %v\n%s\n", d, outcomes(), soakHeader)
+	fmt.Fprintf(&report, "%s  (start)\n", rows[0])
+	if warm != nil {
+		fmt.Fprintf(&report, "%s  (warm: after the first job)\n", *warm)
+	}
+	fmt.Fprintf(&report, "%s  (end)\n", end)
+	t.Log(report.String())
+	if o := outcomes(); o["completed"] == 0 || o["failed"]+o["killed"]+o["diverged"] > 0 {
+		t.Errorf("demo jobs ended %v; want every one completed", o)
+	}
+	if warm == nil {
+		t.Fatal("no demo job completed: nothing to compare")
+	}
+	if end.goroutines > 2*warm.goroutines+50 || end.sched.fds > 2*warm.sched.fds+20 {
+		t.Errorf("the scheduler grew: goroutines %d -> %d, fds %d -> %d", warm.goroutines, end.goroutines, warm.sched.fds, end.sched.fds)
 	}
 }

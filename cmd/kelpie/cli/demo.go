@@ -22,13 +22,14 @@ import (
 
 func demoCmd() *cobra.Command {
 	var cfg daemon.Config
-	var headless bool
+	var headless, auto bool
 	c := &cobra.Command{
 		Use:   "demo",
 		Short: "an embedded local cluster training a real model with a scripted straggler, and the console on it",
 		Long: `demo starts a scheduler on this machine and runs the demo job (an MLP on MNIST, 2 servers,
 4 workers; worker-2 turns into a straggler after 5 s, worker-3 is slow on and off) again and
-again until interrupted. AntDT-ND runs in approve mode: its proposals wait for you.`,
+again until interrupted. AntDT-ND runs in approve mode: its proposals wait for you (with
+--auto, it and PSLD act on their own).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -78,6 +79,9 @@ again until interrupted. AntDT-ND runs in approve mode: its proposals wait for y
 			if err != nil {
 				return err
 			}
+			if auto {
+				s.Policies.AntDTND.Mode, s.Policies.PSLD.Mode = "auto", "auto"
+			}
 			go keepDemoRunning(ctx, d, s)
 			fmt.Fprintf(os.Stderr, "kelpie demo: scheduler grpc %s, console %s (logs in %s)\n", d.GRPCAddr(), d.HTTPAddr(), cfg.DataDir)
 			if headless {
@@ -91,6 +95,7 @@ again until interrupted. AntDT-ND runs in approve mode: its proposals wait for y
 	}
 	f := c.Flags()
 	f.BoolVar(&headless, "headless", false, "no console: keep the cluster running until interrupted")
+	f.BoolVar(&auto, "auto", false, "AntDT-ND and PSLD act on their own (auto mode) instead of waiting for approval (make soak)")
 	f.StringVar(&cfg.GRPC, "grpc", "127.0.0.1:0", "node plane listen address")
 	f.StringVar(&cfg.HTTP, "http", "127.0.0.1:7080", "console API listen address")
 	f.StringVar(&cfg.DataDir, "data-dir", "", "state directory (default: a temporary one)")

@@ -88,6 +88,7 @@ Token file lines: TOKEN ROLE NAME, role viewer or operator.`,
 	f.StringVar(&cfg.HTTP, "http", "127.0.0.1:7080", "console API and /metrics listen address")
 	f.StringVar(&cfg.Advertise, "advertise", "", "the node-plane address the nodes dial (default: --grpc; on Kubernetes the scheduler's Service, e.g. kelpie-scheduler.kelpie.svc:7070)")
 	f.StringVar(&cfg.DataDir, "data-dir", "kelpie-data", "directory of the durable state and node logs")
+	f.StringVar(&cfg.Exe, "agent-exe", "", "the program the local launcher runs for each node, with the arguments of `kelpie agent` (default: this kelpie binary); a wrapper can place nodes, e.g. each in its own network namespace (the fault suite does)")
 	f.StringVar(&cfg.Tokens, "tokens", "", "token file (TOKEN ROLE NAME per line)")
 	f.BoolVar(&cfg.AllowAnonymousViewer, "anonymous-viewer", false, "let clients without a token watch (never command)")
 	f.BoolVar(&cfg.NoLaunch, "no-launch", false, "admit jobs without starting their nodes (their agents connect from elsewhere: simulations)")

@@ -411,6 +411,8 @@ func (a *Agent) readRole(r io.Reader) {
 			a.acked(b.Ack)
 		case *kelpiepb.RoleMessage_Stats:
 			a.enqueue(&kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_ServerStats{ServerStats: b.Stats}}, false)
+		case *kelpiepb.RoleMessage_Refusal:
+			a.enqueue(&kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Refusal{Refusal: b.Refusal}}, false)
 		}
 	}
 }

@@ -366,6 +366,7 @@ type AgentMessage struct {
 	//	*AgentMessage_Heartbeat
 	//	*AgentMessage_Ack
 	//	*AgentMessage_ServerStats
+	//	*AgentMessage_Refusal
 	Body          isAgentMessage_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -453,6 +454,15 @@ func (x *AgentMessage) GetServerStats() *ServerStats {
 	return nil
 }
 
+func (x *AgentMessage) GetRefusal() *NodeRefusal {
+	if x != nil {
+		if x, ok := x.Body.(*AgentMessage_Refusal); ok {
+			return x.Refusal
+		}
+	}
+	return nil
+}
+
 type isAgentMessage_Body interface {
 	isAgentMessage_Body()
 }
@@ -480,6 +490,12 @@ type AgentMessage_ServerStats struct {
 	ServerStats *ServerStats `protobuf:"bytes,5,opt,name=server_stats,json=serverStats,proto3,oneof"`
 }
 
+type AgentMessage_Refusal struct {
+	// A call the node's own gRPC server refused (a parameter server's
+	// guard), for the scheduler's audit log and metrics.
+	Refusal *NodeRefusal `protobuf:"bytes,6,opt,name=refusal,proto3,oneof"`
+}
+
 func (*AgentMessage_Hello) isAgentMessage_Body() {}
 
 func (*AgentMessage_Report) isAgentMessage_Body() {}
@@ -489,6 +505,113 @@ func (*AgentMessage_Heartbeat) isAgentMessage_Body() {}
 func (*AgentMessage_Ack) isAgentMessage_Body() {}
 
 func (*AgentMessage_ServerStats) isAgentMessage_Body() {}
+
+func (*AgentMessage_Refusal) isAgentMessage_Body() {}
+
+// NodeRefusal is one call a node's gRPC server refused: Unauthenticated (no
+// client certificate) or PermissionDenied. The node rate-limits them
+// (runtime/identity.Guard); suppressed counts those it left out since the
+// previous one. The caller's fields are not named job, node or role: those
+// would have to be the reporting node's own (the agent stream's claims).
+type NodeRefusal struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	UnixNano      int64                  `protobuf:"varint,1,opt,name=unix_nano,json=unixNano,proto3" json:"unix_nano,omitempty"`
+	Addr          string                 `protobuf:"bytes,2,opt,name=addr,proto3" json:"addr,omitempty"`     // the caller's address
+	Caller        string                 `protobuf:"bytes,3,opt,name=caller,proto3" json:"caller,omitempty"` // its identity (kelpie://JOB/NODE (role)), empty without a certificate
+	CallerJob     string                 `protobuf:"bytes,4,opt,name=caller_job,json=callerJob,proto3" json:"caller_job,omitempty"`
+	Method        string                 `protobuf:"bytes,5,opt,name=method,proto3" json:"method,omitempty"`
+	Code          string                 `protobuf:"bytes,6,opt,name=code,proto3" json:"code,omitempty"` // Unauthenticated | PermissionDenied
+	Reason        string                 `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
+	Suppressed    uint64                 `protobuf:"varint,8,opt,name=suppressed,proto3" json:"suppressed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeRefusal) Reset() {
+	*x = NodeRefusal{}
+	mi := &file_agent_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeRefusal) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeRefusal) ProtoMessage() {}
+
+func (x *NodeRefusal) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeRefusal.ProtoReflect.Descriptor instead.
+func (*NodeRefusal) Descriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *NodeRefusal) GetUnixNano() int64 {
+	if x != nil {
+		return x.UnixNano
+	}
+	return 0
+}
+
+func (x *NodeRefusal) GetAddr() string {
+	if x != nil {
+		return x.Addr
+	}
+	return ""
+}
+
+func (x *NodeRefusal) GetCaller() string {
+	if x != nil {
+		return x.Caller
+	}
+	return ""
+}
+
+func (x *NodeRefusal) GetCallerJob() string {
+	if x != nil {
+		return x.CallerJob
+	}
+	return ""
+}
+
+func (x *NodeRefusal) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *NodeRefusal) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *NodeRefusal) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *NodeRefusal) GetSuppressed() uint64 {
+	if x != nil {
+		return x.Suppressed
+	}
+	return 0
+}
 
 // ActionCommand asks an agent to apply an action. Global actions (a new
 // batch split) carry the iteration at which every worker applies them; node
@@ -511,7 +634,7 @@ type ActionCommand struct {
 
 func (x *ActionCommand) Reset() {
 	*x = ActionCommand{}
-	mi := &file_agent_proto_msgTypes[5]
+	mi := &file_agent_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -523,7 +646,7 @@ func (x *ActionCommand) String() string {
 func (*ActionCommand) ProtoMessage() {}
 
 func (x *ActionCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[5]
+	mi := &file_agent_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -536,7 +659,7 @@ func (x *ActionCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActionCommand.ProtoReflect.Descriptor instead.
 func (*ActionCommand) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{5}
+	return file_agent_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ActionCommand) GetActionId() string {
@@ -622,7 +745,7 @@ type SchedulerMessage struct {
 
 func (x *SchedulerMessage) Reset() {
 	*x = SchedulerMessage{}
-	mi := &file_agent_proto_msgTypes[6]
+	mi := &file_agent_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -634,7 +757,7 @@ func (x *SchedulerMessage) String() string {
 func (*SchedulerMessage) ProtoMessage() {}
 
 func (x *SchedulerMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[6]
+	mi := &file_agent_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -647,7 +770,7 @@ func (x *SchedulerMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SchedulerMessage.ProtoReflect.Descriptor instead.
 func (*SchedulerMessage) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{6}
+	return file_agent_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SchedulerMessage) GetBody() isSchedulerMessage_Body {
@@ -699,6 +822,7 @@ type RoleMessage struct {
 	//	*RoleMessage_Report
 	//	*RoleMessage_Ack
 	//	*RoleMessage_Stats
+	//	*RoleMessage_Refusal
 	Body          isRoleMessage_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -706,7 +830,7 @@ type RoleMessage struct {
 
 func (x *RoleMessage) Reset() {
 	*x = RoleMessage{}
-	mi := &file_agent_proto_msgTypes[7]
+	mi := &file_agent_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -718,7 +842,7 @@ func (x *RoleMessage) String() string {
 func (*RoleMessage) ProtoMessage() {}
 
 func (x *RoleMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[7]
+	mi := &file_agent_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -731,7 +855,7 @@ func (x *RoleMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoleMessage.ProtoReflect.Descriptor instead.
 func (*RoleMessage) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{7}
+	return file_agent_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RoleMessage) GetBody() isRoleMessage_Body {
@@ -768,6 +892,15 @@ func (x *RoleMessage) GetStats() *ServerStats {
 	return nil
 }
 
+func (x *RoleMessage) GetRefusal() *NodeRefusal {
+	if x != nil {
+		if x, ok := x.Body.(*RoleMessage_Refusal); ok {
+			return x.Refusal
+		}
+	}
+	return nil
+}
+
 type isRoleMessage_Body interface {
 	isRoleMessage_Body()
 }
@@ -784,11 +917,17 @@ type RoleMessage_Stats struct {
 	Stats *ServerStats `protobuf:"bytes,3,opt,name=stats,proto3,oneof"` // a server's counters
 }
 
+type RoleMessage_Refusal struct {
+	Refusal *NodeRefusal `protobuf:"bytes,4,opt,name=refusal,proto3,oneof"` // a call the role's gRPC server refused
+}
+
 func (*RoleMessage_Report) isRoleMessage_Body() {}
 
 func (*RoleMessage_Ack) isRoleMessage_Body() {}
 
 func (*RoleMessage_Stats) isRoleMessage_Body() {}
+
+func (*RoleMessage_Refusal) isRoleMessage_Body() {}
 
 // RoleCommand goes from the agent to its role process.
 type RoleCommand struct {
@@ -803,7 +942,7 @@ type RoleCommand struct {
 
 func (x *RoleCommand) Reset() {
 	*x = RoleCommand{}
-	mi := &file_agent_proto_msgTypes[8]
+	mi := &file_agent_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -815,7 +954,7 @@ func (x *RoleCommand) String() string {
 func (*RoleCommand) ProtoMessage() {}
 
 func (x *RoleCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[8]
+	mi := &file_agent_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -828,7 +967,7 @@ func (x *RoleCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoleCommand.ProtoReflect.Descriptor instead.
 func (*RoleCommand) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{8}
+	return file_agent_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RoleCommand) GetBody() isRoleCommand_Body {
@@ -882,14 +1021,27 @@ const file_agent_proto_rawDesc = "" +
 	"\taction_id\x18\x01 \x01(\tR\bactionId\x12\x18\n" +
 	"\aapplied\x18\x02 \x01(\bR\aapplied\x12+\n" +
 	"\x11applied_iteration\x18\x03 \x01(\x03R\x10appliedIteration\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05error\"\x97\x02\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"\xcb\x02\n" +
 	"\fAgentMessage\x12-\n" +
 	"\x05hello\x18\x01 \x01(\v2\x15.kelpie.v1.AgentHelloH\x00R\x05hello\x123\n" +
 	"\x06report\x18\x02 \x01(\v2\x19.kelpie.v1.ProgressReportH\x00R\x06report\x124\n" +
 	"\theartbeat\x18\x03 \x01(\v2\x14.kelpie.v1.HeartbeatH\x00R\theartbeat\x12(\n" +
 	"\x03ack\x18\x04 \x01(\v2\x14.kelpie.v1.ActionAckH\x00R\x03ack\x12;\n" +
-	"\fserver_stats\x18\x05 \x01(\v2\x16.kelpie.v1.ServerStatsH\x00R\vserverStatsB\x06\n" +
-	"\x04body\"\x81\x05\n" +
+	"\fserver_stats\x18\x05 \x01(\v2\x16.kelpie.v1.ServerStatsH\x00R\vserverStats\x122\n" +
+	"\arefusal\x18\x06 \x01(\v2\x16.kelpie.v1.NodeRefusalH\x00R\arefusalB\x06\n" +
+	"\x04body\"\xd9\x01\n" +
+	"\vNodeRefusal\x12\x1b\n" +
+	"\tunix_nano\x18\x01 \x01(\x03R\bunixNano\x12\x12\n" +
+	"\x04addr\x18\x02 \x01(\tR\x04addr\x12\x16\n" +
+	"\x06caller\x18\x03 \x01(\tR\x06caller\x12\x1d\n" +
+	"\n" +
+	"caller_job\x18\x04 \x01(\tR\tcallerJob\x12\x16\n" +
+	"\x06method\x18\x05 \x01(\tR\x06method\x12\x12\n" +
+	"\x04code\x18\x06 \x01(\tR\x04code\x12\x16\n" +
+	"\x06reason\x18\a \x01(\tR\x06reason\x12\x1e\n" +
+	"\n" +
+	"suppressed\x18\b \x01(\x04R\n" +
+	"suppressed\"\x81\x05\n" +
 	"\rActionCommand\x12\x1b\n" +
 	"\taction_id\x18\x01 \x01(\tR\bactionId\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x16\n" +
@@ -917,11 +1069,12 @@ const file_agent_proto_rawDesc = "" +
 	"\x10SchedulerMessage\x124\n" +
 	"\acommand\x18\x01 \x01(\v2\x18.kelpie.v1.ActionCommandH\x00R\acommand\x12\x14\n" +
 	"\x04stop\x18\x02 \x01(\tH\x00R\x04stopB\x06\n" +
-	"\x04body\"\xa4\x01\n" +
+	"\x04body\"\xd8\x01\n" +
 	"\vRoleMessage\x123\n" +
 	"\x06report\x18\x01 \x01(\v2\x19.kelpie.v1.ProgressReportH\x00R\x06report\x12(\n" +
 	"\x03ack\x18\x02 \x01(\v2\x14.kelpie.v1.ActionAckH\x00R\x03ack\x12.\n" +
-	"\x05stats\x18\x03 \x01(\v2\x16.kelpie.v1.ServerStatsH\x00R\x05statsB\x06\n" +
+	"\x05stats\x18\x03 \x01(\v2\x16.kelpie.v1.ServerStatsH\x00R\x05stats\x122\n" +
+	"\arefusal\x18\x04 \x01(\v2\x16.kelpie.v1.NodeRefusalH\x00R\arefusalB\x06\n" +
 	"\x04body\"I\n" +
 	"\vRoleCommand\x122\n" +
 	"\x06action\x18\x01 \x01(\v2\x18.kelpie.v1.ActionCommandH\x00R\x06actionB\x06\n" +
@@ -951,7 +1104,7 @@ func file_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_agent_proto_goTypes = []any{
 	(NodeState)(0),           // 0: kelpie.v1.NodeState
 	(*AgentHello)(nil),       // 1: kelpie.v1.AgentHello
@@ -959,43 +1112,46 @@ var file_agent_proto_goTypes = []any{
 	(*Heartbeat)(nil),        // 3: kelpie.v1.Heartbeat
 	(*ActionAck)(nil),        // 4: kelpie.v1.ActionAck
 	(*AgentMessage)(nil),     // 5: kelpie.v1.AgentMessage
-	(*ActionCommand)(nil),    // 6: kelpie.v1.ActionCommand
-	(*SchedulerMessage)(nil), // 7: kelpie.v1.SchedulerMessage
-	(*RoleMessage)(nil),      // 8: kelpie.v1.RoleMessage
-	(*RoleCommand)(nil),      // 9: kelpie.v1.RoleCommand
-	nil,                      // 10: kelpie.v1.ActionCommand.BatchSizesEntry
-	nil,                      // 11: kelpie.v1.ActionCommand.AccumulationEntry
-	nil,                      // 12: kelpie.v1.ActionCommand.LrScaleEntry
-	(Role)(0),                // 13: kelpie.v1.Role
-	(*ProgressReport)(nil),   // 14: kelpie.v1.ProgressReport
-	(*ServerStats)(nil),      // 15: kelpie.v1.ServerStats
-	(*Assignment)(nil),       // 16: kelpie.v1.Assignment
+	(*NodeRefusal)(nil),      // 6: kelpie.v1.NodeRefusal
+	(*ActionCommand)(nil),    // 7: kelpie.v1.ActionCommand
+	(*SchedulerMessage)(nil), // 8: kelpie.v1.SchedulerMessage
+	(*RoleMessage)(nil),      // 9: kelpie.v1.RoleMessage
+	(*RoleCommand)(nil),      // 10: kelpie.v1.RoleCommand
+	nil,                      // 11: kelpie.v1.ActionCommand.BatchSizesEntry
+	nil,                      // 12: kelpie.v1.ActionCommand.AccumulationEntry
+	nil,                      // 13: kelpie.v1.ActionCommand.LrScaleEntry
+	(Role)(0),                // 14: kelpie.v1.Role
+	(*ProgressReport)(nil),   // 15: kelpie.v1.ProgressReport
+	(*ServerStats)(nil),      // 16: kelpie.v1.ServerStats
+	(*Assignment)(nil),       // 17: kelpie.v1.Assignment
 }
 var file_agent_proto_depIdxs = []int32{
-	13, // 0: kelpie.v1.AgentHello.role:type_name -> kelpie.v1.Role
+	14, // 0: kelpie.v1.AgentHello.role:type_name -> kelpie.v1.Role
 	0,  // 1: kelpie.v1.NodeStatus.state:type_name -> kelpie.v1.NodeState
 	2,  // 2: kelpie.v1.Heartbeat.status:type_name -> kelpie.v1.NodeStatus
 	1,  // 3: kelpie.v1.AgentMessage.hello:type_name -> kelpie.v1.AgentHello
-	14, // 4: kelpie.v1.AgentMessage.report:type_name -> kelpie.v1.ProgressReport
+	15, // 4: kelpie.v1.AgentMessage.report:type_name -> kelpie.v1.ProgressReport
 	3,  // 5: kelpie.v1.AgentMessage.heartbeat:type_name -> kelpie.v1.Heartbeat
 	4,  // 6: kelpie.v1.AgentMessage.ack:type_name -> kelpie.v1.ActionAck
-	15, // 7: kelpie.v1.AgentMessage.server_stats:type_name -> kelpie.v1.ServerStats
-	10, // 8: kelpie.v1.ActionCommand.batch_sizes:type_name -> kelpie.v1.ActionCommand.BatchSizesEntry
-	11, // 9: kelpie.v1.ActionCommand.accumulation:type_name -> kelpie.v1.ActionCommand.AccumulationEntry
-	16, // 10: kelpie.v1.ActionCommand.assignment:type_name -> kelpie.v1.Assignment
-	12, // 11: kelpie.v1.ActionCommand.lr_scale:type_name -> kelpie.v1.ActionCommand.LrScaleEntry
-	6,  // 12: kelpie.v1.SchedulerMessage.command:type_name -> kelpie.v1.ActionCommand
-	14, // 13: kelpie.v1.RoleMessage.report:type_name -> kelpie.v1.ProgressReport
-	4,  // 14: kelpie.v1.RoleMessage.ack:type_name -> kelpie.v1.ActionAck
-	15, // 15: kelpie.v1.RoleMessage.stats:type_name -> kelpie.v1.ServerStats
-	6,  // 16: kelpie.v1.RoleCommand.action:type_name -> kelpie.v1.ActionCommand
-	5,  // 17: kelpie.v1.Agent.Connect:input_type -> kelpie.v1.AgentMessage
-	7,  // 18: kelpie.v1.Agent.Connect:output_type -> kelpie.v1.SchedulerMessage
-	18, // [18:19] is the sub-list for method output_type
-	17, // [17:18] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	16, // 7: kelpie.v1.AgentMessage.server_stats:type_name -> kelpie.v1.ServerStats
+	6,  // 8: kelpie.v1.AgentMessage.refusal:type_name -> kelpie.v1.NodeRefusal
+	11, // 9: kelpie.v1.ActionCommand.batch_sizes:type_name -> kelpie.v1.ActionCommand.BatchSizesEntry
+	12, // 10: kelpie.v1.ActionCommand.accumulation:type_name -> kelpie.v1.ActionCommand.AccumulationEntry
+	17, // 11: kelpie.v1.ActionCommand.assignment:type_name -> kelpie.v1.Assignment
+	13, // 12: kelpie.v1.ActionCommand.lr_scale:type_name -> kelpie.v1.ActionCommand.LrScaleEntry
+	7,  // 13: kelpie.v1.SchedulerMessage.command:type_name -> kelpie.v1.ActionCommand
+	15, // 14: kelpie.v1.RoleMessage.report:type_name -> kelpie.v1.ProgressReport
+	4,  // 15: kelpie.v1.RoleMessage.ack:type_name -> kelpie.v1.ActionAck
+	16, // 16: kelpie.v1.RoleMessage.stats:type_name -> kelpie.v1.ServerStats
+	6,  // 17: kelpie.v1.RoleMessage.refusal:type_name -> kelpie.v1.NodeRefusal
+	7,  // 18: kelpie.v1.RoleCommand.action:type_name -> kelpie.v1.ActionCommand
+	5,  // 19: kelpie.v1.Agent.Connect:input_type -> kelpie.v1.AgentMessage
+	8,  // 20: kelpie.v1.Agent.Connect:output_type -> kelpie.v1.SchedulerMessage
+	20, // [20:21] is the sub-list for method output_type
+	19, // [19:20] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_agent_proto_init() }
@@ -1011,17 +1167,19 @@ func file_agent_proto_init() {
 		(*AgentMessage_Heartbeat)(nil),
 		(*AgentMessage_Ack)(nil),
 		(*AgentMessage_ServerStats)(nil),
+		(*AgentMessage_Refusal)(nil),
 	}
-	file_agent_proto_msgTypes[6].OneofWrappers = []any{
+	file_agent_proto_msgTypes[7].OneofWrappers = []any{
 		(*SchedulerMessage_Command)(nil),
 		(*SchedulerMessage_Stop)(nil),
 	}
-	file_agent_proto_msgTypes[7].OneofWrappers = []any{
+	file_agent_proto_msgTypes[8].OneofWrappers = []any{
 		(*RoleMessage_Report)(nil),
 		(*RoleMessage_Ack)(nil),
 		(*RoleMessage_Stats)(nil),
+		(*RoleMessage_Refusal)(nil),
 	}
-	file_agent_proto_msgTypes[8].OneofWrappers = []any{
+	file_agent_proto_msgTypes[9].OneofWrappers = []any{
 		(*RoleCommand_Action)(nil),
 	}
 	type x struct{}
@@ -1030,7 +1188,7 @@ func file_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_proto_rawDesc), len(file_agent_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -213,6 +213,12 @@ func RunServer(ctx context.Context, o Options) error {
 	}
 	trust, err := identity.ProcessServerOptions(identity.ServerPolicy, func(r identity.Refusal) {
 		log.Warn("refused", "method", r.Method, "from", r.Addr, "who", r.ID.String(), "code", r.Code, "reason", r.Reason, "suppressed", r.Suppressed)
+		if o.Agent != nil {
+			// To the scheduler's audit log and metrics, through the agent.
+			if err := o.Agent.Send(&kelpiepb.RoleMessage{Body: &kelpiepb.RoleMessage_Refusal{Refusal: refusalMessage(r)}}); err != nil {
+				log.Warn("refusal to agent failed", "err", err)
+			}
+		}
 	})
 	if err != nil {
 		return err

@@ -213,23 +213,36 @@ func TestAttacks(t *testing.T) {
 	}
 
 	// The scheduler's refusals are counted and audited: five
-	// PermissionDenied and one Unauthenticated (the server's own refusals
-	// go to its log; plaintext never gets as far as a call).
+	// PermissionDenied and one Unauthenticated (plaintext never gets as far
+	// as a call); the server's seven (one Unauthenticated, six
+	// PermissionDenied) reach the audit log through its agent.
 	if n := d.NodePlaneRefused(codes.PermissionDenied); n != 5 {
 		t.Errorf("scheduler refused %d calls with PermissionDenied, want 5", n)
 	}
 	if n := d.NodePlaneRefused(codes.Unauthenticated); n != 1 {
 		t.Errorf("scheduler refused %d calls as Unauthenticated, want 1", n)
 	}
-	evs, _ := d.Manager.EventsSince(0, 10000)
-	audited := 0
-	for _, e := range evs {
-		if e.Kind == "audit" && strings.Contains(e.Message, "node-plane") && !e.Allowed {
-			audited++
+	audited := func() (atScheduler, atServer int) {
+		evs, _ := d.Manager.EventsSince(0, 10000)
+		for _, e := range evs {
+			if e.Kind != "audit" || !strings.Contains(e.Message, "node-plane") || e.Allowed {
+				continue
+			}
+			if strings.Contains(e.Message, "ParameterServer/") && strings.Contains(e.Message, " at server-0") {
+				atServer++
+			} else {
+				atScheduler++
+			}
+		}
+		return
+	}
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if _, n := audited(); n >= 7 {
+			break
 		}
 	}
-	if audited != 6 {
-		t.Errorf("%d node-plane refusals audited, want 6", audited)
+	if sched, server := audited(); sched != 6 || server != 7 {
+		t.Errorf("node-plane refusals audited: %d at the scheduler, %d at the server; want 6 and 7", sched, server)
 	}
 	resp, err := http.Get("http://" + d.HTTPAddr() + "/metrics")
 	if err != nil {
@@ -237,8 +250,14 @@ func TestAttacks(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if !strings.Contains(string(body), `kelpie_node_plane_refused_total{code="PermissionDenied",method="/kelpie.v1.Coordinator/FetchShard"} 2`) {
-		t.Errorf("/metrics lacks the refusals:\n%s", grepLines(string(body), "refused"))
+	for _, want := range []string{
+		`kelpie_node_plane_refused_total{code="PermissionDenied",method="/kelpie.v1.Coordinator/FetchShard"} 2`,
+		`kelpie_node_plane_refused_total{code="PermissionDenied",method="/kelpie.v1.ParameterServer/Shutdown"} 1`,
+		`kelpie_node_plane_refused_total{code="Unauthenticated",method="/kelpie.v1.ParameterServer/Pull"} 1`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s:\n%s", want, grepLines(string(body), "refused"))
+		}
 	}
 
 	// The same with grpcurl itself, against the scheduler and the server,

@@ -211,7 +211,7 @@ func Start(cfg Config) (*Daemon, error) {
 		Capacity:      cfg.Capacity, EPS: cfg.EPS, EPSInterval: cfg.EPSInterval, EarlyFeedbackIterations: cfg.EarlyFeedbackIterations,
 		EarlyFeedback: cfg.EarlyFeedback, CheckData: cfg.CheckData, SpecLimits: cfg.SpecLimits, PSDial: np.psDial()}
 	if np != nil {
-		mcfg.NodeCert = np.nodeCert
+		mcfg.NodeCert, mcfg.NodeRefusal = np.nodeCert, np.nodeRefusal
 	}
 	m, err = manager.New(mcfg)
 	if err != nil {

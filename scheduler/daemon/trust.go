@@ -5,12 +5,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
+	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/runtime/identity"
 	"github.com/kelpie/kelpie/scheduler/console"
 	"github.com/kelpie/kelpie/scheduler/pki"
@@ -27,6 +30,18 @@ type nodePlane struct {
 	certDir string
 	nodeTTL time.Duration
 	jobKey  []byte // jobs' data-plane secrets derive from it (pki.JobSecret)
+	audit   func(console.AuditEntry) error
+
+	// Refusals the nodes forward (nodeRefusal), limited per node: a node
+	// rate-limits its own reports, but a compromised one need not.
+	mu      sync.Mutex
+	forward map[string]*nodeRefusals
+}
+
+// nodeRefusals is one node's forwarding budget.
+type nodeRefusals struct {
+	limit   *rate.Limiter
+	dropped uint64 // refusals not audited since the last one that was
 }
 
 // newNodePlane opens (or creates) the CA and issues the scheduler's
@@ -59,6 +74,7 @@ func newNodePlane(cfg Config, audit func(console.AuditEntry) error) (*nodePlane,
 		return nil, fmt.Errorf("scheduler: %v", err)
 	}
 	np := &nodePlane{ca: ca, jobKey: jobKey, creds: creds, certDir: filepath.Join(cfg.DataDir, "nodes"), nodeTTL: cfg.NodeCertTTL,
+		audit: audit, forward: map[string]*nodeRefusals{},
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kelpie_node_plane_refused_total",
 			Help: "Node-plane gRPC calls refused by authentication (Unauthenticated) or authorization (PermissionDenied)."},
 			[]string{"code", "method"})}
@@ -80,6 +96,53 @@ func newNodePlane(cfg Config, audit func(console.AuditEntry) error) (*nodePlane,
 		np.refused.WithLabelValues(code.String(), method).Inc()
 	}})
 	return np, nil
+}
+
+// nodeRefusal audits and counts a call a node's own gRPC server refused (a
+// parameter server's guard), forwarded by its agent: at most 5 a second
+// (bursts of 20) from one node reach the audit log, the others are counted
+// and the next record says how many.
+func (np *nodePlane) nodeRefusal(job, node string, r *kelpiepb.NodeRefusal) {
+	n := 1 + r.GetSuppressed()
+	np.refused.WithLabelValues(r.GetCode(), r.GetMethod()).Add(float64(n))
+	key := job + "/" + node
+	np.mu.Lock()
+	f := np.forward[key]
+	if f == nil {
+		if len(np.forward) >= 1<<12 {
+			clear(np.forward) // bounded; at worst a node gets a fresh burst
+		}
+		f = &nodeRefusals{limit: rate.NewLimiter(5, 20)}
+		np.forward[key] = f
+	}
+	allow := f.limit.Allow()
+	dropped := f.dropped
+	if allow {
+		f.dropped = 0
+	} else {
+		f.dropped += n
+	}
+	np.mu.Unlock()
+	if !allow {
+		return
+	}
+	who, role := "no certificate", ""
+	if r.GetCaller() != "" {
+		who = r.GetCaller()
+		if i := strings.LastIndex(who, " ("); i >= 0 {
+			role = strings.TrimSuffix(who[i+2:], ")")
+		}
+	}
+	detail := fmt.Sprintf("%s from %s at %s", r.GetMethod(), r.GetAddr(), node)
+	if left := r.GetSuppressed() + dropped; left > 0 {
+		detail += fmt.Sprintf(" (and %d refusals not recorded: rate limit)", left)
+	}
+	at := time.Unix(0, r.GetUnixNano())
+	if r.GetUnixNano() <= 0 {
+		at = time.Now()
+	}
+	_ = np.audit(console.AuditEntry{Time: at, Who: who, Role: role, Command: "node-plane", Job: job,
+		Detail: detail, Allowed: false, Reason: r.GetCode() + ": " + r.GetReason()})
 }
 
 // serverOptions are the node plane server's credentials and interceptors.

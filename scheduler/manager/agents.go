@@ -191,6 +191,10 @@ func (m *Manager) fromAgent(j *jobState, n *nodeState, msg *kelpiepb.AgentMessag
 		}
 	case *kelpiepb.AgentMessage_Ack:
 		m.acked(j, n.name, b.Ack)
+	case *kelpiepb.AgentMessage_Refusal:
+		if m.cfg.NodeRefusal != nil {
+			m.cfg.NodeRefusal(j.spec.Name, n.name, b.Refusal)
+		}
 	case *kelpiepb.AgentMessage_ServerStats:
 		m.mu.Lock()
 		if n.role == "server" {

@@ -101,6 +101,11 @@ type Config struct {
 	EarlyFeedbackIterations int
 	EarlyFeedback           time.Duration
 
+	// NodeRefusal, if set, receives the calls a node's own gRPC server
+	// refused (a parameter server's guard), forwarded by its agent: the
+	// daemon audits and counts them.
+	NodeRefusal func(job, node string, r *kelpiepb.NodeRefusal)
+
 	// CheckData, if set, checks that the data a job's roles will read is
 	// there and whole before its nodes are launched here (not with
 	// NoLaunch). It is injected (the CLI passes runtime/role.CheckData) so

@@ -48,6 +48,11 @@ type TimelineFrame struct {
 	SpeedVariance float64                `protobuf:"fixed64,9,opt,name=speed_variance,json=speedVariance,proto3" json:"speed_variance,omitempty"` // PSLD's (best - worst) / worst
 	Superior      []string               `protobuf:"bytes,10,rep,name=superior,proto3" json:"superior,omitempty"`                                 // PSLD's superior set
 	Nodes         []*TimelineNode        `protobuf:"bytes,11,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// samples the job trained per second over the span (its progress, from
+	// the samples ledger), where throughput is the Monitor's sum of the
+	// workers' v_i = B_i / T_i; under a barrier the two differ (the
+	// slowest worker sets the pace), and realized effects use this one.
+	SamplesPerS   float64 `protobuf:"fixed64,12,opt,name=samples_per_s,json=samplesPerS,proto3" json:"samples_per_s,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -157,6 +162,13 @@ func (x *TimelineFrame) GetNodes() []*TimelineNode {
 		return x.Nodes
 	}
 	return nil
+}
+
+func (x *TimelineFrame) GetSamplesPerS() float64 {
+	if x != nil {
+		return x.SamplesPerS
+	}
+	return 0
 }
 
 // TimelineNode is one node over a frame's span.
@@ -326,7 +338,8 @@ func (x *TimelineNode) GetValue() float64 {
 
 // Realized is what an applied action did, measured over the windows the
 // proposing policy used: the targeted nodes' BPT and the job's throughput
-// before the action and after it (the transition skipped).
+// (samples trained per second) before the action and after it (the
+// transition skipped).
 type Realized struct {
 	state               protoimpl.MessageState `protogen:"open.v1"`
 	WindowS             float64                `protobuf:"fixed64,1,opt,name=window_s,json=windowS,proto3" json:"window_s,omitempty"`            // length of each window
@@ -345,6 +358,7 @@ type Realized struct {
 	Restarts            map[string]int32       `protobuf:"bytes,14,rep,name=restarts,proto3" json:"restarts,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`                                // the targets' restart counts when measured
 	Policy              string                 `protobuf:"bytes,15,opt,name=policy,proto3" json:"policy,omitempty"`                                                                                                               // the proposing policy (or "operator")
 	Kind                string                 `protobuf:"bytes,16,opt,name=kind,proto3" json:"kind,omitempty"`                                                                                                                   // the action's kind
+	BatchesAfter        map[string]int32       `protobuf:"bytes,17,rep,name=batches_after,json=batchesAfter,proto3" json:"batches_after,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`    // ADJUST_BS: the batch sizes it set
 	unknownFields       protoimpl.UnknownFields
 	sizeCache           protoimpl.SizeCache
 }
@@ -489,6 +503,13 @@ func (x *Realized) GetKind() string {
 		return x.Kind
 	}
 	return ""
+}
+
+func (x *Realized) GetBatchesAfter() map[string]int32 {
+	if x != nil {
+		return x.BatchesAfter
+	}
+	return nil
 }
 
 // HistoryRecord is one line of `kelpie job history --json`.
@@ -781,7 +802,7 @@ var File_timeline_proto protoreflect.FileDescriptor
 
 const file_timeline_proto_rawDesc = "" +
 	"\n" +
-	"\x0etimeline.proto\x12\tkelpie.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x89\x03\n" +
+	"\x0etimeline.proto\x12\tkelpie.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xad\x03\n" +
 	"\rTimelineFrame\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12!\n" +
 	"\fspan_seconds\x18\x02 \x01(\x01R\vspanSeconds\x12\x14\n" +
@@ -798,7 +819,8 @@ const file_timeline_proto_rawDesc = "" +
 	"\x0espeed_variance\x18\t \x01(\x01R\rspeedVariance\x12\x1a\n" +
 	"\bsuperior\x18\n" +
 	" \x03(\tR\bsuperior\x12-\n" +
-	"\x05nodes\x18\v \x03(\v2\x17.kelpie.v1.TimelineNodeR\x05nodesB\a\n" +
+	"\x05nodes\x18\v \x03(\v2\x17.kelpie.v1.TimelineNodeR\x05nodes\x12\"\n" +
+	"\rsamples_per_s\x18\f \x01(\x01R\vsamplesPerSB\a\n" +
 	"\x05_loss\"\xc0\x03\n" +
 	"\fTimelineNode\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
@@ -822,7 +844,7 @@ const file_timeline_proto_rawDesc = "" +
 	"\x06blocks\x18\x0e \x01(\x05R\x06blocks\x12\x12\n" +
 	"\x04heat\x18\x0f \x01(\x02R\x04heat\x12\x19\n" +
 	"\x05value\x18\x10 \x01(\x01H\x00R\x05value\x88\x01\x01B\b\n" +
-	"\x06_value\"\xfe\x05\n" +
+	"\x06_value\"\x8b\a\n" +
 	"\bRealized\x12\x19\n" +
 	"\bwindow_s\x18\x01 \x01(\x01R\awindowS\x12 \n" +
 	"\fbpt_before_s\x18\x02 \x01(\x01R\n" +
@@ -841,11 +863,15 @@ const file_timeline_proto_rawDesc = "" +
 	"\x0ebatches_before\x18\r \x03(\v2&.kelpie.v1.Realized.BatchesBeforeEntryR\rbatchesBefore\x12=\n" +
 	"\brestarts\x18\x0e \x03(\v2!.kelpie.v1.Realized.RestartsEntryR\brestarts\x12\x16\n" +
 	"\x06policy\x18\x0f \x01(\tR\x06policy\x12\x12\n" +
-	"\x04kind\x18\x10 \x01(\tR\x04kind\x1a@\n" +
+	"\x04kind\x18\x10 \x01(\tR\x04kind\x12J\n" +
+	"\rbatches_after\x18\x11 \x03(\v2%.kelpie.v1.Realized.BatchesAfterEntryR\fbatchesAfter\x1a@\n" +
 	"\x12BatchesBeforeEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\x1a;\n" +
 	"\rRestartsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\x1a?\n" +
+	"\x11BatchesAfterEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"\xae\x01\n" +
 	"\rHistoryRecord\x120\n" +
@@ -883,7 +909,7 @@ func file_timeline_proto_rawDescGZIP() []byte {
 	return file_timeline_proto_rawDescData
 }
 
-var file_timeline_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_timeline_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_timeline_proto_goTypes = []any{
 	(*TimelineFrame)(nil),         // 0: kelpie.v1.TimelineFrame
 	(*TimelineNode)(nil),          // 1: kelpie.v1.TimelineNode
@@ -893,26 +919,28 @@ var file_timeline_proto_goTypes = []any{
 	(*HistoryEvent)(nil),          // 5: kelpie.v1.HistoryEvent
 	nil,                           // 6: kelpie.v1.Realized.BatchesBeforeEntry
 	nil,                           // 7: kelpie.v1.Realized.RestartsEntry
-	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
+	nil,                           // 8: kelpie.v1.Realized.BatchesAfterEntry
+	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
 }
 var file_timeline_proto_depIdxs = []int32{
-	8,  // 0: kelpie.v1.TimelineFrame.time:type_name -> google.protobuf.Timestamp
+	9,  // 0: kelpie.v1.TimelineFrame.time:type_name -> google.protobuf.Timestamp
 	1,  // 1: kelpie.v1.TimelineFrame.nodes:type_name -> kelpie.v1.TimelineNode
-	8,  // 2: kelpie.v1.Realized.measured:type_name -> google.protobuf.Timestamp
+	9,  // 2: kelpie.v1.Realized.measured:type_name -> google.protobuf.Timestamp
 	6,  // 3: kelpie.v1.Realized.batches_before:type_name -> kelpie.v1.Realized.BatchesBeforeEntry
 	7,  // 4: kelpie.v1.Realized.restarts:type_name -> kelpie.v1.Realized.RestartsEntry
-	0,  // 5: kelpie.v1.HistoryRecord.frame:type_name -> kelpie.v1.TimelineFrame
-	4,  // 6: kelpie.v1.HistoryRecord.action:type_name -> kelpie.v1.HistoryAction
-	5,  // 7: kelpie.v1.HistoryRecord.event:type_name -> kelpie.v1.HistoryEvent
-	8,  // 8: kelpie.v1.HistoryAction.time:type_name -> google.protobuf.Timestamp
-	2,  // 9: kelpie.v1.HistoryAction.realized:type_name -> kelpie.v1.Realized
-	8,  // 10: kelpie.v1.HistoryAction.applied:type_name -> google.protobuf.Timestamp
-	8,  // 11: kelpie.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	8,  // 5: kelpie.v1.Realized.batches_after:type_name -> kelpie.v1.Realized.BatchesAfterEntry
+	0,  // 6: kelpie.v1.HistoryRecord.frame:type_name -> kelpie.v1.TimelineFrame
+	4,  // 7: kelpie.v1.HistoryRecord.action:type_name -> kelpie.v1.HistoryAction
+	5,  // 8: kelpie.v1.HistoryRecord.event:type_name -> kelpie.v1.HistoryEvent
+	9,  // 9: kelpie.v1.HistoryAction.time:type_name -> google.protobuf.Timestamp
+	2,  // 10: kelpie.v1.HistoryAction.realized:type_name -> kelpie.v1.Realized
+	9,  // 11: kelpie.v1.HistoryAction.applied:type_name -> google.protobuf.Timestamp
+	9,  // 12: kelpie.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_timeline_proto_init() }
@@ -933,7 +961,7 @@ func file_timeline_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_timeline_proto_rawDesc), len(file_timeline_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -50,7 +50,11 @@ type jobHistory struct {
 	// (no frame before them, or no report after): not tried again.
 	unjudged map[string]bool
 	pruned   bool // its stored timeline was deleted (retention)
-	flushMu  sync.Mutex
+	// samples is the job's trained samples at samplesAt (the last record):
+	// the frames' progress rate is the difference.
+	samples   int64
+	samplesAt time.Time
+	flushMu   sync.Mutex
 }
 
 func newJobHistory(m *Manager, nodes int) *jobHistory {
@@ -75,6 +79,12 @@ func (j *jobState) record(now time.Time, final bool) {
 		return
 	}
 	v := j.view(true, min(last-from, m.cfg.Columns))
+	var samples int64
+	for _, n := range j.coord.Nodes() {
+		if n.Role == kelpiepb.Role_ROLE_WORKER {
+			samples += n.TotalSamples()
+		}
+	}
 	first := last
 	if h := v.GetHeatmap(); h.GetStart() != nil {
 		first = j.column(h.GetStart().AsTime())
@@ -93,7 +103,15 @@ func (j *jobState) record(now time.Time, final bool) {
 	}
 	m.mu.Lock()
 	if j.hist.rec != nil && !j.hist.closed {
+		// The samples trained since the last record, spread over the
+		// frames this record adds.
+		var rate float64
+		if d := now.Sub(j.hist.samplesAt); !j.hist.samplesAt.IsZero() && d > 0 && samples >= j.hist.samples {
+			rate = float64(samples-j.hist.samples) / d.Seconds()
+		}
+		j.hist.samples, j.hist.samplesAt = samples, now
 		for _, f := range frames {
+			f.SamplesPerS = rate
 			j.hist.rec.Add(f)
 		}
 		j.hist.col = max(j.hist.col, upto)
@@ -180,7 +198,10 @@ func (j *jobState) judge(now time.Time, final bool) {
 			continue
 		}
 		r.Targets, r.Policy, r.Kind = ap.Targets, a.Policy, a.Kind
-		r.BatchesBefore, r.Restarts = before, map[string]int32{}
+		r.BatchesBefore, r.BatchesAfter, r.Restarts = before, map[string]int32{}, map[string]int32{}
+		for w, b := range a.GetBatchSizes() {
+			r.BatchesAfter[w] = b * max(a.GetAccumulation()[w], 1)
+		}
 		for _, t := range ap.Targets {
 			if n := j.nodes[t]; n != nil {
 				r.Restarts[t] = n.status.Restarts
@@ -219,8 +240,11 @@ func (j *jobState) applied(a *kelpiepb.Action, frames []*kelpiepb.TimelineFrame)
 	}
 	snap := j.snap.Config
 	ap := timeline.Applied{At: at, Window: snap.LTrans, Transition: j.m.cfg.Bucket}
-	if a.Kind == string(policy.KindKillRestart) && a.Policy == policy.NameAntDTND {
-		ap.Window = snap.LPer // a restart answers a persistent straggler (L_per)
+	if _, escalated := a.GetEvidence()["escalated_from_seconds"]; a.Kind == string(policy.KindKillRestart) &&
+		a.Policy == policy.NameAntDTND && !escalated {
+		// A restart answers a persistent straggler (L_per); one escalated
+		// from a missed batch cut answers what the short window showed.
+		ap.Window = snap.LPer
 	}
 	switch a.Kind {
 	case string(policy.KindKillRestart), string(policy.KindAddWorker), string(policy.KindRemoveWorker),
@@ -273,7 +297,10 @@ func (j *jobState) outcomes() []policy.Outcome {
 		}
 		o := policy.Outcome{Policy: a.Policy, Kind: policy.Kind(a.Kind), Targets: r.GetTargets(), Miss: r.GetMiss(),
 			BPTBefore: r.GetBptBeforeS(), BPTAfter: r.GetBptAfterS(), ThroughputAfter: r.GetThroughputAfter(),
-			Predicted: r.GetPredictedThroughput(), BatchesBefore: map[string]int{}, Restarts: map[string]int{}}
+			Predicted: r.GetPredictedThroughput(), BatchesBefore: map[string]int{}, BatchesAfter: map[string]int{}, Restarts: map[string]int{}}
+		for w, b := range r.GetBatchesAfter() {
+			o.BatchesAfter[w] = int(b)
+		}
 		o.At = a.GetUpdated().AsTime()
 		for _, h := range a.GetHistory() {
 			if h.GetState() == ActApplied {

@@ -108,7 +108,10 @@ func (p AntDTND) Propose(s monitor.Snapshot, j Job) []Action {
 			// cut for it until something changes; escalate while it
 			// still straggles.
 			if c == monitor.Transient || c == monitor.Persistent {
-				if a := p.escalate(w.Node, o, w, j); a.Kind == KindKillRestart || reverts(a, j) {
+				others := meanOthers(workers, w.Node, func(o monitor.WorkerStat) (float64, bool) {
+					return o.BPTTrans.Seconds(), o.Samples > 0 && o.BPTTrans > 0
+				})
+				if a := p.escalate(w.Node, o, w, others, j); a.Kind == KindKillRestart || reverts(a, j) {
 					escalations = append(escalations, a)
 				}
 			}

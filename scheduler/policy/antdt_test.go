@@ -364,6 +364,15 @@ func TestAntDTNDEscalation(t *testing.T) {
 		{"its BPT moved since: looked at afresh", transient, job(false, even, missed(0.1, nil), 0), []string{"ADJUST_BS"}, "antdt-nd/ADJUST_BS/worker-3"},
 		{"a hit", transient, job(false, even, missed(0.26, func(o *Outcome) { o.Miss = false }), 0), []string{"ADJUST_BS"}, "antdt-nd/ADJUST_BS/worker-3"},
 		{"a miss that did move its BPT", transient, job(false, even, missed(0.2, func(o *Outcome) { o.BPTAfter = 0.2; o.BPTBefore = 0.25 }), 0), []string{"ADJUST_BS"}, "antdt-nd/ADJUST_BS/worker-3"},
+		// Proportional judgement (the batch sizes known): a cut from 64 to
+		// 30 would take a batch-proportional 0.26 s to 0.12 s, and 0.4 s
+		// to 0.19 s. Its BPT now is 0.25 s either way.
+		{"batch cut 64→30 left its BPT at 0.25 s of 0.26: stuck", transient, job(false, split, missed(0.25, func(o *Outcome) {
+			o.BPTBefore, o.BatchesAfter = 0.26, split
+		}), 0), []string{"KILL_RESTART worker-3"}, "antdt-nd/KILL_RESTART/worker-3"},
+		{"batch cut 64→30 took its BPT from 0.4 to 0.25 s: batch-proportional enough", transient, job(false, even, missed(0.25, func(o *Outcome) {
+			o.BPTBefore, o.BatchesAfter = 0.4, split
+		}), 0), []string{"ADJUST_BS"}, "antdt-nd/ADJUST_BS/worker-3"},
 		{"another policy's miss", transient, job(false, even, missed(0.26, func(o *Outcome) { o.Policy = NameAntDTDD }), 0), []string{"ADJUST_BS"}, "antdt-nd/ADJUST_BS/worker-3"},
 		{"a later hit replaces the miss", transient, job(false, even, append(missed(0.26, nil),
 			missed(0.26, func(o *Outcome) { o.Miss = false; o.At = at.Add(time.Minute) })...), 0), []string{"ADJUST_BS"}, "antdt-nd/ADJUST_BS/worker-3"},
@@ -383,7 +392,10 @@ func TestAntDTNDEscalation(t *testing.T) {
 		if strings.Contains(tt.key, "revert") && !maps.Equal(a.BatchSizes, even) {
 			t.Errorf("%s: revert to %v, want %v", tt.name, a.BatchSizes, even)
 		}
-		if a.Key != "antdt-nd/ADJUST_BS/worker-3" && !strings.Contains(a.Reason, "stayed at 0.26s (0.25s before") {
+		if a.Kind == KindKillRestart && (a.PredictedBPT <= 0 || a.Evidence["others_mean_bpt_trans_s"] <= 0) {
+			t.Errorf("%s: escalated restart predicts no BPT: %+v", tt.name, a)
+		}
+		if a.Key != "antdt-nd/ADJUST_BS/worker-3" && !strings.Contains(a.Reason, "stayed at 0.2") {
 			t.Errorf("%s: reason %q does not cite the miss", tt.name, a.Reason)
 		}
 	}

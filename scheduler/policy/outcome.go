@@ -26,16 +26,39 @@ type Outcome struct {
 	ThroughputAfter     float64
 	Predicted           float64
 	// BatchesBefore is every worker's batch size before the action (an
-	// ADJUST_BS), so that it can be reverted.
-	BatchesBefore map[string]int
+	// ADJUST_BS), so that it can be reverted; BatchesAfter what it set.
+	BatchesBefore, BatchesAfter map[string]int
 	// Restarts is each target's restart count when the outcome was
 	// measured: a restart since is a change.
 	Restarts map[string]int
 }
 
 // StuckBPT is how close to its old BPT a straggler's BPT must stay after a
-// batch cut to count as not batch-proportional (≥ 90 % of before).
+// batch cut of unknown size to count as not batch-proportional (≥ 90 % of
+// before).
 const StuckBPT = 0.9
+
+// ProportionalShare is the share of the BPT drop a batch-proportional
+// slowness would give that a batch cut must deliver: a straggler whose BPT
+// fell by less than half of before × (1 − new batch / old batch) is slow
+// for another reason than its batch.
+const ProportionalShare = 0.5
+
+// stuck says whether node's BPT failed to follow o's batch cut.
+func (o Outcome) stuck(node string) bool {
+	if !(o.BPTBefore > 0) || math.IsNaN(o.BPTAfter) {
+		return false
+	}
+	old, cut := o.BatchesBefore[node], o.BatchesAfter[node]
+	if old <= 0 || cut <= 0 {
+		return o.BPTAfter >= StuckBPT*o.BPTBefore
+	}
+	if cut >= old {
+		return false // its batch was not cut
+	}
+	expected := o.BPTBefore * (1 - float64(cut)/float64(old))
+	return o.BPTBefore-o.BPTAfter < ProportionalShare*expected
+}
 
 // ChangedBPT is how far a stuck straggler's BPT must move from what it was
 // after the miss (±25 %) for AntDT-ND to consider it changed and look at it
@@ -61,7 +84,7 @@ func stuckStragglers(s monitor.Snapshot, j Job) map[string]Outcome {
 		}
 	}
 	for node, o := range last {
-		if !o.Miss || !(o.BPTBefore > 0) || !(o.BPTAfter >= StuckBPT*o.BPTBefore) {
+		if !o.Miss || !o.stuck(node) {
 			continue
 		}
 		if j.Restarts[node] != o.Restarts[node] {
@@ -81,26 +104,32 @@ func stuckStragglers(s monitor.Snapshot, j Job) map[string]Outcome {
 // straggling: KILL_RESTART now when the cluster is not busy (a slowness
 // that does not scale with the batch belongs to the host), else revert the
 // batch split that did not help.
-func (p AntDTND) escalate(node string, o Outcome, w monitor.WorkerStat, j Job) Action {
+func (p AntDTND) escalate(node string, o Outcome, w monitor.WorkerStat, others float64, j Job) Action {
 	miss := fmt.Sprintf("ADJUST_BS cut %s's batch but its BPT stayed at %s (%s before; predicted %s/s, realized %s/s): its slowness does not scale with the batch",
 		node, secs(o.BPTAfter), secs(o.BPTBefore), num(o.Predicted), num(o.ThroughputAfter))
 	ev := map[string]float64{
-		node + "/bpt_before_s":   o.BPTBefore,
-		node + "/bpt_after_s":    o.BPTAfter,
-		"predicted_throughput":   o.Predicted,
-		"realized_throughput":    o.ThroughputAfter,
-		node + "/bpt_trans_s":    w.BPTTrans.Seconds(),
-		"escalated_from_seconds": float64(o.At.Unix()),
+		node + "/bpt_before_s":        o.BPTBefore,
+		node + "/bpt_after_s":         o.BPTAfter,
+		"missed_predicted_throughput": o.Predicted,
+		"missed_realized_throughput":  o.ThroughputAfter,
+		node + "/bpt_trans_s":         w.BPTTrans.Seconds(),
+		"escalated_from_seconds":      float64(o.At.Unix()),
 	}
 	if !j.Busy {
+		pred := "relaunched on another host, " + node + " should run like the others"
+		if others > 0 {
+			pred += fmt.Sprintf(" (mean BPT %s)", secs(others))
+			ev["others_mean_bpt_trans_s"] = others
+		}
 		return Action{
-			Kind:      KindKillRestart,
-			Policy:    NameAntDTND,
-			Target:    node,
-			Reason:    miss + "; the cluster is not busy: kill and restart it",
-			Evidence:  ev,
-			Predicted: "relaunched on another host, " + node + " should run like the others",
-			Key:       NameAntDTND + "/" + string(KindKillRestart) + "/" + node,
+			Kind:         KindKillRestart,
+			Policy:       NameAntDTND,
+			Target:       node,
+			Reason:       miss + "; the cluster is not busy: kill and restart it",
+			Evidence:     ev,
+			Predicted:    pred,
+			PredictedBPT: time.Duration(others * float64(time.Second)),
+			Key:          NameAntDTND + "/" + string(KindKillRestart) + "/" + node,
 		}
 	}
 	sizes := maps.Clone(o.BatchesBefore)

@@ -142,11 +142,17 @@ func meanBPT(frames []*kelpiepb.TimelineFrame, targets []string) float64 {
 	return sum / w
 }
 
-// meanThroughput is the span-weighted mean of the frames' throughput.
+// meanThroughput is the span-weighted mean of the samples the job trained
+// per second over the frames (the Monitor's throughput for frames recorded
+// without it).
 func meanThroughput(frames []*kelpiepb.TimelineFrame) float64 {
 	var sum, w float64
 	for _, f := range frames {
-		sum += f.GetThroughput() * f.GetSpanSeconds()
+		x := f.GetSamplesPerS()
+		if x == 0 {
+			x = f.GetThroughput()
+		}
+		sum += x * f.GetSpanSeconds()
 		w += f.GetSpanSeconds()
 	}
 	if w == 0 {

@@ -142,6 +142,7 @@ func Merge(a, b *kelpiepb.TimelineFrame) *kelpiepb.TimelineFrame {
 	out := proto.CloneOf(b)
 	out.SpanSeconds = wa + wb
 	out.Throughput = weighted(a.GetThroughput(), wa, b.GetThroughput(), wb)
+	out.SamplesPerS = weighted(a.GetSamplesPerS(), wa, b.GetSamplesPerS(), wb)
 	if out.Loss == nil && a.Loss != nil {
 		out.Loss = proto.Float64(a.GetLoss())
 	}

@@ -291,3 +291,23 @@ func TestRealizeHalfGain(t *testing.T) {
 		}
 	}
 }
+
+// TestRealizeProgress: the realized throughput is what the job trained per
+// second (samples_per_s) when recorded, not the Monitor's sum of v_i, which
+// grows when a batch cut speeds up every worker but the one that sets a
+// barrier's pace.
+func TestRealizeProgress(t *testing.T) {
+	fs := append(straggler(1, 5, 40_000, 0.028), straggler(6, 12, 60_000, 0.027)...)
+	for _, f := range fs {
+		f.SamplesPerS = 4_600 // one barrier every 28 ms, before and after
+	}
+	r := Realize(fs, Applied{Targets: []string{"worker-2"}, At: t0.Add(5 * time.Second), Window: 3 * time.Second,
+		Transition: time.Second, PredictedThroughput: 39_000}, t0.Add(12*time.Second), false)
+	if r == nil || r.GetThroughputBefore() != 4_600 || r.GetThroughputAfter() != 4_600 || !r.GetMiss() {
+		t.Errorf("realized = %v; want 4.6k/s before and after, a miss", r)
+	}
+	m := Merge(fs[0], fs[1])
+	if m.GetSamplesPerS() != 4_600 {
+		t.Errorf("merged samples/s = %v", m.GetSamplesPerS())
+	}
+}

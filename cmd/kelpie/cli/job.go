@@ -201,7 +201,7 @@ func jobCmd() *cobra.Command {
 		}}
 	kf.add(kill, false)
 
-	c.AddCommand(append([]*cobra.Command{submit, list, describe, kill}, actCmds()...)...)
+	c.AddCommand(append([]*cobra.Command{submit, list, describe, kill, historyCmd()}, actCmds()...)...)
 	return c
 }
 
@@ -336,6 +336,9 @@ func describeJob(j *kelpiepb.JobView) {
 		fmt.Println("\nActions:")
 		for _, a := range j.Actions {
 			fmt.Printf("  %s %-12s %-10s %-10s by %s: %s\n", a.Id, a.Kind, a.Target, a.State, a.Policy, a.Reason)
+			if r := a.GetRealized(); r != nil {
+				fmt.Printf("      realized over %.0fs: %s\n", r.GetWindowS(), r.GetVerdict())
+			}
 		}
 	}
 }

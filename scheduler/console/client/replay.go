@@ -1,7 +1,12 @@
 package client
 
 import (
+	"context"
+	"fmt"
+	"sort"
 	"time"
+
+	"google.golang.org/grpc/codes"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -139,6 +144,79 @@ func actionAt(a *kelpiepb.Action, t time.Time) *kelpiepb.Action {
 	}
 	if out.State != "applied" {
 		out.AppliedIteration = 0
+	}
+	return out
+}
+
+// History is a job's whole recorded timeline with its actions and events,
+// as the history command returns them page by page.
+type History struct {
+	Frames  []*kelpiepb.TimelineFrame
+	Actions []*kelpiepb.Action
+	Events  []*kelpiepb.Event
+}
+
+// maxHistoryPages bounds the pages History reads (a timeline is bounded by
+// the scheduler; this guards against one that keeps growing under it).
+const maxHistoryPages = 10_000
+
+// History reads a job's whole timeline: the first page with its actions and
+// events, then the rest of the frames.
+func (c *Client) History(ctx context.Context, job string) (*History, error) {
+	h := &History{}
+	for page := 0; page < maxHistoryPages; page++ {
+		res, err := c.Send(ctx, &kelpiepb.Command{Kind: &kelpiepb.Command_History{History: &kelpiepb.GetHistory{
+			Job: job, From: int32(len(h.Frames))}}})
+		if err != nil {
+			return nil, err
+		}
+		if !res.GetOk() {
+			return nil, fmt.Errorf("history of %s refused (%s): %s", job, codes.Code(res.GetCode()), res.GetError())
+		}
+		if page == 0 {
+			h.Actions, h.Events = res.GetActions(), res.GetEvents()
+		}
+		if int(res.GetFramesFrom()) != len(h.Frames) {
+			return nil, fmt.Errorf("history of %s: asked for frames from %d, got from %d", job, len(h.Frames), res.GetFramesFrom())
+		}
+		h.Frames = append(h.Frames, res.GetFrames()...)
+		if len(res.GetFrames()) == 0 || len(h.Frames) >= int(res.GetFramesTotal()) {
+			return h, nil
+		}
+	}
+	return nil, fmt.Errorf("history of %s: more than %d pages", job, maxHistoryPages)
+}
+
+// Records is the history as one time-ordered list of records (frames at
+// their end, actions when created, events when they happened), the lines of
+// `kelpie job history --json`.
+func (h *History) Records() []*kelpiepb.HistoryRecord {
+	type rec struct {
+		at time.Time
+		r  *kelpiepb.HistoryRecord
+	}
+	var all []rec
+	for _, f := range h.Frames {
+		all = append(all, rec{f.GetTime().AsTime(), &kelpiepb.HistoryRecord{Kind: &kelpiepb.HistoryRecord_Frame{Frame: f}}})
+	}
+	for _, a := range h.Actions {
+		ha := &kelpiepb.HistoryAction{Time: a.GetCreated(), Id: a.GetId(), Kind: a.GetKind(), Target: a.GetTarget(),
+			Policy: a.GetPolicy(), State: a.GetState(), Reason: a.GetReason(), Predicted: a.GetPredicted(), Realized: a.GetRealized()}
+		for _, t := range a.GetHistory() {
+			if t.GetState() == "applied" {
+				ha.Applied = t.GetAt()
+			}
+		}
+		all = append(all, rec{a.GetCreated().AsTime(), &kelpiepb.HistoryRecord{Kind: &kelpiepb.HistoryRecord_Action{Action: ha}}})
+	}
+	for _, e := range h.Events {
+		all = append(all, rec{e.GetTime().AsTime(), &kelpiepb.HistoryRecord{Kind: &kelpiepb.HistoryRecord_Event{
+			Event: &kelpiepb.HistoryEvent{Time: e.GetTime(), Kind: e.GetKind(), Node: e.GetNode(), Message: e.GetMessage()}}}})
+	}
+	sort.SliceStable(all, func(a, b int) bool { return all[a].at.Before(all[b].at) })
+	out := make([]*kelpiepb.HistoryRecord, len(all))
+	for i, r := range all {
+		out[i] = r.r
 	}
 	return out
 }

@@ -1,7 +1,10 @@
 // Package optim holds the optimizers parameter servers apply to their blocks of parameters:
 // SGD, momentum and Adam. Workers send gradients already averaged and scaled, so SGD is
 // param -= LR*grad. Dense blocks are updated whole (Apply); sparse embedding blocks only in the
-// rows a push touched (ApplyRows), leaving the optimizer state of other rows alone.
+// rows a push touched (ApplyRows), leaving the optimizer state of other rows alone. The update
+// is most of a parameter server's work per byte: SGD, momentum and gradient sums run in AVX2
+// kernels where the CPU has them (kernels_amd64.s, several times the Go loops' speed), and
+// every update reports whether its results are finite, so divergence costs no extra pass.
 package optim
 
 import (
@@ -9,6 +12,7 @@ import (
 	"math"
 	"runtime"
 	"sync"
+	"sync/atomic"
 )
 
 // Optimizer kinds.
@@ -40,23 +44,6 @@ const (
 	DecayCosine = "cosine"
 	DecayLinear = "linear"
 )
-
-// Accumulate adds gradient x into dst (len(x) >= len(dst)): a server
-// summing workers' gradients of one version, a worker summing its
-// micro-batches' gradients.
-func Accumulate(dst, x []float32) {
-	x = x[:len(dst)]
-	i := 0
-	for ; i+4 <= len(dst); i += 4 {
-		dst[i] += x[i]
-		dst[i+1] += x[i+1]
-		dst[i+2] += x[i+2]
-		dst[i+3] += x[i+3]
-	}
-	for ; i < len(dst); i++ {
-		dst[i] += x[i]
-	}
-}
 
 // At returns c with the learning rate of iteration t under its decay.
 func (c Config) At(t int64) Config {
@@ -154,8 +141,10 @@ func mustValid(c Config) Config {
 	return c.WithDefaults()
 }
 
-// Apply updates the whole block param with grad (same length) and advances s.
-func Apply(c Config, s *State, param, grad []float32) {
+// Apply updates the whole block param with grad (same length) and advances
+// s. It reports whether every updated parameter is finite (a NaN or ±Inf
+// means the training diverged).
+func Apply(c Config, s *State, param, grad []float32) (finite bool) {
 	c = mustValid(c)
 	if len(grad) != len(param) {
 		panic(fmt.Sprintf("optim: %d gradients for %d parameters", len(grad), len(param)))
@@ -165,16 +154,15 @@ func Apply(c Config, s *State, param, grad []float32) {
 	}
 	// Every update is element-wise, so a large block splits across cores
 	// with results identical to one pass.
-	split(len(param), func(lo, hi int) {
+	return split(len(param), func(lo, hi int) bool {
 		p, g := param[lo:hi], grad[lo:hi]
 		switch c.Kind {
-		case SGD:
-			sgd(c, p, g)
 		case Momentum:
-			momentum(c, s.V[lo:hi], p, g)
+			return momentum(c, s.V[lo:hi], p, g)
 		case Adam:
-			adam(c, s.Step, s.M[lo:hi], s.V[lo:hi], p, g)
+			return adam(c, s.Step, s.M[lo:hi], s.V[lo:hi], p, g)
 		}
+		return sgd(c, p, g)
 	})
 }
 
@@ -184,32 +172,37 @@ func Apply(c Config, s *State, param, grad []float32) {
 const SplitMin = 256 << 10
 
 // split runs f over [0, n) in one piece, or in GOMAXPROCS pieces (each a
-// multiple of 16 values, for the unrolled loops) for large n.
-func split(n int, f func(lo, hi int)) {
+// multiple of 32 values, the vector kernels' unit) for large n, and reports
+// whether every piece returned true.
+func split(n int, f func(lo, hi int) bool) bool {
 	procs := runtime.GOMAXPROCS(0)
 	if n < SplitMin || procs < 2 {
-		f(0, n)
-		return
+		return f(0, n)
 	}
 	procs = min(procs, n/(SplitMin/4))
-	chunk := (n/procs + 15) &^ 15
+	chunk := (n/procs + lanes - 1) &^ (lanes - 1)
 	var wg sync.WaitGroup
+	var bad atomic.Bool
 	for lo := chunk; lo < n; lo += chunk {
 		wg.Add(1)
 		go func(lo, hi int) {
 			defer wg.Done()
-			f(lo, hi)
+			if !f(lo, hi) {
+				bad.Store(true)
+			}
 		}(lo, min(lo+chunk, n))
 	}
-	f(0, min(chunk, n))
+	ok := f(0, min(chunk, n))
 	wg.Wait()
+	return ok && !bad.Load()
 }
 
 // ApplyRows updates only the given rows of a block of dim-wide rows: grad holds len(rows)*dim
 // values, row k's at grad[k*dim:(k+1)*dim], for block row rows[k]. Rows not listed keep both
 // their values and their optimizer state (the "lazy" update of sparse embeddings). A row listed
-// twice is updated twice, in order.
-func ApplyRows(c Config, s *State, param []float32, dim int, rows []int, grad []float32) {
+// twice is updated twice, in order. It reports whether every updated
+// parameter is finite.
+func ApplyRows(c Config, s *State, param []float32, dim int, rows []int, grad []float32) (finite bool) {
 	c = mustValid(c)
 	if dim <= 0 || len(param)%dim != 0 || len(grad) != len(rows)*dim {
 		panic(fmt.Sprintf("optim: %d gradients for %d rows of %d in a block of %d", len(grad), len(rows), dim, len(param)))
@@ -217,81 +210,21 @@ func ApplyRows(c Config, s *State, param []float32, dim int, rows []int, grad []
 	if c.Kind == Adam && len(s.RowStep) != len(param)/dim {
 		s.RowStep = make([]int64, len(param)/dim)
 	}
+	finite = true
 	for k, r := range rows {
 		p := param[r*dim : (r+1)*dim]
 		g := grad[k*dim : (k+1)*dim]
+		var ok bool
 		switch c.Kind {
 		case SGD:
-			sgd(c, p, g)
+			ok = sgd(c, p, g)
 		case Momentum:
-			momentum(c, s.V[r*dim:(r+1)*dim], p, g)
+			ok = momentum(c, s.V[r*dim:(r+1)*dim], p, g)
 		case Adam:
 			s.RowStep[r]++
-			adam(c, s.RowStep[r], s.M[r*dim:(r+1)*dim], s.V[r*dim:(r+1)*dim], p, g)
+			ok = adam(c, s.RowStep[r], s.M[r*dim:(r+1)*dim], s.V[r*dim:(r+1)*dim], p, g)
 		}
+		finite = finite && ok
 	}
-}
-
-func sgd(c Config, p, g []float32) {
-	g = g[:len(p)]
-	lr := c.LR
-	// Unrolled: this loop is most of a parameter server's work per byte.
-	i := 0
-	for ; i+8 <= len(p); i += 8 {
-		pp, gg := p[i:i+8:i+8], g[i:i+8:i+8]
-		pp[0] -= lr * gg[0]
-		pp[1] -= lr * gg[1]
-		pp[2] -= lr * gg[2]
-		pp[3] -= lr * gg[3]
-		pp[4] -= lr * gg[4]
-		pp[5] -= lr * gg[5]
-		pp[6] -= lr * gg[6]
-		pp[7] -= lr * gg[7]
-	}
-	for ; i < len(p); i++ {
-		p[i] -= lr * g[i]
-	}
-}
-
-// momentum is heavy-ball momentum in PyTorch's form: v = μv + g; p -= lr·v.
-func momentum(c Config, v, p, g []float32) {
-	v, g = v[:len(p)], g[:len(p)]
-	mu, lr := c.Momentum, c.LR
-	i := 0
-	for ; i+4 <= len(p); i += 4 {
-		pp, vv, gg := p[i:i+4:i+4], v[i:i+4:i+4], g[i:i+4:i+4]
-		vv[0] = mu*vv[0] + gg[0]
-		vv[1] = mu*vv[1] + gg[1]
-		vv[2] = mu*vv[2] + gg[2]
-		vv[3] = mu*vv[3] + gg[3]
-		pp[0] -= lr * vv[0]
-		pp[1] -= lr * vv[1]
-		pp[2] -= lr * vv[2]
-		pp[3] -= lr * vv[3]
-	}
-	for ; i < len(p); i++ {
-		v[i] = mu*v[i] + g[i]
-		p[i] -= lr * v[i]
-	}
-}
-
-// adam is Adam (Kingma & Ba) at step t ≥ 1:
-//
-//	m = β1·m + (1-β1)·g;  v = β2·v + (1-β2)·g²;  p -= lr · m̂ / (√v̂ + ε)
-//
-// with m̂ = m/(1-β1^t), v̂ = v/(1-β2^t). The bias corrections are folded into one step size and
-// a rescaled ε (lr·√(1-β2^t)/(1-β1^t) and ε·√(1-β2^t)), which is algebraically the same.
-func adam(c Config, t int64, m, v, p, g []float32) {
-	c1 := 1 - math.Pow(float64(c.Beta1), float64(t))
-	c2 := math.Sqrt(1 - math.Pow(float64(c.Beta2), float64(t)))
-	step := float32(float64(c.LR) * c2 / c1)
-	eps := float32(float64(c.Eps) * c2)
-	b1, b2 := c.Beta1, c.Beta2
-	m, v, g = m[:len(p)], v[:len(p)], g[:len(p)]
-	for i := range p {
-		gi := g[i]
-		m[i] = b1*m[i] + (1-b1)*gi
-		v[i] = b2*v[i] + (1-b2)*gi*gi
-		p[i] -= step * m[i] / (float32(math.Sqrt(float64(v[i]))) + eps)
-	}
+	return finite
 }

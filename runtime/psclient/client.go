@@ -178,7 +178,7 @@ func (c *Conn) fail(err error) {
 // is closed without a value if the stream fails first. It sets req.Id.
 func (c *Conn) Start(req *kelpiepb.PSRequest) (<-chan *kelpiepb.PSResponse, error) {
 	if c.fw != nil {
-		w, err := c.framedStart(req, nil)
+		w, err := c.framedStart(req, nil, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -245,12 +245,35 @@ type Call struct {
 // up to it (the framed transport reads it from the socket into them; gRPC
 // copies it). Wait reports whether that happened.
 func (c *Conn) StartInto(req *kelpiepb.PSRequest, dst [][]byte) (*Call, error) {
+	return c.StartV(req, nil, dst)
+}
+
+// Framed says whether the connection is the framed transport (tcp or
+// unix), which writes a payload in pieces without joining them.
+func (c *Conn) Framed() bool { return c.fw != nil }
+
+// StartV is StartInto for a request whose payload is in pieces (req.Data
+// is then ignored): the framed transport writes them from where they lie
+// with one writev; gRPC sends them joined into one message (a copy, which a
+// caller that reuses its own buffer may rather make itself). The pieces
+// must stay unchanged until StartV returns.
+func (c *Conn) StartV(req *kelpiepb.PSRequest, payload, dst [][]byte) (*Call, error) {
 	if c.fw != nil {
-		w, err := c.framedStart(req, dst)
+		w, err := c.framedStart(req, payload, dst)
 		if err != nil {
 			return nil, err
 		}
 		return &Call{c: c, ch: w.ch, w: w}, nil
+	}
+	if payload != nil {
+		n := 0
+		for _, p := range payload {
+			n += len(p)
+		}
+		req.Data = make([]byte, 0, n)
+		for _, p := range payload {
+			req.Data = append(req.Data, p...)
+		}
 	}
 	ch, err := c.Start(req)
 	if err != nil {

@@ -183,7 +183,7 @@ func total(dst [][]byte) int {
 	return n
 }
 
-func (c *Conn) framedStart(req *kelpiepb.PSRequest, dst [][]byte) (*waiter, error) {
+func (c *Conn) framedStart(req *kelpiepb.PSRequest, payload, dst [][]byte) (*waiter, error) {
 	f := c.fw
 	w := &waiter{ch: make(chan *kelpiepb.PSResponse, 1), dst: dst}
 	c.mu.Lock()
@@ -197,7 +197,13 @@ func (c *Conn) framedStart(req *kelpiepb.PSRequest, dst [][]byte) (*waiter, erro
 	f.waiting[req.Id] = w
 	c.mu.Unlock()
 	f.sendMu.Lock()
-	err := f.tc.WriteFrame(tensorwire.KindRequest, req.Id, tensorwire.AppendRequest(f.tc.MetaBuf(), req), req.Data)
+	meta := tensorwire.AppendRequest(f.tc.MetaBuf(), req)
+	var err error
+	if payload != nil {
+		err = f.tc.WriteFrameV(tensorwire.KindRequest, req.Id, meta, payload)
+	} else {
+		err = f.tc.WriteFrame(tensorwire.KindRequest, req.Id, meta, req.Data)
+	}
 	f.sendMu.Unlock()
 	if err != nil {
 		c.mu.Lock()

@@ -13,8 +13,10 @@ import (
 // divergedLocked checks the parameters a push just updated (its blocks and
 // rows) and returns the server's divergence, the first non-finite value it
 // found, from then on: a diverged server answers every push with it, so the
-// worker can tell the scheduler where and when the job diverged. The caller
-// holds s.mu.
+// worker can tell the scheduler where and when the job diverged. The
+// updates themselves flag a block that got a NaN or ±Inf (optim reports
+// it), so only a flagged block is searched for the value. The caller holds
+// s.mu.
 func (s *Server) divergedLocked(req *kelpiepb.PSRequest) error {
 	if s.diverged != nil {
 		return s.diverged
@@ -22,7 +24,7 @@ func (s *Server) divergedLocked(req *kelpiepb.PSRequest) error {
 	var found *diverge.Error
 	for _, id := range req.Blocks {
 		b := s.blocks[int(id)]
-		if b == nil {
+		if b == nil || !b.nonFinite {
 			continue
 		}
 		if i := diverge.FirstNonFinite(b.vals); i >= 0 {
@@ -35,6 +37,9 @@ func (s *Server) divergedLocked(req *kelpiepb.PSRequest) error {
 		refs, _ := s.rowsOf(req.RowKeys) // checked already
 		dim := s.rowDim()
 		for k, r := range refs {
+			if !r.b.nonFinite {
+				continue
+			}
 			row := r.b.vals[r.row*dim : (r.row+1)*dim]
 			if i := diverge.FirstNonFinite(row); i >= 0 {
 				found = &diverge.Error{Node: s.cfg.Name, Iteration: req.Progress, What: diverge.Parameters,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/runtime/blocks"
+	"github.com/kelpie/kelpie/runtime/diverge"
 	"github.com/kelpie/kelpie/runtime/job"
 	"github.com/kelpie/kelpie/runtime/optim"
 	"github.com/kelpie/kelpie/runtime/psclient"
@@ -35,7 +36,7 @@ type elastic struct {
 
 type heldReq struct {
 	req    *kelpiepb.PSRequest
-	reply  func(*kelpiepb.PSResponse)
+	reply  func(*Response)
 	stream *int
 }
 
@@ -199,6 +200,8 @@ func (s *Server) blockFrom(meta blocks.Block, m *kelpiepb.MigrateRequest) (*bloc
 		return nil, status.Errorf(codes.InvalidArgument, "block %d: %d floats, want %d", m.Block, len(vals), want)
 	}
 	blk := &block{meta: meta, vals: append([]float32(nil), vals[:n]...), opt: optim.NewState(s.cfg.Optim, n)}
+	// A block from a diverged server is diverged here too.
+	blk.nonFinite = diverge.FirstNonFinite(blk.vals) >= 0
 	off := n
 	if m.HasM && len(blk.opt.M) == n {
 		copy(blk.opt.M, vals[off:off+n])
@@ -292,8 +295,7 @@ func (s *Server) resumeHeldLocked(send *[]func()) {
 			break
 		}
 		if err := s.handleLocked(h.req, h.reply, h.stream, send); err != nil {
-			st, _ := status.FromError(err)
-			resp := &kelpiepb.PSResponse{Id: h.req.Id, Error: st.Message(), Code: int32(st.Code())}
+			resp := errorResponse(h.req, err)
 			reply := h.reply
 			*send = append(*send, func() { reply(resp) })
 		}

@@ -72,12 +72,15 @@ func (s *Server) ServeFramed(ctx context.Context, nc net.Conn, f Framed) {
 		}
 		return req, nil
 	}
-	var meta []byte
-	send := func(r *kelpiepb.PSResponse) error {
-		meta = tensorwire.AppendResponse(tc.MetaBuf(), r)
+	send := func(r *Response) error {
+		meta := tensorwire.AppendResponse(tc.MetaBuf(), r.PSResponse)
+		if r.Parts != nil {
+			// The parameters themselves, lent until the session's Done.
+			return tc.WriteFrameV(tensorwire.KindResponse, r.Id, meta, r.Parts)
+		}
 		return tc.WriteFrame(tensorwire.KindResponse, r.Id, meta, r.Data)
 	}
-	err := s.session(recv, send, wire.Sent)
+	err := s.session(recv, send)
 	switch {
 	case err == nil, errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed) && ctx.Err() != nil:
 	case errors.Is(err, tensorwire.ErrFrame):

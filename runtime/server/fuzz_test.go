@@ -35,7 +35,7 @@ func FuzzRequest(f *testing.F) {
 			s := newServer(t, sc)
 			r := proto.CloneOf(&req)
 			done := make(chan struct{})
-			got := func(*kelpiepb.PSResponse) {}
+			got := func(r *Response) { r.Done() }
 			go func() {
 				defer close(done)
 				_ = s.handle(r, got, nil)

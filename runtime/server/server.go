@@ -60,11 +60,17 @@ type block struct {
 	// commit of an earlier version (with momentum or Adam, even a zero
 	// gradient moves the parameters).
 	from int64
+	// lent covers vals while responses write them (payload.go); mutable
+	// must run before vals change.
+	lent *lease
+	// nonFinite: an update (or the snapshot or hand-off it came from) left
+	// a NaN or ±Inf in vals (diverge.go).
+	nonFinite bool
 }
 
 type pendingPull struct {
 	req     *kelpiepb.PSRequest
-	reply   func(*kelpiepb.PSResponse)
+	reply   func(*Response)
 	stream  *int // the stream it came on (nil: a unary call)
 	since   time.Time
 	dropped bool // the push it came with was discarded
@@ -207,7 +213,10 @@ func (s *Server) Exchange(stream kelpiepb.ParameterServer_ExchangeServer) error 
 	case <-stream.Context().Done():
 		return stream.Context().Err()
 	}
-	err := s.session(stream.Recv, stream.Send, nil)
+	err := s.session(stream.Recv, func(r *Response) error {
+		r.Flatten() // one message: the values are copied into it
+		return stream.Send(r.PSResponse)
+	})
 	if status.Code(err) == codes.Canceled || errors.Is(err, io.EOF) {
 		return nil
 	}
@@ -216,39 +225,52 @@ func (s *Server) Exchange(stream kelpiepb.ParameterServer_ExchangeServer) error 
 
 // session serves one worker's connection, whatever carries it: recv
 // returns the next request (its Data a pooled buffer or nil), send writes
-// one response; sent, if not nil, is called with each response's payload
-// once it has been written. Requests are handled in order; responses to
+// one response (its payload lent until the response's Done, which the
+// session calls after send). Requests are handled in order; responses to
 // delayed pulls are sent when they are released.
-func (s *Server) session(recv func() (*kelpiepb.PSRequest, error), send func(*kelpiepb.PSResponse) error, sent func([]byte)) error {
-	out := make(chan *kelpiepb.PSResponse, 256)
+func (s *Server) session(recv func() (*kelpiepb.PSRequest, error), send func(*Response) error) error {
+	out := make(chan *Response, 256)
 	done := make(chan struct{})
 	sendErr := make(chan error, 1)
+	sender := make(chan struct{})
 	go func() {
+		defer close(sender)
 		for {
 			select {
 			case r := <-out:
-				s.inject(len(r.Data))
-				if err := send(r); err != nil {
+				s.inject(r.payloadLen())
+				err := send(r)
+				r.Done()
+				if err != nil {
 					sendErr <- err
 					return
-				}
-				if sent != nil {
-					sent(r.Data)
 				}
 			case <-done:
 				return
 			}
 		}
 	}()
-	defer close(done)
+	defer func() {
+		close(done)
+		<-sender
+		for {
+			select {
+			case r := <-out: // never to be sent: give its payload back
+				r.Done()
+			default:
+				return
+			}
+		}
+	}()
 	// When the worker goes away, its delayed pulls go with it: a restarted
 	// worker's new pulls must not queue behind answers nobody will read.
 	me := new(int)
 	defer s.cancelPulls(me)
-	reply := func(r *kelpiepb.PSResponse) {
+	reply := func(r *Response) {
 		select {
 		case out <- r:
 		case <-done:
+			r.Done()
 		}
 	}
 	for {
@@ -264,8 +286,7 @@ func (s *Server) session(recv func() (*kelpiepb.PSRequest, error), send func(*ke
 		s.inject(len(req.Data))
 		held, err := s.handleHeld(req, reply, me)
 		if err != nil {
-			st, _ := status.FromError(err)
-			reply(&kelpiepb.PSResponse{Id: req.Id, Error: st.Message(), Code: int32(st.Code())})
+			reply(errorResponse(req, err))
 		}
 		// The push payload has been applied (a delayed pull keeps only the
 		// request's header): its buffer goes back to the pool, unless the
@@ -274,6 +295,12 @@ func (s *Server) session(recv func() (*kelpiepb.PSRequest, error), send func(*ke
 			wire.Recycle(req.Data)
 		}
 	}
+}
+
+// errorResponse answers req with err's status.
+func errorResponse(req *kelpiepb.PSRequest, err error) *Response {
+	st, _ := status.FromError(err)
+	return respond(&kelpiepb.PSResponse{Id: req.Id, Error: st.Message(), Code: int32(st.Code())})
 }
 
 // Push is the unary form of a push.
@@ -294,14 +321,17 @@ func (s *Server) unary(ctx context.Context, req *kelpiepb.PSRequest) (*kelpiepb.
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	got := make(chan *kelpiepb.PSResponse, 1)
-	if err := s.handle(req, func(r *kelpiepb.PSResponse) { got <- r }, nil); err != nil {
+	got := make(chan *Response, 1)
+	if err := s.handle(req, func(r *Response) { got <- r }, nil); err != nil {
 		return nil, err
 	}
 	select {
 	case r := <-got:
-		return r, nil
+		r.Flatten()
+		return r.PSResponse, nil
 	case <-ctx.Done():
+		// A delayed pull answered later lends its values to no one: the
+		// lease stays taken and the block copies on its next update.
 		return nil, ctx.Err()
 	}
 }
@@ -336,14 +366,14 @@ func (s *Server) Shutdown(_ context.Context, req *kelpiepb.ShutdownRequest) (*ke
 
 // handle runs one request. Replies (immediate or released later) go through
 // reply, always outside the server's lock.
-func (s *Server) handle(req *kelpiepb.PSRequest, reply func(*kelpiepb.PSResponse), stream *int) error {
+func (s *Server) handle(req *kelpiepb.PSRequest, reply func(*Response), stream *int) error {
 	_, err := s.handleHeld(req, reply, stream)
 	return err
 }
 
 // handleHeld is handle that also says whether the request now waits for a
 // block in transit (its payload must then be kept).
-func (s *Server) handleHeld(req *kelpiepb.PSRequest, reply func(*kelpiepb.PSResponse), stream *int) (bool, error) {
+func (s *Server) handleHeld(req *kelpiepb.PSRequest, reply func(*Response), stream *int) (bool, error) {
 	var send []func()
 	s.mu.Lock()
 	err := s.handleLocked(req, reply, stream, &send)
@@ -356,7 +386,7 @@ func (s *Server) handleHeld(req *kelpiepb.PSRequest, reply func(*kelpiepb.PSResp
 	return held, err
 }
 
-func (s *Server) handleLocked(req *kelpiepb.PSRequest, reply func(*kelpiepb.PSResponse), stream *int, send *[]func()) error {
+func (s *Server) handleLocked(req *kelpiepb.PSRequest, reply func(*Response), stream *int, send *[]func()) error {
 	// Blocks leave only once this request is fully answered: its own pull
 	// may read them.
 	defer s.handOffLocked(send)
@@ -375,7 +405,7 @@ func (s *Server) handleLocked(req *kelpiepb.PSRequest, reply func(*kelpiepb.PSRe
 	op := req.Op
 	if op == kelpiepb.Op_OP_LEAVE || op == kelpiepb.Op_OP_JOIN {
 		s.membership(int(req.Worker), op == kelpiepb.Op_OP_JOIN, req.Progress, send)
-		resp := &kelpiepb.PSResponse{Id: req.Id, Version: s.engine.VTrain()}
+		resp := respond(&kelpiepb.PSResponse{Id: req.Id, Version: s.engine.VTrain()})
 		*send = append(*send, func() { reply(resp) })
 		return nil
 	}
@@ -389,7 +419,7 @@ func (s *Server) handleLocked(req *kelpiepb.PSRequest, reply func(*kelpiepb.PSRe
 			return err
 		}
 		if op == kelpiepb.Op_OP_PUSH {
-			resp := &kelpiepb.PSResponse{Id: req.Id, Version: s.engine.VTrain(), Dropped: dropped}
+			resp := respond(&kelpiepb.PSResponse{Id: req.Id, Version: s.engine.VTrain(), Dropped: dropped})
 			*send = append(*send, func() { reply(resp) })
 			return nil
 		}
@@ -558,7 +588,10 @@ func (s *Server) push(req *kelpiepb.PSRequest, send *[]func()) (bool, error) {
 				optim.Accumulate(b.acc, g[off:off+n])
 				b.dirty = true
 			} else {
-				optim.Apply(opt, b.opt, b.vals, g[off:off+n])
+				b.mutable()
+				if !optim.Apply(opt, b.opt, b.vals, g[off:off+n]) {
+					b.nonFinite = true
+				}
 			}
 			off += n
 		}
@@ -575,7 +608,10 @@ func (s *Server) push(req *kelpiepb.PSRequest, send *[]func()) (bool, error) {
 						r.b.touched = append(r.b.touched, r.row)
 					}
 				} else {
-					optim.ApplyRows(opt, r.b.opt, r.b.vals, dim, []int{r.row}, gr)
+					r.b.mutable()
+					if !optim.ApplyRows(opt, r.b.opt, r.b.vals, dim, []int{r.row}, gr) {
+						r.b.nonFinite = true
+					}
 				}
 			}
 		}
@@ -636,7 +672,10 @@ func (s *Server) commit() {
 func (s *Server) step(b *block, opt optim.Config) {
 	b.dirty = false
 	if !b.meta.Sparse {
-		optim.Apply(opt, b.opt, b.vals, b.acc)
+		b.mutable()
+		if !optim.Apply(opt, b.opt, b.vals, b.acc) {
+			b.nonFinite = true
+		}
 		clear(b.acc)
 		return
 	}
@@ -650,7 +689,10 @@ func (s *Server) step(b *block, opt optim.Config) {
 		clear(b.acc[r*dim : (r+1)*dim])
 		b.mark[r] = false
 	}
-	optim.ApplyRows(opt, b.opt, b.vals, dim, b.touched, grad)
+	b.mutable()
+	if !optim.ApplyRows(opt, b.opt, b.vals, dim, b.touched, grad) {
+		b.nonFinite = true
+	}
 	b.touched = b.touched[:0]
 }
 
@@ -668,30 +710,33 @@ func (s *Server) release(ids []syncmodel.PullID, send *[]func()) {
 	}
 }
 
-// read copies the requested parameters into a response.
-func (s *Server) read(req *kelpiepb.PSRequest, delayed bool) *kelpiepb.PSResponse {
-	resp := &kelpiepb.PSResponse{Id: req.Id, Version: s.engine.VTrain(), Delayed: delayed}
+// read answers a pull from the parameters: the dense blocks' values are
+// lent to the response (no copy; see payload.go), sparse rows gathered
+// into a pooled buffer.
+func (s *Server) read(req *kelpiepb.PSRequest, delayed bool) *Response {
+	r := respond(&kelpiepb.PSResponse{Id: req.Id, Version: s.engine.VTrain(), Delayed: delayed})
 	if req.NoReplyData {
-		return resp
+		return r
 	}
-	var n int
+	r.Parts, r.leases = r.partsBuf[:0], r.leaseBuf[:0]
+	n := 0
 	for _, id := range req.Blocks {
-		n += len(s.blocks[int(id)].vals)
-	}
-	dim := s.rowDim()
-	n += len(req.PullRowKeys) * dim
-	// A pooled buffer, back in the pool once the transport has sent it.
-	out := wire.AsFloats(wire.NewPayload(n * 4))[:0]
-	for _, id := range req.Blocks {
-		out = append(out, s.blocks[int(id)].vals...)
+		l := s.blocks[int(id)].lend()
+		r.leases = append(r.leases, l)
+		r.Parts = append(r.Parts, wire.AsBytes(l.vals))
+		n += 4 * len(l.vals)
 	}
 	if len(req.PullRowKeys) > 0 {
+		dim := s.rowDim()
 		refs, _ := s.rowsOf(req.PullRowKeys)
-		for _, r := range refs {
-			out = append(out, r.b.vals[r.row*dim:(r.row+1)*dim]...)
+		rows := wire.AsFloats(wire.Buffer(4 * len(refs) * dim))[:0]
+		for _, ref := range refs {
+			rows = append(rows, ref.b.vals[ref.row*dim:(ref.row+1)*dim]...)
 		}
+		r.pooled = wire.AsBytes(rows)
+		r.Parts = append(r.Parts, r.pooled)
+		n += len(r.pooled)
 	}
-	resp.Data = wire.AsBytes(out)
-	s.stats.BytesOut += int64(len(resp.Data))
-	return resp
+	s.stats.BytesOut += int64(n)
+	return r
 }

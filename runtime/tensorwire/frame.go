@@ -141,12 +141,17 @@ type Conn struct {
 	// write side
 	wbuf []byte // header + metadata of the frame being written
 	bufs net.Buffers
-	vec  [2][]byte
+	vec  [][]byte  // header, then the payload's pieces
+	one  [1][]byte // WriteFrame's payload as one piece
 
 	// read side
 	hdr  [HeaderSize]byte
 	meta []byte
 	left int // payload bytes of the current frame not yet read
+	// helloOnly bounds what the next frames may carry while the peer is
+	// not yet authenticated: metadata of a hello, no payload (see
+	// Handshake), so a stranger cannot make this end allocate MaxMeta.
+	helloOnly bool
 }
 
 // NewConn wraps an established connection.
@@ -172,11 +177,25 @@ func (c *Conn) MetaBuf() []byte { return c.wbuf[HeaderSize:HeaderSize] }
 // payload from where it lies, with one writev. meta may be (and for no
 // allocation should be) the slice MetaBuf returned, grown by appending.
 func (c *Conn) WriteFrame(kind Kind, id uint64, meta, payload []byte) error {
+	c.one[0] = payload
+	err := c.WriteFrameV(kind, id, meta, c.one[:])
+	c.one[0] = nil
+	return err
+}
+
+// WriteFrameV is WriteFrame with a payload in pieces, each written from
+// where it lies (a gather write: the worker's gradient slices, the server's
+// parameter blocks), all with the header in one writev.
+func (c *Conn) WriteFrameV(kind Kind, id uint64, meta []byte, payload [][]byte) error {
 	if len(meta) > MaxMeta {
 		return fmt.Errorf("tensorwire: metadata of %d bytes over the maximum %d", len(meta), MaxMeta)
 	}
-	if len(payload) > MaxPayload {
-		return fmt.Errorf("tensorwire: payload of %d bytes over the maximum %d", len(payload), MaxPayload)
+	n := 0
+	for _, p := range payload {
+		n += len(p)
+		if n > MaxPayload {
+			return fmt.Errorf("tensorwire: payload of more than %d bytes over the maximum %d", n, MaxPayload)
+		}
 	}
 	var head []byte
 	full := c.wbuf[:cap(c.wbuf)]
@@ -187,15 +206,20 @@ func (c *Conn) WriteFrame(kind Kind, id uint64, meta, payload []byte) error {
 		head = append(c.wbuf[:HeaderSize], meta...)
 	}
 	c.wbuf = head[:HeaderSize] // keep a grown capacity for the next frame
-	PutHeader(head, Header{Kind: kind, ID: id, MetaLen: uint32(len(meta)), Payload: uint32(len(payload))})
-	if len(payload) == 0 {
+	PutHeader(head, Header{Kind: kind, ID: id, MetaLen: uint32(len(meta)), Payload: uint32(n)})
+	if n == 0 {
 		_, err := c.wc.Write(head)
 		return err
 	}
-	c.vec[0], c.vec[1] = head, payload
-	c.bufs = c.vec[:]
+	c.vec = append(c.vec[:0], head)
+	for _, p := range payload {
+		if len(p) > 0 {
+			c.vec = append(c.vec, p)
+		}
+	}
+	c.bufs = c.vec
 	_, err := c.bufs.WriteTo(c.wc)
-	c.vec[0], c.vec[1] = nil, nil
+	clear(c.vec) // no reference to the caller's memory stays behind
 	return err
 }
 
@@ -215,6 +239,10 @@ func (c *Conn) ReadHeader() (Header, []byte, error) {
 	h, err := ParseHeader(c.hdr[:])
 	if err != nil {
 		return Header{}, nil, err
+	}
+	if c.helloOnly && (h.MetaLen > maxHelloMeta || h.Payload != 0) {
+		return Header{}, nil, fmt.Errorf("%w: %v frame of %d+%d bytes during the handshake (at most %d of metadata, no payload)",
+			ErrFrame, h.Kind, h.MetaLen, h.Payload, maxHelloMeta)
 	}
 	if cap(c.meta) < int(h.MetaLen) {
 		c.meta = make([]byte, h.MetaLen)

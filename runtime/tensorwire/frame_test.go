@@ -106,6 +106,35 @@ func TestFrameRoundTrip(t *testing.T) {
 	}
 }
 
+// TestGatherWrite: a payload written in pieces (empty ones among them)
+// arrives as one, and WriteFrame keeps no reference to the pieces.
+func TestGatherWrite(t *testing.T) {
+	a, b := pipe(t)
+	pieces := [][]byte{[]byte("abc"), nil, bytes.Repeat([]byte{7}, 70000), {}, []byte("z")}
+	want := bytes.Join(pieces, nil)
+	errc := make(chan error, 1)
+	go func() { errc <- a.WriteFrameV(KindResponse, 9, AppendResponse(a.MetaBuf(), &kelpiepb.PSResponse{Version: 2}), pieces) }()
+	h, _, err := b.ReadHeader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, h.Payload)
+	if err := b.ReadPayload(got); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if h.ID != 9 || !bytes.Equal(got, want) {
+		t.Errorf("gathered frame %+v carries %d bytes; want id 9 and the %d bytes of the pieces", h, len(got), len(want))
+	}
+	for i, v := range a.vec {
+		if v != nil {
+			t.Errorf("after the write the connection still refers to piece %d", i)
+		}
+	}
+}
+
 // TestBadFrames: every malformed header is an error naming what was wrong,
 // and a truncated frame ends in an error, not a hang.
 func TestBadFrames(t *testing.T) {
@@ -180,6 +209,32 @@ func TestHandshake(t *testing.T) {
 				t.Errorf("client accepted: server said %v", serr)
 			}
 		})
+	}
+}
+
+// TestHandshakeBoundsStrangers: before a peer has proven the secret, a
+// frame announcing more than a hello's metadata or any payload is refused
+// before anything is allocated for it.
+func TestHandshakeBoundsStrangers(t *testing.T) {
+	for _, h := range []Header{
+		{Kind: KindHello, MetaLen: MaxMeta},
+		{Kind: KindHello, MetaLen: 10, Payload: 1 << 20},
+	} {
+		a, b := pipe(t)
+		srv := make(chan error, 1)
+		go func() { srv <- ServerHandshake(b, SharedSecret("s"), Hello{}) }()
+		hdr := make([]byte, HeaderSize)
+		PutHeader(hdr, h)
+		if _, err := a.NetConn().Write(hdr); err != nil {
+			t.Fatal(err)
+		}
+		err := <-srv
+		if !errors.Is(err, ErrFrame) || !strings.Contains(err.Error(), "during the handshake") {
+			t.Errorf("handshake after a hello of %d+%d bytes = %v; want a refusal naming the handshake", h.MetaLen, h.Payload, err)
+		}
+		if cap(b.meta) > maxHelloMeta {
+			t.Errorf("the server allocated %d bytes of metadata for a stranger", cap(b.meta))
+		}
 	}
 }
 

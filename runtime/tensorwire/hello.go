@@ -54,6 +54,7 @@ type Hello struct {
 const (
 	nonceSize     = 32
 	maxHelloField = 4096
+	maxHelloMeta  = 4 * (2 + maxHelloField) // four fields at most
 	// HandshakeTimeout bounds a whole handshake: a peer that stalls during
 	// it is dropped.
 	HandshakeTimeout = 10 * time.Second
@@ -82,6 +83,8 @@ func transcript(who string, cn, sn []byte) []byte {
 func ClientHandshake(c *Conn, creds Credentials) (Hello, error) {
 	_ = c.nc.SetDeadline(time.Now().Add(HandshakeTimeout))
 	defer c.nc.SetDeadline(time.Time{})
+	c.helloOnly = true
+	defer func() { c.helloOnly = false }()
 	cn := make([]byte, nonceSize)
 	_, _ = rand.Read(cn)
 	if err := c.WriteFrame(KindHello, 0, appendFields(nil, []byte("c"), cn), nil); err != nil {
@@ -116,6 +119,8 @@ func ClientHandshake(c *Conn, creds Credentials) (Hello, error) {
 func ServerHandshake(c *Conn, creds Credentials, me Hello) error {
 	_ = c.nc.SetDeadline(time.Now().Add(HandshakeTimeout))
 	defer c.nc.SetDeadline(time.Time{})
+	c.helloOnly = true
+	defer func() { c.helloOnly = false }()
 	f, err := readHello(c, KindHello, 2)
 	if err != nil {
 		return err

@@ -286,18 +286,29 @@ func (w *Worker) exchange(op kelpiepb.Op, progress int64, pullKeys []uint64) ([]
 		}
 		req := &kelpiepb.PSRequest{Op: op, Worker: int32(w.cfg.Index), Progress: progress,
 			Blocks: u32s(w.dense[r]), AssignmentVersion: w.cfg.Table.Version}
+		var payload [][]byte // the push's pieces, for the framed transport
 		if op != kelpiepb.Op_OP_PULL {
+			framed := w.conns[r].Framed()
 			buf := w.pushBuf[r][:0]
 			for _, id := range w.dense[r] {
 				b := w.cfg.Table.Blocks[id]
-				buf = append(buf, w.grad.Dense[b.Tensor][b.Offset:b.Offset+b.Length]...)
+				g := w.grad.Dense[b.Tensor][b.Offset : b.Offset+b.Length]
+				if framed {
+					payload = append(payload, wire.AsBytes(g)) // written from the gradient itself
+				} else {
+					buf = append(buf, g...)
+				}
 			}
 			if pushRows != nil {
 				req.RowKeys = pushRows[r]
 				buf = appendRows(buf, w.grad.Sparse, pushRows[r], w.rowDim)
 			}
 			w.pushBuf[r] = buf
-			req.Data = wire.AsBytes(buf)
+			if framed {
+				payload = append(payload, wire.AsBytes(buf))
+			} else {
+				req.Data = wire.AsBytes(buf)
+			}
 		}
 		if pullRows != nil {
 			req.PullRowKeys = pullRows[r]
@@ -308,11 +319,14 @@ func (w *Worker) exchange(op kelpiepb.Op, progress int64, pullKeys []uint64) ([]
 			req.NoReplyData = true
 		}
 		wg.Add(1)
-		go func(r int, req *kelpiepb.PSRequest) {
+		go func(r int, req *kelpiepb.PSRequest, payload [][]byte) {
 			defer wg.Done()
 			sent := int64(len(req.Data))
+			for _, p := range payload {
+				sent += int64(len(p))
+			}
 			t0 := time.Now()
-			call, err := w.conns[r].StartInto(req, w.pullInto(r, req))
+			call, err := w.conns[r].StartV(req, payload, w.pullInto(r, req))
 			var resp *kelpiepb.PSResponse
 			var inPlace bool
 			if err == nil {
@@ -334,7 +348,7 @@ func (w *Worker) exchange(op kelpiepb.Op, progress int64, pullKeys []uint64) ([]
 				errs[r] = w.absorb(r, req, resp, pullPos)
 				wire.Recycle(resp.Data) // copied into the parameters
 			}
-		}(r, req)
+		}(r, req, payload)
 	}
 	wg.Wait()
 	minV := int64(-1)

@@ -113,7 +113,9 @@ func TestGatherWrite(t *testing.T) {
 	pieces := [][]byte{[]byte("abc"), nil, bytes.Repeat([]byte{7}, 70000), {}, []byte("z")}
 	want := bytes.Join(pieces, nil)
 	errc := make(chan error, 1)
-	go func() { errc <- a.WriteFrameV(KindResponse, 9, AppendResponse(a.MetaBuf(), &kelpiepb.PSResponse{Version: 2}), pieces) }()
+	go func() {
+		errc <- a.WriteFrameV(KindResponse, 9, AppendResponse(a.MetaBuf(), &kelpiepb.PSResponse{Version: 2}), pieces)
+	}()
 	h, _, err := b.ReadHeader()
 	if err != nil {
 		t.Fatal(err)

@@ -68,9 +68,7 @@ func dialFramed(ctx context.Context, addr string, o Options) (*tensorwire.Conn, 
 	if err != nil {
 		return nil, "", fmt.Errorf("psclient: dial %s: %v", addr, err)
 	}
-	if tcp, ok := nc.(*net.TCPConn); ok {
-		_ = tcp.SetNoDelay(true)
-	}
+	tensorwire.Tune(nc)
 	tc := tensorwire.NewConn(nc)
 	hello, err := tensorwire.ClientHandshake(tc, o.creds())
 	if err != nil {
@@ -93,6 +91,7 @@ func dialFramed(ctx context.Context, addr string, o Options) (*tensorwire.Conn, 
 		}
 		return tc, "tcp", nil // not visible here (another mount namespace): stay on TCP
 	}
+	tensorwire.Tune(uc)
 	ut := tensorwire.NewConn(uc)
 	if _, err := tensorwire.ClientHandshake(ut, o.creds()); err != nil {
 		ut.Close()

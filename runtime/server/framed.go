@@ -30,9 +30,7 @@ type Framed struct {
 // and the reason logged (never a panic).
 func (s *Server) ServeFramed(ctx context.Context, nc net.Conn, f Framed) {
 	defer nc.Close()
-	if tcp, ok := nc.(*net.TCPConn); ok {
-		_ = tcp.SetNoDelay(true)
-	}
+	tensorwire.Tune(nc)
 	stop := context.AfterFunc(ctx, func() { nc.Close() })
 	defer stop()
 	creds := f.Credentials

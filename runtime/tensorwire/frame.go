@@ -313,3 +313,24 @@ func eofAsUnexpected(err error) error {
 	}
 	return err
 }
+
+// SocketBuffer is the send and receive buffer a framed Unix socket asks
+// for. A Unix stream socket's default (net.core.wmem_default, about
+// 208 KB) caps what a writer can hand over before the reader has drained
+// it, so a 1 MB tensor would cross in five rounds of wake-ups; TCP's
+// buffers grow by themselves (autotuning). The kernel caps the request at
+// net.core.wmem_max and rmem_max.
+const SocketBuffer = 4 << 20
+
+// Tune sets a new connection's options: no Nagle delay on TCP (a frame is
+// one writev: nothing is gained by waiting), large buffers on a Unix
+// socket.
+func Tune(nc net.Conn) {
+	switch c := nc.(type) {
+	case *net.TCPConn:
+		_ = c.SetNoDelay(true)
+	case *net.UnixConn:
+		_ = c.SetWriteBuffer(SocketBuffer)
+		_ = c.SetReadBuffer(SocketBuffer)
+	}
+}

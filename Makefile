@@ -94,7 +94,7 @@ rules:
 # there: fix it and keep the input as a regression case.
 FUZZTIME ?= 30s
 FUZZ_TARGETS := runtime/spec:FuzzParse runtime/wire:FuzzUnmarshal runtime/data:FuzzIDX runtime/diverge:FuzzParse \
-	runtime/server:FuzzRequest scheduler/console:FuzzClientFrame scheduler/coordinator:FuzzRequests \
+	runtime/server:FuzzRequest runtime/tensorwire:FuzzDecode scheduler/console:FuzzClientFrame scheduler/coordinator:FuzzRequests \
 	scheduler/shard:FuzzRestore scheduler/shard:FuzzInterleavings
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

@@ -375,6 +375,37 @@ func (c *Credentials) ClientTLS(accept func(Identity) error) *tls.Config {
 	}
 }
 
+// FramedServerTLS is the TLS configuration of a parameter server's
+// encrypted framed connections (cluster.data_plane_encryption: on): TLS
+// 1.3, and a client certificate of a worker of the server's own job,
+// verified against the CA.
+func (c *Credentials) FramedServerTLS() *tls.Config {
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS13,
+		Certificates: []tls.Certificate{c.Cert},
+		ClientAuth:   tls.RequireAnyClientCert, // verified below, by chain and identity
+		NextProtos:   []string{tensorwire.ALPN},
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			id, err := c.verify(cs.PeerCertificates, x509.ExtKeyUsageClientAuth)
+			if err != nil {
+				return fmt.Errorf("identity: client certificate: %v", err)
+			}
+			if id.Role != RoleWorker || id.Job != c.ID.Job {
+				return fmt.Errorf("identity: %s is not a worker of job %s", id, c.ID.Job)
+			}
+			return nil
+		},
+	}
+}
+
+// FramedClientTLS is the TLS configuration of a worker's encrypted framed
+// connections: a server of its own job.
+func (c *Credentials) FramedClientTLS() *tls.Config {
+	t := c.ClientTLS(ServerOf(c.ID.Job))
+	t.NextProtos = []string{tensorwire.ALPN}
+	return t
+}
+
 // ServerOption is the grpc.Creds of a server with these credentials.
 func (c *Credentials) ServerOption() grpc.ServerOption {
 	return grpc.Creds(credentials.NewTLS(c.ServerTLS()))
@@ -432,6 +463,21 @@ func PeerDialOption() grpc.DialOption {
 		return c.DialOption(nil)
 	}
 	return c.DialOption(ServerOf(c.ID.Job))
+}
+
+// ProcessFramedTLS are this process's TLS configurations for an encrypted
+// framed data plane (cluster.data_plane_encryption: on): as a server and as
+// a worker. It fails without $KELPIE_CERT: encryption needs a node
+// certificate, and is never silently dropped.
+func ProcessFramedTLS() (server, client *tls.Config, err error) {
+	c, err := Process()
+	if err != nil {
+		return nil, nil, err
+	}
+	if c == nil {
+		return nil, nil, fmt.Errorf("identity: data_plane_encryption: on needs this node's certificate ($%s is not set)", EnvCert)
+	}
+	return c.FramedServerTLS(), c.FramedClientTLS(), nil
 }
 
 // ProcessServerOptions are the credentials and guard of a node process's

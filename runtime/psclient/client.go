@@ -248,6 +248,11 @@ func (c *Conn) StartInto(req *kelpiepb.PSRequest, dst [][]byte) (*Call, error) {
 	return c.StartV(req, nil, dst)
 }
 
+// Encrypted says whether the connection's tensors travel in TLS (a framed
+// connection to a server that encrypts; gRPC connections have TLS whenever
+// the node has a certificate, and report false here).
+func (c *Conn) Encrypted() bool { return c.fw != nil && c.fw.tc.Encrypted() }
+
 // Framed says whether the connection is the framed transport (tcp or
 // unix), which writes a payload in pieces without joining them.
 func (c *Conn) Framed() bool { return c.fw != nil }

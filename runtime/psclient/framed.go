@@ -2,6 +2,7 @@ package psclient
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -33,6 +34,10 @@ type Options struct {
 	// Credentials prove a framed connection (nil: the job has no
 	// data-plane secret).
 	Credentials tensorwire.Credentials
+	// TLS, when set, encrypts framed TCP connections (the node's
+	// certificate; cluster.data_plane_encryption: on): a server that does
+	// not encrypt is refused. Unix socket connections stay plain.
+	TLS *tls.Config
 }
 
 func (o Options) creds() tensorwire.Credentials {
@@ -70,7 +75,7 @@ func dialFramed(ctx context.Context, addr string, o Options) (*tensorwire.Conn, 
 	}
 	tensorwire.Tune(nc)
 	tc := tensorwire.NewConn(nc)
-	hello, err := tensorwire.ClientHandshake(tc, o.creds())
+	hello, err := tensorwire.ClientHandshake(tc, o.creds(), o.TLS)
 	if err != nil {
 		tc.Close()
 		return nil, "", fmt.Errorf("psclient: %s: %v", addr, err)
@@ -93,7 +98,7 @@ func dialFramed(ctx context.Context, addr string, o Options) (*tensorwire.Conn, 
 	}
 	tensorwire.Tune(uc)
 	ut := tensorwire.NewConn(uc)
-	if _, err := tensorwire.ClientHandshake(ut, o.creds()); err != nil {
+	if _, err := tensorwire.ClientHandshake(ut, o.creds(), o.TLS); err != nil {
 		ut.Close()
 		tc.Close()
 		return nil, "", fmt.Errorf("psclient: %s: unix socket %s: %v", addr, hello.Unix, err)

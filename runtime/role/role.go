@@ -233,11 +233,18 @@ func RunServer(ctx context.Context, o Options) error {
 			return fmt.Errorf("server %s: snapshot dir: %v", o.Node, err)
 		}
 	}
-	ep, err := ps.Listen(lis, server.Framed{Credentials: creds, Unix: server.UnixPath(o.SnapshotDir, o.Node)})
+	framed := server.Framed{Credentials: creds, Unix: server.UnixPath(o.SnapshotDir, o.Node)}
+	if s.Cluster.DataPlaneEncryption == spec.EncryptionOn {
+		if framed.TLS, _, err = identity.ProcessFramedTLS(); err != nil {
+			return err
+		}
+	}
+	ep, err := ps.Listen(lis, framed)
 	if err != nil {
 		// Workers stay on TCP.
 		log.Warn("no unix socket for the data plane", "err", err)
-		if ep, err = ps.Listen(lis, server.Framed{Credentials: creds}); err != nil {
+		framed.Unix = ""
+		if ep, err = ps.Listen(lis, framed); err != nil {
 			return err
 		}
 	}
@@ -517,12 +524,18 @@ func RunWorker(ctx context.Context, o Options) error {
 			return nil
 		},
 	}
+	conn := psclient.Options{Transport: s.Cluster.Transport, PreferUnix: true, Credentials: o.dataCredentials()}
+	if s.Cluster.DataPlaneEncryption == spec.EncryptionOn && ar == nil {
+		if _, conn.TLS, err = identity.ProcessFramedTLS(); err != nil {
+			return err
+		}
+	}
 	w, err := worker.New(worker.Config{
 		Index: idx, Model: m, Train: train, Test: test, Plan: plan,
 		Table: job.TableFrom(rd.Assignment),
 		Addrs: rd.Assignment.Servers, Sync: job.SyncConfig(s).Model, Start: start,
 		Straggler: sched, Seed: s.Data.Seed,
-		Conn: psclient.Options{Transport: s.Cluster.Transport, PreferUnix: true, Credentials: o.dataCredentials()},
+		Conn: conn,
 		Report: func(r worker.Report) bool {
 			select {
 			case reports <- r:

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +24,11 @@ type Framed struct {
 	// Unix is the server's Unix socket path, advertised to clients on its
 	// host ("" for none).
 	Unix string
+	// TLS, when set, encrypts every TCP connection after the handshake
+	// (cluster.data_plane_encryption: on): mutual TLS with the node
+	// certificates. Unix socket connections stay plain: their bytes never
+	// leave the host.
+	TLS *tls.Config
 }
 
 // ServeFramed serves one framed connection until the worker closes it, the
@@ -38,8 +44,14 @@ func (s *Server) ServeFramed(ctx context.Context, nc net.Conn, f Framed) {
 		creds = tensorwire.SharedSecret(nil)
 	}
 	tc := tensorwire.NewConn(nc)
-	if err := tensorwire.ServerHandshake(tc, creds, tensorwire.Hello{HostID: tensorwire.HostID(), Unix: f.Unix}); err != nil {
-		s.logf("data plane: %s: refused: %v", nc.RemoteAddr(), err)
+	tlsConf := f.TLS
+	if tensorwire.IsUnix(nc) {
+		tlsConf = nil
+	}
+	if err := tensorwire.ServerHandshake(tc, creds, tlsConf, tensorwire.Hello{HostID: tensorwire.HostID(), Unix: f.Unix}); err != nil {
+		if !errors.Is(err, tensorwire.ErrMoved) {
+			s.logf("data plane: %s: refused: %v", nc.RemoteAddr(), err)
+		}
 		return
 	}
 	select {

@@ -10,10 +10,12 @@ import (
 	"time"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/runtime/identity"
 	"github.com/kelpie/kelpie/runtime/psclient"
 	"github.com/kelpie/kelpie/runtime/syncmodel"
 	"github.com/kelpie/kelpie/runtime/tensorwire"
 	"github.com/kelpie/kelpie/runtime/wire"
+	"github.com/kelpie/kelpie/scheduler/pki"
 )
 
 // TestFramedDataPlane: pushes and pulls over the framed transport (TCP and
@@ -83,7 +85,7 @@ func TestFramedDataPlane(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	if _, err := tensorwire.ClientHandshake(tensorwire.NewConn(nc), secret); err != nil {
+	if _, err := tensorwire.ClientHandshake(tensorwire.NewConn(nc), secret, nil); err != nil {
 		t.Fatal(err)
 	}
 	bad := make([]byte, tensorwire.HeaderSize)
@@ -110,5 +112,75 @@ func waitLog(t *testing.T, logs <-chan string, want string) {
 		case <-time.After(time.Minute):
 			t.Fatalf("no log line with %q", want)
 		}
+	}
+}
+
+// TestFramedEncrypted: with data_plane_encryption on, a worker of the job
+// (its node certificate) reaches the server over TLS and trains; a client
+// without a certificate, a server's certificate presented as a worker and a
+// worker of another job are refused; the Unix socket stays plain.
+func TestFramedEncrypted(t *testing.T) {
+	ca, err := pki.New("test CA", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds := func(job, node string) *identity.Credentials {
+		c, err := ca.Credentials(identity.Node(job, node), time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	s := newServer(t, syncmodel.Config{Model: syncmodel.ASP})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := tensorwire.SharedSecret("job secret")
+	ep, err := s.Listen(lis, Framed{Credentials: secret, Unix: UnixPath("", "test"), TLS: creds("a", "server-0").FramedServerTLS()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ep.Close()
+	addr := lis.Addr().String()
+	ctx := context.Background()
+
+	for _, tc := range []struct {
+		name      string
+		o         psclient.Options
+		ok        bool
+		encrypted bool
+	}{
+		{"worker of the job", psclient.Options{Transport: psclient.TransportTCP, TLS: creds("a", "worker-1").FramedClientTLS()}, true, true},
+		{"over the unix socket", psclient.Options{Transport: psclient.TransportUnix, TLS: creds("a", "worker-1").FramedClientTLS()}, true, false},
+		{"no certificate", psclient.Options{Transport: psclient.TransportTCP}, false, false},
+		{"a server's certificate", psclient.Options{Transport: psclient.TransportTCP, TLS: creds("a", "server-1").FramedClientTLS()}, false, false},
+		{"a worker of another job", psclient.Options{Transport: psclient.TransportTCP, TLS: creds("b", "worker-1").FramedClientTLS()}, false, false},
+	} {
+		tc.o.Credentials = secret
+		c, err := psclient.DialWith(ctx, addr, tc.o)
+		if !tc.ok {
+			if err == nil {
+				// TLS 1.3: the server's verdict on the client's certificate
+				// arrives with the first read.
+				_, err = c.Do(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PULL, Blocks: []uint32{0}})
+				c.Close()
+			}
+			if err == nil {
+				t.Errorf("%s: accepted", tc.name)
+			}
+			t.Logf("%s: %v", tc.name, err)
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if c.Encrypted() != tc.encrypted {
+			t.Errorf("%s: encrypted = %v; want %v", tc.name, c.Encrypted(), tc.encrypted)
+		}
+		if _, err := c.Do(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PUSH, Blocks: []uint32{0}, Progress: 1, Data: floats(1, 1, 1, 1)}); err != nil {
+			t.Errorf("%s: push: %v", tc.name, err)
+		}
+		c.Close()
 	}
 }

@@ -595,7 +595,7 @@ var (
 	modelKeys      = []string{"kind", "hidden"}
 	dataKeys       = []string{"kind", "epochs", "batches_per_shard", "seed", "samples", "test_samples", "features", "fields"}
 	trainKeys      = []string{"global_batch", "lr", "optimizer", "momentum", "lr_decay", "lr_final"}
-	clusterKeys    = []string{"servers", "workers", "block_bytes", "assignment", "exchange", "transport", "elasticity", "snapshot_interval", "topology", "batch_sizes", "min_workers", "max_workers", "min_servers", "max_servers", "resources"}
+	clusterKeys    = []string{"servers", "workers", "block_bytes", "assignment", "exchange", "transport", "data_plane_encryption", "elasticity", "snapshot_interval", "topology", "batch_sizes", "min_workers", "max_workers", "min_servers", "max_servers", "resources"}
 	resourceKeys   = []string{"server", "worker"}
 	roleResKeys    = []string{"cpu", "memory"}
 	labelKeys      = []string{"rack", "pod"}
@@ -658,6 +658,7 @@ func (d *decoder) decode(body ast.Node, s *Spec) {
 	d.str(cl, "assignment", &c.Assignment)
 	d.str(cl, "exchange", &c.Exchange)
 	d.str(cl, "transport", &c.Transport)
+	d.str(cl, "data_plane_encryption", &c.DataPlaneEncryption)
 	d.str(cl, "elasticity", &c.Elasticity)
 	d.duration(cl, "snapshot_interval", &c.SnapshotInterval)
 	if cl.vals["topology"] != nil {

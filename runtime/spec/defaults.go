@@ -109,6 +109,7 @@ func (d *decoder) applyDefaults(s *Spec) {
 	set("cluster.block_bytes", &c.BlockBytes, int64(defaultBlockBytes))
 	set("cluster.assignment", &c.Assignment, AssignRoundRobin)
 	set("cluster.transport", &c.Transport, TransportTCP)
+	set("cluster.data_plane_encryption", &c.DataPlaneEncryption, EncryptionOff)
 	set("cluster.elasticity", &c.Elasticity, ElasticityHot)
 	set("cluster.snapshot_interval", &c.SnapshotInterval, defaultSnapshotInterval)
 	set("cluster.min_workers", &c.MinWorkers, 1)

@@ -60,6 +60,12 @@
 //	                             and servers (tcp: kelpie's framed transport, a
 //	                             Unix socket on one host; grpc keeps every
 //	                             control service either way)
+//	  data_plane_encryption: off off | on: on puts every framed TCP connection
+//	                             in TLS with the node certificates (costs
+//	                             throughput: kelpie bench pushpull
+//	                             --encryption on); off still authenticates
+//	                             each connection with the job's secret. Unix
+//	                             sockets (one host) stay plain
 //	  elasticity: hot            hot | checkpoint-restart (the papers' baseline)
 //	  snapshot_interval: 30s     >= 0; servers' periodic snapshot; 0 turns it off
 //	  topology: {}               region labels by node name, e.g.

@@ -69,6 +69,7 @@ func (s *Spec) YAML() []byte {
 	w(1, "assignment: %s", yamlString(c.Assignment))
 	w(1, "exchange: %s", yamlString(c.Exchange))
 	w(1, "transport: %s", yamlString(c.Transport))
+	w(1, "data_plane_encryption: %s", yamlString(c.DataPlaneEncryption))
 	w(1, "elasticity: %s", yamlString(c.Elasticity))
 	w(1, "snapshot_interval: %s", fmtDuration(c.SnapshotInterval))
 	for _, k := range []struct {

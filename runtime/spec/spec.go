@@ -54,14 +54,18 @@ type Train struct {
 
 // Cluster is the shape of the job's cluster.
 type Cluster struct {
-	Servers          int
-	Workers          int
-	BlockBytes       int64
-	Assignment       string // round-robin | size-balanced | psld | mxnet
-	Exchange         string // ps | ring | rat
-	Transport        string // tcp | grpc: what carries tensors between workers and servers
-	Elasticity       string // hot | checkpoint-restart
-	SnapshotInterval time.Duration
+	Servers    int
+	Workers    int
+	BlockBytes int64
+	Assignment string // round-robin | size-balanced | psld | mxnet
+	Exchange   string // ps | ring | rat
+	Transport  string // tcp | grpc: what carries tensors between workers and servers
+	// DataPlaneEncryption is off | on: whether tensors between workers
+	// and servers travel in TLS (tcp transport: on TCP connections; gRPC
+	// has TLS whenever nodes have certificates).
+	DataPlaneEncryption string
+	Elasticity          string // hot | checkpoint-restart
+	SnapshotInterval    time.Duration
 	// Topology gives region labels by node name; nil when not given.
 	Topology map[string]Labels
 	// BatchSizes gives each initial worker's local batch size; nil means the
@@ -242,6 +246,12 @@ const (
 	TransportGRPC = "grpc" // the parameter server's gRPC Exchange stream
 )
 
+// Data-plane encryption.
+const (
+	EncryptionOff = "off" // connections authenticated (the job's secret), tensors in the clear
+	EncryptionOn  = "on"  // TLS with the node certificates on every framed TCP connection
+)
+
 // Gradient exchanges.
 const (
 	ExchangePS   = "ps"
@@ -306,6 +316,7 @@ var (
 	assignments    = []string{AssignRoundRobin, AssignSizeBalanced, AssignPSLD, AssignMXNet}
 	exchanges      = []string{ExchangePS, ExchangeRing, ExchangeRAT}
 	transports     = []string{TransportTCP, TransportGRPC}
+	encryptions    = []string{EncryptionOff, EncryptionOn}
 	elasticities   = []string{ElasticityHot, ElasticityCheckpointRestart}
 	syncModels     = []string{SyncBSP, SyncASP, SyncSSP, SyncDSPS, SyncDrop, SyncPSSP}
 	pulls          = []string{PullLazy, PullSoftBarrier}

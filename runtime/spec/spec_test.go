@@ -18,7 +18,7 @@ func defaults() *Spec {
 		Train: Train{GlobalBatch: 256, LR: 0.1, Optimizer: OptimizerSGD, LRDecay: LRDecayNone},
 		Cluster: Cluster{
 			Servers: 1, Workers: 1, BlockBytes: 4194304, Assignment: AssignRoundRobin,
-			Exchange: ExchangePS, Transport: TransportTCP, Elasticity: ElasticityHot, SnapshotInterval: 30 * time.Second,
+			Exchange: ExchangePS, Transport: TransportTCP, DataPlaneEncryption: EncryptionOff, Elasticity: ElasticityHot, SnapshotInterval: 30 * time.Second,
 			MinWorkers: 1, MinServers: 1,
 		},
 		Sync: Sync{Model: SyncBSP, Staleness: 3, Pull: PullLazy, PSSP: PSSP{C: 0.5, Alpha: 1}, Drop: Drop{WaitFor: 1}},
@@ -59,6 +59,9 @@ func TestParseGood(t *testing.T) {
 		{"exponent floats", "name: x\ntrain: {lr: 1e+00}\n", func(s *Spec) { s.Train.LR = 1 }},
 		{"wait_for follows workers", "name: x\ncluster: {workers: 4, servers: 2}\n", func(s *Spec) {
 			s.Cluster.Workers, s.Cluster.Servers, s.Sync.Drop.WaitFor = 4, 2, 3
+		}},
+		{"encrypted data plane over grpc", "name: x\ncluster: {transport: grpc, data_plane_encryption: on}\n", func(s *Spec) {
+			s.Cluster.Transport, s.Cluster.DataPlaneEncryption = TransportGRPC, EncryptionOn
 		}},
 		{"block_bytes with a unit", "name: x\ncluster: {block_bytes: 1MiB, snapshot_interval: 0}\n", func(s *Spec) {
 			s.Cluster.BlockBytes, s.Cluster.SnapshotInterval = 1<<20, 0
@@ -234,7 +237,7 @@ sync:
 		{"bad name and enums", `name: Mnist_MLP
 model: {kind: cnn}
 train: {optimizer: adagrad}
-cluster: {assignment: psl, exchange: tree, elasticity: cold}
+cluster: {assignment: psl, exchange: tree, elasticity: cold, data_plane_encryption: maybe}
 sync: {model: bsq, pull: eager}
 policies: {antdt-nd: {mode: on}}
 `, []string{
@@ -243,6 +246,7 @@ policies: {antdt-nd: {mode: on}}
 			`spec.yaml:3: train.optimizer: must be one of sgd, momentum, adam (got "adagrad")`,
 			`spec.yaml:4: cluster.assignment: must be one of round-robin, size-balanced, psld, mxnet (got "psl"; did you mean "psld"?)`,
 			`spec.yaml:4: cluster.exchange: must be one of ps, ring, rat (got "tree")`,
+			`spec.yaml:4: cluster.data_plane_encryption: must be one of off, on (got "maybe")`,
 			`spec.yaml:4: cluster.elasticity: must be one of hot, checkpoint-restart (got "cold")`,
 			`spec.yaml:5: sync.model: must be one of bsp, asp, ssp, dsps, drop, pssp (got "bsq"; did you mean "bsp"?)`,
 			`spec.yaml:5: sync.pull: must be one of lazy, soft-barrier (got "eager")`,
@@ -545,6 +549,7 @@ cluster:
   assignment: round-robin
   exchange: ps
   transport: tcp
+  data_plane_encryption: off
   elasticity: hot
   snapshot_interval: 30s
 sync:

@@ -203,6 +203,7 @@ func (c *checker) validateCluster() {
 	c.oneOf("cluster.assignment", cl.Assignment, assignments)
 	c.oneOf("cluster.exchange", cl.Exchange, exchanges)
 	c.oneOf("cluster.transport", cl.Transport, transports)
+	c.oneOf("cluster.data_plane_encryption", cl.DataPlaneEncryption, encryptions)
 	c.oneOf("cluster.elasticity", cl.Elasticity, elasticities)
 	c.nonNegative("cluster.snapshot_interval", cl.SnapshotInterval)
 	if workersOK && s.Train.GlobalBatch >= 1 && s.Train.GlobalBatch < cl.Workers {

@@ -27,6 +27,7 @@
 package tensorwire
 
 import (
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -161,6 +162,15 @@ func NewConn(nc net.Conn) *Conn {
 		wc = u.Unwrap()
 	}
 	return &Conn{nc: nc, wc: wc, wbuf: make([]byte, HeaderSize, 512), meta: make([]byte, 0, 512)}
+}
+
+// encrypt moves the connection's frames into tc, a TLS connection over it.
+func (c *Conn) encrypt(tc *tls.Conn) { c.nc, c.wc = tc, tc }
+
+// Encrypted says whether the connection's frames travel in TLS.
+func (c *Conn) Encrypted() bool {
+	_, ok := c.nc.(*tls.Conn)
+	return ok
 }
 
 // NetConn is the underlying connection.

@@ -195,8 +195,8 @@ func TestHandshake(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			a, b := pipe(t)
 			srv := make(chan error, 1)
-			go func() { srv <- ServerHandshake(b, tc.server, Hello{HostID: "h", Unix: "/tmp/x.sock"}) }()
-			hello, err := ClientHandshake(a, tc.client)
+			go func() { srv <- ServerHandshake(b, tc.server, nil, Hello{HostID: "h", Unix: "/tmp/x.sock"}) }()
+			hello, err := ClientHandshake(a, tc.client, nil)
 			serr := <-srv
 			if tc.ok {
 				if err != nil || serr != nil {
@@ -224,7 +224,7 @@ func TestHandshakeBoundsStrangers(t *testing.T) {
 	} {
 		a, b := pipe(t)
 		srv := make(chan error, 1)
-		go func() { srv <- ServerHandshake(b, SharedSecret("s"), Hello{}) }()
+		go func() { srv <- ServerHandshake(b, SharedSecret("s"), nil, Hello{}) }()
 		hdr := make([]byte, HeaderSize)
 		PutHeader(hdr, h)
 		if _, err := a.NetConn().Write(hdr); err != nil {

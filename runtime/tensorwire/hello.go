@@ -4,9 +4,12 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -49,118 +52,180 @@ func (s SharedSecret) Verify(transcript, proof []byte) bool {
 type Hello struct {
 	HostID string // identity of the server's host (see HostID)
 	Unix   string // the server's Unix socket path, "" if it has none
+	// Encrypted: the connection continues in TLS after the handshake
+	// (cluster.data_plane_encryption: on, over TCP).
+	Encrypted bool
 }
 
 const (
 	nonceSize     = 32
 	maxHelloField = 4096
-	maxHelloMeta  = 4 * (2 + maxHelloField) // four fields at most
+	maxHelloMeta  = 5 * (2 + maxHelloField) // five fields at most
 	// HandshakeTimeout bounds a whole handshake: a peer that stalls during
 	// it is dropped.
 	HandshakeTimeout = 10 * time.Second
+	// ALPN is the TLS application protocol of an encrypted framed
+	// connection.
+	ALPN = "kelpie-tensorwire"
 )
 
 // The handshake, four frames on the new connection:
 //
 //	client → server  hello      role "c", client nonce
-//	server → client  hello      role "s", server nonce, host id, unix path
-//	client → server  hello-ack  proof over both nonces ("client")
-//	server → client  hello-ack  proof over both nonces ("server")
+//	server → client  hello      role "s", server nonce, host id, unix path, "tls" or ""
+//	client → server  hello-ack  proof over both hellos ("client")
+//	server → client  hello-ack  proof over both hellos ("server")
 //
 // Each side checks the other's proof; a failed check closes the connection
-// (a refused client is told why in an error frame first).
+// (a refused client is told why in an error frame first). The proofs cover
+// both hellos whole, so nothing in them (the Unix path, whether the
+// connection is encrypted) can be changed on the way. With "tls" both ends
+// then run a TLS 1.3 handshake with their node certificates over the same
+// connection, and every later frame travels inside it.
 
-func transcript(who string, cn, sn []byte) []byte {
-	t := make([]byte, 0, 32+2*nonceSize)
+func transcript(who string, ch, sh []byte) []byte {
+	t := make([]byte, 0, 32+len(ch)+len(sh))
 	t = append(t, "kelpie-tensorwire-v1/"...)
 	t = append(t, who...)
-	t = append(t, cn...)
-	return append(t, sn...)
+	t = appendFields(t, ch)
+	return appendFields(t, sh)
 }
 
 // ClientHandshake proves the client to the server and the server to the
-// client, and returns what the server advertised.
-func ClientHandshake(c *Conn, creds Credentials) (Hello, error) {
+// client, and returns what the server advertised. With tlsConf (the
+// client's node certificate) the client encrypts: a TCP connection to a
+// server that does not is refused; without it, a server that encrypts is
+// refused. A connection that the server encrypts continues in TLS.
+func ClientHandshake(c *Conn, creds Credentials, tlsConf *tls.Config) (Hello, error) {
 	_ = c.nc.SetDeadline(time.Now().Add(HandshakeTimeout))
 	defer c.nc.SetDeadline(time.Time{})
 	c.helloOnly = true
 	defer func() { c.helloOnly = false }()
 	cn := make([]byte, nonceSize)
 	_, _ = rand.Read(cn)
-	if err := c.WriteFrame(KindHello, 0, appendFields(nil, []byte("c"), cn), nil); err != nil {
+	ch := appendFields(nil, []byte("c"), cn)
+	if err := c.WriteFrame(KindHello, 0, ch, nil); err != nil {
 		return Hello{}, fmt.Errorf("tensorwire: send hello: %v", err)
 	}
-	f, err := readHello(c, KindHello, 4)
+	f, sh, err := readHello(c, KindHello, 5)
 	if err != nil {
 		return Hello{}, err
 	}
-	if string(f[0]) != "s" || len(f[1]) != nonceSize {
+	if string(f[0]) != "s" || len(f[1]) != nonceSize || (string(f[4]) != "" && string(f[4]) != "tls") {
 		return Hello{}, fmt.Errorf("%w: server hello malformed", ErrFrame)
 	}
-	sn := append([]byte(nil), f[1]...) // f is the connection's buffer, reused by the next read
-	hello := Hello{HostID: string(f[2]), Unix: string(f[3])}
-	if err := c.WriteFrame(KindHelloAck, 0, appendFields(nil, creds.Prove(transcript("client", cn, sn))), nil); err != nil {
+	hello := Hello{HostID: string(f[2]), Unix: string(f[3]), Encrypted: string(f[4]) == "tls"}
+	if err := c.WriteFrame(KindHelloAck, 0, appendFields(nil, creds.Prove(transcript("client", ch, sh))), nil); err != nil {
 		return Hello{}, fmt.Errorf("tensorwire: send proof: %v", err)
 	}
-	f, err = readHello(c, KindHelloAck, 2)
+	f, _, err = readHello(c, KindHelloAck, 2)
 	if err != nil {
 		return Hello{}, err
 	}
 	if len(f[1]) > 0 {
 		return Hello{}, fmt.Errorf("tensorwire: server refused the connection: %s", f[1])
 	}
-	if !creds.Verify(transcript("server", cn, sn), f[0]) {
+	if !creds.Verify(transcript("server", ch, sh), f[0]) {
 		return Hello{}, errors.New("tensorwire: the server did not prove the job's data-plane secret")
+	}
+	switch {
+	case hello.Encrypted && tlsConf == nil:
+		return Hello{}, errors.New("tensorwire: the server encrypts its data plane (data_plane_encryption: on) and this end has no certificate for it")
+	case !hello.Encrypted && tlsConf != nil && !IsUnix(c.nc):
+		return Hello{}, errors.New("tensorwire: the server does not encrypt its data plane over TCP and this end requires it (data_plane_encryption: on)")
+	case hello.Encrypted:
+		tc := tls.Client(c.nc, tlsConf)
+		if err := tc.Handshake(); err != nil {
+			return Hello{}, fmt.Errorf("tensorwire: tls: %v", err)
+		}
+		c.encrypt(tc)
 	}
 	return hello, nil
 }
 
 // ServerHandshake checks a client's proof and proves the server to it.
-func ServerHandshake(c *Conn, creds Credentials, me Hello) error {
+// With tlsConf (the server's node certificate; pass nil on a Unix socket,
+// whose bytes never leave the host) the connection continues in TLS.
+func ServerHandshake(c *Conn, creds Credentials, tlsConf *tls.Config, me Hello) error {
 	_ = c.nc.SetDeadline(time.Now().Add(HandshakeTimeout))
 	defer c.nc.SetDeadline(time.Time{})
 	c.helloOnly = true
 	defer func() { c.helloOnly = false }()
-	f, err := readHello(c, KindHello, 2)
+	f, ch, err := readHello(c, KindHello, 2)
 	if err != nil {
 		return err
 	}
 	if string(f[0]) != "c" || len(f[1]) != nonceSize {
 		return fmt.Errorf("%w: client hello malformed", ErrFrame)
 	}
-	cn := append([]byte(nil), f[1]...)
 	sn := make([]byte, nonceSize)
 	_, _ = rand.Read(sn)
-	if err := c.WriteFrame(KindHello, 0, appendFields(nil, []byte("s"), sn, []byte(me.HostID), []byte(me.Unix)), nil); err != nil {
+	mode := ""
+	if tlsConf != nil {
+		mode = "tls"
+	}
+	sh := appendFields(nil, []byte("s"), sn, []byte(me.HostID), []byte(me.Unix), []byte(mode))
+	if err := c.WriteFrame(KindHello, 0, sh, nil); err != nil {
 		return fmt.Errorf("tensorwire: send hello: %v", err)
 	}
-	f, err = readHello(c, KindHelloAck, 1)
+	f, _, err = readHello(c, KindHelloAck, 1)
 	if err != nil {
 		return err
 	}
-	if !creds.Verify(transcript("client", cn, sn), f[0]) {
+	if !creds.Verify(transcript("client", ch, sh), f[0]) {
 		_ = c.WriteFrame(KindHelloAck, 0, appendFields(nil, nil, []byte("wrong data-plane credentials")), nil)
 		return errors.New("tensorwire: client did not prove the job's data-plane secret")
 	}
-	if err := c.WriteFrame(KindHelloAck, 0, appendFields(nil, creds.Prove(transcript("server", cn, sn)), nil), nil); err != nil {
+	if err := c.WriteFrame(KindHelloAck, 0, appendFields(nil, creds.Prove(transcript("server", ch, sh)), nil), nil); err != nil {
 		return fmt.Errorf("tensorwire: send proof: %v", err)
+	}
+	if tlsConf != nil {
+		tc := tls.Server(c.nc, tlsConf)
+		if err := tc.Handshake(); err != nil {
+			if errors.Is(err, io.EOF) {
+				return ErrMoved
+			}
+			return fmt.Errorf("tensorwire: tls: %v", err)
+		}
+		c.encrypt(tc)
 	}
 	return nil
 }
 
-func readHello(c *Conn, kind Kind, n int) ([][]byte, error) {
+// ErrMoved: the client closed a proven connection before its TLS handshake,
+// having moved to the server's Unix socket (nothing to log).
+var ErrMoved = errors.New("tensorwire: the client moved to the unix socket")
+
+// IsUnix says whether nc is (or wraps) a Unix socket.
+func IsUnix(nc net.Conn) bool {
+	for {
+		if _, ok := nc.(*net.UnixConn); ok {
+			return true
+		}
+		u, ok := nc.(interface{ Unwrap() net.Conn })
+		if !ok {
+			return false
+		}
+		nc = u.Unwrap()
+	}
+}
+
+// readHello reads a handshake frame of n fields; raw is a copy of its
+// metadata (for the transcript), which the fields view.
+func readHello(c *Conn, kind Kind, n int) (fields [][]byte, raw []byte, err error) {
 	h, meta, err := c.ReadHeader()
 	if err != nil {
-		return nil, fmt.Errorf("tensorwire: handshake: %w", err)
+		return nil, nil, fmt.Errorf("tensorwire: handshake: %w", err)
 	}
 	if h.Kind != kind || h.Payload != 0 {
-		return nil, fmt.Errorf("%w: handshake expected a %v frame without payload, got %v with %d bytes", ErrFrame, kind, h.Kind, h.Payload)
+		return nil, nil, fmt.Errorf("%w: handshake expected a %v frame without payload, got %v with %d bytes", ErrFrame, kind, h.Kind, h.Payload)
 	}
-	f, err := parseFields(meta, n)
+	raw = append([]byte(nil), meta...)
+	f, err := parseFields(raw, n)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return f, nil
+	return f, raw, nil
 }
 
 // appendFields encodes byte strings, each with a 2-byte length.

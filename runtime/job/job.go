@@ -137,7 +137,7 @@ func Injections(s *spec.Spec) []straggler.Injection {
 		out = append(out, straggler.Injection{
 			Node: g.Node, Kind: straggler.Kind(g.Kind), Sleep: g.Sleep, Intensity: g.Intensity,
 			Probability: g.Probability, Start: g.Start, End: g.End, Period: g.Period, On: g.On,
-			Rate: g.Rate, FollowsRestart: g.FollowsRestart,
+			Rate: g.Rate, Region: g.Region, FollowsRestart: g.FollowsRestart,
 		})
 	}
 	return out

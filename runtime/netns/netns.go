@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -45,6 +46,12 @@ type Config struct {
 	// Delay adds a one-way latency to each uplink (tc netem, which needs
 	// the kernel's sch_netem: not every machine has it), e.g. 1ms.
 	Delay time.Duration
+	// Gateway links this (the calling process's) namespace to the spine
+	// with an address of the cluster's subnet (Cluster.Gateway), so that a
+	// process here — a scheduler — reaches every host and is reached by
+	// them. The subnet is then chosen among those no route of this
+	// namespace uses. Its interface lives and dies with the fabric.
+	Gateway bool
 }
 
 // Host is one namespace of the cluster.
@@ -59,7 +66,11 @@ type Host struct {
 type Cluster struct {
 	Tag   string
 	Hosts []Host
-	cfg   Config
+	// Subnet is the cluster's /16 ("10.77"); Gateway the address of this
+	// namespace on it when Config.Gateway asked for one ("" otherwise).
+	Subnet  string
+	Gateway string
+	cfg     Config
 }
 
 var seq atomic.Int32
@@ -85,7 +96,7 @@ func Available() error {
 }
 
 const (
-	subnet  = "10.77"
+	subnet  = "10.77" // an isolated cluster's (no gateway)
 	maxHost = 250
 	maxRack = 250
 )
@@ -103,28 +114,59 @@ func Up(ctx context.Context, tag string, cfg Config) (*Cluster, error) {
 	if len(cfg.Racks) == 0 || len(cfg.Racks) > maxRack {
 		return nil, fmt.Errorf("netns: %d racks; want 1 to %d", len(cfg.Racks), maxRack)
 	}
-	c := &Cluster{Tag: tag, cfg: cfg}
+	c := &Cluster{Tag: tag, cfg: cfg, Subnet: subnet}
 	seen := map[string]bool{}
 	for r, hosts := range cfg.Racks {
 		if len(hosts) == 0 || len(hosts) > maxHost {
 			return nil, fmt.Errorf("netns: rack %d has %d hosts; want 1 to %d", r, len(hosts), maxHost)
 		}
-		for i, h := range hosts {
+		for _, h := range hosts {
 			if !validName(h) || seen[h] {
 				return nil, fmt.Errorf("netns: host name %q is empty, repeated or not letters, digits and '-'", h)
 			}
 			seen[h] = true
-			c.Hosts = append(c.Hosts, Host{Name: h, Rack: r, NS: tag + "-" + h, Addr: fmt.Sprintf("%s.%d.%d", subnet, r, i+1)})
+			c.Hosts = append(c.Hosts, Host{Name: h, Rack: r, NS: tag + "-" + h})
 		}
 	}
 	if err := Down(tag); err != nil {
 		return nil, err
 	}
+	if !cfg.Gateway {
+		c.address()
+		if err := c.build(ctx); err != nil {
+			_ = Down(tag)
+			return nil, err
+		}
+		return c, nil
+	}
+	// The subnet is picked and its route made under one lock, so that two
+	// clusters with gateways never pick the same.
+	unlock, err := lockSubnets()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if c.Subnet, err = freeSubnet(); err != nil {
+		return nil, err
+	}
+	c.address()
+	c.Gateway = c.Subnet + ".255.254"
 	if err := c.build(ctx); err != nil {
 		_ = Down(tag)
 		return nil, err
 	}
 	return c, nil
+}
+
+// address gives each host its address in the subnet: rack r, host i of
+// the rack at SUBNET.r.i+1.
+func (c *Cluster) address() {
+	n := map[int]int{}
+	for i := range c.Hosts {
+		h := &c.Hosts[i]
+		n[h.Rack]++
+		h.Addr = fmt.Sprintf("%s.%d.%d", c.Subnet, h.Rack, n[h.Rack])
+	}
 }
 
 func (c *Cluster) fabric() string { return c.Tag + "-fabric" }
@@ -147,6 +189,29 @@ func (c *Cluster) build(ctx context.Context) error {
 	for _, s := range steps {
 		if err := inF(s...); err != nil {
 			return err
+		}
+	}
+	if c.Gateway != "" {
+		// This namespace's end is created here and the other end moved
+		// into the fabric, so deleting the fabric deletes both.
+		gw, peer := c.Tag+"g", c.Tag+"G"
+		for _, s := range [][]string{
+			{"link", "add", gw, "type", "veth", "peer", "name", peer},
+			{"link", "set", peer, "netns", f},
+			{"addr", "add", c.Gateway + "/16", "dev", gw},
+			{"link", "set", gw, "up"},
+		} {
+			if err := run(s...); err != nil {
+				return err
+			}
+		}
+		for _, s := range [][]string{
+			{"ip", "link", "set", peer, "master", spine},
+			{"ip", "link", "set", peer, "up"},
+		} {
+			if err := inF(s...); err != nil {
+				return err
+			}
 		}
 	}
 	for r := range c.cfg.Racks {
@@ -226,7 +291,92 @@ func (c *Cluster) shape(ctx context.Context, ns, dev, rate string, delay time.Du
 			return nil
 		}
 	}
-	return ipcmd(ctx, append(tc, "tbf", "rate", rate, "burst", "64kb", "latency", "100ms")...)
+	return ipcmd(ctx, append(tc, tbf(rate)...)...)
+}
+
+// tbf is a token bucket's parameters for rate: a burst of 10 ms of it (at
+// least 64 KiB: a smaller one cannot pass a full-sized segment at the
+// kernel's timer granularity) and a queue of 100 ms.
+func tbf(rate string) []string {
+	burst := int64(64 << 10)
+	if bits, err := ParseRate(rate); err == nil {
+		burst = max(burst, int64(bits/8/100))
+	}
+	return []string{"tbf", "rate", rate, "burst", strconv.FormatInt(burst, 10), "latency", "100ms"}
+}
+
+// ParseRate reads a rate as tc writes it ("800mbit", "1gbit", "10mbps" —
+// bps is bytes) into bits per second.
+func ParseRate(rate string) (float64, error) {
+	r := strings.ToLower(strings.TrimSpace(rate))
+	i := 0
+	for i < len(r) && strings.IndexByte("0123456789.", r[i]) >= 0 {
+		i++
+	}
+	v, err := strconv.ParseFloat(r[:i], 64)
+	if err != nil || v <= 0 {
+		return 0, fmt.Errorf("netns: rate %q: want a number and a unit such as 100mbit", rate)
+	}
+	units := map[string]float64{"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12,
+		"bps": 8, "kbps": 8e3, "mbps": 8e6, "gbps": 8e9, "tbps": 8e12}
+	u, ok := units[r[i:]]
+	if !ok {
+		return 0, fmt.Errorf("netns: rate %q: unknown unit %q", rate, r[i:])
+	}
+	return v * u, nil
+}
+
+// Rate writes bytes per second as a tc rate.
+func Rate(bytesPerSec float64) string {
+	return strconv.FormatInt(int64(bytesPerSec*8), 10) + "bit"
+}
+
+// SetHostRate caps host's own link at rate, each way ("" goes back to the
+// cluster's HostLink).
+func (c *Cluster) SetHostRate(ctx context.Context, host, rate string) error {
+	h, ok := c.Host(host)
+	if !ok {
+		return fmt.Errorf("netns: cluster %s has no host %q", c.Tag, host)
+	}
+	i := slices.IndexFunc(c.Hosts, func(x Host) bool { return x.Name == host })
+	if rate == "" {
+		rate = c.cfg.HostLink
+	}
+	return errors.Join(
+		c.setRate(ctx, h.NS, "eth0", rate, 0),
+		c.setRate(ctx, c.fabric(), fmt.Sprintf("%sh%d", c.Tag, i), rate, 0))
+}
+
+// SetUplinkRate caps rack's uplink at rate, each way ("" goes back to the
+// cluster's Uplink).
+func (c *Cluster) SetUplinkRate(ctx context.Context, rack int, rate string) error {
+	if rack < 0 || rack >= len(c.cfg.Racks) {
+		return fmt.Errorf("netns: cluster %s has no rack %d", c.Tag, rack)
+	}
+	if rate == "" {
+		rate = c.cfg.Uplink
+	}
+	return errors.Join(
+		c.setRate(ctx, c.fabric(), fmt.Sprintf("%su%d", c.Tag, rack), rate, c.cfg.Delay),
+		c.setRate(ctx, c.fabric(), fmt.Sprintf("%sd%d", c.Tag, rack), rate, c.cfg.Delay))
+}
+
+// setRate replaces dev's token bucket by one of rate, or removes it
+// (rate ""), keeping a netem delay the device has.
+func (c *Cluster) setRate(ctx context.Context, ns, dev, rate string, delay time.Duration) error {
+	where := []string{"root"}
+	if delay > 0 {
+		where = []string{"parent", "1:1", "handle", "10:"}
+	}
+	base := []string{"netns", "exec", ns, "tc", "qdisc"}
+	if rate == "" {
+		err := ipcmd(ctx, append(append(base, "del", "dev", dev), where...)...)
+		if err != nil && (strings.Contains(err.Error(), "No such file") || strings.Contains(err.Error(), "handle of zero")) {
+			return nil // nothing to remove
+		}
+		return err
+	}
+	return ipcmd(ctx, append(append(append(base, "replace", "dev", dev), where...), tbf(rate)...)...)
 }
 
 // Command returns a command that runs name inside host's namespace.
@@ -266,7 +416,23 @@ func Down(tag string) error {
 	for _, ns := range names {
 		errs = append(errs, remove(ns))
 	}
+	// A gateway's end in this namespace goes with the fabric, but only
+	// once the kernel has cleaned the fabric up: remove it now.
+	errs = append(errs, removeLink(tag+"g"))
 	return errors.Join(errs...)
+}
+
+// removeLink deletes interface name of this namespace if it exists.
+func removeLink(name string) error {
+	if _, err := os.Stat("/sys/class/net/" + name); err != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := ipcmd(ctx, "link", "del", name); err != nil && !strings.Contains(err.Error(), "Cannot find device") {
+		return err
+	}
+	return nil
 }
 
 // remove kills ns's processes and deletes it. A namespace with processes
@@ -331,20 +497,29 @@ func Sweep() error {
 	if err != nil {
 		return err
 	}
-	var errs []error
-	for _, ns := range names {
-		tag, _, ok := strings.Cut(ns, "-")
-		if !ok || checkTag(tag) != nil {
-			continue
+	dead := func(tag string) bool {
+		if checkTag(tag) != nil {
+			return false
 		}
 		pid, err := strconv.ParseInt(tag[len(Prefix):len(tag)-1], 36, 64)
 		if err != nil || pid == int64(os.Getpid()) {
-			continue
+			return false
 		}
-		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
-			continue // its creator still runs
+		_, err = os.Stat(fmt.Sprintf("/proc/%d", pid))
+		return err != nil // its creator is gone
+	}
+	var errs []error
+	for _, ns := range names {
+		if tag, _, ok := strings.Cut(ns, "-"); ok && dead(tag) {
+			errs = append(errs, remove(ns))
 		}
-		errs = append(errs, remove(ns))
+	}
+	// Gateways whose fabric is gone (or going).
+	ents, _ := os.ReadDir("/sys/class/net")
+	for _, e := range ents {
+		if tag, ok := strings.CutSuffix(e.Name(), "g"); ok && strings.HasPrefix(tag, Prefix) && dead(tag) {
+			errs = append(errs, removeLink(e.Name()))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -145,8 +146,12 @@ func TestNothingLeftWhenATestFails(t *testing.T) {
 			t.Fatalf("%s: the child did not build its cluster:\n%s", mode, out)
 		}
 		if mode == "exit" {
-			if left := leftovers(t, tag); len(left) == 0 {
+			left := leftovers(t, tag)
+			if len(left) == 0 {
 				t.Errorf("exit: nothing left before Sweep; the child did not build?")
+			}
+			if !slices.Contains(left, "link "+tag+"g") {
+				t.Errorf("exit: the gateway's interface is not among the leftovers %v", left)
 			}
 			if err := Sweep(); err != nil {
 				t.Fatal(err)
@@ -164,7 +169,9 @@ func TestChildFailsMidway(t *testing.T) {
 	if mode == "" {
 		t.Skip("run by TestNothingLeftWhenATestFails")
 	}
-	c := ForTest(t, twoRacks())
+	cfg := twoRacks()
+	cfg.Gateway = true // an interface in this namespace too
+	c := ForTest(t, cfg)
 	sleeper, _ := c.Command(context.Background(), "w3", "sleep", "300")
 	if err := sleeper.Start(); err != nil {
 		t.Fatal(err)

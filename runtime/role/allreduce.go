@@ -22,17 +22,36 @@ func isAllreduce(s *spec.Spec) bool {
 	return s.Cluster.Exchange == spec.ExchangeRing || s.Cluster.Exchange == spec.ExchangeRAT
 }
 
-// peerListener opens the address an allreduce worker's peers connect to.
+// peerListener opens the address an allreduce worker's peers connect to:
+// Options.Listen, or a free port on the address this host reaches the
+// coordinator from (127.0.0.1 when the coordinator is on loopback; the
+// host's own address when hosts have their own, as in a netns network or
+// a cluster).
 func peerListener(o Options) (net.Listener, error) {
 	addr := o.Listen
 	if addr == "" {
-		addr = "127.0.0.1:0"
+		addr = net.JoinHostPort(outboundIP(o.Coordinator), "0")
 	}
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("worker %s: allreduce listen: %v", o.Node, err)
 	}
 	return l, nil
+}
+
+// outboundIP is the local address this host uses to reach addr (a UDP
+// "connection" sends nothing; it only picks the route), 127.0.0.1 when it
+// cannot tell.
+func outboundIP(addr string) string {
+	c, err := net.Dial("udp", addr)
+	if err != nil {
+		return "127.0.0.1"
+	}
+	defer c.Close()
+	if a, ok := c.LocalAddr().(*net.UDPAddr); ok && a.IP != nil && !a.IP.IsUnspecified() {
+		return a.IP.String()
+	}
+	return "127.0.0.1"
 }
 
 // Topology returns the job's workers' places (cluster.topology) by worker

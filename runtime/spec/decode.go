@@ -595,10 +595,10 @@ var (
 	modelKeys      = []string{"kind", "hidden"}
 	dataKeys       = []string{"kind", "epochs", "batches_per_shard", "seed", "samples", "test_samples", "features", "fields"}
 	trainKeys      = []string{"global_batch", "lr", "optimizer", "momentum", "lr_decay", "lr_final"}
-	clusterKeys    = []string{"servers", "workers", "block_bytes", "assignment", "exchange", "transport", "data_plane_encryption", "elasticity", "snapshot_interval", "topology", "batch_sizes", "min_workers", "max_workers", "min_servers", "max_servers", "resources"}
+	clusterKeys    = []string{"servers", "workers", "block_bytes", "assignment", "exchange", "transport", "data_plane_encryption", "elasticity", "snapshot_interval", "topology", "hosts", "links", "batch_sizes", "min_workers", "max_workers", "min_servers", "max_servers", "resources"}
 	resourceKeys   = []string{"server", "worker"}
 	roleResKeys    = []string{"cpu", "memory"}
-	labelKeys      = []string{"rack", "pod"}
+	labelKeys      = []string{"rack", "pod", "host"}
 	syncKeys       = []string{"model", "staleness", "pull", "pssp", "drop"}
 	psspKeys       = []string{"c", "alpha", "dynamic"}
 	dropKeys       = []string{"wait_for"}
@@ -608,7 +608,7 @@ var (
 	backupKeys     = []string{"mode", "drop"}
 	adjustLRKeys   = []string{"mode"}
 	psldKeys       = []string{"mode", "epsilon", "theta1_over_theta0", "scale_threshold", "variance_threshold", "strawman"}
-	stragglerKeys  = []string{"node", "kind", "sleep", "intensity", "probability", "start", "end", "period", "on", "rate", "follows_restart"}
+	stragglerKeys  = []string{"node", "kind", "sleep", "intensity", "probability", "start", "end", "period", "on", "rate", "region", "follows_restart"}
 	scriptBaseKeys = []string{"at", "action", "node", "sizes", "assignment"}
 	scriptKeys     = append(append([]string{}, scriptBaseKeys...), syncKeys...)
 )
@@ -669,9 +669,11 @@ func (d *decoder) decode(body ast.Node, s *Spec) {
 			var l Labels
 			d.str(lm, "rack", &l.Rack)
 			d.str(lm, "pod", &l.Pod)
+			d.str(lm, "host", &l.Host)
 			c.Topology[node] = l
 		}
 	}
+	d.decodeNetwork(cl, c)
 	d.intMap(cl, "batch_sizes", &c.BatchSizes)
 	d.int(cl, "min_workers", &c.MinWorkers)
 	d.int(cl, "max_workers", &c.MaxWorkers)
@@ -728,6 +730,7 @@ func (d *decoder) decode(body ast.Node, s *Spec) {
 		d.duration(m, "period", &st.Period)
 		d.duration(m, "on", &st.On)
 		d.rate(m, "rate", &st.Rate)
+		d.str(m, "region", &st.Region)
 		d.bool(m, "follows_restart", &st.FollowsRestart)
 		s.Stragglers = append(s.Stragglers, st)
 	}

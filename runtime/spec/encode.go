@@ -91,8 +91,17 @@ func (s *Spec) YAML() []byte {
 			if l.Pod != "" {
 				kv = append(kv, "pod: "+yamlString(l.Pod))
 			}
+			if l.Host != "" {
+				kv = append(kv, "host: "+yamlString(l.Host))
+			}
 			w(2, "%s: {%s}", yamlString(node), strings.Join(kv, ", "))
 		}
+	}
+	if c.Hosts != "" {
+		w(1, "hosts: %s", yamlString(c.Hosts))
+	}
+	if c.Links != (Links{}) {
+		w(1, "links: {%s}", strings.Join(c.Links.fields(), ", "))
 	}
 	if c.BatchSizes != nil {
 		w(1, "batch_sizes: %s", flowIntMap(c.BatchSizes))
@@ -140,7 +149,13 @@ func (s *Spec) YAML() []byte {
 	if len(s.Stragglers) > 0 {
 		w(0, "stragglers:")
 		for _, st := range s.Stragglers {
-			kv := []string{"node: " + yamlString(st.Node), "kind: " + yamlString(st.Kind)}
+			kv := []string{"kind: " + yamlString(st.Kind)}
+			if st.Node != "" {
+				kv = append([]string{"node: " + yamlString(st.Node)}, kv...)
+			}
+			if st.Region != "" {
+				kv = append(kv, "region: "+yamlString(st.Region))
+			}
 			used := stragglerKeysByKind[st.Kind]
 			if contains(used, "sleep") {
 				kv = append(kv, "sleep: "+fmtDuration(st.Sleep))

@@ -68,6 +68,10 @@ type Cluster struct {
 	SnapshotInterval    time.Duration
 	// Topology gives region labels by node name; nil when not given.
 	Topology map[string]Labels
+	// Hosts places the nodes (HostsLocal, HostsNetns); Links shapes the
+	// network of HostsNetns (network.go).
+	Hosts string
+	Links Links
 	// BatchSizes gives each initial worker's local batch size; nil means the
 	// global batch split evenly. Read it through LocalBatch.
 	BatchSizes map[string]int
@@ -98,6 +102,10 @@ type RoleResources struct {
 type Labels struct {
 	Rack string
 	Pod  string
+	// Host puts the nodes that name the same host on one machine (with
+	// hosts netns, one network namespace); by default every node is its
+	// own host.
+	Host string
 }
 
 // Sync is the synchronisation model the servers enforce.
@@ -186,7 +194,9 @@ type Straggler struct {
 	End         time.Duration // zero: until the job ends
 	Period      time.Duration // transient: active for On out of every Period
 	On          time.Duration
-	Rate        float64 // bandwidth: bytes per second
+	Rate        float64 // bandwidth, link: bytes per second
+	// Region (link only, instead of Node) is a rack whose uplink is shaped.
+	Region string
 	// FollowsRestart keeps the injection on a node after a KILL_RESTART.
 	FollowsRestart bool
 	Line           int // line in the spec file
@@ -294,6 +304,7 @@ const (
 	StragglerCPU       = "cpu"
 	StragglerBandwidth = "bandwidth"
 	StragglerPause     = "pause"
+	StragglerLink      = "link" // tc on the node's link or a rack's uplink (hosts netns)
 )
 
 // Script actions.
@@ -321,7 +332,7 @@ var (
 	syncModels     = []string{SyncBSP, SyncASP, SyncSSP, SyncDSPS, SyncDrop, SyncPSSP}
 	pulls          = []string{PullLazy, PullSoftBarrier}
 	modes          = []string{ModeAuto, ModeApprove, ModeOff}
-	stragglerKinds = []string{StragglerCompute, StragglerCPU, StragglerBandwidth, StragglerPause}
+	stragglerKinds = []string{StragglerCompute, StragglerCPU, StragglerBandwidth, StragglerPause, StragglerLink}
 	actions        = []string{ActionAddServer, ActionRemoveServer, ActionAddWorker, ActionRemoveWorker,
 		ActionRestart, ActionAdjustBatch, ActionReassign, ActionSetSync}
 )

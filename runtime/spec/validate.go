@@ -118,6 +118,7 @@ func (c *checker) validate() {
 	c.validateSync("sync", &s.Sync, s.Cluster.Workers)
 	c.validatePolicies()
 	c.validateStragglers()
+	c.validateNetwork()
 	c.validateScript()
 	c.validateLimits()
 }
@@ -218,10 +219,10 @@ func (c *checker) validateCluster() {
 		path := "cluster.topology." + node
 		c.node(path, node, "", true)
 		l := cl.Topology[node]
-		if l.Rack == "" && l.Pod == "" {
-			c.errorf(path, "give a rack, a pod or both")
+		if l.Rack == "" && l.Pod == "" && l.Host == "" {
+			c.errorf(path, "give a rack, a pod, a host or several")
 		}
-		for _, f := range []struct{ key, v string }{{"rack", l.Rack}, {"pod", l.Pod}} {
+		for _, f := range []struct{ key, v string }{{"rack", l.Rack}, {"pod", l.Pod}, {"host", l.Host}} {
 			if f.v != "" && (len(f.v) > 63 || !labelRE.MatchString(f.v)) {
 				c.errorf(path+"."+f.key, "must be letters, digits, '.', '_' or '-', at most 63, starting and ending with a letter or digit (got %q)", f.v)
 			}
@@ -380,6 +381,7 @@ var stragglerKeysByKind = map[string][]string{
 	StragglerCPU:       {"intensity", "probability"},
 	StragglerBandwidth: {"rate"},
 	StragglerPause:     {},
+	StragglerLink:      {"rate", "region"},
 }
 
 func (c *checker) validateStragglers() {
@@ -387,7 +389,9 @@ func (c *checker) validateStragglers() {
 	for i, st := range c.s.Stragglers {
 		path := indexPath("stragglers", i)
 		key := func(k string) string { return path + "." + k }
-		if st.Node == "" {
+		if st.Kind == StragglerLink {
+			c.validateLink(path, st)
+		} else if st.Node == "" {
 			c.errorf(key("node"), "required")
 		} else {
 			c.node(key("node"), st.Node, "", true)

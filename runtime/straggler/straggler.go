@@ -28,6 +28,7 @@ const (
 	CPU       Kind = "cpu"       // contention: compute time × 1/(1-Intensity)
 	Bandwidth Kind = "bandwidth" // cap the node's link at Rate bytes per second
 	Pause     Kind = "pause"     // the node stops while active
+	Link      Kind = "link"      // tc caps a node's link or a rack's uplink at Rate, each way (link.go)
 )
 
 // Injection is one entry of the spec's `stragglers:` block.
@@ -42,7 +43,10 @@ type Injection struct {
 	Start, End time.Duration // active from Start; End 0 = until the end
 	Period, On time.Duration // transient: active for the first On of every Period
 
-	Rate float64 // bandwidth: bytes per second
+	Rate float64 // bandwidth, link: bytes per second
+	// Region (link only, instead of Node) is the rack whose uplink is
+	// capped.
+	Region string
 
 	// FollowsRestart keeps the injection on the node after a KILL_RESTART;
 	// by default the slowness belongs to the old host and stays behind.
@@ -52,7 +56,7 @@ type Injection struct {
 // Validate reports the first field that is out of range.
 func (in Injection) Validate() error {
 	where := fmt.Sprintf("straggler %s/%s", in.Node, in.Kind)
-	if in.Node == "" {
+	if in.Node == "" && (in.Kind != Link || in.Region == "") {
 		return fmt.Errorf("straggler: node is empty")
 	}
 	switch in.Kind {
@@ -67,7 +71,7 @@ func (in Injection) Validate() error {
 		if !(in.Intensity >= 0 && in.Intensity < 1) {
 			return fmt.Errorf("%s: intensity %v must be in [0, 1)", where, in.Intensity)
 		}
-	case Bandwidth:
+	case Bandwidth, Link:
 		if !(in.Rate > 0) || math.IsInf(in.Rate, 1) {
 			return fmt.Errorf("%s: rate %v must be a positive number of bytes per second", where, in.Rate)
 		}
@@ -76,7 +80,7 @@ func (in Injection) Validate() error {
 			return fmt.Errorf("%s: a pause needs an end or an off time in its period, or the node never resumes", where)
 		}
 	default:
-		return fmt.Errorf("straggler %s: unknown kind %q (want compute, cpu, bandwidth or pause)", in.Node, in.Kind)
+		return fmt.Errorf("straggler %s: unknown kind %q (want compute, cpu, bandwidth, pause or link)", in.Node, in.Kind)
 	}
 	if !(in.Probability >= 0 && in.Probability <= 1) {
 		return fmt.Errorf("%s: probability %v must be in [0, 1]", where, in.Probability)

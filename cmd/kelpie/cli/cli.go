@@ -31,7 +31,7 @@ func Run(args []string) int {
 	}
 	bench := benchCmd()
 	bench.AddCommand(benchSchedulerCmd())
-	root.AddCommand(certsCmd(), runCmd(), demoCmd(), tuiCmd(), experimentsCmd(), schedulerCmd(), agentCmd(), jobCmd(), roleCmd(), bench)
+	root.AddCommand(certsCmd(), runCmd(), demoCmd(), tuiCmd(), experimentsCmd(), schedulerCmd(), agentCmd(), jobCmd(), roleCmd(), netnsExecCmd(), bench)
 	root.SetArgs(args)
 	err := root.Execute()
 	if err == nil {

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/kelpie/kelpie/cmd/kelpie/internal/racks"
 	"github.com/kelpie/kelpie/runtime/role"
 	"github.com/kelpie/kelpie/runtime/spec"
 	"github.com/kelpie/kelpie/scheduler/daemon"
@@ -21,14 +22,17 @@ import (
 
 func runCmd() *cobra.Command {
 	var headless, asJSON, quiet bool
+	var hosts string
 	var limits *spec.Limits
 	c := &cobra.Command{
 		Use:   "run SPEC.yaml",
 		Short: "run one job from a spec on a local cluster of processes, to completion",
 		Long: `run starts an embedded scheduler, launches the job's nodes (an agent per node, each
 supervising its parameter-server or worker process) on 127.0.0.1, trains to the end and
-prints a summary. With --json it prints exactly one JSON object on stdout (logs go to
-stderr). Exit code 0 only when the job completed; a bad spec exits 2. A job whose training
+prints a summary. With --hosts netns (or cluster.hosts: netns in the spec) every host runs
+in a network namespace of its own, with its own address, racks joined by shaped uplinks
+(cluster.topology, cluster.links; root only); everything is removed at the end. With --json
+it prints exactly one JSON object on stdout (logs go to stderr). Exit code 0 only when the job completed; a bad spec exits 2. A job whose training
 diverges (a non-finite loss or parameter) exits 1 after printing its result, whose
 final_loss and accuracy are null and whose "diverged" object names the node and iteration.`,
 		Args: cobra.ExactArgs(1),
@@ -42,6 +46,16 @@ final_loss and accuracy are null and whose "diverged" object names the node and 
 				return exitCode(2, err)
 			}
 			_ = headless // the console attaches to running jobs with `kelpie tui`; run itself is headless
+			switch hosts {
+			case "":
+			case spec.HostsLocal, spec.HostsNetns:
+				s.Cluster.Hosts = hosts
+			default:
+				return exitCode(2, fmt.Errorf("--hosts must be local or netns, not %q", hosts))
+			}
+			if need := s.NeedsNetns(); need != "" && s.Cluster.Hosts != spec.HostsNetns {
+				return exitCode(2, fmt.Errorf("%s: %s", args[0], need))
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			dir, err := os.MkdirTemp("", "kelpie-run-")
@@ -53,8 +67,24 @@ final_loss and accuracy are null and whose "diverged" object names the node and 
 			if quiet {
 				nodeLog = io.Discard
 			}
-			d, err := daemon.Start(daemon.Config{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0", DataDir: dir,
-				AllowAnonymousViewer: true, NodeLog: nodeLog, CheckData: role.CheckData, SpecLimits: limits, Log: slog.New(slog.NewTextHandler(os.Stderr, nil))})
+			log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+			cfg := daemon.Config{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0", DataDir: dir,
+				AllowAnonymousViewer: true, NodeLog: nodeLog, CheckData: role.CheckData, SpecLimits: limits, Log: log}
+			var network *racks.Network
+			if s.Cluster.Hosts == spec.HostsNetns {
+				exe, err := os.Executable()
+				if err != nil {
+					return err
+				}
+				if network, err = racks.Up(ctx, s, dir, exe); err != nil {
+					return err
+				}
+				defer network.Close()
+				cfg.GRPC, cfg.Exe = network.Addr()+":0", network.Exe
+				fmt.Fprintf(os.Stderr, "kelpie run: %d hosts in %d racks on %s.0.0/16 (namespaces %s-*)\n",
+					len(network.Cluster.Hosts), len(network.Layout.Racks), network.Cluster.Subnet, network.Cluster.Tag)
+			}
+			d, err := daemon.Start(cfg)
 			if err != nil {
 				return err
 			}
@@ -75,6 +105,11 @@ final_loss and accuracy are null and whose "diverged" object names the node and 
 				case <-done:
 				}
 			}()
+			if network != nil {
+				shapeCtx, stopShaping := context.WithCancel(ctx)
+				defer stopShaping()
+				go shapeWhenStarted(shapeCtx, d, name, s, network, log)
+			}
 			res, err := d.Manager.Wait(context.Background(), name)
 			close(done)
 			if err != nil && res != nil && res.Diverged != nil {
@@ -101,5 +136,21 @@ final_loss and accuracy are null and whose "diverged" object names the node and 
 	c.Flags().BoolVar(&headless, "headless", false, "run without the console")
 	c.Flags().BoolVar(&asJSON, "json", false, "print one JSON result object on stdout")
 	c.Flags().BoolVar(&quiet, "quiet", false, "do not copy the nodes' logs to stderr")
+	c.Flags().StringVar(&hosts, "hosts", "", "where the nodes run: local (127.0.0.1) or netns (a network namespace per host; root); default: the spec's cluster.hosts")
 	return c
+}
+
+// shapeWhenStarted carries out the job's link stragglers from the job's
+// time zero on.
+func shapeWhenStarted(ctx context.Context, d *daemon.Daemon, name string, s *spec.Spec, network *racks.Network, log *slog.Logger) {
+	cj, ok := d.Manager.Coordinator().Job(name)
+	if !ok {
+		return
+	}
+	select {
+	case <-cj.Started():
+	case <-ctx.Done():
+		return
+	}
+	network.Shape(ctx, s, cj.Start(), log)
 }

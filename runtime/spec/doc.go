@@ -70,8 +70,16 @@
 //	  snapshot_interval: 30s     >= 0; servers' periodic snapshot; 0 turns it off
 //	  topology: {}               region labels by node name, e.g.
 //	                             {worker-0: {rack: r0, pod: p0}}; each entry gives a
-//	                             rack, a pod or both (letters, digits, '.', '_', '-');
-//	                             unlabelled nodes share one region
+//	                             rack, a pod, a host or several (letters, digits, '.',
+//	                             '_', '-'); unlabelled nodes share one region; nodes
+//	                             naming the same host share it (by default each node
+//	                             is a host of its own)
+//	  hosts: local               local (every node on 127.0.0.1) | netns (every host a
+//	                             network namespace with its own address, the hosts of
+//	                             a rack on one bridge, racks joined by uplinks; root)
+//	  links: {}                  netns: {host: RATE, uplink: RATE, delay: DURATION},
+//	                             each > 0 (delay >= 0): every host's link and every
+//	                             rack's uplink, each way; left out: unshaped
 //	  batch_sizes: {}            local batch size of every starting worker, e.g.
 //	                             {worker-0: 96, worker-1: 32}; each >= 1, summing to
 //	                             train.global_batch; by default the global batch
@@ -124,14 +132,18 @@
 //	                             baseline of PSLD §6) instead of PSLD's Alg. 1-3
 //	stragglers:                  a list; each entry:
 //	  - node:                    required; a node the cluster starts with or a
-//	                             scripted add creates
-//	    kind:                    required: compute | cpu | bandwidth | pause
+//	                             scripted add creates (kind link: node or region)
+//	    region:                  link only: a rack label of cluster.topology whose
+//	                             uplink is capped
+//	    kind:                    required: compute | cpu | bandwidth | pause | link
+//	                             (link: tc caps the node's link or the rack's uplink,
+//	                             each way; needs hosts netns)
 //	    sleep:                   compute (required), > 0: SleepDuration; the added
 //	                             delay per iteration is sleep x intensity
 //	    intensity: 1             compute, in [0, 1]; cpu (required), in [0, 1):
 //	                             compute time is multiplied by 1/(1-intensity)
 //	    probability: 1           compute and cpu, in [0, 1]: chance per iteration
-//	    rate:                    bandwidth (required), > 0: the node's link limit
+//	    rate:                    bandwidth and link (required), > 0: the link's limit
 //	    start: 0s                >= 0
 //	    end:                     after start; by default the injection never ends
 //	    period:                  with on, transient: active for on out of every

@@ -40,6 +40,7 @@ func newActionsView(c *shared) *actionsView {
 		{title: "TARGET", width: 10},
 		{title: "POLICY", width: 14, drop: 3},
 		{title: "STATE", width: 10},
+		{title: "OUTCOME", width: 7, drop: 5},
 		{title: "AGE", width: 6, right: true, drop: 2},
 		{title: "REASON", width: 20, flex: true, drop: 1},
 	}
@@ -129,9 +130,25 @@ func (v *actionsView) row(i int) []cell {
 		{text: a.GetTarget()},
 		{text: a.GetPolicy(), style: &v.c.st.muted},
 		{text: state, style: st},
+		v.outcome(a),
 		{text: since(a.GetCreated(), v.c.now())},
 		{text: a.GetReason()},
 	}
+}
+
+// outcome is an applied action's realized effect in a word: hit (✓), miss
+// (✗), or "…" while it is being measured.
+func (v *actionsView) outcome(a *kelpiepb.Action) cell {
+	r := a.GetRealized()
+	switch {
+	case r != nil && r.GetMiss():
+		return cell{text: "✗ miss", style: &v.c.st.straggler}
+	case r != nil:
+		return cell{text: "✓ hit", style: &v.c.st.ok}
+	case a.GetState() == "applied":
+		return cell{text: "…", style: &v.c.st.muted}
+	}
+	return cell{}
 }
 
 // triggerJob is the job a manual action is for: the open job, or the selected action's.
@@ -414,6 +431,17 @@ func (v *actionsView) detail(w, h int) string {
 			v.c.styled(v.c.stateStyle(a.GetState()), a.GetState())),
 		label("reason") + a.GetReason(),
 		label("predicted") + a.GetPredicted(),
+	}
+	if r := a.GetRealized(); r != nil {
+		// Predicted against realized, side by side: the closed loop.
+		style := &st.ok
+		if r.GetMiss() {
+			style = &st.straggler
+		}
+		lines = append(lines, label("realized")+style.Render(r.GetVerdict())+
+			st.muted.Render(fmt.Sprintf(" · over %.0fs windows · BPT %s → %s", r.GetWindowS(), secs(r.GetBptBeforeS()), secs(r.GetBptAfterS()))))
+	} else if a.GetState() == "applied" {
+		lines = append(lines, label("realized")+st.muted.Render("measuring over the policy's window…"))
 	}
 	now := evidenceNow(a.GetEvidence(), v.c.data.jobs[a.GetJob()])
 	if len(now) > 0 {

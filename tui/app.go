@@ -262,6 +262,9 @@ func (m *App) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.c.setFlash(flashErr, "subscribe: "+msg.err.Error())
 		m.scoped = false
 		return m, nil
+	case historyMsg:
+		m.c.historyArrived(msg)
+		return m, nil
 	case fileLoadedMsg:
 		return m, m.views[viewLaunch].(*launchView).fileLoaded(msg)
 	case navigateMsg:

@@ -68,6 +68,8 @@ type shared struct {
 
 	job string // the job the job, actions and policies views are about ("" for all)
 
+	replay *replay // the job view scrubbing a job's timeline (replay.go), or nil: live
+
 	modal modal     // a dialog or form that has the keyboard
 	flash flashLine // the footer's message until the next key
 }

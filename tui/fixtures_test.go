@@ -128,6 +128,8 @@ func mnistJob() *kelpiepb.JobView {
 				{State: "approved", At: ts(-150 * time.Second), By: "alice"},
 				{State: "applied", At: ts(-140 * time.Second), By: "agent"},
 			},
+			Realized: &kelpiepb.Realized{WindowS: 20, BptBeforeS: 0.31, BptAfterS: 0.2, ThroughputBefore: 1620, ThroughputAfter: 1843,
+				PredictedBptS: 0.21, Verdict: "predicted BPT 310ms → 210ms · realized 200ms ✓", Measured: ts(-115 * time.Second)},
 		},
 	}
 	return j

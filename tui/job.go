@@ -97,6 +97,13 @@ func (v *jobView) refresh() {
 		keep = n.GetName()
 	}
 	v.job = v.c.data.jobs[v.c.job]
+	if r := v.c.replaying(v.c.job); r != nil {
+		cols := 60
+		if rows := v.job.GetHeatmap().GetRows(); len(rows) > 0 && len(rows[0].GetCells()) > 0 {
+			cols = len(rows[0].GetCells())
+		}
+		v.job = r.view(cols)
+	}
 	v.nodes = v.nodes[:0]
 	f := strings.ToLower(v.filt)
 	v.sparkMax = map[string]float64{}
@@ -238,6 +245,9 @@ func (v *jobView) key(msg tea.KeyMsg) tea.Cmd {
 	if (v.focus == panelNodes || !v.maximised) && v.tbl.navigate(msg, k.Global) {
 		return nil
 	}
+	if cmd, ok := v.replayKey(msg); ok {
+		return cmd
+	}
 	switch {
 	case key.Matches(msg, k.Job.NextPanel):
 		v.focus = (v.focus + 1) % numPanels
@@ -260,6 +270,49 @@ func (v *jobView) key(msg tea.KeyMsg) tea.Cmd {
 		}
 	}
 	return nil
+}
+
+// replayKey takes the replay keys: p pauses at the present (or the end)
+// and leaves again; ←/→ step a bucket and [ ] jump to the previous and next
+// action, entering the replay first if needed.
+func (v *jobView) replayKey(msg tea.KeyMsg) (tea.Cmd, bool) {
+	k := v.c.keys
+	var move func(*replay)
+	switch {
+	case key.Matches(msg, k.Job.Replay):
+		if v.c.replay != nil && v.c.replay.job == v.c.job {
+			v.c.stopReplay()
+			return nil, true
+		}
+		return v.c.startReplay(v.c.job, nil), true
+	case key.Matches(msg, k.Global.Left):
+		move = func(r *replay) { r.step(-1) }
+	case key.Matches(msg, k.Global.Right):
+		move = func(r *replay) { r.step(1) }
+	case key.Matches(msg, k.Job.PrevAction):
+		move = func(r *replay) {
+			if !r.jumpAction(-1) {
+				v.c.setFlash(flashInfo, "no action before this moment")
+			}
+		}
+	case key.Matches(msg, k.Job.NextAction):
+		move = func(r *replay) {
+			if !r.jumpAction(1) {
+				v.c.setFlash(flashInfo, "no action after this moment")
+			}
+		}
+	default:
+		return nil, false
+	}
+	if r := v.c.replaying(v.c.job); r != nil {
+		move(r)
+		v.c.dataVer++
+		return nil, true
+	}
+	if v.c.replay != nil && v.c.replay.job == v.c.job {
+		return nil, true // its history is on its way
+	}
+	return v.c.startReplay(v.c.job, move), true
 }
 
 // restartDialog confirms a KILL_RESTART of one node.
@@ -369,8 +422,13 @@ func (v *jobView) summary(w int) string {
 		parts = append(parts, fmt.Sprintf("accuracy %.1f%%", 100*j.GetAccuracy()))
 	}
 	parts = append(parts, rate(j.GetThroughput()))
-	if s := since(j.GetStarted(), v.c.now()); s != "" && (j.GetEnded() == nil || j.GetEnded().Seconds == 0) {
+	if s := since(j.GetStarted(), v.c.now()); s != "" && (j.GetEnded() == nil || j.GetEnded().Seconds == 0) && v.c.replaying(v.c.job) == nil {
 		parts = append(parts, "up "+s)
+	}
+	if r := v.c.replaying(v.c.job); r != nil {
+		parts = append([]string{st.action.Render(r.label())}, parts...)
+	} else if v.c.replay != nil && v.c.replay.job == v.c.job {
+		parts = append([]string{st.muted.Render("⏸ loading the timeline…")}, parts...)
 	}
 	line1 := strings.Join(parts, sep)
 	if j.GetError() != "" {

@@ -52,6 +52,11 @@ type Job struct {
 	Maximise  key.Binding `key:"maximise"`
 	Sort      key.Binding `key:"sort"`
 	Restart   key.Binding `key:"restart"`
+	// Replay pauses the job at the present and scrubs its recorded
+	// timeline (←/→ a bucket, [ and ] to the actions); again: live.
+	Replay     key.Binding `key:"replay"`
+	PrevAction key.Binding `key:"prev_action"`
+	NextAction key.Binding `key:"next_action"`
 }
 
 // Actions is the pending queue and the manual triggers.
@@ -151,11 +156,14 @@ func Default() Map {
 			Kill:    b("kill job", "ctrl+k"),
 		},
 		Job: Job{
-			NextPanel: b("next panel", "tab"),
-			PrevPanel: b("prev panel", "shift+tab"),
-			Maximise:  b("maximise", "z"),
-			Sort:      b("sort", "s"),
-			Restart:   b("restart node", "R"),
+			NextPanel:  b("next panel", "tab"),
+			PrevPanel:  b("prev panel", "shift+tab"),
+			Maximise:   b("maximise", "z"),
+			Sort:       b("sort", "s"),
+			Restart:    b("restart node", "R"),
+			Replay:     b("replay/live", "p"),
+			PrevAction: b("prev action", "["),
+			NextAction: b("next action", "]"),
 		},
 		Actions: Actions{
 			Approve: b("approve", "a"),
@@ -288,10 +296,10 @@ func (k Global) FullHelp() [][]key.Binding {
 func (k Jobs) ShortHelp() []key.Binding  { return []key.Binding{k.Open, k.Sort, k.Reverse, k.Kill} }
 func (k Jobs) FullHelp() [][]key.Binding { return [][]key.Binding{k.ShortHelp()} }
 func (k Job) ShortHelp() []key.Binding {
-	return []key.Binding{k.NextPanel, k.Maximise, k.Sort, k.Restart}
+	return []key.Binding{k.NextPanel, k.Maximise, k.Sort, k.Restart, k.Replay}
 }
 func (k Job) FullHelp() [][]key.Binding {
-	return [][]key.Binding{{k.NextPanel, k.PrevPanel, k.Maximise, k.Sort, k.Restart}}
+	return [][]key.Binding{{k.NextPanel, k.PrevPanel, k.Maximise, k.Sort, k.Restart}, {k.Replay, k.PrevAction, k.NextAction}}
 }
 func (k Actions) ShortHelp() []key.Binding {
 	return []key.Binding{k.Approve, k.Reject, k.Trigger, k.Restart, k.Batch}

@@ -163,9 +163,15 @@ const maxHistoryPages = 10_000
 // History reads a job's whole timeline: the first page with its actions and
 // events, then the rest of the frames.
 func (c *Client) History(ctx context.Context, job string) (*History, error) {
+	return ReadHistory(ctx, c.Send, job)
+}
+
+// ReadHistory reads a job's whole timeline through send (a Client's Send,
+// or anything that answers console commands).
+func ReadHistory(ctx context.Context, send func(context.Context, *kelpiepb.Command) (*kelpiepb.CommandResult, error), job string) (*History, error) {
 	h := &History{}
 	for page := 0; page < maxHistoryPages; page++ {
-		res, err := c.Send(ctx, &kelpiepb.Command{Kind: &kelpiepb.Command_History{History: &kelpiepb.GetHistory{
+		res, err := send(ctx, &kelpiepb.Command{Kind: &kelpiepb.Command_History{History: &kelpiepb.GetHistory{
 			Job: job, From: int32(len(h.Frames))}}})
 		if err != nil {
 			return nil, err

@@ -54,7 +54,11 @@ type Config struct {
 	// OrphanTimeout is how long launched agents keep their roles running
 	// without a scheduler before they stop them and exit (default 10 min).
 	OrphanTimeout time.Duration
-	NoLaunch      bool // admit jobs without starting nodes (simulated agents)
+	// HistoryBudget and HistoryRetention bound each job's recorded
+	// timeline (manager.Config).
+	HistoryBudget    int
+	HistoryRetention time.Duration
+	NoLaunch         bool // admit jobs without starting nodes (simulated agents)
 	// Capacity is the worker and server slots all jobs share (zero:
 	// unlimited); with one, jobs that do not fit are queued and EPS
 	// multi-job scheduling (mode EPS: auto, approve or off) shrinks and
@@ -207,8 +211,8 @@ func Start(cfg Config) (*Daemon, error) {
 	}
 	mcfg := manager.Config{Addr: addr, Pods: cfg.Pods, Exe: cfg.Exe, Store: st, Log: cfg.Log,
 		NodeLog: cfg.NodeLog, LogDir: filepath.Join(cfg.DataDir, "logs"), Tick: cfg.Tick, MaxRestarts: cfg.MaxRestarts, NoLaunch: cfg.NoLaunch,
-		OrphanTimeout: cfg.OrphanTimeout,
-		Capacity:      cfg.Capacity, EPS: cfg.EPS, EPSInterval: cfg.EPSInterval, EarlyFeedbackIterations: cfg.EarlyFeedbackIterations,
+		OrphanTimeout: cfg.OrphanTimeout, HistoryBudget: cfg.HistoryBudget, HistoryRetention: cfg.HistoryRetention,
+		Capacity: cfg.Capacity, EPS: cfg.EPS, EPSInterval: cfg.EPSInterval, EarlyFeedbackIterations: cfg.EarlyFeedbackIterations,
 		EarlyFeedback: cfg.EarlyFeedback, CheckData: cfg.CheckData, SpecLimits: cfg.SpecLimits, PSDial: np.psDial()}
 	if np != nil {
 		mcfg.NodeCert, mcfg.NodeRefusal = np.nodeCert, np.nodeRefusal

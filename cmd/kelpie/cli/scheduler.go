@@ -100,6 +100,10 @@ Token file lines: TOKEN ROLE NAME, role viewer or operator.`,
 	f.DurationVar(&cfg.EarlyFeedback, "early-feedback", 0, "a job's early-feedback phase also lasts this long after it started (0: iterations only)")
 	f.DurationVar(&cfg.OrphanTimeout, "orphan-timeout", 10*time.Minute,
 		"the agents it launches keep their roles running without a scheduler for this long (a restart, an outage), then stop them and exit")
+	f.IntVar(&cfg.HistoryBudget, "history-budget", 0,
+		"node samples (frames × nodes) each job's recorded timeline keeps before its older half is merged (0: 1,000,000)")
+	f.DurationVar(&cfg.HistoryRetention, "history-retention", 0,
+		"a finished job's timeline is deleted this long after it ended (0: 7 days; negative: kept)")
 	cfg.SpecLimits = addLimitsFlag(c)
 	f.StringVar(&cfg.CACert, "ca-cert", "", "the node plane's CA certificate (default: ca.crt in --data-dir, created on first start)")
 	f.StringVar(&cfg.CAKey, "ca-key", "", "the CA's private key (mode 0600; default: ca.key in --data-dir)")

@@ -93,9 +93,9 @@ rules:
 # corpora live in each package's testdata/fuzz. A crash leaves its input
 # there: fix it and keep the input as a regression case.
 FUZZTIME ?= 30s
-FUZZ_TARGETS := runtime/spec:FuzzParse runtime/wire:FuzzUnmarshal runtime/data:FuzzIDX runtime/diverge:FuzzParse \
-	runtime/server:FuzzRequest runtime/tensorwire:FuzzDecode scheduler/console:FuzzClientFrame scheduler/coordinator:FuzzRequests \
-	scheduler/shard:FuzzRestore scheduler/shard:FuzzInterleavings
+FUZZ_TARGETS := runtime/spec:FuzzParse runtime/wire:FuzzUnmarshal runtime/tensorwire:FuzzDecode runtime/data:FuzzIDX \
+	runtime/diverge:FuzzParse runtime/server:FuzzRequest runtime/identity:FuzzPolicies scheduler/console:FuzzClientFrame \
+	scheduler/coordinator:FuzzRequests scheduler/shard:FuzzRestore scheduler/shard:FuzzInterleavings
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; fn=$${t##*:}; echo "fuzz ./$$pkg $$fn for $(FUZZTIME)"; \

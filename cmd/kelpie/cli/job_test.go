@@ -74,3 +74,25 @@ func TestJobSubmitErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestRunSpecErrors: `kelpie run` refuses a spec beyond the bounds before
+// it starts anything: exit 2, the file, line and key, and the limit to
+// raise.
+func TestRunSpecErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, tt := range []struct{ file, src, want string }{
+		{"workers.yaml", "name: w\ncluster: {workers: 100000, servers: 50000}\ntrain: {global_batch: 200000}\n", "workers.yaml:2: cluster.workers: must be at most 1024"},
+		{"hidden.yaml", "name: h\nmodel: {kind: mlp, hidden: [4000000000]}\n", "hidden.yaml:2: model.hidden[0]: must be at most 65536"},
+		{"blocks.yaml", "name: b\ncluster: {block_bytes: 1}\n", "blocks.yaml:2: cluster.block_bytes: must be at least 1024"},
+		{"samples.yaml", "name: s\nmodel: {kind: sparse-lr}\ndata: {samples: 9000000000000, batches_per_shard: 100000}\n", "samples.yaml:3: data.samples: must be at most"},
+	} {
+		p := filepath.Join(dir, tt.file)
+		if err := os.WriteFile(p, []byte(tt.src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, stderr := runCaptured(t, "run", p, "--json")
+		if code != 2 || !strings.Contains(stderr, tt.want) || !strings.Contains(stderr, "--spec-limit") {
+			t.Errorf("kelpie run %s: exit %d, stderr %q; want 2 and %q with the limit to raise", tt.file, code, stderr, tt.want)
+		}
+	}
+}

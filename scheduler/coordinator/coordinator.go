@@ -70,6 +70,11 @@ type Job struct {
 	// Persist makes shard state changes durable; it is called (under the
 	// job's lock) before a fetch or report is acknowledged.
 	Persist func(changes []shard.Shard) error
+	// PersistAddr makes a server's address durable; it is called (under
+	// the job's lock) before the server's registration is acknowledged, so
+	// that a restarted scheduler hands workers the address a restarted or
+	// added server serves on, not the one it had before.
+	PersistAddr func(node, addr string) error
 
 	clk clock.Clock
 
@@ -248,6 +253,18 @@ func (j *Job) persistLocked() error {
 		}
 	}
 	j.queue.Commit()
+	return nil
+}
+
+// persistAddrLocked writes a server's address (PersistAddr); a failure
+// fails the registration Unavailable, and the server registers again.
+func (j *Job) persistAddrLocked(node, addr string) error {
+	if j.PersistAddr == nil {
+		return nil
+	}
+	if err := j.PersistAddr(node, addr); err != nil {
+		return status.Errorf(codes.Unavailable, "job %s: persist the address of %s: %v", j.Spec.Name, node, err)
+	}
 	return nil
 }
 
@@ -615,6 +632,9 @@ func (c *Coordinator) Register(ctx context.Context, req *kelpiepb.RegisterReques
 		if req.Role == kelpiepb.Role_ROLE_SERVER {
 			// A restarted server comes back from its snapshot at a new
 			// address; workers find it when they re-register.
+			if err := j.persistAddrLocked(req.Node, req.Addr); err != nil {
+				return nil, err
+			}
 			j.addrs[idx] = req.Addr
 			old.Addr, old.Pid = req.Addr, req.Pid
 			old.Restarts++
@@ -644,6 +664,9 @@ func (c *Coordinator) Register(ctx context.Context, req *kelpiepb.RegisterReques
 	}
 	n := &NodeStats{Name: req.Node, Role: req.Role, Pid: req.Pid, Addr: req.Addr}
 	if req.Role == kelpiepb.Role_ROLE_SERVER {
+		if err := j.persistAddrLocked(req.Node, req.Addr); err != nil {
+			return nil, err
+		}
 		j.addrs[idx] = req.Addr
 	} else {
 		n.BatchSize = j.plan.LocalOf(0, idx)

@@ -307,3 +307,39 @@ func TestPersistFailureUndoes(t *testing.T) {
 		t.Errorf("%d shard records persisted; want 4 (two fetches, two reports)", persisted)
 	}
 }
+
+// TestServerAddressPersisted: a restarted server's new address is made
+// durable before its registration is acknowledged; when that fails, the
+// registration fails Unavailable and workers are still handed the old
+// address until the server registers again.
+func TestServerAddressPersisted(t *testing.T) {
+	c, j := startedJob(t)
+	ctx := context.Background()
+	var persisted []string
+	var fail error
+	j.PersistAddr = func(node, addr string) error {
+		if fail != nil {
+			return fail
+		}
+		persisted = append(persisted, node+"="+addr)
+		return nil
+	}
+	register := func(addr string) error {
+		_, err := c.Register(ctx, &kelpiepb.RegisterRequest{Job: "elastic", Node: "server-0", Role: kelpiepb.Role_ROLE_SERVER, Addr: addr})
+		return err
+	}
+	fail = errors.New("no space left on device")
+	if err := register("127.0.0.1:2"); status.Code(err) != codes.Unavailable {
+		t.Fatalf("a restarted server's registration on a full disk: %v; want Unavailable", err)
+	}
+	if a := j.ServerAddrs(); a[0] != "127.0.0.1:1" {
+		t.Errorf("server addresses %v after the failed registration; want the old one", a)
+	}
+	fail = nil
+	if err := register("127.0.0.1:2"); err != nil {
+		t.Fatal(err)
+	}
+	if a := j.ServerAddrs(); a[0] != "127.0.0.1:2" || !slices.Equal(persisted, []string{"server-0=127.0.0.1:2"}) {
+		t.Errorf("server addresses %v, persisted %v; want the new one, persisted once", a, persisted)
+	}
+}

@@ -170,3 +170,55 @@ func TestSchedulerKill9(t *testing.T) {
 		t.Errorf("processes left after the scheduler stopped: %v", left)
 	}
 }
+
+// TestServerMovedThenSchedulerRestart: a server killed -9 comes back from
+// its snapshot at a new address; then the scheduler is killed -9 and
+// restarted, and a worker restarted after that must be handed the server's
+// new address, not the one the job started with (the fault rounds found a
+// job hung this way): the job completes with every shard DONE once.
+func TestServerMovedThenSchedulerRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	tag := fmt.Sprintf("KELPIE_TEST_TAG=moved-%d", time.Now().UnixNano())
+	defer killTagged(tag)
+	s := newScheduler(t, tag)
+	s.start()
+	defer s.stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	spec := strings.Replace(strings.Replace(outageSpec, "name: outage", "name: moved", 1),
+		"cluster: {servers: 1, workers: 2}", "cluster: {servers: 1, workers: 2, snapshot_interval: 500ms}", 1)
+	c, w := s.console(ctx, "moved")
+	defer c.Close()
+	s.submit(ctx, c, spec)
+	_ = c.Subscribe(ctx, []string{"moved"})
+	first := w.until(t, "training", 2*time.Minute, func(j *kelpiepb.JobView) bool {
+		return j.Iteration > 30 && node(j, "server-0").GetPid() > 0
+	})
+	old := node(first, "server-0").GetPid()
+	if err := syscall.Kill(int(old), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	moved := w.until(t, "server-0 back and training on", 2*time.Minute, func(j *kelpiepb.JobView) bool {
+		n := node(j, "server-0")
+		return n.GetPid() > 0 && n.GetPid() != old && n.GetState() == "running" && j.Iteration > first.Iteration+30
+	})
+	s.kill9()
+	s.start()
+	w.until(t, "the agents back", 2*time.Minute, func(j *kelpiepb.JobView) bool {
+		return j.Iteration > moved.Iteration
+	})
+	if r, err := c.Send(ctx, &kelpiepb.Command{Kind: &kelpiepb.Command_Trigger{Trigger: &kelpiepb.TriggerAction{Job: "moved",
+		Action: &kelpiepb.Action{Kind: "KILL_RESTART", Target: "worker-0"}}}}); err != nil || !r.Ok {
+		t.Fatalf("restart worker-0: %v %v", r, err)
+	}
+	final := w.until(t, "the job's end", 3*time.Minute, func(j *kelpiepb.JobView) bool {
+		return j.State != "running" && j.State != "starting" && j.State != ""
+	})
+	if final.State != "completed" || final.ShardsDone != final.ShardsTotal || final.Accuracy < 0.89 {
+		s.dumpLogs("moved")
+		t.Fatalf("job ended %s (%s): shards %d/%d, accuracy %.4f", final.State, final.Error, final.ShardsDone, final.ShardsTotal, final.Accuracy)
+	}
+	t.Logf("completed: accuracy %.4f, shards %d/%d", final.Accuracy, final.ShardsDone, final.ShardsTotal)
+}

@@ -390,6 +390,7 @@ func (m *Manager) durableShards(name string, cj *coordinator.Job) error {
 		return err
 	}
 	cj.Persist = func(ch []shard.Shard) error { return m.cfg.Store.PutShardChanges(name, ch) }
+	cj.PersistAddr = func(node, addr string) error { return m.cfg.Store.SetNodeAddr(name, node, "server", addr) }
 	return nil
 }
 

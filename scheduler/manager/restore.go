@@ -96,6 +96,7 @@ func (m *Manager) restoreJob(s *spec.Spec, r store.JobRecord) (*jobState, error)
 	} else if ok {
 		cj.SetQueue(q)
 		cj.Persist = func(ch []shard.Shard) error { return m.cfg.Store.PutShardChanges(r.Name, ch) }
+		cj.PersistAddr = func(node, addr string) error { return m.cfg.Store.SetNodeAddr(r.Name, node, "server", addr) }
 	}
 	j := newJobState(m, s, cj, r.Submitted)
 	j.submittedBy, j.state, j.err, j.ended = r.SubmittedBy, r.State, r.Error, r.Finished

@@ -108,7 +108,8 @@ type NodeRecord struct {
 }
 
 // PutNode creates or replaces node n.Name of job. A zero Registered keeps
-// the stored one (or is now); a zero Updated is now.
+// the stored one (or is now); an empty Addr keeps the stored one (state
+// changes do not know it: SetNodeAddr sets it); a zero Updated is now.
 func (s *Store) PutNode(job string, n NodeRecord) error {
 	if job == "" || n.Name == "" {
 		return ErrEmptyName
@@ -118,15 +119,41 @@ func (s *Store) PutNode(job string, n NodeRecord) error {
 		if err != nil {
 			return err
 		}
-		if n.Registered.IsZero() {
+		if n.Registered.IsZero() || n.Addr == "" {
 			var old NodeRecord
 			if _, err := get(b, []byte(n.Name), &old); err != nil {
 				return err
 			}
-			n.Registered = old.Registered
+			if n.Registered.IsZero() {
+				n.Registered = old.Registered
+			}
+			if n.Addr == "" {
+				n.Addr = old.Addr
+			}
 		}
 		n.Registered, n.Updated = s.stamp(n.Registered), s.stamp(n.Updated)
 		return put(b, []byte(n.Name), n)
+	})
+}
+
+// SetNodeAddr records the address node (of role) of job serves on — a
+// server that registered again after a restart, or was added — keeping the
+// rest of its record (a new record is in state starting).
+func (s *Store) SetNodeAddr(job, node, role, addr string) error {
+	if job == "" || node == "" {
+		return ErrEmptyName
+	}
+	return s.update(fmt.Sprintf("set address of %s/%s", job, node), func(tx *bolt.Tx) error {
+		b, err := sub(tx, bucketNodes, job, true)
+		if err != nil {
+			return err
+		}
+		n := NodeRecord{Name: node, Role: role, State: "starting"}
+		if _, err := get(b, []byte(node), &n); err != nil {
+			return err
+		}
+		n.Addr, n.Registered, n.Updated = addr, s.stamp(n.Registered), s.stamp(time.Time{})
+		return put(b, []byte(node), n)
 	})
 }
 

@@ -147,7 +147,8 @@ func TestNodes(t *testing.T) {
 	restarted := NodeRecord{Name: "worker-1", Role: "worker", Pid: 43, State: "running", Restarts: 1, Updated: t0.Add(time.Minute)}
 	must(t, s.PutNode("job", restarted))
 	want := []NodeRecord{s0, restarted}
-	want[1].Registered = t0
+	// A state change keeps when the node registered and its address.
+	want[1].Registered, want[1].Addr = t0, w1.Addr
 	got, err := s.ListNodes("job")
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("ListNodes(job) = %+v, %v; want %+v", got, err, want)
@@ -162,6 +163,31 @@ func TestNodes(t *testing.T) {
 	}
 	if err := s.PutNode("", w1); !errors.Is(err, ErrEmptyName) {
 		t.Errorf("PutNode(no job) = %v; want ErrEmptyName", err)
+	}
+}
+
+// TestSetNodeAddr: a server's new address (a restart, an addition) is
+// recorded without touching the rest of its record, and survives the state
+// changes written after it.
+func TestSetNodeAddr(t *testing.T) {
+	s, _ := openTemp(t)
+	s0 := NodeRecord{Name: "server-0", Role: "server", Addr: "10.0.0.1:1", Pid: 7, State: "running", Restarts: 2, Registered: t0, Updated: t0}
+	must(t, s.PutNode("job", s0))
+	must(t, s.SetNodeAddr("job", "server-0", "server", "10.0.0.1:2"))
+	must(t, s.SetNodeAddr("job", "server-1", "server", "10.0.0.2:1"))
+	must(t, s.PutNode("job", NodeRecord{Name: "server-0", Role: "server", Pid: 8, State: "running", Restarts: 3}))
+	got, err := s.ListNodes("job")
+	if err != nil || len(got) != 2 {
+		t.Fatalf("ListNodes = %+v, %v", got, err)
+	}
+	if g := got[0]; g.Addr != "10.0.0.1:2" || g.Pid != 8 || g.Restarts != 3 || !g.Registered.Equal(t0) {
+		t.Errorf("server-0 = %+v; want the new address, the later state, registered at %v", g, t0)
+	}
+	if g := got[1]; g.Addr != "10.0.0.2:1" || g.Role != "server" || g.State != "starting" {
+		t.Errorf("server-1 = %+v; want a new server record with its address", g)
+	}
+	if err := s.SetNodeAddr("job", "", "server", "x"); !errors.Is(err, ErrEmptyName) {
+		t.Errorf("SetNodeAddr(no node) = %v; want ErrEmptyName", err)
 	}
 }
 

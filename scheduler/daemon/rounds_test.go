@@ -124,6 +124,18 @@ var faultKinds = []fault{
 		rf.s.start()
 		return fmt.Sprintf("kill -9 the scheduler, back after %v", away)
 	}},
+	{"kill -9 the scheduler and, while it is away, a worker's agent", func(t *testing.T, rf *roundFaults, rng *rand.Rand) string {
+		// The worker never comes back: the restarted scheduler marks it
+		// lost and launches it again.
+		node := fmt.Sprintf("worker-%d", rng.IntN(2))
+		away := time.Duration(1+rng.IntN(5)) * time.Second
+		rf.s.kill9()
+		pid := rf.agentPid(node)
+		err := signal(pid, syscall.SIGKILL)
+		time.Sleep(away)
+		rf.s.start()
+		return fmt.Sprintf("kill -9 the scheduler, and the agent of %s (pid %d: %v) while it was away %v", node, pid, err, away)
+	}},
 	{"SIGSTOP a worker", func(t *testing.T, rf *roundFaults, rng *rand.Rand) string {
 		node := fmt.Sprintf("worker-%d", rng.IntN(2))
 		pid := rf.rolePid(node)
@@ -274,7 +286,10 @@ func TestFaultRounds(t *testing.T) {
 	}
 	rounds := envInt(t, "KELPIE_FAULTS_ROUNDS", 3)
 	seed := envInt(t, "KELPIE_FAULTS_SEED", time.Now().UnixNano()%1e9)
-	t.Logf("fault rounds: %d, seed %d (replay: make faults SEED=%d)", rounds, seed, seed)
+	// A round's schedule depends on the seed and its number only:
+	// KELPIE_FAULTS_FIRST=n starts at round n (replaying a failed one).
+	first := envInt(t, "KELPIE_FAULTS_FIRST", 0)
+	t.Logf("fault rounds: %d from %d, seed %d (replay: make faults SEED=%d)", rounds, first, seed, seed)
 	tag := fmt.Sprintf("KELPIE_TEST_TAG=rounds-%d", time.Now().UnixNano())
 	defer killTagged(tag)
 	s := newScheduler(t, tag)
@@ -291,6 +306,19 @@ func TestFaultRounds(t *testing.T) {
 		s.grpcAddr = lab.gateway + ":" + port
 		s.extra = append(s.extra, "--agent-exe", lab.wrapper)
 		kinds = append(append([]fault(nil), faultKinds...), labFaultKinds...)
+	}
+	if only := os.Getenv("KELPIE_FAULTS_ONLY"); only != "" {
+		// Debugging one kind of fault: those whose name contains it.
+		var some []fault
+		for _, k := range kinds {
+			if strings.Contains(k.name, only) {
+				some = append(some, k)
+			}
+		}
+		if len(some) == 0 {
+			t.Fatalf("KELPIE_FAULTS_ONLY=%q matches no fault", only)
+		}
+		kinds = some
 	}
 	s.start()
 	defer s.stop()
@@ -346,6 +374,13 @@ func TestFaultRounds(t *testing.T) {
 		return g
 	}
 
+	// A round that times out stops the test: its node logs first.
+	current := ""
+	defer func() {
+		if t.Failed() && current != "" {
+			s.dumpLogs(current)
+		}
+	}()
 	base := run("undisturbed", nil)
 	if base.State != "completed" {
 		t.Fatalf("the undisturbed job ended %s: %s", base.State, base.Error)
@@ -355,12 +390,13 @@ func TestFaultRounds(t *testing.T) {
 	const slack = 15
 	time.Sleep(2 * time.Second)
 	g0, starts := goroutines(t, s.httpAddr), s.starts
-	for r := range rounds {
+	for r := first; r < first+rounds; r++ {
 		rng := rand.New(rand.NewPCG(uint64(seed), uint64(r)))
 		name := fmt.Sprintf("round-%d", r)
+		current = name
 		var did []string
 		final := run(name, func(rf *roundFaults) {
-			for _, i := range rng.Perm(len(kinds))[:2] {
+			for _, i := range rng.Perm(len(kinds))[:min(2, len(kinds))] {
 				time.Sleep(time.Duration(rng.IntN(3000)) * time.Millisecond)
 				did = append(did, kinds[i].apply(t, rf, rng))
 			}
@@ -407,7 +443,6 @@ func TestFaultRounds(t *testing.T) {
 		t.Logf("round %d: %s → %s, accuracy %.4f (undisturbed %.4f), shards %d/%d, %d goroutines", r, strings.Join(did, "; "),
 			final.State, final.Accuracy, base.Accuracy, final.ShardsDone, final.ShardsTotal, g)
 		if t.Failed() {
-			s.dumpLogs(name)
 			break
 		}
 	}

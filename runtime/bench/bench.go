@@ -38,6 +38,7 @@ package bench
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -50,7 +51,9 @@ import (
 	"time"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/runtime/identity"
 	"github.com/kelpie/kelpie/runtime/psclient"
+	"github.com/kelpie/kelpie/runtime/tensorwire"
 	"github.com/kelpie/kelpie/runtime/wire"
 )
 
@@ -67,6 +70,16 @@ type Config struct {
 	MaxOps   int           // bound on operations per stream in one run
 
 	Pin bool // pin the benchmark to CPU 0 and the servers to CPU 1
+	// Kelpie's rows run with this process's node credentials when it has
+	// them ($KELPIE_CERT, which server processes inherit; see kelpie bench
+	// pushpull --mtls): every framed connection proves the job's secret,
+	// gRPC runs mTLS. Encrypt also puts framed TCP connections in TLS
+	// (data_plane_encryption: on). SecurityCost measures every row a
+	// second time against servers with no credentials at all, over
+	// connections that prove nothing, and reports the ratio: what
+	// authentication (and encryption) cost in the same run.
+	Encrypt      bool
+	SecurityCost bool
 	// Transport carries kelpie's rows: psclient.TransportTCP (the framed
 	// transport over TCP; the default, what jobs use), TransportUnix (over
 	// the server's Unix socket) or TransportGRPC.
@@ -108,6 +121,11 @@ func (c Config) validate() error {
 		return fmt.Errorf("bench: transport %q: want tcp, unix or grpc", c.Transport)
 	case c.Launcher.Exe == "":
 		return errors.New("bench: no executable to start servers with")
+	}
+	if c.Encrypt || c.SecurityCost {
+		if creds, err := identity.Process(); err != nil || creds == nil {
+			return fmt.Errorf("bench: encryption and the security cost need node credentials ($%s; kelpie bench pushpull sets them up): %v", identity.EnvCert, err)
+		}
 	}
 	for _, t := range c.Topologies {
 		if t.Servers < 1 || t.Workers < 1 {
@@ -155,6 +173,12 @@ type Result struct {
 	RawRTTP99US  float64 `json:"raw_tcp_rtt_p99_us"`
 
 	Ratio float64 `json:"kelpie_over_raw"` // MBPerS / RawMBPerS
+
+	// With Config.SecurityCost: the same row against servers without
+	// data-plane security, and MBPerS over it.
+	PlainMBPerS     float64 `json:"plain_mb_per_s,omitempty"`
+	PlainP50US      float64 `json:"plain_p50_us,omitempty"`
+	SecureOverPlain float64 `json:"secure_over_plain,omitempty"`
 }
 
 // Report is the output of a run.
@@ -167,6 +191,11 @@ type Report struct {
 	// 0 elsewhere). On a shared machine anything near or above the CPU
 	// count means other work competed with the pinned processes.
 	LoadBefore float64 `json:"load_before"`
+	// Authenticated: kelpie's rows ran with node credentials (framed
+	// connections proving the job's secret, gRPC in mTLS); Encryption is
+	// "on" when framed TCP connections were in TLS too.
+	Authenticated bool   `json:"authenticated"`
+	Encryption    string `json:"encryption"`
 }
 
 // Run runs every row of cfg. It stops every server process it started
@@ -178,7 +207,13 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if cfg.Transport == "" {
 		cfg.Transport = psclient.TransportTCP
 	}
-	rep := Report{LoadBefore: loadAverage(), Transport: cfg.Transport}
+	rep := Report{LoadBefore: loadAverage(), Transport: cfg.Transport, Encryption: "off"}
+	if creds, _ := identity.Process(); creds != nil {
+		rep.Authenticated = true
+	}
+	if cfg.Encrypt {
+		rep.Encryption = "on"
+	}
 	cpu := -1
 	if cfg.Pin && canPin() {
 		restore, err := pinProcess(0)
@@ -188,7 +223,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		defer restore()
 		rep.Pinned, cpu = true, 1
 	}
-	cfg.logf("bench: transport %s; pinned=%v; servers on cpu %d; load average %.2f", cfg.Transport, rep.Pinned, cpu, rep.LoadBefore)
+	cfg.logf("bench: transport %s; authenticated=%v encryption=%s; pinned=%v; servers on cpu %d; load average %.2f",
+		cfg.Transport, rep.Authenticated, rep.Encryption, rep.Pinned, cpu, rep.LoadBefore)
 	for _, topo := range cfg.Topologies {
 		rows, err := runTopology(ctx, cfg, topo, cpu)
 		rep.Results = append(rep.Results, rows...)
@@ -207,12 +243,14 @@ func (c Config) logf(format string, args ...any) {
 
 // topoRun holds one topology's processes and connections.
 type topoRun struct {
-	cfg   Config
-	topo  Topology
-	ps    [][]*psclient.Conn // [worker][server]
-	raw   [][]*rawConn
-	prog  [][]int64 // push progress per worker and server (strictly increasing)
-	abort context.CancelFunc
+	cfg       Config
+	topo      Topology
+	ps        [][]*psclient.Conn // [worker][server]
+	plain     [][]*psclient.Conn // [worker][server] to servers without security (SecurityCost)
+	raw       [][]*rawConn
+	prog      [][]int64 // push progress per worker and server (strictly increasing)
+	plainProg [][]int64
+	abort     context.CancelFunc
 }
 
 func runTopology(ctx context.Context, cfg Config, topo Topology, cpu int) (rows []Result, err error) {
@@ -229,42 +267,70 @@ func runTopology(ctx context.Context, cfg Config, topo Topology, cpu int) (rows 
 	if stderr == nil {
 		stderr = os.Stderr
 	}
-	start := func(kind ServerKind) ([]string, error) {
+	start := func(kind ServerKind, what string, l Launcher, extra []string) ([]string, error) {
 		var addrs []string
 		for i := range topo.Servers {
 			profile := ""
-			if kind == KindPS && cfg.ServerProfile != "" {
+			if kind == KindPS && cfg.ServerProfile != "" && what == "" {
 				profile = fmt.Sprintf("%s.%v.%d", cfg.ServerProfile, topo, i)
 			}
-			c, err := startChild(ctx, cfg.Launcher, kind, topo.Workers, cfg.Sizes, cpu, profile, stderr)
+			c, err := startChild(ctx, l, kind, topo.Workers, cfg.Sizes, cpu, profile, extra, stderr)
 			if err != nil {
 				return nil, err
 			}
 			children = append(children, c)
 			addrs = append(addrs, c.addr)
-			cfg.logf("bench: %v: %s server pid %d at %s", topo, kind, c.pid(), c.addr)
+			cfg.logf("bench: %v: %s%s server pid %d at %s", topo, kind, what, c.pid(), c.addr)
 		}
 		return addrs, nil
 	}
-	psAddrs, err := start(KindPS)
+	var encrypt []string
+	var clientTLS *tls.Config
+	if cfg.Encrypt {
+		encrypt = []string{"--encrypt"}
+		if _, clientTLS, err = identity.ProcessFramedTLS(); err != nil {
+			return nil, err
+		}
+	}
+	psAddrs, err := start(KindPS, "", cfg.Launcher, encrypt)
 	if err != nil {
 		return nil, err
 	}
-	rawAddrs, err := start(KindRaw)
+	var plainAddrs []string
+	if cfg.SecurityCost {
+		// No credentials in the environment: a server without any.
+		plain := cfg.Launcher
+		plain.Env = append(append([]string(nil), plain.Env...), identity.EnvCert+"=")
+		if plainAddrs, err = start(KindPS, " (plain)", plain, nil); err != nil {
+			return nil, err
+		}
+	}
+	rawAddrs, err := start(KindRaw, "", cfg.Launcher, nil)
 	if err != nil {
 		return nil, err
 	}
 	t := &topoRun{cfg: cfg, topo: topo, abort: cancel}
 	defer t.close()
 	for range topo.Workers {
-		var pcs []*psclient.Conn
+		var pcs, plain []*psclient.Conn
 		var rcs []*rawConn
 		for s := range topo.Servers {
-			pc, err := psclient.DialWith(ctx, psAddrs[s], psclient.Options{Transport: cfg.Transport})
+			pc, err := psclient.DialWith(ctx, psAddrs[s], psclient.Options{Transport: cfg.Transport, TLS: clientTLS})
 			if err != nil {
 				return nil, err
 			}
 			pcs = append(pcs, pc)
+			if cfg.Encrypt && pc.Transport == psclient.TransportTCP && !pc.Encrypted() {
+				return nil, fmt.Errorf("bench: the connection to %s is not encrypted", psAddrs[s])
+			}
+			if plainAddrs != nil {
+				// Explicitly no secret: this process has one.
+				pc, err := psclient.DialWith(ctx, plainAddrs[s], psclient.Options{Transport: cfg.Transport, Credentials: tensorwire.SharedSecret(nil)})
+				if err != nil {
+					return nil, err
+				}
+				plain = append(plain, pc)
+			}
 			rc, err := dialRaw(rawAddrs[s])
 			if err != nil {
 				return nil, err
@@ -272,8 +338,10 @@ func runTopology(ctx context.Context, cfg Config, topo Topology, cpu int) (rows 
 			rcs = append(rcs, rc)
 		}
 		t.ps = append(t.ps, pcs)
+		t.plain = append(t.plain, plain)
 		t.raw = append(t.raw, rcs)
 		t.prog = append(t.prog, make([]int64, topo.Servers))
+		t.plainProg = append(t.plainProg, make([]int64, topo.Servers))
 	}
 	for bi, size := range cfg.Sizes {
 		for _, op := range cfg.Ops {
@@ -291,7 +359,7 @@ func runTopology(ctx context.Context, cfg Config, topo Topology, cpu int) (rows 
 }
 
 func (t *topoRun) close() {
-	for _, cs := range t.ps {
+	for _, cs := range slices.Concat(t.ps, t.plain) {
 		for _, c := range cs {
 			_ = c.Close()
 		}
@@ -326,11 +394,15 @@ func (t *topoRun) row(ctx context.Context, block uint32, size int, op Op, inflig
 		grad[i] = -1 // learning rate 1: the block gains 1 per push
 	}
 	payload := wire.AsBytes(grad)
-	var ps, raw []stream
+	var ps, plain, raw []stream
 	for w := range t.topo.Workers {
 		for s := range t.topo.Servers {
 			ps = append(ps, &psStream{conn: t.ps[w][s], worker: int32(w), block: block, op: op, size: size,
 				payload: payload, progress: &t.prog[w][s]})
+			if t.plain[w] != nil {
+				plain = append(plain, &psStream{conn: t.plain[w][s], worker: int32(w), block: block, op: op, size: size,
+					payload: payload, progress: &t.plainProg[w][s]})
+			}
 			raw = append(raw, t.raw[w][s].stream(op, size))
 		}
 	}
@@ -340,6 +412,16 @@ func (t *topoRun) row(ctx context.Context, block uint32, size int, op Op, inflig
 	}
 	r.MBPerS, r.MBPerSMin, r.MBPerSMax = m.rate, m.min, m.max
 	r.P50US, r.P99US, r.Ops = micros(m.p50), micros(m.p99), m.ops
+	if plain != nil {
+		m, err := measure(t.cfg, plain, inflight, op.Moved(size))
+		if err != nil {
+			return r, fmt.Errorf("without security: %w", errOr(ctx, err))
+		}
+		r.PlainMBPerS, r.PlainP50US = m.rate, micros(m.p50)
+		if m.rate > 0 {
+			r.SecureOverPlain = r.MBPerS / m.rate
+		}
+	}
 	m, err = measure(t.cfg, raw, inflight, op.Moved(size))
 	if err != nil {
 		return r, fmt.Errorf("raw tcp: %w", errOr(ctx, err))
@@ -600,14 +682,27 @@ func (s *rawStream) recv(any) error {
 	return err
 }
 
-// WriteTable prints the results as a table with a kelpie/raw column.
+// WriteTable prints the results as a table with a kelpie/raw column (and
+// plain MB/s and secure/plain columns when the security cost was measured).
 func WriteTable(w io.Writer, rep Report) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "op\tconfig\tsize\tinflight\tMB/s\tmin\tmax\tp50 µs\tp99 µs\traw MB/s\traw rtt p50 µs\tkelpie/raw\t")
+	cost := false
 	for _, r := range rep.Results {
-		fmt.Fprintf(tw, "%s\t%v\t%s\t%d\t%.0f\t%.0f\t%.0f\t%.1f\t%.1f\t%.0f\t%.1f\t%.2f\t\n",
+		cost = cost || r.PlainMBPerS > 0
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := "op\tconfig\tsize\tinflight\tMB/s\tmin\tmax\tp50 µs\tp99 µs\traw MB/s\traw rtt p50 µs\tkelpie/raw\t"
+	if cost {
+		head += "plain MB/s\tsecure/plain\t"
+	}
+	fmt.Fprintln(tw, head)
+	for _, r := range rep.Results {
+		fmt.Fprintf(tw, "%s\t%v\t%s\t%d\t%.0f\t%.0f\t%.0f\t%.1f\t%.1f\t%.0f\t%.1f\t%.2f\t",
 			r.Op, Topology{r.Servers, r.Workers}, FormatSize(r.Bytes), r.Inflight,
 			r.MBPerS, r.MBPerSMin, r.MBPerSMax, r.P50US, r.P99US, r.RawMBPerS, r.RawRTTP50US, r.Ratio)
+		if cost {
+			fmt.Fprintf(tw, "%.0f\t%.3f\t", r.PlainMBPerS, r.SecureOverPlain)
+		}
+		fmt.Fprintln(tw)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -616,8 +711,12 @@ func WriteTable(w io.Writer, rep Report) error {
 	if !rep.Pinned {
 		pin = "not pinned"
 	}
-	_, err := fmt.Fprintf(w, "MB = 10^6 value bytes over all workers (pushpull counts pushed + pulled); median of runs; %s; load average before %.2f\n",
-		pin, rep.LoadBefore)
+	sec := "no data-plane security"
+	if rep.Authenticated {
+		sec = "authenticated (job secret at connect, gRPC mTLS), encryption " + rep.Encryption
+	}
+	_, err := fmt.Fprintf(w, "MB = 10^6 value bytes over all workers (pushpull counts pushed + pulled); median of runs; transport %s; %s; %s; load average before %.2f\n",
+		rep.Transport, sec, pin, rep.LoadBefore)
 	return err
 }
 
@@ -635,7 +734,11 @@ func loadAverage() float64 {
 }
 
 func rowLine(r Result) string {
+	cost := ""
+	if r.PlainMBPerS > 0 {
+		cost = fmt.Sprintf(" | plain %8.1f MB/s p50 %.1f µs | secure/plain %.3f", r.PlainMBPerS, r.PlainP50US, r.SecureOverPlain)
+	}
 	return fmt.Sprintf("%-8s %v %5s inflight %d: %8.1f MB/s [%.1f, %.1f]  p50 %.1f µs  p99 %.1f µs | raw %8.1f MB/s rtt p50 %.1f µs | x%.2f",
 		r.Op, Topology{r.Servers, r.Workers}, FormatSize(r.Bytes), r.Inflight, r.MBPerS, r.MBPerSMin, r.MBPerSMax,
-		r.P50US, r.P99US, r.RawMBPerS, r.RawRTTP50US, r.Ratio)
+		r.P50US, r.P99US, r.RawMBPerS, r.RawRTTP50US, r.Ratio) + cost
 }

@@ -6,8 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -17,8 +20,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kelpie/kelpie/runtime/identity"
 	"github.com/kelpie/kelpie/runtime/psclient"
 	"github.com/kelpie/kelpie/runtime/wire"
+	"github.com/kelpie/kelpie/scheduler/pki"
 )
 
 // serveEnv makes the test binary act as a benchmark server process, the
@@ -202,7 +207,7 @@ func TestRunServerFailsToStart(t *testing.T) {
 // learning rate 1 subtracts every push, from every worker, from the block.
 func TestPushesAreSummed(t *testing.T) {
 	sizes := []int{4096, 64 << 10}
-	s, err := StartPS("127.0.0.1:0", 2, sizes)
+	s, err := StartPS("127.0.0.1:0", 2, sizes, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,35 +277,112 @@ func TestRawServer(t *testing.T) {
 }
 
 // BenchmarkPushPull times one worker against an in-process server on
-// 127.0.0.1, one request in flight (b.N operations; MB/s counts value bytes).
+// 127.0.0.1, one request in flight, over each transport (b.N operations;
+// MB/s counts value bytes; allocations are the whole round trip's, both
+// ends, since the server runs in this process).
 func BenchmarkPushPull(b *testing.B) {
 	sizes := []int{4 << 10, 64 << 10, 1 << 20, 4 << 20}
-	s, err := StartPS("127.0.0.1:0", 1, sizes)
+	s, err := StartPS("127.0.0.1:0", 1, sizes, false)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer s.Stop()
-	c, err := psclient.Dial(s.Addr())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
 	var prog int64
-	for _, op := range []Op{Push, Pull, PushPull} {
-		for bi, size := range sizes {
-			b.Run(fmt.Sprintf("%s/%s", op, FormatSize(size)), func(b *testing.B) {
-				st := &psStream{conn: c, block: uint32(bi), op: op, size: size,
-					payload: make([]byte, size), progress: &prog}
-				b.SetBytes(op.Moved(size))
-				b.ResetTimer()
-				lat, err := drive(st, b.N, 1, make([]time.Duration, 0, b.N))
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.StopTimer()
-				slices.Sort(lat)
-				b.ReportMetric(float64(Percentile(lat, 0.5))/1e3, "p50-µs")
-			})
+	for _, tr := range []string{psclient.TransportTCP, psclient.TransportUnix, psclient.TransportGRPC} {
+		c, err := psclient.DialWith(context.Background(), s.Addr(), psclient.Options{Transport: tr})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, op := range []Op{Push, Pull, PushPull} {
+			for bi, size := range sizes {
+				b.Run(fmt.Sprintf("%s/%s/%s", tr, op, FormatSize(size)), func(b *testing.B) {
+					st := &psStream{conn: c, block: uint32(bi), op: op, size: size,
+						payload: make([]byte, size), progress: &prog}
+					b.SetBytes(op.Moved(size))
+					b.ReportAllocs()
+					b.ResetTimer()
+					lat, err := drive(st, b.N, 1, make([]time.Duration, 0, b.N))
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.StopTimer()
+					slices.Sort(lat)
+					b.ReportMetric(float64(Percentile(lat, 0.5))/1e3, "p50-µs")
+				})
+			}
+		}
+		c.Close()
+	}
+}
+
+// securityChildEnv marks the process TestSecurityCost starts with node
+// credentials: identity loads them once per process, so a run with them
+// needs a process of its own.
+const securityChildEnv = "KELPIE_BENCH_TEST_SECURITY"
+
+// TestSecurityCost: with node credentials and encryption on, kelpie's rows
+// run authenticated and in TLS, and every row also carries the same
+// measurement against servers without any security and the ratio.
+func TestSecurityCost(t *testing.T) {
+	if serverCert := os.Getenv(securityChildEnv); serverCert != "" {
+		securityCostChild(t, serverCert)
+		return
+	}
+	dir := t.TempDir()
+	ca, err := pki.New("bench test CA", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := pki.JobSecret([]byte("bench test key.................."), "bench")
+	worker, server := filepath.Join(dir, "worker.pem"), filepath.Join(dir, "server.pem")
+	for path, node := range map[string]string{worker: "worker-0", server: "server-0"} {
+		if err := ca.WriteNodeBundle(path, identity.Node("bench", node), time.Hour, secret, pki.LocalHosts()...); err != nil {
+			t.Fatal(err)
 		}
 	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSecurityCost$", "-test.v")
+	cmd.Env = append(os.Environ(), identity.EnvCert+"="+worker, securityChildEnv+"="+server)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "security cost measured") {
+		t.Fatalf("the run with credentials: %v\n%s", err, out)
+	}
+}
+
+func securityCostChild(t *testing.T, serverCert string) {
+	if c, err := identity.Process(); err != nil || c == nil {
+		t.Fatalf("this process's credentials: %v", err)
+	}
+	// The servers this process starts are the job's servers.
+	t.Setenv(identity.EnvCert, serverCert)
+	cfg := tinyConfig(t)
+	cfg.Sizes = []int{64 << 10}
+	cfg.Ops = []Op{Push, Pull}
+	cfg.Inflight = []int{1}
+	cfg.Encrypt, cfg.SecurityCost = true, true
+	var log syncBuffer
+	cfg.Log = &log
+	rep, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("Run: %v\n%s", err, log.String())
+	}
+	if !rep.Authenticated || rep.Encryption != "on" || len(rep.Results) != 2 {
+		t.Fatalf("report: authenticated %v, encryption %q, %d rows; want true, on, 2", rep.Authenticated, rep.Encryption, len(rep.Results))
+	}
+	for _, r := range rep.Results {
+		if !(r.MBPerS > 0 && r.PlainMBPerS > 0 && r.PlainP50US > 0) || math.Abs(r.SecureOverPlain-r.MBPerS/r.PlainMBPerS) > 1e-9 {
+			t.Errorf("%s row: %.1f MB/s secure, %.1f plain, ratio %v", r.Op, r.MBPerS, r.PlainMBPerS, r.SecureOverPlain)
+		}
+	}
+	var table bytes.Buffer
+	if err := WriteTable(&table, rep); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(table.String(), "secure/plain") || !strings.Contains(table.String(), "encryption on") {
+		t.Errorf("table:\n%s\nwant a secure/plain column and the encryption named", table.String())
+	}
+	checkStopped(t, log.String())
+	if strings.Count(log.String(), "ps (plain) server pid") != 1 {
+		t.Errorf("log:\n%s\nwant one server without security", log.String())
+	}
+	t.Log("security cost measured")
 }

@@ -30,11 +30,12 @@ type Launcher struct {
 }
 
 // startChild starts a server process and waits (at most 15 s) for the
-// address it listens on.
-func startChild(ctx context.Context, l Launcher, kind ServerKind, workers int, sizes []int, cpu int, profile string, stderr io.Writer) (*child, error) {
+// address it listens on. extra are more RunServer flags.
+func startChild(ctx context.Context, l Launcher, kind ServerKind, workers int, sizes []int, cpu int, profile string, extra []string, stderr io.Writer) (*child, error) {
 	args := append(append([]string(nil), l.Args...),
 		"--kind", string(kind), "--listen", "127.0.0.1:0", "--workers", strconv.Itoa(workers),
 		"--sizes", formatSizes(sizes), "--cpu", strconv.Itoa(cpu))
+	args = append(args, extra...)
 	if profile != "" {
 		args = append(args, "--cpuprofile", profile)
 	}

@@ -42,8 +42,10 @@ type PSServer struct {
 	done chan struct{}
 }
 
-// StartPS listens on addr ("127.0.0.1:0" for any port) and serves.
-func StartPS(addr string, workers int, sizes []int) (*PSServer, error) {
+// StartPS listens on addr ("127.0.0.1:0" for any port) and serves. With
+// encrypt, framed TCP connections continue in TLS after their handshake
+// (data_plane_encryption: on; it needs $KELPIE_CERT).
+func StartPS(addr string, workers int, sizes []int, encrypt bool) (*PSServer, error) {
 	if workers < 1 {
 		return nil, fmt.Errorf("bench: parameter server for %d workers", workers)
 	}
@@ -82,7 +84,14 @@ func StartPS(addr string, workers int, sizes []int) (*PSServer, error) {
 	}
 	// gRPC and the framed transport on one port, and a Unix socket, as a
 	// job's server has them.
-	ep, err := ps.Listen(lis, server.Framed{Unix: server.UnixPath("", "bench"), Credentials: identity.FramedCredentials()})
+	framed := server.Framed{Unix: server.UnixPath("", "bench"), Credentials: identity.FramedCredentials()}
+	if encrypt {
+		if framed.TLS, _, err = identity.ProcessFramedTLS(); err != nil {
+			lis.Close()
+			return nil, err
+		}
+	}
+	ep, err := ps.Listen(lis, framed)
 	if err != nil {
 		lis.Close()
 		return nil, err
@@ -251,7 +260,7 @@ const addrLine = "ADDR "
 // `kelpie bench serve` command). args are its flags:
 //
 //	--kind ps|raw  --listen HOST:PORT  --workers N  --sizes B,B,...  --cpu C
-//	[--cpuprofile FILE]
+//	[--encrypt] [--cpuprofile FILE]
 //
 // It pins itself to CPU C when C >= 0, prints "ADDR host:port" on stdout
 // once it listens, and serves until ctx ends or stdin reaches EOF (the
@@ -265,6 +274,7 @@ func RunServer(ctx context.Context, args []string, stdin io.Reader, stdout io.Wr
 	sizeList := fs.String("sizes", "", "block sizes in bytes, comma-separated")
 	cpu := fs.Int("cpu", -1, "pin the process to this CPU (-1: do not pin)")
 	profile := fs.String("cpuprofile", "", "write a CPU profile of the process to this file")
+	encrypt := fs.Bool("encrypt", false, "encrypt framed TCP connections (needs $KELPIE_CERT)")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("bench serve: %v", err)
 	}
@@ -297,7 +307,7 @@ func RunServer(ctx context.Context, args []string, stdin io.Reader, stdout io.Wr
 		if err != nil {
 			return err
 		}
-		s, err := StartPS(*listen, *workers, sizes)
+		s, err := StartPS(*listen, *workers, sizes, *encrypt)
 		if err != nil {
 			return err
 		}

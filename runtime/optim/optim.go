@@ -152,18 +152,23 @@ func Apply(c Config, s *State, param, grad []float32) (finite bool) {
 	if c.Kind == Adam {
 		s.Step++
 	}
+	if len(param) < SplitMin || runtime.GOMAXPROCS(0) < 2 {
+		return applyRange(c, s, param, grad, 0, len(param)) // no closure to allocate
+	}
 	// Every update is element-wise, so a large block splits across cores
 	// with results identical to one pass.
-	return split(len(param), func(lo, hi int) bool {
-		p, g := param[lo:hi], grad[lo:hi]
-		switch c.Kind {
-		case Momentum:
-			return momentum(c, s.V[lo:hi], p, g)
-		case Adam:
-			return adam(c, s.Step, s.M[lo:hi], s.V[lo:hi], p, g)
-		}
-		return sgd(c, p, g)
-	})
+	return split(len(param), func(lo, hi int) bool { return applyRange(c, s, param, grad, lo, hi) })
+}
+
+func applyRange(c Config, s *State, param, grad []float32, lo, hi int) bool {
+	p, g := param[lo:hi], grad[lo:hi]
+	switch c.Kind {
+	case Momentum:
+		return momentum(c, s.V[lo:hi], p, g)
+	case Adam:
+		return adam(c, s.Step, s.M[lo:hi], s.V[lo:hi], p, g)
+	}
+	return sgd(c, p, g)
 }
 
 // SplitMin is the least number of parameters whose update Apply splits

@@ -37,6 +37,7 @@ func benchPushPullCmd() *cobra.Command {
 		inflight   = def.Inflight
 		asJSON     bool
 		mtls       bool
+		encryption = "off"
 		cpuProfile string
 		cfg        = def
 	)
@@ -48,7 +49,11 @@ servers in their own processes, worker goroutines here, one key per server of ea
 push, pull and pushpull with 1 and 8 requests in flight per worker and server; median of
 3 timed runs with min and max, latency p50/p99 of the median run, and a raw TCP ping-pong
 of the same shape so each row shows kelpie/raw. MB = 10^6 value bytes summed over workers;
-pushpull counts pushed plus pulled bytes.`,
+pushpull counts pushed plus pulled bytes. --transport picks what carries kelpie's rows
+(tcp: the framed transport; unix: the same over the server's Unix socket, what jobs on one
+host use; grpc: the Exchange stream). --security-cost measures each row a second time
+against servers with no data-plane security, for the cost of authentication (--mtls) and
+encryption (--encryption on) in the same run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
@@ -93,7 +98,14 @@ pushpull counts pushed plus pulled bytes.`,
 				}
 				defer pprof.StopCPUProfile()
 			}
-			if mtls {
+			switch encryption {
+			case "on":
+				cfg.Encrypt = true
+			case "off":
+			default:
+				return exitCode(2, fmt.Errorf("bench: --encryption %q: want off or on", encryption))
+			}
+			if mtls || cfg.Encrypt || cfg.SecurityCost {
 				dir, err := benchCredentials()
 				if dir != "" {
 					defer os.RemoveAll(dir)
@@ -127,7 +139,9 @@ pushpull counts pushed plus pulled bytes.`,
 	f.BoolVar(&cfg.Pin, "pin", def.Pin, "pin this process to cpu 0 and the servers to cpu 1 (needs 2 cpus)")
 	f.StringVar(&cfg.Transport, "transport", def.Transport, "what carries kelpie's rows: tcp (the framed transport jobs use), unix (framed, over the server's Unix socket) or grpc")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object on stdout")
-	f.BoolVar(&mtls, "mtls", false, "run the data plane as a job does: mutual TLS with node certificates from a throwaway CA (compare with a run without it for the cost)")
+	f.BoolVar(&mtls, "mtls", false, "run the data plane as a job does: node certificates from a throwaway CA (framed connections prove the job's secret, gRPC runs mTLS)")
+	f.StringVar(&encryption, "encryption", encryption, "off or on: on puts framed TCP connections in TLS, as cluster.data_plane_encryption: on does (implies --mtls)")
+	f.BoolVar(&cfg.SecurityCost, "security-cost", false, "measure every row also against servers without data-plane security and report secure/plain (implies --mtls)")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this process to `file`")
 	f.StringVar(&cfg.ServerProfile, "server-cpuprofile", "", "parameter servers write CPU profiles to `prefix`.CONFIG.INDEX")
 	return c

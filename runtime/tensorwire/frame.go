@@ -27,7 +27,6 @@
 package tensorwire
 
 import (
-	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -144,6 +143,9 @@ type Conn struct {
 	bufs net.Buffers
 	vec  [][]byte  // header, then the payload's pieces
 	one  [1][]byte // WriteFrame's payload as one piece
+	// flush completes a frame on an encrypted connection (tls.go); nil
+	// on a plain one.
+	flush interface{ Flush() error }
 
 	// read side
 	hdr  [HeaderSize]byte
@@ -162,15 +164,6 @@ func NewConn(nc net.Conn) *Conn {
 		wc = u.Unwrap()
 	}
 	return &Conn{nc: nc, wc: wc, wbuf: make([]byte, HeaderSize, 512), meta: make([]byte, 0, 512)}
-}
-
-// encrypt moves the connection's frames into tc, a TLS connection over it.
-func (c *Conn) encrypt(tc *tls.Conn) { c.nc, c.wc = tc, tc }
-
-// Encrypted says whether the connection's frames travel in TLS.
-func (c *Conn) Encrypted() bool {
-	_, ok := c.nc.(*tls.Conn)
-	return ok
 }
 
 // NetConn is the underlying connection.
@@ -217,6 +210,9 @@ func (c *Conn) WriteFrameV(kind Kind, id uint64, meta []byte, payload [][]byte) 
 	}
 	c.wbuf = head[:HeaderSize] // keep a grown capacity for the next frame
 	PutHeader(head, Header{Kind: kind, ID: id, MetaLen: uint32(len(meta)), Payload: uint32(n)})
+	if c.flush != nil {
+		return c.writeEncrypted(head, payload)
+	}
 	if n == 0 {
 		_, err := c.wc.Write(head)
 		return err

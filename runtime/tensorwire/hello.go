@@ -134,11 +134,9 @@ func ClientHandshake(c *Conn, creds Credentials, tlsConf *tls.Config) (Hello, er
 	case !hello.Encrypted && tlsConf != nil && !IsUnix(c.nc):
 		return Hello{}, errors.New("tensorwire: the server does not encrypt its data plane over TCP and this end requires it (data_plane_encryption: on)")
 	case hello.Encrypted:
-		tc := tls.Client(c.nc, tlsConf)
-		if err := tc.Handshake(); err != nil {
+		if err := startTLS(c, tlsConf, true); err != nil {
 			return Hello{}, fmt.Errorf("tensorwire: tls: %v", err)
 		}
-		c.encrypt(tc)
 	}
 	return hello, nil
 }
@@ -180,14 +178,12 @@ func ServerHandshake(c *Conn, creds Credentials, tlsConf *tls.Config, me Hello) 
 		return fmt.Errorf("tensorwire: send proof: %v", err)
 	}
 	if tlsConf != nil {
-		tc := tls.Server(c.nc, tlsConf)
-		if err := tc.Handshake(); err != nil {
+		if err := startTLS(c, tlsConf, false); err != nil {
 			if errors.Is(err, io.EOF) {
 				return ErrMoved
 			}
 			return fmt.Errorf("tensorwire: tls: %v", err)
 		}
-		c.encrypt(tc)
 	}
 	return nil
 }

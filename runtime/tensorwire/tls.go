@@ -1,0 +1,113 @@
+package tensorwire
+
+import (
+	"bufio"
+	"crypto/tls"
+	"net"
+	"sync"
+)
+
+// An encrypted connection (data_plane_encryption: on) runs TLS over the
+// framed connection once the handshake has proven the job's secret.
+// crypto/tls seals records of at most 16 KB and writes each one to the
+// socket by itself: 64 system calls (and loopback wake-ups) for a 1 MB
+// tensor. Underneath it, batchConn gathers the records of a frame into a
+// buffer that goes out when full or when the frame is complete (Flush), and
+// reads the socket through a buffer of the same size.
+
+// tlsBuffer is the size of an encrypted connection's batches.
+const tlsBuffer = 256 << 10
+
+// batchConn is the socket under a tls.Conn.
+type batchConn struct {
+	net.Conn
+	r *bufio.Reader
+
+	mu       sync.Mutex // TLS may write from its read side (key updates)
+	batching bool       // after the TLS handshake
+	buf      []byte
+}
+
+func (b *batchConn) Read(p []byte) (int, error) { return b.r.Read(p) }
+
+func (b *batchConn) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.batching {
+		return b.Conn.Write(p)
+	}
+	if len(b.buf)+len(p) > cap(b.buf) {
+		if err := b.flushLocked(); err != nil {
+			return 0, err
+		}
+	}
+	if len(p) >= cap(b.buf) {
+		return b.Conn.Write(p)
+	}
+	b.buf = append(b.buf, p...)
+	return len(p), nil
+}
+
+// Flush writes what has been gathered.
+func (b *batchConn) Flush() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.flushLocked()
+}
+
+func (b *batchConn) flushLocked() error {
+	if len(b.buf) == 0 {
+		return nil
+	}
+	_, err := b.Conn.Write(b.buf)
+	b.buf = b.buf[:0]
+	return err
+}
+
+func (b *batchConn) Close() error {
+	_ = b.Flush()
+	return b.Conn.Close()
+}
+
+// startTLS runs the TLS handshake over c's connection and moves c's frames
+// into it.
+func startTLS(c *Conn, conf *tls.Config, client bool) error {
+	bc := &batchConn{Conn: c.nc, r: bufio.NewReaderSize(c.nc, tlsBuffer)}
+	var tc *tls.Conn
+	if client {
+		tc = tls.Client(bc, conf)
+	} else {
+		tc = tls.Server(bc, conf)
+	}
+	if err := tc.Handshake(); err != nil {
+		return err
+	}
+	bc.mu.Lock()
+	bc.batching, bc.buf = true, make([]byte, 0, tlsBuffer)
+	bc.mu.Unlock()
+	c.nc, c.wc, c.flush = tc, tc, bc
+	return nil
+}
+
+// Encrypted says whether the connection's frames travel in TLS.
+func (c *Conn) Encrypted() bool {
+	_, ok := c.nc.(*tls.Conn)
+	return ok
+}
+
+// writeEncrypted writes a frame into TLS (whose records batchConn gathers)
+// and flushes it.
+func (c *Conn) writeEncrypted(head []byte, payload [][]byte) error {
+	if _, err := c.wc.Write(head); err != nil {
+		return err
+	}
+	for _, p := range payload {
+		if len(p) == 0 {
+			continue
+		}
+		if _, err := c.wc.Write(p); err != nil {
+			return err
+		}
+	}
+	return c.flush.Flush()
+}

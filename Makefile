@@ -13,7 +13,7 @@ K8S_VERSION ?= 1.36.3
 K8S_BIN     ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kelpie/k8s-v$(K8S_VERSION)
 export KELPIE_K8S_BIN := $(K8S_BIN)
 
-.PHONY: all build run test test-short test-k8s k8s-bin image e2e experiments bench bench-go proto lint vet data examples clean rules fuzz faults soak
+.PHONY: all build run test test-short test-k8s k8s-bin image e2e experiments bench bench-go bench-dataplane proto lint vet data examples clean rules fuzz faults soak
 
 all: build
 
@@ -72,6 +72,12 @@ bench: build
 
 bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# The data plane against raw TCP, ps-lite, its own security and the gRPC
+# data plane end to end (about 40 minutes; run it on a quiet machine):
+# scripts/dataplane/run.sh says how, summary.go what it checks.
+bench-dataplane: data
+	scripts/dataplane/run.sh
 
 proto:
 	@command -v protoc >/dev/null || (apt-get update -qq && apt-get install -y -qq protobuf-compiler)

@@ -11,7 +11,10 @@
 //     push -1s, so every push adds 1 to each value (the server sums pushes);
 //   - Warmup operations per stream, then Warmup more timed ones to size the
 //     run: enough operations per stream to last about Duration (at least
-//     Warmup, at most MaxOps); then Repeats timed runs of that many;
+//     Warmup, at most MaxOps); then Repeats timed runs of that many, kelpie's
+//     and the raw baseline's (and, with SecurityCost, the plain servers')
+//     taken in turn within each repeat, so that load drifting during the
+//     row weighs on each alike;
 //   - throughput is the value bytes moved by all streams over the run's wall
 //     time, in MB/s with MB = 10^6 bytes: push and pull count the block's
 //     bytes once per operation, pushpull twice (pushed plus pulled); headers
@@ -406,30 +409,29 @@ func (t *topoRun) row(ctx context.Context, block uint32, size int, op Op, inflig
 			raw = append(raw, t.raw[w][s].stream(op, size))
 		}
 	}
-	m, err := measure(t.cfg, ps, inflight, op.Moved(size))
+	sets := [][]stream{ps, raw}
+	if plain != nil {
+		sets = append(sets, plain)
+	}
+	ms, err := measure(t.cfg, sets, inflight, op.Moved(size))
 	if err != nil {
 		return r, errOr(ctx, err)
 	}
+	m := ms[0]
 	r.MBPerS, r.MBPerSMin, r.MBPerSMax = m.rate, m.min, m.max
 	r.P50US, r.P99US, r.Ops = micros(m.p50), micros(m.p99), m.ops
-	if plain != nil {
-		m, err := measure(t.cfg, plain, inflight, op.Moved(size))
-		if err != nil {
-			return r, fmt.Errorf("without security: %w", errOr(ctx, err))
-		}
-		r.PlainMBPerS, r.PlainP50US = m.rate, micros(m.p50)
-		if m.rate > 0 {
-			r.SecureOverPlain = r.MBPerS / m.rate
-		}
-	}
-	m, err = measure(t.cfg, raw, inflight, op.Moved(size))
-	if err != nil {
-		return r, fmt.Errorf("raw tcp: %w", errOr(ctx, err))
-	}
+	m = ms[1]
 	r.RawMBPerS, r.RawMBPerSMin, r.RawMBPerSMax = m.rate, m.min, m.max
 	r.RawRTTP50US, r.RawRTTP99US = micros(m.p50), micros(m.p99)
 	if r.RawMBPerS > 0 {
 		r.Ratio = r.MBPerS / r.RawMBPerS
+	}
+	if plain != nil {
+		m = ms[2]
+		r.PlainMBPerS, r.PlainP50US = m.rate, micros(m.p50)
+		if m.rate > 0 {
+			r.SecureOverPlain = r.MBPerS / m.rate
+		}
 	}
 	return r, nil
 }
@@ -453,33 +455,56 @@ type measured struct {
 	ops            int
 }
 
-// measure warms the streams up, sizes the run, and times Repeats runs.
-func measure(cfg Config, streams []stream, inflight int, moved int64) (measured, error) {
-	if _, _, err := runOnce(streams, cfg.Warmup, inflight); err != nil {
-		return measured{}, err
-	}
-	d, _, err := runOnce(streams, cfg.Warmup, inflight)
-	if err != nil {
-		return measured{}, err
-	}
-	n := OpsFor(d/time.Duration(cfg.Warmup), cfg.Duration, cfg.Warmup, cfg.MaxOps)
-	rates := make([]float64, cfg.Repeats)
-	lats := make([][]time.Duration, cfg.Repeats)
-	for i := range rates {
-		d, lat, err := runOnce(streams, n, inflight)
-		if err != nil {
-			return measured{}, err
+// measure warms each set of streams up (kelpie's, the raw baseline's, ...)
+// and sizes its runs, then times Repeats runs of every set, taking the sets
+// in turn within each repeat: a machine whose load drifts during a row
+// shifts every set alike instead of the one measured last.
+func measure(cfg Config, sets [][]stream, inflight int, moved int64) ([]measured, error) {
+	ns := make([]int, len(sets))
+	for i, streams := range sets {
+		if _, _, err := runOnce(streams, cfg.Warmup, inflight); err != nil {
+			return nil, setErr(i, err)
 		}
-		rates[i] = MBPerSecond(int64(n*len(streams))*moved, d)
-		lats[i] = lat
+		d, _, err := runOnce(streams, cfg.Warmup, inflight)
+		if err != nil {
+			return nil, setErr(i, err)
+		}
+		ns[i] = OpsFor(d/time.Duration(cfg.Warmup), cfg.Duration, cfg.Warmup, cfg.MaxOps)
 	}
-	med := MedianRun(rates)
-	lat := lats[med]
-	slices.Sort(lat)
-	return measured{
-		rate: rates[med], min: slices.Min(rates), max: slices.Max(rates),
-		p50: Percentile(lat, 0.5), p99: Percentile(lat, 0.99), ops: n * len(streams),
-	}, nil
+	rates := make([][]float64, len(sets))
+	lats := make([][][]time.Duration, len(sets))
+	for range cfg.Repeats {
+		for i, streams := range sets {
+			d, lat, err := runOnce(streams, ns[i], inflight)
+			if err != nil {
+				return nil, setErr(i, err)
+			}
+			rates[i] = append(rates[i], MBPerSecond(int64(ns[i]*len(streams))*moved, d))
+			lats[i] = append(lats[i], lat)
+		}
+	}
+	out := make([]measured, len(sets))
+	for i := range sets {
+		med := MedianRun(rates[i])
+		lat := lats[i][med]
+		slices.Sort(lat)
+		out[i] = measured{
+			rate: rates[i][med], min: slices.Min(rates[i]), max: slices.Max(rates[i]),
+			p50: Percentile(lat, 0.5), p99: Percentile(lat, 0.99), ops: ns[i] * len(sets[i]),
+		}
+	}
+	return out, nil
+}
+
+// setErr names the set of streams an error came from (measure's order).
+func setErr(i int, err error) error {
+	switch i {
+	case 1:
+		return fmt.Errorf("raw tcp: %w", err)
+	case 2:
+		return fmt.Errorf("without security: %w", err)
+	}
+	return err
 }
 
 // runOnce runs n operations on every stream at once and returns the wall

@@ -82,13 +82,19 @@ func (s *Server) ServeFramed(ctx context.Context, nc net.Conn, f Framed) {
 		}
 		return req, nil
 	}
-	send := func(r *Response) error {
-		meta := tensorwire.AppendResponse(tc.MetaBuf(), r.PSResponse)
-		if r.Parts != nil {
-			// The parameters themselves, lent until the session's Done.
-			return tc.WriteFrameV(tensorwire.KindResponse, r.Id, meta, r.Parts)
+	send := func(rs []*Response) error {
+		for _, r := range rs {
+			meta := tensorwire.AppendResponse(tc.MetaBuf(), r.PSResponse)
+			parts := r.Parts // the parameters themselves, lent until the session's Done
+			if parts == nil {
+				r.partsBuf[0] = r.Data
+				parts = r.partsBuf[:1]
+			}
+			if err := tc.Queue(tensorwire.KindResponse, r.Id, meta, parts); err != nil {
+				return err
+			}
 		}
-		return tc.WriteFrame(tensorwire.KindResponse, r.Id, meta, r.Data)
+		return tc.Flush()
 	}
 	err := s.session(recv, send)
 	switch {

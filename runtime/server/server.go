@@ -213,9 +213,14 @@ func (s *Server) Exchange(stream kelpiepb.ParameterServer_ExchangeServer) error 
 	case <-stream.Context().Done():
 		return stream.Context().Err()
 	}
-	err := s.session(stream.Recv, func(r *Response) error {
-		r.Flatten() // one message: the values are copied into it
-		return stream.Send(r.PSResponse)
+	err := s.session(stream.Recv, func(rs []*Response) error {
+		for _, r := range rs {
+			r.Flatten() // one message: the values are copied into it
+			if err := stream.Send(r.PSResponse); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if status.Code(err) == codes.Canceled || errors.Is(err, io.EOF) {
 		return nil
@@ -225,22 +230,40 @@ func (s *Server) Exchange(stream kelpiepb.ParameterServer_ExchangeServer) error 
 
 // session serves one worker's connection, whatever carries it: recv
 // returns the next request (its Data a pooled buffer or nil), send writes
-// one response (its payload lent until the response's Done, which the
-// session calls after send). Requests are handled in order; responses to
-// delayed pulls are sent when they are released.
-func (s *Server) session(recv func() (*kelpiepb.PSRequest, error), send func(*Response) error) error {
+// responses, in order (their payloads lent until each response's Done,
+// which the session calls after send). Requests are handled in order;
+// responses to delayed pulls are sent when they are released. Responses
+// that are ready together go to send together: the framed transport writes
+// a pipeline's answers with one writev.
+func (s *Server) session(recv func() (*kelpiepb.PSRequest, error), send func([]*Response) error) error {
 	out := make(chan *Response, 256)
 	done := make(chan struct{})
 	sendErr := make(chan error, 1)
 	sender := make(chan struct{})
 	go func() {
 		defer close(sender)
+		batch := make([]*Response, 0, maxBatch)
 		for {
 			select {
 			case r := <-out:
-				s.inject(r.payloadLen())
-				err := send(r)
-				r.Done()
+				batch = append(batch[:0], r)
+			more:
+				for len(batch) < maxBatch {
+					select {
+					case r := <-out:
+						batch = append(batch, r)
+					default:
+						break more
+					}
+				}
+				for _, r := range batch {
+					s.inject(r.payloadLen())
+				}
+				err := send(batch)
+				for i, r := range batch {
+					r.Done()
+					batch[i] = nil
+				}
 				if err != nil {
 					sendErr <- err
 					return
@@ -296,6 +319,9 @@ func (s *Server) session(recv func() (*kelpiepb.PSRequest, error), send func(*Re
 		}
 	}
 }
+
+// maxBatch bounds the responses written together.
+const maxBatch = 64
 
 // errorResponse answers req with err's status.
 func errorResponse(req *kelpiepb.PSRequest, err error) *Response {

@@ -27,6 +27,7 @@
 package tensorwire
 
 import (
+	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -139,15 +140,19 @@ type Conn struct {
 	wc net.Conn // writes: nc itself, or the *net.TCPConn/*net.UnixConn under it, for writev
 
 	// write side
-	wbuf []byte // header + metadata of the frame being written
-	bufs net.Buffers
-	vec  [][]byte  // header, then the payload's pieces
-	one  [1][]byte // WriteFrame's payload as one piece
+	wbuf   []byte // MetaBuf's buffer
+	arena  []byte // headers and metadata of the queued frames
+	queued []queuedFrame
+	qparts [][]byte // their payloads' pieces
+	bufs   net.Buffers
+	vec    [][]byte  // what one writev writes
+	one    [1][]byte // WriteFrame's payload as one piece
 	// flush completes a frame on an encrypted connection (tls.go); nil
 	// on a plain one.
 	flush interface{ Flush() error }
 
 	// read side
+	r    *bufio.Reader // over nc: many small frames per read system call
 	hdr  [HeaderSize]byte
 	meta []byte
 	left int // payload bytes of the current frame not yet read
@@ -163,7 +168,8 @@ func NewConn(nc net.Conn) *Conn {
 	if u, ok := nc.(interface{ Unwrap() net.Conn }); ok {
 		wc = u.Unwrap()
 	}
-	return &Conn{nc: nc, wc: wc, wbuf: make([]byte, HeaderSize, 512), meta: make([]byte, 0, 512)}
+	return &Conn{nc: nc, wc: wc, r: bufio.NewReaderSize(nc, ReadBuffer), wbuf: make([]byte, 0, 512), arena: make([]byte, 0, 512),
+		meta: make([]byte, 0, 512)}
 }
 
 // NetConn is the underlying connection.
@@ -173,8 +179,9 @@ func (c *Conn) NetConn() net.Conn { return c.nc }
 func (c *Conn) Close() error { return c.nc.Close() }
 
 // MetaBuf returns the connection's metadata buffer, empty, for the caller
-// to append the next frame's metadata to and pass to WriteFrame.
-func (c *Conn) MetaBuf() []byte { return c.wbuf[HeaderSize:HeaderSize] }
+// to append the next frame's metadata to and pass to WriteFrame or Queue
+// (which copy it): no allocation once it has grown.
+func (c *Conn) MetaBuf() []byte { return c.wbuf[:0] }
 
 // WriteFrame writes one frame: header and metadata in one buffer, the
 // payload from where it lies, with one writev. meta may be (and for no
@@ -190,6 +197,19 @@ func (c *Conn) WriteFrame(kind Kind, id uint64, meta, payload []byte) error {
 // where it lies (a gather write: the worker's gradient slices, the server's
 // parameter blocks), all with the header in one writev.
 func (c *Conn) WriteFrameV(kind Kind, id uint64, meta []byte, payload [][]byte) error {
+	if err := c.Queue(kind, id, meta, payload); err != nil {
+		return err
+	}
+	return c.Flush()
+}
+
+// Queue adds a frame to the ones Flush writes together, with one writev:
+// a server answering several pipelined requests at once. Header and
+// metadata are copied; meta's memory may become MetaBuf's (so that a
+// metadata buffer grown by appending is not grown again), so the caller
+// must not use it afterwards. The payload's pieces are referenced and must
+// stay unchanged until Flush.
+func (c *Conn) Queue(kind Kind, id uint64, meta []byte, payload [][]byte) error {
 	if len(meta) > MaxMeta {
 		return fmt.Errorf("tensorwire: metadata of %d bytes over the maximum %d", len(meta), MaxMeta)
 	}
@@ -200,32 +220,54 @@ func (c *Conn) WriteFrameV(kind Kind, id uint64, meta []byte, payload [][]byte) 
 			return fmt.Errorf("tensorwire: payload of more than %d bytes over the maximum %d", n, MaxPayload)
 		}
 	}
-	var head []byte
-	full := c.wbuf[:cap(c.wbuf)]
-	if len(meta) > 0 && len(full) > HeaderSize && &meta[0] == &full[HeaderSize] {
-		// The metadata was appended to MetaBuf: it already follows the header.
-		head = full[:HeaderSize+len(meta)]
-	} else {
-		head = append(c.wbuf[:HeaderSize], meta...)
+	lo := len(c.arena)
+	c.arena = append(c.arena, make([]byte, HeaderSize)...)
+	PutHeader(c.arena[lo:], Header{Kind: kind, ID: id, MetaLen: uint32(len(meta)), Payload: uint32(n)})
+	c.arena = append(c.arena, meta...)
+	if cap(meta) > cap(c.wbuf) {
+		c.wbuf = meta[:0] // MetaBuf grown by appending: keep its capacity
 	}
-	c.wbuf = head[:HeaderSize] // keep a grown capacity for the next frame
-	PutHeader(head, Header{Kind: kind, ID: id, MetaLen: uint32(len(meta)), Payload: uint32(n)})
-	if c.flush != nil {
-		return c.writeEncrypted(head, payload)
-	}
-	if n == 0 {
-		_, err := c.wc.Write(head)
-		return err
-	}
-	c.vec = append(c.vec[:0], head)
+	parts := 0
 	for _, p := range payload {
 		if len(p) > 0 {
-			c.vec = append(c.vec, p)
+			c.qparts = append(c.qparts, p)
+			parts++
 		}
 	}
-	c.bufs = c.vec
-	_, err := c.bufs.WriteTo(c.wc)
-	clear(c.vec) // no reference to the caller's memory stays behind
+	c.queued = append(c.queued, queuedFrame{lo: lo, hi: len(c.arena), parts: parts})
+	return nil
+}
+
+// queuedFrame is a frame waiting for Flush: its header and metadata in
+// arena[lo:hi], then parts pieces of qparts.
+type queuedFrame struct{ lo, hi, parts int }
+
+// Flush writes the queued frames, headers and payloads, with one writev
+// (on an encrypted connection: through TLS, then flushed).
+func (c *Conn) Flush() error {
+	if len(c.queued) == 0 {
+		return nil
+	}
+	c.vec = c.vec[:0]
+	p := 0
+	for _, f := range c.queued {
+		c.vec = append(c.vec, c.arena[f.lo:f.hi])
+		c.vec = append(c.vec, c.qparts[p:p+f.parts]...)
+		p += f.parts
+	}
+	var err error
+	if c.flush != nil {
+		err = c.writeEncrypted(c.vec)
+	} else if len(c.vec) == 1 {
+		_, err = c.wc.Write(c.vec[0])
+	} else {
+		c.bufs = c.vec
+		_, err = c.bufs.WriteTo(c.wc)
+	}
+	// No reference to the callers' memory stays behind.
+	clear(c.vec)
+	clear(c.qparts)
+	c.arena, c.queued, c.qparts = c.arena[:0], c.queued[:0], c.qparts[:0]
 	return err
 }
 
@@ -236,7 +278,7 @@ func (c *Conn) ReadHeader() (Header, []byte, error) {
 	if c.left != 0 {
 		return Header{}, nil, fmt.Errorf("tensorwire: %d payload bytes of the last frame not read", c.left)
 	}
-	if _, err := io.ReadFull(c.nc, c.hdr[:]); err != nil {
+	if _, err := io.ReadFull(c.r, c.hdr[:]); err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) {
 			return Header{}, nil, fmt.Errorf("%w: truncated header: %v", ErrFrame, err)
 		}
@@ -254,7 +296,7 @@ func (c *Conn) ReadHeader() (Header, []byte, error) {
 		c.meta = make([]byte, h.MetaLen)
 	}
 	c.meta = c.meta[:h.MetaLen]
-	if _, err := io.ReadFull(c.nc, c.meta); err != nil {
+	if _, err := io.ReadFull(c.r, c.meta); err != nil {
 		return Header{}, nil, fmt.Errorf("%w: truncated metadata (%d bytes): %v", ErrFrame, h.MetaLen, eofAsUnexpected(err))
 	}
 	c.left = int(h.Payload)
@@ -271,7 +313,7 @@ func (c *Conn) ReadPayload(dst []byte) error {
 	if len(dst) == 0 {
 		return nil
 	}
-	if _, err := io.ReadFull(c.nc, dst); err != nil {
+	if _, err := io.ReadFull(c.r, dst); err != nil {
 		return fmt.Errorf("%w: truncated payload (%d bytes): %v", ErrFrame, len(dst), eofAsUnexpected(err))
 	}
 	return nil
@@ -293,7 +335,7 @@ func (c *Conn) ReadPayloadInto(dst [][]byte) error {
 		if len(d) == 0 {
 			continue
 		}
-		if _, err := io.ReadFull(c.nc, d); err != nil {
+		if _, err := io.ReadFull(c.r, d); err != nil {
 			return fmt.Errorf("%w: truncated payload (%d bytes): %v", ErrFrame, n, eofAsUnexpected(err))
 		}
 	}
@@ -307,7 +349,7 @@ func (c *Conn) Discard() error {
 	if n == 0 {
 		return nil
 	}
-	if _, err := io.CopyN(io.Discard, c.nc, int64(n)); err != nil {
+	if _, err := c.r.Discard(n); err != nil {
 		return fmt.Errorf("%w: truncated payload (%d bytes): %v", ErrFrame, n, eofAsUnexpected(err))
 	}
 	return nil
@@ -319,6 +361,14 @@ func eofAsUnexpected(err error) error {
 	}
 	return err
 }
+
+// ReadBuffer is a connection's read buffer. Frames are read through it, so
+// the small frames of a pipeline (requests of 4 KB, acknowledgements) come
+// many to a system call; a payload larger than what is buffered is read
+// straight into its destination (bufio reads into the caller's slice when
+// its own buffer is empty), after at most ReadBuffer bytes copied out of
+// the buffer.
+const ReadBuffer = 64 << 10
 
 // SocketBuffer is the send and receive buffer a framed Unix socket asks
 // for. A Unix stream socket's default (net.core.wmem_default, about

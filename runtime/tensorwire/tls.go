@@ -3,6 +3,7 @@ package tensorwire
 import (
 	"bufio"
 	"crypto/tls"
+	"io"
 	"net"
 	"sync"
 )
@@ -12,8 +13,7 @@ import (
 // crypto/tls seals records of at most 16 KB and writes each one to the
 // socket by itself: 64 system calls (and loopback wake-ups) for a 1 MB
 // tensor. Underneath it, batchConn gathers the records of a frame into a
-// buffer that goes out when full or when the frame is complete (Flush), and
-// reads the socket through a buffer of the same size.
+// buffer that goes out when full or when the frame is complete (Flush).
 
 // tlsBuffer is the size of an encrypted connection's batches.
 const tlsBuffer = 256 << 10
@@ -21,7 +21,7 @@ const tlsBuffer = 256 << 10
 // batchConn is the socket under a tls.Conn.
 type batchConn struct {
 	net.Conn
-	r *bufio.Reader
+	r io.Reader
 
 	mu       sync.Mutex // TLS may write from its read side (key updates)
 	batching bool       // after the TLS handshake
@@ -72,7 +72,9 @@ func (b *batchConn) Close() error {
 // startTLS runs the TLS handshake over c's connection and moves c's frames
 // into it.
 func startTLS(c *Conn, conf *tls.Config, client bool) error {
-	bc := &batchConn{Conn: c.nc, r: bufio.NewReaderSize(c.nc, tlsBuffer)}
+	// TLS reads the socket through the connection's buffer (empty here:
+	// each end starts TLS only after the other's last plain frame).
+	bc := &batchConn{Conn: c.nc, r: c.r}
 	var tc *tls.Conn
 	if client {
 		tc = tls.Client(bc, conf)
@@ -86,6 +88,7 @@ func startTLS(c *Conn, conf *tls.Config, client bool) error {
 	bc.batching, bc.buf = true, make([]byte, 0, tlsBuffer)
 	bc.mu.Unlock()
 	c.nc, c.wc, c.flush = tc, tc, bc
+	c.r = bufio.NewReaderSize(tc, ReadBuffer)
 	return nil
 }
 
@@ -95,16 +98,10 @@ func (c *Conn) Encrypted() bool {
 	return ok
 }
 
-// writeEncrypted writes a frame into TLS (whose records batchConn gathers)
-// and flushes it.
-func (c *Conn) writeEncrypted(head []byte, payload [][]byte) error {
-	if _, err := c.wc.Write(head); err != nil {
-		return err
-	}
-	for _, p := range payload {
-		if len(p) == 0 {
-			continue
-		}
+// writeEncrypted writes frames into TLS (whose records batchConn gathers)
+// and flushes them.
+func (c *Conn) writeEncrypted(vec [][]byte) error {
+	for _, p := range vec {
 		if _, err := c.wc.Write(p); err != nil {
 			return err
 		}

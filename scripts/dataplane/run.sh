@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The data plane's measurements (issue 15) in one session. Every figure is a
+# ratio within one run (kelpie against raw TCP, against ps-lite, secured
+# against plain, after against before), repeated; summary.go prints medians
+# with the spread. Take it in a quiet moment: check `uptime` first.
+#
+#   scripts/dataplane/run.sh [OUT]
+#
+# Environment:
+#   KELPIE      the kelpie binary to measure (default: built from this tree)
+#   REPEATS     runs of each measurement (3)
+#   PSLITE_BIN  ps-lite's kvbench (default ~/.cache/kelpie-pslite/kvbench; built by
+#               ../shared/bench/pslite/build.sh from a fetch of dmlc/ps-lite); skipped if absent
+#   PSLITE_RUN  ps-lite's run script (default ../shared/bench/pslite/run.sh)
+#   BEFORE      space-separated kelpie binaries to compare end to end (e.g. a build of
+#               52bb602, the gRPC-only data plane); empty: only this one
+#   E2E         space-separated job specs for samples/s (default: examples/mnist-mlp.yaml
+#               and scripts/dataplane/comm-mlp.yaml); E2E=none skips them
+#   PARTS       which parts to run: any of bench unix pslite security e2e (all)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+out=${1:-$root/out/dataplane}
+repeats=${REPEATS:-3}
+parts=${PARTS:-bench unix pslite security e2e}
+mkdir -p "$out"
+if [ -z "${KELPIE:-}" ]; then
+  KELPIE=$out/kelpie
+  (cd "$root" && go build -o "$KELPIE" ./cmd/kelpie)
+fi
+pslite_bin=${PSLITE_BIN:-${XDG_CACHE_HOME:-$HOME/.cache}/kelpie-pslite/kvbench}
+pslite_run=${PSLITE_RUN:-$root/../shared/bench/pslite/run.sh}
+want() { [[ " $parts " == *" $1 "* ]]; }
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)" >"$out/load.txt"
+
+for ((i = 1; i <= repeats; i++)); do
+  if want bench; then
+    echo "== kelpie bench pushpull, tcp, run $i" >&2
+    "$KELPIE" bench pushpull --json --transport tcp 2>"$out/bench-tcp-$i.log" >"$out/bench-tcp-$i.json"
+  fi
+  if want unix; then
+    echo "== kelpie bench pushpull, unix, run $i" >&2
+    "$KELPIE" bench pushpull --json --transport unix --configs 1x1 2>"$out/bench-unix-$i.log" >"$out/bench-unix-$i.json"
+  fi
+  if want pslite && [ -x "$pslite_bin" ]; then
+    echo "== ps-lite kvbench, run $i" >&2
+    # One retry: its processes rendezvous on a random port.
+    timeout 300 bash "$pslite_run" 1 1 300 "$pslite_bin" >"$out/pslite-$i.txt" ||
+      timeout 300 bash "$pslite_run" 1 1 300 "$pslite_bin" >"$out/pslite-$i.txt" || true
+  fi
+  if want security; then
+    echo "== security cost, run $i" >&2
+    "$KELPIE" bench pushpull --json --configs 1x1 --sizes 64K,1M,4M --ops push,pull --inflight 1 --security-cost \
+      2>"$out/security-auth-$i.log" >"$out/security-auth-$i.json"
+    "$KELPIE" bench pushpull --json --configs 1x1 --sizes 64K,1M,4M --ops push,pull --inflight 1 --security-cost --encryption on \
+      2>"$out/security-enc-$i.log" >"$out/security-enc-$i.json"
+  fi
+done
+
+if want e2e && [ "${E2E:-}" != none ]; then
+  specs=${E2E:-$root/examples/mnist-mlp.yaml $here/comm-mlp.yaml}
+  bins="${BEFORE:-} $KELPIE"
+  for ((i = 1; i <= repeats; i++)); do
+    for spec in $specs; do
+      for bin in $bins; do
+        name=$(basename "$spec" .yaml)
+        tag=$(basename "$bin")
+        echo "== end to end: $name with $tag, run $i" >&2
+        (cd "$root" && "$bin" run "$spec" --json --quiet 2>/dev/null) >"$out/e2e__${name}__${tag}__$i.json" || true
+      done
+    done
+  done
+fi
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/load.txt"
+go run "$here/summary.go" "$out"

@@ -11,6 +11,8 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/scheduler/console/client"
 	"github.com/kelpie/kelpie/themes"
@@ -58,7 +60,8 @@ type App struct {
 	addr     string
 	optRO    bool
 	scope    []string
-	scoped   bool // scope has been sent at least once
+	scoped   bool                 // scope has been sent at least once
+	window   *kelpiepb.ViewWindow // the job view's window as last sent (nil: whole views)
 	mouse    bool
 
 	w, h       int
@@ -216,6 +219,40 @@ func (m *App) setReadOnly() {
 
 // Update handles one message; see the package doc for the order keys are tried in.
 func (m *App) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	model, cmd := m.update(msg)
+	if w := m.syncWindow(); w != nil {
+		return model, tea.Batch(cmd, w)
+	}
+	return model, cmd
+}
+
+// syncWindow asks the scheduler for the window the job view now shows
+// (rows, sort, filter, heatmap rows), when that changed: it sends the rows
+// the console draws, not every node of a large job.
+func (m *App) syncWindow() tea.Cmd {
+	var want *kelpiepb.ViewWindow
+	if v, ok := m.views[viewJob].(*jobView); ok && m.cur == viewJob && m.c.replaying(m.c.job) == nil {
+		want = v.wantWindow(m.h)
+	}
+	if proto.Equal(want, m.window) && (want == nil) == (m.window == nil) {
+		return nil
+	}
+	m.window = want
+	b := m.c.backend
+	if b == nil {
+		return nil
+	}
+	return func() tea.Msg {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := b.SetWindow(ctx, want); err != nil {
+			return subscribeErrMsg{err}
+		}
+		return nil
+	}
+}
+
+func (m *App) update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	m.dirty = true
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:

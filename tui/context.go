@@ -18,6 +18,8 @@ type Backend interface {
 	Send(ctx context.Context, cmd *kelpiepb.Command) (*kelpiepb.CommandResult, error)
 	Subscribe(ctx context.Context, jobs []string) error
 	SetRate(ctx context.Context, hz float64) error
+	// SetWindow trims the detail views to what the console shows (nil: whole views).
+	SetWindow(ctx context.Context, w *kelpiepb.ViewWindow) error
 }
 
 // styles are built once per theme (hex colours are parsed when a style is made, not per cell).

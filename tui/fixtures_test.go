@@ -208,6 +208,7 @@ type fakeBackend struct {
 	commands []*kelpiepb.Command
 	scopes   [][]string
 	rates    []float64
+	windows  []*kelpiepb.ViewWindow
 	answer   func(*kelpiepb.Command) *kelpiepb.CommandResult
 }
 
@@ -233,6 +234,22 @@ func (f *fakeBackend) SetRate(ctx context.Context, hz float64) error {
 	defer f.mu.Unlock()
 	f.rates = append(f.rates, hz)
 	return nil
+}
+
+func (f *fakeBackend) SetWindow(ctx context.Context, w *kelpiepb.ViewWindow) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.windows = append(f.windows, w)
+	return nil
+}
+
+func (f *fakeBackend) lastWindow() *kelpiepb.ViewWindow {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.windows) == 0 {
+		return nil
+	}
+	return f.windows[len(f.windows)-1]
 }
 
 func (f *fakeBackend) sent() []*kelpiepb.Command {

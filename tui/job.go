@@ -37,11 +37,15 @@ type jobView struct {
 	sortBy    int
 	filt      string
 
-	job     *kelpiepb.JobView
-	nodes   []*kelpiepb.NodeView // filtered and sorted
-	builtAt uint64
-	built   bool
-	builtJb string
+	job   *kelpiepb.JobView
+	nodes []*kelpiepb.NodeView // filtered and sorted
+	// windowed: the scheduler sent a window of the rows (ViewWindow),
+	// sorted and filtered; row first+i of the table is nodes[i].
+	windowed bool
+	first    int
+	builtAt  uint64
+	built    bool
+	builtJb  string
 
 	sparkMax map[string]float64 // per role: the scale shared by that role's sparklines
 	sparks   map[string]string  // per node: its drawn sparkline, until the data changes
@@ -105,7 +109,11 @@ func (v *jobView) refresh() {
 		v.job = r.view(cols)
 	}
 	v.nodes = v.nodes[:0]
+	v.windowed = v.job.GetNodesTotal() > 0 || v.job.GetNodesOffset() > 0
 	f := strings.ToLower(v.filt)
+	if v.windowed {
+		f = "" // the scheduler filtered and sorted the window
+	}
 	v.sparkMax = map[string]float64{}
 	if v.builtAt != v.c.dataVer || v.builtJb != v.c.job || v.sparks == nil {
 		v.sparks = map[string]string{}
@@ -118,18 +126,24 @@ func (v *jobView) refresh() {
 			v.nodes = append(v.nodes, n)
 		}
 	}
-	switch nodeSorts[v.sortBy] {
-	case "ratio":
+	switch sortKey := nodeSorts[v.sortBy]; {
+	case v.windowed:
+	case sortKey == "ratio":
 		sort.SliceStable(v.nodes, func(i, j int) bool { return v.nodes[i].GetRatio() > v.nodes[j].GetRatio() })
-	case "name":
+	case sortKey == "name":
 		sort.SliceStable(v.nodes, func(i, j int) bool { return v.nodes[i].GetName() < v.nodes[j].GetName() })
 	}
 	if v.builtJb != v.c.job {
 		v.tbl.cursor, v.tbl.offset = 0, 0
 	}
-	v.tbl.set(len(v.nodes), v.row)
+	rows, first := len(v.nodes), 0
+	if v.windowed {
+		rows, first = int(v.job.GetNodesTotal()), int(v.job.GetNodesOffset())
+	}
+	v.first = first
+	v.tbl.set(rows, v.row)
 	for i, n := range v.nodes {
-		if n.GetName() == keep {
+		if n.GetName() == keep && !v.windowed {
 			v.tbl.cursor = i
 			v.tbl.clamp()
 		}
@@ -142,8 +156,8 @@ func (v *jobView) refresh() {
 }
 
 func (v *jobView) selectedNode() *kelpiepb.NodeView {
-	if v.tbl.cursor >= 0 && v.tbl.cursor < len(v.nodes) {
-		return v.nodes[v.tbl.cursor]
+	if i := v.tbl.cursor - v.first; i >= 0 && i < len(v.nodes) {
+		return v.nodes[i]
 	}
 	return nil
 }
@@ -175,6 +189,9 @@ func classText(class string) string {
 }
 
 func (v *jobView) row(i int) []cell {
+	if i -= v.first; i < 0 || i >= len(v.nodes) {
+		return []cell{{text: "…", style: &v.c.st.muted}} // outside the window the scheduler sent: on its way
+	}
 	n := v.nodes[i]
 	cs := v.c.classStyle(n.GetClass())
 	strag := n.GetClass() == "persistent" || n.GetClass() == "transient"
@@ -458,7 +475,7 @@ func (c *shared) styled(s *lipgloss.Style, text string) string {
 }
 
 func (v *jobView) nodesPanel(w, h int, focused bool) string {
-	title := fmt.Sprintf("nodes (%d) · sort %s", len(v.nodes), nodeSorts[v.sortBy])
+	title := fmt.Sprintf("nodes (%d) · sort %s", v.tbl.n, nodeSorts[v.sortBy])
 	if v.filt != "" {
 		title += fmt.Sprintf(" · filter %q", v.filt)
 	}
@@ -605,4 +622,19 @@ func orNone(s string) string {
 		return "none"
 	}
 	return s
+}
+
+// windowSorts is the scheduler's name of each node order (ViewWindow.sort).
+var windowSorts = map[string]string{"as reported": "", "ratio": "ratio", "name": "name"}
+
+// wantWindow is the part of the job the view shows, for the subscription
+// (ViewWindow): the rows around the table's in pages of its height, with a
+// page on either side, sorted and filtered as the view is; as many heatmap
+// rows as the screen has lines; the eight series each chart draws.
+// Replaying needs no window (the timeline has every node).
+func (v *jobView) wantWindow(screenH int) *kelpiepb.ViewWindow {
+	page := max(v.tbl.height, 10)
+	off := max(v.tbl.offset/page*page-page, 0)
+	return &kelpiepb.ViewWindow{Sort: windowSorts[nodeSorts[v.sortBy]], Filter: v.filt, Offset: int32(off), Limit: int32(3 * page),
+		HeatmapRows: int32(max(screenH, 10)), ChartSeries: 8}
 }

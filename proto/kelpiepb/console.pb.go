@@ -274,8 +274,18 @@ type Subscribe struct {
 	Jobs           []string               `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`                                            // empty: every job (job views without nodes, heatmap and charts)
 	MaxRateHz      float64                `protobuf:"fixed64,2,opt,name=max_rate_hz,json=maxRateHz,proto3" json:"max_rate_hz,omitempty"`             // deltas per second at most (default 4, capped at 20)
 	HeatmapColumns int32                  `protobuf:"varint,3,opt,name=heatmap_columns,json=heatmapColumns,proto3" json:"heatmap_columns,omitempty"` // time buckets per heatmap row (default 60)
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// window trims each job's detail view to what the client shows: a window
+	// of node rows (sorted and filtered by the scheduler), the heatmap merged
+	// to the rows the client draws, the charts' extreme series. Absent: whole
+	// views (every node, one heatmap row per node, every series).
+	Window *ViewWindow `protobuf:"bytes,4,opt,name=window,proto3" json:"window,omitempty"`
+	// patches: the client applies JobPatch deltas (scheduler/console/client
+	// ApplyPatch): a delta then carries what changed in each job — its
+	// figures, the rows that changed, the heatmap and chart columns at the
+	// end — instead of each changed job whole. Snapshots stay whole.
+	Patches       bool `protobuf:"varint,5,opt,name=patches,proto3" json:"patches,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Subscribe) Reset() {
@@ -329,6 +339,106 @@ func (x *Subscribe) GetHeatmapColumns() int32 {
 	return 0
 }
 
+func (x *Subscribe) GetWindow() *ViewWindow {
+	if x != nil {
+		return x.Window
+	}
+	return nil
+}
+
+func (x *Subscribe) GetPatches() bool {
+	if x != nil {
+		return x.Patches
+	}
+	return false
+}
+
+// ViewWindow is the part of a job's detail view a client shows. A client
+// changes it by subscribing again (the scheduler answers with a snapshot).
+type ViewWindow struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sort          string                 `protobuf:"bytes,1,opt,name=sort,proto3" json:"sort,omitempty"`                                   // node rows: "" as the scheduler lists them (servers, then workers), "ratio" (highest first), "name"
+	Filter        string                 `protobuf:"bytes,2,opt,name=filter,proto3" json:"filter,omitempty"`                               // only nodes whose name, role, state, class or host contain it (case-insensitive)
+	Offset        int32                  `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`                              // first row of the window (clamped to the rows there are)
+	Limit         int32                  `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`                                // rows in the window (0: all; at most 10,000)
+	HeatmapRows   int32                  `protobuf:"varint,5,opt,name=heatmap_rows,json=heatmapRows,proto3" json:"heatmap_rows,omitempty"` // heatmap rows at most: consecutive nodes merged, each cell the max of theirs (0: one per node)
+	ChartSeries   int32                  `protobuf:"varint,6,opt,name=chart_series,json=chartSeries,proto3" json:"chart_series,omitempty"` // series per chart at most: the slowest nodes' (highest latest BPT, lowest latest server speed; 0: all)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ViewWindow) Reset() {
+	*x = ViewWindow{}
+	mi := &file_console_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ViewWindow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ViewWindow) ProtoMessage() {}
+
+func (x *ViewWindow) ProtoReflect() protoreflect.Message {
+	mi := &file_console_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ViewWindow.ProtoReflect.Descriptor instead.
+func (*ViewWindow) Descriptor() ([]byte, []int) {
+	return file_console_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ViewWindow) GetSort() string {
+	if x != nil {
+		return x.Sort
+	}
+	return ""
+}
+
+func (x *ViewWindow) GetFilter() string {
+	if x != nil {
+		return x.Filter
+	}
+	return ""
+}
+
+func (x *ViewWindow) GetOffset() int32 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *ViewWindow) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ViewWindow) GetHeatmapRows() int32 {
+	if x != nil {
+		return x.HeatmapRows
+	}
+	return 0
+}
+
+func (x *ViewWindow) GetChartSeries() int32 {
+	if x != nil {
+		return x.ChartSeries
+	}
+	return 0
+}
+
 type Command struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Kind:
@@ -347,7 +457,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_console_proto_msgTypes[3]
+	mi := &file_console_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -359,7 +469,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[3]
+	mi := &file_console_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -372,7 +482,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{3}
+	return file_console_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Command) GetKind() isCommand_Kind {
@@ -506,7 +616,7 @@ type GetHistory struct {
 
 func (x *GetHistory) Reset() {
 	*x = GetHistory{}
-	mi := &file_console_proto_msgTypes[4]
+	mi := &file_console_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -518,7 +628,7 @@ func (x *GetHistory) String() string {
 func (*GetHistory) ProtoMessage() {}
 
 func (x *GetHistory) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[4]
+	mi := &file_console_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -531,7 +641,7 @@ func (x *GetHistory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetHistory.ProtoReflect.Descriptor instead.
 func (*GetHistory) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{4}
+	return file_console_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetHistory) GetJob() string {
@@ -564,7 +674,7 @@ type SubmitJob struct {
 
 func (x *SubmitJob) Reset() {
 	*x = SubmitJob{}
-	mi := &file_console_proto_msgTypes[5]
+	mi := &file_console_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -576,7 +686,7 @@ func (x *SubmitJob) String() string {
 func (*SubmitJob) ProtoMessage() {}
 
 func (x *SubmitJob) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[5]
+	mi := &file_console_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -589,7 +699,7 @@ func (x *SubmitJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitJob.ProtoReflect.Descriptor instead.
 func (*SubmitJob) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{5}
+	return file_console_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SubmitJob) GetSpecYaml() string {
@@ -608,7 +718,7 @@ type KillJob struct {
 
 func (x *KillJob) Reset() {
 	*x = KillJob{}
-	mi := &file_console_proto_msgTypes[6]
+	mi := &file_console_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -620,7 +730,7 @@ func (x *KillJob) String() string {
 func (*KillJob) ProtoMessage() {}
 
 func (x *KillJob) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[6]
+	mi := &file_console_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -633,7 +743,7 @@ func (x *KillJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillJob.ProtoReflect.Descriptor instead.
 func (*KillJob) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{6}
+	return file_console_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *KillJob) GetJob() string {
@@ -654,7 +764,7 @@ type DecideAction struct {
 
 func (x *DecideAction) Reset() {
 	*x = DecideAction{}
-	mi := &file_console_proto_msgTypes[7]
+	mi := &file_console_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -666,7 +776,7 @@ func (x *DecideAction) String() string {
 func (*DecideAction) ProtoMessage() {}
 
 func (x *DecideAction) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[7]
+	mi := &file_console_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -679,7 +789,7 @@ func (x *DecideAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideAction.ProtoReflect.Descriptor instead.
 func (*DecideAction) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{7}
+	return file_console_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DecideAction) GetJob() string {
@@ -713,7 +823,7 @@ type TriggerAction struct {
 
 func (x *TriggerAction) Reset() {
 	*x = TriggerAction{}
-	mi := &file_console_proto_msgTypes[8]
+	mi := &file_console_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -725,7 +835,7 @@ func (x *TriggerAction) String() string {
 func (*TriggerAction) ProtoMessage() {}
 
 func (x *TriggerAction) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[8]
+	mi := &file_console_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -738,7 +848,7 @@ func (x *TriggerAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerAction.ProtoReflect.Descriptor instead.
 func (*TriggerAction) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{8}
+	return file_console_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TriggerAction) GetJob() string {
@@ -767,7 +877,7 @@ type SetPolicy struct {
 
 func (x *SetPolicy) Reset() {
 	*x = SetPolicy{}
-	mi := &file_console_proto_msgTypes[9]
+	mi := &file_console_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -779,7 +889,7 @@ func (x *SetPolicy) String() string {
 func (*SetPolicy) ProtoMessage() {}
 
 func (x *SetPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[9]
+	mi := &file_console_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -792,7 +902,7 @@ func (x *SetPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicy.ProtoReflect.Descriptor instead.
 func (*SetPolicy) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{9}
+	return file_console_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SetPolicy) GetJob() string {
@@ -840,7 +950,7 @@ type ServerFrame struct {
 
 func (x *ServerFrame) Reset() {
 	*x = ServerFrame{}
-	mi := &file_console_proto_msgTypes[10]
+	mi := &file_console_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -852,7 +962,7 @@ func (x *ServerFrame) String() string {
 func (*ServerFrame) ProtoMessage() {}
 
 func (x *ServerFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[10]
+	mi := &file_console_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -865,7 +975,7 @@ func (x *ServerFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerFrame.ProtoReflect.Descriptor instead.
 func (*ServerFrame) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{10}
+	return file_console_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ServerFrame) GetSeq() uint64 {
@@ -965,7 +1075,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_console_proto_msgTypes[11]
+	mi := &file_console_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -977,7 +1087,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[11]
+	mi := &file_console_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -990,7 +1100,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{11}
+	return file_console_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Welcome) GetServerVersion() string {
@@ -1031,7 +1141,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_console_proto_msgTypes[12]
+	mi := &file_console_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1043,7 +1153,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[12]
+	mi := &file_console_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1056,7 +1166,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{12}
+	return file_console_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Snapshot) GetJobs() []*JobView {
@@ -1075,16 +1185,17 @@ func (x *Snapshot) GetEvents() []*Event {
 
 type Delta struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Jobs          []*JobView             `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"` // jobs that changed, each whole
+	Jobs          []*JobView             `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"` // jobs that changed, each whole (new jobs, and every change without patches)
 	RemovedJobs   []string               `protobuf:"bytes,2,rep,name=removed_jobs,json=removedJobs,proto3" json:"removed_jobs,omitempty"`
-	Events        []*Event               `protobuf:"bytes,3,rep,name=events,proto3" json:"events,omitempty"` // new events since the last frame
+	Events        []*Event               `protobuf:"bytes,3,rep,name=events,proto3" json:"events,omitempty"`   // new events since the last frame
+	Patches       []*JobPatch            `protobuf:"bytes,4,rep,name=patches,proto3" json:"patches,omitempty"` // with Subscribe.patches: what changed in jobs the client holds
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Delta) Reset() {
 	*x = Delta{}
-	mi := &file_console_proto_msgTypes[13]
+	mi := &file_console_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1096,7 +1207,7 @@ func (x *Delta) String() string {
 func (*Delta) ProtoMessage() {}
 
 func (x *Delta) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[13]
+	mi := &file_console_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1109,7 +1220,7 @@ func (x *Delta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delta.ProtoReflect.Descriptor instead.
 func (*Delta) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{13}
+	return file_console_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Delta) GetJobs() []*JobView {
@@ -1133,6 +1244,477 @@ func (x *Delta) GetEvents() []*Event {
 	return nil
 }
 
+func (x *Delta) GetPatches() []*JobPatch {
+	if x != nil {
+		return x.Patches
+	}
+	return nil
+}
+
+// JobPatch is what changed in one job since the client's last frame: apply
+// it to the view held (client.ApplyPatch) to get the new one. Absent parts
+// did not change.
+type JobPatch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The job's figures: every field but nodes, heatmap, charts, actions,
+	// policies and spec_yaml, which come in the fields below.
+	Figures       *JobView      `protobuf:"bytes,2,opt,name=figures,proto3" json:"figures,omitempty"`
+	Nodes         []*NodeView   `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"`                                // rows that are new or changed, whole
+	Order         *NodeOrder    `protobuf:"bytes,4,opt,name=order,proto3" json:"order,omitempty"`                                // the window's rows in order, when that changed
+	Heatmap       *Heatmap      `protobuf:"bytes,5,opt,name=heatmap,proto3" json:"heatmap,omitempty"`                            // the whole heatmap, when its rows or bucket changed
+	HeatmapTail   *HeatmapTail  `protobuf:"bytes,6,opt,name=heatmap_tail,json=heatmapTail,proto3" json:"heatmap_tail,omitempty"` // otherwise its new start and last columns
+	Charts        []*Series     `protobuf:"bytes,7,rep,name=charts,proto3" json:"charts,omitempty"`                              // whole series that are new (or whose unit or interval changed)
+	ChartTails    []*SeriesTail `protobuf:"bytes,8,rep,name=chart_tails,json=chartTails,proto3" json:"chart_tails,omitempty"`    // the last values of the others
+	ChartNames    *ChartNames   `protobuf:"bytes,9,opt,name=chart_names,json=chartNames,proto3" json:"chart_names,omitempty"`    // the series in order, when that changed
+	Actions       *ActionList   `protobuf:"bytes,10,opt,name=actions,proto3" json:"actions,omitempty"`                           // the actions, when they changed
+	Policies      *PolicyList   `protobuf:"bytes,11,opt,name=policies,proto3" json:"policies,omitempty"`                         // the policies, when they changed
+	SpecYaml      *string       `protobuf:"bytes,12,opt,name=spec_yaml,json=specYaml,proto3,oneof" json:"spec_yaml,omitempty"`   // when it changed
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobPatch) Reset() {
+	*x = JobPatch{}
+	mi := &file_console_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobPatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobPatch) ProtoMessage() {}
+
+func (x *JobPatch) ProtoReflect() protoreflect.Message {
+	mi := &file_console_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobPatch.ProtoReflect.Descriptor instead.
+func (*JobPatch) Descriptor() ([]byte, []int) {
+	return file_console_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *JobPatch) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *JobPatch) GetFigures() *JobView {
+	if x != nil {
+		return x.Figures
+	}
+	return nil
+}
+
+func (x *JobPatch) GetNodes() []*NodeView {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *JobPatch) GetOrder() *NodeOrder {
+	if x != nil {
+		return x.Order
+	}
+	return nil
+}
+
+func (x *JobPatch) GetHeatmap() *Heatmap {
+	if x != nil {
+		return x.Heatmap
+	}
+	return nil
+}
+
+func (x *JobPatch) GetHeatmapTail() *HeatmapTail {
+	if x != nil {
+		return x.HeatmapTail
+	}
+	return nil
+}
+
+func (x *JobPatch) GetCharts() []*Series {
+	if x != nil {
+		return x.Charts
+	}
+	return nil
+}
+
+func (x *JobPatch) GetChartTails() []*SeriesTail {
+	if x != nil {
+		return x.ChartTails
+	}
+	return nil
+}
+
+func (x *JobPatch) GetChartNames() *ChartNames {
+	if x != nil {
+		return x.ChartNames
+	}
+	return nil
+}
+
+func (x *JobPatch) GetActions() *ActionList {
+	if x != nil {
+		return x.Actions
+	}
+	return nil
+}
+
+func (x *JobPatch) GetPolicies() *PolicyList {
+	if x != nil {
+		return x.Policies
+	}
+	return nil
+}
+
+func (x *JobPatch) GetSpecYaml() string {
+	if x != nil && x.SpecYaml != nil {
+		return *x.SpecYaml
+	}
+	return ""
+}
+
+type NodeOrder struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Names         []string               `protobuf:"bytes,1,rep,name=names,proto3" json:"names,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeOrder) Reset() {
+	*x = NodeOrder{}
+	mi := &file_console_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeOrder) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeOrder) ProtoMessage() {}
+
+func (x *NodeOrder) ProtoReflect() protoreflect.Message {
+	mi := &file_console_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeOrder.ProtoReflect.Descriptor instead.
+func (*NodeOrder) Descriptor() ([]byte, []int) {
+	return file_console_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *NodeOrder) GetNames() []string {
+	if x != nil {
+		return x.Names
+	}
+	return nil
+}
+
+type ChartNames struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Names         []string               `protobuf:"bytes,1,rep,name=names,proto3" json:"names,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChartNames) Reset() {
+	*x = ChartNames{}
+	mi := &file_console_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChartNames) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChartNames) ProtoMessage() {}
+
+func (x *ChartNames) ProtoReflect() protoreflect.Message {
+	mi := &file_console_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChartNames.ProtoReflect.Descriptor instead.
+func (*ChartNames) Descriptor() ([]byte, []int) {
+	return file_console_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ChartNames) GetNames() []string {
+	if x != nil {
+		return x.Names
+	}
+	return nil
+}
+
+type ActionList struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Actions       []*Action              `protobuf:"bytes,1,rep,name=actions,proto3" json:"actions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ActionList) Reset() {
+	*x = ActionList{}
+	mi := &file_console_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ActionList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ActionList) ProtoMessage() {}
+
+func (x *ActionList) ProtoReflect() protoreflect.Message {
+	mi := &file_console_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ActionList.ProtoReflect.Descriptor instead.
+func (*ActionList) Descriptor() ([]byte, []int) {
+	return file_console_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ActionList) GetActions() []*Action {
+	if x != nil {
+		return x.Actions
+	}
+	return nil
+}
+
+type PolicyList struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Policies      []*PolicyView          `protobuf:"bytes,1,rep,name=policies,proto3" json:"policies,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PolicyList) Reset() {
+	*x = PolicyList{}
+	mi := &file_console_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicyList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicyList) ProtoMessage() {}
+
+func (x *PolicyList) ProtoReflect() protoreflect.Message {
+	mi := &file_console_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicyList.ProtoReflect.Descriptor instead.
+func (*PolicyList) Descriptor() ([]byte, []int) {
+	return file_console_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *PolicyList) GetPolicies() []*PolicyView {
+	if x != nil {
+		return x.Policies
+	}
+	return nil
+}
+
+// HeatmapTail moves a heatmap on: it now starts at start and is width
+// columns wide; column c < width - tail is the held row's column c + shift
+// (0 past its end), and the last tail columns are cells (row-major: tail
+// cells per row, the rows in the heatmap's order).
+type HeatmapTail struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Start         *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=start,proto3" json:"start,omitempty"`
+	Width         int32                  `protobuf:"varint,2,opt,name=width,proto3" json:"width,omitempty"`
+	Tail          int32                  `protobuf:"varint,3,opt,name=tail,proto3" json:"tail,omitempty"`
+	Cells         []float32              `protobuf:"fixed32,4,rep,packed,name=cells,proto3" json:"cells,omitempty"`
+	Shift         int32                  `protobuf:"varint,5,opt,name=shift,proto3" json:"shift,omitempty"` // buckets the heatmap moved on since the held one
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeatmapTail) Reset() {
+	*x = HeatmapTail{}
+	mi := &file_console_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeatmapTail) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeatmapTail) ProtoMessage() {}
+
+func (x *HeatmapTail) ProtoReflect() protoreflect.Message {
+	mi := &file_console_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeatmapTail.ProtoReflect.Descriptor instead.
+func (*HeatmapTail) Descriptor() ([]byte, []int) {
+	return file_console_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *HeatmapTail) GetStart() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Start
+	}
+	return nil
+}
+
+func (x *HeatmapTail) GetWidth() int32 {
+	if x != nil {
+		return x.Width
+	}
+	return 0
+}
+
+func (x *HeatmapTail) GetTail() int32 {
+	if x != nil {
+		return x.Tail
+	}
+	return 0
+}
+
+func (x *HeatmapTail) GetCells() []float32 {
+	if x != nil {
+		return x.Cells
+	}
+	return nil
+}
+
+func (x *HeatmapTail) GetShift() int32 {
+	if x != nil {
+		return x.Shift
+	}
+	return 0
+}
+
+// SeriesTail moves a chart series on as HeatmapTail does a row: it is now
+// length values long, value c < length - len(values) is the held value
+// c + shift, and it ends with values.
+type SeriesTail struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Length        int32                  `protobuf:"varint,2,opt,name=length,proto3" json:"length,omitempty"`
+	Values        []float64              `protobuf:"fixed64,3,rep,packed,name=values,proto3" json:"values,omitempty"`
+	Shift         int32                  `protobuf:"varint,4,opt,name=shift,proto3" json:"shift,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SeriesTail) Reset() {
+	*x = SeriesTail{}
+	mi := &file_console_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SeriesTail) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SeriesTail) ProtoMessage() {}
+
+func (x *SeriesTail) ProtoReflect() protoreflect.Message {
+	mi := &file_console_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SeriesTail.ProtoReflect.Descriptor instead.
+func (*SeriesTail) Descriptor() ([]byte, []int) {
+	return file_console_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *SeriesTail) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SeriesTail) GetLength() int32 {
+	if x != nil {
+		return x.Length
+	}
+	return 0
+}
+
+func (x *SeriesTail) GetValues() []float64 {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+func (x *SeriesTail) GetShift() int32 {
+	if x != nil {
+		return x.Shift
+	}
+	return 0
+}
+
 type CommandResult struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Id       string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"` // the ClientFrame id
@@ -1154,7 +1736,7 @@ type CommandResult struct {
 
 func (x *CommandResult) Reset() {
 	*x = CommandResult{}
-	mi := &file_console_proto_msgTypes[14]
+	mi := &file_console_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1166,7 +1748,7 @@ func (x *CommandResult) String() string {
 func (*CommandResult) ProtoMessage() {}
 
 func (x *CommandResult) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[14]
+	mi := &file_console_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1179,7 +1761,7 @@ func (x *CommandResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandResult.ProtoReflect.Descriptor instead.
 func (*CommandResult) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{14}
+	return file_console_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CommandResult) GetId() string {
@@ -1260,42 +1842,46 @@ func (x *CommandResult) GetEvents() []*Event {
 }
 
 type JobView struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	State         string                 `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"` // pending | starting | running | completed | failed | killed | diverged
-	Error         string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
-	Submitted     *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=submitted,proto3" json:"submitted,omitempty"`
-	Started       *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=started,proto3" json:"started,omitempty"`
-	Ended         *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=ended,proto3" json:"ended,omitempty"`
-	SpecYaml      string                 `protobuf:"bytes,7,opt,name=spec_yaml,json=specYaml,proto3" json:"spec_yaml,omitempty"`
-	Model         string                 `protobuf:"bytes,8,opt,name=model,proto3" json:"model,omitempty"` // e.g. "mlp on mnist"
-	Sync          string                 `protobuf:"bytes,9,opt,name=sync,proto3" json:"sync,omitempty"`   // e.g. "ssp s=3 lazy"
-	Servers       int32                  `protobuf:"varint,10,opt,name=servers,proto3" json:"servers,omitempty"`
-	Workers       int32                  `protobuf:"varint,11,opt,name=workers,proto3" json:"workers,omitempty"`
-	GlobalBatch   int32                  `protobuf:"varint,12,opt,name=global_batch,json=globalBatch,proto3" json:"global_batch,omitempty"`
-	Throughput    float64                `protobuf:"fixed64,13,opt,name=throughput,proto3" json:"throughput,omitempty"` // samples per second (Monitor, sum of v_i)
-	Iteration     int64                  `protobuf:"varint,14,opt,name=iteration,proto3" json:"iteration,omitempty"`
-	Iterations    int64                  `protobuf:"varint,15,opt,name=iterations,proto3" json:"iterations,omitempty"`
-	ShardsTodo    int64                  `protobuf:"varint,16,opt,name=shards_todo,json=shardsTodo,proto3" json:"shards_todo,omitempty"`
-	ShardsDoing   int64                  `protobuf:"varint,17,opt,name=shards_doing,json=shardsDoing,proto3" json:"shards_doing,omitempty"`
-	ShardsDone    int64                  `protobuf:"varint,18,opt,name=shards_done,json=shardsDone,proto3" json:"shards_done,omitempty"`
-	ShardsTotal   int64                  `protobuf:"varint,19,opt,name=shards_total,json=shardsTotal,proto3" json:"shards_total,omitempty"`
-	Loss          float64                `protobuf:"fixed64,20,opt,name=loss,proto3" json:"loss,omitempty"` // mean training loss lately
-	Policies      []*PolicyView          `protobuf:"bytes,21,rep,name=policies,proto3" json:"policies,omitempty"`
-	Nodes         []*NodeView            `protobuf:"bytes,22,rep,name=nodes,proto3" json:"nodes,omitempty"`
-	Monitor       *MonitorView           `protobuf:"bytes,23,opt,name=monitor,proto3" json:"monitor,omitempty"`
-	Heatmap       *Heatmap               `protobuf:"bytes,24,opt,name=heatmap,proto3" json:"heatmap,omitempty"`
-	Actions       []*Action              `protobuf:"bytes,25,rep,name=actions,proto3" json:"actions,omitempty"`     // pending first, then recent
-	Charts        []*Series              `protobuf:"bytes,26,rep,name=charts,proto3" json:"charts,omitempty"`       // bounded time series for line charts
-	Accuracy      float64                `protobuf:"fixed64,27,opt,name=accuracy,proto3" json:"accuracy,omitempty"` // when completed
-	Diverged      *Divergence            `protobuf:"bytes,28,opt,name=diverged,proto3" json:"diverged,omitempty"`   // state diverged: where and what
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	State       string                 `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"` // pending | starting | running | completed | failed | killed | diverged
+	Error       string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	Submitted   *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=submitted,proto3" json:"submitted,omitempty"`
+	Started     *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=started,proto3" json:"started,omitempty"`
+	Ended       *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=ended,proto3" json:"ended,omitempty"`
+	SpecYaml    string                 `protobuf:"bytes,7,opt,name=spec_yaml,json=specYaml,proto3" json:"spec_yaml,omitempty"`
+	Model       string                 `protobuf:"bytes,8,opt,name=model,proto3" json:"model,omitempty"` // e.g. "mlp on mnist"
+	Sync        string                 `protobuf:"bytes,9,opt,name=sync,proto3" json:"sync,omitempty"`   // e.g. "ssp s=3 lazy"
+	Servers     int32                  `protobuf:"varint,10,opt,name=servers,proto3" json:"servers,omitempty"`
+	Workers     int32                  `protobuf:"varint,11,opt,name=workers,proto3" json:"workers,omitempty"`
+	GlobalBatch int32                  `protobuf:"varint,12,opt,name=global_batch,json=globalBatch,proto3" json:"global_batch,omitempty"`
+	Throughput  float64                `protobuf:"fixed64,13,opt,name=throughput,proto3" json:"throughput,omitempty"` // samples per second (Monitor, sum of v_i)
+	Iteration   int64                  `protobuf:"varint,14,opt,name=iteration,proto3" json:"iteration,omitempty"`
+	Iterations  int64                  `protobuf:"varint,15,opt,name=iterations,proto3" json:"iterations,omitempty"`
+	ShardsTodo  int64                  `protobuf:"varint,16,opt,name=shards_todo,json=shardsTodo,proto3" json:"shards_todo,omitempty"`
+	ShardsDoing int64                  `protobuf:"varint,17,opt,name=shards_doing,json=shardsDoing,proto3" json:"shards_doing,omitempty"`
+	ShardsDone  int64                  `protobuf:"varint,18,opt,name=shards_done,json=shardsDone,proto3" json:"shards_done,omitempty"`
+	ShardsTotal int64                  `protobuf:"varint,19,opt,name=shards_total,json=shardsTotal,proto3" json:"shards_total,omitempty"`
+	Loss        float64                `protobuf:"fixed64,20,opt,name=loss,proto3" json:"loss,omitempty"` // mean training loss lately
+	Policies    []*PolicyView          `protobuf:"bytes,21,rep,name=policies,proto3" json:"policies,omitempty"`
+	Nodes       []*NodeView            `protobuf:"bytes,22,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	Monitor     *MonitorView           `protobuf:"bytes,23,opt,name=monitor,proto3" json:"monitor,omitempty"`
+	Heatmap     *Heatmap               `protobuf:"bytes,24,opt,name=heatmap,proto3" json:"heatmap,omitempty"`
+	Actions     []*Action              `protobuf:"bytes,25,rep,name=actions,proto3" json:"actions,omitempty"`     // pending first, then recent
+	Charts      []*Series              `protobuf:"bytes,26,rep,name=charts,proto3" json:"charts,omitempty"`       // bounded time series for line charts
+	Accuracy    float64                `protobuf:"fixed64,27,opt,name=accuracy,proto3" json:"accuracy,omitempty"` // when completed
+	Diverged    *Divergence            `protobuf:"bytes,28,opt,name=diverged,proto3" json:"diverged,omitempty"`   // state diverged: where and what
+	// With a ViewWindow: the nodes that pass its filter, and the index of the
+	// first row in nodes among them.
+	NodesTotal    int32 `protobuf:"varint,29,opt,name=nodes_total,json=nodesTotal,proto3" json:"nodes_total,omitempty"`
+	NodesOffset   int32 `protobuf:"varint,30,opt,name=nodes_offset,json=nodesOffset,proto3" json:"nodes_offset,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobView) Reset() {
 	*x = JobView{}
-	mi := &file_console_proto_msgTypes[15]
+	mi := &file_console_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1307,7 +1893,7 @@ func (x *JobView) String() string {
 func (*JobView) ProtoMessage() {}
 
 func (x *JobView) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[15]
+	mi := &file_console_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1320,7 +1906,7 @@ func (x *JobView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobView.ProtoReflect.Descriptor instead.
 func (*JobView) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{15}
+	return file_console_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *JobView) GetName() string {
@@ -1519,6 +2105,20 @@ func (x *JobView) GetDiverged() *Divergence {
 	return nil
 }
 
+func (x *JobView) GetNodesTotal() int32 {
+	if x != nil {
+		return x.NodesTotal
+	}
+	return 0
+}
+
+func (x *JobView) GetNodesOffset() int32 {
+	if x != nil {
+		return x.NodesOffset
+	}
+	return 0
+}
+
 type PolicyView struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -1530,7 +2130,7 @@ type PolicyView struct {
 
 func (x *PolicyView) Reset() {
 	*x = PolicyView{}
-	mi := &file_console_proto_msgTypes[16]
+	mi := &file_console_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1542,7 +2142,7 @@ func (x *PolicyView) String() string {
 func (*PolicyView) ProtoMessage() {}
 
 func (x *PolicyView) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[16]
+	mi := &file_console_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1555,7 +2155,7 @@ func (x *PolicyView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyView.ProtoReflect.Descriptor instead.
 func (*PolicyView) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{16}
+	return file_console_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PolicyView) GetName() string {
@@ -1608,7 +2208,7 @@ type NodeView struct {
 
 func (x *NodeView) Reset() {
 	*x = NodeView{}
-	mi := &file_console_proto_msgTypes[17]
+	mi := &file_console_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1620,7 +2220,7 @@ func (x *NodeView) String() string {
 func (*NodeView) ProtoMessage() {}
 
 func (x *NodeView) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[17]
+	mi := &file_console_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1633,7 +2233,7 @@ func (x *NodeView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeView.ProtoReflect.Descriptor instead.
 func (*NodeView) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{17}
+	return file_console_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *NodeView) GetName() string {
@@ -1798,7 +2398,7 @@ type MonitorView struct {
 
 func (x *MonitorView) Reset() {
 	*x = MonitorView{}
-	mi := &file_console_proto_msgTypes[18]
+	mi := &file_console_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1810,7 +2410,7 @@ func (x *MonitorView) String() string {
 func (*MonitorView) ProtoMessage() {}
 
 func (x *MonitorView) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[18]
+	mi := &file_console_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1823,7 +2423,7 @@ func (x *MonitorView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MonitorView.ProtoReflect.Descriptor instead.
 func (*MonitorView) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{18}
+	return file_console_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *MonitorView) GetMeanBptS() float64 {
@@ -1888,7 +2488,7 @@ type Heatmap struct {
 
 func (x *Heatmap) Reset() {
 	*x = Heatmap{}
-	mi := &file_console_proto_msgTypes[19]
+	mi := &file_console_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1900,7 +2500,7 @@ func (x *Heatmap) String() string {
 func (*Heatmap) ProtoMessage() {}
 
 func (x *Heatmap) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[19]
+	mi := &file_console_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1913,7 +2513,7 @@ func (x *Heatmap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heatmap.ProtoReflect.Descriptor instead.
 func (*Heatmap) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{19}
+	return file_console_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Heatmap) GetBucketSeconds() float64 {
@@ -1939,15 +2539,17 @@ func (x *Heatmap) GetRows() []*HeatmapRow {
 
 type HeatmapRow struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"` // the node, or the first of the nodes merged into the row
 	Cells         []float32              `protobuf:"fixed32,2,rep,packed,name=cells,proto3" json:"cells,omitempty"`
+	Nodes         int32                  `protobuf:"varint,3,opt,name=nodes,proto3" json:"nodes,omitempty"` // nodes merged into the row (ViewWindow.heatmap_rows); 0 or 1: one
+	Last          string                 `protobuf:"bytes,4,opt,name=last,proto3" json:"last,omitempty"`    // the last node merged into the row
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HeatmapRow) Reset() {
 	*x = HeatmapRow{}
-	mi := &file_console_proto_msgTypes[20]
+	mi := &file_console_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1959,7 +2561,7 @@ func (x *HeatmapRow) String() string {
 func (*HeatmapRow) ProtoMessage() {}
 
 func (x *HeatmapRow) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[20]
+	mi := &file_console_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1972,7 +2574,7 @@ func (x *HeatmapRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeatmapRow.ProtoReflect.Descriptor instead.
 func (*HeatmapRow) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{20}
+	return file_console_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *HeatmapRow) GetNode() string {
@@ -1989,6 +2591,20 @@ func (x *HeatmapRow) GetCells() []float32 {
 	return nil
 }
 
+func (x *HeatmapRow) GetNodes() int32 {
+	if x != nil {
+		return x.Nodes
+	}
+	return 0
+}
+
+func (x *HeatmapRow) GetLast() string {
+	if x != nil {
+		return x.Last
+	}
+	return ""
+}
+
 type Series struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	Name            string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"` // e.g. "bpt/worker-2", "speed/server-0"
@@ -2001,7 +2617,7 @@ type Series struct {
 
 func (x *Series) Reset() {
 	*x = Series{}
-	mi := &file_console_proto_msgTypes[21]
+	mi := &file_console_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2013,7 +2629,7 @@ func (x *Series) String() string {
 func (*Series) ProtoMessage() {}
 
 func (x *Series) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[21]
+	mi := &file_console_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2026,7 +2642,7 @@ func (x *Series) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Series.ProtoReflect.Descriptor instead.
 func (*Series) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{21}
+	return file_console_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Series) GetName() string {
@@ -2102,7 +2718,7 @@ type Action struct {
 
 func (x *Action) Reset() {
 	*x = Action{}
-	mi := &file_console_proto_msgTypes[22]
+	mi := &file_console_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2114,7 +2730,7 @@ func (x *Action) String() string {
 func (*Action) ProtoMessage() {}
 
 func (x *Action) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[22]
+	mi := &file_console_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2127,7 +2743,7 @@ func (x *Action) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Action.ProtoReflect.Descriptor instead.
 func (*Action) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{22}
+	return file_console_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Action) GetId() string {
@@ -2357,7 +2973,7 @@ type AdjustLRArgs struct {
 
 func (x *AdjustLRArgs) Reset() {
 	*x = AdjustLRArgs{}
-	mi := &file_console_proto_msgTypes[23]
+	mi := &file_console_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2369,7 +2985,7 @@ func (x *AdjustLRArgs) String() string {
 func (*AdjustLRArgs) ProtoMessage() {}
 
 func (x *AdjustLRArgs) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[23]
+	mi := &file_console_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2382,7 +2998,7 @@ func (x *AdjustLRArgs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdjustLRArgs.ProtoReflect.Descriptor instead.
 func (*AdjustLRArgs) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{23}
+	return file_console_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *AdjustLRArgs) GetLrScale() map[string]float64 {
@@ -2403,7 +3019,7 @@ type BackupWorkersArgs struct {
 
 func (x *BackupWorkersArgs) Reset() {
 	*x = BackupWorkersArgs{}
-	mi := &file_console_proto_msgTypes[24]
+	mi := &file_console_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2415,7 +3031,7 @@ func (x *BackupWorkersArgs) String() string {
 func (*BackupWorkersArgs) ProtoMessage() {}
 
 func (x *BackupWorkersArgs) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[24]
+	mi := &file_console_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2428,7 +3044,7 @@ func (x *BackupWorkersArgs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupWorkersArgs.ProtoReflect.Descriptor instead.
 func (*BackupWorkersArgs) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{24}
+	return file_console_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *BackupWorkersArgs) GetDrop() int32 {
@@ -2454,7 +3070,7 @@ type SetSyncArgs struct {
 
 func (x *SetSyncArgs) Reset() {
 	*x = SetSyncArgs{}
-	mi := &file_console_proto_msgTypes[25]
+	mi := &file_console_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2466,7 +3082,7 @@ func (x *SetSyncArgs) String() string {
 func (*SetSyncArgs) ProtoMessage() {}
 
 func (x *SetSyncArgs) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[25]
+	mi := &file_console_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2479,7 +3095,7 @@ func (x *SetSyncArgs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSyncArgs.ProtoReflect.Descriptor instead.
 func (*SetSyncArgs) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{25}
+	return file_console_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SetSyncArgs) GetModel() string {
@@ -2543,7 +3159,7 @@ type ActionTransition struct {
 
 func (x *ActionTransition) Reset() {
 	*x = ActionTransition{}
-	mi := &file_console_proto_msgTypes[26]
+	mi := &file_console_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2555,7 +3171,7 @@ func (x *ActionTransition) String() string {
 func (*ActionTransition) ProtoMessage() {}
 
 func (x *ActionTransition) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[26]
+	mi := &file_console_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2568,7 +3184,7 @@ func (x *ActionTransition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActionTransition.ProtoReflect.Descriptor instead.
 func (*ActionTransition) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{26}
+	return file_console_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ActionTransition) GetState() string {
@@ -2614,7 +3230,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_console_proto_msgTypes[27]
+	mi := &file_console_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2626,7 +3242,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[27]
+	mi := &file_console_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2639,7 +3255,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{27}
+	return file_console_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Event) GetTime() *timestamppb.Timestamp {
@@ -2705,11 +3321,21 @@ const file_console_proto_rawDesc = "" +
 	"\x04body\"5\n" +
 	"\x05Hello\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x16\n" +
-	"\x06client\x18\x02 \x01(\tR\x06client\"h\n" +
+	"\x06client\x18\x02 \x01(\tR\x06client\"\xb1\x01\n" +
 	"\tSubscribe\x12\x12\n" +
 	"\x04jobs\x18\x01 \x03(\tR\x04jobs\x12\x1e\n" +
 	"\vmax_rate_hz\x18\x02 \x01(\x01R\tmaxRateHz\x12'\n" +
-	"\x0fheatmap_columns\x18\x03 \x01(\x05R\x0eheatmapColumns\"\x81\x03\n" +
+	"\x0fheatmap_columns\x18\x03 \x01(\x05R\x0eheatmapColumns\x12-\n" +
+	"\x06window\x18\x04 \x01(\v2\x15.kelpie.v1.ViewWindowR\x06window\x12\x18\n" +
+	"\apatches\x18\x05 \x01(\bR\apatches\"\xac\x01\n" +
+	"\n" +
+	"ViewWindow\x12\x12\n" +
+	"\x04sort\x18\x01 \x01(\tR\x04sort\x12\x16\n" +
+	"\x06filter\x18\x02 \x01(\tR\x06filter\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\x05R\x06offset\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\x05R\x05limit\x12!\n" +
+	"\fheatmap_rows\x18\x05 \x01(\x05R\vheatmapRows\x12!\n" +
+	"\fchart_series\x18\x06 \x01(\x05R\vchartSeries\"\x81\x03\n" +
 	"\aCommand\x125\n" +
 	"\n" +
 	"submit_job\x18\x01 \x01(\v2\x14.kelpie.v1.SubmitJobH\x00R\tsubmitJob\x12/\n" +
@@ -2762,11 +3388,53 @@ const file_console_proto_rawDesc = "" +
 	"\x04role\x18\x04 \x01(\tR\x04role\"\\\n" +
 	"\bSnapshot\x12&\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x12.kelpie.v1.JobViewR\x04jobs\x12(\n" +
-	"\x06events\x18\x02 \x03(\v2\x10.kelpie.v1.EventR\x06events\"|\n" +
+	"\x06events\x18\x02 \x03(\v2\x10.kelpie.v1.EventR\x06events\"\xab\x01\n" +
 	"\x05Delta\x12&\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x12.kelpie.v1.JobViewR\x04jobs\x12!\n" +
 	"\fremoved_jobs\x18\x02 \x03(\tR\vremovedJobs\x12(\n" +
-	"\x06events\x18\x03 \x03(\v2\x10.kelpie.v1.EventR\x06events\"\xd5\x02\n" +
+	"\x06events\x18\x03 \x03(\v2\x10.kelpie.v1.EventR\x06events\x12-\n" +
+	"\apatches\x18\x04 \x03(\v2\x13.kelpie.v1.JobPatchR\apatches\"\xbb\x04\n" +
+	"\bJobPatch\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12,\n" +
+	"\afigures\x18\x02 \x01(\v2\x12.kelpie.v1.JobViewR\afigures\x12)\n" +
+	"\x05nodes\x18\x03 \x03(\v2\x13.kelpie.v1.NodeViewR\x05nodes\x12*\n" +
+	"\x05order\x18\x04 \x01(\v2\x14.kelpie.v1.NodeOrderR\x05order\x12,\n" +
+	"\aheatmap\x18\x05 \x01(\v2\x12.kelpie.v1.HeatmapR\aheatmap\x129\n" +
+	"\fheatmap_tail\x18\x06 \x01(\v2\x16.kelpie.v1.HeatmapTailR\vheatmapTail\x12)\n" +
+	"\x06charts\x18\a \x03(\v2\x11.kelpie.v1.SeriesR\x06charts\x126\n" +
+	"\vchart_tails\x18\b \x03(\v2\x15.kelpie.v1.SeriesTailR\n" +
+	"chartTails\x126\n" +
+	"\vchart_names\x18\t \x01(\v2\x15.kelpie.v1.ChartNamesR\n" +
+	"chartNames\x12/\n" +
+	"\aactions\x18\n" +
+	" \x01(\v2\x15.kelpie.v1.ActionListR\aactions\x121\n" +
+	"\bpolicies\x18\v \x01(\v2\x15.kelpie.v1.PolicyListR\bpolicies\x12 \n" +
+	"\tspec_yaml\x18\f \x01(\tH\x00R\bspecYaml\x88\x01\x01B\f\n" +
+	"\n" +
+	"_spec_yaml\"!\n" +
+	"\tNodeOrder\x12\x14\n" +
+	"\x05names\x18\x01 \x03(\tR\x05names\"\"\n" +
+	"\n" +
+	"ChartNames\x12\x14\n" +
+	"\x05names\x18\x01 \x03(\tR\x05names\"9\n" +
+	"\n" +
+	"ActionList\x12+\n" +
+	"\aactions\x18\x01 \x03(\v2\x11.kelpie.v1.ActionR\aactions\"?\n" +
+	"\n" +
+	"PolicyList\x121\n" +
+	"\bpolicies\x18\x01 \x03(\v2\x15.kelpie.v1.PolicyViewR\bpolicies\"\x95\x01\n" +
+	"\vHeatmapTail\x120\n" +
+	"\x05start\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x05start\x12\x14\n" +
+	"\x05width\x18\x02 \x01(\x05R\x05width\x12\x12\n" +
+	"\x04tail\x18\x03 \x01(\x05R\x04tail\x12\x14\n" +
+	"\x05cells\x18\x04 \x03(\x02R\x05cells\x12\x14\n" +
+	"\x05shift\x18\x05 \x01(\x05R\x05shift\"f\n" +
+	"\n" +
+	"SeriesTail\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06length\x18\x02 \x01(\x05R\x06length\x12\x16\n" +
+	"\x06values\x18\x03 \x03(\x01R\x06values\x12\x14\n" +
+	"\x05shift\x18\x04 \x01(\x05R\x05shift\"\xd5\x02\n" +
 	"\rCommandResult\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x0e\n" +
 	"\x02ok\x18\x02 \x01(\bR\x02ok\x12\x14\n" +
@@ -2780,7 +3448,7 @@ const file_console_proto_rawDesc = "" +
 	"\fframes_total\x18\t \x01(\x05R\vframesTotal\x12+\n" +
 	"\aactions\x18\n" +
 	" \x03(\v2\x11.kelpie.v1.ActionR\aactions\x12(\n" +
-	"\x06events\x18\v \x03(\v2\x10.kelpie.v1.EventR\x06events\"\xe8\a\n" +
+	"\x06events\x18\v \x03(\v2\x10.kelpie.v1.EventR\x06events\"\xac\b\n" +
 	"\aJobView\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x14\n" +
@@ -2816,7 +3484,10 @@ const file_console_proto_rawDesc = "" +
 	"\aactions\x18\x19 \x03(\v2\x11.kelpie.v1.ActionR\aactions\x12)\n" +
 	"\x06charts\x18\x1a \x03(\v2\x11.kelpie.v1.SeriesR\x06charts\x12\x1a\n" +
 	"\baccuracy\x18\x1b \x01(\x01R\baccuracy\x121\n" +
-	"\bdiverged\x18\x1c \x01(\v2\x15.kelpie.v1.DivergenceR\bdiverged\"\xaa\x01\n" +
+	"\bdiverged\x18\x1c \x01(\v2\x15.kelpie.v1.DivergenceR\bdiverged\x12\x1f\n" +
+	"\vnodes_total\x18\x1d \x01(\x05R\n" +
+	"nodesTotal\x12!\n" +
+	"\fnodes_offset\x18\x1e \x01(\x05R\vnodesOffset\"\xaa\x01\n" +
 	"\n" +
 	"PolicyView\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
@@ -2865,11 +3536,13 @@ const file_console_proto_rawDesc = "" +
 	"\aHeatmap\x12%\n" +
 	"\x0ebucket_seconds\x18\x01 \x01(\x01R\rbucketSeconds\x120\n" +
 	"\x05start\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x05start\x12)\n" +
-	"\x04rows\x18\x03 \x03(\v2\x15.kelpie.v1.HeatmapRowR\x04rows\"6\n" +
+	"\x04rows\x18\x03 \x03(\v2\x15.kelpie.v1.HeatmapRowR\x04rows\"`\n" +
 	"\n" +
 	"HeatmapRow\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
-	"\x05cells\x18\x02 \x03(\x02R\x05cells\"s\n" +
+	"\x05cells\x18\x02 \x03(\x02R\x05cells\x12\x14\n" +
+	"\x05nodes\x18\x03 \x01(\x05R\x05nodes\x12\x12\n" +
+	"\x04last\x18\x04 \x01(\tR\x04last\"s\n" +
 	"\x06Series\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04unit\x18\x02 \x01(\tR\x04unit\x12\x16\n" +
@@ -2979,107 +3652,130 @@ func file_console_proto_rawDescGZIP() []byte {
 }
 
 var file_console_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_console_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_console_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_console_proto_goTypes = []any{
 	(ActionKind)(0),               // 0: kelpie.v1.ActionKind
 	(*ClientFrame)(nil),           // 1: kelpie.v1.ClientFrame
 	(*Hello)(nil),                 // 2: kelpie.v1.Hello
 	(*Subscribe)(nil),             // 3: kelpie.v1.Subscribe
-	(*Command)(nil),               // 4: kelpie.v1.Command
-	(*GetHistory)(nil),            // 5: kelpie.v1.GetHistory
-	(*SubmitJob)(nil),             // 6: kelpie.v1.SubmitJob
-	(*KillJob)(nil),               // 7: kelpie.v1.KillJob
-	(*DecideAction)(nil),          // 8: kelpie.v1.DecideAction
-	(*TriggerAction)(nil),         // 9: kelpie.v1.TriggerAction
-	(*SetPolicy)(nil),             // 10: kelpie.v1.SetPolicy
-	(*ServerFrame)(nil),           // 11: kelpie.v1.ServerFrame
-	(*Welcome)(nil),               // 12: kelpie.v1.Welcome
-	(*Snapshot)(nil),              // 13: kelpie.v1.Snapshot
-	(*Delta)(nil),                 // 14: kelpie.v1.Delta
-	(*CommandResult)(nil),         // 15: kelpie.v1.CommandResult
-	(*JobView)(nil),               // 16: kelpie.v1.JobView
-	(*PolicyView)(nil),            // 17: kelpie.v1.PolicyView
-	(*NodeView)(nil),              // 18: kelpie.v1.NodeView
-	(*MonitorView)(nil),           // 19: kelpie.v1.MonitorView
-	(*Heatmap)(nil),               // 20: kelpie.v1.Heatmap
-	(*HeatmapRow)(nil),            // 21: kelpie.v1.HeatmapRow
-	(*Series)(nil),                // 22: kelpie.v1.Series
-	(*Action)(nil),                // 23: kelpie.v1.Action
-	(*AdjustLRArgs)(nil),          // 24: kelpie.v1.AdjustLRArgs
-	(*BackupWorkersArgs)(nil),     // 25: kelpie.v1.BackupWorkersArgs
-	(*SetSyncArgs)(nil),           // 26: kelpie.v1.SetSyncArgs
-	(*ActionTransition)(nil),      // 27: kelpie.v1.ActionTransition
-	(*Event)(nil),                 // 28: kelpie.v1.Event
-	nil,                           // 29: kelpie.v1.SetPolicy.ParamsEntry
-	nil,                           // 30: kelpie.v1.PolicyView.ParamsEntry
-	nil,                           // 31: kelpie.v1.Action.BatchSizesEntry
-	nil,                           // 32: kelpie.v1.Action.AccumulationEntry
-	nil,                           // 33: kelpie.v1.Action.ParamsEntry
-	nil,                           // 34: kelpie.v1.Action.EvidenceEntry
-	nil,                           // 35: kelpie.v1.AdjustLRArgs.LrScaleEntry
-	(*timestamppb.Timestamp)(nil), // 36: google.protobuf.Timestamp
-	(*TimelineFrame)(nil),         // 37: kelpie.v1.TimelineFrame
-	(*Divergence)(nil),            // 38: kelpie.v1.Divergence
-	(*Realized)(nil),              // 39: kelpie.v1.Realized
+	(*ViewWindow)(nil),            // 4: kelpie.v1.ViewWindow
+	(*Command)(nil),               // 5: kelpie.v1.Command
+	(*GetHistory)(nil),            // 6: kelpie.v1.GetHistory
+	(*SubmitJob)(nil),             // 7: kelpie.v1.SubmitJob
+	(*KillJob)(nil),               // 8: kelpie.v1.KillJob
+	(*DecideAction)(nil),          // 9: kelpie.v1.DecideAction
+	(*TriggerAction)(nil),         // 10: kelpie.v1.TriggerAction
+	(*SetPolicy)(nil),             // 11: kelpie.v1.SetPolicy
+	(*ServerFrame)(nil),           // 12: kelpie.v1.ServerFrame
+	(*Welcome)(nil),               // 13: kelpie.v1.Welcome
+	(*Snapshot)(nil),              // 14: kelpie.v1.Snapshot
+	(*Delta)(nil),                 // 15: kelpie.v1.Delta
+	(*JobPatch)(nil),              // 16: kelpie.v1.JobPatch
+	(*NodeOrder)(nil),             // 17: kelpie.v1.NodeOrder
+	(*ChartNames)(nil),            // 18: kelpie.v1.ChartNames
+	(*ActionList)(nil),            // 19: kelpie.v1.ActionList
+	(*PolicyList)(nil),            // 20: kelpie.v1.PolicyList
+	(*HeatmapTail)(nil),           // 21: kelpie.v1.HeatmapTail
+	(*SeriesTail)(nil),            // 22: kelpie.v1.SeriesTail
+	(*CommandResult)(nil),         // 23: kelpie.v1.CommandResult
+	(*JobView)(nil),               // 24: kelpie.v1.JobView
+	(*PolicyView)(nil),            // 25: kelpie.v1.PolicyView
+	(*NodeView)(nil),              // 26: kelpie.v1.NodeView
+	(*MonitorView)(nil),           // 27: kelpie.v1.MonitorView
+	(*Heatmap)(nil),               // 28: kelpie.v1.Heatmap
+	(*HeatmapRow)(nil),            // 29: kelpie.v1.HeatmapRow
+	(*Series)(nil),                // 30: kelpie.v1.Series
+	(*Action)(nil),                // 31: kelpie.v1.Action
+	(*AdjustLRArgs)(nil),          // 32: kelpie.v1.AdjustLRArgs
+	(*BackupWorkersArgs)(nil),     // 33: kelpie.v1.BackupWorkersArgs
+	(*SetSyncArgs)(nil),           // 34: kelpie.v1.SetSyncArgs
+	(*ActionTransition)(nil),      // 35: kelpie.v1.ActionTransition
+	(*Event)(nil),                 // 36: kelpie.v1.Event
+	nil,                           // 37: kelpie.v1.SetPolicy.ParamsEntry
+	nil,                           // 38: kelpie.v1.PolicyView.ParamsEntry
+	nil,                           // 39: kelpie.v1.Action.BatchSizesEntry
+	nil,                           // 40: kelpie.v1.Action.AccumulationEntry
+	nil,                           // 41: kelpie.v1.Action.ParamsEntry
+	nil,                           // 42: kelpie.v1.Action.EvidenceEntry
+	nil,                           // 43: kelpie.v1.AdjustLRArgs.LrScaleEntry
+	(*timestamppb.Timestamp)(nil), // 44: google.protobuf.Timestamp
+	(*TimelineFrame)(nil),         // 45: kelpie.v1.TimelineFrame
+	(*Divergence)(nil),            // 46: kelpie.v1.Divergence
+	(*Realized)(nil),              // 47: kelpie.v1.Realized
 }
 var file_console_proto_depIdxs = []int32{
 	2,  // 0: kelpie.v1.ClientFrame.hello:type_name -> kelpie.v1.Hello
 	3,  // 1: kelpie.v1.ClientFrame.subscribe:type_name -> kelpie.v1.Subscribe
-	4,  // 2: kelpie.v1.ClientFrame.command:type_name -> kelpie.v1.Command
-	6,  // 3: kelpie.v1.Command.submit_job:type_name -> kelpie.v1.SubmitJob
-	7,  // 4: kelpie.v1.Command.kill_job:type_name -> kelpie.v1.KillJob
-	8,  // 5: kelpie.v1.Command.approve:type_name -> kelpie.v1.DecideAction
-	8,  // 6: kelpie.v1.Command.reject:type_name -> kelpie.v1.DecideAction
-	9,  // 7: kelpie.v1.Command.trigger:type_name -> kelpie.v1.TriggerAction
-	10, // 8: kelpie.v1.Command.set_policy:type_name -> kelpie.v1.SetPolicy
-	5,  // 9: kelpie.v1.Command.history:type_name -> kelpie.v1.GetHistory
-	23, // 10: kelpie.v1.TriggerAction.action:type_name -> kelpie.v1.Action
-	29, // 11: kelpie.v1.SetPolicy.params:type_name -> kelpie.v1.SetPolicy.ParamsEntry
-	36, // 12: kelpie.v1.ServerFrame.time:type_name -> google.protobuf.Timestamp
-	12, // 13: kelpie.v1.ServerFrame.welcome:type_name -> kelpie.v1.Welcome
-	13, // 14: kelpie.v1.ServerFrame.snapshot:type_name -> kelpie.v1.Snapshot
-	14, // 15: kelpie.v1.ServerFrame.delta:type_name -> kelpie.v1.Delta
-	15, // 16: kelpie.v1.ServerFrame.result:type_name -> kelpie.v1.CommandResult
-	16, // 17: kelpie.v1.Snapshot.jobs:type_name -> kelpie.v1.JobView
-	28, // 18: kelpie.v1.Snapshot.events:type_name -> kelpie.v1.Event
-	16, // 19: kelpie.v1.Delta.jobs:type_name -> kelpie.v1.JobView
-	28, // 20: kelpie.v1.Delta.events:type_name -> kelpie.v1.Event
-	37, // 21: kelpie.v1.CommandResult.frames:type_name -> kelpie.v1.TimelineFrame
-	23, // 22: kelpie.v1.CommandResult.actions:type_name -> kelpie.v1.Action
-	28, // 23: kelpie.v1.CommandResult.events:type_name -> kelpie.v1.Event
-	36, // 24: kelpie.v1.JobView.submitted:type_name -> google.protobuf.Timestamp
-	36, // 25: kelpie.v1.JobView.started:type_name -> google.protobuf.Timestamp
-	36, // 26: kelpie.v1.JobView.ended:type_name -> google.protobuf.Timestamp
-	17, // 27: kelpie.v1.JobView.policies:type_name -> kelpie.v1.PolicyView
-	18, // 28: kelpie.v1.JobView.nodes:type_name -> kelpie.v1.NodeView
-	19, // 29: kelpie.v1.JobView.monitor:type_name -> kelpie.v1.MonitorView
-	20, // 30: kelpie.v1.JobView.heatmap:type_name -> kelpie.v1.Heatmap
-	23, // 31: kelpie.v1.JobView.actions:type_name -> kelpie.v1.Action
-	22, // 32: kelpie.v1.JobView.charts:type_name -> kelpie.v1.Series
-	38, // 33: kelpie.v1.JobView.diverged:type_name -> kelpie.v1.Divergence
-	30, // 34: kelpie.v1.PolicyView.params:type_name -> kelpie.v1.PolicyView.ParamsEntry
-	36, // 35: kelpie.v1.NodeView.last_report:type_name -> google.protobuf.Timestamp
-	36, // 36: kelpie.v1.Heatmap.start:type_name -> google.protobuf.Timestamp
-	21, // 37: kelpie.v1.Heatmap.rows:type_name -> kelpie.v1.HeatmapRow
-	31, // 38: kelpie.v1.Action.batch_sizes:type_name -> kelpie.v1.Action.BatchSizesEntry
-	32, // 39: kelpie.v1.Action.accumulation:type_name -> kelpie.v1.Action.AccumulationEntry
-	33, // 40: kelpie.v1.Action.params:type_name -> kelpie.v1.Action.ParamsEntry
-	36, // 41: kelpie.v1.Action.created:type_name -> google.protobuf.Timestamp
-	36, // 42: kelpie.v1.Action.updated:type_name -> google.protobuf.Timestamp
-	27, // 43: kelpie.v1.Action.history:type_name -> kelpie.v1.ActionTransition
-	34, // 44: kelpie.v1.Action.evidence:type_name -> kelpie.v1.Action.EvidenceEntry
-	24, // 45: kelpie.v1.Action.adjust_lr:type_name -> kelpie.v1.AdjustLRArgs
-	25, // 46: kelpie.v1.Action.backup_workers:type_name -> kelpie.v1.BackupWorkersArgs
-	26, // 47: kelpie.v1.Action.set_sync:type_name -> kelpie.v1.SetSyncArgs
-	39, // 48: kelpie.v1.Action.realized:type_name -> kelpie.v1.Realized
-	35, // 49: kelpie.v1.AdjustLRArgs.lr_scale:type_name -> kelpie.v1.AdjustLRArgs.LrScaleEntry
-	36, // 50: kelpie.v1.ActionTransition.at:type_name -> google.protobuf.Timestamp
-	36, // 51: kelpie.v1.Event.time:type_name -> google.protobuf.Timestamp
-	52, // [52:52] is the sub-list for method output_type
-	52, // [52:52] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	5,  // 2: kelpie.v1.ClientFrame.command:type_name -> kelpie.v1.Command
+	4,  // 3: kelpie.v1.Subscribe.window:type_name -> kelpie.v1.ViewWindow
+	7,  // 4: kelpie.v1.Command.submit_job:type_name -> kelpie.v1.SubmitJob
+	8,  // 5: kelpie.v1.Command.kill_job:type_name -> kelpie.v1.KillJob
+	9,  // 6: kelpie.v1.Command.approve:type_name -> kelpie.v1.DecideAction
+	9,  // 7: kelpie.v1.Command.reject:type_name -> kelpie.v1.DecideAction
+	10, // 8: kelpie.v1.Command.trigger:type_name -> kelpie.v1.TriggerAction
+	11, // 9: kelpie.v1.Command.set_policy:type_name -> kelpie.v1.SetPolicy
+	6,  // 10: kelpie.v1.Command.history:type_name -> kelpie.v1.GetHistory
+	31, // 11: kelpie.v1.TriggerAction.action:type_name -> kelpie.v1.Action
+	37, // 12: kelpie.v1.SetPolicy.params:type_name -> kelpie.v1.SetPolicy.ParamsEntry
+	44, // 13: kelpie.v1.ServerFrame.time:type_name -> google.protobuf.Timestamp
+	13, // 14: kelpie.v1.ServerFrame.welcome:type_name -> kelpie.v1.Welcome
+	14, // 15: kelpie.v1.ServerFrame.snapshot:type_name -> kelpie.v1.Snapshot
+	15, // 16: kelpie.v1.ServerFrame.delta:type_name -> kelpie.v1.Delta
+	23, // 17: kelpie.v1.ServerFrame.result:type_name -> kelpie.v1.CommandResult
+	24, // 18: kelpie.v1.Snapshot.jobs:type_name -> kelpie.v1.JobView
+	36, // 19: kelpie.v1.Snapshot.events:type_name -> kelpie.v1.Event
+	24, // 20: kelpie.v1.Delta.jobs:type_name -> kelpie.v1.JobView
+	36, // 21: kelpie.v1.Delta.events:type_name -> kelpie.v1.Event
+	16, // 22: kelpie.v1.Delta.patches:type_name -> kelpie.v1.JobPatch
+	24, // 23: kelpie.v1.JobPatch.figures:type_name -> kelpie.v1.JobView
+	26, // 24: kelpie.v1.JobPatch.nodes:type_name -> kelpie.v1.NodeView
+	17, // 25: kelpie.v1.JobPatch.order:type_name -> kelpie.v1.NodeOrder
+	28, // 26: kelpie.v1.JobPatch.heatmap:type_name -> kelpie.v1.Heatmap
+	21, // 27: kelpie.v1.JobPatch.heatmap_tail:type_name -> kelpie.v1.HeatmapTail
+	30, // 28: kelpie.v1.JobPatch.charts:type_name -> kelpie.v1.Series
+	22, // 29: kelpie.v1.JobPatch.chart_tails:type_name -> kelpie.v1.SeriesTail
+	18, // 30: kelpie.v1.JobPatch.chart_names:type_name -> kelpie.v1.ChartNames
+	19, // 31: kelpie.v1.JobPatch.actions:type_name -> kelpie.v1.ActionList
+	20, // 32: kelpie.v1.JobPatch.policies:type_name -> kelpie.v1.PolicyList
+	31, // 33: kelpie.v1.ActionList.actions:type_name -> kelpie.v1.Action
+	25, // 34: kelpie.v1.PolicyList.policies:type_name -> kelpie.v1.PolicyView
+	44, // 35: kelpie.v1.HeatmapTail.start:type_name -> google.protobuf.Timestamp
+	45, // 36: kelpie.v1.CommandResult.frames:type_name -> kelpie.v1.TimelineFrame
+	31, // 37: kelpie.v1.CommandResult.actions:type_name -> kelpie.v1.Action
+	36, // 38: kelpie.v1.CommandResult.events:type_name -> kelpie.v1.Event
+	44, // 39: kelpie.v1.JobView.submitted:type_name -> google.protobuf.Timestamp
+	44, // 40: kelpie.v1.JobView.started:type_name -> google.protobuf.Timestamp
+	44, // 41: kelpie.v1.JobView.ended:type_name -> google.protobuf.Timestamp
+	25, // 42: kelpie.v1.JobView.policies:type_name -> kelpie.v1.PolicyView
+	26, // 43: kelpie.v1.JobView.nodes:type_name -> kelpie.v1.NodeView
+	27, // 44: kelpie.v1.JobView.monitor:type_name -> kelpie.v1.MonitorView
+	28, // 45: kelpie.v1.JobView.heatmap:type_name -> kelpie.v1.Heatmap
+	31, // 46: kelpie.v1.JobView.actions:type_name -> kelpie.v1.Action
+	30, // 47: kelpie.v1.JobView.charts:type_name -> kelpie.v1.Series
+	46, // 48: kelpie.v1.JobView.diverged:type_name -> kelpie.v1.Divergence
+	38, // 49: kelpie.v1.PolicyView.params:type_name -> kelpie.v1.PolicyView.ParamsEntry
+	44, // 50: kelpie.v1.NodeView.last_report:type_name -> google.protobuf.Timestamp
+	44, // 51: kelpie.v1.Heatmap.start:type_name -> google.protobuf.Timestamp
+	29, // 52: kelpie.v1.Heatmap.rows:type_name -> kelpie.v1.HeatmapRow
+	39, // 53: kelpie.v1.Action.batch_sizes:type_name -> kelpie.v1.Action.BatchSizesEntry
+	40, // 54: kelpie.v1.Action.accumulation:type_name -> kelpie.v1.Action.AccumulationEntry
+	41, // 55: kelpie.v1.Action.params:type_name -> kelpie.v1.Action.ParamsEntry
+	44, // 56: kelpie.v1.Action.created:type_name -> google.protobuf.Timestamp
+	44, // 57: kelpie.v1.Action.updated:type_name -> google.protobuf.Timestamp
+	35, // 58: kelpie.v1.Action.history:type_name -> kelpie.v1.ActionTransition
+	42, // 59: kelpie.v1.Action.evidence:type_name -> kelpie.v1.Action.EvidenceEntry
+	32, // 60: kelpie.v1.Action.adjust_lr:type_name -> kelpie.v1.AdjustLRArgs
+	33, // 61: kelpie.v1.Action.backup_workers:type_name -> kelpie.v1.BackupWorkersArgs
+	34, // 62: kelpie.v1.Action.set_sync:type_name -> kelpie.v1.SetSyncArgs
+	47, // 63: kelpie.v1.Action.realized:type_name -> kelpie.v1.Realized
+	43, // 64: kelpie.v1.AdjustLRArgs.lr_scale:type_name -> kelpie.v1.AdjustLRArgs.LrScaleEntry
+	44, // 65: kelpie.v1.ActionTransition.at:type_name -> google.protobuf.Timestamp
+	44, // 66: kelpie.v1.Event.time:type_name -> google.protobuf.Timestamp
+	67, // [67:67] is the sub-list for method output_type
+	67, // [67:67] is the sub-list for method input_type
+	67, // [67:67] is the sub-list for extension type_name
+	67, // [67:67] is the sub-list for extension extendee
+	0,  // [0:67] is the sub-list for field type_name
 }
 
 func init() { file_console_proto_init() }
@@ -3094,7 +3790,7 @@ func file_console_proto_init() {
 		(*ClientFrame_Subscribe)(nil),
 		(*ClientFrame_Command)(nil),
 	}
-	file_console_proto_msgTypes[3].OneofWrappers = []any{
+	file_console_proto_msgTypes[4].OneofWrappers = []any{
 		(*Command_SubmitJob)(nil),
 		(*Command_KillJob)(nil),
 		(*Command_Approve)(nil),
@@ -3103,13 +3799,14 @@ func file_console_proto_init() {
 		(*Command_SetPolicy)(nil),
 		(*Command_History)(nil),
 	}
-	file_console_proto_msgTypes[10].OneofWrappers = []any{
+	file_console_proto_msgTypes[11].OneofWrappers = []any{
 		(*ServerFrame_Welcome)(nil),
 		(*ServerFrame_Snapshot)(nil),
 		(*ServerFrame_Delta)(nil),
 		(*ServerFrame_Result)(nil),
 	}
-	file_console_proto_msgTypes[22].OneofWrappers = []any{
+	file_console_proto_msgTypes[15].OneofWrappers = []any{}
+	file_console_proto_msgTypes[30].OneofWrappers = []any{
 		(*Action_AdjustLr)(nil),
 		(*Action_BackupWorkers)(nil),
 		(*Action_SetSync)(nil),
@@ -3120,7 +3817,7 @@ func file_console_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_console_proto_rawDesc), len(file_console_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   35,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

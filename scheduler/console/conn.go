@@ -238,8 +238,26 @@ type subscription struct {
 	names []string
 	cols  int
 	every time.Duration
-	last  map[string]held // the views the client holds
+	last  map[string]held // the views the client holds (trimmed to its window)
 	seq   uint64          // the newest event sequence it has seen
+	// window trims every detail view (window.go); patches: changed jobs
+	// the client holds go as JobPatches (patch.go).
+	window  *kelpiepb.ViewWindow
+	patches bool
+}
+
+// views is the backend's current views of the subscription, as the client
+// sees them.
+func (s *subscription) views(b Backend) []*kelpiepb.JobView {
+	vs := b.View(s.names, s.cols)
+	if s.window == nil {
+		return vs
+	}
+	out := make([]*kelpiepb.JobView, len(vs))
+	for i, v := range vs {
+		out[i] = trimView(v, s.window)
+	}
+	return out
 }
 
 // subscribe starts a subscription (replacing any other) and sends its
@@ -247,9 +265,9 @@ type subscription struct {
 func (c *conn) subscribe(req *kelpiepb.Subscribe) *subscription {
 	b := c.s.b
 	sub := &subscription{jobs: newJobSet(req.GetJobs()), cols: heatmapColumns(req.GetHeatmapColumns()),
-		every: period(rateHz(req.GetMaxRateHz(), c.s.opts.MaxRateHz))}
+		every: period(rateHz(req.GetMaxRateHz(), c.s.opts.MaxRateHz)), window: req.GetWindow(), patches: req.GetPatches()}
 	sub.names = sub.jobs.names()
-	views, _, last := diffViews(nil, b.View(sub.names, sub.cols))
+	views, _, last := diffViews(nil, sub.views(b))
 	sub.last = last
 
 	// The newest sequence number first, so the snapshot holds the last
@@ -274,16 +292,33 @@ func (c *conn) tick(sub *subscription) {
 	if c.inFlight.Load() > 0 {
 		return
 	}
-	changed, removed, next := diffViews(sub.last, c.s.b.View(sub.names, sub.cols))
+	prev := sub.last
+	changed, removed, next := diffViews(prev, sub.views(c.s.b))
 	evs, newest := c.s.b.EventsSince(sub.seq, c.s.opts.DeltaEvents)
 	evs = filterEvents(evs, sub.jobs)
 	sub.last, sub.seq = next, newest
-	if len(changed) == 0 && len(removed) == 0 && len(evs) == 0 {
+	var patches []*kelpiepb.JobPatch
+	if sub.patches {
+		// The jobs the client holds get what changed in them; new ones
+		// come whole.
+		whole := changed[:0:0]
+		for _, v := range changed {
+			if h, ok := prev[v.GetName()]; ok && h.view != nil {
+				if p, diff := diffPatch(h.view, v); diff {
+					patches = append(patches, p)
+				}
+				continue
+			}
+			whole = append(whole, v)
+		}
+		changed = whole
+	}
+	if len(changed) == 0 && len(removed) == 0 && len(evs) == 0 && len(patches) == 0 {
 		return
 	}
 	c.inFlight.Add(1)
 	c.send(&kelpiepb.ServerFrame{Body: &kelpiepb.ServerFrame_Delta{Delta: &kelpiepb.Delta{
-		Jobs: changed, RemovedJobs: removed, Events: evs,
+		Jobs: changed, RemovedJobs: removed, Events: evs, Patches: patches,
 	}}})
 }
 
@@ -450,7 +485,7 @@ func checkSubscribe(s *kelpiepb.Subscribe) error {
 	if s.GetHeatmapColumns() < 0 {
 		return errorf(codes.InvalidArgument, "console: subscribe: heatmap_columns %d must not be negative", s.GetHeatmapColumns())
 	}
-	return nil
+	return checkWindow(s.GetWindow())
 }
 
 // decodeFrame reads one client frame.

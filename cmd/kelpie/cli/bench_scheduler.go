@@ -41,8 +41,9 @@ subscribed to the job, and reports the scheduler's CPU, its ingest time per mess
 			if asJSON {
 				return json.NewEncoder(os.Stdout).Encode(r)
 			}
-			fmt.Printf("%d agents for %.1fs: %.0f messages/s; scheduler CPU %.2f cores, RSS %.0f MiB; ingest p50 %.1f µs, p99 %.1f µs; console %.0f KB/s in %d frames\n",
-				r.Agents, r.Seconds, r.MessagesPerS, r.CPUCores, r.RSSMiB, r.IngestP50Us, r.IngestP99Us, r.ConsoleBytesPerS/1e3, r.ConsoleFrames)
+			fmt.Printf("%d agents for %.1fs: %.0f messages/s; scheduler CPU %.2f cores, RSS %.0f MiB; ingest p50 %.1f µs, p99 %.1f µs; console %.0f KB/s on the wire (views %.0f KB/s) in %d frames\n",
+				r.Agents, r.Seconds, r.MessagesPerS, r.CPUCores, r.RSSMiB, r.IngestP50Us, r.IngestP99Us, r.ConsoleWireBytesPerS/1e3,
+				r.ConsoleBytesPerS/1e3, r.ConsoleFrames)
 			return nil
 		},
 	}
@@ -52,6 +53,7 @@ subscribed to the job, and reports the scheduler's CPU, its ingest time per mess
 	f.DurationVar(&o.Duration, "duration", 10*time.Second, "measured time")
 	f.Float64Var(&o.Rate, "rate", 1, "reports per agent per second")
 	f.BoolVar(&o.NoWatch, "no-watch", false, "no console client subscribed to the job")
+	f.BoolVar(&o.WholeViews, "whole-views", false, "the console client takes whole views (every node row, heatmap row and series), not the window a console shows")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
 	return c
 }

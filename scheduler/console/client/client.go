@@ -44,6 +44,7 @@ import (
 
 	"github.com/coder/websocket"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
 )
@@ -135,6 +136,7 @@ type config struct {
 	readLimit    int64
 	helloTimeout time.Duration
 	tls          *tls.Config // WithTLS: connect with wss://
+	window       *kelpiepb.ViewWindow
 }
 
 // WithHandler sets where frames and status reports go (required for a UI; nil drops them).
@@ -150,6 +152,10 @@ func WithSubscription(jobs []string, maxRateHz float64, heatmapColumns int32) Op
 		c.jobs, c.rateHz, c.columns = append([]string(nil), jobs...), maxRateHz, heatmapColumns
 	}
 }
+
+// WithWindow trims the subscription's detail views to what the client shows (see
+// kelpiepb.ViewWindow); SetWindow changes it later.
+func WithWindow(w *kelpiepb.ViewWindow) Option { return func(c *config) { c.window = w } }
 
 // WithBackoff sets the first and the longest wait between attempts (default 500ms and 10s).
 func WithBackoff(min, max time.Duration) Option {
@@ -190,6 +196,11 @@ type Client struct {
 	subMu      sync.Mutex // orders the scope queue with the frames on the wire
 	subscribed bool       // send sub on every connection (WithSubscription, or Subscribe was called)
 
+	// held is the job views as of the last frame (dispatch's goroutine
+	// only): the server's JobPatches apply to them, and handlers get whole
+	// views.
+	held map[string]*kelpiepb.JobView
+
 	out *outbox
 }
 
@@ -225,7 +236,8 @@ func Dial(ctx context.Context, addr, token string, opts ...Option) (*Client, err
 	c := &Client{
 		url: u, token: token, cfg: cfg,
 		waiters:    map[string]chan *kelpiepb.CommandResult{},
-		sub:        &kelpiepb.Subscribe{Jobs: cfg.jobs, MaxRateHz: cfg.rateHz, HeatmapColumns: cfg.columns},
+		sub:        &kelpiepb.Subscribe{Jobs: cfg.jobs, MaxRateHz: cfg.rateHz, HeatmapColumns: cfg.columns, Window: cfg.window, Patches: true},
+		held:       map[string]*kelpiepb.JobView{},
 		changed:    make(chan struct{}),
 		status:     StatusMsg{State: Connecting, Addr: addr},
 		subscribed: cfg.subscribe,
@@ -364,7 +376,8 @@ func (c *Client) Subscribe(ctx context.Context, jobs []string) error {
 	c.subMu.Lock()
 	defer c.subMu.Unlock()
 	c.mu.Lock()
-	sub := &kelpiepb.Subscribe{Jobs: append([]string(nil), jobs...), MaxRateHz: c.sub.MaxRateHz, HeatmapColumns: c.sub.HeatmapColumns}
+	sub := proto.CloneOf(c.sub)
+	sub.Jobs = append([]string(nil), jobs...)
 	c.sub, c.subscribed = sub, true
 	conn := c.conn
 	c.mu.Unlock()
@@ -379,7 +392,26 @@ func (c *Client) SetRate(ctx context.Context, hz float64) error {
 	c.subMu.Lock()
 	defer c.subMu.Unlock()
 	c.mu.Lock()
-	sub := &kelpiepb.Subscribe{Jobs: c.sub.Jobs, MaxRateHz: hz, HeatmapColumns: c.sub.HeatmapColumns}
+	sub := proto.CloneOf(c.sub)
+	sub.MaxRateHz = hz
+	c.sub = sub
+	conn := c.conn
+	subscribed := c.subscribed
+	c.mu.Unlock()
+	if conn == nil || !subscribed {
+		return nil
+	}
+	return c.sendSubscribe(ctx, conn, sub)
+}
+
+// SetWindow changes what of each detail view the server sends (re-sending the subscription; the
+// server answers with a snapshot). Nil: whole views.
+func (c *Client) SetWindow(ctx context.Context, w *kelpiepb.ViewWindow) error {
+	c.subMu.Lock()
+	defer c.subMu.Unlock()
+	c.mu.Lock()
+	sub := proto.CloneOf(c.sub)
+	sub.Window = w
 	c.sub = sub
 	conn := c.conn
 	subscribed := c.subscribed
@@ -566,9 +598,10 @@ func (c *Client) dispatch(f *kelpiepb.ServerFrame) {
 			scope = c.sub.Jobs
 		}
 		c.mu.Unlock()
+		c.holdSnapshot(scope, b.Snapshot)
 		c.out.push(SnapshotMsg{Scope: scope, Snapshot: b.Snapshot, Seq: f.Seq, Time: t})
 	case *kelpiepb.ServerFrame_Delta:
-		c.out.push(DeltaMsg{Delta: b.Delta, Seq: f.Seq, Time: t})
+		c.out.push(DeltaMsg{Delta: c.holdDelta(b.Delta), Seq: f.Seq, Time: t})
 	case *kelpiepb.ServerFrame_Result:
 		c.mu.Lock()
 		ch, ok := c.waiters[b.Result.Id]
@@ -611,4 +644,44 @@ func closeReason(err error, what string, hello bool) error {
 		return fmt.Errorf("%s: closed by the scheduler (%d)", what, ce.Code)
 	}
 	return fmt.Errorf("%s: %v", what, err)
+}
+
+// holdSnapshot replaces the held views in scope (every job when it is empty) with the snapshot's.
+func (c *Client) holdSnapshot(scope []string, s *kelpiepb.Snapshot) {
+	if len(scope) == 0 {
+		clear(c.held)
+	}
+	for _, name := range scope {
+		delete(c.held, name)
+	}
+	for _, v := range s.GetJobs() {
+		c.held[v.GetName()] = v
+	}
+}
+
+// holdDelta applies a delta to the held views and returns it with every patched job whole in
+// Jobs (after the jobs that came whole), so handlers never see a patch they would have to apply.
+// A patch for a job not held (none should come) is dropped.
+func (c *Client) holdDelta(d *kelpiepb.Delta) *kelpiepb.Delta {
+	for _, name := range d.GetRemovedJobs() {
+		delete(c.held, name)
+	}
+	for _, v := range d.GetJobs() {
+		c.held[v.GetName()] = v
+	}
+	if len(d.GetPatches()) == 0 {
+		return d
+	}
+	out := &kelpiepb.Delta{Jobs: append([]*kelpiepb.JobView(nil), d.GetJobs()...), RemovedJobs: d.GetRemovedJobs(),
+		Events: d.GetEvents(), Patches: d.GetPatches()}
+	for _, p := range d.GetPatches() {
+		old, ok := c.held[p.GetName()]
+		if !ok {
+			continue
+		}
+		v := ApplyPatch(old, p)
+		c.held[p.GetName()] = v
+		out.Jobs = append(out.Jobs, v)
+	}
+	return out
 }

@@ -44,7 +44,15 @@ type Options struct {
 	Rate     float64       // reports per agent per second (default 1)
 	Conns    int           // gRPC connections the agents share (default 64)
 	NoWatch  bool          // no console client subscribed to the job
+	// WholeViews subscribes the watching client to whole views (every
+	// node, heatmap row and series), as consoles did before windows;
+	// otherwise it asks for what a console on a 200×60 terminal shows:
+	// 50 rows by ratio, 50 heatmap rows, 8 series per chart.
+	WholeViews bool
 }
+
+// consoleWindow is what `kelpie tui` asks for on a large terminal.
+var consoleWindow = &kelpiepb.ViewWindow{Sort: "ratio", Limit: 50, HeatmapRows: 50, ChartSeries: 8}
 
 // Result is what a run measured.
 type Result struct {
@@ -59,6 +67,22 @@ type Result struct {
 	RSSMiB           float64 `json:"scheduler_rss_mib"`
 	ConsoleBytesPerS float64 `json:"console_bytes_per_s"` // one console client subscribed to the job
 	ConsoleFrames    int64   `json:"console_frames"`
+	// ConsoleWireBytesPerS is what the watching client read off its TCP
+	// connection (compressed WebSocket frames): the stream's real cost.
+	// console_bytes_per_s is the protobuf size of the views it received.
+	ConsoleWireBytesPerS float64 `json:"console_wire_bytes_per_s"`
+}
+
+// countingConn counts the bytes read from a connection.
+type countingConn struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c countingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.n.Add(int64(n))
+	return n, err
 }
 
 func freeAddr() (string, error) {
@@ -123,8 +147,21 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	// Submit the job through the console API, as an operator would.
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	var consoleBytes, consoleFrames atomic.Int64
+	var consoleBytes, consoleFrames, wire atomic.Int64
+	window := consoleWindow
+	if o.WholeViews {
+		window = nil
+	}
+	var d net.Dialer
+	counted := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return countingConn{conn, &wire}, nil
+	}}}
 	c, err := client.Dial(cctx, httpAddr, "load-op", client.WithSubscription([]string{"load"}, 4, 60),
+		client.WithWindow(window), client.WithHTTPClient(counted),
 		client.WithHandler(func(m any) {
 			if d, ok := m.(client.DeltaMsg); ok {
 				consoleFrames.Add(1)
@@ -179,10 +216,14 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	hist0, _ := ingestHistogram(httpAddr)
-	bytes0, frames0 := consoleBytes.Load(), consoleFrames.Load()
+	bytes0, frames0, wire0 := consoleBytes.Load(), consoleFrames.Load(), wire.Load()
 	t0 := time.Now()
 	sleepUntil(runCtx, t0.Add(o.Duration))
 	elapsed := time.Since(t0).Seconds()
+	if elapsed < 0.9*o.Duration.Seconds() {
+		return nil, fmt.Errorf("measured %.1fs of %v: setting up %d agents took past the run's deadline (a machine too loaded to measure on)",
+			elapsed, o.Duration, o.Agents+o.Servers)
+	}
 	cpu1, err := cpuSeconds(sched.Process.Pid)
 	if err != nil {
 		return nil, err
@@ -196,6 +237,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	r.MessagesPerS = float64(r.Messages) / elapsed
 	r.CPUCores = r.CPUSeconds / elapsed
 	r.ConsoleBytesPerS = float64(consoleBytes.Load()-bytes0) / elapsed
+	r.ConsoleWireBytesPerS = float64(wire.Load()-wire0) / elapsed
 	diff := hist1.minus(hist0)
 	r.IngestP50Us = diff.quantile(0.5) * 1e6
 	r.IngestP99Us = diff.quantile(0.99) * 1e6

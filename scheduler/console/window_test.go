@@ -1,0 +1,104 @@
+package console
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+)
+
+func windowJob() *kelpiepb.JobView {
+	v := &kelpiepb.JobView{Name: "j", State: "running", Iteration: 7, Heatmap: &kelpiepb.Heatmap{BucketSeconds: 1}}
+	ratios := []float64{1, 0.9, 3, 1.1, 2}
+	for i, name := range []string{"server-0", "worker-0", "worker-1", "worker-2", "worker-3"} {
+		role := "worker"
+		if i == 0 {
+			role = "server"
+		}
+		v.Nodes = append(v.Nodes, &kelpiepb.NodeView{Name: name, Role: role, Ratio: ratios[i]})
+		v.Heatmap.Rows = append(v.Heatmap.Rows, &kelpiepb.HeatmapRow{Node: name, Cells: []float32{float32(i), float32(5 - i)}})
+		prefix := "bpt/"
+		if role == "server" {
+			prefix = "speed/"
+		}
+		v.Charts = append(v.Charts, &kelpiepb.Series{Name: prefix + name, Values: []float64{0, ratios[i]}})
+	}
+	v.Charts = append(v.Charts, &kelpiepb.Series{Name: "speed/server-1", Values: []float64{0, 0.5}})
+	return v
+}
+
+func names(nodes []*kelpiepb.NodeView) string {
+	var out []string
+	for _, n := range nodes {
+		out = append(out, n.GetName())
+	}
+	return strings.Join(out, ",")
+}
+
+func TestTrimView(t *testing.T) {
+	v := windowJob()
+	for _, c := range []struct {
+		name         string
+		w            *kelpiepb.ViewWindow
+		nodes        string
+		total, off   int32
+		rows, series string
+	}{
+		{"no window", nil, "server-0,worker-0,worker-1,worker-2,worker-3", 0, 0, "5", "speed/server-0,bpt/worker-0,bpt/worker-1,bpt/worker-2,bpt/worker-3,speed/server-1"},
+		{"rows as listed", &kelpiepb.ViewWindow{Offset: 1, Limit: 2}, "worker-0,worker-1", 5, 1, "5", ""},
+		{"by ratio, filtered", &kelpiepb.ViewWindow{Sort: SortRatio, Filter: "WORKER", Limit: 3}, "worker-1,worker-3,worker-2", 4, 0, "5", ""},
+		{"by name, past the end", &kelpiepb.ViewWindow{Sort: SortName, Offset: 9, Limit: 3}, "", 5, 5, "5", ""},
+		{"heatmap merged, slowest series", &kelpiepb.ViewWindow{HeatmapRows: 2, ChartSeries: 1}, "server-0,worker-0,worker-1,worker-2,worker-3", 5, 0,
+			"server-0…worker-1 [2 5], worker-2…worker-3 [4 2]", "bpt/worker-1,speed/server-1"},
+	} {
+		got := trimView(v, c.w)
+		if n := names(got.GetNodes()); n != c.nodes {
+			t.Errorf("%s: nodes %s; want %s", c.name, n, c.nodes)
+		}
+		if got.GetNodesTotal() != c.total || got.GetNodesOffset() != c.off {
+			t.Errorf("%s: total %d offset %d; want %d %d", c.name, got.GetNodesTotal(), got.GetNodesOffset(), c.total, c.off)
+		}
+		var rows []string
+		for _, r := range got.GetHeatmap().GetRows() {
+			if r.GetNodes() > 1 {
+				rows = append(rows, fmt.Sprintf("%s…%s %v", r.GetNode(), r.GetLast(), r.GetCells()))
+			}
+		}
+		if len(rows) == 0 {
+			rows = []string{fmt.Sprint(len(got.GetHeatmap().GetRows()))}
+		}
+		if r := strings.Join(rows, ", "); r != c.rows {
+			t.Errorf("%s: heatmap rows %s; want %s", c.name, r, c.rows)
+		}
+		if c.series != "" {
+			var s []string
+			for _, x := range got.GetCharts() {
+				s = append(s, x.GetName())
+			}
+			if got := strings.Join(s, ","); got != c.series {
+				t.Errorf("%s: series %s; want %s", c.name, got, c.series)
+			}
+		}
+		if got.GetIteration() != 7 || got.GetName() != "j" {
+			t.Errorf("%s: figures lost: %v", c.name, got)
+		}
+	}
+	if names(v.GetNodes()) != "server-0,worker-0,worker-1,worker-2,worker-3" {
+		t.Errorf("trimView changed the backend's view: %s", names(v.GetNodes()))
+	}
+}
+
+func TestCheckWindow(t *testing.T) {
+	for _, w := range []*kelpiepb.ViewWindow{
+		{Sort: "fastest"}, {Limit: -1}, {Limit: MaxWindowRows + 1}, {Offset: -2}, {HeatmapRows: -1}, {ChartSeries: -3},
+		{Filter: strings.Repeat("x", MaxWindowFilter+1)},
+	} {
+		if err := checkWindow(w); err == nil || Code(err).String() != "InvalidArgument" {
+			t.Errorf("checkWindow(%v) = %v; want InvalidArgument", w, err)
+		}
+	}
+	if err := checkWindow(&kelpiepb.ViewWindow{Sort: SortRatio, Limit: 40, HeatmapRows: 40, ChartSeries: 8}); err != nil {
+		t.Errorf("a sensible window refused: %v", err)
+	}
+}

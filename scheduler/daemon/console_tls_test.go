@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
+	"github.com/kelpie/kelpie/scheduler/console"
 	"github.com/kelpie/kelpie/scheduler/console/client"
 )
 
@@ -157,5 +161,47 @@ func TestTUIOverTLS(t *testing.T) {
 				t.Errorf("kelpie tui --tls-fingerprint (%s) shows:\n%s\nwant %q, never %q", tt.name, screen, tt.want, tt.never)
 			}
 		})
+	}
+}
+
+// TestAllowOrigin: a browser's WebSocket from another origin is refused
+// (403) unless --allow-origin names it, by scheme and host or by a host
+// pattern; the scheduler's own host is always allowed.
+func TestAllowOrigin(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, tt := range []struct {
+		allow  []string
+		origin string
+		ok     bool
+	}{
+		{nil, "https://dash.example.com", false},
+		{nil, "", true}, // not a browser
+		{[]string{"https://dash.example.com", "*.corp.example"}, "https://dash.example.com", true},
+		{[]string{"https://dash.example.com", "*.corp.example"}, "http://dash.example.com", false},
+		{[]string{"https://dash.example.com", "*.corp.example"}, "http://grafana.corp.example", true},
+		{[]string{"https://dash.example.com", "*.corp.example"}, "https://evil.example", false},
+	} {
+		d, err := Start(Config{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0", DataDir: t.TempDir(), Tokens: writeTokens(t),
+			NoLaunch: true, AllowOrigins: tt.allow})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hdr := http.Header{"Authorization": {"Bearer view-token"}}
+		if tt.origin != "" {
+			hdr.Set("Origin", tt.origin)
+		}
+		c, resp, err := websocket.Dial(ctx, "ws://"+d.HTTPAddr()+console.ConsolePath, &websocket.DialOptions{HTTPHeader: hdr})
+		if err == nil {
+			c.CloseNow()
+		}
+		if (err == nil) != tt.ok || (!tt.ok && (resp == nil || resp.StatusCode != http.StatusForbidden)) {
+			code := 0
+			if resp != nil {
+				code = resp.StatusCode
+			}
+			t.Errorf("--allow-origin %v, Origin %q: %v (HTTP %d); want allowed=%v (403 when not)", tt.allow, tt.origin, err, code, tt.ok)
+		}
+		d.Close(true)
 	}
 }

@@ -139,14 +139,3 @@ func sendBuffer(payload []byte) mem.Buffer {
 // Buffer returns a pooled buffer of n bytes (contents undefined) for a
 // transport other than gRPC; give it back with Recycle.
 func Buffer(n int) []byte { return getBuffer(n) }
-
-// Sent is called by a transport other than gRPC once it has written a
-// payload: a payload from NewPayload goes back to the pool (gRPC does the
-// same through its send buffer), any other is left alone.
-func Sent(payload []byte) {
-	if len(payload) >= PoolThreshold {
-		if _, ok := outgoing.LoadAndDelete(&payload[0]); ok {
-			Recycle(payload)
-		}
-	}
-}

@@ -140,13 +140,14 @@ type Conn struct {
 	wc net.Conn // writes: nc itself, or the *net.TCPConn/*net.UnixConn under it, for writev
 
 	// write side
-	wbuf   []byte // MetaBuf's buffer
-	arena  []byte // headers and metadata of the queued frames
-	queued []queuedFrame
-	qparts [][]byte // their payloads' pieces
-	bufs   net.Buffers
-	vec    [][]byte  // what one writev writes
-	one    [1][]byte // WriteFrame's payload as one piece
+	wbuf    []byte // MetaBuf's buffer
+	metaOut bool   // MetaBuf was called since the last Queue
+	arena   []byte // headers and metadata of the queued frames
+	queued  []queuedFrame
+	qparts  [][]byte // their payloads' pieces
+	bufs    net.Buffers
+	vec     [][]byte  // what one writev writes
+	one     [1][]byte // WriteFrame's payload as one piece
 	// flush completes a frame on an encrypted connection (tls.go); nil
 	// on a plain one.
 	flush interface{ Flush() error }
@@ -181,7 +182,10 @@ func (c *Conn) Close() error { return c.nc.Close() }
 // MetaBuf returns the connection's metadata buffer, empty, for the caller
 // to append the next frame's metadata to and pass to WriteFrame or Queue
 // (which copy it): no allocation once it has grown.
-func (c *Conn) MetaBuf() []byte { return c.wbuf[:0] }
+func (c *Conn) MetaBuf() []byte {
+	c.metaOut = true
+	return c.wbuf[:0]
+}
 
 // WriteFrame writes one frame: header and metadata in one buffer, the
 // payload from where it lies, with one writev. meta may be (and for no
@@ -205,10 +209,10 @@ func (c *Conn) WriteFrameV(kind Kind, id uint64, meta []byte, payload [][]byte) 
 
 // Queue adds a frame to the ones Flush writes together, with one writev:
 // a server answering several pipelined requests at once. Header and
-// metadata are copied; meta's memory may become MetaBuf's (so that a
-// metadata buffer grown by appending is not grown again), so the caller
-// must not use it afterwards. The payload's pieces are referenced and must
-// stay unchanged until Flush.
+// metadata are copied; when meta was built on MetaBuf, its memory becomes
+// MetaBuf's (so that a metadata buffer grown by appending is not grown
+// again). The payload's pieces are referenced and must stay unchanged
+// until Flush.
 func (c *Conn) Queue(kind Kind, id uint64, meta []byte, payload [][]byte) error {
 	if len(meta) > MaxMeta {
 		return fmt.Errorf("tensorwire: metadata of %d bytes over the maximum %d", len(meta), MaxMeta)
@@ -224,9 +228,10 @@ func (c *Conn) Queue(kind Kind, id uint64, meta []byte, payload [][]byte) error 
 	c.arena = append(c.arena, make([]byte, HeaderSize)...)
 	PutHeader(c.arena[lo:], Header{Kind: kind, ID: id, MetaLen: uint32(len(meta)), Payload: uint32(n)})
 	c.arena = append(c.arena, meta...)
-	if cap(meta) > cap(c.wbuf) {
+	if c.metaOut && cap(meta) > cap(c.wbuf) {
 		c.wbuf = meta[:0] // MetaBuf grown by appending: keep its capacity
 	}
+	c.metaOut = false
 	parts := 0
 	for _, p := range payload {
 		if len(p) > 0 {

@@ -289,3 +289,35 @@ func TestMuxSplitsGRPCAndFrames(t *testing.T) {
 		t.Errorf("the framed side read %q; want hello", got)
 	}
 }
+
+// TestMetaBufKeepsItsGrowth: metadata built on MetaBuf that outgrew it
+// becomes the next MetaBuf (no regrowth per frame); metadata from
+// elsewhere stays its owner's.
+func TestMetaBufKeepsItsGrowth(t *testing.T) {
+	a, b := pipe(t)
+	go func() {
+		for {
+			h, _, err := b.ReadHeader()
+			if err != nil || b.Discard() != nil || h.ID == 3 {
+				return
+			}
+		}
+	}()
+	keys := make([]uint64, 2000) // a pull of 2,000 sparse rows: 16 KB of metadata
+	meta := AppendRequest(a.MetaBuf(), &kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PULL, PullRowKeys: keys})
+	if err := a.WriteFrame(KindRequest, 1, meta, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := cap(a.MetaBuf()); got < len(meta) {
+		t.Errorf("MetaBuf after a %d-byte metadata has capacity %d; want it kept", len(meta), got)
+	}
+	own := make([]byte, 0, 1<<20)
+	own = append(own, AppendRequest(nil, &kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PULL})...)
+	if err := a.WriteFrame(KindRequest, 2, own, nil); err != nil {
+		t.Fatal(err)
+	}
+	if mb := a.MetaBuf(); cap(mb) == cap(own) {
+		t.Error("a caller's own metadata buffer became MetaBuf")
+	}
+	_ = a.WriteFrame(KindRequest, 3, nil, nil)
+}

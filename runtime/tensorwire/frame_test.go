@@ -308,7 +308,7 @@ func TestMetaBufKeepsItsGrowth(t *testing.T) {
 	if err := a.WriteFrame(KindRequest, 1, meta, nil); err != nil {
 		t.Fatal(err)
 	}
-	if got := cap(a.MetaBuf()); got < len(meta) {
+	if got := cap(a.wbuf); got < len(meta) {
 		t.Errorf("MetaBuf after a %d-byte metadata has capacity %d; want it kept", len(meta), got)
 	}
 	own := make([]byte, 0, 1<<20)
@@ -316,7 +316,7 @@ func TestMetaBufKeepsItsGrowth(t *testing.T) {
 	if err := a.WriteFrame(KindRequest, 2, own, nil); err != nil {
 		t.Fatal(err)
 	}
-	if mb := a.MetaBuf(); cap(mb) == cap(own) {
+	if cap(a.wbuf) == cap(own) {
 		t.Error("a caller's own metadata buffer became MetaBuf")
 	}
 	_ = a.WriteFrame(KindRequest, 3, nil, nil)

@@ -16,7 +16,9 @@ import (
 // more), the scheduler measures that batch cut as a miss (worker-2's BPT
 // did not follow its batch), AntDT-ND escalates to KILL_RESTART (the
 // injected delay stays behind on the old host), and the restart is measured
-// as a hit. The result JSON carries both realized objects.
+// as a hit. The result JSON carries both realized objects. The job is long
+// enough (six epochs) for the restart's after-window to fill on a fast
+// machine too: a job that ends before it leaves the restart unjudged.
 func TestClosedLoop(t *testing.T) {
 	if testing.Short() {
 		t.Skip("an MNIST job")
@@ -30,7 +32,7 @@ func TestClosedLoop(t *testing.T) {
 	res := runJob(t, d, `
 name: closedloop
 model: {kind: mlp, hidden: [32]}
-data: {kind: mnist, epochs: 3, seed: 1}
+data: {kind: mnist, epochs: 6, seed: 1}
 train: {global_batch: 128, lr: 0.05, optimizer: momentum, momentum: 0.9}
 cluster: {servers: 1, workers: 4}
 sync: {model: bsp}

@@ -343,3 +343,48 @@ func TestServerAddressPersisted(t *testing.T) {
 		t.Errorf("server addresses %v, persisted %v; want the new one, persisted once", a, persisted)
 	}
 }
+
+// TestTableAndPlanReadWhileChanged: the manager reads the block table and
+// the batch plan (views, PSLD, EPS, the elastic sequence) while a table
+// change commits and a new split is recorded; under -race this fails if
+// either is read without the job's lock, and every read sees a whole
+// table or plan, never a mix.
+func TestTableAndPlanReadWhileChanged(t *testing.T) {
+	_, j := startedJob(t)
+	next := j.Table()
+	next.Version++
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if tb := j.Table(); tb.Version != next.Version-1 && tb.Version != next.Version {
+				t.Errorf("table version %d, want %d or %d", tb.Version, next.Version-1, next.Version)
+				return
+			}
+			if p := j.Plan(); len(p.Changes) > 1 {
+				t.Errorf("plan has %d splits, want at most 1", len(p.Changes))
+				return
+			}
+		}
+	}()
+	j.BeginTable(next, nil, 10, "a-1")
+	j.CommitTable()
+	if err := j.AddSplit(20, []int{40, 24}); err != nil {
+		t.Error(err)
+	}
+	close(done)
+	wg.Wait()
+	if got := j.Table().Version; got != next.Version {
+		t.Errorf("table version %d after the commit, want %d", got, next.Version)
+	}
+	if got := j.Plan().LocalOf(20, 0); got != 40 {
+		t.Errorf("worker-0's batch from iteration 20 is %d, want 40", got)
+	}
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/runtime/identity"
+	"github.com/kelpie/kelpie/scheduler/clock"
 	"github.com/kelpie/kelpie/scheduler/console"
 	"github.com/kelpie/kelpie/scheduler/pki"
 )
@@ -31,6 +32,7 @@ type nodePlane struct {
 	nodeTTL time.Duration
 	jobKey  []byte // jobs' data-plane secrets derive from it (pki.JobSecret)
 	audit   func(console.AuditEntry) error
+	clk     clock.Clock // the time a forwarded refusal that carries none is audited at
 
 	// Refusals the nodes forward (nodeRefusal), limited per node: a node
 	// rate-limits its own reports, but a compromised one need not.
@@ -74,7 +76,7 @@ func newNodePlane(cfg Config, audit func(console.AuditEntry) error) (*nodePlane,
 		return nil, fmt.Errorf("scheduler: %v", err)
 	}
 	np := &nodePlane{ca: ca, jobKey: jobKey, creds: creds, certDir: filepath.Join(cfg.DataDir, "nodes"), nodeTTL: cfg.NodeCertTTL,
-		audit: audit, forward: map[string]*nodeRefusals{},
+		audit: audit, forward: map[string]*nodeRefusals{}, clk: clock.Real(),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kelpie_node_plane_refused_total",
 			Help: "Node-plane gRPC calls refused by authentication (Unauthenticated) or authorization (PermissionDenied)."},
 			[]string{"code", "method"})}
@@ -139,7 +141,7 @@ func (np *nodePlane) nodeRefusal(job, node string, r *kelpiepb.NodeRefusal) {
 	}
 	at := time.Unix(0, r.GetUnixNano())
 	if r.GetUnixNano() <= 0 {
-		at = time.Now()
+		at = np.clk.Now()
 	}
 	_ = np.audit(console.AuditEntry{Time: at, Who: who, Role: role, Command: "node-plane", Job: job,
 		Detail: detail, Allowed: false, Reason: r.GetCode() + ": " + r.GetReason()})

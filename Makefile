@@ -36,12 +36,12 @@ run: build data
 e2e: build data
 	bash .ci/e2e-tmux.sh
 
-# Every package under the race detector (it runs every test the plain run would).
-# The Kubernetes launcher's tests against a real API server have not yet run to
-# the end here: they are skipped (KELPIE_K8S=off) and run by make test-k8s.
-test: build data rules
+# Every package under the race detector (it runs every test the plain run
+# would), the Kubernetes launcher's against a real API server among them
+# (k8s-bin: built once into the user cache).
+test: build data rules k8s-bin
 	$(GO) vet ./...
-	KELPIE_K8S=off $(GO) test -race -timeout $(TEST_TIMEOUT) ./...
+	$(GO) test -race -timeout $(TEST_TIMEOUT) ./...
 
 test-short: data
 	$(GO) test -short ./...

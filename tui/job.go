@@ -451,6 +451,9 @@ func (v *jobView) summary(w int) string {
 	if j.GetError() != "" {
 		line1 += sep + st.errText.Render(j.GetError())
 	}
+	if b := j.GetClusterBusy(); b != "" {
+		line1 = st.warn.Render("⚠ cluster busy: "+b) + sep + line1
+	}
 	bw := 20
 	if w < 100 {
 		bw = 10

@@ -164,3 +164,25 @@ func TestActionRealizedShown(t *testing.T) {
 	waitText(t, tm, "✓ hit", "realized", "predicted BPT 310ms → 210ms · realized 200ms ✓", "over 20s windows · BPT 310ms → 200ms")
 	tm.Quit()
 }
+
+// TestClusterBusyShown: a job on a busy cluster (another job's Pod Pending
+// beyond the launcher's threshold) says so in its summary, with the
+// cluster's reason; the same job on an idle cluster does not.
+func TestClusterBusyShown(t *testing.T) {
+	for _, busy := range []string{"", "job khog's pod khog-worker-0-0 pending since 03:20:22 (Unschedulable)"} {
+		tm := run(t, &fakeBackend{}, "operator", false, 200, 60)
+		j := mnistJob()
+		j.ClusterBusy = busy
+		openJob(t, tm, j)
+		if err := tm.Quit(); err != nil {
+			t.Fatal(err)
+		}
+		summary := strings.Split(tm.FinalModel(t).(*App).View(), "\n")[1]
+		shown := strings.Contains(summary, "cluster busy")
+		if want := "⚠ cluster busy: " + busy + " · mnist-mlp · running"; busy != "" && !strings.Contains(summary, want) {
+			t.Errorf("summary %q; want it to start with %q", summary, want)
+		} else if busy == "" && shown {
+			t.Errorf("summary %q of a job on an idle cluster says busy", summary)
+		}
+	}
+}

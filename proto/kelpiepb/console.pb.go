@@ -1873,8 +1873,12 @@ type JobView struct {
 	Diverged    *Divergence            `protobuf:"bytes,28,opt,name=diverged,proto3" json:"diverged,omitempty"`   // state diverged: where and what
 	// With a ViewWindow: the nodes that pass its filter, and the index of the
 	// first row in nodes among them.
-	NodesTotal    int32 `protobuf:"varint,29,opt,name=nodes_total,json=nodesTotal,proto3" json:"nodes_total,omitempty"`
-	NodesOffset   int32 `protobuf:"varint,30,opt,name=nodes_offset,json=nodesOffset,proto3" json:"nodes_offset,omitempty"`
+	NodesTotal  int32 `protobuf:"varint,29,opt,name=nodes_total,json=nodesTotal,proto3" json:"nodes_total,omitempty"`
+	NodesOffset int32 `protobuf:"varint,30,opt,name=nodes_offset,json=nodesOffset,proto3" json:"nodes_offset,omitempty"`
+	// On a cluster (kelpie scheduler --launcher kubernetes): why the cluster
+	// is busy — a Pod of the job, or of another job, Pending beyond the
+	// launcher's threshold, so AntDT-ND defers KILL_RESTART — or "".
+	ClusterBusy   string `protobuf:"bytes,31,opt,name=cluster_busy,json=clusterBusy,proto3" json:"cluster_busy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2117,6 +2121,13 @@ func (x *JobView) GetNodesOffset() int32 {
 		return x.NodesOffset
 	}
 	return 0
+}
+
+func (x *JobView) GetClusterBusy() string {
+	if x != nil {
+		return x.ClusterBusy
+	}
+	return ""
 }
 
 type PolicyView struct {
@@ -3448,7 +3459,7 @@ const file_console_proto_rawDesc = "" +
 	"\fframes_total\x18\t \x01(\x05R\vframesTotal\x12+\n" +
 	"\aactions\x18\n" +
 	" \x03(\v2\x11.kelpie.v1.ActionR\aactions\x12(\n" +
-	"\x06events\x18\v \x03(\v2\x10.kelpie.v1.EventR\x06events\"\xac\b\n" +
+	"\x06events\x18\v \x03(\v2\x10.kelpie.v1.EventR\x06events\"\xcf\b\n" +
 	"\aJobView\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x14\n" +
@@ -3487,7 +3498,8 @@ const file_console_proto_rawDesc = "" +
 	"\bdiverged\x18\x1c \x01(\v2\x15.kelpie.v1.DivergenceR\bdiverged\x12\x1f\n" +
 	"\vnodes_total\x18\x1d \x01(\x05R\n" +
 	"nodesTotal\x12!\n" +
-	"\fnodes_offset\x18\x1e \x01(\x05R\vnodesOffset\"\xaa\x01\n" +
+	"\fnodes_offset\x18\x1e \x01(\x05R\vnodesOffset\x12!\n" +
+	"\fcluster_busy\x18\x1f \x01(\tR\vclusterBusy\"\xaa\x01\n" +
 	"\n" +
 	"PolicyView\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +

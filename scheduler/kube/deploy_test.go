@@ -19,31 +19,15 @@ import (
 // testDeploy checks deploy/: the kustomize base passes a server-side dry
 // run, and its Role is enough for the launcher and no more — with the
 // ServiceAccount's own token a job's objects are created, replaced and
-// deleted, and a verb outside the Role is Forbidden.
+// deleted, and a verb outside the Role is Forbidden. (testTrain and
+// testBusy run whole jobs with that token.)
 func testDeploy(t *testing.T, c *kubetest.Cluster) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	if out, err := c.Kubectl(ctx, "apply", "--dry-run=server", "-k", "../../deploy/"); err != nil {
 		t.Fatalf("kubectl apply --dry-run=server -k deploy/: %v\n%s", err, out)
 	}
-	// The RBAC objects for real (not the Deployment: no image here).
-	for _, f := range []string{"serviceaccount", "role", "rolebinding"} {
-		if out, err := c.Kubectl(ctx, "apply", "-f", "../../deploy/kubernetes/"+f+".yaml"); err != nil {
-			t.Fatalf("kubectl apply %s: %v\n%s", f, err, out)
-		}
-	}
-	exp := int64(3600)
-	tok, err := c.Client.CoreV1().ServiceAccounts("default").CreateToken(ctx, "kelpie-scheduler",
-		&authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("token of kelpie-scheduler: %v", err)
-	}
-	cfg := rest.AnonymousClientConfig(c.Config)
-	cfg.BearerToken = tok.Status.Token
-	sa, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sa := saClient(t, c)
 	var evs events
 	l, err := kube.New(kube.Config{Client: sa, Namespace: "default", Image: "kelpie:test", Events: evs.add})
 	if err != nil {
@@ -81,4 +65,32 @@ func testDeploy(t *testing.T, c *kubetest.Cluster) {
 	if _, err := sa.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("list nodes with the scheduler's token: %v; want Forbidden", err)
 	}
+}
+
+// saClient applies deploy/'s ServiceAccount, Role and RoleBinding (not the
+// Deployment: no image here) and returns a client that authenticates with
+// a token of that ServiceAccount: it can do what the Role grants and
+// nothing more.
+func saClient(t *testing.T, c *kubetest.Cluster) kubernetes.Interface {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, f := range []string{"serviceaccount", "role", "rolebinding"} {
+		if out, err := c.Kubectl(ctx, "apply", "-f", "../../deploy/kubernetes/"+f+".yaml"); err != nil {
+			t.Fatalf("kubectl apply %s: %v\n%s", f, err, out)
+		}
+	}
+	exp := int64(3600)
+	tok, err := c.Client.CoreV1().ServiceAccounts("default").CreateToken(ctx, "kelpie-scheduler",
+		&authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("token of kelpie-scheduler: %v", err)
+	}
+	cfg := rest.AnonymousClientConfig(c.Config)
+	cfg.BearerToken = tok.Status.Token
+	sa, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sa
 }

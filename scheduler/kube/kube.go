@@ -23,6 +23,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -117,6 +118,7 @@ type node struct {
 	removing bool   // deleted on purpose: do not relaunch
 	lost     int    // Pods deleted by someone else and relaunched
 	busy     bool   // the current Pod has been Pending beyond the threshold
+	why      string // then: what the cluster said of it
 	exited   map[string]bool
 }
 
@@ -343,12 +345,50 @@ func (l *Launcher) EndJob(ctx context.Context, jobName string) error {
 	return nil
 }
 
-// Busy says whether a Pod of the job has been Pending beyond the threshold.
-func (l *Launcher) Busy(jobName string) bool {
+// Busy says why the cluster is busy for a job, or "" when it is not: a Pod
+// of the job, or of any other job of this launcher (the cluster's queue,
+// AntDT §VI-A: a relaunched node would wait in it too), has been Pending
+// beyond the threshold.
+func (l *Launcher) Busy(jobName string) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	j, ok := l.jobs[jobName]
-	return ok && j.busy
+	if _, ok := l.jobs[jobName]; !ok {
+		return ""
+	}
+	names := make([]string, 0, len(l.jobs))
+	for name := range l.jobs {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	// The job's own Pods first, then the others'.
+	slices.SortStableFunc(names, func(a, b string) int { return boolRank(b == jobName) - boolRank(a == jobName) })
+	for _, name := range names {
+		j := l.jobs[name]
+		if j.ending || !j.busy {
+			continue
+		}
+		nodes := make([]string, 0, len(j.nodes))
+		for n := range j.nodes {
+			nodes = append(nodes, n)
+		}
+		slices.Sort(nodes)
+		for _, n := range nodes {
+			if nd := j.nodes[n]; nd.busy {
+				if name == jobName {
+					return nd.why
+				}
+				return fmt.Sprintf("job %s's %s", name, nd.why)
+			}
+		}
+	}
+	return ""
+}
+
+func boolRank(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Pods lists the current Pod of every node of a job, by node.
@@ -557,6 +597,7 @@ func (l *Launcher) checkPending() {
 		}
 		ev := Event{Job: j.name, Node: name, Pod: p.Name, Kind: EventBusy, Reason: reason,
 			Message: fmt.Sprintf("pod %s pending for %s: %s", p.Name, now.Sub(p.CreationTimestamp.Time).Round(time.Second), msg)}
+		n.why = fmt.Sprintf("pod %s pending since %s (%s)", p.Name, p.CreationTimestamp.Time.UTC().Format(time.TimeOnly), reason)
 		evs = append(evs, ev)
 		evs = append(evs, l.rebusyLocked(j)...)
 	}

@@ -37,6 +37,8 @@ type events struct {
 
 func (e *events) add(ev kube.Event) { e.mu.Lock(); e.evs = append(e.evs, ev); e.mu.Unlock() }
 
+func (e *events) String() string { e.mu.Lock(); defer e.mu.Unlock(); return fmt.Sprint(e.evs) }
+
 func (e *events) find(kind, node string) (kube.Event, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -92,6 +94,7 @@ func TestKubernetes(t *testing.T) {
 	t.Run("objects", func(t *testing.T) { testObjects(t, c) })
 	t.Run("deploy", func(t *testing.T) { testDeploy(t, c) })
 	t.Run("train", func(t *testing.T) { testTrain(t, c) })
+	t.Run("busy", func(t *testing.T) { testBusy(t, c) })
 }
 
 // testObjects checks, against a real API server with its
@@ -194,7 +197,7 @@ func testObjects(t *testing.T, c *kubetest.Cluster) {
 		return slices.Contains(got, "kt-worker-0-1") && !slices.Contains(got, "kt-worker-0-0"), fmt.Sprint(got)
 	})
 	if _, ok := evs.find(kube.EventRelaunched, "worker-0"); !ok {
-		t.Errorf("no relaunched event for worker-0: %+v", evs.evs)
+		t.Errorf("no relaunched event for worker-0: %s", evs.String())
 	}
 	if err := c.Client.CoreV1().Pods("default").Delete(ctx, "kt-worker-0-1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -237,12 +240,12 @@ func testObjects(t *testing.T, c *kubetest.Cluster) {
 	if err := l.StartNode(ctx, "busy", "worker", big, args("worker", big)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "busy", func() (bool, string) { return l.Busy("busy"), fmt.Sprint(evs.evs) })
+	eventually(t, "busy", func() (bool, string) { return l.Busy("busy") != "", evs.String() })
 	if ev, _ := evs.find(kube.EventBusy, big); ev.Reason != "Unschedulable" {
 		t.Errorf("busy event %+v; want reason Unschedulable", ev)
 	}
 	c.AddNode(t, "fake-big", "128", "64Gi", 10)
-	eventually(t, "no longer busy", func() (bool, string) { return !l.Busy("busy"), fmt.Sprint(evs.evs) })
+	eventually(t, "no longer busy", func() (bool, string) { return l.Busy("busy") == "", evs.String() })
 	if err := l.EndJob(ctx, "busy"); err != nil {
 		t.Fatal(err)
 	}

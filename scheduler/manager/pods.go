@@ -20,9 +20,9 @@ type Pods interface {
 	StopNode(ctx context.Context, job, node string) error
 	// EndJob deletes every object of the job.
 	EndJob(ctx context.Context, job string) error
-	// Busy says the cluster keeps a Pod of the job Pending: AntDT-ND
-	// takes no KILL_RESTART meanwhile.
-	Busy(job string) bool
+	// Busy says why the cluster is busy for the job ("" when it is not):
+	// Pods stay Pending, so AntDT-ND takes no KILL_RESTART meanwhile.
+	Busy(job string) string
 }
 
 // podTimeout bounds one call to the cluster.
@@ -39,9 +39,13 @@ func (m *Manager) ClusterEvent(job, node, msg string) {
 	m.eventLocked(job, "cluster", node, msg, "")
 }
 
-// clusterBusy says whether the job's Pods are stuck Pending.
-func (j *jobState) clusterBusy() bool {
-	return j.m.cfg.Pods != nil && j.m.cfg.Pods.Busy(j.spec.Name)
+// clusterBusy says why the cluster is busy for the job ("" when it is
+// not, or the job is not on a cluster).
+func (j *jobState) clusterBusy() string {
+	if j.m.cfg.Pods == nil {
+		return ""
+	}
+	return j.m.cfg.Pods.Busy(j.spec.Name)
 }
 
 // restartPod carries out a worker's KILL_RESTART on Kubernetes: its Pod is

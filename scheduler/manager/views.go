@@ -243,6 +243,9 @@ func (j *jobState) view(detail bool, columns int) *kelpiepb.JobView {
 	if lossN > 0 {
 		v.Loss = lossSum / float64(lossN)
 	}
+	if !j.over() {
+		v.ClusterBusy = j.clusterBusy()
+	}
 	if j.res != nil {
 		v.Accuracy = j.res.Accuracy
 		if d := j.res.Diverged; d != nil {

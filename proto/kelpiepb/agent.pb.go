@@ -295,6 +295,7 @@ type ActionAck struct {
 	Applied          bool                   `protobuf:"varint,2,opt,name=applied,proto3" json:"applied,omitempty"`
 	AppliedIteration int64                  `protobuf:"varint,3,opt,name=applied_iteration,json=appliedIteration,proto3" json:"applied_iteration,omitempty"`
 	Error            string                 `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	Released         int64                  `protobuf:"varint,5,opt,name=released,proto3" json:"released,omitempty"` // a server's SET_SYNC: delayed pulls the new conditions answered at once
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -355,6 +356,13 @@ func (x *ActionAck) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *ActionAck) GetReleased() int64 {
+	if x != nil {
+		return x.Released
+	}
+	return 0
 }
 
 type AgentMessage struct {
@@ -615,7 +623,11 @@ func (x *NodeRefusal) GetSuppressed() uint64 {
 
 // ActionCommand asks an agent to apply an action. Global actions (a new
 // batch split) carry the iteration at which every worker applies them; node
-// actions (restart) apply at once.
+// actions (restart) apply at once. A parameter server gets its commands the
+// same way, through its own agent, with kinds of its own: SET_SYNC (sync),
+// RETABLE (assignment, from target_iteration), SHUTDOWN (reason) and
+// CHECKPOINT (the ack's applied_iteration is the V_train the snapshot
+// holds); it acks each on the stream. The scheduler never calls a server itself.
 type ActionCommand struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	ActionId        string                 `protobuf:"bytes,1,opt,name=action_id,json=actionId,proto3" json:"action_id,omitempty"`
@@ -628,6 +640,8 @@ type ActionCommand struct {
 	Assignment      *Assignment            `protobuf:"bytes,8,opt,name=assignment,proto3" json:"assignment,omitempty"`                                                                                              // REASSIGN, ADD_SERVER, REMOVE_SERVER: the new block table, followed from target_iteration
 	LrScale         map[string]float64     `protobuf:"bytes,9,rep,name=lr_scale,json=lrScale,proto3" json:"lr_scale,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`         // ADJUST_LR: worker -> factor on its gradient's contribution
 	Drop            int32                  `protobuf:"varint,10,opt,name=drop,proto3" json:"drop,omitempty"`                                                                                                        // BACKUP_WORKERS: gradients dropped per iteration
+	Sync            *SyncSettings          `protobuf:"bytes,11,opt,name=sync,proto3" json:"sync,omitempty"`                                                                                                         // a server's SET_SYNC: its new synchronisation settings
+	Reason          string                 `protobuf:"bytes,12,opt,name=reason,proto3" json:"reason,omitempty"`                                                                                                     // a server's SHUTDOWN: why
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -730,6 +744,20 @@ func (x *ActionCommand) GetDrop() int32 {
 		return x.Drop
 	}
 	return 0
+}
+
+func (x *ActionCommand) GetSync() *SyncSettings {
+	if x != nil {
+		return x.Sync
+	}
+	return nil
+}
+
+func (x *ActionCommand) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
 }
 
 type SchedulerMessage struct {
@@ -1016,12 +1044,13 @@ const file_agent_proto_rawDesc = "" +
 	"\brestarts\x18\x03 \x01(\x05R\brestarts\x12\x1b\n" +
 	"\tlast_exit\x18\x04 \x01(\tR\blastExit\":\n" +
 	"\tHeartbeat\x12-\n" +
-	"\x06status\x18\x01 \x01(\v2\x15.kelpie.v1.NodeStatusR\x06status\"\x85\x01\n" +
+	"\x06status\x18\x01 \x01(\v2\x15.kelpie.v1.NodeStatusR\x06status\"\xa1\x01\n" +
 	"\tActionAck\x12\x1b\n" +
 	"\taction_id\x18\x01 \x01(\tR\bactionId\x12\x18\n" +
 	"\aapplied\x18\x02 \x01(\bR\aapplied\x12+\n" +
 	"\x11applied_iteration\x18\x03 \x01(\x03R\x10appliedIteration\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05error\"\xcb\x02\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\x12\x1a\n" +
+	"\breleased\x18\x05 \x01(\x03R\breleased\"\xcb\x02\n" +
 	"\fAgentMessage\x12-\n" +
 	"\x05hello\x18\x01 \x01(\v2\x15.kelpie.v1.AgentHelloH\x00R\x05hello\x123\n" +
 	"\x06report\x18\x02 \x01(\v2\x19.kelpie.v1.ProgressReportH\x00R\x06report\x124\n" +
@@ -1041,7 +1070,7 @@ const file_agent_proto_rawDesc = "" +
 	"\x06reason\x18\a \x01(\tR\x06reason\x12\x1e\n" +
 	"\n" +
 	"suppressed\x18\b \x01(\x04R\n" +
-	"suppressed\"\x81\x05\n" +
+	"suppressed\"\xc6\x05\n" +
 	"\rActionCommand\x12\x1b\n" +
 	"\taction_id\x18\x01 \x01(\tR\bactionId\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x16\n" +
@@ -1056,7 +1085,9 @@ const file_agent_proto_rawDesc = "" +
 	"assignment\x12@\n" +
 	"\blr_scale\x18\t \x03(\v2%.kelpie.v1.ActionCommand.LrScaleEntryR\alrScale\x12\x12\n" +
 	"\x04drop\x18\n" +
-	" \x01(\x05R\x04drop\x1a=\n" +
+	" \x01(\x05R\x04drop\x12+\n" +
+	"\x04sync\x18\v \x01(\v2\x17.kelpie.v1.SyncSettingsR\x04sync\x12\x16\n" +
+	"\x06reason\x18\f \x01(\tR\x06reason\x1a=\n" +
 	"\x0fBatchSizesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\x1a?\n" +
@@ -1124,6 +1155,7 @@ var file_agent_proto_goTypes = []any{
 	(*ProgressReport)(nil),   // 15: kelpie.v1.ProgressReport
 	(*ServerStats)(nil),      // 16: kelpie.v1.ServerStats
 	(*Assignment)(nil),       // 17: kelpie.v1.Assignment
+	(*SyncSettings)(nil),     // 18: kelpie.v1.SyncSettings
 }
 var file_agent_proto_depIdxs = []int32{
 	14, // 0: kelpie.v1.AgentHello.role:type_name -> kelpie.v1.Role
@@ -1139,19 +1171,20 @@ var file_agent_proto_depIdxs = []int32{
 	12, // 10: kelpie.v1.ActionCommand.accumulation:type_name -> kelpie.v1.ActionCommand.AccumulationEntry
 	17, // 11: kelpie.v1.ActionCommand.assignment:type_name -> kelpie.v1.Assignment
 	13, // 12: kelpie.v1.ActionCommand.lr_scale:type_name -> kelpie.v1.ActionCommand.LrScaleEntry
-	7,  // 13: kelpie.v1.SchedulerMessage.command:type_name -> kelpie.v1.ActionCommand
-	15, // 14: kelpie.v1.RoleMessage.report:type_name -> kelpie.v1.ProgressReport
-	4,  // 15: kelpie.v1.RoleMessage.ack:type_name -> kelpie.v1.ActionAck
-	16, // 16: kelpie.v1.RoleMessage.stats:type_name -> kelpie.v1.ServerStats
-	6,  // 17: kelpie.v1.RoleMessage.refusal:type_name -> kelpie.v1.NodeRefusal
-	7,  // 18: kelpie.v1.RoleCommand.action:type_name -> kelpie.v1.ActionCommand
-	5,  // 19: kelpie.v1.Agent.Connect:input_type -> kelpie.v1.AgentMessage
-	8,  // 20: kelpie.v1.Agent.Connect:output_type -> kelpie.v1.SchedulerMessage
-	20, // [20:21] is the sub-list for method output_type
-	19, // [19:20] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	18, // 13: kelpie.v1.ActionCommand.sync:type_name -> kelpie.v1.SyncSettings
+	7,  // 14: kelpie.v1.SchedulerMessage.command:type_name -> kelpie.v1.ActionCommand
+	15, // 15: kelpie.v1.RoleMessage.report:type_name -> kelpie.v1.ProgressReport
+	4,  // 16: kelpie.v1.RoleMessage.ack:type_name -> kelpie.v1.ActionAck
+	16, // 17: kelpie.v1.RoleMessage.stats:type_name -> kelpie.v1.ServerStats
+	6,  // 18: kelpie.v1.RoleMessage.refusal:type_name -> kelpie.v1.NodeRefusal
+	7,  // 19: kelpie.v1.RoleCommand.action:type_name -> kelpie.v1.ActionCommand
+	5,  // 20: kelpie.v1.Agent.Connect:input_type -> kelpie.v1.AgentMessage
+	8,  // 21: kelpie.v1.Agent.Connect:output_type -> kelpie.v1.SchedulerMessage
+	21, // [21:22] is the sub-list for method output_type
+	20, // [20:21] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_agent_proto_init() }

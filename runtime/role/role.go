@@ -266,6 +266,12 @@ func RunServer(ctx context.Context, o Options) error {
 	statsDone := make(chan struct{})
 	defer close(statsDone)
 	if o.Agent != nil {
+		// The scheduler's commands (SET_SYNC, RETABLE, SHUTDOWN,
+		// CHECKPOINT) come
+		// through the agent too.
+		go o.Agent.serveServer(ctx, log, ps, me)
+	}
+	if o.Agent != nil {
 		// The server's counters reach the scheduler through its agent only.
 		go func() {
 			t := time.NewTicker(statsInterval)

@@ -213,7 +213,7 @@ func Start(cfg Config) (*Daemon, error) {
 		NodeLog: cfg.NodeLog, LogDir: filepath.Join(cfg.DataDir, "logs"), Tick: cfg.Tick, MaxRestarts: cfg.MaxRestarts, NoLaunch: cfg.NoLaunch,
 		OrphanTimeout: cfg.OrphanTimeout, HistoryBudget: cfg.HistoryBudget, HistoryRetention: cfg.HistoryRetention,
 		Capacity: cfg.Capacity, EPS: cfg.EPS, EPSInterval: cfg.EPSInterval, EarlyFeedbackIterations: cfg.EarlyFeedbackIterations,
-		EarlyFeedback: cfg.EarlyFeedback, CheckData: cfg.CheckData, SpecLimits: cfg.SpecLimits, PSDial: np.psDial()}
+		EarlyFeedback: cfg.EarlyFeedback, CheckData: cfg.CheckData, SpecLimits: cfg.SpecLimits}
 	if np != nil {
 		mcfg.NodeCert, mcfg.NodeRefusal = np.nodeCert, np.nodeRefusal
 	}

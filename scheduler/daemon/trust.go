@@ -155,14 +155,6 @@ func (np *nodePlane) serverOptions() []grpc.ServerOption {
 	return append([]grpc.ServerOption{np.creds.ServerOption()}, np.guard.ServerOptions()...)
 }
 
-// psDial is how the scheduler dials a job's parameter servers.
-func (np *nodePlane) psDial() grpc.DialOption {
-	if np == nil {
-		return (*identity.Credentials)(nil).DialOption(nil)
-	}
-	return np.creds.DialOption(identity.ServerOf(""))
-}
-
 // nodeCert writes the credentials file of one node of a job, readable by
 // this user only, in the node's own directory, and returns its path.
 func (np *nodePlane) nodeCert(job, node string) (string, error) {

@@ -1,7 +1,7 @@
 package manager
 
 import (
-	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -546,6 +546,12 @@ func (j *jobState) targets(a *kelpiepb.Action, node string) bool {
 		n, ok := j.nodes[node]
 		return ok && n.role == "worker" && !n.removed
 	}
+	if tableKind(a.Kind) || j.serverRestart(a) {
+		// A table change reaches the workers once it is announced; its
+		// servers get their own commands (servercmd.go), and a relaunched
+		// server's old agent must never see its KILL_RESTART.
+		return false
+	}
 	if d := defOf(a); d != nil && d.targets != nil {
 		return d.targets(j, a, node)
 	}
@@ -676,32 +682,30 @@ func (m *Manager) backupWorkers(j *jobState, a *kelpiepb.Action) {
 	}
 }
 
-// applySync sends new synchronisation settings to every live server and
-// reports whether they all took them.
+// applySync sends new synchronisation settings to every live server,
+// through its agent, and reports whether they all took them.
 func (m *Manager) applySync(j *jobState, a *kelpiepb.Action, settings *kelpiepb.SyncSettings) bool {
+	addrs, names := j.coord.ServerAddrs(), j.coord.ServerNames()
+	cmds := map[string]*kelpiepb.ActionCommand{}
+	for i, addr := range addrs {
+		if addr != "" && i < len(names) {
+			cmds[names[i]] = &kelpiepb.ActionCommand{ActionId: a.Id + "/sync", Kind: serverSetSync, Target: names[i], Sync: settings}
+		}
+	}
+	acks, err := m.askServers(j, cmds, serverCallTimeout)
+	if errors.Is(err, errClosing) {
+		return false
+	}
+	if err != nil {
+		m.mu.Lock()
+		m.transition(j, a, ActFailed, "scheduler", err.Error())
+		m.mu.Unlock()
+		m.persistAction(j, a)
+		return false
+	}
 	released := int64(0)
-	for i, addr := range j.coord.ServerAddrs() {
-		if addr == "" {
-			continue
-		}
-		c, closeFn, err := m.dialPS(addr)
-		if err == nil {
-			ctx, cancel := context.WithTimeout(m.ctx, rpcTimeout)
-			var r *kelpiepb.SetSyncResponse
-			r, err = c.SetSync(ctx, settings)
-			cancel()
-			closeFn()
-			if err == nil {
-				released += r.Released
-			}
-		}
-		if err != nil {
-			m.mu.Lock()
-			m.transition(j, a, ActFailed, "scheduler", fmt.Sprintf("server %s: %v", j.coord.ServerNames()[i], err))
-			m.mu.Unlock()
-			m.persistAction(j, a)
-			return false
-		}
+	for _, ack := range acks {
+		released += ack.Released
 	}
 	m.mu.Lock()
 	j.spec.Sync = spec.Sync{Model: settings.Model, Staleness: int(settings.Staleness), Pull: settings.Pull,
@@ -753,8 +757,18 @@ func (j *jobState) aheadIteration(now time.Time) int64 {
 // acked.
 func (m *Manager) acked(j *jobState, node string, ack *kelpiepb.ActionAck) {
 	m.mu.Lock()
+	if j.serverAcked(node, ack) {
+		// A server's command (servercmd.go): its caller waits for it.
+		m.mu.Unlock()
+		return
+	}
 	a, ok := j.byID[ack.ActionId]
 	if !ok || (a.State != ActDispatched) {
+		m.mu.Unlock()
+		return
+	}
+	if n := j.nodes[node]; (tableKind(a.Kind) || j.serverRestart(a)) && (n == nil || n.role != "worker") {
+		// A table change hears servers through their own commands only.
 		m.mu.Unlock()
 		return
 	}

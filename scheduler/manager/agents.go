@@ -98,6 +98,9 @@ func (s *AgentService) Connect(stream kelpiepb.Agent_ConnectServer) error {
 			replay = append(replay, j.command(a, hello.Node))
 		}
 	}
+	// A server's commands still waiting for its ack (the agent answers
+	// one it took already with the same ack).
+	replay = append(replay, j.pendingCalls(hello.Node)...)
 	m.eventLocked(j.spec.Name, "node", hello.Node, fmt.Sprintf("agent of %s connected from %s (pid %d)", hello.Node, hello.Host, hello.AgentPid), "")
 	m.mu.Unlock()
 	for _, c := range replay {

@@ -1,7 +1,6 @@
 package manager
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -50,30 +49,33 @@ func (m *Manager) checkpointRestart(j *jobState, a *kelpiepb.Action, next blocks
 		wg.Wait()
 	}
 	stop("worker")
+	// Every server checkpoints, through its agent; the job restarts from
+	// the lowest V_train among them.
 	var ckpt int64 = -1
+	names := j.coord.ServerNames()
+	cmds := map[string]*kelpiepb.ActionCommand{}
 	for i, addr := range addrs {
-		if addr == "" {
-			continue
+		if addr != "" && i < len(names) {
+			cmds[names[i]] = &kelpiepb.ActionCommand{ActionId: a.Id + "/checkpoint", Kind: serverCheckpoint, Target: names[i]}
 		}
-		c, closeFn, err := m.dialPS(addr)
-		if err != nil {
-			return err
-		}
-		ctx, cancel := context.WithTimeout(m.ctx, 30*time.Second)
-		st, err := c.Checkpoint(ctx, &kelpiepb.StatsRequest{})
-		cancel()
-		closeFn()
-		if err != nil {
-			return fmt.Errorf("checkpoint %s: %v", j.coord.ServerNames()[i], err)
-		}
-		if ckpt < 0 || st.VTrain < ckpt {
-			ckpt = st.VTrain
+	}
+	acks, err := m.askServers(j, cmds, 30*time.Second)
+	var se *serverError
+	if errors.As(err, &se) {
+		return fmt.Errorf("checkpoint %s: %v", se.node, se.err)
+	}
+	if err != nil {
+		return err
+	}
+	for _, ack := range acks {
+		if ckpt < 0 || ack.AppliedIteration < ckpt {
+			ckpt = ack.AppliedIteration
 		}
 	}
 	stop("server")
 	j.coord.BeginTable(next, removed, 0, a.Id)
 	j.coord.CommitTable()
-	names := j.coord.ServerNames()
+	names = j.coord.ServerNames()
 	isRemoved := map[int]bool{}
 	for _, r := range removed {
 		isRemoved[r] = true
@@ -87,7 +89,7 @@ func (m *Manager) checkpointRestart(j *jobState, a *kelpiepb.Action, next blocks
 		}
 	}
 	// Wait for every server of the new table to register afresh.
-	err := m.await(j, serverJoinTimeout, j.coord.Changed, func() bool {
+	err = m.await(j, serverJoinTimeout, j.coord.Changed, func() bool {
 		now := j.coord.ServerAddrs()
 		for i := range names {
 			if relaunch(i) && (now[i] == "" || now[i] == addrs[i]) {

@@ -6,11 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
@@ -214,9 +213,14 @@ func (m *Manager) retable(j *jobState, a *kelpiepb.Action) {
 					}
 					c.Settled(m.now(), paused)
 				case change.Shutdown:
+					var removed []string
+					names := j.coord.ServerNames()
 					for _, r := range e.Removed {
-						m.shutdownServers([]string{addrs[r]})
+						if addrs[r] != "" && r < len(names) {
+							removed = append(removed, names[r])
+						}
 					}
+					m.shutdownServers(j, removed, a.Id+"/shutdown", "removed from the job's table")
 				case change.Finish:
 					if e.Err != nil {
 						fail(e.Err)
@@ -282,14 +286,25 @@ func (m *Manager) startTable(j *jobState, a *kelpiepb.Action, c *change.Table, e
 	at := j.aheadIteration(m.now())
 	a.TargetIteration = at
 	m.mu.Unlock()
+	names := j.coord.ServerNames()
+	cmds := map[string]*kelpiepb.ActionCommand{}
 	for i, addr := range addrs {
-		if addr == "" {
-			continue
+		if addr != "" && i < len(names) {
+			cmds[names[i]] = &kelpiepb.ActionCommand{ActionId: fmt.Sprintf("%s/retable-v%d", a.Id, next.Version), Kind: serverRetable,
+				Target: names[i], Assignment: wire, TargetIteration: at}
 		}
-		if err := m.retableServer(addr, &kelpiepb.RetableRequest{Assignment: wire, SwitchIteration: at, Me: int32(i)}); err != nil {
-			c.RetableFailed(m.now(), i, err)
+	}
+	if _, err := m.askServers(j, cmds, retableRetry+serverCallTimeout); err != nil {
+		if errors.Is(err, errClosing) {
 			return
 		}
+		var se *serverError
+		if errors.As(err, &se) {
+			c.RetableFailed(m.now(), slices.Index(names, se.node), se.err)
+		} else {
+			c.RetableFailed(m.now(), -1, err)
+		}
+		return
 	}
 	j.coord.BeginTable(next, e.Removed, at, a.Id)
 	m.mu.Lock()
@@ -307,8 +322,8 @@ const (
 	serverJoinTimeout = 90 * time.Second // a new server registers
 	switchTimeout     = 5 * time.Minute  // every worker switches tables
 	settleTimeout     = 2 * time.Minute  // the blocks in transit arrive
-	retableRetry      = 30 * time.Second // a server busy with the previous change
-	rpcTimeout        = 10 * time.Second // one call to a server
+	retableRetry      = 30 * time.Second // a server busy with the previous change (runtime/role.RetableRetry)
+	serverCallTimeout = 10 * time.Second // a server's agent acks a command
 )
 
 // snapshotDir is where the job's servers keep their snapshots.
@@ -359,43 +374,6 @@ func (j *jobState) startAgent(role, node string) error {
 	_ = j.m.cfg.Store.PutNode(j.spec.Name, store.NodeRecord{Name: node, Role: role, State: "starting", Pid: p.Pid()})
 	j.m.spawn(func() { j.watchAgent(p) })
 	return nil
-}
-
-func (m *Manager) dialPS(addr string) (kelpiepb.ParameterServerClient, func(), error) {
-	dial := m.cfg.PSDial
-	if dial == nil {
-		dial = grpc.WithTransportCredentials(insecure.NewCredentials())
-	}
-	cc, err := grpc.NewClient(addr, dial)
-	if err != nil {
-		return nil, nil, err
-	}
-	return kelpiepb.NewParameterServerClient(cc), func() { cc.Close() }, nil
-}
-
-// retableServer moves one server to the new table. A server still busy
-// with the previous change (its last blocks in flight) is asked again for up
-// to retableRetry.
-func (m *Manager) retableServer(addr string, r *kelpiepb.RetableRequest) error {
-	c, closeFn, err := m.dialPS(addr)
-	if err != nil {
-		return err
-	}
-	defer closeFn()
-	deadline := m.clk.Now().Add(retableRetry)
-	for {
-		ctx, cancel := context.WithTimeout(m.ctx, rpcTimeout)
-		_, err = c.Retable(ctx, r)
-		cancel()
-		if status.Code(err) != codes.FailedPrecondition || m.clk.Now().After(deadline) {
-			return err
-		}
-		select {
-		case <-m.clk.After(50 * time.Millisecond):
-		case <-m.done:
-			return errClosing
-		}
-	}
 }
 
 // serverPaused is each server's cumulative paused time, as last reported.

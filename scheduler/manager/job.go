@@ -56,12 +56,15 @@ type jobState struct {
 	// Table changes under way (the table itself is the coordinator's:
 	// PendingTable): the channel their sequence hears the agents on.
 	tableEvents map[string]chan tableEvent
-	paused      float64            // seconds the job waited for blocks in transit, over all changes
-	preBackup   *spec.Sync         // the sync model before BACKUP_WORKERS turned drop on
-	drop        int                // backup workers in effect: gradients dropped per iteration
-	accum       map[string]int     // gradient-accumulation counts in effect (AntDT-DD)
-	lrScale     map[string]float64 // learning-rate scales in effect (ADJUST_LR)
-	rng         *rand.Rand
+	// calls are the commands sent to servers through their agents that
+	// wait for an ack (servercmd.go).
+	calls     map[callKey]*serverCall
+	paused    float64            // seconds the job waited for blocks in transit, over all changes
+	preBackup *spec.Sync         // the sync model before BACKUP_WORKERS turned drop on
+	drop      int                // backup workers in effect: gradients dropped per iteration
+	accum     map[string]int     // gradient-accumulation counts in effect (AntDT-DD)
+	lrScale   map[string]float64 // learning-rate scales in effect (ADJUST_LR)
+	rng       *rand.Rand
 	// relaunching: the checkpoint-and-restart baseline is stopping the
 	// job's agents on purpose.
 	relaunching bool

@@ -32,7 +32,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -119,9 +118,6 @@ type Config struct {
 	// returns its path, handed to the agent with --cert. Nil: nodes run
 	// without certificates (a plaintext node plane).
 	NodeCert func(job, node string) (string, error)
-	// PSDial is the transport of the scheduler's calls to parameter servers
-	// (nil: plaintext).
-	PSDial grpc.DialOption
 	// Pods, when set, runs the nodes on a cluster (kelpie scheduler
 	// --launcher kubernetes) instead of as local processes.
 	Pods Pods
@@ -442,7 +438,13 @@ func (m *Manager) complete(j *jobState) {
 	// down.
 	addrs, names := j.coord.ServerAddrs(), j.coord.ServerNames()
 	asked := m.now()
-	m.shutdownServers(addrs)
+	var live []string
+	for i, addr := range addrs {
+		if addr != "" && i < len(names) {
+			live = append(live, names[i])
+		}
+	}
+	m.shutdownServers(j, live, "shutdown/"+j.spec.Name, "job finished")
 	servers, err := m.finalServers(j, addrs, names, asked)
 	if err != nil {
 		m.log.Warn("server stats", "job", j.spec.Name, "err", err)

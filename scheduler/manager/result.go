@@ -1,7 +1,6 @@
 package manager
 
 import (
-	"context"
 	"fmt"
 	"time"
 
@@ -181,18 +180,14 @@ func (m *Manager) finalServers(j *jobState, addrs, names []string, since time.Ti
 	return out, nil
 }
 
-func (m *Manager) shutdownServers(addrs []string) {
-	for _, a := range addrs {
-		if a == "" {
-			continue
+// shutdownServers tells the named servers, through their agents, to stop
+// serving (why: the reason they log); it does not wait for their acks.
+func (m *Manager) shutdownServers(j *jobState, names []string, id, why string) {
+	cmds := map[string]*kelpiepb.ActionCommand{}
+	for _, name := range names {
+		if name != "" {
+			cmds[name] = &kelpiepb.ActionCommand{ActionId: id, Kind: serverShutdown, Target: name, Reason: why}
 		}
-		c, closeFn, err := m.dialPS(a)
-		if err != nil {
-			continue
-		}
-		ctx, cancel := context.WithTimeout(m.ctx, 2*time.Second)
-		_, _ = c.Shutdown(ctx, &kelpiepb.ShutdownRequest{Reason: "job finished"})
-		cancel()
-		closeFn()
 	}
+	m.tellServers(j, cmds)
 }

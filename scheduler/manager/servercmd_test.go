@@ -1,0 +1,155 @@
+package manager
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/runtime/spec"
+	"github.com/kelpie/kelpie/scheduler/clock"
+	"github.com/kelpie/kelpie/scheduler/store"
+)
+
+// TestServerCalls: commands reach servers through their agents' streams
+// only, and the caller hears each server's ack: all applied (SET_SYNC's
+// released pulls add up), one refused (the error names the server), one
+// silent (no answer within the timeout, on the manager's clock), and one
+// whose agent is away when asked (its command waits for the agent to
+// connect, then applies).
+func TestServerCalls(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	st, err := store.Open(filepath.Join(t.TempDir(), "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(Config{Store: st, NoLaunch: true, Tick: time.Hour, LogDir: t.TempDir(), Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		m.Close()
+		st.Close()
+	})
+	s, err := spec.Parse("calls.yaml", []byte("name: calls\nmodel: {kind: softmax}\ndata: {kind: mnist, seed: 1}\n"+
+		"train: {global_batch: 64}\ncluster: {workers: 2, servers: 2}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.SubmitSpec(s, "test"); err != nil {
+		t.Fatal(err)
+	}
+	j := m.jobList()["calls"]
+	connect := func(node string) *agentConn {
+		c := &agentConn{out: make(chan *kelpiepb.SchedulerMessage, 8), done: make(chan struct{})}
+		m.mu.Lock()
+		j.nodes[node].conn = c
+		m.mu.Unlock()
+		return c
+	}
+	s0, s1 := connect("server-0"), connect("server-1")
+	cmds := func(id string) map[string]*kelpiepb.ActionCommand {
+		return map[string]*kelpiepb.ActionCommand{
+			"server-0": {ActionId: id, Kind: serverSetSync, Target: "server-0", Sync: &kelpiepb.SyncSettings{Model: "asp"}},
+			"server-1": {ActionId: id, Kind: serverSetSync, Target: "server-1", Sync: &kelpiepb.SyncSettings{Model: "asp"}},
+		}
+	}
+	type result struct {
+		acks map[string]*kelpiepb.ActionAck
+		err  error
+	}
+	ask := func(id string) <-chan result {
+		out := make(chan result, 1)
+		go func() {
+			acks, err := m.askServers(j, cmds(id), serverCallTimeout)
+			out <- result{acks, err}
+		}()
+		return out
+	}
+	// received is the command an agent got.
+	received := func(c *agentConn) *kelpiepb.ActionCommand {
+		t.Helper()
+		select {
+		case msg := <-c.out:
+			return msg.GetCommand()
+		case <-time.After(10 * time.Second):
+			t.Fatal("no command reached the agent")
+			return nil
+		}
+	}
+	ack := func(node string, a *kelpiepb.ActionAck) {
+		m.fromAgent(j, j.nodes[node], &kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Ack{Ack: a}})
+	}
+
+	t.Run("every server applies", func(t *testing.T) {
+		done := ask("a-1/sync")
+		for node, c := range map[string]*agentConn{"server-0": s0, "server-1": s1} {
+			cmd := received(c)
+			if cmd.GetKind() != serverSetSync || cmd.GetTarget() != node || cmd.GetSync().GetModel() != "asp" {
+				t.Fatalf("%s got %v", node, cmd)
+			}
+			ack(node, &kelpiepb.ActionAck{ActionId: cmd.ActionId, Applied: true, Released: 2})
+		}
+		r := <-done
+		if r.err != nil || len(r.acks) != 2 || r.acks["server-0"].Released+r.acks["server-1"].Released != 4 {
+			t.Fatalf("acks %v, err %v; want both, 4 pulls released", r.acks, r.err)
+		}
+	})
+	t.Run("a server refuses", func(t *testing.T) {
+		done := ask("a-2/sync")
+		ack("server-0", &kelpiepb.ActionAck{ActionId: received(s0).ActionId, Applied: true})
+		// An ack from the wrong server answers nothing.
+		ack("server-0", &kelpiepb.ActionAck{ActionId: received(s1).ActionId, Error: "not mine"})
+		ack("server-1", &kelpiepb.ActionAck{ActionId: "a-2/sync", Error: "staleness out of range"})
+		r := <-done
+		if r.err == nil || r.err.Error() != "server server-1: staleness out of range" {
+			t.Fatalf("err %v; want server-1's refusal", r.err)
+		}
+	})
+	t.Run("a server stays silent", func(t *testing.T) {
+		before := clk.Waiters()
+		done := ask("a-3/sync")
+		ack("server-0", &kelpiepb.ActionAck{ActionId: received(s0).ActionId, Applied: true})
+		received(s1)
+		for clk.Waiters() == before { // the call waits on the clock
+			time.Sleep(time.Millisecond)
+		}
+		clk.Advance(serverCallTimeout)
+		r := <-done
+		var se *serverError
+		if !errors.As(r.err, &se) || se.node != "server-1" || !errors.Is(r.err, errNoAck) {
+			t.Fatalf("err %v; want no answer from server-1", r.err)
+		}
+		m.mu.Lock()
+		left := len(j.calls)
+		m.mu.Unlock()
+		if left != 0 {
+			t.Errorf("%d calls left waiting after the timeout", left)
+		}
+	})
+	t.Run("an agent away when asked", func(t *testing.T) {
+		m.mu.Lock()
+		j.nodes["server-1"].conn = nil
+		m.mu.Unlock()
+		done := ask("a-4/sync")
+		ack("server-0", &kelpiepb.ActionAck{ActionId: received(s0).ActionId, Applied: true})
+		var pending []*kelpiepb.ActionCommand
+		for len(pending) == 0 {
+			m.mu.Lock()
+			pending = j.pendingCalls("server-1")
+			m.mu.Unlock()
+			time.Sleep(time.Millisecond)
+		}
+		if len(pending) != 1 || pending[0].ActionId != "a-4/sync" || !strings.HasPrefix(pending[0].Target, "server-1") {
+			t.Fatalf("commands waiting for server-1's agent: %v", pending)
+		}
+		// Its agent connects and is sent the command again (Connect's
+		// replay); its ack completes the call.
+		ack("server-1", &kelpiepb.ActionAck{ActionId: "a-4/sync", Applied: true})
+		if r := <-done; r.err != nil || len(r.acks) != 2 {
+			t.Fatalf("acks %v, err %v; want both", r.acks, r.err)
+		}
+	})
+}

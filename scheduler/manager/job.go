@@ -25,7 +25,7 @@ type jobState struct {
 	m     *Manager
 	spec  *spec.Spec
 	coord *coordinator.Job // has its own lock
-	mon   *monitor.Monitor
+	mon   *telemetry       // the Monitor, fed through a queue
 
 	submitted, ended time.Time
 	submittedBy      string
@@ -121,7 +121,7 @@ func newJobState(m *Manager, s *spec.Spec, cj *coordinator.Job, now time.Time) *
 	}
 	cfg.ScaleThreshold = s.Policies.PSLD.ScaleThreshold
 	cfg.MaxSamples = max(cfg.MaxSamples, 4*s.Cluster.Workers)
-	j := &jobState{m: m, spec: s, coord: cj, mon: monitor.New(cfg), submitted: now, state: StateStarting,
+	j := &jobState{m: m, spec: s, coord: cj, mon: newTelemetry(cfg), submitted: now, state: StateStarting,
 		endedCh: make(chan struct{}), nodes: map[string]*nodeState{}, byID: map[string]*kelpiepb.Action{},
 		gate: gate.New(gate.Config{ProposalTTL: ProposalTTL, AckTTL: AckTTL}), policies: defaultPolicies(s), bucket0: now}
 	for _, n := range s.ServerNames() {
@@ -363,7 +363,11 @@ func (j *jobState) tick(now time.Time) {
 			j.tellTables(tableEvent{node: n.name, lost: true})
 		}
 	}
-	snap := j.mon.Snapshot(now.Sub(j.submitted))
+	at := now.Sub(j.submitted)
+	m.mu.Unlock()
+	// The snapshot takes milliseconds on a big job: reports go on meanwhile.
+	snap := j.mon.Snapshot(at)
+	m.mu.Lock()
 	j.snap = snap
 	dprs := map[string]int64{}
 	for _, n := range j.nodes {

@@ -1,0 +1,75 @@
+package manager
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kelpie/kelpie/scheduler/monitor"
+)
+
+// TestTelemetryOrder: queued samples and forgets reach the Monitor in the
+// order they came — a node forgotten (removed, restarted) loses the samples
+// queued before, keeps those after — and nothing is seen before a snapshot
+// takes the queue in.
+func TestTelemetryOrder(t *testing.T) {
+	const ms = time.Millisecond
+	tel := newTelemetry(monitor.DefaultConfig())
+	for i := 1; i <= 20; i++ {
+		tel.ObserveWorker("worker-0", monitor.WorkerSample{At: time.Duration(i) * 50 * ms, BPT: 50 * ms, BatchSize: 32, Iteration: int64(i)})
+		tel.ObserveWorker("worker-1", monitor.WorkerSample{At: time.Duration(i) * 50 * ms, BPT: 50 * ms, BatchSize: 32, Iteration: int64(i)})
+	}
+	tel.Forget("worker-1")
+	tel.ObserveWorker("worker-1", monitor.WorkerSample{At: 1001 * ms, BPT: 400 * ms, BatchSize: 32, Iteration: 1})
+	snap := tel.Snapshot(1002 * ms)
+	w0, ok := snap.Worker("worker-0")
+	if !ok || w0.Samples != 20 {
+		t.Fatalf("worker-0: %+v (found %v); want its 20 samples", w0, ok)
+	}
+	w1, ok := snap.Worker("worker-1")
+	if !ok || w1.Samples != 1 {
+		t.Fatalf("worker-1: %+v (found %v); want the one sample after its forget", w1, ok)
+	}
+	// Nothing queued since: the same figures.
+	if again, _ := tel.Snapshot(1002 * ms).Worker("worker-0"); again.Samples != 20 {
+		t.Errorf("second snapshot: worker-0 has %d samples; want 20", again.Samples)
+	}
+}
+
+// TestTelemetryFullQueue: a queue that reaches its bound is taken in by the
+// report that filled it — nothing is dropped — and reports from many
+// goroutines race with snapshots without losing a sample (under -race).
+func TestTelemetryFullQueue(t *testing.T) {
+	tel := newTelemetry(monitor.Config{LTrans: time.Hour, LPer: time.Hour})
+	const writers, each = 4, maxTelemetryQueue / 2
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			node := []string{"worker-0", "worker-1", "worker-2", "worker-3"}[w]
+			for i := 1; i <= each; i++ {
+				tel.ObserveWorker(node, monitor.WorkerSample{At: time.Duration(i) * time.Microsecond, BPT: time.Microsecond, BatchSize: 1, Iteration: int64(i)})
+			}
+		}()
+	}
+	for range 3 {
+		tel.Snapshot(time.Second)
+	}
+	wg.Wait()
+	tel.mu.Lock()
+	queued := len(tel.queue)
+	tel.mu.Unlock()
+	if queued >= maxTelemetryQueue {
+		t.Errorf("queue holds %d; want it taken in before %d", queued, maxTelemetryQueue)
+	}
+	// Every writer's last sample is in, and its window is as full as the
+	// Monitor keeps it (it holds the latest MaxSamples).
+	snap := tel.Snapshot(time.Second)
+	want := min(each, tel.mon.Config().MaxSamples)
+	for _, n := range []string{"worker-0", "worker-1", "worker-2", "worker-3"} {
+		if w, _ := snap.Worker(n); w.Iteration != each || w.Samples != want {
+			t.Errorf("%s: latest iteration %d, %d samples; want %d and %d", n, w.Iteration, w.Samples, each, want)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -20,6 +21,7 @@ import (
 func schedulerCmd() *cobra.Command {
 	var cfg daemon.Config
 	var stopJobs bool
+	var cpuProfile string
 	var k *kubeFlags
 	c := &cobra.Command{
 		Use:   "scheduler",
@@ -47,6 +49,17 @@ Token file lines: TOKEN ROLE NAME, role viewer or operator.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
 			cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 			cfg.CheckData = role.CheckData
 			var mgr atomic.Pointer[manager.Manager]
@@ -116,6 +129,7 @@ Token file lines: TOKEN ROLE NAME, role viewer or operator.`,
 	f.StringSliceVar(&cfg.AllowOrigins, "allow-origin", nil, "browser origin patterns allowed to open the console WebSocket besides the scheduler's own host, repeatable (e.g. https://dash.example.com, *.example.com)")
 	f.BoolVar(&cfg.InsecureNodePlane, "insecure-node-plane", false, "serve the node plane in plaintext without authorization (simulations on a closed machine only)")
 	k = addKubeFlags(c)
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the scheduler to `file` until it exits (kelpie bench scheduler --scheduler-cpuprofile)")
 	f.BoolVar(&stopJobs, "stop-jobs-on-exit", true, "stop the jobs' processes when the scheduler exits (false: leave them for a restarted scheduler)")
 	return c
 }

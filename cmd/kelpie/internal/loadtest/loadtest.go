@@ -49,6 +49,9 @@ type Options struct {
 	// otherwise it asks for what a console on a 200×60 terminal shows:
 	// 50 rows by ratio, 50 heatmap rows, 8 series per chart.
 	WholeViews bool
+	// SchedulerProfile, when set, is where the scheduler writes a CPU
+	// profile of the run (kelpie scheduler --cpuprofile).
+	SchedulerProfile string
 }
 
 // consoleWindow is what `kelpie tui` asks for on a large terminal.
@@ -128,6 +131,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		"--no-launch", "--insecure-node-plane", "--anonymous-viewer", "--tokens", writeTokens(dir),
 		// The simulated job may be larger than a submitted spec may be by default.
 		"--spec-limit", fmt.Sprintf("workers=%d,servers=%d", max(o.Agents, 1), max(o.Servers, 1)))
+	if o.SchedulerProfile != "" {
+		sched.Args = append(sched.Args, "--cpuprofile", o.SchedulerProfile)
+	}
 	sched.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := sched.Start(); err != nil {
 		return nil, err

@@ -227,10 +227,7 @@ func TestRunOnNetns(t *testing.T) {
 	}
 	time.Sleep(time.Second)
 	_ = cmd.Process.Signal(syscall.SIGINT)
-	go func() {
-		for range lines {
-		}
-	}()
+	go drain(lines)
 	_ = cmd.Wait()
 	if left := leftovers(t, tag, procTag); len(left) != 0 {
 		t.Errorf("after an interrupted run: %v", left)
@@ -244,10 +241,7 @@ func TestRunOnNetns(t *testing.T) {
 		}
 	}
 	_ = cmd.Process.Kill()
-	go func() {
-		for range lines {
-		}
-	}()
+	go drain(lines)
 	_ = cmd.Wait()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -263,5 +257,12 @@ func TestRunOnNetns(t *testing.T) {
 			break
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// drain reads a run's remaining lines (its own argument: the test reuses
+// its lines variable for the next run).
+func drain(lines <-chan string) {
+	for range lines {
 	}
 }

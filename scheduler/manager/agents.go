@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/scheduler/clock"
 	"github.com/kelpie/kelpie/scheduler/coordinator"
 	"github.com/kelpie/kelpie/scheduler/store"
 )
@@ -141,16 +140,17 @@ func (s *AgentService) Connect(stream kelpiepb.Agent_ConnectServer) error {
 			return err
 		default:
 		}
-		t0 := m.clk.Now()
-		m.fromAgent(j, n, msg)
-		ingest.Observe(clock.Since(m.clk, t0).Seconds())
+		// Taken in by the job's actor, in order (actor.go); the ingest
+		// time counts the wait for it.
+		j.post(n, msg)
 	}
 }
 
-// ingest is how long the scheduler takes to take in one agent message.
+// ingest is how long the scheduler takes to take in one agent message,
+// from its arrival to the end of its handling by the job's actor.
 var ingest = prometheus.NewHistogram(prometheus.HistogramOpts{
 	Name:    "kelpie_agent_ingest_seconds",
-	Help:    "Time to take in one agent message (report, heartbeat or ack).",
+	Help:    "Time to take in one agent message (report, heartbeat or ack), from its arrival to the end of its handling by the job's actor.",
 	Buckets: prometheus.ExponentialBuckets(1e-6, 2, 24),
 })
 

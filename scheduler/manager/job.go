@@ -74,6 +74,10 @@ type jobState struct {
 	// wake, made by a waiter (await), is closed when a node reports or its
 	// agent connects.
 	wake chan struct{}
+	// act takes in the job's agent messages (actor.go); started once, by
+	// the first of them.
+	act       *actor
+	actorOnce sync.Once
 	// hist is the job's recorded timeline and its actions' judgement
 	// (history.go).
 	hist *jobHistory

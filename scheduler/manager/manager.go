@@ -222,17 +222,18 @@ func New(cfg Config) (*Manager, error) {
 
 // spawn runs f in a goroutine that Close waits for. f must return soon
 // after m.done closes (m.ctx ends). After Close has begun, f does not run.
-func (m *Manager) spawn(f func()) {
+func (m *Manager) spawn(f func()) bool {
 	m.gmu.Lock()
 	defer m.gmu.Unlock()
 	if m.closed {
-		return
+		return false
 	}
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
 		f()
 	}()
+	return true
 }
 
 // Coordinator is the Coordinator gRPC service of the manager's jobs.

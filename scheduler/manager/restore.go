@@ -120,13 +120,11 @@ func (m *Manager) restoreJob(s *spec.Spec, r store.JobRecord) (*jobState, error)
 			// A job that is over leaves nothing running: groups its agents
 			// did not stop (the scheduler died first) are stopped now.
 			rec := j.newLauncher().RecordFile
-			m.wg.Add(1)
-			go func() {
-				defer m.wg.Done()
+			m.spawn(func() {
 				if n, err := launch.StopRecorded(rec, 5*time.Second); err == nil && n > 0 {
 					m.event(r.Name, "job", "", fmt.Sprintf("stopped %d process groups of job %s, which is %s", n, r.Name, r.State), "")
 				}
-			}()
+			})
 		}
 	}
 	for _, n := range recs {
@@ -192,8 +190,7 @@ func (m *Manager) restoreJob(s *spec.Spec, r store.JobRecord) (*jobState, error)
 			j.launcher = j.newLauncher()
 		}
 		m.eventLocked(r.Name, "job", "", fmt.Sprintf("job %s adopted after a scheduler restart: waiting for its agents", r.Name), "")
-		m.wg.Add(1)
-		go func() { defer m.wg.Done(); m.watch(j) }()
+		m.spawn(func() { m.watch(j) })
 	}
 	return j, nil
 }

@@ -1,0 +1,105 @@
+package manager
+
+import (
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/runtime/spec"
+	"github.com/kelpie/kelpie/scheduler/store"
+)
+
+// TestJobActor: the agent messages of a job's streams, posted concurrently,
+// are taken in by the job's actor in each stream's order (every worker ends
+// at its last iteration; heartbeats in between change the node's state),
+// and once the job has ended the actor is gone and a straggler's message
+// is taken in on its own goroutine.
+func TestJobActor(t *testing.T) {
+	st, err := store.Open(filepath.Join(t.TempDir(), "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(Config{Store: st, NoLaunch: true, Tick: time.Hour, LogDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		m.Close()
+		st.Close()
+	})
+	s, err := spec.Parse("actor.yaml", []byte("name: actor\nmodel: {kind: softmax}\ndata: {kind: mnist, seed: 1}\n"+
+		"train: {global_batch: 64}\ncluster: {workers: 4, servers: 1}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.SubmitSpec(s, "test"); err != nil {
+		t.Fatal(err)
+	}
+	j := m.jobList()["actor"]
+	const reports = 300
+	report := func(w string, it int64) *kelpiepb.AgentMessage {
+		return &kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Report{Report: &kelpiepb.ProgressReport{
+			Job: "actor", Node: w, Iteration: it, BatchSize: 16, Loss: 0.5, BptSeconds: []float64{0.01}}}}
+	}
+	heartbeat := func(state kelpiepb.NodeState) *kelpiepb.AgentMessage {
+		return &kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Heartbeat{Heartbeat: &kelpiepb.Heartbeat{
+			Status: &kelpiepb.NodeStatus{State: state, Pid: 1}}}}
+	}
+	var wg sync.WaitGroup
+	for i := range 4 {
+		w := fmt.Sprintf("worker-%d", i)
+		n := j.nodes[w]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for it := int64(1); it <= reports; it++ {
+				j.post(n, report(w, it))
+				if it == reports/2 {
+					j.post(n, heartbeat(kelpiepb.NodeState_NODE_STATE_RUNNING))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	taken := func() bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		for i := range 4 {
+			if j.nodes[fmt.Sprintf("worker-%d", i)].iteration != reports {
+				return false
+			}
+		}
+		return true
+	}
+	for deadline := time.Now().Add(time.Minute); !taken(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the actor did not take in every report")
+		}
+	}
+	m.mu.Lock()
+	for i := range 4 {
+		n := j.nodes[fmt.Sprintf("worker-%d", i)]
+		if n.status.State != kelpiepb.NodeState_NODE_STATE_RUNNING {
+			t.Errorf("%s is %v; its heartbeat was not taken in", n.name, n.status.State)
+		}
+	}
+	m.mu.Unlock()
+	if err := m.Kill("actor", "test"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-j.act.done:
+	case <-time.After(time.Minute):
+		t.Fatal("the actor still runs after its job ended")
+	}
+	j.post(j.nodes["worker-0"], report("worker-0", reports+1))
+	m.mu.Lock()
+	it := j.nodes["worker-0"].iteration
+	m.mu.Unlock()
+	if it != reports+1 {
+		t.Errorf("a report after the end left worker-0 at iteration %d, want %d", it, reports+1)
+	}
+}

@@ -32,6 +32,14 @@ func Since(c Clock, t time.Time) time.Duration { return c.Now().Sub(t) }
 // Real is the wall clock.
 func Real() Clock { return realClock{} }
 
+// OrReal is c, or the wall clock if c is nil.
+func OrReal(c Clock) Clock {
+	if c == nil {
+		return Real()
+	}
+	return c
+}
+
 type realClock struct{}
 
 func (realClock) Now() time.Time                         { return time.Now() }

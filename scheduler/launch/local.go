@@ -19,6 +19,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/kelpie/kelpie/scheduler/clock"
 )
 
 // Proc is one launched node process.
@@ -27,7 +29,8 @@ type Proc struct {
 	Cmd  *exec.Cmd
 
 	exited chan struct{}
-	err    error // the exit status, valid once exited is closed
+	err    error       // the exit status, valid once exited is closed
+	clk    clock.Clock // its launcher's
 }
 
 // Exited is closed when the process has exited.
@@ -50,7 +53,7 @@ func (p *Proc) Stop(grace time.Duration) {
 	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.exited:
-	case <-time.After(grace):
+	case <-clock.OrReal(p.clk).After(grace):
 		_ = p.Cmd.Process.Kill()
 		<-p.exited
 	}
@@ -69,10 +72,12 @@ type Local struct {
 	// group it starts (record.go), so that the groups can be stopped by a
 	// later process too (StopRecorded): a restarted scheduler.
 	RecordFile string
-	mu         sync.Mutex
-	logMu      sync.Mutex
-	procs      []*Proc
-	stopMu     sync.Mutex
+	// Clock times the grace periods of stops (nil: the wall clock).
+	Clock  clock.Clock
+	mu     sync.Mutex
+	logMu  sync.Mutex
+	procs  []*Proc
+	stopMu sync.Mutex
 }
 
 // Start runs `Exe args...` as node name.
@@ -100,7 +105,7 @@ func (l *Local) Start(name string, args ...string) (*Proc, error) {
 		return nil, fmt.Errorf("launch %s: %v", name, err)
 	}
 	l.record(name, cmd.Process.Pid)
-	p := &Proc{Name: name, Cmd: cmd, exited: make(chan struct{})}
+	p := &Proc{Name: name, Cmd: cmd, exited: make(chan struct{}), clk: l.Clock}
 	copied := make(chan struct{})
 	go func() {
 		defer close(copied)
@@ -144,7 +149,7 @@ func (l *Local) startDetached(name string, cmd *exec.Cmd) (*Proc, error) {
 		return nil, fmt.Errorf("launch %s: %v", name, err)
 	}
 	l.record(name, cmd.Process.Pid)
-	p := &Proc{Name: name, Cmd: cmd, exited: make(chan struct{})}
+	p := &Proc{Name: name, Cmd: cmd, exited: make(chan struct{}), clk: l.Clock}
 	go func() {
 		p.err = cmd.Wait()
 		close(p.exited)

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/kelpie/kelpie/scheduler/clock"
 )
 
 // Record is one process group the launcher started, as kept in its record
@@ -112,7 +114,8 @@ func groupAlive(pgid int) bool {
 // runs: SIGTERM to the group, SIGKILL after grace. Groups whose leader is
 // gone or is another process now are left alone (their PID may be reused).
 // It returns how many groups it signalled.
-func StopRecorded(path string, grace time.Duration) (int, error) {
+func StopRecorded(clk clock.Clock, path string, grace time.Duration) (int, error) {
+	clk = clock.OrReal(clk)
 	recs, err := ReadRecords(path)
 	if err != nil {
 		return 0, err
@@ -126,10 +129,10 @@ func StopRecorded(path string, grace time.Duration) (int, error) {
 	for _, r := range live {
 		_ = syscall.Kill(-r.Pid, syscall.SIGTERM)
 	}
-	deadline := time.Now().Add(grace)
+	deadline := clk.Now().Add(grace)
 	for _, r := range live {
-		for groupAlive(r.Pid) && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
+		for groupAlive(r.Pid) && clk.Now().Before(deadline) {
+			<-clk.After(50 * time.Millisecond)
 		}
 		if groupAlive(r.Pid) {
 			_ = syscall.Kill(-r.Pid, syscall.SIGKILL)

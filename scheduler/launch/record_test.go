@@ -42,7 +42,7 @@ func TestStopRecorded(t *testing.T) {
 	if err != nil || len(recs) != 2 || recs[0].Node != "node-0" || recs[0].Pid != p.Pid() {
 		t.Fatalf("ReadRecords = %+v, %v; want node-0 (pid %d) and the stranger", recs, err, p.Pid())
 	}
-	n, err := StopRecorded(rec, 2*time.Second)
+	n, err := StopRecorded(nil, rec, 2*time.Second)
 	if err != nil || n != 1 {
 		t.Fatalf("StopRecorded = %d, %v; want 1 group stopped", n, err)
 	}
@@ -58,7 +58,7 @@ func TestStopRecorded(t *testing.T) {
 		t.Errorf("the process with a mismatched record was signalled: %v", err)
 	}
 	// Nothing left to stop.
-	if n, _ := StopRecorded(rec, time.Second); n != 0 {
+	if n, _ := StopRecorded(nil, rec, time.Second); n != 0 {
 		t.Errorf("second StopRecorded stopped %d groups; want 0", n)
 	}
 }

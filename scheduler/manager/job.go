@@ -202,7 +202,7 @@ func (j *jobState) launch() error {
 func (j *jobState) newLauncher() *launch.Local {
 	dir := filepath.Join(j.m.cfg.LogDir, j.spec.Name)
 	return &launch.Local{Exe: j.m.cfg.Exe, Log: j.m.cfg.NodeLog, Detach: j.m.cfg.NodeLog == nil,
-		LogDir: dir, RecordFile: filepath.Join(dir, "procs.jsonl")}
+		LogDir: dir, RecordFile: filepath.Join(dir, "procs.jsonl"), Clock: j.m.clk}
 }
 
 // stopProcesses stops the job's processes: those this scheduler launched,
@@ -215,7 +215,7 @@ func (j *jobState) stopProcesses(l *launch.Local, grace time.Duration) {
 	}
 	l.StopAll(grace)
 	if f := l.RecordFile; f != "" {
-		if n, err := launch.StopRecorded(f, grace); err != nil {
+		if n, err := launch.StopRecorded(j.m.clk, f, grace); err != nil {
 			j.m.log.Warn("stop recorded processes", "job", j.spec.Name, "err", err)
 		} else if n > 0 {
 			j.m.event(j.spec.Name, "job", "", fmt.Sprintf("stopped %d process groups of job %s left from before", n, j.spec.Name), "")

@@ -121,7 +121,7 @@ func (m *Manager) restoreJob(s *spec.Spec, r store.JobRecord) (*jobState, error)
 			// did not stop (the scheduler died first) are stopped now.
 			rec := j.newLauncher().RecordFile
 			m.spawn(func() {
-				if n, err := launch.StopRecorded(rec, 5*time.Second); err == nil && n > 0 {
+				if n, err := launch.StopRecorded(m.clk, rec, 5*time.Second); err == nil && n > 0 {
 					m.event(r.Name, "job", "", fmt.Sprintf("stopped %d process groups of job %s, which is %s", n, r.Name, r.State), "")
 				}
 			})

@@ -47,9 +47,9 @@ func (c *AgentChannel) Recv() (*kelpiepb.RoleCommand, error) {
 	return m, nil
 }
 
-// receive turns the agent's actions into worker commands until the channel
-// closes. An action the worker cannot take is acknowledged as failed here.
-func (c *AgentChannel) receive(ctx context.Context, log *slog.Logger, me string, out chan<- worker.Command) {
+// actions hands each action the agent sends to take, in order, until the
+// channel closes or take says to stop.
+func (c *AgentChannel) actions(ctx context.Context, log *slog.Logger, take func(*kelpiepb.ActionCommand) bool) {
 	for {
 		m, err := c.Recv()
 		if err != nil {
@@ -58,21 +58,33 @@ func (c *AgentChannel) receive(ctx context.Context, log *slog.Logger, me string,
 			}
 			return
 		}
-		a := m.GetAction()
-		if a == nil {
-			continue
-		}
-		cmd, err := workerCommand(a, me)
-		if err != nil {
-			_ = c.Send(&kelpiepb.RoleMessage{Body: &kelpiepb.RoleMessage_Ack{Ack: &kelpiepb.ActionAck{ActionId: a.ActionId, Error: err.Error()}}})
-			continue
-		}
-		select {
-		case out <- cmd:
-		case <-ctx.Done():
+		if a := m.GetAction(); a != nil && !take(a) {
 			return
 		}
 	}
+}
+
+// ack sends an action's outcome to the agent.
+func (c *AgentChannel) ack(a *kelpiepb.ActionAck) error {
+	return c.Send(&kelpiepb.RoleMessage{Body: &kelpiepb.RoleMessage_Ack{Ack: a}})
+}
+
+// receive turns the agent's actions into worker commands until the channel
+// closes. An action the worker cannot take is acknowledged as failed here.
+func (c *AgentChannel) receive(ctx context.Context, log *slog.Logger, me string, out chan<- worker.Command) {
+	c.actions(ctx, log, func(a *kelpiepb.ActionCommand) bool {
+		cmd, err := workerCommand(a, me)
+		if err != nil {
+			_ = c.ack(&kelpiepb.ActionAck{ActionId: a.ActionId, Error: err.Error()})
+			return true
+		}
+		select {
+		case out <- cmd:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	})
 }
 
 // workerCommand converts an ActionCommand for the worker loop.

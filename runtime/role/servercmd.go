@@ -3,7 +3,6 @@ package role
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"time"
 
@@ -43,24 +42,13 @@ type ParameterServer interface {
 // until the channel closes or ctx ends. me is the server's index in the
 // job's tables.
 func (c *AgentChannel) serveServer(ctx context.Context, log *slog.Logger, ps ParameterServer, me int) {
-	for {
-		m, err := c.Recv()
-		if err != nil {
-			if err != io.EOF && ctx.Err() == nil {
-				log.Warn("agent channel closed", "err", err)
-			}
-			return
-		}
-		a := m.GetAction()
-		if a == nil {
-			continue
-		}
-		ack := serverCommand(ctx, ps, me, a, RetableRetry)
-		if err := c.Send(&kelpiepb.RoleMessage{Body: &kelpiepb.RoleMessage_Ack{Ack: ack}}); err != nil {
+	c.actions(ctx, log, func(a *kelpiepb.ActionCommand) bool {
+		if err := c.ack(serverCommand(ctx, ps, me, a, RetableRetry)); err != nil {
 			log.Warn("ack to agent failed", "action", a.ActionId, "err", err)
-			return
+			return false
 		}
-	}
+		return true
+	})
 }
 
 // serverCommand applies one command to a parameter server and says how it

@@ -2,14 +2,11 @@ package manager
 
 import (
 	"fmt"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/runtime/spec"
-	"github.com/kelpie/kelpie/scheduler/store"
 )
 
 // TestJobActor: the agent messages of a job's streams, posted concurrently,
@@ -18,27 +15,7 @@ import (
 // and once the job has ended the actor is gone and a straggler's message
 // is taken in on its own goroutine.
 func TestJobActor(t *testing.T) {
-	st, err := store.Open(filepath.Join(t.TempDir(), "db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := New(Config{Store: st, NoLaunch: true, Tick: time.Hour, LogDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		m.Close()
-		st.Close()
-	})
-	s, err := spec.Parse("actor.yaml", []byte("name: actor\nmodel: {kind: softmax}\ndata: {kind: mnist, seed: 1}\n"+
-		"train: {global_batch: 64}\ncluster: {workers: 4, servers: 1}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.SubmitSpec(s, "test"); err != nil {
-		t.Fatal(err)
-	}
-	j := m.jobList()["actor"]
+	m, j := testJob(t, Config{}, "actor", 4, 1)
 	const reports = 300
 	report := func(w string, it int64) *kelpiepb.AgentMessage {
 		return &kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Report{Report: &kelpiepb.ProgressReport{

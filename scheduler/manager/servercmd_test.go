@@ -2,6 +2,7 @@ package manager
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,27 +22,7 @@ import (
 // connect, then applies).
 func TestServerCalls(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	st, err := store.Open(filepath.Join(t.TempDir(), "db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := New(Config{Store: st, NoLaunch: true, Tick: time.Hour, LogDir: t.TempDir(), Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		m.Close()
-		st.Close()
-	})
-	s, err := spec.Parse("calls.yaml", []byte("name: calls\nmodel: {kind: softmax}\ndata: {kind: mnist, seed: 1}\n"+
-		"train: {global_batch: 64}\ncluster: {workers: 2, servers: 2}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.SubmitSpec(s, "test"); err != nil {
-		t.Fatal(err)
-	}
-	j := m.jobList()["calls"]
+	m, j := testJob(t, Config{Clock: clk}, "calls", 2, 2)
 	connect := func(node string) *agentConn {
 		c := &agentConn{out: make(chan *kelpiepb.SchedulerMessage, 8), done: make(chan struct{})}
 		m.mu.Lock()
@@ -152,4 +133,33 @@ func TestServerCalls(t *testing.T) {
 			t.Fatalf("acks %v, err %v; want both", r.acks, r.err)
 		}
 	})
+}
+
+// testJob is a job of workers and servers submitted to a manager that
+// launches nothing (cfg with its store, log dir and tick filled in),
+// closed when the test ends.
+func testJob(t *testing.T, cfg Config, name string, workers, servers int) (*Manager, *jobState) {
+	t.Helper()
+	st, err := store.Open(filepath.Join(t.TempDir(), "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Store, cfg.NoLaunch, cfg.Tick, cfg.LogDir = st, true, time.Hour, t.TempDir()
+	m, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		m.Close()
+		st.Close()
+	})
+	s, err := spec.Parse(name+".yaml", []byte(fmt.Sprintf("name: %s\nmodel: {kind: softmax}\ndata: {kind: mnist, seed: 1}\n"+
+		"train: {global_batch: 64}\ncluster: {workers: %d, servers: %d}\n", name, workers, servers)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.SubmitSpec(s, "test"); err != nil {
+		t.Fatal(err)
+	}
+	return m, m.jobList()[name]
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the Kubernetes control plane used by kelpie's Kubernetes tests from the Go module proxy
-# (kube-apiserver, kube-controller-manager, kube-scheduler, etcd, kwok, kwokctl) into a cache
+# (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd, kwok, kwokctl) into a cache
 # directory outside the repository, skipping every binary that is already there.
 # Usage: .ci/k8s-bin.sh [DIR]   (default: ${XDG_CACHE_HOME:-$HOME/.cache}/kelpie/k8s-v$K8S_VERSION)
 set -euo pipefail
@@ -20,8 +20,8 @@ have() { [ -x "$DIR/$1" ]; }
 
 log() { printf 'k8s-bin: %s\n' "$*" >&2; }
 
-if ! have kube-apiserver || ! have kube-controller-manager || ! have kube-scheduler; then
-  log "building kube-apiserver, kube-controller-manager, kube-scheduler v$K8S_VERSION into $DIR (several minutes from a cold cache)"
+if ! have kube-apiserver || ! have kube-controller-manager || ! have kube-scheduler || ! have kubectl; then
+  log "building kube-apiserver, kube-controller-manager, kube-scheduler, kubectl v$K8S_VERSION into $DIR (several minutes from a cold cache)"
   m="$WORK/kubernetes"
   mkdir -p "$m"
   cd "$m"
@@ -48,11 +48,12 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubectl"
 )
 GO
   "$GO" mod tidy -e >/dev/null 2>"$m/tidy.log" || { cat "$m/tidy.log" >&2; exit 1; }
   ld="-s -w -X k8s.io/component-base/version.gitVersion=v$K8S_VERSION -X k8s.io/component-base/version.gitMajor=${K8S_VERSION%%.*} -X k8s.io/component-base/version.gitMinor=$(echo "$K8S_VERSION" | cut -d. -f2)"
-  for c in kube-apiserver kube-controller-manager kube-scheduler; do
+  for c in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
     have "$c" && continue
     log "go build $c"
     "$GO" build -tags tools -trimpath -ldflags "$ld" -o "$DIR/$c.tmp" "k8s.io/kubernetes/cmd/$c"

@@ -34,7 +34,7 @@ import (
 const Version = "1.36.3"
 
 // binaries kwokctl runs.
-var binaries = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd", "kwok", "kwokctl"}
+var binaries = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "etcd", "kwok", "kwokctl"}
 
 // BinDir is where make k8s-bin puts the control plane.
 func BinDir() string {
@@ -122,10 +122,8 @@ func (c *Cluster) kwokctl(ctx context.Context, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, filepath.Join(c.bin, "kwokctl"), args...)
 	// kwokctl shapes the components' flags by version, and never
 	// downloads what it is given.
-	cmd.Env = append(os.Environ(), "KWOK_WORKDIR="+filepath.Join(c.dir, "kwok"), "KWOK_KUBE_VERSION=v"+Version)
-	if kubectl, err := exec.LookPath("kubectl"); err == nil {
-		cmd.Env = append(cmd.Env, "KWOK_KUBECTL_BINARY="+kubectl)
-	}
+	cmd.Env = append(os.Environ(), "KWOK_WORKDIR="+filepath.Join(c.dir, "kwok"), "KWOK_KUBE_VERSION=v"+Version,
+		"KWOK_KUBECTL_BINARY="+filepath.Join(c.bin, "kubectl"))
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
@@ -151,9 +149,10 @@ func (c *Cluster) AddNode(t testing.TB, name, cpu, memory string, pods int) {
 	}
 }
 
-// Kubectl runs kubectl against the cluster.
+// Kubectl runs kubectl (make k8s-bin's, of the control plane's version)
+// against the cluster.
 func (c *Cluster) Kubectl(ctx context.Context, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, "kubectl", append([]string{"--kubeconfig", c.Kubeconfig}, args...)...)
+	cmd := exec.CommandContext(ctx, filepath.Join(c.bin, "kubectl"), append([]string{"--kubeconfig", c.Kubeconfig}, args...)...)
 	out, err := cmd.CombinedOutput()
 	return strings.TrimSpace(string(out)), err
 }

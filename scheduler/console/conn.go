@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/scheduler/clock"
 )
 
 // Fields are only ever added to the protocol, so a newer client's unknown
@@ -165,8 +166,7 @@ func (c *conn) readFirst() (*frameRead, bool) {
 		typ, data, err := c.ws.Read(context.Background())
 		ch <- &frameRead{typ, data, err}
 	}()
-	timer := time.NewTimer(c.s.opts.HelloTimeout)
-	defer timer.Stop()
+	timeout := c.s.opts.Clock.After(c.s.opts.HelloTimeout)
 	select {
 	case r := <-ch:
 		if r.err != nil {
@@ -174,7 +174,7 @@ func (c *conn) readFirst() (*frameRead, bool) {
 			return nil, false
 		}
 		return r, true
-	case <-timer.C:
+	case <-timeout:
 		c.refuse("", fmt.Sprintf("no hello within %v", c.s.opts.HelloTimeout), reasonNoHello)
 	case <-c.s.ctx.Done():
 		c.ws.Close(statusShutdown, reasonShutdown)
@@ -199,8 +199,8 @@ func (c *conn) refuse(token, why, reason string) {
 func (c *conn) run() {
 	var sub *subscription
 	var ticks <-chan time.Time
-	var ticker *time.Ticker
-	watchdog := time.NewTicker(c.s.opts.WriteTimeout / 4)
+	var ticker clock.Ticker
+	watchdog := c.s.opts.Clock.NewTicker(c.s.opts.WriteTimeout / 4)
 	defer func() {
 		watchdog.Stop()
 		if ticker != nil {
@@ -216,15 +216,14 @@ func (c *conn) run() {
 			return
 		case req := <-c.subs:
 			sub = c.subscribe(req)
-			if ticker == nil {
-				ticker = time.NewTicker(sub.every)
-				ticks = ticker.C
-			} else {
-				ticker.Reset(sub.every)
+			if ticker != nil {
+				ticker.Stop()
 			}
+			ticker = c.s.opts.Clock.NewTicker(sub.every)
+			ticks = ticker.C()
 		case <-ticks:
 			c.tick(sub)
-		case <-watchdog.C:
+		case <-watchdog.C():
 			if t := c.writing.Load(); t != nil && c.s.opts.Now().Sub(*t) > c.s.opts.WriteTimeout {
 				c.end(statusSlowClient, reasonNotReading)
 			}

@@ -42,6 +42,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/scheduler/clock"
 )
 
 // APIVersion is the version of the console protocol this package speaks.
@@ -89,7 +90,11 @@ type Options struct {
 	AllowAnonymousViewer bool
 	// MaxRateHz caps the delta rate any subscription may ask for (default 20).
 	MaxRateHz float64
-	// Now is the clock for frame and audit times and the write watchdog.
+	// Clock runs the stream's timers: the hello timeout, the write
+	// watchdog and each subscription's ticks (default: the wall clock).
+	Clock clock.Clock
+	// Now is the clock for frame and audit times and the write watchdog
+	// (default: Clock's).
 	Now func() time.Time
 	// ServerVersion is reported in Welcome.
 	ServerVersion string
@@ -130,8 +135,9 @@ func (o Options) withDefaults() Options {
 	if o.MaxRateHz <= 0 {
 		o.MaxRateHz = DefaultMaxRateHz
 	}
+	o.Clock = clock.OrReal(o.Clock)
 	if o.Now == nil {
-		o.Now = time.Now
+		o.Now = o.Clock.Now
 	}
 	if o.SendQueue <= 0 {
 		o.SendQueue = 16

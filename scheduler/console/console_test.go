@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/scheduler/clock"
 )
 
 func TestAuthByHeaderAndHello(t *testing.T) {
@@ -524,4 +525,22 @@ func TestCloseEndsEverything(t *testing.T) {
 		t.Errorf("dial after Close = %v, %v; want 503", resp, err)
 	}
 	ts.Close()
+}
+
+// TestHelloTimeoutOnTheClock: the hello timeout runs on the server's
+// clock: a silent client is refused when the injected clock passes the
+// timeout (an hour here, which the wall clock never reaches in a test).
+func TestHelloTimeoutOnTheClock(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	b := newFakeBackend()
+	h := newHarness(t, b, Options{HelloTimeout: time.Hour, Clock: clk})
+	before := clk.Waiters()
+	c := h.dial("")
+	for clk.Waiters() == before { // the connection waits for its hello on clk
+		time.Sleep(time.Millisecond)
+	}
+	clk.Advance(time.Hour)
+	if ce := c.closed(); ce.Code != websocket.StatusPolicyViolation || ce.Reason != reasonNoHello {
+		t.Errorf("closed with %d %q; want %d %q", ce.Code, ce.Reason, websocket.StatusPolicyViolation, reasonNoHello)
+	}
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,8 +22,14 @@ type Config struct {
 	// (Addrs[Self] is not dialled).
 	Self  int
 	Addrs []string
-	// Listener accepts the other nodes' connections; the Exchange closes it.
-	Listener net.Listener
+	// Listener accepts the other nodes' connections; the Exchange closes
+	// it, unless KeepListener (a Group forms mesh after mesh on one).
+	Listener     net.Listener
+	KeepListener bool
+	// Resolve, if set, gives node j's address afresh for every dial
+	// attempt (a restarted peer registers a new one); Addrs is then
+	// unused.
+	Resolve func(ctx context.Context, j int) (string, error)
 	// Group names the group (the job): a node of another group is refused
 	// at the handshake.
 	Group string
@@ -41,13 +46,16 @@ type Config struct {
 	BeforeSend func(ctx context.Context, step int)
 }
 
-// The handshake: magic, version, the dialler's index and the group name.
+// The handshake: magic, version, the dialler's index and the group name;
+// the acceptor answers welcomeByte when it takes the connection.
 const (
 	magic      = "KLAR"
-	version    = 1
+	version    = 2
 	maxGroup   = 255
 	headerSize = 8 + 4 + 4 + 4 // exchange sequence, step, chunk, elements
 	dialRetry  = 50 * time.Millisecond
+	// welcomeByte is the acceptor's answer to a hello it takes.
+	welcomeByte = 0x57
 )
 
 // Exchange is one node's connections to every other node of its group: it
@@ -60,8 +68,10 @@ type Exchange struct {
 	in   []net.Conn // from node j
 	seq  uint64
 	sent []atomic.Int64 // payload bytes sent to node j
-	mu   sync.Mutex
-	dead error // set once a connection failed; the Exchange is then unusable
+	// outMu serialises the frames chunks write to node j.
+	outMu []sync.Mutex
+	mu    sync.Mutex
+	dead  error // set once a connection failed; the Exchange is then unusable
 }
 
 // Connect builds the mesh: it dials every peer (retrying until ctx ends,
@@ -81,7 +91,7 @@ func Connect(ctx context.Context, cfg Config) (*Exchange, error) {
 		var d net.Dialer
 		cfg.Dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
 	}
-	e := &Exchange{cfg: cfg, out: make([]net.Conn, n), in: make([]net.Conn, n), sent: make([]atomic.Int64, n)}
+	e := &Exchange{cfg: cfg, out: make([]net.Conn, n), in: make([]net.Conn, n), sent: make([]atomic.Int64, n), outMu: make([]sync.Mutex, n)}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -128,9 +138,19 @@ func Connect(ctx context.Context, cfg Config) (*Exchange, error) {
 }
 
 func (e *Exchange) dial(ctx context.Context, j int) (net.Conn, error) {
-	addr := e.cfg.Addrs[j]
+	var addr string
+	if e.cfg.Resolve == nil {
+		addr = e.cfg.Addrs[j]
+	}
 	for {
-		c, err := e.cfg.Dial(ctx, addr)
+		var c net.Conn
+		var err error
+		if e.cfg.Resolve != nil {
+			addr, err = e.cfg.Resolve(ctx, j)
+		}
+		if err == nil {
+			c, err = e.cfg.Dial(ctx, addr)
+		}
 		if err == nil {
 			hello := make([]byte, 0, 4+1+4+1+len(e.cfg.Group))
 			hello = append(hello, magic...)
@@ -139,7 +159,12 @@ func (e *Exchange) dial(ctx context.Context, j int) (net.Conn, error) {
 			hello = append(hello, byte(len(e.cfg.Group)))
 			hello = append(hello, e.cfg.Group...)
 			if _, err = c.Write(hello); err == nil {
-				return c, nil
+				// The peer answers once it has taken the connection into
+				// its mesh: one it refuses (another membership: it is not
+				// there yet) is closed, and dialled again.
+				if err = e.welcome(ctx, c); err == nil {
+					return c, nil
+				}
 			}
 			c.Close()
 		}
@@ -153,9 +178,30 @@ func (e *Exchange) dial(ctx context.Context, j int) (net.Conn, error) {
 	}
 }
 
+// welcome waits for the peer's answer to the hello (until ctx ends: a
+// peer takes connections only while it forms its mesh).
+func (e *Exchange) welcome(ctx context.Context, c net.Conn) error {
+	stop := context.AfterFunc(ctx, func() { _ = c.SetReadDeadline(time.Now()) })
+	defer stop()
+	var ok [1]byte
+	if _, err := io.ReadFull(c, ok[:]); err != nil {
+		return fmt.Errorf("no welcome: %v", err)
+	}
+	if ok[0] != welcomeByte {
+		return fmt.Errorf("welcome %#x", ok[0])
+	}
+	return nil
+}
+
 // accept takes want connections, one from each other node.
 func (e *Exchange) accept(ctx context.Context, want int) error {
-	stop := context.AfterFunc(ctx, func() { e.cfg.Listener.Close() })
+	unblock := func() { e.cfg.Listener.Close() }
+	if d, ok := e.cfg.Listener.(interface{ SetDeadline(time.Time) error }); ok && e.cfg.KeepListener {
+		_ = d.SetDeadline(time.Time{})
+		defer d.SetDeadline(time.Time{})
+		unblock = func() { _ = d.SetDeadline(time.Now()) }
+	}
+	stop := context.AfterFunc(ctx, unblock)
 	defer stop()
 	for got := 0; got < want; {
 		c, err := e.cfg.Listener.Accept()
@@ -170,8 +216,19 @@ func (e *Exchange) accept(ctx context.Context, want int) error {
 			c.Close() // a stranger or a late duplicate: refused, keep waiting
 			continue
 		}
+		if _, err := c.Write([]byte{welcomeByte}); err != nil {
+			c.Close()
+			continue
+		}
+		if old := e.in[from]; old != nil {
+			// The newest connection from a node wins: the older one is
+			// left from an attempt that node has given up (its connections
+			// were accepted in the order they were made).
+			old.Close()
+		} else {
+			got++
+		}
 		e.in[from] = c
-		got++
 	}
 	return nil
 }
@@ -213,15 +270,15 @@ func (e *Exchange) hello(c net.Conn) (int, error) {
 		return 0, fmt.Errorf("allreduce: peer of group %q; this is %q", g, e.cfg.Group)
 	case from < 0 || from >= len(e.in) || from == e.cfg.Self:
 		return 0, fmt.Errorf("allreduce: peer claims node %d", from)
-	case e.in[from] != nil:
-		return 0, fmt.Errorf("allreduce: node %d connected twice", from)
 	}
 	return from, nil
 }
 
-// Close ends every connection and the listener.
+// Close ends every connection and the listener (unless KeepListener).
 func (e *Exchange) Close() {
-	e.cfg.Listener.Close()
+	if !e.cfg.KeepListener {
+		e.cfg.Listener.Close()
+	}
 	for _, cs := range [][]net.Conn{e.out, e.in} {
 		for _, c := range cs {
 			if c != nil {
@@ -266,10 +323,16 @@ func (e *Exchange) CrossBytes() int64 {
 }
 
 // Run performs this node's part of plan p on vec (len p.Len), in place.
-// Within a step it sends to each peer on its own goroutine and receives
-// from each peer on its own, then applies what it received in plan order,
-// so every node computes exactly what Simulate does. If ctx ends or a peer
-// fails, the connections are closed and the Exchange cannot be used again.
+//
+// Chunks progress independently, as data flows: a chunk's transfers of
+// step s leave this node once it has applied everything the chunk receives
+// in earlier steps, and what a chunk receives in one step is applied in
+// plan order once all of it has arrived — so every node computes exactly
+// what Simulate does, while a peer that stalls holds up only the chunks
+// that wait for it (RAT §4: with PS or RAT, the other nodes go on). One
+// goroutine per chunk this node takes part in, and one reader per peer it
+// receives from. If ctx ends or a peer fails, the connections are closed
+// and the Exchange cannot be used again.
 func (e *Exchange) Run(ctx context.Context, p *Plan, vec []float32) error {
 	if err := e.err(); err != nil {
 		return err
@@ -280,72 +343,178 @@ func (e *Exchange) Run(ctx context.Context, p *Plan, vec []float32) error {
 	if len(vec) != p.Len {
 		return fmt.Errorf("allreduce: %d elements for a %s plan of %d", len(vec), p.Kind, p.Len)
 	}
-	stop := context.AfterFunc(ctx, func() { e.fail(ctx.Err()) })
+	abort := make(chan struct{})
+	var abortOnce sync.Once
+	failRun := func(err error) {
+		e.fail(err)
+		abortOnce.Do(func() { close(abort) })
+	}
+	stop := context.AfterFunc(ctx, func() { failRun(ctx.Err()) })
 	defer stop()
 	e.seq++
 	me := e.cfg.Self
+	// This node's part of each chunk, step by step (receives in plan
+	// order).
+	parts := make([][]chunkStep, len(p.Chunks))
+	expect := make([]map[frameKey]bool, p.Nodes) // what each peer sends here
+	nrecv := make([]int, len(p.Chunks))
 	for s, step := range p.Steps {
-		var sends, recvs [][]Transfer // by peer
-		sends, recvs = make([][]Transfer, p.Nodes), make([][]Transfer, p.Nodes)
-		var order []int // indexes into step of this node's receives
-		for k, t := range step {
+		for _, t := range step {
+			if t.From != me && t.To != me {
+				continue
+			}
+			ps := parts[t.Chunk]
+			if len(ps) == 0 || ps[len(ps)-1].step != s {
+				ps = append(ps, chunkStep{step: s})
+			}
+			sp := &ps[len(ps)-1]
 			if t.From == me {
-				sends[t.To] = append(sends[t.To], t)
+				sp.sends = append(sp.sends, t)
+			} else {
+				sp.recvs = append(sp.recvs, t)
+				nrecv[t.Chunk]++
+				if expect[t.From] == nil {
+					expect[t.From] = map[frameKey]bool{}
+				}
+				expect[t.From][frameKey{s, t.Chunk}] = true
 			}
-			if t.To == me {
-				recvs[t.From] = append(recvs[t.From], t)
-				order = append(order, k)
+			parts[t.Chunk] = ps
+		}
+	}
+	mail := make([]chan frame, len(p.Chunks))
+	for c, n := range nrecv {
+		mail[c] = make(chan frame, n) // readers never wait on a chunk
+	}
+	var wg sync.WaitGroup
+	var firstErr error
+	var errMu sync.Mutex
+	report := func(err error) {
+		errMu.Lock()
+		if firstErr == nil {
+			firstErr = err
+		}
+		errMu.Unlock()
+		failRun(err)
+	}
+	for j, want := range expect {
+		if len(want) == 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := e.read(j, p, want, mail); err != nil {
+				report(err)
+			}
+		}()
+	}
+	for c, ps := range parts {
+		if len(ps) == 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := e.runChunk(ctx, p, c, ps, mail[c], abort, vec); err != nil {
+				report(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return e.err()
+	}
+	return nil
+}
+
+// frameKey names one transfer a peer sends this node.
+type frameKey struct{ step, chunk int }
+
+// frame is a transfer received.
+type frame struct {
+	from, step int
+	data       []float32
+}
+
+// chunkStep is this node's part of one chunk in one step.
+type chunkStep struct {
+	step         int
+	sends, recvs []Transfer
+}
+
+// runChunk moves chunk c through this node's steps: in each, it sends
+// (after BeforeSend) what the step sends, then waits for and applies, in
+// plan order, what the step receives. A node never sends and receives one
+// chunk in one step (Verify), so the sends read the chunk as the earlier
+// steps left it; they are written before the receives change it.
+func (e *Exchange) runChunk(ctx context.Context, p *Plan, c int, steps []chunkStep, mail <-chan frame, abort <-chan struct{}, vec []float32) error {
+	r := p.Chunks[c]
+	dst := vec[r.Off : r.Off+r.Len]
+	early := map[[2]int][]float32{} // (from, step) -> data that came before its step
+	for _, st := range steps {
+		if len(st.sends) > 0 {
+			if e.cfg.BeforeSend != nil {
+				e.cfg.BeforeSend(ctx, st.step)
+			}
+			for _, t := range st.sends {
+				if err := e.send(t.To, st.step, p, t, vec); err != nil {
+					return err
+				}
 			}
 		}
-		got := make(map[int][]float32, len(order)) // step index -> payload
-		var gotMu sync.Mutex
-		var wg sync.WaitGroup
-		errs := make([]error, 2*p.Nodes)
-		if e.cfg.BeforeSend != nil && slices.ContainsFunc(sends, func(ts []Transfer) bool { return len(ts) > 0 }) {
-			e.cfg.BeforeSend(ctx, s)
+		if len(st.recvs) == 0 {
+			continue
 		}
-		for j := range p.Nodes {
-			if len(sends[j]) > 0 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					errs[j] = e.send(j, s, p, sends[j], vec)
-				}()
+		for {
+			missing := 0
+			for _, t := range st.recvs {
+				if _, ok := early[[2]int{t.From, st.step}]; !ok {
+					missing++
+				}
 			}
-			if len(recvs[j]) > 0 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					bufs, err := e.recv(j, s, p, recvs[j])
-					if err != nil {
-						errs[p.Nodes+j] = err
-						return
-					}
-					gotMu.Lock()
-					defer gotMu.Unlock()
-					// Transfers from one peer arrive in plan order.
-					i := 0
-					for _, k := range order {
-						if step[k].From == j {
-							got[k] = bufs[i]
-							i++
-						}
-					}
-				}()
+			if missing == 0 {
+				break
 			}
-		}
-		wg.Wait()
-		for _, err := range errs {
-			if err != nil {
-				e.fail(err)
+			select {
+			case f := <-mail:
+				early[[2]int{f.from, f.step}] = f.data
+			case <-abort:
 				return e.err()
 			}
 		}
-		for _, k := range order {
-			t := step[k]
-			r := p.Chunks[t.Chunk]
-			apply(t.Op, vec[r.Off:r.Off+r.Len], got[k])
+		for _, t := range st.recvs {
+			k := [2]int{t.From, st.step}
+			apply(t.Op, dst, early[k])
+			delete(early, k)
 		}
+	}
+	return nil
+}
+
+// read takes from peer j the frames this node expects of it in this
+// exchange (any order: its chunks progress independently) and hands each
+// to its chunk. A frame of another exchange, step or chunk than expected,
+// or one sent twice, fails the exchange.
+func (e *Exchange) read(j int, p *Plan, want map[frameKey]bool, mail []chan frame) error {
+	c := e.in[j]
+	var h [headerSize]byte
+	for left := len(want); left > 0; left-- {
+		if _, err := io.ReadFull(c, h[:]); err != nil {
+			return fmt.Errorf("allreduce: node %d: receive from node %d: %v", e.cfg.Self, j, err)
+		}
+		seq := binary.LittleEndian.Uint64(h[:])
+		gs, gc, gl := binary.LittleEndian.Uint32(h[8:]), binary.LittleEndian.Uint32(h[12:]), binary.LittleEndian.Uint32(h[16:])
+		k := frameKey{int(gs), int(gc)}
+		if seq != e.seq || !want[k] || int(gl) != p.Chunks[k.chunk].Len {
+			return fmt.Errorf("allreduce: node %d: from node %d got exchange %d step %d chunk %d of %d elements, which it does not expect (exchange %d)",
+				e.cfg.Self, j, seq, gs, gc, gl, e.seq)
+		}
+		want[k] = false // a second copy is refused
+		b := make([]byte, 4*gl)
+		if _, err := io.ReadFull(c, b); err != nil {
+			return fmt.Errorf("allreduce: node %d: receive step %d from node %d: %v", e.cfg.Self, gs, j, err)
+		}
+		mail[k.chunk] <- frame{from: j, step: k.step, data: wire.AsFloats(b)}
 	}
 	return nil
 }
@@ -367,48 +536,20 @@ func (e *Exchange) err() error {
 	return e.dead
 }
 
-func (e *Exchange) send(j, step int, p *Plan, ts []Transfer, vec []float32) error {
-	bufs := make(net.Buffers, 0, 2*len(ts))
-	var n int64
-	for _, t := range ts {
-		r := p.Chunks[t.Chunk]
-		h := make([]byte, headerSize)
-		binary.LittleEndian.PutUint64(h, e.seq)
-		binary.LittleEndian.PutUint32(h[8:], uint32(step))
-		binary.LittleEndian.PutUint32(h[12:], uint32(t.Chunk))
-		binary.LittleEndian.PutUint32(h[16:], uint32(r.Len))
-		bufs = append(bufs, h, wire.AsBytes(vec[r.Off:r.Off+r.Len]))
-		n += 4 * int64(r.Len)
-	}
-	if _, err := bufs.WriteTo(e.out[j]); err != nil {
+func (e *Exchange) send(j, step int, p *Plan, t Transfer, vec []float32) error {
+	r := p.Chunks[t.Chunk]
+	var h [headerSize]byte
+	binary.LittleEndian.PutUint64(h[:], e.seq)
+	binary.LittleEndian.PutUint32(h[8:], uint32(step))
+	binary.LittleEndian.PutUint32(h[12:], uint32(t.Chunk))
+	binary.LittleEndian.PutUint32(h[16:], uint32(r.Len))
+	bufs := net.Buffers{h[:], wire.AsBytes(vec[r.Off : r.Off+r.Len])}
+	e.outMu[j].Lock()
+	_, err := bufs.WriteTo(e.out[j])
+	e.outMu[j].Unlock()
+	if err != nil {
 		return fmt.Errorf("allreduce: node %d: send step %d to node %d: %v", e.cfg.Self, step, j, err)
 	}
-	e.sent[j].Add(n)
+	e.sent[j].Add(4 * int64(r.Len))
 	return nil
-}
-
-// recv reads the transfers ts from node j, checking each header against
-// the plan, and returns their payloads.
-func (e *Exchange) recv(j, step int, p *Plan, ts []Transfer) ([][]float32, error) {
-	c := e.in[j]
-	out := make([][]float32, len(ts))
-	var h [headerSize]byte
-	for i, t := range ts {
-		if _, err := io.ReadFull(c, h[:]); err != nil {
-			return nil, fmt.Errorf("allreduce: node %d: receive step %d from node %d: %v", e.cfg.Self, step, j, err)
-		}
-		seq := binary.LittleEndian.Uint64(h[:])
-		gs, gc, gl := binary.LittleEndian.Uint32(h[8:]), binary.LittleEndian.Uint32(h[12:]), binary.LittleEndian.Uint32(h[16:])
-		want := p.Chunks[t.Chunk].Len
-		if seq != e.seq || int(gs) != step || int(gc) != t.Chunk || int(gl) != want {
-			return nil, fmt.Errorf("allreduce: node %d: from node %d got exchange %d step %d chunk %d of %d elements; want exchange %d step %d chunk %d of %d",
-				e.cfg.Self, j, seq, gs, gc, gl, e.seq, step, t.Chunk, want)
-		}
-		b := make([]byte, 4*want)
-		if _, err := io.ReadFull(c, b); err != nil {
-			return nil, fmt.Errorf("allreduce: node %d: receive step %d from node %d: %v", e.cfg.Self, step, j, err)
-		}
-		out[i] = wire.AsFloats(b)
-	}
-	return out, nil
 }

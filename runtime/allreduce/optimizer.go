@@ -32,3 +32,41 @@ func (o *Optimizer) Step(t int64, params, grads [][]float32) {
 		}
 	}
 }
+
+// Vectors are the optimizer's state (momentum's velocity, Adam's moments),
+// every tensor's in a fixed order: what a worker joining the group copies
+// from one that has trained.
+func (o *Optimizer) Vectors() [][]float32 {
+	var out [][]float32
+	for _, s := range o.states {
+		if s == nil {
+			continue
+		}
+		for _, v := range [][]float32{s.M, s.V} {
+			if v != nil {
+				out = append(out, v)
+			}
+		}
+	}
+	return out
+}
+
+// Steps is how many steps the optimizer has taken (Adam's bias correction
+// counts them).
+func (o *Optimizer) Steps() int64 {
+	for _, s := range o.states {
+		if s != nil {
+			return s.Step
+		}
+	}
+	return 0
+}
+
+// SetSteps sets the step count of every tensor's state.
+func (o *Optimizer) SetSteps(n int64) {
+	for _, s := range o.states {
+		if s != nil {
+			s.Step = n
+		}
+	}
+}

@@ -3,18 +3,20 @@ package role
 import (
 	"context"
 	"fmt"
+	"math"
 	"net"
+	"slices"
+	"sync"
 	"time"
 
+	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/runtime/allreduce"
 	"github.com/kelpie/kelpie/runtime/job"
 	"github.com/kelpie/kelpie/runtime/model"
 	"github.com/kelpie/kelpie/runtime/spec"
+	"github.com/kelpie/kelpie/runtime/straggler"
 	"github.com/kelpie/kelpie/runtime/worker"
 )
-
-// connectTimeout bounds how long a worker waits for its allreduce peers.
-const connectTimeout = time.Minute
 
 // isAllreduce says whether the job's workers sum gradients among
 // themselves (cluster.exchange ring or rat).
@@ -80,28 +82,61 @@ func Plan(s *spec.Spec, m model.Model) *allreduce.Plan {
 	return allreduce.RAT(s.Cluster.Workers, n, topo, 0)
 }
 
-// joinAllreduce connects worker idx to its peers (addresses from the
-// coordinator, by worker index) and returns its allreduce settings. The
-// listener passes to the Exchange, which closes it.
-func joinAllreduce(ctx context.Context, o Options, s *spec.Spec, m model.Model, idx int, lis net.Listener, peers []string) (*worker.Allreduce, error) {
-	if len(peers) != s.Cluster.Workers {
-		lis.Close()
-		return nil, fmt.Errorf("worker %s: the coordinator gave %d peer addresses for %d workers", o.Node, len(peers), s.Cluster.Workers)
+// newAllreduce is worker idx's allreduce group: its members are the
+// workers the job's latest batch split gives samples (an added worker,
+// which no split covers yet, waits for the one that takes it in); peers'
+// addresses come from the coordinator, asked again whenever a dial fails
+// (a restarted worker registers a new one); the worker's injected pauses
+// (stragglers of kind pause) also hold its sends in the exchange, as a
+// node that stops sending (RAT §4). The listener stays the caller's.
+func newAllreduce(o Options, s *spec.Spec, m model.Model, idx int, lis net.Listener, coord kelpiepb.CoordinatorClient,
+	peers []string, plan job.Plan, sched straggler.Schedule, start time.Time) *worker.Allreduce {
+	var mu sync.Mutex
+	known := slices.Clone(peers)
+	resolve := func(ctx context.Context, w int) (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if w < len(known) && known[w] != "" {
+			// The first dial uses what Ready said; a failed one asks
+			// again.
+			a := known[w]
+			known[w] = ""
+			return a, nil
+		}
+		r, err := coord.Ready(ctx, &kelpiepb.ReadyRequest{Job: o.Job, Node: o.Node})
+		if err != nil {
+			return "", err
+		}
+		if w >= len(r.Peers) || r.Peers[w] == "" {
+			return "", fmt.Errorf("worker-%d has no address yet", w)
+		}
+		return r.Peers[w], nil
 	}
-	for i, p := range peers {
-		if p == "" {
-			lis.Close()
-			return nil, fmt.Errorf("worker %s: worker-%d has no peer address", o.Node, i)
+	var members []int
+	for i, b := range plan.LocalAt(math.MaxInt64) {
+		if b > 0 {
+			members = append(members, i)
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
-	defer cancel()
-	topo := Topology(s)
-	x, err := allreduce.Connect(ctx, allreduce.Config{Self: idx, Addrs: peers, Listener: lis, Group: s.Name, Region: topo.RackRegion()})
-	if err != nil {
-		return nil, fmt.Errorf("worker %s: %v", o.Node, err)
-	}
-	return &worker.Allreduce{Exchange: x, Plan: Plan(s, m), Optim: job.OptimConfig(s), Init: m.InitDense(s.Data.Seed)}, nil
+	g := allreduce.NewGroup(allreduce.GroupConfig{
+		Self: idx, Job: s.Name, Listener: lis, Resolve: resolve, Kind: s.Cluster.Exchange,
+		Place: func(w int) allreduce.Place {
+			l := s.Cluster.Topology[spec.WorkerName(w)]
+			return allreduce.Place{Rack: l.Rack, Pod: l.Pod}
+		},
+		BeforeSend: func(ctx context.Context, _ int) {
+			if d := sched.Pause(time.Since(start)); d > 0 {
+				t := time.NewTimer(d)
+				defer t.Stop()
+				select {
+				case <-t.C:
+				case <-ctx.Done():
+				}
+			}
+		},
+	})
+	return &worker.Allreduce{Group: g, Members: members, Await: !slices.Contains(members, idx),
+		Optim: job.OptimConfig(s), Init: m.InitDense(s.Data.Seed)}
 }
 
 // region is a node's rack region by name (cluster.topology; unlabelled

@@ -444,10 +444,8 @@ func RunWorker(ctx context.Context, o Options) error {
 	}
 	var ar *worker.Allreduce
 	if isAllreduce(s) {
-		if ar, err = joinAllreduce(ctx, o, s, m, idx, peerLis, rd.Peers); err != nil {
-			return err
-		}
-		defer ar.Exchange.Close()
+		ar = newAllreduce(o, s, m, idx, peerLis, coord, rd.Peers, plan, sched, start)
+		defer ar.Group.Close()
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -574,7 +572,7 @@ func RunWorker(ctx context.Context, o Options) error {
 	}
 	cross := psCross
 	if ar != nil {
-		cross = ar.Exchange.CrossBytes()
+		cross = ar.Group.CrossBytes()
 	}
 	// Shard reports kept while the scheduler was away go out before Done:
 	// the job's DONE count must be exact.

@@ -165,9 +165,10 @@
 //	    pssp, drop:              sync; keys left out keep the sync section's values
 //
 // Steps run in order of at, and in file order at equal times. Adding or
-// removing servers, reassign and psld need exchange ps; adding, removing
-// and restarting workers are not supported with ring or rat; no step may remove
-// the last server or worker, or leave more workers than the global batch.
+// removing servers, reassign and psld need exchange ps (with ring or rat,
+// adding, removing and restarting workers rebuild the ring or trees at an
+// iteration boundary); no step may remove the last server or worker, or
+// leave more workers than the global batch.
 //
 // A key given a value of the wrong type (a string where an integer belongs),
 // a key a straggler kind or script action does not use, and a key given

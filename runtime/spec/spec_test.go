@@ -345,12 +345,10 @@ cluster:
 			"spec.yaml:4: policies.psld.mode: psld balances parameter servers: needs exchange ps (exchange is ring)",
 			"spec.yaml:6: script[0].action: add-server needs exchange ps (exchange is ring)",
 		}},
-		{"allreduce servers and membership", "name: x\nmodel: {kind: sparse-lr}\ncluster: {exchange: rat, servers: 2, min_servers: 1, workers: 3}\nscript:\n  - {at: 1s, action: remove-worker, node: worker-1}\n  - {at: 2s, action: restart, node: worker-0}\n", []string{
+		{"allreduce servers", "name: x\nmodel: {kind: sparse-lr}\ncluster: {exchange: rat, servers: 2, min_servers: 1, workers: 3}\nscript:\n  - {at: 1s, action: remove-worker, node: worker-1}\n  - {at: 2s, action: restart, node: worker-0}\n", []string{
 			"spec.yaml:3: cluster.servers: must be 0 for exchange rat: allreduce sums gradients among the workers (got 2)",
 			"spec.yaml:3: cluster.exchange: rat sums dense gradients: model sparse-lr needs exchange ps",
 			"spec.yaml:3: cluster.min_servers: must be 0 for exchange rat: it has no parameter servers (got 1)",
-			"spec.yaml:5: script[0].action: remove-worker is not supported with exchange rat (the workers' ring or trees are not rebuilt)",
-			"spec.yaml:6: script[1].action: restart is not supported with exchange rat (the workers' ring or trees are not rebuilt)",
 		}},
 		{"policies", `name: x
 cluster: {workers: 2}

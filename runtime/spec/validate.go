@@ -500,11 +500,6 @@ func (c *checker) validateScript() {
 				c.errorf(key("action"), "%s needs exchange ps (exchange is %s)", st.Action, ex)
 			}
 		}
-		if ex := s.Cluster.Exchange; (ex == ExchangeRing || ex == ExchangeRAT) &&
-			(st.Action == ActionAddWorker || st.Action == ActionRemoveWorker || st.Action == ActionRestart) {
-			// The workers' ring or trees are fixed for the job's life.
-			c.errorf(key("action"), "%s is not supported with exchange %s (the workers' ring or trees are not rebuilt)", st.Action, ex)
-		}
 		switch st.Action {
 		case ActionAddServer, ActionAddWorker:
 			if st.Node != created[i] {

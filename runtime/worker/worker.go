@@ -17,13 +17,11 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/runtime/allreduce"
 	"github.com/kelpie/kelpie/runtime/blocks"
 	"github.com/kelpie/kelpie/runtime/data"
 	"github.com/kelpie/kelpie/runtime/diverge"
 	"github.com/kelpie/kelpie/runtime/job"
 	"github.com/kelpie/kelpie/runtime/model"
-	"github.com/kelpie/kelpie/runtime/optim"
 	"github.com/kelpie/kelpie/runtime/psclient"
 	"github.com/kelpie/kelpie/runtime/spec"
 	"github.com/kelpie/kelpie/runtime/straggler"
@@ -60,20 +58,6 @@ type Config struct {
 	// parameters, sums gradients with the other workers and applies the
 	// optimizer itself.
 	Allreduce *Allreduce
-}
-
-// Allreduce is a worker's allreduce group.
-type Allreduce struct {
-	// Exchange is the worker's connections to the others (the caller owns
-	// it); Plan sums the model's dense tensors laid end to end, and one
-	// more value: how many workers have data for the next iteration (they
-	// all stop together when none has).
-	Exchange *allreduce.Exchange
-	Plan     *allreduce.Plan
-	// Optim is the job's optimizer and learning-rate schedule; Init the
-	// dense tensors' initial values (the same on every worker).
-	Optim optim.Config
-	Init  [][]float32
 }
 
 // Command is an action for the worker to apply at an iteration boundary.
@@ -494,6 +478,13 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 	if err != nil {
 		return Summary{}, fmt.Errorf("worker %d: initial pull: %v", w.cfg.Index, err)
 	}
+	if w.ar != nil {
+		// Where the job is comes from the group (a restarted or added
+		// worker takes its state).
+		if start, err = w.joinAllreduce(ctx); err != nil {
+			return Summary{}, err
+		}
+	}
 	start = max(start, 0)
 	if w.cfg.Source == nil {
 		start = min(start, w.cfg.Plan.Iterations())
@@ -574,8 +565,9 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 		}
 		if w.ar != nil {
 			// Allreduce workers stop together: one with no data left trains
-			// zero gradients while any other has data.
-			more = w.ar.more
+			// zero gradients while any other has data; a removed one
+			// leaves at its iteration.
+			more = w.ar.more && (w.leaveAt < 0 || next < w.leaveAt)
 		}
 		if w.dropped && samples > 0 {
 			// The servers completed iteration t without our gradient: its
@@ -824,8 +816,6 @@ func (w *Worker) applyCommands(next int64) {
 		at := max(c.At, next)
 		var err error
 		switch {
-		case c.Leave && w.ar != nil:
-			err = fmt.Errorf("worker %d: removing a worker from an allreduce job is not supported (its ring or trees would have to be rebuilt)", w.cfg.Index)
 		case c.Leave:
 			w.leaveAt = at
 		case c.LRScale > 0:
@@ -837,6 +827,9 @@ func (w *Worker) applyCommands(next int64) {
 				w.accum = 1
 				if w.cfg.Index < len(c.Accum) {
 					w.accum = max(c.Accum[w.cfg.Index], 1)
+				}
+				if w.ar != nil {
+					w.ar.split(at, c.Local) // members may change at iteration at
 				}
 			}
 		}

@@ -649,7 +649,8 @@ func (c *Coordinator) Register(ctx context.Context, req *kelpiepb.RegisterReques
 		if err := j.persistLocked(); err != nil {
 			return nil, err
 		}
-		old.Pid = req.Pid
+		// An allreduce worker's peers dial it at its new address.
+		old.Addr, old.Pid = req.Addr, req.Pid
 		old.Restarts++
 		old.SamplesBase += old.Samples
 		old.Samples = 0

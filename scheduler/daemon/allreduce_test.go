@@ -90,3 +90,76 @@ func TestExchangeModesSameAccuracy(t *testing.T) {
 		t.Errorf("bytes_cross_region: ps %v, ring %v, rat %v; want rat > 0 and the least", ps, ring, rat)
 	}
 }
+
+// TestAllreduceElastic: `kelpie run` of a RAT job whose script adds a
+// worker, removes one, restarts one (KILL_RESTART: its process is killed,
+// the others' exchange breaks and they form the group again with the new
+// process) and re-splits the batch: every action is applied, the trees
+// being rebuilt at an iteration boundary each time, and the job still
+// learns MNIST.
+func TestAllreduceElastic(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	src := `name: rat-elastic
+model: {kind: mlp, hidden: [32]}
+data: {kind: mnist, epochs: 3, batches_per_shard: 10, seed: 1}
+train: {global_batch: 128, lr: 0.1, optimizer: momentum}
+cluster:
+  workers: 4
+  exchange: rat
+  topology: {worker-0: {rack: r0}, worker-1: {rack: r0}, worker-2: {rack: r1}, worker-3: {rack: r1}, worker-4: {rack: r1}}
+script:
+  - {at: 2s, action: add-worker}
+  - {at: 4s, action: remove-worker, node: worker-1}
+  - {at: 6s, action: restart, node: worker-2}
+  - {at: 8s, action: adjust-batch, sizes: {worker-0: 48, worker-2: 32, worker-3: 24, worker-4: 24}}
+`
+	spec := filepath.Join(t.TempDir(), "rat-elastic.yaml")
+	if err := os.WriteFile(spec, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tag := fmt.Sprintf("KELPIE_TEST_TAG=rat-elastic-%d", time.Now().UnixNano())
+	defer killTagged(tag)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, kelpieBin, "run", spec, "--json", "--headless")
+	cmd.Env = append(os.Environ(), tag)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("kelpie run = %v\n%s", err, stderr.String())
+	}
+	var r struct {
+		Accuracy float64 `json:"accuracy"`
+		Samples  int64   `json:"samples"`
+		Actions  []struct {
+			Kind, Node, State, Error string
+			Applied                  int64 `json:"applied_iteration"`
+		} `json:"actions"`
+		Skipped []any `json:"script_skipped"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+		t.Fatalf("result: %v\n%s", err, stdout.String())
+	}
+	kinds := map[string]bool{}
+	for _, a := range r.Actions {
+		t.Logf("%s %s: %s at iteration %d %s", a.Kind, a.Node, a.State, a.Applied, a.Error)
+		if a.State != "applied" {
+			t.Errorf("%s %s is %s (%s); want applied", a.Kind, a.Node, a.State, a.Error)
+		}
+		kinds[a.Kind] = true
+	}
+	for _, k := range []string{"ADD_WORKER", "REMOVE_WORKER", "KILL_RESTART", "ADJUST_BS"} {
+		if !kinds[k] {
+			t.Errorf("no %s among the actions", k)
+		}
+	}
+	if len(r.Skipped) != 0 {
+		t.Errorf("script steps skipped: %v (the job ended too early to test them)", r.Skipped)
+	}
+	t.Logf("accuracy %.4f, samples %d", r.Accuracy, r.Samples)
+	if r.Accuracy < 0.9 || r.Samples < 3*60000 {
+		t.Errorf("accuracy %.4f over %d samples; want ≥ 0.9 over at least 3 epochs", r.Accuracy, r.Samples)
+	}
+}

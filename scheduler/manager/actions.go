@@ -926,20 +926,22 @@ func gateRecord(a *kelpiepb.Action, key string) gate.Action {
 
 // allreduceRefuses says why an action does not apply to an allreduce job
 // (cluster.exchange ring or rat): it has no parameter servers (block
-// tables, server changes, barrier drops) and its workers' ring or trees are
-// fixed for the job's life (no worker added, removed or relaunched).
-// ADJUST_BS and ADJUST_LR apply as in PS jobs.
+// tables, server changes, barrier drops). ADJUST_BS (with accumulation)
+// and ADJUST_LR apply as in PS jobs; adding, removing and relaunching
+// workers too, the workers' ring or trees being rebuilt at an iteration
+// boundary (runtime/worker's reducer).
 func allreduceRefuses(s *spec.Spec, kind string) error {
 	ex := s.Cluster.Exchange
 	if ex != spec.ExchangeRing && ex != spec.ExchangeRAT {
 		return nil
 	}
 	switch kind {
-	case string(policy.KindAdjustBS), string(policy.KindAdjustLR):
+	case string(policy.KindAdjustBS), string(policy.KindAdjustLR), string(policy.KindKillRestart),
+		string(policy.KindAddWorker), string(policy.KindRemoveWorker):
 		return nil
 	case string(policy.KindReassign), string(policy.KindAddServer), string(policy.KindRemoveServer),
 		string(policy.KindSetSync), string(policy.KindBackupWorkers):
 		return status.Errorf(codes.FailedPrecondition, "%s does not apply to job %s: exchange %s has no parameter servers (needs exchange ps)", kind, s.Name, ex)
 	}
-	return status.Errorf(codes.FailedPrecondition, "%s is not supported for job %s: exchange %s does not rebuild its workers' ring or trees", kind, s.Name, ex)
+	return status.Errorf(codes.FailedPrecondition, "%s is not supported for job %s (exchange %s)", kind, s.Name, ex)
 }

@@ -8,9 +8,10 @@ import (
 	"github.com/kelpie/kelpie/scheduler/policy"
 )
 
-// TestAllreduceRefusesPSActions: an allreduce job takes ADJUST_BS and
-// ADJUST_LR, and refuses server, table and membership actions with a
-// message that says why; a PS job refuses none of them here.
+// TestAllreduceRefusesPSActions: an allreduce job takes ADJUST_BS,
+// ADJUST_LR and worker changes (its ring or trees are rebuilt), and
+// refuses server and table actions with a message that says why; a PS job
+// refuses none of them here.
 func TestAllreduceRefusesPSActions(t *testing.T) {
 	rat, err := spec.Parse("x.yaml", []byte("name: x\ncluster: {exchange: rat, workers: 2}\n"))
 	if err != nil {
@@ -31,9 +32,9 @@ func TestAllreduceRefusesPSActions(t *testing.T) {
 		{policy.KindReassign, "no parameter servers"},
 		{policy.KindSetSync, "no parameter servers"},
 		{policy.KindBackupWorkers, "no parameter servers"},
-		{policy.KindKillRestart, "does not rebuild"},
-		{policy.KindAddWorker, "does not rebuild"},
-		{policy.KindRemoveWorker, "does not rebuild"},
+		{policy.KindKillRestart, ""},
+		{policy.KindAddWorker, ""},
+		{policy.KindRemoveWorker, ""},
 	} {
 		err := allreduceRefuses(rat, string(c.kind))
 		switch {

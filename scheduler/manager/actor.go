@@ -8,14 +8,15 @@ import (
 )
 
 // A job's actor is the goroutine that takes in its agents' messages in the
-// order they came: reports, heartbeats, server counters and acks from every
-// agent stream of the job go through it, so that the streams wait on the
-// job's inbox (gRPC flow control pushes back on a busy job) rather than on
-// the manager's lock, and one job's agents never contend with another's.
-// Reports that queue up meanwhile are taken in together, under one
-// acquisition of the manager's lock. It is the first step to a job owned by
-// one goroutine (issue 10): the state it writes is still guarded by the
-// manager's lock, which views, ticks and actions share.
+// order they came: reports, server counters and acks from every agent
+// stream of the job go through it (heartbeats, which may write the node's
+// state to the store, are taken in on their stream), so that the streams
+// wait on the job's inbox (gRPC flow control pushes back on a busy job)
+// rather than on the manager's lock, and one job's agents never contend
+// with another's. Reports that queue up meanwhile are taken in together,
+// under one acquisition of the manager's lock. It is the first step to a
+// job owned by one goroutine (issue 10): the state it writes is still
+// guarded by the manager's lock, which views, ticks and actions share.
 //
 // The actor starts with the job's first message, is tracked like every
 // goroutine of the manager (spawn) and ends when the job ends or the

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/scheduler/clock"
 	"github.com/kelpie/kelpie/scheduler/coordinator"
 	"github.com/kelpie/kelpie/scheduler/store"
 )
@@ -139,6 +140,15 @@ func (s *AgentService) Connect(stream kelpiepb.Agent_ConnectServer) error {
 		case err := <-sendErr:
 			return err
 		default:
+		}
+		if msg.GetHeartbeat() != nil {
+			// A heartbeat may write the node's state to the store: taken
+			// in here, so that the job's reports never queue behind a
+			// disk write.
+			t0 := m.clk.Now()
+			m.fromAgent(j, n, msg)
+			ingest.Observe(clock.Since(m.clk, t0).Seconds())
+			continue
 		}
 		// Taken in by the job's actor, in order (actor.go); the ingest
 		// time counts the wait for it.

@@ -144,15 +144,19 @@ func TestTUIOverTLS(t *testing.T) {
 		{"other", strings.Repeat("ab", 32), "disconnected from " + d.HTTPAddr(), "over-tls"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			// A tmux server of its own (-L): a session started while
+			// another test's server exits after its last session fails
+			// with "server exited unexpectedly".
 			session := fmt.Sprintf("kelpie-tls-%d", time.Now().UnixNano())
+			tmux := func(args ...string) *exec.Cmd { return exec.Command("tmux", append([]string{"-L", session}, args...)...) }
 			cmd := fmt.Sprintf("%s tui --scheduler %s --token-file %s --tls-fingerprint %s --config -", kelpieBin, d.HTTPAddr(), tokenFile, tt.fingerprint)
-			if out, err := exec.Command("tmux", "new-session", "-d", "-s", session, "-x", "160", "-y", "40", cmd).CombinedOutput(); err != nil {
+			if out, err := tmux("new-session", "-d", "-s", session, "-x", "160", "-y", "40", cmd).CombinedOutput(); err != nil {
 				t.Fatalf("tmux: %v\n%s", err, out)
 			}
-			defer exec.Command("tmux", "kill-session", "-t", session).Run()
+			defer tmux("kill-server").Run()
 			screen := ""
 			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-				out, _ := exec.Command("tmux", "capture-pane", "-p", "-t", session).Output()
+				out, _ := tmux("capture-pane", "-p", "-t", session).Output()
 				if screen = string(out); strings.Contains(screen, tt.want) {
 					break
 				}

@@ -148,7 +148,9 @@ func TestTUIOverTLS(t *testing.T) {
 			// another test's server exits after its last session fails
 			// with "server exited unexpectedly".
 			session := fmt.Sprintf("kelpie-tls-%d", time.Now().UnixNano())
-			tmux := func(args ...string) *exec.Cmd { return exec.Command("tmux", append([]string{"-L", session}, args...)...) }
+			tmux := func(args ...string) *exec.Cmd {
+				return exec.Command("tmux", append([]string{"-L", session}, args...)...)
+			}
 			cmd := fmt.Sprintf("%s tui --scheduler %s --token-file %s --tls-fingerprint %s --config -", kelpieBin, d.HTTPAddr(), tokenFile, tt.fingerprint)
 			if out, err := tmux("new-session", "-d", "-s", session, "-x", "160", "-y", "40", cmd).CombinedOutput(); err != nil {
 				t.Fatalf("tmux: %v\n%s", err, out)

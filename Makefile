@@ -97,16 +97,14 @@ rules:
 
 # Fuzz every decoder of untrusted input for FUZZTIME each (CI: 10s); seed
 # corpora live in each package's testdata/fuzz. A crash leaves its input
-# there: fix it and keep the input as a regression case.
+# there: fix it and keep the input as a regression case. scripts/fuzz.sh
+# retries once a run that only hit Go's -fuzztime deadline race.
 FUZZTIME ?= 30s
 FUZZ_TARGETS := runtime/spec:FuzzParse runtime/wire:FuzzUnmarshal runtime/tensorwire:FuzzDecode runtime/data:FuzzIDX \
 	runtime/diverge:FuzzParse runtime/server:FuzzRequest runtime/identity:FuzzPolicies scheduler/console:FuzzClientFrame \
 	scheduler/coordinator:FuzzRequests scheduler/shard:FuzzRestore scheduler/shard:FuzzInterleavings
 fuzz:
-	@set -e; for t in $(FUZZ_TARGETS); do \
-		pkg=$${t%%:*}; fn=$${t##*:}; echo "fuzz ./$$pkg $$fn for $(FUZZTIME)"; \
-		$(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) ./$$pkg; \
-	done
+	@GO=$(GO) scripts/fuzz.sh $(FUZZTIME) $(FUZZ_TARGETS)
 
 # Faults: ROUNDS rounds (20) of a seeded random schedule of faults, two a
 # round, with invariants checked after each (TestFaultRounds): kill -9 of a

@@ -1,14 +1,9 @@
 package daemon
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 )
@@ -40,28 +35,12 @@ func TestExchangeModesSameAccuracy(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test")
 	}
-	dir := t.TempDir()
 	res := map[string]map[string]any{}
 	for _, ex := range []string{"ps", "ring", "rat"} {
-		spec := filepath.Join(dir, ex+".yaml")
-		if err := os.WriteFile(spec, []byte(exchangeSpec(ex)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		tag := fmt.Sprintf("KELPIE_TEST_TAG=exchange-%s-%d", ex, time.Now().UnixNano())
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		cmd := exec.CommandContext(ctx, kelpieBin, "run", spec, "--json", "--headless")
-		cmd.Env = append(os.Environ(), tag)
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		cancel()
-		killTagged(tag)
-		if err != nil {
-			t.Fatalf("kelpie run (%s) = %v\n%s", ex, err, stderr.String())
-		}
+		stdout, _ := runHeadless(t, "exchange-"+ex, exchangeSpec(ex), 5*time.Minute)
 		var r map[string]any
-		if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
-			t.Fatalf("%s: result is not JSON: %v\n%s", ex, err, stdout.String())
+		if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+			t.Fatalf("%s: result is not JSON: %v\n%s", ex, err, stdout)
 		}
 		res[ex] = r
 		t.Logf("%s: accuracy %v, final_loss %v, iterations %v, samples %v, bytes_cross_region %v, train_seconds %v (loaded machine)",
@@ -115,21 +94,7 @@ script:
   - {at: 6s, action: restart, node: worker-2}
   - {at: 8s, action: adjust-batch, sizes: {worker-0: 48, worker-2: 32, worker-3: 24, worker-4: 24}}
 `
-	spec := filepath.Join(t.TempDir(), "rat-elastic.yaml")
-	if err := os.WriteFile(spec, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	tag := fmt.Sprintf("KELPIE_TEST_TAG=rat-elastic-%d", time.Now().UnixNano())
-	defer killTagged(tag)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, kelpieBin, "run", spec, "--json", "--headless")
-	cmd.Env = append(os.Environ(), tag)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("kelpie run = %v\n%s", err, stderr.String())
-	}
+	stdout, _ := runHeadless(t, "rat-elastic", src, 5*time.Minute)
 	var r struct {
 		Accuracy float64 `json:"accuracy"`
 		Samples  int64   `json:"samples"`
@@ -139,8 +104,8 @@ script:
 		} `json:"actions"`
 		Skipped []any `json:"script_skipped"`
 	}
-	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
-		t.Fatalf("result: %v\n%s", err, stdout.String())
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+		t.Fatalf("result: %v\n%s", err, stdout)
 	}
 	kinds := map[string]bool{}
 	for _, a := range r.Actions {

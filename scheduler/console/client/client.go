@@ -389,29 +389,22 @@ func (c *Client) Subscribe(ctx context.Context, jobs []string) error {
 
 // SetRate changes the most deltas per second the server sends (re-sending the subscription).
 func (c *Client) SetRate(ctx context.Context, hz float64) error {
-	c.subMu.Lock()
-	defer c.subMu.Unlock()
-	c.mu.Lock()
-	sub := proto.CloneOf(c.sub)
-	sub.MaxRateHz = hz
-	c.sub = sub
-	conn := c.conn
-	subscribed := c.subscribed
-	c.mu.Unlock()
-	if conn == nil || !subscribed {
-		return nil
-	}
-	return c.sendSubscribe(ctx, conn, sub)
+	return c.resubscribe(ctx, func(sub *kelpiepb.Subscribe) { sub.MaxRateHz = hz })
 }
 
 // SetWindow changes what of each detail view the server sends (re-sending the subscription; the
 // server answers with a snapshot). Nil: whole views.
 func (c *Client) SetWindow(ctx context.Context, w *kelpiepb.ViewWindow) error {
+	return c.resubscribe(ctx, func(sub *kelpiepb.Subscribe) { sub.Window = w })
+}
+
+// resubscribe changes a copy of the subscription and sends it when the client is subscribed.
+func (c *Client) resubscribe(ctx context.Context, change func(*kelpiepb.Subscribe)) error {
 	c.subMu.Lock()
 	defer c.subMu.Unlock()
 	c.mu.Lock()
 	sub := proto.CloneOf(c.sub)
-	sub.Window = w
+	change(sub)
 	c.sub = sub
 	conn := c.conn
 	subscribed := c.subscribed

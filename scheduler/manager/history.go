@@ -232,14 +232,18 @@ func (j *jobState) judge(now time.Time, final bool) {
 // under the manager's mutex.
 func (j *jobState) applied(a *kelpiepb.Action, frames []*kelpiepb.TimelineFrame) (timeline.Applied, map[string]int32) {
 	at := a.GetUpdated().AsTime()
+	var dispatched time.Time
 	for _, h := range a.GetHistory() {
+		if h.GetState() == ActDispatched && dispatched.IsZero() {
+			dispatched = h.GetAt().AsTime()
+		}
 		if h.GetState() == ActApplied {
 			at = h.GetAt().AsTime()
 			break
 		}
 	}
 	snap := j.snap.Config
-	ap := timeline.Applied{At: at, Window: snap.LTrans, Transition: j.m.cfg.Bucket}
+	ap := timeline.Applied{At: at, Dispatched: dispatched, Window: snap.LTrans, Transition: j.m.cfg.Bucket}
 	if _, escalated := a.GetEvidence()["escalated_from_seconds"]; a.Kind == string(policy.KindKillRestart) &&
 		a.Policy == policy.NameAntDTND && !escalated {
 		// A restart answers a persistent straggler (L_per); one escalated
@@ -259,10 +263,17 @@ func (j *jobState) applied(a *kelpiepb.Action, frames []*kelpiepb.TimelineFrame)
 	if x := ev["predicted_bpt_s"]; x > 0 && a.Kind != string(policy.KindAdjustBS) {
 		ap.PredictedBPT = time.Duration(x * float64(time.Second))
 	}
+	// The batch sizes before it: from the last frame before it was sent
+	// (workers that reached its iteration before the last one acknowledged
+	// already report the new sizes).
+	from := at
+	if !dispatched.IsZero() && dispatched.Before(at) {
+		from = dispatched
+	}
 	before := map[string]int32{}
-	if i := kelpiepb.FrameAt(frames, at); i >= 0 {
-		if frames[i].GetTime().AsTime().After(at) && i > 0 {
-			i-- // the frame that covers at ends after it: take the one before
+	if i := kelpiepb.FrameAt(frames, from); i >= 0 {
+		if frames[i].GetTime().AsTime().After(from) && i > 0 {
+			i-- // the frame that covers from ends after it: take the one before
 		}
 		for _, n := range frames[i].GetNodes() {
 			if n.GetRole() == "worker" {

@@ -18,6 +18,11 @@ type Applied struct {
 	Targets []string
 	// At is when it was applied.
 	At time.Time
+	// Dispatched is when it was sent to its nodes; the before-window ends
+	// there (zero: at At). Between the two some nodes may already run it (a
+	// batch change applies at a target iteration, acknowledged by the last
+	// worker to reach it), so frames after Dispatched are not "before".
+	Dispatched time.Time
 	// Window is the length of the before and after windows: the window the
 	// proposing policy read (L_trans for a batch change, L_per for a
 	// restart).
@@ -43,7 +48,11 @@ func Realize(frames []*kelpiepb.TimelineFrame, a Applied, now time.Time, final b
 	if a.Window <= 0 {
 		return nil
 	}
-	before := window(frames, a.At.Add(-a.Window), a.At)
+	cut := a.At
+	if !a.Dispatched.IsZero() && a.Dispatched.Before(cut) {
+		cut = a.Dispatched
+	}
+	before := window(frames, cut.Add(-a.Window), cut)
 	if len(before) == 0 {
 		return nil
 	}

@@ -245,6 +245,11 @@ func TestRealize(t *testing.T) {
 		{"job ended mid-window: what there is", missed[:14], adjust, true, true, true, "predicted 17.4k → 21.0k/s · realized 12.3k/s ✗", 0.028, 0.028},
 		{"restarted node never back", append(straggler(1, 10, 17_400, 0.028), straggler(11, 20, 0, math.NaN())...), restart, true, false, false, "", 0, 0},
 		{"nothing before", missed[10:], adjust, true, false, false, "", 0, 0},
+		// Dispatched at 10 s, applied (the last worker's ack) at 13 s: the
+		// frames between already run the change, so "before" ends at 10 s.
+		{"before ends at the dispatch", append(append(straggler(1, 10, 17_400, 0.028), straggler(11, 13, 30_000, 0.004)...), straggler(14, 23, 30_000, 0.004)...),
+			Applied{Targets: []string{"worker-2"}, At: at.Add(3 * time.Second), Dispatched: at, Window: 5 * time.Second, Transition: time.Second, PredictedThroughput: 21_000},
+			false, true, false, "predicted 17.4k → 21.0k/s · realized 30.0k/s ✓", 0.028, 0.004},
 		{"no prediction", missed, Applied{At: at, Window: 5 * time.Second, Transition: time.Second}, false, true, false, "no prediction · throughput 17.4k → 12.3k/s", 0.0085, 0.0085},
 	} {
 		t.Run(c.name, func(t *testing.T) {

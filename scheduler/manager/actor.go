@@ -125,10 +125,10 @@ func (m *Manager) takeIn(j *jobState, batch []agentMsg) {
 			_ = j.coord.Observe(batch[k].msg.GetReport()) // the samples ledger
 			k++
 		}
-		now := m.now()
+		now, servers := m.now(), j.coord.ServerNames()
 		m.mu.Lock()
 		for _, in := range batch[i:k] {
-			j.observe(in.n.name, in.msg.GetReport(), now)
+			j.observe(in.n.name, in.msg.GetReport(), now, servers)
 		}
 		m.mu.Unlock()
 		for _, in := range batch[i:k] {

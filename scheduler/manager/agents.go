@@ -173,8 +173,9 @@ func (m *Manager) fromAgent(j *jobState, n *nodeState, msg *kelpiepb.AgentMessag
 	switch b := msg.Body.(type) {
 	case *kelpiepb.AgentMessage_Report:
 		_ = j.coord.Observe(b.Report) // the samples ledger
+		servers := j.coord.ServerNames()
 		m.mu.Lock()
-		j.observe(n.name, b.Report, now)
+		j.observe(n.name, b.Report, now, servers)
 		m.mu.Unlock()
 	case *kelpiepb.AgentMessage_Heartbeat:
 		st := b.Heartbeat.GetStatus()
@@ -270,7 +271,7 @@ func (m *Manager) progress(cj *coordinator.Job, r *kelpiepb.ProgressReport) erro
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if j, ok := m.jobs[cj.Spec.Name]; ok && j.coord == cj && !j.over() {
-		j.observe(r.Node, r, m.now())
+		j.observe(r.Node, r, m.now(), cj.ServerNames())
 	}
 	return nil
 }

@@ -49,10 +49,13 @@ type jobState struct {
 	bucket0  time.Time                        // start of heatmap column 0 (fixed)
 	dprs     atomic.Pointer[map[string]int64] // servers' delayed pulls, as reported; read without the lock
 	// views is the job's published views: read without the lock, rebuilt
-	// (by one builder at a time, viewMu) at most every ViewTTL.
+	// (by one builder at a time, viewMu) at most every viewTTL.
 	views  atomic.Pointer[viewCache]
 	viewMu sync.Mutex
-	snap   monitor.Snapshot // the Monitor as of the last tick: views and gates read it
+	// nodeCount is the job's node count as of the last view built; it
+	// sets how long a view lives (viewTTL).
+	nodeCount atomic.Int32
+	snap      monitor.Snapshot // the Monitor as of the last tick: views and gates read it
 	// Table changes under way (the table itself is the coordinator's:
 	// PendingTable): the channel their sequence hears the agents on.
 	tableEvents map[string]chan tableEvent
@@ -277,8 +280,10 @@ func (j *jobState) column(t time.Time) int {
 
 // observe ingests a worker's report into the node's progress, the
 // Monitor's windows and the console's buckets (under the manager's lock;
-// the caller has entered it in the coordinator's samples ledger).
-func (j *jobState) observe(node string, r *kelpiepb.ProgressReport, now time.Time) {
+// the caller has entered it in the coordinator's samples ledger). servers
+// are the job's servers by index (the coordinator's ServerNames), read
+// once for a batch of reports.
+func (j *jobState) observe(node string, r *kelpiepb.ProgressReport, now time.Time, servers []string) {
 	n, ok := j.nodes[node]
 	if !ok || n.removed {
 		return
@@ -318,7 +323,6 @@ func (j *jobState) observe(node string, r *kelpiepb.ProgressReport, now time.Tim
 		n.cells.add(c, sum, len(r.BptSeconds), 0)
 	}
 	n.spark = appendBounded(n.spark, r.BptSeconds, 60)
-	servers := j.coord.ServerNames()
 	for _, cs := range r.Comm {
 		if int(cs.Server) >= len(servers) {
 			continue

@@ -42,7 +42,27 @@ func (m *Manager) View(names []string, heatmapColumns int) []*kelpiepb.JobView {
 }
 
 // ViewTTL is how long a built job view is served before it is rebuilt.
+// The detail view of a job of more than viewTTLNodes nodes lives
+// proportionally longer (viewTTL).
 const ViewTTL = 200 * time.Millisecond
+
+// viewTTLNodes is the job size up to which a detail view lives ViewTTL.
+const viewTTLNodes = 1000
+
+// viewTTL is how long the job's view for key is served: ViewTTL, and for
+// the detail view of a big job ViewTTL per viewTTLNodes nodes, up to one
+// heatmap bucket (1 s at 5,000 nodes). Building a detail view is O(nodes ×
+// columns) and its node rows change with the agents' reports, which come
+// about once per bucket: a 5,000-node view rebuilt five times a second cost
+// a tenth of a core and showed the same reports. The job's header, actions
+// and events ride on the same view, so they follow at that pace too.
+func (j *jobState) viewTTL(key viewKey) time.Duration {
+	ttl := ViewTTL
+	if n := int(j.nodeCount.Load()); key.detail && n > viewTTLNodes {
+		ttl = min(ViewTTL*time.Duration(n)/viewTTLNodes, max(j.m.cfg.Bucket, ViewTTL))
+	}
+	return ttl
+}
 
 type viewKey struct {
 	detail  bool
@@ -57,23 +77,24 @@ type cachedView struct {
 // viewCache is a job's published views; never changed once published.
 type viewCache map[viewKey]cachedView
 
-// fresh is the cached view for key if it is younger than ViewTTL.
-func (c *viewCache) fresh(key viewKey, now time.Time) *kelpiepb.JobView {
+// fresh is the cached view for key if it is younger than ttl.
+func (c *viewCache) fresh(key viewKey, now time.Time, ttl time.Duration) *kelpiepb.JobView {
 	if c == nil {
 		return nil
 	}
-	if v, ok := (*c)[key]; ok && now.Sub(v.at) < ViewTTL {
+	if v, ok := (*c)[key]; ok && now.Sub(v.at) < ttl {
 		return v.v
 	}
 	return nil
 }
 
-// with is a copy of c holding v for key, without the stale views.
-func (c *viewCache) with(key viewKey, v *kelpiepb.JobView, now time.Time) *viewCache {
+// with is a copy of c holding v for key, without the views older than
+// ttl of them.
+func (c *viewCache) with(key viewKey, v *kelpiepb.JobView, now time.Time, ttl func(viewKey) time.Duration) *viewCache {
 	out := viewCache{key: {v: v, at: now}}
 	if c != nil {
 		for k, cv := range *c {
-			if k != key && now.Sub(cv.at) < ViewTTL {
+			if k != key && now.Sub(cv.at) < ttl(k) {
 				out[k] = cv
 			}
 		}
@@ -84,16 +105,17 @@ func (c *viewCache) with(key viewKey, v *kelpiepb.JobView, now time.Time) *viewC
 // publishedView is the job's view for key: the published one while it is
 // fresh, else a new one, built by one goroutine at a time.
 func (j *jobState) publishedView(key viewKey, now time.Time) *kelpiepb.JobView {
-	if v := j.views.Load().fresh(key, now); v != nil {
+	ttl := j.viewTTL(key)
+	if v := j.views.Load().fresh(key, now, ttl); v != nil {
 		return v
 	}
 	j.viewMu.Lock()
 	defer j.viewMu.Unlock()
-	if v := j.views.Load().fresh(key, now); v != nil {
+	if v := j.views.Load().fresh(key, now, ttl); v != nil {
 		return v
 	}
 	v := j.view(key.detail, key.columns)
-	j.views.Store(j.views.Load().with(key, v, now))
+	j.views.Store(j.views.Load().with(key, v, now, j.viewTTL))
 	return v
 }
 
@@ -225,6 +247,7 @@ func (j *jobState) view(detail bool, columns int) *kelpiepb.JobView {
 	m := j.m
 	m.mu.Lock()
 	s, coord, snap := j.spec, j.coord, j.snap
+	j.nodeCount.Store(int32(len(j.nodes)))
 	v := &kelpiepb.JobView{Name: s.Name, State: j.state, Error: j.err, Submitted: ts(j.submitted), Ended: ts(j.ended),
 		Model: fmt.Sprintf("%s on %s", s.Model.Kind, s.Data.Kind), Sync: syncName(s),
 		Servers: int32(j.servers()), Workers: int32(len(j.liveWorkers())), GlobalBatch: int32(s.Train.GlobalBatch)}

@@ -105,3 +105,29 @@ func TestNodeOrder(t *testing.T) {
 		t.Errorf("sortedNodes = %v; want %v", got, want)
 	}
 }
+
+// TestViewTTL: a job's summary view and the detail view of a job of up to
+// 1,000 nodes live ViewTTL; a bigger job's detail view lives ViewTTL per
+// 1,000 nodes, up to one heatmap bucket.
+func TestViewTTL(t *testing.T) {
+	for _, c := range []struct {
+		nodes  int
+		detail bool
+		bucket time.Duration
+		want   time.Duration
+	}{
+		{10, true, time.Second, ViewTTL},
+		{1000, true, time.Second, ViewTTL},
+		{5000, false, time.Second, ViewTTL},
+		{2500, true, time.Second, 500 * time.Millisecond},
+		{5000, true, time.Second, time.Second},
+		{20000, true, time.Second, time.Second},
+		{20000, true, 100 * time.Millisecond, ViewTTL}, // never below ViewTTL
+	} {
+		j := &jobState{m: &Manager{cfg: Config{Bucket: c.bucket}}}
+		j.nodeCount.Store(int32(c.nodes))
+		if got := j.viewTTL(viewKey{detail: c.detail}); got != c.want {
+			t.Errorf("%d nodes, detail %v, bucket %v: TTL %v, want %v", c.nodes, c.detail, c.bucket, got, c.want)
+		}
+	}
+}

@@ -52,6 +52,9 @@ type Options struct {
 	// SchedulerProfile, when set, is where the scheduler writes a CPU
 	// profile of the run (kelpie scheduler --cpuprofile).
 	SchedulerProfile string
+	// SchedulerMutexProfile, when set, is where the scheduler writes its
+	// lock-contention profile (kelpie scheduler --mutexprofile).
+	SchedulerMutexProfile string
 }
 
 // consoleWindow is what `kelpie tui` asks for on a large terminal.
@@ -133,6 +136,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		"--spec-limit", fmt.Sprintf("workers=%d,servers=%d", max(o.Agents, 1), max(o.Servers, 1)))
 	if o.SchedulerProfile != "" {
 		sched.Args = append(sched.Args, "--cpuprofile", o.SchedulerProfile)
+	}
+	if o.SchedulerMutexProfile != "" {
+		sched.Args = append(sched.Args, "--mutexprofile", o.SchedulerMutexProfile)
 	}
 	sched.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := sched.Start(); err != nil {

@@ -33,10 +33,14 @@ type Config struct {
 	// Group names the group (the job): a node of another group is refused
 	// at the handshake.
 	Group string
-	// Dial opens a connection to a peer; nil dials plain TCP. It is the
-	// place for credentials: a dialer that wraps the connection in TLS (and
-	// a Listener that does the same) authenticates peers.
+	// Dial opens a connection to a peer; nil dials plain TCP.
 	Dial func(ctx context.Context, addr string) (net.Conn, error)
+	// Security authenticates peers (and may encrypt); nil: none, the
+	// runtime's own tests.
+	Security *Security
+	// Name names node j (worker-3), which an encrypted peer's certificate
+	// must name; required with TLS.
+	Name func(j int) string
 	// Region names each node's region for the byte counters (nil: one
 	// region, nothing crosses).
 	Region func(node int) string
@@ -86,6 +90,12 @@ func Connect(ctx context.Context, cfg Config) (*Exchange, error) {
 	}
 	if cfg.Listener == nil {
 		return nil, errors.New("allreduce: no listener")
+	}
+	if sec := cfg.Security; sec != nil && (sec.ServerTLS != nil) != (sec.ClientTLS != nil) {
+		return nil, errors.New("allreduce: TLS for one direction only: give both ends' configurations or neither")
+	}
+	if sec := cfg.Security; sec != nil && sec.ServerTLS != nil && (cfg.Name == nil || sec.PeerNode == nil) {
+		return nil, errors.New("allreduce: encrypted peers need the nodes' names to check their certificates")
 	}
 	if cfg.Dial == nil {
 		var d net.Dialer
@@ -149,24 +159,9 @@ func (e *Exchange) dial(ctx context.Context, j int) (net.Conn, error) {
 			addr, err = e.cfg.Resolve(ctx, j)
 		}
 		if err == nil {
-			c, err = e.cfg.Dial(ctx, addr)
-		}
-		if err == nil {
-			hello := make([]byte, 0, 4+1+4+1+len(e.cfg.Group))
-			hello = append(hello, magic...)
-			hello = append(hello, version)
-			hello = binary.LittleEndian.AppendUint32(hello, uint32(e.cfg.Self))
-			hello = append(hello, byte(len(e.cfg.Group)))
-			hello = append(hello, e.cfg.Group...)
-			if _, err = c.Write(hello); err == nil {
-				// The peer answers once it has taken the connection into
-				// its mesh: one it refuses (another membership: it is not
-				// there yet) is closed, and dialled again.
-				if err = e.welcome(ctx, c); err == nil {
-					return c, nil
-				}
+			if c, err = e.dialOnce(ctx, j, addr); err == nil {
+				return c, nil
 			}
-			c.Close()
 		}
 		t := time.NewTimer(dialRetry)
 		select {
@@ -176,6 +171,50 @@ func (e *Exchange) dial(ctx context.Context, j int) (net.Conn, error) {
 		case <-t.C:
 		}
 	}
+}
+
+// dialOnce connects to node j at addr: the security handshake, then the
+// hello naming the group and this node, which the peer answers once it has
+// taken the connection into its mesh (one it refuses, of another
+// membership, it closes: the caller dials again).
+func (e *Exchange) dialOnce(ctx context.Context, j int, addr string) (net.Conn, error) {
+	c, err := e.cfg.Dial(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	if e.cfg.Security != nil {
+		if c, err = e.secureDial(c, j); err != nil {
+			return nil, err
+		}
+	}
+	hello := make([]byte, 0, 4+1+4+1+len(e.cfg.Group))
+	hello = append(hello, magic...)
+	hello = append(hello, version)
+	hello = binary.LittleEndian.AppendUint32(hello, uint32(e.cfg.Self))
+	hello = append(hello, byte(len(e.cfg.Group)))
+	hello = append(hello, e.cfg.Group...)
+	if _, err = c.Write(hello); err == nil {
+		err = e.welcome(ctx, c)
+	}
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// secureDial runs the security handshake on a connection dialled to node
+// j, which must be who it is.
+func (e *Exchange) secureDial(c net.Conn, j int) (net.Conn, error) {
+	sc, err := e.cfg.Security.client(c)
+	if err == nil && sc.node != "" {
+		err = checkNode(sc.node, e.cfg.Name(j))
+	}
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return sc.conn, nil
 }
 
 // welcome waits for the peer's answer to the hello (until ctx ends: a
@@ -193,44 +232,129 @@ func (e *Exchange) welcome(ctx context.Context, c net.Conn) error {
 	return nil
 }
 
-// accept takes want connections, one from each other node.
+// maxHandshakes bounds the connections in their handshake at once: a
+// stranger that stalls holds one slot for at most the handshake's time and
+// keeps no peer out; beyond the bound new connections are closed.
+const maxHandshakes = 32
+
+// admitted is a connection that passed the handshake.
+type admitted struct {
+	c    net.Conn
+	from int
+}
+
+// accept takes want connections, one from each other node. Handshakes run
+// concurrently (admit), so a slow stranger does not delay the peers.
 func (e *Exchange) accept(ctx context.Context, want int) error {
 	unblock := func() { e.cfg.Listener.Close() }
-	if d, ok := e.cfg.Listener.(interface{ SetDeadline(time.Time) error }); ok && e.cfg.KeepListener {
+	d, canDeadline := e.cfg.Listener.(interface{ SetDeadline(time.Time) error })
+	if canDeadline && e.cfg.KeepListener {
 		_ = d.SetDeadline(time.Time{})
-		defer d.SetDeadline(time.Time{})
 		unblock = func() { _ = d.SetDeadline(time.Now()) }
 	}
 	stop := context.AfterFunc(ctx, unblock)
 	defer stop()
+	// Ending dctx closes the connections still in their handshake.
+	dctx, dcancel := context.WithCancel(context.Background())
+	admits := make(chan admitted)
+	acceptErr := make(chan error, 1)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		slots := make(chan struct{}, maxHandshakes)
+		for {
+			c, err := e.cfg.Listener.Accept()
+			if err != nil {
+				acceptErr <- err
+				return
+			}
+			select {
+			case slots <- struct{}{}:
+			default:
+				c.Close()
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-slots }()
+				stopClose := context.AfterFunc(dctx, func() { c.Close() })
+				a, err := e.admit(c)
+				if !stopClose() || err != nil {
+					c.Close() // a stranger or a late duplicate: refused, keep waiting
+					return
+				}
+				select {
+				case admits <- a:
+				case <-dctx.Done():
+					a.c.Close()
+				}
+			}()
+		}
+	}()
+	defer func() {
+		// Stop the accepting goroutine (the listener stays open for the
+		// next mesh when KeepListener) and the handshakes under way.
+		dcancel()
+		unblock()
+		wg.Wait()
+		if canDeadline && e.cfg.KeepListener {
+			_ = d.SetDeadline(time.Time{})
+		}
+	}()
 	for got := 0; got < want; {
-		c, err := e.cfg.Listener.Accept()
-		if err != nil {
+		select {
+		case err := <-acceptErr:
 			if ctx.Err() != nil {
 				return fmt.Errorf("allreduce: node %d: no connection from %s: %v", e.cfg.Self, e.missing(), ctx.Err())
 			}
 			return fmt.Errorf("allreduce: node %d: accept: %v", e.cfg.Self, err)
+		case a := <-admits:
+			if _, err := a.c.Write([]byte{welcomeByte}); err != nil {
+				a.c.Close()
+				continue
+			}
+			if old := e.in[a.from]; old != nil {
+				// The newest connection from a node wins: the older one is
+				// left from an attempt that node has given up (a node
+				// dials again only once its last attempt was closed).
+				old.Close()
+			} else {
+				got++
+			}
+			e.in[a.from] = a.c
 		}
-		from, err := e.hello(c)
-		if err != nil {
-			c.Close() // a stranger or a late duplicate: refused, keep waiting
-			continue
-		}
-		if _, err := c.Write([]byte{welcomeByte}); err != nil {
-			c.Close()
-			continue
-		}
-		if old := e.in[from]; old != nil {
-			// The newest connection from a node wins: the older one is
-			// left from an attempt that node has given up (its connections
-			// were accepted in the order they were made).
-			old.Close()
-		} else {
-			got++
-		}
-		e.in[from] = c
 	}
 	return nil
+}
+
+// admit runs the handshake of a connection accepted: the security
+// handshake (Config.Security), then the hello naming the group and the
+// node. A refusal by the security is logged.
+func (e *Exchange) admit(c net.Conn) (admitted, error) {
+	var certNode string
+	if sec := e.cfg.Security; sec != nil {
+		sc, err := sec.server(c)
+		if err != nil {
+			sec.refused("unauthenticated", c.RemoteAddr(), err)
+			return admitted{}, err
+		}
+		c, certNode = sc.conn, sc.node
+	}
+	from, err := e.hello(c)
+	if err != nil {
+		c.Close()
+		return admitted{}, err
+	}
+	if certNode != "" {
+		if err := checkNode(certNode, e.cfg.Name(from)); err != nil {
+			e.cfg.Security.refused(certNode, c.RemoteAddr(), err)
+			c.Close()
+			return admitted{}, err
+		}
+	}
+	return admitted{c, from}, nil
 }
 
 // missing names the peers that have not connected in yet ("node 1",

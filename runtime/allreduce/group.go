@@ -25,6 +25,11 @@ type GroupConfig struct {
 	Resolve func(ctx context.Context, worker int) (string, error)
 	// Dial opens a connection (nil: plain TCP).
 	Dial func(ctx context.Context, addr string) (net.Conn, error)
+	// Security authenticates the members to each other (Config.Security).
+	Security *Security
+	// NodeName names a worker (spec.WorkerName), which an encrypted
+	// peer's certificate must name.
+	NodeName func(worker int) string
 	// Place is a worker's place in the topology, for the plans and the
 	// byte counters.
 	Place func(worker int) Place
@@ -77,9 +82,12 @@ func (g *Group) Form(ctx context.Context, members []int) error {
 	g.members, g.plans = members, map[int]*Plan{}
 	cfg := Config{
 		Self: self, Addrs: make([]string, len(members)), Listener: g.cfg.Listener, KeepListener: true,
-		Group: g.groupName(), Dial: g.cfg.Dial, BeforeSend: g.cfg.BeforeSend,
+		Group: g.groupName(), Dial: g.cfg.Dial, BeforeSend: g.cfg.BeforeSend, Security: g.cfg.Security,
 		Resolve: func(ctx context.Context, j int) (string, error) { return g.cfg.Resolve(ctx, members[j]) },
 		Region:  func(j int) string { return Region(g.place(members[j])) },
+	}
+	if g.cfg.NodeName != nil {
+		cfg.Name = func(j int) string { return g.cfg.NodeName(members[j]) }
 	}
 	x, err := Connect(ctx, cfg)
 	if err != nil {

@@ -406,6 +406,41 @@ func (c *Credentials) FramedClientTLS() *tls.Config {
 	return t
 }
 
+// PeerTLS is the TLS configuration of an allreduce worker's encrypted
+// connections to its peers (cluster.exchange ring or rat with
+// data_plane_encryption: on), as the end that accepts (server) and the end
+// that dials (client): TLS 1.3, node certificates both ways, each end
+// verified against the CA and a worker of this node's own job. Which worker
+// it must be is checked afterwards, with TLSPeer, against the index it
+// claims.
+func (c *Credentials) PeerTLS() (server, client *tls.Config) {
+	server = &tls.Config{
+		MinVersion:   tls.VersionTLS13,
+		Certificates: []tls.Certificate{c.Cert},
+		ClientAuth:   tls.RequireAnyClientCert, // verified below, by chain and identity
+		NextProtos:   []string{tensorwire.ALPN},
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			id, err := c.verify(cs.PeerCertificates, x509.ExtKeyUsageClientAuth)
+			if err != nil {
+				return fmt.Errorf("identity: peer certificate: %v", err)
+			}
+			return WorkerOf(c.ID.Job)(id)
+		},
+	}
+	client = c.ClientTLS(WorkerOf(c.ID.Job))
+	client.NextProtos = []string{tensorwire.ALPN}
+	return server, client
+}
+
+// TLSPeer is the identity of the peer of a TLS session whose certificate
+// was verified during the handshake (PeerTLS, FramedServerTLS, ClientTLS).
+func TLSPeer(cs tls.ConnectionState) (Identity, error) {
+	if len(cs.PeerCertificates) == 0 {
+		return Identity{}, errNoPeer
+	}
+	return FromCertificate(cs.PeerCertificates[0])
+}
+
 // ServerOption is the grpc.Creds of a server with these credentials.
 func (c *Credentials) ServerOption() grpc.ServerOption {
 	return grpc.Creds(credentials.NewTLS(c.ServerTLS()))
@@ -434,6 +469,16 @@ func ServerOf(job string) func(Identity) error {
 	return func(id Identity) error {
 		if id.Role != RoleServer || (job != "" && id.Job != job) {
 			return fmt.Errorf("identity: %s is not a server of job %s", id, job)
+		}
+		return nil
+	}
+}
+
+// WorkerOf accepts a worker of job (allreduce peers).
+func WorkerOf(job string) func(Identity) error {
+	return func(id Identity) error {
+		if id.Role != RoleWorker || id.Job != job {
+			return fmt.Errorf("identity: %s is not a worker of job %s", id, job)
 		}
 		return nil
 	}
@@ -478,6 +523,21 @@ func ProcessFramedTLS() (server, client *tls.Config, err error) {
 		return nil, nil, fmt.Errorf("identity: data_plane_encryption: on needs this node's certificate ($%s is not set)", EnvCert)
 	}
 	return c.FramedServerTLS(), c.FramedClientTLS(), nil
+}
+
+// ProcessPeerTLS are this process's TLS configurations for encrypted
+// allreduce peer connections (PeerTLS). Like ProcessFramedTLS it fails
+// without $KELPIE_CERT.
+func ProcessPeerTLS() (server, client *tls.Config, err error) {
+	c, err := Process()
+	if err != nil {
+		return nil, nil, err
+	}
+	if c == nil {
+		return nil, nil, fmt.Errorf("identity: data_plane_encryption: on needs this node's certificate ($%s is not set)", EnvCert)
+	}
+	server, client = c.PeerTLS()
+	return server, client, nil
 }
 
 // ProcessServerOptions are the credentials and guard of a node process's

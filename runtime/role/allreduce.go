@@ -2,6 +2,7 @@ package role
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"math"
 	"net"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/runtime/allreduce"
+	"github.com/kelpie/kelpie/runtime/identity"
 	"github.com/kelpie/kelpie/runtime/job"
 	"github.com/kelpie/kelpie/runtime/model"
 	"github.com/kelpie/kelpie/runtime/spec"
@@ -88,9 +90,15 @@ func Plan(s *spec.Spec, m model.Model) *allreduce.Plan {
 // addresses come from the coordinator, asked again whenever a dial fails
 // (a restarted worker registers a new one); the worker's injected pauses
 // (stragglers of kind pause) also hold its sends in the exchange, as a
-// node that stops sending (RAT §4). The listener stays the caller's.
+// node that stops sending (RAT §4). Peers prove the job's data-plane
+// secret to each other and, with data_plane_encryption: on, talk TLS with
+// their node certificates (peerSecurity). The listener stays the caller's.
 func newAllreduce(o Options, s *spec.Spec, m model.Model, idx int, lis net.Listener, coord kelpiepb.CoordinatorClient,
-	peers []string, plan job.Plan, sched straggler.Schedule, start time.Time) *worker.Allreduce {
+	peers []string, plan job.Plan, sched straggler.Schedule, start time.Time) (*worker.Allreduce, error) {
+	sec, err := peerSecurity(&o, s)
+	if err != nil {
+		return nil, err
+	}
 	var mu sync.Mutex
 	known := slices.Clone(peers)
 	resolve := func(ctx context.Context, w int) (string, error) {
@@ -120,6 +128,7 @@ func newAllreduce(o Options, s *spec.Spec, m model.Model, idx int, lis net.Liste
 	}
 	g := allreduce.NewGroup(allreduce.GroupConfig{
 		Self: idx, Job: s.Name, Listener: lis, Resolve: resolve, Kind: s.Cluster.Exchange,
+		Security: sec, NodeName: spec.WorkerName,
 		Place: func(w int) allreduce.Place {
 			l := s.Cluster.Topology[spec.WorkerName(w)]
 			return allreduce.Place{Rack: l.Rack, Pod: l.Pod}
@@ -136,7 +145,26 @@ func newAllreduce(o Options, s *spec.Spec, m model.Model, idx int, lis net.Liste
 		},
 	})
 	return &worker.Allreduce{Group: g, Members: members, Await: !slices.Contains(members, idx),
-		Optim: job.OptimConfig(s), Init: m.InitDense(s.Data.Seed)}
+		Optim: job.OptimConfig(s), Init: m.InitDense(s.Data.Seed)}, nil
+}
+
+// peerSecurity is how a worker's allreduce peers authenticate each other:
+// as its framed connections to parameter servers do (the job's secret;
+// TLS with the node certificates when the data plane is encrypted, the
+// peer's certificate then naming the worker it claims to be).
+func peerSecurity(o *Options, s *spec.Spec) (*allreduce.Security, error) {
+	sec := &allreduce.Security{Credentials: o.dataCredentials(), Log: o.log()}
+	if s.Cluster.DataPlaneEncryption == spec.EncryptionOn {
+		var err error
+		if sec.ServerTLS, sec.ClientTLS, err = identity.ProcessPeerTLS(); err != nil {
+			return nil, err
+		}
+		sec.PeerNode = func(cs tls.ConnectionState) (string, error) {
+			id, err := identity.TLSPeer(cs)
+			return id.Node, err
+		}
+	}
+	return sec, nil
 }
 
 // region is a node's rack region by name (cluster.topology; unlabelled

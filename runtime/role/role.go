@@ -444,7 +444,9 @@ func RunWorker(ctx context.Context, o Options) error {
 	}
 	var ar *worker.Allreduce
 	if isAllreduce(s) {
-		ar = newAllreduce(o, s, m, idx, peerLis, coord, rd.Peers, plan, sched, start)
+		if ar, err = newAllreduce(o, s, m, idx, peerLis, coord, rd.Peers, plan, sched, start); err != nil {
+			return err
+		}
 		defer ar.Group.Close()
 	}
 

@@ -61,6 +61,7 @@
 //	                             Unix socket on one host; grpc keeps every
 //	                             control service either way)
 //	  data_plane_encryption: off off | on: on puts every framed TCP connection
+//	                             and every allreduce peer connection
 //	                             in TLS with the node certificates (costs
 //	                             throughput: kelpie bench pushpull
 //	                             --encryption on); off still authenticates

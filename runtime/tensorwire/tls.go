@@ -3,6 +3,7 @@ package tensorwire
 import (
 	"bufio"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -107,4 +108,46 @@ func (c *Conn) writeEncrypted(vec [][]byte) error {
 		}
 	}
 	return c.flush.Flush()
+}
+
+// Stream is the connection as a plain byte stream once the handshake is
+// done, for a protocol of its own on top of the proven connection (the
+// allreduce peers'): reads and writes go straight to the socket, or through
+// TLS when the connection is encrypted (each Write then leaves at once).
+// Frames of this Conn must not be used afterwards. It fails if the peer
+// sent more than the handshake before this end answered it, which no
+// client of the protocol does.
+func (c *Conn) Stream() (net.Conn, error) {
+	if n := c.r.Buffered(); n > 0 {
+		return nil, fmt.Errorf("%w: %d bytes after the handshake before this end's answer", ErrFrame, n)
+	}
+	if c.flush == nil {
+		return c.nc, nil
+	}
+	return &flushingConn{Conn: c.nc, flush: c.flush}, nil
+}
+
+// TLSState is the state of an encrypted connection's TLS session (false on
+// a plain one).
+func (c *Conn) TLSState() (tls.ConnectionState, bool) {
+	tc, ok := c.nc.(*tls.Conn)
+	if !ok {
+		return tls.ConnectionState{}, false
+	}
+	return tc.ConnectionState(), true
+}
+
+// flushingConn is an encrypted Stream: every Write is flushed (batchConn
+// would otherwise hold it until its buffer fills).
+type flushingConn struct {
+	net.Conn
+	flush interface{ Flush() error }
+}
+
+func (f *flushingConn) Write(p []byte) (int, error) {
+	n, err := f.Conn.Write(p)
+	if err != nil {
+		return n, err
+	}
+	return n, f.flush.Flush()
 }

@@ -75,7 +75,9 @@ func TestExchangeModesSameAccuracy(t *testing.T) {
 // the others' exchange breaks and they form the group again with the new
 // process) and re-splits the batch: every action is applied, the trees
 // being rebuilt at an iteration boundary each time, and the job still
-// learns MNIST.
+// learns MNIST. The data plane is encrypted: every mesh's peers prove the
+// job's secret and talk TLS with their node certificates, each naming the
+// worker it claims to be (the restarted worker with its fresh one).
 func TestAllreduceElastic(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test")
@@ -87,6 +89,7 @@ train: {global_batch: 128, lr: 0.1, optimizer: momentum}
 cluster:
   workers: 4
   exchange: rat
+  data_plane_encryption: on
   topology: {worker-0: {rack: r0}, worker-1: {rack: r0}, worker-2: {rack: r1}, worker-3: {rack: r1}, worker-4: {rack: r1}}
 script:
   - {at: 2s, action: add-worker}

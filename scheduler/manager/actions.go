@@ -735,12 +735,12 @@ func (j *jobState) aheadIteration(now time.Time) int64 {
 	var est int64
 	var rate float64
 	for _, w := range j.liveWorkers() {
-		n := j.nodes[w]
-		e := n.iteration
-		if n.rate > 0 && now.After(n.reportedAt) {
-			e += int64(math.Ceil(n.rate * now.Sub(n.reportedAt).Seconds()))
+		p := j.nodes[w].progress()
+		e := p.iteration
+		if p.rate > 0 && now.After(p.reportedAt) {
+			e += int64(math.Ceil(p.rate * now.Sub(p.reportedAt).Seconds()))
 		}
-		est, rate = max(est, e), max(rate, n.rate)
+		est, rate = max(est, e), max(rate, p.rate)
 	}
 	margin := int64(5)
 	if rate > 0 {
@@ -788,7 +788,7 @@ func (m *Manager) acked(j *jobState, node string, ack *kelpiepb.ActionAck) {
 	it := ack.AppliedIteration
 	if d != nil && d.ackAtNode {
 		if n := j.nodes[node]; n != nil {
-			it = n.iteration // a node action: where the node is now
+			it = n.progress().iteration // a node action: where the node is now
 		}
 	}
 	if _, err := j.gate.Ack(m.now(), a.Id, node, it, ack.Error); err != nil {

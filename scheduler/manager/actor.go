@@ -7,16 +7,16 @@ import (
 	"github.com/kelpie/kelpie/scheduler/clock"
 )
 
-// A job's actor is the goroutine that takes in its agents' messages in the
-// order they came: reports, server counters and acks from every agent
-// stream of the job go through it (heartbeats, which may write the node's
-// state to the store, are taken in on their stream), so that the streams
-// wait on the job's inbox (gRPC flow control pushes back on a busy job)
-// rather than on the manager's lock, and one job's agents never contend
-// with another's. Reports that queue up meanwhile are taken in together,
-// under one acquisition of the manager's lock. It is the first step to a
-// job owned by one goroutine (issue 10): the state it writes is still
-// guarded by the manager's lock, which views, ticks and actions share.
+// A job's actor is the goroutine that takes in its agents' messages that
+// change the job's state, in the order they came: acks, server counters
+// and refusals from every agent stream of the job go through it, so that
+// the streams wait on the job's inbox (gRPC flow control pushes back on a
+// busy job) rather than on the manager's lock. Progress reports, which
+// write only their node's progress, are taken in on their own stream
+// (ingest.go), and heartbeats, which may write the node's state to the
+// store, too. It is the first step to a job owned by one goroutine (issue
+// 10): the state it writes is still guarded by the manager's lock, which
+// views, ticks and actions share.
 //
 // The actor starts with the job's first message, is tracked like every
 // goroutine of the manager (spawn) and ends when the job ends or the
@@ -108,32 +108,10 @@ func (j *jobState) drainInbox() {
 	}
 }
 
-// takeIn handles a batch of agent messages in order: a run of reports goes
-// to the samples ledger one by one and to the nodes and the Monitor under
-// one acquisition of the manager's lock; every other message as fromAgent
-// does.
+// takeIn handles a batch of agent messages in order, as fromAgent does.
 func (m *Manager) takeIn(j *jobState, batch []agentMsg) {
-	for i := 0; i < len(batch); {
-		if batch[i].msg.GetReport() == nil {
-			m.fromAgent(j, batch[i].n, batch[i].msg)
-			ingest.Observe(clock.Since(m.clk, batch[i].t0).Seconds())
-			i++
-			continue
-		}
-		k := i
-		for k < len(batch) && batch[k].msg.GetReport() != nil {
-			_ = j.coord.Observe(batch[k].msg.GetReport()) // the samples ledger
-			k++
-		}
-		now, servers := m.now(), j.coord.ServerNames()
-		m.mu.Lock()
-		for _, in := range batch[i:k] {
-			j.observe(in.n.name, in.msg.GetReport(), now, servers)
-		}
-		m.mu.Unlock()
-		for _, in := range batch[i:k] {
-			ingest.Observe(clock.Since(m.clk, in.t0).Seconds())
-		}
-		i = k
+	for _, in := range batch {
+		m.fromAgent(j, in.n, in.msg)
+		ingest.Observe(clock.Since(m.clk, in.t0).Seconds())
 	}
 }

@@ -45,7 +45,7 @@ func TestJobActor(t *testing.T) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		for i := range 4 {
-			if j.nodes[fmt.Sprintf("worker-%d", i)].iteration != reports {
+			if j.nodes[fmt.Sprintf("worker-%d", i)].progress().iteration != reports {
 				return false
 			}
 		}
@@ -74,7 +74,7 @@ func TestJobActor(t *testing.T) {
 	}
 	j.post(j.nodes["worker-0"], report("worker-0", reports+1))
 	m.mu.Lock()
-	it := j.nodes["worker-0"].iteration
+	it := j.nodes["worker-0"].progress().iteration
 	m.mu.Unlock()
 	if it != reports+1 {
 		t.Errorf("a report after the end left worker-0 at iteration %d, want %d", it, reports+1)

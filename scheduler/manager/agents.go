@@ -86,7 +86,7 @@ func (s *AgentService) Connect(stream kelpiepb.Agent_ConnectServer) error {
 	n.conn = conn
 	n.host = hello.Host
 	n.lastSeen = m.now()
-	j.wakeLocked()
+	j.wakeWaiters()
 	applied := map[string]bool{}
 	for _, id := range hello.AppliedActions {
 		applied[id] = true
@@ -141,6 +141,10 @@ func (s *AgentService) Connect(stream kelpiepb.Agent_ConnectServer) error {
 			return err
 		default:
 		}
+		if r := msg.GetReport(); r != nil {
+			m.reportTimed(j, n.name, r) // on this stream (ingest.go)
+			continue
+		}
 		if msg.GetHeartbeat() != nil {
 			// A heartbeat may write the node's state to the store: taken
 			// in here, so that the job's reports never queue behind a
@@ -150,8 +154,9 @@ func (s *AgentService) Connect(stream kelpiepb.Agent_ConnectServer) error {
 			ingest.Observe(clock.Since(m.clk, t0).Seconds())
 			continue
 		}
-		// Taken in by the job's actor, in order (actor.go); the ingest
-		// time counts the wait for it.
+		// Acks, server counters and refusals: taken in by the job's
+		// actor, in order (actor.go); the ingest time counts the wait for
+		// it.
 		j.post(n, msg)
 	}
 }
@@ -172,20 +177,27 @@ func (m *Manager) fromAgent(j *jobState, n *nodeState, msg *kelpiepb.AgentMessag
 	now := m.now()
 	switch b := msg.Body.(type) {
 	case *kelpiepb.AgentMessage_Report:
-		_ = j.coord.Observe(b.Report) // the samples ledger
-		servers := j.coord.ServerNames()
-		m.mu.Lock()
-		j.observe(n.name, b.Report, now, servers)
-		m.mu.Unlock()
+		m.report(j, n.name, b.Report)
 	case *kelpiepb.AgentMessage_Heartbeat:
 		st := b.Heartbeat.GetStatus()
+		// Most heartbeats say what the last one said: they only mark the
+		// node as heard of (its progress lock), next to the reports,
+		// without the manager's lock for writing.
+		m.mu.RLock()
+		same := n.status.State == st.GetState() && n.status.Pid == st.GetPid() &&
+			n.status.Restarts == st.GetRestarts() && n.status.LastExit == st.GetLastExit()
+		m.mu.RUnlock()
+		if same {
+			n.heardAt(now)
+			return
+		}
 		m.mu.Lock()
 		prev := n.status.State
 		restartsBefore := n.status.Restarts
 		n.status = kelpiepb.NodeStatus{State: st.State, Pid: st.Pid, Restarts: st.Restarts, LastExit: st.LastExit}
 		n.lastSeen = now
 		changed := prev != st.State
-		removed, host, batch := n.removed, n.host, n.batch
+		removed, host, batch := n.removed, n.host, n.progress().batch
 		m.mu.Unlock()
 		if changed {
 			msg := fmt.Sprintf("%s %s", n.name, stateName(st.State))
@@ -213,7 +225,7 @@ func (m *Manager) fromAgent(j *jobState, n *nodeState, msg *kelpiepb.AgentMessag
 		m.mu.Lock()
 		if n.role == "server" {
 			n.stats, n.statsAt = b.ServerStats, now
-			j.wakeLocked()
+			j.wakeWaiters()
 		}
 		m.mu.Unlock()
 	}
@@ -268,10 +280,12 @@ func (m *Manager) progress(cj *coordinator.Job, r *kelpiepb.ProgressReport) erro
 	if err := cj.Observe(r); err != nil {
 		return err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if j, ok := m.jobs[cj.Spec.Name]; ok && j.coord == cj && !j.over() {
-		j.observe(r.Node, r, m.now(), cj.ServerNames())
+	m.mu.RLock()
+	j, ok := m.jobs[cj.Spec.Name]
+	ok = ok && j.coord == cj && !j.over()
+	m.mu.RUnlock()
+	if ok {
+		m.report(j, r.Node, r)
 	}
 	return nil
 }

@@ -33,7 +33,7 @@ func (j *jobState) policyJob() policy.Job {
 		c := max(j.accum[w], 1)
 		// A worker reports the samples of an iteration: C_i micro-batches
 		// of B_i.
-		pj.BatchSizes[w] = j.nodes[w].batch / c
+		pj.BatchSizes[w] = j.nodes[w].progress().batch / c
 		pj.Accumulation[w] = c
 		if f, ok := j.lrScale[w]; ok {
 			pj.LRScale[w] = f

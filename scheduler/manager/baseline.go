@@ -114,7 +114,7 @@ func (m *Manager) checkpointRestart(j *jobState, a *kelpiepb.Action, next blocks
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		for _, n := range j.nodes {
-			if n.role == "worker" && (n.iteration <= ckpt || n.lastSeen.Before(t0)) {
+			if n.role == "worker" && (n.progress().iteration <= ckpt || n.seen().Before(t0)) {
 				return false
 			}
 		}

@@ -311,7 +311,7 @@ func (m *Manager) epsJobLocked(j *jobState) eps.Job {
 	}
 	for _, n := range j.nodes {
 		if n.role == "worker" {
-			ej.Iteration = max(ej.Iteration, n.iteration)
+			ej.Iteration = max(ej.Iteration, n.progress().iteration)
 		}
 	}
 	for _, w := range j.snap.Workers {

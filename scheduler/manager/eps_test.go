@@ -216,7 +216,7 @@ func TestGrowthProposalWithdrawn(t *testing.T) {
 	j.state = StateRunning
 	for _, n := range j.nodes {
 		if n.role == "worker" {
-			n.iteration = 500
+			n.prog.iteration = 500
 		}
 	}
 	m.mu.Unlock()

@@ -75,8 +75,13 @@ type jobState struct {
 	// the store (zero for a job it launched).
 	adopted time.Time
 	// wake, made by a waiter (await), is closed when a node reports or its
-	// agent connects.
-	wake chan struct{}
+	// agent connects; guarded by wakeMu (reports wake waiters without the
+	// manager's lock).
+	wakeMu sync.Mutex
+	wake   chan struct{}
+	// running is set by the job's first report (the job leaves
+	// "starting").
+	running atomic.Bool
 	// act takes in the job's agent messages (actor.go); started once, by
 	// the first of them.
 	act       *actor
@@ -91,27 +96,77 @@ type nodeState struct {
 	name, role string
 	host       string
 	status     kelpiepb.NodeStatus
-	lastSeen   time.Time
+	lastSeen   time.Time  // its agent's connection or last change of state (see seen)
 	conn       *agentConn // nil while the agent is disconnected
+	removed    bool       // taken out of the job (REMOVE_WORKER, or an added worker that never came up)
+	relaunched bool       // launched again after it was lost (adopt.go)
+	agentPid   int        // the relaunched agent's PID
+	agentKills int        // times its agent was killed and launched again
+	// A server's counters as its agent last sent them (never changed once
+	// received) and when they arrived.
+	stats   *kelpiepb.ServerStats
+	statsAt time.Time
+	// BPT (workers) or comm time and bytes (servers) per heatmap column;
+	// added to under progMu, read without a lock.
+	cells *buckets
+	// prog is what reports said of the node. Reports are taken in by their
+	// agents' streams side by side, each holding the manager's lock only
+	// for reading (ingest.go), so prog has its own lock, progMu, which
+	// every access takes (progress, setBatch).
+	progMu sync.Mutex
+	prog   progress
+}
+
+// progress is what reports say of a node: a worker's own, and for a
+// server its workers' pushes and pulls to it.
+type progress struct {
 	iteration  int64
 	batch      int
 	reported   bool      // a progress report has arrived (an added worker has joined)
 	rate       float64   // iterations per second, from its reports (smoothed)
 	reportedAt time.Time // when its last report arrived
-	removed    bool      // taken out of the job (REMOVE_WORKER, or an added worker that never came up)
-	relaunched bool      // launched again after it was lost (adopt.go)
-	agentPid   int       // the relaunched agent's PID
-	agentKills int       // times its agent was killed and launched again
+	heard      time.Time // when a report (its own, or a worker's comm with it) or an unchanged heartbeat last spoke of it
 	loss       float64
 	bptSum     float64 // seconds, over the whole run: the result's mean BPT
 	bptCount   int
-	// A server's counters as its agent last sent them (never changed once
-	// received) and when they arrived.
-	stats   *kelpiepb.ServerStats
-	statsAt time.Time
-	// BPT (workers) or comm time and bytes (servers) per heatmap column.
-	cells *buckets
-	spark []float64 // recent samples, oldest first
+	// spark is the recent samples, oldest first; replaced, never changed
+	// in place, so a copy of progress may keep it.
+	spark []float64
+}
+
+// progress is a copy of the node's progress.
+func (n *nodeState) progress() progress {
+	n.progMu.Lock()
+	defer n.progMu.Unlock()
+	return n.prog
+}
+
+// setBatch records the node's batch size (an action applied it).
+func (n *nodeState) setBatch(b int) {
+	n.progMu.Lock()
+	n.prog.batch = b
+	n.progMu.Unlock()
+}
+
+// heardAt marks the node as heard of at t.
+func (n *nodeState) heardAt(t time.Time) {
+	n.progMu.Lock()
+	if t.After(n.prog.heard) {
+		n.prog.heard = t
+	}
+	n.progMu.Unlock()
+}
+
+// seen is when the node was last heard of: its agent's heartbeat or
+// connection, or a report. The caller holds the manager's lock.
+func (n *nodeState) seen() time.Time { return n.seenWith(n.progress()) }
+
+// seenWith is seen, given a copy of the node's progress.
+func (n *nodeState) seenWith(p progress) time.Time {
+	if p.heard.After(n.lastSeen) {
+		return p.heard
+	}
+	return n.lastSeen
 }
 
 func newJobState(m *Manager, s *spec.Spec, cj *coordinator.Job, now time.Time) *jobState {
@@ -135,7 +190,7 @@ func newJobState(m *Manager, s *spec.Spec, cj *coordinator.Job, now time.Time) *
 		j.nodes[n] = &nodeState{name: n, role: "server"}
 	}
 	for i, n := range s.WorkerNames() {
-		j.nodes[n] = &nodeState{name: n, role: "worker", batch: s.LocalBatch(i)}
+		j.nodes[n] = &nodeState{name: n, role: "worker", prog: progress{batch: s.LocalBatch(i)}}
 	}
 	for _, n := range j.nodes {
 		n.status.State = kelpiepb.NodeState_NODE_STATE_STARTING
@@ -279,29 +334,39 @@ func (j *jobState) column(t time.Time) int {
 }
 
 // observe ingests a worker's report into the node's progress, the
-// Monitor's windows and the console's buckets (under the manager's lock;
-// the caller has entered it in the coordinator's samples ledger). servers
-// are the job's servers by index (the coordinator's ServerNames), read
-// once for a batch of reports.
-func (j *jobState) observe(node string, r *kelpiepb.ProgressReport, now time.Time, servers []string) {
+// Monitor's windows and the console's buckets. The caller holds the
+// manager's lock for reading (reports of other nodes go on meanwhile) and
+// has entered the report in the coordinator's samples ledger; servers are
+// the job's servers by index (the coordinator's ServerNames). It says
+// whether the report was taken (the node is in the job).
+func (j *jobState) observe(node string, r *kelpiepb.ProgressReport, now time.Time, servers []string) bool {
 	n, ok := j.nodes[node]
 	if !ok || n.removed {
-		return
+		return false
 	}
-	if n.reported && r.Iteration > n.iteration && now.After(n.reportedAt) {
-		pace := float64(r.Iteration-n.iteration) / now.Sub(n.reportedAt).Seconds()
-		if n.rate == 0 {
-			n.rate = pace
+	var sum float64
+	for _, b := range r.BptSeconds {
+		sum += b
+	}
+	c := j.column(now)
+	n.progMu.Lock()
+	p := &n.prog
+	if p.reported && r.Iteration > p.iteration && now.After(p.reportedAt) {
+		pace := float64(r.Iteration-p.iteration) / now.Sub(p.reportedAt).Seconds()
+		if p.rate == 0 {
+			p.rate = pace
 		} else {
-			n.rate = 0.5*n.rate + 0.5*pace
+			p.rate = 0.5*p.rate + 0.5*pace
 		}
 	}
-	n.iteration, n.batch, n.loss, n.lastSeen, n.reported, n.reportedAt = r.Iteration, int(r.BatchSize), r.Loss, now, true, now
-	j.wakeLocked()
-	if j.state == StateStarting {
-		j.state = StateRunning
-		j.invalidateViews()
+	p.iteration, p.batch, p.loss, p.heard, p.reported, p.reportedAt = r.Iteration, int(r.BatchSize), r.Loss, now, true, now
+	p.bptSum += sum
+	p.bptCount += len(r.BptSeconds)
+	if c >= 0 && len(r.BptSeconds) > 0 {
+		n.cells.add(c, sum, len(r.BptSeconds), 0)
 	}
+	p.spark = sparkWith(p.spark, r.BptSeconds...)
+	n.progMu.Unlock()
 	at := now.Sub(j.submitted)
 	// The report carries the BPTs of the last iterations, newest last:
 	// place them back in time.
@@ -312,17 +377,6 @@ func (j *jobState) observe(node string, r *kelpiepb.ProgressReport, now time.Tim
 			Iteration: r.Iteration - int64(len(r.BptSeconds)-1-i)})
 		back += b
 	}
-	var sum float64
-	for _, b := range r.BptSeconds {
-		sum += b
-	}
-	n.bptSum += sum
-	n.bptCount += len(r.BptSeconds)
-	c := j.column(now)
-	if c >= 0 && len(r.BptSeconds) > 0 {
-		n.cells.add(c, sum, len(r.BptSeconds), 0)
-	}
-	n.spark = appendBounded(n.spark, r.BptSeconds, 60)
 	for _, cs := range r.Comm {
 		if int(cs.Server) >= len(servers) {
 			continue
@@ -330,19 +384,30 @@ func (j *jobState) observe(node string, r *kelpiepb.ProgressReport, now time.Tim
 		sname := servers[cs.Server]
 		j.mon.ObserveComm(node, monitor.CommSample{At: at, Server: sname, Bytes: cs.Bytes, Seconds: cs.Seconds})
 		if sn := j.nodes[sname]; sn != nil && c >= 0 {
+			sn.progMu.Lock()
 			sn.cells.add(c, cs.Seconds, 1, float64(cs.Bytes))
-			sn.lastSeen = now
-			sn.spark = appendBounded(sn.spark, []float64{cs.Seconds}, 60)
+			sn.prog.heard = now
+			sn.prog.spark = sparkWith(sn.prog.spark, cs.Seconds)
+			sn.progMu.Unlock()
 		}
 	}
+	return true
 }
 
-func appendBounded(s, add []float64, n int) []float64 {
-	s = append(s, add...)
-	if len(s) > n {
-		s = append(s[:0], s[len(s)-n:]...)
+// sparkLen is how many recent samples a node's sparkline keeps.
+const sparkLen = 60
+
+// sparkWith is s with add appended, the last sparkLen samples: a new
+// slice, s is left as it was (copies of a node's progress share it).
+func sparkWith(s []float64, add ...float64) []float64 {
+	out := make([]float64, 0, min(len(s)+len(add), sparkLen))
+	if k := len(s) + len(add) - sparkLen; k > 0 {
+		if k >= len(s) {
+			return append(out, add[k-len(s):]...)
+		}
+		s = s[k:]
 	}
-	return s
+	return append(append(out, s...), add...)
 }
 
 // tick runs the job's periodic work: lost nodes, policies, action expiry.
@@ -359,12 +424,16 @@ func (j *jobState) tick(now time.Time) {
 	for _, n := range j.nodes {
 		st := n.status.State
 		if st == kelpiepb.NodeState_NODE_STATE_DONE || st == kelpiepb.NodeState_NODE_STATE_STOPPED ||
-			st == kelpiepb.NodeState_NODE_STATE_LOST || n.lastSeen.IsZero() {
+			st == kelpiepb.NodeState_NODE_STATE_LOST {
 			continue
 		}
-		if now.Sub(n.lastSeen) > m.cfg.LostAfter {
+		seen := n.seen()
+		if seen.IsZero() {
+			continue
+		}
+		if now.Sub(seen) > m.cfg.LostAfter {
 			n.status.State = kelpiepb.NodeState_NODE_STATE_LOST
-			why := fmt.Sprintf("nothing heard for %s", now.Sub(n.lastSeen).Round(time.Second))
+			why := fmt.Sprintf("nothing heard for %s", now.Sub(seen).Round(time.Second))
 			m.eventLocked(j.spec.Name, "node", n.name, fmt.Sprintf("%s lost: %s", n.name, why), "")
 			j.mon.Forget(n.name)
 			lost = append(lost, j.changedSince(now, func() { j.gate.NodeLost(now, n.name, why) })...)

@@ -139,7 +139,9 @@ type Manager struct {
 	clk   clock.Clock
 	coord *coordinator.Coordinator
 
-	mu     sync.Mutex
+	// mu guards the manager's and its jobs' state; reports hold it for
+	// reading only (ingest.go).
+	mu     sync.RWMutex
 	jobs   map[string]*jobState
 	events []*kelpiepb.Event
 	evSeq  uint64

@@ -134,7 +134,8 @@ func (m *Manager) restoreJob(s *spec.Spec, r store.JobRecord) (*jobState, error)
 			ns = j.newNode(n.Name, n.Role)
 			j.nodes[n.Name] = ns
 		}
-		ns.host, ns.batch = n.Host, n.BatchSize
+		ns.host = n.Host
+		ns.setBatch(n.BatchSize)
 		ns.status.Restarts = int32(n.Restarts)
 		ns.status.Pid = int32(n.Pid)
 		ns.status.State = nodeStateOf(n.State)

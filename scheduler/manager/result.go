@@ -101,9 +101,10 @@ func (j *jobState) result() *Result {
 		}
 		nr := NodeResult{Name: n.Name, Role: role, BatchSize: n.BatchSize, Restarts: n.Restarts}
 		if ns := j.nodes[n.Name]; ns != nil && ns.role == "worker" {
-			nr.BatchSize = ns.batch
-			if ns.bptCount > 0 {
-				nr.BPTMeanS = ns.bptSum / float64(ns.bptCount)
+			p := ns.progress()
+			nr.BatchSize = p.batch
+			if p.bptCount > 0 {
+				nr.BPTMeanS = p.bptSum / float64(p.bptCount)
 			}
 		}
 		r.Nodes = append(r.Nodes, nr)

@@ -3,6 +3,8 @@ package manager
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
@@ -96,7 +98,9 @@ func (m *Manager) askServers(j *jobState, cmds map[string]*kelpiepb.ActionComman
 		case <-m.done:
 			return acks, errClosing
 		}
-		// Out of time: collect whatever else has come, then fail.
+		// Out of time: collect whatever else has come (this server's ack
+		// too: it may have come with the timer), then fail on the first
+		// server, by name, that has not answered.
 		for other, oc := range calls {
 			select {
 			case ack := <-oc.ack:
@@ -104,7 +108,15 @@ func (m *Manager) askServers(j *jobState, cmds map[string]*kelpiepb.ActionComman
 			default:
 			}
 		}
-		return acks, &serverError{node, fmt.Errorf("%s %s: %w within %v", c.cmd.Kind, c.cmd.ActionId, errNoAck, timeout)}
+		for _, name := range slices.Sorted(maps.Keys(calls)) {
+			if ack, ok := acks[name]; !ok {
+				c := calls[name]
+				return acks, &serverError{name, fmt.Errorf("%s %s: %w within %v", c.cmd.Kind, c.cmd.ActionId, errNoAck, timeout)}
+			} else if ack.Error != "" && firstErr == nil {
+				firstErr = &serverError{name, errors.New(ack.Error)}
+			}
+		}
+		return acks, firstErr
 	}
 	return acks, firstErr
 }

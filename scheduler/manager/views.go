@@ -144,8 +144,8 @@ func (m *Manager) putJobLocked(name string, j *jobState) {
 
 // EventsSince implements console.Backend.
 func (m *Manager) EventsSince(seq uint64, limit int) ([]*kelpiepb.Event, uint64) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.mu.RLock()
+	defer m.mu.RUnlock()
 	first := m.evSeq - uint64(len(m.events)) + 1 // sequence of m.events[0]
 	var out []*kelpiepb.Event
 	for i, e := range m.events {
@@ -241,11 +241,12 @@ type nodeRow struct {
 }
 
 // view builds a job's console view. Everything it reads of the job's
-// mutable state is copied in one short section under the manager's lock
-// (O(nodes), no heatmap); the rows, heatmap and charts are built after.
+// mutable state is copied in one short section under the manager's lock,
+// held for reading (O(nodes), no heatmap); the rows, heatmap and charts
+// are built after.
 func (j *jobState) view(detail bool, columns int) *kelpiepb.JobView {
 	m := j.m
-	m.mu.Lock()
+	m.mu.RLock() // it only reads: reports go on meanwhile
 	s, coord, snap := j.spec, j.coord, j.snap
 	j.nodeCount.Store(int32(len(j.nodes)))
 	v := &kelpiepb.JobView{Name: s.Name, State: j.state, Error: j.err, Submitted: ts(j.submitted), Ended: ts(j.ended),
@@ -257,9 +258,10 @@ func (j *jobState) view(detail bool, columns int) *kelpiepb.JobView {
 		if n.role != "worker" {
 			continue
 		}
-		v.Iteration = max(v.Iteration, n.iteration)
-		if n.loss > 0 || !diverge.Finite(n.loss) {
-			lossSum += n.loss // a non-finite loss shows as such
+		p := n.progress()
+		v.Iteration = max(v.Iteration, p.iteration)
+		if p.loss > 0 || !diverge.Finite(p.loss) {
+			lossSum += p.loss // a non-finite loss shows as such
 			lossN++
 		}
 	}
@@ -301,13 +303,14 @@ func (j *jobState) view(detail bool, columns int) *kelpiepb.JobView {
 		v.SpecYaml = string(s.YAML())
 		rows = make([]nodeRow, 0, len(j.nodes))
 		for _, n := range j.nodes {
+			p := n.progress() // its spark is never changed in place
 			rows = append(rows, nodeRow{name: n.name, role: n.role, host: n.host, state: n.status.State,
-				pid: n.status.Pid, restarts: n.status.Restarts, batch: n.batch, iteration: n.iteration,
-				spark: append([]float64(nil), n.spark...), lastSeen: n.lastSeen, removed: n.removed,
+				pid: n.status.Pid, restarts: n.status.Restarts, batch: p.batch, iteration: p.iteration,
+				spark: p.spark, lastSeen: n.seenWith(p), removed: n.removed,
 				accum: max(j.accum[n.name], 1), cells: n.cells})
 		}
 	}
-	m.mu.Unlock()
+	m.mu.RUnlock()
 
 	// The plan's count is what the data takes at the global batch; shards
 	// trained twice (a crashed worker's, at-least-once) or workers running

@@ -65,17 +65,18 @@ const pollInterval = 20 * time.Millisecond
 
 // changed is a channel closed at the job's next report or agent connection.
 func (j *jobState) changed() <-chan struct{} {
-	j.m.mu.Lock()
-	defer j.m.mu.Unlock()
+	j.wakeMu.Lock()
+	defer j.wakeMu.Unlock()
 	if j.wake == nil {
 		j.wake = make(chan struct{})
 	}
 	return j.wake
 }
 
-// wakeLocked wakes the waiters on changed. The caller holds the manager's
-// lock.
-func (j *jobState) wakeLocked() {
+// wakeWaiters wakes the waiters on changed.
+func (j *jobState) wakeWaiters() {
+	j.wakeMu.Lock()
+	defer j.wakeMu.Unlock()
 	if j.wake != nil {
 		close(j.wake)
 		j.wake = nil

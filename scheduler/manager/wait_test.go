@@ -40,7 +40,7 @@ func TestAwaitWokenByReport(t *testing.T) {
 	})
 	m.mu.Lock()
 	reported = true
-	j.wakeLocked()
+	j.wakeWaiters()
 	m.mu.Unlock()
 	if err := <-res; err != nil {
 		t.Errorf("await after the condition held = %v; want nil", err)

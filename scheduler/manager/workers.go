@@ -175,7 +175,7 @@ func resplit(total int, names []string, current map[string]int) map[string]int {
 func (j *jobState) currentBatches() map[string]int {
 	out := map[string]int{}
 	for _, w := range j.liveWorkers() {
-		out[w] = j.nodes[w].batch
+		out[w] = j.nodes[w].progress().batch
 	}
 	return out
 }
@@ -234,7 +234,7 @@ func (m *Manager) addWorker(j *jobState, a *kelpiepb.Action) {
 	err := m.await(j, workerJoinTimeout, j.changed, func() bool {
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		return n.reported && n.conn != nil
+		return n.progress().reported && n.conn != nil
 	})
 	switch {
 	case errors.Is(err, errClosing):
@@ -259,7 +259,7 @@ func (m *Manager) addWorker(j *jobState, a *kelpiepb.Action) {
 	}
 	sends := m.splitCommands(j, a)
 	m.eventLocked(j.spec.Name, "action", name, fmt.Sprintf("%s joined at iteration %d; batch %d from iteration %d",
-		name, n.iteration, a.BatchSizes[name], a.TargetIteration), "scheduler")
+		name, n.progress().iteration, a.BatchSizes[name], a.TargetIteration), "scheduler")
 	m.mu.Unlock()
 	m.persistAction(j, a)
 	sends.run()
@@ -276,7 +276,7 @@ func (m *Manager) applySplit(j *jobState, a *kelpiepb.Action) {
 		c := max(int(a.Accumulation[w]), 1)
 		local[i] = int(a.BatchSizes[w]) * c
 		if n := j.nodes[w]; n != nil && !n.removed {
-			n.batch = local[i]
+			n.setBatch(local[i])
 			j.accum[w] = c
 		}
 	}
@@ -285,15 +285,36 @@ func (m *Manager) applySplit(j *jobState, a *kelpiepb.Action) {
 	}
 	if a.Kind == string(policy.KindRemoveWorker) {
 		if n := j.nodes[a.Target]; n != nil {
-			n.removed, n.batch = true, 0
+			n.removed = true
+			n.setBatch(0)
 			_ = j.m.cfg.Store.PutNode(j.spec.Name, store.NodeRecord{Name: n.name, Role: n.role, Host: n.host,
 				Pid: int(n.status.Pid), State: nodeRemoved, Restarts: int(n.status.Restarts)})
 		}
 		j.mon.Forget(a.Target)
 		j.invalidateViews()
-		if pods := m.cfg.Pods; pods != nil {
+		if pods, n := m.cfg.Pods, j.nodes[a.Target]; pods != nil && n != nil {
 			job, node := j.spec.Name, a.Target
 			m.spawn(func() {
+				// Every worker acked the command when it took it, before
+				// its iteration: the removed worker still has to reach it
+				// and leave the servers' barriers. Its Pod goes once its
+				// agent says the role has ended (or after
+				// removedWorkerGrace): deleting it at once could kill the
+				// worker before it leaves, and the others would wait at
+				// the barrier for its gradient for ever.
+				err := m.await(j, removedWorkerGrace, nil, func() bool {
+					m.mu.RLock()
+					defer m.mu.RUnlock()
+					switch n.status.State {
+					case kelpiepb.NodeState_NODE_STATE_DONE, kelpiepb.NodeState_NODE_STATE_FAILED,
+						kelpiepb.NodeState_NODE_STATE_STOPPED, kelpiepb.NodeState_NODE_STATE_LOST:
+						return true
+					}
+					return false
+				})
+				if errors.Is(err, errClosing) {
+					return
+				}
 				ctx, cancel := context.WithTimeout(m.ctx, podTimeout)
 				defer cancel()
 				if err := pods.StopNode(ctx, job, node); err != nil {
@@ -303,6 +324,10 @@ func (m *Manager) applySplit(j *jobState, a *kelpiepb.Action) {
 		}
 	}
 }
+
+// removedWorkerGrace bounds the wait for a removed worker to leave the
+// barriers and end before its Pod is deleted.
+const removedWorkerGrace = 2 * time.Minute
 
 // nodeRemoved is the stored state of a worker taken out of its job.
 const nodeRemoved = "removed"

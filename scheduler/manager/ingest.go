@@ -1,0 +1,52 @@
+package manager
+
+import (
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/scheduler/clock"
+)
+
+// Reports are taken in on their agent's stream, side by side: a report
+// writes only its node's progress (and a server's, for its pushes and
+// pulls), under that node's own lock, the Monitor's queue and the
+// heatmap's lock-free buckets. It holds the manager's lock for reading,
+// so that the job's shape (nodes, coordinator, Monitor) does not change
+// under it, and waits only for a writer's short section, never for
+// another report, a view being built or the job's actor. At 5,000 agents
+// a report queued behind a batch of others and a view build (the actor
+// took them in under the manager's lock) waited tens of milliseconds.
+
+// report takes in a worker's progress report: the samples ledger, then the
+// node's progress, the Monitor and the heatmap. The first report of a job
+// moves it from starting to running.
+func (m *Manager) report(j *jobState, node string, r *kelpiepb.ProgressReport) {
+	_ = j.coord.Observe(r) // the samples ledger
+	var servers []string
+	if len(r.Comm) > 0 {
+		servers = j.coord.ServerNames()
+	}
+	now := m.now()
+	m.mu.RLock()
+	taken := j.observe(node, r, now, servers)
+	m.mu.RUnlock()
+	if !taken {
+		return
+	}
+	j.wakeWaiters()
+	if !j.running.Load() {
+		m.mu.Lock()
+		if j.state == StateStarting {
+			j.state = StateRunning
+			j.invalidateViews()
+		}
+		j.running.Store(true)
+		m.mu.Unlock()
+	}
+}
+
+// reportTimed takes in a report that arrived at t0 and records its ingest
+// time.
+func (m *Manager) reportTimed(j *jobState, node string, r *kelpiepb.ProgressReport) {
+	t0 := m.clk.Now()
+	m.report(j, node, r)
+	ingest.Observe(clock.Since(m.clk, t0).Seconds())
+}

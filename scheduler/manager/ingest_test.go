@@ -84,11 +84,17 @@ func TestSparkWith(t *testing.T) {
 		}
 		return s
 	}
+	// A window that has slid within its array, and one whose array is
+	// full: appending must not write over what they show.
+	slid := append(make([]float64, 0, sparkCap), seq(0, 100)...)[40:]
+	full := append(make([]float64, 0, sparkCap), seq(0, sparkCap)...)[sparkCap-sparkLen:]
 	for _, c := range []struct {
 		name     string
 		old, add []float64
 		want     []float64
 	}{
+		{"slid within its array", slid, seq(100, 103), seq(43, 103)},
+		{"its array full", full, seq(sparkCap, sparkCap+2), seq(sparkCap-sparkLen+2, sparkCap+2)},
 		{"empty", nil, nil, []float64{}},
 		{"first samples", nil, seq(0, 3), seq(0, 3)},
 		{"below the bound", seq(0, 10), seq(10, 12), seq(0, 12)},
@@ -104,6 +110,12 @@ func TestSparkWith(t *testing.T) {
 			}
 			if !slices.Equal(old, c.old) {
 				t.Errorf("the old sparkline changed: %v", c.old)
+			}
+			// Appending to what it returned leaves it as it was too.
+			again := slices.Clone(got)
+			sparkWith(got, 1e9, 2e9)
+			if !slices.Equal(again, got) {
+				t.Errorf("appending changed the returned sparkline: %v", got)
 			}
 		})
 	}

@@ -397,18 +397,24 @@ func (j *jobState) observe(node string, r *kelpiepb.ProgressReport, now time.Tim
 // sparkLen is how many recent samples a node's sparkline keeps.
 const sparkLen = 60
 
-// sparkWith is s with add appended, the last sparkLen samples: a new
-// slice, s is left as it was (copies of a node's progress share it).
+// sparkWith is s with add appended, the last sparkLen samples. The
+// samples a slice it returned shows are never written again (copies of a
+// node's progress share them): new samples go past its end, into spare
+// capacity, and the window slides by moving its start; when the capacity
+// runs out the window moves to a new array (every few sparkLen samples).
 func sparkWith(s []float64, add ...float64) []float64 {
-	out := make([]float64, 0, min(len(s)+len(add), sparkLen))
-	if k := len(s) + len(add) - sparkLen; k > 0 {
-		if k >= len(s) {
-			return append(out, add[k-len(s):]...)
-		}
-		s = s[k:]
+	if len(add) >= sparkLen {
+		return append(make([]float64, 0, sparkCap), add[len(add)-sparkLen:]...)
 	}
-	return append(append(out, s...), add...)
+	if len(s)+len(add) > cap(s) {
+		s = append(make([]float64, 0, sparkCap), s[max(len(s)+len(add)-sparkLen, 0):]...)
+	}
+	s = append(s, add...)
+	return s[max(len(s)-sparkLen, 0):]
 }
+
+// sparkCap is the capacity of a sparkline's array.
+const sparkCap = 4 * sparkLen
 
 // tick runs the job's periodic work: lost nodes, policies, action expiry.
 func (j *jobState) tick(now time.Time) {

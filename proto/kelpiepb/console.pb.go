@@ -1878,7 +1878,12 @@ type JobView struct {
 	// On a cluster (kelpie scheduler --launcher kubernetes): why the cluster
 	// is busy — a Pod of the job, or of another job, Pending beyond the
 	// launcher's threshold, so AntDT-ND defers KILL_RESTART — or "".
-	ClusterBusy   string `protobuf:"bytes,31,opt,name=cluster_busy,json=clusterBusy,proto3" json:"cluster_busy,omitempty"`
+	ClusterBusy string `protobuf:"bytes,31,opt,name=cluster_busy,json=clusterBusy,proto3" json:"cluster_busy,omitempty"`
+	// Bytes the job's workers moved across region boundaries
+	// (cluster.topology), by region pair, summed over their reports so far
+	// (restarted workers included); ordered by from_region, to_region. Their
+	// total is the result's bytes_cross_region once every worker is done.
+	RegionBytes   []*RegionBytes `protobuf:"bytes,32,rep,name=region_bytes,json=regionBytes,proto3" json:"region_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2128,6 +2133,13 @@ func (x *JobView) GetClusterBusy() string {
 		return x.ClusterBusy
 	}
 	return ""
+}
+
+func (x *JobView) GetRegionBytes() []*RegionBytes {
+	if x != nil {
+		return x.RegionBytes
+	}
+	return nil
 }
 
 type PolicyView struct {
@@ -3459,7 +3471,7 @@ const file_console_proto_rawDesc = "" +
 	"\fframes_total\x18\t \x01(\x05R\vframesTotal\x12+\n" +
 	"\aactions\x18\n" +
 	" \x03(\v2\x11.kelpie.v1.ActionR\aactions\x12(\n" +
-	"\x06events\x18\v \x03(\v2\x10.kelpie.v1.EventR\x06events\"\xcf\b\n" +
+	"\x06events\x18\v \x03(\v2\x10.kelpie.v1.EventR\x06events\"\x8a\t\n" +
 	"\aJobView\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x14\n" +
@@ -3499,7 +3511,8 @@ const file_console_proto_rawDesc = "" +
 	"\vnodes_total\x18\x1d \x01(\x05R\n" +
 	"nodesTotal\x12!\n" +
 	"\fnodes_offset\x18\x1e \x01(\x05R\vnodesOffset\x12!\n" +
-	"\fcluster_busy\x18\x1f \x01(\tR\vclusterBusy\"\xaa\x01\n" +
+	"\fcluster_busy\x18\x1f \x01(\tR\vclusterBusy\x129\n" +
+	"\fregion_bytes\x18  \x03(\v2\x16.kelpie.v1.RegionBytesR\vregionBytes\"\xaa\x01\n" +
 	"\n" +
 	"PolicyView\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
@@ -3713,7 +3726,8 @@ var file_console_proto_goTypes = []any{
 	(*timestamppb.Timestamp)(nil), // 44: google.protobuf.Timestamp
 	(*TimelineFrame)(nil),         // 45: kelpie.v1.TimelineFrame
 	(*Divergence)(nil),            // 46: kelpie.v1.Divergence
-	(*Realized)(nil),              // 47: kelpie.v1.Realized
+	(*RegionBytes)(nil),           // 47: kelpie.v1.RegionBytes
+	(*Realized)(nil),              // 48: kelpie.v1.Realized
 }
 var file_console_proto_depIdxs = []int32{
 	2,  // 0: kelpie.v1.ClientFrame.hello:type_name -> kelpie.v1.Hello
@@ -3765,29 +3779,30 @@ var file_console_proto_depIdxs = []int32{
 	31, // 46: kelpie.v1.JobView.actions:type_name -> kelpie.v1.Action
 	30, // 47: kelpie.v1.JobView.charts:type_name -> kelpie.v1.Series
 	46, // 48: kelpie.v1.JobView.diverged:type_name -> kelpie.v1.Divergence
-	38, // 49: kelpie.v1.PolicyView.params:type_name -> kelpie.v1.PolicyView.ParamsEntry
-	44, // 50: kelpie.v1.NodeView.last_report:type_name -> google.protobuf.Timestamp
-	44, // 51: kelpie.v1.Heatmap.start:type_name -> google.protobuf.Timestamp
-	29, // 52: kelpie.v1.Heatmap.rows:type_name -> kelpie.v1.HeatmapRow
-	39, // 53: kelpie.v1.Action.batch_sizes:type_name -> kelpie.v1.Action.BatchSizesEntry
-	40, // 54: kelpie.v1.Action.accumulation:type_name -> kelpie.v1.Action.AccumulationEntry
-	41, // 55: kelpie.v1.Action.params:type_name -> kelpie.v1.Action.ParamsEntry
-	44, // 56: kelpie.v1.Action.created:type_name -> google.protobuf.Timestamp
-	44, // 57: kelpie.v1.Action.updated:type_name -> google.protobuf.Timestamp
-	35, // 58: kelpie.v1.Action.history:type_name -> kelpie.v1.ActionTransition
-	42, // 59: kelpie.v1.Action.evidence:type_name -> kelpie.v1.Action.EvidenceEntry
-	32, // 60: kelpie.v1.Action.adjust_lr:type_name -> kelpie.v1.AdjustLRArgs
-	33, // 61: kelpie.v1.Action.backup_workers:type_name -> kelpie.v1.BackupWorkersArgs
-	34, // 62: kelpie.v1.Action.set_sync:type_name -> kelpie.v1.SetSyncArgs
-	47, // 63: kelpie.v1.Action.realized:type_name -> kelpie.v1.Realized
-	43, // 64: kelpie.v1.AdjustLRArgs.lr_scale:type_name -> kelpie.v1.AdjustLRArgs.LrScaleEntry
-	44, // 65: kelpie.v1.ActionTransition.at:type_name -> google.protobuf.Timestamp
-	44, // 66: kelpie.v1.Event.time:type_name -> google.protobuf.Timestamp
-	67, // [67:67] is the sub-list for method output_type
-	67, // [67:67] is the sub-list for method input_type
-	67, // [67:67] is the sub-list for extension type_name
-	67, // [67:67] is the sub-list for extension extendee
-	0,  // [0:67] is the sub-list for field type_name
+	47, // 49: kelpie.v1.JobView.region_bytes:type_name -> kelpie.v1.RegionBytes
+	38, // 50: kelpie.v1.PolicyView.params:type_name -> kelpie.v1.PolicyView.ParamsEntry
+	44, // 51: kelpie.v1.NodeView.last_report:type_name -> google.protobuf.Timestamp
+	44, // 52: kelpie.v1.Heatmap.start:type_name -> google.protobuf.Timestamp
+	29, // 53: kelpie.v1.Heatmap.rows:type_name -> kelpie.v1.HeatmapRow
+	39, // 54: kelpie.v1.Action.batch_sizes:type_name -> kelpie.v1.Action.BatchSizesEntry
+	40, // 55: kelpie.v1.Action.accumulation:type_name -> kelpie.v1.Action.AccumulationEntry
+	41, // 56: kelpie.v1.Action.params:type_name -> kelpie.v1.Action.ParamsEntry
+	44, // 57: kelpie.v1.Action.created:type_name -> google.protobuf.Timestamp
+	44, // 58: kelpie.v1.Action.updated:type_name -> google.protobuf.Timestamp
+	35, // 59: kelpie.v1.Action.history:type_name -> kelpie.v1.ActionTransition
+	42, // 60: kelpie.v1.Action.evidence:type_name -> kelpie.v1.Action.EvidenceEntry
+	32, // 61: kelpie.v1.Action.adjust_lr:type_name -> kelpie.v1.AdjustLRArgs
+	33, // 62: kelpie.v1.Action.backup_workers:type_name -> kelpie.v1.BackupWorkersArgs
+	34, // 63: kelpie.v1.Action.set_sync:type_name -> kelpie.v1.SetSyncArgs
+	48, // 64: kelpie.v1.Action.realized:type_name -> kelpie.v1.Realized
+	43, // 65: kelpie.v1.AdjustLRArgs.lr_scale:type_name -> kelpie.v1.AdjustLRArgs.LrScaleEntry
+	44, // 66: kelpie.v1.ActionTransition.at:type_name -> google.protobuf.Timestamp
+	44, // 67: kelpie.v1.Event.time:type_name -> google.protobuf.Timestamp
+	68, // [68:68] is the sub-list for method output_type
+	68, // [68:68] is the sub-list for method input_type
+	68, // [68:68] is the sub-list for extension type_name
+	68, // [68:68] is the sub-list for extension extendee
+	0,  // [0:68] is the sub-list for field type_name
 }
 
 func init() { file_console_proto_init() }

@@ -601,8 +601,12 @@ type ProgressReport struct {
 	Loss           float64       `protobuf:"fixed64,8,opt,name=loss,proto3" json:"loss,omitempty"` // mean training loss since the last report
 	ComputeSeconds float64       `protobuf:"fixed64,9,opt,name=compute_seconds,json=computeSeconds,proto3" json:"compute_seconds,omitempty"`
 	WaitSeconds    []float64     `protobuf:"fixed64,10,rep,packed,name=wait_seconds,json=waitSeconds,proto3" json:"wait_seconds,omitempty"` // per iteration: time held by the pull condition
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// bytes that crossed region boundaries (cluster.topology's racks) since
+	// the last report, by region pair: what the worker sent (allreduce), what
+	// it pushed and pulled (PS)
+	RegionBytes   []*RegionBytes `protobuf:"bytes,11,rep,name=region_bytes,json=regionBytes,proto3" json:"region_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ProgressReport) Reset() {
@@ -705,6 +709,75 @@ func (x *ProgressReport) GetWaitSeconds() []float64 {
 	return nil
 }
 
+func (x *ProgressReport) GetRegionBytes() []*RegionBytes {
+	if x != nil {
+		return x.RegionBytes
+	}
+	return nil
+}
+
+// Bytes that went from one region to another (allreduce.Region: "/rack" or
+// "pod/rack").
+type RegionBytes struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	FromRegion    string                 `protobuf:"bytes,1,opt,name=from_region,json=fromRegion,proto3" json:"from_region,omitempty"`
+	ToRegion      string                 `protobuf:"bytes,2,opt,name=to_region,json=toRegion,proto3" json:"to_region,omitempty"`
+	Bytes         int64                  `protobuf:"varint,3,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegionBytes) Reset() {
+	*x = RegionBytes{}
+	mi := &file_coordinator_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegionBytes) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegionBytes) ProtoMessage() {}
+
+func (x *RegionBytes) ProtoReflect() protoreflect.Message {
+	mi := &file_coordinator_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegionBytes.ProtoReflect.Descriptor instead.
+func (*RegionBytes) Descriptor() ([]byte, []int) {
+	return file_coordinator_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *RegionBytes) GetFromRegion() string {
+	if x != nil {
+		return x.FromRegion
+	}
+	return ""
+}
+
+func (x *RegionBytes) GetToRegion() string {
+	if x != nil {
+		return x.ToRegion
+	}
+	return ""
+}
+
+func (x *RegionBytes) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
 type CommSample struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Server        int32                  `protobuf:"varint,1,opt,name=server,proto3" json:"server,omitempty"`
@@ -717,7 +790,7 @@ type CommSample struct {
 
 func (x *CommSample) Reset() {
 	*x = CommSample{}
-	mi := &file_coordinator_proto_msgTypes[8]
+	mi := &file_coordinator_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -729,7 +802,7 @@ func (x *CommSample) String() string {
 func (*CommSample) ProtoMessage() {}
 
 func (x *CommSample) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_proto_msgTypes[8]
+	mi := &file_coordinator_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -742,7 +815,7 @@ func (x *CommSample) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommSample.ProtoReflect.Descriptor instead.
 func (*CommSample) Descriptor() ([]byte, []int) {
-	return file_coordinator_proto_rawDescGZIP(), []int{8}
+	return file_coordinator_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CommSample) GetServer() int32 {
@@ -783,7 +856,7 @@ type ProgressAck struct {
 
 func (x *ProgressAck) Reset() {
 	*x = ProgressAck{}
-	mi := &file_coordinator_proto_msgTypes[9]
+	mi := &file_coordinator_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -795,7 +868,7 @@ func (x *ProgressAck) String() string {
 func (*ProgressAck) ProtoMessage() {}
 
 func (x *ProgressAck) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_proto_msgTypes[9]
+	mi := &file_coordinator_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -808,7 +881,7 @@ func (x *ProgressAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProgressAck.ProtoReflect.Descriptor instead.
 func (*ProgressAck) Descriptor() ([]byte, []int) {
-	return file_coordinator_proto_rawDescGZIP(), []int{9}
+	return file_coordinator_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ProgressAck) GetStop() bool {
@@ -833,13 +906,14 @@ type DoneRequest struct {
 	Samples          int64                  `protobuf:"varint,4,opt,name=samples,proto3" json:"samples,omitempty"`
 	Left             bool                   `protobuf:"varint,5,opt,name=left,proto3" json:"left,omitempty"`                                                   // the worker was removed (REMOVE_WORKER): it does not wait for the others nor evaluate
 	CrossRegionBytes int64                  `protobuf:"varint,6,opt,name=cross_region_bytes,json=crossRegionBytes,proto3" json:"cross_region_bytes,omitempty"` // bytes the worker sent across region boundaries (cluster.topology)
+	RegionBytes      []*RegionBytes         `protobuf:"bytes,7,rep,name=region_bytes,json=regionBytes,proto3" json:"region_bytes,omitempty"`                   // by region pair, since the last progress report
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
 
 func (x *DoneRequest) Reset() {
 	*x = DoneRequest{}
-	mi := &file_coordinator_proto_msgTypes[10]
+	mi := &file_coordinator_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -851,7 +925,7 @@ func (x *DoneRequest) String() string {
 func (*DoneRequest) ProtoMessage() {}
 
 func (x *DoneRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_proto_msgTypes[10]
+	mi := &file_coordinator_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -864,7 +938,7 @@ func (x *DoneRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoneRequest.ProtoReflect.Descriptor instead.
 func (*DoneRequest) Descriptor() ([]byte, []int) {
-	return file_coordinator_proto_rawDescGZIP(), []int{10}
+	return file_coordinator_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DoneRequest) GetJob() string {
@@ -909,6 +983,13 @@ func (x *DoneRequest) GetCrossRegionBytes() int64 {
 	return 0
 }
 
+func (x *DoneRequest) GetRegionBytes() []*RegionBytes {
+	if x != nil {
+		return x.RegionBytes
+	}
+	return nil
+}
+
 type DoneResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Evaluate      bool                   `protobuf:"varint,1,opt,name=evaluate,proto3" json:"evaluate,omitempty"` // this worker evaluates the final model
@@ -918,7 +999,7 @@ type DoneResponse struct {
 
 func (x *DoneResponse) Reset() {
 	*x = DoneResponse{}
-	mi := &file_coordinator_proto_msgTypes[11]
+	mi := &file_coordinator_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -930,7 +1011,7 @@ func (x *DoneResponse) String() string {
 func (*DoneResponse) ProtoMessage() {}
 
 func (x *DoneResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_proto_msgTypes[11]
+	mi := &file_coordinator_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -943,7 +1024,7 @@ func (x *DoneResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoneResponse.ProtoReflect.Descriptor instead.
 func (*DoneResponse) Descriptor() ([]byte, []int) {
-	return file_coordinator_proto_rawDescGZIP(), []int{11}
+	return file_coordinator_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DoneResponse) GetEvaluate() bool {
@@ -966,7 +1047,7 @@ type ResultRequest struct {
 
 func (x *ResultRequest) Reset() {
 	*x = ResultRequest{}
-	mi := &file_coordinator_proto_msgTypes[12]
+	mi := &file_coordinator_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -978,7 +1059,7 @@ func (x *ResultRequest) String() string {
 func (*ResultRequest) ProtoMessage() {}
 
 func (x *ResultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_proto_msgTypes[12]
+	mi := &file_coordinator_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -991,7 +1072,7 @@ func (x *ResultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResultRequest.ProtoReflect.Descriptor instead.
 func (*ResultRequest) Descriptor() ([]byte, []int) {
-	return file_coordinator_proto_rawDescGZIP(), []int{12}
+	return file_coordinator_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ResultRequest) GetJob() string {
@@ -1037,7 +1118,7 @@ type ResultResponse struct {
 
 func (x *ResultResponse) Reset() {
 	*x = ResultResponse{}
-	mi := &file_coordinator_proto_msgTypes[13]
+	mi := &file_coordinator_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1049,7 +1130,7 @@ func (x *ResultResponse) String() string {
 func (*ResultResponse) ProtoMessage() {}
 
 func (x *ResultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_proto_msgTypes[13]
+	mi := &file_coordinator_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1062,7 +1143,7 @@ func (x *ResultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResultResponse.ProtoReflect.Descriptor instead.
 func (*ResultResponse) Descriptor() ([]byte, []int) {
-	return file_coordinator_proto_rawDescGZIP(), []int{13}
+	return file_coordinator_proto_rawDescGZIP(), []int{14}
 }
 
 // Divergence is a non-finite loss or parameter value: where it was first
@@ -1082,7 +1163,7 @@ type Divergence struct {
 
 func (x *Divergence) Reset() {
 	*x = Divergence{}
-	mi := &file_coordinator_proto_msgTypes[14]
+	mi := &file_coordinator_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1094,7 +1175,7 @@ func (x *Divergence) String() string {
 func (*Divergence) ProtoMessage() {}
 
 func (x *Divergence) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_proto_msgTypes[14]
+	mi := &file_coordinator_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1107,7 +1188,7 @@ func (x *Divergence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Divergence.ProtoReflect.Descriptor instead.
 func (*Divergence) Descriptor() ([]byte, []int) {
-	return file_coordinator_proto_rawDescGZIP(), []int{14}
+	return file_coordinator_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Divergence) GetNode() string {
@@ -1163,7 +1244,7 @@ type DivergedRequest struct {
 
 func (x *DivergedRequest) Reset() {
 	*x = DivergedRequest{}
-	mi := &file_coordinator_proto_msgTypes[15]
+	mi := &file_coordinator_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1175,7 +1256,7 @@ func (x *DivergedRequest) String() string {
 func (*DivergedRequest) ProtoMessage() {}
 
 func (x *DivergedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_proto_msgTypes[15]
+	mi := &file_coordinator_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1188,7 +1269,7 @@ func (x *DivergedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DivergedRequest.ProtoReflect.Descriptor instead.
 func (*DivergedRequest) Descriptor() ([]byte, []int) {
-	return file_coordinator_proto_rawDescGZIP(), []int{15}
+	return file_coordinator_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DivergedRequest) GetJob() string {
@@ -1220,7 +1301,7 @@ type DivergedResponse struct {
 
 func (x *DivergedResponse) Reset() {
 	*x = DivergedResponse{}
-	mi := &file_coordinator_proto_msgTypes[16]
+	mi := &file_coordinator_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1232,7 +1313,7 @@ func (x *DivergedResponse) String() string {
 func (*DivergedResponse) ProtoMessage() {}
 
 func (x *DivergedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_proto_msgTypes[16]
+	mi := &file_coordinator_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1245,7 +1326,7 @@ func (x *DivergedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DivergedResponse.ProtoReflect.Descriptor instead.
 func (*DivergedResponse) Descriptor() ([]byte, []int) {
-	return file_coordinator_proto_rawDescGZIP(), []int{16}
+	return file_coordinator_proto_rawDescGZIP(), []int{17}
 }
 
 // ShardInfo is one data shard handed to a worker: `length` samples of one
@@ -1263,7 +1344,7 @@ type ShardInfo struct {
 
 func (x *ShardInfo) Reset() {
 	*x = ShardInfo{}
-	mi := &file_coordinator_proto_msgTypes[17]
+	mi := &file_coordinator_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1275,7 +1356,7 @@ func (x *ShardInfo) String() string {
 func (*ShardInfo) ProtoMessage() {}
 
 func (x *ShardInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_proto_msgTypes[17]
+	mi := &file_coordinator_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1288,7 +1369,7 @@ func (x *ShardInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardInfo.ProtoReflect.Descriptor instead.
 func (*ShardInfo) Descriptor() ([]byte, []int) {
-	return file_coordinator_proto_rawDescGZIP(), []int{17}
+	return file_coordinator_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ShardInfo) GetId() int64 {
@@ -1336,7 +1417,7 @@ type FetchShardRequest struct {
 
 func (x *FetchShardRequest) Reset() {
 	*x = FetchShardRequest{}
-	mi := &file_coordinator_proto_msgTypes[18]
+	mi := &file_coordinator_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1348,7 +1429,7 @@ func (x *FetchShardRequest) String() string {
 func (*FetchShardRequest) ProtoMessage() {}
 
 func (x *FetchShardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_proto_msgTypes[18]
+	mi := &file_coordinator_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1361,7 +1442,7 @@ func (x *FetchShardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchShardRequest.ProtoReflect.Descriptor instead.
 func (*FetchShardRequest) Descriptor() ([]byte, []int) {
-	return file_coordinator_proto_rawDescGZIP(), []int{18}
+	return file_coordinator_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *FetchShardRequest) GetJob() string {
@@ -1391,7 +1472,7 @@ type FetchShardResponse struct {
 
 func (x *FetchShardResponse) Reset() {
 	*x = FetchShardResponse{}
-	mi := &file_coordinator_proto_msgTypes[19]
+	mi := &file_coordinator_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1403,7 +1484,7 @@ func (x *FetchShardResponse) String() string {
 func (*FetchShardResponse) ProtoMessage() {}
 
 func (x *FetchShardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_proto_msgTypes[19]
+	mi := &file_coordinator_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1416,7 +1497,7 @@ func (x *FetchShardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchShardResponse.ProtoReflect.Descriptor instead.
 func (*FetchShardResponse) Descriptor() ([]byte, []int) {
-	return file_coordinator_proto_rawDescGZIP(), []int{19}
+	return file_coordinator_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *FetchShardResponse) GetShard() *ShardInfo {
@@ -1468,7 +1549,7 @@ type ReportShardRequest struct {
 
 func (x *ReportShardRequest) Reset() {
 	*x = ReportShardRequest{}
-	mi := &file_coordinator_proto_msgTypes[20]
+	mi := &file_coordinator_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1480,7 +1561,7 @@ func (x *ReportShardRequest) String() string {
 func (*ReportShardRequest) ProtoMessage() {}
 
 func (x *ReportShardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_proto_msgTypes[20]
+	mi := &file_coordinator_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1493,7 +1574,7 @@ func (x *ReportShardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportShardRequest.ProtoReflect.Descriptor instead.
 func (*ReportShardRequest) Descriptor() ([]byte, []int) {
-	return file_coordinator_proto_rawDescGZIP(), []int{20}
+	return file_coordinator_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReportShardRequest) GetJob() string {
@@ -1533,7 +1614,7 @@ type ReportShardResponse struct {
 
 func (x *ReportShardResponse) Reset() {
 	*x = ReportShardResponse{}
-	mi := &file_coordinator_proto_msgTypes[21]
+	mi := &file_coordinator_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1545,7 +1626,7 @@ func (x *ReportShardResponse) String() string {
 func (*ReportShardResponse) ProtoMessage() {}
 
 func (x *ReportShardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_proto_msgTypes[21]
+	mi := &file_coordinator_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1558,7 +1639,7 @@ func (x *ReportShardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportShardResponse.ProtoReflect.Descriptor instead.
 func (*ReportShardResponse) Descriptor() ([]byte, []int) {
-	return file_coordinator_proto_rawDescGZIP(), []int{21}
+	return file_coordinator_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReportShardResponse) GetRefused() []string {
@@ -1617,7 +1698,7 @@ const file_coordinator_proto_rawDesc = "" +
 	"assignment\x18\x01 \x01(\v2\x15.kelpie.v1.AssignmentR\n" +
 	"assignment\x12&\n" +
 	"\x0fstart_unix_nano\x18\x02 \x01(\x03R\rstartUnixNano\x12\x14\n" +
-	"\x05peers\x18\x03 \x03(\tR\x05peers\"\xb9\x02\n" +
+	"\x05peers\x18\x03 \x03(\tR\x05peers\"\xf4\x02\n" +
 	"\x0eProgressReport\x12\x10\n" +
 	"\x03job\x18\x01 \x01(\tR\x03job\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x1c\n" +
@@ -1631,7 +1712,13 @@ const file_coordinator_proto_rawDesc = "" +
 	"\x04loss\x18\b \x01(\x01R\x04loss\x12'\n" +
 	"\x0fcompute_seconds\x18\t \x01(\x01R\x0ecomputeSeconds\x12!\n" +
 	"\fwait_seconds\x18\n" +
-	" \x03(\x01R\vwaitSeconds\"h\n" +
+	" \x03(\x01R\vwaitSeconds\x129\n" +
+	"\fregion_bytes\x18\v \x03(\v2\x16.kelpie.v1.RegionBytesR\vregionBytes\"a\n" +
+	"\vRegionBytes\x12\x1f\n" +
+	"\vfrom_region\x18\x01 \x01(\tR\n" +
+	"fromRegion\x12\x1b\n" +
+	"\tto_region\x18\x02 \x01(\tR\btoRegion\x12\x14\n" +
+	"\x05bytes\x18\x03 \x01(\x03R\x05bytes\"h\n" +
 	"\n" +
 	"CommSample\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\x05R\x06server\x12\x14\n" +
@@ -1640,7 +1727,7 @@ const file_coordinator_proto_rawDesc = "" +
 	"\x04pull\x18\x04 \x01(\bR\x04pull\"9\n" +
 	"\vProgressAck\x12\x12\n" +
 	"\x04stop\x18\x01 \x01(\bR\x04stop\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xaf\x01\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xea\x01\n" +
 	"\vDoneRequest\x12\x10\n" +
 	"\x03job\x18\x01 \x01(\tR\x03job\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x1e\n" +
@@ -1649,7 +1736,8 @@ const file_coordinator_proto_rawDesc = "" +
 	"iterations\x12\x18\n" +
 	"\asamples\x18\x04 \x01(\x03R\asamples\x12\x12\n" +
 	"\x04left\x18\x05 \x01(\bR\x04left\x12,\n" +
-	"\x12cross_region_bytes\x18\x06 \x01(\x03R\x10crossRegionBytes\"*\n" +
+	"\x12cross_region_bytes\x18\x06 \x01(\x03R\x10crossRegionBytes\x129\n" +
+	"\fregion_bytes\x18\a \x03(\v2\x16.kelpie.v1.RegionBytesR\vregionBytes\"*\n" +
 	"\fDoneResponse\x12\x1a\n" +
 	"\bevaluate\x18\x01 \x01(\bR\bevaluate\"\x9a\x01\n" +
 	"\rResultRequest\x12\x10\n" +
@@ -1724,7 +1812,7 @@ func file_coordinator_proto_rawDescGZIP() []byte {
 }
 
 var file_coordinator_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_coordinator_proto_goTypes = []any{
 	(Role)(0),                   // 0: kelpie.v1.Role
 	(*RegisterRequest)(nil),     // 1: kelpie.v1.RegisterRequest
@@ -1735,20 +1823,21 @@ var file_coordinator_proto_goTypes = []any{
 	(*ReadyRequest)(nil),        // 6: kelpie.v1.ReadyRequest
 	(*ReadyResponse)(nil),       // 7: kelpie.v1.ReadyResponse
 	(*ProgressReport)(nil),      // 8: kelpie.v1.ProgressReport
-	(*CommSample)(nil),          // 9: kelpie.v1.CommSample
-	(*ProgressAck)(nil),         // 10: kelpie.v1.ProgressAck
-	(*DoneRequest)(nil),         // 11: kelpie.v1.DoneRequest
-	(*DoneResponse)(nil),        // 12: kelpie.v1.DoneResponse
-	(*ResultRequest)(nil),       // 13: kelpie.v1.ResultRequest
-	(*ResultResponse)(nil),      // 14: kelpie.v1.ResultResponse
-	(*Divergence)(nil),          // 15: kelpie.v1.Divergence
-	(*DivergedRequest)(nil),     // 16: kelpie.v1.DivergedRequest
-	(*DivergedResponse)(nil),    // 17: kelpie.v1.DivergedResponse
-	(*ShardInfo)(nil),           // 18: kelpie.v1.ShardInfo
-	(*FetchShardRequest)(nil),   // 19: kelpie.v1.FetchShardRequest
-	(*FetchShardResponse)(nil),  // 20: kelpie.v1.FetchShardResponse
-	(*ReportShardRequest)(nil),  // 21: kelpie.v1.ReportShardRequest
-	(*ReportShardResponse)(nil), // 22: kelpie.v1.ReportShardResponse
+	(*RegionBytes)(nil),         // 9: kelpie.v1.RegionBytes
+	(*CommSample)(nil),          // 10: kelpie.v1.CommSample
+	(*ProgressAck)(nil),         // 11: kelpie.v1.ProgressAck
+	(*DoneRequest)(nil),         // 12: kelpie.v1.DoneRequest
+	(*DoneResponse)(nil),        // 13: kelpie.v1.DoneResponse
+	(*ResultRequest)(nil),       // 14: kelpie.v1.ResultRequest
+	(*ResultResponse)(nil),      // 15: kelpie.v1.ResultResponse
+	(*Divergence)(nil),          // 16: kelpie.v1.Divergence
+	(*DivergedRequest)(nil),     // 17: kelpie.v1.DivergedRequest
+	(*DivergedResponse)(nil),    // 18: kelpie.v1.DivergedResponse
+	(*ShardInfo)(nil),           // 19: kelpie.v1.ShardInfo
+	(*FetchShardRequest)(nil),   // 20: kelpie.v1.FetchShardRequest
+	(*FetchShardResponse)(nil),  // 21: kelpie.v1.FetchShardResponse
+	(*ReportShardRequest)(nil),  // 22: kelpie.v1.ReportShardRequest
+	(*ReportShardResponse)(nil), // 23: kelpie.v1.ReportShardResponse
 }
 var file_coordinator_proto_depIdxs = []int32{
 	0,  // 0: kelpie.v1.RegisterRequest.role:type_name -> kelpie.v1.Role
@@ -1757,30 +1846,32 @@ var file_coordinator_proto_depIdxs = []int32{
 	5,  // 3: kelpie.v1.RegisterResponse.splits:type_name -> kelpie.v1.BatchSplit
 	3,  // 4: kelpie.v1.RegisterResponse.next_assignment:type_name -> kelpie.v1.Assignment
 	3,  // 5: kelpie.v1.ReadyResponse.assignment:type_name -> kelpie.v1.Assignment
-	9,  // 6: kelpie.v1.ProgressReport.comm:type_name -> kelpie.v1.CommSample
-	15, // 7: kelpie.v1.DivergedRequest.divergence:type_name -> kelpie.v1.Divergence
-	18, // 8: kelpie.v1.FetchShardResponse.shard:type_name -> kelpie.v1.ShardInfo
-	1,  // 9: kelpie.v1.Coordinator.Register:input_type -> kelpie.v1.RegisterRequest
-	6,  // 10: kelpie.v1.Coordinator.Ready:input_type -> kelpie.v1.ReadyRequest
-	8,  // 11: kelpie.v1.Coordinator.Progress:input_type -> kelpie.v1.ProgressReport
-	11, // 12: kelpie.v1.Coordinator.Done:input_type -> kelpie.v1.DoneRequest
-	13, // 13: kelpie.v1.Coordinator.Result:input_type -> kelpie.v1.ResultRequest
-	16, // 14: kelpie.v1.Coordinator.Diverged:input_type -> kelpie.v1.DivergedRequest
-	19, // 15: kelpie.v1.Coordinator.FetchShard:input_type -> kelpie.v1.FetchShardRequest
-	21, // 16: kelpie.v1.Coordinator.ReportShard:input_type -> kelpie.v1.ReportShardRequest
-	4,  // 17: kelpie.v1.Coordinator.Register:output_type -> kelpie.v1.RegisterResponse
-	7,  // 18: kelpie.v1.Coordinator.Ready:output_type -> kelpie.v1.ReadyResponse
-	10, // 19: kelpie.v1.Coordinator.Progress:output_type -> kelpie.v1.ProgressAck
-	12, // 20: kelpie.v1.Coordinator.Done:output_type -> kelpie.v1.DoneResponse
-	14, // 21: kelpie.v1.Coordinator.Result:output_type -> kelpie.v1.ResultResponse
-	17, // 22: kelpie.v1.Coordinator.Diverged:output_type -> kelpie.v1.DivergedResponse
-	20, // 23: kelpie.v1.Coordinator.FetchShard:output_type -> kelpie.v1.FetchShardResponse
-	22, // 24: kelpie.v1.Coordinator.ReportShard:output_type -> kelpie.v1.ReportShardResponse
-	17, // [17:25] is the sub-list for method output_type
-	9,  // [9:17] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	10, // 6: kelpie.v1.ProgressReport.comm:type_name -> kelpie.v1.CommSample
+	9,  // 7: kelpie.v1.ProgressReport.region_bytes:type_name -> kelpie.v1.RegionBytes
+	9,  // 8: kelpie.v1.DoneRequest.region_bytes:type_name -> kelpie.v1.RegionBytes
+	16, // 9: kelpie.v1.DivergedRequest.divergence:type_name -> kelpie.v1.Divergence
+	19, // 10: kelpie.v1.FetchShardResponse.shard:type_name -> kelpie.v1.ShardInfo
+	1,  // 11: kelpie.v1.Coordinator.Register:input_type -> kelpie.v1.RegisterRequest
+	6,  // 12: kelpie.v1.Coordinator.Ready:input_type -> kelpie.v1.ReadyRequest
+	8,  // 13: kelpie.v1.Coordinator.Progress:input_type -> kelpie.v1.ProgressReport
+	12, // 14: kelpie.v1.Coordinator.Done:input_type -> kelpie.v1.DoneRequest
+	14, // 15: kelpie.v1.Coordinator.Result:input_type -> kelpie.v1.ResultRequest
+	17, // 16: kelpie.v1.Coordinator.Diverged:input_type -> kelpie.v1.DivergedRequest
+	20, // 17: kelpie.v1.Coordinator.FetchShard:input_type -> kelpie.v1.FetchShardRequest
+	22, // 18: kelpie.v1.Coordinator.ReportShard:input_type -> kelpie.v1.ReportShardRequest
+	4,  // 19: kelpie.v1.Coordinator.Register:output_type -> kelpie.v1.RegisterResponse
+	7,  // 20: kelpie.v1.Coordinator.Ready:output_type -> kelpie.v1.ReadyResponse
+	11, // 21: kelpie.v1.Coordinator.Progress:output_type -> kelpie.v1.ProgressAck
+	13, // 22: kelpie.v1.Coordinator.Done:output_type -> kelpie.v1.DoneResponse
+	15, // 23: kelpie.v1.Coordinator.Result:output_type -> kelpie.v1.ResultResponse
+	18, // 24: kelpie.v1.Coordinator.Diverged:output_type -> kelpie.v1.DivergedResponse
+	21, // 25: kelpie.v1.Coordinator.FetchShard:output_type -> kelpie.v1.FetchShardResponse
+	23, // 26: kelpie.v1.Coordinator.ReportShard:output_type -> kelpie.v1.ReportShardResponse
+	19, // [19:27] is the sub-list for method output_type
+	11, // [11:19] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_coordinator_proto_init() }
@@ -1794,7 +1885,7 @@ func file_coordinator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_coordinator_proto_rawDesc), len(file_coordinator_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   22,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,6 +1,7 @@
 package role
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -177,15 +178,60 @@ func region(s *spec.Spec, node string) string {
 // crossRegionComm sums the bytes of a PS worker's exchanges with servers in
 // other regions than its own (pushed and pulled: both cross).
 func crossRegionComm(s *spec.Spec, node string, comm []worker.Comm) int64 {
-	if len(s.Cluster.Topology) == 0 {
-		return 0
-	}
-	me := region(s, node)
 	var n int64
-	for _, c := range comm {
-		if region(s, fmt.Sprintf("server-%d", c.Server)) != me {
-			n += c.Bytes
-		}
+	for _, b := range regionPairsComm(s, node, comm) {
+		n += b
 	}
 	return n
+}
+
+// regionPairsComm is what a PS worker's exchanges moved between regions, by
+// region pair: its pushes from its region to the server's, its pulls back
+// (nothing without a topology).
+func regionPairsComm(s *spec.Spec, node string, comm []worker.Comm) map[allreduce.Pair]int64 {
+	out := map[allreduce.Pair]int64{}
+	if len(s.Cluster.Topology) == 0 {
+		return out
+	}
+	me := region(s, node)
+	for _, c := range comm {
+		if r := region(s, spec.ServerName(c.Server)); r != me {
+			if push := c.Bytes - c.Pulled; push > 0 {
+				out[allreduce.Pair{From: me, To: r}] += push
+			}
+			if c.Pulled > 0 {
+				out[allreduce.Pair{From: r, To: me}] += c.Pulled
+			}
+		}
+	}
+	return out
+}
+
+// regionTally turns a worker's bytes by region pair into the deltas its
+// reports carry (kelpiepb.RegionBytes), the scheduler adding them up.
+type regionTally struct {
+	sent map[allreduce.Pair]int64 // what earlier reports carried (allreduce: the group's totals)
+}
+
+// delta is what cur (running totals) adds to what was reported, and
+// records cur as reported.
+func (t *regionTally) delta(cur map[allreduce.Pair]int64) []*kelpiepb.RegionBytes {
+	var out []*kelpiepb.RegionBytes
+	for p, b := range cur {
+		if d := b - t.sent[p]; d > 0 {
+			out = append(out, &kelpiepb.RegionBytes{FromRegion: p.From, ToRegion: p.To, Bytes: d})
+		}
+	}
+	t.sent = cur
+	slices.SortFunc(out, func(a, b *kelpiepb.RegionBytes) int {
+		return cmp.Or(cmp.Compare(a.FromRegion, b.FromRegion), cmp.Compare(a.ToRegion, b.ToRegion))
+	})
+	return out
+}
+
+// regionBytesPB lists bytes by region pair (a PS report's own, not
+// running totals), ordered.
+func regionBytesPB(m map[allreduce.Pair]int64) []*kelpiepb.RegionBytes {
+	var t regionTally
+	return t.delta(m)
 }

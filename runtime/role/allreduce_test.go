@@ -1,7 +1,10 @@
 package role
 
 import (
+	"maps"
 	"testing"
+
+	"github.com/kelpie/kelpie/runtime/allreduce"
 
 	"github.com/kelpie/kelpie/runtime/spec"
 	"github.com/kelpie/kelpie/runtime/worker"
@@ -60,5 +63,35 @@ cluster:
 	// Two racks: each sends its partial sum out once and gets the total back.
 	if got, want := p.CrossBytes(Topology(s).RackRegion()), int64(2*4*n); got != want {
 		t.Errorf("cross-rack bytes %d; want %d", got, want)
+	}
+}
+
+// TestRegionPairs: a PS worker's pushes go from its region to the server's
+// and its pulls come back; an allreduce worker's running totals become the
+// deltas its reports carry.
+func TestRegionPairs(t *testing.T) {
+	s, err := spec.Parse("x.yaml", []byte(`name: x
+cluster:
+  servers: 2
+  workers: 1
+  topology: {worker-0: {rack: a}, server-0: {rack: a}, server-1: {rack: b, pod: p}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	comm := []worker.Comm{{Server: 0, Bytes: 10, Pulled: 4}, {Server: 1, Bytes: 100, Pulled: 60}, {Server: 1, Bytes: 7, Pulled: 7}}
+	got := regionPairsComm(s, "worker-0", comm)
+	want := map[allreduce.Pair]int64{{From: "/a", To: "p/b"}: 40, {From: "p/b", To: "/a"}: 67}
+	if !maps.Equal(got, want) {
+		t.Errorf("pairs %v; want %v", got, want)
+	}
+	var tally regionTally
+	first := tally.delta(map[allreduce.Pair]int64{{From: "/a", To: "/b"}: 100, {From: "/a", To: "/c"}: 5})
+	second := tally.delta(map[allreduce.Pair]int64{{From: "/a", To: "/b"}: 250, {From: "/a", To: "/c"}: 5})
+	if len(first) != 2 || first[0].ToRegion != "/b" || first[0].Bytes != 100 || first[1].Bytes != 5 {
+		t.Errorf("first report %v; want /a→/b 100, /a→/c 5", first)
+	}
+	if len(second) != 1 || second[0].Bytes != 150 {
+		t.Errorf("second report %v; want /a→/b 150 only", second)
 	}
 }

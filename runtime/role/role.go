@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc"
@@ -454,12 +455,21 @@ func RunWorker(ctx context.Context, o Options) error {
 	defer cancel()
 	reports := make(chan worker.Report, 16)
 	reporterDone := make(chan struct{})
-	var psCross int64 // PS bytes across regions; the reporter's until reporterDone closes
+	var psCross int64       // PS bytes across regions; the reporter's until reporterDone closes
+	var arTally regionTally // allreduce bytes by region pair reported; the reporter's until then
 	go func() {
 		defer close(reporterDone)
 		for r := range reports {
-			psCross += crossRegionComm(s, o.Node, r.Comm)
+			pairs := regionPairsComm(s, o.Node, slices.Concat(r.Comm, r.PullComm))
+			for _, b := range pairs {
+				psCross += b
+			}
 			pr := progressReport(o, r)
+			if ar != nil {
+				pr.RegionBytes = arTally.delta(ar.Group.Bytes())
+			} else {
+				pr.RegionBytes = regionBytesPB(pairs)
+			}
 			if o.Agent != nil {
 				if err := o.Agent.Send(&kelpiepb.RoleMessage{Body: &kelpiepb.RoleMessage_Report{Report: pr}}); err != nil {
 					log.Warn("report to agent failed", "err", err)
@@ -573,8 +583,10 @@ func RunWorker(ctx context.Context, o Options) error {
 		log.Info("removed from the job", "iterations", sum.Iterations, "samples", sum.Samples)
 	}
 	cross := psCross
+	var lastPairs []*kelpiepb.RegionBytes // since the last report
 	if ar != nil {
 		cross = ar.Group.CrossBytes()
+		lastPairs = arTally.delta(ar.Group.Bytes())
 	}
 	// Shard reports kept while the scheduler was away go out before Done:
 	// the job's DONE count must be exact.
@@ -585,7 +597,7 @@ func RunWorker(ctx context.Context, o Options) error {
 	}
 	done, err := retry(ctx, rt, "done", func(ctx context.Context) (*kelpiepb.DoneResponse, error) {
 		return coord.Done(ctx, &kelpiepb.DoneRequest{Job: o.Job, Node: o.Node, Iterations: sum.Iterations, Samples: sum.Samples,
-			Left: sum.Left, CrossRegionBytes: cross})
+			Left: sum.Left, CrossRegionBytes: cross, RegionBytes: lastPairs})
 	})
 	if err != nil {
 		return fmt.Errorf("worker %s: done: %v", o.Node, err)

@@ -277,6 +277,13 @@ func (r *reducer) sync(ctx context.Context, params *model.Params) error {
 			best, root = d, k
 		}
 	}
+	if best < 0 {
+		// No member has completed an iteration (every member sees the
+		// same sum, so all return here): every state is the initial one
+		// (the job's Init, a fresh optimizer, no flag), and copying it
+		// would only send twice the model across the mesh.
+		return nil
+	}
 	vecs := append(slices.Clone(params.Dense), r.opt.Vectors()...)
 	size := 5 // steps (2), done (2), more (1)
 	for _, v := range vecs {

@@ -93,7 +93,8 @@ type Ack struct {
 // Comm is one exchange with one server.
 type Comm struct {
 	Server  int
-	Bytes   int64
+	Bytes   int64   // pushed and pulled
+	Pulled  int64   // of which pulled (server to worker)
 	Seconds float64 // not counting the time the pull condition held the pull
 	Held    float64 // the time the pull condition held it
 }
@@ -107,7 +108,11 @@ type Report struct {
 	Wait      []time.Duration // per iteration, the time held by pull conditions
 	Compute   time.Duration   // summed compute time since the last report
 	Comm      []Comm
-	Loss      float64 // mean training loss since the last report
+	// PullComm are the pulls outside an iteration's push-pull since the
+	// last report (the first pull, prefetched rows, a rejoin): counted in
+	// the bytes that crossed regions, not in the iterations' timings.
+	PullComm []Comm
+	Loss     float64 // mean training loss since the last report
 	// Allreduce only: the time spent summing gradients since the last
 	// report, and the bytes this worker sent for it (all of them, and
 	// those that crossed a region boundary).
@@ -136,6 +141,7 @@ type Worker struct {
 	params    *model.Params
 	grad      *model.Params
 	pushBuf   [][]float32 // server -> push payload
+	pullComm  []Comm      // pulls since the last report (Report.PullComm)
 	rng       *rand.Rand
 	sampler   *sampler
 	batch     *data.Batch
@@ -238,6 +244,14 @@ func u32s(ids []int) []uint32 {
 	return out
 }
 
+// pull reads the parameters (and the sparse rows keys) outside an
+// iteration's push-pull, and keeps its comm for the next report.
+func (w *Worker) pull(progress int64, keys []uint64) error {
+	comms, _, err := w.exchange(kelpiepb.Op_OP_PULL, progress, keys)
+	w.pullComm = append(w.pullComm, comms...)
+	return err
+}
+
 // exchange runs one request per server concurrently. push selects a push of
 // the current gradient; pullKeys are the sparse rows to read back (sorted).
 // It writes the pulled values into w.params and returns per-server comm and
@@ -325,7 +339,7 @@ func (w *Worker) exchange(op kelpiepb.Op, progress int64, pullKeys []uint64) ([]
 			if inPlace {
 				got = int64(w.pullBytes(req))
 			}
-			comms[r] = Comm{Server: r, Bytes: sent + got, Held: resp.HeldSeconds,
+			comms[r] = Comm{Server: r, Bytes: sent + got, Pulled: got, Held: resp.HeldSeconds,
 				Seconds: max(time.Since(t0).Seconds()-resp.HeldSeconds, 0)}
 			versions[r], drops[r] = resp.Version, resp.Dropped
 			if !inPlace {
@@ -498,7 +512,7 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 	if err := w.join(start); err != nil {
 		return Summary{}, err
 	}
-	if _, _, err := w.exchange(kelpiepb.Op_OP_PULL, -1, nil); err != nil {
+	if err := w.pull(-1, nil); err != nil {
 		return Summary{}, fmt.Errorf("worker %d: initial pull: %v", w.cfg.Index, err)
 	}
 	w.applyCommands(start)
@@ -507,7 +521,7 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 		return Summary{}, err
 	}
 	if keys := w.keys(w.batch); keys != nil {
-		if _, _, err := w.exchange(kelpiepb.Op_OP_PULL, start-1, keys); err != nil {
+		if err := w.pull(start-1, keys); err != nil {
 			return Summary{}, fmt.Errorf("worker %d: initial pull: %v", w.cfg.Index, err)
 		}
 	}
@@ -589,7 +603,7 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 					return sum, err
 				}
 				if keys := w.keys(w.nextBatch); more && keys != nil {
-					if _, _, err := w.exchange(kelpiepb.Op_OP_PULL, t, keys); err != nil {
+					if err := w.pull(t, keys); err != nil {
 						return sum, fmt.Errorf("worker %d: iteration %d: %v", w.cfg.Index, next, err)
 					}
 				}
@@ -608,7 +622,7 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 				}
 			}
 			if more {
-				if _, _, err := w.exchange(kelpiepb.Op_OP_PULL, next-1, w.keys(w.nextBatch)); err != nil {
+				if err := w.pull(next-1, w.keys(w.nextBatch)); err != nil {
 					return sum, fmt.Errorf("worker %d: rejoin at %d: %v", w.cfg.Index, next, err)
 				}
 			}
@@ -630,6 +644,7 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 		rep.Comm = append(rep.Comm, comms...)
 		if sum.Iterations%int64(w.cfg.ReportEvery) == 0 || !more {
 			rep.Iteration, rep.Samples = t, sum.Samples
+			rep.PullComm, w.pullComm = w.pullComm, nil
 			if w.ar != nil {
 				rep.Reduce, rep.ReduceSent, rep.CrossSent = w.ar.take()
 			}

@@ -13,6 +13,7 @@ package coordinator
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -22,6 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/runtime/allreduce"
 	"github.com/kelpie/kelpie/runtime/blocks"
 	"github.com/kelpie/kelpie/runtime/job"
 	"github.com/kelpie/kelpie/runtime/spec"
@@ -51,7 +53,13 @@ type NodeStats struct {
 	// CrossRegionBytes is what the worker said, when done, it had sent
 	// across region boundaries.
 	CrossRegionBytes int64
+	// RegionBytes is what the worker's reports said it moved across
+	// region boundaries, by region pair, over all its runs.
+	RegionBytes map[RegionPair]int64
 }
+
+// RegionPair is an ordered pair of regions (allreduce.Region).
+type RegionPair struct{ From, To string }
 
 // TotalSamples counts every sample the node trained on, across restarts
 // (a restarted worker's in-flight samples count twice: at-least-once).
@@ -413,7 +421,9 @@ func (j *Job) Nodes() []NodeStats {
 	defer j.mu.Unlock()
 	out := make([]NodeStats, 0, len(j.nodes))
 	for _, n := range j.nodes {
-		out = append(out, *n)
+		c := *n
+		c.RegionBytes = maps.Clone(n.RegionBytes)
+		out = append(out, c)
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].Name < out[b].Name })
 	return out
@@ -778,8 +788,65 @@ func (j *Job) Observe(r *kelpiepb.ProgressReport) error {
 	if !ok {
 		return status.Errorf(codes.NotFound, "job %s has no registered node %q", j.Spec.Name, r.Node)
 	}
+	if err := j.addRegionBytesLocked(n, r.RegionBytes); err != nil {
+		return err
+	}
 	n.Samples = r.Samples
 	return nil
+}
+
+// addRegionBytesLocked adds a worker's bytes by region pair, after
+// checking every pair names two different regions of the job's topology
+// and a count that is not negative (nothing is added otherwise). The
+// caller holds j.mu.
+func (j *Job) addRegionBytesLocked(n *NodeStats, rb []*kelpiepb.RegionBytes) error {
+	if len(rb) == 0 {
+		return nil
+	}
+	regions := map[string]bool{allreduce.Region(allreduce.Place{}): true}
+	for _, l := range j.Spec.Cluster.Topology {
+		regions[allreduce.Region(allreduce.Place{Rack: l.Rack, Pod: l.Pod})] = true
+	}
+	for _, b := range rb {
+		switch {
+		case !regions[b.FromRegion] || !regions[b.ToRegion]:
+			return status.Errorf(codes.InvalidArgument, "%s: region pair %.64q → %.64q: not regions of job %s's topology", n.Name, b.FromRegion, b.ToRegion, j.Spec.Name)
+		case b.FromRegion == b.ToRegion:
+			return status.Errorf(codes.InvalidArgument, "%s: region pair %q → %q does not cross regions", n.Name, b.FromRegion, b.ToRegion)
+		case b.Bytes < 0:
+			return status.Errorf(codes.InvalidArgument, "%s: %d bytes from %q to %q", n.Name, b.Bytes, b.FromRegion, b.ToRegion)
+		}
+	}
+	if n.RegionBytes == nil {
+		n.RegionBytes = map[RegionPair]int64{}
+	}
+	for _, b := range rb {
+		n.RegionBytes[RegionPair{b.FromRegion, b.ToRegion}] += b.Bytes
+	}
+	return nil
+}
+
+// RegionBytes sums the workers' bytes by region pair, ordered by pair.
+func (j *Job) RegionBytes() []*kelpiepb.RegionBytes {
+	j.mu.Lock()
+	sum := map[RegionPair]int64{}
+	for _, n := range j.nodes {
+		for p, b := range n.RegionBytes {
+			sum[p] += b
+		}
+	}
+	j.mu.Unlock()
+	out := make([]*kelpiepb.RegionBytes, 0, len(sum))
+	for p, b := range sum {
+		out = append(out, &kelpiepb.RegionBytes{FromRegion: p.From, ToRegion: p.To, Bytes: b})
+	}
+	sort.Slice(out, func(a, b int) bool {
+		if out[a].FromRegion != out[b].FromRegion {
+			return out[a].FromRegion < out[b].FromRegion
+		}
+		return out[a].ToRegion < out[b].ToRegion
+	})
+	return out
 }
 
 // Done records that a worker finished and blocks until all have; one worker
@@ -794,6 +861,12 @@ func (c *Coordinator) Done(ctx context.Context, r *kelpiepb.DoneRequest) (*kelpi
 	if !ok || n.Role != kelpiepb.Role_ROLE_WORKER {
 		j.mu.Unlock()
 		return nil, status.Errorf(codes.NotFound, "job %s has no registered worker %q", r.Job, r.Node)
+	}
+	if !n.Done { // a Done sent again (its answer was lost) adds nothing
+		if err := j.addRegionBytesLocked(n, r.RegionBytes); err != nil {
+			j.mu.Unlock()
+			return nil, err
+		}
 	}
 	n.Done, n.Iteration, n.Samples = true, r.Iterations, r.Samples
 	n.CrossRegionBytes = r.CrossRegionBytes

@@ -17,7 +17,7 @@ type Collector struct {
 	m                                            *Manager
 	bpt, throughput, speed, superior, dprs, acts *prometheus.Desc
 	nodes, jobs, jobState, class, pendingAge     *prometheus.Desc
-	predErr, outcomes                            *prometheus.Desc
+	predErr, outcomes, regionBytes               *prometheus.Desc
 }
 
 // Collector returns the manager's Prometheus collector.
@@ -39,6 +39,8 @@ func (m *Manager) Collector() *Collector {
 		pendingAge: d("action_pending_seconds", "How long an action has waited for an operator's decision.", JobLabel, "id", "kind", "policy", "target"),
 		predErr: d("action_prediction_error", "Mean relative error (realized - predicted) / predicted of the job's recent measured actions, by policy and kind.",
 			JobLabel, "policy", "kind"),
+		regionBytes: d("job_region_bytes_total", "Bytes the job's workers moved from one region (cluster.topology: pod/rack) to another, over their reports so far.",
+			JobLabel, "from_region", "to_region"),
 		outcomes: d("action_outcomes", "The job's recent measured actions by policy, kind and outcome (hit: at least half the predicted gain; miss).",
 			JobLabel, "policy", "kind", "outcome"),
 	}
@@ -46,7 +48,7 @@ func (m *Manager) Collector() *Collector {
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.bpt, c.throughput, c.speed, c.superior, c.dprs, c.acts, c.nodes, c.jobs, c.jobState, c.class, c.pendingAge, c.predErr, c.outcomes} {
+	for _, d := range []*prometheus.Desc{c.bpt, c.throughput, c.speed, c.superior, c.dprs, c.acts, c.nodes, c.jobs, c.jobState, c.class, c.pendingAge, c.predErr, c.outcomes, c.regionBytes} {
 		ch <- d
 	}
 }
@@ -63,6 +65,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		g(c.jobState, 1, v.Name, v.State)
 		if v.Monitor != nil {
 			g(c.superior, float64(len(v.Monitor.Superior)), v.Name)
+		}
+		for _, b := range v.RegionBytes {
+			ch <- prometheus.MustNewConstMetric(c.regionBytes, prometheus.CounterValue, float64(b.Bytes), v.Name, b.FromRegion, b.ToRegion)
 		}
 		nodes := map[[2]string]int{}
 		for _, n := range v.Nodes {

@@ -76,6 +76,16 @@ type Result struct {
 	// Diverged says where training diverged (state diverged); final_loss
 	// and accuracy are then null.
 	Diverged *Divergence `json:"diverged,omitempty"`
+	// RegionBytes is bytes_cross_region by region pair, from the workers'
+	// reports (as the console's JobView.region_bytes).
+	RegionBytes []RegionBytes `json:"region_bytes"`
+}
+
+// RegionBytes is what crossed from one region to another.
+type RegionBytes struct {
+	From  string `json:"from_region"`
+	To    string `json:"to_region"`
+	Bytes int64  `json:"bytes"`
 }
 
 // result assembles a finished job's result from the coordinator's ledger
@@ -90,6 +100,10 @@ func (j *jobState) result() *Result {
 		r.FinalLoss, r.Accuracy, r.TestSamples = ev.TestLoss, ev.TestAccuracy, ev.TestSamples
 	}
 	ledger := c.Nodes()
+	r.RegionBytes = []RegionBytes{}
+	for _, b := range c.RegionBytes() {
+		r.RegionBytes = append(r.RegionBytes, RegionBytes{From: b.FromRegion, To: b.ToRegion, Bytes: b.Bytes})
+	}
 	j.m.mu.Lock()
 	for _, n := range ledger {
 		role := "server"

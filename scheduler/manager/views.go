@@ -317,6 +317,7 @@ func (j *jobState) view(detail bool, columns int) *kelpiepb.JobView {
 	// ahead without a barrier take more. The total shown is never below
 	// the counter: an estimate that was passed is replaced by what ran.
 	v.Iterations = max(coord.Plan().Iterations(), v.Iteration)
+	v.RegionBytes = coord.RegionBytes()
 	if st := coord.Start(); !st.IsZero() {
 		v.Started = ts(st)
 	}

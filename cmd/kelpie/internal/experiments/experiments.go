@@ -359,12 +359,15 @@ func runArrivals(ctx context.Context, exe string, log *slog.Logger) (map[string]
 
 // RATCrossRack is RAT Fig. 4's traffic claim on 2 racks × 4 workers: PS
 // (8 servers, 4 per rack) sends every worker's gradient half across the
-// racks and back, RAT each rack's sum once each way (¼ of PS), ring
-// 2(n−1)/n of that; all three train the same model.
+// racks and back (8M an iteration for a model of M bytes), RAT each rack's
+// sum once each way (2M: ¼ of PS), ring 2 · 2(n−1)/n · M (1.75 × RAT); all
+// three train the same model. RAT's one extra value an iteration (the flag:
+// a worker has data left) is more than paid for by PS's first pull, which
+// RAT does not need (every worker starts from the same seed).
 var RATCrossRack = Experiment{
 	Name:   "Cross-rack bytes, 2 racks × 4 workers: PS, ring, RAT",
 	Paper:  "RAT §2.3, Table 1, Fig. 4: RAT and ring minimise cross-rack traffic, PS does not",
-	Target: "RAT ≤ 0.3 × PS; ring ≤ 2 × RAT; accuracy within 0.5 point of PS",
+	Target: "RAT ≤ 0.25 × PS; RAT ≤ ring ≤ 2 × RAT; accuracy within 0.5 point of PS",
 	Specs:  []string{"rat-ps.yaml", "rat-ring.yaml", "rat-rat.yaml"},
 	Judge: func(r map[string]*manager.Result) (string, bool) {
 		ps, ring, rat := r["rat-ps.yaml"], r["rat-ring.yaml"], r["rat-rat.yaml"]
@@ -373,6 +376,6 @@ var RATCrossRack = Experiment{
 		return fmt.Sprintf("MB across racks: PS %.1f, ring %.1f, RAT %.1f (RAT %.2f× PS, ring %.2f× RAT); accuracy PS %.4f, ring %.4f, RAT %.4f",
 				float64(ps.BytesCrossRegion)/1e6, float64(ring.BytesCrossRegion)/1e6, float64(rat.BytesCrossRegion)/1e6, x, y,
 				ps.Accuracy, ring.Accuracy, rat.Accuracy),
-			rat.BytesCrossRegion > 0 && x <= 0.3 && y <= 2 && acc <= 0.005
+			rat.BytesCrossRegion > 0 && x <= 0.25 && y >= 1 && y <= 2 && acc <= 0.005
 	},
 }

@@ -35,6 +35,8 @@ func TestRATCrossRackJudge(t *testing.T) {
 	}{
 		{"the plans' shape", res(800, 350, 200, 0.951), true},
 		{"rat crosses half of ps", res(800, 500, 400, 0.95), false},
+		{"rat a byte over a quarter of ps", res(800, 350, 201, 0.95), false},
+		{"ring below rat", res(800, 150, 200, 0.95), false},
 		{"ring far above rat", res(800, 700, 200, 0.95), false},
 		{"rat's accuracy drifts a point", res(800, 350, 200, 0.94), false},
 		{"nothing counted", res(0, 0, 0, 0.95), false},

@@ -94,10 +94,11 @@ func TestExchangeModesSameAccuracy(t *testing.T) {
 		t.Errorf("ring crosses %.0f bytes; want between rat's %.0f and twice it (the design gives 1.75×)", ring, rat)
 	}
 	// The same bytes by region pair (the console's and /metrics' counters):
-	// both directions carry bytes — for allreduce the same (each rack's
-	// sum goes out, the total comes back; PS's first pull only comes
-	// back, as much as the other rack's server holds) — and they add up to
-	// bytes_cross_region.
+	// both directions carry bytes — for RAT the same (each rack's sum goes
+	// out, the total comes back); for ring nearly (the chunks on the two
+	// cross-rack edges differ by an element when the vector does not divide
+	// by 8); PS's first pull only comes back, as much as the other rack's
+	// server holds — and they add up to bytes_cross_region.
 	for _, ex := range []string{"ps", "ring", "rat"} {
 		pairs, _ := res[ex]["region_bytes"].([]any)
 		by := map[string]float64{}
@@ -109,9 +110,10 @@ func TestExchangeModesSameAccuracy(t *testing.T) {
 			total += b
 		}
 		t.Logf("%s region_bytes %v", ex, by)
-		symmetric := ex == "ps" || by["/r0→/r1"] == by["/r1→/r0"]
+		symmetric := ex == "ps" || by["/r0→/r1"] == by["/r1→/r0"] ||
+			ex == "ring" && math.Abs(by["/r0→/r1"]-by["/r1→/r0"]) < 0.001*total
 		if len(by) != 2 || by["/r0→/r1"] <= 0 || by["/r1→/r0"] <= 0 || !symmetric || total != num(ex, "bytes_cross_region") {
-			t.Errorf("%s: region_bytes %v (total %.0f); want both directions (equal for allreduce), adding up to bytes_cross_region %.0f", ex, by, total, num(ex, "bytes_cross_region"))
+			t.Errorf("%s: region_bytes %v (total %.0f); want both directions (equal for rat, within 0.1%% for ring), adding up to bytes_cross_region %.0f", ex, by, total, num(ex, "bytes_cross_region"))
 		}
 	}
 }

@@ -275,17 +275,15 @@ func nodeStateIn(job, node string) string {
 // progress takes the report of a worker without an agent (the
 // coordinator's Progress call) the way a report on an agent's stream is
 // taken: into the samples ledger, then the node's progress and the
-// Monitor.
+// Monitor. The ledger takes each report once (report does it): it adds
+// the report's bytes by region pair.
 func (m *Manager) progress(cj *coordinator.Job, r *kelpiepb.ProgressReport) error {
-	if err := cj.Observe(r); err != nil {
-		return err
-	}
 	m.mu.RLock()
 	j, ok := m.jobs[cj.Spec.Name]
 	ok = ok && j.coord == cj && !j.over()
 	m.mu.RUnlock()
-	if ok {
-		m.report(j, r.Node, r)
+	if !ok {
+		return cj.Observe(r)
 	}
-	return nil
+	return m.report(j, r.Node, r)
 }

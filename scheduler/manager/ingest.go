@@ -17,9 +17,10 @@ import (
 
 // report takes in a worker's progress report: the samples ledger, then the
 // node's progress, the Monitor and the heatmap. The first report of a job
-// moves it from starting to running.
-func (m *Manager) report(j *jobState, node string, r *kelpiepb.ProgressReport) {
-	_ = j.coord.Observe(r) // the samples ledger
+// moves it from starting to running. It returns the ledger's refusal (an
+// unknown node, bytes between regions the topology does not have).
+func (m *Manager) report(j *jobState, node string, r *kelpiepb.ProgressReport) error {
+	ledgerErr := j.coord.Observe(r) // the samples ledger
 	var servers []string
 	if len(r.Comm) > 0 {
 		servers = j.coord.ServerNames()
@@ -29,7 +30,7 @@ func (m *Manager) report(j *jobState, node string, r *kelpiepb.ProgressReport) {
 	taken := j.observe(node, r, now, servers)
 	m.mu.RUnlock()
 	if !taken {
-		return
+		return ledgerErr
 	}
 	j.wakeWaiters()
 	if !j.running.Load() {
@@ -41,6 +42,7 @@ func (m *Manager) report(j *jobState, node string, r *kelpiepb.ProgressReport) {
 		j.running.Store(true)
 		m.mu.Unlock()
 	}
+	return ledgerErr
 }
 
 // reportTimed takes in a report that arrived at t0 and records its ingest

@@ -368,21 +368,14 @@ func (j *jobState) observe(node string, r *kelpiepb.ProgressReport, now time.Tim
 	p.spark = sparkWith(p.spark, r.BptSeconds...)
 	n.progMu.Unlock()
 	at := now.Sub(j.submitted)
-	// The report carries the BPTs of the last iterations, newest last:
-	// place them back in time.
-	var back time.Duration
-	for i := len(r.BptSeconds) - 1; i >= 0; i-- {
-		b := time.Duration(r.BptSeconds[i] * float64(time.Second))
-		j.mon.ObserveWorker(node, monitor.WorkerSample{At: at - back, BPT: b, BatchSize: int(r.BatchSize),
-			Iteration: r.Iteration - int64(len(r.BptSeconds)-1-i)})
-		back += b
-	}
+	var cbuf [8]monitor.CommSample
+	comm := cbuf[:0]
 	for _, cs := range r.Comm {
 		if int(cs.Server) >= len(servers) {
 			continue
 		}
 		sname := servers[cs.Server]
-		j.mon.ObserveComm(node, monitor.CommSample{At: at, Server: sname, Bytes: cs.Bytes, Seconds: cs.Seconds})
+		comm = append(comm, monitor.CommSample{At: at, Server: sname, Bytes: cs.Bytes, Seconds: cs.Seconds})
 		if sn := j.nodes[sname]; sn != nil && c >= 0 {
 			sn.progMu.Lock()
 			sn.cells.add(c, cs.Seconds, 1, float64(cs.Bytes))
@@ -391,6 +384,9 @@ func (j *jobState) observe(node string, r *kelpiepb.ProgressReport, now time.Tim
 			sn.progMu.Unlock()
 		}
 	}
+	// The report carries the BPTs of the last iterations, newest last:
+	// the Monitor places them back in time from now.
+	j.mon.ObserveReport(node, at, int(r.BatchSize), r.Iteration, r.BptSeconds, comm)
 	return true
 }
 

@@ -54,20 +54,34 @@ func (t *telemetry) ObserveWorker(node string, s monitor.WorkerSample) {
 	t.push(telemetryOp{kind: opWorker, node: node, worker: s})
 }
 
-// ObserveComm queues a worker's push or pull.
-func (t *telemetry) ObserveComm(worker string, s monitor.CommSample) {
-	t.push(telemetryOp{kind: opComm, node: worker, comm: s})
-}
-
 // Forget queues the removal of a node's windows: samples queued before it
 // are dropped with them, samples after it start afresh (a restarted node).
 func (t *telemetry) Forget(node string) {
 	t.push(telemetryOp{kind: opForget, node: node})
 }
 
-func (t *telemetry) push(op telemetryOp) {
+// ObserveReport queues a worker's report: its batches (newest last in
+// bpts, placed back in time from at) and its pushes and pulls, under one
+// acquisition of the queue's lock.
+func (t *telemetry) ObserveReport(node string, at time.Duration, batch int, iteration int64, bpts []float64, comm []monitor.CommSample) {
+	var buf [32]telemetryOp
+	ops := buf[:0]
+	var back time.Duration
+	for i := len(bpts) - 1; i >= 0; i-- {
+		b := time.Duration(bpts[i] * float64(time.Second))
+		ops = append(ops, telemetryOp{kind: opWorker, node: node, worker: monitor.WorkerSample{At: at - back, BPT: b,
+			BatchSize: batch, Iteration: iteration - int64(len(bpts)-1-i)}})
+		back += b
+	}
+	for _, c := range comm {
+		ops = append(ops, telemetryOp{kind: opComm, node: node, comm: c})
+	}
+	t.push(ops...)
+}
+
+func (t *telemetry) push(ops ...telemetryOp) {
 	t.mu.Lock()
-	t.queue = append(t.queue, op)
+	t.queue = append(t.queue, ops...)
 	full := len(t.queue) >= maxTelemetryQueue
 	t.mu.Unlock()
 	if full {

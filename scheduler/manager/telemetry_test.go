@@ -73,3 +73,44 @@ func TestTelemetryFullQueue(t *testing.T) {
 		}
 	}
 }
+
+// TestTelemetryReport: a report's BPTs (newest last) are placed back in
+// time from its arrival, one iteration each, and its pushes and pulls go
+// with them: the Monitor sees what one call per sample would have shown.
+func TestTelemetryReport(t *testing.T) {
+	const ms = time.Millisecond
+	// A short window that, at 1 s, holds the samples after 455 ms: the
+	// two newest iterations, if they were placed where they ran.
+	cfg := monitor.DefaultConfig()
+	cfg.LTrans = 545 * ms
+	whole, each := newTelemetry(cfg), newTelemetry(cfg)
+	bpts := []float64{0.010, 0.020, 0.040}
+	comm := []monitor.CommSample{{At: 500 * ms, Server: "server-0", Bytes: 4000, Seconds: 0.002},
+		{At: 500 * ms, Server: "server-1", Bytes: 4000, Seconds: 0.008}}
+	whole.ObserveReport("worker-0", 500*ms, 16, 12, bpts, comm)
+	// By hand: iteration 12 ends at 500 ms (40 ms), 11 at 460 ms (20 ms),
+	// 10 at 440 ms (10 ms).
+	for _, s := range []monitor.WorkerSample{
+		{At: 500 * ms, BPT: 40 * ms, BatchSize: 16, Iteration: 12},
+		{At: 460 * ms, BPT: 20 * ms, BatchSize: 16, Iteration: 11},
+		{At: 440 * ms, BPT: 10 * ms, BatchSize: 16, Iteration: 10},
+	} {
+		each.ObserveWorker("worker-0", s)
+	}
+	for _, c := range comm {
+		each.push(telemetryOp{kind: opComm, node: "worker-0", comm: c})
+	}
+	a, b := whole.Snapshot(time.Second), each.Snapshot(time.Second)
+	wa, _ := a.Worker("worker-0")
+	wb, _ := b.Worker("worker-0")
+	if wa != wb || wa.Samples != 3 || wa.SamplesTrans != 2 || wa.BPTTrans != 30*ms {
+		t.Errorf("worker-0 from one report %+v; sample by sample %+v (want 3 samples, the 2 newest in the short window, mean 30ms)", wa, wb)
+	}
+	for _, s := range []string{"server-0", "server-1"} {
+		sa, oka := a.Server(s)
+		sb, okb := b.Server(s)
+		if !oka || !okb || sa.CommPer != sb.CommPer || sa.Samples != 1 || sb.Samples != 1 {
+			t.Errorf("%s from one report %+v (%v); sample by sample %+v (%v)", s, sa, oka, sb, okb)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"math/rand/v2"
 	"sort"
 	"strconv"
 	"strings"
@@ -806,15 +807,31 @@ func (m *Manager) acked(j *jobState, node string, ack *kelpiepb.ActionAck) {
 // through the gate: de-duplicated on each policy's own key, then dispatched
 // (auto) or queued for an operator (approve). Proposals that wait too long
 // expire, and dispatched actions whose acks do not come fail.
+//
+// The policies themselves run outside the manager's lock, on a copy of
+// what they read (policyInputs): evaluating them over thousands of workers
+// must not hold up the job's reports. The gate then takes their proposals
+// against the job as it is by then.
 func (j *jobState) runPolicies(snap monitor.Snapshot, now time.Time) {
 	m := j.m
 	m.mu.Lock()
 	before := len(j.actions)
 	changed := j.changedSince(now, func() { j.gate.Tick(now) })
-	var proposals []policy.Action
+	changed = append(changed, j.actions[before:]...)
+	var in *policyInputs
 	if j.state == StateRunning {
-		proposals = j.propose(snap)
+		in = j.policyInputs()
 	}
+	m.mu.Unlock()
+	var proposals []policy.Action
+	if in != nil {
+		proposals = in.propose(snap)
+	}
+	m.mu.Lock()
+	if j.state != StateRunning {
+		proposals = nil // it ended meanwhile
+	}
+	before = len(j.actions)
 	var sends sendList
 	for _, p := range proposals {
 		if err := supported(string(p.Kind)); err != nil {
@@ -831,8 +848,11 @@ func (j *jobState) runPolicies(snap monitor.Snapshot, now time.Time) {
 		if err := j.validate(a); err != nil {
 			continue
 		}
-		mode := gate.Mode(j.policies[p.Policy].Mode)
-		s, err := m.addLocked(j, a, key, mode, "policy:"+p.Policy)
+		ps := j.policies[p.Policy]
+		if ps == nil || ps.Mode != ModeAuto && ps.Mode != ModeApprove {
+			continue // turned off while it ran
+		}
+		s, err := m.addLocked(j, a, key, gate.Mode(ps.Mode), "policy:"+p.Policy)
 		if err != nil {
 			continue
 		}
@@ -866,17 +886,63 @@ func (j *jobState) changedSince(now time.Time, f func()) []*kelpiepb.Action {
 	}
 }
 
-// propose asks every active policy for proposals (under the manager's
-// lock). Policies whose actions the runtime cannot apply yet stay quiet.
-func (j *jobState) propose(snap monitor.Snapshot) []policy.Action {
-	on := func(name string) bool {
-		m := j.policies[name].Mode
-		return m == ModeAuto || m == ModeApprove
+// policyInputs is what the job's policies read besides the Monitor's
+// snapshot, copied under the manager's lock so that they run without it.
+type policyInputs struct {
+	job         policy.Job
+	policies    map[string]policySetting // modes and parameters (copies)
+	ddDone      bool                     // an AntDT-DD split has been applied
+	aggregating bool                     // the sync model sums a barrier's gradients
+	// PSLD's: the live servers (by name, in job order) with their index
+	// in the job, the block table, the spec's strawman default, and the
+	// job's random source (used only by its tick).
+	servers      []string
+	serverIndex  []int
+	blocks       []policy.BlockInfo
+	strawmanSpec bool
+	rng          *rand.Rand
+}
+
+// policyInputs copies what the policies read. Called under the manager's
+// lock.
+func (j *jobState) policyInputs() *policyInputs {
+	in := &policyInputs{job: j.policyJob(), policies: map[string]policySetting{}, ddDone: j.ddDone(),
+		aggregating: j.aggregating(), strawmanSpec: j.spec.Policies.PSLD.Strawman}
+	for name, p := range j.policies {
+		in.policies[name] = policySetting{Mode: p.Mode, Params: maps.Clone(p.Params)}
 	}
-	pj := j.policyJob()
-	out := j.proposeAntDT(snap, pj, on)
-	if on(policy.NamePSLD) {
-		out = append(out, j.proposePSLD(snap, pj)...)
+	if on := in.policies[policy.NamePSLD].Mode; on == ModeAuto || on == ModeApprove {
+		names, addrs := j.coord.ServerNames(), j.coord.ServerAddrs()
+		for i, n := range names {
+			if addrs[i] != "" {
+				in.servers = append(in.servers, n)
+				in.serverIndex = append(in.serverIndex, nodeIndex(n))
+			}
+		}
+		t := j.coord.Table()
+		for i, b := range t.Blocks {
+			in.blocks = append(in.blocks, policy.BlockInfo{ID: b.ID, Bytes: b.Bytes(), Server: names[t.ServerOf[i]]})
+		}
+		if j.rng == nil {
+			j.rng = rand.New(rand.NewPCG(uint64(j.spec.Data.Seed), 0x9510))
+		}
+		in.rng = j.rng
+	}
+	return in
+}
+
+// on says whether a policy proposes (auto or approve).
+func (in *policyInputs) on(name string) bool {
+	m := in.policies[name].Mode
+	return m == ModeAuto || m == ModeApprove
+}
+
+// propose asks every active policy for proposals. Policies whose actions
+// the runtime cannot apply yet stay quiet.
+func (in *policyInputs) propose(snap monitor.Snapshot) []policy.Action {
+	out := in.proposeAntDT(snap)
+	if in.on(policy.NamePSLD) {
+		out = append(out, in.proposePSLD(snap)...)
 	}
 	return out
 }

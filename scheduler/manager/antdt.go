@@ -43,22 +43,23 @@ func (j *jobState) policyJob() policy.Job {
 }
 
 // proposeAntDT runs the AntDT policies that are on.
-func (j *jobState) proposeAntDT(snap monitor.Snapshot, pj policy.Job, on func(string) bool) []policy.Action {
+func (in *policyInputs) proposeAntDT(snap monitor.Snapshot) []policy.Action {
 	var out []policy.Action
-	lambda := j.policies[policy.NameAntDTND].Params["lambda"]
-	if on(policy.NameAntDTND) {
+	pj := in.job
+	lambda := in.policies[policy.NameAntDTND].Params["lambda"]
+	if in.on(policy.NameAntDTND) {
 		out = append(out, policy.AntDTND{Lambda: lambda}.Propose(snap, pj)...)
 	}
-	if on(policy.NameAntDTDD) && !j.ddDone() {
-		p := j.policies[policy.NameAntDTDD].Params
+	if in.on(policy.NameAntDTDD) && !in.ddDone {
+		p := in.policies[policy.NameAntDTDD].Params
 		out = append(out, policy.AntDTDD{MinAccum: int(p["min_accumulation"]), MaxAccum: int(p["max_accumulation"]),
 			MinBatch: int(p["min_batch"]), MaxBatch: int(p["max_batch"])}.Propose(snap, pj)...)
 	}
-	if on(policy.NameBackupWorkers) && j.aggregating() {
-		out = append(out, policy.BackupWorkers{Drop: int(j.policies[policy.NameBackupWorkers].Params["drop"]), Lambda: lambda}.Propose(snap, pj)...)
+	if in.on(policy.NameBackupWorkers) && in.aggregating {
+		out = append(out, policy.BackupWorkers{Drop: int(in.policies[policy.NameBackupWorkers].Params["drop"]), Lambda: lambda}.Propose(snap, pj)...)
 	}
-	if on(policy.NameAdjustLR) {
-		out = append(out, policy.AdjustLR{Lambda: lambda, MinScale: j.policies[policy.NameAdjustLR].Params["min_scale"]}.Propose(snap, pj)...)
+	if in.on(policy.NameAdjustLR) {
+		out = append(out, policy.AdjustLR{Lambda: lambda, MinScale: in.policies[policy.NameAdjustLR].Params["min_scale"]}.Propose(snap, pj)...)
 	}
 	return out
 }

@@ -818,11 +818,15 @@ func (j *jobState) runPolicies(snap monitor.Snapshot, now time.Time) {
 	before := len(j.actions)
 	changed := j.changedSince(now, func() { j.gate.Tick(now) })
 	changed = append(changed, j.actions[before:]...)
+	m.mu.Unlock()
+	// Copying the inputs is O(workers): under the lock for reading, so
+	// that reports go on meanwhile.
 	var in *policyInputs
+	m.mu.RLock()
 	if j.state == StateRunning {
 		in = j.policyInputs()
 	}
-	m.mu.Unlock()
+	m.mu.RUnlock()
 	var proposals []policy.Action
 	if in != nil {
 		proposals = in.propose(snap)
@@ -904,7 +908,7 @@ type policyInputs struct {
 }
 
 // policyInputs copies what the policies read. Called under the manager's
-// lock.
+// lock (for reading is enough: it writes nothing).
 func (j *jobState) policyInputs() *policyInputs {
 	in := &policyInputs{job: j.policyJob(), policies: map[string]policySetting{}, ddDone: j.ddDone(),
 		aggregating: j.aggregating(), strawmanSpec: j.spec.Policies.PSLD.Strawman}
@@ -922,9 +926,6 @@ func (j *jobState) policyInputs() *policyInputs {
 		t := j.coord.Table()
 		for i, b := range t.Blocks {
 			in.blocks = append(in.blocks, policy.BlockInfo{ID: b.ID, Bytes: b.Bytes(), Server: names[t.ServerOf[i]]})
-		}
-		if j.rng == nil {
-			j.rng = rand.New(rand.NewPCG(uint64(j.spec.Data.Seed), 0x9510))
 		}
 		in.rng = j.rng
 	}

@@ -67,7 +67,7 @@ type jobState struct {
 	drop      int                // backup workers in effect: gradients dropped per iteration
 	accum     map[string]int     // gradient-accumulation counts in effect (AntDT-DD)
 	lrScale   map[string]float64 // learning-rate scales in effect (ADJUST_LR)
-	rng       *rand.Rand
+	rng       *rand.Rand         // PSLD's random source, seeded by the spec; used by the job's tick only
 	// relaunching: the checkpoint-and-restart baseline is stopping the
 	// job's agents on purpose.
 	relaunching bool
@@ -184,6 +184,7 @@ func newJobState(m *Manager, s *spec.Spec, cj *coordinator.Job, now time.Time) *
 	cfg.ScaleThreshold = s.Policies.PSLD.ScaleThreshold
 	cfg.MaxSamples = max(cfg.MaxSamples, 4*s.Cluster.Workers)
 	j := &jobState{m: m, spec: s, coord: cj, mon: newTelemetry(cfg), submitted: now, state: StateStarting,
+		rng:     rand.New(rand.NewPCG(uint64(s.Data.Seed), 0x9510)),
 		endedCh: make(chan struct{}), nodes: map[string]*nodeState{}, byID: map[string]*kelpiepb.Action{},
 		gate: gate.New(gate.Config{ProposalTTL: ProposalTTL, AckTTL: AckTTL}), policies: defaultPolicies(s), bucket0: now}
 	for _, n := range s.ServerNames() {

@@ -522,6 +522,16 @@ func (j *Job) ServerNames() []string {
 	return append([]string(nil), j.servers...)
 }
 
+// SharedServerNames is ServerNames without the copy, for the report path:
+// the slice is shared and must not be changed. The job's list only grows
+// by appends past its end, so the names a caller holds never change, and
+// the slice has no spare capacity, so a caller's append copies.
+func (j *Job) SharedServerNames() []string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.servers[:len(j.servers):len(j.servers)]
+}
+
 // pendingTable is a block-table change under way: workers follow the
 // current table until iteration at, then t.
 type pendingTable struct {

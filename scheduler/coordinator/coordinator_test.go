@@ -388,3 +388,26 @@ func TestTableAndPlanReadWhileChanged(t *testing.T) {
 		t.Errorf("worker-0's batch from iteration 20 is %d, want 40", got)
 	}
 }
+
+// TestSharedServerNames: the shared list a caller holds keeps its names
+// when a server is added, and a caller's append does not reach the job's.
+func TestSharedServerNames(t *testing.T) {
+	_, j := startedJob(t)
+	held := j.SharedServerNames()
+	before := slices.Clone(held)
+	name, _ := j.AddServer()
+	if !slices.Equal(held, before) {
+		t.Errorf("held names changed to %v after adding %s", held, name)
+	}
+	now := j.SharedServerNames()
+	if len(now) != len(before)+1 || now[len(now)-1] != name {
+		t.Errorf("names %v after adding %s", now, name)
+	}
+	_ = append(now, "intruder")
+	if got := j.ServerNames(); !slices.Equal(got, now) {
+		t.Errorf("a caller's append reached the job: %v", got)
+	}
+	if _, idx := j.AddServer(); j.ServerNames()[idx] == "intruder" {
+		t.Error("the job's next server took a caller's appended name")
+	}
+}

@@ -23,7 +23,7 @@ func (m *Manager) report(j *jobState, node string, r *kelpiepb.ProgressReport) e
 	ledgerErr := j.coord.Observe(r) // the samples ledger
 	var servers []string
 	if len(r.Comm) > 0 {
-		servers = j.coord.ServerNames()
+		servers = j.coord.SharedServerNames() // read only
 	}
 	now := m.now()
 	m.mu.RLock()

@@ -20,13 +20,13 @@ import (
 // moves it from starting to running. It returns the ledger's refusal (an
 // unknown node, bytes between regions the topology does not have).
 func (m *Manager) report(j *jobState, node string, r *kelpiepb.ProgressReport) error {
+	now := m.now()
+	m.mu.RLock()
 	ledgerErr := j.coord.Observe(r) // the samples ledger
 	var servers []string
 	if len(r.Comm) > 0 {
 		servers = j.coord.SharedServerNames() // read only
 	}
-	now := m.now()
-	m.mu.RLock()
 	taken := j.observe(node, r, now, servers)
 	m.mu.RUnlock()
 	if !taken {

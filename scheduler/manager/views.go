@@ -54,8 +54,10 @@ const viewTTLNodes = 1000
 // heatmap bucket (1 s at 5,000 nodes). Building a detail view is O(nodes ×
 // columns) and its node rows change with the agents' reports, which come
 // about once per bucket: a 5,000-node view rebuilt five times a second cost
-// a tenth of a core and showed the same reports. The job's header, actions
-// and events ride on the same view, so they follow at that pace too.
+// a tenth of a core and showed the same reports. The job's figures and
+// actions ride on the same view, so they follow at that pace too (a change
+// of the job's shape or state invalidates it at once; events have their
+// own stream).
 func (j *jobState) viewTTL(key viewKey) time.Duration {
 	ttl := ViewTTL
 	if n := int(j.nodeCount.Load()); key.detail && n > viewTTLNodes {

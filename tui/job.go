@@ -583,9 +583,6 @@ func (v *jobView) chartsPanel(w, h int, focused bool) string {
 }
 
 func (v *jobView) psPanel(w, h int, focused bool) string {
-	if s := v.allreduceSpec(); s != nil {
-		return v.allreducePanel(s, w, h, focused)
-	}
 	st := &v.c.st
 	mon := v.job.GetMonitor()
 	sep := st.muted.Render(" · ")

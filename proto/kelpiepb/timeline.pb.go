@@ -359,8 +359,13 @@ type Realized struct {
 	Policy              string                 `protobuf:"bytes,15,opt,name=policy,proto3" json:"policy,omitempty"`                                                                                                               // the proposing policy (or "operator")
 	Kind                string                 `protobuf:"bytes,16,opt,name=kind,proto3" json:"kind,omitempty"`                                                                                                                   // the action's kind
 	BatchesAfter        map[string]int32       `protobuf:"bytes,17,rep,name=batches_after,json=batchesAfter,proto3" json:"batches_after,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`    // ADJUST_BS: the batch sizes it set
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Each target's own mean BPT before and after (bpt_before_s and
+	// bpt_after_s are their mean): a batch split cuts several workers, and a
+	// policy judges each by its own.
+	BptBeforeByNode map[string]float64 `protobuf:"bytes,18,rep,name=bpt_before_by_node,json=bptBeforeByNode,proto3" json:"bpt_before_by_node,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
+	BptAfterByNode  map[string]float64 `protobuf:"bytes,19,rep,name=bpt_after_by_node,json=bptAfterByNode,proto3" json:"bpt_after_by_node,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Realized) Reset() {
@@ -508,6 +513,20 @@ func (x *Realized) GetKind() string {
 func (x *Realized) GetBatchesAfter() map[string]int32 {
 	if x != nil {
 		return x.BatchesAfter
+	}
+	return nil
+}
+
+func (x *Realized) GetBptBeforeByNode() map[string]float64 {
+	if x != nil {
+		return x.BptBeforeByNode
+	}
+	return nil
+}
+
+func (x *Realized) GetBptAfterByNode() map[string]float64 {
+	if x != nil {
+		return x.BptAfterByNode
 	}
 	return nil
 }
@@ -844,7 +863,7 @@ const file_timeline_proto_rawDesc = "" +
 	"\x06blocks\x18\x0e \x01(\x05R\x06blocks\x12\x12\n" +
 	"\x04heat\x18\x0f \x01(\x02R\x04heat\x12\x19\n" +
 	"\x05value\x18\x10 \x01(\x01H\x00R\x05value\x88\x01\x01B\b\n" +
-	"\x06_value\"\x8b\a\n" +
+	"\x06_value\"\xbd\t\n" +
 	"\bRealized\x12\x19\n" +
 	"\bwindow_s\x18\x01 \x01(\x01R\awindowS\x12 \n" +
 	"\fbpt_before_s\x18\x02 \x01(\x01R\n" +
@@ -864,7 +883,9 @@ const file_timeline_proto_rawDesc = "" +
 	"\brestarts\x18\x0e \x03(\v2!.kelpie.v1.Realized.RestartsEntryR\brestarts\x12\x16\n" +
 	"\x06policy\x18\x0f \x01(\tR\x06policy\x12\x12\n" +
 	"\x04kind\x18\x10 \x01(\tR\x04kind\x12J\n" +
-	"\rbatches_after\x18\x11 \x03(\v2%.kelpie.v1.Realized.BatchesAfterEntryR\fbatchesAfter\x1a@\n" +
+	"\rbatches_after\x18\x11 \x03(\v2%.kelpie.v1.Realized.BatchesAfterEntryR\fbatchesAfter\x12U\n" +
+	"\x12bpt_before_by_node\x18\x12 \x03(\v2(.kelpie.v1.Realized.BptBeforeByNodeEntryR\x0fbptBeforeByNode\x12R\n" +
+	"\x11bpt_after_by_node\x18\x13 \x03(\v2'.kelpie.v1.Realized.BptAfterByNodeEntryR\x0ebptAfterByNode\x1a@\n" +
 	"\x12BatchesBeforeEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\x1a;\n" +
@@ -873,7 +894,13 @@ const file_timeline_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\x1a?\n" +
 	"\x11BatchesAfterEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"\xae\x01\n" +
+	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\x1aB\n" +
+	"\x14BptBeforeByNodeEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\x1aA\n" +
+	"\x13BptAfterByNodeEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\xae\x01\n" +
 	"\rHistoryRecord\x120\n" +
 	"\x05frame\x18\x01 \x01(\v2\x18.kelpie.v1.TimelineFrameH\x00R\x05frame\x122\n" +
 	"\x06action\x18\x02 \x01(\v2\x18.kelpie.v1.HistoryActionH\x00R\x06action\x12/\n" +
@@ -909,7 +936,7 @@ func file_timeline_proto_rawDescGZIP() []byte {
 	return file_timeline_proto_rawDescData
 }
 
-var file_timeline_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_timeline_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_timeline_proto_goTypes = []any{
 	(*TimelineFrame)(nil),         // 0: kelpie.v1.TimelineFrame
 	(*TimelineNode)(nil),          // 1: kelpie.v1.TimelineNode
@@ -920,27 +947,31 @@ var file_timeline_proto_goTypes = []any{
 	nil,                           // 6: kelpie.v1.Realized.BatchesBeforeEntry
 	nil,                           // 7: kelpie.v1.Realized.RestartsEntry
 	nil,                           // 8: kelpie.v1.Realized.BatchesAfterEntry
-	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
+	nil,                           // 9: kelpie.v1.Realized.BptBeforeByNodeEntry
+	nil,                           // 10: kelpie.v1.Realized.BptAfterByNodeEntry
+	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
 }
 var file_timeline_proto_depIdxs = []int32{
-	9,  // 0: kelpie.v1.TimelineFrame.time:type_name -> google.protobuf.Timestamp
+	11, // 0: kelpie.v1.TimelineFrame.time:type_name -> google.protobuf.Timestamp
 	1,  // 1: kelpie.v1.TimelineFrame.nodes:type_name -> kelpie.v1.TimelineNode
-	9,  // 2: kelpie.v1.Realized.measured:type_name -> google.protobuf.Timestamp
+	11, // 2: kelpie.v1.Realized.measured:type_name -> google.protobuf.Timestamp
 	6,  // 3: kelpie.v1.Realized.batches_before:type_name -> kelpie.v1.Realized.BatchesBeforeEntry
 	7,  // 4: kelpie.v1.Realized.restarts:type_name -> kelpie.v1.Realized.RestartsEntry
 	8,  // 5: kelpie.v1.Realized.batches_after:type_name -> kelpie.v1.Realized.BatchesAfterEntry
-	0,  // 6: kelpie.v1.HistoryRecord.frame:type_name -> kelpie.v1.TimelineFrame
-	4,  // 7: kelpie.v1.HistoryRecord.action:type_name -> kelpie.v1.HistoryAction
-	5,  // 8: kelpie.v1.HistoryRecord.event:type_name -> kelpie.v1.HistoryEvent
-	9,  // 9: kelpie.v1.HistoryAction.time:type_name -> google.protobuf.Timestamp
-	2,  // 10: kelpie.v1.HistoryAction.realized:type_name -> kelpie.v1.Realized
-	9,  // 11: kelpie.v1.HistoryAction.applied:type_name -> google.protobuf.Timestamp
-	9,  // 12: kelpie.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
-	13, // [13:13] is the sub-list for method output_type
-	13, // [13:13] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	9,  // 6: kelpie.v1.Realized.bpt_before_by_node:type_name -> kelpie.v1.Realized.BptBeforeByNodeEntry
+	10, // 7: kelpie.v1.Realized.bpt_after_by_node:type_name -> kelpie.v1.Realized.BptAfterByNodeEntry
+	0,  // 8: kelpie.v1.HistoryRecord.frame:type_name -> kelpie.v1.TimelineFrame
+	4,  // 9: kelpie.v1.HistoryRecord.action:type_name -> kelpie.v1.HistoryAction
+	5,  // 10: kelpie.v1.HistoryRecord.event:type_name -> kelpie.v1.HistoryEvent
+	11, // 11: kelpie.v1.HistoryAction.time:type_name -> google.protobuf.Timestamp
+	2,  // 12: kelpie.v1.HistoryAction.realized:type_name -> kelpie.v1.Realized
+	11, // 13: kelpie.v1.HistoryAction.applied:type_name -> google.protobuf.Timestamp
+	11, // 14: kelpie.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_timeline_proto_init() }
@@ -961,7 +992,7 @@ func file_timeline_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_timeline_proto_rawDesc), len(file_timeline_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

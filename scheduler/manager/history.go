@@ -324,6 +324,7 @@ func (j *jobState) outcomes() []policy.Outcome {
 		for w, n := range r.GetRestarts() {
 			o.Restarts[w] = int(n)
 		}
+		o.NodeBPTBefore, o.NodeBPTAfter = r.GetBptBeforeByNode(), r.GetBptAfterByNode()
 		out = append(out, o)
 	}
 	return out

@@ -373,6 +373,15 @@ func TestAntDTNDEscalation(t *testing.T) {
 		{"batch cut 64→30 took its BPT from 0.4 to 0.25 s: batch-proportional enough", transient, job(false, even, missed(0.25, func(o *Outcome) {
 			o.BPTBefore, o.BatchesAfter = 0.4, split
 		}), 0), []string{"ADJUST_BS"}, "antdt-nd/ADJUST_BS/worker-3"},
+		// The split cut worker-0 too (a fast worker): the outcome's BPTs
+		// are the two targets' mean (0.13 → 0.134 s), which says nothing
+		// of worker-3; its own (0.25 → 0.26 s) show it stuck.
+		{"two targets: judged by its own BPT", transient, job(false, split, missed(0.134, func(o *Outcome) {
+			o.Targets, o.BPTBefore = []string{"worker-0", "worker-3"}, 0.13
+			o.BatchesAfter = map[string]int{"worker-0": 50, "worker-1": 88, "worker-2": 88, "worker-3": 30}
+			o.NodeBPTBefore = map[string]float64{"worker-0": 0.01, "worker-3": 0.25}
+			o.NodeBPTAfter = map[string]float64{"worker-0": 0.008, "worker-3": 0.26}
+		}), 0), []string{"KILL_RESTART worker-3"}, "antdt-nd/KILL_RESTART/worker-3"},
 		{"another policy's miss", transient, job(false, even, missed(0.26, func(o *Outcome) { o.Policy = NameAntDTDD }), 0), []string{"ADJUST_BS"}, "antdt-nd/ADJUST_BS/worker-3"},
 		{"a later hit replaces the miss", transient, job(false, even, append(missed(0.26, nil),
 			missed(0.26, func(o *Outcome) { o.Miss = false; o.At = at.Add(time.Minute) })...), 0), []string{"ADJUST_BS"}, "antdt-nd/ADJUST_BS/worker-3"},

@@ -31,6 +31,20 @@ type Outcome struct {
 	// Restarts is each target's restart count when the outcome was
 	// measured: a restart since is a change.
 	Restarts map[string]int
+	// NodeBPTBefore and NodeBPTAfter are each target's own mean BPT (when
+	// there were several: BPTBefore and BPTAfter are their mean).
+	NodeBPTBefore, NodeBPTAfter map[string]float64
+}
+
+// bpts is node's BPT before and after: its own when measured, else the
+// targets' mean.
+func (o Outcome) bpts(node string) (before, after float64) {
+	b, okb := o.NodeBPTBefore[node]
+	f, okf := o.NodeBPTAfter[node]
+	if okb && okf {
+		return b, f
+	}
+	return o.BPTBefore, o.BPTAfter
 }
 
 // StuckBPT is how close to its old BPT a straggler's BPT must stay after a
@@ -46,18 +60,19 @@ const ProportionalShare = 0.5
 
 // stuck says whether node's BPT failed to follow o's batch cut.
 func (o Outcome) stuck(node string) bool {
-	if !(o.BPTBefore > 0) || math.IsNaN(o.BPTAfter) {
+	before, after := o.bpts(node)
+	if !(before > 0) || math.IsNaN(after) {
 		return false
 	}
 	old, cut := o.BatchesBefore[node], o.BatchesAfter[node]
 	if old <= 0 || cut <= 0 {
-		return o.BPTAfter >= StuckBPT*o.BPTBefore
+		return after >= StuckBPT*before
 	}
 	if cut >= old {
 		return false // its batch was not cut
 	}
-	expected := o.BPTBefore * (1 - float64(cut)/float64(old))
-	return o.BPTBefore-o.BPTAfter < ProportionalShare*expected
+	expected := before * (1 - float64(cut)/float64(old))
+	return before-after < ProportionalShare*expected
 }
 
 // ChangedBPT is how far a stuck straggler's BPT must move from what it was
@@ -91,7 +106,8 @@ func stuckStragglers(s monitor.Snapshot, j Job) map[string]Outcome {
 			continue // restarted since: a new host, a new look
 		}
 		if w, ok := s.Worker(node); ok && w.BPTTrans > 0 {
-			if now := w.BPTTrans.Seconds(); math.Abs(now-o.BPTAfter) > ChangedBPT*o.BPTAfter {
+			_, after := o.bpts(node)
+			if now := w.BPTTrans.Seconds(); math.Abs(now-after) > ChangedBPT*after {
 				continue
 			}
 		}
@@ -105,11 +121,12 @@ func stuckStragglers(s monitor.Snapshot, j Job) map[string]Outcome {
 // that does not scale with the batch belongs to the host), else revert the
 // batch split that did not help.
 func (p AntDTND) escalate(node string, o Outcome, w monitor.WorkerStat, others float64, j Job) Action {
+	before, after := o.bpts(node)
 	miss := fmt.Sprintf("ADJUST_BS cut %s's batch but its BPT stayed at %s (%s before; predicted %s/s, realized %s/s): its slowness does not scale with the batch",
-		node, secs(o.BPTAfter), secs(o.BPTBefore), num(o.Predicted), num(o.ThroughputAfter))
+		node, secs(after), secs(before), num(o.Predicted), num(o.ThroughputAfter))
 	ev := map[string]float64{
-		node + "/bpt_before_s":        o.BPTBefore,
-		node + "/bpt_after_s":         o.BPTAfter,
+		node + "/bpt_before_s":        before,
+		node + "/bpt_after_s":         after,
 		"missed_predicted_throughput": o.Predicted,
 		"missed_realized_throughput":  o.ThroughputAfter,
 		node + "/bpt_trans_s":         w.BPTTrans.Seconds(),

@@ -88,6 +88,14 @@ func Realize(frames []*kelpiepb.TimelineFrame, a Applied, now time.Time, final b
 		PredictedBptS:       a.PredictedBPT.Seconds(),
 		Measured:            timestamppb.New(now),
 	}
+	if len(a.Targets) > 1 {
+		r.BptBeforeByNode, r.BptAfterByNode = map[string]float64{}, map[string]float64{}
+		for _, t := range a.Targets {
+			if b, f := meanBPT(before, []string{t}), meanBPT(after, []string{t}); !math.IsNaN(b) && !math.IsNaN(f) {
+				r.BptBeforeByNode[t], r.BptAfterByNode[t] = b, f
+			}
+		}
+	}
 	judge(r)
 	return r
 }

@@ -316,3 +316,24 @@ func TestRealizeProgress(t *testing.T) {
 		t.Errorf("merged samples/s = %v", m.GetSamplesPerS())
 	}
 }
+
+// TestRealizeByNode: an action with several targets (a batch split that
+// cut two workers) records each target's own BPT before and after beside
+// their mean.
+func TestRealizeByNode(t *testing.T) {
+	fs := append(straggler(1, 10, 17_400, 0.028), straggler(11, 20, 12_300, 0.027)...)
+	r := Realize(fs, Applied{Targets: []string{"worker-0", "worker-2"}, At: t0.Add(10 * time.Second), Window: 5 * time.Second,
+		Transition: time.Second, PredictedThroughput: 21_000}, t0.Add(20*time.Second), false)
+	if r == nil {
+		t.Fatal("not measured")
+	}
+	want := map[string][2]float64{"worker-0": {0.002, 0.002}, "worker-2": {0.028, 0.027}}
+	for node, w := range want {
+		if b, f := r.GetBptBeforeByNode()[node], r.GetBptAfterByNode()[node]; math.Abs(b-w[0]) > 1e-9 || math.Abs(f-w[1]) > 1e-9 {
+			t.Errorf("%s: BPT %v → %v, want %v → %v", node, b, f, w[0], w[1])
+		}
+	}
+	if math.Abs(r.GetBptBeforeS()-0.015) > 1e-9 || math.Abs(r.GetBptAfterS()-0.0145) > 1e-9 {
+		t.Errorf("mean BPT %v → %v, want 0.015 → 0.0145", r.GetBptBeforeS(), r.GetBptAfterS())
+	}
+}

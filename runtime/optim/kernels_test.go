@@ -118,3 +118,48 @@ func BenchmarkAccumulate1MB(b *testing.B) {
 		Accumulate(p, g)
 	}
 }
+
+// TestApplyToMatchesApply: ApplyTo in pieces that follow PieceUnit's rule
+// gives bit for bit what one in-place pass gives, at lengths around the
+// vector unit and over piece sizes that do not divide the block, and
+// reports non-finite results the same way.
+func TestApplyToMatchesApply(t *testing.T) {
+	c := Config{Kind: SGD, LR: 0.37}
+	for _, n := range []int{1, 5, 31, 32, 33, 64, 65, 95, 1000, 4099, 100003} {
+		for _, piece := range []int{PieceUnit, 3 * PieceUnit, 1024, 1 << 20} {
+			p := make([]float32, n)
+			g := make([]float32, n)
+			for i := range p {
+				p[i] = float32(i%11)*0.13 - 0.7
+				g[i] = float32(i%17)*0.29 - 2.1
+			}
+			want := append([]float32(nil), p...)
+			wantOK := sgd(c, want, g)
+			got := make([]float32, n)
+			ok := true
+			for lo := 0; lo < n; {
+				hi := min(lo+piece, n)
+				if n-hi < PieceUnit && hi < n {
+					hi = n // a last piece shorter than the unit joins this one
+				}
+				ok = ApplyTo(c, got[lo:hi], p[lo:hi], g[lo:hi]) && ok
+				lo = hi
+			}
+			if ok != wantOK {
+				t.Fatalf("n=%d piece=%d: finite %v, in place %v", n, piece, ok, wantOK)
+			}
+			for i := range got {
+				if got[i] != want[i] {
+					t.Fatalf("n=%d piece=%d: [%d] = %v, in place %v", n, piece, i, got[i], want[i])
+				}
+			}
+			g[n/2] = float32(math.Inf(1))
+			if ApplyTo(c, got, p, g) {
+				t.Fatalf("n=%d: an infinite gradient reported finite", n)
+			}
+		}
+	}
+	if OutOfPlace(Config{Kind: Momentum, LR: 1}) || !OutOfPlace(Config{LR: 1}) {
+		t.Fatal("OutOfPlace: want SGD only")
+	}
+}

@@ -321,3 +321,57 @@ func TestMetaBufKeepsItsGrowth(t *testing.T) {
 	}
 	_ = a.WriteFrame(KindRequest, 3, nil, nil)
 }
+
+// TestReadPayloadSome: a payload read in parts as it arrives is the payload
+// written; more than what is left is refused; a frame that ends early is an
+// ErrFrame with what was read so far counted.
+func TestReadPayloadSome(t *testing.T) {
+	a, b := pipe(t)
+	payload := make([]byte, 300<<10+7)
+	for i := range payload {
+		payload[i] = byte(i * 7)
+	}
+	go func() { _ = a.WriteFrame(KindRequest, 9, nil, payload) }()
+	h, _, err := b.ReadHeader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, h.Payload)
+	if _, err := b.ReadPayloadSome(make([]byte, len(got)+1)); err == nil {
+		t.Fatal("a destination longer than the payload was accepted")
+	}
+	for off := 0; off < len(got); {
+		n, err := b.ReadPayloadSome(got[off:min(len(got), off+100<<10)])
+		if err != nil || n == 0 {
+			t.Fatalf("at %d: %d bytes, %v", off, n, err)
+		}
+		off += n
+	}
+	if !bytes.Equal(got, payload) {
+		t.Fatal("payload read in parts differs")
+	}
+
+	// Truncated: the header promises more than the peer sends.
+	c, d := pipe(t)
+	var hdr [HeaderSize]byte
+	PutHeader(hdr[:], Header{Kind: KindRequest, ID: 1, Payload: 1000})
+	if _, err := c.NetConn().Write(append(hdr[:], make([]byte, 600)...)); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if _, _, err := d.ReadHeader(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1000)
+	off := 0
+	for {
+		n, err := d.ReadPayloadSome(buf[off:])
+		off += n
+		if err != nil {
+			if !errors.Is(err, ErrFrame) || off != 600 {
+				t.Fatalf("after %d bytes: %v, want an ErrFrame after 600", off, err)
+			}
+			break
+		}
+	}
+}

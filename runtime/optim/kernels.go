@@ -31,26 +31,6 @@ func sgd(c Config, p, g []float32) bool {
 	return ok
 }
 
-// sgdTo is sgd out of place: dst = p - lr·g, element by element computed
-// as sgd computes it (the same kernel path for the same length), p and g
-// unchanged.
-func sgdTo(lr float32, dst, p, g []float32) bool {
-	dst, g = dst[:len(p)], g[:len(p)]
-	if !vector || len(p) < lanes {
-		return sgdGoTo(lr, dst, p, g)
-	}
-	n := len(p) &^ (lanes - 1)
-	ok := sgdToVec(dst[:n], p[:n], g[:n], lr)
-	if t := len(p) - n; t > 0 {
-		var pb, gb [lanes]float32
-		copy(pb[:], p[n:])
-		copy(gb[:], g[n:])
-		ok = sgdVec(pb[:], gb[:], lr) && ok
-		copy(dst[n:], pb[:t])
-	}
-	return ok
-}
-
 // momentum is heavy-ball momentum in PyTorch's form: v = μv + g; p -= lr·v.
 func momentum(c Config, v, p, g []float32) bool {
 	v, g = v[:len(p)], g[:len(p)]
@@ -100,25 +80,6 @@ func sgdGo(lr float32, p, g []float32) bool {
 	for ; i < len(p); i++ {
 		a := p[i] - lr*g[i]
 		p[i] = a
-		z0 += a - a
-	}
-	return z0+z1 == 0
-}
-
-func sgdGoTo(lr float32, dst, p, g []float32) bool {
-	dst, g = dst[:len(p)], g[:len(p)]
-	var z0, z1 float32
-	i := 0
-	for ; i+4 <= len(p); i += 4 {
-		pp, gg, dd := p[i:i+4:i+4], g[i:i+4:i+4], dst[i:i+4:i+4]
-		a0, a1, a2, a3 := pp[0]-lr*gg[0], pp[1]-lr*gg[1], pp[2]-lr*gg[2], pp[3]-lr*gg[3]
-		dd[0], dd[1], dd[2], dd[3] = a0, a1, a2, a3
-		z0 += (a0 - a0) + (a2 - a2)
-		z1 += (a1 - a1) + (a3 - a3)
-	}
-	for ; i < len(p); i++ {
-		a := p[i] - lr*g[i]
-		dst[i] = a
 		z0 += a - a
 	}
 	return z0+z1 == 0

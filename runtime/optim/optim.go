@@ -171,34 +171,6 @@ func applyRange(c Config, s *State, param, grad []float32, lo, hi int) bool {
 	return sgd(c, p, g)
 }
 
-// OutOfPlace says whether c's update can be computed out of place, piece
-// by piece, with ApplyTo: an update with no optimizer state (SGD).
-func OutOfPlace(c Config) bool { return c.WithDefaults().Kind == SGD }
-
-// PieceUnit is the alignment of ApplyTo's pieces: a block updated with
-// ApplyTo in pieces [lo, hi) gets exactly the values one Apply gives
-// (without Apply's split across cores), provided every piece starts at a
-// multiple of PieceUnit within the block and each piece but the block's
-// last is a multiple of PieceUnit long while the last is either the whole
-// block or at least PieceUnit long.
-const PieceUnit = lanes
-
-// ApplyTo writes into dst what Apply would leave in param (same length as
-// param and grad), leaving param and grad unchanged; c must be OutOfPlace.
-// A server computes a pushed gradient's update as its pieces arrive and
-// adopts the result only once the whole push is in. It reports whether
-// every written value is finite.
-func ApplyTo(c Config, dst, param, grad []float32) (finite bool) {
-	c = mustValid(c)
-	if c.Kind != SGD {
-		panic(fmt.Sprintf("optim: ApplyTo with %s, which has state", c.Kind))
-	}
-	if len(grad) != len(param) || len(dst) != len(param) {
-		panic(fmt.Sprintf("optim: %d gradients and %d outputs for %d parameters", len(grad), len(dst), len(param)))
-	}
-	return sgdTo(c.LR, dst, param, grad)
-}
-
 // SplitMin is the least number of parameters whose update Apply splits
 // across goroutines (when GOMAXPROCS allows more than one): below it, a
 // goroutine costs more than it saves.

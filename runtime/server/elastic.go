@@ -294,7 +294,7 @@ func (s *Server) resumeHeldLocked(send *[]func()) {
 			s.el.held = append(s.el.held, held[i:]...) // keep order: later requests of a stream follow it
 			break
 		}
-		if err := s.handleLocked(h.req, nil, h.reply, h.stream, send); err != nil {
+		if err := s.handleLocked(h.req, h.reply, h.stream, send); err != nil {
 			resp := errorResponse(h.req, err)
 			reply := h.reply
 			*send = append(*send, func() { reply(resp) })

@@ -59,37 +59,28 @@ func (s *Server) ServeFramed(ctx context.Context, nc net.Conn, f Framed) {
 	case <-ctx.Done():
 		return
 	}
-	var stage staged // the connection's staged push, one at a time
-	recv := func() (*kelpiepb.PSRequest, *staged, error) {
+	recv := func() (*kelpiepb.PSRequest, error) {
 		h, meta, err := tc.ReadHeader()
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if h.Kind != tensorwire.KindRequest {
-			return nil, nil, fmt.Errorf("%w: %v frame where a request belongs", tensorwire.ErrFrame, h.Kind)
+			return nil, fmt.Errorf("%w: %v frame where a request belongs", tensorwire.ErrFrame, h.Kind)
 		}
 		req := &kelpiepb.PSRequest{Id: h.ID}
 		if err := tensorwire.DecodeRequest(meta, req); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		if h.Payload == 0 {
-			return req, nil, nil
+		if h.Payload > 0 {
+			// Aligned (pooled buffers start at an allocation) and applied
+			// from here.
+			req.Data = wire.Buffer(int(h.Payload))
+			if err := tc.ReadPayload(req.Data); err != nil {
+				wire.Recycle(req.Data)
+				return nil, err
+			}
 		}
-		// Aligned (pooled buffers start at an allocation) and applied
-		// from here, or as it arrives (stage.go).
-		req.Data = wire.Buffer(int(h.Payload))
-		st := s.stage(req, &stage)
-		if st != nil {
-			err = s.readStaged(tc, req.Data, st)
-		} else {
-			err = tc.ReadPayload(req.Data)
-		}
-		if err != nil {
-			st.release()
-			wire.Recycle(req.Data)
-			return nil, nil, err
-		}
-		return req, st, nil
+		return req, nil
 	}
 	send := func(rs []*Response) error {
 		for _, r := range rs {
@@ -105,7 +96,7 @@ func (s *Server) ServeFramed(ctx context.Context, nc net.Conn, f Framed) {
 		}
 		return tc.Flush()
 	}
-	err := s.session(recv, tc.FrameBuffered, send)
+	err := s.session(recv, send)
 	switch {
 	case err == nil, errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed) && ctx.Err() != nil:
 	case errors.Is(err, tensorwire.ErrFrame):

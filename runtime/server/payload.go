@@ -47,7 +47,6 @@ func (b *block) lend() *lease {
 // writing them, the block moves to a copy. The caller holds the server's
 // lock.
 func (b *block) mutable() {
-	b.gen++
 	l := b.lent
 	if l == nil {
 		return
@@ -60,7 +59,7 @@ func (b *block) mutable() {
 	}
 	vals := wire.AsFloats(wire.Buffer(4 * len(b.vals)))
 	copy(vals, b.vals)
-	b.vals, b.pooled = vals, true
+	b.vals = vals
 	l.drop()
 }
 

@@ -66,12 +66,6 @@ type block struct {
 	// nonFinite: an update (or the snapshot or hand-off it came from) left
 	// a NaN or ±Inf in vals (diverge.go).
 	nonFinite bool
-	// gen counts the changes of vals (mutable, adopt): a staged push
-	// (stage.go) computed over one generation is adopted only in it.
-	gen uint64
-	// pooled: vals came from the wire pool (a copy), so a staged push
-	// that replaces them gives them back.
-	pooled bool
 }
 
 type pendingPull struct {
@@ -219,11 +213,7 @@ func (s *Server) Exchange(stream kelpiepb.ParameterServer_ExchangeServer) error 
 	case <-stream.Context().Done():
 		return stream.Context().Err()
 	}
-	recv := func() (*kelpiepb.PSRequest, *staged, error) {
-		req, err := stream.Recv()
-		return req, nil, err
-	}
-	err := s.session(recv, func() bool { return false }, func(rs []*Response) error {
+	err := s.session(stream.Recv, func(rs []*Response) error {
 		for _, r := range rs {
 			r.Flatten() // one message: the values are copied into it
 			if err := stream.Send(r.PSResponse); err != nil {
@@ -239,24 +229,43 @@ func (s *Server) Exchange(stream kelpiepb.ParameterServer_ExchangeServer) error 
 }
 
 // session serves one worker's connection, whatever carries it: recv
-// returns the next request (its Data a pooled buffer or nil, with its
-// update staged as it arrived or nil), more says whether another request is
-// already at hand, send writes responses (their payloads lent until each
-// response's Done, which the session calls after send). Requests are
-// handled in order; their responses are written once no further request
-// is at hand (a pipeline's answers together: the framed transport writes
-// them with one writev), by the goroutine that read them (outbox.go);
-// responses to delayed pulls are sent when they are released.
-func (s *Server) session(recv func() (*kelpiepb.PSRequest, *staged, error), more func() bool, send func([]*Response) error) error {
-	o := newOutbox()
+// returns the next request (its Data a pooled buffer or nil), send writes
+// responses, in order (their payloads lent until each response's Done,
+// which the session calls after send). Requests are handled in order;
+// responses to delayed pulls are sent when they are released. Responses
+// that are ready together go to send together: the framed transport writes
+// a pipeline's answers with one writev.
+func (s *Server) session(recv func() (*kelpiepb.PSRequest, error), send func([]*Response) error) error {
+	out := make(chan *Response, 256)
 	done := make(chan struct{})
+	sendErr := make(chan error, 1)
 	sender := make(chan struct{})
 	go func() {
 		defer close(sender)
+		batch := make([]*Response, 0, maxBatch)
 		for {
 			select {
-			case <-o.wake:
-				if o.flush(s, send, false) != nil {
+			case r := <-out:
+				batch = append(batch[:0], r)
+			more:
+				for len(batch) < maxBatch {
+					select {
+					case r := <-out:
+						batch = append(batch, r)
+					default:
+						break more
+					}
+				}
+				for _, r := range batch {
+					s.inject(r.payloadLen())
+				}
+				err := send(batch)
+				for i, r := range batch {
+					r.Done()
+					batch[i] = nil
+				}
+				if err != nil {
+					sendErr <- err
 					return
 				}
 			case <-done:
@@ -267,38 +276,46 @@ func (s *Server) session(recv func() (*kelpiepb.PSRequest, *staged, error), more
 	defer func() {
 		close(done)
 		<-sender
-		o.close()
+		for {
+			select {
+			case r := <-out: // never to be sent: give its payload back
+				r.Done()
+			default:
+				return
+			}
+		}
 	}()
 	// When the worker goes away, its delayed pulls go with it: a restarted
 	// worker's new pulls must not queue behind answers nobody will read.
 	me := new(int)
 	defer s.cancelPulls(me)
+	reply := func(r *Response) {
+		select {
+		case out <- r:
+		case <-done:
+			r.Done()
+		}
+	}
 	for {
-		req, st, err := recv()
+		req, err := recv()
 		if err != nil {
 			return err
 		}
-		if err := o.setActive(); err != nil {
-			st.release()
-			wire.Recycle(req.Data)
+		select {
+		case err := <-sendErr:
 			return err
+		default:
 		}
 		s.inject(len(req.Data))
-		held, err := s.handleHeld(req, st, o.put, me)
-		st.release()
+		held, err := s.handleHeld(req, reply, me)
 		if err != nil {
-			o.put(errorResponse(req, err))
+			reply(errorResponse(req, err))
 		}
 		// The push payload has been applied (a delayed pull keeps only the
 		// request's header): its buffer goes back to the pool, unless the
 		// request waits for a block in transit.
 		if !held {
 			wire.Recycle(req.Data)
-		}
-		if !more() {
-			if err := o.flush(s, send, true); err != nil {
-				return err
-			}
 		}
 	}
 }
@@ -376,17 +393,16 @@ func (s *Server) Shutdown(_ context.Context, req *kelpiepb.ShutdownRequest) (*ke
 // handle runs one request. Replies (immediate or released later) go through
 // reply, always outside the server's lock.
 func (s *Server) handle(req *kelpiepb.PSRequest, reply func(*Response), stream *int) error {
-	_, err := s.handleHeld(req, nil, reply, stream)
+	_, err := s.handleHeld(req, reply, stream)
 	return err
 }
 
 // handleHeld is handle that also says whether the request now waits for a
-// block in transit (its payload must then be kept). st, if not nil, is the
-// push's update staged as it arrived (stage.go).
-func (s *Server) handleHeld(req *kelpiepb.PSRequest, st *staged, reply func(*Response), stream *int) (bool, error) {
+// block in transit (its payload must then be kept).
+func (s *Server) handleHeld(req *kelpiepb.PSRequest, reply func(*Response), stream *int) (bool, error) {
 	var send []func()
 	s.mu.Lock()
-	err := s.handleLocked(req, st, reply, stream, &send)
+	err := s.handleLocked(req, reply, stream, &send)
 	n := len(s.el.held)
 	held := n > 0 && s.el.held[n-1].req == req
 	s.mu.Unlock()
@@ -396,7 +412,7 @@ func (s *Server) handleHeld(req *kelpiepb.PSRequest, st *staged, reply func(*Res
 	return held, err
 }
 
-func (s *Server) handleLocked(req *kelpiepb.PSRequest, st *staged, reply func(*Response), stream *int, send *[]func()) error {
+func (s *Server) handleLocked(req *kelpiepb.PSRequest, reply func(*Response), stream *int, send *[]func()) error {
 	// Blocks leave only once this request is fully answered: its own pull
 	// may read them.
 	defer s.handOffLocked(send)
@@ -422,7 +438,7 @@ func (s *Server) handleLocked(req *kelpiepb.PSRequest, st *staged, reply func(*R
 	dropped := false
 	if op == kelpiepb.Op_OP_PUSH || op == kelpiepb.Op_OP_PUSH_PULL {
 		var err error
-		if dropped, err = s.push(req, st, send); err != nil {
+		if dropped, err = s.push(req, send); err != nil {
 			return err
 		}
 		if err := s.divergedLocked(req); err != nil {
@@ -579,9 +595,7 @@ func (s *Server) rowsOf(keys []uint64) ([]rowRef, error) {
 
 // push applies (or sums) a pushed gradient; it reports whether the
 // gradient was discarded because its iteration had completed without it.
-// st, if not nil, is its update staged as it arrived: adopted if still
-// valid (the same values as applying the gradient now).
-func (s *Server) push(req *kelpiepb.PSRequest, st *staged, send *[]func()) (bool, error) {
+func (s *Server) push(req *kelpiepb.PSRequest, send *[]func()) (bool, error) {
 	s.stats.Pushes++
 	s.stats.BytesIn += int64(len(req.Data))
 	res := s.engine.Push(int(req.Worker), req.Progress)
@@ -593,16 +607,13 @@ func (s *Server) push(req *kelpiepb.PSRequest, st *staged, send *[]func()) (bool
 		agg := s.cfg.Sync.Aggregate()
 		opt := s.cfg.Optim.At(req.Progress)
 		off := 0
-		adopted := !agg && s.adopt(st, opt) // the update is done already
 		for _, id := range req.Blocks {
 			b := s.blocks[int(id)]
 			n := len(b.vals)
-			switch {
-			case adopted:
-			case agg:
+			if agg {
 				optim.Accumulate(b.acc, g[off:off+n])
 				b.dirty = true
-			default:
+			} else {
 				b.mutable()
 				if !optim.Apply(opt, b.opt, b.vals, g[off:off+n]) {
 					b.nonFinite = true

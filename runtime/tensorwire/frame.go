@@ -347,48 +347,6 @@ func (c *Conn) ReadPayloadInto(dst [][]byte) error {
 	return nil
 }
 
-// ReadPayloadSome reads the next part of the current frame's payload into
-// dst (at most the bytes left of it): at least one byte, and what the
-// connection has at hand up to len(dst) without waiting for more, so the
-// caller can work on a large payload while the rest is still arriving. It
-// returns the bytes read. A frame that ends early is an ErrFrame.
-func (c *Conn) ReadPayloadSome(dst []byte) (int, error) {
-	if len(dst) > c.left {
-		return 0, fmt.Errorf("tensorwire: payload destination of %d bytes for %d payload bytes left", len(dst), c.left)
-	}
-	if len(dst) == 0 {
-		return 0, nil
-	}
-	n, err := c.r.Read(dst)
-	for n == 0 && err == nil {
-		n, err = c.r.Read(dst) // a reader may return 0, nil: not an end
-	}
-	c.left -= n
-	if err != nil && (n == 0 || !errors.Is(err, io.EOF)) {
-		return n, fmt.Errorf("%w: truncated payload (%d bytes left): %v", ErrFrame, c.left, eofAsUnexpected(err))
-	}
-	return n, nil
-}
-
-// FrameBuffered says whether the next frame (after the current one's
-// payload) is all read from the connection already, so that reading it
-// will not wait for the peer: a server answering a pipeline's requests
-// together handles them all before it writes.
-func (c *Conn) FrameBuffered() bool {
-	n := c.r.Buffered() - c.left
-	if c.left < 0 || n < HeaderSize {
-		return false
-	}
-	b, err := c.r.Peek(c.left + HeaderSize)
-	if err != nil {
-		return false
-	}
-	b = b[c.left:]
-	meta := int(binary.LittleEndian.Uint32(b[16:20]))
-	payload := int(binary.LittleEndian.Uint32(b[20:24]))
-	return meta <= MaxMeta && payload <= MaxPayload && n >= HeaderSize+meta+payload
-}
-
 // Discard skips the current frame's payload.
 func (c *Conn) Discard() error {
 	n := c.left

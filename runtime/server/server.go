@@ -92,10 +92,12 @@ type Server struct {
 	pending  map[syncmodel.PullID]pendingPull
 	nextPull syncmodel.PullID
 	rng      *rand.Rand
-	limiter  *straggler.Limiter
-	stats    kelpiepb.ServerStats
-	el       elastic
-	diverged error // the first non-finite parameter an update produced (diverge.go)
+	// The link's budget in each direction (a full-duplex NIC): requests
+	// come in through limitIn, responses go out through limitOut.
+	limitIn, limitOut *straggler.Limiter
+	stats             kelpiepb.ServerStats
+	el                elastic
+	diverged          error // the first non-finite parameter an update produced (diverge.go)
 }
 
 // New makes a server; it answers requests once Install has given it blocks.
@@ -117,10 +119,9 @@ func New(cfg Config) (*Server, error) {
 		rng:      rand.New(rand.NewPCG(uint64(cfg.Seed), 0x5e7)),
 	}
 	s.stats.Name = cfg.Name
-	if rate, ok := cfg.Straggler.Bandwidth(0); ok {
-		s.limiter = straggler.NewLimiter(rate, 64<<10)
-	} else if !cfg.Straggler.Empty() {
-		s.limiter = straggler.NewLimiter(0, 64<<10)
+	if !cfg.Straggler.Empty() {
+		rate, _ := cfg.Straggler.Bandwidth(0) // 0: not limited (yet)
+		s.limitIn, s.limitOut = straggler.NewLimiter(rate, linkBurst), straggler.NewLimiter(rate, linkBurst)
 	}
 	return s, nil
 }
@@ -179,30 +180,68 @@ func (s *Server) elapsed() time.Duration {
 	return time.Since(s.start)
 }
 
-// inject sleeps for the slowness this server is told to have: a pause, a
-// compute delay per request, and its link's bandwidth for n bytes.
-func (s *Server) inject(n int) {
+// linkBurst is how many bytes a bandwidth-limited link lets through at
+// once in each direction.
+const linkBurst = 64 << 10
+
+// Directions of a message through the server's link.
+const (
+	inbound  = true  // a request
+	outbound = false // a response
+)
+
+// inject sleeps for the slowness this server is told to have, for a
+// message of n bytes in one direction: a pause; its link's bandwidth, each
+// direction a budget of its own (a full-duplex NIC); and for a request
+// (inbound), the compute delay — once per request, not again for its
+// response.
+func (s *Server) inject(n int, in bool) {
 	if s.cfg.Straggler.Empty() {
 		return
 	}
-	t := s.elapsed()
-	if d := s.cfg.Straggler.Pause(t); d > 0 {
+	if d := s.cfg.Straggler.Pause(s.elapsed()); d > 0 {
 		time.Sleep(d)
-		t = s.elapsed()
+	}
+	if d := s.delay(n, in, s.elapsed()); d > 0 {
+		time.Sleep(d)
+	}
+}
+
+// stretch sleeps for a contended CPU (kind cpu) after a request kept the
+// server busy for busy: busy × I/(1-I), so the server's share of the work
+// sets its slowness.
+func (s *Server) stretch(busy time.Duration) {
+	if s.cfg.Straggler.Empty() {
+		return
 	}
 	s.mu.Lock()
 	u := s.rng.Float64()
-	var wait time.Duration
-	if s.limiter != nil {
-		if rate, ok := s.cfg.Straggler.Bandwidth(t); ok {
-			s.limiter.SetRate(rate)
-			wait = s.limiter.Delay(t, n)
-		}
-	}
 	s.mu.Unlock()
-	if d := s.cfg.Straggler.ComputeDelay(t, 0, u) + wait; d > 0 {
+	if d := s.cfg.Straggler.CPUDelay(s.elapsed(), busy, u); d > 0 {
 		time.Sleep(d)
 	}
+}
+
+// delay is how long a message of n bytes in one direction waits at t for
+// the link's bandwidth and, a request, for the compute delay. It charges
+// the link's budget.
+func (s *Server) delay(n int, in bool, t time.Duration) time.Duration {
+	s.mu.Lock()
+	u := s.rng.Float64()
+	var wait time.Duration
+	if rate, ok := s.cfg.Straggler.Bandwidth(t); ok {
+		l := s.limitOut
+		if in {
+			l = s.limitIn
+		}
+		l.SetRate(rate)
+		wait = l.Delay(t, n)
+	}
+	s.mu.Unlock()
+	if in {
+		wait += s.cfg.Straggler.ComputeDelay(t, 0, u)
+	}
+	return wait
 }
 
 // Exchange serves one worker's gRPC stream. Requests are handled in order;
@@ -257,7 +296,7 @@ func (s *Server) session(recv func() (*kelpiepb.PSRequest, error), send func([]*
 					}
 				}
 				for _, r := range batch {
-					s.inject(r.payloadLen())
+					s.inject(r.payloadLen(), outbound)
 				}
 				err := send(batch)
 				for i, r := range batch {
@@ -306,8 +345,10 @@ func (s *Server) session(recv func() (*kelpiepb.PSRequest, error), send func([]*
 			return err
 		default:
 		}
-		s.inject(len(req.Data))
+		s.inject(len(req.Data), inbound)
+		began := time.Now()
 		held, err := s.handleHeld(req, reply, me)
+		s.stretch(time.Since(began))
 		if err != nil {
 			reply(errorResponse(req, err))
 		}

@@ -140,11 +140,15 @@
 //	                             (link: tc caps the node's link or the rack's uplink,
 //	                             each way; needs hosts netns)
 //	    sleep:                   compute (required), > 0: SleepDuration; the added
-//	                             delay per iteration is sleep x intensity
+//	                             delay per iteration (a server: per request) is
+//	                             sleep x intensity
 //	    intensity: 1             compute, in [0, 1]; cpu (required), in [0, 1):
 //	                             compute time is multiplied by 1/(1-intensity)
+//	                             (on a server: its time handling each request)
 //	    probability: 1           compute and cpu, in [0, 1]: chance per iteration
 //	    rate:                    bandwidth and link (required), > 0: the link's limit
+//	                             in bytes per second, each direction separately
+//	                             (bandwidth: a server's link, in the process)
 //	    start: 0s                >= 0
 //	    end:                     after start; by default the injection never ends
 //	    period:                  with on, transient: active for on out of every

@@ -2,7 +2,8 @@
 // experiments and the demo, from the job spec's `stragglers:` block: an added
 // compute delay per iteration (AntDT §VII-A4: T_delay = SleepDuration ×
 // Intensity with some probability), CPU contention that stretches compute
-// time, a bandwidth cap on the node's link, and pauses.
+// time, a bandwidth cap on a server's link (each direction on its own
+// budget, as a full-duplex NIC), and pauses.
 //
 // Everything here is pure: the caller passes the time since the job started
 // and its own uniform draws, and does the sleeping. An injection is active
@@ -25,8 +26,8 @@ type Kind string
 // Injection kinds.
 const (
 	Compute   Kind = "compute"   // add Sleep × Intensity per iteration (per request on a server)
-	CPU       Kind = "cpu"       // contention: compute time × 1/(1-Intensity)
-	Bandwidth Kind = "bandwidth" // cap the node's link at Rate bytes per second
+	CPU       Kind = "cpu"       // contention: compute time × 1/(1-Intensity) (a server's: handling each request)
+	Bandwidth Kind = "bandwidth" // cap a server's link at Rate bytes per second, each direction on its own budget
 	Pause     Kind = "pause"     // the node stops while active
 	Link      Kind = "link"      // tc caps a node's link or a rack's uplink at Rate, each way (link.go)
 )
@@ -191,6 +192,25 @@ func (s Schedule) ComputeDelay(t time.Duration, compute time.Duration, u float64
 		} else {
 			d += scale(compute, in.Intensity/(1-in.Intensity))
 		}
+	}
+	return d
+}
+
+// CPUDelay is the part of ComputeDelay that stretches compute (kind
+// cpu): what a server adds after a request kept it busy for compute, so
+// that a server on a contended CPU slows down in proportion to the work it
+// is given (PSLD §6's disrupted machine pattern), where kind compute adds
+// the same delay to every request however small.
+func (s Schedule) CPUDelay(t time.Duration, compute time.Duration, u float64) time.Duration {
+	var d time.Duration
+	for _, in := range s.injections {
+		if in.Kind != CPU || !in.Active(t) {
+			continue
+		}
+		if p := in.Probability; p != 0 && u >= p {
+			continue
+		}
+		d += scale(compute, in.Intensity/(1-in.Intensity))
 	}
 	return d
 }

@@ -142,6 +142,33 @@ func TestComputeDelay(t *testing.T) {
 	}
 }
 
+// TestCPUDelay: only kind cpu stretches a server's busy time; kind
+// compute's fixed delay is not part of it.
+func TestCPUDelay(t *testing.T) {
+	both := ForNode([]Injection{
+		{Node: "s", Kind: Compute, Sleep: 100 * ms, Intensity: 1},
+		{Node: "s", Kind: CPU, Intensity: 0.8, Start: sec},
+	}, "s")
+	for _, c := range []struct {
+		name        string
+		t, busy     time.Duration
+		u           float64
+		want        time.Duration
+		fixedFromCD time.Duration // ComputeDelay(t, 0, u): the fixed part a request gets beforehand
+	}{
+		{"cpu 0.8: five times the work, four added", 2 * sec, 10 * ms, 0, 40 * ms, 100 * ms},
+		{"less work, less delay", 2 * sec, 1 * ms, 0, 4 * ms, 100 * ms},
+		{"before the cpu injection", 0, 10 * ms, 0, 0, 100 * ms},
+	} {
+		if got := both.CPUDelay(c.t, c.busy, c.u); got != c.want {
+			t.Errorf("%s: CPUDelay(%v, %v) = %v; want %v", c.name, c.t, c.busy, got, c.want)
+		}
+		if got := both.ComputeDelay(c.t, 0, c.u); got != c.fixedFromCD {
+			t.Errorf("%s: ComputeDelay(%v, 0) = %v; want %v", c.name, c.t, got, c.fixedFromCD)
+		}
+	}
+}
+
 // TestProbabilityRate checks that over evenly spread draws a compute
 // injection with probability p fires for a fraction p of iterations.
 func TestProbabilityRate(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"github.com/kelpie/kelpie/scheduler/gate"
 	"github.com/kelpie/kelpie/scheduler/launch"
 	"github.com/kelpie/kelpie/scheduler/monitor"
+	"github.com/kelpie/kelpie/scheduler/timeline"
 )
 
 // jobState is one job as the manager runs it. Every field is guarded by the
@@ -89,6 +90,9 @@ type jobState struct {
 	// hist is the job's recorded timeline and its actions' judgement
 	// (history.go).
 	hist *jobHistory
+	// marksCap is how many iteration marks each worker's timeline keeps
+	// (stall.go); set at creation.
+	marksCap int
 }
 
 // nodeState is what the manager knows of one node.
@@ -115,6 +119,9 @@ type nodeState struct {
 	// every access takes (progress, setBatch).
 	progMu sync.Mutex
 	prog   progress
+	// marks is a worker's iteration timeline, from its reports (stall.go),
+	// under progMu; nil until its first report.
+	marks *timeline.Marks
 }
 
 // progress is what reports say of a node: a worker's own, and for a
@@ -198,6 +205,7 @@ func newJobState(m *Manager, s *spec.Spec, cj *coordinator.Job, now time.Time) *
 		n.cells = newBuckets(m.cfg.Columns)
 	}
 	j.hist = newJobHistory(m, len(j.nodes))
+	j.marksCap = marksPerWorker(s)
 	return j
 }
 
@@ -367,6 +375,12 @@ func (j *jobState) observe(node string, r *kelpiepb.ProgressReport, now time.Tim
 		n.cells.add(c, sum, len(r.BptSeconds), 0)
 	}
 	p.spark = sparkWith(p.spark, r.BptSeconds...)
+	if n.role == "worker" {
+		if n.marks == nil {
+			n.marks = timeline.NewMarks(j.marksCap)
+		}
+		n.marks.Add(timeline.MarksOf(now, r.Iteration, r.BptSeconds, r.WaitSeconds)...)
+	}
 	n.progMu.Unlock()
 	at := now.Sub(j.submitted)
 	var cbuf [8]monitor.CommSample

@@ -19,7 +19,18 @@ type ActionResult struct {
 	Policy        string  `json:"policy"`
 	ID            string  `json:"id"`
 	PausedSeconds float64 `json:"paused_seconds"`
-	Error         string  `json:"error,omitempty"`
+	// StallSeconds is how long the workers stopped making progress around
+	// the action, from their iteration timelines: the longest gap between
+	// consecutive iteration completions of any worker that overlaps the
+	// action (from its creation to its application), less that worker's
+	// median iteration time for each iteration the gap spans
+	// (timeline.Stall); a gap that overlaps several actions counts for the
+	// first of them. Measured alike for every kind of change — a hot
+	// table change and checkpoint-and-restart included, where
+	// paused_seconds measures each its own way. Absent when the action was
+	// not applied or no worker's timeline covers it.
+	StallSeconds *float64 `json:"stall_seconds,omitempty"`
+	Error        string   `json:"error,omitempty"`
 	// Realized is what the action did, measured over the proposing
 	// policy's window once it was applied (history.go); absent when it
 	// could not be measured.
@@ -134,13 +145,14 @@ func (j *jobState) result() *Result {
 	j.m.mu.Lock()
 	r.ScriptSkipped = skippedSteps(scriptSteps(j.spec), j.scriptNext)
 	r.PausedSeconds = j.paused
-	for _, a := range j.actions {
+	stalls := actionStalls(j.actions, j.workerMarks())
+	for i, a := range j.actions {
 		if a.State == "proposed" || a.State == "expired" || a.State == "rejected" {
 			continue
 		}
 		r.Actions = append(r.Actions, ActionResult{TimeS: a.Created.AsTime().Sub(j.submitted).Seconds(), Kind: a.Kind,
 			Node: a.Target, Reason: a.Reason, AppliedIteration: a.AppliedIteration, State: a.State, Policy: a.Policy, ID: a.Id,
-			PausedSeconds: a.PausedSeconds, Error: a.Error, Realized: realizedOf(a.Realized)})
+			PausedSeconds: a.PausedSeconds, StallSeconds: stalls[i], Error: a.Error, Realized: realizedOf(a.Realized)})
 	}
 	j.m.mu.Unlock()
 	j.m.reportSkipped(j, r.ScriptSkipped)

@@ -76,7 +76,9 @@ func straggling(s monitor.Snapshot, w monitor.WorkerStat, c monitor.Class, lambd
 // (T̄ᵢ^per ≥ λ·T̄^per) gets a KILL_RESTART when the cluster is not busy. When
 // it is busy the paper takes no KILL_RESTART; kelpie rebalances around the
 // persistent straggler with the ADJUST_BS instead (its own addition, since
-// waiting costs the whole job). For servers: a persistent straggler (mean
+// waiting costs the whole job), and does the same for a worker whose last
+// KILL_RESTART missed (the slowness followed it to the new host:
+// restarting it again cannot help). For servers: a persistent straggler (mean
 // push/pull time over L^per ≥ λ × the servers' mean) gets a KILL_RESTART;
 // the paper does not make that one depend on the cluster being busy.
 type AntDTND struct {
@@ -101,23 +103,37 @@ func (p AntDTND) Propose(s monitor.Snapshot, j Job) []Action {
 	var stragglers []string
 	ev := map[string]float64{"lambda": lambda}
 	stuck := stuckStragglers(s, j)
+	followed := followedStragglers(j)
 	for _, w := range workers {
 		c := classify(w, lambda)
-		if o, ok := stuck[w.Node]; ok {
+		o, restartMissed := followed[w.Node]
+		if so, ok := stuck[w.Node]; ok {
 			// A batch cut missed without moving its BPT: no other batch
 			// cut for it until something changes; escalate while it
-			// still straggles.
+			// still straggles (a restart, unless one already missed: then
+			// revert, as when the cluster is busy).
 			if c == monitor.Transient || c == monitor.Persistent {
 				others := meanOthers(workers, w.Node, func(o monitor.WorkerStat) (float64, bool) {
 					return o.BPTTrans.Seconds(), o.Samples > 0 && o.BPTTrans > 0
 				})
-				if a := p.escalate(w.Node, o, w, others, j); a.Kind == KindKillRestart || reverts(a, j) {
+				jj := j
+				jj.Busy = j.Busy || restartMissed
+				if a := p.escalate(w.Node, so, w, others, jj); a.Kind == KindKillRestart || reverts(a, j) {
 					escalations = append(escalations, a)
 				}
 			}
 			continue
 		}
 		switch {
+		case c == monitor.Persistent && restartMissed:
+			// Its last KILL_RESTART missed: the slowness came along to
+			// the new host (a slow device, not a contended host), so
+			// another restart cannot help; rebalance around it instead.
+			before, after := o.bpts(w.Node)
+			why = append(why, straggling(s, w, c, lambda, ev)+fmt.Sprintf(
+				", but its last KILL_RESTART left its BPT at %s (%s before): the slowness follows it, no other restart", secs(after), secs(before)))
+			ev[w.Node+"/restart_bpt_before_s"], ev[w.Node+"/restart_bpt_after_s"] = before, after
+			stragglers = append(stragglers, w.Node)
 		case c == monitor.Persistent && !j.Busy:
 			wev := map[string]float64{"lambda": lambda}
 			reason := straggling(s, w, c, lambda, wev)

@@ -409,3 +409,57 @@ func TestAntDTNDEscalation(t *testing.T) {
 		}
 	}
 }
+
+// TestAntDTNDRestartFollowed: worker-3 is a persistent straggler (200 ms
+// against 100 ms). AntDT-ND restarted it, and the restart was measured as
+// a miss (its BPT did not come down by half of the predicted gain): the
+// slowness followed it to the new host (a slow device). AntDT-ND then
+// restarts it no more and rebalances around it with ADJUST_BS (the busy
+// cluster's split); a hit, a later hit, or another policy's restart leaves
+// the restart on the table.
+func TestAntDTNDRestartFollowed(t *testing.T) {
+	at := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	restarted := func(after float64, mod func(*Outcome)) Job {
+		o := Outcome{Policy: NameAntDTND, Kind: KindKillRestart, Targets: []string{"worker-3"}, At: at, Miss: true,
+			BPTBefore: 0.2, BPTAfter: after, Restarts: map[string]int{"worker-3": 1}}
+		if mod != nil {
+			mod(&o)
+		}
+		j := ndJob(false, nil)
+		j.Outcomes, j.Restarts = []Outcome{o}, map[string]int{"worker-3": 1}
+		return j
+	}
+	persistent := workerScenario(steadyAt(200*ms), 10*ms)
+	split := map[string]int{"worker-0": 73, "worker-1": 73, "worker-2": 74, "worker-3": 36}
+	for _, tt := range []struct {
+		name string
+		job  Job
+		want []string
+	}{
+		{"the slowness followed: rebalance", restarted(0.2, nil), []string{"ADJUST_BS"}},
+		{"followed, split already applied: nothing more", func() Job { j := restarted(0.2, nil); j.BatchSizes = split; return j }(), []string{}},
+		{"a miss that moved its BPT a little", restarted(0.17, nil), []string{"ADJUST_BS"}},
+		{"the restart was a hit", restarted(0.2, func(o *Outcome) { o.Miss = false }), []string{"KILL_RESTART worker-3"}},
+		{"another policy's restart", restarted(0.2, func(o *Outcome) { o.Policy = "operator" }), []string{"KILL_RESTART worker-3"}},
+		{"a later restart that was a hit", func() Job {
+			j := restarted(0.2, nil)
+			j.Outcomes = append(j.Outcomes, Outcome{Policy: NameAntDTND, Kind: KindKillRestart, Targets: []string{"worker-3"},
+				At: at.Add(time.Minute), BPTBefore: 0.2, BPTAfter: 0.1})
+			return j
+		}(), []string{"KILL_RESTART worker-3"}},
+	} {
+		acts := AntDTND{}.Propose(persistent, tt.job)
+		if got := plan(acts); strings.Join(got, "|") != strings.Join(tt.want, "|") {
+			t.Errorf("%s: Propose = %q; want %q", tt.name, got, tt.want)
+			continue
+		}
+		if len(acts) == 1 && acts[0].Kind == KindAdjustBS {
+			if !maps.Equal(acts[0].BatchSizes, split) {
+				t.Errorf("%s: ADJUST_BS sizes %v; want %v", tt.name, acts[0].BatchSizes, split)
+			}
+			if !strings.Contains(acts[0].Reason, "its last KILL_RESTART left its BPT at") {
+				t.Errorf("%s: reason %q does not cite the restart's miss", tt.name, acts[0].Reason)
+			}
+		}
+	}
+}

@@ -116,6 +116,34 @@ func stuckStragglers(s monitor.Snapshot, j Job) map[string]Outcome {
 	return stuck
 }
 
+// followedStragglers returns the workers whose last KILL_RESTART by
+// AntDT-ND was a miss — the relaunched worker's BPT did not come down by
+// half of what the restart predicted (the others' mean) — each with the
+// outcome that showed it: the slowness came along to the new host (a slow
+// device, not a contended host), so AntDT-ND restarts them no more and
+// rebalances around them with ADJUST_BS. A later restart that was a hit
+// takes this back.
+func followedStragglers(j Job) map[string]Outcome {
+	last := map[string]Outcome{}
+	for _, o := range j.Outcomes {
+		if o.Policy != NameAntDTND || o.Kind != KindKillRestart {
+			continue
+		}
+		for _, t := range o.Targets {
+			if p, ok := last[t]; !ok || !o.At.Before(p.At) {
+				last[t] = o
+			}
+		}
+	}
+	out := map[string]Outcome{}
+	for node, o := range last {
+		if o.Miss {
+			out[node] = o
+		}
+	}
+	return out
+}
+
 // escalate is AntDT-ND's answer to a stuck straggler that is still
 // straggling: KILL_RESTART now when the cluster is not busy (a slowness
 // that does not scale with the batch belongs to the host), else revert the

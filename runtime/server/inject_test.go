@@ -1,0 +1,47 @@
+package server
+
+import (
+	"testing"
+	"time"
+
+	"github.com/kelpie/kelpie/runtime/optim"
+	"github.com/kelpie/kelpie/runtime/straggler"
+	"github.com/kelpie/kelpie/runtime/syncmodel"
+)
+
+// TestInjectFullDuplex: a bandwidth straggler gives each direction of the
+// server's link a budget of its own, as a full-duplex NIC has — a request
+// that empties the inbound bucket leaves the outbound one full — and the
+// compute delay is charged once per request, not again to its response.
+func TestInjectFullDuplex(t *testing.T) {
+	const rate = 1e3 // bytes per second
+	inj := []straggler.Injection{
+		{Node: "server-0", Kind: straggler.Bandwidth, Rate: rate},
+		{Node: "server-0", Kind: straggler.Compute, Sleep: 10 * time.Millisecond, Intensity: 0.5, Probability: 1, Start: time.Hour},
+	}
+	s, err := New(Config{Name: "server-0", Sync: syncmodel.Config{Model: syncmodel.BSP}, Optim: optim.Config{Kind: "sgd", LR: 1},
+		Workers: []int{0}, Straggler: straggler.ForNode(inj, "server-0")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := s.delay(linkBurst, inbound, 0); d != 0 {
+		t.Errorf("a %d-byte request into a full bucket waits %v; want none", linkBurst, d)
+	}
+	if d := s.delay(linkBurst, outbound, 0); d != 0 {
+		t.Errorf("a %d-byte response after a %d-byte request waits %v; want none (full duplex)", linkBurst, linkBurst, d)
+	}
+	if d, want := s.delay(1000, inbound, 0), time.Second; d != want {
+		t.Errorf("the next 1000-byte request waits %v; want %v at %v B/s", d, want, rate)
+	}
+	if d, want := s.delay(500, outbound, 0), 500*time.Millisecond; d != want {
+		t.Errorf("the next 500-byte response waits %v; want %v", d, want)
+	}
+	// Within the compute injection (from an hour on): 5 ms a request,
+	// nothing more for a response; the link has refilled by then.
+	if d, want := s.delay(0, inbound, 2*time.Hour), 5*time.Millisecond; d != want {
+		t.Errorf("a request under the compute injection waits %v; want %v", d, want)
+	}
+	if d := s.delay(0, outbound, 2*time.Hour); d != 0 {
+		t.Errorf("a response under the compute injection waits %v; want none", d)
+	}
+}

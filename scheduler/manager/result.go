@@ -25,7 +25,7 @@ type ActionResult struct {
 	// action (from its creation to its application), less that worker's
 	// median iteration time for each iteration the gap spans
 	// (timeline.Stall); a gap that overlaps several actions counts for the
-	// first of them. Measured alike for every kind of change — a hot
+	// first whose span holds its end, else the first (timeline.Stalls). Measured alike for every kind of change — a hot
 	// table change and checkpoint-and-restart included, where
 	// paused_seconds measures each its own way. Absent when the action was
 	// not applied or no worker's timeline covers it.

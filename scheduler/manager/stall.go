@@ -52,7 +52,7 @@ func (j *jobState) workerMarks() map[string][]timeline.Mark {
 // actions, which are in the order they were made), from its creation to
 // its application; nil for an action not applied, or one no worker's
 // timeline covers. A gap that overlaps several applied actions is charged
-// to the first (timeline.Stalls).
+// to one of them (timeline.Stalls).
 func actionStalls(actions []*kelpiepb.Action, marks map[string][]timeline.Mark) []*float64 {
 	out := make([]*float64, len(actions))
 	var windows []timeline.Window

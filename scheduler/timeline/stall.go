@@ -91,10 +91,11 @@ func Stall(marks []Mark, from, to time.Time) (stall time.Duration, ok bool) {
 }
 
 // Stalls is Stall for several changes (windows in the order the changes
-// were made): a gap that overlaps more than one window belongs to the
-// first of them only — the change under way when the worker stopped — so
-// that a change made while another one's restart was still going on is
-// not charged with that restart.
+// were made), each gap charged to one of them: the first whose window
+// holds the gap's end (the change the worker waited for: back-to-back
+// restarts each get their own gap, a change made while another's restart
+// went on is not charged with it), else the first it overlaps (a hot
+// change's long iteration ends just after the change settled).
 func Stalls(marks []Mark, windows []Window) (stall []time.Duration, ok []bool) {
 	stall, ok = make([]time.Duration, len(windows)), make([]bool, len(windows))
 	median, known := medianStep(marks)
@@ -103,7 +104,10 @@ func Stalls(marks []Mark, windows []Window) (stall []time.Duration, ok []bool) {
 	}
 	for i := 1; i < len(marks); i++ {
 		a, b := marks[i-1], marks[i]
-		w := slices.IndexFunc(windows, func(w Window) bool { return !b.At.Before(w.From) && !a.At.After(w.To) })
+		w := slices.IndexFunc(windows, func(w Window) bool { return !b.At.Before(w.From) && !b.At.After(w.To) })
+		if w < 0 {
+			w = slices.IndexFunc(windows, func(w Window) bool { return !b.At.Before(w.From) && !a.At.After(w.To) })
+		}
 		if w < 0 {
 			continue
 		}

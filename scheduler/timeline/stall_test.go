@@ -132,13 +132,14 @@ func TestStall(t *testing.T) {
 }
 
 // TestJobStalls: the job paused until its most paused worker went on; a
-// gap that overlaps two changes belongs to the first (a change made while
-// another's restart went on is not charged with it).
+// gap that overlaps two changes belongs to the one whose window holds its
+// end, else the first (a change made while another's restart went on is
+// not charged with it; back-to-back restarts each get their own).
 func TestJobStalls(t *testing.T) {
 	step := ms(10)
 	a := steady(0, s0, step, 50)
 	b := append(steady(0, s0, step, 50), Mark{51, s0.Add(ms(500) + ms(200))})
-	first := Window{s0.Add(ms(505)), s0.Add(ms(600))}
+	first := Window{s0.Add(ms(505)), s0.Add(ms(720))}
 	second := Window{s0.Add(ms(550)), s0.Add(ms(800))}
 	after := Window{s0.Add(time.Second), s0.Add(2 * time.Second)}
 	got, ok := JobStalls(map[string][]Mark{"worker-0": a, "worker-1": b}, []Window{first, second, after})
@@ -150,6 +151,16 @@ func TestJobStalls(t *testing.T) {
 	}
 	if ok[2] {
 		t.Errorf("a change after every timeline: JobStalls = %v, %v; want not covered", got[2], ok[2])
+	}
+	// Back to back: the second change's own gap starts before the first
+	// was applied (its last mark) and ends in the second's window only.
+	c := append(steady(0, s0, step, 50), Mark{51, s0.Add(ms(1500))}, Mark{52, s0.Add(ms(1510))}, Mark{53, s0.Add(ms(1520))},
+		Mark{54, s0.Add(ms(3020))}, Mark{55, s0.Add(ms(3030))})
+	remove := Window{s0.Add(ms(505)), s0.Add(ms(1505))}
+	reassign := Window{s0.Add(ms(700)), s0.Add(ms(3025))}
+	got, ok = JobStalls(map[string][]Mark{"worker-0": c}, []Window{remove, reassign})
+	if !ok[0] || !ok[1] || (got[0]-ms(990)).Abs() > time.Microsecond || (got[1]-ms(1490)).Abs() > time.Microsecond {
+		t.Errorf("back-to-back restarts: JobStalls = %v, %v; want [990ms 1.49s], both covered", got, ok)
 	}
 	// Alone, the second change is charged with the gap it overlaps.
 	if got, ok := JobStalls(map[string][]Mark{"worker-1": b}, []Window{second}); !ok[0] || (got[0]-ms(190)).Abs() > time.Microsecond {

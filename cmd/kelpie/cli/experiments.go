@@ -43,6 +43,6 @@ func experimentsCmd() *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&out, "out", "", "also write the table to this file")
-	c.Flags().StringVar(&only, "only", "", "run the experiments whose name or group (antdt, psld, rat, sync, elastic, eps) contains this")
+	c.Flags().StringVar(&only, "only", "", "run one group of experiments (antdt, psld, rat, sync, elastic, eps), or those whose name contains this")
 	return c
 }

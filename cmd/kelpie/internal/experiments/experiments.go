@@ -49,8 +49,7 @@ type Experiment struct {
 // Missing are the experiments not runnable yet, and why.
 var Missing = [][3]string{}
 
-// Run runs the experiments whose name or group contains only (all when
-// empty) and writes the Markdown table to w. Specs with cluster.hosts
+// Run runs the experiments --only selects (Selected) and writes the Markdown table to w. Specs with cluster.hosts
 // netns run each on a network of their own (runNetns); the others share an
 // embedded scheduler on 127.0.0.1. A spec's run is shared by the rows that
 // use it.
@@ -96,7 +95,7 @@ func Run(ctx context.Context, exe string, only string, w io.Writer, log *slog.Lo
 	fmt.Fprintln(w, "|---|---|---|---|---|")
 	failed := 0
 	for _, e := range All() {
-		if only != "" && !strings.Contains(e.Name, only) && !strings.Contains(e.Group, only) {
+		if !Selected(e, only) {
 			continue
 		}
 		rs := map[string]*manager.Result{}
@@ -134,6 +133,21 @@ func Run(ctx context.Context, exe string, only string, w io.Writer, log *slog.Lo
 		return fmt.Errorf("%d experiments missed their target", failed)
 	}
 	return nil
+}
+
+// Selected says whether --only picks e: everything for "", the rows of a
+// group when only names one (antdt, psld, rat, sync, elastic, eps), else
+// the rows whose name contains only.
+func Selected(e Experiment, only string) bool {
+	if only == "" {
+		return true
+	}
+	for _, x := range All() {
+		if x.Group == only {
+			return e.Group == only
+		}
+	}
+	return strings.Contains(e.Name, only)
 }
 
 // Spec reads and checks an experiment's spec file (examples/experiments).

@@ -81,17 +81,6 @@ func checkJudge(t *testing.T, e Experiment, cases []judgeCase) {
 	}
 }
 
-func row(t *testing.T, name string) Experiment {
-	t.Helper()
-	for _, e := range All() {
-		if e.Name == name {
-			return e
-		}
-	}
-	t.Fatalf("no row %q", name)
-	return Experiment{}
-}
-
 func jcts(bsp, nd string, b, n float64) map[string]*manager.Result {
 	return map[string]*manager.Result{bsp: {JCTSeconds: b}, nd: {JCTSeconds: n}}
 }
@@ -167,10 +156,12 @@ func TestPSLDTargets(t *testing.T) {
 		{"2×", tp(PSLDBandwidth.Specs, 1000, 2000), true},
 		{"1.7×", tp(PSLDBandwidth.Specs, 1000, 1700), false},
 	})
+	// none, static, PSLD
 	checkJudge(t, PSLDCompute, []judgeCase{
-		{"1.5×", tp(PSLDCompute.Specs, 1000, 1500), true},
-		{"1.4×", tp(PSLDCompute.Specs, 1000, 1400), false},
-		{"static trained nothing", tp(PSLDCompute.Specs, 0, 1400), false},
+		{"the slowness bites, PSLD wins 1.3×", tp(PSLDCompute.Specs, 2000, 1000, 1300), true},
+		{"PSLD wins 1.2×", tp(PSLDCompute.Specs, 2000, 1000, 1200), false},
+		{"the slowness does not bite", tp(PSLDCompute.Specs, 1200, 1000, 1400), false},
+		{"static trained nothing", tp(PSLDCompute.Specs, 2000, 0, 1400), false},
 	})
 	// static, strawman, PSLD
 	checkJudge(t, PSLDSeveral, []judgeCase{
@@ -228,9 +219,12 @@ func TestRATShapedJudge(t *testing.T) {
 	checkJudge(t, RATShaped, []judgeCase{
 		{"RAT fastest, PS slowest", shaped(map[string][2]float64{"ps": {80, 0}, "ring": {30, 0}, "rat": {25, 0}}, b), true},
 		{"RAT not half of PS", shaped(map[string][2]float64{"ps": {40, 0}, "ring": {30, 0}, "rat": {25, 0}}, b), false},
-		{"ring faster than RAT", shaped(map[string][2]float64{"ps": {80, 0}, "ring": {20, 0}, "rat": {25, 0}}, b), false},
+		{"ring as fast as RAT", shaped(map[string][2]float64{"ps": {80, 0}, "ring": {24, 0}, "rat": {25, 0}}, b), true},
+		{"ring faster than RAT", shaped(map[string][2]float64{"ps": {80, 0}, "ring": {23, 0}, "rat": {25, 0}}, b), false},
+		{"RAT crosses a quarter of PS and 2 %", shaped(map[string][2]float64{"ps": {80, 0}, "ring": {30, 0}, "rat": {25, 0}},
+			map[string]int64{"ps": 800, "ring": 350, "rat": 204}), true},
 		{"RAT crosses too much", shaped(map[string][2]float64{"ps": {80, 0}, "ring": {30, 0}, "rat": {25, 0}},
-			map[string]int64{"ps": 800, "ring": 350, "rat": 300}), false},
+			map[string]int64{"ps": 800, "ring": 350, "rat": 205}), false},
 	})
 }
 
@@ -324,5 +318,14 @@ func TestGroupsSelectRows(t *testing.T) {
 		if n == 0 {
 			t.Errorf("group %s has no rows", g)
 		}
+		for _, e := range All() {
+			if Selected(e, g) != (e.Group == g) {
+				t.Errorf("--only %s: row %q (group %s) selected %v", g, e.Name, e.Group, Selected(e, g))
+			}
+		}
+	}
+	// Not a group: a part of a name ("sleeps" holds "eps").
+	if e := antdtWorker("0.1", 0); !Selected(e, "sleeps 40 ms") || Selected(e, "eps") {
+		t.Errorf("--only by name: %q selected by %q: %v, by %q: %v", e.Name, "sleeps 40 ms", Selected(e, "sleeps 40 ms"), "eps", Selected(e, "eps"))
 	}
 }

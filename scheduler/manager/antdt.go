@@ -25,7 +25,7 @@ func (j *jobState) policyJob() policy.Job {
 	pj := policy.Job{Name: j.spec.Name, GlobalBatch: j.spec.Train.GlobalBatch, BatchSizes: map[string]int{},
 		Accumulation: map[string]int{}, LRScale: map[string]float64{}, Drop: j.drop, Busy: j.clusterBusy() != ""}
 	pj.Workers = j.liveWorkers()
-	pj.Outcomes, pj.Restarts = j.outcomes(), map[string]int{}
+	pj.Outcomes, pj.Restarts, pj.Awaiting = j.outcomes(), map[string]int{}, j.awaiting()
 	for name, n := range j.nodes {
 		pj.Restarts[name] = int(n.status.Restarts)
 	}
@@ -40,6 +40,24 @@ func (j *jobState) policyJob() policy.Job {
 		}
 	}
 	return pj
+}
+
+// awaiting lists the job's applied actions whose effect is still to be
+// measured (history.go judges them; one it gave up on is not awaited).
+// Called under the manager's mutex.
+func (j *jobState) awaiting() []policy.Awaiting {
+	var out []policy.Awaiting
+	for _, a := range j.actions {
+		if a.State != ActApplied || a.Realized != nil || j.hist.unjudged[a.Id] {
+			continue
+		}
+		w := policy.Awaiting{Policy: a.Policy, Kind: policy.Kind(a.Kind), At: a.GetUpdated().AsTime()}
+		if a.Target != "" {
+			w.Targets = []string{a.Target}
+		}
+		out = append(out, w)
+	}
+	return out
 }
 
 // proposeAntDT runs the AntDT policies that are on.

@@ -78,7 +78,8 @@ func straggling(s monitor.Snapshot, w monitor.WorkerStat, c monitor.Class, lambd
 // persistent straggler with the ADJUST_BS instead (its own addition, since
 // waiting costs the whole job), and does the same for a worker whose last
 // KILL_RESTART missed (the slowness followed it to the new host:
-// restarting it again cannot help). For servers: a persistent straggler (mean
+// restarting it again cannot help). A worker whose restart's outcome is
+// not measured yet gets nothing until it is. For servers: a persistent straggler (mean
 // push/pull time over L^per ≥ λ × the servers' mean) gets a KILL_RESTART;
 // the paper does not make that one depend on the cluster being busy.
 type AntDTND struct {
@@ -107,6 +108,12 @@ func (p AntDTND) Propose(s monitor.Snapshot, j Job) []Action {
 	for _, w := range workers {
 		c := classify(w, lambda)
 		o, restartMissed := followed[w.Node]
+		if restartAwaited(j, w.Node) {
+			// Restarted, the outcome not measured yet: wait for it (no
+			// other restart, and no batch split around a straggler the
+			// restart may have cured).
+			continue
+		}
 		if so, ok := stuck[w.Node]; ok {
 			// A batch cut missed without moving its BPT: no other batch
 			// cut for it until something changes; escalate while it

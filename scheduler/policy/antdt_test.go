@@ -416,7 +416,9 @@ func TestAntDTNDEscalation(t *testing.T) {
 // slowness followed it to the new host (a slow device). AntDT-ND then
 // restarts it no more and rebalances around it with ADJUST_BS (the busy
 // cluster's split); a hit, a later hit, or another policy's restart leaves
-// the restart on the table.
+// the restart on the table. While its own restart's outcome is awaited it
+// proposes nothing for the worker (the gate's cooldown ends before the
+// outcome is in: it restarted a slow device twice).
 func TestAntDTNDRestartFollowed(t *testing.T) {
 	at := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 	restarted := func(after float64, mod func(*Outcome)) Job {
@@ -441,6 +443,26 @@ func TestAntDTNDRestartFollowed(t *testing.T) {
 		{"a miss that moved its BPT a little", restarted(0.17, nil), []string{"ADJUST_BS"}},
 		{"the restart was a hit", restarted(0.2, func(o *Outcome) { o.Miss = false }), []string{"KILL_RESTART worker-3"}},
 		{"another policy's restart", restarted(0.2, func(o *Outcome) { o.Policy = "operator" }), []string{"KILL_RESTART worker-3"}},
+		{"restarted, its outcome awaited: wait for it", func() Job {
+			j := ndJob(false, nil)
+			j.Awaiting = []Awaiting{{Policy: NameAntDTND, Kind: KindKillRestart, Targets: []string{"worker-3"}, At: at}}
+			return j
+		}(), []string{}},
+		{"a missed restart, then another awaited: wait", func() Job {
+			j := restarted(0.2, nil)
+			j.Awaiting = []Awaiting{{Policy: NameAntDTND, Kind: KindKillRestart, Targets: []string{"worker-3"}, At: at.Add(time.Minute)}}
+			return j
+		}(), []string{}},
+		{"an operator's restart awaited", func() Job {
+			j := ndJob(false, nil)
+			j.Awaiting = []Awaiting{{Policy: "operator", Kind: KindKillRestart, Targets: []string{"worker-3"}, At: at}}
+			return j
+		}(), []string{"KILL_RESTART worker-3"}},
+		{"another worker's restart awaited", func() Job {
+			j := ndJob(false, nil)
+			j.Awaiting = []Awaiting{{Policy: NameAntDTND, Kind: KindKillRestart, Targets: []string{"worker-1"}, At: at}}
+			return j
+		}(), []string{"KILL_RESTART worker-3"}},
 		{"a later restart that was a hit", func() Job {
 			j := restarted(0.2, nil)
 			j.Outcomes = append(j.Outcomes, Outcome{Policy: NameAntDTND, Kind: KindKillRestart, Targets: []string{"worker-3"},

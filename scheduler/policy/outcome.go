@@ -144,6 +144,18 @@ func followedStragglers(j Job) map[string]Outcome {
 	return out
 }
 
+// restartAwaited says whether an AntDT-ND KILL_RESTART of node was applied
+// and its outcome is not measured yet: restarting it again before knowing
+// whether the last restart helped (a contended host left behind) or missed
+// (the slowness followed it) would restart a slow device over and over —
+// the gate's cooldown (L_per from the restart) runs out before the
+// outcome's window (L_per after the node is back) does.
+func restartAwaited(j Job, node string) bool {
+	return slices.ContainsFunc(j.Awaiting, func(a Awaiting) bool {
+		return a.Policy == NameAntDTND && a.Kind == KindKillRestart && slices.Contains(a.Targets, node)
+	})
+}
+
 // escalate is AntDT-ND's answer to a stuck straggler that is still
 // straggling: KILL_RESTART now when the cluster is not busy (a slowness
 // that does not scale with the batch belongs to the host), else revert the

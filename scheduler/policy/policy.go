@@ -130,6 +130,18 @@ type Job struct {
 	// now. AntDT-ND learns from its misses through them (outcome.go).
 	Outcomes []Outcome
 	Restarts map[string]int
+	// Awaiting are the job's applied actions whose effect is not measured
+	// yet (and may still be): a policy that learns from its outcomes does
+	// not repeat a change before it knows what the last one did.
+	Awaiting []Awaiting
+}
+
+// Awaiting is an applied action whose outcome is still to come.
+type Awaiting struct {
+	Policy  string
+	Kind    Kind
+	Targets []string // its target node, if it has one
+	At      time.Time
 }
 
 // BlockInfo is one parameter block of the job.

@@ -87,6 +87,7 @@ func Run(ctx context.Context, exe string, only string, w io.Writer, log *slog.Lo
 		log.Info("ran", "spec", file, "seconds", time.Since(start).Round(time.Millisecond), "jct", r.JCTSeconds,
 			"train", r.TrainSeconds, "iterations", r.Iterations, "throughput", r.Throughput, "dprs", r.DPRs,
 			"bytes_cross_region", r.BytesCrossRegion, "actions", len(r.Actions), "accuracy", r.Accuracy)
+		logActions(log, file, r)
 		results[file] = r
 		return r, nil
 	}
@@ -133,6 +134,23 @@ func Run(ctx context.Context, exe string, only string, w io.Writer, log *slog.Lo
 		return fmt.Errorf("%d experiments missed their target", failed)
 	}
 	return nil
+}
+
+// logActions logs each action of a run (when, what, its stall and the
+// verdict on its outcome), so that a row's figures can be traced to what
+// the policies and the script did.
+func logActions(log *slog.Logger, file string, r *manager.Result) {
+	for _, a := range r.Actions {
+		args := []any{"spec", file, "id", a.ID, "time_s", a.TimeS, "kind", a.Kind, "node", a.Node, "policy", a.Policy,
+			"state", a.State, "paused_s", a.PausedSeconds}
+		if a.StallSeconds != nil {
+			args = append(args, "stall_s", *a.StallSeconds)
+		}
+		if a.Realized != nil {
+			args = append(args, "verdict", a.Realized.Verdict)
+		}
+		log.Info("action", args...)
+	}
 }
 
 // Selected says whether --only picks e: everything for "", the rows of a

@@ -297,6 +297,7 @@ func runArrivals(ctx context.Context, exe string, log *slog.Logger) (map[string]
 				}
 				log.Info("ran", "mode", mode.key, "spec", epsArrivals[i].file, "jct", r.JCTSeconds, "actions", len(r.Actions),
 					"accuracy", r.Accuracy)
+				logActions(log, mode.key+"/"+epsArrivals[i].file, r)
 				out[mode.key+"/"+epsArrivals[i].file] = r
 			}
 			return nil

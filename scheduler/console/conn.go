@@ -243,7 +243,16 @@ type subscription struct {
 	// the client holds go as JobPatches (patch.go).
 	window  *kelpiepb.ViewWindow
 	patches bool
+	// trimmed is, per job, the backend's view last trimmed to window and
+	// the result: a published view never changes, so while the backend
+	// serves the same one (a big job's view lives up to a second, the
+	// subscription ticks up to 4 times a second) it is not trimmed and
+	// compared again.
+	trimmed map[string]trimmedView
 }
+
+// trimmedView is a backend view and what trimView made of it.
+type trimmedView struct{ from, to *kelpiepb.JobView }
 
 // views is the backend's current views of the subscription, as the client
 // sees them.
@@ -253,9 +262,15 @@ func (s *subscription) views(b Backend) []*kelpiepb.JobView {
 		return vs
 	}
 	out := make([]*kelpiepb.JobView, len(vs))
+	next := make(map[string]trimmedView, len(vs))
 	for i, v := range vs {
-		out[i] = trimView(v, s.window)
+		t, ok := s.trimmed[v.GetName()]
+		if !ok || t.from != v {
+			t = trimmedView{from: v, to: trimView(v, s.window)}
+		}
+		out[i], next[v.GetName()] = t.to, t
 	}
+	s.trimmed = next
 	return out
 }
 

@@ -102,3 +102,28 @@ func TestCheckWindow(t *testing.T) {
 		t.Errorf("a sensible window refused: %v", err)
 	}
 }
+
+// TestSubscriptionTrimsEachViewOnce: while the backend serves the same
+// (immutable) view, a windowed subscription hands out the same trimmed
+// view, which the diff then passes at no cost; a new view is trimmed
+// afresh, and the trimmed view follows it.
+func TestSubscriptionTrimsEachViewOnce(t *testing.T) {
+	v := windowJob()
+	b := newFakeBackend(v)
+	sub := &subscription{names: []string{"j"}, window: &kelpiepb.ViewWindow{Offset: 0, Limit: 2, HeatmapRows: 2}}
+	first := sub.views(b)
+	again := sub.views(b)
+	if len(first) != 1 || first[0] == v || again[0] != first[0] {
+		t.Fatalf("same backend view: trimmed %p then %p (backend %p); want one trimmed view, not the backend's", first[0], again[0], v)
+	}
+	w := windowJob()
+	w.Iteration = 8
+	b.setJob(w)
+	next := sub.views(b)
+	if next[0] == first[0] || next[0].GetIteration() != 8 {
+		t.Fatalf("new backend view: got %p at iteration %d; want a new trimmed view at iteration 8", next[0], next[0].GetIteration())
+	}
+	if got := names(next[0].GetNodes()); got != names(first[0].GetNodes()) {
+		t.Errorf("window rows %s; want %s", got, names(first[0].GetNodes()))
+	}
+}

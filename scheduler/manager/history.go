@@ -78,7 +78,11 @@ func (j *jobState) record(now time.Time, final bool) {
 	if !open || upto <= from || upto < 0 {
 		return
 	}
-	v := j.view(true, min(last-from, m.cfg.Columns))
+	closed := j.bucket0.Add(time.Duration(upto+1) * m.cfg.Bucket) // the end of the last bucket recorded
+	if closed.After(now) {
+		closed = now
+	}
+	v := j.frameView(now, closed, min(last-from, m.cfg.Columns))
 	var samples int64
 	for _, n := range j.coord.Nodes() {
 		if n.Role == kelpiepb.Role_ROLE_WORKER {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"sort"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -118,6 +117,49 @@ func (j *jobState) publishedView(key viewKey, now time.Time) *kelpiepb.JobView {
 	}
 	v := j.view(key.detail, key.columns)
 	j.views.Store(j.views.Load().with(key, v, now, j.viewTTL))
+	return v
+}
+
+// frameView is a detail view for record's frames, built no earlier than
+// notBefore (the end of the last bucket they close) and covering need
+// heatmap columns. A console watching the job keeps a detail view of its
+// own width published: one built since notBefore is taken as it is, else
+// the new view is built at the console's width and published, so the
+// console takes it instead of building its own — one 5,000-node view a
+// second instead of two. Without a console the view is record's own.
+func (j *jobState) frameView(now, notBefore time.Time, need int) *kelpiepb.JobView {
+	own := viewKey{detail: true, columns: need}
+	pick := func(c *viewCache) (viewKey, *kelpiepb.JobView) {
+		key := own
+		if c == nil {
+			return key, nil
+		}
+		for k, cv := range *c {
+			if !k.detail || j.heatmapWidth(k.columns) < need {
+				continue
+			}
+			if !cv.at.Before(notBefore) {
+				return k, cv.v
+			}
+			if key == own || k.columns > key.columns {
+				key = k
+			}
+		}
+		return key, nil
+	}
+	if _, v := pick(j.views.Load()); v != nil {
+		return v
+	}
+	j.viewMu.Lock()
+	defer j.viewMu.Unlock()
+	key, v := pick(j.views.Load())
+	if v != nil {
+		return v
+	}
+	v = j.view(true, key.columns)
+	if key != own {
+		j.views.Store(j.views.Load().with(key, v, now, j.viewTTL))
+	}
 	return v
 }
 
@@ -240,6 +282,24 @@ type nodeRow struct {
 	removed          bool
 	accum            int
 	cells            *buckets
+	seriesName       string // its chart series: "bpt/worker-2", "speed/server-0"
+}
+
+// seriesName is the name of the chart series of node name in role, made
+// once per node. The caller holds viewMu.
+func (j *jobState) seriesName(name, role string) string {
+	if s, ok := j.seriesNames[name]; ok {
+		return s
+	}
+	if j.seriesNames == nil {
+		j.seriesNames = map[string]string{}
+	}
+	s := "bpt/" + name
+	if role == "server" {
+		s = "speed/" + name
+	}
+	j.seriesNames[name] = s
+	return s
 }
 
 // view builds a job's console view. Everything it reads of the job's
@@ -253,7 +313,7 @@ func (j *jobState) view(detail bool, columns int) *kelpiepb.JobView {
 	j.nodeCount.Store(int32(len(j.nodes)))
 	v := &kelpiepb.JobView{Name: s.Name, State: j.state, Error: j.err, Submitted: ts(j.submitted), Ended: ts(j.ended),
 		Model: fmt.Sprintf("%s on %s", s.Model.Kind, s.Data.Kind), Sync: syncName(s),
-		Servers: int32(j.servers()), Workers: int32(len(j.liveWorkers())), GlobalBatch: int32(s.Train.GlobalBatch)}
+		Servers: int32(j.servers()), Workers: int32(j.liveWorkerCount()), GlobalBatch: int32(s.Train.GlobalBatch)}
 	var lossSum float64
 	var lossN int
 	for _, n := range j.nodes {
@@ -309,7 +369,7 @@ func (j *jobState) view(detail bool, columns int) *kelpiepb.JobView {
 			rows = append(rows, nodeRow{name: n.name, role: n.role, host: n.host, state: n.status.State,
 				pid: n.status.Pid, restarts: n.status.Restarts, batch: p.batch, iteration: p.iteration,
 				spark: p.spark, lastSeen: n.seenWith(p), removed: n.removed,
-				accum: max(j.accum[n.name], 1), cells: n.cells})
+				accum: max(j.accum[n.name], 1), cells: n.cells, seriesName: j.seriesName(n.name, n.role)})
 		}
 	}
 	m.mu.RUnlock()
@@ -367,12 +427,7 @@ func (j *jobState) view(detail bool, columns int) *kelpiepb.JobView {
 
 // sortRows orders rows as sortedNodes orders nodes.
 func sortRows(rows []nodeRow) {
-	sort.Slice(rows, func(a, b int) bool {
-		if rows[a].role != rows[b].role {
-			return rows[a].role == "server"
-		}
-		return nodeLess(rows[a].name, rows[b].name)
-	})
+	sortByNode(rows, func(r nodeRow) (string, string) { return r.role, r.name })
 }
 
 func finite(x float64) float64 {
@@ -382,27 +437,34 @@ func finite(x float64) float64 {
 	return x
 }
 
+// heatmapWidth is the number of columns a view asked for columns gets:
+// them, or 60 (at most what is kept) when they are not between 1 and the
+// columns kept.
+func (j *jobState) heatmapWidth(columns int) int {
+	if cols := j.m.cfg.Columns; columns <= 0 || columns > cols {
+		return min(60, cols)
+	}
+	return columns
+}
+
 // heatmap builds the nodes × time heatmap (each cell the node's mean BPT or
 // comm time in that bucket relative to the mean over its role) and the
 // chart series (BPT per worker, speed per server), for the last columns
 // buckets up to now. It reads the nodes' buckets without any lock.
 func (j *jobState) heatmap(rows []nodeRow, columns int, now time.Time) (*kelpiepb.Heatmap, []*kelpiepb.Series) {
-	cols := j.m.cfg.Columns
-	if columns <= 0 || columns > cols {
-		columns = min(60, cols)
-	}
+	columns = j.heatmapWidth(columns)
 	last := max(j.column(now), 0)
 	first := max(last-columns+1, 0)
 	width := last - first + 1
 	bucket := j.m.cfg.Bucket
 	h := &kelpiepb.Heatmap{BucketSeconds: bucket.Seconds(), Start: ts(j.bucket0.Add(time.Duration(first) * bucket))}
-	// Read every cell once (into one flat grid): the means and the rows
-	// then agree.
-	type cellv struct {
-		sum, bytes float64
-		count      int
-	}
-	grid := make([]cellv, len(rows)*width)
+	// Every cell is read once, its mean kept in values (the rows' series,
+	// one allocation for all of them): the means over the roles and the
+	// rows then agree. A server's series is its speed, kept aside until
+	// its heat is set. A cell without samples stays 0, as does one whose
+	// mean is 0 (its heat would be 0 too).
+	values := make([]float64, len(rows)*width)
+	var speeds []float64      // servers' speeds, in the order of rows
 	var means, k [2][]float64 // by role: workers, servers
 	for r := range means {
 		means[r], k[r] = make([]float64, width), make([]float64, width)
@@ -415,14 +477,23 @@ func (j *jobState) heatmap(rows []nodeRow, columns int, now time.Time) (*kelpiep
 	}
 	for i, n := range rows {
 		r := roleOf(n.role)
-		g := grid[i*width : (i+1)*width]
+		v := values[i*width : (i+1)*width]
+		var sp []float64
+		if r == 1 {
+			speeds = append(speeds, make([]float64, width)...)
+			sp = speeds[len(speeds)-width:]
+		}
 		for c := first; c <= last; c++ {
 			sum, count, bytes, ok := n.cells.get(c)
 			if !ok {
 				continue
 			}
-			g[c-first] = cellv{sum, bytes, count}
-			means[r][c-first] += sum / float64(count)
+			mean := sum / float64(count)
+			v[c-first] = mean
+			if sp != nil && sum > 0 {
+				sp[c-first] = bytes / sum
+			}
+			means[r][c-first] += mean
 			k[r][c-first]++
 		}
 	}
@@ -433,33 +504,29 @@ func (j *jobState) heatmap(rows []nodeRow, columns int, now time.Time) (*kelpiep
 			}
 		}
 	}
-	series := make([]*kelpiepb.Series, 0, len(rows))
-	h.Rows = make([]*kelpiepb.HeatmapRow, 0, len(rows))
+	// One allocation each for the rows, the series and their cells and
+	// values (a 5,000-node view has 10,000 of each otherwise).
+	series := make([]*kelpiepb.Series, len(rows))
+	h.Rows = make([]*kelpiepb.HeatmapRow, len(rows))
+	rowv, serv := make([]kelpiepb.HeatmapRow, len(rows)), make([]kelpiepb.Series, len(rows))
+	cells := make([]float32, len(rows)*width)
+	server := 0
 	for i, n := range rows {
 		mu := means[roleOf(n.role)]
-		row := &kelpiepb.HeatmapRow{Node: n.name, Cells: make([]float32, width)}
-		ser := &kelpiepb.Series{Name: "bpt/" + n.name, Unit: "s", IntervalSeconds: bucket.Seconds(), Values: make([]float64, width)}
-		if n.role == "server" {
-			ser.Name, ser.Unit = "speed/"+n.name, "B/s"
-		}
-		for c, cv := range grid[i*width : (i+1)*width] {
-			if cv.count == 0 {
-				continue
-			}
-			mean := cv.sum / float64(cv.count)
-			if mu[c] > 0 {
+		row, ser := &rowv[i], &serv[i]
+		row.Node, row.Cells = n.name, cells[i*width:(i+1)*width:(i+1)*width]
+		ser.Name, ser.Unit, ser.IntervalSeconds, ser.Values = n.seriesName, "s", bucket.Seconds(), values[i*width:(i+1)*width:(i+1)*width]
+		for c, mean := range ser.Values {
+			if mean != 0 && mu[c] > 0 {
 				row.Cells[c] = float32(mean / mu[c])
 			}
-			if n.role == "server" {
-				if cv.sum > 0 {
-					ser.Values[c] = cv.bytes / cv.sum
-				}
-			} else {
-				ser.Values[c] = mean
-			}
 		}
-		h.Rows = append(h.Rows, row)
-		series = append(series, ser)
+		if n.role == "server" {
+			ser.Unit = "B/s"
+			copy(ser.Values, speeds[server*width:(server+1)*width])
+			server++
+		}
+		h.Rows[i], series[i] = row, ser
 	}
 	return h, series
 }

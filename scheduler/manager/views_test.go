@@ -45,6 +45,51 @@ func TestHeatmapAcrossTheRing(t *testing.T) {
 	}
 }
 
+// TestHeatmapCells: each cell is the node's mean in that bucket over the
+// mean of its role's nodes there (workers and servers apart), a bucket
+// without samples is 0, a worker's series is its mean BPT and a server's
+// its speed (bytes over comm seconds).
+func TestHeatmapCells(t *testing.T) {
+	const cols = 3
+	t0 := time.Unix(1000, 0)
+	m := &Manager{cfg: Config{Columns: cols, Bucket: time.Second}}
+	j := &jobState{m: m, bucket0: t0}
+	type add struct {
+		col   int
+		sum   float64
+		n     int
+		bytes float64
+	}
+	nodes := []struct {
+		name, role string
+		adds       []add
+		cells      []float32
+		values     []float64
+	}{
+		{"server-0", "server", []add{{0, 1, 2, 100}, {2, 2, 1, 50}}, []float32{1, 0, 1}, []float64{100, 0, 25}},
+		{"worker-0", "worker", []add{{0, 2, 2, 0}, {2, 3, 1, 0}}, []float32{0.5, 0, 1}, []float64{1, 0, 3}},
+		{"worker-1", "worker", []add{{0, 3, 1, 0}, {1, 4, 2, 0}}, []float32{1.5, 1, 0}, []float64{3, 2, 0}},
+	}
+	var rows []nodeRow
+	for _, n := range nodes {
+		b := newBuckets(cols)
+		for _, a := range n.adds {
+			b.add(a.col, a.sum, a.n, a.bytes)
+		}
+		rows = append(rows, nodeRow{name: n.name, role: n.role, cells: b, seriesName: j.seriesName(n.name, n.role)})
+	}
+	h, series := j.heatmap(rows, cols, t0.Add(2*time.Second+time.Millisecond))
+	for i, n := range nodes {
+		if r := h.Rows[i]; r.Node != n.name || !slices.Equal(r.Cells, n.cells) {
+			t.Errorf("row %d: %s %v; want %s %v", i, r.Node, r.Cells, n.name, n.cells)
+		}
+		want := map[string]string{"server": "speed/", "worker": "bpt/"}[n.role] + n.name
+		if s := series[i]; s.Name != want || !slices.Equal(s.Values, n.values) {
+			t.Errorf("series %d: %s %v; want %s %v", i, s.Name, s.Values, want, n.values)
+		}
+	}
+}
+
 func TestBucketsReuseACell(t *testing.T) {
 	b := newBuckets(2)
 	b.add(0, 1.5, 3, 10)

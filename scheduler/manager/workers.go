@@ -53,8 +53,19 @@ func (j *jobState) liveWorkers() []string {
 			out = append(out, n.name)
 		}
 	}
-	sort.Slice(out, func(a, b int) bool { return nodeLess(out[a], out[b]) })
+	sortByNode(out, func(name string) (string, string) { return "worker", name })
 	return out
+}
+
+// liveWorkerCount is len(liveWorkers()) without listing them.
+func (j *jobState) liveWorkerCount() int {
+	k := 0
+	for _, n := range j.nodes {
+		if n.role == "worker" && !n.removed {
+			k++
+		}
+	}
+	return k
 }
 
 // workerChanging says whether a worker change or a batch split is under

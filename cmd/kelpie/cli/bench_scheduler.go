@@ -54,6 +54,8 @@ subscribed to the job, and reports the scheduler's CPU, its ingest time per mess
 	f.Float64Var(&o.Rate, "rate", 1, "reports per agent per second")
 	f.BoolVar(&o.NoWatch, "no-watch", false, "no console client subscribed to the job")
 	f.StringVar(&o.SchedulerProfile, "scheduler-cpuprofile", "", "the scheduler writes a CPU profile of the run to `file`")
+	f.StringVar(&o.SchedulerLog, "scheduler-log", "", "write the scheduler's log to `file` (else it is discarded)")
+	f.StringVar(&o.SchedulerMemProfile, "scheduler-memprofile", "", "the scheduler writes an allocation profile of the run to `file`")
 	f.StringVar(&o.SchedulerMutexProfile, "scheduler-mutexprofile", "", "the scheduler writes a lock-contention profile of the run to `file`")
 	f.BoolVar(&o.WholeViews, "whole-views", false, "the console client takes whole views (every node row, heatmap row and series), not the window a console shows")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")

@@ -22,7 +22,7 @@ import (
 func schedulerCmd() *cobra.Command {
 	var cfg daemon.Config
 	var stopJobs bool
-	var cpuProfile, mutexProfile string
+	var cpuProfile, mutexProfile, memProfile string
 	var k *kubeFlags
 	c := &cobra.Command{
 		Use:   "scheduler",
@@ -69,6 +69,14 @@ Token file lines: TOKEN ROLE NAME, role viewer or operator.`,
 				defer f.Close()
 				runtime.SetMutexProfileFraction(5) // one contention event in five
 				defer func() { _ = pprof.Lookup("mutex").WriteTo(f, 0) }()
+			}
+			if memProfile != "" {
+				f, err := os.Create(memProfile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				defer func() { _ = pprof.Lookup("allocs").WriteTo(f, 0) }()
 			}
 			cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 			cfg.CheckData = role.CheckData
@@ -139,6 +147,7 @@ Token file lines: TOKEN ROLE NAME, role viewer or operator.`,
 	f.StringSliceVar(&cfg.AllowOrigins, "allow-origin", nil, "browser origin patterns allowed to open the console WebSocket besides the scheduler's own host, repeatable (e.g. https://dash.example.com, *.example.com)")
 	f.BoolVar(&cfg.InsecureNodePlane, "insecure-node-plane", false, "serve the node plane in plaintext without authorization (simulations on a closed machine only)")
 	k = addKubeFlags(c)
+	f.StringVar(&memProfile, "memprofile", "", "write a profile of the scheduler's allocations (what allocated how much, since it started) to `file` when it exits")
 	f.StringVar(&mutexProfile, "mutexprofile", "", "write a profile of the scheduler's lock contention (who held a lock others waited for) to `file` when it exits")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the scheduler to `file` until it exits (kelpie bench scheduler --scheduler-cpuprofile)")
 	f.BoolVar(&stopJobs, "stop-jobs-on-exit", true, "stop the jobs' processes when the scheduler exits (false: leave them for a restarted scheduler)")

@@ -55,6 +55,12 @@ type Options struct {
 	// SchedulerMutexProfile, when set, is where the scheduler writes its
 	// lock-contention profile (kelpie scheduler --mutexprofile).
 	SchedulerMutexProfile string
+	// SchedulerMemProfile, when set, is where the scheduler writes its
+	// allocation profile (kelpie scheduler --memprofile).
+	SchedulerMemProfile string
+	// SchedulerLog, when set, is the file the scheduler's log goes to
+	// (else it is discarded).
+	SchedulerLog string
 }
 
 // consoleWindow is what `kelpie tui` asks for on a large terminal.
@@ -137,8 +143,19 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.SchedulerProfile != "" {
 		sched.Args = append(sched.Args, "--cpuprofile", o.SchedulerProfile)
 	}
+	if o.SchedulerMemProfile != "" {
+		sched.Args = append(sched.Args, "--memprofile", o.SchedulerMemProfile)
+	}
 	if o.SchedulerMutexProfile != "" {
 		sched.Args = append(sched.Args, "--mutexprofile", o.SchedulerMutexProfile)
+	}
+	if o.SchedulerLog != "" {
+		f, err := os.Create(o.SchedulerLog)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		sched.Stderr = f
 	}
 	sched.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := sched.Start(); err != nil {
@@ -160,6 +177,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	var consoleBytes, consoleFrames, wire atomic.Int64
+	var connectedOnce atomic.Bool
+	var watcherLost atomic.Pointer[client.StatusMsg] // the watcher's connection, once lost
 	window := consoleWindow
 	if o.WholeViews {
 		window = nil
@@ -172,9 +191,17 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		return countingConn{conn, &wire}, nil
 	}}}
-	c, err := client.Dial(cctx, httpAddr, "load-op", client.WithSubscription([]string{"load"}, 4, 60),
+	// The client lives as long as the run (cctx bounds only the setup: a
+	// client dialed with it closed 20 s in, and longer runs measured the
+	// rest of their window without a watcher).
+	c, err := client.Dial(ctx, httpAddr, "load-op", client.WithSubscription([]string{"load"}, 4, 60),
 		client.WithWindow(window), client.WithHTTPClient(counted),
 		client.WithHandler(func(m any) {
+			if st, ok := m.(client.StatusMsg); ok && st.State == client.Connected {
+				connectedOnce.Store(true)
+			} else if ok && connectedOnce.Load() {
+				watcherLost.Store(&st)
+			}
 			if d, ok := m.(client.DeltaMsg); ok {
 				consoleFrames.Add(1)
 				for _, j := range d.Delta.Jobs {
@@ -243,6 +270,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	hist1, err := ingestHistogram(httpAddr)
 	if err != nil {
 		return nil, err
+	}
+	if st := watcherLost.Load(); st != nil && !o.NoWatch {
+		return nil, fmt.Errorf("the console watcher lost its connection (%s: %v): the figures would not be of a watched job", st.State, st.Err)
 	}
 	r := &Result{Agents: o.Agents, Seconds: elapsed, Messages: sent.Load(), CPUSeconds: cpu1 - cpu0,
 		ConsoleFrames: consoleFrames.Load() - frames0}

@@ -1883,7 +1883,14 @@ type JobView struct {
 	// (cluster.topology), by region pair, summed over their reports so far
 	// (restarted workers included); ordered by from_region, to_region. Their
 	// total is the result's bytes_cross_region once every worker is done.
-	RegionBytes   []*RegionBytes `protobuf:"bytes,32,rep,name=region_bytes,json=regionBytes,proto3" json:"region_bytes,omitempty"`
+	RegionBytes []*RegionBytes `protobuf:"bytes,32,rep,name=region_bytes,json=regionBytes,proto3" json:"region_bytes,omitempty"`
+	// An allreduce job's (cluster.exchange ring or rat) current exchange:
+	// its members by rack, and the ring's order or RAT's trees, as the
+	// workers plan it for the batch split in force at the job's iteration
+	// (the next one the furthest worker runs; a membership change rebuilds
+	// it at that iteration). Unset for a PS job, and in the job list (detail
+	// views only).
+	Exchange      *ExchangeTopology `protobuf:"bytes,33,opt,name=exchange,proto3" json:"exchange,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2142,6 +2149,281 @@ func (x *JobView) GetRegionBytes() []*RegionBytes {
 	return nil
 }
 
+func (x *JobView) GetExchange() *ExchangeTopology {
+	if x != nil {
+		return x.Exchange
+	}
+	return nil
+}
+
+// ExchangeTopology is how an allreduce job's members sum gradients now:
+// the runtime's own plan (runtime/allreduce Ring or RAT) for the workers
+// the batch split in force gives samples, placed by cluster.topology.
+type ExchangeTopology struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Mode          string                 `protobuf:"bytes,1,opt,name=mode,proto3" json:"mode,omitempty"`                                // ring | rat
+	Iteration     int64                  `protobuf:"varint,2,opt,name=iteration,proto3" json:"iteration,omitempty"`                     // the iteration whose batch split gives these members
+	Racks         []*ExchangeRegion      `protobuf:"bytes,3,rep,name=racks,proto3" json:"racks,omitempty"`                              // in topology order (pod, then rack), each with its members
+	RingOrder     []string               `protobuf:"bytes,4,rep,name=ring_order,json=ringOrder,proto3" json:"ring_order,omitempty"`     // ring: the members in the order chunks pass, back to the first
+	Trees         []*ExchangeTree        `protobuf:"bytes,5,rep,name=trees,proto3" json:"trees,omitempty"`                              // rat: the first trees (at most 32), one per chunk
+	TreesTotal    int32                  `protobuf:"varint,6,opt,name=trees_total,json=treesTotal,proto3" json:"trees_total,omitempty"` // rat: how many trees the plan has (one per member)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExchangeTopology) Reset() {
+	*x = ExchangeTopology{}
+	mi := &file_console_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExchangeTopology) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExchangeTopology) ProtoMessage() {}
+
+func (x *ExchangeTopology) ProtoReflect() protoreflect.Message {
+	mi := &file_console_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExchangeTopology.ProtoReflect.Descriptor instead.
+func (*ExchangeTopology) Descriptor() ([]byte, []int) {
+	return file_console_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ExchangeTopology) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *ExchangeTopology) GetIteration() int64 {
+	if x != nil {
+		return x.Iteration
+	}
+	return 0
+}
+
+func (x *ExchangeTopology) GetRacks() []*ExchangeRegion {
+	if x != nil {
+		return x.Racks
+	}
+	return nil
+}
+
+func (x *ExchangeTopology) GetRingOrder() []string {
+	if x != nil {
+		return x.RingOrder
+	}
+	return nil
+}
+
+func (x *ExchangeTopology) GetTrees() []*ExchangeTree {
+	if x != nil {
+		return x.Trees
+	}
+	return nil
+}
+
+func (x *ExchangeTopology) GetTreesTotal() int32 {
+	if x != nil {
+		return x.TreesTotal
+	}
+	return 0
+}
+
+// ExchangeRegion is a rack region ("pod/rack", allreduce.Region) and the
+// members in it, in topology order.
+type ExchangeRegion struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Region        string                 `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
+	Members       []string               `protobuf:"bytes,2,rep,name=members,proto3" json:"members,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExchangeRegion) Reset() {
+	*x = ExchangeRegion{}
+	mi := &file_console_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExchangeRegion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExchangeRegion) ProtoMessage() {}
+
+func (x *ExchangeRegion) ProtoReflect() protoreflect.Message {
+	mi := &file_console_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExchangeRegion.ProtoReflect.Descriptor instead.
+func (*ExchangeRegion) Descriptor() ([]byte, []int) {
+	return file_console_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ExchangeRegion) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *ExchangeRegion) GetMembers() []string {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+// ExchangeTree is one RAT tree: its root (which adds and sends nowhere
+// upward) and every aggregation of the reduce, root's first, then the
+// other aggregators' by worker index, each aggregator's from the nearest
+// level out; the broadcast runs the same edges back down.
+type ExchangeTree struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Chunk         int32                  `protobuf:"varint,1,opt,name=chunk,proto3" json:"chunk,omitempty"`
+	Root          string                 `protobuf:"bytes,2,opt,name=root,proto3" json:"root,omitempty"`
+	Aggregations  []*ExchangeAggregation `protobuf:"bytes,3,rep,name=aggregations,proto3" json:"aggregations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExchangeTree) Reset() {
+	*x = ExchangeTree{}
+	mi := &file_console_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExchangeTree) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExchangeTree) ProtoMessage() {}
+
+func (x *ExchangeTree) ProtoReflect() protoreflect.Message {
+	mi := &file_console_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExchangeTree.ProtoReflect.Descriptor instead.
+func (*ExchangeTree) Descriptor() ([]byte, []int) {
+	return file_console_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ExchangeTree) GetChunk() int32 {
+	if x != nil {
+		return x.Chunk
+	}
+	return 0
+}
+
+func (x *ExchangeTree) GetRoot() string {
+	if x != nil {
+		return x.Root
+	}
+	return ""
+}
+
+func (x *ExchangeTree) GetAggregations() []*ExchangeAggregation {
+	if x != nil {
+		return x.Aggregations
+	}
+	return nil
+}
+
+// ExchangeAggregation: aggregator adds the partial sums of members, at a
+// level: rack (members of its rack), pod (other racks' aggregators in its
+// pod) or cluster (other pods' aggregators).
+type ExchangeAggregation struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Aggregator    string                 `protobuf:"bytes,1,opt,name=aggregator,proto3" json:"aggregator,omitempty"`
+	Level         string                 `protobuf:"bytes,2,opt,name=level,proto3" json:"level,omitempty"` // rack | pod | cluster
+	Members       []string               `protobuf:"bytes,3,rep,name=members,proto3" json:"members,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExchangeAggregation) Reset() {
+	*x = ExchangeAggregation{}
+	mi := &file_console_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExchangeAggregation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExchangeAggregation) ProtoMessage() {}
+
+func (x *ExchangeAggregation) ProtoReflect() protoreflect.Message {
+	mi := &file_console_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExchangeAggregation.ProtoReflect.Descriptor instead.
+func (*ExchangeAggregation) Descriptor() ([]byte, []int) {
+	return file_console_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ExchangeAggregation) GetAggregator() string {
+	if x != nil {
+		return x.Aggregator
+	}
+	return ""
+}
+
+func (x *ExchangeAggregation) GetLevel() string {
+	if x != nil {
+		return x.Level
+	}
+	return ""
+}
+
+func (x *ExchangeAggregation) GetMembers() []string {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
 type PolicyView struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -2153,7 +2435,7 @@ type PolicyView struct {
 
 func (x *PolicyView) Reset() {
 	*x = PolicyView{}
-	mi := &file_console_proto_msgTypes[24]
+	mi := &file_console_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2165,7 +2447,7 @@ func (x *PolicyView) String() string {
 func (*PolicyView) ProtoMessage() {}
 
 func (x *PolicyView) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[24]
+	mi := &file_console_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2178,7 +2460,7 @@ func (x *PolicyView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyView.ProtoReflect.Descriptor instead.
 func (*PolicyView) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{24}
+	return file_console_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PolicyView) GetName() string {
@@ -2231,7 +2513,7 @@ type NodeView struct {
 
 func (x *NodeView) Reset() {
 	*x = NodeView{}
-	mi := &file_console_proto_msgTypes[25]
+	mi := &file_console_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2243,7 +2525,7 @@ func (x *NodeView) String() string {
 func (*NodeView) ProtoMessage() {}
 
 func (x *NodeView) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[25]
+	mi := &file_console_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2256,7 +2538,7 @@ func (x *NodeView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeView.ProtoReflect.Descriptor instead.
 func (*NodeView) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{25}
+	return file_console_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *NodeView) GetName() string {
@@ -2421,7 +2703,7 @@ type MonitorView struct {
 
 func (x *MonitorView) Reset() {
 	*x = MonitorView{}
-	mi := &file_console_proto_msgTypes[26]
+	mi := &file_console_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2433,7 +2715,7 @@ func (x *MonitorView) String() string {
 func (*MonitorView) ProtoMessage() {}
 
 func (x *MonitorView) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[26]
+	mi := &file_console_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2446,7 +2728,7 @@ func (x *MonitorView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MonitorView.ProtoReflect.Descriptor instead.
 func (*MonitorView) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{26}
+	return file_console_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *MonitorView) GetMeanBptS() float64 {
@@ -2511,7 +2793,7 @@ type Heatmap struct {
 
 func (x *Heatmap) Reset() {
 	*x = Heatmap{}
-	mi := &file_console_proto_msgTypes[27]
+	mi := &file_console_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2523,7 +2805,7 @@ func (x *Heatmap) String() string {
 func (*Heatmap) ProtoMessage() {}
 
 func (x *Heatmap) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[27]
+	mi := &file_console_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2536,7 +2818,7 @@ func (x *Heatmap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heatmap.ProtoReflect.Descriptor instead.
 func (*Heatmap) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{27}
+	return file_console_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Heatmap) GetBucketSeconds() float64 {
@@ -2572,7 +2854,7 @@ type HeatmapRow struct {
 
 func (x *HeatmapRow) Reset() {
 	*x = HeatmapRow{}
-	mi := &file_console_proto_msgTypes[28]
+	mi := &file_console_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2584,7 +2866,7 @@ func (x *HeatmapRow) String() string {
 func (*HeatmapRow) ProtoMessage() {}
 
 func (x *HeatmapRow) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[28]
+	mi := &file_console_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2597,7 +2879,7 @@ func (x *HeatmapRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeatmapRow.ProtoReflect.Descriptor instead.
 func (*HeatmapRow) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{28}
+	return file_console_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *HeatmapRow) GetNode() string {
@@ -2640,7 +2922,7 @@ type Series struct {
 
 func (x *Series) Reset() {
 	*x = Series{}
-	mi := &file_console_proto_msgTypes[29]
+	mi := &file_console_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2652,7 +2934,7 @@ func (x *Series) String() string {
 func (*Series) ProtoMessage() {}
 
 func (x *Series) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[29]
+	mi := &file_console_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2665,7 +2947,7 @@ func (x *Series) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Series.ProtoReflect.Descriptor instead.
 func (*Series) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{29}
+	return file_console_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Series) GetName() string {
@@ -2741,7 +3023,7 @@ type Action struct {
 
 func (x *Action) Reset() {
 	*x = Action{}
-	mi := &file_console_proto_msgTypes[30]
+	mi := &file_console_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2753,7 +3035,7 @@ func (x *Action) String() string {
 func (*Action) ProtoMessage() {}
 
 func (x *Action) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[30]
+	mi := &file_console_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2766,7 +3048,7 @@ func (x *Action) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Action.ProtoReflect.Descriptor instead.
 func (*Action) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{30}
+	return file_console_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Action) GetId() string {
@@ -2996,7 +3278,7 @@ type AdjustLRArgs struct {
 
 func (x *AdjustLRArgs) Reset() {
 	*x = AdjustLRArgs{}
-	mi := &file_console_proto_msgTypes[31]
+	mi := &file_console_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3008,7 +3290,7 @@ func (x *AdjustLRArgs) String() string {
 func (*AdjustLRArgs) ProtoMessage() {}
 
 func (x *AdjustLRArgs) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[31]
+	mi := &file_console_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3021,7 +3303,7 @@ func (x *AdjustLRArgs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdjustLRArgs.ProtoReflect.Descriptor instead.
 func (*AdjustLRArgs) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{31}
+	return file_console_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *AdjustLRArgs) GetLrScale() map[string]float64 {
@@ -3042,7 +3324,7 @@ type BackupWorkersArgs struct {
 
 func (x *BackupWorkersArgs) Reset() {
 	*x = BackupWorkersArgs{}
-	mi := &file_console_proto_msgTypes[32]
+	mi := &file_console_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3054,7 +3336,7 @@ func (x *BackupWorkersArgs) String() string {
 func (*BackupWorkersArgs) ProtoMessage() {}
 
 func (x *BackupWorkersArgs) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[32]
+	mi := &file_console_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3067,7 +3349,7 @@ func (x *BackupWorkersArgs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupWorkersArgs.ProtoReflect.Descriptor instead.
 func (*BackupWorkersArgs) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{32}
+	return file_console_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *BackupWorkersArgs) GetDrop() int32 {
@@ -3093,7 +3375,7 @@ type SetSyncArgs struct {
 
 func (x *SetSyncArgs) Reset() {
 	*x = SetSyncArgs{}
-	mi := &file_console_proto_msgTypes[33]
+	mi := &file_console_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3105,7 +3387,7 @@ func (x *SetSyncArgs) String() string {
 func (*SetSyncArgs) ProtoMessage() {}
 
 func (x *SetSyncArgs) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[33]
+	mi := &file_console_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3118,7 +3400,7 @@ func (x *SetSyncArgs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSyncArgs.ProtoReflect.Descriptor instead.
 func (*SetSyncArgs) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{33}
+	return file_console_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SetSyncArgs) GetModel() string {
@@ -3182,7 +3464,7 @@ type ActionTransition struct {
 
 func (x *ActionTransition) Reset() {
 	*x = ActionTransition{}
-	mi := &file_console_proto_msgTypes[34]
+	mi := &file_console_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3194,7 +3476,7 @@ func (x *ActionTransition) String() string {
 func (*ActionTransition) ProtoMessage() {}
 
 func (x *ActionTransition) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[34]
+	mi := &file_console_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3207,7 +3489,7 @@ func (x *ActionTransition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActionTransition.ProtoReflect.Descriptor instead.
 func (*ActionTransition) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{34}
+	return file_console_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ActionTransition) GetState() string {
@@ -3253,7 +3535,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_console_proto_msgTypes[35]
+	mi := &file_console_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3265,7 +3547,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[35]
+	mi := &file_console_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3278,7 +3560,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{35}
+	return file_console_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Event) GetTime() *timestamppb.Timestamp {
@@ -3471,7 +3753,7 @@ const file_console_proto_rawDesc = "" +
 	"\fframes_total\x18\t \x01(\x05R\vframesTotal\x12+\n" +
 	"\aactions\x18\n" +
 	" \x03(\v2\x11.kelpie.v1.ActionR\aactions\x12(\n" +
-	"\x06events\x18\v \x03(\v2\x10.kelpie.v1.EventR\x06events\"\x8a\t\n" +
+	"\x06events\x18\v \x03(\v2\x10.kelpie.v1.EventR\x06events\"\xc3\t\n" +
 	"\aJobView\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x14\n" +
@@ -3512,7 +3794,30 @@ const file_console_proto_rawDesc = "" +
 	"nodesTotal\x12!\n" +
 	"\fnodes_offset\x18\x1e \x01(\x05R\vnodesOffset\x12!\n" +
 	"\fcluster_busy\x18\x1f \x01(\tR\vclusterBusy\x129\n" +
-	"\fregion_bytes\x18  \x03(\v2\x16.kelpie.v1.RegionBytesR\vregionBytes\"\xaa\x01\n" +
+	"\fregion_bytes\x18  \x03(\v2\x16.kelpie.v1.RegionBytesR\vregionBytes\x127\n" +
+	"\bexchange\x18! \x01(\v2\x1b.kelpie.v1.ExchangeTopologyR\bexchange\"\xe4\x01\n" +
+	"\x10ExchangeTopology\x12\x12\n" +
+	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x1c\n" +
+	"\titeration\x18\x02 \x01(\x03R\titeration\x12/\n" +
+	"\x05racks\x18\x03 \x03(\v2\x19.kelpie.v1.ExchangeRegionR\x05racks\x12\x1d\n" +
+	"\n" +
+	"ring_order\x18\x04 \x03(\tR\tringOrder\x12-\n" +
+	"\x05trees\x18\x05 \x03(\v2\x17.kelpie.v1.ExchangeTreeR\x05trees\x12\x1f\n" +
+	"\vtrees_total\x18\x06 \x01(\x05R\n" +
+	"treesTotal\"B\n" +
+	"\x0eExchangeRegion\x12\x16\n" +
+	"\x06region\x18\x01 \x01(\tR\x06region\x12\x18\n" +
+	"\amembers\x18\x02 \x03(\tR\amembers\"|\n" +
+	"\fExchangeTree\x12\x14\n" +
+	"\x05chunk\x18\x01 \x01(\x05R\x05chunk\x12\x12\n" +
+	"\x04root\x18\x02 \x01(\tR\x04root\x12B\n" +
+	"\faggregations\x18\x03 \x03(\v2\x1e.kelpie.v1.ExchangeAggregationR\faggregations\"e\n" +
+	"\x13ExchangeAggregation\x12\x1e\n" +
+	"\n" +
+	"aggregator\x18\x01 \x01(\tR\n" +
+	"aggregator\x12\x14\n" +
+	"\x05level\x18\x02 \x01(\tR\x05level\x12\x18\n" +
+	"\amembers\x18\x03 \x03(\tR\amembers\"\xaa\x01\n" +
 	"\n" +
 	"PolicyView\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
@@ -3677,7 +3982,7 @@ func file_console_proto_rawDescGZIP() []byte {
 }
 
 var file_console_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_console_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_console_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_console_proto_goTypes = []any{
 	(ActionKind)(0),               // 0: kelpie.v1.ActionKind
 	(*ClientFrame)(nil),           // 1: kelpie.v1.ClientFrame
@@ -3704,30 +4009,34 @@ var file_console_proto_goTypes = []any{
 	(*SeriesTail)(nil),            // 22: kelpie.v1.SeriesTail
 	(*CommandResult)(nil),         // 23: kelpie.v1.CommandResult
 	(*JobView)(nil),               // 24: kelpie.v1.JobView
-	(*PolicyView)(nil),            // 25: kelpie.v1.PolicyView
-	(*NodeView)(nil),              // 26: kelpie.v1.NodeView
-	(*MonitorView)(nil),           // 27: kelpie.v1.MonitorView
-	(*Heatmap)(nil),               // 28: kelpie.v1.Heatmap
-	(*HeatmapRow)(nil),            // 29: kelpie.v1.HeatmapRow
-	(*Series)(nil),                // 30: kelpie.v1.Series
-	(*Action)(nil),                // 31: kelpie.v1.Action
-	(*AdjustLRArgs)(nil),          // 32: kelpie.v1.AdjustLRArgs
-	(*BackupWorkersArgs)(nil),     // 33: kelpie.v1.BackupWorkersArgs
-	(*SetSyncArgs)(nil),           // 34: kelpie.v1.SetSyncArgs
-	(*ActionTransition)(nil),      // 35: kelpie.v1.ActionTransition
-	(*Event)(nil),                 // 36: kelpie.v1.Event
-	nil,                           // 37: kelpie.v1.SetPolicy.ParamsEntry
-	nil,                           // 38: kelpie.v1.PolicyView.ParamsEntry
-	nil,                           // 39: kelpie.v1.Action.BatchSizesEntry
-	nil,                           // 40: kelpie.v1.Action.AccumulationEntry
-	nil,                           // 41: kelpie.v1.Action.ParamsEntry
-	nil,                           // 42: kelpie.v1.Action.EvidenceEntry
-	nil,                           // 43: kelpie.v1.AdjustLRArgs.LrScaleEntry
-	(*timestamppb.Timestamp)(nil), // 44: google.protobuf.Timestamp
-	(*TimelineFrame)(nil),         // 45: kelpie.v1.TimelineFrame
-	(*Divergence)(nil),            // 46: kelpie.v1.Divergence
-	(*RegionBytes)(nil),           // 47: kelpie.v1.RegionBytes
-	(*Realized)(nil),              // 48: kelpie.v1.Realized
+	(*ExchangeTopology)(nil),      // 25: kelpie.v1.ExchangeTopology
+	(*ExchangeRegion)(nil),        // 26: kelpie.v1.ExchangeRegion
+	(*ExchangeTree)(nil),          // 27: kelpie.v1.ExchangeTree
+	(*ExchangeAggregation)(nil),   // 28: kelpie.v1.ExchangeAggregation
+	(*PolicyView)(nil),            // 29: kelpie.v1.PolicyView
+	(*NodeView)(nil),              // 30: kelpie.v1.NodeView
+	(*MonitorView)(nil),           // 31: kelpie.v1.MonitorView
+	(*Heatmap)(nil),               // 32: kelpie.v1.Heatmap
+	(*HeatmapRow)(nil),            // 33: kelpie.v1.HeatmapRow
+	(*Series)(nil),                // 34: kelpie.v1.Series
+	(*Action)(nil),                // 35: kelpie.v1.Action
+	(*AdjustLRArgs)(nil),          // 36: kelpie.v1.AdjustLRArgs
+	(*BackupWorkersArgs)(nil),     // 37: kelpie.v1.BackupWorkersArgs
+	(*SetSyncArgs)(nil),           // 38: kelpie.v1.SetSyncArgs
+	(*ActionTransition)(nil),      // 39: kelpie.v1.ActionTransition
+	(*Event)(nil),                 // 40: kelpie.v1.Event
+	nil,                           // 41: kelpie.v1.SetPolicy.ParamsEntry
+	nil,                           // 42: kelpie.v1.PolicyView.ParamsEntry
+	nil,                           // 43: kelpie.v1.Action.BatchSizesEntry
+	nil,                           // 44: kelpie.v1.Action.AccumulationEntry
+	nil,                           // 45: kelpie.v1.Action.ParamsEntry
+	nil,                           // 46: kelpie.v1.Action.EvidenceEntry
+	nil,                           // 47: kelpie.v1.AdjustLRArgs.LrScaleEntry
+	(*timestamppb.Timestamp)(nil), // 48: google.protobuf.Timestamp
+	(*TimelineFrame)(nil),         // 49: kelpie.v1.TimelineFrame
+	(*Divergence)(nil),            // 50: kelpie.v1.Divergence
+	(*RegionBytes)(nil),           // 51: kelpie.v1.RegionBytes
+	(*Realized)(nil),              // 52: kelpie.v1.Realized
 }
 var file_console_proto_depIdxs = []int32{
 	2,  // 0: kelpie.v1.ClientFrame.hello:type_name -> kelpie.v1.Hello
@@ -3741,68 +4050,72 @@ var file_console_proto_depIdxs = []int32{
 	10, // 8: kelpie.v1.Command.trigger:type_name -> kelpie.v1.TriggerAction
 	11, // 9: kelpie.v1.Command.set_policy:type_name -> kelpie.v1.SetPolicy
 	6,  // 10: kelpie.v1.Command.history:type_name -> kelpie.v1.GetHistory
-	31, // 11: kelpie.v1.TriggerAction.action:type_name -> kelpie.v1.Action
-	37, // 12: kelpie.v1.SetPolicy.params:type_name -> kelpie.v1.SetPolicy.ParamsEntry
-	44, // 13: kelpie.v1.ServerFrame.time:type_name -> google.protobuf.Timestamp
+	35, // 11: kelpie.v1.TriggerAction.action:type_name -> kelpie.v1.Action
+	41, // 12: kelpie.v1.SetPolicy.params:type_name -> kelpie.v1.SetPolicy.ParamsEntry
+	48, // 13: kelpie.v1.ServerFrame.time:type_name -> google.protobuf.Timestamp
 	13, // 14: kelpie.v1.ServerFrame.welcome:type_name -> kelpie.v1.Welcome
 	14, // 15: kelpie.v1.ServerFrame.snapshot:type_name -> kelpie.v1.Snapshot
 	15, // 16: kelpie.v1.ServerFrame.delta:type_name -> kelpie.v1.Delta
 	23, // 17: kelpie.v1.ServerFrame.result:type_name -> kelpie.v1.CommandResult
 	24, // 18: kelpie.v1.Snapshot.jobs:type_name -> kelpie.v1.JobView
-	36, // 19: kelpie.v1.Snapshot.events:type_name -> kelpie.v1.Event
+	40, // 19: kelpie.v1.Snapshot.events:type_name -> kelpie.v1.Event
 	24, // 20: kelpie.v1.Delta.jobs:type_name -> kelpie.v1.JobView
-	36, // 21: kelpie.v1.Delta.events:type_name -> kelpie.v1.Event
+	40, // 21: kelpie.v1.Delta.events:type_name -> kelpie.v1.Event
 	16, // 22: kelpie.v1.Delta.patches:type_name -> kelpie.v1.JobPatch
 	24, // 23: kelpie.v1.JobPatch.figures:type_name -> kelpie.v1.JobView
-	26, // 24: kelpie.v1.JobPatch.nodes:type_name -> kelpie.v1.NodeView
+	30, // 24: kelpie.v1.JobPatch.nodes:type_name -> kelpie.v1.NodeView
 	17, // 25: kelpie.v1.JobPatch.order:type_name -> kelpie.v1.NodeOrder
-	28, // 26: kelpie.v1.JobPatch.heatmap:type_name -> kelpie.v1.Heatmap
+	32, // 26: kelpie.v1.JobPatch.heatmap:type_name -> kelpie.v1.Heatmap
 	21, // 27: kelpie.v1.JobPatch.heatmap_tail:type_name -> kelpie.v1.HeatmapTail
-	30, // 28: kelpie.v1.JobPatch.charts:type_name -> kelpie.v1.Series
+	34, // 28: kelpie.v1.JobPatch.charts:type_name -> kelpie.v1.Series
 	22, // 29: kelpie.v1.JobPatch.chart_tails:type_name -> kelpie.v1.SeriesTail
 	18, // 30: kelpie.v1.JobPatch.chart_names:type_name -> kelpie.v1.ChartNames
 	19, // 31: kelpie.v1.JobPatch.actions:type_name -> kelpie.v1.ActionList
 	20, // 32: kelpie.v1.JobPatch.policies:type_name -> kelpie.v1.PolicyList
-	31, // 33: kelpie.v1.ActionList.actions:type_name -> kelpie.v1.Action
-	25, // 34: kelpie.v1.PolicyList.policies:type_name -> kelpie.v1.PolicyView
-	44, // 35: kelpie.v1.HeatmapTail.start:type_name -> google.protobuf.Timestamp
-	45, // 36: kelpie.v1.CommandResult.frames:type_name -> kelpie.v1.TimelineFrame
-	31, // 37: kelpie.v1.CommandResult.actions:type_name -> kelpie.v1.Action
-	36, // 38: kelpie.v1.CommandResult.events:type_name -> kelpie.v1.Event
-	44, // 39: kelpie.v1.JobView.submitted:type_name -> google.protobuf.Timestamp
-	44, // 40: kelpie.v1.JobView.started:type_name -> google.protobuf.Timestamp
-	44, // 41: kelpie.v1.JobView.ended:type_name -> google.protobuf.Timestamp
-	25, // 42: kelpie.v1.JobView.policies:type_name -> kelpie.v1.PolicyView
-	26, // 43: kelpie.v1.JobView.nodes:type_name -> kelpie.v1.NodeView
-	27, // 44: kelpie.v1.JobView.monitor:type_name -> kelpie.v1.MonitorView
-	28, // 45: kelpie.v1.JobView.heatmap:type_name -> kelpie.v1.Heatmap
-	31, // 46: kelpie.v1.JobView.actions:type_name -> kelpie.v1.Action
-	30, // 47: kelpie.v1.JobView.charts:type_name -> kelpie.v1.Series
-	46, // 48: kelpie.v1.JobView.diverged:type_name -> kelpie.v1.Divergence
-	47, // 49: kelpie.v1.JobView.region_bytes:type_name -> kelpie.v1.RegionBytes
-	38, // 50: kelpie.v1.PolicyView.params:type_name -> kelpie.v1.PolicyView.ParamsEntry
-	44, // 51: kelpie.v1.NodeView.last_report:type_name -> google.protobuf.Timestamp
-	44, // 52: kelpie.v1.Heatmap.start:type_name -> google.protobuf.Timestamp
-	29, // 53: kelpie.v1.Heatmap.rows:type_name -> kelpie.v1.HeatmapRow
-	39, // 54: kelpie.v1.Action.batch_sizes:type_name -> kelpie.v1.Action.BatchSizesEntry
-	40, // 55: kelpie.v1.Action.accumulation:type_name -> kelpie.v1.Action.AccumulationEntry
-	41, // 56: kelpie.v1.Action.params:type_name -> kelpie.v1.Action.ParamsEntry
-	44, // 57: kelpie.v1.Action.created:type_name -> google.protobuf.Timestamp
-	44, // 58: kelpie.v1.Action.updated:type_name -> google.protobuf.Timestamp
-	35, // 59: kelpie.v1.Action.history:type_name -> kelpie.v1.ActionTransition
-	42, // 60: kelpie.v1.Action.evidence:type_name -> kelpie.v1.Action.EvidenceEntry
-	32, // 61: kelpie.v1.Action.adjust_lr:type_name -> kelpie.v1.AdjustLRArgs
-	33, // 62: kelpie.v1.Action.backup_workers:type_name -> kelpie.v1.BackupWorkersArgs
-	34, // 63: kelpie.v1.Action.set_sync:type_name -> kelpie.v1.SetSyncArgs
-	48, // 64: kelpie.v1.Action.realized:type_name -> kelpie.v1.Realized
-	43, // 65: kelpie.v1.AdjustLRArgs.lr_scale:type_name -> kelpie.v1.AdjustLRArgs.LrScaleEntry
-	44, // 66: kelpie.v1.ActionTransition.at:type_name -> google.protobuf.Timestamp
-	44, // 67: kelpie.v1.Event.time:type_name -> google.protobuf.Timestamp
-	68, // [68:68] is the sub-list for method output_type
-	68, // [68:68] is the sub-list for method input_type
-	68, // [68:68] is the sub-list for extension type_name
-	68, // [68:68] is the sub-list for extension extendee
-	0,  // [0:68] is the sub-list for field type_name
+	35, // 33: kelpie.v1.ActionList.actions:type_name -> kelpie.v1.Action
+	29, // 34: kelpie.v1.PolicyList.policies:type_name -> kelpie.v1.PolicyView
+	48, // 35: kelpie.v1.HeatmapTail.start:type_name -> google.protobuf.Timestamp
+	49, // 36: kelpie.v1.CommandResult.frames:type_name -> kelpie.v1.TimelineFrame
+	35, // 37: kelpie.v1.CommandResult.actions:type_name -> kelpie.v1.Action
+	40, // 38: kelpie.v1.CommandResult.events:type_name -> kelpie.v1.Event
+	48, // 39: kelpie.v1.JobView.submitted:type_name -> google.protobuf.Timestamp
+	48, // 40: kelpie.v1.JobView.started:type_name -> google.protobuf.Timestamp
+	48, // 41: kelpie.v1.JobView.ended:type_name -> google.protobuf.Timestamp
+	29, // 42: kelpie.v1.JobView.policies:type_name -> kelpie.v1.PolicyView
+	30, // 43: kelpie.v1.JobView.nodes:type_name -> kelpie.v1.NodeView
+	31, // 44: kelpie.v1.JobView.monitor:type_name -> kelpie.v1.MonitorView
+	32, // 45: kelpie.v1.JobView.heatmap:type_name -> kelpie.v1.Heatmap
+	35, // 46: kelpie.v1.JobView.actions:type_name -> kelpie.v1.Action
+	34, // 47: kelpie.v1.JobView.charts:type_name -> kelpie.v1.Series
+	50, // 48: kelpie.v1.JobView.diverged:type_name -> kelpie.v1.Divergence
+	51, // 49: kelpie.v1.JobView.region_bytes:type_name -> kelpie.v1.RegionBytes
+	25, // 50: kelpie.v1.JobView.exchange:type_name -> kelpie.v1.ExchangeTopology
+	26, // 51: kelpie.v1.ExchangeTopology.racks:type_name -> kelpie.v1.ExchangeRegion
+	27, // 52: kelpie.v1.ExchangeTopology.trees:type_name -> kelpie.v1.ExchangeTree
+	28, // 53: kelpie.v1.ExchangeTree.aggregations:type_name -> kelpie.v1.ExchangeAggregation
+	42, // 54: kelpie.v1.PolicyView.params:type_name -> kelpie.v1.PolicyView.ParamsEntry
+	48, // 55: kelpie.v1.NodeView.last_report:type_name -> google.protobuf.Timestamp
+	48, // 56: kelpie.v1.Heatmap.start:type_name -> google.protobuf.Timestamp
+	33, // 57: kelpie.v1.Heatmap.rows:type_name -> kelpie.v1.HeatmapRow
+	43, // 58: kelpie.v1.Action.batch_sizes:type_name -> kelpie.v1.Action.BatchSizesEntry
+	44, // 59: kelpie.v1.Action.accumulation:type_name -> kelpie.v1.Action.AccumulationEntry
+	45, // 60: kelpie.v1.Action.params:type_name -> kelpie.v1.Action.ParamsEntry
+	48, // 61: kelpie.v1.Action.created:type_name -> google.protobuf.Timestamp
+	48, // 62: kelpie.v1.Action.updated:type_name -> google.protobuf.Timestamp
+	39, // 63: kelpie.v1.Action.history:type_name -> kelpie.v1.ActionTransition
+	46, // 64: kelpie.v1.Action.evidence:type_name -> kelpie.v1.Action.EvidenceEntry
+	36, // 65: kelpie.v1.Action.adjust_lr:type_name -> kelpie.v1.AdjustLRArgs
+	37, // 66: kelpie.v1.Action.backup_workers:type_name -> kelpie.v1.BackupWorkersArgs
+	38, // 67: kelpie.v1.Action.set_sync:type_name -> kelpie.v1.SetSyncArgs
+	52, // 68: kelpie.v1.Action.realized:type_name -> kelpie.v1.Realized
+	47, // 69: kelpie.v1.AdjustLRArgs.lr_scale:type_name -> kelpie.v1.AdjustLRArgs.LrScaleEntry
+	48, // 70: kelpie.v1.ActionTransition.at:type_name -> google.protobuf.Timestamp
+	48, // 71: kelpie.v1.Event.time:type_name -> google.protobuf.Timestamp
+	72, // [72:72] is the sub-list for method output_type
+	72, // [72:72] is the sub-list for method input_type
+	72, // [72:72] is the sub-list for extension type_name
+	72, // [72:72] is the sub-list for extension extendee
+	0,  // [0:72] is the sub-list for field type_name
 }
 
 func init() { file_console_proto_init() }
@@ -3833,7 +4146,7 @@ func file_console_proto_init() {
 		(*ServerFrame_Result)(nil),
 	}
 	file_console_proto_msgTypes[15].OneofWrappers = []any{}
-	file_console_proto_msgTypes[30].OneofWrappers = []any{
+	file_console_proto_msgTypes[34].OneofWrappers = []any{
 		(*Action_AdjustLr)(nil),
 		(*Action_BackupWorkers)(nil),
 		(*Action_SetSync)(nil),
@@ -3844,7 +4157,7 @@ func file_console_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_console_proto_rawDesc), len(file_console_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   43,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -285,5 +286,40 @@ func TestPausesPickKPerPeriod(t *testing.T) {
 	}
 	if _, ok := (Pauses{}).Paused(0, start); ok {
 		t.Error("the zero Pauses pauses")
+	}
+}
+
+// TestRATTree: on 2 racks × 4, every RAT tree has one root, one aggregator
+// in the other rack, which adds its rack's three others, and the root adds
+// its own rack's three others and the other rack's aggregator.
+func TestRATTree(t *testing.T) {
+	topo := racks(4, 4)
+	p := RAT(8, 64, topo, 0)
+	roots := map[int]bool{}
+	for c := range p.Chunks {
+		root, ch := p.Tree(c)
+		roots[root] = true
+		if len(ch) != 2 || len(ch[root]) != 4 {
+			t.Fatalf("tree %d: root %d, children %v; want the root adding 4 (3 in its rack, 1 aggregator) and one other aggregator", c, root, ch)
+		}
+		for agg, kids := range ch {
+			if agg == root {
+				continue
+			}
+			if topo.Rack(agg) == topo.Rack(root) || len(kids) != 3 || !slices.Contains(ch[root], agg) {
+				t.Errorf("tree %d: aggregator %d adds %v; want 3 nodes of the other rack, and the root to add it", c, agg, kids)
+			}
+			for _, k := range kids {
+				if topo.Rack(k) != topo.Rack(agg) {
+					t.Errorf("tree %d: aggregator %d adds node %d of another rack", c, agg, k)
+				}
+			}
+		}
+	}
+	if len(roots) != 8 {
+		t.Errorf("roots %v; want every node a root once", roots)
+	}
+	if got := RingOrder(8, racks(4, 4)); !slices.Equal(got, []int{0, 1, 2, 3, 4, 5, 6, 7}) {
+		t.Errorf("ring order %v", got)
 	}
 }

@@ -130,3 +130,32 @@ func PS(nodes, n int) *Plan {
 	}
 	return p
 }
+
+// Tree is chunk c's tree in a reduce-then-broadcast plan (RAT, PS): its
+// root, and for each aggregator the nodes whose partial sums it adds, in
+// plan order (leaves first, then the aggregators of the regions below).
+// The root is the node that adds and sends chunk c nowhere upward; -1 when
+// nothing is reduced.
+func (p *Plan) Tree(c int) (root int, children map[int][]int) {
+	children = map[int][]int{}
+	hasParent := make([]bool, p.Nodes)
+	for _, step := range p.Steps {
+		for _, t := range step {
+			if t.Chunk == c && t.Op == Reduce {
+				children[t.To] = append(children[t.To], t.From)
+				hasParent[t.From] = true
+			}
+		}
+	}
+	root = -1
+	for agg := range children {
+		if !hasParent[agg] && (root < 0 || agg < root) {
+			root = agg
+		}
+	}
+	return root, children
+}
+
+// RingOrder is the order in which Ring passes chunks among the nodes of
+// topo: pod by pod and rack by rack.
+func RingOrder(nodes int, topo Topology) []int { return topo.order(nodes) }

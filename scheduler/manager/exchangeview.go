@@ -1,0 +1,116 @@
+package manager
+
+import (
+	"slices"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/runtime/allreduce"
+	"github.com/kelpie/kelpie/runtime/job"
+	"github.com/kelpie/kelpie/runtime/spec"
+)
+
+// maxViewTrees bounds the RAT trees a view carries: one per member, so a
+// big job's would be O(members²) edges; the first ones show the shape.
+const maxViewTrees = 32
+
+// exchangeView is an allreduce job's exchange at iteration next (the
+// iteration the furthest worker runs: the iterations it completed), for the
+// console: the members are the workers the batch split in force at next
+// gives samples — as each worker's group takes them (runtime/worker's
+// reducer), so a worker removed or added changes them at the split's
+// iteration — placed by cluster.topology, and the ring or trees are the
+// runtime's own plan for them (allreduce.Ring's order, allreduce.RAT's
+// trees). nil for a PS job.
+func exchangeView(s *spec.Spec, plan job.Plan, next int64) *kelpiepb.ExchangeTopology {
+	mode := s.Cluster.Exchange
+	if mode != spec.ExchangeRing && mode != spec.ExchangeRAT {
+		return nil
+	}
+	var members []int
+	for w, b := range plan.LocalAt(next) {
+		if b > 0 {
+			members = append(members, w)
+		}
+	}
+	topo := make(allreduce.Topology, len(members))
+	for k, w := range members {
+		l := s.Cluster.Topology[spec.WorkerName(w)]
+		topo[k] = allreduce.Place{Rack: l.Rack, Pod: l.Pod}
+	}
+	name := func(k int) string { return spec.WorkerName(members[k]) }
+	v := &kelpiepb.ExchangeTopology{Mode: mode, Iteration: next}
+	order := allreduce.RingOrder(len(members), topo)
+	for _, k := range order {
+		r := topo.Rack(k)
+		if n := len(v.Racks); n == 0 || v.Racks[n-1].Region != r {
+			v.Racks = append(v.Racks, &kelpiepb.ExchangeRegion{Region: r})
+		}
+		last := v.Racks[len(v.Racks)-1]
+		last.Members = append(last.Members, name(k))
+	}
+	if len(members) < 2 {
+		return v // one worker sums nothing
+	}
+	if mode == spec.ExchangeRing {
+		for _, k := range order {
+			v.RingOrder = append(v.RingOrder, name(k))
+		}
+		return v
+	}
+	// Tree t of a RAT plan depends only on the trees before it, so the
+	// first trees of a plan of fewer trees are the full plan's.
+	trees := min(len(members), maxViewTrees)
+	v.TreesTotal = int32(len(members))
+	p := allreduce.RAT(len(members), trees, topo, trees)
+	for c := range p.Chunks {
+		v.Trees = append(v.Trees, treeView(p, c, topo, name))
+	}
+	return v
+}
+
+// aggregationLevels are the levels of a tree's aggregations, nearest first.
+var aggregationLevels = []string{"rack", "pod", "cluster"}
+
+// treeView is chunk c's tree of p: its root, and each aggregator's
+// additions (the root's first, then by member), level by level.
+func treeView(p *allreduce.Plan, c int, topo allreduce.Topology, name func(int) string) *kelpiepb.ExchangeTree {
+	root, children := p.Tree(c)
+	t := &kelpiepb.ExchangeTree{Chunk: int32(c)}
+	if root < 0 {
+		return t
+	}
+	t.Root = name(root)
+	aggs := make([]int, 0, len(children))
+	for a := range children {
+		if a != root {
+			aggs = append(aggs, a)
+		}
+	}
+	slices.Sort(aggs)
+	for _, a := range append([]int{root}, aggs...) {
+		for _, lvl := range aggregationLevels {
+			var ms []string
+			for _, k := range children[a] {
+				if levelOf(topo, a, k) == lvl {
+					ms = append(ms, name(k))
+				}
+			}
+			if len(ms) > 0 {
+				t.Aggregations = append(t.Aggregations, &kelpiepb.ExchangeAggregation{Aggregator: name(a), Level: lvl, Members: ms})
+			}
+		}
+	}
+	return t
+}
+
+// levelOf is the level at which aggregator a adds node k's sum: the
+// smallest region holding both.
+func levelOf(topo allreduce.Topology, a, k int) string {
+	switch {
+	case topo.Rack(a) == topo.Rack(k):
+		return "rack"
+	case topo.Pod(a) == topo.Pod(k):
+		return "pod"
+	}
+	return "cluster"
+}

@@ -273,3 +273,75 @@ func feed(role string, scope []string, jobs []*kelpiepb.JobView) []any {
 		client.SnapshotMsg{Scope: scope, Snapshot: &kelpiepb.Snapshot{Jobs: jobs, Events: events()}},
 	}
 }
+
+// ratJob is a running RAT job on 2 racks × 4 workers after worker-5 was
+// removed: its exchange is the 7 members' (the region bytes are what
+// TestExchangeModesSameAccuracy measured for RAT on 2 racks × 4).
+func ratJob() *kelpiepb.JobView {
+	topo := ""
+	for w := range 8 {
+		topo += fmt.Sprintf("    worker-%d: {rack: r%d}\n", w, w/4)
+	}
+	j := &kelpiepb.JobView{
+		Name: "mnist-rat", State: "running", Model: "mlp on mnist", Sync: "bsp",
+		Submitted: ts(-95 * time.Second), Started: ts(-92 * time.Second),
+		Workers: 7, GlobalBatch: 600, Throughput: 9120, Iteration: 120, Iterations: 200, Loss: 0.31,
+		SpecYaml: "name: mnist-rat\nmodel: {kind: mlp, hidden: [32]}\ntrain: {global_batch: 600}\ncluster:\n  workers: 8\n  exchange: rat\n  topology:\n" + topo,
+		RegionBytes: []*kelpiepb.RegionBytes{
+			{FromRegion: "/r0", ToRegion: "/r1", Bytes: 20360864},
+			{FromRegion: "/r1", ToRegion: "/r0", Bytes: 20360864},
+		},
+		Heatmap:  &kelpiepb.Heatmap{BucketSeconds: 1, Start: ts(-60 * time.Second)},
+		Exchange: ratExchange(),
+	}
+	for w := range 8 {
+		n := &kelpiepb.NodeView{Name: fmt.Sprintf("worker-%d", w), Role: "worker", Host: fmt.Sprintf("r%d-h%d", w/4, w%4), State: "running",
+			Pid: int32(5200 + w), BatchSize: 86, Accumulation: 1, BptShortS: 0.066, BptLongS: 0.065, Throughput: 1300,
+			Class: "healthy", Iteration: 120, Ratio: 1, LastReport: ts(-time.Second)}
+		if w == 5 {
+			n.State, n.BatchSize, n.Iteration = "stopped", 0, 61
+		}
+		j.Nodes = append(j.Nodes, n)
+	}
+	return j
+}
+
+// ratExchange is the exchange the scheduler plans for ratJob's 7 members
+// (the trees TestExchangeViewAfterRemoveWorker expects of allreduce.RAT).
+func ratExchange() *kelpiepb.ExchangeTopology {
+	w := func(ids ...int) []string {
+		var out []string
+		for _, i := range ids {
+			out = append(out, fmt.Sprintf("worker-%d", i))
+		}
+		return out
+	}
+	agg := func(a int, level string, ms ...int) *kelpiepb.ExchangeAggregation {
+		return &kelpiepb.ExchangeAggregation{Aggregator: w(a)[0], Level: level, Members: w(ms...)}
+	}
+	// Each tree: root r adds its rack's others and the other rack's
+	// aggregator o, which adds its own rack's others.
+	trees := []struct{ r, o int }{{0, 4}, {1, 6}, {2, 7}, {3, 4}, {4, 0}, {6, 1}, {7, 2}}
+	rack := func(x int) []int {
+		if x < 4 {
+			return []int{0, 1, 2, 3}
+		}
+		return []int{4, 6, 7}
+	}
+	others := func(x int) []int {
+		var out []int
+		for _, y := range rack(x) {
+			if y != x {
+				out = append(out, y)
+			}
+		}
+		return out
+	}
+	ex := &kelpiepb.ExchangeTopology{Mode: "rat", Iteration: 120, TreesTotal: 7, Racks: []*kelpiepb.ExchangeRegion{
+		{Region: "/r0", Members: w(0, 1, 2, 3)}, {Region: "/r1", Members: w(4, 6, 7)}}}
+	for c, t := range trees {
+		ex.Trees = append(ex.Trees, &kelpiepb.ExchangeTree{Chunk: int32(c), Root: w(t.r)[0], Aggregations: []*kelpiepb.ExchangeAggregation{
+			agg(t.r, "rack", others(t.r)...), agg(t.r, "pod", t.o), agg(t.o, "rack", others(t.o)...)}})
+	}
+	return ex
+}

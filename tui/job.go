@@ -583,6 +583,9 @@ func (v *jobView) chartsPanel(w, h int, focused bool) string {
 }
 
 func (v *jobView) psPanel(w, h int, focused bool) string {
+	if ex := v.job.GetExchange(); ex != nil {
+		return v.allreducePanel(ex, w, h, focused)
+	}
 	st := &v.c.st
 	mon := v.job.GetMonitor()
 	sep := st.muted.Render(" · ")

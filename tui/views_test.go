@@ -112,6 +112,13 @@ func TestViews(t *testing.T) {
 			press(tm, "tab", "tab", "z") // focus the charts, maximise them
 			waitText(t, tm, "speed per server")
 		}},
+		{"job_allreduce", "operator", false, func(t *testing.T, tm *teatest.TestModel) {
+			tm.Send(client.SnapshotMsg{Snapshot: &kelpiepb.Snapshot{Jobs: append(summaryJobs(), ratJob())}})
+			waitText(t, tm, "mnist-rat")
+			openJob(t, tm, ratJob())
+			press(tm, "tab", "tab", "tab", "z") // focus the topology panel, maximise it
+			waitText(t, tm, "AGGREGATOR")
+		}},
 		{"actions", "operator", false, func(t *testing.T, tm *teatest.TestModel) {
 			openJob(t, tm, mnistJob())
 			press(tm, "A")

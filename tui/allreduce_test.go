@@ -1,0 +1,29 @@
+package tui
+
+import (
+	"testing"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+)
+
+// TestRingAndTreeLines: the ring is drawn in its order back to its first
+// member, ⇒ where the next member is in another rack; a tree's
+// aggregations of one aggregator at several levels read as one addition.
+func TestRingAndTreeLines(t *testing.T) {
+	ex := &kelpiepb.ExchangeTopology{Mode: "ring", Racks: []*kelpiepb.ExchangeRegion{
+		{Region: "/r0", Members: []string{"worker-0", "worker-1"}}, {Region: "/r1", Members: []string{"worker-3", "worker-4"}}},
+		RingOrder: []string{"worker-0", "worker-1", "worker-3", "worker-4"}}
+	if got, want := ringLine(ex), "w0 → w1 ⇒ w3 → w4 ⇒ w0"; got != want {
+		t.Errorf("ring %q; want %q", got, want)
+	}
+	tree := &kelpiepb.ExchangeTree{Chunk: 2, Root: "worker-3", Aggregations: []*kelpiepb.ExchangeAggregation{
+		{Aggregator: "worker-3", Level: "rack", Members: []string{"worker-4"}},
+		{Aggregator: "worker-3", Level: "pod", Members: []string{"worker-0"}},
+		{Aggregator: "worker-0", Level: "rack", Members: []string{"worker-1"}}}}
+	if got, want := treeLine(tree), "2    w3    w3 ← w4 w0 · w0 ← w1"; got != want {
+		t.Errorf("tree %q; want %q", got, want)
+	}
+	if got, want := treeLine(&kelpiepb.ExchangeTree{Chunk: 1}), "1    –"; got != want {
+		t.Errorf("empty tree %q; want %q", got, want)
+	}
+}

@@ -37,23 +37,26 @@ func exchangeView(s *spec.Spec, plan job.Plan, next int64) *kelpiepb.ExchangeTop
 		l := s.Cluster.Topology[spec.WorkerName(w)]
 		topo[k] = allreduce.Place{Rack: l.Rack, Pod: l.Pod}
 	}
-	name := func(k int) string { return spec.WorkerName(members[k]) }
+	pl := placed{names: make([]string, len(members)), racks: make([]string, len(members)), pods: make([]string, len(members))}
+	for k, w := range members {
+		pl.names[k], pl.racks[k], pl.pods[k] = spec.WorkerName(w), topo.Rack(k), topo.Pod(k)
+	}
 	v := &kelpiepb.ExchangeTopology{Mode: mode, Iteration: next}
 	order := allreduce.RingOrder(len(members), topo)
 	for _, k := range order {
-		r := topo.Rack(k)
+		r := pl.racks[k]
 		if n := len(v.Racks); n == 0 || v.Racks[n-1].Region != r {
 			v.Racks = append(v.Racks, &kelpiepb.ExchangeRegion{Region: r})
 		}
 		last := v.Racks[len(v.Racks)-1]
-		last.Members = append(last.Members, name(k))
+		last.Members = append(last.Members, pl.names[k])
 	}
 	if len(members) < 2 {
 		return v // one worker sums nothing
 	}
 	if mode == spec.ExchangeRing {
 		for _, k := range order {
-			v.RingOrder = append(v.RingOrder, name(k))
+			v.RingOrder = append(v.RingOrder, pl.names[k])
 		}
 		return v
 	}
@@ -63,23 +66,26 @@ func exchangeView(s *spec.Spec, plan job.Plan, next int64) *kelpiepb.ExchangeTop
 	v.TreesTotal = int32(len(members))
 	p := allreduce.RAT(len(members), trees, topo, trees)
 	for c := range p.Chunks {
-		v.Trees = append(v.Trees, treeView(p, c, topo, name))
+		v.Trees = append(v.Trees, pl.tree(p, c))
 	}
 	return v
 }
 
+// placed is the members' names and regions, by plan node.
+type placed struct{ names, racks, pods []string }
+
 // aggregationLevels are the levels of a tree's aggregations, nearest first.
 var aggregationLevels = []string{"rack", "pod", "cluster"}
 
-// treeView is chunk c's tree of p: its root, and each aggregator's
-// additions (the root's first, then by member), level by level.
-func treeView(p *allreduce.Plan, c int, topo allreduce.Topology, name func(int) string) *kelpiepb.ExchangeTree {
+// tree is chunk c's tree of p: its root, and each aggregator's additions
+// (the root's first, then by member), level by level.
+func (pl placed) tree(p *allreduce.Plan, c int) *kelpiepb.ExchangeTree {
 	root, children := p.Tree(c)
 	t := &kelpiepb.ExchangeTree{Chunk: int32(c)}
 	if root < 0 {
 		return t
 	}
-	t.Root = name(root)
+	t.Root = pl.names[root]
 	aggs := make([]int, 0, len(children))
 	for a := range children {
 		if a != root {
@@ -91,25 +97,25 @@ func treeView(p *allreduce.Plan, c int, topo allreduce.Topology, name func(int) 
 		for _, lvl := range aggregationLevels {
 			var ms []string
 			for _, k := range children[a] {
-				if levelOf(topo, a, k) == lvl {
-					ms = append(ms, name(k))
+				if pl.level(a, k) == lvl {
+					ms = append(ms, pl.names[k])
 				}
 			}
 			if len(ms) > 0 {
-				t.Aggregations = append(t.Aggregations, &kelpiepb.ExchangeAggregation{Aggregator: name(a), Level: lvl, Members: ms})
+				t.Aggregations = append(t.Aggregations, &kelpiepb.ExchangeAggregation{Aggregator: pl.names[a], Level: lvl, Members: ms})
 			}
 		}
 	}
 	return t
 }
 
-// levelOf is the level at which aggregator a adds node k's sum: the
+// level is the level at which aggregator a adds node k's sum: the
 // smallest region holding both.
-func levelOf(topo allreduce.Topology, a, k int) string {
+func (pl placed) level(a, k int) string {
 	switch {
-	case topo.Rack(a) == topo.Rack(k):
+	case pl.racks[a] == pl.racks[k]:
 		return "rack"
-	case topo.Pod(a) == topo.Pod(k):
+	case pl.pods[a] == pl.pods[k]:
 		return "pod"
 	}
 	return "cluster"

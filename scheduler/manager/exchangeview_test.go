@@ -258,3 +258,25 @@ func TestExchangeViewPlans(t *testing.T) {
 		t.Errorf("levels %v; want rack, pod and cluster on racks in pods", levels)
 	}
 }
+
+// BenchmarkExchangeView: planning a RAT job's exchange for a view, at 8
+// members (the netns experiments), 64 and 1,000 on 10 racks.
+func BenchmarkExchangeView(b *testing.B) {
+	for _, n := range []int{8, 64, 1000} {
+		s := &spec.Spec{}
+		s.Cluster.Exchange = spec.ExchangeRAT
+		s.Cluster.Topology = map[string]spec.Labels{}
+		local := make([]int, n)
+		for w := range n {
+			local[w] = 1
+			s.Cluster.Topology[spec.WorkerName(w)] = spec.Labels{Rack: fmt.Sprintf("r%d", w*10/n)}
+		}
+		plan := job.Plan{GlobalBatch: n, Local: local}
+		b.Run(fmt.Sprintf("members=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				exchangeView(s, plan, 0)
+			}
+		})
+	}
+}

@@ -39,6 +39,10 @@ func (v *jobView) allreducePanel(ex *kelpiepb.ExchangeTopology, w, h int, focuse
 		members += len(r.GetMembers())
 	}
 	lines := []string{fmt.Sprintf("%s · %d workers · %d regions (wN = worker-N)", ex.GetMode(), members, len(ex.GetRacks()))}
+	if v.c.replaying(v.c.job) != nil {
+		// The timeline records no exchange: a replay shows today's.
+		lines = append(lines, st.muted.Render(fmt.Sprintf("now, at iteration %d: the timeline keeps no exchange", ex.GetIteration())))
+	}
 	for _, r := range ex.GetRacks() {
 		lines = append(lines, fmt.Sprintf("%-8s %s", r.GetRegion(), shortWorkers(r.GetMembers())))
 	}

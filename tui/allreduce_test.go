@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/scheduler/console/client"
 )
 
 // TestRingAndTreeLines: the ring is drawn in its order back to its first
@@ -25,5 +26,23 @@ func TestRingAndTreeLines(t *testing.T) {
 	}
 	if got, want := treeLine(&kelpiepb.ExchangeTree{Chunk: 1}), "1    –"; got != want {
 		t.Errorf("empty tree %q; want %q", got, want)
+	}
+}
+
+// TestReplayAllreduceSaysNow: replaying an allreduce job, the exchange
+// panel says that what it draws is the job's exchange now (the timeline
+// records none), not the replayed moment's.
+func TestReplayAllreduceSaysNow(t *testing.T) {
+	end, frames, actions := finishedHistory()
+	end.Exchange = ratExchange()
+	tm := run(t, &fakeBackend{answer: historyAnswer(frames, actions, 7)}, "viewer", false, 200, 60)
+	tm.Send(client.SnapshotMsg{Scope: []string{"replayed"}, Snapshot: &kelpiepb.Snapshot{Jobs: []*kelpiepb.JobView{end}}})
+	waitText(t, tm, "replayed")
+	press(tm, ":", "job replayed", "enter")
+	waitText(t, tm, "allreduce: topology and trees", "w4 ← w6 w7 w0")
+	press(tm, "[")
+	waitText(t, tm, "⏸ replay 20s in", "now, at iteration 120: the timeline keeps no exchange")
+	if err := tm.Quit(); err != nil {
+		t.Fatal(err)
 	}
 }

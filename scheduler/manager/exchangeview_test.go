@@ -20,7 +20,7 @@ import (
 
 // racksSpec is a job of 8 workers on 2 racks of 4 (worker-0..3 on r0)
 // summing gradients with exchange (ring or rat).
-func racksSpec(t *testing.T, name, exchange string) *spec.Spec {
+func racksSpec(t testing.TB, name, exchange string) *spec.Spec {
 	t.Helper()
 	topo := "{"
 	for w := range 8 {
@@ -279,4 +279,42 @@ func BenchmarkExchangeView(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkExchangeShareOfView: a whole detail view of an 8-worker RAT
+// job on 2 racks (exchange included), beside planning its exchange alone,
+// in the same run: the exchange's share of building the view.
+func BenchmarkExchangeShareOfView(b *testing.B) {
+	st, err := store.Open(filepath.Join(b.TempDir(), "db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := New(Config{Store: st, NoLaunch: true, Tick: time.Hour, LogDir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		m.Close()
+		st.Close()
+	}()
+	s := racksSpec(b, "share", spec.ExchangeRAT)
+	if _, err := m.SubmitSpec(s, "test"); err != nil {
+		b.Fatal(err)
+	}
+	j := m.jobList()["share"]
+	for w := range 8 {
+		name := spec.WorkerName(w)
+		_ = m.report(j, name, &kelpiepb.ProgressReport{Job: "share", Node: name, Iteration: 10, BatchSize: 8, BptSeconds: []float64{0.01}})
+	}
+	b.Run("view", func(b *testing.B) {
+		for b.Loop() {
+			j.view(true, 60)
+		}
+	})
+	b.Run("exchange", func(b *testing.B) {
+		plan := j.coord.Plan()
+		for b.Loop() {
+			exchangeView(s, plan, 10)
+		}
+	})
 }

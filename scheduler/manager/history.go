@@ -296,6 +296,14 @@ func (j *jobState) applied(a *kelpiepb.Action, frames []*kelpiepb.TimelineFrame)
 		slices.Sort(ap.Targets)
 	case a.Target != "" && j.nodes[a.Target] != nil && j.nodes[a.Target].role == "worker":
 		ap.Targets = []string{a.Target}
+		// The BPT the policy acted on, should no frame before hold the
+		// target's (AntDT-ND's evidence: over L_per, else L_trans).
+		for _, k := range []string{a.Target + "/bpt_per_s", a.Target + "/bpt_trans_s"} {
+			if x := ev[k]; x > 0 {
+				ap.BPTBefore = x
+				break
+			}
+		}
 	}
 	return ap, before
 }

@@ -34,6 +34,11 @@ type Applied struct {
 	// targets' BPT; zero where it made none.
 	PredictedThroughput float64
 	PredictedBPT        time.Duration
+	// BPTBefore is the targets' BPT (seconds) as the proposing policy
+	// measured it, used when no frame before the action holds one (an
+	// action early in a job, whose first frames carry no BPT yet): without
+	// it a restart predicted to cut the BPT could not be judged at all.
+	BPTBefore float64
 }
 
 // MissFraction is the share of the predicted gain an action must deliver
@@ -80,7 +85,7 @@ func Realize(frames []*kelpiepb.TimelineFrame, a Applied, now time.Time, final b
 	}
 	r := &kelpiepb.Realized{
 		WindowS:             a.Window.Seconds(),
-		BptBeforeS:          meanBPT(before, a.Targets),
+		BptBeforeS:          bptBefore(before, a),
 		BptAfterS:           meanBPT(after, a.Targets),
 		ThroughputBefore:    meanThroughput(before),
 		ThroughputAfter:     meanThroughput(after),
@@ -98,6 +103,15 @@ func Realize(frames []*kelpiepb.TimelineFrame, a Applied, now time.Time, final b
 	}
 	judge(r)
 	return r
+}
+
+// bptBefore is the targets' mean BPT over the before-window, else the
+// one the policy measured (a.BPTBefore), else NaN.
+func bptBefore(before []*kelpiepb.TimelineFrame, a Applied) float64 {
+	if b := meanBPT(before, a.Targets); !math.IsNaN(b) || !(a.BPTBefore > 0) {
+		return b
+	}
+	return a.BPTBefore
 }
 
 // window returns the frames that lie within (from, to]: those ending after

@@ -250,6 +250,14 @@ func TestRealize(t *testing.T) {
 		{"before ends at the dispatch", append(append(straggler(1, 10, 17_400, 0.028), straggler(11, 13, 30_000, 0.004)...), straggler(14, 23, 30_000, 0.004)...),
 			Applied{Targets: []string{"worker-2"}, At: at.Add(3 * time.Second), Dispatched: at, Window: 5 * time.Second, Transition: time.Second, PredictedThroughput: 21_000},
 			false, true, false, "predicted 17.4k → 21.0k/s · realized 30.0k/s ✓", 0.028, 0.004},
+		// A restart early in a job: no frame before it holds worker-2's
+		// BPT (frames 1-10 without it); judged against the BPT the
+		// policy measured (28 ms), a miss when it stays, a hit when it
+		// comes down; without the policy's figure, no prediction to judge.
+		{"early restart, slowness followed", append(append(straggler(1, 10, 17_400, math.NaN()), gap...), straggler(13, 22, 12_300, 0.028)...),
+			func() Applied { a := restart; a.BPTBefore = 0.028; return a }(), false, true, true, "predicted BPT 28ms → 2ms · realized 28ms ✗", 0.028, 0.028},
+		{"early restart, a hit", append(append(straggler(1, 10, 17_400, math.NaN()), gap...), straggler(13, 22, 40_000, 0.002)...),
+			func() Applied { a := restart; a.BPTBefore = 0.028; return a }(), false, true, false, "predicted BPT 28ms → 2ms · realized 2ms ✓", 0.028, 0.002},
 		{"no prediction", missed, Applied{At: at, Window: 5 * time.Second, Transition: time.Second}, false, true, false, "no prediction · throughput 17.4k → 12.3k/s", 0.0085, 0.0085},
 	} {
 		t.Run(c.name, func(t *testing.T) {

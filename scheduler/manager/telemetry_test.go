@@ -98,7 +98,7 @@ func TestTelemetryReport(t *testing.T) {
 		each.ObserveWorker("worker-0", s)
 	}
 	for _, c := range comm {
-		each.push(telemetryOp{kind: opComm, node: "worker-0", comm: c})
+		each.ObserveComm("worker-0", c)
 	}
 	a, b := whole.Snapshot(time.Second), each.Snapshot(time.Second)
 	wa, _ := a.Worker("worker-0")

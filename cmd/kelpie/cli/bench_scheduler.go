@@ -24,7 +24,10 @@ func benchSchedulerCmd() *cobra.Command {
 plays --agents worker agents (and the job's servers) over gRPC streams, each sending a
 report of 10 BPT samples and 4 push/pull samples per second, with one console client
 subscribed to the job, and reports the scheduler's CPU, its ingest time per message
-(p50, p99, from its /metrics histogram) and the console stream's bytes per second.`,
+(p50, p99, from its /metrics histogram) and the console stream's bytes per second.
+It measures the steady state: from two report periods after every agent has connected and
+sent its first message (no sooner than 3 s after they began), for --duration; the console
+client must stay connected throughout, or the run fails.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			exe, err := os.Executable()

@@ -235,21 +235,35 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		defer conns[i].Close()
 	}
-	runCtx, stop := context.WithTimeout(ctx, o.Duration+5*time.Second)
+	runCtx, stop := context.WithTimeout(ctx, setupLimit+o.Duration+5*time.Second)
 	defer stop()
-	var sent atomic.Int64
+	var sent, started atomic.Int64
 	var wg sync.WaitGroup
 	start := time.Now()
-	measureFrom := start.Add(3 * time.Second) // connect and warm up first
-	for i := range o.Agents + o.Servers {
+	total := o.Agents + o.Servers
+	for i := range total {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			agent(runCtx, conns[i%len(conns)], i, o, measureFrom, &sent)
+			agent(runCtx, conns[i%len(conns)], i, o, &started, &sent)
 		}()
+	}
+	// Measure the steady state, not the connect storm: from two report
+	// periods after every agent has sent its first message, and no
+	// sooner than 3 s after they began.
+	for started.Load() < int64(total) && time.Since(start) < setupLimit && runCtx.Err() == nil {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := started.Load(); n < int64(total) {
+		return nil, fmt.Errorf("%d of %d agents connected within %v: a machine too loaded to measure on", n, total, setupLimit)
+	}
+	measureFrom := time.Now().Add(2 * time.Duration(float64(time.Second)/o.Rate))
+	if early := start.Add(3 * time.Second); measureFrom.Before(early) {
+		measureFrom = early
 	}
 	// Measure the scheduler's CPU over the measured window only.
 	sleepUntil(runCtx, measureFrom)
+	sent0 := sent.Load()
 	cpu0, err := cpuSeconds(sched.Process.Pid)
 	if err != nil {
 		return nil, err
@@ -274,7 +288,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if st := watcherLost.Load(); st != nil && !o.NoWatch {
 		return nil, fmt.Errorf("the console watcher lost its connection (%s: %v): the figures would not be of a watched job", st.State, st.Err)
 	}
-	r := &Result{Agents: o.Agents, Seconds: elapsed, Messages: sent.Load(), CPUSeconds: cpu1 - cpu0,
+	r := &Result{Agents: o.Agents, Seconds: elapsed, Messages: sent.Load() - sent0, CPUSeconds: cpu1 - cpu0,
 		ConsoleFrames: consoleFrames.Load() - frames0}
 	r.MessagesPerS = float64(r.Messages) / elapsed
 	r.CPUCores = r.CPUSeconds / elapsed
@@ -288,6 +302,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	wg.Wait()
 	return r, nil
 }
+
+// setupLimit bounds the time the agents take to connect and send their
+// first messages.
+const setupLimit = 60 * time.Second
 
 func writeTokens(dir string) string {
 	p := dir + "/tokens"
@@ -303,8 +321,9 @@ func sleepUntil(ctx context.Context, t time.Time) {
 }
 
 // agent plays one node's agent: hello, then a report (workers) or a
-// heartbeat every 1/rate seconds; messages are counted from measureFrom.
-func agent(ctx context.Context, cc *grpc.ClientConn, i int, o Options, measureFrom time.Time, sent *atomic.Int64) {
+// heartbeat every 1/rate seconds. It counts itself in started once its
+// first message is sent, and every message in sent.
+func agent(ctx context.Context, cc *grpc.ClientConn, i int, o Options, started, sent *atomic.Int64) {
 	node, role := fmt.Sprintf("worker-%d", i), kelpiepb.Role_ROLE_WORKER
 	if i >= o.Agents {
 		node, role = fmt.Sprintf("server-%d", i-o.Agents), kelpiepb.Role_ROLE_SERVER
@@ -337,6 +356,7 @@ func agent(ctx context.Context, cc *grpc.ClientConn, i int, o Options, measureFr
 	t := time.NewTimer(time.Duration(float64(period) * float64(i%1000) / 1000))
 	defer t.Stop()
 	var it int64
+	first := true
 	for {
 		select {
 		case <-ctx.Done():
@@ -363,8 +383,10 @@ func agent(ctx context.Context, cc *grpc.ClientConn, i int, o Options, measureFr
 		if err := stream.Send(m); err != nil {
 			return
 		}
-		if time.Now().After(measureFrom) {
-			sent.Add(1)
+		sent.Add(1)
+		if first {
+			started.Add(1)
+			first = false
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/kelpie/kelpie/scheduler/clock"
 	"github.com/kelpie/kelpie/scheduler/policy"
 	"github.com/kelpie/kelpie/scheduler/store"
+	"google.golang.org/protobuf/proto"
 )
 
 // racksSpec is a job of 8 workers on 2 racks of 4 (worker-0..3 on r0)
@@ -317,4 +318,26 @@ func BenchmarkExchangeShareOfView(b *testing.B) {
 			exchangeView(s, plan, 10)
 		}
 	})
+}
+
+// TestExchangeCache: a view of the same members shares the last view's
+// plan (at its own iteration); other members, or a changed spec, are
+// planned afresh — as exchangeView plans them.
+func TestExchangeCache(t *testing.T) {
+	plan := func(local ...int) job.Plan { return job.Plan{GlobalBatch: 64, Local: local} }
+	rat := racksSpec(t, "rat", spec.ExchangeRAT)
+	var c exchangeCache
+	a := c.view(rat, plan(8, 8, 8, 8, 8, 8, 8, 8), 3)
+	b := c.view(rat, plan(8, 8, 8, 8, 8, 8, 8, 8), 4)
+	if b.Iteration != 4 || len(b.Trees) == 0 || &b.Trees[0] != &a.Trees[0] {
+		t.Errorf("same members: iteration %d, trees shared %v; want 4, shared", b.Iteration, len(b.Trees) > 0 && &b.Trees[0] == &a.Trees[0])
+	}
+	seven := plan(8, 8, 8, 0, 8, 8, 8, 16)
+	if got, want := c.view(rat, seven, 5), exchangeView(rat, seven, 5); !proto.Equal(got, want) {
+		t.Errorf("other members: %v; want %v", got, want)
+	}
+	ring := racksSpec(t, "ring", spec.ExchangeRing)
+	if got := c.view(ring, seven, 5); got.Mode != "ring" || len(got.RingOrder) != 7 {
+		t.Errorf("another spec: mode %q, ring of %d; want ring of 7", got.Mode, len(got.RingOrder))
+	}
 }

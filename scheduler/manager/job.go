@@ -58,6 +58,7 @@ type jobState struct {
 	// seriesNames are the nodes' chart series names ("bpt/worker-2"), made
 	// once (view, under viewMu).
 	seriesNames map[string]string
+	exchange    exchangeCache // an allreduce job's last exchange (view, under viewMu)
 	// nodeCount is the job's node count as of the last view built; it
 	// sets how long a view lives (viewTTL).
 	nodeCount atomic.Int32

@@ -391,7 +391,7 @@ func (j *jobState) view(detail bool, columns int) *kelpiepb.JobView {
 	if !detail {
 		return v
 	}
-	v.Exchange = exchangeView(s, coord.Plan(), v.Iteration)
+	v.Exchange = j.exchange.view(s, coord.Plan(), v.Iteration)
 	v.Monitor = &kelpiepb.MonitorView{MeanBptS: snap.MeanBPT.Seconds(), SpeedVariance: finite(snap.SpeedVariance),
 		Superior: snap.Superior, ScaleOut: snap.ScaleOut, WindowTransientS: snap.Config.LTrans.Seconds(),
 		WindowPersistentS: snap.Config.LPer.Seconds(), Lambda: snap.Config.Lambda}

@@ -88,6 +88,7 @@ type Job struct {
 
 	mu       sync.Mutex
 	table    blocks.Table  // the block table in effect
+	tableAt  int64         // the iteration the table in effect took effect at (0: the job's first)
 	plan     job.Plan      // the batch splits in effect
 	changed  chan struct{} // closed (and replaced) when a node registers
 	next     *pendingTable // a table change under way
@@ -557,13 +558,21 @@ func (j *Job) CommitTable() {
 	if j.next == nil {
 		return
 	}
-	j.table = j.next.t
+	j.table, j.tableAt = j.next.t, j.next.at
 	for _, r := range j.next.removed {
 		if r >= 0 && r < len(j.addrs) {
 			j.addrs[r] = ""
 		}
 	}
 	j.next = nil
+}
+
+// TableAt is the iteration the block table in effect took effect at: every
+// worker has reached it (0 for the job's first table).
+func (j *Job) TableAt() int64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.tableAt
 }
 
 // PendingTable is the wire form of the table change under way if action

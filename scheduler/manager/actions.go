@@ -743,6 +743,12 @@ func (j *jobState) aheadIteration(now time.Time) int64 {
 		}
 		est, rate = max(est, e), max(rate, p.rate)
 	}
+	// Every worker has passed the last table change, whatever their last
+	// reports said: a change right after another must come after it (a
+	// REMOVE_SERVER a second after a REASSIGN was once placed at the
+	// REASSIGN's own iteration, which the workers had passed, and the job
+	// hung).
+	est = max(est, j.coord.TableAt())
 	margin := int64(5)
 	if rate > 0 {
 		margin = max(margin, int64(math.Ceil(0.5*rate)))

@@ -1,0 +1,71 @@
+package manager
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/runtime/blocks"
+	"github.com/kelpie/kelpie/runtime/spec"
+	"github.com/kelpie/kelpie/scheduler/clock"
+	"github.com/kelpie/kelpie/scheduler/store"
+)
+
+// TestAheadOfTheLastTable: a global action is placed ahead of the workers'
+// reported progress and never at or before the iteration the last table
+// change took effect at, which every worker has passed even when its last
+// report is older (a REMOVE_SERVER a second after a REASSIGN applied at
+// iteration 18 was placed at 18 and the job hung).
+func TestAheadOfTheLastTable(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	st, err := store.Open(filepath.Join(t.TempDir(), "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(Config{Store: st, NoLaunch: true, Tick: time.Hour, LogDir: t.TempDir(), Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		m.Close()
+		st.Close()
+	})
+	s, err := spec.Parse("ps.yaml", []byte("name: ps\nmodel: {kind: softmax}\ndata: {kind: mnist, seed: 1}\n"+
+		"train: {global_batch: 64}\ncluster: {workers: 2, servers: 2}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.SubmitSpec(s, "test"); err != nil {
+		t.Fatal(err)
+	}
+	j := m.jobList()["ps"]
+	for w := range 2 {
+		name := spec.WorkerName(w)
+		if _, err := m.Coordinator().Register(context.Background(), &kelpiepb.RegisterRequest{Job: "ps", Node: name,
+			Role: kelpiepb.Role_ROLE_WORKER, Addr: "127.0.0.1:1"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.report(j, name, &kelpiepb.ProgressReport{Job: "ps", Node: name, Iteration: 13, BatchSize: 32,
+			BptSeconds: []float64{0.01}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ahead := func() int64 {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return j.aheadIteration(clk.Now())
+	}
+	base := ahead()
+	if base <= 13 {
+		t.Fatalf("ahead of reports at 13: %d; want past 13", base)
+	}
+	// A table change took effect at an iteration past what the reports say.
+	at := base + 10
+	j.coord.BeginTable(blocks.Table{Version: 2}, nil, at, "a-1")
+	j.coord.CommitTable()
+	if got := ahead(); got <= at {
+		t.Errorf("after a table change at %d (reports still at 13): next global action at %d; want after %d", at, got, at)
+	}
+}

@@ -770,11 +770,35 @@ func (s *Server) release(ids []syncmodel.PullID, send *[]func()) {
 			continue
 		}
 		delete(s.pending, id)
+		if gone := s.absentBlock(p.req); gone >= 0 {
+			// The block was handed off while the pull waited (its worker
+			// had not switched tables yet): the worker takes the new
+			// table and pulls again from the block's new server, as for a
+			// request the switch refused (Aborted).
+			resp := errorResponse(p.req, status.Errorf(codes.Aborted,
+				"server %s: block %d moved while the pull waited (assignment v%d from iteration %d)", s.cfg.Name, gone, s.version, s.el.switchAt))
+			*send = append(*send, func() { p.reply(resp) })
+			continue
+		}
 		resp := s.read(p.req, true)
 		resp.HeldSeconds = time.Since(p.since).Seconds()
 		resp.Dropped = p.dropped
 		*send = append(*send, func() { p.reply(resp) })
 	}
+}
+
+// absentBlock is the first block req names that this server no longer
+// holds, or -1.
+func (s *Server) absentBlock(req *kelpiepb.PSRequest) int {
+	if req.NoReplyData {
+		return -1
+	}
+	for _, id := range req.Blocks {
+		if s.blocks[int(id)] == nil {
+			return int(id)
+		}
+	}
+	return -1
 }
 
 // read answers a pull from the parameters: the dense blocks' values are

@@ -2,7 +2,6 @@ package manager
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -10,7 +9,6 @@ import (
 	"github.com/kelpie/kelpie/runtime/blocks"
 	"github.com/kelpie/kelpie/runtime/spec"
 	"github.com/kelpie/kelpie/scheduler/clock"
-	"github.com/kelpie/kelpie/scheduler/store"
 )
 
 // TestAheadOfTheLastTable: a global action is placed ahead of the workers'
@@ -20,27 +18,7 @@ import (
 // iteration 18 was placed at 18 and the job hung).
 func TestAheadOfTheLastTable(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	st, err := store.Open(filepath.Join(t.TempDir(), "db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := New(Config{Store: st, NoLaunch: true, Tick: time.Hour, LogDir: t.TempDir(), Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		m.Close()
-		st.Close()
-	})
-	s, err := spec.Parse("ps.yaml", []byte("name: ps\nmodel: {kind: softmax}\ndata: {kind: mnist, seed: 1}\n"+
-		"train: {global_batch: 64}\ncluster: {workers: 2, servers: 2}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.SubmitSpec(s, "test"); err != nil {
-		t.Fatal(err)
-	}
-	j := m.jobList()["ps"]
+	m, j := testJob(t, Config{Clock: clk}, "ps", 2, 2)
 	for w := range 2 {
 		name := spec.WorkerName(w)
 		if _, err := m.Coordinator().Register(context.Background(), &kelpiepb.RegisterRequest{Job: "ps", Node: name,

@@ -71,18 +71,7 @@ func racksText(ex *kelpiepb.ExchangeTopology) string {
 // workers rebuild theirs). A PS job's view carries no exchange.
 func TestExchangeViewAfterRemoveWorker(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	st, err := store.Open(filepath.Join(t.TempDir(), "db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := New(Config{Store: st, NoLaunch: true, Tick: time.Hour, LogDir: t.TempDir(), Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		m.Close()
-		st.Close()
-	})
+	m := testManager(t, Config{Clock: clk})
 	if _, err := m.SubmitSpec(racksSpec(t, "rat", spec.ExchangeRAT), "test"); err != nil {
 		t.Fatal(err)
 	}

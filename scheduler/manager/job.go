@@ -507,43 +507,47 @@ func sortedNodes(ns map[string]*nodeState) []*nodeState {
 // every second; splitting at every comparison was most of the sort).
 func sortByNode[T any](items []T, roleName func(T) (role, name string)) {
 	type keyed struct {
-		server       bool
-		prefix, name string
-		index        int
-		item         T
+		key  nodeKey
+		item T
 	}
 	ks := make([]keyed, len(items))
 	for i, it := range items {
-		role, name := roleName(it)
-		p, x := splitIndex(name)
-		ks[i] = keyed{server: role == "server", prefix: p, name: name, index: x, item: it}
+		ks[i] = keyed{keyOf(roleName(it)), it}
 	}
-	slices.SortFunc(ks, func(a, b keyed) int {
-		if a.server != b.server {
-			if a.server {
-				return -1
-			}
-			return 1
-		}
-		if a.index >= 0 && b.index >= 0 && a.prefix == b.prefix {
-			return cmp.Compare(a.index, b.index)
-		}
-		return strings.Compare(a.name, b.name)
-	})
+	slices.SortFunc(ks, func(a, b keyed) int { return a.key.compare(b.key) })
 	for i := range ks {
 		items[i] = ks[i].item
 	}
 }
 
-// nodeLess orders worker-2 before worker-10.
-func nodeLess(a, b string) bool {
-	pa, ia := splitIndex(a)
-	pb, ib := splitIndex(b)
-	if ia >= 0 && ib >= 0 && pa == pb {
-		return ia < ib
-	}
-	return a < b
+// nodeKey is a node's place in the nodes' order: servers first, then by
+// name, a trailing number compared as a number (worker-2 before worker-10).
+type nodeKey struct {
+	server       bool
+	prefix, name string
+	index        int // -1: the name has no trailing number
 }
+
+func keyOf(role, name string) nodeKey {
+	p, x := splitIndex(name)
+	return nodeKey{server: role == "server", prefix: p, name: name, index: x}
+}
+
+func (a nodeKey) compare(b nodeKey) int {
+	if a.server != b.server {
+		if a.server {
+			return -1
+		}
+		return 1
+	}
+	if a.index >= 0 && b.index >= 0 && a.prefix == b.prefix {
+		return cmp.Compare(a.index, b.index)
+	}
+	return strings.Compare(a.name, b.name)
+}
+
+// nodeLess orders worker-2 before worker-10.
+func nodeLess(a, b string) bool { return keyOf("", a).compare(keyOf("", b)) < 0 }
 
 // splitIndex splits a node name into its prefix and its trailing number
 // (-1 when it has none): worker-12 -> "worker-", 12.

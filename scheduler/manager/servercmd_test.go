@@ -140,6 +140,23 @@ func TestServerCalls(t *testing.T) {
 // closed when the test ends.
 func testJob(t *testing.T, cfg Config, name string, workers, servers int) (*Manager, *jobState) {
 	t.Helper()
+	m := testManager(t, cfg)
+	s, err := spec.Parse(name+".yaml", []byte(fmt.Sprintf("name: %s\nmodel: {kind: softmax}\ndata: {kind: mnist, seed: 1}\n"+
+		"train: {global_batch: 64}\ncluster: {workers: %d, servers: %d}\n", name, workers, servers)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.SubmitSpec(s, "test"); err != nil {
+		t.Fatal(err)
+	}
+	return m, m.jobList()[name]
+}
+
+// testManager is a manager on a store of its own that launches nothing and
+// ticks only when told (cfg's store, launch, tick and log dir are set),
+// closed when the test ends.
+func testManager(t *testing.T, cfg Config) *Manager {
+	t.Helper()
 	st, err := store.Open(filepath.Join(t.TempDir(), "db"))
 	if err != nil {
 		t.Fatal(err)
@@ -153,13 +170,5 @@ func testJob(t *testing.T, cfg Config, name string, workers, servers int) (*Mana
 		m.Close()
 		st.Close()
 	})
-	s, err := spec.Parse(name+".yaml", []byte(fmt.Sprintf("name: %s\nmodel: {kind: softmax}\ndata: {kind: mnist, seed: 1}\n"+
-		"train: {global_batch: 64}\ncluster: {workers: %d, servers: %d}\n", name, workers, servers)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.SubmitSpec(s, "test"); err != nil {
-		t.Fatal(err)
-	}
-	return m, m.jobList()[name]
+	return m
 }

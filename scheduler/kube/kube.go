@@ -119,6 +119,7 @@ type node struct {
 	lost     int    // Pods deleted by someone else and relaunched
 	busy     bool   // the current Pod has been Pending beyond the threshold
 	why      string // then: what the cluster said of it
+	reason   string // then: the reason it was reported under
 	exited   map[string]bool
 }
 
@@ -585,16 +586,22 @@ func (l *Launcher) checkPending() {
 			continue
 		}
 		j, name, n, current := l.nodeOfLocked(p)
-		if !current || n.busy || j.ending {
+		if !current || j.ending {
 			continue
 		}
-		n.busy = true
-		reason, msg := "Pending", ""
+		// Until kube-scheduler has judged the Pod it is merely "Pending"; once
+		// it says why (Unschedulable, ...), a busy node is reported again
+		// under that reason, so the event log ends with what the cluster said.
+		reason, msg := "Pending", "not yet judged by the Kubernetes scheduler"
 		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason != "" {
 				reason, msg = c.Reason, c.Message
 			}
 		}
+		if n.busy && n.reason == reason {
+			continue
+		}
+		n.busy, n.reason = true, reason
 		ev := Event{Job: j.name, Node: name, Pod: p.Name, Kind: EventBusy, Reason: reason,
 			Message: fmt.Sprintf("pod %s pending for %s: %s", p.Name, now.Sub(p.CreationTimestamp.Time).Round(time.Second), msg)}
 		n.why = fmt.Sprintf("pod %s pending since %s (%s)", p.Name, p.CreationTimestamp.Time.UTC().Format(time.TimeOnly), reason)

@@ -50,6 +50,18 @@ func (e *events) find(kind, node string) (kube.Event, bool) {
 	return kube.Event{}, false
 }
 
+// last is the latest event of a kind (for one node, unless node is "").
+func (e *events) last(kind, node string) (kube.Event, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i := len(e.evs) - 1; i >= 0; i-- {
+		if ev := e.evs[i]; ev.Kind == kind && (node == "" || ev.Node == node) {
+			return ev, true
+		}
+	}
+	return kube.Event{}, false
+}
+
 // eventually polls cond until it holds or a minute has passed.
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
@@ -241,8 +253,14 @@ func testObjects(t *testing.T, c *kubetest.Cluster) {
 		t.Fatal(err)
 	}
 	eventually(t, "busy", func() (bool, string) { return l.Busy("busy") != "", evs.String() })
-	if ev, _ := evs.find(kube.EventBusy, big); ev.Reason != "Unschedulable" {
-		t.Errorf("busy event %+v; want reason Unschedulable", ev)
+	// The first busy event may come before kube-scheduler has judged the
+	// Pod ("Pending"); its verdict follows as a busy event of its own.
+	eventually(t, "busy for being unschedulable", func() (bool, string) {
+		ev, _ := evs.last(kube.EventBusy, big)
+		return ev.Reason == "Unschedulable", evs.String()
+	})
+	if why := l.Busy("busy"); !strings.Contains(why, "Unschedulable") {
+		t.Errorf("Busy says %q; want it to name Unschedulable", why)
 	}
 	c.AddNode(t, "fake-big", "128", "64Gi", 10)
 	eventually(t, "no longer busy", func() (bool, string) { return l.Busy("busy") == "", evs.String() })

@@ -385,7 +385,7 @@ func (j *jobState) observe(node string, r *kelpiepb.ProgressReport, now time.Tim
 		if n.marks == nil {
 			n.marks = timeline.NewMarks(j.marksCap)
 		}
-		n.marks.Add(timeline.MarksOf(now, r.Iteration, r.BptSeconds, r.WaitSeconds)...)
+		n.marks.AddReport(now, r.Iteration, r.BptSeconds, r.WaitSeconds)
 	}
 	n.progMu.Unlock()
 	at := now.Sub(j.submitted)

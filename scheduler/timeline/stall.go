@@ -12,35 +12,18 @@ type Mark struct {
 	At        time.Time
 }
 
-// MarksOf places a worker's report on its iteration timeline: the report
-// arrived at (which is when its last iteration completed, give or take
-// the report's trip), says the worker had completed iteration iterations,
-// and carries the wall time of each of its last iterations, oldest first
-// (a worker's iterations run back to back, so each one's time — its BPT
-// plus the time its pulls were held, bpt[i] + wait[i] — is the gap since
-// the completion before it). A wait shorter than bpt (or missing) counts
-// as zero.
-func MarksOf(at time.Time, iteration int64, bpt, wait []float64) []Mark {
-	out := make([]Mark, len(bpt))
-	t := at
-	for i := len(bpt) - 1; i >= 0; i-- {
-		out[i] = Mark{Iteration: iteration - int64(len(bpt)-1-i), At: t}
-		d := max(bpt[i], 0)
-		if i < len(wait) {
-			d += max(wait[i], 0)
-		}
-		t = t.Add(-time.Duration(d * float64(time.Second)))
-	}
-	return out
-}
-
 // Marks is a bounded record of one worker's marks, in the order they
-// arrived: when full, the oldest go. Not safe for concurrent use.
+// arrived: when full, the oldest go. It keeps times as Unix nanoseconds,
+// so the records of thousands of workers hold no pointers for the
+// collector to scan. Not safe for concurrent use.
 type Marks struct {
-	buf   []Mark
+	buf   []keptMark
 	start int // index of the oldest mark once the buffer has wrapped
 	cap   int
 }
+
+// keptMark is a Mark as kept.
+type keptMark struct{ iteration, at int64 }
 
 // NewMarks returns a record that keeps the last capacity marks (at least
 // one).
@@ -49,20 +32,62 @@ func NewMarks(capacity int) *Marks { return &Marks{cap: max(capacity, 1)} }
 // Add records ms after the marks already kept.
 func (m *Marks) Add(ms ...Mark) {
 	for _, x := range ms {
-		if len(m.buf) < m.cap {
-			m.buf = append(m.buf, x)
-			continue
-		}
-		m.buf[m.start] = x
-		m.start = (m.start + 1) % m.cap
+		m.put(keptMark{x.Iteration, x.At.UnixNano()})
 	}
+}
+
+// AddReport places a worker's report on its iteration timeline and
+// records the marks it gives: the report arrived at (which is when its
+// last iteration completed, give or take the report's trip), says the
+// worker had completed iteration iterations, and carries the wall time of
+// each of its last iterations, oldest first (a worker's iterations run
+// back to back, so each one's time — its BPT plus the time its pulls were
+// held, bpt[i] + wait[i] — is the gap since the completion before it). A
+// missing or negative wait or BPT counts as zero.
+func (m *Marks) AddReport(at time.Time, iteration int64, bpt, wait []float64) {
+	if len(bpt) == 0 {
+		return
+	}
+	gap := func(i int) int64 {
+		d := max(bpt[i], 0)
+		if i < len(wait) {
+			d += max(wait[i], 0)
+		}
+		return int64(time.Duration(d * float64(time.Second)))
+	}
+	// The oldest iteration completed the sum of the later ones' gaps
+	// before at; each later one a gap after the one before it.
+	t := at.UnixNano()
+	for i := 1; i < len(bpt); i++ {
+		t -= gap(i)
+	}
+	first := iteration - int64(len(bpt)-1)
+	for i := range bpt {
+		if i > 0 {
+			t += gap(i)
+		}
+		m.put(keptMark{first + int64(i), t})
+	}
+}
+
+func (m *Marks) put(x keptMark) {
+	if len(m.buf) < m.cap {
+		m.buf = append(m.buf, x)
+		return
+	}
+	m.buf[m.start] = x
+	m.start = (m.start + 1) % m.cap
 }
 
 // All returns a copy of the marks kept, oldest first.
 func (m *Marks) All() []Mark {
 	out := make([]Mark, 0, len(m.buf))
-	out = append(out, m.buf[m.start:]...)
-	return append(out, m.buf[:m.start]...)
+	for _, part := range [][]keptMark{m.buf[m.start:], m.buf[:m.start]} {
+		for _, x := range part {
+			out = append(out, Mark{Iteration: x.iteration, At: time.Unix(0, x.at)})
+		}
+	}
+	return out
 }
 
 // Window is the time a change was under way: from its creation to its

@@ -19,26 +19,35 @@ func steady(first int64, start time.Time, step time.Duration, n int) []Mark {
 	return out
 }
 
-func TestMarksOf(t *testing.T) {
+func TestAddReport(t *testing.T) {
 	at := s0.Add(time.Second)
-	got := MarksOf(at, 12, []float64{0.010, 0.020, 0.030}, []float64{0.005, 0, 0.001})
+	m := NewMarks(10)
+	m.AddReport(at, 12, []float64{0.010, 0.020, 0.030}, []float64{0.005, 0, 0.001})
+	got := m.All()
 	want := []Mark{
 		{10, at.Add(-ms(31) - ms(20))},
 		{11, at.Add(-ms(31))},
 		{12, at},
 	}
 	if len(got) != len(want) {
-		t.Fatalf("MarksOf = %v; want %v", got, want)
+		t.Fatalf("AddReport gave %v; want %v", got, want)
 	}
 	for i := range want {
-		if got[i].Iteration != want[i].Iteration || got[i].At.Sub(want[i].At).Abs() > time.Microsecond {
-			t.Errorf("MarksOf[%d] = %+v; want %+v", i, got[i], want[i])
+		if got[i].Iteration != want[i].Iteration || !got[i].At.Equal(want[i].At) {
+			t.Errorf("mark %d = %+v; want %+v", i, got[i], want[i])
 		}
 	}
 	// Missing waits and negative values count as zero.
-	got = MarksOf(at, 2, []float64{0.01, -1}, nil)
-	if got[0].At != at || got[1].At != at {
-		t.Errorf("MarksOf with a negative BPT and no waits = %v; want both at %v", got, at)
+	m = NewMarks(10)
+	m.AddReport(at, 2, []float64{0.01, -1}, nil)
+	got = m.All()
+	if len(got) != 2 || !got[0].At.Equal(at) || !got[1].At.Equal(at) {
+		t.Errorf("AddReport with a negative BPT and no waits = %v; want both at %v", got, at)
+	}
+	// A report without BPTs places nothing.
+	m.AddReport(at, 3, nil, nil)
+	if n := len(m.All()); n != 2 {
+		t.Errorf("a report without BPTs added marks: %d kept; want 2", n)
 	}
 }
 

@@ -207,13 +207,13 @@ func FrameOf(v *kelpiepb.JobView, col int, end time.Time, span time.Duration) *k
 		}
 		return col, col < n
 	}
-	heat := map[string]float32{}
+	heat := make(map[string]float32, len(v.GetHeatmap().GetRows()))
 	for _, row := range v.GetHeatmap().GetRows() {
 		if i, ok := pick(len(row.GetCells())); ok {
 			heat[row.GetNode()] = row.GetCells()[i]
 		}
 	}
-	value := map[string]float64{}
+	value := make(map[string]float64, len(v.GetCharts()))
 	for _, s := range v.GetCharts() {
 		if i, ok := pick(len(s.GetValues())); ok && s.GetValues()[i] != 0 {
 			value[nodeOfSeries(s.GetName())] = s.GetValues()[i]

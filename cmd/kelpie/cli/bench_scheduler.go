@@ -60,6 +60,7 @@ client must stay connected throughout, or the run fails.`,
 	f.StringVar(&o.SchedulerLog, "scheduler-log", "", "write the scheduler's log to `file` (else it is discarded)")
 	f.StringVar(&o.SchedulerMemProfile, "scheduler-memprofile", "", "the scheduler writes an allocation profile of the run to `file`")
 	f.StringVar(&o.SchedulerMutexProfile, "scheduler-mutexprofile", "", "the scheduler writes a lock-contention profile of the run to `file`")
+	f.StringVar(&o.SchedulerExe, "scheduler-binary", "", "run this kelpie `binary` as the scheduler (default: this one), to compare two builds under the same load")
 	f.BoolVar(&o.WholeViews, "whole-views", false, "the console client takes whole views (every node row, heatmap row and series), not the window a console shows")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
 	return c

@@ -38,6 +38,9 @@ import (
 // Options shape a run.
 type Options struct {
 	Exe      string        // the kelpie binary
+	// SchedulerExe is the kelpie binary run as the scheduler (default:
+	// Exe): an A/B of two builds under the same simulated load.
+	SchedulerExe string
 	Agents   int           // simulated worker agents (default 5000)
 	Servers  int           // servers in the job (their agents are simulated too; default 50)
 	Duration time.Duration // measured time (default 10s)
@@ -136,7 +139,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	sched := exec.Command(o.Exe, "scheduler", "--grpc", grpcAddr, "--http", httpAddr, "--data-dir", dir,
+	schedExe := o.Exe
+	if o.SchedulerExe != "" {
+		schedExe = o.SchedulerExe
+	}
+	sched := exec.Command(schedExe, "scheduler", "--grpc", grpcAddr, "--http", httpAddr, "--data-dir", dir,
 		"--no-launch", "--insecure-node-plane", "--anonymous-viewer", "--tokens", writeTokens(dir),
 		// The simulated job may be larger than a submitted spec may be by default.
 		"--spec-limit", fmt.Sprintf("workers=%d,servers=%d", max(o.Agents, 1), max(o.Servers, 1)))
@@ -328,8 +335,24 @@ func agent(ctx context.Context, cc *grpc.ClientConn, i int, o Options, started, 
 	if i >= o.Agents {
 		node, role = fmt.Sprintf("server-%d", i-o.Agents), kelpiepb.Role_ROLE_SERVER
 	}
-	var stream kelpiepb.Agent_ConnectClient
+	// The node's role registers with the coordinator, as a real one does
+	// before it reports: the scheduler's ledger knows every node.
+	reg := &kelpiepb.RegisterRequest{Job: "load", Node: node, Role: role, Pid: int32(os.Getpid())}
+	if role == kelpiepb.Role_ROLE_SERVER {
+		reg.Addr = "127.0.0.1:1" // never dialled: the scheduler calls no server
+	}
 	var err error
+	for attempt := 0; ; attempt++ {
+		_, err = kelpiepb.NewCoordinatorClient(cc).Register(ctx, reg)
+		if err == nil || ctx.Err() != nil || attempt > 20 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		return
+	}
+	var stream kelpiepb.Agent_ConnectClient
 	for attempt := 0; ; attempt++ {
 		stream, err = kelpiepb.NewAgentClient(cc).Connect(ctx)
 		if err == nil {

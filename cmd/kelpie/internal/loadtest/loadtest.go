@@ -37,16 +37,16 @@ import (
 
 // Options shape a run.
 type Options struct {
-	Exe      string        // the kelpie binary
+	Exe string // the kelpie binary
 	// SchedulerExe is the kelpie binary run as the scheduler (default:
 	// Exe): an A/B of two builds under the same simulated load.
 	SchedulerExe string
-	Agents   int           // simulated worker agents (default 5000)
-	Servers  int           // servers in the job (their agents are simulated too; default 50)
-	Duration time.Duration // measured time (default 10s)
-	Rate     float64       // reports per agent per second (default 1)
-	Conns    int           // gRPC connections the agents share (default 64)
-	NoWatch  bool          // no console client subscribed to the job
+	Agents       int           // simulated worker agents (default 5000)
+	Servers      int           // servers in the job (their agents are simulated too; default 50)
+	Duration     time.Duration // measured time (default 10s)
+	Rate         float64       // reports per agent per second (default 1)
+	Conns        int           // gRPC connections the agents share (default 64)
+	NoWatch      bool          // no console client subscribed to the job
 	// WholeViews subscribes the watching client to whole views (every
 	// node, heatmap row and series), as consoles did before windows;
 	// otherwise it asks for what a console on a 200×60 terminal shows:

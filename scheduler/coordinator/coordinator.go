@@ -466,7 +466,7 @@ func (j *Job) Workers() []string {
 // members is the indexes of the workers in the barrier: every worker not
 // removed.
 func (j *Job) members() []int32 {
-	var out []int32
+	out := make([]int32, 0, len(j.workers))
 	for i, name := range j.workers {
 		if n := j.nodes[name]; n == nil || !n.Left {
 			out = append(out, int32(i))

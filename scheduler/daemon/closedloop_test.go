@@ -11,13 +11,14 @@ import (
 // TestClosedLoop is issue 16's closed loop, live: worker-2 turns into a
 // straggler by a fixed delay per iteration — a smaller batch cannot help
 // it. AntDT-ND (auto) first cuts its batch (the short window shows it
-// transient at once; λ = 2.5 keeps the long window, whose mean still holds
-// the healthy iterations, from calling it persistent for several seconds
-// more), the scheduler measures that batch cut as a miss (worker-2's BPT
+// transient at once; once the cut is applied AntDT-ND judges it before it
+// restarts anyone, even when the long window calls the worker persistent,
+// as it soon does on a fast machine), the scheduler measures that batch
+// cut as a miss (worker-2's BPT
 // did not follow its batch), AntDT-ND escalates to KILL_RESTART (the
 // injected delay stays behind on the old host), and the restart is measured
 // as a hit. The result JSON carries both realized objects. The job is long
-// enough (six epochs) for the restart's after-window to fill on a fast
+// enough (twelve epochs) for the restart's after-window to fill on a fast
 // machine too: a job that ends before it leaves the restart unjudged.
 func TestClosedLoop(t *testing.T) {
 	if testing.Short() {
@@ -32,7 +33,7 @@ func TestClosedLoop(t *testing.T) {
 	res := runJob(t, d, `
 name: closedloop
 model: {kind: mlp, hidden: [32]}
-data: {kind: mnist, epochs: 6, seed: 1}
+data: {kind: mnist, epochs: 12, seed: 1}
 train: {global_batch: 128, lr: 0.05, optimizer: momentum, momentum: 0.9}
 cluster: {servers: 1, workers: 4}
 sync: {model: bsp}

@@ -115,9 +115,20 @@ func (j *jobState) publishedView(key viewKey, now time.Time) *kelpiepb.JobView {
 	if v := j.views.Load().fresh(key, now, ttl); v != nil {
 		return v
 	}
+	old := j.views.Load()
 	v := j.view(key.detail, key.columns)
-	j.views.Store(j.views.Load().with(key, v, now, j.viewTTL))
+	j.publish(old, key, v, now)
 	return v
+}
+
+// publish adds v to the published views, unless they were invalidated
+// while it was built (old is what was published when the build began): a
+// view built as the job finished would otherwise outlive the job — EPS and
+// the console would see it running for another TTL beside its successor.
+// Builders hold viewMu, so only an invalidation can change the views
+// meanwhile, and it always stores a new pointer.
+func (j *jobState) publish(old *viewCache, key viewKey, v *kelpiepb.JobView, now time.Time) {
+	j.views.CompareAndSwap(old, old.with(key, v, now, j.viewTTL))
 }
 
 // frameView is a detail view for record's frames, built no earlier than
@@ -152,20 +163,23 @@ func (j *jobState) frameView(now, notBefore time.Time, need int) *kelpiepb.JobVi
 	}
 	j.viewMu.Lock()
 	defer j.viewMu.Unlock()
-	key, v := pick(j.views.Load())
+	old := j.views.Load()
+	key, v := pick(old)
 	if v != nil {
 		return v
 	}
 	v = j.view(true, key.columns)
 	if key != own {
-		j.views.Store(j.views.Load().with(key, v, now, j.viewTTL))
+		j.publish(old, key, v, now)
 	}
 	return v
 }
 
-// invalidateViews makes the next view be built afresh (the job's shape
-// changed: nodes, sync model).
-func (j *jobState) invalidateViews() { j.views.Store(nil) }
+// invalidateViews makes the next view be built afresh (the job's shape or
+// state changed: nodes, sync model, running, ended). It publishes a new
+// empty cache rather than nil, so that a build under way sees the change
+// (publish).
+func (j *jobState) invalidateViews() { j.views.Store(&viewCache{}) }
 
 // jobList is the manager's jobs by name, as last published.
 func (m *Manager) jobList() map[string]*jobState {

@@ -105,6 +105,7 @@ func (p AntDTND) Propose(s monitor.Snapshot, j Job) []Action {
 	ev := map[string]float64{"lambda": lambda}
 	stuck := stuckStragglers(s, j)
 	followed := followedStragglers(j)
+	cutAwaited := batchCutAwaited(j)
 	for _, w := range workers {
 		c := classify(w, lambda)
 		o, restartMissed := followed[w.Node]
@@ -141,6 +142,11 @@ func (p AntDTND) Propose(s monitor.Snapshot, j Job) []Action {
 				", but its last KILL_RESTART left its BPT at %s (%s before): the slowness follows it, no other restart", secs(after), secs(before)))
 			ev[w.Node+"/restart_bpt_before_s"], ev[w.Node+"/restart_bpt_after_s"] = before, after
 			stragglers = append(stragglers, w.Node)
+		case c == monitor.Persistent && !j.Busy && cutAwaited:
+			// A batch split of ours was just applied: judge it first (its
+			// window is the short one, seconds). If it cured the
+			// straggler no restart is needed; if it missed, the restart
+			// comes as its escalation, the miss as its reason.
 		case c == monitor.Persistent && !j.Busy:
 			wev := map[string]float64{"lambda": lambda}
 			reason := straggling(s, w, c, lambda, wev)

@@ -453,6 +453,16 @@ func TestAntDTNDRestartFollowed(t *testing.T) {
 			j.Awaiting = []Awaiting{{Policy: NameAntDTND, Kind: KindKillRestart, Targets: []string{"worker-3"}, At: at.Add(time.Minute)}}
 			return j
 		}(), []string{}},
+		{"our batch split awaited: judge it before a restart", func() Job {
+			j := ndJob(false, nil)
+			j.Awaiting = []Awaiting{{Policy: NameAntDTND, Kind: KindAdjustBS, At: at}}
+			return j
+		}(), []string{}},
+		{"an operator's batch split awaited", func() Job {
+			j := ndJob(false, nil)
+			j.Awaiting = []Awaiting{{Policy: "operator", Kind: KindAdjustBS, At: at}}
+			return j
+		}(), []string{"KILL_RESTART worker-3"}},
 		{"an operator's restart awaited", func() Job {
 			j := ndJob(false, nil)
 			j.Awaiting = []Awaiting{{Policy: "operator", Kind: KindKillRestart, Targets: []string{"worker-3"}, At: at}}

@@ -156,6 +156,18 @@ func restartAwaited(j Job, node string) bool {
 	})
 }
 
+// batchCutAwaited says whether an AntDT-ND ADJUST_BS was applied and its
+// outcome is not measured yet. It is measured over the short window
+// (L_trans after the split took effect), so a restart waits seconds for
+// it; without the wait a persistent straggler's restart raced the split's
+// verdict, and a fast job restarted a worker the split had cured, or
+// restarted it without knowing the split had missed.
+func batchCutAwaited(j Job) bool {
+	return slices.ContainsFunc(j.Awaiting, func(a Awaiting) bool {
+		return a.Policy == NameAntDTND && a.Kind == KindAdjustBS
+	})
+}
+
 // escalate is AntDT-ND's answer to a stuck straggler that is still
 // straggling: KILL_RESTART now when the cluster is not busy (a slowness
 // that does not scale with the batch belongs to the host), else revert the

@@ -29,7 +29,7 @@ cluster:
 // it.
 const busyYAML = `name: kbusy
 model: {kind: softmax}
-data: {kind: mnist, epochs: 3, seed: 1}
+data: {kind: mnist, epochs: 10, seed: 1}
 train: {global_batch: 96, lr: 0.1}
 cluster:
   servers: 1

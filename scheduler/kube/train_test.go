@@ -24,7 +24,7 @@ import (
 
 const trainYAML = `name: ktrain
 model: {kind: softmax}
-data: {kind: mnist, epochs: 3, seed: 1}
+data: {kind: mnist, epochs: 10, seed: 1}
 train: {global_batch: 64, lr: 0.1}
 cluster:
   servers: 2

@@ -85,6 +85,7 @@ func (s *AgentService) Connect(stream kelpiepb.Agent_ConnectServer) error {
 	}
 	n.conn = conn
 	n.host = hello.Host
+	n.peerAddr = hello.PeerAddr
 	n.lastSeen = m.now()
 	j.wakeWaiters()
 	applied := map[string]bool{}
@@ -217,6 +218,8 @@ func (m *Manager) fromAgent(j *jobState, n *nodeState, msg *kelpiepb.AgentMessag
 		}
 	case *kelpiepb.AgentMessage_Ack:
 		m.acked(j, n.name, b.Ack)
+	case *kelpiepb.AgentMessage_Forwarded:
+		m.forwarded(j, n.name, b.Forwarded)
 	case *kelpiepb.AgentMessage_Refusal:
 		if m.cfg.NodeRefusal != nil {
 			m.cfg.NodeRefusal(j.spec.Name, n.name, b.Refusal)

@@ -115,6 +115,22 @@ func (m *Manager) broadcastTo(j *jobState, a *kelpiepb.Action, names []string) s
 	return sends
 }
 
+// AgentPeerAddr is the address of a node's agent's peer service, as its
+// agent registered it ("" and false for no such node or none).
+func (m *Manager) AgentPeerAddr(job, node string) (string, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	j, ok := m.jobs[job]
+	if !ok {
+		return "", false
+	}
+	n := j.nodes[node]
+	if n == nil || n.peerAddr == "" {
+		return "", false
+	}
+	return n.peerAddr, true
+}
+
 // sendRoute is the sends of an action's command to the named nodes'
 // agents, directly (counted on b when there is one).
 func (j *jobState) sendRoute(a *kelpiepb.Action, names []string, b *broadcast) sendList {

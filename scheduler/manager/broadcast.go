@@ -81,7 +81,7 @@ func (m *Manager) broadcastTo(j *jobState, a *kelpiepb.Action, names []string) s
 	if j.pickPrimary != nil {
 		primary = j.pickPrimary(candidates)
 	}
-	b := &broadcast{action: a.Id, primary: primary, cmd: j.command(a, ""), sent: map[string]int{},
+	b := &broadcast{action: a.Id, primary: primary, sent: map[string]int{},
 		settled: map[string]string{}, sentAt: m.now(), report: make(chan struct{})}
 	cmd := j.command(a, primary)
 	cmd.Primary = true

@@ -47,13 +47,11 @@ const (
 type broadcast struct {
 	action  string
 	primary string
-	peers   []string                // the secondaries, in the order sent
-	cmd     *kelpiepb.ActionCommand // as a secondary gets it
-	sent    map[string]int          // commands the scheduler sent, by route
-	settled map[string]string       // secondary -> how it got the command: "primary" or why it fell back
-	sentAt  time.Time               // when the primary's command was sent
-	report  chan struct{}           // closed when the primary's report came or the fallback ran
-	closed  bool                    // report is closed
+	peers   []string          // the secondaries, in the order sent
+	sent    map[string]int    // commands the scheduler sent, by route
+	settled map[string]string // secondary -> how it got the command: "primary" or why it fell back
+	report  chan struct{}     // closed when the primary's report came or the fallback ran
+	closed  bool              // report is closed
 }
 
 // broadcastTo is the sends of a global action's command to the named
@@ -82,7 +80,7 @@ func (m *Manager) broadcastTo(j *jobState, a *kelpiepb.Action, names []string) s
 		primary = j.pickPrimary(candidates)
 	}
 	b := &broadcast{action: a.Id, primary: primary, sent: map[string]int{},
-		settled: map[string]string{}, sentAt: m.now(), report: make(chan struct{})}
+		settled: map[string]string{}, report: make(chan struct{})}
 	cmd := j.command(a, primary)
 	cmd.Primary = true
 	for _, name := range candidates {

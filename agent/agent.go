@@ -7,6 +7,14 @@
 //
 // Each action is applied at most once: the agent remembers the ids it has
 // taken, tells the scheduler on every (re)connect, and ignores replays.
+//
+// A global action (a batch split, learning-rate scales, a new block table
+// for the workers) comes from the scheduler to one agent only, the primary
+// (AntDT Fig. 6): the agent serves the other agents of its job a peer
+// service (AgentPeer, peer.go) and the primary forwards the command to
+// each secondary over it, then tells the scheduler whom it could not reach
+// so that the scheduler sends those the command itself. Every agent applies
+// the action at its target iteration and acks it on its own stream.
 package agent
 
 import (
@@ -56,6 +64,16 @@ type Options struct {
 	// MaxRestarts is how many consecutive crashes the agent restarts
 	// before it gives up (default 10).
 	MaxRestarts int
+	// PeerListen is where the agent's peer service listens (default: the
+	// host of Listen, else 127.0.0.1, port 0); the address is told to the
+	// scheduler, which hands it to primaries. "off": no peer service (the
+	// scheduler then sends this agent every command itself).
+	PeerListen string
+	// PeerTimeout bounds a primary's call to one secondary (default 5s).
+	PeerTimeout time.Duration
+	// Credentials are the node's (nil: $KELPIE_CERT, identity.Process; none
+	// there: a plaintext node plane).
+	Credentials *identity.Credentials
 	// OrphanTimeout is how long the agent keeps its role running without
 	// a scheduler (restarting, unreachable) before it stops the role and
 	// exits, so that nothing is left running forever (default
@@ -124,6 +142,12 @@ type Agent struct {
 	// start before the first); connected while it has one.
 	contact   time.Time
 	connected bool
+
+	// forwards are the global actions this agent is the primary of, for
+	// its forwarding loop (peer.go); peerAddr is where its peer service
+	// listens ("" without one), set before the first connection.
+	forwards chan *kelpiepb.ActionCommand
+	peerAddr string
 }
 
 // New makes an agent.
@@ -137,6 +161,9 @@ func New(o Options) *Agent {
 	if o.OrphanTimeout <= 0 {
 		o.OrphanTimeout = DefaultOrphanTimeout
 	}
+	if o.PeerTimeout <= 0 {
+		o.PeerTimeout = 5 * time.Second
+	}
 	if o.Out == nil {
 		o.Out = os.Stderr
 	}
@@ -148,7 +175,17 @@ func New(o Options) *Agent {
 	}
 	return &Agent{o: o, log: o.Log.With("agent", o.Node), outbox: make(chan *kelpiepb.AgentMessage, 256),
 		taken: map[string]*kelpiepb.ActionAck{}, unacked: map[string]*kelpiepb.ActionCommand{},
-		restarts: make(chan string, 4), stop: make(chan string, 1), contact: time.Now()}
+		restarts: make(chan string, 4), stop: make(chan string, 1), contact: time.Now(),
+		forwards: make(chan *kelpiepb.ActionCommand, 64)}
+}
+
+// credentials are the node's: Options.Credentials, else $KELPIE_CERT (nil
+// without it: plaintext).
+func (a *Agent) credentials() (*identity.Credentials, error) {
+	if a.o.Credentials != nil {
+		return a.o.Credentials, nil
+	}
+	return identity.Process()
 }
 
 // Run supervises the role until it is done, the scheduler stops the job, the
@@ -158,11 +195,15 @@ func (a *Agent) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	wg.Add(1)
+	// The peer service first: its address goes in the hello.
+	stopPeers := a.startPeers(&wg)
+	wg.Add(2)
+	go func() { defer wg.Done(); a.forwardLoop(ctx) }()
 	go func() { defer wg.Done(); a.connectLoop(ctx) }()
 	err := a.supervise(ctx)
 	a.flush(2 * time.Second)
 	cancel()
+	stopPeers()
 	wg.Wait()
 	return err
 }
@@ -446,8 +487,11 @@ func (a *Agent) acked(ack *kelpiepb.ActionAck) {
 	a.enqueue(&kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Ack{Ack: ack}}, true)
 }
 
-// take handles one action from the scheduler, at most once per id.
-func (a *Agent) take(c *kelpiepb.ActionCommand) {
+// take handles one action from the scheduler or, for a global action, from
+// its primary agent, at most once per id; it says whether the action was
+// new. The primary of a global action hands it to its forwarding loop
+// first.
+func (a *Agent) take(c *kelpiepb.ActionCommand) bool {
 	a.mu.Lock()
 	ack, seen := a.taken[c.ActionId]
 	if seen {
@@ -455,11 +499,14 @@ func (a *Agent) take(c *kelpiepb.ActionCommand) {
 		if ack != nil { // a replay after a reconnect: answer again, apply nothing
 			a.enqueue(&kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Ack{Ack: ack}}, true)
 		}
-		return
+		return false
 	}
 	a.taken[c.ActionId] = nil
 	to := a.toChild
 	a.mu.Unlock()
+	if c.Primary {
+		a.forward(c)
+	}
 	switch c.Kind {
 	case "KILL_RESTART":
 		select {
@@ -467,14 +514,14 @@ func (a *Agent) take(c *kelpiepb.ActionCommand) {
 		default:
 			a.acked(&kelpiepb.ActionAck{ActionId: c.ActionId, Error: "a restart is already under way"})
 		}
-		return
+		return true
 	}
 	a.mu.Lock()
 	if to == nil {
 		// The role is restarting: it gets the action when it runs again.
 		a.queued = append(a.queued, c)
 		a.mu.Unlock()
-		return
+		return true
 	}
 	if _, err := protodelim.MarshalTo(to, &kelpiepb.RoleCommand{Body: &kelpiepb.RoleCommand_Action{Action: c}}); err != nil {
 		// The role is going away (its pipe broke): the next run gets it.
@@ -483,6 +530,7 @@ func (a *Agent) take(c *kelpiepb.ActionCommand) {
 		a.unacked[c.ActionId] = c
 	}
 	a.mu.Unlock()
+	return true
 }
 
 func (a *Agent) takenIDs() []string {
@@ -497,12 +545,12 @@ func (a *Agent) takenIDs() []string {
 
 // connectLoop keeps one stream to the scheduler, reconnecting with backoff.
 func (a *Agent) connectLoop(ctx context.Context) {
-	creds, err := identity.ProcessDialOption(identity.IsScheduler)
+	creds, err := a.credentials()
 	if err != nil {
 		a.log.Error("credentials", "err", err)
 		return
 	}
-	cc, err := grpc.NewClient(a.o.Scheduler, creds, grpc.WithConnectParams(ReconnectParams))
+	cc, err := grpc.NewClient(a.o.Scheduler, creds.DialOption(identity.IsScheduler), grpc.WithConnectParams(ReconnectParams))
 	if err != nil {
 		a.log.Error("dial scheduler", "err", err)
 		return
@@ -570,7 +618,7 @@ func (a *Agent) session(ctx context.Context, c kelpiepb.AgentClient) error {
 		return err
 	}
 	hello := &kelpiepb.AgentHello{Job: a.o.Job, Node: a.o.Node, Role: a.o.Role, Host: a.o.Host,
-		AgentPid: int32(os.Getpid()), AppliedActions: a.takenIDs()}
+		AgentPid: int32(os.Getpid()), AppliedActions: a.takenIDs(), PeerAddr: a.peerAddr}
 	if err := stream.Send(&kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Hello{Hello: hello}}); err != nil {
 		return err
 	}

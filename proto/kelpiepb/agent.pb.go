@@ -101,8 +101,12 @@ type AgentHello struct {
 	Host           string                 `protobuf:"bytes,4,opt,name=host,proto3" json:"host,omitempty"`
 	AgentPid       int32                  `protobuf:"varint,5,opt,name=agent_pid,json=agentPid,proto3" json:"agent_pid,omitempty"`
 	AppliedActions []string               `protobuf:"bytes,6,rep,name=applied_actions,json=appliedActions,proto3" json:"applied_actions,omitempty"` // ids this agent has already applied (reconnects)
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The address of this agent's peer service (AgentPeer): where a primary
+	// agent forwards a global action to it. Empty: an agent that serves no
+	// peer service (the scheduler then sends it every command itself).
+	PeerAddr      string `protobuf:"bytes,7,opt,name=peer_addr,json=peerAddr,proto3" json:"peer_addr,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AgentHello) Reset() {
@@ -175,6 +179,13 @@ func (x *AgentHello) GetAppliedActions() []string {
 		return x.AppliedActions
 	}
 	return nil
+}
+
+func (x *AgentHello) GetPeerAddr() string {
+	if x != nil {
+		return x.PeerAddr
+	}
+	return ""
 }
 
 type NodeStatus struct {
@@ -375,6 +386,7 @@ type AgentMessage struct {
 	//	*AgentMessage_Ack
 	//	*AgentMessage_ServerStats
 	//	*AgentMessage_Refusal
+	//	*AgentMessage_Forwarded
 	Body          isAgentMessage_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -471,6 +483,15 @@ func (x *AgentMessage) GetRefusal() *NodeRefusal {
 	return nil
 }
 
+func (x *AgentMessage) GetForwarded() *ActionForwarded {
+	if x != nil {
+		if x, ok := x.Body.(*AgentMessage_Forwarded); ok {
+			return x.Forwarded
+		}
+	}
+	return nil
+}
+
 type isAgentMessage_Body interface {
 	isAgentMessage_Body()
 }
@@ -504,6 +525,16 @@ type AgentMessage_Refusal struct {
 	Refusal *NodeRefusal `protobuf:"bytes,6,opt,name=refusal,proto3,oneof"`
 }
 
+type AgentMessage_Forwarded struct {
+	// The primary agent of a global action says which secondaries it
+	// forwarded it to and which it could not reach (or refused it), as
+	// soon as it has tried them all: the scheduler sends the command to
+	// those itself. Not in the primary's ack, which comes only when its
+	// own role applies the action at the target iteration: the fallback
+	// must reach the others before that.
+	Forwarded *ActionForwarded `protobuf:"bytes,7,opt,name=forwarded,proto3,oneof"`
+}
+
 func (*AgentMessage_Hello) isAgentMessage_Body() {}
 
 func (*AgentMessage_Report) isAgentMessage_Body() {}
@@ -515,6 +546,122 @@ func (*AgentMessage_Ack) isAgentMessage_Body() {}
 func (*AgentMessage_ServerStats) isAgentMessage_Body() {}
 
 func (*AgentMessage_Refusal) isAgentMessage_Body() {}
+
+func (*AgentMessage_Forwarded) isAgentMessage_Body() {}
+
+// ActionForwarded is a primary agent's report of its broadcast.
+type ActionForwarded struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ActionId      string                 `protobuf:"bytes,1,opt,name=action_id,json=actionId,proto3" json:"action_id,omitempty"`
+	Reached       []string               `protobuf:"bytes,2,rep,name=reached,proto3" json:"reached,omitempty"`     // secondaries (node names) that took the command
+	Unreached     []*PeerFailure         `protobuf:"bytes,3,rep,name=unreached,proto3" json:"unreached,omitempty"` // secondaries it could not hand the command to
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ActionForwarded) Reset() {
+	*x = ActionForwarded{}
+	mi := &file_agent_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ActionForwarded) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ActionForwarded) ProtoMessage() {}
+
+func (x *ActionForwarded) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ActionForwarded.ProtoReflect.Descriptor instead.
+func (*ActionForwarded) Descriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ActionForwarded) GetActionId() string {
+	if x != nil {
+		return x.ActionId
+	}
+	return ""
+}
+
+func (x *ActionForwarded) GetReached() []string {
+	if x != nil {
+		return x.Reached
+	}
+	return nil
+}
+
+func (x *ActionForwarded) GetUnreached() []*PeerFailure {
+	if x != nil {
+		return x.Unreached
+	}
+	return nil
+}
+
+// PeerFailure is one secondary a primary agent could not reach.
+type PeerFailure struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Peer          string                 `protobuf:"bytes,1,opt,name=peer,proto3" json:"peer,omitempty"`   // the secondary's node name
+	Error         string                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"` // why (its gRPC status: Unavailable, PermissionDenied, ...)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PeerFailure) Reset() {
+	*x = PeerFailure{}
+	mi := &file_agent_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PeerFailure) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PeerFailure) ProtoMessage() {}
+
+func (x *PeerFailure) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PeerFailure.ProtoReflect.Descriptor instead.
+func (*PeerFailure) Descriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *PeerFailure) GetPeer() string {
+	if x != nil {
+		return x.Peer
+	}
+	return ""
+}
+
+func (x *PeerFailure) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
 
 // NodeRefusal is one call a node's gRPC server refused: Unauthenticated (no
 // client certificate) or PermissionDenied. The node rate-limits them
@@ -537,7 +684,7 @@ type NodeRefusal struct {
 
 func (x *NodeRefusal) Reset() {
 	*x = NodeRefusal{}
-	mi := &file_agent_proto_msgTypes[5]
+	mi := &file_agent_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -549,7 +696,7 @@ func (x *NodeRefusal) String() string {
 func (*NodeRefusal) ProtoMessage() {}
 
 func (x *NodeRefusal) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[5]
+	mi := &file_agent_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -562,7 +709,7 @@ func (x *NodeRefusal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeRefusal.ProtoReflect.Descriptor instead.
 func (*NodeRefusal) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{5}
+	return file_agent_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *NodeRefusal) GetUnixNano() int64 {
@@ -622,8 +769,14 @@ func (x *NodeRefusal) GetSuppressed() uint64 {
 }
 
 // ActionCommand asks an agent to apply an action. Global actions (a new
-// batch split) carry the iteration at which every worker applies them; node
-// actions (restart) apply at once. A parameter server gets its commands the
+// batch split, a learning-rate scale, a new block table for the workers)
+// carry the iteration at which every worker applies them, and go to one
+// agent only, the primary (AntDT Fig. 6): primary is set, peers names the
+// other agents (the secondaries), and the primary forwards the command to
+// each over the AgentPeer service, then reports the outcome
+// (ActionForwarded). Every agent, primary or secondary, applies it at
+// target_iteration and acks it on its own stream. Node actions (restart)
+// apply at once and go to their node's agent directly. A parameter server gets its commands the
 // same way, through its own agent, with kinds of its own: SET_SYNC (sync),
 // RETABLE (assignment, from target_iteration), SHUTDOWN (reason) and
 // CHECKPOINT (the ack's applied_iteration is the V_train the snapshot
@@ -635,20 +788,21 @@ type ActionCommand struct {
 	Target          string                 `protobuf:"bytes,3,opt,name=target,proto3" json:"target,omitempty"`                                                                                                      // node, empty for job-wide
 	BatchSizes      map[string]int32       `protobuf:"bytes,4,rep,name=batch_sizes,json=batchSizes,proto3" json:"batch_sizes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"` // ADJUST_BS: worker -> local batch
 	Accumulation    map[string]int32       `protobuf:"bytes,5,rep,name=accumulation,proto3" json:"accumulation,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`               // ADJUST_BS (AntDT-DD): worker -> accumulation count
-	TargetIteration int64                  `protobuf:"varint,6,opt,name=target_iteration,json=targetIteration,proto3" json:"target_iteration,omitempty"`                                                            // global actions: apply at this iteration (0: primary decides)
-	Primary         bool                   `protobuf:"varint,7,opt,name=primary,proto3" json:"primary,omitempty"`                                                                                                   // this agent is the primary: choose the iteration and broadcast
+	TargetIteration int64                  `protobuf:"varint,6,opt,name=target_iteration,json=targetIteration,proto3" json:"target_iteration,omitempty"`                                                            // global actions: apply at this iteration (0: at once)
+	Primary         bool                   `protobuf:"varint,7,opt,name=primary,proto3" json:"primary,omitempty"`                                                                                                   // this agent is the primary: forward the command to peers, then apply it
 	Assignment      *Assignment            `protobuf:"bytes,8,opt,name=assignment,proto3" json:"assignment,omitempty"`                                                                                              // REASSIGN, ADD_SERVER, REMOVE_SERVER: the new block table, followed from target_iteration
 	LrScale         map[string]float64     `protobuf:"bytes,9,rep,name=lr_scale,json=lrScale,proto3" json:"lr_scale,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`         // ADJUST_LR: worker -> factor on its gradient's contribution
 	Drop            int32                  `protobuf:"varint,10,opt,name=drop,proto3" json:"drop,omitempty"`                                                                                                        // BACKUP_WORKERS: gradients dropped per iteration
 	Sync            *SyncSettings          `protobuf:"bytes,11,opt,name=sync,proto3" json:"sync,omitempty"`                                                                                                         // a server's SET_SYNC: its new synchronisation settings
 	Reason          string                 `protobuf:"bytes,12,opt,name=reason,proto3" json:"reason,omitempty"`                                                                                                     // a server's SHUTDOWN: why
+	Peers           []*PeerAddr            `protobuf:"bytes,13,rep,name=peers,proto3" json:"peers,omitempty"`                                                                                                       // primary: the secondaries to forward the command to
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ActionCommand) Reset() {
 	*x = ActionCommand{}
-	mi := &file_agent_proto_msgTypes[6]
+	mi := &file_agent_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -660,7 +814,7 @@ func (x *ActionCommand) String() string {
 func (*ActionCommand) ProtoMessage() {}
 
 func (x *ActionCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[6]
+	mi := &file_agent_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -673,7 +827,7 @@ func (x *ActionCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActionCommand.ProtoReflect.Descriptor instead.
 func (*ActionCommand) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{6}
+	return file_agent_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ActionCommand) GetActionId() string {
@@ -760,6 +914,66 @@ func (x *ActionCommand) GetReason() string {
 	return ""
 }
 
+func (x *ActionCommand) GetPeers() []*PeerAddr {
+	if x != nil {
+		return x.Peers
+	}
+	return nil
+}
+
+// PeerAddr is another agent of the job, as the primary reaches it.
+type PeerAddr struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Peer          string                 `protobuf:"bytes,1,opt,name=peer,proto3" json:"peer,omitempty"` // its node name (worker-2); its certificate must name it
+	Addr          string                 `protobuf:"bytes,2,opt,name=addr,proto3" json:"addr,omitempty"` // its peer service's address (AgentHello.peer_addr)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PeerAddr) Reset() {
+	*x = PeerAddr{}
+	mi := &file_agent_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PeerAddr) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PeerAddr) ProtoMessage() {}
+
+func (x *PeerAddr) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PeerAddr.ProtoReflect.Descriptor instead.
+func (*PeerAddr) Descriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *PeerAddr) GetPeer() string {
+	if x != nil {
+		return x.Peer
+	}
+	return ""
+}
+
+func (x *PeerAddr) GetAddr() string {
+	if x != nil {
+		return x.Addr
+	}
+	return ""
+}
+
 type SchedulerMessage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Body:
@@ -773,7 +987,7 @@ type SchedulerMessage struct {
 
 func (x *SchedulerMessage) Reset() {
 	*x = SchedulerMessage{}
-	mi := &file_agent_proto_msgTypes[7]
+	mi := &file_agent_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -785,7 +999,7 @@ func (x *SchedulerMessage) String() string {
 func (*SchedulerMessage) ProtoMessage() {}
 
 func (x *SchedulerMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[7]
+	mi := &file_agent_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -798,7 +1012,7 @@ func (x *SchedulerMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SchedulerMessage.ProtoReflect.Descriptor instead.
 func (*SchedulerMessage) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{7}
+	return file_agent_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SchedulerMessage) GetBody() isSchedulerMessage_Body {
@@ -858,7 +1072,7 @@ type RoleMessage struct {
 
 func (x *RoleMessage) Reset() {
 	*x = RoleMessage{}
-	mi := &file_agent_proto_msgTypes[8]
+	mi := &file_agent_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -870,7 +1084,7 @@ func (x *RoleMessage) String() string {
 func (*RoleMessage) ProtoMessage() {}
 
 func (x *RoleMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[8]
+	mi := &file_agent_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -883,7 +1097,7 @@ func (x *RoleMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoleMessage.ProtoReflect.Descriptor instead.
 func (*RoleMessage) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{8}
+	return file_agent_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RoleMessage) GetBody() isRoleMessage_Body {
@@ -970,7 +1184,7 @@ type RoleCommand struct {
 
 func (x *RoleCommand) Reset() {
 	*x = RoleCommand{}
-	mi := &file_agent_proto_msgTypes[9]
+	mi := &file_agent_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -982,7 +1196,7 @@ func (x *RoleCommand) String() string {
 func (*RoleCommand) ProtoMessage() {}
 
 func (x *RoleCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[9]
+	mi := &file_agent_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -995,7 +1209,7 @@ func (x *RoleCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoleCommand.ProtoReflect.Descriptor instead.
 func (*RoleCommand) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{9}
+	return file_agent_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RoleCommand) GetBody() isRoleCommand_Body {
@@ -1024,11 +1238,118 @@ type RoleCommand_Action struct {
 
 func (*RoleCommand_Action) isRoleCommand_Body() {}
 
+// ForwardRequest is a global action a primary agent hands to a secondary.
+// job and node are the caller's own (the primary's), which its
+// certificate must name (runtime/identity.AgentPeerPolicy).
+type ForwardRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Job           string                 `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	Node          string                 `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`       // the primary
+	Command       *ActionCommand         `protobuf:"bytes,3,opt,name=command,proto3" json:"command,omitempty"` // as the scheduler sent it, without primary and peers
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForwardRequest) Reset() {
+	*x = ForwardRequest{}
+	mi := &file_agent_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForwardRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForwardRequest) ProtoMessage() {}
+
+func (x *ForwardRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForwardRequest.ProtoReflect.Descriptor instead.
+func (*ForwardRequest) Descriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ForwardRequest) GetJob() string {
+	if x != nil {
+		return x.Job
+	}
+	return ""
+}
+
+func (x *ForwardRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *ForwardRequest) GetCommand() *ActionCommand {
+	if x != nil {
+		return x.Command
+	}
+	return nil
+}
+
+type ForwardResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Duplicate     bool                   `protobuf:"varint,1,opt,name=duplicate,proto3" json:"duplicate,omitempty"` // the secondary had the action already (the scheduler's replay came first)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForwardResponse) Reset() {
+	*x = ForwardResponse{}
+	mi := &file_agent_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForwardResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForwardResponse) ProtoMessage() {}
+
+func (x *ForwardResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForwardResponse.ProtoReflect.Descriptor instead.
+func (*ForwardResponse) Descriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ForwardResponse) GetDuplicate() bool {
+	if x != nil {
+		return x.Duplicate
+	}
+	return false
+}
+
 var File_agent_proto protoreflect.FileDescriptor
 
 const file_agent_proto_rawDesc = "" +
 	"\n" +
-	"\vagent.proto\x12\tkelpie.v1\x1a\x11coordinator.proto\x1a\bps.proto\"\xb1\x01\n" +
+	"\vagent.proto\x12\tkelpie.v1\x1a\x11coordinator.proto\x1a\bps.proto\"\xce\x01\n" +
 	"\n" +
 	"AgentHello\x12\x10\n" +
 	"\x03job\x18\x01 \x01(\tR\x03job\x12\x12\n" +
@@ -1036,7 +1357,8 @@ const file_agent_proto_rawDesc = "" +
 	"\x04role\x18\x03 \x01(\x0e2\x0f.kelpie.v1.RoleR\x04role\x12\x12\n" +
 	"\x04host\x18\x04 \x01(\tR\x04host\x12\x1b\n" +
 	"\tagent_pid\x18\x05 \x01(\x05R\bagentPid\x12'\n" +
-	"\x0fapplied_actions\x18\x06 \x03(\tR\x0eappliedActions\"\x83\x01\n" +
+	"\x0fapplied_actions\x18\x06 \x03(\tR\x0eappliedActions\x12\x1b\n" +
+	"\tpeer_addr\x18\a \x01(\tR\bpeerAddr\"\x83\x01\n" +
 	"\n" +
 	"NodeStatus\x12*\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x14.kelpie.v1.NodeStateR\x05state\x12\x10\n" +
@@ -1050,15 +1372,23 @@ const file_agent_proto_rawDesc = "" +
 	"\aapplied\x18\x02 \x01(\bR\aapplied\x12+\n" +
 	"\x11applied_iteration\x18\x03 \x01(\x03R\x10appliedIteration\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x12\x1a\n" +
-	"\breleased\x18\x05 \x01(\x03R\breleased\"\xcb\x02\n" +
+	"\breleased\x18\x05 \x01(\x03R\breleased\"\x87\x03\n" +
 	"\fAgentMessage\x12-\n" +
 	"\x05hello\x18\x01 \x01(\v2\x15.kelpie.v1.AgentHelloH\x00R\x05hello\x123\n" +
 	"\x06report\x18\x02 \x01(\v2\x19.kelpie.v1.ProgressReportH\x00R\x06report\x124\n" +
 	"\theartbeat\x18\x03 \x01(\v2\x14.kelpie.v1.HeartbeatH\x00R\theartbeat\x12(\n" +
 	"\x03ack\x18\x04 \x01(\v2\x14.kelpie.v1.ActionAckH\x00R\x03ack\x12;\n" +
 	"\fserver_stats\x18\x05 \x01(\v2\x16.kelpie.v1.ServerStatsH\x00R\vserverStats\x122\n" +
-	"\arefusal\x18\x06 \x01(\v2\x16.kelpie.v1.NodeRefusalH\x00R\arefusalB\x06\n" +
-	"\x04body\"\xd9\x01\n" +
+	"\arefusal\x18\x06 \x01(\v2\x16.kelpie.v1.NodeRefusalH\x00R\arefusal\x12:\n" +
+	"\tforwarded\x18\a \x01(\v2\x1a.kelpie.v1.ActionForwardedH\x00R\tforwardedB\x06\n" +
+	"\x04body\"~\n" +
+	"\x0fActionForwarded\x12\x1b\n" +
+	"\taction_id\x18\x01 \x01(\tR\bactionId\x12\x18\n" +
+	"\areached\x18\x02 \x03(\tR\areached\x124\n" +
+	"\tunreached\x18\x03 \x03(\v2\x16.kelpie.v1.PeerFailureR\tunreached\"7\n" +
+	"\vPeerFailure\x12\x12\n" +
+	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x14\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\"\xd9\x01\n" +
 	"\vNodeRefusal\x12\x1b\n" +
 	"\tunix_nano\x18\x01 \x01(\x03R\bunixNano\x12\x12\n" +
 	"\x04addr\x18\x02 \x01(\tR\x04addr\x12\x16\n" +
@@ -1070,7 +1400,7 @@ const file_agent_proto_rawDesc = "" +
 	"\x06reason\x18\a \x01(\tR\x06reason\x12\x1e\n" +
 	"\n" +
 	"suppressed\x18\b \x01(\x04R\n" +
-	"suppressed\"\xc6\x05\n" +
+	"suppressed\"\xf1\x05\n" +
 	"\rActionCommand\x12\x1b\n" +
 	"\taction_id\x18\x01 \x01(\tR\bactionId\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x16\n" +
@@ -1087,7 +1417,8 @@ const file_agent_proto_rawDesc = "" +
 	"\x04drop\x18\n" +
 	" \x01(\x05R\x04drop\x12+\n" +
 	"\x04sync\x18\v \x01(\v2\x17.kelpie.v1.SyncSettingsR\x04sync\x12\x16\n" +
-	"\x06reason\x18\f \x01(\tR\x06reason\x1a=\n" +
+	"\x06reason\x18\f \x01(\tR\x06reason\x12)\n" +
+	"\x05peers\x18\r \x03(\v2\x13.kelpie.v1.PeerAddrR\x05peers\x1a=\n" +
 	"\x0fBatchSizesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\x1a?\n" +
@@ -1096,7 +1427,10 @@ const file_agent_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\x1a:\n" +
 	"\fLrScaleEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"f\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"2\n" +
+	"\bPeerAddr\x12\x12\n" +
+	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x12\n" +
+	"\x04addr\x18\x02 \x01(\tR\x04addr\"f\n" +
 	"\x10SchedulerMessage\x124\n" +
 	"\acommand\x18\x01 \x01(\v2\x18.kelpie.v1.ActionCommandH\x00R\acommand\x12\x14\n" +
 	"\x04stop\x18\x02 \x01(\tH\x00R\x04stopB\x06\n" +
@@ -1109,7 +1443,13 @@ const file_agent_proto_rawDesc = "" +
 	"\x04body\"I\n" +
 	"\vRoleCommand\x122\n" +
 	"\x06action\x18\x01 \x01(\v2\x18.kelpie.v1.ActionCommandH\x00R\x06actionB\x06\n" +
-	"\x04body*\xcc\x01\n" +
+	"\x04body\"j\n" +
+	"\x0eForwardRequest\x12\x10\n" +
+	"\x03job\x18\x01 \x01(\tR\x03job\x12\x12\n" +
+	"\x04node\x18\x02 \x01(\tR\x04node\x122\n" +
+	"\acommand\x18\x03 \x01(\v2\x18.kelpie.v1.ActionCommandR\acommand\"/\n" +
+	"\x0fForwardResponse\x12\x1c\n" +
+	"\tduplicate\x18\x01 \x01(\bR\tduplicate*\xcc\x01\n" +
 	"\tNodeState\x12\x1a\n" +
 	"\x16NODE_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13NODE_STATE_STARTING\x10\x01\x12\x16\n" +
@@ -1120,7 +1460,9 @@ const file_agent_proto_rawDesc = "" +
 	"\x0fNODE_STATE_LOST\x10\x06\x12\x16\n" +
 	"\x12NODE_STATE_STOPPED\x10\a2L\n" +
 	"\x05Agent\x12C\n" +
-	"\aConnect\x12\x17.kelpie.v1.AgentMessage\x1a\x1b.kelpie.v1.SchedulerMessage(\x010\x01B)Z'github.com/kelpie/kelpie/proto/kelpiepbb\x06proto3"
+	"\aConnect\x12\x17.kelpie.v1.AgentMessage\x1a\x1b.kelpie.v1.SchedulerMessage(\x010\x012M\n" +
+	"\tAgentPeer\x12@\n" +
+	"\aForward\x12\x19.kelpie.v1.ForwardRequest\x1a\x1a.kelpie.v1.ForwardResponseB)Z'github.com/kelpie/kelpie/proto/kelpiepbb\x06proto3"
 
 var (
 	file_agent_proto_rawDescOnce sync.Once
@@ -1135,7 +1477,7 @@ func file_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_agent_proto_goTypes = []any{
 	(NodeState)(0),           // 0: kelpie.v1.NodeState
 	(*AgentHello)(nil),       // 1: kelpie.v1.AgentHello
@@ -1143,48 +1485,59 @@ var file_agent_proto_goTypes = []any{
 	(*Heartbeat)(nil),        // 3: kelpie.v1.Heartbeat
 	(*ActionAck)(nil),        // 4: kelpie.v1.ActionAck
 	(*AgentMessage)(nil),     // 5: kelpie.v1.AgentMessage
-	(*NodeRefusal)(nil),      // 6: kelpie.v1.NodeRefusal
-	(*ActionCommand)(nil),    // 7: kelpie.v1.ActionCommand
-	(*SchedulerMessage)(nil), // 8: kelpie.v1.SchedulerMessage
-	(*RoleMessage)(nil),      // 9: kelpie.v1.RoleMessage
-	(*RoleCommand)(nil),      // 10: kelpie.v1.RoleCommand
-	nil,                      // 11: kelpie.v1.ActionCommand.BatchSizesEntry
-	nil,                      // 12: kelpie.v1.ActionCommand.AccumulationEntry
-	nil,                      // 13: kelpie.v1.ActionCommand.LrScaleEntry
-	(Role)(0),                // 14: kelpie.v1.Role
-	(*ProgressReport)(nil),   // 15: kelpie.v1.ProgressReport
-	(*ServerStats)(nil),      // 16: kelpie.v1.ServerStats
-	(*Assignment)(nil),       // 17: kelpie.v1.Assignment
-	(*SyncSettings)(nil),     // 18: kelpie.v1.SyncSettings
+	(*ActionForwarded)(nil),  // 6: kelpie.v1.ActionForwarded
+	(*PeerFailure)(nil),      // 7: kelpie.v1.PeerFailure
+	(*NodeRefusal)(nil),      // 8: kelpie.v1.NodeRefusal
+	(*ActionCommand)(nil),    // 9: kelpie.v1.ActionCommand
+	(*PeerAddr)(nil),         // 10: kelpie.v1.PeerAddr
+	(*SchedulerMessage)(nil), // 11: kelpie.v1.SchedulerMessage
+	(*RoleMessage)(nil),      // 12: kelpie.v1.RoleMessage
+	(*RoleCommand)(nil),      // 13: kelpie.v1.RoleCommand
+	(*ForwardRequest)(nil),   // 14: kelpie.v1.ForwardRequest
+	(*ForwardResponse)(nil),  // 15: kelpie.v1.ForwardResponse
+	nil,                      // 16: kelpie.v1.ActionCommand.BatchSizesEntry
+	nil,                      // 17: kelpie.v1.ActionCommand.AccumulationEntry
+	nil,                      // 18: kelpie.v1.ActionCommand.LrScaleEntry
+	(Role)(0),                // 19: kelpie.v1.Role
+	(*ProgressReport)(nil),   // 20: kelpie.v1.ProgressReport
+	(*ServerStats)(nil),      // 21: kelpie.v1.ServerStats
+	(*Assignment)(nil),       // 22: kelpie.v1.Assignment
+	(*SyncSettings)(nil),     // 23: kelpie.v1.SyncSettings
 }
 var file_agent_proto_depIdxs = []int32{
-	14, // 0: kelpie.v1.AgentHello.role:type_name -> kelpie.v1.Role
+	19, // 0: kelpie.v1.AgentHello.role:type_name -> kelpie.v1.Role
 	0,  // 1: kelpie.v1.NodeStatus.state:type_name -> kelpie.v1.NodeState
 	2,  // 2: kelpie.v1.Heartbeat.status:type_name -> kelpie.v1.NodeStatus
 	1,  // 3: kelpie.v1.AgentMessage.hello:type_name -> kelpie.v1.AgentHello
-	15, // 4: kelpie.v1.AgentMessage.report:type_name -> kelpie.v1.ProgressReport
+	20, // 4: kelpie.v1.AgentMessage.report:type_name -> kelpie.v1.ProgressReport
 	3,  // 5: kelpie.v1.AgentMessage.heartbeat:type_name -> kelpie.v1.Heartbeat
 	4,  // 6: kelpie.v1.AgentMessage.ack:type_name -> kelpie.v1.ActionAck
-	16, // 7: kelpie.v1.AgentMessage.server_stats:type_name -> kelpie.v1.ServerStats
-	6,  // 8: kelpie.v1.AgentMessage.refusal:type_name -> kelpie.v1.NodeRefusal
-	11, // 9: kelpie.v1.ActionCommand.batch_sizes:type_name -> kelpie.v1.ActionCommand.BatchSizesEntry
-	12, // 10: kelpie.v1.ActionCommand.accumulation:type_name -> kelpie.v1.ActionCommand.AccumulationEntry
-	17, // 11: kelpie.v1.ActionCommand.assignment:type_name -> kelpie.v1.Assignment
-	13, // 12: kelpie.v1.ActionCommand.lr_scale:type_name -> kelpie.v1.ActionCommand.LrScaleEntry
-	18, // 13: kelpie.v1.ActionCommand.sync:type_name -> kelpie.v1.SyncSettings
-	7,  // 14: kelpie.v1.SchedulerMessage.command:type_name -> kelpie.v1.ActionCommand
-	15, // 15: kelpie.v1.RoleMessage.report:type_name -> kelpie.v1.ProgressReport
-	4,  // 16: kelpie.v1.RoleMessage.ack:type_name -> kelpie.v1.ActionAck
-	16, // 17: kelpie.v1.RoleMessage.stats:type_name -> kelpie.v1.ServerStats
-	6,  // 18: kelpie.v1.RoleMessage.refusal:type_name -> kelpie.v1.NodeRefusal
-	7,  // 19: kelpie.v1.RoleCommand.action:type_name -> kelpie.v1.ActionCommand
-	5,  // 20: kelpie.v1.Agent.Connect:input_type -> kelpie.v1.AgentMessage
-	8,  // 21: kelpie.v1.Agent.Connect:output_type -> kelpie.v1.SchedulerMessage
-	21, // [21:22] is the sub-list for method output_type
-	20, // [20:21] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	21, // 7: kelpie.v1.AgentMessage.server_stats:type_name -> kelpie.v1.ServerStats
+	8,  // 8: kelpie.v1.AgentMessage.refusal:type_name -> kelpie.v1.NodeRefusal
+	6,  // 9: kelpie.v1.AgentMessage.forwarded:type_name -> kelpie.v1.ActionForwarded
+	7,  // 10: kelpie.v1.ActionForwarded.unreached:type_name -> kelpie.v1.PeerFailure
+	16, // 11: kelpie.v1.ActionCommand.batch_sizes:type_name -> kelpie.v1.ActionCommand.BatchSizesEntry
+	17, // 12: kelpie.v1.ActionCommand.accumulation:type_name -> kelpie.v1.ActionCommand.AccumulationEntry
+	22, // 13: kelpie.v1.ActionCommand.assignment:type_name -> kelpie.v1.Assignment
+	18, // 14: kelpie.v1.ActionCommand.lr_scale:type_name -> kelpie.v1.ActionCommand.LrScaleEntry
+	23, // 15: kelpie.v1.ActionCommand.sync:type_name -> kelpie.v1.SyncSettings
+	10, // 16: kelpie.v1.ActionCommand.peers:type_name -> kelpie.v1.PeerAddr
+	9,  // 17: kelpie.v1.SchedulerMessage.command:type_name -> kelpie.v1.ActionCommand
+	20, // 18: kelpie.v1.RoleMessage.report:type_name -> kelpie.v1.ProgressReport
+	4,  // 19: kelpie.v1.RoleMessage.ack:type_name -> kelpie.v1.ActionAck
+	21, // 20: kelpie.v1.RoleMessage.stats:type_name -> kelpie.v1.ServerStats
+	8,  // 21: kelpie.v1.RoleMessage.refusal:type_name -> kelpie.v1.NodeRefusal
+	9,  // 22: kelpie.v1.RoleCommand.action:type_name -> kelpie.v1.ActionCommand
+	9,  // 23: kelpie.v1.ForwardRequest.command:type_name -> kelpie.v1.ActionCommand
+	5,  // 24: kelpie.v1.Agent.Connect:input_type -> kelpie.v1.AgentMessage
+	14, // 25: kelpie.v1.AgentPeer.Forward:input_type -> kelpie.v1.ForwardRequest
+	11, // 26: kelpie.v1.Agent.Connect:output_type -> kelpie.v1.SchedulerMessage
+	15, // 27: kelpie.v1.AgentPeer.Forward:output_type -> kelpie.v1.ForwardResponse
+	26, // [26:28] is the sub-list for method output_type
+	24, // [24:26] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_agent_proto_init() }
@@ -1201,18 +1554,19 @@ func file_agent_proto_init() {
 		(*AgentMessage_Ack)(nil),
 		(*AgentMessage_ServerStats)(nil),
 		(*AgentMessage_Refusal)(nil),
+		(*AgentMessage_Forwarded)(nil),
 	}
-	file_agent_proto_msgTypes[7].OneofWrappers = []any{
+	file_agent_proto_msgTypes[10].OneofWrappers = []any{
 		(*SchedulerMessage_Command)(nil),
 		(*SchedulerMessage_Stop)(nil),
 	}
-	file_agent_proto_msgTypes[8].OneofWrappers = []any{
+	file_agent_proto_msgTypes[11].OneofWrappers = []any{
 		(*RoleMessage_Report)(nil),
 		(*RoleMessage_Ack)(nil),
 		(*RoleMessage_Stats)(nil),
 		(*RoleMessage_Refusal)(nil),
 	}
-	file_agent_proto_msgTypes[9].OneofWrappers = []any{
+	file_agent_proto_msgTypes[12].OneofWrappers = []any{
 		(*RoleCommand_Action)(nil),
 	}
 	type x struct{}
@@ -1221,9 +1575,9 @@ func file_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_proto_rawDesc), len(file_agent_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   13,
+			NumMessages:   18,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   2,
 		},
 		GoTypes:           file_agent_proto_goTypes,
 		DependencyIndexes: file_agent_proto_depIdxs,

@@ -120,3 +120,113 @@ var Agent_ServiceDesc = grpc.ServiceDesc{
 	},
 	Metadata: "agent.proto",
 }
+
+const (
+	AgentPeer_Forward_FullMethodName = "/kelpie.v1.AgentPeer/Forward"
+)
+
+// AgentPeerClient is the client API for AgentPeer service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// AgentPeer is the service every agent serves to the other agents of its
+// job, on AgentHello.peer_addr, under the node plane's mTLS: only a node
+// of the same job may call it.
+type AgentPeerClient interface {
+	Forward(ctx context.Context, in *ForwardRequest, opts ...grpc.CallOption) (*ForwardResponse, error)
+}
+
+type agentPeerClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewAgentPeerClient(cc grpc.ClientConnInterface) AgentPeerClient {
+	return &agentPeerClient{cc}
+}
+
+func (c *agentPeerClient) Forward(ctx context.Context, in *ForwardRequest, opts ...grpc.CallOption) (*ForwardResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ForwardResponse)
+	err := c.cc.Invoke(ctx, AgentPeer_Forward_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// AgentPeerServer is the server API for AgentPeer service.
+// All implementations must embed UnimplementedAgentPeerServer
+// for forward compatibility.
+//
+// AgentPeer is the service every agent serves to the other agents of its
+// job, on AgentHello.peer_addr, under the node plane's mTLS: only a node
+// of the same job may call it.
+type AgentPeerServer interface {
+	Forward(context.Context, *ForwardRequest) (*ForwardResponse, error)
+	mustEmbedUnimplementedAgentPeerServer()
+}
+
+// UnimplementedAgentPeerServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedAgentPeerServer struct{}
+
+func (UnimplementedAgentPeerServer) Forward(context.Context, *ForwardRequest) (*ForwardResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Forward not implemented")
+}
+func (UnimplementedAgentPeerServer) mustEmbedUnimplementedAgentPeerServer() {}
+func (UnimplementedAgentPeerServer) testEmbeddedByValue()                   {}
+
+// UnsafeAgentPeerServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to AgentPeerServer will
+// result in compilation errors.
+type UnsafeAgentPeerServer interface {
+	mustEmbedUnimplementedAgentPeerServer()
+}
+
+func RegisterAgentPeerServer(s grpc.ServiceRegistrar, srv AgentPeerServer) {
+	// If the following call panics, it indicates UnimplementedAgentPeerServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&AgentPeer_ServiceDesc, srv)
+}
+
+func _AgentPeer_Forward_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ForwardRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentPeerServer).Forward(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentPeer_Forward_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentPeerServer).Forward(ctx, req.(*ForwardRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// AgentPeer_ServiceDesc is the grpc.ServiceDesc for AgentPeer service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var AgentPeer_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "kelpie.v1.AgentPeer",
+	HandlerType: (*AgentPeerServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Forward",
+			Handler:    _AgentPeer_Forward_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "agent.proto",
+}

@@ -1787,11 +1787,11 @@ const file_coordinator_proto_rawDesc = "" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vROLE_SERVER\x10\x01\x12\x0f\n" +
-	"\vROLE_WORKER\x10\x022\xa3\x04\n" +
+	"\vROLE_WORKER\x10\x022\xa8\x04\n" +
 	"\vCoordinator\x12C\n" +
 	"\bRegister\x12\x1a.kelpie.v1.RegisterRequest\x1a\x1b.kelpie.v1.RegisterResponse\x12:\n" +
-	"\x05Ready\x12\x17.kelpie.v1.ReadyRequest\x1a\x18.kelpie.v1.ReadyResponse\x12=\n" +
-	"\bProgress\x12\x19.kelpie.v1.ProgressReport\x1a\x16.kelpie.v1.ProgressAck\x127\n" +
+	"\x05Ready\x12\x17.kelpie.v1.ReadyRequest\x1a\x18.kelpie.v1.ReadyResponse\x12B\n" +
+	"\bProgress\x12\x19.kelpie.v1.ProgressReport\x1a\x16.kelpie.v1.ProgressAck\"\x03\x88\x02\x01\x127\n" +
 	"\x04Done\x12\x16.kelpie.v1.DoneRequest\x1a\x17.kelpie.v1.DoneResponse\x12=\n" +
 	"\x06Result\x12\x18.kelpie.v1.ResultRequest\x1a\x19.kelpie.v1.ResultResponse\x12C\n" +
 	"\bDiverged\x12\x1a.kelpie.v1.DivergedRequest\x1a\x1b.kelpie.v1.DivergedResponse\x12I\n" +

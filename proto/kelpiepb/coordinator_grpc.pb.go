@@ -43,6 +43,11 @@ type CoordinatorClient interface {
 	// blocks and serve; workers have loaded their data). Its return is the
 	// job's start.
 	Ready(ctx context.Context, in *ReadyRequest, opts ...grpc.CallOption) (*ReadyResponse, error)
+	// Deprecated: Do not use.
+	// Progress is retired: a worker's reports reach the scheduler on its
+	// agent's stream only (Agent.Connect). It answers Unimplemented; kept so
+	// that an old worker binary gets that clear answer rather than a
+	// missing-method error.
 	Progress(ctx context.Context, in *ProgressReport, opts ...grpc.CallOption) (*ProgressAck, error)
 	// Done blocks until every worker is done.
 	Done(ctx context.Context, in *DoneRequest, opts ...grpc.CallOption) (*DoneResponse, error)
@@ -84,6 +89,7 @@ func (c *coordinatorClient) Ready(ctx context.Context, in *ReadyRequest, opts ..
 	return out, nil
 }
 
+// Deprecated: Do not use.
 func (c *coordinatorClient) Progress(ctx context.Context, in *ProgressReport, opts ...grpc.CallOption) (*ProgressAck, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ProgressAck)
@@ -154,6 +160,11 @@ type CoordinatorServer interface {
 	// blocks and serve; workers have loaded their data). Its return is the
 	// job's start.
 	Ready(context.Context, *ReadyRequest) (*ReadyResponse, error)
+	// Deprecated: Do not use.
+	// Progress is retired: a worker's reports reach the scheduler on its
+	// agent's stream only (Agent.Connect). It answers Unimplemented; kept so
+	// that an old worker binary gets that clear answer rather than a
+	// missing-method error.
 	Progress(context.Context, *ProgressReport) (*ProgressAck, error)
 	// Done blocks until every worker is done.
 	Done(context.Context, *DoneRequest) (*DoneResponse, error)

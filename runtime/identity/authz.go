@@ -252,6 +252,7 @@ const (
 	coordinatorPrefix = "/kelpie.v1.Coordinator/"
 	agentPrefix       = "/kelpie.v1.Agent/"
 	psPrefix          = "/kelpie.v1.ParameterServer/"
+	agentPeerPrefix   = "/kelpie.v1.AgentPeer/"
 	reflectionPrefix  = "/grpc.reflection."
 )
 
@@ -320,4 +321,44 @@ func ServerPolicy(self Identity) Policy {
 		}
 		return nil
 	}
+}
+
+// AgentPeerPolicy guards the peer service of the agent of node self (a
+// primary agent forwards a global action to the others): only a node of
+// self's own job may call it, as itself (Claims: the request's job and
+// node are the caller's).
+func AgentPeerPolicy(self Identity) Policy {
+	return func(id Identity, method string, msg proto.Message) error {
+		if !strings.HasPrefix(method, agentPeerPrefix) {
+			return fmt.Errorf("%s is not served to %s", method, id)
+		}
+		if (id.Role != RoleWorker && id.Role != RoleServer) || id.Job == "" || id.Job != self.Job {
+			return fmt.Errorf("%s: only the agents of job %s may call it, not %s", method, self.Job, id)
+		}
+		if msg == nil {
+			return nil
+		}
+		return Claims(id, msg)
+	}
+}
+
+// NodeOf accepts exactly one node of one job (for an agent dialling the
+// peer service of another agent of its job).
+func NodeOf(job, node string) func(Identity) error {
+	return func(id Identity) error {
+		if id.Job != job || id.Node != node || (id.Role != RoleWorker && id.Role != RoleServer) {
+			return fmt.Errorf("identity: %s is not node %s of job %s", id, node, job)
+		}
+		return nil
+	}
+}
+
+// Proto is the refusal as a node's agent forwards it to the scheduler.
+func (r Refusal) Proto() *kelpiepb.NodeRefusal {
+	m := &kelpiepb.NodeRefusal{UnixNano: r.Time.UnixNano(), Addr: r.Addr, CallerJob: r.ID.Job, Method: r.Method,
+		Code: r.Code.String(), Reason: r.Reason, Suppressed: r.Suppressed}
+	if r.ID.Role != "" {
+		m.Caller = r.ID.String()
+	}
+	return m
 }

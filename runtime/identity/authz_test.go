@@ -57,3 +57,34 @@ func TestIdentityValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestAgentPeerPolicy(t *testing.T) {
+	self := Node("a", "worker-1")
+	const fw = "/kelpie.v1.AgentPeer/Forward"
+	req := func(job, node string) proto.Message {
+		return &kelpiepb.ForwardRequest{Job: job, Node: node, Command: &kelpiepb.ActionCommand{ActionId: "a-1", Kind: "ADJUST_BS"}}
+	}
+	for _, tt := range []struct {
+		name   string
+		id     Identity
+		method string
+		msg    proto.Message
+		ok     bool
+	}{
+		{"a worker of the job, as itself", Node("a", "worker-0"), fw, req("a", "worker-0"), true},
+		{"the call's start", Node("a", "worker-0"), fw, nil, true},
+		{"a server of the job", Node("a", "server-0"), fw, req("a", "server-0"), true},
+		{"a worker of the job, as another", Node("a", "worker-0"), fw, req("a", "worker-2"), false},
+		{"a worker of the job, naming job b", Node("a", "worker-0"), fw, req("b", "worker-0"), false},
+		{"a worker of job b", Node("b", "worker-0"), fw, nil, false},
+		{"a worker of job b, naming job a", Node("b", "worker-0"), fw, req("a", "worker-0"), false},
+		{"the scheduler", Scheduler(), fw, nil, false},
+		{"an operator", Operator("x"), fw, nil, false},
+		{"another service", Node("a", "worker-0"), "/kelpie.v1.ParameterServer/Push", nil, false},
+	} {
+		err := AgentPeerPolicy(self)(tt.id, tt.method, tt.msg)
+		if (err == nil) != tt.ok {
+			t.Errorf("AgentPeerPolicy(%s)(%v, %s) = %v; want ok=%v", tt.name, tt.id, tt.method, err, tt.ok)
+		}
+	}
+}

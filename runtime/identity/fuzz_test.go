@@ -24,10 +24,12 @@ var guarded = []struct {
 	{"/kelpie.v1.Agent/Connect", func() proto.Message { return &kelpiepb.AgentMessage{} }},
 	{"/kelpie.v1.ParameterServer/Push", func() proto.Message { return &kelpiepb.PSRequest{} }},
 	{"/kelpie.v1.ParameterServer/Migrate", func() proto.Message { return &kelpiepb.MigrateRequest{} }},
+	{"/kelpie.v1.AgentPeer/Forward", func() proto.Message { return &kelpiepb.ForwardRequest{} }},
 }
 
 // FuzzPolicies decodes arbitrary bytes as each message a guard checks and
-// runs the scheduler's policy, and a server's, on it for worker-0 of job
+// runs the scheduler's policy, a server's and an agent's peer service's on
+// it for worker-0 of job
 // a: no input may panic, and whatever a policy allows names no job, node,
 // role or pushing worker but the caller's in its top two levels — checked
 // against a plain walk of the message (the reference).
@@ -46,14 +48,15 @@ func FuzzPolicies(f *testing.F) {
 	seed(6, &kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Refusal{Refusal: &kelpiepb.NodeRefusal{CallerJob: "b", Method: "x"}}})
 	seed(7, &kelpiepb.PSRequest{Worker: 1, Op: kelpiepb.Op_OP_PUSH})
 	seed(8, &kelpiepb.MigrateRequest{})
-	self, server := Node("a", "worker-0"), ServerPolicy(Node("a", "server-0"))
+	seed(9, &kelpiepb.ForwardRequest{Job: "a", Node: "worker-1", Command: &kelpiepb.ActionCommand{ActionId: "a-1", Kind: "ADJUST_BS"}})
+	self, server, peer := Node("a", "worker-0"), ServerPolicy(Node("a", "server-0")), AgentPeerPolicy(Node("a", "worker-1"))
 	f.Fuzz(func(t *testing.T, which byte, data []byte) {
 		g := guarded[int(which)%len(guarded)]
 		msg := g.new()
 		if proto.Unmarshal(data, msg) != nil {
 			return
 		}
-		for name, policy := range map[string]Policy{"scheduler": SchedulerPolicy, "server": server} {
+		for name, policy := range map[string]Policy{"scheduler": SchedulerPolicy, "server": server, "agent peer": peer} {
 			if policy(self, g.method, msg) != nil {
 				continue
 			}

@@ -6,6 +6,7 @@ package role
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -48,9 +49,10 @@ type Options struct {
 	// Relaunched says the agent restarted this role by a KILL_RESTART,
 	// which models moving the node to a fresh host.
 	Relaunched bool
-	// Agent is the local channel to the node's agent, when one supervises
-	// this process: reports and acks go out on it, actions come in. Without
-	// it the role reports to the coordinator directly.
+	// Agent is the local channel to the node's agent, which supervises
+	// this process: reports, counters and acks go out on it, actions come
+	// in. A worker needs it (its progress reaches the scheduler on its
+	// agent's stream only); a server without it serves but reports nothing.
 	Agent *AgentChannel
 	// DataSecret is the job's data-plane secret: every framed connection
 	// between its workers and servers proves it (tensorwire.SharedSecret).
@@ -85,6 +87,11 @@ func (o *Options) dataCredentials() tensorwire.Credentials {
 	}
 	return tensorwire.SharedSecret(o.DataSecret)
 }
+
+// ErrNoAgent is a worker started without its agent's channel (kelpie role
+// worker run by hand): start it through `kelpie agent --role worker`, which
+// hands it the channel on --report-fd and --command-fd.
+var ErrNoAgent = errors.New("a worker reports through its node's agent: start it with `kelpie agent --role worker` (which passes --report-fd and --command-fd), not on its own")
 
 // DataSecretEnv is the environment variable a role reads its job's
 // data-plane secret from when Options.DataSecret is empty.
@@ -389,8 +396,12 @@ func LoadData(s *spec.Spec) (train, test data.Dataset, err error) {
 }
 
 // RunWorker trains one worker's share of the job and, if asked, evaluates
-// the final model.
+// the final model. It needs its agent's channel (o.Agent): a worker's
+// progress and acks reach the scheduler on its agent's stream only.
 func RunWorker(ctx context.Context, o Options) error {
+	if o.Agent == nil {
+		return ErrNoAgent
+	}
 	log := o.log()
 	coord, cc, err := dialCoordinator(o.Coordinator)
 	if err != nil {
@@ -470,20 +481,8 @@ func RunWorker(ctx context.Context, o Options) error {
 			} else {
 				pr.RegionBytes = regionBytesPB(pairs)
 			}
-			if o.Agent != nil {
-				if err := o.Agent.Send(&kelpiepb.RoleMessage{Body: &kelpiepb.RoleMessage_Report{Report: pr}}); err != nil {
-					log.Warn("report to agent failed", "err", err)
-				}
-				continue
-			}
-			ack, err := coord.Progress(ctx, pr)
-			if err != nil {
-				log.Warn("progress report failed", "err", err)
-				continue
-			}
-			if ack.Stop {
-				log.Warn("coordinator stopped the job", "reason", ack.Reason)
-				cancel()
+			if err := o.Agent.Send(&kelpiepb.RoleMessage{Body: &kelpiepb.RoleMessage_Report{Report: pr}}); err != nil {
+				log.Warn("report to agent failed", "err", err)
 			}
 		}
 	}()
@@ -493,17 +492,14 @@ func RunWorker(ctx context.Context, o Options) error {
 		t := job.TableFrom(reg.resp.NextAssignment)
 		commands <- worker.Command{ID: reg.resp.NextAction, At: reg.resp.NextAt, Table: &t, Addrs: reg.resp.NextAssignment.Servers}
 	}
-	var ackFn func(worker.Ack)
-	if o.Agent != nil {
-		go o.Agent.receive(ctx, log, o.Node, commands)
-		ackFn = func(a worker.Ack) {
-			m := &kelpiepb.ActionAck{ActionId: a.ID, Applied: a.Err == nil, AppliedIteration: a.Applied}
-			if a.Err != nil {
-				m.Error = a.Err.Error()
-			}
-			if err := o.Agent.Send(&kelpiepb.RoleMessage{Body: &kelpiepb.RoleMessage_Ack{Ack: m}}); err != nil {
-				log.Warn("ack to agent failed", "err", err)
-			}
+	go o.Agent.receive(ctx, log, o.Node, commands)
+	ackFn := func(a worker.Ack) {
+		m := &kelpiepb.ActionAck{ActionId: a.ID, Applied: a.Err == nil, AppliedIteration: a.Applied}
+		if a.Err != nil {
+			m.Error = a.Err.Error()
+		}
+		if err := o.Agent.Send(&kelpiepb.RoleMessage{Body: &kelpiepb.RoleMessage_Ack{Ack: m}}); err != nil {
+			log.Warn("ack to agent failed", "err", err)
 		}
 	}
 	rt := o.retrier()

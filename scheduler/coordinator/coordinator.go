@@ -108,12 +108,6 @@ type Job struct {
 type Coordinator struct {
 	kelpiepb.UnimplementedCoordinatorServer
 
-	// OnProgress, if set, takes the progress reports of workers that have
-	// no agent (the Progress call), so that they reach the same place as
-	// the reports agents stream: the manager's Monitor. Without it they
-	// only count in the samples ledger (Job.Observe).
-	OnProgress func(j *Job, r *kelpiepb.ProgressReport) error
-
 	clk  clock.Clock
 	mu   sync.Mutex
 	jobs map[string]*Job
@@ -778,24 +772,12 @@ func (j *Job) readyResponse() *kelpiepb.ReadyResponse {
 	return r
 }
 
-// Progress records a worker's report.
-func (c *Coordinator) Progress(_ context.Context, r *kelpiepb.ProgressReport) (*kelpiepb.ProgressAck, error) {
-	j, err := c.job(r.Job)
-	if err != nil {
-		return nil, err
-	}
-	if c.OnProgress != nil {
-		err = c.OnProgress(j, r)
-	} else {
-		err = j.Observe(r)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if err := j.Err(); err != nil {
-		return &kelpiepb.ProgressAck{Stop: true, Reason: err.Error()}, nil
-	}
-	return &kelpiepb.ProgressAck{}, nil
+// Progress is retired: a worker's reports come on its agent's stream
+// only (the manager's Agent service), where they reach the samples ledger
+// and the Monitor alike. The call stays in the service so that an old
+// worker binary gets this answer rather than an unknown method.
+func (c *Coordinator) Progress(context.Context, *kelpiepb.ProgressReport) (*kelpiepb.ProgressAck, error) {
+	return nil, status.Error(codes.Unimplemented, "Coordinator.Progress is retired: a worker reports through its node's agent (kelpie agent --role worker), on the agent's stream")
 }
 
 // Observe records in the samples ledger how many samples a worker's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -140,34 +141,20 @@ func TestDropWorker(t *testing.T) {
 	wg.Wait()
 }
 
-// TestProgressRoute: a report on the Progress call goes to OnProgress (the
-// manager, which feeds its Monitor); without a hook it counts in the
-// samples ledger only.
-func TestProgressRoute(t *testing.T) {
+// TestProgressRetired: the agent-less Progress call is gone (a worker's
+// reports come on its agent's stream): it answers Unimplemented, saying
+// so, and counts nothing in the samples ledger.
+func TestProgressRetired(t *testing.T) {
 	c, j := startedJob(t)
-	ctx := context.Background()
 	r := &kelpiepb.ProgressReport{Job: "elastic", Node: "worker-0", Iteration: 5, Samples: 160, BatchSize: 32}
-	if _, err := c.Progress(ctx, r); err != nil {
-		t.Fatal(err)
+	_, err := c.Progress(context.Background(), r)
+	if status.Code(err) != codes.Unimplemented || !strings.Contains(err.Error(), "agent") {
+		t.Errorf("Progress = %v; want Unimplemented, pointing at the agent", err)
 	}
 	for _, n := range j.Nodes() {
-		if n.Name == "worker-0" && n.Samples != 160 {
-			t.Errorf("worker-0's ledger after Progress: %d samples; want 160", n.Samples)
+		if n.Samples != 0 {
+			t.Errorf("%s's ledger after Progress: %d samples; want 0", n.Name, n.Samples)
 		}
-	}
-	var got []*kelpiepb.ProgressReport
-	c.OnProgress = func(hj *Job, hr *kelpiepb.ProgressReport) error {
-		if hj != j {
-			t.Errorf("OnProgress got job %p; want %p", hj, j)
-		}
-		got = append(got, hr)
-		return nil
-	}
-	if _, err := c.Progress(ctx, r); err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != 1 || got[0] != r {
-		t.Errorf("OnProgress saw %v; want the one report", got)
 	}
 }
 

@@ -98,4 +98,20 @@ stragglers:
 	if res.Accuracy < 0.9 {
 		t.Errorf("accuracy %.4f", res.Accuracy)
 	}
+	// The split went down through one primary agent, which forwarded it to
+	// the three others over the agents' mTLS peer service: no fallback.
+	events, _ := d.Manager.EventsSince(0, 0)
+	primary := regexp.MustCompile(`ADJUST_BS: primary worker-\d forwards it to 3 agent\(s\)`)
+	var viaPrimary int
+	for _, e := range events {
+		if primary.MatchString(e.Message) {
+			viaPrimary++
+		}
+		if regexp.MustCompile(`: sent to .* directly`).MatchString(e.Message) {
+			t.Errorf("a fallback: %s", e.Message)
+		}
+	}
+	if viaPrimary != 1 {
+		t.Errorf("%d ADJUST_BS went through a primary agent; want 1", viaPrimary)
+	}
 }

@@ -60,14 +60,16 @@ func TestAttacks(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Wait for the server's address: the job is live.
-	var serverAddr string
-	for serverAddr == "" {
+	// Wait for the server's address and worker-1's agent's peer service:
+	// the job is live.
+	var serverAddr, peerAddr string
+	for serverAddr == "" || peerAddr == "" {
 		if j, ok := d.Manager.Coordinator().Job(name); ok {
 			if a := j.ServerAddrs(); len(a) == 1 && a[0] != "" {
 				serverAddr = a[0]
 			}
 		}
+		peerAddr, _ = d.Manager.AgentPeerAddr(name, "worker-1")
 		select {
 		case <-ctx.Done():
 			t.Fatal("no server address")
@@ -103,6 +105,14 @@ func TestAttacks(t *testing.T) {
 	}
 	ps := func(opt grpc.DialOption) kelpiepb.ParameterServerClient {
 		return kelpiepb.NewParameterServerClient(dial(serverAddr, opt))
+	}
+	peers := func(opt grpc.DialOption) kelpiepb.AgentPeerClient {
+		return kelpiepb.NewAgentPeerClient(dial(peerAddr, opt))
+	}
+	forward := func(opt grpc.DialOption, job, node, kind string) error {
+		_, err := peers(opt).Forward(ctx, &kelpiepb.ForwardRequest{Job: job, Node: node, Command: &kelpiepb.ActionCommand{
+			ActionId: "attack-" + kind, Kind: kind, TargetIteration: 1, BatchSizes: map[string]int32{"worker-0": 1, "worker-1": 63}}})
+		return err
 	}
 	fetchAs := func(c kelpiepb.CoordinatorClient, job, node string) error {
 		_, err := c.FetchShard(ctx, &kelpiepb.FetchShardRequest{Job: job, Node: node})
@@ -169,6 +179,13 @@ func TestAttacks(t *testing.T) {
 			_, err := ps(otherJob).Pull(ctx, &kelpiepb.PSRequest{Worker: 0})
 			return err
 		}, codes.PermissionDenied},
+		// An agent's peer service, where a primary agent forwards a global
+		// action: only an agent of the job may call it, and only with a
+		// global action.
+		{"plaintext forward to worker-1's agent", func() error { return forward(plain, name, "worker-0", "ADJUST_BS") }, codes.Unavailable},
+		{"certificate-less forward to worker-1's agent", func() error { return forward(noCert, name, "worker-0", "ADJUST_BS") }, codes.Unauthenticated},
+		{"job other's agent forwards to worker-1's agent", func() error { return forward(otherJob, "other", "worker-0", "ADJUST_BS") }, codes.PermissionDenied},
+		{"worker-0 forwards a restart to worker-1's agent", func() error { return forward(w0, name, "worker-0", "KILL_RESTART") }, codes.PermissionDenied},
 	} {
 		if err := a.call(); status.Code(err) != a.want {
 			t.Errorf("%s: %v, want %v", a.name, err, a.want)
@@ -222,27 +239,33 @@ func TestAttacks(t *testing.T) {
 	if n := d.NodePlaneRefused(codes.Unauthenticated); n != 1 {
 		t.Errorf("scheduler refused %d calls as Unauthenticated, want 1", n)
 	}
-	audited := func() (atScheduler, atServer int) {
+	audited := func() (atScheduler, atServer, atAgent int) {
 		evs, _ := d.Manager.EventsSince(0, 10000)
 		for _, e := range evs {
 			if e.Kind != "audit" || !strings.Contains(e.Message, "node-plane") || e.Allowed {
 				continue
 			}
-			if strings.Contains(e.Message, "ParameterServer/") && strings.Contains(e.Message, " at server-0") {
+			switch {
+			case strings.Contains(e.Message, "ParameterServer/") && strings.Contains(e.Message, " at server-0"):
 				atServer++
-			} else {
+			case strings.Contains(e.Message, "AgentPeer/") && strings.Contains(e.Message, " at worker-1"):
+				atAgent++
+			default:
 				atScheduler++
 			}
 		}
 		return
 	}
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if _, n := audited(); n >= 7 {
+		if _, n, a := audited(); n >= 7 && a >= 2 {
 			break
 		}
 	}
-	if sched, server := audited(); sched != 6 || server != 7 {
-		t.Errorf("node-plane refusals audited: %d at the scheduler, %d at the server; want 6 and 7", sched, server)
+	// worker-1's agent's guard refused two (no certificate, job other's);
+	// the restart it refused itself (not a global action) is no caller's
+	// identity problem and is not audited.
+	if sched, server, agent := audited(); sched != 6 || server != 7 || agent != 2 {
+		t.Errorf("node-plane refusals audited: %d at the scheduler, %d at the server, %d at worker-1's agent; want 6, 7 and 2", sched, server, agent)
 	}
 	resp, err := http.Get("http://" + d.HTTPAddr() + "/metrics")
 	if err != nil {

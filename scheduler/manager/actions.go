@@ -591,9 +591,8 @@ func (j *jobState) command(a *kelpiepb.Action, node string) *kelpiepb.ActionComm
 
 // dispatchLocked sends an approved action to the agents that apply it: a
 // node action to its node; a global one (a new batch split) to every
-// worker, to be applied at one target iteration chosen ahead of every
-// worker's progress (AntDT Fig. 6: the scheduler, which holds a stream to
-// every agent, plays the primary agent's broadcast).
+// worker through a primary agent (broadcast.go), to be applied at one
+// target iteration chosen ahead of every worker's progress (AntDT Fig. 6).
 func (m *Manager) dispatchLocked(j *jobState, a *kelpiepb.Action, who string) sendList {
 	d, err := kindOf(a.Kind)
 	if err != nil {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/scheduler/clock"
-	"github.com/kelpie/kelpie/scheduler/coordinator"
 	"github.com/kelpie/kelpie/scheduler/store"
 )
 
@@ -85,6 +84,7 @@ func (s *AgentService) Connect(stream kelpiepb.Agent_ConnectServer) error {
 	}
 	n.conn = conn
 	n.host = hello.Host
+	n.peerAddr = hello.PeerAddr
 	n.lastSeen = m.now()
 	j.wakeWaiters()
 	applied := map[string]bool{}
@@ -217,6 +217,8 @@ func (m *Manager) fromAgent(j *jobState, n *nodeState, msg *kelpiepb.AgentMessag
 		}
 	case *kelpiepb.AgentMessage_Ack:
 		m.acked(j, n.name, b.Ack)
+	case *kelpiepb.AgentMessage_Forwarded:
+		m.forwarded(j, n.name, b.Forwarded)
 	case *kelpiepb.AgentMessage_Refusal:
 		if m.cfg.NodeRefusal != nil {
 			m.cfg.NodeRefusal(j.spec.Name, n.name, b.Refusal)
@@ -270,20 +272,4 @@ func nodeStateIn(job, node string) string {
 		return "stopped"
 	}
 	return node
-}
-
-// progress takes the report of a worker without an agent (the
-// coordinator's Progress call) the way a report on an agent's stream is
-// taken: into the samples ledger, then the node's progress and the
-// Monitor. The ledger takes each report once (report does it): it adds
-// the report's bytes by region pair.
-func (m *Manager) progress(cj *coordinator.Job, r *kelpiepb.ProgressReport) error {
-	m.mu.RLock()
-	j, ok := m.jobs[cj.Spec.Name]
-	ok = ok && j.coord == cj && !j.over()
-	m.mu.RUnlock()
-	if !ok {
-		return cj.Observe(r)
-	}
-	return m.report(j, r.Node, r)
 }

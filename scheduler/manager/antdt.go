@@ -112,8 +112,8 @@ func (j *jobState) validateLR(a *kelpiepb.Action) error {
 	return nil
 }
 
-// dispatchLR sends an ADJUST_LR to the workers it names; it applies once
-// each has acked.
+// dispatchLR sends an ADJUST_LR to the workers it names, through a primary
+// agent; it applies once each has acked.
 func (m *Manager) dispatchLR(j *jobState, a *kelpiepb.Action, who string) sendList {
 	scales := lrScales(a)
 	names := make([]string, 0, len(scales))
@@ -122,7 +122,7 @@ func (m *Manager) dispatchLR(j *jobState, a *kelpiepb.Action, who string) sendLi
 	}
 	sort.Slice(names, func(x, y int) bool { return nodeLess(names[x], names[y]) })
 	j.await(a, names)
-	sends := j.sendCommand(a, names)
+	sends := m.broadcastTo(j, a, names)
 	m.transition(j, a, ActDispatched, who, fmt.Sprintf("to %s", strings.Join(names, ", ")))
 	return sends
 }

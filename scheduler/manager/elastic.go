@@ -309,7 +309,7 @@ func (m *Manager) startTable(j *jobState, a *kelpiepb.Action, c *change.Table, e
 	j.coord.BeginTable(next, e.Removed, at, a.Id)
 	m.mu.Lock()
 	live := j.liveWorkers()
-	sends := j.sendCommand(a, live)
+	sends := m.broadcastTo(j, a, live)
 	m.eventLocked(j.spec.Name, "action", a.Target, fmt.Sprintf("action %s %s: table v%d from iteration %d, %d of %d blocks move",
 		a.Id, a.Kind, next.Version, at, c.Moved(), len(next.Blocks)), "scheduler")
 	c.Retabled(m.now(), at, live)

@@ -68,13 +68,18 @@ type jobState struct {
 	tableEvents map[string]chan tableEvent
 	// calls are the commands sent to servers through their agents that
 	// wait for an ack (servercmd.go).
-	calls     map[callKey]*serverCall
-	paused    float64            // seconds the job waited for blocks in transit, over all changes
-	preBackup *spec.Sync         // the sync model before BACKUP_WORKERS turned drop on
-	drop      int                // backup workers in effect: gradients dropped per iteration
-	accum     map[string]int     // gradient-accumulation counts in effect (AntDT-DD)
-	lrScale   map[string]float64 // learning-rate scales in effect (ADJUST_LR)
-	rng       *rand.Rand         // PSLD's random source, seeded by the spec; used by the job's tick only
+	calls map[callKey]*serverCall
+	// broadcasts are the global actions sent through a primary agent
+	// (broadcast.go), by action id; pickPrimary picks the primary among
+	// the candidates (nil: at random; tests set it).
+	broadcasts  map[string]*broadcast
+	pickPrimary func(candidates []string) string
+	paused      float64            // seconds the job waited for blocks in transit, over all changes
+	preBackup   *spec.Sync         // the sync model before BACKUP_WORKERS turned drop on
+	drop        int                // backup workers in effect: gradients dropped per iteration
+	accum       map[string]int     // gradient-accumulation counts in effect (AntDT-DD)
+	lrScale     map[string]float64 // learning-rate scales in effect (ADJUST_LR)
+	rng         *rand.Rand         // PSLD's random source, seeded by the spec; used by the job's tick only
 	// relaunching: the checkpoint-and-restart baseline is stopping the
 	// job's agents on purpose.
 	relaunching bool
@@ -108,6 +113,7 @@ type nodeState struct {
 	status     kelpiepb.NodeStatus
 	lastSeen   time.Time  // its agent's connection or last change of state (see seen)
 	conn       *agentConn // nil while the agent is disconnected
+	peerAddr   string     // its agent's peer service (AgentHello.peer_addr), "" for none
 	removed    bool       // taken out of the job (REMOVE_WORKER, or an added worker that never came up)
 	relaunched bool       // launched again after it was lost (adopt.go)
 	agentPid   int        // the relaunched agent's PID

@@ -12,9 +12,11 @@
 // published values instead: the job list and each job's views (atomic
 // pointers, rebuilt at most every ViewTTL), the servers' delayed pulls, and
 // the heatmap buckets (atomic cells). Telemetry comes in on the agents'
-// streams only (worker reports, server counters, heartbeats, acks); a
-// worker without an agent reports through the coordinator into the same
-// path. Every goroutine the manager starts runs through spawn and has ended
+// streams only (worker reports, server counters, heartbeats, acks; the
+// coordinator's old Progress call answers Unimplemented). Actions go down
+// through the agents only: a global one through a primary agent that
+// forwards it to the others (broadcast.go), a node action and a server's
+// command to its own agent. Every goroutine the manager starts runs through spawn and has ended
 // when Close returns; waits are woken by the events they wait for; time
 // comes from Config.Clock.
 package manager
@@ -212,7 +214,6 @@ func New(cfg Config) (*Manager, error) {
 	m := &Manager{cfg: cfg, log: cfg.Log, clk: clk, coord: coordinator.New(clk), jobs: map[string]*jobState{}, done: make(chan struct{}),
 		eps: newEPSState()}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
-	m.coord.OnProgress = m.progress
 	if err := m.restore(); err != nil {
 		m.cancel()
 		return nil, err

@@ -49,6 +49,7 @@ func TestRegionBytesViewAndMetrics(t *testing.T) {
 	}
 	c := m.Coordinator()
 	ctx := context.Background()
+	j := m.jobList()["rb"]
 	for w := range 8 {
 		if _, err := c.Register(ctx, &kelpiepb.RegisterRequest{Job: "rb", Node: spec.WorkerName(w), Role: kelpiepb.Role_ROLE_WORKER, Addr: "127.0.0.1:1"}); err != nil {
 			t.Fatal(err)
@@ -81,7 +82,8 @@ func TestRegionBytesViewAndMetrics(t *testing.T) {
 			for p, b := range sent[w] {
 				r.RegionBytes = append(r.RegionBytes, &kelpiepb.RegionBytes{FromRegion: p.From, ToRegion: p.To, Bytes: b})
 			}
-			if _, err := c.Progress(ctx, r); err != nil {
+			// As the worker's agent stream takes it (Connect: reportTimed).
+			if err := m.report(j, r.Node, r); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -95,7 +97,7 @@ func TestRegionBytesViewAndMetrics(t *testing.T) {
 
 	bad := &kelpiepb.ProgressReport{Job: "rb", Node: "worker-0", Iteration: 3,
 		RegionBytes: []*kelpiepb.RegionBytes{{FromRegion: "/r0", ToRegion: "/r1", Bytes: 5}, {FromRegion: "/r0", ToRegion: "/elsewhere", Bytes: 1 << 40}}}
-	if _, err := c.Progress(ctx, bad); status.Code(err) != codes.InvalidArgument {
+	if err := m.report(j, bad.Node, bad); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("a report naming a region outside the topology = %v; want InvalidArgument", err)
 	}
 

@@ -192,13 +192,14 @@ func (j *jobState) currentBatches() map[string]int {
 }
 
 // splitCommands sends a re-split action (ADJUST_BS, ADD_WORKER,
-// REMOVE_WORKER) to every live worker, to apply at one target iteration
-// ahead of the fastest; each must ack it (AntDT Fig. 6).
+// REMOVE_WORKER) to every live worker through a primary agent, to apply at
+// one target iteration ahead of the fastest; each must ack it (AntDT Fig.
+// 6).
 func (m *Manager) splitCommands(j *jobState, a *kelpiepb.Action) sendList {
 	live := j.liveWorkers()
 	a.TargetIteration = j.aheadIteration(m.now())
 	j.await(a, live)
-	return j.sendCommand(a, live)
+	return m.broadcastTo(j, a, live)
 }
 
 // removeWorker dispatches a REMOVE_WORKER: the others take its share.

@@ -55,6 +55,7 @@ func agentCmd() *cobra.Command {
 	f.StringVar(&o.Host, "host", "", "host name reported to the scheduler (default: the machine's)")
 	f.StringVar(&o.Listen, "listen", "", "servers: the data plane's listen address, registered with the scheduler (default 127.0.0.1:0; in a Pod $(POD_IP):0)")
 	f.StringVar(&o.SnapshotDir, "snapshot-dir", "", "servers: directory of the periodic snapshots")
+	f.StringVar(&o.PeerListen, "peer-listen", "", "the agent's peer service (a primary agent forwards global actions to the others), registered with the scheduler (default: --listen's host, else 127.0.0.1, port 0; off: none)")
 	f.StringVar(&cert, "cert", "", "the node's credentials file (certificate, key, CA; mode 0600), also $"+identity.EnvCert+"; none: plaintext node plane")
 	f.IntVar(&o.MaxRestarts, "max-restarts", 10, "consecutive crashes restarted before giving up")
 	f.DurationVar(&o.OrphanTimeout, "orphan-timeout", agent.DefaultOrphanTimeout,

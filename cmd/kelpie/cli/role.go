@@ -32,6 +32,9 @@ func roleCmd() *cobra.Command {
 			case "server":
 				return role.RunServer(ctx, o)
 			case "worker":
+				if o.Agent == nil {
+					return exitCode(2, role.ErrNoAgent)
+				}
 				return role.RunWorker(ctx, o)
 			default:
 				return exitCode(2, fmt.Errorf("role must be server or worker, not %q", args[0]))

@@ -196,7 +196,13 @@ data: {kind: mnist, epochs: 3, seed: 1}
 train: {global_batch: 128, lr: 0.05, optimizer: momentum, momentum: 0.9}
 cluster: {servers: 2, workers: 3, block_bytes: 32768, snapshot_interval: 500ms}
 `, func(name string) {
-		time.Sleep(3 * time.Second)
+		// Halfway through (1,407 iterations), whatever the machine's
+		// speed: a fixed 3 s outlasted the whole job on a fast one.
+		for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if v := d.Manager.View([]string{name}, 1); len(v) == 1 && v[0].Iteration >= 700 {
+				break
+			}
+		}
 		for _, v := range d.Manager.View([]string{name}, 1) {
 			for _, n := range v.Nodes {
 				if n.Name == "server-1" && n.Pid > 0 {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"sync"
 	"time"
 
@@ -112,6 +113,14 @@ func (c *Conn) framedRecvLoop() {
 	f := c.fw
 	for {
 		taken, err := c.framedRecvOne(f)
+		if err == nil && f.tc.Buffered() == 0 {
+			// Nothing more at hand: the next read would most likely find
+			// the socket empty (one request in flight). Let the waiter
+			// just woken run first, so that this goroutine's read, and its
+			// wait for the next response, come after the caller has its
+			// answer, not before.
+			runtime.Gosched()
+		}
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				err = fmt.Errorf("psclient: server %s closed the connection", c.Addr)

@@ -96,7 +96,7 @@ func (s *Server) ServeFramed(ctx context.Context, nc net.Conn, f Framed) {
 		}
 		return tc.Flush()
 	}
-	err := s.session(recv, send)
+	err := s.session(recv, tc.FrameBuffered, send)
 	switch {
 	case err == nil, errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed) && ctx.Err() != nil:
 	case errors.Is(err, tensorwire.ErrFrame):

@@ -184,3 +184,55 @@ func TestFramedEncrypted(t *testing.T) {
 		c.Close()
 	}
 }
+
+// TestFramedPipeline: many requests in flight on one framed connection
+// (the server handles what it has at hand before it writes the answers
+// together) are all answered, in the order they were sent: a pull sent
+// after k pushes sees exactly those k.
+func TestFramedPipeline(t *testing.T) {
+	s := newServer(t, syncmodel.Config{Model: syncmodel.ASP})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, err := s.Listen(lis, Framed{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ep.Close()
+	c, err := psclient.DialWith(context.Background(), lis.Addr().String(), psclient.Options{Transport: psclient.TransportTCP, Credentials: tensorwire.SharedSecret(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const pushes = 200
+	grad := floats(1, 1, 1, 1)
+	var calls []*psclient.Call
+	pulled := map[int][]float32{} // pushes before the pull -> its destination
+	for i := 1; i <= pushes; i++ {
+		call, err := c.StartV(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PUSH, Blocks: []uint32{0}, Progress: int64(i)}, [][]byte{grad}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls = append(calls, call)
+		if i%50 == 0 {
+			dst := make([]float32, 4)
+			call, err := c.StartInto(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PULL, Blocks: []uint32{0}, Progress: int64(i)}, [][]byte{wire.AsBytes(dst)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			calls = append(calls, call)
+			pulled[i] = dst
+		}
+	}
+	for i, call := range calls {
+		if _, _, err := call.Wait(nil); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	for k, dst := range pulled {
+		if want := float32(1 - k); dst[0] != want || dst[3] != want {
+			t.Errorf("pull after %d pushes = %v; want all %v", k, dst, want)
+		}
+	}
+}

@@ -252,7 +252,7 @@ func (s *Server) Exchange(stream kelpiepb.ParameterServer_ExchangeServer) error 
 	case <-stream.Context().Done():
 		return stream.Context().Err()
 	}
-	err := s.session(stream.Recv, func(rs []*Response) error {
+	err := s.session(stream.Recv, nil, func(rs []*Response) error {
 		for _, r := range rs {
 			r.Flatten() // one message: the values are copied into it
 			if err := stream.Send(r.PSResponse); err != nil {
@@ -271,41 +271,30 @@ func (s *Server) Exchange(stream kelpiepb.ParameterServer_ExchangeServer) error 
 // returns the next request (its Data a pooled buffer or nil), send writes
 // responses, in order (their payloads lent until each response's Done,
 // which the session calls after send). Requests are handled in order;
-// responses to delayed pulls are sent when they are released. Responses
-// that are ready together go to send together: the framed transport writes
-// a pipeline's answers with one writev.
-func (s *Server) session(recv func() (*kelpiepb.PSRequest, error), send func([]*Response) error) error {
-	out := make(chan *Response, 256)
+// responses to delayed pulls are sent when they are released. more, if not
+// nil, says whether the next request is already at hand (recv will not
+// wait for it).
+//
+// The goroutine that handled a request writes its answer (outbox.go),
+// after the requests at hand: a pipeline's answers go together to send,
+// which the framed transport writes with one writev. Responses released by
+// other goroutines go out through the session's sender goroutine. A server
+// with injected slowness sends everything through the sender goroutine, so
+// that a response's injected outbound delay does not hold up the next
+// request (each direction of its link has a budget of its own).
+func (s *Server) session(recv func() (*kelpiepb.PSRequest, error), more func() bool, send func([]*Response) error) error {
+	o := newOutbox()
+	inline := s.cfg.Straggler.Empty()
+	inject := func(r *Response) { s.inject(r.payloadLen(), outbound) }
 	done := make(chan struct{})
-	sendErr := make(chan error, 1)
 	sender := make(chan struct{})
 	go func() {
 		defer close(sender)
-		batch := make([]*Response, 0, maxBatch)
 		for {
 			select {
-			case r := <-out:
-				batch = append(batch[:0], r)
-			more:
-				for len(batch) < maxBatch {
-					select {
-					case r := <-out:
-						batch = append(batch, r)
-					default:
-						break more
-					}
-				}
-				for _, r := range batch {
-					s.inject(r.payloadLen(), outbound)
-				}
-				err := send(batch)
-				for i, r := range batch {
-					r.Done()
-					batch[i] = nil
-				}
-				if err != nil {
-					sendErr <- err
-					return
+			case <-o.wake:
+				if o.flush(send, inject, false) != nil {
+					return // the session sees the error at its next request
 				}
 			case <-done:
 				return
@@ -315,40 +304,36 @@ func (s *Server) session(recv func() (*kelpiepb.PSRequest, error), send func([]*
 	defer func() {
 		close(done)
 		<-sender
-		for {
-			select {
-			case r := <-out: // never to be sent: give its payload back
-				r.Done()
-			default:
-				return
-			}
-		}
+		o.close()
 	}()
 	// When the worker goes away, its delayed pulls go with it: a restarted
 	// worker's new pulls must not queue behind answers nobody will read.
 	me := new(int)
 	defer s.cancelPulls(me)
-	reply := func(r *Response) {
-		select {
-		case out <- r:
-		case <-done:
-			r.Done()
-		}
-	}
+	reply := o.put // one func value for the session, not one per request
 	for {
 		req, err := recv()
 		if err != nil {
 			return err
 		}
-		select {
-		case err := <-sendErr:
-			return err
-		default:
-		}
 		s.inject(len(req.Data), inbound)
-		began := time.Now()
+		if inline {
+			err = o.setActive()
+		} else {
+			err = o.failed()
+		}
+		if err != nil {
+			wire.Recycle(req.Data)
+			return err
+		}
+		var began time.Time
+		if !inline {
+			began = time.Now()
+		}
 		held, err := s.handleHeld(req, reply, me)
-		s.stretch(time.Since(began))
+		if !inline {
+			s.stretch(time.Since(began))
+		}
 		if err != nil {
 			reply(errorResponse(req, err))
 		}
@@ -357,6 +342,11 @@ func (s *Server) session(recv func() (*kelpiepb.PSRequest, error), send func([]*
 		// request waits for a block in transit.
 		if !held {
 			wire.Recycle(req.Data)
+		}
+		if inline && (more == nil || !more()) {
+			if err := o.flush(send, inject, true); err != nil {
+				return err
+			}
 		}
 	}
 }

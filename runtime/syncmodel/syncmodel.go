@@ -289,6 +289,7 @@ type Engine struct {
 	members map[int]bool
 	vtrain  int64
 	pushed  map[int64]map[int]bool // version >= vtrain -> members that pushed it
+	spare   []map[int]bool         // emptied sets of pushed, for reuse
 	last    map[int]int64          // member -> last progress pushed
 	from    map[int]int64          // member that joined mid-job -> first version it owes a push
 	due     map[int64][]*pending   // V_train value -> pulls released then
@@ -399,7 +400,12 @@ func (e *Engine) Push(worker int, progress int64) PushResult {
 	}
 	set := e.pushed[progress]
 	if set == nil {
-		set = map[int]bool{}
+		// A set V_train has left behind, emptied: no map per push.
+		if n := len(e.spare); n > 0 {
+			set, e.spare = e.spare[n-1], e.spare[:n-1]
+		} else {
+			set = map[int]bool{}
+		}
 		e.pushed[progress] = set
 	}
 	set[worker] = true
@@ -612,9 +618,16 @@ func (e *Engine) pushCondition() bool {
 
 // advance moves V_train while the push condition holds, appending the pulls
 // that fall due at each step.
+// maxSpareSets bounds the emptied push sets an engine keeps for reuse.
+const maxSpareSets = 8
+
 func (e *Engine) advance(rel []*pending) (int, []*pending) {
 	n := 0
 	for e.pushCondition() {
+		if set := e.pushed[e.vtrain]; set != nil && len(e.spare) < maxSpareSets {
+			clear(set)
+			e.spare = append(e.spare, set)
+		}
 		delete(e.pushed, e.vtrain)
 		e.vtrain++
 		n++

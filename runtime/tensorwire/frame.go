@@ -255,10 +255,19 @@ func (c *Conn) Flush() error {
 	}
 	c.vec = c.vec[:0]
 	p := 0
+	// Frames without a payload (a batch of acknowledgements) lie one
+	// after another in the arena: one piece for all of them.
+	contiguous := false // the last piece in vec ends where the arena's next frame starts
 	for _, f := range c.queued {
-		c.vec = append(c.vec, c.arena[f.lo:f.hi])
+		if contiguous {
+			last := &c.vec[len(c.vec)-1]
+			*last = (*last)[:len(*last)+f.hi-f.lo]
+		} else {
+			c.vec = append(c.vec, c.arena[f.lo:f.hi])
+		}
 		c.vec = append(c.vec, c.qparts[p:p+f.parts]...)
 		p += f.parts
+		contiguous = f.parts == 0
 	}
 	var err error
 	if c.flush != nil {
@@ -345,6 +354,29 @@ func (c *Conn) ReadPayloadInto(dst [][]byte) error {
 		}
 	}
 	return nil
+}
+
+// Buffered is the number of bytes read from the connection and not yet
+// taken by ReadHeader, ReadPayload or Discard.
+func (c *Conn) Buffered() int { return c.r.Buffered() }
+
+// FrameBuffered says whether the next frame (after the current one's
+// payload) has been read from the connection already, whole, so that
+// reading it will not wait for the peer: a server answering a pipeline's
+// requests handles them all before it writes their answers together.
+func (c *Conn) FrameBuffered() bool {
+	n := c.r.Buffered() - c.left
+	if n < HeaderSize {
+		return false
+	}
+	b, err := c.r.Peek(c.left + HeaderSize)
+	if err != nil {
+		return false
+	}
+	b = b[c.left:]
+	meta := int(binary.LittleEndian.Uint32(b[16:20]))
+	payload := int(binary.LittleEndian.Uint32(b[20:24]))
+	return meta <= MaxMeta && payload <= MaxPayload && n >= HeaderSize+meta+payload
 }
 
 // Discard skips the current frame's payload.

@@ -321,3 +321,54 @@ func TestMetaBufKeepsItsGrowth(t *testing.T) {
 	}
 	_ = a.WriteFrame(KindRequest, 3, nil, nil)
 }
+
+// TestQueueBatch: frames queued together go out with one Flush, in order,
+// those without a payload merged into one piece; and the reader can tell
+// whether the next frame is whole in its buffer.
+func TestQueueBatch(t *testing.T) {
+	a, b := pipe(t)
+	big := bytes.Repeat([]byte{5}, 3000)
+	frames := []struct {
+		id            uint64
+		meta, payload string
+	}{{1, "a", ""}, {2, "", ""}, {3, "m", string(big)}, {4, "b", ""}, {5, "", "tail"}}
+	for _, f := range frames {
+		var payload [][]byte
+		if f.payload != "" {
+			payload = [][]byte{[]byte(f.payload)}
+		}
+		if err := a.Queue(KindResponse, f.id, []byte(f.meta), payload); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range frames {
+		h, meta, err := b.ReadHeader()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, h.Payload)
+		if err := b.ReadPayload(got); err != nil {
+			t.Fatal(err)
+		}
+		if h.ID != f.id || string(meta) != f.meta || string(got) != f.payload {
+			t.Errorf("frame %d = id %d, meta %q, %d payload bytes; want id %d, meta %q, %d bytes", i, h.ID, meta, len(got), f.id, f.meta, len(f.payload))
+		}
+	}
+	if b.FrameBuffered() {
+		t.Error("FrameBuffered() = true with nothing sent")
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- a.WriteFrame(KindRequest, 6, nil, []byte("next")) }()
+	if _, err := b.r.Peek(HeaderSize + 4); err != nil { // until the frame is in
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if !b.FrameBuffered() {
+		t.Error("FrameBuffered() = false with the whole next frame read")
+	}
+}

@@ -46,11 +46,10 @@ func (a *Agent) startPeers(wg *sync.WaitGroup) (stop func()) {
 		addr = net.JoinHostPort(host, "0")
 	}
 	srv, err := a.peerServer()
-	if err != nil {
-		a.log.Warn("peer service not served: the scheduler sends this agent every command itself", "err", err)
-		return func() {}
+	var lis net.Listener
+	if err == nil {
+		lis, err = net.Listen("tcp", addr)
 	}
-	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		a.log.Warn("peer service not served: the scheduler sends this agent every command itself", "err", err)
 		return func() {}

@@ -268,7 +268,7 @@ func SchedulerPolicy(id Identity, method string, msg proto.Message) error {
 	default:
 		return fmt.Errorf("%s is not served to %s", method, id)
 	}
-	if id.Role != RoleWorker && id.Role != RoleServer {
+	if !isNode(id) {
 		return fmt.Errorf("%s: only a job's nodes may call it, not %s", method, id)
 	}
 	switch strings.TrimPrefix(method, coordinatorPrefix) {
@@ -332,7 +332,7 @@ func AgentPeerPolicy(self Identity) Policy {
 		if !strings.HasPrefix(method, agentPeerPrefix) {
 			return fmt.Errorf("%s is not served to %s", method, id)
 		}
-		if (id.Role != RoleWorker && id.Role != RoleServer) || id.Job == "" || id.Job != self.Job {
+		if !isNode(id) || id.Job == "" || id.Job != self.Job {
 			return fmt.Errorf("%s: only the agents of job %s may call it, not %s", method, self.Job, id)
 		}
 		if msg == nil {
@@ -342,11 +342,14 @@ func AgentPeerPolicy(self Identity) Policy {
 	}
 }
 
+// isNode says whether id is a job's node (a worker or a server).
+func isNode(id Identity) bool { return id.Role == RoleWorker || id.Role == RoleServer }
+
 // NodeOf accepts exactly one node of one job (for an agent dialling the
 // peer service of another agent of its job).
 func NodeOf(job, node string) func(Identity) error {
 	return func(id Identity) error {
-		if id.Job != job || id.Node != node || (id.Role != RoleWorker && id.Role != RoleServer) {
+		if id.Job != job || id.Node != node || !isNode(id) {
 			return fmt.Errorf("identity: %s is not node %s of job %s", id, node, job)
 		}
 		return nil

@@ -223,7 +223,7 @@ func RunServer(ctx context.Context, o Options) error {
 		log.Warn("refused", "method", r.Method, "from", r.Addr, "who", r.ID.String(), "code", r.Code, "reason", r.Reason, "suppressed", r.Suppressed)
 		if o.Agent != nil {
 			// To the scheduler's audit log and metrics, through the agent.
-			if err := o.Agent.Send(&kelpiepb.RoleMessage{Body: &kelpiepb.RoleMessage_Refusal{Refusal: refusalMessage(r)}}); err != nil {
+			if err := o.Agent.Send(&kelpiepb.RoleMessage{Body: &kelpiepb.RoleMessage_Refusal{Refusal: r.Proto()}}); err != nil {
 				log.Warn("refusal to agent failed", "err", err)
 			}
 		}

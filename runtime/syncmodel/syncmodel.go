@@ -616,11 +616,11 @@ func (e *Engine) pushCondition() bool {
 	return len(e.pushed[e.vtrain]) >= need
 }
 
-// advance moves V_train while the push condition holds, appending the pulls
-// that fall due at each step.
 // maxSpareSets bounds the emptied push sets an engine keeps for reuse.
 const maxSpareSets = 8
 
+// advance moves V_train while the push condition holds, appending the pulls
+// that fall due at each step.
 func (e *Engine) advance(rel []*pending) (int, []*pending) {
 	n := 0
 	for e.pushCondition() {

@@ -29,13 +29,6 @@ type keptMark struct{ iteration, at int64 }
 // one).
 func NewMarks(capacity int) *Marks { return &Marks{cap: max(capacity, 1)} }
 
-// Add records ms after the marks already kept.
-func (m *Marks) Add(ms ...Mark) {
-	for _, x := range ms {
-		m.put(keptMark{x.Iteration, x.At.UnixNano()})
-	}
-}
-
 // AddReport places a worker's report on its iteration timeline and
 // records the marks it gives: the report arrived at (which is when its
 // last iteration completed, give or take the report's trip), says the

@@ -54,7 +54,7 @@ func TestAddReport(t *testing.T) {
 func TestMarksBounded(t *testing.T) {
 	m := NewMarks(3)
 	for i := range 5 {
-		m.Add(Mark{Iteration: int64(i)})
+		m.AddReport(time.Unix(0, 0), int64(i), []float64{0}, nil)
 	}
 	got := m.All()
 	if len(got) != 3 || got[0].Iteration != 2 || got[2].Iteration != 4 {

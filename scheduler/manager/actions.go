@@ -82,8 +82,9 @@ func b2f(b bool) float64 {
 	return 0
 }
 
+// job is the job of that name, as last published (no lock).
 func (m *Manager) job(name string) (*jobState, error) {
-	j, ok := m.jobs[name]
+	j, ok := m.lookup(name)
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "no job %q", name)
 	}
@@ -98,14 +99,13 @@ func (m *Manager) Trigger(job string, a *kelpiepb.Action, who string) (string, e
 	if err := supported(a.Kind); err != nil {
 		return "", err
 	}
-	m.mu.Lock()
 	j, err := m.job(job)
 	if err != nil {
-		m.mu.Unlock()
 		return "", err
 	}
+	j.mu.Lock()
 	if j.over() {
-		m.mu.Unlock()
+		j.mu.Unlock()
 		return "", status.Errorf(codes.FailedPrecondition, "job %s is %s", job, j.state)
 	}
 	act := &kelpiepb.Action{Kind: a.Kind, Target: a.Target, Policy: "operator", Reason: a.Reason,
@@ -115,15 +115,15 @@ func (m *Manager) Trigger(job string, a *kelpiepb.Action, who string) (string, e
 		act.Reason = "triggered by " + who
 	}
 	if err := typedArgs(act); err != nil {
-		m.mu.Unlock()
+		j.mu.Unlock()
 		return "", err
 	}
 	if err := j.validate(act); err != nil {
-		m.mu.Unlock()
+		j.mu.Unlock()
 		return "", err
 	}
 	sends, err := m.addLocked(j, act, "", gate.ModeAuto, who)
-	m.mu.Unlock()
+	j.mu.Unlock()
 	if err != nil {
 		return "", status.Errorf(codes.Internal, "trigger: %v", err)
 	}
@@ -134,35 +134,34 @@ func (m *Manager) Trigger(job string, a *kelpiepb.Action, who string) (string, e
 
 // Decide approves or rejects a proposed action.
 func (m *Manager) Decide(job, id string, approve bool, who, note string) error {
-	m.mu.Lock()
 	j, err := m.job(job)
 	if err != nil {
-		m.mu.Unlock()
 		return err
 	}
+	j.mu.Lock()
 	a, ok := j.byID[id]
 	if !ok {
-		m.mu.Unlock()
+		j.mu.Unlock()
 		return status.Errorf(codes.NotFound, "job %s has no action %s", job, id)
 	}
 	if a.State != ActProposed {
-		m.mu.Unlock()
+		j.mu.Unlock()
 		return status.Errorf(codes.FailedPrecondition, "action %s is %s, not proposed", id, a.State)
 	}
 	if approve {
 		if err := j.validate(a); err != nil {
 			m.transition(j, a, ActFailed, who, err.Error())
-			m.mu.Unlock()
+			j.mu.Unlock()
 			m.persistAction(j, a)
 			return err
 		}
 	}
 	if err := j.gate.Decide(m.now(), id, approve, who, note); err != nil {
-		m.mu.Unlock()
+		j.mu.Unlock()
 		return status.Errorf(codes.FailedPrecondition, "action %s: %v", id, err)
 	}
 	sends := m.applyGate(j)
-	m.mu.Unlock()
+	j.mu.Unlock()
 	m.persistAction(j, a)
 	sends.run()
 	return nil
@@ -171,30 +170,29 @@ func (m *Manager) Decide(job, id string, approve bool, who, note string) error {
 // SetPolicy changes a policy's mode and parameters live; the next decision
 // uses them.
 func (m *Manager) SetPolicy(job, name, mode string, params map[string]float64, who string) error {
-	m.mu.Lock()
 	j, err := m.job(job)
 	if err != nil {
-		m.mu.Unlock()
 		return err
 	}
+	j.mu.Lock()
 	p, ok := j.policies[name]
 	if !ok {
-		m.mu.Unlock()
+		j.mu.Unlock()
 		return status.Errorf(codes.InvalidArgument, "unknown policy %q (one of %s)", name, strings.Join(policyNames, ", "))
 	}
 	switch mode {
 	case "", ModeAuto, ModeApprove, ModeOff:
 	default:
-		m.mu.Unlock()
+		j.mu.Unlock()
 		return status.Errorf(codes.InvalidArgument, "policy mode must be auto, approve or off, not %q", mode)
 	}
 	for k, v := range params {
 		if _, known := p.Params[k]; !known {
-			m.mu.Unlock()
+			j.mu.Unlock()
 			return status.Errorf(codes.InvalidArgument, "policy %s has no parameter %q", name, k)
 		}
 		if math.IsNaN(v) || v < 0 {
-			m.mu.Unlock()
+			j.mu.Unlock()
 			return status.Errorf(codes.InvalidArgument, "policy %s parameter %s must be ≥ 0, got %v", name, k, v)
 		}
 	}
@@ -210,14 +208,14 @@ func (m *Manager) SetPolicy(job, name, mode string, params map[string]float64, w
 		cfg.LTrans = time.Duration(p.Params["window_transient_s"] * float64(time.Second))
 		cfg.LPer = time.Duration(p.Params["window_persistent_s"] * float64(time.Second))
 		if err := cfg.Validate(); err != nil {
-			m.mu.Unlock()
+			j.mu.Unlock()
 			return status.Errorf(codes.InvalidArgument, "policy %s: %v", name, err)
 		}
 		j.mon.SetConfig(cfg)
 	}
-	m.eventLocked(job, "policy", "", fmt.Sprintf("policy %s set to %s %s", name, p.Mode, formatParams(p.Params)), who)
+	m.event(job, "policy", "", fmt.Sprintf("policy %s set to %s %s", name, p.Mode, formatParams(p.Params)), who)
 	b := j.policiesJSON()
-	m.mu.Unlock()
+	j.mu.Unlock()
 	return m.cfg.Store.PutPolicies(job, b)
 }
 
@@ -336,8 +334,7 @@ func (j *jobState) validateSplit(a *kelpiepb.Action) error {
 // newActionLocked names a new action and files its console record; the
 // gate holds its life (state, history, acks).
 func (m *Manager) newActionLocked(j *jobState, a *kelpiepb.Action) {
-	m.nextID++
-	a.Id = fmt.Sprintf("a-%d", m.nextID)
+	a.Id = fmt.Sprintf("a-%d", m.nextID.Add(1))
 	a.Job = j.spec.Name
 	a.Created = ts(m.now())
 	a.State = ""
@@ -411,7 +408,7 @@ func (m *Manager) mirror(j *jobState, a *kelpiepb.Action, g *gate.Action, t gate
 	if t.Note != "" {
 		msg += " (" + t.Note + ")"
 	}
-	m.eventLocked(j.spec.Name, "action", a.Target, msg, t.By)
+	m.event(j.spec.Name, "action", a.Target, msg, t.By)
 }
 
 // transition moves an action on through the gate, for the steps the
@@ -449,12 +446,12 @@ func (j *jobState) await(a *kelpiepb.Action, nodes []string) {
 }
 
 func (m *Manager) persistAction(j *jobState, a *kelpiepb.Action) {
-	m.mu.Lock()
+	j.mu.Lock()
 	rec := actionRecord(a)
 	if g := j.gate.Get(a.Id); g != nil && g.Key != "" {
 		rec.Params["key"] = g.Key
 	}
-	m.mu.Unlock()
+	j.mu.Unlock()
 	if err := m.cfg.Store.PutAction(j.spec.Name, rec); err != nil {
 		m.log.Error("store action", "job", j.spec.Name, "action", a.Id, "err", err)
 	}
@@ -630,7 +627,7 @@ func (j *jobState) sendCommand(a *kelpiepb.Action, names []string) sendList {
 // settleOpen ends the actions a finished job leaves open: a proposal
 // expires, an action not yet applied fails, saying the job ended first.
 func (m *Manager) settleOpen(j *jobState) {
-	m.mu.Lock()
+	j.mu.Lock()
 	var changed []*kelpiepb.Action
 	for _, a := range j.actions {
 		switch a.State {
@@ -643,7 +640,7 @@ func (m *Manager) settleOpen(j *jobState) {
 		}
 		changed = append(changed, a)
 	}
-	m.mu.Unlock()
+	j.mu.Unlock()
 	for _, a := range changed {
 		m.persistAction(j, a)
 	}
@@ -661,7 +658,7 @@ func (m *Manager) setSync(j *jobState, a *kelpiepb.Action) {
 // was dropped hands the shard back to the queue. b = 0 turns them off:
 // the job's synchronisation model before they were turned on comes back.
 func (m *Manager) backupWorkers(j *jobState, a *kelpiepb.Action) {
-	m.mu.Lock()
+	j.mu.Lock()
 	d := int(a.GetBackupWorkers().GetDrop())
 	if j.preBackup == nil {
 		s := j.spec.Sync
@@ -674,11 +671,11 @@ func (m *Manager) backupWorkers(j *jobState, a *kelpiepb.Action) {
 			PsspC: base.PSSP.C, PsspAlpha: base.PSSP.Alpha, PsspDynamic: base.PSSP.Dynamic, DropWaitFor: int32(base.Drop.WaitFor)}
 		j.preBackup = nil
 	}
-	m.mu.Unlock()
+	j.mu.Unlock()
 	if m.applySync(j, a, settings) {
-		m.mu.Lock()
+		j.mu.Lock()
 		j.drop = d
-		m.mu.Unlock()
+		j.mu.Unlock()
 	}
 }
 
@@ -697,9 +694,9 @@ func (m *Manager) applySync(j *jobState, a *kelpiepb.Action, settings *kelpiepb.
 		return false
 	}
 	if err != nil {
-		m.mu.Lock()
+		j.mu.Lock()
 		m.transition(j, a, ActFailed, "scheduler", err.Error())
-		m.mu.Unlock()
+		j.mu.Unlock()
 		m.persistAction(j, a)
 		return false
 	}
@@ -707,7 +704,7 @@ func (m *Manager) applySync(j *jobState, a *kelpiepb.Action, settings *kelpiepb.
 	for _, ack := range acks {
 		released += ack.Released
 	}
-	m.mu.Lock()
+	j.mu.Lock()
 	j.spec.Sync = spec.Sync{Model: settings.Model, Staleness: int(settings.Staleness), Pull: settings.Pull,
 		PSSP: spec.PSSP{C: settings.PsspC, Alpha: settings.PsspAlpha, Dynamic: settings.PsspDynamic},
 		Drop: spec.Drop{WaitFor: int(settings.DropWaitFor)}}
@@ -715,7 +712,7 @@ func (m *Manager) applySync(j *jobState, a *kelpiepb.Action, settings *kelpiepb.
 	j.coord.SetSpecYAML(j.spec.YAML())
 	j.invalidateViews()
 	m.transition(j, a, ActApplied, "scheduler", fmt.Sprintf("now %s; %d delayed pulls answered", syncName(j.spec), released))
-	m.mu.Unlock()
+	j.mu.Unlock()
 	m.persistAction(j, a)
 	return true
 }
@@ -762,20 +759,20 @@ func (j *jobState) aheadIteration(now time.Time) int64 {
 // switch; every other action's acks go to the gate, which applies it once every node it awaits has
 // acked.
 func (m *Manager) acked(j *jobState, node string, ack *kelpiepb.ActionAck) {
-	m.mu.Lock()
+	j.mu.Lock()
 	if j.serverAcked(node, ack) {
 		// A server's command (servercmd.go): its caller waits for it.
-		m.mu.Unlock()
+		j.mu.Unlock()
 		return
 	}
 	a, ok := j.byID[ack.ActionId]
 	if !ok || (a.State != ActDispatched) {
-		m.mu.Unlock()
+		j.mu.Unlock()
 		return
 	}
 	if n := j.nodes[node]; (tableKind(a.Kind) || j.serverRestart(a)) && (n == nil || n.role != "worker") {
 		// A table change hears servers through their own commands only.
-		m.mu.Unlock()
+		j.mu.Unlock()
 		return
 	}
 	if tableKind(a.Kind) || j.serverRestart(a) {
@@ -787,7 +784,7 @@ func (m *Manager) acked(j *jobState, node string, ack *kelpiepb.ActionAck) {
 			default:
 			}
 		}
-		m.mu.Unlock()
+		j.mu.Unlock()
 		return
 	}
 	d := defOf(a)
@@ -804,7 +801,7 @@ func (m *Manager) acked(j *jobState, node string, ack *kelpiepb.ActionAck) {
 	if a.State == ActApplied && d != nil && d.applied != nil {
 		d.applied(m, j, a)
 	}
-	m.mu.Unlock()
+	j.mu.Unlock()
 	m.persistAction(j, a)
 }
 
@@ -813,30 +810,30 @@ func (m *Manager) acked(j *jobState, node string, ack *kelpiepb.ActionAck) {
 // (auto) or queued for an operator (approve). Proposals that wait too long
 // expire, and dispatched actions whose acks do not come fail.
 //
-// The policies themselves run outside the manager's lock, on a copy of
+// The policies themselves run outside the job's lock, on a copy of
 // what they read (policyInputs): evaluating them over thousands of workers
 // must not hold up the job's reports. The gate then takes their proposals
 // against the job as it is by then.
 func (j *jobState) runPolicies(snap monitor.Snapshot, now time.Time) {
 	m := j.m
-	m.mu.Lock()
+	j.mu.Lock()
 	before := len(j.actions)
 	changed := j.changedSince(now, func() { j.gate.Tick(now) })
 	changed = append(changed, j.actions[before:]...)
-	m.mu.Unlock()
+	j.mu.Unlock()
 	// Copying the inputs is O(workers): under the lock for reading, so
 	// that reports go on meanwhile.
 	var in *policyInputs
-	m.mu.RLock()
+	j.mu.RLock()
 	if j.state == StateRunning {
 		in = j.policyInputs()
 	}
-	m.mu.RUnlock()
+	j.mu.RUnlock()
 	var proposals []policy.Action
 	if in != nil {
 		proposals = in.propose(snap)
 	}
-	m.mu.Lock()
+	j.mu.Lock()
 	if j.state != StateRunning {
 		proposals = nil // it ended meanwhile
 	}
@@ -868,7 +865,7 @@ func (j *jobState) runPolicies(snap monitor.Snapshot, now time.Time) {
 		sends = append(sends, s...)
 	}
 	changed = append(changed, j.actions[before:]...)
-	m.mu.Unlock()
+	j.mu.Unlock()
 	for _, a := range changed {
 		m.persistAction(j, a)
 	}
@@ -896,7 +893,7 @@ func (j *jobState) changedSince(now time.Time, f func()) []*kelpiepb.Action {
 }
 
 // policyInputs is what the job's policies read besides the Monitor's
-// snapshot, copied under the manager's lock so that they run without it.
+// snapshot, copied under the job's lock so that they run without it.
 type policyInputs struct {
 	job         policy.Job
 	policies    map[string]policySetting // modes and parameters (copies)

@@ -7,19 +7,23 @@ import (
 	"github.com/kelpie/kelpie/scheduler/clock"
 )
 
-// A job's actor is the goroutine that takes in its agents' messages that
-// change the job's state, in the order they came: acks, server counters
-// and refusals from every agent stream of the job go through it, so that
-// the streams wait on the job's inbox (gRPC flow control pushes back on a
-// busy job) rather than on the manager's lock. Progress reports, which
+// A job's actor is the goroutine that runs the job's periodic work (its
+// tick: lost nodes, the Monitor's snapshot, the policies, action expiry,
+// the timeline) and takes in its agents' messages that change the job's
+// state, in the order they came: acks, server counters and refusals from
+// every agent stream of the job go through it, so that the streams wait on
+// the job's inbox (gRPC flow control pushes back on a busy job) rather
+// than on the job's lock, and a tick never interleaves with an ack. Jobs
+// tick side by side, each on its own goroutine. Progress reports, which
 // write only their node's progress, are taken in on their own stream
 // (ingest.go), and heartbeats, which may write the node's state to the
-// store, too. It is the first step to a job owned by one goroutine (issue
-// 10): the state it writes is still guarded by the manager's lock, which
-// views, ticks and actions share.
+// store, too. It is a step to a job owned by one goroutine (issue 10):
+// the state it writes is guarded by the job's own lock, which the job's
+// views and actions share — other jobs never wait for it.
 //
-// The actor starts with the job's first message, is tracked like every
-// goroutine of the manager (spawn) and ends when the job ends or the
+// The actor starts when the job is admitted (startActor), or with the
+// first message of a job made without it (tests); it is tracked like
+// every goroutine of the manager (spawn) and ends when the job ends or the
 // manager closes; a message that comes after is taken in on the caller's
 // goroutine.
 
@@ -30,9 +34,11 @@ const (
 	batchSize = 256
 )
 
-// actor is a job's actor: its inbox and the signal that it has ended.
+// actor is a job's actor: its inbox, its tick and the signal that it has
+// ended.
 type actor struct {
 	inbox chan agentMsg
+	tick  clock.Ticker // nil: it does not tick
 	done  chan struct{}
 }
 
@@ -43,18 +49,35 @@ type agentMsg struct {
 	t0  time.Time
 }
 
+// startActor starts the job's actor, ticking every Config.Tick; the
+// ticker is made here, before the goroutine, so that a fake clock counts
+// it from the call on.
+func (j *jobState) startActor() { j.startActorTicking(true) }
+
+// startActorTicking starts the job's actor once.
+func (j *jobState) startActorTicking(tick bool) {
+	m := j.m
+	j.actorOnce.Do(func() {
+		j.act = &actor{inbox: make(chan agentMsg, inboxSize), done: make(chan struct{})}
+		if tick {
+			j.act.tick = m.clk.NewTicker(m.cfg.Tick)
+		}
+		if !m.spawn(j.runActor) {
+			close(j.act.done) // the manager is closing
+			if j.act.tick != nil {
+				j.act.tick.Stop()
+			}
+		}
+	})
+}
+
 // post hands an agent's message to the job's actor, starting it if need
 // be; it blocks while the inbox is full. After the actor has ended, the
 // message is taken in here.
 func (j *jobState) post(n *nodeState, msg *kelpiepb.AgentMessage) {
 	m := j.m
 	in := agentMsg{n: n, msg: msg, t0: m.clk.Now()}
-	j.actorOnce.Do(func() {
-		j.act = &actor{inbox: make(chan agentMsg, inboxSize), done: make(chan struct{})}
-		if !m.spawn(j.runActor) {
-			close(j.act.done) // the manager is closing
-		}
-	})
+	j.startActorTicking(false)
 	select {
 	case <-j.act.done:
 		m.takeIn(j, []agentMsg{in})
@@ -68,10 +91,15 @@ func (j *jobState) post(n *nodeState, msg *kelpiepb.AgentMessage) {
 	}
 }
 
-// runActor takes in the job's messages until the job ends or the manager
-// closes, then what is still queued.
+// runActor ticks and takes in the job's messages until the job ends or the
+// manager closes, then takes in what is still queued.
 func (j *jobState) runActor() {
 	defer close(j.act.done)
+	var ticks <-chan time.Time
+	if t := j.act.tick; t != nil {
+		defer t.Stop()
+		ticks = t.C()
+	}
 	batch := make([]agentMsg, 0, batchSize)
 	for {
 		select {
@@ -87,6 +115,13 @@ func (j *jobState) runActor() {
 				}
 			}
 			j.m.takeIn(j, batch)
+		case <-ticks:
+			j.mu.RLock()
+			over := j.over()
+			j.mu.RUnlock()
+			if !over {
+				j.tick(j.m.now())
+			}
 		case <-j.endedCh:
 			j.drainInbox()
 			return

@@ -2,11 +2,16 @@ package manager
 
 import (
 	"fmt"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/runtime/spec"
+	"github.com/kelpie/kelpie/scheduler/clock"
+	"github.com/kelpie/kelpie/scheduler/policy"
+	"github.com/kelpie/kelpie/scheduler/store"
 )
 
 // TestJobActor: the agent messages of a job's streams, posted concurrently,
@@ -42,8 +47,8 @@ func TestJobActor(t *testing.T) {
 	}
 	wg.Wait()
 	taken := func() bool {
-		m.mu.Lock()
-		defer m.mu.Unlock()
+		j.mu.Lock()
+		defer j.mu.Unlock()
 		for i := range 4 {
 			if j.nodes[fmt.Sprintf("worker-%d", i)].progress().iteration != reports {
 				return false
@@ -56,14 +61,14 @@ func TestJobActor(t *testing.T) {
 			t.Fatal("the actor did not take in every report")
 		}
 	}
-	m.mu.Lock()
+	j.mu.Lock()
 	for i := range 4 {
 		n := j.nodes[fmt.Sprintf("worker-%d", i)]
 		if n.status.State != kelpiepb.NodeState_NODE_STATE_RUNNING {
 			t.Errorf("%s is %v; its heartbeat was not taken in", n.name, n.status.State)
 		}
 	}
-	m.mu.Unlock()
+	j.mu.Unlock()
 	if err := m.Kill("actor", "test"); err != nil {
 		t.Fatal(err)
 	}
@@ -73,10 +78,84 @@ func TestJobActor(t *testing.T) {
 		t.Fatal("the actor still runs after its job ended")
 	}
 	j.post(j.nodes["worker-0"], report("worker-0", reports+1))
-	m.mu.Lock()
+	j.mu.Lock()
 	it := j.nodes["worker-0"].progress().iteration
-	m.mu.Unlock()
+	j.mu.Unlock()
 	if it != reports+1 {
 		t.Errorf("a report after the end left worker-0 at iteration %d, want %d", it, reports+1)
+	}
+}
+
+// TestJobsTickApart: each job ticks on its own actor, under its own lock.
+// While one job's lock is held (a long section of that job's), another job
+// still ticks (its silent worker is found lost), takes in its agents'
+// messages and answers the console; under the one manager-wide lock of
+// before, all of them waited for the first job.
+func TestJobsTickApart(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	st, err := store.Open(filepath.Join(t.TempDir(), "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(Config{Store: st, NoLaunch: true, Tick: time.Second, LostAfter: 5 * time.Second, LogDir: t.TempDir(), Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		m.Close()
+		st.Close()
+	})
+	for _, name := range []string{"a", "b"} {
+		s, err := spec.Parse(name+".yaml", []byte("name: "+name+"\nmodel: {kind: softmax}\ndata: {kind: mnist, seed: 1}\n"+
+			"train: {global_batch: 64}\ncluster: {workers: 2, servers: 1}\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.SubmitSpec(s, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, _ := m.lookup("a")
+	b, _ := m.lookup("b")
+	running := &kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Heartbeat{Heartbeat: &kelpiepb.Heartbeat{
+		Status: &kelpiepb.NodeStatus{State: kelpiepb.NodeState_NODE_STATE_RUNNING, Pid: 1}}}}
+	for _, n := range []string{"worker-0", "worker-1"} {
+		m.fromAgent(b, b.nodes[n], running)
+	}
+
+	a.mu.Lock() // job a is busy for as long as the test needs
+	defer a.mu.Unlock()
+	clk.Advance(6 * time.Second) // past LostAfter: b's next tick finds its workers lost
+	state := func(n string) kelpiepb.NodeState {
+		b.mu.RLock()
+		defer b.mu.RUnlock()
+		return b.nodes[n].status.State
+	}
+	deadline := time.Now().Add(time.Minute)
+	for state("worker-0") != kelpiepb.NodeState_NODE_STATE_LOST {
+		if time.Now().After(deadline) {
+			t.Fatalf("job b did not tick while job a's lock was held: worker-0 is %v", state("worker-0"))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	done := make(chan error, 1)
+	go func() {
+		// An agent's message taken in by b's actor, then a console call.
+		b.post(b.nodes["worker-1"], running)
+		done <- m.SetPolicy("b", policy.NameAntDTND, ModeOff, nil, "test")
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("job b's agent message and console call waited for job a")
+	}
+	for state("worker-1") != kelpiepb.NodeState_NODE_STATE_RUNNING {
+		if time.Now().After(deadline) {
+			t.Fatalf("worker-1 is %v after its agent said it runs again; want running", state("worker-1"))
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

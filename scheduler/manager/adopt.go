@@ -19,7 +19,7 @@ const AdoptGrace = 10 * time.Second
 
 // lostLocked marks lost the nodes of an adopted job that have not come back
 // within the heartbeat timeout (and AdoptGrace) and returns them, to be
-// launched again. The caller holds the manager's lock.
+// launched again. The caller holds the job's lock.
 func (j *jobState) lostLocked(now time.Time) []*nodeState {
 	if j.adopted.IsZero() {
 		return nil
@@ -33,7 +33,7 @@ func (j *jobState) lostLocked(now time.Time) []*nodeState {
 		}
 		if away := now.Sub(j.adopted); away > j.m.cfg.LostAfter+AdoptGrace {
 			n.status.State = kelpiepb.NodeState_NODE_STATE_LOST
-			j.m.eventLocked(j.spec.Name, "node", n.name, fmt.Sprintf("%s lost: its agent has not come back %s after the scheduler restarted",
+			j.m.event(j.spec.Name, "node", n.name, fmt.Sprintf("%s lost: its agent has not come back %s after the scheduler restarted",
 				n.name, away.Round(time.Second)), "")
 			j.mon.Forget(n.name)
 			out = append(out, n)
@@ -49,10 +49,10 @@ func (j *jobState) relaunch(nodes []*nodeState, now time.Time) {
 		return
 	}
 	m := j.m
-	m.mu.Lock()
+	j.mu.Lock()
 	l := j.launcher
 	ok := l != nil && !j.over()
-	m.mu.Unlock()
+	j.mu.Unlock()
 	if !ok {
 		return
 	}
@@ -68,13 +68,13 @@ func (j *jobState) relaunch(nodes []*nodeState, now time.Time) {
 				}
 			}
 		}
-		m.mu.Lock()
+		j.mu.Lock()
 		n.relaunched, n.agentPid = true, pid
 		if err == nil {
 			n.status.State = kelpiepb.NodeState_NODE_STATE_STARTING
-			m.eventLocked(j.spec.Name, "node", n.name, fmt.Sprintf("%s launched again", n.name), "")
+			m.event(j.spec.Name, "node", n.name, fmt.Sprintf("%s launched again", n.name), "")
 		}
-		m.mu.Unlock()
+		j.mu.Unlock()
 		if err != nil {
 			j.coord.Fail(fmt.Errorf("%s: launch again after it was lost: %v", n.name, err))
 			return
@@ -84,7 +84,7 @@ func (j *jobState) relaunch(nodes []*nodeState, now time.Time) {
 
 // replaced says whether an agent connecting for n is an old one that the
 // node's relaunch replaced (it came back too late): it must stop. The
-// caller holds the manager's lock.
+// caller holds the job's lock.
 func (n *nodeState) replaced(agentPid int32) bool {
 	return n.relaunched && n.agentPid != 0 && int(agentPid) != n.agentPid
 }
@@ -116,7 +116,7 @@ func (j *jobState) agentKilled(p *launch.Proc) bool {
 		return false
 	}
 	m := j.m
-	m.mu.Lock()
+	j.mu.Lock()
 	n := j.nodes[p.Name]
 	ok = n != nil && !n.removed && !j.over() && n.agentKills < maxAgentRelaunches
 	role := ""
@@ -124,7 +124,7 @@ func (j *jobState) agentKilled(p *launch.Proc) bool {
 		n.agentKills++
 		role = n.role
 	}
-	m.mu.Unlock()
+	j.mu.Unlock()
 	if !ok {
 		return false
 	}

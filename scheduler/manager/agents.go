@@ -56,25 +56,25 @@ func (s *AgentService) Connect(stream kelpiepb.Agent_ConnectServer) error {
 		return status.Error(codes.InvalidArgument, "agent stream must start with hello")
 	}
 	m := s.m
-	m.mu.Lock()
-	j, ok := m.jobs[hello.Job]
-	var n *nodeState
-	if ok {
-		n = j.nodes[hello.Node]
+	j, ok := m.lookup(hello.Job)
+	if !ok {
+		return status.Errorf(codes.NotFound, "no node %s in job %s", hello.Node, hello.Job)
 	}
-	if !ok || n == nil {
-		m.mu.Unlock()
+	j.mu.Lock()
+	n := j.nodes[hello.Node]
+	if n == nil {
+		j.mu.Unlock()
 		return status.Errorf(codes.NotFound, "no node %s in job %s", hello.Node, hello.Job)
 	}
 	if j.over() {
-		m.mu.Unlock()
+		j.mu.Unlock()
 		// Tell a straggling agent to stop.
 		_ = stream.Send(&kelpiepb.SchedulerMessage{Body: &kelpiepb.SchedulerMessage_Stop{Stop: "job " + j.state}})
 		return nil
 	}
 	if n.replaced(hello.AgentPid) {
-		m.eventLocked(j.spec.Name, "node", n.name, fmt.Sprintf("old agent of %s (pid %d) came back after its relaunch: stopped", n.name, hello.AgentPid), "")
-		m.mu.Unlock()
+		m.event(j.spec.Name, "node", n.name, fmt.Sprintf("old agent of %s (pid %d) came back after its relaunch: stopped", n.name, hello.AgentPid), "")
+		j.mu.Unlock()
 		_ = stream.Send(&kelpiepb.SchedulerMessage{Body: &kelpiepb.SchedulerMessage_Stop{Stop: "replaced by a relaunched agent"}})
 		return nil
 	}
@@ -101,8 +101,8 @@ func (s *AgentService) Connect(stream kelpiepb.Agent_ConnectServer) error {
 	// A server's commands still waiting for its ack (the agent answers
 	// one it took already with the same ack).
 	replay = append(replay, j.pendingCalls(hello.Node)...)
-	m.eventLocked(j.spec.Name, "node", hello.Node, fmt.Sprintf("agent of %s connected from %s (pid %d)", hello.Node, hello.Host, hello.AgentPid), "")
-	m.mu.Unlock()
+	m.event(j.spec.Name, "node", hello.Node, fmt.Sprintf("agent of %s connected from %s (pid %d)", hello.Node, hello.Host, hello.AgentPid), "")
+	j.mu.Unlock()
 	for _, c := range replay {
 		conn.send(&kelpiepb.SchedulerMessage{Body: &kelpiepb.SchedulerMessage_Command{Command: c}})
 	}
@@ -124,11 +124,11 @@ func (s *AgentService) Connect(stream kelpiepb.Agent_ConnectServer) error {
 		}
 	}()
 	defer func() {
-		m.mu.Lock()
+		j.mu.Lock()
 		if n.conn == conn {
 			n.conn = nil
 		}
-		m.mu.Unlock()
+		j.mu.Unlock()
 		conn.close()
 	}()
 	for {
@@ -182,23 +182,23 @@ func (m *Manager) fromAgent(j *jobState, n *nodeState, msg *kelpiepb.AgentMessag
 		st := b.Heartbeat.GetStatus()
 		// Most heartbeats say what the last one said: they only mark the
 		// node as heard of (its progress lock), next to the reports,
-		// without the manager's lock for writing.
-		m.mu.RLock()
+		// without the job's lock for writing.
+		j.mu.RLock()
 		same := n.status.State == st.GetState() && n.status.Pid == st.GetPid() &&
 			n.status.Restarts == st.GetRestarts() && n.status.LastExit == st.GetLastExit()
-		m.mu.RUnlock()
+		j.mu.RUnlock()
 		if same {
 			n.heardAt(now)
 			return
 		}
-		m.mu.Lock()
+		j.mu.Lock()
 		prev := n.status.State
 		restartsBefore := n.status.Restarts
 		n.status = kelpiepb.NodeStatus{State: st.State, Pid: st.Pid, Restarts: st.Restarts, LastExit: st.LastExit}
 		n.lastSeen = now
 		changed := prev != st.State
 		removed, host, batch := n.removed, n.host, n.progress().batch
-		m.mu.Unlock()
+		j.mu.Unlock()
 		if changed {
 			msg := fmt.Sprintf("%s %s", n.name, stateName(st.State))
 			if st.Restarts > restartsBefore && st.LastExit != "" {
@@ -224,12 +224,12 @@ func (m *Manager) fromAgent(j *jobState, n *nodeState, msg *kelpiepb.AgentMessag
 			m.cfg.NodeRefusal(j.spec.Name, n.name, b.Refusal)
 		}
 	case *kelpiepb.AgentMessage_ServerStats:
-		m.mu.Lock()
+		j.mu.Lock()
 		if n.role == "server" {
 			n.stats, n.statsAt = b.ServerStats, now
 			j.wakeWaiters()
 		}
-		m.mu.Unlock()
+		j.mu.Unlock()
 	}
 }
 

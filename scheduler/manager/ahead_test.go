@@ -31,8 +31,8 @@ func TestAheadOfTheLastTable(t *testing.T) {
 		}
 	}
 	ahead := func() int64 {
-		m.mu.Lock()
-		defer m.mu.Unlock()
+		j.mu.Lock()
+		defer j.mu.Unlock()
 		return j.aheadIteration(clk.Now())
 	}
 	base := ahead()

@@ -44,7 +44,7 @@ func (j *jobState) policyJob() policy.Job {
 
 // awaiting lists the job's applied actions whose effect is still to be
 // measured (history.go judges them; one it gave up on is not awaited).
-// Called under the manager's mutex.
+// Called under the job's lock.
 func (j *jobState) awaiting() []policy.Awaiting {
 	var out []policy.Awaiting
 	for _, a := range j.actions {

@@ -29,13 +29,13 @@ func (m *Manager) checkpointRestart(j *jobState, a *kelpiepb.Action, next blocks
 		return fmt.Errorf("checkpoint-and-restart needs the job's launcher (the job was adopted after a scheduler restart)")
 	}
 	t0 := m.now()
-	m.mu.Lock()
+	j.mu.Lock()
 	j.relaunching = true
-	m.mu.Unlock()
+	j.mu.Unlock()
 	defer func() {
-		m.mu.Lock()
+		j.mu.Lock()
 		j.relaunching = false
-		m.mu.Unlock()
+		j.mu.Unlock()
 	}()
 	procs := l.Procs()
 	stop := func(role string) {
@@ -111,8 +111,8 @@ func (m *Manager) checkpointRestart(j *jobState, a *kelpiepb.Action, next blocks
 	}
 	// Paused until every worker trains past the checkpoint again.
 	err = m.await(j, resumeTimeout, j.changed, func() bool {
-		m.mu.Lock()
-		defer m.mu.Unlock()
+		j.mu.Lock()
+		defer j.mu.Unlock()
 		for _, n := range j.nodes {
 			if n.role == "worker" && (n.progress().iteration <= ckpt || n.seen().Before(t0)) {
 				return false
@@ -127,11 +127,11 @@ func (m *Manager) checkpointRestart(j *jobState, a *kelpiepb.Action, next blocks
 		return err
 	}
 	paused := m.now().Sub(t0).Seconds()
-	m.mu.Lock()
+	j.mu.Lock()
 	a.PausedSeconds = paused
 	j.paused += paused
 	m.transition(j, a, ActApplied, "scheduler", fmt.Sprintf("checkpoint at iteration %d and restart: table v%d, paused %.3fs", ckpt, next.Version, paused))
-	m.mu.Unlock()
+	j.mu.Unlock()
 	m.persistAction(j, a)
 	return nil
 }

@@ -58,7 +58,7 @@ type broadcast struct {
 // workers' agents: through a primary picked at random among those whose
 // agent is connected and serves a peer service, directly to the other
 // connected ones; a node whose agent is away gets it replayed when it
-// connects. Called under the manager's lock.
+// connects. Called under the job's lock.
 func (m *Manager) broadcastTo(j *jobState, a *kelpiepb.Action, names []string) sendList {
 	var candidates, direct []string
 	for _, name := range names {
@@ -94,7 +94,7 @@ func (m *Manager) broadcastTo(j *jobState, a *kelpiepb.Action, names []string) s
 	}
 	j.broadcasts[a.Id] = b
 	b.sent[routePrimary]++
-	m.eventLocked(j.spec.Name, "action", primary, fmt.Sprintf("action %s %s: primary %s forwards it to %d agent(s), at iteration %d",
+	m.event(j.spec.Name, "action", primary, fmt.Sprintf("action %s %s: primary %s forwards it to %d agent(s), at iteration %d",
 		a.Id, a.Kind, primary, len(b.peers), a.TargetIteration), "scheduler")
 	conn := j.nodes[primary].conn
 	sends := j.sendRoute(a, direct, b)
@@ -104,9 +104,9 @@ func (m *Manager) broadcastTo(j *jobState, a *kelpiepb.Action, names []string) s
 		}
 		// The primary's stream is gone or full: the others hear it from
 		// the scheduler (the primary gets it again when it reconnects).
-		m.mu.Lock()
+		j.mu.Lock()
 		s := m.fallBack(j, b, b.peers, "the primary's stream refused the command")
-		m.mu.Unlock()
+		j.mu.Unlock()
 		s.run()
 	})
 	m.spawn(func() { m.awaitForward(j, b) })
@@ -116,12 +116,12 @@ func (m *Manager) broadcastTo(j *jobState, a *kelpiepb.Action, names []string) s
 // AgentPeerAddr is the address of a node's agent's peer service, as its
 // agent registered it ("" and false for no such node or none).
 func (m *Manager) AgentPeerAddr(job, node string) (string, bool) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	j, ok := m.jobs[job]
+	j, ok := m.lookup(job)
 	if !ok {
 		return "", false
 	}
+	j.mu.RLock()
+	defer j.mu.RUnlock()
 	n := j.nodes[node]
 	if n == nil || n.peerAddr == "" {
 		return "", false
@@ -151,19 +151,19 @@ func (m *Manager) awaitForward(j *jobState, b *broadcast) {
 	case <-m.done:
 		return
 	}
-	m.mu.Lock()
+	j.mu.Lock()
 	sends := m.fallBack(j, b, b.peers, fmt.Sprintf("no report from the primary %s within %v", b.primary, forwardTimeout))
-	m.mu.Unlock()
+	j.mu.Unlock()
 	sends.run()
 }
 
 // forwarded takes a primary's report of its broadcast: the secondaries it
 // could not reach get the command from the scheduler.
 func (m *Manager) forwarded(j *jobState, node string, rep *kelpiepb.ActionForwarded) {
-	m.mu.Lock()
+	j.mu.Lock()
 	b := j.broadcasts[rep.ActionId]
 	if b == nil || b.primary != node || b.closed {
-		m.mu.Unlock()
+		j.mu.Unlock()
 		return
 	}
 	for _, p := range rep.Reached {
@@ -190,13 +190,13 @@ func (m *Manager) forwarded(j *jobState, node string, rep *kelpiepb.ActionForwar
 		b.closed = true
 		close(b.report)
 	}
-	m.mu.Unlock()
+	j.mu.Unlock()
 	sends.run()
 }
 
 // fallBack sends a broadcast's command to secondaries directly (those not
 // settled yet) and ends the wait for the primary's report. Called under the
-// manager's lock; the sends run after it.
+// job's lock; the sends run after it.
 func (m *Manager) fallBack(j *jobState, b *broadcast, nodes []string, why string) sendList {
 	if !b.closed {
 		b.closed = true
@@ -220,6 +220,6 @@ func (m *Manager) fallBack(j *jobState, b *broadcast, nodes []string, why string
 		return nil
 	}
 	b.sent[routeFallback] += len(to)
-	m.eventLocked(j.spec.Name, "action", "", fmt.Sprintf("action %s %s: sent to %s directly (%s)", a.Id, a.Kind, strings.Join(to, ", "), why), "scheduler")
+	m.event(j.spec.Name, "action", "", fmt.Sprintf("action %s %s: sent to %s directly (%s)", a.Id, a.Kind, strings.Join(to, ", "), why), "scheduler")
 	return j.sendCommand(a, to)
 }

@@ -132,9 +132,9 @@ func (c *agentCluster) waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		c.m.mu.Lock()
+		c.j.mu.Lock()
 		ok := cond()
-		c.m.mu.Unlock()
+		c.j.mu.Unlock()
 		if ok {
 			return
 		}
@@ -174,8 +174,8 @@ func (c *agentCluster) trigger(t *testing.T) (*kelpiepb.Action, *broadcast) {
 		a = c.j.byID[id]
 		return a.State == ActApplied || a.State == ActFailed
 	})
-	c.m.mu.Lock()
-	defer c.m.mu.Unlock()
+	c.j.mu.Lock()
+	defer c.j.mu.Unlock()
 	if a.State != ActApplied {
 		t.Fatalf("action %s is %s (%s); want applied", id, a.State, a.Error)
 	}
@@ -209,8 +209,8 @@ func TestBroadcastThroughPrimary(t *testing.T) {
 	if b == nil {
 		t.Fatal("no broadcast recorded")
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	if b.sent[routePrimary] != 1 || b.sent[routeDirect] != 0 || b.sent[routeFallback] != 0 {
 		t.Errorf("the scheduler sent %v; want one command, to the primary", b.sent)
 	}
@@ -237,14 +237,14 @@ func TestBroadcastFallback(t *testing.T) {
 	}
 	dead := l.Addr().String()
 	l.Close()
-	m.mu.Lock()
+	j.mu.Lock()
 	j.nodes["worker-2"].peerAddr = dead
 	j.pickPrimary = func([]string) string { return "worker-0" }
-	m.mu.Unlock()
+	j.mu.Unlock()
 
 	a, b := c.trigger(t)
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	if b.primary != "worker-0" || b.sent[routePrimary] != 1 || b.sent[routeFallback] != 1 || b.sent[routeDirect] != 0 {
 		t.Errorf("primary %s, sent %v; want worker-0, one command to it and one fallback", b.primary, b.sent)
 	}
@@ -268,10 +268,10 @@ func TestBroadcastPrimarySilent(t *testing.T) {
 	c := startAgents(t, m, j, "worker-1", "worker-2")
 	// worker-0's "agent" is a stream nobody reads, with a peer address.
 	silent := &agentConn{out: make(chan *kelpiepb.SchedulerMessage, 8), done: make(chan struct{})}
-	m.mu.Lock()
+	j.mu.Lock()
 	j.nodes["worker-0"].conn, j.nodes["worker-0"].peerAddr = silent, "127.0.0.1:1"
 	j.pickPrimary = func([]string) string { return "worker-0" }
-	m.mu.Unlock()
+	j.mu.Unlock()
 
 	before := clk.Waiters()
 	id, err := m.Trigger(j.spec.Name, &kelpiepb.Action{Kind: "ADJUST_BS",
@@ -301,11 +301,11 @@ func TestBroadcastPrimarySilent(t *testing.T) {
 	})
 	m.fromAgent(j, j.nodes["worker-0"], &kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Ack{Ack: &kelpiepb.ActionAck{
 		ActionId: id, Applied: true, AppliedIteration: cmd.TargetIteration}}})
-	m.mu.Lock()
+	j.mu.Lock()
 	a, b := j.byID[id], j.broadcasts[id]
 	sent := fmt.Sprint(b.sent)
 	why := b.settled["worker-1"]
-	m.mu.Unlock()
+	j.mu.Unlock()
 	if a.State != ActApplied {
 		t.Fatalf("action %s is %s; want applied", id, a.State)
 	}

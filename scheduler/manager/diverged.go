@@ -53,9 +53,9 @@ func (m *Manager) diverged(j *jobState, d *kelpiepb.Divergence) {
 	res.FinalLoss, res.Accuracy = math.NaN(), math.NaN()
 	res.Diverged = divergenceFrom(d)
 	res.JCTSeconds = m.now().Sub(j.submitted).Seconds()
-	m.mu.Lock()
+	j.mu.Lock()
 	j.res = res
-	m.mu.Unlock()
+	j.mu.Unlock()
 	m.finish(j, StateDiverged, fmt.Errorf("training diverged: %s", res.Diverged))
 }
 

@@ -88,7 +88,7 @@ type tableEvent struct {
 }
 
 // tellTables passes an event to every table change under way (under the
-// manager's lock; a change that has stopped listening misses nothing it
+// job's lock; a change that has stopped listening misses nothing it
 // needs).
 func (j *jobState) tellTables(ev tableEvent) {
 	for _, ch := range j.tableEvents {
@@ -107,18 +107,18 @@ func (j *jobState) tellTables(ev tableEvent) {
 // records the time the job waited for them.
 func (m *Manager) retable(j *jobState, a *kelpiepb.Action) {
 	fail := func(err error) {
-		m.mu.Lock()
+		j.mu.Lock()
 		m.transition(j, a, ActFailed, "scheduler", err.Error())
-		m.mu.Unlock()
+		j.mu.Unlock()
 		m.persistAction(j, a)
 	}
 	newIdx := -1
 	replaced := ""
-	m.mu.Lock()
+	j.mu.Lock()
 	if j.serverRestart(a) {
 		replaced = a.Target
 	}
-	m.mu.Unlock()
+	j.mu.Unlock()
 	baseline := j.spec.Cluster.Elasticity == "checkpoint-restart" && replaced == ""
 	plan := change.Plan{Kind: change.Reassign, Remove: -1, New: -1, Limits: change.Limits{Join: serverJoinTimeout, Switch: switchTimeout}}
 	for _, r := range a.Assignment {
@@ -135,12 +135,12 @@ func (m *Manager) retable(j *jobState, a *kelpiepb.Action) {
 	if plan.Kind == change.AddServer || plan.Kind == change.Relaunch {
 		name, idx := j.coord.AddServer()
 		newIdx = idx
-		m.mu.Lock()
+		j.mu.Lock()
 		if replaced == "" {
 			a.Target = name
 		}
 		j.nodes[name] = j.newNode(name, "server")
-		m.mu.Unlock()
+		j.mu.Unlock()
 		if baseline {
 			// Started with the others when the job is relaunched.
 		} else if j.launcher != nil {
@@ -166,16 +166,16 @@ func (m *Manager) retable(j *jobState, a *kelpiepb.Action) {
 		return
 	}
 	events := make(chan tableEvent, 256)
-	m.mu.Lock()
+	j.mu.Lock()
 	if j.tableEvents == nil {
 		j.tableEvents = map[string]chan tableEvent{}
 	}
 	j.tableEvents[a.Id] = events
-	m.mu.Unlock()
+	j.mu.Unlock()
 	defer func() {
-		m.mu.Lock()
+		j.mu.Lock()
 		delete(j.tableEvents, a.Id)
-		m.mu.Unlock()
+		j.mu.Unlock()
 	}()
 	c := change.NewTable(plan, m.now())
 	if c.Phase() == change.Joining {
@@ -226,7 +226,7 @@ func (m *Manager) retable(j *jobState, a *kelpiepb.Action) {
 						fail(e.Err)
 						return
 					}
-					m.mu.Lock()
+					j.mu.Lock()
 					paused := c.Paused()
 					a.PausedSeconds = paused
 					j.paused += paused
@@ -238,7 +238,7 @@ func (m *Manager) retable(j *jobState, a *kelpiepb.Action) {
 						j.mon.Forget(replaced)
 					}
 					m.transition(j, a, ActApplied, "scheduler", e.Note)
-					m.mu.Unlock()
+					j.mu.Unlock()
 					m.persistAction(j, a)
 					return
 				}
@@ -282,10 +282,10 @@ func (m *Manager) startTable(j *jobState, a *kelpiepb.Action, c *change.Table, e
 		newAddrs[r] = ""
 	}
 	wire := job.Assignment(next, newAddrs, j.coord.ServerNames())
-	m.mu.Lock()
+	j.mu.Lock()
 	at := j.aheadIteration(m.now())
 	a.TargetIteration = at
-	m.mu.Unlock()
+	j.mu.Unlock()
 	names := j.coord.ServerNames()
 	cmds := map[string]*kelpiepb.ActionCommand{}
 	for i, addr := range addrs {
@@ -307,13 +307,13 @@ func (m *Manager) startTable(j *jobState, a *kelpiepb.Action, c *change.Table, e
 		return
 	}
 	j.coord.BeginTable(next, e.Removed, at, a.Id)
-	m.mu.Lock()
+	j.mu.Lock()
 	live := j.liveWorkers()
 	sends := m.broadcastTo(j, a, live)
-	m.eventLocked(j.spec.Name, "action", a.Target, fmt.Sprintf("action %s %s: table v%d from iteration %d, %d of %d blocks move",
+	m.event(j.spec.Name, "action", a.Target, fmt.Sprintf("action %s %s: table v%d from iteration %d, %d of %d blocks move",
 		a.Id, a.Kind, next.Version, at, c.Moved(), len(next.Blocks)), "scheduler")
 	c.Retabled(m.now(), at, live)
-	m.mu.Unlock()
+	j.mu.Unlock()
 	sends.run()
 }
 
@@ -378,8 +378,8 @@ func (j *jobState) startAgent(role, node string) error {
 
 // serverPaused is each server's cumulative paused time, as last reported.
 func (j *jobState) serverPaused() map[string]float64 {
-	j.m.mu.Lock()
-	defer j.m.mu.Unlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	out := map[string]float64{}
 	for _, n := range j.nodes {
 		if n.stats != nil {
@@ -393,8 +393,8 @@ func (j *jobState) serverPaused() map[string]float64 {
 // table version (or later) with no block in transit.
 func (j *jobState) serversSettled(addrs []string, version uint64) bool {
 	names := j.coord.ServerNames()
-	j.m.mu.Lock()
-	defer j.m.mu.Unlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	for i, addr := range addrs {
 		if addr == "" || i >= len(names) {
 			continue

@@ -89,7 +89,8 @@ func (m *Manager) capacityOn() bool { return m.cfg.Capacity.Workers > 0 || m.cfg
 func (m *Manager) epsOn() bool { return m.capacityOn() && m.cfg.EPS != ModeOff }
 
 // epsModeLocked is EPS's mode for one job: the scheduler's, or the job's own
-// eps policy setting when that is stricter.
+// eps policy setting when that is stricter. The caller holds the job's
+// lock.
 func (m *Manager) epsModeLocked(j *jobState) string {
 	mode := m.cfg.EPS
 	if !m.capacityOn() {
@@ -184,15 +185,20 @@ func (m *Manager) requeue(s *spec.Spec, r store.JobRecord) error {
 	m.putJobLocked(s.Name, j)
 	m.eps.plan.Enqueue(s.Name, sizes)
 	m.eps.specs[s.Name] = specs
-	m.eventLocked(s.Name, "job", "", fmt.Sprintf("job %s queued again after a scheduler restart", s.Name), "")
 	m.mu.Unlock()
+	j.startActor()
+	m.event(s.Name, "job", "", fmt.Sprintf("job %s queued again after a scheduler restart", s.Name), "")
 	return nil
 }
 
 // schedule runs one scheduling pass: the planner decides on a snapshot of
 // the jobs; the pass withdraws, records, issues size changes through the
-// gate and, after the lock, launches what it admitted. It returns the
-// launch errors by job.
+// gate and, after the locks, launches what it admitted. It returns the
+// launch errors by job. It holds the manager's lock throughout (EPS's
+// queue and plan are the manager's) and each job's while it reads or
+// changes that job: a job may change between the snapshot and the step
+// the plan takes on it, which the step's own checks (the gate's, the
+// job's state) see.
 func (m *Manager) schedule() map[string]error {
 	e := m.eps
 	e.pass.Lock()
@@ -208,23 +214,29 @@ func (m *Manager) schedule() map[string]error {
 	)
 	for _, w := range plan.Withdraw {
 		j := m.jobs[w.Job]
+		j.mu.Lock()
 		if a := j.byID[w.ID]; a != nil {
 			m.transition(j, a, ActExpired, epsWho, "withdrawn: a queued job needs the slot")
 			changed = append(changed, epsIssued{j, a})
 		}
+		j.mu.Unlock()
 	}
 	for _, d := range plan.Decisions {
 		audit = append(audit, m.decideLocked(now, d))
 	}
 	for _, l := range plan.Launch {
 		j := m.jobs[l.Job]
+		j.mu.Lock()
 		j.state = StateStarting
 		j.invalidateViews()
+		j.mu.Unlock()
 		launch = append(launch, j)
 	}
 	for _, st := range plan.Issue {
 		j := m.jobs[st.Job]
+		j.mu.Lock()
 		a, s, err := m.issueOneLocked(j, st)
+		j.mu.Unlock()
 		id := ""
 		if a != nil {
 			id = a.Id
@@ -271,21 +283,25 @@ func (m *Manager) decideLocked(now time.Time, d eps.Decision) store.AuditEntry {
 	if !m.epsOn() {
 		who = "scheduler"
 	}
-	m.eventLocked(d.Job, "eps", "", d.What+": "+d.Reason, who)
+	m.event(d.Job, "eps", "", d.What+": "+d.Reason, who)
 	return store.AuditEntry{At: now, Who: who, Role: "policy", What: d.What, Job: d.Job, Allowed: true, Reason: d.Reason}
 }
 
-// epsSnapshotLocked is the planner's view of every job.
+// epsSnapshotLocked is the planner's view of every job. The caller holds
+// the manager's lock; each job's is taken in turn.
 func (m *Manager) epsSnapshotLocked(now time.Time) eps.Snapshot {
 	s := eps.Snapshot{Now: now, Capacity: m.cfg.Capacity, On: m.epsOn(), Interval: m.cfg.EPSInterval,
 		EarlyIterations: int64(m.cfg.EarlyFeedbackIterations), EarlyFeedback: m.cfg.EarlyFeedback}
 	for _, j := range m.jobs {
+		j.mu.RLock()
 		s.Jobs = append(s.Jobs, m.epsJobLocked(j))
+		j.mu.RUnlock()
 	}
 	return s
 }
 
-// epsJobLocked is one job as the planner sees it.
+// epsJobLocked is one job as the planner sees it. The caller holds the
+// job's lock.
 func (m *Manager) epsJobLocked(j *jobState) eps.Job {
 	cl := j.spec.Cluster
 	ej := eps.Job{Name: j.spec.Name, Submitted: j.submitted, Spec: slots{Workers: cl.Workers, Servers: cl.Servers},
@@ -324,11 +340,14 @@ func (m *Manager) epsJobLocked(j *jobState) eps.Job {
 	return ej
 }
 
-// usedLocked is the slots the jobs hold.
+// usedLocked is the slots the jobs hold. The caller holds the manager's
+// lock; each job's is taken in turn.
 func (m *Manager) usedLocked(jobs []*jobState) slots {
 	var u slots
 	for _, j := range jobs {
+		j.mu.RLock()
 		ej := m.epsJobLocked(j)
+		j.mu.RUnlock()
 		s := m.eps.plan.Slots(&ej)
 		u.Workers += s.Workers
 		u.Servers += s.Servers
@@ -337,7 +356,8 @@ func (m *Manager) usedLocked(jobs []*jobState) slots {
 }
 
 // issueOneLocked passes one size change through the gate: auto dispatches
-// it, approve proposes it to an operator.
+// it, approve proposes it to an operator. The caller holds the manager's
+// lock and the job's.
 func (m *Manager) issueOneLocked(j *jobState, st eps.Step) (*kelpiepb.Action, sendList, error) {
 	mode := m.epsModeLocked(j)
 	if mode == ModeOff {
@@ -420,8 +440,10 @@ func (m *Manager) launchQueued(j *jobState) error {
 	if base, ok := m.eps.plan.Base(j.spec.Name); ok {
 		s = m.eps.specs[j.spec.Name][base]
 	}
-	over := j.over()
 	m.mu.Unlock()
+	j.mu.RLock()
+	over := j.over()
+	j.mu.RUnlock()
 	if over {
 		return nil
 	}
@@ -438,10 +460,10 @@ func (m *Manager) launchQueued(j *jobState) error {
 			return status.Errorf(codes.Internal, "launch job %s: %v", s.Name, err)
 		}
 		fresh := newJobState(m, s, cj, j.submitted)
-		m.mu.Lock()
+		j.mu.Lock()
 		j.spec, j.coord, j.mon, j.nodes = s, cj, fresh.mon, fresh.nodes
 		j.invalidateViews()
-		m.mu.Unlock()
+		j.mu.Unlock()
 	}
 	if err := m.cfg.Store.PutJob(store.JobRecord{Name: j.spec.Name, SpecYAML: string(j.spec.YAML()), State: StateStarting,
 		SubmittedBy: j.submittedBy, Submitted: j.submitted}); err != nil {

@@ -177,13 +177,11 @@ func TestLaunchSmaller(t *testing.T) {
 		t.Errorf("b launched with spec\n%s\nand %d nodes; want 3 workers and 2 servers", v.SpecYaml, len(v.Nodes))
 	}
 	var reason string
-	m.mu.Lock()
-	for _, e := range m.events {
-		if e.Job == "b" && e.Kind == "eps" && strings.HasPrefix(e.Message, "launch") {
+	for _, e := range m.jobEvents("b") {
+		if e.Kind == "eps" && strings.HasPrefix(e.Message, "launch") {
 			reason = e.Message
 		}
 	}
-	m.mu.Unlock()
 	for _, want := range []string{"4 workers and 2 servers cannot be made", "a protected in early feedback", "it fits"} {
 		if !strings.Contains(reason, want) {
 			t.Errorf("b's launch event %q lacks %q", reason, want)
@@ -211,22 +209,24 @@ func TestGrowthProposalWithdrawn(t *testing.T) {
 		t.Fatal(err)
 	}
 	// a runs past its early feedback (no agents here: set it by hand).
-	m.mu.Lock()
-	j := m.jobs["a"]
+	j, _ := m.lookup("a")
+	j.mu.Lock()
 	j.state = StateRunning
 	for _, n := range j.nodes {
 		if n.role == "worker" {
 			n.prog.iteration = 500
 		}
 	}
-	m.mu.Unlock()
+	j.mu.Unlock()
 	clk.Advance(DefaultEPSInterval) // the next running-job scheduling
 	m.schedule()
-	m.mu.Lock()
+	j.mu.RLock()
 	var proposed []string
 	for _, a := range j.actions {
 		proposed = append(proposed, a.Kind+" "+a.State+" "+a.Reason)
 	}
+	j.mu.RUnlock()
+	m.mu.Lock()
 	used := m.usedLocked([]*jobState{j})
 	m.mu.Unlock()
 	want := "ADD_SERVER proposed 2 worker slots and 1 server slot free: add 1 worker and 1 server (EPS running-job scheduling"
@@ -243,6 +243,8 @@ func TestGrowthProposalWithdrawn(t *testing.T) {
 	waitStates(t, m, "a=running/2w1s b=starting/2w1s")
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	j.mu.RLock()
+	defer j.mu.RUnlock()
 	if a := j.actions[0]; a.State != ActExpired || !strings.Contains(a.History[len(a.History)-1].Note, "withdrawn") {
 		t.Errorf("a's growth proposal is %s (%v); want withdrawn", a.State, a.History)
 	}

@@ -83,13 +83,13 @@ func TestExchangeViewAfterRemoveWorker(t *testing.T) {
 		}
 	}
 	conns := map[string]*agentConn{}
-	m.mu.Lock()
+	j.mu.Lock()
 	for w := range 8 {
 		c := &agentConn{out: make(chan *kelpiepb.SchedulerMessage, 8), done: make(chan struct{})}
 		conns[spec.WorkerName(w)] = c
 		j.nodes[spec.WorkerName(w)].conn = c
 	}
-	m.mu.Unlock()
+	j.mu.Unlock()
 	reach := func(it int64) {
 		t.Helper()
 		for w := range 8 {

@@ -39,8 +39,8 @@ const (
 )
 
 // jobHistory is a job's recorded timeline. Its fields are guarded by the
-// manager's mutex, except that flushes of one job are serialized by
-// flushMu (held across the store write, never with the manager's mutex).
+// job's lock, except that flushes of one job are serialized by
+// flushMu (held across the store write, never with the job's lock).
 type jobHistory struct {
 	rec     *timeline.Recorder // nil once the job ended and its timeline is in the store
 	col     int                // last heatmap column recorded (-1: none)
@@ -71,10 +71,10 @@ func (j *jobState) record(now time.Time, final bool) {
 	if final {
 		upto = last
 	}
-	m.mu.Lock()
+	j.mu.Lock()
 	from := j.hist.col
 	open := j.hist.rec != nil && !j.hist.closed
-	m.mu.Unlock()
+	j.mu.Unlock()
 	if !open || upto <= from || upto < 0 {
 		return
 	}
@@ -105,7 +105,7 @@ func (j *jobState) record(now time.Time, final bool) {
 		}
 		frames = append(frames, timeline.FrameOf(v, c-first, end, end.Sub(start)))
 	}
-	m.mu.Lock()
+	j.mu.Lock()
 	if j.hist.rec != nil && !j.hist.closed {
 		// The samples trained since the last record, spread over the
 		// frames this record adds.
@@ -120,7 +120,7 @@ func (j *jobState) record(now time.Time, final bool) {
 		}
 		j.hist.col = max(j.hist.col, upto)
 	}
-	m.mu.Unlock()
+	j.mu.Unlock()
 }
 
 // flushHistory writes what the recorder changed to the store, at most every
@@ -129,14 +129,14 @@ func (j *jobState) flushHistory(now time.Time, force bool) {
 	m := j.m
 	j.hist.flushMu.Lock()
 	defer j.hist.flushMu.Unlock()
-	m.mu.Lock()
+	j.mu.Lock()
 	if j.hist.rec == nil || !force && now.Sub(j.hist.flushed) < historyFlushEvery {
-		m.mu.Unlock()
+		j.mu.Unlock()
 		return
 	}
 	j.hist.flushed = now
 	from, frames := j.hist.rec.Flush()
-	m.mu.Unlock()
+	j.mu.Unlock()
 	if len(frames) == 0 && from == j.hist.rec.Len() && !force {
 		return
 	}
@@ -161,10 +161,9 @@ func (j *jobState) closeHistory(now time.Time) {
 	j.record(now, true)
 	j.judge(now, true)
 	j.flushHistory(now, true)
-	m := j.m
-	m.mu.Lock()
+	j.mu.Lock()
 	j.hist.closed = true
-	m.mu.Unlock()
+	j.mu.Unlock()
 }
 
 // releaseHistory frees a finished job's in-memory timeline (it is in the
@@ -172,9 +171,9 @@ func (j *jobState) closeHistory(now time.Time) {
 func (j *jobState) releaseHistory() {
 	j.hist.flushMu.Lock()
 	defer j.hist.flushMu.Unlock()
-	j.m.mu.Lock()
+	j.mu.Lock()
 	j.hist.rec = nil
-	j.m.mu.Unlock()
+	j.mu.Unlock()
 }
 
 // judge measures the realized effect of every applied action that has none
@@ -182,9 +181,9 @@ func (j *jobState) releaseHistory() {
 // event (kind "miss" for a miss), and so for the policies (outcomes).
 func (j *jobState) judge(now time.Time, final bool) {
 	m := j.m
-	m.mu.Lock()
+	j.mu.Lock()
 	if j.hist.rec == nil {
-		m.mu.Unlock()
+		j.mu.Unlock()
 		return
 	}
 	frames := j.hist.rec.Frames()
@@ -214,7 +213,7 @@ func (j *jobState) judge(now time.Time, final bool) {
 		a.Realized = r
 		measured = append(measured, a)
 	}
-	m.mu.Unlock()
+	j.mu.Unlock()
 	for _, a := range measured {
 		m.persistAction(j, a)
 		kind, what := "action", a.Kind
@@ -233,7 +232,7 @@ func (j *jobState) judge(now time.Time, final bool) {
 
 // applied describes an applied action for timeline.Realize, with every
 // worker's batch size before it (from the last frame before it). Called
-// under the manager's mutex.
+// under the job's lock.
 func (j *jobState) applied(a *kelpiepb.Action, frames []*kelpiepb.TimelineFrame) (timeline.Applied, map[string]int32) {
 	at := a.GetUpdated().AsTime()
 	var dispatched time.Time
@@ -310,7 +309,7 @@ func (j *jobState) applied(a *kelpiepb.Action, frames []*kelpiepb.TimelineFrame)
 
 // outcomes is what the job's policies learn from: the measured effects of
 // its applied actions, in the order they were applied. Called under the
-// manager's mutex.
+// job's lock.
 func (j *jobState) outcomes() []policy.Outcome {
 	var out []policy.Outcome
 	for _, a := range j.actions {
@@ -345,12 +344,11 @@ func (j *jobState) outcomes() []policy.Outcome {
 // History returns a page of a job's recorded timeline, oldest first,
 // and with the first page its actions and recent events.
 func (m *Manager) History(job string, from, limit int) (*kelpiepb.CommandResult, error) {
-	m.mu.Lock()
-	j, ok := m.jobs[job]
+	j, ok := m.lookup(job)
 	if !ok {
-		m.mu.Unlock()
 		return nil, status.Errorf(codes.NotFound, "no job %q", job)
 	}
+	j.mu.RLock()
 	var frames []*kelpiepb.TimelineFrame
 	if j.hist.rec != nil {
 		frames = j.hist.rec.Frames()
@@ -361,13 +359,11 @@ func (m *Manager) History(job string, from, limit int) (*kelpiepb.CommandResult,
 		for _, a := range j.actions {
 			res.Actions = append(res.Actions, proto.CloneOf(a))
 		}
-		for _, e := range m.events {
-			if e.Job == job {
-				res.Events = append(res.Events, e)
-			}
-		}
 	}
-	m.mu.Unlock()
+	j.mu.RUnlock()
+	if from == 0 {
+		res.Events = m.jobEvents(job)
+	}
 	if frames == nil {
 		var err error
 		if frames, err = m.storedTimeline(job); err != nil {
@@ -407,15 +403,15 @@ func (m *Manager) pruneHistories(now time.Time) {
 	if m.cfg.HistoryRetention <= 0 {
 		return // negative: kept for good
 	}
-	m.mu.Lock()
 	var old []string
-	for name, j := range m.jobs {
+	for name, j := range m.jobList() {
+		j.mu.Lock()
 		if j.over() && !j.ended.IsZero() && now.Sub(j.ended) > m.cfg.HistoryRetention && !j.hist.pruned {
 			j.hist.pruned = true
 			old = append(old, name)
 		}
+		j.mu.Unlock()
 	}
-	m.mu.Unlock()
 	for _, name := range old {
 		if err := m.cfg.Store.DeleteTimeline(name); err != nil {
 			m.log.Warn("delete timeline", "job", name, "err", err)

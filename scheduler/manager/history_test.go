@@ -92,7 +92,7 @@ func TestHistoryAndRealized(t *testing.T) {
 	}
 	// AntDT-ND's batch cut of worker-2, applied now.
 	at := clk.now()
-	m.mu.Lock()
+	j.mu.Lock()
 	var throughput float64
 	for _, w := range j.snap.Workers {
 		throughput += w.Throughput
@@ -105,23 +105,23 @@ func TestHistoryAndRealized(t *testing.T) {
 			{State: ActApplied, At: timestamppb.New(at)}}}
 	j.actions = append(j.actions, a)
 	j.byID[a.Id] = a
-	m.mu.Unlock()
+	j.mu.Unlock()
 	m.persistAction(j, a)
 	for range 3 {
 		report(slow) // the after-window (3 s) is not over: not measured yet
 	}
-	m.mu.Lock()
+	j.mu.Lock()
 	if a.Realized != nil {
 		t.Errorf("measured before its window was over: %v", a.Realized)
 	}
-	m.mu.Unlock()
+	j.mu.Unlock()
 	for range 4 {
 		report(slow)
 	}
-	m.mu.Lock()
+	j.mu.Lock()
 	r := a.Realized
 	outcomes := j.outcomes()
-	m.mu.Unlock()
+	j.mu.Unlock()
 	if r == nil {
 		t.Fatal("not measured after its window")
 	}
@@ -170,10 +170,10 @@ func TestHistoryAndRealized(t *testing.T) {
 	m.Close()
 	m.cfg.Store.Close()
 	m2, _, _ := historyJob(t, path, clk)
-	m2.mu.Lock()
-	j2 := m2.jobs["hist"]
+	j2, _ := m2.lookup("hist")
+	j2.mu.RLock()
 	a2 := j2.byID["a-1"]
-	m2.mu.Unlock()
+	j2.mu.RUnlock()
 	if a2 == nil || a2.GetRealized() == nil || !a2.GetRealized().GetMiss() {
 		t.Errorf("restored action = %v; want its realized miss", a2)
 	}

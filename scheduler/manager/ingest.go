@@ -8,12 +8,13 @@ import (
 // Reports are taken in on their agent's stream, side by side: a report
 // writes only its node's progress (and a server's, for its pushes and
 // pulls), under that node's own lock, the Monitor's queue and the
-// heatmap's lock-free buckets. It holds the manager's lock for reading,
+// heatmap's lock-free buckets. It holds the job's lock for reading,
 // so that the job's shape (nodes, coordinator, Monitor) does not change
 // under it, and waits only for a writer's short section, never for
 // another report, a view being built or the job's actor. At 5,000 agents
 // a report queued behind a batch of others and a view build (the actor
-// took them in under the manager's lock) waited tens of milliseconds.
+// took them in under the manager's lock, which then guarded every job)
+// waited tens of milliseconds.
 
 // report takes in a worker's progress report: the samples ledger, then the
 // node's progress, the Monitor and the heatmap. The first report of a job
@@ -21,26 +22,26 @@ import (
 // unknown node, bytes between regions the topology does not have).
 func (m *Manager) report(j *jobState, node string, r *kelpiepb.ProgressReport) error {
 	now := m.now()
-	m.mu.RLock()
+	j.mu.RLock()
 	ledgerErr := j.coord.Observe(r) // the samples ledger
 	var servers []string
 	if len(r.Comm) > 0 {
 		servers = j.coord.SharedServerNames() // read only
 	}
 	taken := j.observe(node, r, now, servers)
-	m.mu.RUnlock()
+	j.mu.RUnlock()
 	if !taken {
 		return ledgerErr
 	}
 	j.wakeWaiters()
 	if !j.running.Load() {
-		m.mu.Lock()
+		j.mu.Lock()
 		if j.state == StateStarting {
 			j.state = StateRunning
 			j.invalidateViews()
 		}
 		j.running.Store(true)
-		m.mu.Unlock()
+		j.mu.Unlock()
 	}
 	return ledgerErr
 }

@@ -65,9 +65,9 @@ func TestReportsSideBySide(t *testing.T) {
 			t.Errorf("%s: heard at %v, sparkline of %d; want the pushes to it", s, p.heard, len(p.spark))
 		}
 	}
-	m.mu.RLock()
+	j.mu.RLock()
 	state := j.state
-	m.mu.RUnlock()
+	j.mu.RUnlock()
 	if state != StateRunning {
 		t.Errorf("job state %q after its reports, want %q", state, StateRunning)
 	}

@@ -22,9 +22,12 @@ import (
 	"github.com/kelpie/kelpie/scheduler/timeline"
 )
 
-// jobState is one job as the manager runs it. Every field is guarded by the
-// manager's mutex unless said otherwise.
+// jobState is one job as the manager runs it.
 type jobState struct {
+	// mu guards the job's state: every field below unless said otherwise,
+	// and its nodes'. It is taken after the manager's lock, never before
+	// (see Manager.mu); reports take it for reading (ingest.go).
+	mu    sync.RWMutex
 	m     *Manager
 	spec  *spec.Spec
 	coord *coordinator.Job // has its own lock
@@ -88,7 +91,7 @@ type jobState struct {
 	adopted time.Time
 	// wake, made by a waiter (await), is closed when a node reports or its
 	// agent connects; guarded by wakeMu (reports wake waiters without the
-	// manager's lock).
+	// job's lock).
 	wakeMu sync.Mutex
 	wake   chan struct{}
 	// running is set by the job's first report (the job leaves
@@ -126,7 +129,7 @@ type nodeState struct {
 	// added to under progMu, read without a lock.
 	cells *buckets
 	// prog is what reports said of the node. Reports are taken in by their
-	// agents' streams side by side, each holding the manager's lock only
+	// agents' streams side by side, each holding the job's lock only
 	// for reading (ingest.go), so prog has its own lock, progMu, which
 	// every access takes (progress, setBatch).
 	progMu sync.Mutex
@@ -177,7 +180,7 @@ func (n *nodeState) heardAt(t time.Time) {
 }
 
 // seen is when the node was last heard of: its agent's heartbeat or
-// connection, or a report. The caller holds the manager's lock.
+// connection, or a report. The caller holds the job's lock.
 func (n *nodeState) seen() time.Time { return n.seenWith(n.progress()) }
 
 // seenWith is seen, given a copy of the node's progress.
@@ -258,9 +261,9 @@ func (j *jobState) launch() error {
 			return err
 		}
 	}
-	j.m.mu.Lock()
+	j.mu.Lock()
 	j.launcher = l
-	j.m.mu.Unlock()
+	j.mu.Unlock()
 	start := j.startAgent
 	for _, n := range j.spec.ServerNames() {
 		if err := start("server", n); err != nil {
@@ -311,9 +314,9 @@ func (j *jobState) watchAgent(p *launch.Proc) {
 	case <-j.m.done:
 		return
 	}
-	j.m.mu.Lock()
+	j.mu.Lock()
 	over := j.over() || j.relaunching
-	j.m.mu.Unlock()
+	j.mu.Unlock()
 	if over || p.Err() == nil {
 		return
 	}
@@ -325,21 +328,21 @@ func (j *jobState) watchAgent(p *launch.Proc) {
 
 // getLauncher is the job's launcher (nil for an adopted job).
 func (j *jobState) getLauncher() *launch.Local {
-	j.m.mu.Lock()
-	defer j.m.mu.Unlock()
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	return j.launcher
 }
 
 // stopAgents tells every connected agent of the job to stop its role.
 func (j *jobState) stopAgents(reason string) {
-	j.m.mu.Lock()
+	j.mu.Lock()
 	var conns []*agentConn
 	for _, n := range j.nodes {
 		if n.conn != nil {
 			conns = append(conns, n.conn)
 		}
 	}
-	j.m.mu.Unlock()
+	j.mu.Unlock()
 	for _, c := range conns {
 		c.send(&kelpiepb.SchedulerMessage{Body: &kelpiepb.SchedulerMessage_Stop{Stop: reason}})
 	}
@@ -356,7 +359,7 @@ func (j *jobState) column(t time.Time) int {
 
 // observe ingests a worker's report into the node's progress, the
 // Monitor's windows and the console's buckets. The caller holds the
-// manager's lock for reading (reports of other nodes go on meanwhile) and
+// job's lock for reading (reports of other nodes go on meanwhile) and
 // has entered the report in the coordinator's samples ledger; servers are
 // the job's servers by index (the coordinator's ServerNames). It says
 // whether the report was taken (the node is in the job).
@@ -442,7 +445,7 @@ const sparkCap = 4 * sparkLen
 // tick runs the job's periodic work: lost nodes, policies, action expiry.
 func (j *jobState) tick(now time.Time) {
 	m := j.m
-	m.mu.Lock()
+	j.mu.Lock()
 	var lost []*kelpiepb.Action   // actions failed by a lost node
 	relaunch := j.lostLocked(now) // adopted nodes whose agents never came back
 	for _, n := range relaunch {
@@ -463,17 +466,17 @@ func (j *jobState) tick(now time.Time) {
 		if now.Sub(seen) > m.cfg.LostAfter {
 			n.status.State = kelpiepb.NodeState_NODE_STATE_LOST
 			why := fmt.Sprintf("nothing heard for %s", now.Sub(seen).Round(time.Second))
-			m.eventLocked(j.spec.Name, "node", n.name, fmt.Sprintf("%s lost: %s", n.name, why), "")
+			m.event(j.spec.Name, "node", n.name, fmt.Sprintf("%s lost: %s", n.name, why), "")
 			j.mon.Forget(n.name)
 			lost = append(lost, j.changedSince(now, func() { j.gate.NodeLost(now, n.name, why) })...)
 			j.tellTables(tableEvent{node: n.name, lost: true})
 		}
 	}
 	at := now.Sub(j.submitted)
-	m.mu.Unlock()
+	j.mu.Unlock()
 	// The snapshot takes milliseconds on a big job: reports go on meanwhile.
 	snap := j.mon.Snapshot(at)
-	m.mu.Lock()
+	j.mu.Lock()
 	j.snap = snap
 	dprs := map[string]int64{}
 	for _, n := range j.nodes {
@@ -481,7 +484,7 @@ func (j *jobState) tick(now time.Time) {
 			dprs[n.name] = n.stats.Dprs
 		}
 	}
-	m.mu.Unlock()
+	j.mu.Unlock()
 	j.dprs.Store(&dprs)
 	for _, a := range lost {
 		m.persistAction(j, a)

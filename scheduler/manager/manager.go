@@ -6,9 +6,12 @@
 // nodes, actions, policy settings and the audit log in the store, and serves
 // the console's views.
 //
-// Mutable state is guarded by one mutex; no I/O (stream sends, store writes
-// of large values, process launches) happens while it is held except small
-// bbolt writes, which are bounded. Readers that must not wait for it read
+// Each job's mutable state is guarded by the job's own lock (jobState.mu),
+// the manager's own (the job table, EPS's queue) by the manager's lock,
+// taken before a job's when both are held; the event log has a lock of its
+// own, taken last. No I/O (stream sends, store writes of large values,
+// process launches) happens while a lock is held except small bbolt
+// writes, which are bounded. Readers that must not wait for them read
 // published values instead: the job list and each job's views (atomic
 // pointers, rebuilt at most every ViewTTL), the servers' delayed pulls, and
 // the heatmap buckets (atomic cells). Telemetry comes in on the agents'
@@ -141,15 +144,19 @@ type Manager struct {
 	clk   clock.Clock
 	coord *coordinator.Coordinator
 
-	// mu guards the manager's and its jobs' state; reports hold it for
-	// reading only (ingest.go).
+	// mu guards the manager's own state: the job table and EPS's queue
+	// and plan. A job's state has its job's lock (jobState.mu); the lock
+	// order is the manager's, then a job's, never the other way.
 	mu     sync.RWMutex
 	jobs   map[string]*jobState
-	events []*kelpiepb.Event
-	evSeq  uint64
-	nextID uint64
 	eps    *epsState
 	pruned time.Time // when timelines past their retention were last deleted (loop only)
+	// evMu guards the event log; it is taken last, under any other lock.
+	evMu   sync.Mutex
+	events []*kelpiepb.Event
+	evSeq  uint64
+	// nextID numbers actions across jobs.
+	nextID atomic.Uint64
 	// published is m.jobs as of its last change, read without the lock.
 	published atomic.Pointer[map[string]*jobState]
 
@@ -258,13 +265,7 @@ func (m *Manager) Close() {
 
 // Shutdown stops every job this manager launched and then the manager.
 func (m *Manager) Shutdown() {
-	m.mu.Lock()
-	var js []*jobState
-	for _, j := range m.jobs {
-		js = append(js, j)
-	}
-	m.mu.Unlock()
-	for _, j := range js {
+	for _, j := range m.jobList() {
 		// Adopted jobs stop their recorded process groups too.
 		j.stopAgents("scheduler shutting down")
 		j.stopProcesses(j.getLauncher(), 3*time.Second)
@@ -274,21 +275,22 @@ func (m *Manager) Shutdown() {
 
 func (m *Manager) now() time.Time { return m.cfg.Now() }
 
-// event records an event for the console (and the log).
+// event records an event for the console (and the log). It may be called
+// under any lock.
 func (m *Manager) event(job, kind, node, msg, who string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.eventLocked(job, kind, node, msg, who)
+	m.addEvent(&kelpiepb.Event{Time: ts(m.now()), Job: job, Kind: kind, Message: msg, Who: who, Node: node})
 }
 
-func (m *Manager) eventLocked(job, kind, node, msg, who string) {
+// addEvent appends e to the event log.
+func (m *Manager) addEvent(e *kelpiepb.Event) {
+	m.evMu.Lock()
+	defer m.evMu.Unlock()
 	m.evSeq++
-	e := &kelpiepb.Event{Time: ts(m.now()), Job: job, Kind: kind, Message: msg, Who: who, Node: node}
 	m.events = append(m.events, e)
 	if len(m.events) > 2000 {
 		m.events = append([]*kelpiepb.Event(nil), m.events[len(m.events)-1000:]...)
 	}
-	m.log.Info(msg, "job", job, "kind", kind, "node", node, "who", who)
+	m.log.Info(e.Message, "job", e.Job, "kind", e.Kind, "node", e.Node, "who", e.Who)
 }
 
 // Submit admits a job from its spec text and launches it.
@@ -314,12 +316,14 @@ func (m *Manager) SubmitSpec(s *spec.Spec, who string) (string, error) {
 			return "", status.Errorf(codes.FailedPrecondition, "job %s: %v", s.Name, err)
 		}
 	}
-	m.mu.Lock()
-	if old, ok := m.jobs[s.Name]; ok && !old.over() {
-		m.mu.Unlock()
-		return "", status.Errorf(codes.AlreadyExists, "job %s is already %s", s.Name, old.state)
+	if old, ok := m.lookup(s.Name); ok {
+		old.mu.RLock()
+		over, state := old.over(), old.state
+		old.mu.RUnlock()
+		if !over {
+			return "", status.Errorf(codes.AlreadyExists, "job %s is already %s", s.Name, state)
+		}
 	}
-	m.mu.Unlock()
 	queued := m.capacityOn()
 	var sizes []slots
 	var specs map[slots]*spec.Spec
@@ -348,10 +352,12 @@ func (m *Manager) SubmitSpec(s *spec.Spec, who string) (string, error) {
 		return "", status.Errorf(codes.Internal, "store job %s: %v", s.Name, err)
 	}
 	_ = m.cfg.Store.PutPolicies(s.Name, j.policiesJSON())
+	desc := j.describe() // before the job is published: no lock yet
 	m.mu.Lock()
 	m.putJobLocked(s.Name, j)
-	m.eventLocked(s.Name, "job", "", fmt.Sprintf("job %s submitted: %s", s.Name, j.describe()), who)
 	m.mu.Unlock()
+	j.startActor()
+	m.event(s.Name, "job", "", fmt.Sprintf("job %s submitted: %s", s.Name, desc), who)
 	// Snapshots of an earlier job of the same name must not be restored.
 	_ = os.RemoveAll(j.snapshotDir())
 	if queued {
@@ -396,17 +402,13 @@ func (m *Manager) durableShards(name string, cj *coordinator.Job) error {
 
 // Kill stops a live job.
 func (m *Manager) Kill(name, who string) error {
-	m.mu.Lock()
-	j, ok := m.jobs[name]
-	var over bool
-	var state string
-	if ok {
-		over, state = j.over(), j.state
-	}
-	m.mu.Unlock()
+	j, ok := m.lookup(name)
 	if !ok {
 		return status.Errorf(codes.NotFound, "no job %q", name)
 	}
+	j.mu.RLock()
+	over, state := j.over(), j.state
+	j.mu.RUnlock()
 	if over {
 		return status.Errorf(codes.FailedPrecondition, "job %s is already %s", name, state)
 	}
@@ -458,17 +460,17 @@ func (m *Manager) complete(j *jobState) {
 		res.DPRs += sv.DPRs
 	}
 	res.JCTSeconds = m.now().Sub(j.submitted).Seconds()
-	m.mu.Lock()
+	j.mu.Lock()
 	j.res = res
-	m.mu.Unlock()
+	j.mu.Unlock()
 	m.finish(j, StateCompleted, nil)
 }
 
 // finish moves a job to a final state, stops its nodes and persists it.
 func (m *Manager) finish(j *jobState, state string, cause error) {
-	m.mu.Lock()
+	j.mu.Lock()
 	if j.over() {
-		m.mu.Unlock()
+		j.mu.Unlock()
 		return
 	}
 	j.state = state
@@ -487,11 +489,11 @@ func (m *Manager) finish(j *jobState, state string, cause error) {
 	if res != nil && state == StateCompleted {
 		msg += fmt.Sprintf(" (%.1fs, accuracy %.4f)", res.JCTSeconds, res.Accuracy)
 	}
-	m.eventLocked(j.spec.Name, "job", "", msg, "")
+	m.event(j.spec.Name, "job", "", msg, "")
 	rec := store.JobRecord{Name: j.spec.Name, SpecYAML: string(j.spec.YAML()), State: state, Error: j.err,
 		SubmittedBy: j.submittedBy, Submitted: j.submitted, Finished: j.ended}
 	l := j.launcher
-	m.mu.Unlock()
+	j.mu.Unlock()
 	m.settleOpen(j)
 	j.closeHistory(m.now())
 	j.releaseHistory()
@@ -515,9 +517,7 @@ func (m *Manager) finish(j *jobState, state string, cause error) {
 // Wait blocks until a job has ended and returns its result (nil unless it
 // completed or diverged) and its error (nil only when it completed).
 func (m *Manager) Wait(ctx context.Context, name string) (*Result, error) {
-	m.mu.Lock()
-	j, ok := m.jobs[name]
-	m.mu.Unlock()
+	j, ok := m.lookup(name)
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "no job %q", name)
 	}
@@ -526,8 +526,8 @@ func (m *Manager) Wait(ctx context.Context, name string) (*Result, error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	j.mu.RLock()
+	defer j.mu.RUnlock()
 	if j.state == StateDiverged {
 		// Its result is real (what was trained, where it diverged).
 		return j.res, fmt.Errorf("job %s %s: %s", name, j.state, j.err)
@@ -540,13 +540,11 @@ func (m *Manager) Wait(ctx context.Context, name string) (*Result, error) {
 
 // Procs lists the processes launched for a job (tests stop and check them).
 func (m *Manager) Procs(name string) []*launch.Proc {
-	m.mu.Lock()
-	j, ok := m.jobs[name]
-	var l *launch.Local
-	if ok {
-		l = j.launcher
+	j, ok := m.lookup(name)
+	if !ok {
+		return nil
 	}
-	m.mu.Unlock()
+	l := j.getLauncher()
 	if l == nil {
 		return nil
 	}
@@ -563,7 +561,9 @@ func (m *Manager) JobNames() []string {
 	return out
 }
 
-// loop runs the periodic work: lost-node detection, policies, expiry.
+// loop runs the manager's periodic work: EPS's scheduling passes and the
+// pruning of old timelines. Each job's own (lost nodes, policies, action
+// expiry) runs on its actor (actor.go).
 func (m *Manager) loop() {
 	t := m.clk.NewTicker(m.cfg.Tick)
 	defer t.Stop()
@@ -580,17 +580,6 @@ func (m *Manager) loop() {
 }
 
 func (m *Manager) tick() {
-	m.mu.Lock()
-	var js []*jobState
-	for _, j := range m.jobs {
-		if !j.over() {
-			js = append(js, j)
-		}
-	}
-	m.mu.Unlock()
-	for _, j := range js {
-		j.tick(m.now())
-	}
 	m.schedule()
 	if now := m.now(); now.Sub(m.pruned) >= time.Minute {
 		m.pruned = now
@@ -616,12 +605,18 @@ func (m *Manager) restore() error {
 			queued = append(queued, r)
 			continue
 		}
-		m.mu.Lock()
-		j, err := m.restoreJob(s, r)
+		j, err := m.restoreJob(s, r) // not published yet: no lock
 		if err == nil {
+			m.mu.Lock()
 			m.putJobLocked(r.Name, j)
+			m.mu.Unlock()
+			j.mu.RLock()
+			live := !j.over()
+			j.mu.RUnlock()
+			if live {
+				j.startActor()
+			}
 		}
-		m.mu.Unlock()
 		if err != nil {
 			m.log.Warn("restore job", "job", r.Name, "err", err)
 			continue

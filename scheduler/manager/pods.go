@@ -31,12 +31,10 @@ const podTimeout = 30 * time.Second
 // ClusterEvent records what the cluster did to a job's node (a Pod pending
 // for long, OOMKilled, evicted, deleted and relaunched) in the job's events.
 func (m *Manager) ClusterEvent(job, node, msg string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, ok := m.jobs[job]; !ok {
+	if _, ok := m.lookup(job); !ok {
 		return
 	}
-	m.eventLocked(job, "cluster", node, msg, "")
+	m.event(job, "cluster", node, msg, "")
 }
 
 // clusterBusy says why the cluster is busy for the job ("" when it is
@@ -54,13 +52,13 @@ func (m *Manager) restartPod(j *jobState, a *kelpiepb.Action) {
 	ctx, cancel := context.WithTimeout(m.ctx, podTimeout)
 	pod, err := m.cfg.Pods.Restart(ctx, j.spec.Name, a.Target)
 	cancel()
-	m.mu.Lock()
+	j.mu.Lock()
 	if err != nil {
 		m.transition(j, a, ActFailed, "scheduler", err.Error())
 	} else {
 		m.transition(j, a, ActApplied, "scheduler", fmt.Sprintf("pod replaced by %s", pod))
 	}
-	m.mu.Unlock()
+	j.mu.Unlock()
 	m.persistAction(j, a)
 }
 

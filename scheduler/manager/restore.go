@@ -42,9 +42,9 @@ func (m *Manager) persistStart(j *jobState) {
 		_ = m.cfg.Store.PutNode(j.spec.Name, store.NodeRecord{Name: n.Name, Role: role, Addr: n.Addr, Pid: int(n.Pid),
 			State: "running", BatchSize: n.BatchSize, Registered: start})
 	}
-	m.mu.Lock()
+	j.mu.Lock()
 	over := j.over()
-	m.mu.Unlock()
+	j.mu.Unlock()
 	if !over {
 		_ = m.cfg.Store.PutJob(store.JobRecord{Name: j.spec.Name, SpecYAML: string(j.spec.YAML()), State: StateRunning,
 			SubmittedBy: j.submittedBy, Submitted: j.submitted, Updated: start})
@@ -161,8 +161,8 @@ func (m *Manager) restoreJob(s *spec.Spec, r store.JobRecord) (*jobState, error)
 			m.log.Warn("restore action", "job", r.Name, "action", a.Id, "err", err)
 		}
 		var n uint64
-		if _, err := fmt.Sscanf(a.Id, "a-%d", &n); err == nil && n > m.nextID {
-			m.nextID = n
+		if _, err := fmt.Sscanf(a.Id, "a-%d", &n); err == nil && n > m.nextID.Load() {
+			m.nextID.Store(n) // restore runs before anything else numbers actions
 		}
 		j.actions = append(j.actions, a)
 		j.byID[a.Id] = a
@@ -190,7 +190,7 @@ func (m *Manager) restoreJob(s *spec.Spec, r store.JobRecord) (*jobState, error)
 		if !m.cfg.NoLaunch {
 			j.launcher = j.newLauncher()
 		}
-		m.eventLocked(r.Name, "job", "", fmt.Sprintf("job %s adopted after a scheduler restart: waiting for its agents", r.Name), "")
+		m.event(r.Name, "job", "", fmt.Sprintf("job %s adopted after a scheduler restart: waiting for its agents", r.Name), "")
 		m.spawn(func() { m.watch(j) })
 	}
 	return j, nil

@@ -59,7 +59,7 @@ func (e *serverError) Unwrap() error { return e.err }
 func (m *Manager) askServers(j *jobState, cmds map[string]*kelpiepb.ActionCommand, timeout time.Duration) (map[string]*kelpiepb.ActionAck, error) {
 	calls := make(map[string]*serverCall, len(cmds))
 	var sends sendList
-	m.mu.Lock()
+	j.mu.Lock()
 	if j.calls == nil {
 		j.calls = map[callKey]*serverCall{}
 	}
@@ -72,13 +72,13 @@ func (m *Manager) askServers(j *jobState, cmds map[string]*kelpiepb.ActionComman
 			sends = append(sends, func() { conn.send(&kelpiepb.SchedulerMessage{Body: &kelpiepb.SchedulerMessage_Command{Command: cmd}}) })
 		}
 	}
-	m.mu.Unlock()
+	j.mu.Unlock()
 	defer func() {
-		m.mu.Lock()
+		j.mu.Lock()
 		for _, c := range calls {
 			delete(j.calls, callKey{c.node, c.cmd.ActionId})
 		}
-		m.mu.Unlock()
+		j.mu.Unlock()
 	}()
 	sends.run()
 	timer := m.clk.After(timeout)
@@ -122,7 +122,7 @@ func (m *Manager) askServers(j *jobState, cmds map[string]*kelpiepb.ActionComman
 }
 
 // serverAcked hands a server's ack to the call waiting for it, and says
-// whether there was one. The caller holds m.mu.
+// whether there was one. The caller holds the job's lock.
 func (j *jobState) serverAcked(node string, ack *kelpiepb.ActionAck) bool {
 	c := j.calls[callKey{node, ack.ActionId}]
 	if c == nil {
@@ -136,7 +136,7 @@ func (j *jobState) serverAcked(node string, ack *kelpiepb.ActionAck) bool {
 }
 
 // pendingCalls are the server commands waiting for node's ack, to send
-// again when its agent connects. The caller holds m.mu.
+// again when its agent connects. The caller holds the job's lock.
 func (j *jobState) pendingCalls(node string) []*kelpiepb.ActionCommand {
 	var out []*kelpiepb.ActionCommand
 	for _, c := range j.calls {
@@ -151,7 +151,7 @@ func (j *jobState) pendingCalls(node string) []*kelpiepb.ActionCommand {
 // waiting for the acks (a shutdown: the server's final counters, which
 // its agent sends as it stops, are what the caller waits for).
 func (m *Manager) tellServers(j *jobState, cmds map[string]*kelpiepb.ActionCommand) {
-	m.mu.Lock()
+	j.mu.Lock()
 	var sends sendList
 	for node, cmd := range cmds {
 		if n := j.nodes[node]; n != nil && n.conn != nil {
@@ -159,6 +159,6 @@ func (m *Manager) tellServers(j *jobState, cmds map[string]*kelpiepb.ActionComma
 			sends = append(sends, func() { conn.send(&kelpiepb.SchedulerMessage{Body: &kelpiepb.SchedulerMessage_Command{Command: cmd}}) })
 		}
 	}
-	m.mu.Unlock()
+	j.mu.Unlock()
 	sends.run()
 }

@@ -25,9 +25,9 @@ func TestServerCalls(t *testing.T) {
 	m, j := testJob(t, Config{Clock: clk}, "calls", 2, 2)
 	connect := func(node string) *agentConn {
 		c := &agentConn{out: make(chan *kelpiepb.SchedulerMessage, 8), done: make(chan struct{})}
-		m.mu.Lock()
+		j.mu.Lock()
 		j.nodes[node].conn = c
-		m.mu.Unlock()
+		j.mu.Unlock()
 		return c
 	}
 	s0, s1 := connect("server-0"), connect("server-1")
@@ -103,24 +103,24 @@ func TestServerCalls(t *testing.T) {
 		if !errors.As(r.err, &se) || se.node != "server-1" || !errors.Is(r.err, errNoAck) {
 			t.Fatalf("err %v; want no answer from server-1", r.err)
 		}
-		m.mu.Lock()
+		j.mu.Lock()
 		left := len(j.calls)
-		m.mu.Unlock()
+		j.mu.Unlock()
 		if left != 0 {
 			t.Errorf("%d calls left waiting after the timeout", left)
 		}
 	})
 	t.Run("an agent away when asked", func(t *testing.T) {
-		m.mu.Lock()
+		j.mu.Lock()
 		j.nodes["server-1"].conn = nil
-		m.mu.Unlock()
+		j.mu.Unlock()
 		done := ask("a-4/sync")
 		ack("server-0", &kelpiepb.ActionAck{ActionId: received(s0).ActionId, Applied: true})
 		var pending []*kelpiepb.ActionCommand
 		for len(pending) == 0 {
-			m.mu.Lock()
+			j.mu.Lock()
 			pending = j.pendingCalls("server-1")
-			m.mu.Unlock()
+			j.mu.Unlock()
 			time.Sleep(time.Millisecond)
 		}
 		if len(pending) != 1 || pending[0].ActionId != "a-4/sync" || !strings.HasPrefix(pending[0].Target, "server-1") {

@@ -32,7 +32,7 @@ func marksPerWorker(s *spec.Spec) int {
 }
 
 // workerMarks copies the workers' iteration timelines. The caller holds
-// the manager's lock.
+// the job's lock.
 func (j *jobState) workerMarks() map[string][]timeline.Mark {
 	out := map[string][]timeline.Mark{}
 	for name, n := range j.nodes {

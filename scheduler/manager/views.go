@@ -189,6 +189,25 @@ func (m *Manager) jobList() map[string]*jobState {
 	return nil
 }
 
+// lookup is the job of that name, as last published (no lock).
+func (m *Manager) lookup(name string) (*jobState, bool) {
+	j, ok := m.jobList()[name]
+	return j, ok
+}
+
+// jobEvents is the event log's events of one job.
+func (m *Manager) jobEvents(job string) []*kelpiepb.Event {
+	m.evMu.Lock()
+	defer m.evMu.Unlock()
+	var out []*kelpiepb.Event
+	for _, e := range m.events {
+		if e.Job == job {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // putJobLocked adds or replaces a job and publishes the job list. The
 // caller holds m.mu.
 func (m *Manager) putJobLocked(name string, j *jobState) {
@@ -202,8 +221,8 @@ func (m *Manager) putJobLocked(name string, j *jobState) {
 
 // EventsSince implements console.Backend.
 func (m *Manager) EventsSince(seq uint64, limit int) ([]*kelpiepb.Event, uint64) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
+	m.evMu.Lock()
+	defer m.evMu.Unlock()
 	first := m.evSeq - uint64(len(m.events)) + 1 // sequence of m.events[0]
 	var out []*kelpiepb.Event
 	for i, e := range m.events {
@@ -226,7 +245,6 @@ func (m *Manager) Audit(e console.AuditEntry) error {
 	}
 	_, err := m.cfg.Store.Audit(store.AuditEntry{At: e.Time, Who: e.Who, Role: e.Role, What: what, Job: e.Job,
 		Allowed: e.Allowed, Reason: e.Reason})
-	m.mu.Lock()
 	msg := fmt.Sprintf("%s (%s): %s", e.Who, e.Role, what)
 	if !e.Allowed {
 		msg = "refused " + msg
@@ -234,11 +252,7 @@ func (m *Manager) Audit(e console.AuditEntry) error {
 			msg += ": " + e.Reason
 		}
 	}
-	m.eventLocked(e.Job, "audit", "", msg, e.Who)
-	if n := len(m.events); n > 0 {
-		m.events[n-1].Allowed = e.Allowed
-	}
-	m.mu.Unlock()
+	m.addEvent(&kelpiepb.Event{Time: ts(m.now()), Job: e.Job, Kind: "audit", Message: msg, Who: e.Who, Allowed: e.Allowed})
 	return err
 }
 
@@ -317,12 +331,12 @@ func (j *jobState) seriesName(name, role string) string {
 }
 
 // view builds a job's console view. Everything it reads of the job's
-// mutable state is copied in one short section under the manager's lock,
+// mutable state is copied in one short section under the job's lock,
 // held for reading (O(nodes), no heatmap); the rows, heatmap and charts
 // are built after.
 func (j *jobState) view(detail bool, columns int) *kelpiepb.JobView {
 	m := j.m
-	m.mu.RLock() // it only reads: reports go on meanwhile
+	j.mu.RLock() // it only reads: reports go on meanwhile
 	s, coord, snap := j.spec, j.coord, j.snap
 	j.nodeCount.Store(int32(len(j.nodes)))
 	v := &kelpiepb.JobView{Name: s.Name, State: j.state, Error: j.err, Submitted: ts(j.submitted), Ended: ts(j.ended),
@@ -386,7 +400,7 @@ func (j *jobState) view(detail bool, columns int) *kelpiepb.JobView {
 				accum: max(j.accum[n.name], 1), cells: n.cells, seriesName: j.seriesName(n.name, n.role)})
 		}
 	}
-	m.mu.RUnlock()
+	j.mu.RUnlock()
 
 	// The plan's count is what the data takes at the global batch; shards
 	// trained twice (a crashed worker's, at-least-once) or workers running

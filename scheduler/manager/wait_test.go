@@ -34,14 +34,14 @@ func TestAwaitWokenByReport(t *testing.T) {
 	m, j, f := waitHarness()
 	var reported bool
 	res := awaitIn(t, m, j, f, func() bool {
-		m.mu.Lock()
-		defer m.mu.Unlock()
+		j.mu.Lock()
+		defer j.mu.Unlock()
 		return reported
 	})
-	m.mu.Lock()
+	j.mu.Lock()
 	reported = true
 	j.wakeWaiters()
-	m.mu.Unlock()
+	j.mu.Unlock()
 	if err := <-res; err != nil {
 		t.Errorf("await after the condition held = %v; want nil", err)
 	}

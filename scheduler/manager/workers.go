@@ -223,29 +223,29 @@ func (m *Manager) removeWorker(j *jobState, a *kelpiepb.Action, who string) send
 // first report (it has joined the barriers), then re-splits the batch.
 func (m *Manager) addWorker(j *jobState, a *kelpiepb.Action) {
 	fail := func(err error) {
-		m.mu.Lock()
+		j.mu.Lock()
 		m.transition(j, a, ActFailed, "scheduler", err.Error())
-		m.mu.Unlock()
+		j.mu.Unlock()
 		m.persistAction(j, a)
 	}
 	name, _ := j.coord.AddWorker()
-	m.mu.Lock()
+	j.mu.Lock()
 	a.Target = name
 	n := j.newNode(name, "worker")
 	j.nodes[name] = n
 	j.invalidateViews()
-	m.mu.Unlock()
+	j.mu.Unlock()
 	if err := j.startAgent("worker", name); err != nil {
-		m.mu.Lock()
+		j.mu.Lock()
 		n.removed = true
-		m.mu.Unlock()
+		j.mu.Unlock()
 		j.coord.DropWorker(name)
 		fail(err)
 		return
 	}
 	err := m.await(j, workerJoinTimeout, j.changed, func() bool {
-		m.mu.Lock()
-		defer m.mu.Unlock()
+		j.mu.Lock()
+		defer j.mu.Unlock()
 		return n.progress().reported && n.conn != nil
 	})
 	switch {
@@ -255,14 +255,14 @@ func (m *Manager) addWorker(j *jobState, a *kelpiepb.Action) {
 		fail(fmt.Errorf("job %s ended before %s joined", j.spec.Name, name))
 		return
 	case err != nil:
-		m.mu.Lock()
+		j.mu.Lock()
 		n.removed = true
-		m.mu.Unlock()
+		j.mu.Unlock()
 		j.coord.DropWorker(name)
 		fail(fmt.Errorf("%s did not join within %s", name, workerJoinTimeout))
 		return
 	}
-	m.mu.Lock()
+	j.mu.Lock()
 	a.BatchSizes = map[string]int32{}
 	cur := j.currentBatches()
 	cur[name] = 0
@@ -270,9 +270,9 @@ func (m *Manager) addWorker(j *jobState, a *kelpiepb.Action) {
 		a.BatchSizes[w] = int32(b)
 	}
 	sends := m.splitCommands(j, a)
-	m.eventLocked(j.spec.Name, "action", name, fmt.Sprintf("%s joined at iteration %d; batch %d from iteration %d",
+	m.event(j.spec.Name, "action", name, fmt.Sprintf("%s joined at iteration %d; batch %d from iteration %d",
 		name, n.progress().iteration, a.BatchSizes[name], a.TargetIteration), "scheduler")
-	m.mu.Unlock()
+	j.mu.Unlock()
 	m.persistAction(j, a)
 	sends.run()
 }
@@ -315,8 +315,8 @@ func (m *Manager) applySplit(j *jobState, a *kelpiepb.Action) {
 				// worker before it leaves, and the others would wait at
 				// the barrier for its gradient for ever.
 				err := m.await(j, removedWorkerGrace, nil, func() bool {
-					m.mu.RLock()
-					defer m.mu.RUnlock()
+					j.mu.RLock()
+					defer j.mu.RUnlock()
 					switch n.status.State {
 					case kelpiepb.NodeState_NODE_STATE_DONE, kelpiepb.NodeState_NODE_STATE_FAILED,
 						kelpiepb.NodeState_NODE_STATE_STOPPED, kelpiepb.NodeState_NODE_STATE_LOST:

@@ -86,7 +86,8 @@ func TestJobActor(t *testing.T) {
 	}
 }
 
-// TestJobsTickApart: each job ticks on its own actor, under its own lock.
+// TestJobsTickApart: each job ticks on its own goroutine, under its own
+// lock.
 // While one job's lock is held (a long section of that job's), another job
 // still ticks (its silent worker is found lost), takes in its agents'
 // messages and answers the console; under the one manager-wide lock of

@@ -186,7 +186,7 @@ func (m *Manager) requeue(s *spec.Spec, r store.JobRecord) error {
 	m.eps.plan.Enqueue(s.Name, sizes)
 	m.eps.specs[s.Name] = specs
 	m.mu.Unlock()
-	j.startActor()
+	j.startTicker()
 	m.event(s.Name, "job", "", fmt.Sprintf("job %s queued again after a scheduler restart", s.Name), "")
 	return nil
 }

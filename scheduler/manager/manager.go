@@ -356,7 +356,7 @@ func (m *Manager) SubmitSpec(s *spec.Spec, who string) (string, error) {
 	m.mu.Lock()
 	m.putJobLocked(s.Name, j)
 	m.mu.Unlock()
-	j.startActor()
+	j.startTicker()
 	m.event(s.Name, "job", "", fmt.Sprintf("job %s submitted: %s", s.Name, desc), who)
 	// Snapshots of an earlier job of the same name must not be restored.
 	_ = os.RemoveAll(j.snapshotDir())
@@ -563,7 +563,7 @@ func (m *Manager) JobNames() []string {
 
 // loop runs the manager's periodic work: EPS's scheduling passes and the
 // pruning of old timelines. Each job's own (lost nodes, policies, action
-// expiry) runs on its actor (actor.go).
+// expiry) runs on its own ticker goroutine (actor.go).
 func (m *Manager) loop() {
 	t := m.clk.NewTicker(m.cfg.Tick)
 	defer t.Stop()
@@ -614,7 +614,7 @@ func (m *Manager) restore() error {
 			live := !j.over()
 			j.mu.RUnlock()
 			if live {
-				j.startActor()
+				j.startTicker()
 			}
 		}
 		if err != nil {

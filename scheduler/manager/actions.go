@@ -103,7 +103,15 @@ func (m *Manager) Trigger(job string, a *kelpiepb.Action, who string) (string, e
 	if err != nil {
 		return "", err
 	}
+	var id string
+	j.call(func() { id, err = m.trigger(j, a, who) })
+	return id, err
+}
+
+// trigger runs an operator's action on a job, on the job's actor.
+func (m *Manager) trigger(j *jobState, a *kelpiepb.Action, who string) (string, error) {
 	j.mu.Lock()
+	job := j.spec.Name
 	if j.over() {
 		j.mu.Unlock()
 		return "", status.Errorf(codes.FailedPrecondition, "job %s is %s", job, j.state)
@@ -138,7 +146,14 @@ func (m *Manager) Decide(job, id string, approve bool, who, note string) error {
 	if err != nil {
 		return err
 	}
+	j.call(func() { err = m.decide(j, id, approve, who, note) })
+	return err
+}
+
+// decide approves or rejects a proposed action, on the job's actor.
+func (m *Manager) decide(j *jobState, id string, approve bool, who, note string) error {
 	j.mu.Lock()
+	job := j.spec.Name
 	a, ok := j.byID[id]
 	if !ok {
 		j.mu.Unlock()
@@ -174,7 +189,14 @@ func (m *Manager) SetPolicy(job, name, mode string, params map[string]float64, w
 	if err != nil {
 		return err
 	}
+	j.call(func() { err = m.setPolicy(j, name, mode, params, who) })
+	return err
+}
+
+// setPolicy changes a policy's settings, on the job's actor.
+func (m *Manager) setPolicy(j *jobState, name, mode string, params map[string]float64, who string) error {
 	j.mu.Lock()
+	job := j.spec.Name
 	p, ok := j.policies[name]
 	if !ok {
 		j.mu.Unlock()

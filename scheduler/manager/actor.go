@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"sync"
 	"time"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
@@ -11,7 +12,9 @@ import (
 // change the job's state, in the order they came: acks, server counters
 // and refusals from every agent stream of the job go through it, so that
 // the streams wait on the job's inbox (gRPC flow control pushes back on a
-// busy job) rather than on the job's lock. Progress reports, which write
+// busy job) rather than on the job's lock. The console's commands on the
+// job (Trigger, Decide, SetPolicy) run on it too, in their turn (call):
+// an operator's decision and the acks are taken in in one order. Progress reports, which write
 // only their node's progress, are taken in on their own stream
 // (ingest.go), and heartbeats, which may write the node's state to the
 // store, too. The job's periodic work (its tick: lost nodes, the Monitor's
@@ -42,11 +45,13 @@ type actor struct {
 	done  chan struct{}
 }
 
-// agentMsg is one message of an agent, with when it arrived.
+// agentMsg is one message of an agent, with when it arrived, or a call
+// (do) for the actor to run in its turn.
 type agentMsg struct {
 	n   *nodeState
 	msg *kelpiepb.AgentMessage
 	t0  time.Time
+	do  func()
 }
 
 // startTicker starts the job's ticker, ticking every Config.Tick until the
@@ -84,8 +89,36 @@ func (j *jobState) runTicks(t clock.Ticker) {
 // be; it blocks while the inbox is full. After the actor has ended, the
 // message is taken in here.
 func (j *jobState) post(n *nodeState, msg *kelpiepb.AgentMessage) {
+	in := agentMsg{n: n, msg: msg, t0: j.m.clk.Now()}
+	if !j.enqueue(in) {
+		j.m.takeIn(j, []agentMsg{in})
+	}
+}
+
+// call runs f on the job's actor, in its turn after the agents' messages
+// queued before it, and returns once f has run: the console's commands on
+// a job (Trigger, Decide, SetPolicy) are taken in in one order with its
+// agents' acks. After the actor has ended, f runs on the caller's
+// goroutine. f must not call the job's actor itself.
+func (j *jobState) call(f func()) {
+	run := sync.OnceFunc(f)
+	done := make(chan struct{})
+	if !j.enqueue(agentMsg{do: func() { run(); close(done) }}) {
+		run()
+		return
+	}
+	select {
+	case <-done:
+	case <-j.act.done:
+		run() // the manager closed before the actor took it: at most once
+	}
+}
+
+// enqueue puts in in the actor's inbox, starting the actor if need be; it
+// blocks while the inbox is full and says false, taking nothing, once the
+// actor has ended.
+func (j *jobState) enqueue(in agentMsg) bool {
 	m := j.m
-	in := agentMsg{n: n, msg: msg, t0: m.clk.Now()}
 	j.actorOnce.Do(func() {
 		j.act = &actor{inbox: make(chan agentMsg, inboxSize), done: make(chan struct{})}
 		if !m.spawn(j.runActor) {
@@ -94,14 +127,14 @@ func (j *jobState) post(n *nodeState, msg *kelpiepb.AgentMessage) {
 	})
 	select {
 	case <-j.act.done:
-		m.takeIn(j, []agentMsg{in})
-		return
+		return false
 	default:
 	}
 	select {
 	case j.act.inbox <- in:
+		return true
 	case <-j.act.done:
-		m.takeIn(j, []agentMsg{in})
+		return false
 	}
 }
 
@@ -145,9 +178,14 @@ func (j *jobState) drainInbox() {
 	}
 }
 
-// takeIn handles a batch of agent messages in order, as fromAgent does.
+// takeIn handles a batch of agent messages (and calls) in order, as
+// fromAgent does.
 func (m *Manager) takeIn(j *jobState, batch []agentMsg) {
 	for _, in := range batch {
+		if in.do != nil {
+			in.do()
+			continue
+		}
 		m.fromAgent(j, in.n, in.msg)
 		ingest.Observe(clock.Since(m.clk, in.t0).Seconds())
 	}

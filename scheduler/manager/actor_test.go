@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/runtime/spec"
 	"github.com/kelpie/kelpie/scheduler/clock"
@@ -158,5 +161,38 @@ func TestJobsTickApart(t *testing.T) {
 			t.Fatalf("worker-1 is %v after its agent said it runs again; want running", state("worker-1"))
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestJobCall: a call on the job's actor (how the console's commands reach
+// a job) runs in its turn after the agents' messages queued before it, and
+// once the job has ended it runs on the caller's goroutine.
+func TestJobCall(t *testing.T) {
+	m, j := testJob(t, Config{}, "call", 2, 1)
+	n := j.nodes["worker-0"]
+	const reports = 200
+	for it := int64(1); it <= reports; it++ {
+		j.post(n, &kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Report{Report: &kelpiepb.ProgressReport{
+			Job: "call", Node: "worker-0", Iteration: it, BatchSize: 32, BptSeconds: []float64{0.01}}}})
+	}
+	var seen int64
+	j.call(func() { seen = n.progress().iteration })
+	if seen != reports {
+		t.Errorf("the call saw worker-0 at iteration %d; want %d, every report posted before it", seen, reports)
+	}
+	if err := m.SetPolicy("call", policy.NameAntDTND, ModeOff, nil, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Kill("call", "test"); err != nil {
+		t.Fatal(err)
+	}
+	<-j.act.done
+	ran := false
+	j.call(func() { ran = true })
+	if !ran {
+		t.Error("a call after the job ended did not run")
+	}
+	if _, err := m.Trigger("call", &kelpiepb.Action{Kind: "KILL_RESTART", Target: "worker-0"}, "test"); status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("a trigger on a killed job: %v; want FailedPrecondition", err)
 	}
 }

@@ -649,20 +649,20 @@ func (j *jobState) sendCommand(a *kelpiepb.Action, names []string) sendList {
 // settleOpen ends the actions a finished job leaves open: a proposal
 // expires, an action not yet applied fails, saying the job ended first.
 func (m *Manager) settleOpen(j *jobState) {
-	j.mu.Lock()
 	var changed []*kelpiepb.Action
-	for _, a := range j.actions {
-		switch a.State {
-		case ActProposed:
-			m.transition(j, a, ActExpired, "scheduler", "the job ended")
-		case ActApproved, ActDispatched:
-			m.transition(j, a, ActFailed, "scheduler", "the job ended before it applied")
-		default:
-			continue
+	j.onActor(func() {
+		for _, a := range j.actions {
+			switch a.State {
+			case ActProposed:
+				m.transition(j, a, ActExpired, "scheduler", "the job ended")
+			case ActApproved, ActDispatched:
+				m.transition(j, a, ActFailed, "scheduler", "the job ended before it applied")
+			default:
+				continue
+			}
+			changed = append(changed, a)
 		}
-		changed = append(changed, a)
-	}
-	j.mu.Unlock()
+	})
 	for _, a := range changed {
 		m.persistAction(j, a)
 	}
@@ -716,9 +716,7 @@ func (m *Manager) applySync(j *jobState, a *kelpiepb.Action, settings *kelpiepb.
 		return false
 	}
 	if err != nil {
-		j.mu.Lock()
-		m.transition(j, a, ActFailed, "scheduler", err.Error())
-		j.mu.Unlock()
+		j.onActor(func() { m.transition(j, a, ActFailed, "scheduler", err.Error()) })
 		m.persistAction(j, a)
 		return false
 	}
@@ -726,15 +724,15 @@ func (m *Manager) applySync(j *jobState, a *kelpiepb.Action, settings *kelpiepb.
 	for _, ack := range acks {
 		released += ack.Released
 	}
-	j.mu.Lock()
-	j.spec.Sync = spec.Sync{Model: settings.Model, Staleness: int(settings.Staleness), Pull: settings.Pull,
-		PSSP: spec.PSSP{C: settings.PsspC, Alpha: settings.PsspAlpha, Dynamic: settings.PsspDynamic},
-		Drop: spec.Drop{WaitFor: int(settings.DropWaitFor)}}
-	// Servers that join later (ADD_SERVER, a relaunch) start with it.
-	j.coord.SetSpecYAML(j.spec.YAML())
-	j.invalidateViews()
-	m.transition(j, a, ActApplied, "scheduler", fmt.Sprintf("now %s; %d delayed pulls answered", syncName(j.spec), released))
-	j.mu.Unlock()
+	j.onActor(func() {
+		j.spec.Sync = spec.Sync{Model: settings.Model, Staleness: int(settings.Staleness), Pull: settings.Pull,
+			PSSP: spec.PSSP{C: settings.PsspC, Alpha: settings.PsspAlpha, Dynamic: settings.PsspDynamic},
+			Drop: spec.Drop{WaitFor: int(settings.DropWaitFor)}}
+		// Servers that join later (ADD_SERVER, a relaunch) start with it.
+		j.coord.SetSpecYAML(j.spec.YAML())
+		j.invalidateViews()
+		m.transition(j, a, ActApplied, "scheduler", fmt.Sprintf("now %s; %d delayed pulls answered", syncName(j.spec), released))
+	})
 	m.persistAction(j, a)
 	return true
 }
@@ -838,11 +836,12 @@ func (m *Manager) acked(j *jobState, node string, ack *kelpiepb.ActionAck) {
 // against the job as it is by then.
 func (j *jobState) runPolicies(snap monitor.Snapshot, now time.Time) {
 	m := j.m
-	j.mu.Lock()
-	before := len(j.actions)
-	changed := j.changedSince(now, func() { j.gate.Tick(now) })
-	changed = append(changed, j.actions[before:]...)
-	j.mu.Unlock()
+	var changed []*kelpiepb.Action
+	j.onActor(func() {
+		before := len(j.actions)
+		changed = j.changedSince(now, func() { j.gate.Tick(now) })
+		changed = append(changed, j.actions[before:]...)
+	})
 	// Copying the inputs is O(workers): under the lock for reading, so
 	// that reports go on meanwhile.
 	var in *policyInputs
@@ -855,12 +854,24 @@ func (j *jobState) runPolicies(snap monitor.Snapshot, now time.Time) {
 	if in != nil {
 		proposals = in.propose(snap)
 	}
-	j.mu.Lock()
-	if j.state != StateRunning {
-		proposals = nil // it ended meanwhile
-	}
-	before = len(j.actions)
 	var sends sendList
+	j.onActor(func() {
+		if j.state != StateRunning {
+			proposals = nil // it ended meanwhile
+		}
+		before := len(j.actions)
+		m.proposeLocked(j, proposals, now, &sends)
+		changed = append(changed, j.actions[before:]...)
+	})
+	for _, a := range changed {
+		m.persistAction(j, a)
+	}
+	sends.run()
+}
+
+// proposeLocked passes the policies' proposals through the gate, adding
+// the sends of those dispatched to sends. It runs on the job's actor.
+func (m *Manager) proposeLocked(j *jobState, proposals []policy.Action, now time.Time, sends *sendList) {
 	for _, p := range proposals {
 		if err := supported(string(p.Kind)); err != nil {
 			continue
@@ -884,14 +895,8 @@ func (j *jobState) runPolicies(snap monitor.Snapshot, now time.Time) {
 		if err != nil {
 			continue
 		}
-		sends = append(sends, s...)
+		*sends = append(*sends, s...)
 	}
-	changed = append(changed, j.actions[before:]...)
-	j.mu.Unlock()
-	for _, a := range changed {
-		m.persistAction(j, a)
-	}
-	sends.run()
 }
 
 // changedSince runs f (a gate event that may settle actions on its own,

@@ -13,8 +13,13 @@ import (
 // and refusals from every agent stream of the job go through it, so that
 // the streams wait on the job's inbox (gRPC flow control pushes back on a
 // busy job) rather than on the job's lock. The console's commands on the
-// job (Trigger, Decide, SetPolicy) run on it too, in their turn (call):
-// an operator's decision and the acks are taken in in one order. Progress reports, which write
+// job (Trigger, Decide, SetPolicy) run on it too, in their turn (call),
+// and so does every change the job's other goroutines make to its gate and
+// its actions' records (onActor): its ticker's expiries, lost nodes and
+// policy proposals, EPS's withdrawals and size changes, the steps of a
+// change under way, the settling of a finished job's actions. The gate and
+// the action records are the actor's: their changes are taken in in one
+// order with the acks. Progress reports, which write
 // only their node's progress, are taken in on their own stream
 // (ingest.go), and heartbeats, which may write the node's state to the
 // store, too. The job's periodic work (its tick: lost nodes, the Monitor's
@@ -112,6 +117,19 @@ func (j *jobState) call(f func()) {
 	case <-j.act.done:
 		run() // the manager closed before the actor took it: at most once
 	}
+}
+
+// onActor runs f on the job's actor with the job's lock held (call): how
+// the job's other goroutines — its ticker, EPS's pass, a change under way —
+// change its gate and its actions' records, so that every such change is
+// the actor's, in one order with the acks. The caller holds no lock of
+// the job's and is not the actor.
+func (j *jobState) onActor(f func()) {
+	j.call(func() {
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		f()
+	})
 }
 
 // enqueue puts in in the actor's inbox, starting the actor if need be; it

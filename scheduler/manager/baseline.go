@@ -127,11 +127,11 @@ func (m *Manager) checkpointRestart(j *jobState, a *kelpiepb.Action, next blocks
 		return err
 	}
 	paused := m.now().Sub(t0).Seconds()
-	j.mu.Lock()
-	a.PausedSeconds = paused
-	j.paused += paused
-	m.transition(j, a, ActApplied, "scheduler", fmt.Sprintf("checkpoint at iteration %d and restart: table v%d, paused %.3fs", ckpt, next.Version, paused))
-	j.mu.Unlock()
+	j.onActor(func() {
+		a.PausedSeconds = paused
+		j.paused += paused
+		m.transition(j, a, ActApplied, "scheduler", fmt.Sprintf("checkpoint at iteration %d and restart: table v%d, paused %.3fs", ckpt, next.Version, paused))
+	})
 	m.persistAction(j, a)
 	return nil
 }

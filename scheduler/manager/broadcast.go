@@ -151,9 +151,10 @@ func (m *Manager) awaitForward(j *jobState, b *broadcast) {
 	case <-m.done:
 		return
 	}
-	j.mu.Lock()
-	sends := m.fallBack(j, b, b.peers, fmt.Sprintf("no report from the primary %s within %v", b.primary, forwardTimeout))
-	j.mu.Unlock()
+	var sends sendList
+	j.onActor(func() {
+		sends = m.fallBack(j, b, b.peers, fmt.Sprintf("no report from the primary %s within %v", b.primary, forwardTimeout))
+	})
 	sends.run()
 }
 

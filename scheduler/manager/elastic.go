@@ -107,9 +107,7 @@ func (j *jobState) tellTables(ev tableEvent) {
 // records the time the job waited for them.
 func (m *Manager) retable(j *jobState, a *kelpiepb.Action) {
 	fail := func(err error) {
-		j.mu.Lock()
-		m.transition(j, a, ActFailed, "scheduler", err.Error())
-		j.mu.Unlock()
+		j.onActor(func() { m.transition(j, a, ActFailed, "scheduler", err.Error()) })
 		m.persistAction(j, a)
 	}
 	newIdx := -1
@@ -135,12 +133,12 @@ func (m *Manager) retable(j *jobState, a *kelpiepb.Action) {
 	if plan.Kind == change.AddServer || plan.Kind == change.Relaunch {
 		name, idx := j.coord.AddServer()
 		newIdx = idx
-		j.mu.Lock()
-		if replaced == "" {
-			a.Target = name
-		}
-		j.nodes[name] = j.newNode(name, "server")
-		j.mu.Unlock()
+		j.onActor(func() {
+			if replaced == "" {
+				a.Target = name
+			}
+			j.nodes[name] = j.newNode(name, "server")
+		})
 		if baseline {
 			// Started with the others when the job is relaunched.
 		} else if j.launcher != nil {
@@ -226,19 +224,19 @@ func (m *Manager) retable(j *jobState, a *kelpiepb.Action) {
 						fail(e.Err)
 						return
 					}
-					j.mu.Lock()
-					paused := c.Paused()
-					a.PausedSeconds = paused
-					j.paused += paused
-					if newIdx >= 0 {
-						j.nodes[j.coord.ServerNames()[newIdx]].status.State = kelpiepb.NodeState_NODE_STATE_RUNNING
-					}
-					if replaced != "" {
-						a.Predicted = fmt.Sprintf("relaunched as %s", j.coord.ServerNames()[newIdx])
-						j.mon.Forget(replaced)
-					}
-					m.transition(j, a, ActApplied, "scheduler", e.Note)
-					j.mu.Unlock()
+					j.onActor(func() {
+						paused := c.Paused()
+						a.PausedSeconds = paused
+						j.paused += paused
+						if newIdx >= 0 {
+							j.nodes[j.coord.ServerNames()[newIdx]].status.State = kelpiepb.NodeState_NODE_STATE_RUNNING
+						}
+						if replaced != "" {
+							a.Predicted = fmt.Sprintf("relaunched as %s", j.coord.ServerNames()[newIdx])
+							j.mon.Forget(replaced)
+						}
+						m.transition(j, a, ActApplied, "scheduler", e.Note)
+					})
 					m.persistAction(j, a)
 					return
 				}
@@ -282,10 +280,11 @@ func (m *Manager) startTable(j *jobState, a *kelpiepb.Action, c *change.Table, e
 		newAddrs[r] = ""
 	}
 	wire := job.Assignment(next, newAddrs, j.coord.ServerNames())
-	j.mu.Lock()
-	at := j.aheadIteration(m.now())
-	a.TargetIteration = at
-	j.mu.Unlock()
+	var at int64
+	j.onActor(func() {
+		at = j.aheadIteration(m.now())
+		a.TargetIteration = at
+	})
 	names := j.coord.ServerNames()
 	cmds := map[string]*kelpiepb.ActionCommand{}
 	for i, addr := range addrs {
@@ -307,13 +306,14 @@ func (m *Manager) startTable(j *jobState, a *kelpiepb.Action, c *change.Table, e
 		return
 	}
 	j.coord.BeginTable(next, e.Removed, at, a.Id)
-	j.mu.Lock()
-	live := j.liveWorkers()
-	sends := m.broadcastTo(j, a, live)
-	m.event(j.spec.Name, "action", a.Target, fmt.Sprintf("action %s %s: table v%d from iteration %d, %d of %d blocks move",
-		a.Id, a.Kind, next.Version, at, c.Moved(), len(next.Blocks)), "scheduler")
-	c.Retabled(m.now(), at, live)
-	j.mu.Unlock()
+	var sends sendList
+	j.onActor(func() {
+		live := j.liveWorkers()
+		sends = m.broadcastTo(j, a, live)
+		m.event(j.spec.Name, "action", a.Target, fmt.Sprintf("action %s %s: table v%d from iteration %d, %d of %d blocks move",
+			a.Id, a.Kind, next.Version, at, c.Moved(), len(next.Blocks)), "scheduler")
+		c.Retabled(m.now(), at, live)
+	})
 	sends.run()
 }
 

@@ -214,12 +214,12 @@ func (m *Manager) schedule() map[string]error {
 	)
 	for _, w := range plan.Withdraw {
 		j := m.jobs[w.Job]
-		j.mu.Lock()
-		if a := j.byID[w.ID]; a != nil {
-			m.transition(j, a, ActExpired, epsWho, "withdrawn: a queued job needs the slot")
-			changed = append(changed, epsIssued{j, a})
-		}
-		j.mu.Unlock()
+		j.onActor(func() {
+			if a := j.byID[w.ID]; a != nil {
+				m.transition(j, a, ActExpired, epsWho, "withdrawn: a queued job needs the slot")
+				changed = append(changed, epsIssued{j, a})
+			}
+		})
 	}
 	for _, d := range plan.Decisions {
 		audit = append(audit, m.decideLocked(now, d))
@@ -234,9 +234,12 @@ func (m *Manager) schedule() map[string]error {
 	}
 	for _, st := range plan.Issue {
 		j := m.jobs[st.Job]
-		j.mu.Lock()
-		a, s, err := m.issueOneLocked(j, st)
-		j.mu.Unlock()
+		var (
+			a   *kelpiepb.Action
+			s   sendList
+			err error
+		)
+		j.onActor(func() { a, s, err = m.issueOneLocked(j, st) })
 		id := ""
 		if a != nil {
 			id = a.Id
@@ -357,7 +360,7 @@ func (m *Manager) usedLocked(jobs []*jobState) slots {
 
 // issueOneLocked passes one size change through the gate: auto dispatches
 // it, approve proposes it to an operator. The caller holds the manager's
-// lock and the job's.
+// lock and runs it on the job's actor.
 func (m *Manager) issueOneLocked(j *jobState, st eps.Step) (*kelpiepb.Action, sendList, error) {
 	mode := m.epsModeLocked(j)
 	if mode == ModeOff {

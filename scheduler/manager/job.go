@@ -445,35 +445,36 @@ const sparkCap = 4 * sparkLen
 // tick runs the job's periodic work: lost nodes, policies, action expiry.
 func (j *jobState) tick(now time.Time) {
 	m := j.m
-	j.mu.Lock()
-	var lost []*kelpiepb.Action   // actions failed by a lost node
-	relaunch := j.lostLocked(now) // adopted nodes whose agents never came back
-	for _, n := range relaunch {
-		why := "its agent did not come back after the scheduler restarted"
-		lost = append(lost, j.changedSince(now, func() { j.gate.NodeLost(now, n.name, why) })...)
-		j.tellTables(tableEvent{node: n.name, lost: true})
-	}
-	for _, n := range j.nodes {
-		st := n.status.State
-		if st == kelpiepb.NodeState_NODE_STATE_DONE || st == kelpiepb.NodeState_NODE_STATE_STOPPED ||
-			st == kelpiepb.NodeState_NODE_STATE_LOST {
-			continue
-		}
-		seen := n.seen()
-		if seen.IsZero() {
-			continue
-		}
-		if now.Sub(seen) > m.cfg.LostAfter {
-			n.status.State = kelpiepb.NodeState_NODE_STATE_LOST
-			why := fmt.Sprintf("nothing heard for %s", now.Sub(seen).Round(time.Second))
-			m.event(j.spec.Name, "node", n.name, fmt.Sprintf("%s lost: %s", n.name, why), "")
-			j.mon.Forget(n.name)
+	var lost []*kelpiepb.Action // actions failed by a lost node
+	var relaunch []*nodeState   // adopted nodes whose agents never came back
+	j.onActor(func() {
+		relaunch = j.lostLocked(now)
+		for _, n := range relaunch {
+			why := "its agent did not come back after the scheduler restarted"
 			lost = append(lost, j.changedSince(now, func() { j.gate.NodeLost(now, n.name, why) })...)
 			j.tellTables(tableEvent{node: n.name, lost: true})
 		}
-	}
+		for _, n := range j.nodes {
+			st := n.status.State
+			if st == kelpiepb.NodeState_NODE_STATE_DONE || st == kelpiepb.NodeState_NODE_STATE_STOPPED ||
+				st == kelpiepb.NodeState_NODE_STATE_LOST {
+				continue
+			}
+			seen := n.seen()
+			if seen.IsZero() {
+				continue
+			}
+			if now.Sub(seen) > m.cfg.LostAfter {
+				n.status.State = kelpiepb.NodeState_NODE_STATE_LOST
+				why := fmt.Sprintf("nothing heard for %s", now.Sub(seen).Round(time.Second))
+				m.event(j.spec.Name, "node", n.name, fmt.Sprintf("%s lost: %s", n.name, why), "")
+				j.mon.Forget(n.name)
+				lost = append(lost, j.changedSince(now, func() { j.gate.NodeLost(now, n.name, why) })...)
+				j.tellTables(tableEvent{node: n.name, lost: true})
+			}
+		}
+	})
 	at := now.Sub(j.submitted)
-	j.mu.Unlock()
 	// The snapshot takes milliseconds on a big job: reports go on meanwhile.
 	snap := j.mon.Snapshot(at)
 	j.mu.Lock()

@@ -52,13 +52,13 @@ func (m *Manager) restartPod(j *jobState, a *kelpiepb.Action) {
 	ctx, cancel := context.WithTimeout(m.ctx, podTimeout)
 	pod, err := m.cfg.Pods.Restart(ctx, j.spec.Name, a.Target)
 	cancel()
-	j.mu.Lock()
-	if err != nil {
-		m.transition(j, a, ActFailed, "scheduler", err.Error())
-	} else {
-		m.transition(j, a, ActApplied, "scheduler", fmt.Sprintf("pod replaced by %s", pod))
-	}
-	j.mu.Unlock()
+	j.onActor(func() {
+		if err != nil {
+			m.transition(j, a, ActFailed, "scheduler", err.Error())
+		} else {
+			m.transition(j, a, ActApplied, "scheduler", fmt.Sprintf("pod replaced by %s", pod))
+		}
+	})
 	m.persistAction(j, a)
 }
 

@@ -223,18 +223,16 @@ func (m *Manager) removeWorker(j *jobState, a *kelpiepb.Action, who string) send
 // first report (it has joined the barriers), then re-splits the batch.
 func (m *Manager) addWorker(j *jobState, a *kelpiepb.Action) {
 	fail := func(err error) {
-		j.mu.Lock()
-		m.transition(j, a, ActFailed, "scheduler", err.Error())
-		j.mu.Unlock()
+		j.onActor(func() { m.transition(j, a, ActFailed, "scheduler", err.Error()) })
 		m.persistAction(j, a)
 	}
 	name, _ := j.coord.AddWorker()
-	j.mu.Lock()
-	a.Target = name
 	n := j.newNode(name, "worker")
-	j.nodes[name] = n
-	j.invalidateViews()
-	j.mu.Unlock()
+	j.onActor(func() {
+		a.Target = name
+		j.nodes[name] = n
+		j.invalidateViews()
+	})
 	if err := j.startAgent("worker", name); err != nil {
 		j.mu.Lock()
 		n.removed = true
@@ -262,17 +260,18 @@ func (m *Manager) addWorker(j *jobState, a *kelpiepb.Action) {
 		fail(fmt.Errorf("%s did not join within %s", name, workerJoinTimeout))
 		return
 	}
-	j.mu.Lock()
-	a.BatchSizes = map[string]int32{}
-	cur := j.currentBatches()
-	cur[name] = 0
-	for w, b := range resplit(j.spec.Train.GlobalBatch, j.liveWorkers(), cur) {
-		a.BatchSizes[w] = int32(b)
-	}
-	sends := m.splitCommands(j, a)
-	m.event(j.spec.Name, "action", name, fmt.Sprintf("%s joined at iteration %d; batch %d from iteration %d",
-		name, n.progress().iteration, a.BatchSizes[name], a.TargetIteration), "scheduler")
-	j.mu.Unlock()
+	var sends sendList
+	j.onActor(func() {
+		a.BatchSizes = map[string]int32{}
+		cur := j.currentBatches()
+		cur[name] = 0
+		for w, b := range resplit(j.spec.Train.GlobalBatch, j.liveWorkers(), cur) {
+			a.BatchSizes[w] = int32(b)
+		}
+		sends = m.splitCommands(j, a)
+		m.event(j.spec.Name, "action", name, fmt.Sprintf("%s joined at iteration %d; batch %d from iteration %d",
+			name, n.progress().iteration, a.BatchSizes[name], a.TargetIteration), "scheduler")
+	})
 	m.persistAction(j, a)
 	sends.run()
 }

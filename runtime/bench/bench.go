@@ -675,7 +675,7 @@ func (c *rawConn) stream(op Op, size int) *rawStream {
 	case PushPull:
 		down = size
 	}
-	req := make([]byte, rawReqHeader+up)
+	req := touch(make([]byte, rawReqHeader+up))
 	binary.LittleEndian.PutUint32(req[0:], uint32(up))
 	binary.LittleEndian.PutUint32(req[4:], uint32(down))
 	if len(c.buf) < down {

@@ -31,6 +31,26 @@ func sgd(c Config, p, g []float32) bool {
 	return ok
 }
 
+// sgdTo is sgd out of place: dst gets what sgd would make of p, which is
+// only read. Every element is computed exactly as sgd computes it.
+func sgdTo(c Config, dst, p, g []float32) bool {
+	dst, g = dst[:len(p)], g[:len(p)]
+	if !vector || len(p) < lanes {
+		copy(dst, p)
+		return sgdGo(c.LR, dst, g)
+	}
+	n := len(p) &^ (lanes - 1)
+	ok := sgdToVec(dst[:n], p[:n], g[:n], c.LR)
+	if t := len(p) - n; t > 0 {
+		var pb, gb [lanes]float32
+		copy(pb[:], p[n:])
+		copy(gb[:], g[n:])
+		ok = sgdVec(pb[:], gb[:], c.LR) && ok // the padding stays 0: finite
+		copy(dst[n:], pb[:t])
+	}
+	return ok
+}
+
 // momentum is heavy-ball momentum in PyTorch's form: v = μv + g; p -= lr·v.
 func momentum(c Config, v, p, g []float32) bool {
 	v, g = v[:len(p)], g[:len(p)]

@@ -11,6 +11,9 @@ import "golang.org/x/sys/cpu"
 func sgdAVX2(p, grad *float32, n int, lr float32) (finite bool)
 
 //go:noescape
+func sgdToAVX2(dst, p, grad *float32, n int, lr float32) (finite bool)
+
+//go:noescape
 func momentumAVX2(v, p, grad *float32, n int, mu, lr float32) (finite bool)
 
 //go:noescape
@@ -19,6 +22,10 @@ func accumulateAVX2(dst, x *float32, n int)
 var vector = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
 func sgdVec(p, g []float32, lr float32) bool { return sgdAVX2(&p[0], &g[0], len(p), lr) }
+
+func sgdToVec(dst, p, g []float32, lr float32) bool {
+	return sgdToAVX2(&dst[0], &p[0], &g[0], len(p), lr)
+}
 
 func momentumVec(v, p, g []float32, mu, lr float32) bool {
 	return momentumAVX2(&v[0], &p[0], &g[0], len(p), mu, lr)

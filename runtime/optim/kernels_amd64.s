@@ -54,6 +54,55 @@ sgddone:
 	VZEROUPPER
 	RET
 
+// func sgdToAVX2(dst, p, grad *float32, n int, lr float32) (finite bool)
+// dst[i] = p[i] - lr·grad[i], fused: sgdAVX2 out of place (p is only read).
+TEXT ·sgdToAVX2(SB), NOSPLIT, $0-41
+	MOVQ dst+0(FP), BX
+	MOVQ p+8(FP), DI
+	MOVQ grad+16(FP), SI
+	MOVQ n+24(FP), CX
+	MOVSS lr+32(FP), X13
+	VBROADCASTSS X13, Y13
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	VXORPS Y12, Y12, Y12
+	SHRQ $5, CX
+	JZ sgdtodone
+sgdtoloop:
+	VMOVUPS 0(DI), Y0
+	VMOVUPS 32(DI), Y1
+	VMOVUPS 64(DI), Y2
+	VMOVUPS 96(DI), Y3
+	VFNMADD231PS 0(SI), Y13, Y0
+	VFNMADD231PS 32(SI), Y13, Y1
+	VFNMADD231PS 64(SI), Y13, Y2
+	VFNMADD231PS 96(SI), Y13, Y3
+	VMOVUPS Y0, 0(BX)
+	VMOVUPS Y1, 32(BX)
+	VMOVUPS Y2, 64(BX)
+	VMOVUPS Y3, 96(BX)
+	VFMADD231PS Y8, Y0, Y9
+	VFMADD231PS Y8, Y1, Y10
+	VFMADD231PS Y8, Y2, Y11
+	VFMADD231PS Y8, Y3, Y12
+	ADDQ $128, BX
+	ADDQ $128, DI
+	ADDQ $128, SI
+	DECQ CX
+	JNZ sgdtoloop
+sgdtodone:
+	VADDPS Y9, Y10, Y9
+	VADDPS Y11, Y12, Y11
+	VADDPS Y9, Y11, Y9
+	VCMPPS $0, Y8, Y9, Y9 // EQ_OQ: all ones where the sum is 0 (never for NaN)
+	VMOVMSKPS Y9, AX
+	CMPL AX, $0xff
+	SETEQ finite+40(FP)
+	VZEROUPPER
+	RET
+
 // func momentumAVX2(v, p, grad *float32, n int, mu, lr float32) (finite bool)
 // v[i] = mu·v[i] + grad[i]; p[i] -= lr·v[i], both fused.
 TEXT ·momentumAVX2(SB), NOSPLIT, $0-41

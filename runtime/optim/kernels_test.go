@@ -65,6 +65,11 @@ func TestKernelsSeeNonFinite(t *testing.T) {
 					if Apply(c, NewState(c, n), pp, g) {
 						t.Errorf("%s %s: Apply reported finite; p[%d] = %v", name, c.Kind, at, pp[at])
 					}
+					next := NewState(c, n)
+					AdvanceStep(c, next)
+					if ApplyRangeTo(c, next, make([]float32, n), NewState(c, n), p, g, 0, n) {
+						t.Errorf("%s %s: ApplyRangeTo reported finite", name, c.Kind)
+					}
 					rows := []int{at}
 					pr := append([]float32(nil), p...)
 					if ApplyRows(c, NewState(c, n), pr, 1, rows, g[at:at+1]) {

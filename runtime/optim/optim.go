@@ -160,6 +160,63 @@ func Apply(c Config, s *State, param, grad []float32) (finite bool) {
 	return split(len(param), func(lo, hi int) bool { return applyRange(c, s, param, grad, lo, hi) })
 }
 
+// ApplyRange is Apply on param[lo:hi] alone, with the same ranges of s's
+// state: a block updated a range at a time, as its gradient arrives (a
+// server computing the update out of place while the rest is still on the
+// wire). So that every element meets the kernel it meets in one pass and
+// the results are bit for bit Apply's, lo must be a multiple of RangeUnit,
+// and hi too unless it is the block's end; a range shorter than RangeUnit
+// must be the whole block (a short tail goes with the range before it). It
+// does not advance s's step count: call AdvanceStep once per update, before
+// its ranges.
+func ApplyRange(c Config, s *State, param, grad []float32, lo, hi int) (finite bool) {
+	c = mustValid(c)
+	if len(grad) != len(param) || lo < 0 || hi > len(param) || lo > hi || lo%lanes != 0 || hi%lanes != 0 && hi != len(param) ||
+		hi-lo < lanes && (lo != 0 || hi != len(param)) {
+		panic(fmt.Sprintf("optim: range [%d, %d) of %d parameters with %d gradients", lo, hi, len(param), len(grad)))
+	}
+	return applyRange(c, s, param, grad, lo, hi)
+}
+
+// ApplyRangeTo is ApplyRange out of place: dst[lo:hi], and the same
+// ranges of next's state, get what ApplyRange would make of param[lo:hi]
+// with state s; param and s are only read. next's step count must already
+// include this update (AdvanceStep on a copy of s's). SGD reads the old
+// values and writes the new ones in one pass; the others copy the range
+// and update the copy.
+func ApplyRangeTo(c Config, next *State, dst []float32, s *State, param, grad []float32, lo, hi int) (finite bool) {
+	c = mustValid(c)
+	if len(dst) != len(param) {
+		panic(fmt.Sprintf("optim: %d values out of place for %d parameters", len(dst), len(param)))
+	}
+	if len(grad) != len(param) || lo < 0 || hi > len(param) || lo > hi || lo%lanes != 0 || hi%lanes != 0 && hi != len(param) ||
+		hi-lo < lanes && (lo != 0 || hi != len(param)) {
+		panic(fmt.Sprintf("optim: range [%d, %d) of %d parameters with %d gradients", lo, hi, len(param), len(grad)))
+	}
+	if c.Kind == SGD {
+		return sgdTo(c, dst[lo:hi], param[lo:hi], grad[lo:hi])
+	}
+	copy(dst[lo:hi], param[lo:hi])
+	if next.M != nil {
+		copy(next.M[lo:hi], s.M[lo:hi])
+	}
+	if next.V != nil {
+		copy(next.V[lo:hi], s.V[lo:hi])
+	}
+	return applyRange(c, next, dst, grad, lo, hi)
+}
+
+// RangeUnit is the alignment of ApplyRange's ranges (the vector kernels'
+// unit).
+const RangeUnit = lanes
+
+// AdvanceStep counts one update in s, as Apply does before it updates.
+func AdvanceStep(c Config, s *State) {
+	if mustValid(c).Kind == Adam {
+		s.Step++
+	}
+}
+
 func applyRange(c Config, s *State, param, grad []float32, lo, hi int) bool {
 	p, g := param[lo:hi], grad[lo:hi]
 	switch c.Kind {

@@ -226,3 +226,64 @@ func TestSplitEqualsOnePass(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyRangeEqualsApply: an update computed a range at a time, out of
+// place (copies of the parameters and state, as a server does while a
+// gradient arrives), is bit for bit Apply's, for every optimizer and for
+// ranges of several sizes (the last one the block's odd tail).
+func TestApplyRangeEqualsApply(t *testing.T) {
+	for _, n := range []int{5*1024 + 37, 512<<10 + 37} {
+		testApplyRange(t, n)
+	}
+}
+
+func testApplyRange(t *testing.T, n int) {
+	for _, kind := range []string{SGD, Momentum, Adam} {
+		for _, chunk := range []int{32 * (n / 5000), 1024 * (n / 5000), n + 31} {
+			c := Config{Kind: kind, LR: 0.01}
+			grad := make([]float32, n)
+			for i := range grad {
+				grad[i] = float32(i%97) - 48
+			}
+			ranged, whole := make([]float32, n), make([]float32, n)
+			sr, sw := NewState(c, n), NewState(c, n)
+			for step := range 3 {
+				Apply(c, sw, whole, grad)
+				// Out of place: copies, updated range by range.
+				next := State{M: slices.Clone(sr.M), V: slices.Clone(sr.V), Step: sr.Step}
+				vals := slices.Clone(ranged)
+				AdvanceStep(c, &next)
+				// And with ApplyRangeTo, into fresh buffers.
+				next2 := State{Step: next.Step}
+				if sr.M != nil {
+					next2.M = make([]float32, n)
+				}
+				if sr.V != nil {
+					next2.V = make([]float32, n)
+				}
+				vals2 := make([]float32, n)
+				for lo := 0; lo < n; {
+					hi := min(lo+chunk, n)
+					if n-hi < RangeUnit {
+						hi = n // a short tail goes with this range
+					}
+					ApplyRangeTo(c, &next2, vals2, sr, ranged, grad, lo, hi)
+					ApplyRange(c, &next, vals, grad, lo, hi)
+					lo = hi
+				}
+				if !slices.Equal(vals, vals2) || !slices.Equal(next.M, next2.M) || !slices.Equal(next.V, next2.V) {
+					t.Fatalf("%s, ranges of %d, step %d: ApplyRangeTo differs from ApplyRange", kind, chunk, step)
+				}
+				ranged, sr = vals, &next
+				for i := range whole {
+					if ranged[i] != whole[i] {
+						t.Fatalf("%s, ranges of %d, step %d: param[%d] = %v by range, %v by Apply", kind, chunk, step, i, ranged[i], whole[i])
+					}
+				}
+				if sr.Step != sw.Step || !slices.Equal(sr.M, sw.M) || !slices.Equal(sr.V, sw.V) {
+					t.Fatalf("%s, ranges of %d, step %d: state differs from Apply's", kind, chunk, step)
+				}
+			}
+		}
+	}
+}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/runtime/tensorwire"
-	"github.com/kelpie/kelpie/runtime/wire"
 )
 
 // Framed is how the server accepts connections of the framed transport.
@@ -72,11 +71,7 @@ func (s *Server) ServeFramed(ctx context.Context, nc net.Conn, f Framed) {
 			return nil, err
 		}
 		if h.Payload > 0 {
-			// Aligned (pooled buffers start at an allocation) and applied
-			// from here.
-			req.Data = wire.Buffer(int(h.Payload))
-			if err := tc.ReadPayload(req.Data); err != nil {
-				wire.Recycle(req.Data)
+			if err := s.readPayload(tc, req, int(h.Payload)); err != nil {
 				return nil, err
 			}
 		}

@@ -47,6 +47,7 @@ func (b *block) lend() *lease {
 // writing them, the block moves to a copy. The caller holds the server's
 // lock.
 func (b *block) mutable() {
+	b.seq++ // the values or state are about to change
 	l := b.lent
 	if l == nil {
 		return
@@ -59,7 +60,7 @@ func (b *block) mutable() {
 	}
 	vals := wire.AsFloats(wire.Buffer(4 * len(b.vals)))
 	copy(vals, b.vals)
-	b.vals = vals
+	b.vals, b.pooled = vals, true
 	l.drop()
 }
 

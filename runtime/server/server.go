@@ -66,6 +66,13 @@ type block struct {
 	// nonFinite: an update (or the snapshot or hand-off it came from) left
 	// a NaN or ±Inf in vals (diverge.go).
 	nonFinite bool
+	// seq counts changes of vals and opt (mutable, replace): a push
+	// staged against the block is installed only if it has not moved
+	// (stage.go).
+	seq uint64
+	// pooled: vals came from the buffer pool (and go back to it when
+	// replaced); statePooled: opt.M and opt.V did.
+	pooled, statePooled bool
 }
 
 type pendingPull struct {
@@ -98,6 +105,11 @@ type Server struct {
 	stats             kelpiepb.ServerStats
 	el                elastic
 	diverged          error // the first non-finite parameter an update produced (diverge.go)
+	// staged holds the updates computed while pushes arrived, until
+	// their push takes them (stage.go); stageFree keeps spent ones.
+	staged       map[*kelpiepb.PSRequest]*staged
+	stageFree    []*staged
+	stagedPushes int64 // pushes installed from a staged update
 }
 
 // New makes a server; it answers requests once Install has given it blocks.
@@ -116,6 +128,7 @@ func New(cfg Config) (*Server, error) {
 		blocks:   map[int]*block{},
 		engine:   syncmodel.New(cfg.Sync, cfg.Workers),
 		pending:  map[syncmodel.PullID]pendingPull{},
+		staged:   map[*kelpiepb.PSRequest]*staged{},
 		rng:      rand.New(rand.NewPCG(uint64(cfg.Seed), 0x5e7)),
 	}
 	s.stats.Name = cfg.Name
@@ -434,6 +447,7 @@ func (s *Server) handleHeld(req *kelpiepb.PSRequest, reply func(*Response), stre
 	var send []func()
 	s.mu.Lock()
 	err := s.handleLocked(req, reply, stream, &send)
+	s.forgetStaged(req) // not taken: applied in place, refused or held
 	n := len(s.el.held)
 	held := n > 0 && s.el.held[n-1].req == req
 	s.mu.Unlock()
@@ -633,7 +647,16 @@ func (s *Server) push(req *kelpiepb.PSRequest, send *[]func()) (bool, error) {
 	if res.Reject == syncmodel.NotMember {
 		return false, status.Errorf(codes.FailedPrecondition, "server %s: worker %d is not in the barrier", s.cfg.Name, req.Worker)
 	}
+	inPlace := res.Accept
 	if res.Accept {
+		if st := s.takeStaged(req, s.cfg.Optim.At(req.Progress)); st != nil {
+			// Computed while the payload arrived, against these very
+			// blocks, which it names all (stage.go).
+			s.install(st)
+			inPlace = false
+		}
+	}
+	if inPlace {
 		g := wire.AsFloats(req.Data)
 		agg := s.cfg.Sync.Aggregate()
 		opt := s.cfg.Optim.At(req.Progress)

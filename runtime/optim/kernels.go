@@ -21,13 +21,20 @@ func sgd(c Config, p, g []float32) bool {
 	}
 	n := len(p) &^ (lanes - 1)
 	ok := sgdVec(p[:n], g[:n], c.LR)
-	if t := len(p) - n; t > 0 {
-		var pb, gb [lanes]float32
-		copy(pb[:], p[n:])
-		copy(gb[:], g[n:])
-		ok = sgdVec(pb[:], gb[:], c.LR) && ok // the padding stays 0: finite
-		copy(p[n:], pb[:t])
+	return sgdTail(c.LR, p[n:], p[n:], g[n:]) && ok
+}
+
+// sgdTail is the vector kernel's SGD of a tail shorter than lanes, padded
+// to a whole vector with zeros (which stay finite), into dst.
+func sgdTail(lr float32, dst, p, g []float32) bool {
+	if len(p) == 0 {
+		return true
 	}
+	var pb, gb [lanes]float32
+	copy(pb[:], p)
+	copy(gb[:], g)
+	ok := sgdVec(pb[:], gb[:], lr)
+	copy(dst, pb[:len(p)])
 	return ok
 }
 
@@ -41,14 +48,7 @@ func sgdTo(c Config, dst, p, g []float32) bool {
 	}
 	n := len(p) &^ (lanes - 1)
 	ok := sgdToVec(dst[:n], p[:n], g[:n], c.LR)
-	if t := len(p) - n; t > 0 {
-		var pb, gb [lanes]float32
-		copy(pb[:], p[n:])
-		copy(gb[:], g[n:])
-		ok = sgdVec(pb[:], gb[:], c.LR) && ok // the padding stays 0: finite
-		copy(dst[n:], pb[:t])
-	}
-	return ok
+	return sgdTail(c.LR, dst[n:], p[n:], g[n:]) && ok
 }
 
 // momentum is heavy-ball momentum in PyTorch's form: v = μv + g; p -= lr·v.

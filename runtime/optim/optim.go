@@ -171,11 +171,16 @@ func Apply(c Config, s *State, param, grad []float32) (finite bool) {
 // its ranges.
 func ApplyRange(c Config, s *State, param, grad []float32, lo, hi int) (finite bool) {
 	c = mustValid(c)
+	mustRange(param, grad, lo, hi)
+	return applyRange(c, s, param, grad, lo, hi)
+}
+
+// mustRange panics unless [lo, hi) is a range ApplyRange takes.
+func mustRange(param, grad []float32, lo, hi int) {
 	if len(grad) != len(param) || lo < 0 || hi > len(param) || lo > hi || lo%lanes != 0 || hi%lanes != 0 && hi != len(param) ||
 		hi-lo < lanes && (lo != 0 || hi != len(param)) {
 		panic(fmt.Sprintf("optim: range [%d, %d) of %d parameters with %d gradients", lo, hi, len(param), len(grad)))
 	}
-	return applyRange(c, s, param, grad, lo, hi)
 }
 
 // ApplyRangeTo is ApplyRange out of place: dst[lo:hi], and the same
@@ -189,10 +194,7 @@ func ApplyRangeTo(c Config, next *State, dst []float32, s *State, param, grad []
 	if len(dst) != len(param) {
 		panic(fmt.Sprintf("optim: %d values out of place for %d parameters", len(dst), len(param)))
 	}
-	if len(grad) != len(param) || lo < 0 || hi > len(param) || lo > hi || lo%lanes != 0 || hi%lanes != 0 && hi != len(param) ||
-		hi-lo < lanes && (lo != 0 || hi != len(param)) {
-		panic(fmt.Sprintf("optim: range [%d, %d) of %d parameters with %d gradients", lo, hi, len(param), len(grad)))
-	}
+	mustRange(param, grad, lo, hi)
 	if c.Kind == SGD {
 		return sgdTo(c, dst[lo:hi], param[lo:hi], grad[lo:hi])
 	}

@@ -191,16 +191,7 @@ func TestFramedEncrypted(t *testing.T) {
 // after k pushes sees exactly those k.
 func TestFramedPipeline(t *testing.T) {
 	s := newServer(t, syncmodel.Config{Model: syncmodel.ASP})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ep, err := s.Listen(lis, Framed{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ep.Close()
-	c, err := psclient.DialWith(context.Background(), lis.Addr().String(), psclient.Options{Transport: psclient.TransportTCP, Credentials: tensorwire.SharedSecret(nil)})
+	c, err := psclient.DialWith(context.Background(), listenFramed(t, s), psclient.Options{Transport: psclient.TransportTCP, Credentials: tensorwire.SharedSecret(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ import (
 // (the block's seq, which every change bumps, and the same block in the
 // server's table), and the same optimizer settings; otherwise it is
 // dropped and the push applied in place from the whole payload, which the
-// server kept. Ranges are computed with optim.ApplyRange, whose results are
+// server kept. Ranges are computed with optim.ApplyRangeTo, whose results are
 // bit for bit Apply's. A server with injected slowness does not stage (its
 // inbound delay is charged before a request is handled).
 

@@ -333,28 +333,6 @@ func (c *Conn) ReadPayload(dst []byte) error {
 	return nil
 }
 
-// ReadPayloadPart reads the next len(dst) bytes of the current frame's
-// payload, which must not run past its end: a payload taken a piece at a
-// time, each piece used while the rest is still arriving (a server
-// computing a pushed gradient's update chunk by chunk). The frame is done
-// once its last byte has been read; a peer that stops in the middle is an
-// ErrFrame, as with ReadPayload.
-func (c *Conn) ReadPayloadPart(dst []byte) error {
-	if len(dst) > c.left {
-		return fmt.Errorf("tensorwire: payload piece of %d bytes with %d left", len(dst), c.left)
-	}
-	if len(dst) == 0 {
-		return nil
-	}
-	left := c.left
-	c.left = 0 // a failed read leaves the connection unusable
-	if _, err := io.ReadFull(c.r, dst); err != nil {
-		return fmt.Errorf("%w: truncated payload (%d bytes left): %v", ErrFrame, left, eofAsUnexpected(err))
-	}
-	c.left = left - len(dst)
-	return nil
-}
-
 // ReadPayloadSome reads what has arrived of the current frame's payload,
 // up to len(dst) bytes (at least one; at most one read of the
 // connection), into dst: a payload taken as it arrives, each part used

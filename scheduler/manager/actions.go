@@ -668,6 +668,13 @@ func (m *Manager) settleOpen(j *jobState) {
 	}
 }
 
+// failChange fails an action whose change, run on a goroutine of its own,
+// went wrong: on the job's actor, then persisted.
+func (m *Manager) failChange(j *jobState, a *kelpiepb.Action, err error) {
+	j.onActor(func() { m.transition(j, a, ActFailed, "scheduler", err.Error()) })
+	m.persistAction(j, a)
+}
+
 // setSync switches every server's synchronization model (FluentPS: the
 // model is decided at the servers, so the switch is theirs).
 func (m *Manager) setSync(j *jobState, a *kelpiepb.Action) {
@@ -716,8 +723,7 @@ func (m *Manager) applySync(j *jobState, a *kelpiepb.Action, settings *kelpiepb.
 		return false
 	}
 	if err != nil {
-		j.onActor(func() { m.transition(j, a, ActFailed, "scheduler", err.Error()) })
-		m.persistAction(j, a)
+		m.failChange(j, a, err)
 		return false
 	}
 	released := int64(0)

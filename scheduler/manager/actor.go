@@ -19,10 +19,10 @@ import (
 // policy proposals, EPS's withdrawals and size changes, the steps of a
 // change under way, the settling of a finished job's actions. The gate and
 // the action records are the actor's: their changes are taken in in one
-// order with the acks. Progress reports, which write
-// only their node's progress, are taken in on their own stream
-// (ingest.go), and heartbeats, which may write the node's state to the
-// store, too. The job's periodic work (its tick: lost nodes, the Monitor's
+// order with the acks. Progress reports, which write only their node's
+// progress, are taken in on their own stream (ingest.go), and
+// heartbeats, which may write the node's state to the store, too. The
+// job's periodic work (its tick: lost nodes, the Monitor's
 // snapshot, the policies, action expiry, the timeline) runs on a goroutine
 // of the job's own, its ticker (runTicks), beside the actor: a tick writes
 // to the store and may launch processes, and the acks and counters must

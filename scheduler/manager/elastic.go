@@ -106,10 +106,7 @@ func (j *jobState) tellTables(ev tableEvent) {
 // the sequence, commits the table, waits for the blocks to settle and
 // records the time the job waited for them.
 func (m *Manager) retable(j *jobState, a *kelpiepb.Action) {
-	fail := func(err error) {
-		j.onActor(func() { m.transition(j, a, ActFailed, "scheduler", err.Error()) })
-		m.persistAction(j, a)
-	}
+	fail := func(err error) { m.failChange(j, a, err) }
 	newIdx := -1
 	replaced := ""
 	j.mu.Lock()

@@ -222,10 +222,7 @@ func (m *Manager) removeWorker(j *jobState, a *kelpiepb.Action, who string) send
 // addWorker runs an ADD_WORKER: it launches the worker, waits for its
 // first report (it has joined the barriers), then re-splits the batch.
 func (m *Manager) addWorker(j *jobState, a *kelpiepb.Action) {
-	fail := func(err error) {
-		j.onActor(func() { m.transition(j, a, ActFailed, "scheduler", err.Error()) })
-		m.persistAction(j, a)
-	}
+	fail := func(err error) { m.failChange(j, a, err) }
 	name, _ := j.coord.AddWorker()
 	n := j.newNode(name, "worker")
 	j.onActor(func() {

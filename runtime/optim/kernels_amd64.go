@@ -8,9 +8,6 @@ import "golang.org/x/sys/cpu"
 // is computed the same way (fused multiply-adds) wherever it lies.
 
 //go:noescape
-func sgdAVX2(p, grad *float32, n int, lr float32) (finite bool)
-
-//go:noescape
 func sgdToAVX2(dst, p, grad *float32, n int, lr float32) (finite bool)
 
 //go:noescape
@@ -21,7 +18,8 @@ func accumulateAVX2(dst, x *float32, n int)
 
 var vector = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
-func sgdVec(p, g []float32, lr float32) bool { return sgdAVX2(&p[0], &g[0], len(p), lr) }
+// sgdVec is SGD in place: sgdToAVX2 with p as its own destination.
+func sgdVec(p, g []float32, lr float32) bool { return sgdToAVX2(&p[0], &p[0], &g[0], len(p), lr) }
 
 func sgdToVec(dst, p, g []float32, lr float32) bool {
 	return sgdToAVX2(&dst[0], &p[0], &g[0], len(p), lr)

@@ -7,55 +7,8 @@
 // comparison at the end says whether all results were finite.
 // Registers Y0-Y13 only (Y15 is Go's zero register in ABIInternal).
 
-// func sgdAVX2(p, grad *float32, n int, lr float32) (finite bool)
-// p[i] -= lr·grad[i], fused.
-TEXT ·sgdAVX2(SB), NOSPLIT, $0-33
-	MOVQ p+0(FP), DI
-	MOVQ grad+8(FP), SI
-	MOVQ n+16(FP), CX
-	MOVSS lr+24(FP), X13
-	VBROADCASTSS X13, Y13
-	VXORPS Y8, Y8, Y8
-	VXORPS Y9, Y9, Y9
-	VXORPS Y10, Y10, Y10
-	VXORPS Y11, Y11, Y11
-	VXORPS Y12, Y12, Y12
-	SHRQ $5, CX
-	JZ sgddone
-sgdloop:
-	VMOVUPS 0(DI), Y0
-	VMOVUPS 32(DI), Y1
-	VMOVUPS 64(DI), Y2
-	VMOVUPS 96(DI), Y3
-	VFNMADD231PS 0(SI), Y13, Y0
-	VFNMADD231PS 32(SI), Y13, Y1
-	VFNMADD231PS 64(SI), Y13, Y2
-	VFNMADD231PS 96(SI), Y13, Y3
-	VMOVUPS Y0, 0(DI)
-	VMOVUPS Y1, 32(DI)
-	VMOVUPS Y2, 64(DI)
-	VMOVUPS Y3, 96(DI)
-	VFMADD231PS Y8, Y0, Y9
-	VFMADD231PS Y8, Y1, Y10
-	VFMADD231PS Y8, Y2, Y11
-	VFMADD231PS Y8, Y3, Y12
-	ADDQ $128, DI
-	ADDQ $128, SI
-	DECQ CX
-	JNZ sgdloop
-sgddone:
-	VADDPS Y9, Y10, Y9
-	VADDPS Y11, Y12, Y11
-	VADDPS Y9, Y11, Y9
-	VCMPPS $0, Y8, Y9, Y9 // EQ_OQ: all ones where the sum is 0 (never for NaN)
-	VMOVMSKPS Y9, AX
-	CMPL AX, $0xff
-	SETEQ finite+32(FP)
-	VZEROUPPER
-	RET
-
 // func sgdToAVX2(dst, p, grad *float32, n int, lr float32) (finite bool)
-// dst[i] = p[i] - lr·grad[i], fused: sgdAVX2 out of place (p is only read).
+// dst[i] = p[i] - lr·grad[i], fused; dst may be p (SGD in place).
 TEXT ·sgdToAVX2(SB), NOSPLIT, $0-41
 	MOVQ dst+0(FP), BX
 	MOVQ p+8(FP), DI

@@ -60,20 +60,32 @@ func (j *jobState) validateTable(a *kelpiepb.Action) error {
 		if len(active) < 2 {
 			return status.Errorf(codes.FailedPrecondition, "REMOVE_SERVER: %s is the job's last server", a.Target)
 		}
-	case string(policy.KindReassign):
-		if len(a.Assignment) > 0 {
-			if len(a.Assignment) != len(j.coord.Table().Blocks) {
-				return status.Errorf(codes.InvalidArgument, "REASSIGN: %d entries for %d blocks", len(a.Assignment), len(j.coord.Table().Blocks))
-			}
-			ok := map[int]bool{}
-			for _, r := range active {
-				ok[r] = true
-			}
-			for b, r := range a.Assignment {
-				if !ok[int(r)] {
-					return status.Errorf(codes.InvalidArgument, "REASSIGN: block %d to server %d, which is not active", b, r)
-				}
-			}
+	}
+	if len(a.Assignment) > 0 && (a.Kind == string(policy.KindReassign) || a.Kind == string(policy.KindRemoveServer)) {
+		// REMOVE_SERVER may carry the table after the server leaves
+		// (PSLD moves the blocks and removes the server it empties in one
+		// change): no block may stay on the leaving server.
+		leaving := -1
+		if a.Kind == string(policy.KindRemoveServer) {
+			leaving = nodeIndex(a.Target)
+		}
+		return checkAssignment(a.Kind, a.Assignment, len(j.coord.Table().Blocks), active, leaving)
+	}
+	return nil
+}
+
+// checkAssignment checks a table change's assignment: one entry per
+// block, each an active server other than the leaving one (-1: none).
+func checkAssignment(kind string, assignment []int32, blocks int, active []int, leaving int) error {
+	if len(assignment) != blocks {
+		return status.Errorf(codes.InvalidArgument, "%s: %d entries for %d blocks", kind, len(assignment), blocks)
+	}
+	for b, r := range assignment {
+		switch {
+		case int(r) == leaving:
+			return status.Errorf(codes.InvalidArgument, "%s: block %d to server %d, which is leaving", kind, b, r)
+		case !slices.Contains(active, int(r)):
+			return status.Errorf(codes.InvalidArgument, "%s: block %d to server %d, which is not active", kind, b, r)
 		}
 	}
 	return nil

@@ -142,3 +142,32 @@ func TestTriggerJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckAssignment: a table change's assignment has one entry per
+// block, each on an active server, none on the server a REMOVE_SERVER
+// takes out.
+func TestCheckAssignment(t *testing.T) {
+	active := []int{0, 1, 3}
+	tests := []struct {
+		name       string
+		kind       string
+		assignment []int32
+		leaving    int
+		want       string // "" for valid
+	}{
+		{"reassign", "REASSIGN", []int32{0, 1, 3, 0}, -1, ""},
+		{"too few entries", "REASSIGN", []int32{0, 1, 3}, -1, "3 entries for 4 blocks"},
+		{"inactive server", "REASSIGN", []int32{0, 2, 3, 0}, -1, "block 1 to server 2, which is not active"},
+		{"remove with its blocks moved", "REMOVE_SERVER", []int32{0, 1, 0, 1}, 3, ""},
+		{"remove keeping a block", "REMOVE_SERVER", []int32{0, 1, 3, 1}, 3, "block 2 to server 3, which is leaving"},
+	}
+	for _, tt := range tests {
+		err := checkAssignment(tt.kind, tt.assignment, 4, active, tt.leaving)
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%s: %v; want valid", tt.name, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.kind+": "+tt.want)):
+			t.Errorf("%s: %v; want %q", tt.name, err, tt.want)
+		}
+	}
+}

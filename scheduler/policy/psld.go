@@ -178,9 +178,10 @@ func Proportional(blocks []int64, speeds []float64) []int {
 // has a PS straggler issue it proposes a REASSIGN of the job's blocks by
 // AssignPSLD over the superior set (Alg. 1–3), and when the superior set is
 // smaller than ScaleThreshold × the profiled servers an ADD_SERVER (Alg. 1
-// lines 11–12, a strict <). A server that a REASSIGN has left without
-// blocks leaves the job: REMOVE_SERVER (scale-in, §3), proposed once the
-// REASSIGN is applied, since the gate applies one table change at a time.
+// lines 11–12, a strict <). A server that the reassignment leaves without
+// blocks leaves the job (scale-in, §3): the REASSIGN is proposed as that
+// server's REMOVE_SERVER with the same assignment (emptying); a server
+// that holds no block for another reason gets a REMOVE_SERVER of its own.
 //
 // Straggler issue. It exists when the PS speed variance (best − worst)/worst
 // exceeds VarianceThreshold (strictly: "exceeds a threshold"), or when the
@@ -282,6 +283,9 @@ func (p PSLD) Propose(s monitor.Snapshot, j Job, rng *rand.Rand) []Action {
 	}
 	if len(j.Blocks) > 0 && (p.Strawman || len(v.superior) > 0) {
 		if a, ok := p.reassign(j, v, rng); ok {
+			if !p.Strawman {
+				a = emptying(v, a)
+			}
 			acts = append(acts, a)
 		}
 	}
@@ -350,6 +354,42 @@ func (p PSLD) scaleIn(s monitor.Snapshot, j Job, v psldView) []Action {
 		})
 	}
 	return acts
+}
+
+// emptying turns a REASSIGN that takes every block off a server which
+// holds some into that server's REMOVE_SERVER carrying the same
+// assignment: the blocks move and the server leaves in one table change.
+// A server left without blocks would still be sent an empty exchange every
+// iteration, so a server slow in compute — whose fixed cost per request
+// no reassignment removes — would keep the job slow until a second change
+// took it out; and once its window holds empty exchanges only it looks new
+// (see PSLD) and would be given blocks again. When a REASSIGN empties
+// several servers the slowest of them (at its load now) leaves with it;
+// the others, holding nothing once it is applied, leave by scaleIn.
+func emptying(v psldView, a Action) Action {
+	after := make([]float64, len(v.servers))
+	for _, i := range a.Assignment {
+		after[i]++
+	}
+	leave, worst := -1, 0.0
+	for i := range v.servers {
+		if !v.compared[i] || v.held[i] == 0 || after[i] > 0 {
+			continue
+		}
+		if t := v.profiles[i].Mean(v.held[i]); leave < 0 || t > worst {
+			leave, worst = i, t
+		}
+	}
+	if leave < 0 {
+		return a
+	}
+	node := v.servers[leave].Node
+	a.Kind, a.Target = KindRemoveServer, node
+	a.Reason = fmt.Sprintf("%s; %s holds none of them afterwards and leaves the job in the same change (PSLD scale-in)", a.Reason, node)
+	a.Predicted = fmt.Sprintf("%s; %s leaves, and with it its cost per request", a.Predicted, node)
+	a.Evidence["leaving_pred_s"] = worst
+	a.Key = NamePSLD + "/" + string(KindRemoveServer) + "/" + node
+	return a
 }
 
 // view profiles the job's servers, runs the straggler checks and builds

@@ -158,7 +158,8 @@ func psldJob(servers []string, blocksOn ...string) Job {
 // 0.401/0.041 − 1 = 8.78 > 1, and from round-robin (a, b, c, a: c predicted
 // 0.401 s for its 4 MB) Alg. 2–3 move to [b, a, b, a] (0.081 s each):
 // three blocks move, because of the tie-break of line 9.
-// c is left without blocks: once the REASSIGN is applied, REMOVE_SERVER.
+// c is left without blocks, so the reassignment is proposed as c's
+// REMOVE_SERVER carrying it: the blocks move and c leaves in one change.
 // |superior| = 2 ≥ 0.5 × 3: no scale-out.
 func TestPSLDWorkedExample(t *testing.T) {
 	snap := psldSnapshot(4e6, fastA, fastB, slowC)
@@ -167,12 +168,16 @@ func TestPSLDWorkedExample(t *testing.T) {
 	p := DefaultPSLD()
 	p.Epsilon = 0
 	acts := p.Propose(snap, job, nil)
-	if got, want := plan(acts), []string{"REASSIGN"}; !slices.Equal(got, want) {
+	if got, want := plan(acts), []string{"REMOVE_SERVER server-c"}; !slices.Equal(got, want) {
 		t.Fatalf("Propose = %q; want %q", got, want)
 	}
 	r := acts[0]
 	if !slices.Equal(r.Assignment, []int{1, 0, 1, 0}) {
-		t.Errorf("REASSIGN %v; want [1 0 1 0]", r.Assignment)
+		t.Errorf("assignment %v; want [1 0 1 0]", r.Assignment)
+	}
+	if r.Key != "psld/REMOVE_SERVER/server-c" || !near(r.Evidence["leaving_pred_s"], 0.401) ||
+		!strings.Contains(r.Reason, "server-c holds none of them afterwards and leaves the job in the same change") {
+		t.Errorf("key %q, evidence %v, reason %q; want c's REMOVE_SERVER, c predicted 0.401 s", r.Key, r.Evidence, r.Reason)
 	}
 	ev := r.Evidence
 	if !near(ev["pred_max_before_s"], 0.401) || !near(ev["pred_max_after_s"], 0.081) || ev["moved_blocks"] != 3 || ev["superior"] != 2 {
@@ -188,8 +193,9 @@ func TestPSLDWorkedExample(t *testing.T) {
 	}
 
 	// With the paper's ε = 0.1 an exploring draw may put a block on c; the
-	// plan then predicts no gain and is dropped. Every REASSIGN made must
-	// cut the slowest server's time by 5 %, and most seeds make one.
+	// plan then predicts no gain and is dropped. Every plan made (c's
+	// REMOVE_SERVER, or a REASSIGN when exploring left c a block) must cut
+	// the slowest server's time by 5 %, and most seeds make one.
 	made := 0
 	for seed := range uint64(20) {
 		acts := DefaultPSLD().Propose(snap, job, rand.New(rand.NewPCG(seed, seed)))
@@ -197,16 +203,18 @@ func TestPSLDWorkedExample(t *testing.T) {
 			continue
 		}
 		made++
-		if ev := acts[0].Evidence; acts[0].Kind != KindReassign || ev["pred_max_after_s"] > 0.95*ev["pred_max_before_s"] {
-			t.Errorf("Propose(ε = 0.1, seed %d) = %q with evidence %v; want a REASSIGN with a 5 %% gain", seed, plan(acts), ev)
+		if ev := acts[0].Evidence; len(acts[0].Assignment) != 4 || ev["pred_max_after_s"] > 0.95*ev["pred_max_before_s"] {
+			t.Errorf("Propose(ε = 0.1, seed %d) = %q with evidence %v; want a new assignment with a 5 %% gain", seed, plan(acts), ev)
 		}
 	}
 	if made < 10 {
 		t.Errorf("Propose(ε = 0.1) made a plan for %d of 20 seeds; want most", made)
 	}
 
-	// Applied: a and b are balanced, so there is no issue and no
-	// REASSIGN; c, empty now and not compared any more, leaves the job.
+	// Had c been emptied by a REASSIGN of its own (an operator's, or one
+	// that left it a block an exploring draw then took away): a and b are
+	// balanced, so there is no issue and no REASSIGN; c, empty and not
+	// compared any more, leaves the job.
 	job = psldJob(servers, "server-b", "server-a", "server-b", "server-a")
 	acts = p.Propose(snap, job, nil)
 	if got, want := plan(acts), []string{"REMOVE_SERVER server-c"}; !slices.Equal(got, want) {
@@ -311,9 +319,11 @@ func place(j Job) []int {
 	return out
 }
 
+// reassignOf is the proposal that carries a new assignment: a REASSIGN, or
+// the REMOVE_SERVER of a server it empties (emptying).
 func reassignOf(acts []Action) (Action, bool) {
 	for _, a := range acts {
-		if a.Kind == KindReassign {
+		if a.Kind == KindReassign || a.Kind == KindRemoveServer && strings.Contains(a.Reason, "in the same change") {
 			return a, true
 		}
 	}
@@ -422,7 +432,8 @@ func TestPSLDResponseTime(t *testing.T) {
 
 // TestPSLDSuperiorWidened: with narrow bounds Alg. 1 keeps only a, though
 // b is 1.5 times slower and no straggler (the median speed, b's, is within
-// the threshold of the best); b joins, c (ten times slower) does not.
+// the threshold of the best); b joins, c (ten times slower) does not, and
+// leaves with the change that empties it.
 func TestPSLDSuperiorWidened(t *testing.T) {
 	a := srv{"server-a", 1e-8, 1e-3, 1e-4}
 	b := srv{"server-b", 1.5e-8, 1e-3, 1e-4}
@@ -446,6 +457,9 @@ func TestPSLDSuperiorWidened(t *testing.T) {
 	if ev := r.Evidence; ev["superior"] != 2 || ev["superior_alg1"] != 1 || n[0] == 0 || n[1] == 0 || n[2] != 0 || n[0] < n[1] {
 		t.Errorf("REASSIGN %v (counts %v), evidence %v; want superior {a, b} (1 by Alg. 1), blocks on both, more on a, none on c",
 			r.Assignment, n, r.Evidence)
+	}
+	if r.Kind != KindRemoveServer || r.Target != "server-c" {
+		t.Errorf("%s %s; want c's REMOVE_SERVER carrying the assignment", r.Kind, r.Target)
 	}
 	if !strings.Contains(r.Reason, "superior set {server-a, server-b}: 2 of 3 profiled servers (1 by Alg. 1, 1 within the threshold of the typical speed)") {
 		t.Errorf("reason %q", r.Reason)

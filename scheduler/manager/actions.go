@@ -103,18 +103,26 @@ func (m *Manager) Trigger(job string, a *kelpiepb.Action, who string) (string, e
 	if err != nil {
 		return "", err
 	}
-	var id string
-	j.call(func() { id, err = m.trigger(j, a, who) })
+	var (
+		id    string
+		after func()
+	)
+	j.call(func() { id, after, err = m.trigger(j, a, who) })
+	if after != nil {
+		after()
+	}
 	return id, err
 }
 
-// trigger runs an operator's action on a job, on the job's actor.
-func (m *Manager) trigger(j *jobState, a *kelpiepb.Action, who string) (string, error) {
+// trigger runs an operator's action on a job, on the job's actor; after
+// (nil if nothing) stores it and sends its commands, off the actor: a
+// change's sends never run on the actor (they may call it).
+func (m *Manager) trigger(j *jobState, a *kelpiepb.Action, who string) (string, func(), error) {
 	j.mu.Lock()
 	job := j.spec.Name
 	if j.over() {
 		j.mu.Unlock()
-		return "", status.Errorf(codes.FailedPrecondition, "job %s is %s", job, j.state)
+		return "", nil, status.Errorf(codes.FailedPrecondition, "job %s is %s", job, j.state)
 	}
 	act := &kelpiepb.Action{Kind: a.Kind, Target: a.Target, Policy: "operator", Reason: a.Reason,
 		BatchSizes: a.BatchSizes, Accumulation: a.Accumulation, Params: a.Params, Assignment: a.Assignment, SyncModel: a.SyncModel,
@@ -124,20 +132,21 @@ func (m *Manager) trigger(j *jobState, a *kelpiepb.Action, who string) (string, 
 	}
 	if err := typedArgs(act); err != nil {
 		j.mu.Unlock()
-		return "", err
+		return "", nil, err
 	}
 	if err := j.validate(act); err != nil {
 		j.mu.Unlock()
-		return "", err
+		return "", nil, err
 	}
 	sends, err := m.addLocked(j, act, "", gate.ModeAuto, who)
 	j.mu.Unlock()
 	if err != nil {
-		return "", status.Errorf(codes.Internal, "trigger: %v", err)
+		return "", nil, status.Errorf(codes.Internal, "trigger: %v", err)
 	}
-	m.persistAction(j, act)
-	sends.run()
-	return act.Id, nil
+	return act.Id, func() {
+		m.persistAction(j, act)
+		sends.run()
+	}, nil
 }
 
 // Decide approves or rejects a proposed action.
@@ -146,40 +155,42 @@ func (m *Manager) Decide(job, id string, approve bool, who, note string) error {
 	if err != nil {
 		return err
 	}
-	j.call(func() { err = m.decide(j, id, approve, who, note) })
+	var after func()
+	j.call(func() { after, err = m.decide(j, id, approve, who, note) })
+	if after != nil {
+		after()
+	}
 	return err
 }
 
-// decide approves or rejects a proposed action, on the job's actor.
-func (m *Manager) decide(j *jobState, id string, approve bool, who, note string) error {
+// decide approves or rejects a proposed action, on the job's actor; after
+// (nil if nothing) stores it and sends its commands, off the actor (see
+// trigger).
+func (m *Manager) decide(j *jobState, id string, approve bool, who, note string) (func(), error) {
 	j.mu.Lock()
+	defer j.mu.Unlock()
 	job := j.spec.Name
 	a, ok := j.byID[id]
 	if !ok {
-		j.mu.Unlock()
-		return status.Errorf(codes.NotFound, "job %s has no action %s", job, id)
+		return nil, status.Errorf(codes.NotFound, "job %s has no action %s", job, id)
 	}
 	if a.State != ActProposed {
-		j.mu.Unlock()
-		return status.Errorf(codes.FailedPrecondition, "action %s is %s, not proposed", id, a.State)
+		return nil, status.Errorf(codes.FailedPrecondition, "action %s is %s, not proposed", id, a.State)
 	}
 	if approve {
 		if err := j.validate(a); err != nil {
 			m.transition(j, a, ActFailed, who, err.Error())
-			j.mu.Unlock()
-			m.persistAction(j, a)
-			return err
+			return func() { m.persistAction(j, a) }, err
 		}
 	}
 	if err := j.gate.Decide(m.now(), id, approve, who, note); err != nil {
-		j.mu.Unlock()
-		return status.Errorf(codes.FailedPrecondition, "action %s: %v", id, err)
+		return nil, status.Errorf(codes.FailedPrecondition, "action %s: %v", id, err)
 	}
 	sends := m.applyGate(j)
-	j.mu.Unlock()
-	m.persistAction(j, a)
-	sends.run()
-	return nil
+	return func() {
+		m.persistAction(j, a)
+		sends.run()
+	}, nil
 }
 
 // SetPolicy changes a policy's mode and parameters live; the next decision
@@ -468,12 +479,12 @@ func (j *jobState) await(a *kelpiepb.Action, nodes []string) {
 }
 
 func (m *Manager) persistAction(j *jobState, a *kelpiepb.Action) {
-	j.mu.Lock()
+	j.mu.RLock()
 	rec := actionRecord(a)
 	if g := j.gate.Get(a.Id); g != nil && g.Key != "" {
 		rec.Params["key"] = g.Key
 	}
-	j.mu.Unlock()
+	j.mu.RUnlock()
 	if err := m.cfg.Store.PutAction(j.spec.Name, rec); err != nil {
 		m.log.Error("store action", "job", j.spec.Name, "action", a.Id, "err", err)
 	}
@@ -687,24 +698,23 @@ func (m *Manager) setSync(j *jobState, a *kelpiepb.Action) {
 // was dropped hands the shard back to the queue. b = 0 turns them off:
 // the job's synchronisation model before they were turned on comes back.
 func (m *Manager) backupWorkers(j *jobState, a *kelpiepb.Action) {
-	j.mu.Lock()
 	d := int(a.GetBackupWorkers().GetDrop())
-	if j.preBackup == nil {
-		s := j.spec.Sync
-		j.preBackup = &s
-	}
-	base := *j.preBackup
-	settings := &kelpiepb.SyncSettings{Model: "drop", DropWaitFor: int32(len(j.liveWorkers()) - d), Pull: base.Pull}
-	if d == 0 {
-		settings = &kelpiepb.SyncSettings{Model: base.Model, Staleness: int32(base.Staleness), Pull: base.Pull,
-			PsspC: base.PSSP.C, PsspAlpha: base.PSSP.Alpha, PsspDynamic: base.PSSP.Dynamic, DropWaitFor: int32(base.Drop.WaitFor)}
-		j.preBackup = nil
-	}
-	j.mu.Unlock()
+	var settings *kelpiepb.SyncSettings
+	j.onActor(func() {
+		if j.preBackup == nil {
+			s := j.spec.Sync
+			j.preBackup = &s
+		}
+		base := *j.preBackup
+		settings = &kelpiepb.SyncSettings{Model: "drop", DropWaitFor: int32(len(j.liveWorkers()) - d), Pull: base.Pull}
+		if d == 0 {
+			settings = &kelpiepb.SyncSettings{Model: base.Model, Staleness: int32(base.Staleness), Pull: base.Pull,
+				PsspC: base.PSSP.C, PsspAlpha: base.PSSP.Alpha, PsspDynamic: base.PSSP.Dynamic, DropWaitFor: int32(base.Drop.WaitFor)}
+			j.preBackup = nil
+		}
+	})
 	if m.applySync(j, a, settings) {
-		j.mu.Lock()
-		j.drop = d
-		j.mu.Unlock()
+		j.onActor(func() { j.drop = d })
 	}
 }
 

@@ -8,29 +8,31 @@ import (
 	"github.com/kelpie/kelpie/scheduler/clock"
 )
 
-// A job's actor is the goroutine that takes in its agents' messages that
-// change the job's state, in the order they came: acks, server counters
-// and refusals from every agent stream of the job go through it, so that
-// the streams wait on the job's inbox (gRPC flow control pushes back on a
-// busy job) rather than on the job's lock. The console's commands on the
-// job (Trigger, Decide, SetPolicy) run on it too, in their turn (call),
-// and so does every change the job's other goroutines make to its gate and
-// its actions' records (onActor): its ticker's expiries, lost nodes and
-// policy proposals, EPS's withdrawals and size changes, the steps of a
-// change under way, the settling of a finished job's actions. The gate and
-// the action records are the actor's: their changes are taken in in one
-// order with the acks. Progress reports, which write only their node's
-// progress, are taken in on their own stream (ingest.go), and
-// heartbeats, which may write the node's state to the store, too. The
-// job's periodic work (its tick: lost nodes, the Monitor's
-// snapshot, the policies, action expiry, the timeline) runs on a goroutine
-// of the job's own, its ticker (runTicks), beside the actor: a tick writes
-// to the store and may launch processes, and the acks and counters must
-// not wait for that (at 5,000 agents a tick on the actor put 0.4 s into
-// the ingest p99). Jobs tick side by side. It is a step to a job owned by
-// one goroutine (issue 10): the state both write is guarded by the job's
-// own lock, which the job's views and actions share — other jobs never
-// wait for it.
+// A job's actor is the one goroutine that writes the job's state. It takes
+// in its agents' messages that change it, in the order they came: acks,
+// server counters, refusals and primary-agent reports from every agent
+// stream of the job go through it, so that the streams wait on the job's
+// inbox (gRPC flow control pushes back on a busy job) rather than on the
+// job's lock. The console's commands on the job (Trigger, Decide,
+// SetPolicy) run on it too, in their turn (call), and so does every write
+// the job's other goroutines make (onActor): an agent's connection and
+// disconnection, a heartbeat that changes a node's state, the job's move
+// to running and to its end, its ticker's expiries, lost nodes, policy
+// proposals and timeline, EPS's withdrawals, launches and size changes,
+// every step of a change under way, the settling of a finished job's
+// actions. So every change to the job is taken in in one order with the
+// acks. The actor holds the job's lock while it writes, so that the other
+// goroutines read under the lock held for reading; what they do with what
+// they read — store writes, sends, process launches, waits — they do off
+// the actor. Progress reports, which write only their node's progress
+// (under its own lock), are taken in side by side on their own streams
+// (ingest.go). The job's periodic work (its tick: lost nodes, the
+// Monitor's snapshot, the policies, action expiry, the timeline) runs on a
+// goroutine of the job's own, its ticker (runTicks), which hands its writes
+// to the actor: a tick writes to the store and may launch processes, and
+// the acks and counters must not wait for that (at 5,000 agents a tick on
+// the actor put 0.4 s into the ingest p99). Jobs tick side by side; other
+// jobs never wait for a job's lock or its actor.
 //
 // The actor starts with the job's first message, the ticker when the job
 // is admitted (startTicker); both are tracked like every goroutine of the
@@ -125,11 +127,15 @@ func (j *jobState) call(f func()) {
 // the actor's, in one order with the acks. The caller holds no lock of
 // the job's and is not the actor.
 func (j *jobState) onActor(f func()) {
-	j.call(func() {
-		j.mu.Lock()
-		defer j.mu.Unlock()
-		f()
-	})
+	j.call(func() { j.locked(f) })
+}
+
+// locked runs f with the job's lock held: how the job's actor itself
+// writes the job's state (onActor from the actor would wait for itself).
+func (j *jobState) locked(f func()) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	f()
 }
 
 // enqueue puts in in the actor's inbox, starting the actor if need be; it

@@ -196,3 +196,49 @@ func TestJobCall(t *testing.T) {
 		t.Errorf("a trigger on a killed job: %v; want FailedPrecondition", err)
 	}
 }
+
+// TestWritesOnActor: a write of the job's state made by another goroutine
+// (here a heartbeat that changes a node's state, taken in on its agent's
+// stream) waits for its turn on the job's actor: while the actor is busy
+// with a call the write is queued behind it and the node's state is
+// unchanged; once the call returns the write is taken in. Written on the
+// stream's goroutine under the job's lock, as before, it would not wait.
+func TestWritesOnActor(t *testing.T) {
+	m, j := testJob(t, Config{}, "owned", 2, 1)
+	n := j.nodes["worker-0"]
+	busy, hold := make(chan struct{}), make(chan struct{})
+	release := sync.OnceFunc(func() { close(hold) })
+	defer release() // a failed check must not leave the actor held: closing the manager waits for it
+	go j.call(func() {
+		close(busy)
+		<-hold
+	})
+	<-busy
+	wrote := make(chan struct{})
+	go func() {
+		defer close(wrote)
+		m.heartbeat(j, n, &kelpiepb.Heartbeat{Status: &kelpiepb.NodeStatus{State: kelpiepb.NodeState_NODE_STATE_RUNNING, Pid: 7}},
+			m.now(), j.onActor)
+	}()
+	for len(j.act.inbox) == 0 { // until the heartbeat's write is queued
+		select {
+		case <-wrote:
+			t.Fatal("the heartbeat was taken in while the actor was busy: written off the actor")
+		default:
+			time.Sleep(time.Millisecond)
+		}
+	}
+	status := func() (kelpiepb.NodeState, int32) {
+		j.mu.RLock()
+		defer j.mu.RUnlock()
+		return n.status.State, n.status.Pid
+	}
+	if st, pid := status(); st == kelpiepb.NodeState_NODE_STATE_RUNNING || pid == 7 {
+		t.Fatalf("worker-0 is %v (pid %d) while the actor is busy: the heartbeat was written off the actor", st, pid)
+	}
+	release()
+	<-wrote
+	if st, pid := status(); st != kelpiepb.NodeState_NODE_STATE_RUNNING || pid != 7 {
+		t.Errorf("worker-0 is %v (pid %d) after the actor took the heartbeat in; want running, pid 7", st, pid)
+	}
+}

@@ -49,10 +49,10 @@ func (j *jobState) relaunch(nodes []*nodeState, now time.Time) {
 		return
 	}
 	m := j.m
-	j.mu.Lock()
+	j.mu.RLock()
 	l := j.launcher
 	ok := l != nil && !j.over()
-	j.mu.Unlock()
+	j.mu.RUnlock()
 	if !ok {
 		return
 	}
@@ -68,13 +68,13 @@ func (j *jobState) relaunch(nodes []*nodeState, now time.Time) {
 				}
 			}
 		}
-		j.mu.Lock()
-		n.relaunched, n.agentPid = true, pid
-		if err == nil {
-			n.status.State = kelpiepb.NodeState_NODE_STATE_STARTING
-			m.event(j.spec.Name, "node", n.name, fmt.Sprintf("%s launched again", n.name), "")
-		}
-		j.mu.Unlock()
+		j.onActor(func() {
+			n.relaunched, n.agentPid = true, pid
+			if err == nil {
+				n.status.State = kelpiepb.NodeState_NODE_STATE_STARTING
+				m.event(j.spec.Name, "node", n.name, fmt.Sprintf("%s launched again", n.name), "")
+			}
+		})
 		if err != nil {
 			j.coord.Fail(fmt.Errorf("%s: launch again after it was lost: %v", n.name, err))
 			return
@@ -116,15 +116,15 @@ func (j *jobState) agentKilled(p *launch.Proc) bool {
 		return false
 	}
 	m := j.m
-	j.mu.Lock()
-	n := j.nodes[p.Name]
-	ok = n != nil && !n.removed && !j.over() && n.agentKills < maxAgentRelaunches
 	role := ""
-	if ok {
-		n.agentKills++
-		role = n.role
-	}
-	j.mu.Unlock()
+	j.onActor(func() {
+		n := j.nodes[p.Name]
+		ok = n != nil && !n.removed && !j.over() && n.agentKills < maxAgentRelaunches
+		if ok {
+			n.agentKills++
+			role = n.role
+		}
+	})
 	if !ok {
 		return false
 	}

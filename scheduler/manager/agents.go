@@ -3,6 +3,7 @@ package manager
 import (
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -60,49 +61,58 @@ func (s *AgentService) Connect(stream kelpiepb.Agent_ConnectServer) error {
 	if !ok {
 		return status.Errorf(codes.NotFound, "no node %s in job %s", hello.Node, hello.Job)
 	}
-	j.mu.Lock()
-	n := j.nodes[hello.Node]
-	if n == nil {
-		j.mu.Unlock()
-		return status.Errorf(codes.NotFound, "no node %s in job %s", hello.Node, hello.Job)
-	}
-	if j.over() {
-		j.mu.Unlock()
-		// Tell a straggling agent to stop.
-		_ = stream.Send(&kelpiepb.SchedulerMessage{Body: &kelpiepb.SchedulerMessage_Stop{Stop: "job " + j.state}})
-		return nil
-	}
-	if n.replaced(hello.AgentPid) {
-		m.event(j.spec.Name, "node", n.name, fmt.Sprintf("old agent of %s (pid %d) came back after its relaunch: stopped", n.name, hello.AgentPid), "")
-		j.mu.Unlock()
-		_ = stream.Send(&kelpiepb.SchedulerMessage{Body: &kelpiepb.SchedulerMessage_Stop{Stop: "replaced by a relaunched agent"}})
-		return nil
-	}
-	conn := &agentConn{out: make(chan *kelpiepb.SchedulerMessage, 64), done: make(chan struct{})}
-	if n.conn != nil {
-		n.conn.close()
-	}
-	n.conn = conn
-	n.host = hello.Host
-	n.peerAddr = hello.PeerAddr
-	n.lastSeen = m.now()
-	j.wakeWaiters()
-	applied := map[string]bool{}
-	for _, id := range hello.AppliedActions {
-		applied[id] = true
-	}
-	// Replay actions dispatched to this node that it has not taken.
-	var replay []*kelpiepb.ActionCommand
-	for _, a := range j.actions {
-		if a.State == "dispatched" && !applied[a.Id] && j.targets(a, hello.Node) {
-			replay = append(replay, j.command(a, hello.Node))
+	// The node's connection is the actor's to change (actor.go); the
+	// answers to a refused agent are sent from here.
+	var (
+		n      *nodeState
+		conn   *agentConn
+		replay []*kelpiepb.ActionCommand
+		stop   string
+	)
+	j.onActor(func() {
+		n = j.nodes[hello.Node]
+		switch {
+		case n == nil:
+			return
+		case j.over():
+			stop = "job " + j.state // tell a straggling agent to stop
+			return
+		case n.replaced(hello.AgentPid):
+			m.event(j.spec.Name, "node", n.name, fmt.Sprintf("old agent of %s (pid %d) came back after its relaunch: stopped", n.name, hello.AgentPid), "")
+			stop = "replaced by a relaunched agent"
+			return
 		}
+		conn = &agentConn{out: make(chan *kelpiepb.SchedulerMessage, 64), done: make(chan struct{})}
+		if n.conn != nil {
+			n.conn.close()
+		}
+		n.conn = conn
+		n.host = hello.Host
+		n.peerAddr = hello.PeerAddr
+		n.lastSeen = m.now()
+		j.wakeWaiters()
+		applied := map[string]bool{}
+		for _, id := range hello.AppliedActions {
+			applied[id] = true
+		}
+		// Replay actions dispatched to this node that it has not taken.
+		for _, a := range j.actions {
+			if a.State == "dispatched" && !applied[a.Id] && j.targets(a, hello.Node) {
+				replay = append(replay, j.command(a, hello.Node))
+			}
+		}
+		// A server's commands still waiting for its ack (the agent answers
+		// one it took already with the same ack).
+		replay = append(replay, j.pendingCalls(hello.Node)...)
+		m.event(j.spec.Name, "node", hello.Node, fmt.Sprintf("agent of %s connected from %s (pid %d)", hello.Node, hello.Host, hello.AgentPid), "")
+	})
+	switch {
+	case n == nil:
+		return status.Errorf(codes.NotFound, "no node %s in job %s", hello.Node, hello.Job)
+	case stop != "":
+		_ = stream.Send(&kelpiepb.SchedulerMessage{Body: &kelpiepb.SchedulerMessage_Stop{Stop: stop}})
+		return nil
 	}
-	// A server's commands still waiting for its ack (the agent answers
-	// one it took already with the same ack).
-	replay = append(replay, j.pendingCalls(hello.Node)...)
-	m.event(j.spec.Name, "node", hello.Node, fmt.Sprintf("agent of %s connected from %s (pid %d)", hello.Node, hello.Host, hello.AgentPid), "")
-	j.mu.Unlock()
 	for _, c := range replay {
 		conn.send(&kelpiepb.SchedulerMessage{Body: &kelpiepb.SchedulerMessage_Command{Command: c}})
 	}
@@ -124,11 +134,11 @@ func (s *AgentService) Connect(stream kelpiepb.Agent_ConnectServer) error {
 		}
 	}()
 	defer func() {
-		j.mu.Lock()
-		if n.conn == conn {
-			n.conn = nil
-		}
-		j.mu.Unlock()
+		j.onActor(func() {
+			if n.conn == conn {
+				n.conn = nil
+			}
+		})
 		conn.close()
 	}()
 	for {
@@ -142,15 +152,15 @@ func (s *AgentService) Connect(stream kelpiepb.Agent_ConnectServer) error {
 		default:
 		}
 		if r := msg.GetReport(); r != nil {
-			m.reportTimed(j, n.name, r) // on this stream (ingest.go)
+			m.reportTimed(j, n.name, r, j.onActor) // on this stream (ingest.go)
 			continue
 		}
-		if msg.GetHeartbeat() != nil {
+		if hb := msg.GetHeartbeat(); hb != nil {
 			// A heartbeat may write the node's state to the store: taken
 			// in here, so that the job's reports never queue behind a
 			// disk write.
 			t0 := m.clk.Now()
-			m.fromAgent(j, n, msg)
+			m.heartbeat(j, n, hb, m.now(), j.onActor)
 			ingest.Observe(clock.Since(m.clk, t0).Seconds())
 			continue
 		}
@@ -172,49 +182,15 @@ var ingest = prometheus.NewHistogram(prometheus.HistogramOpts{
 // IngestHistogram is the scheduler's ingest-time histogram, for /metrics.
 func IngestHistogram() prometheus.Collector { return ingest }
 
-// fromAgent handles one message of an agent.
+// fromAgent handles one message of an agent, on the job's actor (a report
+// or a heartbeat only in tests: the streams take those in themselves).
 func (m *Manager) fromAgent(j *jobState, n *nodeState, msg *kelpiepb.AgentMessage) {
 	now := m.now()
 	switch b := msg.Body.(type) {
 	case *kelpiepb.AgentMessage_Report:
-		m.report(j, n.name, b.Report)
+		m.report(j, n.name, b.Report, j.locked)
 	case *kelpiepb.AgentMessage_Heartbeat:
-		st := b.Heartbeat.GetStatus()
-		// Most heartbeats say what the last one said: they only mark the
-		// node as heard of (its progress lock), next to the reports,
-		// without the job's lock for writing.
-		j.mu.RLock()
-		same := n.status.State == st.GetState() && n.status.Pid == st.GetPid() &&
-			n.status.Restarts == st.GetRestarts() && n.status.LastExit == st.GetLastExit()
-		j.mu.RUnlock()
-		if same {
-			n.heardAt(now)
-			return
-		}
-		j.mu.Lock()
-		prev := n.status.State
-		restartsBefore := n.status.Restarts
-		n.status = kelpiepb.NodeStatus{State: st.State, Pid: st.Pid, Restarts: st.Restarts, LastExit: st.LastExit}
-		n.lastSeen = now
-		changed := prev != st.State
-		removed, host, batch := n.removed, n.host, n.progress().batch
-		j.mu.Unlock()
-		if changed {
-			msg := fmt.Sprintf("%s %s", n.name, stateName(st.State))
-			if st.Restarts > restartsBefore && st.LastExit != "" {
-				msg += " (" + st.LastExit + ")"
-			}
-			if st.State == kelpiepb.NodeState_NODE_STATE_RUNNING && st.Pid != 0 {
-				msg += fmt.Sprintf(", pid %d", st.Pid)
-			}
-			m.event(j.spec.Name, "node", n.name, msg, "")
-			state := stateName(st.State)
-			if removed {
-				state = nodeRemoved
-			}
-			_ = m.cfg.Store.PutNode(j.spec.Name, store.NodeRecord{Name: n.name, Role: n.role, Host: host,
-				Pid: int(st.Pid), State: state, Restarts: int(st.Restarts), BatchSize: batch})
-		}
+		m.heartbeat(j, n, b.Heartbeat, now, j.locked)
 	case *kelpiepb.AgentMessage_Ack:
 		m.acked(j, n.name, b.Ack)
 	case *kelpiepb.AgentMessage_Forwarded:
@@ -230,6 +206,54 @@ func (m *Manager) fromAgent(j *jobState, n *nodeState, msg *kelpiepb.AgentMessag
 			j.wakeWaiters()
 		}
 		j.mu.Unlock()
+	}
+}
+
+// heartbeat takes in an agent's heartbeat. Most say what the last one
+// said: they only mark the node as heard of (its progress lock), next to
+// the reports, without writing the job's state. A change of state is
+// written by write (the job's actor: j.onActor from the agent's stream,
+// j.locked on the actor itself); its event and the store's record follow
+// off the actor.
+func (m *Manager) heartbeat(j *jobState, n *nodeState, hb *kelpiepb.Heartbeat, now time.Time, write func(func())) {
+	st := hb.GetStatus()
+	j.mu.RLock()
+	same := n.status.State == st.GetState() && n.status.Pid == st.GetPid() &&
+		n.status.Restarts == st.GetRestarts() && n.status.LastExit == st.GetLastExit()
+	j.mu.RUnlock()
+	if same {
+		n.heardAt(now)
+		return
+	}
+	var (
+		prev           kelpiepb.NodeState
+		restartsBefore int32
+		removed        bool
+		host           string
+		batch          int
+	)
+	write(func() {
+		prev, restartsBefore = n.status.State, n.status.Restarts
+		n.status = kelpiepb.NodeStatus{State: st.State, Pid: st.Pid, Restarts: st.Restarts, LastExit: st.LastExit}
+		n.lastSeen = now
+		removed, host, batch = n.removed, n.host, n.progress().batch
+	})
+	changed := prev != st.State
+	if changed {
+		msg := fmt.Sprintf("%s %s", n.name, stateName(st.State))
+		if st.Restarts > restartsBefore && st.LastExit != "" {
+			msg += " (" + st.LastExit + ")"
+		}
+		if st.State == kelpiepb.NodeState_NODE_STATE_RUNNING && st.Pid != 0 {
+			msg += fmt.Sprintf(", pid %d", st.Pid)
+		}
+		m.event(j.spec.Name, "node", n.name, msg, "")
+		state := stateName(st.State)
+		if removed {
+			state = nodeRemoved
+		}
+		_ = m.cfg.Store.PutNode(j.spec.Name, store.NodeRecord{Name: n.name, Role: n.role, Host: host,
+			Pid: int(st.Pid), State: state, Restarts: int(st.Restarts), BatchSize: batch})
 	}
 }
 

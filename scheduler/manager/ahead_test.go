@@ -26,7 +26,7 @@ func TestAheadOfTheLastTable(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := m.report(j, name, &kelpiepb.ProgressReport{Job: "ps", Node: name, Iteration: 13, BatchSize: 32,
-			BptSeconds: []float64{0.01}}); err != nil {
+			BptSeconds: []float64{0.01}}, j.onActor); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -29,13 +29,13 @@ func (m *Manager) checkpointRestart(j *jobState, a *kelpiepb.Action, next blocks
 		return fmt.Errorf("checkpoint-and-restart needs the job's launcher (the job was adopted after a scheduler restart)")
 	}
 	t0 := m.now()
-	j.mu.Lock()
-	j.relaunching = true
-	j.mu.Unlock()
+	j.onActor(func() {
+		j.relaunching = true
+	})
 	defer func() {
-		j.mu.Lock()
-		j.relaunching = false
-		j.mu.Unlock()
+		j.onActor(func() {
+			j.relaunching = false
+		})
 	}()
 	procs := l.Procs()
 	stop := func(role string) {
@@ -111,8 +111,8 @@ func (m *Manager) checkpointRestart(j *jobState, a *kelpiepb.Action, next blocks
 	}
 	// Paused until every worker trains past the checkpoint again.
 	err = m.await(j, resumeTimeout, j.changed, func() bool {
-		j.mu.Lock()
-		defer j.mu.Unlock()
+		j.mu.RLock()
+		defer j.mu.RUnlock()
 		for _, n := range j.nodes {
 			if n.role == "worker" && (n.progress().iteration <= ckpt || n.seen().Before(t0)) {
 				return false

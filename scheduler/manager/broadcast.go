@@ -104,9 +104,8 @@ func (m *Manager) broadcastTo(j *jobState, a *kelpiepb.Action, names []string) s
 		}
 		// The primary's stream is gone or full: the others hear it from
 		// the scheduler (the primary gets it again when it reconnects).
-		j.mu.Lock()
-		s := m.fallBack(j, b, b.peers, "the primary's stream refused the command")
-		j.mu.Unlock()
+		var s sendList
+		j.onActor(func() { s = m.fallBack(j, b, b.peers, "the primary's stream refused the command") })
 		s.run()
 	})
 	m.spawn(func() { m.awaitForward(j, b) })

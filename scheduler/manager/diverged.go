@@ -53,9 +53,9 @@ func (m *Manager) diverged(j *jobState, d *kelpiepb.Divergence) {
 	res.FinalLoss, res.Accuracy = math.NaN(), math.NaN()
 	res.Diverged = divergenceFrom(d)
 	res.JCTSeconds = m.now().Sub(j.submitted).Seconds()
-	j.mu.Lock()
-	j.res = res
-	j.mu.Unlock()
+	j.onActor(func() {
+		j.res = res
+	})
 	m.finish(j, StateDiverged, fmt.Errorf("training diverged: %s", res.Diverged))
 }
 

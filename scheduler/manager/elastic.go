@@ -121,11 +121,11 @@ func (m *Manager) retable(j *jobState, a *kelpiepb.Action) {
 	fail := func(err error) { m.failChange(j, a, err) }
 	newIdx := -1
 	replaced := ""
-	j.mu.Lock()
+	j.mu.RLock()
 	if j.serverRestart(a) {
 		replaced = a.Target
 	}
-	j.mu.Unlock()
+	j.mu.RUnlock()
 	baseline := j.spec.Cluster.Elasticity == "checkpoint-restart" && replaced == ""
 	plan := change.Plan{Kind: change.Reassign, Remove: -1, New: -1, Limits: change.Limits{Join: serverJoinTimeout, Switch: switchTimeout}}
 	for _, r := range a.Assignment {
@@ -173,17 +173,13 @@ func (m *Manager) retable(j *jobState, a *kelpiepb.Action) {
 		return
 	}
 	events := make(chan tableEvent, 256)
-	j.mu.Lock()
-	if j.tableEvents == nil {
-		j.tableEvents = map[string]chan tableEvent{}
-	}
-	j.tableEvents[a.Id] = events
-	j.mu.Unlock()
-	defer func() {
-		j.mu.Lock()
-		delete(j.tableEvents, a.Id)
-		j.mu.Unlock()
-	}()
+	j.onActor(func() {
+		if j.tableEvents == nil {
+			j.tableEvents = map[string]chan tableEvent{}
+		}
+		j.tableEvents[a.Id] = events
+	})
+	defer j.onActor(func() { delete(j.tableEvents, a.Id) })
 	c := change.NewTable(plan, m.now())
 	if c.Phase() == change.Joining {
 		err := m.await(j, serverJoinTimeout, j.coord.Changed, func() bool { return j.coord.ServerAddrs()[newIdx] != "" })
@@ -387,8 +383,8 @@ func (j *jobState) startAgent(role, node string) error {
 
 // serverPaused is each server's cumulative paused time, as last reported.
 func (j *jobState) serverPaused() map[string]float64 {
-	j.mu.Lock()
-	defer j.mu.Unlock()
+	j.mu.RLock()
+	defer j.mu.RUnlock()
 	out := map[string]float64{}
 	for _, n := range j.nodes {
 		if n.stats != nil {
@@ -402,8 +398,8 @@ func (j *jobState) serverPaused() map[string]float64 {
 // table version (or later) with no block in transit.
 func (j *jobState) serversSettled(addrs []string, version uint64) bool {
 	names := j.coord.ServerNames()
-	j.mu.Lock()
-	defer j.mu.Unlock()
+	j.mu.RLock()
+	defer j.mu.RUnlock()
 	for i, addr := range addrs {
 		if addr == "" || i >= len(names) {
 			continue

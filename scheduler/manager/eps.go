@@ -226,10 +226,10 @@ func (m *Manager) schedule() map[string]error {
 	}
 	for _, l := range plan.Launch {
 		j := m.jobs[l.Job]
-		j.mu.Lock()
-		j.state = StateStarting
-		j.invalidateViews()
-		j.mu.Unlock()
+		j.onActor(func() {
+			j.state = StateStarting
+			j.invalidateViews()
+		})
 		launch = append(launch, j)
 	}
 	for _, st := range plan.Issue {
@@ -463,10 +463,10 @@ func (m *Manager) launchQueued(j *jobState) error {
 			return status.Errorf(codes.Internal, "launch job %s: %v", s.Name, err)
 		}
 		fresh := newJobState(m, s, cj, j.submitted)
-		j.mu.Lock()
-		j.spec, j.coord, j.mon, j.nodes = s, cj, fresh.mon, fresh.nodes
-		j.invalidateViews()
-		j.mu.Unlock()
+		j.onActor(func() {
+			j.spec, j.coord, j.mon, j.nodes = s, cj, fresh.mon, fresh.nodes
+			j.invalidateViews()
+		})
 	}
 	if err := m.cfg.Store.PutJob(store.JobRecord{Name: j.spec.Name, SpecYAML: string(j.spec.YAML()), State: StateStarting,
 		SubmittedBy: j.submittedBy, Submitted: j.submitted}); err != nil {

@@ -95,7 +95,7 @@ func TestExchangeViewAfterRemoveWorker(t *testing.T) {
 		for w := range 8 {
 			name := spec.WorkerName(w)
 			if err := m.report(j, name, &kelpiepb.ProgressReport{Job: "rat", Node: name, Iteration: it, BatchSize: 8,
-				BptSeconds: []float64{0.01}}); err != nil {
+				BptSeconds: []float64{0.01}}, j.onActor); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -294,7 +294,7 @@ func BenchmarkExchangeShareOfView(b *testing.B) {
 	j := m.jobList()["share"]
 	for w := range 8 {
 		name := spec.WorkerName(w)
-		_ = m.report(j, name, &kelpiepb.ProgressReport{Job: "share", Node: name, Iteration: 10, BatchSize: 8, BptSeconds: []float64{0.01}})
+		_ = m.report(j, name, &kelpiepb.ProgressReport{Job: "share", Node: name, Iteration: 10, BatchSize: 8, BptSeconds: []float64{0.01}}, j.onActor)
 	}
 	b.Run("view", func(b *testing.B) {
 		for b.Loop() {

@@ -71,10 +71,10 @@ func (j *jobState) record(now time.Time, final bool) {
 	if final {
 		upto = last
 	}
-	j.mu.Lock()
+	j.mu.RLock()
 	from := j.hist.col
 	open := j.hist.rec != nil && !j.hist.closed
-	j.mu.Unlock()
+	j.mu.RUnlock()
 	if !open || upto <= from || upto < 0 {
 		return
 	}
@@ -105,8 +105,10 @@ func (j *jobState) record(now time.Time, final bool) {
 		}
 		frames = append(frames, timeline.FrameOf(v, c-first, end, end.Sub(start)))
 	}
-	j.mu.Lock()
-	if j.hist.rec != nil && !j.hist.closed {
+	j.onActor(func() {
+		if j.hist.rec == nil || j.hist.closed {
+			return
+		}
 		// The samples trained since the last record, spread over the
 		// frames this record adds.
 		var rate float64
@@ -119,8 +121,7 @@ func (j *jobState) record(now time.Time, final bool) {
 			j.hist.rec.Add(f)
 		}
 		j.hist.col = max(j.hist.col, upto)
-	}
-	j.mu.Unlock()
+	})
 }
 
 // flushHistory writes what the recorder changed to the store, at most every
@@ -129,15 +130,21 @@ func (j *jobState) flushHistory(now time.Time, force bool) {
 	m := j.m
 	j.hist.flushMu.Lock()
 	defer j.hist.flushMu.Unlock()
-	j.mu.Lock()
-	if j.hist.rec == nil || !force && now.Sub(j.hist.flushed) < historyFlushEvery {
-		j.mu.Unlock()
-		return
-	}
-	j.hist.flushed = now
-	from, frames := j.hist.rec.Flush()
-	j.mu.Unlock()
-	if len(frames) == 0 && from == j.hist.rec.Len() && !force {
+	var (
+		from, held int
+		frames     []*kelpiepb.TimelineFrame
+		due        bool
+	)
+	j.onActor(func() {
+		if j.hist.rec == nil || !force && now.Sub(j.hist.flushed) < historyFlushEvery {
+			return
+		}
+		due = true
+		j.hist.flushed = now
+		from, frames = j.hist.rec.Flush()
+		held = j.hist.rec.Len()
+	})
+	if !due || len(frames) == 0 && from == held && !force {
 		return
 	}
 	data := make([][]byte, 0, len(frames))
@@ -161,9 +168,7 @@ func (j *jobState) closeHistory(now time.Time) {
 	j.record(now, true)
 	j.judge(now, true)
 	j.flushHistory(now, true)
-	j.mu.Lock()
-	j.hist.closed = true
-	j.mu.Unlock()
+	j.onActor(func() { j.hist.closed = true })
 }
 
 // releaseHistory frees a finished job's in-memory timeline (it is in the
@@ -171,9 +176,7 @@ func (j *jobState) closeHistory(now time.Time) {
 func (j *jobState) releaseHistory() {
 	j.hist.flushMu.Lock()
 	defer j.hist.flushMu.Unlock()
-	j.mu.Lock()
-	j.hist.rec = nil
-	j.mu.Unlock()
+	j.onActor(func() { j.hist.rec = nil })
 }
 
 // judge measures the realized effect of every applied action that has none
@@ -181,39 +184,38 @@ func (j *jobState) releaseHistory() {
 // event (kind "miss" for a miss), and so for the policies (outcomes).
 func (j *jobState) judge(now time.Time, final bool) {
 	m := j.m
-	j.mu.Lock()
-	if j.hist.rec == nil {
-		j.mu.Unlock()
-		return
-	}
-	frames := j.hist.rec.Frames()
 	var measured []*kelpiepb.Action
-	for _, a := range j.actions {
-		if a.State != ActApplied || a.Realized != nil || j.hist.unjudged[a.Id] {
-			continue
+	j.onActor(func() { // a.Realized is written on the actions' records
+		if j.hist.rec == nil {
+			return
 		}
-		ap, before := j.applied(a, frames)
-		r := timeline.Realize(frames, ap, now, final)
-		if r == nil {
-			if final || now.After(ap.At.Add(ap.Transition+ap.Window+judgeGrace)) {
-				j.hist.unjudged[a.Id] = true
+		frames := j.hist.rec.Frames()
+		for _, a := range j.actions {
+			if a.State != ActApplied || a.Realized != nil || j.hist.unjudged[a.Id] {
+				continue
 			}
-			continue
-		}
-		r.Targets, r.Policy, r.Kind = ap.Targets, a.Policy, a.Kind
-		r.BatchesBefore, r.BatchesAfter, r.Restarts = before, map[string]int32{}, map[string]int32{}
-		for w, b := range a.GetBatchSizes() {
-			r.BatchesAfter[w] = b * max(a.GetAccumulation()[w], 1)
-		}
-		for _, t := range ap.Targets {
-			if n := j.nodes[t]; n != nil {
-				r.Restarts[t] = n.status.Restarts
+			ap, before := j.applied(a, frames)
+			r := timeline.Realize(frames, ap, now, final)
+			if r == nil {
+				if final || now.After(ap.At.Add(ap.Transition+ap.Window+judgeGrace)) {
+					j.hist.unjudged[a.Id] = true
+				}
+				continue
 			}
+			r.Targets, r.Policy, r.Kind = ap.Targets, a.Policy, a.Kind
+			r.BatchesBefore, r.BatchesAfter, r.Restarts = before, map[string]int32{}, map[string]int32{}
+			for w, b := range a.GetBatchSizes() {
+				r.BatchesAfter[w] = b * max(a.GetAccumulation()[w], 1)
+			}
+			for _, t := range ap.Targets {
+				if n := j.nodes[t]; n != nil {
+					r.Restarts[t] = n.status.Restarts
+				}
+			}
+			a.Realized = r
+			measured = append(measured, a)
 		}
-		a.Realized = r
-		measured = append(measured, a)
-	}
-	j.mu.Unlock()
+	})
 	for _, a := range measured {
 		m.persistAction(j, a)
 		kind, what := "action", a.Kind
@@ -405,12 +407,12 @@ func (m *Manager) pruneHistories(now time.Time) {
 	}
 	var old []string
 	for name, j := range m.jobList() {
-		j.mu.Lock()
-		if j.over() && !j.ended.IsZero() && now.Sub(j.ended) > m.cfg.HistoryRetention && !j.hist.pruned {
-			j.hist.pruned = true
-			old = append(old, name)
-		}
-		j.mu.Unlock()
+		j.onActor(func() {
+			if j.over() && !j.ended.IsZero() && now.Sub(j.ended) > m.cfg.HistoryRetention && !j.hist.pruned {
+				j.hist.pruned = true
+				old = append(old, name)
+			}
+		})
 	}
 	for _, name := range old {
 		if err := m.cfg.Store.DeleteTimeline(name); err != nil {

@@ -19,8 +19,10 @@ import (
 // report takes in a worker's progress report: the samples ledger, then the
 // node's progress, the Monitor and the heatmap. The first report of a job
 // moves it from starting to running. It returns the ledger's refusal (an
-// unknown node, bytes between regions the topology does not have).
-func (m *Manager) report(j *jobState, node string, r *kelpiepb.ProgressReport) error {
+// unknown node, bytes between regions the topology does not have). The
+// job's move to running is written by write (the job's actor: j.onActor
+// from the agent's stream, j.locked on the actor itself).
+func (m *Manager) report(j *jobState, node string, r *kelpiepb.ProgressReport, write func(func())) error {
 	now := m.now()
 	j.mu.RLock()
 	ledgerErr := j.coord.Observe(r) // the samples ledger
@@ -35,21 +37,21 @@ func (m *Manager) report(j *jobState, node string, r *kelpiepb.ProgressReport) e
 	}
 	j.wakeWaiters()
 	if !j.running.Load() {
-		j.mu.Lock()
-		if j.state == StateStarting {
-			j.state = StateRunning
-			j.invalidateViews()
-		}
-		j.running.Store(true)
-		j.mu.Unlock()
+		write(func() {
+			if j.state == StateStarting {
+				j.state = StateRunning
+				j.invalidateViews()
+			}
+			j.running.Store(true)
+		})
 	}
 	return ledgerErr
 }
 
 // reportTimed takes in a report that arrived at t0 and records its ingest
 // time.
-func (m *Manager) reportTimed(j *jobState, node string, r *kelpiepb.ProgressReport) {
+func (m *Manager) reportTimed(j *jobState, node string, r *kelpiepb.ProgressReport, write func(func())) {
 	t0 := m.clk.Now()
-	m.report(j, node, r)
+	m.report(j, node, r, write)
 	ingest.Observe(clock.Since(m.clk, t0).Seconds())
 }

@@ -26,7 +26,7 @@ func TestReportsSideBySide(t *testing.T) {
 			defer wg.Done()
 			for it := int64(1); it <= reports; it++ {
 				m.report(j, w, &kelpiepb.ProgressReport{Job: "sidebyside", Node: w, Iteration: it, BatchSize: 4, Loss: 0.5,
-					BptSeconds: []float64{0.01, 0.02}, Comm: []*kelpiepb.CommSample{{Server: int32(it % 2), Bytes: 100, Seconds: 0.001}}})
+					BptSeconds: []float64{0.01, 0.02}, Comm: []*kelpiepb.CommSample{{Server: int32(it % 2), Bytes: 100, Seconds: 0.001}}}, j.onActor)
 				if it%50 == 0 {
 					m.fromAgent(j, n, &kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Heartbeat{Heartbeat: &kelpiepb.Heartbeat{
 						Status: &kelpiepb.NodeStatus{State: kelpiepb.NodeState_NODE_STATE_RUNNING, Pid: 1}}}})

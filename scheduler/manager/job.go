@@ -25,8 +25,12 @@ import (
 // jobState is one job as the manager runs it.
 type jobState struct {
 	// mu guards the job's state: every field below unless said otherwise,
-	// and its nodes'. It is taken after the manager's lock, never before
-	// (see Manager.mu); reports take it for reading (ingest.go).
+	// and its nodes'. The state is written only on the job's actor
+	// (actor.go: onActor from another goroutine, locked on the actor
+	// itself), which holds mu while it writes; every other goroutine reads
+	// under mu held for reading (reports, views, the ticker, a change
+	// under way). It is taken after the manager's lock, never before (see
+	// Manager.mu).
 	mu    sync.RWMutex
 	m     *Manager
 	spec  *spec.Spec
@@ -261,9 +265,7 @@ func (j *jobState) launch() error {
 			return err
 		}
 	}
-	j.mu.Lock()
-	j.launcher = l
-	j.mu.Unlock()
+	j.onActor(func() { j.launcher = l })
 	start := j.startAgent
 	for _, n := range j.spec.ServerNames() {
 		if err := start("server", n); err != nil {
@@ -314,9 +316,9 @@ func (j *jobState) watchAgent(p *launch.Proc) {
 	case <-j.m.done:
 		return
 	}
-	j.mu.Lock()
+	j.mu.RLock()
 	over := j.over() || j.relaunching
-	j.mu.Unlock()
+	j.mu.RUnlock()
 	if over || p.Err() == nil {
 		return
 	}
@@ -328,21 +330,21 @@ func (j *jobState) watchAgent(p *launch.Proc) {
 
 // getLauncher is the job's launcher (nil for an adopted job).
 func (j *jobState) getLauncher() *launch.Local {
-	j.mu.Lock()
-	defer j.mu.Unlock()
+	j.mu.RLock()
+	defer j.mu.RUnlock()
 	return j.launcher
 }
 
 // stopAgents tells every connected agent of the job to stop its role.
 func (j *jobState) stopAgents(reason string) {
-	j.mu.Lock()
+	j.mu.RLock()
 	var conns []*agentConn
 	for _, n := range j.nodes {
 		if n.conn != nil {
 			conns = append(conns, n.conn)
 		}
 	}
-	j.mu.Unlock()
+	j.mu.RUnlock()
 	for _, c := range conns {
 		c.send(&kelpiepb.SchedulerMessage{Body: &kelpiepb.SchedulerMessage_Stop{Stop: reason}})
 	}
@@ -477,15 +479,15 @@ func (j *jobState) tick(now time.Time) {
 	at := now.Sub(j.submitted)
 	// The snapshot takes milliseconds on a big job: reports go on meanwhile.
 	snap := j.mon.Snapshot(at)
-	j.mu.Lock()
-	j.snap = snap
 	dprs := map[string]int64{}
-	for _, n := range j.nodes {
-		if n.stats != nil {
-			dprs[n.name] = n.stats.Dprs
+	j.onActor(func() {
+		j.snap = snap
+		for _, n := range j.nodes {
+			if n.stats != nil {
+				dprs[n.name] = n.stats.Dprs
+			}
 		}
-	}
-	j.mu.Unlock()
+	})
 	j.dprs.Store(&dprs)
 	for _, a := range lost {
 		m.persistAction(j, a)

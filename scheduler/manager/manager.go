@@ -460,40 +460,47 @@ func (m *Manager) complete(j *jobState) {
 		res.DPRs += sv.DPRs
 	}
 	res.JCTSeconds = m.now().Sub(j.submitted).Seconds()
-	j.mu.Lock()
-	j.res = res
-	j.mu.Unlock()
+	j.onActor(func() { j.res = res })
 	m.finish(j, StateCompleted, nil)
 }
 
 // finish moves a job to a final state, stops its nodes and persists it.
 func (m *Manager) finish(j *jobState, state string, cause error) {
-	j.mu.Lock()
-	if j.over() {
-		j.mu.Unlock()
+	var (
+		over bool
+		res  *Result
+		msg  string
+		rec  store.JobRecord
+		l    *launch.Local
+	)
+	j.onActor(func() {
+		if over = j.over(); over {
+			return
+		}
+		j.state = state
+		j.ended = m.now()
+		// A view of the job as running must not outlive it: views of several
+		// jobs read together (EPS's capacity) would show it beside its successor.
+		j.invalidateViews()
+		if cause != nil {
+			j.err = cause.Error()
+		}
+		res = j.res
+		msg = fmt.Sprintf("job %s %s", j.spec.Name, state)
+		if cause != nil {
+			msg += ": " + cause.Error()
+		}
+		if res != nil && state == StateCompleted {
+			msg += fmt.Sprintf(" (%.1fs, accuracy %.4f)", res.JCTSeconds, res.Accuracy)
+		}
+		m.event(j.spec.Name, "job", "", msg, "")
+		rec = store.JobRecord{Name: j.spec.Name, SpecYAML: string(j.spec.YAML()), State: state, Error: j.err,
+			SubmittedBy: j.submittedBy, Submitted: j.submitted, Finished: j.ended}
+		l = j.launcher
+	})
+	if over {
 		return
 	}
-	j.state = state
-	j.ended = m.now()
-	// A view of the job as running must not outlive it: views of several
-	// jobs read together (EPS's capacity) would show it beside its successor.
-	j.invalidateViews()
-	if cause != nil {
-		j.err = cause.Error()
-	}
-	res := j.res
-	msg := fmt.Sprintf("job %s %s", j.spec.Name, state)
-	if cause != nil {
-		msg += ": " + cause.Error()
-	}
-	if res != nil && state == StateCompleted {
-		msg += fmt.Sprintf(" (%.1fs, accuracy %.4f)", res.JCTSeconds, res.Accuracy)
-	}
-	m.event(j.spec.Name, "job", "", msg, "")
-	rec := store.JobRecord{Name: j.spec.Name, SpecYAML: string(j.spec.YAML()), State: state, Error: j.err,
-		SubmittedBy: j.submittedBy, Submitted: j.submitted, Finished: j.ended}
-	l := j.launcher
-	j.mu.Unlock()
 	m.settleOpen(j)
 	j.closeHistory(m.now())
 	j.releaseHistory()

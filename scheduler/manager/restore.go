@@ -42,9 +42,9 @@ func (m *Manager) persistStart(j *jobState) {
 		_ = m.cfg.Store.PutNode(j.spec.Name, store.NodeRecord{Name: n.Name, Role: role, Addr: n.Addr, Pid: int(n.Pid),
 			State: "running", BatchSize: n.BatchSize, Registered: start})
 	}
-	j.mu.Lock()
+	j.mu.RLock()
 	over := j.over()
-	j.mu.Unlock()
+	j.mu.RUnlock()
 	if !over {
 		_ = m.cfg.Store.PutJob(store.JobRecord{Name: j.spec.Name, SpecYAML: string(j.spec.YAML()), State: StateRunning,
 			SubmittedBy: j.submittedBy, Submitted: j.submitted, Updated: start})

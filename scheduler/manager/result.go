@@ -115,7 +115,7 @@ func (j *jobState) result() *Result {
 	for _, b := range c.RegionBytes() {
 		r.RegionBytes = append(r.RegionBytes, RegionBytes{From: b.FromRegion, To: b.ToRegion, Bytes: b.Bytes})
 	}
-	j.mu.Lock()
+	j.mu.RLock()
 	for _, n := range ledger {
 		role := "server"
 		if n.Role == kelpiepb.Role_ROLE_WORKER {
@@ -134,7 +134,7 @@ func (j *jobState) result() *Result {
 		}
 		r.Nodes = append(r.Nodes, nr)
 	}
-	j.mu.Unlock()
+	j.mu.RUnlock()
 	_, _, done, total := c.ShardCounts()
 	r.ShardsDone, r.ShardsTotal = int64(done), int64(total)
 	train := j.m.now().Sub(c.Start()).Seconds()
@@ -142,7 +142,7 @@ func (j *jobState) result() *Result {
 	if train > 0 {
 		r.Throughput = float64(r.Samples) / train
 	}
-	j.mu.Lock()
+	j.mu.RLock()
 	r.ScriptSkipped = skippedSteps(scriptSteps(j.spec), j.scriptNext)
 	r.PausedSeconds = j.paused
 	stalls := actionStalls(j.actions, j.workerMarks())
@@ -154,7 +154,7 @@ func (j *jobState) result() *Result {
 			Node: a.Target, Reason: a.Reason, AppliedIteration: a.AppliedIteration, State: a.State, Policy: a.Policy, ID: a.Id,
 			PausedSeconds: a.PausedSeconds, StallSeconds: stalls[i], Error: a.Error, Realized: realizedOf(a.Realized)})
 	}
-	j.mu.Unlock()
+	j.mu.RUnlock()
 	j.m.reportSkipped(j, r.ScriptSkipped)
 	return r
 }
@@ -167,8 +167,8 @@ const finalStatsTimeout = 5 * time.Second
 // after finalStatsTimeout the last ones sent.
 func (m *Manager) finalServers(j *jobState, addrs, names []string, since time.Time) ([]ServerResult, error) {
 	fresh := func() bool {
-		j.mu.Lock()
-		defer j.mu.Unlock()
+		j.mu.RLock()
+		defer j.mu.RUnlock()
 		for i, a := range addrs {
 			if a == "" || i >= len(names) {
 				continue
@@ -180,8 +180,8 @@ func (m *Manager) finalServers(j *jobState, addrs, names []string, since time.Ti
 		return true
 	}
 	err := m.await(j, finalStatsTimeout, j.changed, fresh)
-	j.mu.Lock()
-	defer j.mu.Unlock()
+	j.mu.RLock()
+	defer j.mu.RUnlock()
 	var out []ServerResult
 	var missing []string
 	for i, a := range addrs {

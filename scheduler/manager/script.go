@@ -43,9 +43,9 @@ func (m *Manager) runScript(j *jobState) {
 		if err != nil {
 			m.event(j.spec.Name, "action", st.Node, fmt.Sprintf("script step at %s (%s %s) not carried out: %v", st.At, st.Action, st.Node, err), "script")
 		}
-		j.mu.Lock()
-		j.scriptNext = i + 1
-		j.mu.Unlock()
+		j.onActor(func() {
+			j.scriptNext = i + 1
+		})
 	}
 }
 

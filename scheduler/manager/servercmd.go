@@ -59,27 +59,25 @@ func (e *serverError) Unwrap() error { return e.err }
 func (m *Manager) askServers(j *jobState, cmds map[string]*kelpiepb.ActionCommand, timeout time.Duration) (map[string]*kelpiepb.ActionAck, error) {
 	calls := make(map[string]*serverCall, len(cmds))
 	var sends sendList
-	j.mu.Lock()
-	if j.calls == nil {
-		j.calls = map[callKey]*serverCall{}
-	}
-	for node, cmd := range cmds {
-		c := &serverCall{node: node, cmd: cmd, ack: make(chan *kelpiepb.ActionAck, 1)}
-		calls[node] = c
-		j.calls[callKey{node, cmd.ActionId}] = c
-		if n := j.nodes[node]; n != nil && n.conn != nil {
-			conn := n.conn
-			sends = append(sends, func() { conn.send(&kelpiepb.SchedulerMessage{Body: &kelpiepb.SchedulerMessage_Command{Command: cmd}}) })
+	j.onActor(func() {
+		if j.calls == nil {
+			j.calls = map[callKey]*serverCall{}
 		}
-	}
-	j.mu.Unlock()
-	defer func() {
-		j.mu.Lock()
+		for node, cmd := range cmds {
+			c := &serverCall{node: node, cmd: cmd, ack: make(chan *kelpiepb.ActionAck, 1)}
+			calls[node] = c
+			j.calls[callKey{node, cmd.ActionId}] = c
+			if n := j.nodes[node]; n != nil && n.conn != nil {
+				conn := n.conn
+				sends = append(sends, func() { conn.send(&kelpiepb.SchedulerMessage{Body: &kelpiepb.SchedulerMessage_Command{Command: cmd}}) })
+			}
+		}
+	})
+	defer j.onActor(func() {
 		for _, c := range calls {
 			delete(j.calls, callKey{c.node, c.cmd.ActionId})
 		}
-		j.mu.Unlock()
-	}()
+	})
 	sends.run()
 	timer := m.clk.After(timeout)
 	acks := make(map[string]*kelpiepb.ActionAck, len(calls))
@@ -151,7 +149,7 @@ func (j *jobState) pendingCalls(node string) []*kelpiepb.ActionCommand {
 // waiting for the acks (a shutdown: the server's final counters, which
 // its agent sends as it stops, are what the caller waits for).
 func (m *Manager) tellServers(j *jobState, cmds map[string]*kelpiepb.ActionCommand) {
-	j.mu.Lock()
+	j.mu.RLock()
 	var sends sendList
 	for node, cmd := range cmds {
 		if n := j.nodes[node]; n != nil && n.conn != nil {
@@ -159,6 +157,6 @@ func (m *Manager) tellServers(j *jobState, cmds map[string]*kelpiepb.ActionComma
 			sends = append(sends, func() { conn.send(&kelpiepb.SchedulerMessage{Body: &kelpiepb.SchedulerMessage_Command{Command: cmd}}) })
 		}
 	}
-	j.mu.Unlock()
+	j.mu.RUnlock()
 	sends.run()
 }

@@ -43,8 +43,8 @@ func TestStallFromReports(t *testing.T) {
 		}
 		advance(d)
 		it := int64(rep * 10)
-		m.report(j, "worker-0", &kelpiepb.ProgressReport{Job: "stall", Node: "worker-0", Iteration: it, BatchSize: 4, BptSeconds: tenMs(10)})
-		m.report(j, "worker-1", &kelpiepb.ProgressReport{Job: "stall", Node: "worker-1", Iteration: it, BatchSize: 4, BptSeconds: bpt})
+		m.report(j, "worker-0", &kelpiepb.ProgressReport{Job: "stall", Node: "worker-0", Iteration: it, BatchSize: 4, BptSeconds: tenMs(10)}, j.onActor)
+		m.report(j, "worker-1", &kelpiepb.ProgressReport{Job: "stall", Node: "worker-1", Iteration: it, BatchSize: 4, BptSeconds: bpt}, j.onActor)
 	}
 	marks := j.workerMarks()
 	if len(marks["worker-1"]) != 100 {

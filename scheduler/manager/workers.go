@@ -231,16 +231,14 @@ func (m *Manager) addWorker(j *jobState, a *kelpiepb.Action) {
 		j.invalidateViews()
 	})
 	if err := j.startAgent("worker", name); err != nil {
-		j.mu.Lock()
-		n.removed = true
-		j.mu.Unlock()
+		j.onActor(func() { n.removed = true })
 		j.coord.DropWorker(name)
 		fail(err)
 		return
 	}
 	err := m.await(j, workerJoinTimeout, j.changed, func() bool {
-		j.mu.Lock()
-		defer j.mu.Unlock()
+		j.mu.RLock()
+		defer j.mu.RUnlock()
 		return n.progress().reported && n.conn != nil
 	})
 	switch {
@@ -250,9 +248,7 @@ func (m *Manager) addWorker(j *jobState, a *kelpiepb.Action) {
 		fail(fmt.Errorf("job %s ended before %s joined", j.spec.Name, name))
 		return
 	case err != nil:
-		j.mu.Lock()
-		n.removed = true
-		j.mu.Unlock()
+		j.onActor(func() { n.removed = true })
 		j.coord.DropWorker(name)
 		fail(fmt.Errorf("%s did not join within %s", name, workerJoinTimeout))
 		return

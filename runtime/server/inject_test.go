@@ -45,3 +45,37 @@ func TestInjectFullDuplex(t *testing.T) {
 		t.Errorf("a response under the compute injection waits %v; want none", d)
 	}
 }
+
+// TestCPUStretchContended: a cpu straggler leaves the server a share of one
+// CPU, so the stretched times of requests handled side by side follow one
+// another: four concurrent requests that each kept the server busy 1 ms
+// under intensity 0.9 (9 ms stretched) take at least 36 ms in all. Sleeping
+// side by side, as the stretch once did, they take about 9 ms.
+func TestCPUStretchContended(t *testing.T) {
+	inj := []straggler.Injection{{Node: "server-0", Kind: straggler.CPU, Intensity: 0.9}}
+	s, err := New(Config{Name: "server-0", Sync: syncmodel.Config{Model: syncmodel.ASP}, Optim: optim.Config{Kind: "sgd", LR: 1},
+		Workers: []int{0}, Straggler: straggler.ForNode(inj, "server-0")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const requests, busy = 4, time.Millisecond
+	stretched := s.cfg.Straggler.CPUDelay(0, busy, 0)
+	if stretched != 9*busy {
+		t.Fatalf("CPUDelay(1 ms at intensity 0.9) = %v; want 9 ms", stretched)
+	}
+	start := time.Now()
+	done := make(chan struct{})
+	for range requests {
+		go func() {
+			s.stretch(busy)
+			done <- struct{}{}
+		}()
+	}
+	for range requests {
+		<-done
+	}
+	// A lower bound: sleeps never end early, however loaded the machine.
+	if took := time.Since(start); took < requests*stretched {
+		t.Errorf("%d concurrent requests stretched in %v; want ≥ %v, one after the other", requests, took, requests*stretched)
+	}
+}

@@ -89,6 +89,9 @@ type Server struct {
 
 	ready    chan struct{} // closed once Install has run
 	shutdown chan string   // receives the reason of a Shutdown request
+	// contended is the CPU share a cpu straggler leaves the server: the
+	// stretched part of handling one request at a time (stretch).
+	contended sync.Mutex
 
 	mu       sync.Mutex
 	start    time.Time // the job's time zero
@@ -222,7 +225,11 @@ func (s *Server) inject(n int, in bool) {
 
 // stretch sleeps for a contended CPU (kind cpu) after a request kept the
 // server busy for busy: busy × I/(1-I), so the server's share of the work
-// sets its slowness.
+// sets its slowness. The stretched times of concurrent requests follow one
+// another: a server left 2 % of a CPU serves its workers' requests on that
+// 2 % one after the other, not each on a 2 % of its own (sleeping side by
+// side, four workers' requests cost the server one stretch, not four, and
+// the straggler's cost shrank as the handlers got faster).
 func (s *Server) stretch(busy time.Duration) {
 	if s.cfg.Straggler.Empty() {
 		return
@@ -231,7 +238,9 @@ func (s *Server) stretch(busy time.Duration) {
 	u := s.rng.Float64()
 	s.mu.Unlock()
 	if d := s.cfg.Straggler.CPUDelay(s.elapsed(), busy, u); d > 0 {
+		s.contended.Lock()
 		time.Sleep(d)
+		s.contended.Unlock()
 	}
 }
 

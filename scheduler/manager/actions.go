@@ -846,25 +846,26 @@ func (m *Manager) acked(j *jobState, node string, ack *kelpiepb.ActionAck) {
 // (auto) or queued for an operator (approve). Proposals that wait too long
 // expire, and dispatched actions whose acks do not come fail.
 //
-// The policies themselves run off the actor and without the job's lock,
-// on a copy of what they read (policyInputs) that the actor makes in the
-// same turn as the gate's tick: evaluating them over thousands of workers
-// must not hold up the job's acks and reports. The gate then takes their
-// proposals against the job as it is by then.
+// The policies themselves run outside the job's lock, on a copy of
+// what they read (policyInputs): evaluating them over thousands of workers
+// must not hold up the job's reports. The gate then takes their proposals
+// against the job as it is by then.
 func (j *jobState) runPolicies(snap monitor.Snapshot, now time.Time) {
 	m := j.m
-	var (
-		changed []*kelpiepb.Action
-		in      *policyInputs
-	)
+	var changed []*kelpiepb.Action
 	j.onActor(func() {
 		before := len(j.actions)
 		changed = j.changedSince(now, func() { j.gate.Tick(now) })
 		changed = append(changed, j.actions[before:]...)
-		if j.state == StateRunning {
-			in = j.policyInputs()
-		}
 	})
+	// Copying the inputs is O(workers): under the lock for reading, so
+	// that reports go on meanwhile.
+	var in *policyInputs
+	j.mu.RLock()
+	if j.state == StateRunning {
+		in = j.policyInputs()
+	}
+	j.mu.RUnlock()
 	var proposals []policy.Action
 	if in != nil {
 		proposals = in.propose(snap)
@@ -951,7 +952,8 @@ type policyInputs struct {
 	rng          *rand.Rand
 }
 
-// policyInputs copies what the policies read. Called on the job's actor.
+// policyInputs copies what the policies read. Called under the manager's
+// lock (for reading is enough: it writes nothing).
 func (j *jobState) policyInputs() *policyInputs {
 	in := &policyInputs{job: j.policyJob(), policies: map[string]policySetting{}, ddDone: j.ddDone(),
 		aggregating: j.aggregating(), strawmanSpec: j.spec.Policies.PSLD.Strawman}

@@ -251,7 +251,7 @@ type topoRun struct {
 	ps        [][]*psclient.Conn // [worker][server]
 	plain     [][]*psclient.Conn // [worker][server] to servers without security (SecurityCost)
 	raw       [][]*rawConn
-	prog      [][]int64 // push progress per worker and server (strictly increasing)
+	prog      [][]int64 // pushes made per worker and server (psStream.progress)
 	plainProg [][]int64
 	abort     context.CancelFunc
 }
@@ -603,22 +603,27 @@ func drive(s stream, n, inflight int, lat []time.Duration) ([]time.Duration, err
 
 // psStream is one worker's connection to one server.
 type psStream struct {
-	conn     *psclient.Conn
-	worker   int32
-	block    uint32
-	op       Op
-	size     int
-	payload  []byte // never modified while requests are in flight
+	conn    *psclient.Conn
+	worker  int32
+	block   uint32
+	op      Op
+	size    int
+	payload []byte // never modified while requests are in flight
+	// progress counts the pushes made: the next push is of iteration
+	// *progress, a pull follows iteration *progress-1.
 	progress *int64
 }
 
 func (p *psStream) send() (any, error) {
-	req := &kelpiepb.PSRequest{Worker: p.worker, Blocks: []uint32{p.block}, Progress: *p.progress}
+	req := &kelpiepb.PSRequest{Worker: p.worker, Blocks: []uint32{p.block}, Progress: *p.progress - 1}
 	switch p.op {
 	case Push, PushPull:
-		// asp takes each push once per worker and iteration: count up.
-		*p.progress++
+		// asp takes each push once per worker and iteration: count up
+		// from iteration 0, as a worker does. (From 1, version 0 would
+		// never complete: the server's engine would keep the set of every
+		// version pushed since, a map more per push, for the whole run.)
 		req.Progress = *p.progress
+		*p.progress++
 		req.Data = p.payload
 		req.Op = kelpiepb.Op_OP_PUSH
 		if p.op == PushPull {

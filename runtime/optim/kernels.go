@@ -51,6 +51,39 @@ func sgdTo(c Config, dst, p, g []float32) bool {
 	return sgdTail(c.LR, dst[n:], p[n:], g[n:]) && ok
 }
 
+// sgdKeep is sgd that leaves the old values of p in g, in place of the
+// gradient it has used: an update that copying g back into p undoes.
+// Every element is computed exactly as sgd computes it.
+func sgdKeep(c Config, p, g []float32) bool {
+	g = g[:len(p)]
+	if !vector || len(p) < lanes {
+		return sgdKeepGo(c.LR, p, g)
+	}
+	n := len(p) &^ (lanes - 1)
+	ok := sgdKeepVec(p[:n], g[:n], c.LR)
+	if len(p) > n {
+		// sgdTail's padded vector, the old values saved first.
+		var old [lanes]float32
+		copy(old[:], p[n:])
+		ok = sgdTail(c.LR, p[n:], p[n:], g[n:]) && ok
+		copy(g[n:], old[:])
+	}
+	return ok
+}
+
+// sgdKeepGo is sgdKeep with sgdGo, a piece at a time.
+func sgdKeepGo(lr float32, p, g []float32) bool {
+	var old [256]float32
+	ok := true
+	for len(p) > 0 {
+		k := copy(old[:], p)
+		ok = sgdGo(lr, p[:k], g[:k]) && ok
+		copy(g[:k], old[:k])
+		p, g = p[k:], g[k:]
+	}
+	return ok
+}
+
 // momentum is heavy-ball momentum in PyTorch's form: v = μv + g; p -= lr·v.
 func momentum(c Config, v, p, g []float32) bool {
 	v, g = v[:len(p)], g[:len(p)]

@@ -11,6 +11,9 @@ import "golang.org/x/sys/cpu"
 func sgdToAVX2(dst, p, grad *float32, n int, lr float32) (finite bool)
 
 //go:noescape
+func sgdKeepAVX2(p, grad *float32, n int, lr float32) (finite bool)
+
+//go:noescape
 func momentumAVX2(v, p, grad *float32, n int, mu, lr float32) (finite bool)
 
 //go:noescape
@@ -24,6 +27,8 @@ func sgdVec(p, g []float32, lr float32) bool { return sgdToAVX2(&p[0], &p[0], &g
 func sgdToVec(dst, p, g []float32, lr float32) bool {
 	return sgdToAVX2(&dst[0], &p[0], &g[0], len(p), lr)
 }
+
+func sgdKeepVec(p, g []float32, lr float32) bool { return sgdKeepAVX2(&p[0], &g[0], len(p), lr) }
 
 func momentumVec(v, p, g []float32, mu, lr float32) bool {
 	return momentumAVX2(&v[0], &p[0], &g[0], len(p), mu, lr)

@@ -56,6 +56,62 @@ sgdtodone:
 	VZEROUPPER
 	RET
 
+// func sgdKeepAVX2(p, grad *float32, n int, lr float32) (finite bool)
+// p[i] = p[i] - lr·grad[i], fused exactly as sgdToAVX2 computes it, and
+// grad[i] = the old p[i]: an update in place that can still be undone.
+TEXT ·sgdKeepAVX2(SB), NOSPLIT, $0-33
+	MOVQ p+0(FP), DI
+	MOVQ grad+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVSS lr+24(FP), X13
+	VBROADCASTSS X13, Y13
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	VXORPS Y12, Y12, Y12
+	SHRQ $5, CX
+	JZ sgdkeepdone
+sgdkeeploop:
+	VMOVUPS 0(DI), Y0
+	VMOVUPS 32(DI), Y1
+	VMOVUPS 64(DI), Y2
+	VMOVUPS 96(DI), Y3
+	VMOVAPS Y0, Y4
+	VMOVAPS Y1, Y5
+	VMOVAPS Y2, Y6
+	VMOVAPS Y3, Y7
+	VFNMADD231PS 0(SI), Y13, Y4
+	VFNMADD231PS 32(SI), Y13, Y5
+	VFNMADD231PS 64(SI), Y13, Y6
+	VFNMADD231PS 96(SI), Y13, Y7
+	VMOVUPS Y4, 0(DI)
+	VMOVUPS Y5, 32(DI)
+	VMOVUPS Y6, 64(DI)
+	VMOVUPS Y7, 96(DI)
+	VMOVUPS Y0, 0(SI)
+	VMOVUPS Y1, 32(SI)
+	VMOVUPS Y2, 64(SI)
+	VMOVUPS Y3, 96(SI)
+	VFMADD231PS Y8, Y4, Y9
+	VFMADD231PS Y8, Y5, Y10
+	VFMADD231PS Y8, Y6, Y11
+	VFMADD231PS Y8, Y7, Y12
+	ADDQ $128, DI
+	ADDQ $128, SI
+	DECQ CX
+	JNZ sgdkeeploop
+sgdkeepdone:
+	VADDPS Y9, Y10, Y9
+	VADDPS Y11, Y12, Y11
+	VADDPS Y9, Y11, Y9
+	VCMPPS $0, Y8, Y9, Y9
+	VMOVMSKPS Y9, AX
+	CMPL AX, $0xff
+	SETEQ finite+32(FP)
+	VZEROUPPER
+	RET
+
 // func momentumAVX2(v, p, grad *float32, n int, mu, lr float32) (finite bool)
 // v[i] = mu·v[i] + grad[i]; p[i] -= lr·v[i], both fused.
 TEXT ·momentumAVX2(SB), NOSPLIT, $0-41

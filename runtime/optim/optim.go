@@ -208,6 +208,21 @@ func ApplyRangeTo(c Config, next *State, dst []float32, s *State, param, grad []
 	return applyRange(c, next, dst, grad, lo, hi)
 }
 
+// ApplyRangeUndoable is ApplyRange for SGD (which keeps no state) that
+// leaves the old values of param[lo:hi] in grad[lo:hi], in place of the
+// gradient it has used: a block updated in place a range at a time as its
+// gradient arrives, which copying grad[lo:hi] back into param[lo:hi]
+// restores bit for bit. The new values are ApplyRange's (and so Apply's)
+// bit for bit. It panics for any other optimizer.
+func ApplyRangeUndoable(c Config, param, grad []float32, lo, hi int) (finite bool) {
+	c = mustValid(c)
+	if c.Kind != SGD {
+		panic(fmt.Sprintf("optim: an undoable update of %s", c.Kind))
+	}
+	mustRange(param, grad, lo, hi)
+	return sgdKeep(c, param[lo:hi], grad[lo:hi])
+}
+
 // RangeUnit is the alignment of ApplyRange's ranges (the vector kernels'
 // unit).
 const RangeUnit = lanes

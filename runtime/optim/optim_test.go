@@ -287,3 +287,49 @@ func testApplyRange(t *testing.T, n int) {
 		}
 	}
 }
+
+// TestApplyRangeUndoable: SGD in place a range at a time, with the old
+// values left where the gradient was, is bit for bit Apply's (on the
+// vector kernels, where the CPU has them, and on the Go loops), reports a
+// non-finite result, and copying the saved values back restores the block
+// exactly.
+func TestApplyRangeUndoable(t *testing.T) {
+	defer func(v bool) { vector = v }(vector)
+	for _, vec := range []bool{vector, false} {
+		vector = vec
+		for _, n := range []int{1, 31, 32, 33, 5*1024 + 37, 512<<10 + 37} {
+			for _, chunk := range []int{32, 1024, n + 31} {
+				c := Config{Kind: SGD, LR: 0.01}
+				grad, start := make([]float32, n), make([]float32, n)
+				for i := range grad {
+					grad[i] = float32(i%97) - 48
+					start[i] = float32(i%89)*0.37 - 11
+				}
+				grad[n/2] = float32(math.Inf(1))
+				whole := slices.Clone(start)
+				wantFinite := Apply(c, NewState(c, n), whole, grad)
+				vals, saved := slices.Clone(start), slices.Clone(grad)
+				finite := true
+				for lo := 0; lo < n; {
+					hi := min(lo+chunk, n)
+					if n-hi < RangeUnit {
+						hi = n // a short tail goes with this range
+					}
+					finite = ApplyRangeUndoable(c, vals, saved, lo, hi) && finite
+					lo = hi
+				}
+				if finite != wantFinite || finite {
+					t.Errorf("vector=%v n=%d ranges of %d: finite = %v; Apply says %v (an Inf was pushed)", vec, n, chunk, finite, wantFinite)
+				}
+				for i := range whole {
+					if math.Float32bits(vals[i]) != math.Float32bits(whole[i]) {
+						t.Fatalf("vector=%v n=%d ranges of %d: param[%d] = %v; Apply %v", vec, n, chunk, i, vals[i], whole[i])
+					}
+				}
+				if !slices.Equal(saved, start) {
+					t.Fatalf("vector=%v n=%d ranges of %d: the saved values are not the old ones", vec, n, chunk)
+				}
+			}
+		}
+	}
+}

@@ -77,6 +77,7 @@ func (s *Server) Retable(_ context.Context, req *kelpiepb.RetableRequest) (*kelp
 	t := job.TableFrom(req.Assignment)
 	me := int(req.Me)
 	s.mu.Lock()
+	s.awaitQuiet()
 	if t.Version <= s.version {
 		s.mu.Unlock()
 		return &kelpiepb.RetableResponse{}, nil // already there (a retry)
@@ -255,6 +256,7 @@ func (s *Server) sendBlock(addr string, m *kelpiepb.MigrateRequest) error {
 func (s *Server) Migrate(_ context.Context, m *kelpiepb.MigrateRequest) (*kelpiepb.MigrateResponse, error) {
 	id := int(m.Block)
 	s.mu.Lock()
+	s.awaitQuiet()
 	if s.blocks[id] != nil {
 		s.mu.Unlock()
 		return &kelpiepb.MigrateResponse{}, nil // a retry of a block already here

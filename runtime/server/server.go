@@ -113,6 +113,11 @@ type Server struct {
 	staged       map[*kelpiepb.PSRequest]*staged
 	stageFree    []*staged
 	stagedPushes int64 // pushes installed from a staged update
+	// writing holds the pushes being applied in place as they arrive, by
+	// block; quiet (on mu) wakes who waits for them (inplace.go).
+	writing       map[int]*inPlace
+	quiet         *sync.Cond
+	inPlacePushes int64 // pushes kept as applied while they arrived
 }
 
 // New makes a server; it answers requests once Install has given it blocks.
@@ -132,8 +137,10 @@ func New(cfg Config) (*Server, error) {
 		engine:   syncmodel.New(cfg.Sync, cfg.Workers),
 		pending:  map[syncmodel.PullID]pendingPull{},
 		staged:   map[*kelpiepb.PSRequest]*staged{},
+		writing:  map[int]*inPlace{},
 		rng:      rand.New(rand.NewPCG(uint64(cfg.Seed), 0x5e7)),
 	}
+	s.quiet = sync.NewCond(&s.mu)
 	s.stats.Name = cfg.Name
 	if !cfg.Straggler.Empty() {
 		rate, _ := cfg.Straggler.Bandwidth(0) // 0: not limited (yet)
@@ -147,6 +154,7 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) Install(t blocks.Table, me int, init func(blocks.Block) []float32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.awaitQuiet()
 	s.version = t.Version
 	s.el.table, s.el.me = t, me
 	for _, id := range t.OnServer(me) {
@@ -176,6 +184,7 @@ func (s *Server) ShutdownRequested() <-chan string { return s.shutdown }
 func (s *Server) Snapshot() map[int][]float32 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.awaitQuiet()
 	out := make(map[int][]float32, len(s.blocks))
 	for id, b := range s.blocks {
 		out[id] = append([]float32(nil), b.vals...)
@@ -455,8 +464,10 @@ func (s *Server) handle(req *kelpiepb.PSRequest, reply func(*Response), stream *
 func (s *Server) handleHeld(req *kelpiepb.PSRequest, reply func(*Response), stream *int) (bool, error) {
 	var send []func()
 	s.mu.Lock()
+	s.awaitBlocks(req)
 	err := s.handleLocked(req, reply, stream, &send)
-	s.forgetStaged(req) // not taken: applied in place, refused or held
+	s.forgetStaged(req)  // not taken: applied in place, refused or held
+	s.forgetInPlace(req) // not settled: refused
 	n := len(s.el.held)
 	held := n > 0 && s.el.held[n-1].req == req
 	s.mu.Unlock()
@@ -657,7 +668,9 @@ func (s *Server) push(req *kelpiepb.PSRequest, send *[]func()) (bool, error) {
 		return false, status.Errorf(codes.FailedPrecondition, "server %s: worker %d is not in the barrier", s.cfg.Name, req.Worker)
 	}
 	inPlace := res.Accept
-	if res.Accept {
+	if s.keepInPlace(req, res.Accept, s.cfg.Optim.At(req.Progress)) {
+		inPlace = false // applied as it arrived (inplace.go): kept or taken back
+	} else if res.Accept {
 		if st := s.takeStaged(req, s.cfg.Optim.At(req.Progress)); st != nil {
 			// Computed while the payload arrived, against these very
 			// blocks, which it names all (stage.go).

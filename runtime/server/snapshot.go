@@ -22,6 +22,7 @@ import (
 // Gradients summed for an unfinished version are not in it.
 func (s *Server) SaveSnapshot(path string) error {
 	s.mu.Lock()
+	s.awaitQuiet()
 	snap := &kelpiepb.ServerSnapshot{VTrain: s.engine.VTrain(), AssignmentVersion: s.version, UnixNano: time.Now().UnixNano()}
 	ids := make([]int, 0, len(s.blocks))
 	for id := range s.blocks {
@@ -116,6 +117,7 @@ func LoadSnapshot(path string) (*kelpiepb.ServerSnapshot, error) {
 func (s *Server) Restore(t blocks.Table, me int, snap *kelpiepb.ServerSnapshot) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.awaitQuiet()
 	// The barrier restarts at the version of the blocks restored here (all
 	// from one snapshot when one server restarts; from a consistent
 	// checkpoint when the whole job was relaunched).

@@ -136,34 +136,9 @@ func TestStagedPushEqualsInPlace(t *testing.T) {
 // logged as a bad frame.
 func TestStagedPushTruncated(t *testing.T) {
 	s := bigServer(t, syncmodel.Config{Model: syncmodel.ASP}, optim.Config{Kind: optim.Momentum, LR: 0.5})
-	logs := make(chan string, 16)
-	s.cfg.Logf = func(format string, a ...any) {
-		select {
-		case logs <- fmt.Sprintf(format, a...):
-		default:
-		}
-	}
 	before := s.Snapshot()
-	nc, err := net.Dial("tcp", listenFramed(t, s))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tc := tensorwire.NewConn(nc)
-	if _, err := tensorwire.ClientHandshake(tc, tensorwire.SharedSecret(nil), nil); err != nil {
-		t.Fatal(err)
-	}
-	req := &kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PUSH, Blocks: []uint32{0, 1}, Progress: 1}
-	g := grad(1)
-	frame := make([]byte, tensorwire.HeaderSize)
-	meta := tensorwire.AppendRequest(nil, req)
-	tensorwire.PutHeader(frame, tensorwire.Header{Kind: tensorwire.KindRequest, ID: 1, MetaLen: uint32(len(meta)), Payload: uint32(len(g))})
 	// Past the first block and into the second: ranges of both computed.
-	frame = append(append(frame, meta...), g[:len(g)*3/4]...)
-	if _, err := nc.Write(frame); err != nil {
-		t.Fatal(err)
-	}
-	nc.Close()
-	waitLog(t, logs, "truncated payload")
+	pushTruncated(t, s, &kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PUSH, Blocks: []uint32{0, 1}, Progress: 1}, grad(1))
 	// The session has ended (the log comes after): nothing more happens.
 	if got := s.Snapshot(); !slices.Equal(got[0], before[0]) || !slices.Equal(got[1], before[1]) {
 		t.Error("a truncated push changed the values")
@@ -179,6 +154,37 @@ func TestStagedPushTruncated(t *testing.T) {
 			t.Errorf("block %d: momentum changed by a truncated push", id)
 		}
 	}
+}
+
+// pushTruncated sends s req with the first three quarters of payload g
+// over a framed connection, closes it and waits for the server to log the
+// truncated payload.
+func pushTruncated(t *testing.T, s *Server, req *kelpiepb.PSRequest, g []byte) {
+	t.Helper()
+	logs := make(chan string, 16)
+	s.cfg.Logf = func(format string, a ...any) {
+		select {
+		case logs <- fmt.Sprintf(format, a...):
+		default:
+		}
+	}
+	nc, err := net.Dial("tcp", listenFramed(t, s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := tensorwire.NewConn(nc)
+	if _, err := tensorwire.ClientHandshake(tc, tensorwire.SharedSecret(nil), nil); err != nil {
+		t.Fatal(err)
+	}
+	frame := make([]byte, tensorwire.HeaderSize)
+	meta := tensorwire.AppendRequest(nil, req)
+	tensorwire.PutHeader(frame, tensorwire.Header{Kind: tensorwire.KindRequest, ID: 1, MetaLen: uint32(len(meta)), Payload: uint32(len(g))})
+	frame = append(append(frame, meta...), g[:len(g)*3/4]...)
+	if _, err := nc.Write(frame); err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	waitLog(t, logs, "truncated payload")
 }
 
 // TestStagedPushBlockChanged: a block that changes while a push is being

@@ -21,6 +21,7 @@ func (s *Server) SetSync(_ context.Context, req *kelpiepb.SyncSettings) (*kelpie
 	}
 	var send []func()
 	s.mu.Lock()
+	s.awaitQuiet()
 	wasAgg := s.cfg.Sync.Aggregate()
 	if wasAgg && !c.Aggregate() {
 		s.commitPartial()

@@ -88,10 +88,7 @@ func (s *Server) readInPlace(tc *tensorwire.Conn, req *kelpiepb.PSRequest, n int
 	defer nc.SetReadDeadline(time.Time{})
 	size, got := n/4, 0
 	for ip.done < size {
-		hi := min(ip.done+stageChunk, size)
-		if size-hi < optim.RangeUnit {
-			hi = size // a short tail goes with this range
-		}
+		hi := rangeEnd(ip.done, size)
 		// Read no further than this range: with the rest of the payload
 		// already in the socket (pushes back to back), one read would
 		// copy it all before any of it is updated, and out of cache.
@@ -101,8 +98,7 @@ func (s *Server) readInPlace(tc *tensorwire.Conn, req *kelpiepb.PSRequest, n int
 				s.mu.Lock()
 				s.takeBack(ip, g)
 				s.mu.Unlock()
-				wire.Recycle(req.Data)
-				req.Data = nil
+				dropPayload(req)
 				return err
 			}
 			got += k

@@ -52,6 +52,25 @@ const (
 // chunk's gradient, old and new values (and state) stay in L2 cache.
 const stageChunk = (128 << 10) / 4
 
+// rangeEnd is where the range of a block of size values that starts at lo
+// ends: a chunk further, or the block's end when less than the kernels'
+// unit would be left (a short tail goes with the range before it, so that
+// a ranged update is bit for bit the whole block's: optim.ApplyRange).
+func rangeEnd(lo, size int) int {
+	hi := min(lo+stageChunk, size)
+	if size-hi < optim.RangeUnit {
+		hi = size
+	}
+	return hi
+}
+
+// dropPayload gives back the buffer of a payload that could not be read
+// whole.
+func dropPayload(req *kelpiepb.PSRequest) {
+	wire.Recycle(req.Data)
+	req.Data = nil
+}
+
 // stagedBlock is one block's update computed out of place.
 type stagedBlock struct {
 	id     int
@@ -83,8 +102,7 @@ func (s *Server) readPayload(tc *tensorwire.Conn, req *kelpiepb.PSRequest, n int
 	st := s.beginStage(req)
 	if st == nil {
 		if err := tc.ReadPayload(req.Data); err != nil {
-			wire.Recycle(req.Data)
-			req.Data = nil
+			dropPayload(req)
 			return err
 		}
 		return nil
@@ -100,18 +118,14 @@ func (s *Server) readPayload(tc *tensorwire.Conn, req *kelpiepb.PSRequest, n int
 			s.mu.Lock()
 			s.dropStage(st)
 			s.mu.Unlock()
-			wire.Recycle(req.Data)
-			req.Data = nil
+			dropPayload(req)
 			return err
 		}
 		got += k
 		for st.valid && i < len(st.blocks) {
 			sb := &st.blocks[i]
 			size := len(sb.vals)
-			hi := min(lo+stageChunk, size)
-			if size-hi < optim.RangeUnit {
-				hi = size // a short tail goes with this range
-			}
+			hi := rangeEnd(lo, size)
 			if 4*(off+hi) > got {
 				break // not here yet
 			}

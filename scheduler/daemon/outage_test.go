@@ -272,3 +272,58 @@ func TestKillBeforeReconnect(t *testing.T) {
 		})
 	}
 }
+
+// TestAdoptedAgentKilled: after a scheduler restart, a worker's agent
+// comes back and is then killed -9 (its role dies with it). The restarted
+// scheduler did not launch that agent, so it learns of its end from the
+// launch records once the node is lost: it launches the agent again, and
+// the job completes with every shard done.
+func TestAdoptedAgentKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	t.Parallel()
+	tag := fmt.Sprintf("KELPIE_TEST_TAG=adoptkill-%d", time.Now().UnixNano())
+	defer killTagged(tag)
+	s := newScheduler(t, tag)
+	s.start()
+	defer s.stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	c, w := s.console(ctx, "outage")
+	defer c.Close()
+	s.submit(ctx, c, outageSpec)
+	_ = c.Subscribe(ctx, []string{"outage"})
+	w.until(t, "training", 2*time.Minute, func(j *kelpiepb.JobView) bool { return j.Iteration > 30 })
+	s.kill9()
+	s.start()
+	restarted := time.Now()
+	c2, w2 := s.console(ctx, "outage")
+	defer c2.Close()
+	_ = c2.Subscribe(ctx, []string{"outage"})
+	// Every agent back: each node reporting to the new scheduler.
+	w2.until(t, "agents back", 2*time.Minute, func(j *kelpiepb.JobView) bool {
+		for _, n := range []string{"server-0", "worker-0", "worker-1"} {
+			nv := node2(j, n)
+			if nv == nil || nv.State != "running" || !nv.GetLastReport().AsTime().After(restarted) {
+				return false
+			}
+		}
+		return true
+	})
+	rf := &roundFaults{s: s, job: "outage", w: w2}
+	pid := rf.agentPid("worker-0")
+	if err := signal(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill -9 the agent of worker-0 (pid %d): %v", pid, err)
+	}
+	end := w2.until(t, "outage end", 3*time.Minute, func(j *kelpiepb.JobView) bool {
+		return j.State != "running" && j.State != "starting" && j.State != ""
+	})
+	if end.State != "completed" || end.ShardsDone != end.ShardsTotal {
+		s.dumpLogs("outage")
+		t.Fatalf("job ended %s (%s), shards %d of %d; want completed with every shard", end.State, end.Error, end.ShardsDone, end.ShardsTotal)
+	}
+	if after := rf.agentPid("worker-0"); after == pid {
+		t.Errorf("worker-0's agent was not launched again (newest record pid %d)", after)
+	}
+}

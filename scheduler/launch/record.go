@@ -26,26 +26,33 @@ type Record struct {
 
 // procStart is a process's start time, or an error if it does not exist.
 func procStart(pid int) (uint64, error) {
+	_, st, err := procStat(pid)
+	return st, err
+}
+
+// procStat is a process's state letter (R, S, Z…) and start time in clock
+// ticks since boot, from /proc/PID/stat, or an error if it does not exist.
+func procStat(pid int) (byte, uint64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	// The command name may hold spaces and parentheses: fields start
 	// after the last ')'.
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("launch: /proc/%d/stat: no command name", pid)
+		return 0, 0, fmt.Errorf("launch: /proc/%d/stat: no command name", pid)
 	}
 	f := strings.Fields(s[i+1:])
 	if len(f) < 20 {
-		return 0, fmt.Errorf("launch: /proc/%d/stat: %d fields", pid, len(f))
+		return 0, 0, fmt.Errorf("launch: /proc/%d/stat: %d fields", pid, len(f))
 	}
 	var st uint64
 	if _, err := fmt.Sscan(f[19], &st); err != nil {
-		return 0, fmt.Errorf("launch: /proc/%d/stat start time: %v", pid, err)
+		return 0, 0, fmt.Errorf("launch: /proc/%d/stat start time: %v", pid, err)
 	}
-	return st, nil
+	return f[0][0], st, nil
 }
 
 var recordMu sync.Mutex // appends from launchers of this process
@@ -102,6 +109,37 @@ func ReadRecords(path string) ([]Record, error) {
 func (r Record) alive() bool {
 	st, err := procStart(r.Pid)
 	return err == nil && st == r.Start
+}
+
+// Gone says whether the newest process group recorded for node in the
+// record file at path has ended: its leader (the node's agent) no longer
+// runs — it exited, or its PID belongs to another process now. A restarted
+// scheduler has no handle on the agents its predecessor launched; this is
+// how it learns that one of them died. False when node has no record. What
+// is left of a group whose leader exited but was not reaped (a zombie) is
+// killed, so that nothing of it outlives the answer.
+func Gone(path, node string) (bool, error) {
+	recs, err := ReadRecords(path)
+	if err != nil {
+		return false, err
+	}
+	for i := len(recs) - 1; i >= 0; i-- {
+		r := recs[i]
+		if r.Node != node {
+			continue
+		}
+		state, start, err := procStat(r.Pid)
+		switch {
+		case err != nil || start != r.Start:
+			return true, nil // exited and reaped, or its PID reused
+		case state == 'Z':
+			_ = syscall.Kill(-r.Pid, syscall.SIGKILL)
+			return true, nil
+		default:
+			return false, nil
+		}
+	}
+	return false, nil
 }
 
 // groupAlive says whether any process of the group is left (the leader

@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -64,3 +65,91 @@ func TestStopRecorded(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// TestGone: a restarted scheduler learns from the record file whether a
+// node's newest agent has ended — running: no; exited but not reaped (a
+// zombie, as when the scheduler that launched it died): yes, and what is
+// left of its group is killed; a record whose PID another process holds
+// now: yes; no record: no.
+func TestGone(t *testing.T) {
+	rec := filepath.Join(t.TempDir(), "procs.jsonl")
+	gone := func(node string) bool {
+		t.Helper()
+		g, err := Gone(rec, node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	if gone("node-0") {
+		t.Error("Gone with no record = true; want false")
+	}
+	// An agent (group leader) with a role (its child); not waited for, so
+	// that once killed it stays a zombie.
+	agent := exec.Command("sh", "-c", "sleep 300 & wait")
+	agent.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := agent.Start(); err != nil {
+		t.Skip(err)
+	}
+	pid := agent.Process.Pid
+	defer func() { _ = syscall.Kill(-pid, syscall.SIGKILL); _ = agent.Wait() }()
+	if err := appendRecord(rec, "node-0", pid); err != nil {
+		t.Fatal(err)
+	}
+	if gone("node-0") {
+		t.Error("Gone of a running agent = true; want false")
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !gone("node-0") {
+		if time.Now().After(deadline) {
+			t.Fatal("Gone of a killed agent still false after 10 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if st, _, _ := procStat(pid); st != 'Z' {
+		t.Errorf("the killed agent's state %q; want a zombie (Z) for this test", st)
+	}
+	// Its child, left in the group, was killed with what was left.
+	alive := func() bool {
+		out, _ := exec.Command("pgrep", "-g", strconv.Itoa(pid)).Output()
+		for _, f := range strings.Fields(string(out)) {
+			if f != strconv.Itoa(pid) {
+				if st, _, err := procStat(atoi(f)); err == nil && st != 'Z' {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for deadline := time.Now().Add(5 * time.Second); alive() && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if alive() {
+		t.Error("the killed agent's child still runs")
+	}
+	// A newer record of the node, running: not gone.
+	next := exec.Command("sleep", "300")
+	next.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := next.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = next.Process.Kill(); _ = next.Wait() }()
+	if err := appendRecord(rec, "node-0", next.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	if gone("node-0") {
+		t.Error("Gone with a newer running agent = true; want false")
+	}
+	// A record whose PID is another process's now (start time differs).
+	f, _ := os.OpenFile(rec, os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString(`{"node":"node-1","pid":` + itoa(next.Process.Pid) + `,"start":1}` + "\n")
+	f.Close()
+	if !gone("node-1") {
+		t.Error("Gone of a record whose PID was reused = false; want true")
+	}
+}
+
+func atoi(s string) int { n, _ := strconv.Atoi(s); return n }

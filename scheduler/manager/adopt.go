@@ -82,6 +82,69 @@ func (j *jobState) relaunch(nodes []*nodeState, now time.Time) {
 	}
 }
 
+// relaunchGone launches again the agents of an adopted job that came back
+// after the scheduler restarted and died since: this scheduler did not
+// launch them, so no exit of theirs reaches it (watchAgent); a node lost
+// for silence is checked against the launcher's record file instead
+// (launch.Gone), and one whose agent no longer runs is treated as an agent
+// killed by a signal (agentKilled): launched again, at most
+// maxAgentRelaunches times. It runs on the job's ticker, off the actor.
+func (j *jobState) relaunchGone() {
+	m := j.m
+	j.mu.RLock()
+	l := j.launcher
+	var lost []*nodeState
+	if !j.adopted.IsZero() && l != nil && l.RecordFile != "" && !j.over() {
+		for _, n := range j.nodes {
+			if n.status.State == kelpiepb.NodeState_NODE_STATE_LOST && !n.removed && n.agentKills < maxAgentRelaunches {
+				lost = append(lost, n)
+			}
+		}
+	}
+	j.mu.RUnlock()
+	if len(lost) == 0 {
+		return
+	}
+	ours := map[string]bool{} // launched by this scheduler: watchAgent sees them end
+	for _, p := range l.Procs() {
+		ours[p.Name] = true
+	}
+	for _, n := range lost {
+		if ours[n.name] {
+			continue
+		}
+		gone, err := launch.Gone(l.RecordFile, n.name)
+		if err != nil {
+			m.log.Warn("read the launch records", "job", j.spec.Name, "node", n.name, "err", err)
+			return
+		}
+		if !gone {
+			continue // alive but silent: stopped, cut off or slow; it may come back
+		}
+		role, ok := "", false
+		j.onActor(func() {
+			ok = n.status.State == kelpiepb.NodeState_NODE_STATE_LOST && !n.removed && !j.over() && n.agentKills < maxAgentRelaunches
+			if ok {
+				n.agentKills++
+				role = n.role
+			}
+		})
+		if !ok {
+			continue
+		}
+		if err := j.startAgent(role, n.name); err != nil {
+			j.coord.Fail(fmt.Errorf("%s: its agent died after the scheduler restarted; launch again: %v", n.name, err))
+			return
+		}
+		j.onActor(func() {
+			if n.status.State == kelpiepb.NodeState_NODE_STATE_LOST {
+				n.status.State = kelpiepb.NodeState_NODE_STATE_STARTING
+			}
+		})
+		m.event(j.spec.Name, "node", n.name, fmt.Sprintf("agent of %s, adopted after the scheduler restarted, is gone: launched again", n.name), "")
+	}
+}
+
 // replaced says whether an agent connecting for n is an old one that the
 // node's relaunch replaced (it came back too late): it must stop. The
 // caller holds the job's lock.

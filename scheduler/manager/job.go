@@ -493,6 +493,7 @@ func (j *jobState) tick(now time.Time) {
 		m.persistAction(j, a)
 	}
 	j.relaunch(relaunch, now)
+	j.relaunchGone()
 	j.record(now, false)
 	j.judge(now, false)
 	j.runPolicies(snap, now)

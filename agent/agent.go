@@ -128,6 +128,10 @@ type Agent struct {
 	log *slog.Logger
 
 	outbox chan *kelpiepb.AgentMessage // to the scheduler; reports may be dropped when full, acks never
+	// closing is closed once the role has ended for good: the stream
+	// sends what is queued, closes its sending side and ends when the
+	// scheduler has read it all (session).
+	closing chan struct{}
 
 	mu       sync.Mutex
 	status   kelpiepb.NodeStatus
@@ -173,7 +177,7 @@ func New(o Options) *Agent {
 	if o.Host == "" {
 		o.Host, _ = os.Hostname()
 	}
-	return &Agent{o: o, log: o.Log.With("agent", o.Node), outbox: make(chan *kelpiepb.AgentMessage, 256),
+	return &Agent{o: o, log: o.Log.With("agent", o.Node), outbox: make(chan *kelpiepb.AgentMessage, 256), closing: make(chan struct{}),
 		taken: map[string]*kelpiepb.ActionAck{}, unacked: map[string]*kelpiepb.ActionCommand{},
 		restarts: make(chan string, 4), stop: make(chan string, 1), contact: time.Now(),
 		forwards: make(chan *kelpiepb.ActionCommand, 64)}
@@ -198,10 +202,18 @@ func (a *Agent) Run(ctx context.Context) error {
 	// The peer service first: its address goes in the hello.
 	stopPeers := a.startPeers(&wg)
 	wg.Add(2)
+	connected := make(chan struct{})
 	go func() { defer wg.Done(); a.forwardLoop(ctx) }()
-	go func() { defer wg.Done(); a.connectLoop(ctx) }()
+	go func() { defer wg.Done(); defer close(connected); a.connectLoop(ctx) }()
 	err := a.supervise(ctx)
-	a.flush(2 * time.Second)
+	// The role's last state (and a server's final counters) must reach
+	// the scheduler: the stream ends once it has read them, or after
+	// flushTimeout if it cannot (the scheduler is away).
+	close(a.closing)
+	select {
+	case <-connected:
+	case <-time.After(flushTimeout):
+	}
 	cancel()
 	stopPeers()
 	wg.Wait()
@@ -241,11 +253,17 @@ func (a *Agent) enqueue(m *kelpiepb.AgentMessage, must bool) {
 	}
 }
 
-// flush waits up to d for queued messages to leave.
-func (a *Agent) flush(d time.Duration) {
-	deadline := time.Now().Add(d)
-	for len(a.outbox) > 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+// flushTimeout bounds how long an agent whose role has ended waits for
+// the scheduler to read its last messages.
+const flushTimeout = 3 * time.Second
+
+// closed says whether the role has ended for good (closing).
+func (a *Agent) closed() bool {
+	select {
+	case <-a.closing:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -559,8 +577,8 @@ func (a *Agent) connectLoop(ctx context.Context) {
 	attempt := 0
 	for ctx.Err() == nil {
 		err := a.session(ctx, kelpiepb.NewAgentClient(cc))
-		if ctx.Err() != nil {
-			return
+		if ctx.Err() != nil || (a.closed() && err == io.EOF) {
+			return // the scheduler read everything to the end
 		}
 		if why := a.orphaned(err, time.Now()); why != "" {
 			a.log.Error("stopping the role", "why", why)
@@ -636,6 +654,26 @@ func (a *Agent) session(ctx context.Context, c kelpiepb.AgentClient) error {
 				st := proto(&a.status)
 				a.mu.Unlock()
 				m = &kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Heartbeat{Heartbeat: &kelpiepb.Heartbeat{Status: st}}}
+			case <-a.closing:
+				// The role has ended: what is queued leaves, then the
+				// sending side closes; the scheduler ends the stream
+				// once it has read it all (Recv below sees io.EOF).
+				for {
+					select {
+					case m := <-a.outbox:
+						if err := stream.Send(m); err != nil {
+							sendErr <- err
+							return
+						}
+						continue
+					default:
+					}
+					break
+				}
+				if err := stream.CloseSend(); err != nil {
+					sendErr <- err
+				}
+				return
 			case <-ctx.Done():
 				return
 			}

@@ -219,7 +219,7 @@ var (
 	}
 	PSLDCompute = Experiment{
 		Group: "psld",
-		Name:  "PSLD vs static: server-1 of 4 slow in compute, not bandwidth — its handling of each request takes 50× as long (cpu 0.98); links unshaped",
+		Name:  "PSLD vs static: server-1 of 4 slow in compute, not bandwidth — its handling of each request takes 200× as long (cpu 0.995); links unshaped",
 		Paper: "PSLD Fig. 13 (disrupted machine pattern, PSs short of CPU): PSLD keeps its speed as the stragglers' CPU shrinks, " +
 			"up to 5.96× over static",
 		Target: "PSLD ≥ 1.3 × static, where the slow server costs static ≥ 30 % of the throughput without it " +

@@ -58,7 +58,7 @@ func TestLastStateDelivered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sched := &slowScheduler{gap: 100 * time.Millisecond}
+	sched := &slowScheduler{gap: 30 * time.Millisecond}
 	srv := grpc.NewServer()
 	kelpiepb.RegisterAgentServer(srv, sched)
 	go func() { _ = srv.Serve(l) }()

@@ -198,11 +198,7 @@ func TestSchedulerGoneForGood(t *testing.T) {
 	defer s.stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	c, w := s.console(ctx, "outage")
-	defer c.Close()
-	s.submit(ctx, c, outageSpec)
-	_ = c.Subscribe(ctx, []string{"outage"})
-	w.until(t, "training", 2*time.Minute, func(j *kelpiepb.JobView) bool { return j.Iteration > 30 })
+	s.outageTraining(ctx)
 	s.kill9()
 	killed := time.Now()
 	if n := len(tagged(tag)); n != 6 {
@@ -246,11 +242,7 @@ func TestKillBeforeReconnect(t *testing.T) {
 			defer s.stop()
 			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 			defer cancel()
-			c, w := s.console(ctx, "outage")
-			defer c.Close()
-			s.submit(ctx, c, outageSpec)
-			_ = c.Subscribe(ctx, []string{"outage"})
-			w.until(t, "training", 2*time.Minute, func(j *kelpiepb.JobView) bool { return j.Iteration > 30 })
+			s.outageTraining(ctx)
 			if restart {
 				s.kill9()
 				s.start()
@@ -273,6 +265,17 @@ func TestKillBeforeReconnect(t *testing.T) {
 	}
 }
 
+// outageTraining submits outageSpec to s and waits until the job trains
+// (past iteration 30); its console closes when the test ends.
+func (s *scheduler) outageTraining(ctx context.Context) {
+	s.t.Helper()
+	c, w := s.console(ctx, "outage")
+	s.t.Cleanup(func() { c.Close() })
+	s.submit(ctx, c, outageSpec)
+	_ = c.Subscribe(ctx, []string{"outage"})
+	w.until(s.t, "training", 2*time.Minute, func(j *kelpiepb.JobView) bool { return j.Iteration > 30 })
+}
+
 // TestAdoptedAgentKilled: after a scheduler restart, a worker's agent
 // comes back and is then killed -9 (its role dies with it). The restarted
 // scheduler did not launch that agent, so it learns of its end from the
@@ -290,11 +293,7 @@ func TestAdoptedAgentKilled(t *testing.T) {
 	defer s.stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	c, w := s.console(ctx, "outage")
-	defer c.Close()
-	s.submit(ctx, c, outageSpec)
-	_ = c.Subscribe(ctx, []string{"outage"})
-	w.until(t, "training", 2*time.Minute, func(j *kelpiepb.JobView) bool { return j.Iteration > 30 })
+	s.outageTraining(ctx)
 	s.kill9()
 	s.start()
 	restarted := time.Now()

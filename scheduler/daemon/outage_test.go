@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -324,5 +325,21 @@ func TestAdoptedAgentKilled(t *testing.T) {
 	}
 	if after := rf.agentPid("worker-0"); after == pid {
 		t.Errorf("worker-0's agent was not launched again (newest record pid %d)", after)
+	}
+	// Lost once, launched again once: the new agent had the heartbeat
+	// timeout to connect.
+	w2.mu.Lock()
+	var lost, again []string
+	for _, e := range w2.events {
+		switch {
+		case strings.HasPrefix(e.Message, "worker-0 lost"):
+			lost = append(lost, e.Message)
+		case strings.Contains(e.Message, "worker-0") && strings.Contains(e.Message, "launched again"):
+			again = append(again, e.Message)
+		}
+	}
+	w2.mu.Unlock()
+	if len(lost) != 1 || len(again) != 1 {
+		t.Errorf("worker-0 lost %d times %q and launched again %d times %q; want once each", len(lost), lost, len(again), again)
 	}
 }

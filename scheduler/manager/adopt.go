@@ -138,7 +138,10 @@ func (j *jobState) relaunchGone() {
 		}
 		j.onActor(func() {
 			if n.status.State == kelpiepb.NodeState_NODE_STATE_LOST {
+				// The new agent has the whole heartbeat timeout to connect
+				// before its node is lost again.
 				n.status.State = kelpiepb.NodeState_NODE_STATE_STARTING
+				n.lastSeen = m.now()
 			}
 		})
 		m.event(j.spec.Name, "node", n.name, fmt.Sprintf("agent of %s, adopted after the scheduler restarted, is gone: launched again", n.name), "")

@@ -7,6 +7,35 @@
 // comparison at the end says whether all results were finite.
 // Registers Y0-Y13 only (Y15 is Go's zero register in ABIInternal).
 
+// The finite check: Y8 is zero, Y9-Y12 sum the results times zero.
+// FINITE_START clears them; FINITE_ADD4 adds four results (one round);
+// FINITE_SUM4 folds the four sums into Y9; FINITE_TEST stores in out
+// whether the folded sum is 0 (every result finite).
+#define FINITE_START \
+	VXORPS Y8, Y8, Y8; \
+	VXORPS Y9, Y9, Y9; \
+	VXORPS Y10, Y10, Y10; \
+	VXORPS Y11, Y11, Y11; \
+	VXORPS Y12, Y12, Y12
+
+#define FINITE_ADD4(a, b, c, d) \
+	VFMADD231PS Y8, a, Y9; \
+	VFMADD231PS Y8, b, Y10; \
+	VFMADD231PS Y8, c, Y11; \
+	VFMADD231PS Y8, d, Y12
+
+#define FINITE_SUM4 \
+	VADDPS Y9, Y10, Y9; \
+	VADDPS Y11, Y12, Y11; \
+	VADDPS Y9, Y11, Y9
+
+// EQ_OQ: all ones where the sum is 0 (never for NaN).
+#define FINITE_TEST(out) \
+	VCMPPS $0, Y8, Y9, Y9; \
+	VMOVMSKPS Y9, AX; \
+	CMPL AX, $0xff; \
+	SETEQ out
+
 // func sgdToAVX2(dst, p, grad *float32, n int, lr float32) (finite bool)
 // dst[i] = p[i] - lr·grad[i], fused; dst may be p (SGD in place).
 TEXT ·sgdToAVX2(SB), NOSPLIT, $0-41
@@ -16,11 +45,7 @@ TEXT ·sgdToAVX2(SB), NOSPLIT, $0-41
 	MOVQ n+24(FP), CX
 	MOVSS lr+32(FP), X13
 	VBROADCASTSS X13, Y13
-	VXORPS Y8, Y8, Y8
-	VXORPS Y9, Y9, Y9
-	VXORPS Y10, Y10, Y10
-	VXORPS Y11, Y11, Y11
-	VXORPS Y12, Y12, Y12
+	FINITE_START
 	SHRQ $5, CX
 	JZ sgdtodone
 sgdtoloop:
@@ -36,23 +61,15 @@ sgdtoloop:
 	VMOVUPS Y1, 32(BX)
 	VMOVUPS Y2, 64(BX)
 	VMOVUPS Y3, 96(BX)
-	VFMADD231PS Y8, Y0, Y9
-	VFMADD231PS Y8, Y1, Y10
-	VFMADD231PS Y8, Y2, Y11
-	VFMADD231PS Y8, Y3, Y12
+	FINITE_ADD4(Y0, Y1, Y2, Y3)
 	ADDQ $128, BX
 	ADDQ $128, DI
 	ADDQ $128, SI
 	DECQ CX
 	JNZ sgdtoloop
 sgdtodone:
-	VADDPS Y9, Y10, Y9
-	VADDPS Y11, Y12, Y11
-	VADDPS Y9, Y11, Y9
-	VCMPPS $0, Y8, Y9, Y9 // EQ_OQ: all ones where the sum is 0 (never for NaN)
-	VMOVMSKPS Y9, AX
-	CMPL AX, $0xff
-	SETEQ finite+40(FP)
+	FINITE_SUM4
+	FINITE_TEST(finite+40(FP))
 	VZEROUPPER
 	RET
 
@@ -65,11 +82,7 @@ TEXT ·sgdKeepAVX2(SB), NOSPLIT, $0-33
 	MOVQ n+16(FP), CX
 	MOVSS lr+24(FP), X13
 	VBROADCASTSS X13, Y13
-	VXORPS Y8, Y8, Y8
-	VXORPS Y9, Y9, Y9
-	VXORPS Y10, Y10, Y10
-	VXORPS Y11, Y11, Y11
-	VXORPS Y12, Y12, Y12
+	FINITE_START
 	SHRQ $5, CX
 	JZ sgdkeepdone
 sgdkeeploop:
@@ -93,22 +106,14 @@ sgdkeeploop:
 	VMOVUPS Y1, 32(SI)
 	VMOVUPS Y2, 64(SI)
 	VMOVUPS Y3, 96(SI)
-	VFMADD231PS Y8, Y4, Y9
-	VFMADD231PS Y8, Y5, Y10
-	VFMADD231PS Y8, Y6, Y11
-	VFMADD231PS Y8, Y7, Y12
+	FINITE_ADD4(Y4, Y5, Y6, Y7)
 	ADDQ $128, DI
 	ADDQ $128, SI
 	DECQ CX
 	JNZ sgdkeeploop
 sgdkeepdone:
-	VADDPS Y9, Y10, Y9
-	VADDPS Y11, Y12, Y11
-	VADDPS Y9, Y11, Y9
-	VCMPPS $0, Y8, Y9, Y9
-	VMOVMSKPS Y9, AX
-	CMPL AX, $0xff
-	SETEQ finite+32(FP)
+	FINITE_SUM4
+	FINITE_TEST(finite+32(FP))
 	VZEROUPPER
 	RET
 
@@ -164,10 +169,7 @@ momloop:
 	JNZ momloop
 momdone:
 	VADDPS Y9, Y10, Y9
-	VCMPPS $0, Y8, Y9, Y9
-	VMOVMSKPS Y9, AX
-	CMPL AX, $0xff
-	SETEQ finite+40(FP)
+	FINITE_TEST(finite+40(FP))
 	VZEROUPPER
 	RET
 

@@ -44,6 +44,22 @@ func newScheduler(t *testing.T, tag string, extra ...string) *scheduler {
 	return &scheduler{t: t, tag: tag, dir: t.TempDir(), tokens: writeTokens(t), grpcAddr: freeAddr(t), httpAddr: freeAddr(t), extra: extra}
 }
 
+// runScheduler starts a scheduler for a test whose processes carry a tag
+// made of name; when the test ends the scheduler stops and every tagged
+// process still running is killed (before the test's temporary
+// directories go).
+func runScheduler(t *testing.T, name string, extra ...string) *scheduler {
+	t.Helper()
+	tag := fmt.Sprintf("KELPIE_TEST_TAG=%s-%d", name, time.Now().UnixNano())
+	s := newScheduler(t, tag, extra...)
+	t.Cleanup(func() {
+		s.stop()
+		killTagged(tag)
+	})
+	s.start()
+	return s
+}
+
 func (s *scheduler) start() {
 	s.t.Helper()
 	args := append([]string{"scheduler", "--grpc", s.grpcAddr, "--http", s.httpAddr, "--data-dir", s.dir, "--tokens", s.tokens}, s.extra...)
@@ -129,11 +145,7 @@ func TestSchedulerOutage(t *testing.T) {
 	// waiting tests.
 	t.Parallel()
 	outage := envDuration(t, "KELPIE_FAULTS_OUTAGE", 75*time.Second)
-	tag := fmt.Sprintf("KELPIE_TEST_TAG=outage-%d", time.Now().UnixNano())
-	defer killTagged(tag)
-	s := newScheduler(t, tag)
-	s.start()
-	defer s.stop()
+	s := runScheduler(t, "outage")
 	ctx, cancel := context.WithTimeout(context.Background(), outage+6*time.Minute)
 	defer cancel()
 	c, w := s.console(ctx, "outage")
@@ -142,7 +154,7 @@ func TestSchedulerOutage(t *testing.T) {
 	_ = c.Subscribe(ctx, []string{"outage"})
 	w.until(t, "training", 2*time.Minute, func(j *kelpiepb.JobView) bool { return j.Iteration > 30 })
 	s.kill9()
-	procs := tagged(tag)
+	procs := tagged(s.tag)
 	if len(procs) != 6 {
 		t.Fatalf("%d processes of the job after the scheduler died; want 3 agents and 3 roles", len(procs))
 	}
@@ -192,26 +204,22 @@ func TestSchedulerGoneForGood(t *testing.T) {
 	// waiting tests.
 	t.Parallel()
 	const orphan = 15 * time.Second
-	tag := fmt.Sprintf("KELPIE_TEST_TAG=orphan-%d", time.Now().UnixNano())
-	defer killTagged(tag)
-	s := newScheduler(t, tag, "--orphan-timeout", orphan.String())
-	s.start()
-	defer s.stop()
+	s := runScheduler(t, "orphan", "--orphan-timeout", orphan.String())
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	s.outageTraining(ctx)
 	s.kill9()
 	killed := time.Now()
-	if n := len(tagged(tag)); n != 6 {
+	if n := len(tagged(s.tag)); n != 6 {
 		t.Fatalf("%d processes of the job after the scheduler died; want 3 agents and 3 roles", n)
 	}
 	// Bounded wait (not a threshold): they go once the orphan timeout has
 	// passed and their next reconnect fails.
-	for len(tagged(tag)) > 0 {
+	for len(tagged(s.tag)) > 0 {
 		if time.Since(killed) > orphan+2*time.Minute {
 			s.dumpLogs("outage")
 			t.Fatalf("processes of the job still running %v after the scheduler died (orphan timeout %v): %v",
-				time.Since(killed).Round(time.Second), orphan, tagged(tag))
+				time.Since(killed).Round(time.Second), orphan, tagged(s.tag))
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
@@ -236,11 +244,7 @@ func TestKillBeforeReconnect(t *testing.T) {
 	t.Parallel()
 	for _, restart := range []bool{true, false} {
 		t.Run(fmt.Sprintf("restart=%v", restart), func(t *testing.T) {
-			tag := fmt.Sprintf("KELPIE_TEST_TAG=killreconnect-%d", time.Now().UnixNano())
-			defer killTagged(tag)
-			s := newScheduler(t, tag)
-			s.start()
-			defer s.stop()
+			s := runScheduler(t, "killreconnect")
 			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 			defer cancel()
 			s.outageTraining(ctx)
@@ -254,10 +258,10 @@ func TestKillBeforeReconnect(t *testing.T) {
 			}
 			s.kill9()
 			start := time.Now()
-			for len(tagged(tag)) > 0 {
+			for len(tagged(s.tag)) > 0 {
 				if time.Since(start) > time.Minute {
 					s.dumpLogs("outage")
-					t.Fatalf("processes of the killed job still running a minute later: %v", tagged(tag))
+					t.Fatalf("processes of the killed job still running a minute later: %v", tagged(s.tag))
 				}
 				time.Sleep(200 * time.Millisecond)
 			}
@@ -287,11 +291,7 @@ func TestAdoptedAgentKilled(t *testing.T) {
 		t.Skip("multi-process test")
 	}
 	t.Parallel()
-	tag := fmt.Sprintf("KELPIE_TEST_TAG=adoptkill-%d", time.Now().UnixNano())
-	defer killTagged(tag)
-	s := newScheduler(t, tag)
-	s.start()
-	defer s.stop()
+	s := runScheduler(t, "adoptkill")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	s.outageTraining(ctx)

@@ -180,11 +180,7 @@ func TestServerMovedThenSchedulerRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test")
 	}
-	tag := fmt.Sprintf("KELPIE_TEST_TAG=moved-%d", time.Now().UnixNano())
-	defer killTagged(tag)
-	s := newScheduler(t, tag)
-	s.start()
-	defer s.stop()
+	s := runScheduler(t, "moved")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	spec := strings.Replace(strings.Replace(outageSpec, "name: outage", "name: moved", 1),

@@ -658,17 +658,11 @@ func (a *Agent) session(ctx context.Context, c kelpiepb.AgentClient) error {
 				// The role has ended: what is queued leaves, then the
 				// sending side closes; the scheduler ends the stream
 				// once it has read it all (Recv below sees io.EOF).
-				for {
-					select {
-					case m := <-a.outbox:
-						if err := stream.Send(m); err != nil {
-							sendErr <- err
-							return
-						}
-						continue
-					default:
+				for len(a.outbox) > 0 {
+					if err := stream.Send(<-a.outbox); err != nil {
+						sendErr <- err
+						return
 					}
-					break
 				}
 				if err := stream.CloseSend(); err != nil {
 					sendErr <- err

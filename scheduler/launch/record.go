@@ -111,18 +111,14 @@ func (r Record) alive() bool {
 	return err == nil && st == r.Start
 }
 
-// Gone says whether the newest process group recorded for node in the
-// record file at path has ended: its leader (the node's agent) no longer
-// runs — it exited, or its PID belongs to another process now. A restarted
+// Gone says whether the newest process group recorded for node among recs
+// (ReadRecords) has ended: its leader (the node's agent) no longer runs —
+// it exited, or its PID belongs to another process now. A restarted
 // scheduler has no handle on the agents its predecessor launched; this is
-// how it learns that one of them died. False when node has no record. What
-// is left of a group whose leader exited but was not reaped (a zombie) is
-// killed, so that nothing of it outlives the answer.
-func Gone(path, node string) (bool, error) {
-	recs, err := ReadRecords(path)
-	if err != nil {
-		return false, err
-	}
+// how it learns that one of them died. False when node has no record.
+// What is left of a group whose leader exited but was not reaped (a
+// zombie) is killed, so that nothing of it outlives the answer.
+func Gone(recs []Record, node string) bool {
 	for i := len(recs) - 1; i >= 0; i-- {
 		r := recs[i]
 		if r.Node != node {
@@ -131,15 +127,15 @@ func Gone(path, node string) (bool, error) {
 		state, start, err := procStat(r.Pid)
 		switch {
 		case err != nil || start != r.Start:
-			return true, nil // exited and reaped, or its PID reused
+			return true // exited and reaped, or its PID reused
 		case state == 'Z':
 			_ = syscall.Kill(-r.Pid, syscall.SIGKILL)
-			return true, nil
+			return true
 		default:
-			return false, nil
+			return false
 		}
 	}
-	return false, nil
+	return false
 }
 
 // groupAlive says whether any process of the group is left (the leader

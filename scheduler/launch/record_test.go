@@ -75,11 +75,11 @@ func TestGone(t *testing.T) {
 	rec := filepath.Join(t.TempDir(), "procs.jsonl")
 	gone := func(node string) bool {
 		t.Helper()
-		g, err := Gone(rec, node)
+		recs, err := ReadRecords(rec)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return g
+		return Gone(recs, node)
 	}
 	if gone("node-0") {
 		t.Error("Gone with no record = true; want false")

@@ -109,17 +109,14 @@ func (j *jobState) relaunchGone() {
 	for _, p := range l.Procs() {
 		ours[p.Name] = true
 	}
+	recs, err := launch.ReadRecords(l.RecordFile)
+	if err != nil {
+		m.log.Warn("read the launch records", "job", j.spec.Name, "err", err)
+		return
+	}
 	for _, n := range lost {
-		if ours[n.name] {
-			continue
-		}
-		gone, err := launch.Gone(l.RecordFile, n.name)
-		if err != nil {
-			m.log.Warn("read the launch records", "job", j.spec.Name, "node", n.name, "err", err)
-			return
-		}
-		if !gone {
-			continue // alive but silent: stopped, cut off or slow; it may come back
+		if ours[n.name] || !launch.Gone(recs, n.name) {
+			continue // ours, or alive but silent (stopped, cut off, slow): it may come back
 		}
 		role, ok := "", false
 		j.onActor(func() {

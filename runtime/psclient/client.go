@@ -96,13 +96,16 @@ func DialWith(ctx context.Context, addr string, o Options) (*Conn, error) {
 			return nil, err
 		}
 		ctx, cancel := context.WithCancel(ctx)
-		c := &Conn{Addr: addr, Transport: kind, fw: &framed{tc: tc, waiting: map[uint64]*waiter{}},
-			cancel: cancel, done: make(chan struct{})}
-		go c.framedRecvLoop()
+		f := &framed{tc: tc, waiting: map[uint64]*waiter{}, wake: make(chan struct{}, 1), closing: make(chan struct{})}
+		c := &Conn{Addr: addr, Transport: kind, fw: f, cancel: cancel, done: make(chan struct{})}
+		go c.framedReader()
 		go func() {
 			select {
 			case <-ctx.Done():
-				tc.Close()
+				// A caller reading fails at its read; nobody reading: fail
+				// the connection here.
+				f.shutdown()
+				c.fail(fmt.Errorf("psclient: connection to %s: %w", addr, context.Cause(ctx)))
 			case <-c.done:
 			}
 		}()
@@ -215,21 +218,31 @@ func (c *Conn) Wait(ch <-chan *kelpiepb.PSResponse) (*kelpiepb.PSResponse, error
 // WaitOr is Wait that gives up when abort is closed (another server of the
 // same exchange failed: the iteration cannot complete).
 func (c *Conn) WaitOr(ch <-chan *kelpiepb.PSResponse, abort <-chan struct{}) (*kelpiepb.PSResponse, error) {
-	select {
-	case r, ok := <-ch:
-		if !ok {
-			c.mu.Lock()
-			err := c.err
-			c.mu.Unlock()
-			return nil, err
+	var r *kelpiepb.PSResponse
+	var ok bool
+	switch {
+	case c.fw != nil && abort == nil:
+		r, ok = c.framedAwait(ch)
+	default:
+		if c.fw != nil {
+			c.framedWaitReader()
 		}
-		if r.Error != "" {
-			return nil, status.Error(codes.Code(r.Code), r.Error)
+		select {
+		case r, ok = <-ch:
+		case <-abort:
+			return nil, fmt.Errorf("psclient: abandoned: another server of the exchange failed")
 		}
-		return r, nil
-	case <-abort:
-		return nil, fmt.Errorf("psclient: abandoned: another server of the exchange failed")
 	}
+	if !ok {
+		c.mu.Lock()
+		err := c.err
+		c.mu.Unlock()
+		return nil, err
+	}
+	if r.Error != "" {
+		return nil, status.Error(codes.Code(r.Code), r.Error)
+	}
+	return r, nil
 }
 
 // Call is a request in flight started by StartInto.
@@ -291,7 +304,12 @@ func (c *Conn) StartV(req *kelpiepb.PSRequest, payload, dst [][]byte) (*Call, er
 // inPlace is true the payload is in dst and resp.Data is nil.
 func (call *Call) Wait(abort <-chan struct{}) (resp *kelpiepb.PSResponse, inPlace bool, err error) {
 	c := call.c
-	if call.w != nil && abort != nil {
+	if call.w != nil && abort == nil {
+		r, ok := c.framedAwait(call.ch)
+		return call.finish(r, ok)
+	}
+	if call.w != nil {
+		c.framedWaitReader()
 		select {
 		case <-abort:
 			// Take the request out of the table so that a late answer is
@@ -367,7 +385,7 @@ func (c *Conn) Do(req *kelpiepb.PSRequest) (*kelpiepb.PSResponse, error) {
 // Close ends the stream and the connection.
 func (c *Conn) Close() error {
 	if c.fw != nil {
-		err := c.fw.tc.Close()
+		err := c.fw.shutdown()
 		c.cancel()
 		<-c.done
 		return err

@@ -63,7 +63,13 @@ type waiter struct {
 type framed struct {
 	tc      *tensorwire.Conn
 	sendMu  sync.Mutex
-	waiting map[uint64]*waiter
+	waiting map[uint64]*waiter // under Conn.mu
+	reader  int                // who holds the read token (readerNone...), under Conn.mu
+
+	wake      chan struct{} // gives the reader goroutine the token
+	closing   chan struct{} // closed by shutdown: the reader goroutine stops
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // dialFramed opens a framed connection: over TCP, moved to the server's
@@ -108,33 +114,131 @@ func dialFramed(ctx context.Context, addr string, o Options) (*tensorwire.Conn, 
 	return ut, "unix", nil
 }
 
-func (c *Conn) framedRecvLoop() {
+// Who reads a framed connection's responses. Reading is a token: at most
+// one goroutine holds it. A caller waiting for its own response without an
+// abort channel takes it when it is free and reads until its response has
+// come (delivering any others it meets to their waiters): the answer to a
+// lone request goes from the socket to the goroutine that asked, without a
+// hand-off to another goroutine. When that caller is done and other
+// requests are still in flight, or when a waiter that may abort needs a
+// reader (it must not be stuck in a read when its abort fires), the token
+// goes to the connection's reader goroutine, which reads until nothing is
+// in flight and then gives the token back.
+const (
+	readerNone       = iota // nobody reads: nothing is in flight, or its waiters have not asked yet
+	readerCaller            // a waiting caller reads for itself
+	readerBackground        // the reader goroutine reads
+)
+
+// framedReader is the connection's reader goroutine: it reads while it
+// holds the token, and sleeps while it does not.
+func (c *Conn) framedReader() {
 	defer close(c.done)
 	f := c.fw
 	for {
-		taken, err := c.framedRecvOne(f)
-		if err == nil && f.tc.Buffered() == 0 {
-			// Nothing more at hand: the next read would most likely find
-			// the socket empty (one request in flight). Let the waiter
-			// just woken run first, so that this goroutine's read, and its
-			// wait for the next response, come after the caller has its
-			// answer, not before.
-			runtime.Gosched()
-		}
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				err = fmt.Errorf("psclient: server %s closed the connection", c.Addr)
-			} else {
-				err = fmt.Errorf("psclient: connection to %s: %v", c.Addr, err)
-			}
-			f.tc.Close()
-			c.fail(err)
-			if taken != nil {
-				close(taken.ch) // after fail: its waiter reads the error
-			}
+		select {
+		case <-f.wake:
+		case <-f.closing:
 			return
 		}
+		for {
+			taken, err := c.framedRecvOne(f)
+			if err != nil {
+				c.framedFailed(err, taken)
+				return
+			}
+			c.mu.Lock()
+			if len(f.waiting) == 0 {
+				f.reader = readerNone
+				c.mu.Unlock()
+				break
+			}
+			c.mu.Unlock()
+			if f.tc.Buffered() == 0 {
+				// Nothing more at hand: the next read would most likely
+				// find the socket empty. Let the waiter just woken run
+				// first, so that this goroutine's read, and its wait for
+				// the next response, come after the caller has its answer.
+				runtime.Gosched()
+			}
+		}
 	}
+}
+
+// framedFailed ends the connection after a read error: every waiter gets
+// the error, the reader goroutine stops.
+func (c *Conn) framedFailed(err error, taken *waiter) {
+	if errors.Is(err, io.EOF) {
+		err = fmt.Errorf("psclient: server %s closed the connection", c.Addr)
+	} else {
+		err = fmt.Errorf("psclient: connection to %s: %v", c.Addr, err)
+	}
+	c.fw.shutdown()
+	c.fail(err)
+	if taken != nil {
+		close(taken.ch) // after fail: its waiter reads the error
+	}
+}
+
+// shutdown closes the connection and stops the reader goroutine; it
+// returns the connection's Close error (the first call's).
+func (f *framed) shutdown() error {
+	f.closeOnce.Do(func() {
+		f.closeErr = f.tc.Close()
+		close(f.closing)
+	})
+	return f.closeErr
+}
+
+// needReader makes sure someone reads: the reader goroutine, if nobody
+// does (a waiter that may abort, or a reading caller leaving requests in
+// flight behind). Called with c.mu held.
+func (f *framed) needReaderLocked() {
+	if f.reader == readerNone {
+		f.reader = readerBackground
+		f.wake <- struct{}{} // never blocks: the token is sent once per grant
+	}
+}
+
+// framedAwait waits for the response on ch, reading the connection itself
+// when nobody else does.
+func (c *Conn) framedAwait(ch <-chan *kelpiepb.PSResponse) (*kelpiepb.PSResponse, bool) {
+	f := c.fw
+	c.mu.Lock()
+	if len(ch) > 0 || c.err != nil || f.reader != readerNone {
+		c.mu.Unlock()
+		r, ok := <-ch
+		return r, ok
+	}
+	f.reader = readerCaller
+	c.mu.Unlock()
+	for len(ch) == 0 {
+		taken, err := c.framedRecvOne(f)
+		if err != nil {
+			c.framedFailed(err, taken)
+			break
+		}
+	}
+	c.mu.Lock()
+	if c.err == nil {
+		f.reader = readerNone
+		if len(f.waiting) > 0 {
+			f.needReaderLocked()
+		}
+	}
+	c.mu.Unlock()
+	r, ok := <-ch
+	return r, ok
+}
+
+// framedWaitReader is called by a waiter that may abort before waiting on
+// its channel: the reader goroutine reads for it.
+func (c *Conn) framedWaitReader() {
+	c.mu.Lock()
+	if c.err == nil {
+		c.fw.needReaderLocked()
+	}
+	c.mu.Unlock()
 }
 
 // framedRecvOne reads one response; on an error it returns the waiter it

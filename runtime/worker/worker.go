@@ -244,6 +244,17 @@ func u32s(ids []int) []uint32 {
 	return out
 }
 
+// live counts the connections of servers still in the job.
+func live(conns []*psclient.Conn) int {
+	n := 0
+	for _, c := range conns {
+		if c != nil {
+			n++
+		}
+	}
+	return n
+}
+
 // pull reads the parameters (and the sparse rows keys) outside an
 // iteration's push-pull, and keeps its comm for the next report.
 func (w *Worker) pull(progress int64, keys []uint64) error {
@@ -277,6 +288,13 @@ func (w *Worker) exchange(op kelpiepb.Op, progress int64, pullKeys []uint64) ([]
 	// hang the worker instead of letting its agent restart it.
 	abort := make(chan struct{})
 	var abortOnce sync.Once
+	// With one server there is no other to fail: its wait needs no abort,
+	// and without one the waiting goroutine reads the answer from the
+	// connection itself (psclient's direct read).
+	waitAbort := abort
+	if live(w.conns) == 1 {
+		waitAbort = nil
+	}
 	var wg sync.WaitGroup
 	for r := range n {
 		if w.conns[r] == nil {
@@ -328,7 +346,7 @@ func (w *Worker) exchange(op kelpiepb.Op, progress int64, pullKeys []uint64) ([]
 			var resp *kelpiepb.PSResponse
 			var inPlace bool
 			if err == nil {
-				resp, inPlace, err = call.Wait(abort)
+				resp, inPlace, err = call.Wait(waitAbort)
 			}
 			if err != nil {
 				errs[r] = fmt.Errorf("server %d (%s): %w", r, w.cfg.Addrs[r], err)

@@ -1,0 +1,299 @@
+package psclient
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/runtime/tensorwire"
+)
+
+// scripted is a framed peer on 127.0.0.1 whose answers a test decides: it
+// hands each request it reads to the test (on reqs) and writes what the
+// test sends on answer, in the order sent.
+type scripted struct {
+	lis    net.Listener
+	reqs   chan *kelpiepb.PSRequest
+	answer chan *kelpiepb.PSResponse
+	conn   chan net.Conn // the accepted connection, for the test to cut
+}
+
+func newScripted(t *testing.T) *scripted {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &scripted{lis: lis, reqs: make(chan *kelpiepb.PSRequest, 64),
+		answer: make(chan *kelpiepb.PSResponse, 64), conn: make(chan net.Conn, 1)}
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		lis.Close()
+		close(s.answer)
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		nc, err := lis.Accept()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		tc := tensorwire.NewConn(nc)
+		if err := tensorwire.ServerHandshake(tc, tensorwire.SharedSecret(nil), nil, tensorwire.Hello{HostID: "elsewhere"}); err != nil {
+			t.Errorf("handshake: %v", err)
+			return
+		}
+		s.conn <- nc
+		wg.Add(1)
+		go func() { // the writer: answers as the test gives them
+			defer wg.Done()
+			for r := range s.answer {
+				if tc.WriteFrame(tensorwire.KindResponse, r.Id, tensorwire.AppendResponse(nil, r), r.Data) != nil {
+					return
+				}
+			}
+		}()
+		for {
+			h, meta, err := tc.ReadHeader()
+			if err != nil {
+				return
+			}
+			req := &kelpiepb.PSRequest{Id: h.ID}
+			if err := tensorwire.DecodeRequest(meta, req); err != nil {
+				t.Errorf("decode: %v", err)
+				return
+			}
+			if err := tc.Discard(); err != nil {
+				return
+			}
+			s.reqs <- req
+		}
+	}()
+	return s
+}
+
+func (s *scripted) dial(t *testing.T) *Conn {
+	t.Helper()
+	c, err := DialWith(context.Background(), s.lis.Addr().String(), Options{Transport: TransportTCP, Credentials: tensorwire.SharedSecret(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// next is the next request the peer read.
+func (s *scripted) next(t *testing.T) *kelpiepb.PSRequest {
+	t.Helper()
+	select {
+	case r := <-s.reqs:
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatal("no request reached the peer")
+		return nil
+	}
+}
+
+// TestDirectReadOutOfOrder: callers waiting without an abort read the
+// connection themselves, one at a time; answers that come back in reverse
+// order each reach their own caller, whoever read them.
+func TestDirectReadOutOfOrder(t *testing.T) {
+	s := newScripted(t)
+	c := s.dial(t)
+	const n = 8
+	chans := make([]<-chan *kelpiepb.PSResponse, n)
+	for i := range n {
+		ch, err := c.Start(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PULL, Progress: int64(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		chans[i] = ch
+	}
+	byID := map[uint64]int64{}
+	for range n {
+		r := s.next(t)
+		byID[r.Id] = r.Progress
+	}
+	var wg sync.WaitGroup
+	got := make([]int64, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := c.Wait(chans[i])
+			if err == nil {
+				got[i] = r.Version
+			}
+			errs[i] = err
+		}()
+	}
+	for id := uint64(n); id >= 1; id-- {
+		s.answer <- &kelpiepb.PSResponse{Id: id, Version: 100 + byID[id]}
+	}
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil || got[i] != 100+int64(i) {
+			t.Errorf("request %d: version %d, %v; want %d, nil", i, got[i], errs[i], 100+i)
+		}
+	}
+}
+
+// TestAbortWhileOthersRead: a waiter with an abort channel never reads
+// the connection itself, so its abort returns at once even while its
+// request is held by the server; the late answer is skipped and the next
+// caller gets its own.
+func TestAbortWhileOthersRead(t *testing.T) {
+	s := newScripted(t)
+	c := s.dial(t)
+	held, err := c.StartInto(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PULL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	heldReq := s.next(t)
+	abort := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := held.Wait(abort)
+		done <- err
+	}()
+	close(abort)
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "abandoned") {
+			t.Fatalf("aborted wait: %v; want abandoned", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the aborted wait did not return")
+	}
+	ch, err := c.Start(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PUSH})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine := s.next(t)
+	s.answer <- &kelpiepb.PSResponse{Id: heldReq.Id, Version: 1, Data: make([]byte, 64)} // late: nobody wants it
+	s.answer <- &kelpiepb.PSResponse{Id: mine.Id, Version: 2}
+	r, err := c.Wait(ch)
+	if err != nil || r.Version != 2 {
+		t.Fatalf("push after the abort: %v, %v; want version 2", r, err)
+	}
+}
+
+// TestReaderHandOver: a caller that reads for itself and gets its answer
+// while others are still in flight hands reading over: a waiter with an
+// abort channel (which never reads itself) still gets its answer.
+func TestReaderHandOver(t *testing.T) {
+	s := newScripted(t)
+	c := s.dial(t)
+	first, err := c.Start(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PUSH})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := c.StartInto(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PULL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := s.next(t), s.next(t)
+	got := make(chan int64, 1)
+	go func() {
+		r, _, err := second.Wait(make(chan struct{})) // may abort: never reads
+		if err != nil {
+			got <- -1
+			return
+		}
+		got <- r.Version
+	}()
+	s.answer <- &kelpiepb.PSResponse{Id: a.Id, Version: 1}
+	if r, err := c.Wait(first); err != nil || r.Version != 1 {
+		t.Fatalf("first: %v, %v", r, err)
+	}
+	s.answer <- &kelpiepb.PSResponse{Id: b.Id, Version: 2}
+	select {
+	case v := <-got:
+		if v != 2 {
+			t.Fatalf("second: version %d; want 2", v)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("nobody read the second answer")
+	}
+}
+
+// TestDirectReaderSeesFailure: the connection cut while a caller reads
+// for itself fails that caller and every other waiter, and Close returns.
+func TestDirectReaderSeesFailure(t *testing.T) {
+	s := newScripted(t)
+	c := s.dial(t)
+	var chans []<-chan *kelpiepb.PSResponse
+	for range 3 {
+		ch, err := c.Start(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PULL})
+		if err != nil {
+			t.Fatal(err)
+		}
+		chans = append(chans, ch)
+		s.next(t)
+	}
+	errs := make(chan error, len(chans))
+	for _, ch := range chans {
+		go func() {
+			_, err := c.Wait(ch)
+			errs <- err
+		}()
+	}
+	nc := <-s.conn
+	time.Sleep(20 * time.Millisecond) // let a waiter block in its read
+	nc.Close()
+	for range chans {
+		select {
+		case err := <-errs:
+			if err == nil || !strings.Contains(err.Error(), c.Addr) {
+				t.Errorf("wait on a cut connection: %v; want an error naming %s", err, c.Addr)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a waiter did not see the connection fail")
+		}
+	}
+	if _, err := c.Start(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PULL}); err == nil {
+		t.Error("Start on a failed connection succeeded")
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- c.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close hung")
+	}
+}
+
+// TestCancelWhileNobodyReads: cancelling the dial's context fails the
+// connection even when no goroutine is reading it.
+func TestCancelWhileNobodyReads(t *testing.T) {
+	s := newScripted(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	c, err := DialWith(ctx, s.lis.Addr().String(), Options{Transport: TransportTCP, Credentials: tensorwire.SharedSecret(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cancel()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := c.Start(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PULL})
+		if err != nil {
+			if !errors.Is(err, context.Canceled) && !strings.Contains(err.Error(), "closed") {
+				t.Errorf("Start after cancel: %v", err)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the connection still takes requests after its context ended")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

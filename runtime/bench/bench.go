@@ -632,12 +632,11 @@ func (p *psStream) send() (any, error) {
 	default:
 		req.Op = kelpiepb.Op_OP_PULL
 	}
-	ch, err := p.conn.Start(req)
-	return ch, err
+	return p.conn.StartV(req, nil, nil)
 }
 
 func (p *psStream) recv(tok any) error {
-	r, err := p.conn.Wait(tok.(<-chan *kelpiepb.PSResponse))
+	r, _, err := tok.(*psclient.Call).Wait(nil)
 	if err != nil {
 		return err
 	}

@@ -245,7 +245,9 @@ func (c *Conn) WaitOr(ch <-chan *kelpiepb.PSResponse, abort <-chan struct{}) (*k
 	return r, nil
 }
 
-// Call is a request in flight started by StartInto.
+// Call is a request in flight started by StartInto or StartV. Its Wait is
+// called once; the Call is not to be used after Wait returns (a framed
+// connection's calls are reused).
 type Call struct {
 	c   *Conn
 	ch  <-chan *kelpiepb.PSResponse
@@ -281,7 +283,7 @@ func (c *Conn) StartV(req *kelpiepb.PSRequest, payload, dst [][]byte) (*Call, er
 		if err != nil {
 			return nil, err
 		}
-		return &Call{c: c, ch: w.ch, w: w}, nil
+		return &w.call, nil
 	}
 	if payload != nil {
 		n := 0
@@ -317,9 +319,9 @@ func (call *Call) Wait(abort <-chan struct{}) (resp *kelpiepb.PSResponse, inPlac
 			// answer is being read: wait for it (or for the connection to
 			// fail), so that nothing writes into dst after we return.
 			c.mu.Lock()
-			_, waiting := c.fw.waiting[idOf(c.fw, call.w)]
+			waiting := c.fw.waiting[call.w.id] == call.w
 			if waiting {
-				delete(c.fw.waiting, idOf(c.fw, call.w))
+				delete(c.fw.waiting, call.w.id)
 			}
 			c.mu.Unlock()
 			if waiting {
@@ -338,15 +340,6 @@ func (call *Call) Wait(abort <-chan struct{}) (resp *kelpiepb.PSResponse, inPlac
 	}
 }
 
-func idOf(f *framed, w *waiter) uint64 {
-	for id, x := range f.waiting {
-		if x == w {
-			return id
-		}
-	}
-	return 0
-}
-
 func (call *Call) finish(r *kelpiepb.PSResponse, ok bool) (*kelpiepb.PSResponse, bool, error) {
 	c := call.c
 	if !ok {
@@ -355,11 +348,16 @@ func (call *Call) finish(r *kelpiepb.PSResponse, ok bool) (*kelpiepb.PSResponse,
 		c.mu.Unlock()
 		return nil, false, err
 	}
+	inPlace := false
+	if call.w != nil {
+		inPlace = call.w.inPlace
+		call.w.recycle() // the call is done: its waiter serves another
+	}
 	if r.Error != "" {
 		return nil, false, status.Error(codes.Code(r.Code), r.Error)
 	}
 	if call.w != nil {
-		return r, call.w.inPlace, nil
+		return r, inPlace, nil
 	}
 	if call.dst != nil && total(call.dst) == len(r.Data) && len(r.Data) > 0 {
 		off := 0
@@ -375,11 +373,12 @@ func (call *Call) finish(r *kelpiepb.PSResponse, ok bool) (*kelpiepb.PSResponse,
 
 // Do sends a request and waits for its response.
 func (c *Conn) Do(req *kelpiepb.PSRequest) (*kelpiepb.PSResponse, error) {
-	ch, err := c.Start(req)
+	call, err := c.StartV(req, nil, nil)
 	if err != nil {
 		return nil, err
 	}
-	return c.Wait(ch)
+	r, _, err := call.Wait(nil)
+	return r, err
 }
 
 // Close ends the stream and the connection.

@@ -49,14 +49,31 @@ func (o Options) creds() tensorwire.Credentials {
 	return o.Credentials
 }
 
-// waiter is one request in flight on a framed connection.
+// waiter is one request in flight on a framed connection. Waiters are
+// pooled (with their channel and the Call handed to the caller): one whose
+// Call has received its response goes back to the pool when Call.Wait
+// returns; one that was abandoned, or whose connection failed (its channel
+// closed), is left to the garbage collector.
 type waiter struct {
 	ch chan *kelpiepb.PSResponse
-	mu sync.Mutex // held while its payload is read into dst
+	id uint64
 	// dst are the slices the response payload is read into when their
 	// lengths add up to it (the worker's parameters); nil: a pooled buffer.
 	dst     [][]byte
 	inPlace bool // the payload was read into dst
+	call    Call // what StartV returns: this waiter's call
+}
+
+var waiters = sync.Pool{New: func() any {
+	w := &waiter{ch: make(chan *kelpiepb.PSResponse, 1)}
+	w.call = Call{ch: w.ch, w: w}
+	return w
+}}
+
+// recycle puts a waiter whose response has been taken back in the pool.
+func (w *waiter) recycle() {
+	w.dst, w.inPlace, w.call.c = nil, false, nil
+	waiters.Put(w)
 }
 
 // framed is the framed half of a Conn.
@@ -263,8 +280,6 @@ func (c *Conn) framedRecvOne(f *framed) (*waiter, error) {
 		// A response nobody waits for (abandoned): skip its payload.
 		return nil, f.tc.Discard()
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	n := int(h.Payload)
 	if n > 0 {
 		if total(w.dst) == n {
@@ -302,15 +317,18 @@ func total(dst [][]byte) int {
 
 func (c *Conn) framedStart(req *kelpiepb.PSRequest, payload, dst [][]byte) (*waiter, error) {
 	f := c.fw
-	w := &waiter{ch: make(chan *kelpiepb.PSResponse, 1), dst: dst}
+	w := waiters.Get().(*waiter)
+	w.dst, w.call.c = dst, c
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
 		c.mu.Unlock()
+		w.recycle()
 		return nil, err
 	}
 	c.nextID++
 	req.Id = c.nextID
+	w.id = req.Id
 	f.waiting[req.Id] = w
 	c.mu.Unlock()
 	f.sendMu.Lock()

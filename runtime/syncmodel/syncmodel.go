@@ -292,7 +292,10 @@ type Engine struct {
 	spare   []map[int]bool         // emptied sets of pushed, for reuse
 	last    map[int]int64          // member -> last progress pushed
 	from    map[int]int64          // member that joined mid-job -> first version it owes a push
-	due     map[int64][]*pending   // V_train value -> pulls released then
+	// maxFrom bounds every value in from (it may exceed the largest one
+	// left): from V_train = maxFrom on, every member owes a push.
+	maxFrom int64
+	due     map[int64][]*pending // V_train value -> pulls released then
 	byID    map[PullID]*pending
 	waiting map[int][]*pending // worker -> its waiting pulls, in arrival order
 	seq     uint64
@@ -500,6 +503,7 @@ func (e *Engine) Join(worker int, from int64) {
 	}
 	e.members[worker] = true
 	e.from[worker] = max(from, e.vtrain)
+	e.maxFrom = max(e.maxFrom, e.from[worker])
 }
 
 // SetConfig switches the synchronization model live. c must pass Validate
@@ -600,10 +604,13 @@ func remove(list []*pending, p *pending) []*pending {
 
 // pushCondition is Table III's push condition for the current V_train.
 func (e *Engine) pushCondition() bool {
-	n := 0
-	for w := range e.members {
-		if e.from[w] <= e.vtrain {
-			n++
+	n := len(e.members)
+	if e.vtrain < e.maxFrom { // a member joined for a later version: count
+		n = 0
+		for w := range e.members {
+			if e.from[w] <= e.vtrain {
+				n++
+			}
 		}
 	}
 	if n == 0 {

@@ -148,6 +148,7 @@ type Conn struct {
 	bufs    net.Buffers
 	vec     [][]byte  // what one writev writes
 	one     [1][]byte // WriteFrame's payload as one piece
+	joined  []byte    // a small write's pieces joined (CopyBelow)
 	// flush completes a frame on an encrypted connection (tls.go); nil
 	// on a plain one.
 	flush interface{ Flush() error }
@@ -243,6 +244,19 @@ func (c *Conn) Queue(kind Kind, id uint64, meta []byte, payload [][]byte) error 
 	return nil
 }
 
+// CopyBelow is the size under which Flush joins a write's pieces into one
+// buffer and writes that, instead of a writev of the pieces: for small
+// frames copying is cheaper than the kernel's walk over several pieces.
+const CopyBelow = 16 << 10
+
+func vecLen(vec [][]byte) int {
+	n := 0
+	for _, v := range vec {
+		n += len(v)
+	}
+	return n
+}
+
 // queuedFrame is a frame waiting for Flush: its header and metadata in
 // arena[lo:hi], then parts pieces of qparts.
 type queuedFrame struct{ lo, hi, parts int }
@@ -274,6 +288,12 @@ func (c *Conn) Flush() error {
 		err = c.writeEncrypted(c.vec)
 	} else if len(c.vec) == 1 {
 		_, err = c.wc.Write(c.vec[0])
+	} else if n := vecLen(c.vec); n <= CopyBelow {
+		c.joined = c.joined[:0]
+		for _, v := range c.vec {
+			c.joined = append(c.joined, v...)
+		}
+		_, err = c.wc.Write(c.joined)
 	} else {
 		c.bufs = c.vec
 		_, err = c.bufs.WriteTo(c.wc)

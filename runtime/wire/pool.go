@@ -63,10 +63,18 @@ func getBuffer(n int) []byte {
 		return make([]byte, n)
 	}
 	if p, _ := classes[idx].Get().(*[]byte); p != nil {
-		return (*p)[:n]
+		b := (*p)[:n]
+		*p = nil
+		boxes.Put(p)
+		return b
 	}
 	return make([]byte, n, size)
 }
+
+// boxes holds the *[]byte a pool class stores its buffers in, emptied: the
+// next Recycle reuses one instead of allocating a slice header on the
+// heap for each buffer it puts back.
+var boxes = sync.Pool{New: func() any { return new([]byte) }}
 
 func putBuffer(p *[]byte) {
 	if idx, ok := floorClass(cap(*p)); ok {
@@ -83,11 +91,12 @@ func putBuffer(p *[]byte) {
 // under the same condition. Not recycling is always safe; it only leaves
 // the buffer to the garbage collector.
 func Recycle(b []byte) {
-	if cap(b) == 0 {
+	if cap(b) < 1<<minClassExp {
 		return
 	}
-	b = b[:cap(b)]
-	putBuffer(&b)
+	p := boxes.Get().(*[]byte)
+	*p = b
+	putBuffer(p)
 }
 
 // bufferPool is the pool as a gRPC mem.BufferPool, for the transport's own

@@ -108,12 +108,10 @@ func (s *Server) Retable(_ context.Context, req *kelpiepb.RetableRequest) (*kelp
 		// A server that joins a running job counts pushes from the switch.
 		s.engine = syncmodel.NewAt(s.cfg.Sync, s.engine.Members(), req.SwitchIteration)
 	}
-	var send []func()
+	var send after
 	s.handOffLocked(&send)
 	s.mu.Unlock()
-	for _, f := range send {
-		f()
-	}
+	send.run()
 	select {
 	case <-s.ready:
 	default:
@@ -124,7 +122,7 @@ func (s *Server) Retable(_ context.Context, req *kelpiepb.RetableRequest) (*kelp
 
 // handOffLocked starts sending the outgoing blocks once every worker has
 // pushed the iteration before the switch.
-func (s *Server) handOffLocked(send *[]func()) {
+func (s *Server) handOffLocked(send *after) {
 	if len(s.el.outgoing) == 0 || s.el.handing || s.engine.VTrain() < s.el.switchAt {
 		return
 	}
@@ -144,7 +142,7 @@ func (s *Server) handOffLocked(send *[]func()) {
 		}
 		moves = append(moves, move{m, dst, addr})
 	}
-	*send = append(*send, func() {
+	send.do(func() {
 		go func() {
 			for _, mv := range moves {
 				err := s.sendBlock(mv.addr, mv.req)
@@ -274,18 +272,16 @@ func (s *Server) Migrate(_ context.Context, m *kelpiepb.MigrateRequest) (*kelpie
 	s.blocks[id] = blk
 	delete(s.el.incoming, id)
 	s.stats.MigratedIn++
-	var send []func()
+	var send after
 	s.resumeHeldLocked(&send)
 	s.mu.Unlock()
-	for _, f := range send {
-		f()
-	}
+	send.run()
 	return &kelpiepb.MigrateResponse{}, nil
 }
 
 // resumeHeldLocked runs the held requests whose blocks have all arrived, in
 // arrival order; the time the first of them waited counts as paused.
-func (s *Server) resumeHeldLocked(send *[]func()) {
+func (s *Server) resumeHeldLocked(send *after) {
 	if len(s.el.held) == 0 {
 		return
 	}
@@ -299,7 +295,7 @@ func (s *Server) resumeHeldLocked(send *[]func()) {
 		if err := s.handleLocked(h.req, h.reply, h.stream, send); err != nil {
 			resp := errorResponse(h.req, err)
 			reply := h.reply
-			*send = append(*send, func() { reply(resp) })
+			send.reply(reply, resp)
 		}
 	}
 	if len(s.el.held) == 0 && !s.el.heldSince.IsZero() {

@@ -58,6 +58,7 @@ func (s *Server) ServeFramed(ctx context.Context, nc net.Conn, f Framed) {
 	case <-ctx.Done():
 		return
 	}
+	var spare *kelpiepb.PSRequest // a handled request nothing refers to
 	recv := func() (*kelpiepb.PSRequest, error) {
 		h, meta, err := tc.ReadHeader()
 		if err != nil {
@@ -66,7 +67,12 @@ func (s *Server) ServeFramed(ctx context.Context, nc net.Conn, f Framed) {
 		if h.Kind != tensorwire.KindRequest {
 			return nil, fmt.Errorf("%w: %v frame where a request belongs", tensorwire.ErrFrame, h.Kind)
 		}
-		req := &kelpiepb.PSRequest{Id: h.ID}
+		req := &kelpiepb.PSRequest{}
+		if spare != nil {
+			req, spare = spare, nil
+			*req = kelpiepb.PSRequest{Blocks: req.Blocks[:0], RowKeys: req.RowKeys[:0], PullRowKeys: req.PullRowKeys[:0]}
+		}
+		req.Id = h.ID
 		if err := tensorwire.DecodeRequest(meta, req); err != nil {
 			return nil, err
 		}
@@ -91,7 +97,7 @@ func (s *Server) ServeFramed(ctx context.Context, nc net.Conn, f Framed) {
 		}
 		return tc.Flush()
 	}
-	err := s.session(recv, tc.FrameBuffered, send)
+	err := s.session(recv, tc.FrameBuffered, send, func(req *kelpiepb.PSRequest) { spare = req })
 	switch {
 	case err == nil, errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed) && ctx.Err() != nil:
 	case errors.Is(err, tensorwire.ErrFrame):

@@ -227,3 +227,46 @@ func TestFramedPipeline(t *testing.T) {
 		}
 	}
 }
+
+// TestFramedDelayedPullKeepsItsBlocks: a framed session reuses a handled
+// request for the next one; a pull delayed by the barrier must keep the
+// blocks it asked for even when the next request on its connection names
+// others.
+func TestFramedDelayedPullKeepsItsBlocks(t *testing.T) {
+	s := newServer(t, syncmodel.Config{Model: syncmodel.BSP})
+	addr := listenFramed(t, s)
+	dial := func() *psclient.Conn {
+		c, err := psclient.DialWith(context.Background(), addr, psclient.Options{Transport: psclient.TransportTCP, Credentials: tensorwire.SharedSecret(nil)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	w0, w1 := dial(), dial()
+	grad := floats(1, 1, 1, 1)
+	if _, err := w0.Do(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PUSH, Worker: 0, Blocks: []uint32{0}, Progress: 0, Data: grad}); err != nil {
+		t.Fatal(err)
+	}
+	dst := make([]float32, 4)
+	pull, err := w0.StartInto(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PULL, Worker: 0, Blocks: []uint32{0}, Progress: 0}, [][]byte{wire.AsBytes(dst)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Worker 1 has not pushed: the pull waits. The next request on the
+	// same connection names a block this server does not hold.
+	if _, err := w0.Do(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PULL, Worker: 0, Blocks: []uint32{7}, Progress: -1}); err == nil {
+		t.Fatal("a pull of a block the server does not hold succeeded")
+	}
+	if _, err := w1.Do(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PUSH, Worker: 1, Blocks: []uint32{0}, Progress: 0, Data: grad}); err != nil {
+		t.Fatal(err)
+	}
+	resp, inPlace, err := pull.Wait(nil)
+	if err != nil || !inPlace || !resp.Delayed {
+		t.Fatalf("the delayed pull: %+v, in place %v, %v; want delayed, in place, nil", resp, inPlace, err)
+	}
+	// Block 0 started at 1s and took two pushes of 1s at rate 1.
+	if dst[0] != -1 || dst[3] != -1 {
+		t.Errorf("the delayed pull read %v; want all -1", dst)
+	}
+}

@@ -119,3 +119,34 @@ func (o *outbox) close() {
 		r.Done()
 	}
 }
+
+// after is what a handler leaves to run once the server's lock is
+// released: replies to send, and other work (a hand-off to start). Its
+// backing array is reused from one request to the next (a session keeps
+// one), so queueing a reply allocates nothing.
+type after []afterItem
+
+type afterItem struct {
+	reply func(*Response) // with resp: a reply to send
+	resp  *Response
+	f     func() // otherwise: work to run
+}
+
+func (a *after) reply(to func(*Response), r *Response) {
+	*a = append(*a, afterItem{reply: to, resp: r})
+}
+
+func (a *after) do(f func()) { *a = append(*a, afterItem{f: f}) }
+
+// run runs what was queued, in order, and empties the list.
+func (a *after) run() {
+	for i, it := range *a {
+		if it.f != nil {
+			it.f()
+		} else {
+			it.reply(it.resp)
+		}
+		(*a)[i] = afterItem{}
+	}
+	*a = (*a)[:0]
+}

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -291,7 +292,7 @@ func (s *Server) Exchange(stream kelpiepb.ParameterServer_ExchangeServer) error 
 			}
 		}
 		return nil
-	})
+	}, nil)
 	if status.Code(err) == codes.Canceled || errors.Is(err, io.EOF) {
 		return nil
 	}
@@ -304,7 +305,8 @@ func (s *Server) Exchange(stream kelpiepb.ParameterServer_ExchangeServer) error 
 // which the session calls after send). Requests are handled in order;
 // responses to delayed pulls are sent when they are released. more, if not
 // nil, says whether the next request is already at hand (recv will not
-// wait for it).
+// wait for it). handled, if not nil, is given each request the server keeps
+// no reference to once handled, for recv to reuse.
 //
 // The goroutine that handled a request writes its answer (outbox.go),
 // after the requests at hand: a pipeline's answers go together to send,
@@ -313,7 +315,7 @@ func (s *Server) Exchange(stream kelpiepb.ParameterServer_ExchangeServer) error 
 // with injected slowness sends everything through the sender goroutine, so
 // that a response's injected outbound delay does not hold up the next
 // request (each direction of its link has a budget of its own).
-func (s *Server) session(recv func() (*kelpiepb.PSRequest, error), more func() bool, send func([]*Response) error) error {
+func (s *Server) session(recv func() (*kelpiepb.PSRequest, error), more func() bool, send func([]*Response) error, handled func(*kelpiepb.PSRequest)) error {
 	o := newOutbox()
 	inline := s.cfg.Straggler.Empty()
 	inject := func(r *Response) { s.inject(r.payloadLen(), outbound) }
@@ -341,7 +343,8 @@ func (s *Server) session(recv func() (*kelpiepb.PSRequest, error), more func() b
 	// worker's new pulls must not queue behind answers nobody will read.
 	me := new(int)
 	defer s.cancelPulls(me)
-	reply := o.put // one func value for the session, not one per request
+	reply := o.put  // one func value for the session, not one per request
+	var later after // what runs after the lock, reused by every request
 	for {
 		req, err := recv()
 		if err != nil {
@@ -361,7 +364,7 @@ func (s *Server) session(recv func() (*kelpiepb.PSRequest, error), more func() b
 		if !inline {
 			began = time.Now()
 		}
-		held, err := s.handleHeld(req, reply, me)
+		held, err := s.handleHeld(req, reply, me, &later)
 		if !inline {
 			s.stretch(time.Since(began))
 		}
@@ -373,6 +376,10 @@ func (s *Server) session(recv func() (*kelpiepb.PSRequest, error), more func() b
 		// request waits for a block in transit.
 		if !held {
 			wire.Recycle(req.Data)
+			req.Data = nil
+			if handled != nil {
+				handled(req)
+			}
 		}
 		if inline && (more == nil || !more()) {
 			if err := o.flush(send, inject, true); err != nil {
@@ -455,29 +462,28 @@ func (s *Server) Shutdown(_ context.Context, req *kelpiepb.ShutdownRequest) (*ke
 // handle runs one request. Replies (immediate or released later) go through
 // reply, always outside the server's lock.
 func (s *Server) handle(req *kelpiepb.PSRequest, reply func(*Response), stream *int) error {
-	_, err := s.handleHeld(req, reply, stream)
+	var send after
+	_, err := s.handleHeld(req, reply, stream, &send)
 	return err
 }
 
 // handleHeld is handle that also says whether the request now waits for a
-// block in transit (its payload must then be kept).
-func (s *Server) handleHeld(req *kelpiepb.PSRequest, reply func(*Response), stream *int) (bool, error) {
-	var send []func()
+// block in transit (its payload must then be kept). send is the caller's
+// list for what runs after the lock (empty; emptied again on return).
+func (s *Server) handleHeld(req *kelpiepb.PSRequest, reply func(*Response), stream *int, send *after) (bool, error) {
 	s.mu.Lock()
 	s.awaitBlocks(req)
-	err := s.handleLocked(req, reply, stream, &send)
+	err := s.handleLocked(req, reply, stream, send)
 	s.forgetStaged(req)  // not taken: applied in place, refused or held
 	s.forgetInPlace(req) // not settled: refused
 	n := len(s.el.held)
 	held := n > 0 && s.el.held[n-1].req == req
 	s.mu.Unlock()
-	for _, f := range send {
-		f()
-	}
+	send.run()
 	return held, err
 }
 
-func (s *Server) handleLocked(req *kelpiepb.PSRequest, reply func(*Response), stream *int, send *[]func()) error {
+func (s *Server) handleLocked(req *kelpiepb.PSRequest, reply func(*Response), stream *int, send *after) error {
 	// Blocks leave only once this request is fully answered: its own pull
 	// may read them.
 	defer s.handOffLocked(send)
@@ -497,7 +503,7 @@ func (s *Server) handleLocked(req *kelpiepb.PSRequest, reply func(*Response), st
 	if op == kelpiepb.Op_OP_LEAVE || op == kelpiepb.Op_OP_JOIN {
 		s.membership(int(req.Worker), op == kelpiepb.Op_OP_JOIN, req.Progress, send)
 		resp := respond(&kelpiepb.PSResponse{Id: req.Id, Version: s.engine.VTrain()})
-		*send = append(*send, func() { reply(resp) })
+		send.reply(reply, resp)
 		return nil
 	}
 	dropped := false
@@ -511,7 +517,7 @@ func (s *Server) handleLocked(req *kelpiepb.PSRequest, reply func(*Response), st
 		}
 		if op == kelpiepb.Op_OP_PUSH {
 			resp := respond(&kelpiepb.PSResponse{Id: req.Id, Version: s.engine.VTrain(), Dropped: dropped})
-			*send = append(*send, func() { reply(resp) })
+			send.reply(reply, resp)
 			return nil
 		}
 	}
@@ -524,7 +530,7 @@ func (s *Server) handleLocked(req *kelpiepb.PSRequest, reply func(*Response), st
 	if s.engine.Pull(id, int(req.Worker), req.Progress, s.rng.Float64()) {
 		resp := s.read(req, false)
 		resp.Dropped = dropped
-		*send = append(*send, func() { reply(resp) })
+		send.reply(reply, resp)
 		return nil
 	}
 	s.pending[id] = pendingPull{req: pullOnly(req), reply: reply, stream: stream, since: time.Now(), dropped: dropped}
@@ -557,9 +563,11 @@ func (s *Server) cancelPulls(stream *int) {
 }
 
 // pullOnly keeps what a delayed pull needs after the push payload is gone.
+// Its slices are copies: the session reuses the request's own for the
+// next request once this one is handled.
 func pullOnly(req *kelpiepb.PSRequest) *kelpiepb.PSRequest {
 	return &kelpiepb.PSRequest{Id: req.Id, Worker: req.Worker, Progress: req.Progress,
-		Blocks: req.Blocks, PullRowKeys: req.PullRowKeys, NoReplyData: req.NoReplyData}
+		Blocks: slices.Clone(req.Blocks), PullRowKeys: slices.Clone(req.PullRowKeys), NoReplyData: req.NoReplyData}
 }
 
 // check validates that the request names blocks this server holds and, for
@@ -660,7 +668,7 @@ func (s *Server) rowsOf(keys []uint64) ([]rowRef, error) {
 
 // push applies (or sums) a pushed gradient; it reports whether the
 // gradient was discarded because its iteration had completed without it.
-func (s *Server) push(req *kelpiepb.PSRequest, send *[]func()) (bool, error) {
+func (s *Server) push(req *kelpiepb.PSRequest, send *after) (bool, error) {
 	s.stats.Pushes++
 	s.stats.BytesIn += int64(len(req.Data))
 	res := s.engine.Push(int(req.Worker), req.Progress)
@@ -729,7 +737,7 @@ func (s *Server) push(req *kelpiepb.PSRequest, send *[]func()) (bool, error) {
 // worker owes pushes from iteration from on (from V_train if that is
 // later). A smaller barrier may complete the current version at once: its
 // summed gradients are applied and the pulls waiting for it answered.
-func (s *Server) membership(worker int, join bool, from int64, send *[]func()) {
+func (s *Server) membership(worker int, join bool, from int64, send *after) {
 	var ids []int
 	found := false
 	for _, w := range s.engine.Members() {
@@ -798,7 +806,7 @@ func (s *Server) step(b *block, opt optim.Config) {
 	b.touched = b.touched[:0]
 }
 
-func (s *Server) release(ids []syncmodel.PullID, send *[]func()) {
+func (s *Server) release(ids []syncmodel.PullID, send *after) {
 	for _, id := range ids {
 		p, ok := s.pending[id]
 		if !ok {
@@ -812,13 +820,13 @@ func (s *Server) release(ids []syncmodel.PullID, send *[]func()) {
 			// request the switch refused (Aborted).
 			resp := errorResponse(p.req, status.Errorf(codes.Aborted,
 				"server %s: block %d moved while the pull waited (assignment v%d from iteration %d)", s.cfg.Name, gone, s.version, s.el.switchAt))
-			*send = append(*send, func() { p.reply(resp) })
+			send.reply(p.reply, resp)
 			continue
 		}
 		resp := s.read(p.req, true)
 		resp.HeldSeconds = time.Since(p.since).Seconds()
 		resp.Dropped = p.dropped
-		*send = append(*send, func() { p.reply(resp) })
+		send.reply(p.reply, resp)
 	}
 }
 

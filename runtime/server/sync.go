@@ -19,7 +19,7 @@ func (s *Server) SetSync(_ context.Context, req *kelpiepb.SyncSettings) (*kelpie
 	if err := c.Validate(); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "server %s: %v", s.cfg.Name, err)
 	}
-	var send []func()
+	var send after
 	s.mu.Lock()
 	s.awaitQuiet()
 	wasAgg := s.cfg.Sync.Aggregate()
@@ -38,9 +38,7 @@ func (s *Server) SetSync(_ context.Context, req *kelpiepb.SyncSettings) (*kelpie
 	rel := s.engine.SetConfig(c)
 	s.release(rel, &send)
 	s.mu.Unlock()
-	for _, f := range send {
-		f()
-	}
+	send.run()
 	return &kelpiepb.SetSyncResponse{Released: int64(len(rel))}, nil
 }
 

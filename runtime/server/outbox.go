@@ -33,6 +33,7 @@ func (o *outbox) put(r *Response) {
 	if o.closed {
 		o.mu.Unlock()
 		r.Done() // never to be sent: give its payload back
+		r.recycle()
 		return
 	}
 	o.q = append(o.q, r)
@@ -93,10 +94,12 @@ func (o *outbox) flush(send func([]*Response) error, inject func(*Response), rel
 			err := send(part)
 			for _, r := range part {
 				r.Done()
+				r.recycle()
 			}
 			if err != nil {
 				for _, r := range batch {
 					r.Done()
+					r.recycle()
 				}
 				o.mu.Lock()
 				o.err = err
@@ -117,6 +120,7 @@ func (o *outbox) close() {
 	o.mu.Unlock()
 	for _, r := range q {
 		r.Done()
+		r.recycle()
 	}
 }
 

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"sync"
 	"sync/atomic"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
@@ -76,9 +77,35 @@ type Response struct {
 
 	partsBuf [2][]byte
 	leaseBuf [1]*lease
+	reusable bool // from newResponse: recycle takes it back once sent
 }
 
 func respond(r *kelpiepb.PSResponse) *Response { return &Response{PSResponse: r} }
+
+var responses = sync.Pool{New: func() any {
+	return &Response{PSResponse: &kelpiepb.PSResponse{}, reusable: true}
+}}
+
+// newResponse is a pooled response to id (its PSResponse with it). A
+// session's outbox gives it back with recycle once it is sent; one
+// returned elsewhere (a unary call's result) is simply not reused.
+func newResponse(id uint64) *Response {
+	r := responses.Get().(*Response)
+	r.Id = id
+	return r
+}
+
+// recycle gives a sent response from newResponse back to the pool (after
+// Done); nothing may refer to it any more.
+func (r *Response) recycle() {
+	if !r.reusable {
+		return
+	}
+	pb := r.PSResponse
+	*pb = kelpiepb.PSResponse{}
+	*r = Response{PSResponse: pb, reusable: true}
+	responses.Put(r)
+}
 
 // Done tells the response that its payload has been written (or never
 // will be): the lent values and the pooled buffer go back.

@@ -516,7 +516,8 @@ func (s *Server) handleLocked(req *kelpiepb.PSRequest, reply func(*Response), st
 			return err
 		}
 		if op == kelpiepb.Op_OP_PUSH {
-			resp := respond(&kelpiepb.PSResponse{Id: req.Id, Version: s.engine.VTrain(), Dropped: dropped})
+			resp := newResponse(req.Id)
+			resp.Version, resp.Dropped = s.engine.VTrain(), dropped
 			send.reply(reply, resp)
 			return nil
 		}
@@ -848,7 +849,8 @@ func (s *Server) absentBlock(req *kelpiepb.PSRequest) int {
 // lent to the response (no copy; see payload.go), sparse rows gathered
 // into a pooled buffer.
 func (s *Server) read(req *kelpiepb.PSRequest, delayed bool) *Response {
-	r := respond(&kelpiepb.PSResponse{Id: req.Id, Version: s.engine.VTrain(), Delayed: delayed})
+	r := newResponse(req.Id)
+	r.Version, r.Delayed = s.engine.VTrain(), delayed
 	if req.NoReplyData {
 		return r
 	}

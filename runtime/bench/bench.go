@@ -612,10 +612,16 @@ type psStream struct {
 	// progress counts the pushes made: the next push is of iteration
 	// *progress, a pull follows iteration *progress-1.
 	progress *int64
+	// req is reused by every send: a request is encoded when it starts
+	// (both transports), so nothing refers to it once StartV returns.
+	req    kelpiepb.PSRequest
+	blocks [1]uint32
 }
 
 func (p *psStream) send() (any, error) {
-	req := &kelpiepb.PSRequest{Worker: p.worker, Blocks: []uint32{p.block}, Progress: *p.progress - 1}
+	p.blocks[0] = p.block
+	req := &p.req
+	req.Worker, req.Blocks, req.Progress, req.Data = p.worker, p.blocks[:], *p.progress-1, nil
 	switch p.op {
 	case Push, PushPull:
 		// asp takes each push once per worker and iteration: count up

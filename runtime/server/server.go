@@ -677,10 +677,11 @@ func (s *Server) push(req *kelpiepb.PSRequest, send *after) (bool, error) {
 		return false, status.Errorf(codes.FailedPrecondition, "server %s: worker %d is not in the barrier", s.cfg.Name, req.Worker)
 	}
 	inPlace := res.Accept
-	if s.keepInPlace(req, res.Accept, s.cfg.Optim.At(req.Progress)) {
+	opt := s.cfg.Optim.At(req.Progress)
+	if s.keepInPlace(req, res.Accept, opt) {
 		inPlace = false // applied as it arrived (inplace.go): kept or taken back
 	} else if res.Accept {
-		if st := s.takeStaged(req, s.cfg.Optim.At(req.Progress)); st != nil {
+		if st := s.takeStaged(req, opt); st != nil {
 			// Computed while the payload arrived, against these very
 			// blocks, which it names all (stage.go).
 			s.install(st)
@@ -690,7 +691,6 @@ func (s *Server) push(req *kelpiepb.PSRequest, send *after) (bool, error) {
 	if inPlace {
 		g := wire.AsFloats(req.Data)
 		agg := s.cfg.Sync.Aggregate()
-		opt := s.cfg.Optim.At(req.Progress)
 		off := 0
 		for _, id := range req.Blocks {
 			b := s.blocks[int(id)]

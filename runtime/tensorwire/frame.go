@@ -11,7 +11,8 @@
 //	6  flags (0)
 //
 // (all integers little-endian). A frame is written with one writev (header
-// and metadata in one buffer, the payload as it lies in memory) and read in
+// and metadata in one buffer, the payload as it lies in memory; under
+// CopyBelow bytes, all joined into one buffer and written) and read in
 // two steps, ReadHeader and ReadPayload, so the caller picks the payload's
 // destination after seeing the header: a pooled, aligned buffer for a push,
 // the worker's parameter slice for a pull. Nothing is allocated per frame

@@ -385,6 +385,9 @@ func (c *Conn) Do(req *kelpiepb.PSRequest) (*kelpiepb.PSResponse, error) {
 func (c *Conn) Close() error {
 	if c.fw != nil {
 		err := c.fw.shutdown()
+		// Requests still in flight fail now, whether or not anyone was
+		// reading the connection.
+		c.fail(fmt.Errorf("psclient: connection to %s closed", c.Addr))
 		c.cancel()
 		<-c.done
 		return err

@@ -207,7 +207,7 @@ func (f *framed) shutdown() error {
 	return f.closeErr
 }
 
-// needReader makes sure someone reads: the reader goroutine, if nobody
+// needReaderLocked makes sure someone reads: the reader goroutine, if nobody
 // does (a waiter that may abort, or a reading caller leaving requests in
 // flight behind). Called with c.mu held.
 func (f *framed) needReaderLocked() {

@@ -297,3 +297,32 @@ func TestCancelWhileNobodyReads(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestCloseFailsWaiters: requests in flight when the connection is closed
+// fail, also for a waiter that may abort and never reads itself, and also
+// when nobody was reading at the time.
+func TestCloseFailsWaiters(t *testing.T) {
+	s := newScripted(t)
+	c := s.dial(t)
+	call, err := c.StartInto(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PULL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.next(t)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := call.Wait(make(chan struct{}))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "closed") {
+			t.Errorf("wait after Close: %v; want the connection closed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a wait after Close hung")
+	}
+}

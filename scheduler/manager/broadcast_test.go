@@ -209,6 +209,9 @@ func TestBroadcastThroughPrimary(t *testing.T) {
 	if b == nil {
 		t.Fatal("no broadcast recorded")
 	}
+	// The secondaries' acks can apply the action before the primary's
+	// report of its forwarding is taken in (they come on other streams).
+	c.waitFor(t, "the primary's report", func() bool { return b.closed })
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if b.sent[routePrimary] != 1 || b.sent[routeDirect] != 0 || b.sent[routeFallback] != 0 {

@@ -67,10 +67,12 @@ func (s *Server) ServeFramed(ctx context.Context, nc net.Conn, f Framed) {
 		if h.Kind != tensorwire.KindRequest {
 			return nil, fmt.Errorf("%w: %v frame where a request belongs", tensorwire.ErrFrame, h.Kind)
 		}
-		req := &kelpiepb.PSRequest{}
-		if spare != nil {
-			req, spare = spare, nil
+		req := spare
+		if req != nil {
+			spare = nil
 			*req = kelpiepb.PSRequest{Blocks: req.Blocks[:0], RowKeys: req.RowKeys[:0], PullRowKeys: req.PullRowKeys[:0]}
+		} else {
+			req = &kelpiepb.PSRequest{}
 		}
 		req.Id = h.ID
 		if err := tensorwire.DecodeRequest(meta, req); err != nil {

@@ -102,10 +102,7 @@ func DialWith(ctx context.Context, addr string, o Options) (*Conn, error) {
 		go func() {
 			select {
 			case <-ctx.Done():
-				// A caller reading fails at its read; nobody reading: fail
-				// the connection here.
-				f.shutdown()
-				c.fail(fmt.Errorf("psclient: connection to %s: %w", addr, context.Cause(ctx)))
+				c.framedEnd(fmt.Errorf("psclient: connection to %s: %w", addr, context.Cause(ctx)))
 			case <-c.done:
 			}
 		}()
@@ -384,10 +381,7 @@ func (c *Conn) Do(req *kelpiepb.PSRequest) (*kelpiepb.PSResponse, error) {
 // Close ends the stream and the connection.
 func (c *Conn) Close() error {
 	if c.fw != nil {
-		err := c.fw.shutdown()
-		// Requests still in flight fail now, whether or not anyone was
-		// reading the connection.
-		c.fail(fmt.Errorf("psclient: connection to %s closed", c.Addr))
+		err := c.framedEnd(fmt.Errorf("psclient: connection to %s closed", c.Addr))
 		c.cancel()
 		<-c.done
 		return err

@@ -190,11 +190,19 @@ func (c *Conn) framedFailed(err error, taken *waiter) {
 	} else {
 		err = fmt.Errorf("psclient: connection to %s: %v", c.Addr, err)
 	}
-	c.fw.shutdown()
-	c.fail(err)
+	c.framedEnd(err)
 	if taken != nil {
 		close(taken.ch) // after fail: its waiter reads the error
 	}
+}
+
+// framedEnd ends the connection: closed, the reader goroutine stopped, and
+// every request still in flight failed with err (whether or not anyone
+// was reading). It returns the connection's Close error.
+func (c *Conn) framedEnd(err error) error {
+	closeErr := c.fw.shutdown()
+	c.fail(err)
+	return closeErr
 }
 
 // shutdown closes the connection and stops the reader goroutine; it

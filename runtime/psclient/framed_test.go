@@ -92,12 +92,20 @@ func (s *scripted) dial(t *testing.T) *Conn {
 // next is the next request the peer read.
 func (s *scripted) next(t *testing.T) *kelpiepb.PSRequest {
 	t.Helper()
+	return within(t, s.reqs, "no request reached the peer")
+}
+
+// within is the next value on ch, or the test fails saying what did not
+// happen (a bound on a hang, not a timing assertion).
+func within[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
 	select {
-	case r := <-s.reqs:
-		return r
+	case v := <-ch:
+		return v
 	case <-time.After(10 * time.Second):
-		t.Fatal("no request reached the peer")
-		return nil
+		t.Fatal(what)
+		var zero T
+		return zero
 	}
 }
 
@@ -165,13 +173,8 @@ func TestAbortWhileOthersRead(t *testing.T) {
 		done <- err
 	}()
 	close(abort)
-	select {
-	case err := <-done:
-		if err == nil || !strings.Contains(err.Error(), "abandoned") {
-			t.Fatalf("aborted wait: %v; want abandoned", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the aborted wait did not return")
+	if err := within(t, done, "the aborted wait did not return"); err == nil || !strings.Contains(err.Error(), "abandoned") {
+		t.Fatalf("aborted wait: %v; want abandoned", err)
 	}
 	ch, err := c.Start(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PUSH})
 	if err != nil {
@@ -215,13 +218,8 @@ func TestReaderHandOver(t *testing.T) {
 		t.Fatalf("first: %v, %v", r, err)
 	}
 	s.answer <- &kelpiepb.PSResponse{Id: b.Id, Version: 2}
-	select {
-	case v := <-got:
-		if v != 2 {
-			t.Fatalf("second: version %d; want 2", v)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("nobody read the second answer")
+	if v := within(t, got, "nobody read the second answer"); v != 2 {
+		t.Fatalf("second: version %d; want 2", v)
 	}
 }
 
@@ -250,13 +248,8 @@ func TestDirectReaderSeesFailure(t *testing.T) {
 	time.Sleep(20 * time.Millisecond) // let a waiter block in its read
 	nc.Close()
 	for range chans {
-		select {
-		case err := <-errs:
-			if err == nil || !strings.Contains(err.Error(), c.Addr) {
-				t.Errorf("wait on a cut connection: %v; want an error naming %s", err, c.Addr)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("a waiter did not see the connection fail")
+		if err := within(t, errs, "a waiter did not see the connection fail"); err == nil || !strings.Contains(err.Error(), c.Addr) {
+			t.Errorf("wait on a cut connection: %v; want an error naming %s", err, c.Addr)
 		}
 	}
 	if _, err := c.Start(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PULL}); err == nil {
@@ -264,11 +257,7 @@ func TestDirectReaderSeesFailure(t *testing.T) {
 	}
 	closed := make(chan error, 1)
 	go func() { closed <- c.Close() }()
-	select {
-	case <-closed:
-	case <-time.After(10 * time.Second):
-		t.Fatal("Close hung")
-	}
+	within(t, closed, "Close hung")
 }
 
 // TestCancelWhileNobodyReads: cancelling the dial's context fails the
@@ -317,12 +306,7 @@ func TestCloseFailsWaiters(t *testing.T) {
 		_, _, err := call.Wait(make(chan struct{}))
 		done <- err
 	}()
-	select {
-	case err := <-done:
-		if err == nil || !strings.Contains(err.Error(), "closed") {
-			t.Errorf("wait after Close: %v; want the connection closed", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("a wait after Close hung")
+	if err := within(t, done, "a wait after Close hung"); err == nil || !strings.Contains(err.Error(), "closed") {
+		t.Errorf("wait after Close: %v; want the connection closed", err)
 	}
 }

@@ -13,7 +13,7 @@ import (
 
 const mod = "github.com/kelpie/kelpie/"
 
-// pureCores import nothing that does I/O (DESIGN.md: "The pure cores ... import nothing that
+// pureCores import nothing that does I/O (docs/design.md: "The pure cores ... import nothing that
 // does I/O"). A new pure package belongs on this list.
 var pureCores = []string{
 	"runtime/blocks",

@@ -1,7 +1,7 @@
 // Package scheduler is kelpie's control plane; the code lives in its subpackages (the Monitor,
 // the policies, the data-shard state machine, the job manager, the durable store, the console
 // plane and its client, the launchers, the daemon that wires them). This package holds no code:
-// its test (deps_test.go) checks DESIGN.md's import rules over the whole module with `go list`,
+// its test (deps_test.go) checks docs/design.md's import rules over the whole module with `go list`,
 // so a forbidden import fails `go test` instead of waiting for a review:
 //
 //   - scheduler/... reaches the runtime only through its pure packages (never the parameter

@@ -6,7 +6,7 @@ import (
 )
 
 // component is one screen of the console, in the shape of soft-serve's common.Component
-// (CONVENTIONS.md §12): a tea.Model, bubbles' help.KeyMap (its own keys, for the footer and the
+// (docs/contributing.md, "The console"): a tea.Model, bubbles' help.KeyMap (its own keys, for the footer and the
 // ? page) and SetSize (the area the chrome leaves it). Components read the shared context
 // (context.go: theme, keys, clock, data, backend) and cache what they draw.
 //

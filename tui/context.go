@@ -54,7 +54,7 @@ func newStyles(t themes.Theme) styles {
 }
 
 // shared is the context every view reads: sizes, theme, keys, clock, data and the backend
-// (CONVENTIONS.md §12: passed in, not global).
+// (docs/contributing.md, "The console": passed in, not global).
 type shared struct {
 	theme    themes.Theme
 	st       styles

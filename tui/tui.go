@@ -9,7 +9,7 @@
 // conventions: ? help, : command mode, / filter, esc back, q quit (confirmed), vim keys and
 // arrows, f freeze, +/- refresh rate, tab and z to move between and maximise panels.
 //
-// How it stays cheap with 1,000 nodes (CONVENTIONS.md §17–18): frames from the client arrive
+// How it stays cheap with 1,000 nodes (docs/contributing.md, "The console"): frames from the client arrive
 // through Program.Send and are merged into a store; they are shown at most at the refresh rate
 // (the first change after a quiet spell at once); View() returns a cached string until a message
 // changes something, and the job view caches each panel by data version, size and theme; the

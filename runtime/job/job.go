@@ -10,7 +10,7 @@
 // it imports neither the model's math (runtime/model) nor the data loaders
 // (runtime/data): tensor shapes come from runtime/shape. That is what lets
 // the scheduler, which lays out blocks and plans iterations but never trains,
-// use it (DESIGN.md: "scheduler ──▶ runtime's pure packages").
+// use it (docs/design.md: "scheduler ──▶ proto, runtime's pure packages").
 package job
 
 import (

@@ -113,7 +113,7 @@ type Config struct {
 	// CheckData, if set, checks that the data a job's roles will read is
 	// there and whole before its nodes are launched here (not with
 	// NoLaunch). It is injected (the CLI passes runtime/role.CheckData) so
-	// the scheduler imports no data loader: DESIGN.md's import rules.
+	// the scheduler imports no data loader: docs/design.md's import rules.
 	CheckData func(*spec.Spec) error
 	// SpecLimits bound the sizes a submitted spec may ask for (nil:
 	// spec.DefaultLimits). Restored jobs were admitted under them already.

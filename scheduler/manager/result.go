@@ -61,7 +61,7 @@ type ServerResult struct {
 	Blocks            int     `json:"blocks"`
 }
 
-// Result is the `kelpie run --json` object (DESIGN.md, Experiments).
+// Result is the `kelpie run --json` object (docs/design.md, Contracts).
 type Result struct {
 	Name             string         `json:"name"`
 	JCTSeconds       float64        `json:"jct_seconds"`

@@ -10,8 +10,8 @@
 #   KELPIE      the kelpie binary to measure (default: built from this tree)
 #   REPEATS     runs of each measurement (3)
 #   PSLITE_BIN  ps-lite's kvbench (default ~/.cache/kelpie-pslite/kvbench; built by
-#               ../shared/bench/pslite/build.sh from a fetch of dmlc/ps-lite); skipped if absent
-#   PSLITE_RUN  ps-lite's run script (default ../shared/bench/pslite/run.sh)
+#               scripts/dataplane/pslite/build.sh, which fetches dmlc/ps-lite); skipped if absent
+#   PSLITE_RUN  ps-lite's run script (default scripts/dataplane/pslite/run.sh)
 #   BEFORE      space-separated kelpie binaries to compare end to end (e.g. a build of
 #               52bb602, the gRPC-only data plane); empty: only this one
 #   E2E         space-separated job specs for samples/s (default: examples/mnist-mlp.yaml
@@ -29,7 +29,7 @@ if [ -z "${KELPIE:-}" ]; then
   (cd "$root" && go build -o "$KELPIE" ./cmd/kelpie)
 fi
 pslite_bin=${PSLITE_BIN:-${XDG_CACHE_HOME:-$HOME/.cache}/kelpie-pslite/kvbench}
-pslite_run=${PSLITE_RUN:-$root/../shared/bench/pslite/run.sh}
+pslite_run=${PSLITE_RUN:-$here/pslite/run.sh}
 want() { [[ " $parts " == *" $1 "* ]]; }
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)" >"$out/load.txt"
 

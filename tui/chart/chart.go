@@ -3,7 +3,7 @@
 //
 // Each call builds a fresh ntcharts model sized to the window, pushes the window and draws it, so
 // the chart holds nothing between calls: the caller keeps the window (the scheduler sends the
-// newest points of each series) and caches the string until new data arrives (CONVENTIONS.md §17:
+// newest points of each series) and caches the string until new data arrives (docs/contributing.md, "The console":
 // ntcharts renders cell by cell). The y range is set from the window on every call, never the
 // ever-growing auto range, and the charts never get focus or messages, so their default keys
 // cannot clash with navigation.

@@ -1,7 +1,7 @@
 // Package heatmap draws kelpie's straggler heatmap: one row per node (or per group of nodes), one
 // column per time bucket, each cell coloured by the node's BPT relative to the job mean.
 //
-// It exists because ntcharts' heatmap cannot carry 1,000 nodes (CONVENTIONS.md §17): it styles every
+// It exists because ntcharts' heatmap cannot carry 1,000 nodes (docs/contributing.md, "The console"): it styles every
 // cell with lipgloss (40–70 ms a frame) and, with more nodes than rows, keeps whichever point was
 // drawn last, so a straggler can vanish. Here:
 //   - nodes that share a row are aggregated by max, so the hottest node of a group always shows;

@@ -6,7 +6,7 @@
 // ships client/v3 beside its server: the API and its client change together. It is not scheduler
 // internals: it imports only proto/ and the WebSocket library, never the console server or any
 // other scheduler package (deps_test.go in scheduler/ checks this), so the TUI may import it
-// under DESIGN.md's rule "tui ──▶ themes, proto, a console-API client".
+// under docs/design.md's rule "tui ──▶ themes, proto, scheduler/console/client".
 //
 // Dial starts one connection loop that owns the WebSocket: it sends Hello and the current
 // Subscribe, reads ServerFrames, and when the connection is lost it reports Disconnected with the
@@ -15,7 +15,7 @@
 //
 // Frames reach the UI through a handler (usually tea.Program.Send) called from a single dispatcher
 // goroutine, in order. The reader never waits for the UI: while the handler is busy, consecutive
-// deltas are merged and consecutive status reports collapse to the latest (CONVENTIONS.md §5).
+// deltas are merged and consecutive status reports collapse to the latest (docs/contributing.md: streams never block their producer).
 //
 // Send writes a Command and waits for the CommandResult with the same frame id.
 //

@@ -6,7 +6,7 @@
 // It is a harness, not part of the control plane: it wires a whole local
 // cluster (scheduler daemon, agents, servers, workers) the way `kelpie run`
 // does, so it lives with the CLI that runs it (`kelpie experiments`), where
-// DESIGN.md lets wiring import every part, instead of inside scheduler/,
+// docs/design.md lets wiring import every part, instead of inside scheduler/,
 // whose packages must not reach the runtime's servers and workers.
 package experiments
 

@@ -40,10 +40,12 @@ e2e: build data
 
 # Every package under the race detector (it runs every test the plain run
 # would), the Kubernetes launcher's against a real API server among them
-# (k8s-bin: built once into the user cache).
+# (k8s-bin: built once into the user cache); then the allocation tests once
+# more without it (under it they skip: sync.Pool drops items at random).
 test: build data rules k8s-bin
 	$(GO) vet ./...
 	$(GO) test -race -timeout $(TEST_TIMEOUT) ./...
+	$(GO) test -count=1 -run 'Allocs' ./runtime/tensorwire ./runtime/bench
 
 test-short: data
 	$(GO) test -short ./...
@@ -107,7 +109,7 @@ rules:
 # there: fix it and keep the input as a regression case. scripts/fuzz.sh
 # retries once a run that only hit Go's -fuzztime deadline race.
 FUZZTIME ?= 30s
-FUZZ_TARGETS := runtime/spec:FuzzParse runtime/wire:FuzzUnmarshal runtime/tensorwire:FuzzDecode runtime/data:FuzzIDX \
+FUZZ_TARGETS := runtime/spec:FuzzParse runtime/spec:FuzzYAML runtime/wire:FuzzUnmarshal runtime/tensorwire:FuzzDecode runtime/data:FuzzIDX \
 	runtime/diverge:FuzzParse runtime/server:FuzzRequest runtime/identity:FuzzPolicies scheduler/console:FuzzClientFrame \
 	scheduler/coordinator:FuzzRequests scheduler/shard:FuzzRestore scheduler/shard:FuzzInterleavings
 fuzz:

@@ -35,40 +35,83 @@ func echoServer(b *Conn, params []byte) {
 	}
 }
 
+// opClient is the worker's side of the benchmarks: one request in flight
+// against an echoServer, everything it needs allocated up front.
+type opClient struct {
+	a    *Conn
+	op   kelpiepb.Op
+	req  kelpiepb.PSRequest
+	resp kelpiepb.PSResponse
+	grad []byte
+	dst  [][]byte // the worker's parameter slices
+}
+
+func newOpClient(t testing.TB, op kelpiepb.Op, size int) *opClient {
+	a, b := pipe(t)
+	go echoServer(b, make([]byte, size))
+	return &opClient{a: a, op: op, req: kelpiepb.PSRequest{Op: op, Worker: 1, Blocks: []uint32{0}},
+		grad: make([]byte, size), dst: [][]byte{make([]byte, size/2), make([]byte, size-size/2)}}
+}
+
+// do makes request i and reads its answer (a pull's straight into dst).
+func (c *opClient) do(i int) error {
+	c.req.Progress = int64(i)
+	var payload []byte
+	if c.op == kelpiepb.Op_OP_PUSH {
+		payload = c.grad
+	}
+	if err := c.a.WriteFrame(KindRequest, uint64(i), AppendRequest(c.a.MetaBuf(), &c.req), payload); err != nil {
+		return err
+	}
+	h, meta, err := c.a.ReadHeader()
+	if err != nil {
+		return err
+	}
+	if err := DecodeResponse(meta, &c.resp); err != nil {
+		return err
+	}
+	if h.Payload > 0 {
+		return c.a.ReadPayloadInto(c.dst)
+	}
+	return c.a.ReadPayload(nil)
+}
+
 func benchOp(bm *testing.B, op kelpiepb.Op, size int) {
-	a, b := pipe(bm)
-	params := make([]byte, size)
-	go echoServer(b, params)
-	grad := make([]byte, size)
-	dst := [][]byte{make([]byte, size/2), make([]byte, size-size/2)} // the worker's parameter slices
-	req := &kelpiepb.PSRequest{Op: op, Worker: 1, Blocks: []uint32{0}}
-	var resp kelpiepb.PSResponse
+	c := newOpClient(bm, op, size)
 	bm.SetBytes(int64(size))
 	bm.ReportAllocs()
 	bm.ResetTimer()
 	for i := range bm.N {
-		req.Progress = int64(i)
-		var payload []byte
-		if op == kelpiepb.Op_OP_PUSH {
-			payload = grad
-		}
-		if err := a.WriteFrame(KindRequest, uint64(i), AppendRequest(a.MetaBuf(), req), payload); err != nil {
+		if err := c.do(i); err != nil {
 			bm.Fatal(err)
 		}
-		h, meta, err := a.ReadHeader()
+	}
+}
+
+// TestOpAllocs holds the README's claim for the transport alone: a 1 MiB
+// push or pull and its answer, both ends (the echo server runs in this
+// process), allocate nothing.
+func TestOpAllocs(t *testing.T) {
+	for _, op := range []kelpiepb.Op{kelpiepb.Op_OP_PUSH, kelpiepb.Op_OP_PULL} {
+		c := newOpClient(t, op, 1<<20)
+		i := 0
+		for ; i < 10; i++ { // warm up: buffers grow to their size once
+			if err := c.do(i); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var err error
+		n := testing.AllocsPerRun(200, func() {
+			if e := c.do(i); e != nil && err == nil {
+				err = e
+			}
+			i++
+		})
 		if err != nil {
-			bm.Fatal(err)
+			t.Fatal(err)
 		}
-		if err := DecodeResponse(meta, &resp); err != nil {
-			bm.Fatal(err)
-		}
-		if h.Payload > 0 {
-			err = a.ReadPayloadInto(dst)
-		} else {
-			err = a.ReadPayload(nil)
-		}
-		if err != nil {
-			bm.Fatal(err)
+		if n != 0 {
+			t.Errorf("%v 1 MiB round trip: %v allocations; want 0", op, n)
 		}
 	}
 }

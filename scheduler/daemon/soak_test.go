@@ -71,8 +71,10 @@ const soakHeader = "t        sched: RSS MB  gor   fds | agents: n  RSS MB  fds  
 // again, with AntDT-ND and PSLD in auto mode) for KELPIE_SOAK (make soak:
 // 30m) and samples every 30 s the scheduler's RSS, goroutines and open fds
 // and its agents' and roles' RSS and fds. It fails if a demo job ends other
-// than completed, or the scheduler's goroutines or fds at the end are more
-// than twice their figures once warm (plus slack): a leak.
+// than completed, or if anything grew from the first warm sample to the
+// last beyond soakGrowth's bounds: the scheduler's goroutines or fds more
+// than twice (plus slack), its RSS more than 1.5× plus 64 MiB, an agent's
+// or a role's mean RSS more than twice plus 32 MiB: a leak.
 func TestSoak(t *testing.T) {
 	d := envDuration(t, "KELPIE_SOAK", 0)
 	if d <= 0 {
@@ -175,7 +177,79 @@ func TestSoak(t *testing.T) {
 	if warm == nil {
 		t.Fatal("no demo job completed: nothing to compare")
 	}
+	for _, g := range soakGrowth(*warm, end) {
+		t.Error(g)
+	}
+}
+
+// The soak's bounds on growth from the warm sample to the last. The
+// scheduler keeps every job's record and timeline (bounded frames), so its
+// RSS may grow somewhat with the jobs it has seen, not without bound; the
+// agents and roles are new processes for each demo job, so their RSS per
+// process should not grow at all beyond the noise of where a job is.
+const (
+	soakSchedRSSFactor = 1.5      // the scheduler's RSS: at most 1.5× warm ...
+	soakSchedRSSSlack  = 64 << 10 // ... plus 64 MiB (kB)
+	soakNodeRSSFactor  = 2.0      // an agent's or a role's mean RSS: at most 2× warm ...
+	soakNodeRSSSlack   = 32 << 10 // ... plus 32 MiB (kB)
+)
+
+// soakGrowth says how end exceeds the soak's bounds relative to warm: the
+// scheduler's goroutines, fds and RSS, and the mean RSS of an agent and of
+// a role.
+func soakGrowth(warm, end soakRow) []string {
+	var out []string
 	if end.goroutines > 2*warm.goroutines+50 || end.sched.fds > 2*warm.sched.fds+20 {
-		t.Errorf("the scheduler grew: goroutines %d -> %d, fds %d -> %d", warm.goroutines, end.goroutines, warm.sched.fds, end.sched.fds)
+		out = append(out, fmt.Sprintf("the scheduler grew: goroutines %d -> %d, fds %d -> %d", warm.goroutines, end.goroutines, warm.sched.fds, end.sched.fds))
+	}
+	if lim := int(soakSchedRSSFactor*float64(warm.sched.rssKB)) + soakSchedRSSSlack; end.sched.rssKB > lim {
+		out = append(out, fmt.Sprintf("the scheduler's RSS grew from %d to %d kB (bound %.1f× warm + %d MiB = %d kB)",
+			warm.sched.rssKB, end.sched.rssKB, soakSchedRSSFactor, soakSchedRSSSlack>>10, lim))
+	}
+	mean := func(sum, n int) int {
+		if n == 0 {
+			return 0
+		}
+		return sum / n
+	}
+	for _, p := range []struct {
+		what      string
+		warm, end int
+	}{
+		{"an agent's", mean(warm.agentRSS, warm.agents), mean(end.agentRSS, end.agents)},
+		{"a role's", mean(warm.roleRSS, warm.roles), mean(end.roleRSS, end.roles)},
+	} {
+		if lim := int(soakNodeRSSFactor*float64(p.warm)) + soakNodeRSSSlack; p.warm > 0 && p.end > lim {
+			out = append(out, fmt.Sprintf("%s mean RSS grew from %d to %d kB (bound %.0f× warm + %d MiB = %d kB)",
+				p.what, p.warm, p.end, soakNodeRSSFactor, soakNodeRSSSlack>>10, lim))
+		}
+	}
+	return out
+}
+
+// TestSoakGrowth: the soak's bounds let steady figures through and catch
+// each kind of growth (the soak itself runs only under make soak).
+func TestSoakGrowth(t *testing.T) {
+	warm := soakRow{goroutines: 100, sched: procSample{rssKB: 100 << 10, fds: 40}, agents: 3, agentRSS: 3 * 20 << 10, roles: 3, roleRSS: 3 * 30 << 10}
+	tests := []struct {
+		name   string
+		mutate func(*soakRow)
+		fails  int
+	}{
+		{"steady", func(*soakRow) {}, 0},
+		{"scheduler RSS within the bound", func(r *soakRow) { r.sched.rssKB = 200 << 10 }, 0},
+		{"scheduler RSS beyond it", func(r *soakRow) { r.sched.rssKB = 250 << 10 }, 1},
+		{"goroutines", func(r *soakRow) { r.goroutines = 300 }, 1},
+		{"more agents, same RSS each", func(r *soakRow) { r.agents, r.agentRSS = 6, 6*20<<10 }, 0},
+		{"agent RSS", func(r *soakRow) { r.agentRSS = 3 * 80 << 10 }, 1},
+		{"role RSS", func(r *soakRow) { r.roleRSS = 3 * 100 << 10 }, 1},
+		{"no roles at the end", func(r *soakRow) { r.roles, r.roleRSS = 0, 0 }, 0},
+	}
+	for _, tc := range tests {
+		end := warm
+		tc.mutate(&end)
+		if got := soakGrowth(warm, end); len(got) != tc.fails {
+			t.Errorf("%s: soakGrowth = %q; want %d failures", tc.name, got, tc.fails)
+		}
 	}
 }

@@ -219,8 +219,8 @@ func TestRATShapedJudge(t *testing.T) {
 	checkJudge(t, RATShaped, []judgeCase{
 		{"RAT fastest, PS slowest", shaped(map[string][2]float64{"ps": {80, 0}, "ring": {30, 0}, "rat": {25, 0}}, b), true},
 		{"RAT not half of PS", shaped(map[string][2]float64{"ps": {40, 0}, "ring": {30, 0}, "rat": {25, 0}}, b), false},
-		{"ring as fast as RAT", shaped(map[string][2]float64{"ps": {80, 0}, "ring": {24, 0}, "rat": {25, 0}}, b), true},
-		{"ring faster than RAT", shaped(map[string][2]float64{"ps": {80, 0}, "ring": {23, 0}, "rat": {25, 0}}, b), false},
+		{"ring as fast as RAT", shaped(map[string][2]float64{"ps": {80, 0}, "ring": {25, 0}, "rat": {25, 0}}, b), true},
+		{"ring 4 % faster than RAT", shaped(map[string][2]float64{"ps": {80, 0}, "ring": {24, 0}, "rat": {25, 0}}, b), false},
 		{"RAT crosses a quarter of PS and 2 %", shaped(map[string][2]float64{"ps": {80, 0}, "ring": {30, 0}, "rat": {25, 0}},
 			map[string]int64{"ps": 800, "ring": 350, "rat": 204}), true},
 		{"RAT crosses too much", shaped(map[string][2]float64{"ps": {80, 0}, "ring": {30, 0}, "rat": {25, 0}},
@@ -241,13 +241,17 @@ func TestRATPausingJudge(t *testing.T) {
 }
 
 func TestSyncLazyJudge(t *testing.T) {
-	d := func(sb, lz int64) map[string]*manager.Result {
-		return map[string]*manager.Result{"sync-soft-barrier.yaml": {DPRs: sb}, "sync-lazy.yaml": {DPRs: lz}, "sync-pssp.yaml": {DPRs: 1}}
+	d := func(sb, lz, s4, ps int64) map[string]*manager.Result {
+		return map[string]*manager.Result{"sync-soft-barrier.yaml": {DPRs: sb}, "sync-lazy.yaml": {DPRs: lz},
+			"sync-ssp4-lazy.yaml": {DPRs: s4}, "sync-pssp.yaml": {DPRs: ps}}
 	}
 	checkJudge(t, SyncLazy, []judgeCase{
-		{"lazy cuts DPRs", d(1000, 100), true},
-		{"lazy cuts too few", d(1000, 400), false},
-		{"the soft barrier delayed nothing", d(0, 0), false},
+		{"lazy cuts DPRs, PSSP cuts SSP s'=4's", d(1000, 100, 80, 50), true},
+		{"lazy cuts too few", d(1000, 400, 80, 50), false},
+		{"the soft barrier delayed nothing", d(0, 0, 80, 50), false},
+		{"PSSP no better than SSP s'=4", d(1000, 100, 80, 80), false},
+		{"PSSP cuts a little", d(1000, 100, 80, 75), false},
+		{"SSP s'=4 delayed nothing", d(1000, 100, 0, 0), false},
 	})
 }
 
@@ -327,5 +331,78 @@ func TestGroupsSelectRows(t *testing.T) {
 	// Not a group: a part of a name ("sleeps" holds "eps").
 	if e := antdtWorker("0.1", 0); !Selected(e, "sleeps 40 ms") || Selected(e, "eps") {
 		t.Errorf("--only by name: %q selected by %q: %v, by %q: %v", e.Name, "sleeps 40 ms", Selected(e, "sleeps 40 ms"), "eps", Selected(e, "eps"))
+	}
+}
+
+// TestEveryRowHasAPremise: every row checks its premise, and no premise
+// holds on runs it did not get.
+func TestEveryRowHasAPremise(t *testing.T) {
+	for _, e := range All() {
+		if e.Premise == nil {
+			t.Errorf("%s: no premise check", e.Name)
+			continue
+		}
+		if text, ok := e.Premise(map[string]*manager.Result{}); ok {
+			t.Errorf("%s: premise holds with no runs at all (%q)", e.Name, text)
+		}
+	}
+}
+
+func TestPremises(t *testing.T) {
+	nodes := func(w2 float64) *manager.Result {
+		return &manager.Result{Nodes: []manager.NodeResult{{Name: "worker-0", Role: "worker", BPTMeanS: 0.01},
+			{Name: "worker-1", Role: "worker", BPTMeanS: 0.01}, {Name: "worker-2", Role: "worker", BPTMeanS: w2}}}
+	}
+	slow := SlowWorker("antdt-cpu-bsp.yaml", "worker-2")
+	if _, ok := slow(map[string]*manager.Result{"antdt-cpu-bsp.yaml": nodes(0.05)}); !ok {
+		t.Error("SlowWorker: a worker 5× its peers is not slow")
+	}
+	if _, ok := slow(map[string]*manager.Result{"antdt-cpu-bsp.yaml": nodes(0.01)}); ok {
+		t.Error("SlowWorker: a worker as fast as its peers is slow")
+	}
+	link := LinkSaturated("psld-bandwidth-static.yaml", "server-1")
+	st, _ := injected("psld-bandwidth-static.yaml", "server-1", "bandwidth")
+	moved := func(frac float64) map[string]*manager.Result {
+		return map[string]*manager.Result{"psld-bandwidth-static.yaml": {TrainSeconds: 10,
+			Servers: []manager.ServerResult{{Name: "server-1", BytesIn: int64(frac * 10 * st.Rate)}}}}
+	}
+	if _, ok := link(moved(0.9)); !ok {
+		t.Error("LinkSaturated: 90 % of the cap is not saturated")
+	}
+	if text, ok := link(moved(0.3)); ok {
+		t.Errorf("LinkSaturated: 30 %% of the cap is saturated (%s)", text)
+	}
+	e := epsExperiment()
+	long := func(j float64) map[string]*manager.Result {
+		return map[string]*manager.Result{"fifo/eps-long.yaml": {JCTSeconds: j}}
+	}
+	if _, ok := e.Premise(long(12)); !ok {
+		t.Error("EPS premise: a long job of 12 s does not outlast the arrivals")
+	}
+	if _, ok := e.Premise(long(8)); ok {
+		t.Error("EPS premise: a long job of 8 s outlasts the last arrival at 9 s")
+	}
+}
+
+// TestUplinkScarce: the RAT row's premise holds when the runs' cross-rack
+// bytes at the uplink rate fill most of their iterations, and fails when
+// the iterations are mostly something else.
+func TestUplinkScarce(t *testing.T) {
+	s, err := Spec(shapedSpec("ring", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rate := s.Cluster.Links.Uplink
+	// 100 iterations; per iteration the uplink needs bytes/2/rate each way.
+	res := func(iterMS float64, bytesPerIter float64) *manager.Result {
+		return &manager.Result{Iterations: 100, TrainSeconds: iterMS / 10, BytesCrossRegion: int64(100 * bytesPerIter)}
+	}
+	perIter := 2 * rate * 0.1 // 100 ms of uplink each way
+	p := UplinkScarce(shapedSpec("ring", false), shapedSpec("rat", false))
+	if text, ok := p(map[string]*manager.Result{shapedSpec("ring", false): res(120, perIter), shapedSpec("rat", false): res(80, perIter*0.6)}); !ok {
+		t.Errorf("uplink-bound runs: premise fails (%s)", text)
+	}
+	if text, ok := p(map[string]*manager.Result{shapedSpec("ring", false): res(400, perIter), shapedSpec("rat", false): res(80, perIter*0.6)}); ok {
+		t.Errorf("ring's iteration 4× its uplink time: premise holds (%s)", text)
 	}
 }

@@ -12,6 +12,7 @@ package experiments
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
@@ -44,6 +45,9 @@ type Experiment struct {
 	// mean what the paper's does (premise.go); a row whose premise fails
 	// does not hold.
 	Premise func(r map[string]*manager.Result) (text string, ok bool)
+	// Values are the figures the table shows with their spread over the
+	// rounds: each side's and the ratio the target is about (runs.go).
+	Values valuesFn
 	// Runner, when set, runs the experiment itself (on schedulers of its
 	// own) instead of running Specs one after another; it returns the
 	// results for Judge.
@@ -53,11 +57,59 @@ type Experiment struct {
 // Missing are the experiments not runnable yet, and why.
 var Missing = [][3]string{}
 
-// Run runs the experiments --only selects (Selected) and writes the Markdown table to w. Specs with cluster.hosts
-// netns run each on a network of their own (runNetns); the others share an
-// embedded scheduler on 127.0.0.1. A spec's run is shared by the rows that
-// use it.
-func Run(ctx context.Context, exe string, only string, w io.Writer, log *slog.Logger) error {
+// Options are what `kelpie experiments` passes to Run.
+type Options struct {
+	Only string // --only: a group, or part of a row's name
+	Runs int    // --runs: rounds of every selected row (at least 1)
+	// JSON, when set, receives the Report (every run of every row) as one
+	// JSON object.
+	JSON io.Writer
+}
+
+// Report is the whole of a `kelpie experiments` session: every row, with
+// every run it made.
+type Report struct {
+	Date string      `json:"date"`
+	Runs int         `json:"runs"`
+	Rows []RowReport `json:"rows"`
+}
+
+// RowReport is one row: its verdict on the median runs, the spread of its
+// figures, and each round's runs and verdict.
+type RowReport struct {
+	Name      string  `json:"name"`
+	Group     string  `json:"group"`
+	Paper     string  `json:"paper"`
+	Target    string  `json:"target"`
+	Premise   string  `json:"premise"`
+	PremiseOK bool    `json:"premise_holds"`
+	Ours      string  `json:"kelpie"` // the Judge's text on the median runs
+	Holds     bool    `json:"holds"`
+	Error     string  `json:"error,omitempty"`
+	Values    []Value `json:"values"`
+	Rounds    []Round `json:"rounds"`
+}
+
+// Round is one round of a row: its runs and what its Judge and premise
+// said of them alone.
+type Round struct {
+	Ours      string                     `json:"kelpie"`
+	Holds     bool                       `json:"holds"`
+	Premise   string                     `json:"premise"`
+	PremiseOK bool                       `json:"premise_holds"`
+	Results   map[string]*manager.Result `json:"results"`
+}
+
+// Run runs the experiments opts.Only selects (Selected), opts.Runs rounds
+// of them, and writes the Markdown table to w (and the Report to
+// opts.JSON). In each round every selected row runs each of its specs once
+// (a spec's run is shared by the rows of the round that use it), so the
+// sides of a comparison alternate; each row is judged on the median of its
+// specs' runs (medianSet). Specs with cluster.hosts netns run each on a
+// network of their own (runNetns); the others share an embedded scheduler
+// on 127.0.0.1.
+func Run(ctx context.Context, exe string, opts Options, w io.Writer, log *slog.Logger) error {
+	n := max(opts.Runs, 1)
 	dir, err := os.MkdirTemp("", "kelpie-experiments-")
 	if err != nil {
 		return err
@@ -69,8 +121,8 @@ func Run(ctx context.Context, exe string, only string, w io.Writer, log *slog.Lo
 		return err
 	}
 	defer d.Close(true)
-	results := map[string]*manager.Result{}
-	runOne := func(file string) (*manager.Result, error) {
+	var results map[string]*manager.Result // this round's, by spec file
+	runOne := func(file string, round int) (*manager.Result, error) {
 		if r, ok := results[file]; ok {
 			return r, nil
 		}
@@ -88,60 +140,125 @@ func Run(ctx context.Context, exe string, only string, w io.Writer, log *slog.Lo
 		if err != nil {
 			return nil, fmt.Errorf("%s: %v", file, err)
 		}
-		log.Info("ran", "spec", file, "seconds", time.Since(start).Round(time.Millisecond), "jct", r.JCTSeconds,
+		log.Info("ran", "round", round+1, "spec", file, "seconds", time.Since(start).Round(time.Millisecond), "jct", r.JCTSeconds,
 			"train", r.TrainSeconds, "iterations", r.Iterations, "throughput", r.Throughput, "dprs", r.DPRs,
 			"bytes_cross_region", r.BytesCrossRegion, "actions", len(r.Actions), "accuracy", r.Accuracy)
 		logActions(log, file, r)
 		results[file] = r
 		return r, nil
 	}
-	fmt.Fprintf(w, "# kelpie experiments\n\nRun on %s with `make experiments` (time compressed: seconds, not hours).\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
-	fmt.Fprintln(w, "| experiment | paper | target | premise | kelpie | holds |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|")
-	failed := 0
+	var rows []Experiment
 	for _, e := range All() {
-		if !Selected(e, only) {
-			continue
+		if Selected(e, opts.Only) {
+			rows = append(rows, e)
 		}
-		rs := map[string]*manager.Result{}
-		var runErr error
-		if e.Runner != nil {
-			rs, runErr = e.Runner(ctx, exe, log)
-		}
-		for _, f := range e.Specs {
-			if runErr != nil {
-				break
-			}
-			r, err := runOne(f)
-			if err != nil {
-				runErr = err
-				break
-			}
-			rs[f] = r
-		}
-		if runErr != nil {
-			fmt.Fprintf(w, "| %s | %s | %s | | failed: %v | no |\n", e.Name, e.Paper, e.Target, runErr)
-			failed++
-			continue
-		}
-		ours, ok := e.Judge(rs)
-		premise, pok := e.Premise(rs)
-		premise = checkMark(pok) + " " + premise
-		mark := "yes"
-		if !pok {
-			mark, failed = "no: not reproduced here (its premise does not hold on this machine)", failed+1
-		} else if !ok {
-			mark, failed = "no: not reproduced here", failed+1
-		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", e.Name, e.Paper, e.Target, premise, ours, mark)
 	}
-	for _, m := range Missing {
-		fmt.Fprintf(w, "| %s | %s | | | %s | – |\n", m[0], m[1], m[2])
+	rounds := make([][]map[string]*manager.Result, len(rows)) // by row, then round
+	errs := make([]error, len(rows))
+	for round := range n {
+		results = map[string]*manager.Result{}
+		for ri, e := range rows {
+			if errs[ri] != nil {
+				continue
+			}
+			rs := map[string]*manager.Result{}
+			if e.Runner != nil {
+				rs, errs[ri] = e.Runner(ctx, exe, log)
+			}
+			for _, f := range e.Specs {
+				if errs[ri] != nil {
+					break
+				}
+				r, err := runOne(f, round)
+				if err != nil {
+					errs[ri] = fmt.Errorf("round %d: %v", round+1, err)
+					break
+				}
+				rs[f] = r
+			}
+			rounds[ri] = append(rounds[ri], rs)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	rep := Report{Date: time.Now().UTC().Format(time.RFC3339), Runs: n}
+	for ri, e := range rows {
+		rep.Rows = append(rep.Rows, judgeRow(e, rounds[ri], errs[ri]))
+	}
+	failed := writeTable(w, rep)
+	if opts.JSON != nil {
+		enc := json.NewEncoder(opts.JSON)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
 	}
 	if failed > 0 {
 		return fmt.Errorf("%d experiments missed their target", failed)
 	}
 	return nil
+}
+
+// judgeRow judges e on the median of its rounds' runs, and each round on
+// its own.
+func judgeRow(e Experiment, rounds []map[string]*manager.Result, runErr error) RowReport {
+	row := RowReport{Name: e.Name, Group: e.Group, Paper: e.Paper, Target: e.Target}
+	for _, rs := range rounds {
+		ours, ok := e.Judge(rs)
+		pt, pok := e.Premise(rs)
+		row.Rounds = append(row.Rounds, Round{Ours: ours, Holds: ok && pok, Premise: pt, PremiseOK: pok, Results: rs})
+	}
+	if runErr != nil {
+		row.Error = runErr.Error()
+		return row
+	}
+	med := medianSet(rounds)
+	row.Ours, row.Holds = e.Judge(med)
+	row.Premise, row.PremiseOK = e.Premise(med)
+	row.Holds = row.Holds && row.PremiseOK
+	if e.Values != nil {
+		row.Values = e.Values(rounds)
+	}
+	return row
+}
+
+// writeTable writes rep as the Markdown table and returns how many rows
+// did not hold.
+func writeTable(w io.Writer, rep Report) (failed int) {
+	fmt.Fprintf(w, "# kelpie experiments\n\nRun on %s with `kelpie experiments --runs %d` (time compressed: seconds, not hours). "+
+		"Each row ran its sides %d times, interleaved; **kelpie** is its judge on the median of each spec's runs, "+
+		"**runs** each figure's median [min–max] over the rounds, **premise** what must hold for the comparison to mean what the paper's does.\n\n",
+		rep.Date, rep.Runs, rep.Runs)
+	fmt.Fprintln(w, "| experiment | paper | target | premise | kelpie (median) | runs | holds |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+	for _, row := range rep.Rows {
+		if row.Error != "" {
+			fmt.Fprintf(w, "| %s | %s | %s | | failed: %s | | no |\n", row.Name, row.Paper, row.Target, row.Error)
+			failed++
+			continue
+		}
+		var vs []string
+		for _, v := range row.Values {
+			vs = append(vs, v.String())
+		}
+		mark := "yes"
+		switch {
+		case !row.PremiseOK:
+			mark = "no: not reproduced here (its premise does not hold on this machine)"
+		case !row.Holds:
+			mark = "no: not reproduced here"
+		}
+		if !row.Holds {
+			failed++
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s %s | %s | %s | %s |\n", row.Name, row.Paper, row.Target, checkMark(row.PremiseOK), row.Premise,
+			row.Ours, strings.Join(vs, "; "), mark)
+	}
+	for _, m := range Missing {
+		fmt.Fprintf(w, "| %s | %s | | | %s | | – |\n", m[0], m[1], m[2])
+	}
+	return failed
 }
 
 // checkMark is ✓ or ✗.

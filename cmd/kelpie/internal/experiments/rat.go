@@ -41,6 +41,8 @@ var RATCrossRack = Experiment{
 			x <= 0.25 && y >= 1 && y <= 2 && acc <= 0.005
 	},
 	Premise: sameWork("rat-ps.yaml", "rat-ring.yaml", "rat-rat.yaml"),
+	Values: values(sides(MetricCrossBytes, "rat-ps.yaml", "rat-ring.yaml", "rat-rat.yaml"),
+		ratio(MetricCrossBytes, "rat-rat.yaml", "rat-ps.yaml"), ratio(MetricCrossBytes, "rat-ring.yaml", "rat-rat.yaml")),
 }
 
 // sameWork is the premise "the runs did the same work": as many
@@ -119,6 +121,10 @@ var RATShaped = Experiment{
 			ta <= 0.5*tp && bytes <= 0.255 && tr >= ta
 	},
 	Premise: UplinkScarce(shapedSpec("ring", false), shapedSpec("rat", false)),
+	Values: values(sides(MetricIteration, shapedSpecs(false)...),
+		ratio(MetricIteration, shapedSpec("rat", false), shapedSpec("ps", false)),
+		ratio(MetricIteration, shapedSpec("ring", false), shapedSpec("rat", false)),
+		ratio(MetricCrossBytes, shapedSpec("rat", false), shapedSpec("ps", false))),
 }
 
 // UplinkScarce is the premise of RAT's figure: the cross-rack link is the
@@ -182,4 +188,7 @@ var RATPausing = Experiment{
 		calm, paused := iterationTime(r[shapedSpec("ps", false)]), iterationTime(r[shapedSpec("ps", true)])
 		return fmt.Sprintf("the pauses slow PS's iteration from %.1f to %.1f ms", calm*1e3, paused*1e3), calm > 0 && paused > calm
 	},
+	Values: values(ratio(MetricIteration, shapedSpec("ps", true), shapedSpec("ps", false)),
+		ratio(MetricIteration, shapedSpec("ring", true), shapedSpec("ring", false)),
+		ratio(MetricIteration, shapedSpec("rat", true), shapedSpec("rat", false))),
 }

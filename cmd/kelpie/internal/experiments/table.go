@@ -101,7 +101,8 @@ func antdtWorker(x string, limit float64) Experiment {
 	}
 	bsp, nd := "antdt-worker-"+x+"-bsp.yaml", "antdt-worker-"+x+"-antdt-nd.yaml"
 	return Experiment{Name: "AntDT-ND vs BSP: worker-2 sleeps 40 ms × " + x + " every iteration (persistent)", Group: "antdt",
-		Paper: fig, Target: target, Specs: []string{bsp, nd}, Judge: JCTAtMost(bsp, nd, limit), Premise: SlowWorker(bsp, "worker-2")}
+		Paper: fig, Target: target, Specs: []string{bsp, nd}, Judge: JCTAtMost(bsp, nd, limit), Premise: SlowWorker(bsp, "worker-2"),
+		Values: pair(MetricJCT, bsp, nd)}
 }
 
 // antdtIntensities are the intensities of the AntDT worker rows.
@@ -126,6 +127,8 @@ var AntDTShape = Experiment{
 		return fmt.Sprintf("AntDT-ND/BSP JCT %.2f× at 0.1, %.2f× at 0.8", lo, hi), hi <= lo-0.1
 	},
 	Premise: allOf(SlowWorker("antdt-worker-0.1-bsp.yaml", "worker-2"), SlowWorker("antdt-worker-0.8-bsp.yaml", "worker-2")),
+	Values: values(ratio(MetricJCT, "antdt-worker-0.1-antdt-nd.yaml", "antdt-worker-0.1-bsp.yaml"),
+		ratio(MetricJCT, "antdt-worker-0.8-antdt-nd.yaml", "antdt-worker-0.8-bsp.yaml")),
 }
 
 // appliedKinds counts res's applied actions by kind.
@@ -167,6 +170,7 @@ var (
 			return fmt.Sprintf("%s; AntDT-ND applied %d ADJUST_BS, %d KILL_RESTART", text, k[kindAdjustBS], k[kindKillRestart]), x <= 0.74
 		},
 		Premise: SlowWorker("antdt-cpu-bsp.yaml", "worker-2"),
+		Values:  pair(MetricJCT, "antdt-cpu-bsp.yaml", "antdt-cpu-antdt-nd.yaml"),
 	}
 	AntDTFollows = Experiment{
 		Group:  "antdt",
@@ -184,6 +188,7 @@ var (
 				x <= 0.8 && k[kindAdjustBS] > 0
 		},
 		Premise: SlowWorker("antdt-cpu-bsp.yaml", "worker-2"),
+		Values:  pair(MetricJCT, "antdt-cpu-bsp.yaml", "antdt-cpu-follows-antdt-nd.yaml"),
 	}
 )
 
@@ -220,6 +225,7 @@ var (
 		Specs:   []string{"psld-bandwidth-static.yaml", "psld-bandwidth-psld.yaml"},
 		Judge:   ThroughputAtLeast("psld-bandwidth-static.yaml", "psld-bandwidth-psld.yaml", 1.8),
 		Premise: LinkSaturated("psld-bandwidth-static.yaml", "server-1"),
+		Values:  pair(MetricThroughput, "psld-bandwidth-static.yaml", "psld-bandwidth-psld.yaml"),
 	}
 	PSLDCompute = Experiment{
 		Group: "psld",
@@ -246,6 +252,8 @@ var (
 			}
 			return fmt.Sprintf("the slow server costs static %.0f %% of the throughput without it (≥ 30 %% needed)", 100*(1-x)), x <= 0.7
 		},
+		Values: values(sides(MetricThroughput, "psld-cpu-none.yaml", "psld-cpu-static.yaml", "psld-cpu-psld.yaml"),
+			ratio(MetricThroughput, "psld-cpu-psld.yaml", "psld-cpu-static.yaml"), ratio(MetricThroughput, "psld-cpu-static.yaml", "psld-cpu-none.yaml")),
 	}
 	PSLDSeveral = Experiment{
 		Group: "psld",
@@ -265,6 +273,9 @@ var (
 				p.Throughput, sm.Throughput, st.Throughput, vsStatic, vsStrawman, sm.Throughput/st.Throughput), vsStatic >= 1.5 && vsStrawman >= 0.85
 		},
 		Premise: LinkSaturated("psld-several-static.yaml", "server-1"),
+		Values: values(sides(MetricThroughput, "psld-several-static.yaml", "psld-several-strawman.yaml", "psld-several-psld.yaml"),
+			ratio(MetricThroughput, "psld-several-psld.yaml", "psld-several-static.yaml"),
+			ratio(MetricThroughput, "psld-several-psld.yaml", "psld-several-strawman.yaml")),
 	}
 	PSLDTransient = Experiment{
 		Group:  "psld",
@@ -290,6 +301,7 @@ var (
 			t := r["psld-transient-explore.yaml"].TrainSeconds
 			return fmt.Sprintf("the run trained %.1f s, past server-1's 8 s slow period by %.1f s (the Monitor's long window, 20 s, needed to sense the recovery)", t, t-8), t >= 28
 		},
+		Values: pair(MetricThroughput, "psld-transient-no-explore.yaml", "psld-transient-explore.yaml"),
 	}
 )
 
@@ -329,6 +341,8 @@ var SyncLazy = Experiment{Group: "sync",
 		return fmt.Sprintf("DPRs soft %d, lazy %d (%.2f× soft); SSP s'=4 %d, PSSP %d (%.2f× SSP s'=4)", sb, lz, x, s4, ps, y), x <= 0.3 && y <= 0.9
 	},
 	Premise: SlowWorker("sync-soft-barrier.yaml", "worker-3"),
+	Values: values(sides(MetricDPRs, "sync-soft-barrier.yaml", "sync-lazy.yaml", "sync-ssp4-lazy.yaml", "sync-pssp.yaml"),
+		ratio(MetricDPRs, "sync-lazy.yaml", "sync-soft-barrier.yaml"), ratio(MetricDPRs, "sync-pssp.yaml", "sync-ssp4-lazy.yaml")),
 }
 
 // stalls lists res's applied actions' stalls (seconds, from the workers'
@@ -391,6 +405,7 @@ var (
 		Specs:   []string{"elastic-remove-hot.yaml", "elastic-remove-checkpoint-restart.yaml"},
 		Judge:   StallAtMost("elastic-remove-hot.yaml", "elastic-remove-checkpoint-restart.yaml", 0.25, 0),
 		Premise: allOf(AppliedIn("elastic-remove-hot.yaml"), AppliedIn("elastic-remove-checkpoint-restart.yaml")),
+		Values:  pair(MetricStall, "elastic-remove-checkpoint-restart.yaml", "elastic-remove-hot.yaml"),
 	}
 	Elastic40MB = Experiment{
 		Group:   "elastic",
@@ -400,6 +415,7 @@ var (
 		Specs:   []string{"elastic-40mb-hot.yaml", "elastic-40mb-checkpoint-restart.yaml"},
 		Judge:   StallAtMost("elastic-40mb-hot.yaml", "elastic-40mb-checkpoint-restart.yaml", 0.1, 0.5),
 		Premise: allOf(AppliedIn("elastic-40mb-hot.yaml"), AppliedIn("elastic-40mb-checkpoint-restart.yaml")),
+		Values:  pair(MetricStall, "elastic-40mb-checkpoint-restart.yaml", "elastic-40mb-hot.yaml"),
 	}
 )
 
@@ -417,7 +433,8 @@ func All() []Experiment {
 		Experiment{Name: "AntDT-ND vs BSP: server-1 sleeps 10 ms × 0.8 on every request (persistent)", Group: "antdt",
 			Paper:  fmt.Sprintf("AntDT Table III (server stragglers, SI 0.8): AntDT-ND's JCT %.2f× BSP's (KILL_RESTART of the server)", 4064.0/8440),
 			Target: "JCT ≤ 0.6 × BSP", Specs: []string{"antdt-server-bsp.yaml", "antdt-server-antdt-nd.yaml"},
-			Judge: JCTAtMost("antdt-server-bsp.yaml", "antdt-server-antdt-nd.yaml", 0.6), Premise: DelayBites("antdt-server-bsp.yaml", "server-1")},
+			Judge: JCTAtMost("antdt-server-bsp.yaml", "antdt-server-antdt-nd.yaml", 0.6), Premise: DelayBites("antdt-server-bsp.yaml", "server-1"),
+			Values: pair(MetricJCT, "antdt-server-bsp.yaml", "antdt-server-antdt-nd.yaml")},
 		AntDTHost, AntDTFollows,
 		PSLDBandwidth, PSLDCompute, PSLDSeveral, PSLDTransient,
 		RATCrossRack, RATShaped, RATPausing,
@@ -444,7 +461,8 @@ func epsExperiment() Experiment {
 			}
 			j := r["fifo/eps-long.yaml"].JCTSeconds
 			return fmt.Sprintf("under FIFO the long job ran %.1f s, past the last arrival at %.0f s", j, last), j > last
-		}}
+		},
+		Values: arrivalValues}
 }
 
 // judgeArrivals is the EPS row's Judge.
@@ -481,4 +499,28 @@ func judgeArrivals(r map[string]*manager.Result) (string, bool) {
 	return fmt.Sprintf("average JCT %.1fs vs %.1fs = %.2f× (short jobs %.1fs vs %.1fs; long job %.1fs vs %.1fs); %d EPS size changes applied",
 		e, f, x, avg("eps", true), avg("fifo", true), r["eps/eps-long.yaml"].JCTSeconds, r["fifo/eps-long.yaml"].JCTSeconds,
 		actions), x <= 0.9
+}
+
+// arrivalValues are the EPS row's figures per round: the average JCT of
+// the arrivals with EPS and without, and their ratio.
+func arrivalValues(rounds []map[string]*manager.Result) []Value {
+	avg := func(mode string) func(map[string]*manager.Result) float64 {
+		return func(r map[string]*manager.Result) float64 {
+			sum := 0.0
+			for _, a := range epsArrivals {
+				res := r[mode+"/"+a.file]
+				if res == nil {
+					return 0
+				}
+				sum += res.JCTSeconds
+			}
+			return sum / float64(len(epsArrivals))
+		}
+	}
+	e, f := perRound(rounds, avg("eps")), perRound(rounds, avg("fifo"))
+	x := make([]float64, len(rounds))
+	for i := range x {
+		x[i] = e[i] / f[i]
+	}
+	return []Value{newValue("EPS average JCT", "s", e), newValue("FIFO average JCT", "s", f), newValue("EPS/FIFO", "×", x)}
 }

@@ -345,6 +345,11 @@ func TestEveryRowHasAPremise(t *testing.T) {
 		if text, ok := e.Premise(map[string]*manager.Result{}); ok {
 			t.Errorf("%s: premise holds with no runs at all (%q)", e.Name, text)
 		}
+		if e.Values == nil {
+			t.Errorf("%s: no figures for the spread", e.Name)
+		} else if vs := e.Values([]map[string]*manager.Result{{}, {}}); len(vs) == 0 {
+			t.Errorf("%s: Values gave nothing", e.Name)
+		}
 	}
 }
 

@@ -270,6 +270,12 @@ func RunServer(ctx context.Context, o Options) error {
 		return err
 	}
 	ps.SetStart(start)
+	stopContention, err := contention(o, straggler.ForNode(job.Injections(s), o.Node), start, log)
+	if err != nil {
+		gs.Stop()
+		return err
+	}
+	defer stopContention()
 	log.Info("serving", "addr", lis.Addr().String(), "blocks", len(table.OnServer(int(reg.resp.Index))))
 	statsDone := make(chan struct{})
 	defer close(statsDone)
@@ -444,16 +450,20 @@ func RunWorker(ctx context.Context, o Options) error {
 		}
 	}
 	idx := int(reg.resp.Index)
+	// A KILL_RESTART relaunches the role where it was (its agent restarts
+	// it in place, on every launcher): the slowness of its host stays
+	// with it. Only a relaunch on another host would leave it behind
+	// (straggler.Schedule.AfterRestart); no launcher does that yet.
 	sched := straggler.ForNode(job.Injections(s), o.Node)
-	if o.Relaunched {
-		// A KILL_RESTART relaunches the node on a fresh host: the injected
-		// contention stays behind unless it follows restarts.
-		sched = sched.AfterRestart()
-	}
 	rd, start, err := ready(ctx, coord, o)
 	if err != nil {
 		return err
 	}
+	stopContention, err := contention(o, sched, start, log)
+	if err != nil {
+		return err
+	}
+	defer stopContention()
 	var ar *worker.Allreduce
 	if isAllreduce(s) {
 		if ar, err = newAllreduce(o, s, m, idx, peerLis, coord, rd.Peers, plan, sched, start); err != nil {

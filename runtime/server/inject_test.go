@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/runtime/optim"
 	"github.com/kelpie/kelpie/runtime/straggler"
 	"github.com/kelpie/kelpie/runtime/syncmodel"
@@ -52,7 +53,7 @@ func TestInjectFullDuplex(t *testing.T) {
 // under intensity 0.9 (9 ms stretched) take at least 36 ms in all. Sleeping
 // side by side, as the stretch once did, they take about 9 ms.
 func TestCPUStretchContended(t *testing.T) {
-	inj := []straggler.Injection{{Node: "server-0", Kind: straggler.CPU, Intensity: 0.9}}
+	inj := []straggler.Injection{{Node: "server-0", Kind: straggler.CPUSleep, Intensity: 0.9}}
 	s, err := New(Config{Name: "server-0", Sync: syncmodel.Config{Model: syncmodel.ASP}, Optim: optim.Config{Kind: "sgd", LR: 1},
 		Workers: []int{0}, Straggler: straggler.ForNode(inj, "server-0")})
 	if err != nil {
@@ -77,5 +78,41 @@ func TestCPUStretchContended(t *testing.T) {
 	// A lower bound: sleeps never end early, however loaded the machine.
 	if took := time.Since(start); took < requests*stretched {
 		t.Errorf("%d concurrent requests stretched in %v; want ≥ %v, one after the other", requests, took, requests*stretched)
+	}
+}
+
+// TestInactiveInjectionKeepsFastPaths: an injection that is not in force
+// (not started yet, over, or carried out outside the process: a cpu
+// competitor, a tc link cap) changes no code path: a large push is staged
+// as on a server without injections. Only an in-process injection in force
+// turns staging off.
+func TestInactiveInjectionKeepsFastPaths(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		inj    []straggler.Injection
+		staged bool
+	}{
+		{"none", nil, true},
+		{"cpu: a competitor process", []straggler.Injection{{Node: "server-0", Kind: straggler.CPU, Intensity: 0.9}}, true},
+		{"compute, not started", []straggler.Injection{{Node: "server-0", Kind: straggler.Compute, Sleep: time.Millisecond, Intensity: 1, Start: time.Hour}}, true},
+		{"bandwidth, over", []straggler.Injection{{Node: "server-0", Kind: straggler.Bandwidth, Rate: 1 << 20, End: time.Nanosecond}}, true},
+		{"compute, in force", []straggler.Injection{{Node: "server-0", Kind: straggler.Compute, Sleep: time.Millisecond, Intensity: 1}}, false},
+		{"cpu-sleep, in force", []straggler.Injection{{Node: "server-0", Kind: straggler.CPUSleep, Intensity: 0.5}}, false},
+	} {
+		s := bigServer(t, syncmodel.Config{Model: syncmodel.ASP}, optim.Config{Kind: "sgd", LR: 1})
+		s.cfg.Straggler = straggler.ForNode(c.inj, "server-0")
+		time.Sleep(time.Millisecond) // past the "over" injection's end
+		st := s.beginStage(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PUSH, Worker: 0, Blocks: []uint32{0, 1}, Progress: 1, Data: grad(1)})
+		if (st != nil) != c.staged {
+			t.Errorf("%s: staged %v; want %v", c.name, st != nil, c.staged)
+		}
+		if st != nil {
+			s.mu.Lock()
+			s.dropStage(st)
+			s.mu.Unlock()
+		}
+		if got := s.hooked(); got == c.staged {
+			t.Errorf("%s: hooked() = %v; want %v", c.name, got, !c.staged)
+		}
 	}
 }

@@ -58,7 +58,7 @@ type inPlace struct {
 // beginInPlace marks the block of a push to apply in place as it arrives
 // busy, or returns nil when the push is not one to apply so (see above).
 func (s *Server) beginInPlace(req *kelpiepb.PSRequest, n int) *inPlace {
-	if n <= stageMax || req.Op != kelpiepb.Op_OP_PUSH && req.Op != kelpiepb.Op_OP_PUSH_PULL || len(req.Blocks) != 1 || len(req.RowKeys) > 0 || !s.cfg.Straggler.Empty() {
+	if n <= stageMax || req.Op != kelpiepb.Op_OP_PUSH && req.Op != kelpiepb.Op_OP_PUSH_PULL || len(req.Blocks) != 1 || len(req.RowKeys) > 0 || s.hooked() {
 		return nil
 	}
 	s.mu.Lock()

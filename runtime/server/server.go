@@ -222,7 +222,7 @@ const (
 // (inbound), the compute delay — once per request, not again for its
 // response.
 func (s *Server) inject(n int, in bool) {
-	if s.cfg.Straggler.Empty() {
+	if !s.cfg.Straggler.InProcess() {
 		return
 	}
 	if d := s.cfg.Straggler.Pause(s.elapsed()); d > 0 {
@@ -241,7 +241,7 @@ func (s *Server) inject(n int, in bool) {
 // side, four workers' requests cost the server one stretch, not four, and
 // the straggler's cost shrank as the handlers got faster).
 func (s *Server) stretch(busy time.Duration) {
-	if s.cfg.Straggler.Empty() {
+	if !s.cfg.Straggler.InProcess() {
 		return
 	}
 	s.mu.Lock()
@@ -253,6 +253,13 @@ func (s *Server) stretch(busy time.Duration) {
 		s.contended.Unlock()
 	}
 }
+
+// hooked says whether an injection the server carries out itself is in
+// force now. While none is (none at all, only kinds carried out outside the
+// process — cpu, link — or none active yet or any more), a request takes
+// the same path as on a server without injections: inline answers, staged
+// and in-place updates.
+func (s *Server) hooked() bool { return s.cfg.Straggler.InProcessActive(s.elapsed()) }
 
 // delay is how long a message of n bytes in one direction waits at t for
 // the link's bandwidth and, a request, for the compute delay. It charges
@@ -317,8 +324,8 @@ func (s *Server) Exchange(stream kelpiepb.ParameterServer_ExchangeServer) error 
 // request (each direction of its link has a budget of its own).
 func (s *Server) session(recv func() (*kelpiepb.PSRequest, error), more func() bool, send func([]*Response) error, handled func(*kelpiepb.PSRequest)) error {
 	o := newOutbox()
-	inline := s.cfg.Straggler.Empty()
 	inject := func(r *Response) { s.inject(r.payloadLen(), outbound) }
+	wasInline := false
 	done := make(chan struct{})
 	sender := make(chan struct{})
 	go func() {
@@ -350,7 +357,20 @@ func (s *Server) session(recv func() (*kelpiepb.PSRequest, error), more func() b
 		if err != nil {
 			return err
 		}
-		s.inject(len(req.Data), inbound)
+		// Inline unless an injection is in force: decided per request, so
+		// one that starts or ends mid-session changes the path from then
+		// on (what the session goroutine still holds to send goes first).
+		inline := !s.hooked()
+		if !inline && wasInline {
+			if err := o.flush(send, inject, true); err != nil {
+				wire.Recycle(req.Data)
+				return err
+			}
+		}
+		wasInline = inline
+		if !inline {
+			s.inject(len(req.Data), inbound)
+		}
 		if inline {
 			err = o.setActive()
 		} else {

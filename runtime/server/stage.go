@@ -150,7 +150,7 @@ func (s *Server) readPayload(tc *tensorwire.Conn, req *kelpiepb.PSRequest, n int
 // stands: the push's own handling then says why).
 func (s *Server) beginStage(req *kelpiepb.PSRequest) *staged {
 	if len(req.Data) < stageMin || len(req.Data) > stageMax || req.Op != kelpiepb.Op_OP_PUSH && req.Op != kelpiepb.Op_OP_PUSH_PULL ||
-		len(req.RowKeys) > 0 || len(req.Blocks) == 0 || !s.cfg.Straggler.Empty() {
+		len(req.RowKeys) > 0 || len(req.Blocks) == 0 || s.hooked() {
 		return nil
 	}
 	s.mu.Lock()

@@ -159,7 +159,7 @@ func (d *decoder) applyDefaults(s *Spec) {
 		case StragglerCompute:
 			set(path+".intensity", &st.Intensity, float64(defaultIntensity))
 			set(path+".probability", &st.Probability, float64(defaultProbability))
-		case StragglerCPU:
+		case StragglerCPU, StragglerCPUSleep:
 			set(path+".probability", &st.Probability, float64(defaultProbability))
 		}
 	}

@@ -136,16 +136,20 @@
 //	                             scripted add creates (kind link: node or region)
 //	    region:                  link only: a rack label of cluster.topology whose
 //	                             uplink is capped
-//	    kind:                    required: compute | cpu | bandwidth | pause | link
-//	                             (link: tc caps the node's link or the rack's uplink,
-//	                             each way; needs hosts netns)
+//	    kind:                    required: compute | cpu | cpu-sleep | bandwidth |
+//	                             pause | link (link: tc caps the node's link or the
+//	                             rack's uplink, each way; needs hosts netns)
 //	    sleep:                   compute (required), > 0: SleepDuration; the added
 //	                             delay per iteration (a server: per request) is
 //	                             sleep x intensity
-//	    intensity: 1             compute, in [0, 1]; cpu (required), in [0, 1):
-//	                             compute time is multiplied by 1/(1-intensity)
-//	                             (on a server: its time handling each request)
-//	    probability: 1           compute and cpu, in [0, 1]: chance per iteration
+//	    intensity: 1             compute, in [0, 1]. cpu (required), in [0, 1): a
+//	                             competitor takes that share of the CPU the node's
+//	                             process is pinned to, for real (runtime/contend).
+//	                             cpu-sleep (required), in [0, 1): compute time is
+//	                             multiplied by 1/(1-intensity) by sleeping (on a
+//	                             server: its time handling each request)
+//	    probability: 1           compute and cpu-sleep, in [0, 1]: chance per
+//	                             iteration; cpu: 1 only (it contends while active)
 //	    rate:                    bandwidth and link (required), > 0: the link's limit
 //	                             in bytes per second, each direction separately
 //	                             (bandwidth: a server's link, in the process)
@@ -153,7 +157,11 @@
 //	    end:                     after start; by default the injection never ends
 //	    period:                  with on, transient: active for on out of every
 //	    on:                      period, 0 < on <= period
-//	    follows_restart: false   keep the injection after a KILL_RESTART
+//	    follows_restart: false   keep the injection after a KILL_RESTART even when
+//	                             the launcher places the node on another host; a
+//	                             node restarted where it was (the agent restarts
+//	                             its role in place, on every launcher) keeps its
+//	                             injections anyway
 //	script:                      a list of timed operator actions; each entry:
 //	  - at:                      required, >= 0
 //	    action:                  required: add-server | remove-server | add-worker |

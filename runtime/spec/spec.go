@@ -186,7 +186,7 @@ type PSLD struct {
 // Straggler is one injected slowness.
 type Straggler struct {
 	Node        string
-	Kind        string        // compute | cpu | bandwidth | pause
+	Kind        string        // compute | cpu | cpu-sleep | bandwidth | pause | link
 	Sleep       time.Duration // compute: SleepDuration
 	Intensity   float64       // compute, cpu
 	Probability float64       // compute, cpu: per iteration
@@ -301,7 +301,8 @@ const (
 // Straggler kinds.
 const (
 	StragglerCompute   = "compute"
-	StragglerCPU       = "cpu"
+	StragglerCPU       = "cpu"       // real contention: a competitor for the node's CPU (runtime/contend)
+	StragglerCPUSleep  = "cpu-sleep" // the model: compute time stretched by sleeping
 	StragglerBandwidth = "bandwidth"
 	StragglerPause     = "pause"
 	StragglerLink      = "link" // tc on the node's link or a rack's uplink (hosts netns)
@@ -332,7 +333,7 @@ var (
 	syncModels     = []string{SyncBSP, SyncASP, SyncSSP, SyncDSPS, SyncDrop, SyncPSSP}
 	pulls          = []string{PullLazy, PullSoftBarrier}
 	modes          = []string{ModeAuto, ModeApprove, ModeOff}
-	stragglerKinds = []string{StragglerCompute, StragglerCPU, StragglerBandwidth, StragglerPause, StragglerLink}
+	stragglerKinds = []string{StragglerCompute, StragglerCPU, StragglerCPUSleep, StragglerBandwidth, StragglerPause, StragglerLink}
 	actions        = []string{ActionAddServer, ActionRemoveServer, ActionAddWorker, ActionRemoveWorker,
 		ActionRestart, ActionAdjustBatch, ActionReassign, ActionSetSync}
 )

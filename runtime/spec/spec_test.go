@@ -400,11 +400,11 @@ stragglers:
 			"spec.yaml:10: stragglers[6].period: needs on: how long the straggler is active in each period",
 			"spec.yaml:11: stragglers[7].on: must be positive and at most period (10s) (got 20s)",
 			`spec.yaml:12: stragglers[8].node: want a node name such as worker-0 or server-1 (got "gpu-0")`,
-			`spec.yaml:12: stragglers[8].kind: must be one of compute, cpu, bandwidth, pause, link (got "slow")`,
+			`spec.yaml:12: stragglers[8].kind: must be one of compute, cpu, cpu-sleep, bandwidth, pause, link (got "slow")`,
 			"spec.yaml:13: stragglers[9].node: required",
 			`spec.yaml:14: stragglers[10].node: want a node name such as worker-0 or server-1 (got "worker-01")`,
 			`spec.yaml:16: stragglers[10].follows_restart: want true or false, got "yes"`,
-			"spec.yaml:17: stragglers[11].kind: required (one of compute, cpu, bandwidth, pause, link)",
+			"spec.yaml:17: stragglers[11].kind: required (one of compute, cpu, cpu-sleep, bandwidth, pause, link)",
 		}},
 		{"script", `name: x
 train: {global_batch: 3}

@@ -379,6 +379,7 @@ func (c *checker) validatePolicies() {
 var stragglerKeysByKind = map[string][]string{
 	StragglerCompute:   {"sleep", "intensity", "probability"},
 	StragglerCPU:       {"intensity", "probability"},
+	StragglerCPUSleep:  {"intensity", "probability"},
 	StragglerBandwidth: {"rate"},
 	StragglerPause:     {},
 	StragglerLink:      {"rate", "region"},
@@ -409,13 +410,18 @@ func (c *checker) validateStragglers() {
 			}
 			c.between(key("intensity"), st.Intensity, 0, 1)
 			c.between(key("probability"), st.Probability, 0, 1)
-		case StragglerCPU:
+		case StragglerCPU, StragglerCPUSleep:
 			if !c.d.given(key("intensity")) {
-				c.errorf(key("intensity"), "required for kind cpu")
+				c.errorf(key("intensity"), "required for kind %s", st.Kind)
 			} else if st.Intensity < 0 || st.Intensity >= 1 {
-				c.errorf(key("intensity"), "must be at least 0 and less than 1 for kind cpu (got %s)", fmtFloat(st.Intensity))
+				c.errorf(key("intensity"), "must be at least 0 and less than 1 for kind %s (got %s)", st.Kind, fmtFloat(st.Intensity))
 			}
 			c.between(key("probability"), st.Probability, 0, 1)
+			if st.Kind == StragglerCPU && st.Probability != 1 {
+				// A competitor process contends all the time it is active;
+				// a chance per iteration is the sleep model's.
+				c.errorf(key("probability"), "must be 1 for kind cpu, a competitor that contends while active (a chance per iteration is kind cpu-sleep's; got %s)", fmtFloat(st.Probability))
+			}
 		case StragglerBandwidth:
 			if !c.d.given(key("rate")) {
 				c.errorf(key("rate"), "required for kind bandwidth")

@@ -5,6 +5,13 @@
 // time, a bandwidth cap on a server's link (each direction on its own
 // budget, as a full-duplex NIC), and pauses.
 //
+// Two kinds model a contended CPU. cpu is contention for real: a competitor
+// process takes a share of the CPU the node's process is pinned to
+// (runtime/contend carries it out; nothing here delays anything). cpu-sleep
+// is the model: compute time stretched by sleeping, which on a machine
+// whose cores the nodes share frees CPU for the node's peers instead of
+// taking it (until issue 26 it was what kind cpu meant).
+//
 // Everything here is pure: the caller passes the time since the job started
 // and its own uniform draws, and does the sleeping. An injection is active
 // from Start to End (End 0: to the end of the job); a transient one is, within
@@ -26,7 +33,8 @@ type Kind string
 // Injection kinds.
 const (
 	Compute   Kind = "compute"   // add Sleep × Intensity per iteration (per request on a server)
-	CPU       Kind = "cpu"       // contention: compute time × 1/(1-Intensity) (a server's: handling each request)
+	CPU       Kind = "cpu"       // contention for real: a competitor takes Intensity of the node's CPU (runtime/contend)
+	CPUSleep  Kind = "cpu-sleep" // the sleep model: compute time × 1/(1-Intensity) (a server's: handling each request)
 	Bandwidth Kind = "bandwidth" // cap a server's link at Rate bytes per second, each direction on its own budget
 	Pause     Kind = "pause"     // the node stops while active
 	Link      Kind = "link"      // tc caps a node's link or a rack's uplink at Rate, each way (link.go)
@@ -38,8 +46,8 @@ type Injection struct {
 	Kind Kind
 
 	Sleep       time.Duration // compute: SleepDuration
-	Intensity   float64       // compute: in [0, 1]; cpu: in [0, 1)
-	Probability float64       // compute, cpu: chance per iteration; 0 means 1
+	Intensity   float64       // compute: in [0, 1]; cpu, cpu-sleep: in [0, 1)
+	Probability float64       // compute, cpu-sleep: chance per iteration; 0 means 1 (cpu: 1 only)
 
 	Start, End time.Duration // active from Start; End 0 = until the end
 	Period, On time.Duration // transient: active for the first On of every Period
@@ -68,9 +76,12 @@ func (in Injection) Validate() error {
 		if !(in.Intensity >= 0 && in.Intensity <= 1) {
 			return fmt.Errorf("%s: intensity %v must be in [0, 1]", where, in.Intensity)
 		}
-	case CPU:
+	case CPU, CPUSleep:
 		if !(in.Intensity >= 0 && in.Intensity < 1) {
 			return fmt.Errorf("%s: intensity %v must be in [0, 1)", where, in.Intensity)
+		}
+		if in.Kind == CPU && in.Probability != 0 && in.Probability != 1 {
+			return fmt.Errorf("%s: probability %v: a competitor contends while active (a chance per iteration is cpu-sleep's)", where, in.Probability)
 		}
 	case Bandwidth, Link:
 		if !(in.Rate > 0) || math.IsInf(in.Rate, 1) {
@@ -81,7 +92,7 @@ func (in Injection) Validate() error {
 			return fmt.Errorf("%s: a pause needs an end or an off time in its period, or the node never resumes", where)
 		}
 	default:
-		return fmt.Errorf("straggler %s: unknown kind %q (want compute, cpu, bandwidth, pause or link)", in.Node, in.Kind)
+		return fmt.Errorf("straggler %s: unknown kind %q (want compute, cpu, cpu-sleep, bandwidth, pause or link)", in.Node, in.Kind)
 	}
 	if !(in.Probability >= 0 && in.Probability <= 1) {
 		return fmt.Errorf("%s: probability %v must be in [0, 1]", where, in.Probability)
@@ -148,8 +159,10 @@ func (s Schedule) Empty() bool { return len(s.injections) == 0 }
 // Injections returns the node's injections.
 func (s Schedule) Injections() []Injection { return append([]Injection(nil), s.injections...) }
 
-// AfterRestart is the schedule of the node relaunched by KILL_RESTART: only
-// the injections marked FollowsRestart come along.
+// AfterRestart is the schedule of the node relaunched by KILL_RESTART on
+// another host: only the injections marked FollowsRestart come along. A
+// node restarted where it was keeps its whole schedule: the slowness of a
+// host stays with whatever runs on it.
 func (s Schedule) AfterRestart() Schedule {
 	var out Schedule
 	for _, in := range s.injections {
@@ -158,6 +171,57 @@ func (s Schedule) AfterRestart() Schedule {
 		}
 	}
 	return out
+}
+
+// InProcess reports whether the node has an injection the role carries out
+// itself, in its own code path (compute, cpu-sleep, bandwidth, pause); cpu
+// (a competitor process) and link (tc) do not touch it.
+func (s Schedule) InProcess() bool {
+	for _, in := range s.injections {
+		if in.inProcess() {
+			return true
+		}
+	}
+	return false
+}
+
+func (in Injection) inProcess() bool {
+	return in.Kind == Compute || in.Kind == CPUSleep || in.Kind == Bandwidth || in.Kind == Pause
+}
+
+// InProcessActive reports whether an in-process injection is in force at
+// t: while none is, the role runs exactly as a node without injections
+// (the server keeps its inline, staged and in-place paths).
+func (s Schedule) InProcessActive(t time.Duration) bool {
+	for _, in := range s.injections {
+		if in.inProcess() && in.Active(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// Contention is the share of the node's CPU competitors take at t: the
+// active cpu injections' intensities added up, at most max (they cannot
+// take all of it).
+func (s Schedule) Contention(t time.Duration, most float64) float64 {
+	c := 0.0
+	for _, in := range s.injections {
+		if in.Kind == CPU && in.Active(t) {
+			c += in.Intensity
+		}
+	}
+	return min(c, most)
+}
+
+// Contends reports whether the node has a cpu injection at all.
+func (s Schedule) Contends() bool {
+	for _, in := range s.injections {
+		if in.Kind == CPU {
+			return true
+		}
+	}
+	return false
 }
 
 // Active returns the injections in force at t.
@@ -174,14 +238,14 @@ func (s Schedule) Active(t time.Duration) []Injection {
 // ComputeDelay is the extra time to add to an iteration (or a server
 // request) that starts at t and whose own compute took compute. u is a
 // uniform draw from [0, 1), shared by the injections of this call. A compute
-// injection adds Sleep × Intensity, a cpu injection compute × I/(1-I) (the
+// injection adds Sleep × Intensity, a cpu-sleep injection compute × I/(1-I) (the
 // stretch of a core shared with a competitor that takes a fraction I of it,
 // so a smaller batch shrinks the delay too); each applies when u <
 // Probability (0 meaning always).
 func (s Schedule) ComputeDelay(t time.Duration, compute time.Duration, u float64) time.Duration {
 	var d time.Duration
 	for _, in := range s.injections {
-		if (in.Kind != Compute && in.Kind != CPU) || !in.Active(t) {
+		if (in.Kind != Compute && in.Kind != CPUSleep) || !in.Active(t) {
 			continue
 		}
 		if p := in.Probability; p != 0 && u >= p {
@@ -197,14 +261,14 @@ func (s Schedule) ComputeDelay(t time.Duration, compute time.Duration, u float64
 }
 
 // CPUDelay is the part of ComputeDelay that stretches compute (kind
-// cpu): what a server adds after a request kept it busy for compute, so
+// cpu-sleep): what a server adds after a request kept it busy for compute, so
 // that a server on a contended CPU slows down in proportion to the work it
 // is given (PSLD §6's disrupted machine pattern), where kind compute adds
 // the same delay to every request however small.
 func (s Schedule) CPUDelay(t time.Duration, compute time.Duration, u float64) time.Duration {
 	var d time.Duration
 	for _, in := range s.injections {
-		if in.Kind != CPU || !in.Active(t) {
+		if in.Kind != CPUSleep || !in.Active(t) {
 			continue
 		}
 		if p := in.Probability; p != 0 && u >= p {

@@ -57,7 +57,7 @@ func TestValidate(t *testing.T) {
 		wantErr string
 	}{
 		{ok, ""},
-		{Injection{Node: "worker-0", Kind: CPU, Intensity: 0.5}, ""},
+		{Injection{Node: "worker-0", Kind: CPUSleep, Intensity: 0.5}, ""},
 		{Injection{Node: "server-1", Kind: Bandwidth, Rate: 20 * MiB}, ""},
 		{Injection{Node: "worker-1", Kind: Pause, Start: 10 * sec, End: 12 * sec}, ""},
 		{Injection{Node: "worker-3", Kind: Compute, Sleep: 100 * ms, Intensity: 0.5, Period: 20 * sec, On: 10 * sec}, ""},
@@ -66,8 +66,8 @@ func TestValidate(t *testing.T) {
 		{Injection{Node: "w", Kind: "disk"}, "unknown kind"},
 		{Injection{Node: "w", Kind: Compute, Intensity: 0.5}, "sleep"},
 		{Injection{Node: "w", Kind: Compute, Sleep: sec, Intensity: 1.2}, "intensity"},
-		{Injection{Node: "w", Kind: CPU, Intensity: 1}, "intensity"},
-		{Injection{Node: "w", Kind: CPU, Intensity: math.NaN()}, "intensity"},
+		{Injection{Node: "w", Kind: CPUSleep, Intensity: 1}, "intensity"},
+		{Injection{Node: "w", Kind: CPUSleep, Intensity: math.NaN()}, "intensity"},
 		{Injection{Node: "w", Kind: Bandwidth}, "rate"},
 		{Injection{Node: "w", Kind: Pause, Start: sec}, "never resumes"},
 		{Injection{Node: "w", Kind: Pause, Period: sec, On: sec}, "never resumes"},
@@ -92,7 +92,7 @@ func TestValidate(t *testing.T) {
 // A spec's stragglers block, one entry of each kind.
 var designSpec = []Injection{
 	{Node: "worker-2", Kind: Compute, Sleep: 200 * ms, Intensity: 0.8, Probability: 1, Start: 5 * sec, End: 30 * sec},
-	{Node: "worker-0", Kind: CPU, Intensity: 0.5},
+	{Node: "worker-0", Kind: CPUSleep, Intensity: 0.5},
 	{Node: "server-1", Kind: Bandwidth, Rate: 20 * MiB},
 	{Node: "worker-1", Kind: Pause, Start: 10 * sec, End: 12 * sec},
 	{Node: "worker-3", Kind: Compute, Sleep: 100 * ms, Intensity: 0.5, Period: 20 * sec, On: 10 * sec},
@@ -114,8 +114,8 @@ func TestComputeDelay(t *testing.T) {
 		{"AntDT 1.5s x 0.8", ForNode([]Injection{{Node: "w", Kind: Compute, Sleep: 1500 * ms, Intensity: 0.8}}, "w"), 0, 0, 0.5, 1200 * ms},
 		// cpu: compute × I/(1-I)
 		{"cpu 0.5 doubles", ForNode(designSpec, "worker-0"), 7 * sec, 40 * ms, 0, 40 * ms},
-		{"cpu 0.75 quadruples", ForNode([]Injection{{Node: "w", Kind: CPU, Intensity: 0.75}}, "w"), 0, 40 * ms, 0, 120 * ms},
-		{"cpu 0 adds nothing", ForNode([]Injection{{Node: "w", Kind: CPU}}, "w"), 0, 40 * ms, 0, 0},
+		{"cpu 0.75 quadruples", ForNode([]Injection{{Node: "w", Kind: CPUSleep, Intensity: 0.75}}, "w"), 0, 40 * ms, 0, 120 * ms},
+		{"cpu 0 adds nothing", ForNode([]Injection{{Node: "w", Kind: CPUSleep}}, "w"), 0, 40 * ms, 0, 0},
 		{"cpu: smaller batch, smaller delay", ForNode(designSpec, "worker-0"), 0, 10 * ms, 0, 10 * ms},
 		// transient
 		{"transient on", ForNode(designSpec, "worker-3"), 9 * sec, 0, 0, 50 * ms},
@@ -128,11 +128,11 @@ func TestComputeDelay(t *testing.T) {
 		{"p=0.3, u below", ForNode([]Injection{{Node: "w", Kind: Compute, Sleep: sec, Intensity: 0.5, Probability: 0.3}}, "w"), 0, 0, 0.29, 500 * ms},
 		{"p=0.3, u at", ForNode([]Injection{{Node: "w", Kind: Compute, Sleep: sec, Intensity: 0.5, Probability: 0.3}}, "w"), 0, 0, 0.3, 0},
 		{"p=0 means always", ForNode([]Injection{{Node: "w", Kind: Compute, Sleep: sec, Intensity: 0.5}}, "w"), 0, 0, 0.999, 500 * ms},
-		{"cpu with probability", ForNode([]Injection{{Node: "w", Kind: CPU, Intensity: 0.5, Probability: 0.5}}, "w"), 0, 30 * ms, 0.7, 0},
+		{"cpu with probability", ForNode([]Injection{{Node: "w", Kind: CPUSleep, Intensity: 0.5, Probability: 0.5}}, "w"), 0, 30 * ms, 0.7, 0},
 		// several add up
 		{"compute + cpu", ForNode([]Injection{
 			{Node: "w", Kind: Compute, Sleep: 100 * ms, Intensity: 1},
-			{Node: "w", Kind: CPU, Intensity: 0.5},
+			{Node: "w", Kind: CPUSleep, Intensity: 0.5},
 		}, "w"), 0, 30 * ms, 0, 130 * ms},
 	}
 	for _, tt := range tests {
@@ -147,7 +147,7 @@ func TestComputeDelay(t *testing.T) {
 func TestCPUDelay(t *testing.T) {
 	both := ForNode([]Injection{
 		{Node: "s", Kind: Compute, Sleep: 100 * ms, Intensity: 1},
-		{Node: "s", Kind: CPU, Intensity: 0.8, Start: sec},
+		{Node: "s", Kind: CPUSleep, Intensity: 0.8, Start: sec},
 	}, "s")
 	for _, c := range []struct {
 		name        string
@@ -243,7 +243,7 @@ func TestBandwidth(t *testing.T) {
 
 func TestForNodeAndRestart(t *testing.T) {
 	all := append([]Injection(nil), designSpec...)
-	all = append(all, Injection{Node: "worker-2", Kind: CPU, Intensity: 0.2, FollowsRestart: true})
+	all = append(all, Injection{Node: "worker-2", Kind: CPUSleep, Intensity: 0.2, FollowsRestart: true})
 	s := ForNode(all, "worker-2")
 	if s.Empty() || len(s.Injections()) != 2 {
 		t.Fatalf("ForNode(worker-2) has %d injections; want 2", len(s.Injections()))
@@ -252,8 +252,8 @@ func TestForNodeAndRestart(t *testing.T) {
 		t.Errorf("ForNode(worker-7).Empty() = false; want true")
 	}
 	r := s.AfterRestart()
-	if got := r.Injections(); len(got) != 1 || got[0].Kind != CPU {
-		t.Errorf("AfterRestart() = %+v; want only the cpu injection that follows restarts", got)
+	if got := r.Injections(); len(got) != 1 || got[0].Kind != CPUSleep {
+		t.Errorf("AfterRestart() = %+v; want only the cpu-sleep injection that follows restarts", got)
 	}
 	if !ForNode(designSpec, "worker-1").AfterRestart().Empty() {
 		t.Errorf("a pause stayed with a restarted node; by default the slowness stays behind")
@@ -344,5 +344,41 @@ func TestLimiterSetRate(t *testing.T) {
 	l.SetRate(0)
 	if d := l.Delay(sec, MiB); d != 0 {
 		t.Errorf("after SetRate(0): Delay = %v; want 0", d)
+	}
+}
+
+// TestCPUIsNotSleep: kind cpu (a real competitor, runtime/contend) adds no
+// delay in the node's own code path and needs no hook there; cpu-sleep (the
+// sleep model) does; an injection not yet active leaves the path as a node
+// without injections has it.
+func TestCPUIsNotSleep(t *testing.T) {
+	real := ForNode([]Injection{{Node: "w", Kind: CPU, Intensity: 0.75, Start: 2 * sec, End: 4 * sec}}, "w")
+	if d := real.ComputeDelay(3*sec, 40*ms, 0); d != 0 {
+		t.Errorf("cpu: ComputeDelay = %v; want 0 (the competitor is the delay)", d)
+	}
+	if real.InProcess() || real.InProcessActive(3*sec) || !real.Contends() {
+		t.Errorf("cpu: InProcess %v, InProcessActive %v, Contends %v; want false, false, true", real.InProcess(), real.InProcessActive(3*sec), real.Contends())
+	}
+	for _, c := range []struct {
+		t    time.Duration
+		want float64
+	}{{sec, 0}, {3 * sec, 0.75}, {5 * sec, 0}} {
+		if got := real.Contention(c.t, 0.99); got != c.want {
+			t.Errorf("Contention(%v) = %v; want %v", c.t, got, c.want)
+		}
+	}
+	two := ForNode([]Injection{{Node: "w", Kind: CPU, Intensity: 0.75}, {Node: "w", Kind: CPU, Intensity: 0.5}}, "w")
+	if got := two.Contention(0, 0.99); got != 0.99 {
+		t.Errorf("two competitors: Contention = %v; want capped at 0.99", got)
+	}
+	model := ForNode([]Injection{{Node: "w", Kind: CPUSleep, Intensity: 0.75, Start: 2 * sec}}, "w")
+	if d := model.ComputeDelay(3*sec, 40*ms, 0); d != 120*ms {
+		t.Errorf("cpu-sleep: ComputeDelay = %v; want 120ms", d)
+	}
+	if !model.InProcess() || model.InProcessActive(sec) || !model.InProcessActive(3*sec) {
+		t.Errorf("cpu-sleep: InProcess %v, active at 1s %v, at 3s %v; want true, false, true", model.InProcess(), model.InProcessActive(sec), model.InProcessActive(3*sec))
+	}
+	if err := (Injection{Node: "w", Kind: CPU, Intensity: 0.5, Probability: 0.5}).Validate(); err == nil {
+		t.Error("cpu with probability 0.5: no error")
 	}
 }

@@ -1,0 +1,144 @@
+package contend
+
+import (
+	"math"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kelpie/kelpie/runtime/straggler"
+)
+
+func TestPlanFor(t *testing.T) {
+	for _, c := range []struct {
+		want       float64
+		minNice    int
+		k, nice    int
+		shareRange [2]float64
+	}{
+		{1, 0, 0, 0, [2]float64{1, 1}},
+		{0.5, 0, 1, 0, [2]float64{0.5, 0.5}},
+		{0.2, 0, 4, 0, [2]float64{0.2, 0.2}},             // 80 %: four equal competitors
+		{0.2, -20, 1, -6, [2]float64{0.18, 0.22}},        // root: one, heavier
+		{0.005, -20, 3, -19, [2]float64{0.0045, 0.0055}}, // 99.5 %
+		{0.005, 0, 8, 0, [2]float64{0.11, 0.112}},        // unprivileged: as close as 8 can get
+	} {
+		p := PlanFor(c.want, 0, c.minNice)
+		if p.Share < c.shareRange[0] || p.Share > c.shareRange[1] || (c.k != 0 && (p.K != c.k || p.Nice != c.nice)) {
+			t.Errorf("PlanFor(%v, 0, %d) = %+v; want %d at nice %d, share in %v", c.want, c.minNice, p, c.k, c.nice, c.shareRange)
+		}
+	}
+}
+
+// busy starts a CPU-bound process standing in for a node (a shell's busy
+// loop), stopped at the end of the test.
+func busy(t *testing.T) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("/bin/sh", "-c", "while :; do :; done")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return cmd
+}
+
+// cpuTicks is utime+stime of pid from /proc (clock ticks).
+func cpuTicks(t *testing.T, pid int) float64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fields after the command name (which may hold spaces): state is
+	// field 3, utime 14, stime 15.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	u, _ := strconv.ParseFloat(f[11], 64)
+	s, _ := strconv.ParseFloat(f[12], 64)
+	return u + s
+}
+
+// shares measures the CPU share (CPU time over wall time, from /proc) of
+// each pid over d.
+func shares(t *testing.T, d time.Duration, pids ...int) []float64 {
+	t.Helper()
+	const hz = 100 // USER_HZ on Linux
+	before := make([]float64, len(pids))
+	for i, p := range pids {
+		before[i] = cpuTicks(t, p)
+	}
+	start := time.Now()
+	time.Sleep(d)
+	wall := time.Since(start).Seconds()
+	out := make([]float64, len(pids))
+	for i, p := range pids {
+		out[i] = (cpuTicks(t, p) - before[i]) / hz / wall
+	}
+	return out
+}
+
+// TestCPUContention: a kind cpu straggler at intensity 0.75 really takes
+// the node's CPU: its share of a CPU, measured from /proc (utime+stime over
+// wall time, not from the injection's own figures), drops, and a peer node
+// does not speed up (the competitor takes what the node loses; a quota or
+// a sleep would hand it to the peer). Stop leaves no competitor behind.
+func TestCPUContention(t *testing.T) {
+	if testing.Short() || runtime.NumCPU() < 2 {
+		t.Skip("needs 2 CPUs and about 4 s")
+	}
+	node, peer := busy(t), busy(t)
+	const window = 1500 * time.Millisecond
+	base := shares(t, window, node.Process.Pid, peer.Process.Pid)
+	inj := []straggler.Injection{{Node: "worker-0", Kind: straggler.CPU, Intensity: 0.75}}
+	c, err := Start(Config{Pid: node.Process.Pid, Schedule: straggler.ForNode(inj, "worker-0"), Start: time.Now(), CPU: -1, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for c.Plan().K == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	p := c.Plan()
+	if p.K == 0 || math.Abs(p.Share-0.25) > 0.03 {
+		c.Stop()
+		t.Fatalf("plan %+v; want competitors leaving the node about 25 %%", p)
+	}
+	pids := c.Pids()
+	under := shares(t, window, node.Process.Pid, peer.Process.Pid)
+	c.Stop()
+	t.Logf("CPU share (of one CPU, from /proc): node %.2f -> %.2f, peer %.2f -> %.2f (plan: %d competitors at nice %d on cpu %d, the node keeps %.0f %%)",
+		base[0], under[0], base[1], under[1], p.K, p.Nice, c.CPU(), 100*p.Share)
+	if under[0] > 0.6*base[0] {
+		t.Errorf("the node's CPU share went from %.2f to %.2f under contention 0.75; want at most 0.6× (the plan leaves it %.0f %% of its CPU)", base[0], under[0], 100*p.Share)
+	}
+	if under[1] > 1.2*base[1]+0.05 {
+		t.Errorf("the peer's CPU share went from %.2f to %.2f: it sped up on the CPU the straggler lost", base[1], under[1])
+	}
+	for _, pid := range pids {
+		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
+			t.Errorf("competitor %d still running after Stop", pid)
+		}
+	}
+}
+
+// TestNoCPUInjectionNoContention: a schedule without kind cpu pins nothing
+// and starts nothing.
+func TestNoCPUInjectionNoContention(t *testing.T) {
+	inj := []straggler.Injection{{Node: "worker-0", Kind: straggler.CPUSleep, Intensity: 0.75}}
+	c, err := Start(Config{Pid: os.Getpid(), Schedule: straggler.ForNode(inj, "worker-0"), Start: time.Now(), CPU: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Stop()
+	if n := len(c.Pids()); n != 0 || c.Plan().K != 0 {
+		t.Errorf("cpu-sleep started %d competitors", n)
+	}
+}

@@ -175,7 +175,20 @@ type Result struct {
 	RawRTTP50US  float64 `json:"raw_tcp_rtt_p50_us"`
 	RawRTTP99US  float64 `json:"raw_tcp_rtt_p99_us"`
 
-	Ratio float64 `json:"kelpie_over_raw"` // MBPerS / RawMBPerS
+	// The raw baseline over a Unix socket (rows whose kelpie transport is
+	// unix), measured the same way beside the TCP one.
+	RawUnixMBPerS    float64 `json:"raw_unix_mb_per_s,omitempty"`
+	RawUnixMBPerSMin float64 `json:"raw_unix_mb_per_s_min,omitempty"`
+	RawUnixMBPerSMax float64 `json:"raw_unix_mb_per_s_max,omitempty"`
+	RawUnixRTTP50US  float64 `json:"raw_unix_rtt_p50_us,omitempty"`
+	RawUnixRTTP99US  float64 `json:"raw_unix_rtt_p99_us,omitempty"`
+
+	// Ratio is MBPerS over the like-for-like raw baseline, RawBaseline's:
+	// the Unix socket's for unix rows, TCP's otherwise. (Before the Unix
+	// baseline existed, unix rows were divided by raw TCP.)
+	Ratio       float64 `json:"kelpie_over_raw"`
+	RawBaseline string  `json:"raw_baseline"`        // tcp | unix
+	RatioTCP    float64 `json:"kelpie_over_raw_tcp"` // MBPerS / RawMBPerS, every row
 
 	// With Config.SecurityCost: the same row against servers without
 	// data-plane security, and MBPerS over it.
@@ -251,7 +264,8 @@ type topoRun struct {
 	ps        [][]*psclient.Conn // [worker][server]
 	plain     [][]*psclient.Conn // [worker][server] to servers without security (SecurityCost)
 	raw       [][]*rawConn
-	prog      [][]int64 // pushes made per worker and server (psStream.progress)
+	rawUnix   [][]*rawConn // the raw baseline over its Unix socket: unix rows only
+	prog      [][]int64    // pushes made per worker and server (psStream.progress)
 	plainProg [][]int64
 	abort     context.CancelFunc
 }
@@ -316,7 +330,7 @@ func runTopology(ctx context.Context, cfg Config, topo Topology, cpu int) (rows 
 	defer t.close()
 	for range topo.Workers {
 		var pcs, plain []*psclient.Conn
-		var rcs []*rawConn
+		var rcs, ucs []*rawConn
 		for s := range topo.Servers {
 			pc, err := psclient.DialWith(ctx, psAddrs[s], psclient.Options{Transport: cfg.Transport, TLS: clientTLS})
 			if err != nil {
@@ -334,11 +348,21 @@ func runTopology(ctx context.Context, cfg Config, topo Topology, cpu int) (rows 
 				}
 				plain = append(plain, pc)
 			}
-			rc, err := dialRaw(rawAddrs[s])
+			rc, err := dialRaw("tcp", rawAddrs[s])
 			if err != nil {
 				return nil, err
 			}
 			rcs = append(rcs, rc)
+			if cfg.Transport == psclient.TransportUnix {
+				uc, err := dialRaw("unix", RawUnixPath(rawAddrs[s]))
+				if err != nil {
+					return nil, err
+				}
+				ucs = append(ucs, uc)
+			}
+		}
+		if ucs != nil {
+			t.rawUnix = append(t.rawUnix, ucs)
 		}
 		t.ps = append(t.ps, pcs)
 		t.plain = append(t.plain, plain)
@@ -367,7 +391,7 @@ func (t *topoRun) close() {
 			_ = c.Close()
 		}
 	}
-	for _, cs := range t.raw {
+	for _, cs := range slices.Concat(t.raw, t.rawUnix) {
 		for _, c := range cs {
 			_ = c.conn.Close()
 		}
@@ -384,7 +408,7 @@ func (t *topoRun) row(ctx context.Context, block uint32, size int, op Op, inflig
 	defer cancel()
 	stop := context.AfterFunc(ctx, func() {
 		t.abort()
-		for _, cs := range t.raw {
+		for _, cs := range slices.Concat(t.raw, t.rawUnix) {
 			for _, c := range cs {
 				_ = c.conn.SetDeadline(time.Unix(1, 0))
 			}
@@ -397,9 +421,12 @@ func (t *topoRun) row(ctx context.Context, block uint32, size int, op Op, inflig
 		grad[i] = -1 // learning rate 1: the block gains 1 per push
 	}
 	payload := wire.AsBytes(grad)
-	var ps, plain, raw []stream
+	var ps, plain, raw, rawUnix []stream
 	for w := range t.topo.Workers {
 		for s := range t.topo.Servers {
+			if t.rawUnix != nil {
+				rawUnix = append(rawUnix, t.rawUnix[w][s].stream(op, size))
+			}
 			ps = append(ps, &psStream{conn: t.ps[w][s], worker: int32(w), block: block, op: op, size: size,
 				payload: payload, progress: &t.prog[w][s]})
 			if t.plain[w] != nil {
@@ -413,6 +440,9 @@ func (t *topoRun) row(ctx context.Context, block uint32, size int, op Op, inflig
 	if plain != nil {
 		sets = append(sets, plain)
 	}
+	if rawUnix != nil {
+		sets = append(sets, rawUnix)
+	}
 	ms, err := measure(t.cfg, sets, inflight, op.Moved(size))
 	if err != nil {
 		return r, errOr(ctx, err)
@@ -424,7 +454,17 @@ func (t *topoRun) row(ctx context.Context, block uint32, size int, op Op, inflig
 	r.RawMBPerS, r.RawMBPerSMin, r.RawMBPerSMax = m.rate, m.min, m.max
 	r.RawRTTP50US, r.RawRTTP99US = micros(m.p50), micros(m.p99)
 	if r.RawMBPerS > 0 {
-		r.Ratio = r.MBPerS / r.RawMBPerS
+		r.RatioTCP = r.MBPerS / r.RawMBPerS
+	}
+	r.Ratio, r.RawBaseline = r.RatioTCP, "tcp"
+	if rawUnix != nil {
+		m = ms[len(ms)-1]
+		r.RawUnixMBPerS, r.RawUnixMBPerSMin, r.RawUnixMBPerSMax = m.rate, m.min, m.max
+		r.RawUnixRTTP50US, r.RawUnixRTTP99US = micros(m.p50), micros(m.p99)
+		r.Ratio, r.RawBaseline = 0, "unix"
+		if m.rate > 0 {
+			r.Ratio = r.MBPerS / m.rate
+		}
 	}
 	if plain != nil {
 		m = ms[2]
@@ -664,14 +704,14 @@ type rawConn struct {
 	buf  []byte // reply payloads land here
 }
 
-func dialRaw(addr string) (*rawConn, error) {
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+func dialRaw(network, addr string) (*rawConn, error) {
+	c, err := net.DialTimeout(network, addr, 5*time.Second)
 	if err != nil {
 		return nil, fmt.Errorf("bench: dial raw server %s: %v", addr, err)
 	}
-	if tc, ok := c.(*net.TCPConn); ok {
-		_ = tc.SetNoDelay(true)
-	}
+	// As kelpie's connections are: no Nagle delay on TCP, 4 MB buffers on
+	// a Unix socket.
+	tensorwire.Tune(c)
 	return &rawConn{conn: c, r: bufio.NewReaderSize(c, rawBuffer)}, nil
 }
 
@@ -730,10 +770,15 @@ func WriteTable(w io.Writer, rep Report) error {
 		head += "plain MB/s\tsecure/plain\t"
 	}
 	fmt.Fprintln(tw, head)
+	baseline := "tcp"
 	for _, r := range rep.Results {
+		rawMB, rawRTT := r.rawBaseline()
+		if r.RawBaseline != "" {
+			baseline = r.RawBaseline
+		}
 		fmt.Fprintf(tw, "%s\t%v\t%s\t%d\t%.0f\t%.0f\t%.0f\t%.1f\t%.1f\t%.0f\t%.1f\t%.2f\t",
 			r.Op, Topology{r.Servers, r.Workers}, FormatSize(r.Bytes), r.Inflight,
-			r.MBPerS, r.MBPerSMin, r.MBPerSMax, r.P50US, r.P99US, r.RawMBPerS, r.RawRTTP50US, r.Ratio)
+			r.MBPerS, r.MBPerSMin, r.MBPerSMax, r.P50US, r.P99US, rawMB, rawRTT, r.Ratio)
 		if cost {
 			fmt.Fprintf(tw, "%.0f\t%.3f\t", r.PlainMBPerS, r.SecureOverPlain)
 		}
@@ -750,9 +795,18 @@ func WriteTable(w io.Writer, rep Report) error {
 	if rep.Authenticated {
 		sec = "authenticated (job secret at connect, gRPC mTLS), encryption " + rep.Encryption
 	}
-	_, err := fmt.Fprintf(w, "MB = 10^6 value bytes over all workers (pushpull counts pushed + pulled); median of runs; transport %s; %s; %s; load average before %.2f\n",
-		rep.Transport, sec, pin, rep.LoadBefore)
+	_, err := fmt.Fprintf(w, "MB = 10^6 value bytes over all workers (pushpull counts pushed + pulled); median of runs; transport %s, raw baseline over %s; %s; %s; load average before %.2f\n",
+		rep.Transport, baseline, sec, pin, rep.LoadBefore)
 	return err
+}
+
+// rawBaseline is the like-for-like raw baseline's MB/s and RTT p50 (µs):
+// the Unix socket's for a unix row, TCP's otherwise.
+func (r Result) rawBaseline() (mbPerS, rttP50US float64) {
+	if r.RawBaseline == "unix" {
+		return r.RawUnixMBPerS, r.RawUnixRTTP50US
+	}
+	return r.RawMBPerS, r.RawRTTP50US
 }
 
 // loadAverage reads the 1-minute load average, or 0 where there is none.
@@ -773,7 +827,8 @@ func rowLine(r Result) string {
 	if r.PlainMBPerS > 0 {
 		cost = fmt.Sprintf(" | plain %8.1f MB/s p50 %.1f µs | secure/plain %.3f", r.PlainMBPerS, r.PlainP50US, r.SecureOverPlain)
 	}
-	return fmt.Sprintf("%-8s %v %5s inflight %d: %8.1f MB/s [%.1f, %.1f]  p50 %.1f µs  p99 %.1f µs | raw %8.1f MB/s rtt p50 %.1f µs | x%.2f",
+	rawMB, rawRTT := r.rawBaseline()
+	return fmt.Sprintf("%-8s %v %5s inflight %d: %8.1f MB/s [%.1f, %.1f]  p50 %.1f µs  p99 %.1f µs | raw %s %8.1f MB/s rtt p50 %.1f µs | x%.2f",
 		r.Op, Topology{r.Servers, r.Workers}, FormatSize(r.Bytes), r.Inflight, r.MBPerS, r.MBPerSMin, r.MBPerSMax,
-		r.P50US, r.P99US, r.RawMBPerS, r.RawRTTP50US, r.Ratio) + cost
+		r.P50US, r.P99US, r.RawBaseline, rawMB, rawRTT, r.Ratio) + cost
 }

@@ -164,6 +164,44 @@ func TestRunJSONShape(t *testing.T) {
 	checkStopped(t, log.String())
 }
 
+// TestRunUnixBaseline: rows over kelpie's Unix socket are divided by a
+// raw baseline over a Unix socket (like for like), with raw TCP's beside
+// it; TCP rows keep raw TCP.
+func TestRunUnixBaseline(t *testing.T) {
+	for _, tr := range []string{psclient.TransportUnix, psclient.TransportTCP} {
+		cfg := tinyConfig(t)
+		cfg.Transport = tr
+		cfg.Ops = []Op{Push}
+		cfg.Inflight = []int{1}
+		var log syncBuffer
+		cfg.Log = &log
+		rep, err := Run(context.Background(), cfg)
+		if err != nil {
+			t.Fatalf("%s: Run: %v\n%s", tr, err, log.String())
+		}
+		if len(rep.Results) != 1 {
+			t.Fatalf("%s: %d results; want 1", tr, len(rep.Results))
+		}
+		r := rep.Results[0]
+		if r.RawBaseline != tr || !(r.RawMBPerS > 0) || !(r.RatioTCP > 0) {
+			t.Errorf("%s: raw baseline %q, raw tcp %v MB/s, ratio to tcp %v; want %s and both positive", tr, r.RawBaseline, r.RawMBPerS, r.RatioTCP, tr)
+		}
+		want := r.MBPerS / r.RawMBPerS
+		if tr == psclient.TransportUnix {
+			if !(r.RawUnixMBPerS > 0) || !(r.RawUnixRTTP50US > 0) {
+				t.Errorf("unix: raw unix %v MB/s, rtt %v µs; want measured", r.RawUnixMBPerS, r.RawUnixRTTP50US)
+			}
+			want = r.MBPerS / r.RawUnixMBPerS
+		} else if r.RawUnixMBPerS != 0 {
+			t.Errorf("tcp: a raw unix baseline was measured (%v MB/s)", r.RawUnixMBPerS)
+		}
+		if math.Abs(r.Ratio-want) > 1e-9 {
+			t.Errorf("%s: kelpie_over_raw %v; want %v (over the %s baseline)", tr, r.Ratio, want, tr)
+		}
+		checkStopped(t, log.String())
+	}
+}
+
 func TestRunStopsServersOnCancel(t *testing.T) {
 	cfg := tinyConfig(t)
 	cfg.Duration = time.Minute // would run far longer than the test
@@ -255,24 +293,33 @@ func TestPushesAreSummed(t *testing.T) {
 	}
 }
 
+// TestRawServer: the raw baseline answers over TCP and over its Unix
+// socket (the like-for-like baseline of unix rows), and Stop removes the
+// socket.
 func TestRawServer(t *testing.T) {
 	s, err := StartRaw("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Stop()
-	c, err := dialRaw(s.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.conn.Close()
-	for _, op := range []Op{Push, Pull, PushPull} {
-		for _, inflight := range []int{1, 8} {
-			lat, err := drive(c.stream(op, 64<<10), 30, inflight, nil)
-			if err != nil || len(lat) != 30 {
-				t.Errorf("raw %s inflight %d: %d latencies, %v; want 30, nil", op, inflight, len(lat), err)
+	path := RawUnixPath(s.Addr())
+	for _, dial := range [][2]string{{"tcp", s.Addr()}, {"unix", path}} {
+		c, err := dialRaw(dial[0], dial[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, op := range []Op{Push, Pull, PushPull} {
+			for _, inflight := range []int{1, 8} {
+				lat, err := drive(c.stream(op, 64<<10), 30, inflight, nil)
+				if err != nil || len(lat) != 30 {
+					t.Errorf("raw %s %s inflight %d: %d latencies, %v; want 30, nil", dial[0], op, inflight, len(lat), err)
+				}
 			}
 		}
+		c.conn.Close()
+	}
+	s.Stop()
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("the raw server's Unix socket %s is left after Stop (%v)", path, err)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -26,6 +27,7 @@ import (
 	"github.com/kelpie/kelpie/runtime/psclient"
 	"github.com/kelpie/kelpie/runtime/server"
 	"github.com/kelpie/kelpie/runtime/syncmodel"
+	"github.com/kelpie/kelpie/runtime/tensorwire"
 )
 
 // PSServer is a parameter server set up for the benchmark: asp, and plain
@@ -153,34 +155,53 @@ const (
 	rawBuffer      = 256 << 10 // same as the gRPC read/write buffers
 )
 
-// RawServer is the raw TCP ping-pong server of the baseline.
+// RawServer is the raw ping-pong server of the baseline: the same protocol
+// on a TCP port and on a Unix socket beside it (RawUnixPath), so that rows
+// over kelpie's Unix socket have a raw baseline over a Unix socket too.
 type RawServer struct {
-	lis net.Listener
+	lis  net.Listener
+	unix net.Listener
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
 	wg    sync.WaitGroup
 }
 
-// StartRaw listens on addr and answers raw requests until Stop.
+// StartRaw listens on addr (TCP) and on RawUnixPath of it, and answers raw
+// requests until Stop.
 func StartRaw(addr string) (*RawServer, error) {
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("bench: %v", err)
 	}
-	s := &RawServer{lis: lis, conns: map[net.Conn]struct{}{}}
-	s.wg.Add(1)
-	go s.accept()
+	path := RawUnixPath(lis.Addr().String())
+	_ = os.Remove(path) // a crashed run's
+	ulis, err := net.Listen("unix", path)
+	if err != nil {
+		lis.Close()
+		return nil, fmt.Errorf("bench: %v", err)
+	}
+	s := &RawServer{lis: lis, unix: ulis, conns: map[net.Conn]struct{}{}}
+	s.wg.Add(2)
+	go s.accept(lis)
+	go s.accept(ulis)
 	return s, nil
+}
+
+// RawUnixPath is the Unix socket of the raw server listening on the TCP
+// address addr (both on this host).
+func RawUnixPath(addr string) string {
+	_, port, _ := net.SplitHostPort(addr)
+	return filepath.Join(os.TempDir(), "kelpie-bench-raw-"+port+".sock")
 }
 
 // Addr is the address the server listens on.
 func (s *RawServer) Addr() string { return s.lis.Addr().String() }
 
-func (s *RawServer) accept() {
+func (s *RawServer) accept(lis net.Listener) {
 	defer s.wg.Done()
 	for {
-		c, err := s.lis.Accept()
+		c, err := lis.Accept()
 		if err != nil {
 			return
 		}
@@ -205,9 +226,7 @@ func (s *RawServer) serve(c net.Conn) {
 		s.mu.Unlock()
 		c.Close()
 	}()
-	if tc, ok := c.(*net.TCPConn); ok {
-		_ = tc.SetNoDelay(true)
-	}
+	tensorwire.Tune(c) // as kelpie's server does its connections
 	r := bufio.NewReaderSize(c, rawBuffer)
 	var hdr [rawReqHeader]byte
 	var in, out []byte
@@ -252,6 +271,7 @@ func touch(b []byte) []byte {
 // goroutines.
 func (s *RawServer) Stop() {
 	s.lis.Close()
+	s.unix.Close() // removes the socket file
 	s.mu.Lock()
 	for c := range s.conns {
 		c.Close()
@@ -267,7 +287,7 @@ type ServerKind string
 // Server process kinds.
 const (
 	KindPS  ServerKind = "ps"  // a kelpie parameter server
-	KindRaw ServerKind = "raw" // the raw TCP baseline
+	KindRaw ServerKind = "raw" // the raw baseline (TCP, and a Unix socket beside it)
 )
 
 // addrLine prefixes the line a server process prints once it listens.

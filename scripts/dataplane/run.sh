@@ -2,7 +2,9 @@
 # The data plane's measurements (issue 15) in one session. Every figure is a
 # ratio within one run (kelpie against raw TCP, against ps-lite, secured
 # against plain, after against before), repeated; summary.go prints medians
-# with the spread. Take it in a quiet moment: check `uptime` first.
+# with the spread, and record.go gathers every raw file with the command,
+# commit and machine into OUT/record.json (what docs/bench/ keeps). Take it
+# in a quiet moment: check `uptime` first.
 #
 #   scripts/dataplane/run.sh [OUT]
 #
@@ -72,4 +74,10 @@ if want e2e && [ "${E2E:-}" != none ]; then
   done
 fi
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/load.txt"
-go run "$here/summary.go" "$out"
+go run "$here/summary.go" "$out" | tee "$out/summary.txt"
+# One record of the session (command, commit, machine, every raw file):
+# the README's data-plane figures are quoted from such a record, committed
+# as docs/bench/dataplane-DATE.json.
+commit=$(cd "$root" && git rev-parse HEAD 2>/dev/null || echo unknown)
+go run "$here/record.go" "$out" "REPEATS=$repeats PARTS='$parts' scripts/dataplane/run.sh" "$commit" >"$out/record.json"
+echo "record: $out/record.json (commit it as docs/bench/dataplane-$(date -u +%Y-%m-%d).json)" >&2

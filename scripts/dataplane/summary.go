@@ -30,6 +30,9 @@ type result struct {
 	P50US    float64 `json:"p50_us"`
 	Raw      float64 `json:"raw_tcp_mb_per_s"`
 	RawRTT   float64 `json:"raw_tcp_rtt_p50_us"`
+	RawUnix  float64 `json:"raw_unix_mb_per_s"`
+	RawURTT  float64 `json:"raw_unix_rtt_p50_us"`
+	Baseline string  `json:"raw_baseline"` // what Ratio divides by: tcp | unix
 	Ratio    float64 `json:"kelpie_over_raw"`
 	Plain    float64 `json:"plain_mb_per_s"`
 	Secure   float64 `json:"secure_over_plain"`
@@ -145,12 +148,22 @@ func main() {
 			}
 		}
 		fmt.Printf("\nkelpie bench pushpull --transport %s (%d runs): medians [min–max] over runs\n", tr, len(files))
-		fmt.Printf("%-32s %22s %22s %22s %22s\n", "row", "MB/s", "raw TCP MB/s", "kelpie/raw", "p50 / raw RTT p50")
+		// Like for like: unix rows against the raw baseline over a Unix
+		// socket (bench JSON raw_baseline), tcp rows against raw TCP.
+		base := "TCP"
+		if tr == "unix" {
+			base = "Unix"
+		}
+		fmt.Printf("%-32s %22s %22s %22s %22s\n", "row", "MB/s", "raw "+base+" MB/s", "kelpie/raw", "p50 / raw RTT p50")
 		for _, k := range order {
 			var mb, raw, ratio, lat spread
 			for _, x := range rows[k] {
-				mb, raw, ratio = append(mb, x.MBPerS), append(raw, x.Raw), append(ratio, x.Ratio)
-				lat = append(lat, x.P50US/x.RawRTT)
+				r, rtt := x.Raw, x.RawRTT
+				if x.Baseline == "unix" {
+					r, rtt = x.RawUnix, x.RawURTT
+				}
+				mb, raw, ratio = append(mb, x.MBPerS), append(raw, r), append(ratio, x.Ratio)
+				lat = append(lat, x.P50US/rtt)
 			}
 			fmt.Printf("%-32s %22s %22s %22s %22s\n", k, mbs(mb), mbs(raw), ratio, lat)
 			if tr != "tcp" {

@@ -50,6 +50,10 @@ for ((i = 1; i <= repeats; i++)); do
     timeout 300 bash "$pslite_run" 1 1 300 "$pslite_bin" >"$out/pslite-$i.txt" ||
       timeout 300 bash "$pslite_run" 1 1 300 "$pslite_bin" >"$out/pslite-$i.txt" || true
   fi
+  if want pslite && [ -x "$(dirname "$pslite_bin")/kv_app_benchmark" ]; then
+    echo "== ps-lite's own tests/test_kv_app_benchmark, run $i" >&2
+    timeout 300 bash "$here/pslite/run-own.sh" "$(dirname "$pslite_bin")/kv_app_benchmark" >"$out/pslite-own-$i.txt" || true
+  fi
   if want security; then
     echo "== security cost, run $i" >&2
     "$KELPIE" bench pushpull --json --configs 1x1 --sizes 64K,1M,4M --ops push,pull --inflight 1 --security-cost \

@@ -6,7 +6,7 @@
 #      out into OUT/src); empty or "-": cloned from $PSLITE_REPO (https://github.com/dmlc/ps-lite)
 #      into OUT/src.
 # OUT: where to build (default: ${XDG_CACHE_HOME:-$HOME/.cache}/kelpie-pslite).
-# Prints the path of the built kvbench.
+# Prints the path of the built kvbench; ps-lite's own kv_app_benchmark is built beside it.
 set -euo pipefail
 src=${1:--}
 out=${2:-${XDG_CACHE_HOME:-$HOME/.cache}/kelpie-pslite}
@@ -34,4 +34,8 @@ mkdir -p "$out/build"
 (cd "$out/build" && cmake "$tree" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS="-O3 -march=native" >/dev/null && make -j"$(nproc)" pslite >/dev/null)
 g++ -O3 -march=native -std=c++14 -I"$tree/include" -I"$out/build" "$here/kvbench.cc" "$out/build/libpslite.a" \
   -lzmq -lprotobuf -lpthread -o "$out/kvbench"
+# ps-lite's own benchmark (tests/test_kv_app_benchmark.cc: one push and one
+# pull of 10M keys, an empty handler), built from its source unchanged.
+g++ -O3 -march=native -std=c++14 -I"$tree/include" -I"$out/build" "$tree/tests/test_kv_app_benchmark.cc" "$out/build/libpslite.a" \
+  -lzmq -lprotobuf -lpthread -o "$out/kv_app_benchmark"
 echo "$out/kvbench"

@@ -226,10 +226,14 @@ func judgeRow(e Experiment, rounds []map[string]*manager.Result, runErr error) R
 // writeTable writes rep as the Markdown table and returns how many rows
 // did not hold.
 func writeTable(w io.Writer, rep Report) (failed int) {
+	times := fmt.Sprintf("%d times, interleaved", rep.Runs)
+	if rep.Runs == 1 {
+		times = "once (no spread: `--runs 3` gives one)"
+	}
 	fmt.Fprintf(w, "# kelpie experiments\n\nRun on %s with `kelpie experiments --runs %d` (time compressed: seconds, not hours). "+
-		"Each row ran its sides %d times, interleaved; **kelpie** is its judge on the median of each spec's runs, "+
+		"Each row ran its sides %s; **kelpie** is its judge on the median of each spec's runs, "+
 		"**runs** each figure's median [min–max] over the rounds, **premise** what must hold for the comparison to mean what the paper's does.\n\n",
-		rep.Date, rep.Runs, rep.Runs)
+		rep.Date, rep.Runs, times)
 	fmt.Fprintln(w, "| experiment | paper | target | premise | kelpie (median) | runs | holds |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
 	for _, row := range rep.Rows {

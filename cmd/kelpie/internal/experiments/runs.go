@@ -158,7 +158,7 @@ func ratio(m Metric, num, den string) valuesFn {
 			}
 			return a / b
 		})
-		return []Value{newValue(fmt.Sprintf("%s/%s", label(num), label(den)), "×", xs)}
+		return []Value{newValue(fmt.Sprintf("%s/%s %s", label(num), label(den), m.Name), "×", xs)}
 	}
 }
 

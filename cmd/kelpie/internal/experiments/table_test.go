@@ -210,6 +210,7 @@ func shaped(ms map[string][2]float64, bytes map[string]int64) map[string]*manage
 	for _, m := range ratModes {
 		out[shapedSpec(m, false)] = &manager.Result{Iterations: 100, TrainSeconds: ms[m][0] / 10, BytesCrossRegion: bytes[m]}
 		out[shapedSpec(m, true)] = &manager.Result{Iterations: 100, TrainSeconds: ms[m][1] / 10, BytesCrossRegion: bytes[m]}
+		out[calmSpec(m)] = out[shapedSpec(m, false)] // the pausing row's baseline, alike here
 	}
 	return out
 }

@@ -190,6 +190,92 @@ func TestPolicies(t *testing.T) {
 	tm.WaitFinished(t)
 }
 
+// withMode returns mnistJob with antdt-nd in mode.
+func withMode(mode string) *kelpiepb.JobView {
+	j := mnistJob()
+	j.Policies[0].Mode = mode
+	return j
+}
+
+// TestPolicyModeNeverCyclesToAuto: the mode key toggles approve ↔ off from every mode and never
+// sends auto; auto has its own key and a confirmation, and "no" sends nothing.
+func TestPolicyModeNeverCyclesToAuto(t *testing.T) {
+	for _, from := range []string{"approve", "off", "auto"} {
+		t.Run(from, func(t *testing.T) {
+			b := &fakeBackend{}
+			tm := run(t, b, "operator", false, 120, 40)
+			openJob(t, tm, withMode(from))
+			press(tm, "P", "m")
+			got := waitSent(t, tm, b, 1, "mnist-mlp antdt-nd → ")
+			if m := got[0].GetSetPolicy().GetMode(); m == "auto" || m == from {
+				t.Errorf("m on a policy in %s sent mode %q; want approve or off, never auto", from, m)
+			}
+			final2(t, tm)
+		})
+	}
+	b := &fakeBackend{}
+	tm := run(t, b, "operator", false, 120, 40)
+	openJob(t, tm, withMode("off"))
+	press(tm, "P", "!")
+	waitText(t, tm, "Switch antdt-nd on mnist-mlp to auto?", "with nobody approving them")
+	press(tm, "n", "m") // declined: the next command is the toggle's, nothing before it
+	got := waitSent(t, tm, b, 1, "mnist-mlp antdt-nd → approve: done")
+	if m := got[0].GetSetPolicy().GetMode(); m != "approve" {
+		t.Errorf("after declining auto, m sent mode %q; want approve", m)
+	}
+	press(tm, "!")
+	waitText(t, tm, "Switch antdt-nd on mnist-mlp to auto?")
+	press(tm, "y")
+	got = waitSent(t, tm, b, 2, "mnist-mlp antdt-nd → auto: done")
+	if m := got[1].GetSetPolicy().GetMode(); m != "auto" {
+		t.Errorf("confirmed auto sent mode %q", m)
+	}
+	final2(t, tm)
+}
+
+// TestPolicyFormAutoAsksFirst: typing auto in the edit form asks before sending; "no" goes back
+// to the form, unsent.
+func TestPolicyFormAutoAsksFirst(t *testing.T) {
+	b := &fakeBackend{}
+	tm := run(t, b, "operator", false, 120, 40)
+	openJob(t, tm, withMode("approve"))
+	press(tm, "P", "e", "ctrl+u", "auto", "enter")
+	waitText(t, tm, "Switch antdt-nd on mnist-mlp to auto?")
+	press(tm, "n")
+	waitText(t, tm, "auto (asks first)")
+	if n := len(b.sent()); n != 0 {
+		t.Fatalf("declining auto sent %d commands", n)
+	}
+	press(tm, "enter", "y")
+	got := waitSent(t, tm, b, 1, "set antdt-nd on mnist-mlp: done")
+	if m := got[0].GetSetPolicy().GetMode(); m != "auto" {
+		t.Errorf("confirmed form sent mode %q", m)
+	}
+	final2(t, tm)
+}
+
+// TestPolicyParamRefused: a parameter outside the paper's bounds is refused by the scheduler and
+// the refusal stays in the form, next to the value, until it is corrected.
+func TestPolicyParamRefused(t *testing.T) {
+	const refusal = "antdt-nd lambda must be > 1, not 0.2 (AntDT §VI-A 3"
+	b := &fakeBackend{answer: func(c *kelpiepb.Command) *kelpiepb.CommandResult {
+		if c.GetSetPolicy().GetParams()["lambda"] <= 1 {
+			return &kelpiepb.CommandResult{Error: refusal + ": λ is the slowness ratio)", Code: 3}
+		}
+		return &kelpiepb.CommandResult{Ok: true}
+	}}
+	tm := run(t, b, "operator", false, 160, 48)
+	openJob(t, tm, mnistJob())
+	press(tm, "P", "e", "tab", "ctrl+u", "0.2", "enter")
+	waitText(t, tm, refusal)
+	press(tm, "ctrl+u", "1.6", "enter")
+	got := waitSent(t, tm, b, 2, "set antdt-nd on mnist-mlp: done")
+	if l := got[1].GetSetPolicy().GetParams()["lambda"]; l != 1.6 {
+		t.Errorf("corrected edit sent lambda %v", l)
+	}
+	final2(t, tm)
+}
+
 func TestLaunch(t *testing.T) {
 	b := &fakeBackend{answer: func(c *kelpiepb.Command) *kelpiepb.CommandResult {
 		if strings.Contains(c.GetSubmitJob().GetSpecYaml(), "name: dup") {

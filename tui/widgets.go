@@ -501,6 +501,7 @@ func (d *formDialog) keyMap(c *shared) help.KeyMap { return c.keys.Form }
 type confirmDialog struct {
 	title, body string
 	yes         func() tea.Cmd
+	no          func() tea.Cmd // optional: what "no" goes back to (e.g. the form that asked)
 }
 
 func (d *confirmDialog) update(msg tea.KeyMsg, c *shared) (tea.Cmd, bool) {
@@ -508,6 +509,9 @@ func (d *confirmDialog) update(msg tea.KeyMsg, c *shared) (tea.Cmd, bool) {
 	case key.Matches(msg, c.keys.Confirm.Yes):
 		return d.yes(), true
 	case key.Matches(msg, c.keys.Confirm.No):
+		if d.no != nil {
+			return d.no(), true
+		}
 		return nil, true
 	}
 	return nil, false

@@ -229,6 +229,11 @@ func (m *Manager) setPolicy(j *jobState, name, mode string, params map[string]fl
 			return status.Errorf(codes.InvalidArgument, "policy %s parameter %s must be ≥ 0, got %v", name, k, v)
 		}
 	}
+	// The paper's bounds, on the parameters as they would be after the edit.
+	if err := policy.CheckParams(name, mergeParams(p.Params, params), len(j.liveWorkers())); err != nil {
+		j.mu.Unlock()
+		return status.Errorf(codes.InvalidArgument, "%v", err)
+	}
 	if mode != "" {
 		p.Mode = mode
 	}
@@ -250,6 +255,16 @@ func (m *Manager) setPolicy(j *jobState, name, mode string, params map[string]fl
 	b := j.policiesJSON()
 	j.mu.Unlock()
 	return m.cfg.Store.PutPolicies(job, b)
+}
+
+// mergeParams is p with the edits applied, in a new map.
+func mergeParams(p, edits map[string]float64) map[string]float64 {
+	out := maps.Clone(p)
+	if out == nil {
+		out = map[string]float64{}
+	}
+	maps.Copy(out, edits)
+	return out
 }
 
 func formatParams(p map[string]float64) string {

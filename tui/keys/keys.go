@@ -70,7 +70,10 @@ type Actions struct {
 
 // Policies is the per-job policy modes and parameters.
 type Policies struct {
+	// Mode toggles approve ↔ off; it never reaches auto, which has its
+	// own key and a confirmation (an action in auto mode goes out at once).
 	Mode key.Binding `key:"mode"`
+	Auto key.Binding `key:"auto"`
 	Edit key.Binding `key:"edit"`
 }
 
@@ -173,7 +176,8 @@ func Default() Map {
 			Batch:   b("batch sizes", "b"),
 		},
 		Policies: Policies{
-			Mode: b("cycle mode", "m"),
+			Mode: b("approve/off", "m"),
+			Auto: b("auto mode…", "!"),
 			Edit: b("edit params", "e", "enter"),
 		},
 		Form: Form{
@@ -305,7 +309,7 @@ func (k Actions) ShortHelp() []key.Binding {
 	return []key.Binding{k.Approve, k.Reject, k.Trigger, k.Restart, k.Batch}
 }
 func (k Actions) FullHelp() [][]key.Binding  { return [][]key.Binding{k.ShortHelp()} }
-func (k Policies) ShortHelp() []key.Binding  { return []key.Binding{k.Mode, k.Edit} }
+func (k Policies) ShortHelp() []key.Binding  { return []key.Binding{k.Mode, k.Auto, k.Edit} }
 func (k Policies) FullHelp() [][]key.Binding { return [][]key.Binding{k.ShortHelp()} }
 func (k Form) ShortHelp() []key.Binding      { return []key.Binding{k.Next, k.Prev, k.Submit, k.Cancel} }
 func (k Form) FullHelp() [][]key.Binding     { return [][]key.Binding{k.ShortHelp()} }
@@ -315,7 +319,7 @@ func (k Confirm) FullHelp() [][]key.Binding  { return [][]key.Binding{k.ShortHel
 // SetReadOnly disables (and so hides from help) every binding that changes the cluster.
 func (m *Map) SetReadOnly(ro bool) {
 	for _, bp := range []*key.Binding{&m.Jobs.Kill, &m.Job.Restart, &m.Actions.Approve, &m.Actions.Reject,
-		&m.Actions.Trigger, &m.Actions.Restart, &m.Actions.Batch, &m.Policies.Mode, &m.Policies.Edit, &m.Global.Launch} {
+		&m.Actions.Trigger, &m.Actions.Restart, &m.Actions.Batch, &m.Policies.Mode, &m.Policies.Auto, &m.Policies.Edit, &m.Global.Launch} {
 		bp.SetEnabled(!ro)
 	}
 }

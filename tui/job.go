@@ -426,7 +426,7 @@ func (v *jobView) summary(w int) string {
 	if j.GetSync() != "" {
 		parts = append(parts, j.GetSync())
 	}
-	parts = append(parts, fmt.Sprintf("%d workers, %d servers", j.GetWorkers(), j.GetServers()))
+	parts = append(parts, plural(int64(j.GetWorkers()), "worker")+", "+plural(int64(j.GetServers()), "server"))
 	if j.GetIterations() > 0 {
 		parts = append(parts, fmt.Sprintf("iter %d/%d", j.GetIteration(), j.GetIterations()))
 	} else if j.GetIteration() > 0 {

@@ -28,6 +28,7 @@
 package policy
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -134,6 +135,32 @@ type Job struct {
 	// yet (and may still be): a policy that learns from its outcomes does
 	// not repeat a change before it knows what the last one did.
 	Awaiting []Awaiting
+	// Throughput is the job's measured throughput now, in samples per
+	// second of wall-clock time: the figure the realized-effect judge
+	// compares a prediction with (its "before"). A prediction of
+	// throughput starts from it, so that prediction and verdict share one
+	// baseline. Zero: not measured yet (the model's figure is used).
+	Throughput float64
+}
+
+// throughputs is the job's throughput before and after a change that
+// takes the modelled time per iteration from before to after (seconds):
+// the measured throughput and the same scaled by before/after, or, with
+// no measurement, the model's own global/before and global/after.
+func (j Job) throughputs(global int, before, after float64) (now, then float64, measured bool) {
+	if j.Throughput > 0 && before > 0 && after > 0 {
+		return j.Throughput, j.Throughput * before / after, true
+	}
+	return float64(global) / before, float64(global) / after, false
+}
+
+// throughputText writes a predicted throughput change, saying which
+// baseline it starts from.
+func throughputText(now, then float64, measured bool) string {
+	if measured {
+		return fmt.Sprintf("throughput %s → %s samples/s (the measured %s/s, scaled by the modelled time per iteration)", num(now), num(then), num(now))
+	}
+	return fmt.Sprintf("throughput %s → %s samples/s (modelled: no measured throughput yet)", num(now), num(then))
 }
 
 // Awaiting is an applied action whose outcome is still to come.
@@ -199,8 +226,14 @@ func currentBatch(j Job, w monitor.WorkerStat, n int) int {
 	return 0
 }
 
-// secs formats seconds as num does: "0.41s", "0.198s".
-func secs(x float64) string { return num(x) + "s" }
+// secs formats seconds with three significant digits, in ms below a
+// second as the console's tables are: "2.49ms", "198ms", "1.25s".
+func secs(x float64) string {
+	if math.Abs(x) < 1 && x != 0 {
+		return num(x*1000) + "ms"
+	}
+	return num(x) + "s"
+}
 
 // dsecs formats a duration as secs does.
 func dsecs(d time.Duration) string { return secs(d.Seconds()) }

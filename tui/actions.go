@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/charmbracelet/bubbles/key"
+	"github.com/charmbracelet/x/ansi"
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
@@ -491,7 +492,37 @@ func (v *actionsView) detail(w, h int) string {
 		k := v.c.keys.Actions
 		lines = append(lines, "", st.key.Render(k.Approve.Help().Key)+" approve  "+st.key.Render(k.Reject.Help().Key)+" reject")
 	}
-	return v.c.box("details", strings.Join(lines, "\n"), w, h, false)
+	return v.c.box("details", strings.Join(wrapDetail(lines, w-2, 11), "\n"), w, h, false)
+}
+
+// wrapDetail wraps each detail line wider than w at word boundaries, the
+// continuation lines indented under the text (past the label's indent
+// cells); the first line, the action's title, wraps without indent. A
+// reason is read whole, never cut at the box's edge.
+func wrapDetail(lines []string, w, indent int) []string {
+	if w <= indent+10 {
+		return lines
+	}
+	out := make([]string, 0, len(lines))
+	for i, l := range lines {
+		if ansi.StringWidth(l) <= w {
+			out = append(out, l)
+			continue
+		}
+		ind := indent
+		if i == 0 {
+			ind = 0
+		}
+		head, rest := ansi.Cut(l, 0, ind), ansi.Cut(l, ind, ansi.StringWidth(l))
+		for j, part := range strings.Split(ansi.Wrap(rest, w-ind, ""), "\n") {
+			if j == 0 {
+				out = append(out, head+part)
+			} else {
+				out = append(out, strings.Repeat(" ", ind)+part)
+			}
+		}
+	}
+	return out
 }
 
 // onTarget is " on NODE" for an action on a node, " on every worker" for

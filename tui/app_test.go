@@ -553,8 +553,23 @@ func TestTableLayout(t *testing.T) {
 		{5, []int{10, -1, -1, 5}},    // A never drops
 	}
 	for _, c := range cases {
-		if got := tb.widths(c.w); fmt.Sprint(got) != fmt.Sprint(c.want) {
+		if got := tb.widths(c.w, nil); fmt.Sprint(got) != fmt.Sprint(c.want) {
 			t.Errorf("widths(%d) = %v; want %v", c.w, got, c.want)
+		}
+	}
+	// Text wider than its column: the column grows into the room there is
+	// before the flexible one does ("straggler-d…" at 160 columns).
+	need := []int{14, 3, 12, 5}
+	for _, c := range []struct {
+		w    int
+		want []int
+	}{
+		{100, []int{14, 10, 12, 59}}, // A and C grow to their text, D takes the rest
+		{44, []int{14, 10, 10, 5}},   // room for A's 4 more cells, not C's
+		{40, []int{10, 10, 10, 5}},   // no room: as before
+	} {
+		if got := tb.widths(c.w, need); fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("widths(%d, %v) = %v; want %v", c.w, need, got, c.want)
 		}
 	}
 }
@@ -626,5 +641,54 @@ func TestSparklineCache(t *testing.T) {
 	after := trend()
 	if strings.Contains(after, "cached") || after == before || !strings.Contains(after, strings.Repeat("█", 16)) {
 		t.Errorf("after new data, worker-0's sparkline = %q; want it redrawn full (was %q)", after, before)
+	}
+}
+
+// TestLaunchErrorClearsOnEdit: the launch form's error about the name goes
+// once the name is edited (it stayed after the name was corrected).
+func TestLaunchErrorClearsOnEdit(t *testing.T) {
+	tm := run(t, &fakeBackend{}, "operator", false, 120, 40)
+	press(tm, "L", "enter")
+	waitText(t, tm, "a name is required")
+	press(tm, "m")
+	m := final2(t, tm)
+	f := m.views[viewLaunch].(*launchView).f
+	if f.fields[0].err != "" || strings.Contains(m.View(), "a name is required") {
+		t.Errorf("after the name was edited the form still says %q", f.fields[0].err)
+	}
+}
+
+// TestEscGoesUpALevel: esc goes to the parent view — a job's policies and
+// actions to the job, the job to the list — not back through the views
+// visited.
+func TestEscGoesUpALevel(t *testing.T) {
+	tm := run(t, &fakeBackend{}, "operator", false, 120, 40)
+	openJob(t, tm, mnistJob())
+	press(tm, "A", "P", "esc") // the actions were visited last: esc used to go back there
+	m := final2(t, tm)
+	if m.cur != viewJob {
+		t.Errorf("esc from the policies (after the actions) went to view %d; want the job (%d)", m.cur, viewJob)
+	}
+	tm = run(t, &fakeBackend{}, "operator", false, 120, 40)
+	openJob(t, tm, mnistJob())
+	press(tm, "A", "P", "esc", "esc")
+	if m := final2(t, tm); m.cur != viewJobs {
+		t.Errorf("esc twice from a job's policies went to view %d; want the jobs list", m.cur)
+	}
+}
+
+// TestJobHelpListsReplayKeys: the job view's help names the replay's
+// step keys (←/→) and action jumps ([ ]).
+func TestJobHelpListsReplayKeys(t *testing.T) {
+	tm := run(t, &fakeBackend{}, "operator", false, 160, 48)
+	openJob(t, tm, mnistJob())
+	press(tm, "?")
+	waitText(t, tm, "replay: step back", "replay: prev action")
+	m := final2(t, tm)
+	v := m.View()
+	for _, k := range []string{"←/h", "→/l", "[", "]"} {
+		if !strings.Contains(v, k) {
+			t.Errorf("the job view's help lacks %q", k)
+		}
 	}
 }

@@ -51,7 +51,7 @@ func TestReasonShowsNow(t *testing.T) {
 	tm := run(t, &fakeBackend{}, "operator", false, 160, 48)
 	openJob(t, tm, j)
 	press(tm, "A")
-	waitText(t, tm, "now worker-2/bpt_per_s=0.031")
+	waitText(t, tm, "now worker-2 BPT long 31ms")
 	tm.Quit()
 	tm.WaitFinished(t)
 }

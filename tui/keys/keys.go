@@ -57,6 +57,9 @@ type Job struct {
 	Replay     key.Binding `key:"replay"`
 	PrevAction key.Binding `key:"prev_action"`
 	NextAction key.Binding `key:"next_action"`
+	// StepBack and StepForward scrub the replay a bucket at a time.
+	StepBack    key.Binding `key:"step_back"`
+	StepForward key.Binding `key:"step_forward"`
 }
 
 // Actions is the pending queue and the manual triggers.
@@ -159,14 +162,16 @@ func Default() Map {
 			Kill:    b("kill job", "ctrl+k"),
 		},
 		Job: Job{
-			NextPanel:  b("next panel", "tab"),
-			PrevPanel:  b("prev panel", "shift+tab"),
-			Maximise:   b("maximise", "z"),
-			Sort:       b("sort", "s"),
-			Restart:    b("restart node", "R"),
-			Replay:     b("replay/live", "p"),
-			PrevAction: b("prev action", "["),
-			NextAction: b("next action", "]"),
+			NextPanel:   b("next panel", "tab"),
+			PrevPanel:   b("prev panel", "shift+tab"),
+			Maximise:    b("maximise", "z"),
+			Sort:        b("sort", "s"),
+			Restart:     b("restart node", "R"),
+			Replay:      b("replay/live", "p"),
+			PrevAction:  b("replay: prev action", "["),
+			NextAction:  b("replay: next action", "]"),
+			StepBack:    b("replay: step back", "left", "h"),
+			StepForward: b("replay: step on", "right", "l"),
 		},
 		Actions: Actions{
 			Approve: b("approve", "a"),
@@ -303,7 +308,7 @@ func (k Job) ShortHelp() []key.Binding {
 	return []key.Binding{k.NextPanel, k.Maximise, k.Sort, k.Restart, k.Replay}
 }
 func (k Job) FullHelp() [][]key.Binding {
-	return [][]key.Binding{{k.NextPanel, k.PrevPanel, k.Maximise, k.Sort, k.Restart}, {k.Replay, k.PrevAction, k.NextAction}}
+	return [][]key.Binding{{k.NextPanel, k.PrevPanel, k.Maximise, k.Sort, k.Restart}, {k.Replay, k.StepBack, k.StepForward, k.PrevAction, k.NextAction}}
 }
 func (k Actions) ShortHelp() []key.Binding {
 	return []key.Binding{k.Approve, k.Reject, k.Trigger, k.Restart, k.Batch}

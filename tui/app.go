@@ -44,6 +44,7 @@ type config struct {
 	refreshHz float64
 	job       string // open this job first
 	mouse     bool
+	quitNote  string // what quitting does besides closing the console ("" : DefaultQuitNote)
 }
 
 // App is the console's root model.
@@ -69,6 +70,7 @@ type App struct {
 	cur        viewID
 	showHelp   bool
 	quitDialog bool
+	quitNote   string
 	prompt     *prompt
 	helpModel  help.Model
 
@@ -100,8 +102,11 @@ func newApp(cfg config) *App {
 		_ = c.setTheme(t)
 	}
 	c.keys.SetReadOnly(cfg.readOnly)
+	if cfg.quitNote == "" {
+		cfg.quitNote = DefaultQuitNote
+	}
 	m := &App{
-		c: c, live: newStore(), addr: cfg.addr, optRO: cfg.readOnly, mouse: cfg.mouse,
+		c: c, live: newStore(), addr: cfg.addr, optRO: cfg.readOnly, mouse: cfg.mouse, quitNote: cfg.quitNote,
 		status: client.StatusMsg{State: client.Connecting, Addr: cfg.addr}, dirty: true,
 		helpModel: help.New(),
 	}

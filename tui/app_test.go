@@ -692,3 +692,20 @@ func TestJobHelpListsReplayKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestQuitDialogSaysWhatQuittingDoes: the demo's console says quitting
+// stops the demo; a console on a scheduler says the jobs keep running.
+func TestQuitDialogSaysWhatQuittingDoes(t *testing.T) {
+	a := testApp(&fakeBackend{}, false)
+	a.quitNote = "This stops the demo: its scheduler and its jobs end with it."
+	tm := teatest.NewTestModel(t, a, teatest.WithInitialTermSize(120, 40))
+	for _, msg := range feed("operator", nil, summaryJobs()) {
+		tm.Send(msg)
+	}
+	press(tm, "q")
+	waitText(t, tm, "Quit the kelpie console?", "This stops the demo")
+	final2(t, tm)
+	if testApp(nil, false).quitNote != DefaultQuitNote {
+		t.Error("a console without a note does not say the jobs keep running")
+	}
+}

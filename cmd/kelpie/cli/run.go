@@ -117,7 +117,7 @@ final_loss and accuracy are null and whose "diverged" object names the node and 
 			if !headless && !asJSON && terminal(os.Stdin) && terminal(os.Stdout) {
 				go func() {
 					defer close(consoleDone)
-					if err := runConsole(ctx, d.HTTPAddr(), "", name); err != nil {
+					if err := runConsole(ctx, d.HTTPAddr(), "", name, "The job runs on to its end; Ctrl-C then stops it."); err != nil {
 						fmt.Fprintf(os.Stderr, "kelpie run: console: %v\n", err)
 					}
 					fmt.Fprintf(os.Stderr, "kelpie run: console closed; %s runs on to the end (Ctrl-C stops it)\n", name)

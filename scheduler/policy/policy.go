@@ -22,6 +22,10 @@
 //   - EPS multi-job scheduling (EPS §4, Alg. 1): AdmitIncoming and
 //     GrowRunning work on job sizes, not on one job's snapshot.
 //
+// Every policy parameter an operator can set live has a bound taken from
+// its paper (params.go: Bounds, CheckParams); the job manager refuses an
+// edit outside it.
+//
 // Everything is deterministic given its inputs: time is a value inside the
 // snapshot, and the one random choice (PSLD's exploration) draws from the
 // *rand.Rand the caller passes.

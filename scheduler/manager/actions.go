@@ -869,11 +869,13 @@ func (j *jobState) runPolicies(snap monitor.Snapshot, now time.Time) {
 	m := j.m
 	var changed []*kelpiepb.Action
 	var measured float64
+	var timelineBPT map[string]float64
 	j.onActor(func() {
 		before := len(j.actions)
 		changed = j.changedSince(now, func() { j.gate.Tick(now) })
 		changed = append(changed, j.actions[before:]...)
 		measured = j.measuredThroughput(snap.Config.LTrans)
+		timelineBPT = j.timelineBPT(snap.Config.LPer)
 	})
 	// Copying the inputs is O(workers): under the lock for reading, so
 	// that reports go on meanwhile.
@@ -881,7 +883,7 @@ func (j *jobState) runPolicies(snap monitor.Snapshot, now time.Time) {
 	j.mu.RLock()
 	if j.state == StateRunning {
 		in = j.policyInputs()
-		in.job.Throughput = measured
+		in.job.Throughput, in.job.TimelineBPT = measured, timelineBPT
 	}
 	j.mu.RUnlock()
 	var proposals []policy.Action

@@ -73,6 +73,38 @@ func (j *jobState) measuredThroughput(window time.Duration) float64 {
 	return sum / w
 }
 
+// timelineBPT is each node's BPT over the last window of the job's
+// timeline, span-weighted over the frames in which it reported — what the
+// realized-effect judge reads as a restart's "before" (timeline.Realize).
+// Called on the job's actor.
+func (j *jobState) timelineBPT(window time.Duration) map[string]float64 {
+	if j.hist.rec == nil || window <= 0 {
+		return nil
+	}
+	frames := j.hist.rec.Frames()
+	if len(frames) == 0 {
+		return nil
+	}
+	from := frames[len(frames)-1].GetTime().AsTime().Add(-window)
+	sum, w := map[string]float64{}, map[string]float64{}
+	for i := len(frames) - 1; i >= 0 && frames[i].GetTime().AsTime().After(from); i-- {
+		f := frames[i]
+		for _, n := range f.GetNodes() {
+			if n.Value != nil {
+				sum[n.GetName()] += n.GetValue() * f.GetSpanSeconds()
+				w[n.GetName()] += f.GetSpanSeconds()
+			}
+		}
+	}
+	out := make(map[string]float64, len(sum))
+	for name, s := range sum {
+		if w[name] > 0 {
+			out[name] = s / w[name]
+		}
+	}
+	return out
+}
+
 // awaiting lists the job's applied actions whose effect is still to be
 // measured (history.go judges them; one it gave up on is not awaited).
 // Called under the job's lock.

@@ -155,7 +155,14 @@ func (p AntDTND) Propose(s monitor.Snapshot, j Job) []Action {
 				return o.BPTPer.Seconds(), o.Samples > 0 && classify(o, lambda) != monitor.Unknown
 			})
 			pred := "relaunched on another host, " + w.Node + " should run like the others"
-			if others > 0 {
+			if before, like := timelineRestart(j, workers, w.Node); before > 0 && like > 0 {
+				// The judge's own figures: prediction and verdict share
+				// one baseline.
+				others = like
+				pred += fmt.Sprintf(": BPT %s → %s (the timeline's means over %s, as its effect is judged)", secs(before), secs(like), dsecs(s.Config.LPer))
+				wev[w.Node+"/bpt_timeline_s"] = before
+				wev["others_mean_bpt_timeline_s"] = like
+			} else if others > 0 {
 				pred += fmt.Sprintf(" (mean BPT %s)", secs(others))
 				wev["others_mean_bpt_per_s"] = others
 			}
@@ -221,6 +228,23 @@ func (p AntDTND) Propose(s monitor.Snapshot, j Job) []Action {
 		})
 	}
 	return acts
+}
+
+// timelineRestart is node's BPT and the other workers' mean BPT as the
+// job's timeline has them (Job.TimelineBPT); zeros when it has not both.
+func timelineRestart(j Job, workers []monitor.WorkerStat, node string) (before, others float64) {
+	before = j.TimelineBPT[node]
+	var n int
+	for _, o := range workers {
+		if x := j.TimelineBPT[o.Node]; o.Node != node && x > 0 {
+			others += x
+			n++
+		}
+	}
+	if !(before > 0) || n == 0 {
+		return 0, 0
+	}
+	return before, others / float64(n)
 }
 
 // reverts says whether an ADJUST_BS changes some worker's batch from what

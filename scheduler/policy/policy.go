@@ -145,6 +145,13 @@ type Job struct {
 	// throughput starts from it, so that prediction and verdict share one
 	// baseline. Zero: not measured yet (the model's figure is used).
 	Throughput float64
+	// TimelineBPT is each node's BPT (seconds) over the long window as
+	// the job's timeline records it — time-weighted, the figure the
+	// realized-effect judge takes as a restart's "before" and "after" —
+	// where the timeline has it. A restart predicts from it, so that
+	// its prediction and its verdict share one baseline (the Monitor's
+	// per-sample means, which classify, weigh a slow spell less).
+	TimelineBPT map[string]float64
 }
 
 // throughputs is the job's throughput before and after a change that

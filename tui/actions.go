@@ -9,6 +9,7 @@ import (
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/tui/forms"
@@ -427,7 +428,7 @@ func (v *actionsView) detail(w, h int) string {
 	}
 	label := func(l string) string { return st.muted.Render(fmt.Sprintf("%-11s", l)) }
 	lines := []string{
-		fmt.Sprintf("%s %s on %s · from %s · %s", st.title.Render(a.GetId()), a.GetKind(), orNone(a.GetTarget()), a.GetPolicy(),
+		fmt.Sprintf("%s %s%s · from %s · %s", st.title.Render(a.GetId()), a.GetKind(), onTarget(a), a.GetPolicy(),
 			v.c.styled(v.c.stateStyle(a.GetState()), a.GetState())),
 		label("reason") + a.GetReason(),
 		label("predicted") + a.GetPredicted(),
@@ -439,7 +440,7 @@ func (v *actionsView) detail(w, h int) string {
 			style = &st.straggler
 		}
 		lines = append(lines, label("realized")+style.Render(r.GetVerdict())+
-			st.muted.Render(fmt.Sprintf(" · over %.0fs windows · BPT %s → %s", r.GetWindowS(), secs(r.GetBptBeforeS()), secs(r.GetBptAfterS()))))
+			st.muted.Render(fmt.Sprintf(" · over %.0fs windows · BPT %s → %s", r.GetWindowS(), duration(r.GetBptBeforeS()), duration(r.GetBptAfterS()))))
 	} else if a.GetState() == "applied" {
 		lines = append(lines, label("realized")+st.muted.Render("measuring over the policy's window…"))
 	}
@@ -447,10 +448,10 @@ func (v *actionsView) detail(w, h int) string {
 	if len(now) > 0 {
 		// The reason was written from the figures at proposal time; what
 		// they are now sits beside it, so a stale proposal shows as such.
-		lines[1] += st.muted.Render(" · now " + kv(now))
+		lines[1] += st.muted.Render(" · now " + evidenceText(now))
 	}
 	if len(a.GetEvidence()) > 0 {
-		lines = append(lines, label("evidence")+kv(a.GetEvidence()))
+		lines = append(lines, label("evidence")+evidenceText(a.GetEvidence()))
 	}
 	if len(a.GetBatchSizes()) > 0 {
 		lines = append(lines, label("batch")+kvInt(a.GetBatchSizes()))
@@ -464,8 +465,8 @@ func (v *actionsView) detail(w, h int) string {
 	if a.GetSyncModel() != "" {
 		lines = append(lines, label("sync")+a.GetSyncModel())
 	}
-	if a.GetTargetIteration() > 0 || a.GetAppliedIteration() > 0 {
-		lines = append(lines, label("iteration")+fmt.Sprintf("target %d, applied %d", a.GetTargetIteration(), a.GetAppliedIteration()))
+	if it := iterationText(a); it != "" {
+		lines = append(lines, label("iteration")+it)
 	}
 	if a.GetDecidedBy() != "" {
 		lines = append(lines, label("decided by")+a.GetDecidedBy())
@@ -491,7 +492,63 @@ func (v *actionsView) detail(w, h int) string {
 		k := v.c.keys.Actions
 		lines = append(lines, "", st.key.Render(k.Approve.Help().Key)+" approve  "+st.key.Render(k.Reject.Help().Key)+" reject")
 	}
-	return v.c.box("details", strings.Join(lines, "\n"), w, h, false)
+	return v.c.box("details", strings.Join(wrapDetail(lines, w-2, 11), "\n"), w, h, false)
+}
+
+// wrapDetail wraps each detail line wider than w at word boundaries, the
+// continuation lines indented under the text (past the label's indent
+// cells); the first line, the action's title, wraps without indent. A
+// reason is read whole, never cut at the box's edge.
+func wrapDetail(lines []string, w, indent int) []string {
+	if w <= indent+10 {
+		return lines
+	}
+	out := make([]string, 0, len(lines))
+	for i, l := range lines {
+		if ansi.StringWidth(l) <= w {
+			out = append(out, l)
+			continue
+		}
+		ind := indent
+		if i == 0 {
+			ind = 0
+		}
+		head, rest := ansi.Cut(l, 0, ind), ansi.Cut(l, ind, ansi.StringWidth(l))
+		for j, part := range strings.Split(ansi.Wrap(rest, w-ind, ""), "\n") {
+			if j == 0 {
+				out = append(out, head+part)
+			} else {
+				out = append(out, strings.Repeat(" ", ind)+part)
+			}
+		}
+	}
+	return out
+}
+
+// onTarget is " on NODE" for an action on a node, " on every worker" for
+// a job-wide one (never "on none").
+func onTarget(a *kelpiepb.Action) string {
+	if a.GetTarget() != "" {
+		return " on " + a.GetTarget()
+	}
+	switch a.GetKind() {
+	case "ADJUST_BS", "ADJUST_LR", "BACKUP_WORKERS":
+		return " on every worker"
+	}
+	return ""
+}
+
+// iterationText says at which iteration an action is to apply and did,
+// leaving out what is not set yet ("target 0" means none).
+func iterationText(a *kelpiepb.Action) string {
+	var parts []string
+	if t := a.GetTargetIteration(); t > 0 {
+		parts = append(parts, fmt.Sprintf("target %d", t))
+	}
+	if t := a.GetAppliedIteration(); t > 0 {
+		parts = append(parts, fmt.Sprintf("applied at %d", t))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // evidenceNow returns, for each figure of an action's evidence that the job

@@ -44,6 +44,7 @@ type config struct {
 	refreshHz float64
 	job       string // open this job first
 	mouse     bool
+	quitNote  string // what quitting does besides closing the console ("" : DefaultQuitNote)
 }
 
 // App is the console's root model.
@@ -67,9 +68,9 @@ type App struct {
 	w, h       int
 	views      map[viewID]component
 	cur        viewID
-	stack      []viewID
 	showHelp   bool
 	quitDialog bool
+	quitNote   string
 	prompt     *prompt
 	helpModel  help.Model
 
@@ -101,8 +102,11 @@ func newApp(cfg config) *App {
 		_ = c.setTheme(t)
 	}
 	c.keys.SetReadOnly(cfg.readOnly)
+	if cfg.quitNote == "" {
+		cfg.quitNote = DefaultQuitNote
+	}
 	m := &App{
-		c: c, live: newStore(), addr: cfg.addr, optRO: cfg.readOnly, mouse: cfg.mouse,
+		c: c, live: newStore(), addr: cfg.addr, optRO: cfg.readOnly, mouse: cfg.mouse, quitNote: cfg.quitNote,
 		status: client.StatusMsg{State: client.Connecting, Addr: cfg.addr}, dirty: true,
 		helpModel: help.New(),
 	}
@@ -126,7 +130,6 @@ func newApp(cfg config) *App {
 	m.styleHelp()
 	if cfg.job != "" {
 		c.job = cfg.job
-		m.stack = []viewID{viewJobs}
 		m.cur = viewJob
 	}
 	m.scope, _ = m.wantScope() // the client's first subscription (see initialScope)
@@ -518,13 +521,7 @@ func (m *App) goTo(to viewID, job string) tea.Cmd {
 	if job != "" {
 		m.c.job = job
 	}
-	if to != m.cur {
-		m.stack = append(m.stack, m.cur)
-		if len(m.stack) > 32 {
-			m.stack = m.stack[1:]
-		}
-		m.cur = to
-	}
+	m.cur = to
 	m.showHelp = false
 	return m.resubscribe()
 }
@@ -534,14 +531,23 @@ func (m *App) back() tea.Cmd {
 		f.SetFilter("")
 		return nil
 	}
-	if len(m.stack) == 0 {
-		if m.cur != viewJobs {
-			m.cur = viewJobs
-			return m.resubscribe()
-		}
+	up := m.parent(m.cur)
+	if up == m.cur {
 		return nil
 	}
-	m.cur = m.stack[len(m.stack)-1]
-	m.stack = m.stack[:len(m.stack)-1]
+	m.cur = up
 	return m.resubscribe()
+}
+
+// parent is the view one level up from v (esc goes there, never back
+// through the views visited): a job's actions and policies belong to the
+// open job, the job to the jobs list; events and launch hang off the list.
+func (m *App) parent(v viewID) viewID {
+	switch v {
+	case viewActions, viewPolicies:
+		if m.c.job != "" {
+			return viewJob
+		}
+	}
+	return viewJobs
 }

@@ -190,6 +190,92 @@ func TestPolicies(t *testing.T) {
 	tm.WaitFinished(t)
 }
 
+// withMode returns mnistJob with antdt-nd in mode.
+func withMode(mode string) *kelpiepb.JobView {
+	j := mnistJob()
+	j.Policies[0].Mode = mode
+	return j
+}
+
+// TestPolicyModeNeverCyclesToAuto: the mode key toggles approve ↔ off from every mode and never
+// sends auto; auto has its own key and a confirmation, and "no" sends nothing.
+func TestPolicyModeNeverCyclesToAuto(t *testing.T) {
+	for _, from := range []string{"approve", "off", "auto"} {
+		t.Run(from, func(t *testing.T) {
+			b := &fakeBackend{}
+			tm := run(t, b, "operator", false, 120, 40)
+			openJob(t, tm, withMode(from))
+			press(tm, "P", "m")
+			got := waitSent(t, tm, b, 1, "mnist-mlp antdt-nd → ")
+			if m := got[0].GetSetPolicy().GetMode(); m == "auto" || m == from {
+				t.Errorf("m on a policy in %s sent mode %q; want approve or off, never auto", from, m)
+			}
+			final2(t, tm)
+		})
+	}
+	b := &fakeBackend{}
+	tm := run(t, b, "operator", false, 120, 40)
+	openJob(t, tm, withMode("off"))
+	press(tm, "P", "!")
+	waitText(t, tm, "Switch antdt-nd on mnist-mlp to auto?", "with nobody approving them")
+	press(tm, "n", "m") // declined: the next command is the toggle's, nothing before it
+	got := waitSent(t, tm, b, 1, "mnist-mlp antdt-nd → approve: done")
+	if m := got[0].GetSetPolicy().GetMode(); m != "approve" {
+		t.Errorf("after declining auto, m sent mode %q; want approve", m)
+	}
+	press(tm, "!")
+	waitText(t, tm, "Switch antdt-nd on mnist-mlp to auto?")
+	press(tm, "y")
+	got = waitSent(t, tm, b, 2, "mnist-mlp antdt-nd → auto: done")
+	if m := got[1].GetSetPolicy().GetMode(); m != "auto" {
+		t.Errorf("confirmed auto sent mode %q", m)
+	}
+	final2(t, tm)
+}
+
+// TestPolicyFormAutoAsksFirst: typing auto in the edit form asks before sending; "no" goes back
+// to the form, unsent.
+func TestPolicyFormAutoAsksFirst(t *testing.T) {
+	b := &fakeBackend{}
+	tm := run(t, b, "operator", false, 120, 40)
+	openJob(t, tm, withMode("approve"))
+	press(tm, "P", "e", "ctrl+u", "auto", "enter")
+	waitText(t, tm, "Switch antdt-nd on mnist-mlp to auto?")
+	press(tm, "n")
+	waitText(t, tm, "auto (asks first)")
+	if n := len(b.sent()); n != 0 {
+		t.Fatalf("declining auto sent %d commands", n)
+	}
+	press(tm, "enter", "y")
+	got := waitSent(t, tm, b, 1, "set antdt-nd on mnist-mlp: done")
+	if m := got[0].GetSetPolicy().GetMode(); m != "auto" {
+		t.Errorf("confirmed form sent mode %q", m)
+	}
+	final2(t, tm)
+}
+
+// TestPolicyParamRefused: a parameter outside the paper's bounds is refused by the scheduler and
+// the refusal stays in the form, next to the value, until it is corrected.
+func TestPolicyParamRefused(t *testing.T) {
+	const refusal = "antdt-nd lambda must be > 1, not 0.2 (AntDT §VI-A 3"
+	b := &fakeBackend{answer: func(c *kelpiepb.Command) *kelpiepb.CommandResult {
+		if c.GetSetPolicy().GetParams()["lambda"] <= 1 {
+			return &kelpiepb.CommandResult{Error: refusal + ": λ is the slowness ratio)", Code: 3}
+		}
+		return &kelpiepb.CommandResult{Ok: true}
+	}}
+	tm := run(t, b, "operator", false, 160, 48)
+	openJob(t, tm, mnistJob())
+	press(tm, "P", "e", "tab", "ctrl+u", "0.2", "enter")
+	waitText(t, tm, refusal)
+	press(tm, "ctrl+u", "1.6", "enter")
+	got := waitSent(t, tm, b, 2, "set antdt-nd on mnist-mlp: done")
+	if l := got[1].GetSetPolicy().GetParams()["lambda"]; l != 1.6 {
+		t.Errorf("corrected edit sent lambda %v", l)
+	}
+	final2(t, tm)
+}
+
 func TestLaunch(t *testing.T) {
 	b := &fakeBackend{answer: func(c *kelpiepb.Command) *kelpiepb.CommandResult {
 		if strings.Contains(c.GetSubmitJob().GetSpecYaml(), "name: dup") {
@@ -467,8 +553,23 @@ func TestTableLayout(t *testing.T) {
 		{5, []int{10, -1, -1, 5}},    // A never drops
 	}
 	for _, c := range cases {
-		if got := tb.widths(c.w); fmt.Sprint(got) != fmt.Sprint(c.want) {
+		if got := tb.widths(c.w, nil); fmt.Sprint(got) != fmt.Sprint(c.want) {
 			t.Errorf("widths(%d) = %v; want %v", c.w, got, c.want)
+		}
+	}
+	// Text wider than its column: the column grows into the room there is
+	// before the flexible one does ("straggler-d…" at 160 columns).
+	need := []int{14, 3, 12, 5}
+	for _, c := range []struct {
+		w    int
+		want []int
+	}{
+		{100, []int{14, 10, 12, 59}}, // A and C grow to their text, D takes the rest
+		{44, []int{14, 10, 10, 5}},   // room for A's 4 more cells, not C's
+		{40, []int{10, 10, 10, 5}},   // no room: as before
+	} {
+		if got := tb.widths(c.w, need); fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("widths(%d, %v) = %v; want %v", c.w, need, got, c.want)
 		}
 	}
 }
@@ -540,5 +641,71 @@ func TestSparklineCache(t *testing.T) {
 	after := trend()
 	if strings.Contains(after, "cached") || after == before || !strings.Contains(after, strings.Repeat("█", 16)) {
 		t.Errorf("after new data, worker-0's sparkline = %q; want it redrawn full (was %q)", after, before)
+	}
+}
+
+// TestLaunchErrorClearsOnEdit: the launch form's error about the name goes
+// once the name is edited (it stayed after the name was corrected).
+func TestLaunchErrorClearsOnEdit(t *testing.T) {
+	tm := run(t, &fakeBackend{}, "operator", false, 120, 40)
+	press(tm, "L", "enter")
+	waitText(t, tm, "a name is required")
+	press(tm, "m")
+	m := final2(t, tm)
+	f := m.views[viewLaunch].(*launchView).f
+	if f.fields[0].err != "" || strings.Contains(m.View(), "a name is required") {
+		t.Errorf("after the name was edited the form still says %q", f.fields[0].err)
+	}
+}
+
+// TestEscGoesUpALevel: esc goes to the parent view — a job's policies and
+// actions to the job, the job to the list — not back through the views
+// visited.
+func TestEscGoesUpALevel(t *testing.T) {
+	tm := run(t, &fakeBackend{}, "operator", false, 120, 40)
+	openJob(t, tm, mnistJob())
+	press(tm, "A", "P", "esc") // the actions were visited last: esc used to go back there
+	m := final2(t, tm)
+	if m.cur != viewJob {
+		t.Errorf("esc from the policies (after the actions) went to view %d; want the job (%d)", m.cur, viewJob)
+	}
+	tm = run(t, &fakeBackend{}, "operator", false, 120, 40)
+	openJob(t, tm, mnistJob())
+	press(tm, "A", "P", "esc", "esc")
+	if m := final2(t, tm); m.cur != viewJobs {
+		t.Errorf("esc twice from a job's policies went to view %d; want the jobs list", m.cur)
+	}
+}
+
+// TestJobHelpListsReplayKeys: the job view's help names the replay's
+// step keys (←/→) and action jumps ([ ]).
+func TestJobHelpListsReplayKeys(t *testing.T) {
+	tm := run(t, &fakeBackend{}, "operator", false, 160, 48)
+	openJob(t, tm, mnistJob())
+	press(tm, "?")
+	waitText(t, tm, "replay: step back", "replay: prev action")
+	m := final2(t, tm)
+	v := m.View()
+	for _, k := range []string{"←/h", "→/l", "[", "]"} {
+		if !strings.Contains(v, k) {
+			t.Errorf("the job view's help lacks %q", k)
+		}
+	}
+}
+
+// TestQuitDialogSaysWhatQuittingDoes: the demo's console says quitting
+// stops the demo; a console on a scheduler says the jobs keep running.
+func TestQuitDialogSaysWhatQuittingDoes(t *testing.T) {
+	a := testApp(&fakeBackend{}, false)
+	a.quitNote = "This stops the demo: its scheduler and its jobs end with it."
+	tm := teatest.NewTestModel(t, a, teatest.WithInitialTermSize(120, 40))
+	for _, msg := range feed("operator", nil, summaryJobs()) {
+		tm.Send(msg)
+	}
+	press(tm, "q")
+	waitText(t, tm, "Quit the kelpie console?", "This stops the demo")
+	final2(t, tm)
+	if testApp(nil, false).quitNote != DefaultQuitNote {
+		t.Error("a console without a note does not say the jobs keep running")
 	}
 }

@@ -64,7 +64,7 @@ func (m *App) render() string {
 	}
 	switch {
 	case m.quitDialog:
-		d := &confirmDialog{title: "quit", body: "Quit the kelpie console?\nJobs keep running on the scheduler."}
+		d := &confirmDialog{title: "quit", body: "Quit the kelpie console?\n" + m.quitNote}
 		body = overlay(body, d.view(m.c, w, bh), w)
 	case m.c.modal != nil:
 		body = overlay(body, m.c.modal.view(m.c, w, bh), w)

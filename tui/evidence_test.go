@@ -2,6 +2,7 @@ package tui
 
 import (
 	"maps"
+	"strings"
 	"testing"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
@@ -51,7 +52,38 @@ func TestReasonShowsNow(t *testing.T) {
 	tm := run(t, &fakeBackend{}, "operator", false, 160, 48)
 	openJob(t, tm, j)
 	press(tm, "A")
-	waitText(t, tm, "now worker-2/bpt_per_s=0.031")
+	waitText(t, tm, "now worker-2 BPT long 31ms")
 	tm.Quit()
 	tm.WaitFinished(t)
+}
+
+// TestEvidenceAndDetailWording: evidence reads in ms with three
+// significant digits and plain names (no "mean_bpt_per_s=0.0024946893"),
+// and a long detail line wraps under its label instead of being cut.
+func TestEvidenceAndDetailWording(t *testing.T) {
+	got := evidenceText(map[string]float64{"mean_bpt_per_s": 0.002494689333333333, "worker-3/bpt_per_s": 0.0271, "lambda": 1.5, "window_per_s": 20})
+	want := "λ 1.5 · mean BPT long 2.49ms · long window 20s · worker-3 BPT long 27.1ms"
+	if got != want {
+		t.Errorf("evidenceText = %q; want %q", got, want)
+	}
+	long := "reason     " + strings.Repeat("worker-2 is slow ", 8)
+	out := wrapDetail([]string{"title", long}, 60, 11)
+	if len(out) < 3 {
+		t.Fatalf("wrapDetail did not wrap a %d-cell line at 60: %q", len(long), out)
+	}
+	for _, l := range out[2:] {
+		if !strings.HasPrefix(l, strings.Repeat(" ", 11)) || len(l) > 60 {
+			t.Errorf("continuation %q is not indented under the text or is too wide", l)
+		}
+	}
+	if strings.Join(strings.Fields(strings.Join(out[1:], " ")), " ") != strings.Join(strings.Fields(long), " ") {
+		t.Errorf("wrapping lost words: %q", out)
+	}
+	a := &kelpiepb.Action{Kind: "ADJUST_BS"}
+	if onTarget(a) != " on every worker" || iterationText(a) != "" {
+		t.Errorf("job-wide action: %q, iteration %q; want \" on every worker\" and nothing for unset iterations", onTarget(a), iterationText(a))
+	}
+	if plural(1, "server") != "1 server" || plural(2, "server") != "2 servers" {
+		t.Error("plural")
+	}
 }

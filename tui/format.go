@@ -3,6 +3,7 @@ package tui
 import (
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -123,4 +124,86 @@ func lossText(v float64) string {
 		return ""
 	}
 	return strconv.FormatFloat(v, 'f', 3, 64)
+}
+
+// plural is "1 server", "2 servers".
+func plural(n int64, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return strconv.FormatInt(n, 10) + " " + what + "s"
+}
+
+// evidenceNames are the readable names of a policy's evidence keys (the
+// part after "node/"; a trailing _s, seconds, is taken off first).
+var evidenceNames = map[string]string{
+	"bpt_per":                "BPT long",
+	"bpt_trans":              "BPT short",
+	"mean_bpt_per":           "mean BPT long",
+	"mean_bpt_trans":         "mean BPT short",
+	"window_per":             "long window",
+	"window_trans":           "short window",
+	"ratio_per":              "ratio long",
+	"ratio_trans":            "ratio short",
+	"comm_per":               "push/pull long",
+	"mean_comm_per":          "mean push/pull long",
+	"current_bpt":            "BPT now (model)",
+	"predicted_bpt":          "predicted BPT",
+	"others_mean_bpt":        "others' mean BPT",
+	"throughput":             "throughput",
+	"throughput_now":         "throughput now",
+	"lambda":                 "λ",
+	"global_batch":           "global batch",
+	"escalated_from_seconds": "escalated from",
+}
+
+// evidenceText writes a policy's evidence for people, sorted by key: times
+// (keys ending in _s) in ms or s at three significant digits, throughputs
+// as rates, other numbers at three significant digits — never the
+// sixteen digits of a float64.
+func evidenceText(m map[string]float64) string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	parts := make([]string, 0, len(ks))
+	for _, k := range ks {
+		v := m[k]
+		node, field, ok := strings.Cut(k, "/")
+		if !ok {
+			node, field = "", k
+		}
+		val := strconv.FormatFloat(v, 'g', 3, 64)
+		if field == "escalated_from_seconds" {
+			val = time.Unix(int64(v), 0).UTC().Format("15:04:05 UTC")
+		} else if f, isTime := strings.CutSuffix(field, "_s"); isTime {
+			field, val = f, duration(v)
+		} else if strings.Contains(field, "throughput") {
+			val = rate(v)
+		}
+		name := field
+		if n, known := evidenceNames[field]; known {
+			name = n
+		} else {
+			name = strings.ReplaceAll(field, "_", " ")
+		}
+		if node != "" {
+			name = node + " " + name
+		}
+		parts = append(parts, name+" "+val)
+	}
+	return strings.Join(parts, " · ")
+}
+
+// duration writes seconds with three significant digits in ms below a
+// second ("2.49ms", "27.1ms", "412ms"), else in s ("1.25s", "20s").
+func duration(v float64) string {
+	switch {
+	case math.IsNaN(v):
+		return "–"
+	case math.Abs(v) < 1:
+		return strconv.FormatFloat(v*1000, 'g', 3, 64) + "ms"
+	}
+	return strconv.FormatFloat(v, 'g', 3, 64) + "s"
 }

@@ -3,6 +3,7 @@ package tui
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -302,9 +303,9 @@ func (v *jobView) replayKey(msg tea.KeyMsg) (tea.Cmd, bool) {
 			return nil, true
 		}
 		return v.c.startReplay(v.c.job, nil), true
-	case key.Matches(msg, k.Global.Left):
+	case key.Matches(msg, k.Job.StepBack):
 		move = func(r *replay) { r.step(-1) }
-	case key.Matches(msg, k.Global.Right):
+	case key.Matches(msg, k.Job.StepForward):
 		move = func(r *replay) { r.step(1) }
 	case key.Matches(msg, k.Job.PrevAction):
 		move = func(r *replay) {
@@ -412,6 +413,35 @@ func (v *jobView) panel(p panel, w, h int) string {
 	return out
 }
 
+// headerPart is one piece of a header line and how much it matters.
+type headerPart struct {
+	text string
+	rank int
+}
+
+// fitParts joins the parts with sep, leaving out the lowest-ranked ones
+// until the line fits in w cells (the first part always stays).
+func fitParts(parts []headerPart, sep string, w int) string {
+	parts = slices.Clone(parts)
+	for {
+		texts := make([]string, len(parts))
+		for i, p := range parts {
+			texts[i] = p.text
+		}
+		line := strings.Join(texts, sep)
+		if lipgloss.Width(line) <= w || len(parts) <= 2 {
+			return line
+		}
+		low := 0
+		for i, p := range parts {
+			if p.rank < parts[low].rank {
+				low = i
+			}
+		}
+		parts = slices.Delete(parts, low, low+1)
+	}
+}
+
 func (v *jobView) panelTitle(p panel, text string) string {
 	return fmt.Sprintf("[%d] %s", int(p)+1, text)
 }
@@ -419,35 +449,41 @@ func (v *jobView) panelTitle(p panel, text string) string {
 func (v *jobView) summary(w int) string {
 	j, st := v.job, &v.c.st
 	sep := st.muted.Render(" · ")
-	parts := []string{st.title.Render(j.GetName()), v.c.styled(v.c.stateStyle(j.GetState()), j.GetState())}
+	// Each part with its rank: when the line is too narrow the lowest rank
+	// goes first, so iteration, loss and throughput — what an operator
+	// steers by — stay longest, after the name and state.
+	var parts []headerPart
+	add := func(rank int, text string) { parts = append(parts, headerPart{text: text, rank: rank}) }
+	if r := v.c.replaying(v.c.job); r != nil {
+		add(8, st.action.Render(r.label()))
+	} else if v.c.replay != nil && v.c.replay.job == v.c.job {
+		add(8, st.muted.Render("⏸ loading the timeline…"))
+	}
+	add(10, st.title.Render(j.GetName()))
+	add(9, v.c.styled(v.c.stateStyle(j.GetState()), j.GetState()))
 	if j.GetModel() != "" {
-		parts = append(parts, j.GetModel())
+		add(1, j.GetModel())
 	}
 	if j.GetSync() != "" {
-		parts = append(parts, j.GetSync())
+		add(2, j.GetSync())
 	}
-	parts = append(parts, fmt.Sprintf("%d workers, %d servers", j.GetWorkers(), j.GetServers()))
+	add(3, plural(int64(j.GetWorkers()), "worker")+", "+plural(int64(j.GetServers()), "server"))
 	if j.GetIterations() > 0 {
-		parts = append(parts, fmt.Sprintf("iter %d/%d", j.GetIteration(), j.GetIterations()))
+		add(7, fmt.Sprintf("iter %d/%d", j.GetIteration(), j.GetIterations()))
 	} else if j.GetIteration() > 0 {
-		parts = append(parts, fmt.Sprintf("iter %d", j.GetIteration()))
+		add(7, fmt.Sprintf("iter %d", j.GetIteration()))
 	}
 	if l := lossText(j.GetLoss()); l != "" {
-		parts = append(parts, "loss "+l)
+		add(6, "loss "+l)
 	}
 	if j.GetAccuracy() > 0 {
-		parts = append(parts, fmt.Sprintf("accuracy %.1f%%", 100*j.GetAccuracy()))
+		add(4, fmt.Sprintf("accuracy %.1f%%", 100*j.GetAccuracy()))
 	}
-	parts = append(parts, rate(j.GetThroughput()))
+	add(5, rate(j.GetThroughput()))
 	if s := since(j.GetStarted(), v.c.now()); s != "" && (j.GetEnded() == nil || j.GetEnded().Seconds == 0) && v.c.replaying(v.c.job) == nil {
-		parts = append(parts, "up "+s)
+		add(0, "up "+s)
 	}
-	if r := v.c.replaying(v.c.job); r != nil {
-		parts = append([]string{st.action.Render(r.label())}, parts...)
-	} else if v.c.replay != nil && v.c.replay.job == v.c.job {
-		parts = append([]string{st.muted.Render("⏸ loading the timeline…")}, parts...)
-	}
-	line1 := strings.Join(parts, sep)
+	line1 := fitParts(parts, sep, w)
 	if j.GetError() != "" {
 		line1 += sep + st.errText.Render(j.GetError())
 	}
@@ -546,10 +582,9 @@ func (v *jobView) lineChart(title string, series []*kelpiepb.Series, prefix stri
 	var legend []string
 	for i, s := range series {
 		style := st.series[i%len(st.series)]
-		vals := s.GetValues()
+		vals := notYet(s.GetValues())
 		if scale != 1 {
-			vals = make([]float64, len(s.GetValues()))
-			for k, x := range s.GetValues() {
+			for k, x := range vals {
 				vals[k] = x * scale
 			}
 		}
@@ -563,6 +598,21 @@ func (v *jobView) lineChart(title string, series []*kelpiepb.Series, prefix stri
 	}
 	lines := chart.Lines(cs, chart.Options{Width: w, Height: h - 2, AxisStyle: st.muted})
 	return fit(head, w) + "\n" + lines + "\n" + fit(strings.Join(legend, " "), w)
+}
+
+// notYet copies a chart series with its leading zeros made NaN: a node
+// added mid-run has no BPT or speed before it existed, and the chart draws
+// nothing there instead of a line at 0 (a BPT or speed is never 0 when
+// measured).
+func notYet(vals []float64) []float64 {
+	out := slices.Clone(vals)
+	for k, x := range out {
+		if x != 0 {
+			break
+		}
+		out[k] = math.NaN()
+	}
+	return out
 }
 
 func (v *jobView) chartsPanel(w, h int, focused bool) string {

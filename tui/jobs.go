@@ -280,7 +280,7 @@ func (v *jobsView) preview(w, h int) string {
 	sep := st.muted.Render(" · ")
 	lines := []string{
 		label("job") + st.title.Render(j.GetName()) + sep + v.c.styled(v.c.stateStyle(j.GetState()), j.GetState()) + sep + orNone(j.GetModel()) + sep + orNone(j.GetSync()),
-		label("cluster") + fmt.Sprintf("%d servers, %d workers, global batch %d", j.GetServers(), j.GetWorkers(), j.GetGlobalBatch()),
+		label("cluster") + plural(int64(j.GetServers()), "server") + ", " + plural(int64(j.GetWorkers()), "worker") + fmt.Sprintf(", global batch %d", j.GetGlobalBatch()),
 		label("progress") + fmt.Sprintf("iteration %d/%d · shards %s %d/%d (todo %d, doing %d) · %s",
 			j.GetIteration(), j.GetIterations(), bar(j.GetShardsDone(), j.GetShardsTotal(), 20), j.GetShardsDone(), j.GetShardsTotal(),
 			j.GetShardsTodo(), j.GetShardsDoing(), rate(j.GetThroughput())),

@@ -120,27 +120,51 @@ func (v *policiesView) key(msg tea.KeyMsg) tea.Cmd {
 	}
 	switch {
 	case key.Matches(msg, k.Policies.Mode):
-		next := forms.NextMode(r.p.GetMode())
+		next := forms.ToggleMode(r.p.GetMode())
 		return v.c.send(fmt.Sprintf("%s %s → %s", r.job, r.p.GetName(), next), setPolicyCmd(r.job, r.p.GetName(), next, nil), nil, nil)
+	case key.Matches(msg, k.Policies.Auto):
+		if r.p.GetMode() == "auto" {
+			v.c.setFlash(flashOK, fmt.Sprintf("%s on %s is already in auto mode", r.p.GetName(), r.job))
+			return nil
+		}
+		row := *r
+		v.c.modal = v.autoDialog(row, func() tea.Cmd {
+			return v.c.send(fmt.Sprintf("%s %s → auto", row.job, row.p.GetName()), setPolicyCmd(row.job, row.p.GetName(), "auto", nil), nil, nil)
+		}, nil)
 	case key.Matches(msg, k.Policies.Edit):
 		v.c.modal = v.editForm(*r)
 	}
 	return nil
 }
 
-// editForm edits a policy's mode and each of its parameters; bad values are refused inline.
+// autoDialog asks before a policy goes to auto mode, where its actions go out with nobody
+// approving them; no is where "no" goes back to (nil: nowhere).
+func (v *policiesView) autoDialog(r policyRow, yes, no func() tea.Cmd) modal {
+	return &confirmDialog{
+		title: "auto mode",
+		body: fmt.Sprintf("Switch %s on %s to auto?\nIts actions will go out at once, with nobody approving them\n(now %s).",
+			r.p.GetName(), r.job, r.p.GetMode()),
+		yes: yes, no: no,
+	}
+}
+
+// editForm edits a policy's mode and each of its parameters. The form checks that each value is
+// a number; the scheduler checks it against the paper's bounds and its refusal is shown in the
+// form. Choosing auto here asks for a confirmation first, as the auto key does.
 func (v *policiesView) editForm(r policyRow) modal {
 	f := newForm(fmt.Sprintf("%s · %s", r.p.GetName(), r.job))
-	f.add("mode", "mode", r.p.GetMode(), strings.Join(forms.Modes, " | "))
+	modes := "approve | off | auto (asks first)"
+	f.add("mode", "mode", r.p.GetMode(), modes)
 	names := make([]string, 0, len(r.p.GetParams()))
 	for n := range r.p.GetParams() {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		f.add("p:"+n, n, fmt.Sprintf("%g", r.p.GetParams()[n]), "a number ≥ 0")
+		f.add("p:"+n, n, fmt.Sprintf("%g", r.p.GetParams()[n]), "a number; the scheduler checks its bounds")
 	}
-	return &formDialog{form: f, submit: func(f *form) tea.Cmd {
+	var d *formDialog
+	d = &formDialog{form: f, submit: func(f *form) tea.Cmd {
 		vals := f.values()
 		errs := map[string]string{}
 		mode := strings.TrimSpace(vals["mode"])
@@ -159,8 +183,24 @@ func (v *policiesView) editForm(r policyRow) modal {
 		if len(errs) > 0 {
 			return nil
 		}
-		return v.c.send("set "+r.p.GetName()+" on "+r.job, setPolicyCmd(r.job, r.p.GetName(), mode, params), f, nil)
+		send := func() tea.Cmd {
+			return v.c.send("set "+r.p.GetName()+" on "+r.job, setPolicyCmd(r.job, r.p.GetName(), mode, params), f, nil)
+		}
+		if mode == "auto" && r.p.GetMode() != "auto" {
+			// Confirm first; the form waits behind the dialog and is back on "no".
+			v.c.modal = v.autoDialog(r, func() tea.Cmd {
+				v.c.modal = d
+				d.form.busy = true
+				return send()
+			}, func() tea.Cmd {
+				v.c.modal = d
+				return nil
+			})
+			return nil
+		}
+		return send()
 	}}
+	return d
 }
 
 func (v *policiesView) render(w, h int) string {
@@ -184,8 +224,8 @@ func (v *policiesView) render(w, h int) string {
 	out := v.c.box(title, v.tbl.render(&v.c.st, w-2, th-2), w, th, true)
 	if h-th >= 4 {
 		out += "\n" + v.c.box("what the modes mean", strings.Join([]string{
-			v.c.st.ok.Render("auto") + "     the policy's actions go straight out",
-			v.c.st.action.Render("approve") + "  they wait in the actions queue (A) for an operator",
+			v.c.st.ok.Render("auto") + "     the policy's actions go straight out (" + v.c.keys.Policies.Auto.Help().Key + ", confirmed)",
+			v.c.st.action.Render("approve") + "  they wait in the actions queue (A) for an operator (" + v.c.keys.Policies.Mode.Help().Key + ": approve ↔ off)",
 			v.c.st.muted.Render("off") + "      the policy proposes nothing",
 		}, "\n"), w, h-th, false)
 	}

@@ -60,7 +60,15 @@ type Options struct {
 	// TLS connects over wss:// with this configuration (client.TLSConfig
 	// pins a fingerprint); nil: as the address says.
 	TLS *tls.Config
+	// QuitNote says, in the quit dialog, what quitting does besides
+	// closing the console (kelpie demo: it stops the demo's scheduler and
+	// jobs); empty: DefaultQuitNote.
+	QuitNote string
 }
+
+// DefaultQuitNote is the quit dialog's note for a console attached to a
+// scheduler that outlives it.
+const DefaultQuitNote = "Jobs keep running on the scheduler."
 
 // DefaultScheduler is the address used when neither the options nor the config name one.
 const DefaultScheduler = "127.0.0.1:7080"
@@ -107,7 +115,7 @@ func Run(ctx context.Context, opts Options) error {
 	defer cancel()
 	app := newApp(config{
 		theme: theme, keys: km, now: time.Now, readOnly: opts.ReadOnly,
-		addr: addr, refreshHz: cfg.RefreshHz, job: opts.Job, mouse: cfg.Mouse,
+		addr: addr, refreshHz: cfg.RefreshHz, job: opts.Job, mouse: cfg.Mouse, quitNote: opts.QuitNote,
 	})
 	popts := []tea.ProgramOption{tea.WithContext(ctx), tea.WithInput(in), tea.WithOutput(out), tea.WithAltScreen(), tea.WithFPS(FPS)}
 	if cfg.Mouse {

@@ -24,7 +24,7 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-var sizes = [][2]int{{80, 24}, {200, 60}}
+var sizes = [][2]int{{80, 24}, {160, 48}, {220, 60}}
 
 // run starts the console at a terminal size, connected as role, showing every job.
 func run(t *testing.T, b Backend, role string, readOnly bool, w, h int) *teatest.TestModel {
@@ -90,7 +90,7 @@ func final(t *testing.T, tm *teatest.TestModel) *App {
 	return m
 }
 
-// Every view at 80×24 and 200×60, against golden files (go test ./tui -update rewrites them).
+// Every view at 80×24, 160×48 and 220×60, against golden files (go test ./tui -update rewrites them).
 func TestViews(t *testing.T) {
 	scenarios := []struct {
 		name string

@@ -219,7 +219,26 @@ func (t *table) click(y int) bool {
 }
 
 // widths lays the columns out in w columns: -1 for a dropped column.
-func (t *table) widths(w int) []int {
+// needs is, per column, the widest text among the rows on screen (raw
+// cells excluded: they are drawn at whatever width they get).
+func (t *table) needs(h int) []int {
+	need := make([]int, len(t.cols))
+	for line := 0; line < h-1 && t.offset+line < t.n; line++ {
+		for ci, cl := range t.row(t.offset + line) {
+			if ci < len(need) && !cl.raw {
+				need[ci] = max(need[ci], lipgloss.Width(cl.text))
+			}
+		}
+	}
+	return need
+}
+
+// widths lays the columns out in w cells: each at its preferred width,
+// dropping columns (highest drop first) while they do not fit; room left
+// goes first to fixed columns whose text on screen is wider than their
+// preferred width (a name is not cut while there is room for it), then to
+// the flexible column.
+func (t *table) widths(w int, need []int) []int {
 	ws := make([]int, len(t.cols))
 	on := make([]bool, len(t.cols))
 	total := 2 // the cursor marker
@@ -244,6 +263,13 @@ func (t *table) widths(w int) []int {
 		total -= ws[worst] + 1
 	}
 	for i, c := range t.cols {
+		if on[i] && !c.flex && i < len(need) && need[i] > ws[i] && total < w {
+			grow := min(need[i]-ws[i], w-total)
+			ws[i] += grow
+			total += grow
+		}
+	}
+	for i, c := range t.cols {
 		if on[i] && c.flex && total < w {
 			ws[i] += w - total
 			total = w
@@ -264,7 +290,7 @@ func (t *table) render(st *styles, w, h int) string {
 	}
 	t.height = max(h-1, 1)
 	t.clamp()
-	ws := t.widths(w)
+	ws := t.widths(w, t.needs(h))
 	var b strings.Builder
 	hdr := make([]string, 0, len(ws))
 	for i, c := range t.cols {
@@ -413,7 +439,14 @@ func (f *form) update(msg tea.KeyMsg, km keys.Form) (tea.Cmd, formEvent) {
 	if len(f.fields) == 0 {
 		return nil, formNone
 	}
-	f.fields[f.focus].input.update(msg)
+	fl := f.fields[f.focus]
+	before := fl.input.text()
+	fl.input.update(msg)
+	if fl.input.text() != before {
+		// The error was about the value as it was: once it is edited the
+		// error no longer describes it (the next submit checks again).
+		fl.err, f.err = "", ""
+	}
 	return nil, formNone
 }
 
@@ -501,6 +534,7 @@ func (d *formDialog) keyMap(c *shared) help.KeyMap { return c.keys.Form }
 type confirmDialog struct {
 	title, body string
 	yes         func() tea.Cmd
+	no          func() tea.Cmd // optional: what "no" goes back to (e.g. the form that asked)
 }
 
 func (d *confirmDialog) update(msg tea.KeyMsg, c *shared) (tea.Cmd, bool) {
@@ -508,6 +542,9 @@ func (d *confirmDialog) update(msg tea.KeyMsg, c *shared) (tea.Cmd, bool) {
 	case key.Matches(msg, c.keys.Confirm.Yes):
 		return d.yes(), true
 	case key.Matches(msg, c.keys.Confirm.No):
+		if d.no != nil {
+			return d.no(), true
+		}
 		return nil, true
 	}
 	return nil, false

@@ -197,6 +197,7 @@ type Server struct {
 	wg      sync.WaitGroup // one per stream handler
 
 	throttle *throttle
+	origins  originLog // refused browser origins, for a rate-limited log
 
 	frames, bytes, refused, slow, throttled atomic.Uint64
 }
@@ -260,6 +261,11 @@ func (s *Server) serveConsole(w http.ResponseWriter, r *http.Request) {
 		s.wg.Done()
 	}()
 
+	if origin, refused := originRefused(r, s.opts.OriginPatterns); refused {
+		s.refuseOrigin(w, r, origin) // origin.go: a reason the page can show, a log line
+		s.throttle.release(host(r.RemoteAddr))
+		return
+	}
 	accept := &websocket.AcceptOptions{OriginPatterns: s.opts.OriginPatterns}
 	if s.opts.Compress {
 		accept.CompressionMode = websocket.CompressionContextTakeover

@@ -12,11 +12,16 @@
 //
 //	proposed ──decide──▶ approved ──dispatched──▶ dispatched ──acks──▶ applied
 //	   │  └──decide no──▶ rejected          │            └──ack error / no ack in AckTTL / node lost──▶ failed
-//	   └──ProposalTTL──▶ expired            └──(a multi-step change) finish──▶ applied | failed
+//	   └──ProposalTTL, or withdrawn──▶ expired  └──(a multi-step change) finish──▶ applied | failed
 //
 // De-duplication uses the proposing policy's own key (policy.Action.Key):
 // a proposal whose key is pending, or was settled less than the proposal's
 // cooldown ago, is dropped. Operator triggers are never de-duplicated.
+//
+// A proposal is also withdrawn (expired, with the reason in its history)
+// when its policy, run again on fresh measurements and its current
+// parameters, no longer proposes it (Withdraw): an operator approves what
+// holds now, not what held when it was proposed.
 package gate
 
 import (
@@ -98,6 +103,9 @@ type Action struct {
 
 	awaiting map[string]bool // nodes whose ack is still missing
 	awaitAt  time.Time       // when the wait for acks began
+	// withdrawn: expired because its evidence no longer held; it does not
+	// hold back a new proposal with its key (nothing was done to judge).
+	withdrawn bool
 }
 
 // Awaiting lists the nodes whose ack the action still waits for.
@@ -223,7 +231,7 @@ func (g *Gate) Recent(key string, now time.Time, cooldown time.Duration) bool {
 		if a.Key != key {
 			continue
 		}
-		if a.State.Pending() || now.Sub(a.Updated) < cooldown {
+		if a.State.Pending() || !a.withdrawn && now.Sub(a.Updated) < cooldown {
 			return true
 		}
 	}
@@ -347,6 +355,26 @@ func (g *Gate) Expire(now time.Time, id, by, note string) error {
 	}
 	g.step(a, now, Expired, by, note)
 	return nil
+}
+
+// Withdraw expires the policy's proposals still waiting for an operator
+// whose key is not in current, the keys the policy proposes now: under the
+// parameters and measurements it ran on this time, their evidence no longer
+// holds (the straggler recovered, λ was raised), so approving them would
+// act on a situation that is gone. why says so in each one's history. It
+// returns the ids it expired. Approved and dispatched actions are left to
+// run.
+func (g *Gate) Withdraw(now time.Time, policy string, current map[string]bool, why string) []string {
+	var out []string
+	for _, a := range g.actions {
+		if a.State != Proposed || a.Policy != policy || current[a.Key] {
+			continue
+		}
+		a.withdrawn = true
+		g.step(a, now, Expired, "policy:"+policy, why)
+		out = append(out, a.ID)
+	}
+	return out
 }
 
 // Tick expires proposals older than ProposalTTL and fails dispatched

@@ -22,6 +22,7 @@ import (
 //	fail at=D id=ID [note=rest of line]
 //	lost at=D node=N
 //	tick at=D
+//	withdraw at=D policy=P [keep=KEY,...] [note=rest of line]
 //	actions
 //
 // The harness plays the manager's edge: on a Dispatch effect it reports the
@@ -154,6 +155,14 @@ func (h *harness) run(cmd string) ([]string, error) {
 		h.g.NodeLost(now, kv["node"], "nothing heard")
 	case "tick":
 		h.g.Tick(now)
+	case "withdraw":
+		keep := map[string]bool{}
+		if kv["keep"] != "" {
+			for _, k := range strings.Split(kv["keep"], ",") {
+				keep[k] = true
+			}
+		}
+		h.g.Withdraw(now, kv["policy"], keep, kv["note"])
 	case "actions":
 		var out []string
 		for _, a := range h.g.Actions() {

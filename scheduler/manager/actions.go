@@ -229,6 +229,11 @@ func (m *Manager) setPolicy(j *jobState, name, mode string, params map[string]fl
 			return status.Errorf(codes.InvalidArgument, "policy %s parameter %s must be ≥ 0, got %v", name, k, v)
 		}
 	}
+	// The paper's bounds, on the parameters as they would be after the edit.
+	if err := policy.CheckParams(name, mergeParams(p.Params, params), len(j.liveWorkers())); err != nil {
+		j.mu.Unlock()
+		return status.Errorf(codes.InvalidArgument, "%v", err)
+	}
 	if mode != "" {
 		p.Mode = mode
 	}
@@ -250,6 +255,16 @@ func (m *Manager) setPolicy(j *jobState, name, mode string, params map[string]fl
 	b := j.policiesJSON()
 	j.mu.Unlock()
 	return m.cfg.Store.PutPolicies(job, b)
+}
+
+// mergeParams is p with the edits applied, in a new map.
+func mergeParams(p, edits map[string]float64) map[string]float64 {
+	out := maps.Clone(p)
+	if out == nil {
+		out = map[string]float64{}
+	}
+	maps.Copy(out, edits)
+	return out
 }
 
 func formatParams(p map[string]float64) string {
@@ -437,7 +452,7 @@ func (m *Manager) mirror(j *jobState, a *kelpiepb.Action, g *gate.Action, t gate
 		a.AppliedIteration = g.AppliedIteration
 	}
 	a.History = append(a.History, &kelpiepb.ActionTransition{State: string(t.State), At: ts(t.At), By: t.By, Note: t.Note})
-	msg := fmt.Sprintf("action %s %s %s: %s", a.Id, a.Kind, a.Target, t.State)
+	msg := fmt.Sprintf("action %s %s: %s", a.Id, strings.TrimSpace(a.Kind+" "+a.Target), t.State)
 	if t.Note != "" {
 		msg += " (" + t.Note + ")"
 	}
@@ -853,10 +868,14 @@ func (m *Manager) acked(j *jobState, node string, ack *kelpiepb.ActionAck) {
 func (j *jobState) runPolicies(snap monitor.Snapshot, now time.Time) {
 	m := j.m
 	var changed []*kelpiepb.Action
+	var measured float64
+	var timelineBPT map[string]float64
 	j.onActor(func() {
 		before := len(j.actions)
 		changed = j.changedSince(now, func() { j.gate.Tick(now) })
 		changed = append(changed, j.actions[before:]...)
+		measured = j.measuredThroughput(snap.Config.LTrans)
+		timelineBPT = j.timelineBPT(snap.Config.LPer)
 	})
 	// Copying the inputs is O(workers): under the lock for reading, so
 	// that reports go on meanwhile.
@@ -864,6 +883,7 @@ func (j *jobState) runPolicies(snap monitor.Snapshot, now time.Time) {
 	j.mu.RLock()
 	if j.state == StateRunning {
 		in = j.policyInputs()
+		in.job.Throughput, in.job.TimelineBPT = measured, timelineBPT
 	}
 	j.mu.RUnlock()
 	var proposals []policy.Action
@@ -878,6 +898,9 @@ func (j *jobState) runPolicies(snap monitor.Snapshot, now time.Time) {
 		before := len(j.actions)
 		m.proposeLocked(j, proposals, now, &sends)
 		changed = append(changed, j.actions[before:]...)
+		if in != nil && j.state == StateRunning {
+			changed = append(changed, j.changedSince(now, func() { in.withdrawStale(j.gate, proposals, now) })...)
+		}
 	})
 	for _, a := range changed {
 		m.persistAction(j, a)
@@ -975,6 +998,29 @@ func (j *jobState) policyInputs() *policyInputs {
 		in.rng = j.rng
 	}
 	return in
+}
+
+// withdrawStale expires the pending proposals of the AntDT policies that
+// ran this round but did not propose them again: under their current
+// parameters and the latest measurements the evidence no longer holds (a
+// transient straggler recovered; λ was raised). PSLD is left out: its
+// exploration draws a new plan each round by design.
+func (in *policyInputs) withdrawStale(g *gate.Gate, proposals []policy.Action, now time.Time) {
+	keys := map[string]bool{}
+	for _, p := range proposals {
+		key := p.Key
+		if key == "" {
+			key = p.Policy + "/" + string(p.Kind) + "/" + p.Target
+		}
+		keys[key] = true
+	}
+	for _, name := range []string{policy.NameAntDTND, policy.NameAntDTDD, policy.NameBackupWorkers, policy.NameAdjustLR} {
+		if !in.on(name) {
+			continue
+		}
+		g.Withdraw(now, name, keys, fmt.Sprintf("withdrawn: %s no longer proposes it under its current parameters (%s) and the latest measurements",
+			name, formatParams(in.policies[name].Params)))
+	}
 }
 
 // on says whether a policy proposes (auto or approve).

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"sort"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -40,6 +41,68 @@ func (j *jobState) policyJob() policy.Job {
 		}
 	}
 	return pj
+}
+
+// measuredThroughput is the job's throughput over the last window of its
+// timeline: the span-weighted samples per second of the frames, the figure
+// the realized-effect judge (timeline.Realize) takes as an action's
+// "before", so that a policy's prediction starts from the same baseline.
+// Zero when no frame covers the window yet. Called on the job's actor.
+func (j *jobState) measuredThroughput(window time.Duration) float64 {
+	if j.hist.rec == nil || window <= 0 {
+		return 0
+	}
+	frames := j.hist.rec.Frames()
+	if len(frames) == 0 {
+		return 0
+	}
+	from := frames[len(frames)-1].GetTime().AsTime().Add(-window)
+	var sum, w float64
+	for i := len(frames) - 1; i >= 0 && frames[i].GetTime().AsTime().After(from); i-- {
+		f := frames[i]
+		x := f.GetSamplesPerS()
+		if x == 0 {
+			x = f.GetThroughput() // a frame recorded without it, as the judge reads it
+		}
+		sum += x * f.GetSpanSeconds()
+		w += f.GetSpanSeconds()
+	}
+	if w == 0 {
+		return 0
+	}
+	return sum / w
+}
+
+// timelineBPT is each node's BPT over the last window of the job's
+// timeline, span-weighted over the frames in which it reported — what the
+// realized-effect judge reads as a restart's "before" (timeline.Realize).
+// Called on the job's actor.
+func (j *jobState) timelineBPT(window time.Duration) map[string]float64 {
+	if j.hist.rec == nil || window <= 0 {
+		return nil
+	}
+	frames := j.hist.rec.Frames()
+	if len(frames) == 0 {
+		return nil
+	}
+	from := frames[len(frames)-1].GetTime().AsTime().Add(-window)
+	sum, w := map[string]float64{}, map[string]float64{}
+	for i := len(frames) - 1; i >= 0 && frames[i].GetTime().AsTime().After(from); i-- {
+		f := frames[i]
+		for _, n := range f.GetNodes() {
+			if n.Value != nil {
+				sum[n.GetName()] += n.GetValue() * f.GetSpanSeconds()
+				w[n.GetName()] += f.GetSpanSeconds()
+			}
+		}
+	}
+	out := make(map[string]float64, len(sum))
+	for name, s := range sum {
+		if w[name] > 0 {
+			out[name] = s / w[name]
+		}
+	}
+	return out
 }
 
 // awaiting lists the job's applied actions whose effect is still to be

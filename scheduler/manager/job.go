@@ -233,8 +233,16 @@ func (j *jobState) over() bool {
 }
 
 func (j *jobState) describe() string {
-	return fmt.Sprintf("%s on %s, %d servers, %d workers, %s", j.spec.Model.Kind, j.spec.Data.Kind,
-		j.servers(), len(j.liveWorkers()), syncName(j.spec))
+	return fmt.Sprintf("%s on %s, %s, %s, %s", j.spec.Model.Kind, j.spec.Data.Kind,
+		countOf(j.servers(), "server"), countOf(len(j.liveWorkers()), "worker"), syncName(j.spec))
+}
+
+// countOf is "1 server", "2 servers".
+func countOf(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 func syncName(s *spec.Spec) string {

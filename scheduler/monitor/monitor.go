@@ -22,7 +22,16 @@
 // Workers (AntDT-ND). With T̄ᵢ the mean BPT of worker i in a window and T̄
 // the mean of those means over all workers with enough samples in the same
 // window, worker i is a transient straggler when T̄ᵢ^trans ≥ λ·T̄^trans and a
-// persistent one when T̄ᵢ^per ≥ λ·T̄^per; persistent wins. Throughput is
+// persistent one when T̄ᵢ^per ≥ λ·T̄^per and it is slow at both ends of the
+// long window: now (T̄ᵢ^trans ≥ λ·T̄^trans) and over the long window's
+// oldest L_trans (its mean ≥ λ·T̄^per); persistent wins. AntDT (§I) defines
+// persistent stragglers as "consistently slower" over the long term and
+// transient ones by their periodicity; the long-window mean alone is not
+// that: a deep slowness of a few seconds (the demo's worker-3, 8 s every
+// 30 s) lifts a 20 s mean past λ while it lasts, and keeps it there after
+// it ended. Requiring both ends makes a slowness persistent only once it
+// has lasted the whole long window and only while it still lasts, so the
+// class never lags the short-window figure the console shows beside it. Throughput is
 // v_i = ΣB/ΣT over the short window, which is B_i/T̄_i^trans while the batch
 // size is constant and the samples processed per second of batch time when
 // an ADJUST_BS changed it inside the window.
@@ -171,7 +180,7 @@ const (
 	Unknown    Class = iota // not enough samples in any window
 	Healthy                 // judged, not a straggler
 	Transient               // T̄ᵢ^trans ≥ λ·T̄^trans (workers only)
-	Persistent              // T̄ᵢ^per ≥ λ·T̄^per; wins over Transient
+	Persistent              // T̄ᵢ^per ≥ λ·T̄^per, slow now and at the long window's start; wins over Transient
 )
 
 func (c Class) String() string {
@@ -200,6 +209,15 @@ type WorkerStat struct {
 	BPTPer     time.Duration // T̄ᵢ^per
 	RatioTrans float64       // T̄ᵢ^trans / T̄^trans: the heatmap's "BPT relative to the mean"
 	RatioPer   float64       // T̄ᵢ^per / T̄^per
+	// BPTHead is the mean BPT over the long window's head, its oldest
+	// L_trans; RatioHead is BPTHead / T̄^per (zero with too few samples).
+	BPTHead     time.Duration
+	RatioHead   float64
+	SamplesHead int
+	// RatioNow is the BPT now over T̄^trans: the short window's mean (the
+	// latest batch when the short window has none, a batch longer than it)
+	// — RatioTrans whenever the short window has samples.
+	RatioNow float64
 	// Throughput v_i in samples per second over the short window (the long
 	// one when the short is empty).
 	Throughput   float64
@@ -468,9 +486,11 @@ func (m *Monitor) Snapshot(now time.Duration) Snapshot {
 
 func (m *Monitor) workerStats(snap *Snapshot, now int64) {
 	c := m.cfg
-	l := [2]int64{int64(c.LTrans), int64(c.LPer)}
+	l := [nwin]int64{int64(c.LTrans), int64(c.LPer), int64(c.LPer - c.LTrans)}
 	snap.Workers = make([]WorkerStat, len(m.workerOrder))
 	means := make([][2]float64, len(m.workerOrder)) // ns; NaN when too few samples
+	heads := make([]float64, len(m.workerOrder))    // ns: the long window's head; NaN when it has no sample
+	nows := make([]float64, len(m.workerOrder))     // ns: the BPT now; NaN when the long window has no sample
 	var sum [2]float64
 	var cnt [2]int
 	for i, w := range m.workerOrder {
@@ -482,7 +502,27 @@ func (m *Monitor) workerStats(snap *Snapshot, now int64) {
 		st.LastAt = time.Duration(w.q.last.at)
 		st.SamplesTrans = w.q.win[trans].n
 		st.Samples = w.q.win[per].n
-		for k, win := range w.q.win {
+		heads[i], nows[i] = math.NaN(), math.NaN()
+		if hn, hb := w.q.win[per].n-w.q.win[mid].n, w.q.win[per].bpt-w.q.win[mid].bpt; hn > 0 {
+			st.BPTHead = time.Duration(hb / int64(hn))
+			st.SamplesHead = hn
+			heads[i] = float64(hb) / float64(hn)
+		} else if m := w.q.win[mid]; m.n > 0 {
+			// No batch ended in the head: a batch longer than L_trans
+			// that began there covers it.
+			if o := w.q.buf[m.start]; o.at-o.bpt <= now-l[mid] {
+				st.BPTHead = time.Duration(o.bpt)
+				heads[i] = float64(o.bpt)
+			}
+		}
+		// Now: the short window's mean, else (a batch longer than the
+		// short window) the latest batch, if the long window holds it.
+		if tw := w.q.win[trans]; tw.n > 0 {
+			nows[i] = float64(tw.bpt) / float64(tw.n)
+		} else if w.q.win[per].n > 0 {
+			nows[i] = float64(w.q.last.bpt)
+		}
+		for k, win := range w.q.win[:2] {
 			means[i][k] = math.NaN()
 			if win.n == 0 {
 				continue
@@ -515,7 +555,7 @@ func (m *Monitor) workerStats(snap *Snapshot, now int64) {
 	}
 	for i := range snap.Workers {
 		st := &snap.Workers[i]
-		judged, isTrans, isPer := false, false, false
+		judged, isTrans, isPer, headSlow := false, false, false, false
 		if t := means[i][trans]; !math.IsNaN(t) {
 			judged = true
 			isTrans = straggles(t, cnt[trans], sum[trans], c.Lambda)
@@ -526,6 +566,24 @@ func (m *Monitor) workerStats(snap *Snapshot, now int64) {
 			isPer = straggles(t, cnt[per], sum[per], c.Lambda)
 			st.RatioPer = t * float64(cnt[per]) / sum[per]
 		}
+		nowSlow := false
+		if t := heads[i]; !math.IsNaN(t) && cnt[per] > 0 {
+			headSlow = straggles(t, cnt[per], sum[per], c.Lambda)
+			st.RatioHead = t * float64(cnt[per]) / sum[per]
+		}
+		if t := nows[i]; !math.IsNaN(t) {
+			if cnt[trans] > 0 {
+				nowSlow = straggles(t, cnt[trans], sum[trans], c.Lambda)
+				st.RatioNow = t * float64(cnt[trans]) / sum[trans]
+			} else if cnt[per] > 0 {
+				nowSlow = straggles(t, cnt[per], sum[per], c.Lambda)
+				st.RatioNow = t * float64(cnt[per]) / sum[per]
+			}
+		}
+		// Persistent: slow over the long window as a whole and at both of
+		// its ends — now and at its start (the head) — so that a slowness
+		// shorter than the long window is transient however deep it is.
+		isPer = isPer && nowSlow && headSlow
 		switch {
 		case isPer:
 			st.Class = Persistent

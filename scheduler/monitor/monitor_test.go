@@ -51,9 +51,15 @@ func TestClassifyWorkers(t *testing.T) {
 		{"transient", after(25*s, 100*ms, 400*ms), Transient},
 		// Slow all along: both windows trip, persistent wins.
 		{"persistent wins", constant(200 * ms), Persistent},
-		// Slow for 20 s, recovered in the last 10 s: short window healthy,
-		// long 300 vs λ·150 = 225.
-		{"persistent, recovered lately", after(20*s, 400*ms, 100*ms), Persistent},
+		// Slow for 20 s, recovered in the last 10 s: the long mean is still
+		// 300 ≥ λ·150 = 225, but it is not slow now: the class follows the
+		// short-window figure the console shows (it used to stay
+		// persistent for L_per after recovering).
+		{"persistent, recovered lately", after(20*s, 400*ms, 100*ms), Healthy},
+		// Slow for the last 18 s of 30, 4×: the long mean (0.4·100+0.6·400
+		// = 280 ≥ λ·145) trips, but the window's oldest 10 s were fast:
+		// it has not been slow over the long term, so transient.
+		{"deep but not lasting", after(12*s, 100*ms, 400*ms), Transient},
 		// λ boundary in both windows: means a,a,a,b with b = λ(3a+b)/4
 		// → b = 1.8a = 180 ms = 1.5 × 120 ms exactly.
 		{"boundary exactly λ·mean", constant(180 * ms), Persistent},
@@ -588,4 +594,68 @@ func BenchmarkSnapshot(b *testing.B) {
 			m.Snapshot(now)
 		}
 	})
+}
+
+// TestDemoClasses plays the demo's stragglers (examples/straggler-demo.yaml,
+// windows 5 s and 20 s, λ 1.5): worker-2 slow from 5 s on for good, worker-3
+// slow 8 s in every 30 s from 40 s on. Second by second, worker-3 is never
+// persistent — transient in each slow spell, healthy again within the short
+// window after it — while worker-2 turns persistent once its slowness has
+// lasted the long window and stays so while nobody else is slower.
+func TestDemoClasses(t *testing.T) {
+	m := New(Config{LTrans: 5 * s, LPer: 20 * s, Lambda: 1.5, MinSamples: 3, MaxSamples: 4096})
+	const normal, end = 20 * ms, 110 * s
+	slow := func(node string, at time.Duration) time.Duration {
+		switch {
+		case node == "worker-2" && at > 5*s:
+			return normal + 24*ms // 30 ms × 0.8
+		case node == "worker-3" && at > 40*s && (at-40*s)%(30*s) < 8*s:
+			return normal + 40*ms
+		}
+		return normal
+	}
+	next := map[string]time.Duration{}
+	var seenTransient, seenPersistent2 int
+	for now := s; now <= end; now += s {
+		for w := range 4 {
+			node := fmt.Sprintf("worker-%d", w)
+			for next[node] < now {
+				bpt := slow(node, next[node])
+				next[node] += bpt
+				m.ObserveWorker(node, WorkerSample{At: next[node], BPT: bpt, BatchSize: 16})
+			}
+		}
+		snap := m.Snapshot(now)
+		w3, _ := snap.Worker("worker-3")
+		w2, _ := snap.Worker("worker-2")
+		for _, w := range snap.Workers {
+			if w.Class == Persistent && w.RatioTrans < 1.5 {
+				t.Errorf("at %v %s is persistent beside a short-window figure of %.2f × mean: the class lags its figure", now, w.Node, w.RatioTrans)
+			}
+		}
+		if w3.Class == Persistent {
+			t.Errorf("at %v worker-3 (slow 8 s in 30) is persistent (ratios %.2f now, %.2f long, %.2f head)", now, w3.RatioTrans, w3.RatioPer, w3.RatioHead)
+		}
+		inSpell := now > 40*s && (now-40*s)%(30*s) < 8*s
+		if w3.Class == Transient {
+			seenTransient++
+		}
+		if !inSpell && now > 40*s && (now-40*s)%(30*s) >= 8*s+5*s+s && w3.Class != Healthy {
+			t.Errorf("at %v, over 5 s after its spell, worker-3 is %v; want healthy", now, w3.Class)
+		}
+		// While worker-3's spell lifts the short-window mean (and for the
+		// short window after it), worker-2's 44 ms is under λ × that mean:
+		// relative to the others now it does not straggle. Elsewhere it is
+		// persistent.
+		near := now > 40*s && (now-40*s)%(30*s) < 8*s+5*s+s
+		if now >= 5*s+20*s+s && !near {
+			if w2.Class != Persistent {
+				t.Errorf("at %v worker-2 (slow since 5 s) is %v; want persistent", now, w2.Class)
+			}
+			seenPersistent2++
+		}
+	}
+	if seenTransient == 0 {
+		t.Error("worker-3 was never transient")
+	}
 }

@@ -24,16 +24,24 @@ func (w *window) sub(s wsample) { w.n--; w.bpt -= s.bpt; w.batch -= s.batch }
 const (
 	trans = 0 // the short window, L_trans
 	per   = 1 // the long window, L_per
+	// mid is the long window without its oldest L_trans (length
+	// L_per − L_trans): per − mid is the long window's head, the oldest
+	// stretch, which tells a slowness that lasted the whole long window
+	// from one that only began or ended inside it.
+	mid = 2
 )
 
+// nwin is the number of windows a series keeps.
+const nwin = 3
+
 // series is one worker's samples ordered by At (buf[head:] is live) with
-// a short and a long trailing window whose sums are kept up to date as
+// a short and a long trailing window (and the long one's head) whose sums are kept up to date as
 // samples arrive and expire, so a snapshot costs O(1) per worker plus the
 // samples that expired since the last one.
 type series struct {
 	buf  []wsample
 	head int
-	win  [2]window
+	win  [nwin]window
 	last wsample // the sample with the latest At ever observed
 	seen bool
 }
@@ -90,7 +98,7 @@ func (q *series) dropOldest() {
 
 // trim expires samples at or before now−L for each window (windows are
 // (now−L, now]) and frees what no window holds.
-func (q *series) trim(now int64, l [2]int64) {
+func (q *series) trim(now int64, l [nwin]int64) {
 	for i := range q.win {
 		w := &q.win[i]
 		cut := max(w.cut, now-l[i])
@@ -100,7 +108,7 @@ func (q *series) trim(now int64, l [2]int64) {
 			w.start++
 		}
 	}
-	q.head = min(q.win[0].start, q.win[1].start)
+	q.head = min(q.win[trans].start, q.win[per].start, q.win[mid].start)
 	q.compact()
 }
 

@@ -13,15 +13,16 @@ import (
 
 // classify returns a worker's straggler class under λ: the Monitor's class
 // when lambda ≤ 0, else the same rules on the ratios the snapshot carries
-// (persistent when T̄ᵢ^per ≥ λ·T̄^per, else transient when
-// T̄ᵢ^trans ≥ λ·T̄^trans; AntDT §VI-A 3–4). A policy's own λ can then be
-// changed live without touching the Monitor.
+// (persistent when T̄ᵢ^per ≥ λ·T̄^per and it is slow now and at the long
+// window's start, else transient when T̄ᵢ^trans ≥ λ·T̄^trans; AntDT
+// §VI-A 3–4, and the package monitor's comment for the two ends). A
+// policy's own λ can then be changed live without touching the Monitor.
 func classify(w monitor.WorkerStat, lambda float64) monitor.Class {
 	if lambda <= 0 || w.Class == monitor.Unknown {
 		return w.Class
 	}
 	switch {
-	case w.RatioPer > 0 && w.RatioPer >= lambda:
+	case w.RatioPer > 0 && w.RatioPer >= lambda && w.RatioNow >= lambda && w.RatioHead >= lambda:
 		return monitor.Persistent
 	case w.RatioTrans > 0 && w.RatioTrans >= lambda:
 		return monitor.Transient
@@ -154,7 +155,14 @@ func (p AntDTND) Propose(s monitor.Snapshot, j Job) []Action {
 				return o.BPTPer.Seconds(), o.Samples > 0 && classify(o, lambda) != monitor.Unknown
 			})
 			pred := "relaunched on another host, " + w.Node + " should run like the others"
-			if others > 0 {
+			if before, like := timelineRestart(j, workers, w.Node); before > 0 && like > 0 {
+				// The judge's own figures: prediction and verdict share
+				// one baseline.
+				others = like
+				pred += fmt.Sprintf(": BPT %s → %s (the timeline's means over %s, as its effect is judged)", secs(before), secs(like), dsecs(s.Config.LPer))
+				wev[w.Node+"/bpt_timeline_s"] = before
+				wev["others_mean_bpt_timeline_s"] = like
+			} else if others > 0 {
 				pred += fmt.Sprintf(" (mean BPT %s)", secs(others))
 				wev["others_mean_bpt_per_s"] = others
 			}
@@ -220,6 +228,23 @@ func (p AntDTND) Propose(s monitor.Snapshot, j Job) []Action {
 		})
 	}
 	return acts
+}
+
+// timelineRestart is node's BPT and the other workers' mean BPT as the
+// job's timeline has them (Job.TimelineBPT); zeros when it has not both.
+func timelineRestart(j Job, workers []monitor.WorkerStat, node string) (before, others float64) {
+	before = j.TimelineBPT[node]
+	var n int
+	for _, o := range workers {
+		if x := j.TimelineBPT[o.Node]; o.Node != node && x > 0 {
+			others += x
+			n++
+		}
+	}
+	if !(before > 0) || n == 0 {
+		return 0, 0
+	}
+	return before, others / float64(n)
 }
 
 // reverts says whether an ADJUST_BS changes some worker's batch from what
@@ -297,6 +322,8 @@ func (p AntDTND) adjust(workers []monitor.WorkerStat, j Job, stragglers, why []s
 	ev["global_batch"] = float64(global)
 	ev["current_bpt_s"] = before
 	ev["predicted_bpt_s"] = after
+	tNow, tThen, measured := j.throughputs(global, before, after)
+	ev["throughput_now"] = tNow
 	bs := make(map[string]int, n)
 	var changes []string
 	for i, w := range workers {
@@ -314,9 +341,9 @@ func (p AntDTND) adjust(workers []monitor.WorkerStat, j Job, stragglers, why []s
 		Reason: fmt.Sprintf("%s; min-max split of the global batch %d over the throughputs (AntDT Eq. 3): %s",
 			strings.Join(why, "; "), global, strings.Join(changes, ", ")),
 		Evidence:            ev,
-		Predicted:           fmt.Sprintf("predicted BPT max B_i/v_i %s → %s; throughput %s → %s samples/s", secs(before), secs(after), num(float64(global)/before), num(float64(global)/after)),
+		Predicted:           fmt.Sprintf("predicted BPT max B_i/v_i %s → %s; %s", secs(before), secs(after), throughputText(tNow, tThen, measured)),
 		PredictedBPT:        time.Duration(after * float64(time.Second)),
-		PredictedThroughput: float64(global) / after,
+		PredictedThroughput: tThen,
 		Key:                 NameAntDTND + "/" + string(KindAdjustBS) + "/" + strings.Join(stragglers, ","),
 	}, true
 }
@@ -397,6 +424,8 @@ func (p AntDTDD) Propose(s monitor.Snapshot, j Job) []Action {
 	}
 	ev["current_bpt_s"] = before
 	ev["predicted_bpt_s"] = after
+	tNow, tThen, measured := j.throughputs(global, before, after)
+	ev["throughput_now"] = tNow
 	return []Action{{
 		Kind:         KindAdjustBS,
 		Policy:       NameAntDTDD,
@@ -405,9 +434,9 @@ func (p AntDTDD) Propose(s monitor.Snapshot, j Job) []Action {
 		Reason: fmt.Sprintf("heterogeneous devices: throughputs %s samples/s; AntDT Eq. 4 with batches in [%d, %d] and %d–%d accumulation steps: %s (steps × batch)",
 			nums(v), minB, maxB, minC, maxC, strings.Join(parts, ", ")),
 		Evidence:            ev,
-		Predicted:           fmt.Sprintf("time to synchronise max C_i·B_i/v_i %s → %s; throughput %s → %s samples/s", secs(before), secs(after), num(float64(global)/before), num(float64(global)/after)),
+		Predicted:           fmt.Sprintf("time to synchronise max C_i·B_i/v_i %s → %s; %s", secs(before), secs(after), throughputText(tNow, tThen, measured)),
 		PredictedBPT:        time.Duration(after * float64(time.Second)),
-		PredictedThroughput: float64(global) / after,
+		PredictedThroughput: tThen,
 		Key:                 NameAntDTDD + "/" + string(KindAdjustBS),
 	}}
 }

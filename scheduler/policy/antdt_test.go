@@ -147,13 +147,13 @@ func TestAntDTNDReasons(t *testing.T) {
 		t.Fatalf("Propose(transient) = %q; want one ADJUST_BS", plan(acts))
 	}
 	a := acts[0]
-	for _, want := range []string{"worker-3 BPT 0.25s ≥ 1.5 × mean 0.138s over 10s (transient)", "worker-3 64→30"} {
+	for _, want := range []string{"worker-3 BPT 250ms ≥ 1.5 × mean 138ms over 10s (transient)", "worker-3 64→30"} {
 		if !strings.Contains(a.Reason, want) {
 			t.Errorf("reason %q; want it to contain %q", a.Reason, want)
 		}
 	}
-	if !strings.Contains(a.Predicted, "0.25s → 0.119s") {
-		t.Errorf("predicted %q; want 0.25s → 0.119s", a.Predicted)
+	if !strings.Contains(a.Predicted, "250ms → 119ms") {
+		t.Errorf("predicted %q; want 250ms → 119ms", a.Predicted)
 	}
 	if a.Evidence["predicted_bpt_s"] != 0.11875 || a.Evidence["current_bpt_s"] != 0.25 || a.Evidence["worker-3/throughput"] != 256 {
 		t.Errorf("evidence %v; want predicted 0.11875, current 0.25, worker-3 throughput 256", a.Evidence)
@@ -166,13 +166,13 @@ func TestAntDTNDReasons(t *testing.T) {
 	if len(acts) != 2 {
 		t.Fatalf("Propose(persistent worker and server) = %q; want two KILL_RESTARTs", plan(acts))
 	}
-	if want := "worker-3 BPT 0.2s ≥ 1.5 × mean 0.125s over 30s (persistent); the cluster is not busy"; !strings.HasPrefix(acts[0].Reason, want) {
+	if want := "worker-3 BPT 200ms ≥ 1.5 × mean 125ms over 30s (persistent); the cluster is not busy"; !strings.HasPrefix(acts[0].Reason, want) {
 		t.Errorf("worker reason %q; want prefix %q", acts[0].Reason, want)
 	}
 	if acts[0].PredictedBPT != 100*ms || acts[0].Key != "antdt-nd/KILL_RESTART/worker-3" {
 		t.Errorf("worker restart predicted %v, key %q; want 100ms, antdt-nd/KILL_RESTART/worker-3", acts[0].PredictedBPT, acts[0].Key)
 	}
-	if want := "server-2 push/pull 0.05s ≥ 1.5 × mean 0.0233s over 30s"; !strings.HasPrefix(acts[1].Reason, want) {
+	if want := "server-2 push/pull 50ms ≥ 1.5 × mean 23.3ms over 30s"; !strings.HasPrefix(acts[1].Reason, want) {
 		t.Errorf("server reason %q; want prefix %q", acts[1].Reason, want)
 	}
 }
@@ -404,7 +404,7 @@ func TestAntDTNDEscalation(t *testing.T) {
 		if a.Kind == KindKillRestart && (a.PredictedBPT <= 0 || a.Evidence["others_mean_bpt_trans_s"] <= 0) {
 			t.Errorf("%s: escalated restart predicts no BPT: %+v", tt.name, a)
 		}
-		if a.Key != "antdt-nd/ADJUST_BS/worker-3" && !strings.Contains(a.Reason, "stayed at 0.2") {
+		if a.Key != "antdt-nd/ADJUST_BS/worker-3" && !strings.Contains(a.Reason, "stayed at 2") {
 			t.Errorf("%s: reason %q does not cite the miss", tt.name, a.Reason)
 		}
 	}
@@ -493,5 +493,53 @@ func TestAntDTNDRestartFollowed(t *testing.T) {
 				t.Errorf("%s: reason %q does not cite the restart's miss", tt.name, acts[0].Reason)
 			}
 		}
+	}
+}
+
+// TestAdjustBSOneBaseline: an ADJUST_BS predicts the job's throughput from
+// the measured one (the realized-effect judge's "before"), scaled by the
+// modelled time per iteration — not from the model's global/BPT, a second
+// baseline that disagreed with the verdict ("10920 → 17590" beside
+// "2.13k → 17.6k/s"). Without a measurement it says the figure is modelled.
+func TestAdjustBSOneBaseline(t *testing.T) {
+	snap := workerScenario(slowAfter(25*s, 400*ms), 10*ms)
+	j := ndJob(false, nil)
+	j.Throughput = 700 // measured: far below the model's 1024
+	acts := AntDTND{}.Propose(snap, j)
+	if len(acts) != 1 {
+		t.Fatalf("Propose = %q; want one ADJUST_BS", plan(acts))
+	}
+	a := acts[0]
+	want := 700 * 0.25 / 0.11875
+	if math.Abs(a.PredictedThroughput-want) > 1e-9 || a.Evidence["throughput_now"] != 700 {
+		t.Errorf("predicted throughput %v (evidence now %v); want %v from the measured 700", a.PredictedThroughput, a.Evidence["throughput_now"], want)
+	}
+	if !strings.Contains(a.Predicted, "throughput 700 → 1474 samples/s (the measured 700/s") {
+		t.Errorf("predicted %q; want it to start from the measured 700/s", a.Predicted)
+	}
+	j.Throughput = 0
+	a = AntDTND{}.Propose(snap, j)[0]
+	if !strings.Contains(a.Predicted, "1024 → 2156 samples/s (modelled") {
+		t.Errorf("predicted %q; want the modelled 1024 → 2156, said so", a.Predicted)
+	}
+}
+
+// TestRestartOneBaseline: with the job's timeline figures at hand, a
+// KILL_RESTART predicts from them — the figures its realized effect is
+// judged by — rather than from the Monitor's per-sample means, which put
+// the "before" of the reason (4.9 ms) far from the verdict's (27 ms).
+func TestRestartOneBaseline(t *testing.T) {
+	j := ndJob(false, nil)
+	j.TimelineBPT = map[string]float64{"worker-0": 0.11, "worker-1": 0.12, "worker-2": 0.10, "worker-3": 0.27}
+	acts := AntDTND{}.Propose(workerScenario(steadyAt(200*ms), 50*ms), j)
+	if len(acts) == 0 || acts[0].Kind != KindKillRestart {
+		t.Fatalf("Propose = %q; want a KILL_RESTART first", plan(acts))
+	}
+	a := acts[0]
+	if math.Abs(a.PredictedBPT.Seconds()-0.11) > 1e-9 || a.Evidence["worker-3/bpt_timeline_s"] != 0.27 {
+		t.Errorf("predicted BPT %v, evidence %v; want 110ms from the timeline's others, and worker-3's 270ms in the evidence", a.PredictedBPT, a.Evidence)
+	}
+	if !strings.Contains(a.Predicted, "BPT 270ms → 110ms (the timeline's means over 30s") {
+		t.Errorf("predicted %q; want the timeline's before and after", a.Predicted)
 	}
 }

@@ -22,12 +22,17 @@
 //   - EPS multi-job scheduling (EPS §4, Alg. 1): AdmitIncoming and
 //     GrowRunning work on job sizes, not on one job's snapshot.
 //
+// Every policy parameter an operator can set live has a bound taken from
+// its paper (params.go: Bounds, CheckParams); the job manager refuses an
+// edit outside it.
+//
 // Everything is deterministic given its inputs: time is a value inside the
 // snapshot, and the one random choice (PSLD's exploration) draws from the
 // *rand.Rand the caller passes.
 package policy
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -134,6 +139,39 @@ type Job struct {
 	// yet (and may still be): a policy that learns from its outcomes does
 	// not repeat a change before it knows what the last one did.
 	Awaiting []Awaiting
+	// Throughput is the job's measured throughput now, in samples per
+	// second of wall-clock time: the figure the realized-effect judge
+	// compares a prediction with (its "before"). A prediction of
+	// throughput starts from it, so that prediction and verdict share one
+	// baseline. Zero: not measured yet (the model's figure is used).
+	Throughput float64
+	// TimelineBPT is each node's BPT (seconds) over the long window as
+	// the job's timeline records it — time-weighted, the figure the
+	// realized-effect judge takes as a restart's "before" and "after" —
+	// where the timeline has it. A restart predicts from it, so that
+	// its prediction and its verdict share one baseline (the Monitor's
+	// per-sample means, which classify, weigh a slow spell less).
+	TimelineBPT map[string]float64
+}
+
+// throughputs is the job's throughput before and after a change that
+// takes the modelled time per iteration from before to after (seconds):
+// the measured throughput and the same scaled by before/after, or, with
+// no measurement, the model's own global/before and global/after.
+func (j Job) throughputs(global int, before, after float64) (now, then float64, measured bool) {
+	if j.Throughput > 0 && before > 0 && after > 0 {
+		return j.Throughput, j.Throughput * before / after, true
+	}
+	return float64(global) / before, float64(global) / after, false
+}
+
+// throughputText writes a predicted throughput change, saying which
+// baseline it starts from.
+func throughputText(now, then float64, measured bool) string {
+	if measured {
+		return fmt.Sprintf("throughput %s → %s samples/s (the measured %s/s, scaled by the modelled time per iteration)", num(now), num(then), num(now))
+	}
+	return fmt.Sprintf("throughput %s → %s samples/s (modelled: no measured throughput yet)", num(now), num(then))
 }
 
 // Awaiting is an applied action whose outcome is still to come.
@@ -199,8 +237,14 @@ func currentBatch(j Job, w monitor.WorkerStat, n int) int {
 	return 0
 }
 
-// secs formats seconds as num does: "0.41s", "0.198s".
-func secs(x float64) string { return num(x) + "s" }
+// secs formats seconds with three significant digits, in ms below a
+// second as the console's tables are: "2.49ms", "198ms", "1.25s".
+func secs(x float64) string {
+	if math.Abs(x) < 1 && x != 0 {
+		return num(x*1000) + "ms"
+	}
+	return num(x) + "s"
+}
 
 // dsecs formats a duration as secs does.
 func dsecs(d time.Duration) string { return secs(d.Seconds()) }

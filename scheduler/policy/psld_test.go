@@ -186,7 +186,7 @@ func TestPSLDWorkedExample(t *testing.T) {
 	if !near(r.PredictedBPT.Seconds(), 0.081) {
 		t.Errorf("predicted %v; want 81ms", r.PredictedBPT)
 	}
-	for _, want := range []string{"PS speed variance 8.78 > 1", "superior set {server-a, server-b}: 2 of 3", "moves 3 of 4 blocks", "slowest server: server-c 0.401s → server-a 0.081s"} {
+	for _, want := range []string{"PS speed variance 8.78 > 1", "superior set {server-a, server-b}: 2 of 3", "moves 3 of 4 blocks", "slowest server: server-c 401ms → server-a 81ms"} {
 		if !strings.Contains(r.Reason, want) {
 			t.Errorf("reason %q; want it to contain %q", r.Reason, want)
 		}

@@ -12,6 +12,7 @@ package chart
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 
 	"github.com/NimbleMarkets/ntcharts/canvas"
@@ -79,7 +80,8 @@ func Lines(series []Series, o Options) string {
 	if o.Width <= 0 || o.Height <= 0 {
 		return ""
 	}
-	if o.Format == nil {
+	defaultFormat := o.Format == nil
+	if defaultFormat {
 		o.Format = trimFloat
 	}
 	lo, hi := o.Min, o.Max
@@ -108,6 +110,9 @@ func Lines(series []Series, o Options) string {
 		return o.Format(lo + float64(i)*(hi-lo)/float64(h-1))
 	}
 	step := labelStep(h - 1)
+	if defaultFormat {
+		o.Format = distinctFormat(h, step, func(i int) float64 { return lo + float64(i)*(hi-lo)/float64(max(h-1, 1)) })
+	}
 	lw := len(value(h - 1))
 	for i := 0; i < h; i += step {
 		lw = max(lw, len(value(i)))
@@ -159,6 +164,49 @@ func Lines(series []Series, o Options) string {
 		c.Canvas.SetStringWithStyle(canvas.Point{X: 0, Y: 0}, label(h-1, 0), o.AxisStyle)
 	}
 	return c.View()
+}
+
+// distinctFormat is the default label format with as many decimals as it
+// takes for the labels drawn (every step rows from the bottom, and the
+// top) to differ: two rows labelled "0.03" tell nothing apart.
+func distinctFormat(h, step int, value func(i int) float64) func(float64) string {
+	rows := []int{h - 1}
+	for i := 0; step > 0 && i < h-1; i += step {
+		rows = append(rows, i)
+	}
+	distinct := func(f func(float64) string) bool {
+		seen := map[string]bool{}
+		for _, i := range rows {
+			l := f(value(i))
+			if seen[l] {
+				return false
+			}
+			seen[l] = true
+		}
+		return true
+	}
+	if distinct(trimFloat) {
+		return trimFloat
+	}
+	for d := 2; d <= 8; d++ {
+		f := func(v float64) string { return trimDecimals(strconv.FormatFloat(v, 'f', d, 64)) }
+		if distinct(f) {
+			return f
+		}
+	}
+	return trimFloat
+}
+
+// trimDecimals drops trailing zeros after a decimal point ("0.0300" → "0.03").
+func trimDecimals(s string) string {
+	if !strings.Contains(s, ".") {
+		return s
+	}
+	s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	if s == "" || s == "-" || s == "-0" {
+		return "0"
+	}
+	return s
 }
 
 // labelStep is how many rows apart the y labels are on a chart whose top row is n rows above

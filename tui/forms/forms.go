@@ -149,14 +149,14 @@ func Mode(m string) error {
 	return fmt.Errorf("mode %q is not one of %s", m, strings.Join(Modes, ", "))
 }
 
-// NextMode is the mode after m in the cycle auto → approve → off → auto.
-func NextMode(m string) string {
-	for i, v := range Modes {
-		if m == v {
-			return Modes[(i+1)%len(Modes)]
-		}
+// ToggleMode is the mode the console's mode key switches m to: approve ↔ off, and auto back to
+// approve. It never returns auto: an action in auto mode goes out without anyone approving it, so
+// switching to auto is a choice of its own, confirmed (never a step of a cycle).
+func ToggleMode(m string) string {
+	if m == "approve" {
+		return "off"
 	}
-	return Modes[0]
+	return "approve"
 }
 
 // Param parses one policy parameter value.

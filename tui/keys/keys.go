@@ -57,6 +57,9 @@ type Job struct {
 	Replay     key.Binding `key:"replay"`
 	PrevAction key.Binding `key:"prev_action"`
 	NextAction key.Binding `key:"next_action"`
+	// StepBack and StepForward scrub the replay a bucket at a time.
+	StepBack    key.Binding `key:"step_back"`
+	StepForward key.Binding `key:"step_forward"`
 }
 
 // Actions is the pending queue and the manual triggers.
@@ -70,7 +73,10 @@ type Actions struct {
 
 // Policies is the per-job policy modes and parameters.
 type Policies struct {
+	// Mode toggles approve ↔ off; it never reaches auto, which has its
+	// own key and a confirmation (an action in auto mode goes out at once).
 	Mode key.Binding `key:"mode"`
+	Auto key.Binding `key:"auto"`
 	Edit key.Binding `key:"edit"`
 }
 
@@ -156,14 +162,16 @@ func Default() Map {
 			Kill:    b("kill job", "ctrl+k"),
 		},
 		Job: Job{
-			NextPanel:  b("next panel", "tab"),
-			PrevPanel:  b("prev panel", "shift+tab"),
-			Maximise:   b("maximise", "z"),
-			Sort:       b("sort", "s"),
-			Restart:    b("restart node", "R"),
-			Replay:     b("replay/live", "p"),
-			PrevAction: b("prev action", "["),
-			NextAction: b("next action", "]"),
+			NextPanel:   b("next panel", "tab"),
+			PrevPanel:   b("prev panel", "shift+tab"),
+			Maximise:    b("maximise", "z"),
+			Sort:        b("sort", "s"),
+			Restart:     b("restart node", "R"),
+			Replay:      b("replay/live", "p"),
+			PrevAction:  b("replay: prev action", "["),
+			NextAction:  b("replay: next action", "]"),
+			StepBack:    b("replay: step back", "left", "h"),
+			StepForward: b("replay: step on", "right", "l"),
 		},
 		Actions: Actions{
 			Approve: b("approve", "a"),
@@ -173,7 +181,8 @@ func Default() Map {
 			Batch:   b("batch sizes", "b"),
 		},
 		Policies: Policies{
-			Mode: b("cycle mode", "m"),
+			Mode: b("approve/off", "m"),
+			Auto: b("auto mode…", "!"),
 			Edit: b("edit params", "e", "enter"),
 		},
 		Form: Form{
@@ -299,13 +308,13 @@ func (k Job) ShortHelp() []key.Binding {
 	return []key.Binding{k.NextPanel, k.Maximise, k.Sort, k.Restart, k.Replay}
 }
 func (k Job) FullHelp() [][]key.Binding {
-	return [][]key.Binding{{k.NextPanel, k.PrevPanel, k.Maximise, k.Sort, k.Restart}, {k.Replay, k.PrevAction, k.NextAction}}
+	return [][]key.Binding{{k.NextPanel, k.PrevPanel, k.Maximise, k.Sort, k.Restart}, {k.Replay, k.StepBack, k.StepForward, k.PrevAction, k.NextAction}}
 }
 func (k Actions) ShortHelp() []key.Binding {
 	return []key.Binding{k.Approve, k.Reject, k.Trigger, k.Restart, k.Batch}
 }
 func (k Actions) FullHelp() [][]key.Binding  { return [][]key.Binding{k.ShortHelp()} }
-func (k Policies) ShortHelp() []key.Binding  { return []key.Binding{k.Mode, k.Edit} }
+func (k Policies) ShortHelp() []key.Binding  { return []key.Binding{k.Mode, k.Auto, k.Edit} }
 func (k Policies) FullHelp() [][]key.Binding { return [][]key.Binding{k.ShortHelp()} }
 func (k Form) ShortHelp() []key.Binding      { return []key.Binding{k.Next, k.Prev, k.Submit, k.Cancel} }
 func (k Form) FullHelp() [][]key.Binding     { return [][]key.Binding{k.ShortHelp()} }
@@ -315,7 +324,7 @@ func (k Confirm) FullHelp() [][]key.Binding  { return [][]key.Binding{k.ShortHel
 // SetReadOnly disables (and so hides from help) every binding that changes the cluster.
 func (m *Map) SetReadOnly(ro bool) {
 	for _, bp := range []*key.Binding{&m.Jobs.Kill, &m.Job.Restart, &m.Actions.Approve, &m.Actions.Reject,
-		&m.Actions.Trigger, &m.Actions.Restart, &m.Actions.Batch, &m.Policies.Mode, &m.Policies.Edit, &m.Global.Launch} {
+		&m.Actions.Trigger, &m.Actions.Restart, &m.Actions.Batch, &m.Policies.Mode, &m.Policies.Auto, &m.Policies.Edit, &m.Global.Launch} {
 		bp.SetEnabled(!ro)
 	}
 }

@@ -1,10 +1,13 @@
 package cli
 
 import (
+	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -59,4 +62,65 @@ func (f *connFlags) options() ([]client.Option, error) {
 		return nil, err
 	}
 	return []client.Option{client.WithTLS(cfg)}, nil
+}
+
+// connected waits for the client's first outcome and fails fast: a
+// refused connection or token is said at once, in words, rather than
+// retried until the timeout runs out (the console retries for ever; a
+// command line does not). addr is what the user gave.
+func connected(ctx context.Context, c *client.Client, addr string) error {
+	for {
+		st := c.Status()
+		switch st.State {
+		case client.Connected:
+			return nil
+		case client.Unauthorized:
+			return fmt.Errorf("the scheduler at %s refused the token (%s): check --token, --token-file or $KELPIE_TOKEN", addr, refusal(st.Err))
+		case client.Disconnected:
+			return fmt.Errorf("cannot reach the scheduler at %s: %s (is it running there? --scheduler or $KELPIE_SCHEDULER)", addr, unreachable(st.Err))
+		case client.Closed:
+			if ctx.Err() != nil {
+				return waited(ctx, addr)
+			}
+			return fmt.Errorf("connection to the scheduler at %s closed", addr)
+		}
+		select {
+		case <-ctx.Done():
+			return waited(ctx, addr)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// waited says that the scheduler did not answer in time.
+func waited(ctx context.Context, addr string) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("no answer from the scheduler at %s within --timeout", addr)
+	}
+	return ctx.Err()
+}
+
+// unreachable names why a dial failed: the operating system's words
+// when it gave some ("connection refused", "no such host"), else the
+// client's error as it is.
+func unreachable(err error) string {
+	if err == nil {
+		return "no connection"
+	}
+	msg := err.Error()
+	for _, s := range []string{"connection refused", "no such host", "i/o timeout", "network is unreachable", "connection reset by peer"} {
+		if strings.Contains(msg, s) {
+			return s
+		}
+	}
+	return msg
+}
+
+// refusal is the scheduler's reason for refusing a token, without the
+// client's prefix.
+func refusal(err error) string {
+	if err == nil {
+		return "unauthorized"
+	}
+	return strings.TrimPrefix(err.Error(), "client: unauthorized: ")
 }

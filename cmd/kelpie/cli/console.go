@@ -11,9 +11,10 @@ import (
 	"github.com/kelpie/kelpie/tui"
 )
 
-// runConsole opens the TUI on a scheduler.
-func runConsole(ctx context.Context, addr, token, job string) error {
-	return tui.Run(ctx, tui.Options{Scheduler: addr, Token: token, Job: job})
+// runConsole opens the TUI on a scheduler; quitNote says what quitting does
+// besides closing the console ("": the jobs keep running).
+func runConsole(ctx context.Context, addr, token, job, quitNote string) error {
+	return tui.Run(ctx, tui.Options{Scheduler: addr, Token: token, Job: job, QuitNote: quitNote})
 }
 
 func tuiCmd() *cobra.Command {

@@ -28,7 +28,8 @@ func demoCmd() *cobra.Command {
 		Short: "an embedded local cluster training a real model with a scripted straggler, and the console on it",
 		Long: `demo starts a scheduler on this machine and runs the demo job (an MLP on MNIST, 2 servers,
 4 workers; worker-2 turns into a straggler after 5 s, worker-3 is slow on and off) again and
-again until interrupted. AntDT-ND runs in approve mode: its proposals wait for you (with
+again until interrupted, each run under a new name (straggler-demo, straggler-demo-2, ...) so
+that a finished run keeps its history and replay. Quitting the console stops the demo. AntDT-ND runs in approve mode: its proposals wait for you (with
 --auto, it and PSLD act on their own).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -90,7 +91,7 @@ again until interrupted. AntDT-ND runs in approve mode: its proposals wait for y
 				<-ctx.Done()
 				return nil
 			}
-			return runConsole(ctx, d.HTTPAddr(), token, s.Name)
+			return runConsole(ctx, d.HTTPAddr(), token, s.Name, "This stops the demo: its scheduler and its jobs end with it.")
 		},
 	}
 	f := c.Flags()
@@ -102,16 +103,29 @@ again until interrupted. AntDT-ND runs in approve mode: its proposals wait for y
 	return c
 }
 
+// demoRunName names the demo's run-th run: the spec's name, then NAME-2,
+// NAME-3, ...
+func demoRunName(base string, run int) string {
+	if run <= 1 {
+		return base
+	}
+	return fmt.Sprintf("%s-%d", base, run)
+}
+
 func randomToken() string {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
 
-// keepDemoRunning submits the demo job and submits it again when it ends.
+// keepDemoRunning submits the demo job and, when it ends, a new run under a
+// new name (straggler-demo, straggler-demo-2, ...): a finished run stays
+// with its history and replay instead of being replaced by the next one.
 func keepDemoRunning(ctx context.Context, d *daemon.Daemon, s *spec.Spec) {
-	for ctx.Err() == nil {
-		name, err := d.Manager.SubmitSpec(s, "kelpie-demo")
+	for run := 1; ctx.Err() == nil; {
+		sp := *s // the manager keeps the spec it is given: each run its own
+		sp.Name = demoRunName(s.Name, run)
+		name, err := d.Manager.SubmitSpec(&sp, "kelpie-demo")
 		if err != nil {
 			select {
 			case <-time.After(2 * time.Second):
@@ -119,6 +133,7 @@ func keepDemoRunning(ctx context.Context, d *daemon.Daemon, s *spec.Spec) {
 			}
 			continue
 		}
+		run++
 		_, _ = d.Manager.Wait(ctx, name)
 		select {
 		case <-time.After(3 * time.Second):

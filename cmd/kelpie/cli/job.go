@@ -77,11 +77,14 @@ func (f *apiFlags) snapshot(jobs []string) ([]*kelpiepb.JobView, error) {
 		return nil, err
 	}
 	defer c.Close()
+	if err := connected(ctx, c, f.scheduler); err != nil {
+		return nil, err
+	}
 	select {
 	case s := <-got:
 		return s.Jobs, nil
 	case <-ctx.Done():
-		return nil, fmt.Errorf("no snapshot from %s: %v (%s)", f.scheduler, ctx.Err(), c.Status().Err)
+		return nil, fmt.Errorf("no snapshot from the scheduler at %s within --timeout", f.scheduler)
 	}
 }
 
@@ -94,8 +97,8 @@ func (f *apiFlags) command(cmd *kelpiepb.Command) (*kelpiepb.CommandResult, erro
 		return nil, err
 	}
 	defer c.Close()
-	if err := c.WaitConnected(ctx); err != nil {
-		return nil, fmt.Errorf("connect to %s: %v", f.scheduler, err)
+	if err := connected(ctx, c, f.scheduler); err != nil {
+		return nil, err
 	}
 	res, err := c.Send(ctx, cmd)
 	if err != nil {
@@ -211,21 +214,28 @@ func actCmds() []*cobra.Command {
 	var note string
 	approve := &cobra.Command{Use: "approve JOB ACTION", Short: "approve a proposed action", Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, err := af.command(&kelpiepb.Command{Kind: &kelpiepb.Command_Approve{Approve: &kelpiepb.DecideAction{Job: args[0], ActionId: args[1], Reason: note}}})
-			return err
+			if _, err := af.command(&kelpiepb.Command{Kind: &kelpiepb.Command_Approve{Approve: &kelpiepb.DecideAction{Job: args[0], ActionId: args[1], Reason: note}}}); err != nil {
+				return err
+			}
+			fmt.Printf("approved %s of job %s: it is dispatched now\n", args[1], args[0])
+			return nil
 		}}
 	af.add(approve, false)
 	approve.Flags().StringVar(&note, "note", "", "note for the audit log")
 	reject := &cobra.Command{Use: "reject JOB ACTION", Short: "reject a proposed action", Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, err := rf.command(&kelpiepb.Command{Kind: &kelpiepb.Command_Reject{Reject: &kelpiepb.DecideAction{Job: args[0], ActionId: args[1], Reason: note}}})
-			return err
+			if _, err := rf.command(&kelpiepb.Command{Kind: &kelpiepb.Command_Reject{Reject: &kelpiepb.DecideAction{Job: args[0], ActionId: args[1], Reason: note}}}); err != nil {
+				return err
+			}
+			fmt.Printf("rejected %s of job %s\n", args[1], args[0])
+			return nil
 		}}
 	rf.add(reject, false)
 	reject.Flags().StringVar(&note, "note", "", "note for the audit log")
 	var sizes, accum, params, syncModel string
 	trigger := &cobra.Command{Use: "trigger JOB KIND [NODE]",
-		Short: "trigger an action (KILL_RESTART NODE, ADJUST_BS --sizes worker-0=96,..., ADD_WORKER, REMOVE_WORKER NODE, BACKUP_WORKERS --params drop=1, ADJUST_LR NODE --params lr_scale=0.5, SET_SYNC --sync-model ssp --params staleness=3)",
+		Short: "trigger an action of any kind: " + strings.Join(actionKinds(), ", "),
+		Long:  "trigger asks the scheduler to carry out an action now, as an operator.\n\nKIND is one of:\n" + kindsHelp(),
 		Args:  cobra.RangeArgs(2, 3),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a := &kelpiepb.Action{Kind: strings.ToUpper(args[1]), SyncModel: syncModel}

@@ -8,13 +8,16 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/kelpie/kelpie/cmd/kelpie/internal/racks"
+	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/runtime/role"
 	"github.com/kelpie/kelpie/runtime/spec"
 	"github.com/kelpie/kelpie/scheduler/daemon"
@@ -32,7 +35,10 @@ supervising its parameter-server or worker process) on 127.0.0.1, trains to the 
 prints a summary. With --hosts netns (or cluster.hosts: netns in the spec) every host runs
 in a network namespace of its own, with its own address, racks joined by shaped uplinks
 (cluster.topology, cluster.links; root only); everything is removed at the end. With --json
-it prints exactly one JSON object on stdout (logs go to stderr). Exit code 0 only when the job completed; a bad spec exits 2. A job whose training
+it prints exactly one JSON object on stdout (logs go to stderr). At a terminal (and without
+--json) the console opens on the job, read-only; quitting it leaves the job running to its end.
+With --headless, --json or no terminal there is no console: a progress line goes to stderr every
+5 s ("kelpie run: NAME running · iteration 1200/9375 · loss 0.412 · 2.13k samples/s"). Exit code 0 only when the job completed; a bad spec exits 2. A job whose training
 diverges (a non-finite loss or parameter) exits 1 after printing its result, whose
 final_loss and accuracy are null and whose "diverged" object names the node and iteration.`,
 		Args: cobra.ExactArgs(1),
@@ -45,7 +51,6 @@ final_loss and accuracy are null and whose "diverged" object names the node and 
 			if err != nil {
 				return exitCode(2, err)
 			}
-			_ = headless // the console attaches to running jobs with `kelpie tui`; run itself is headless
 			switch hosts {
 			case "":
 			case spec.HostsLocal, spec.HostsNetns:
@@ -105,6 +110,30 @@ final_loss and accuracy are null and whose "diverged" object names the node and 
 				case <-done:
 				}
 			}()
+			// The console on the job when a person is at a terminal;
+			// otherwise (--headless, --json, or no terminal) a progress
+			// line on stderr every progressEvery.
+			consoleDone := make(chan struct{})
+			if !headless && !asJSON && terminal(os.Stdin) && terminal(os.Stdout) {
+				go func() {
+					defer close(consoleDone)
+					if err := runConsole(ctx, d.HTTPAddr(), "", name, "The job runs on to its end; Ctrl-C then stops it."); err != nil {
+						fmt.Fprintf(os.Stderr, "kelpie run: console: %v\n", err)
+					}
+					fmt.Fprintf(os.Stderr, "kelpie run: console closed; %s runs on to the end (Ctrl-C stops it)\n", name)
+				}()
+			} else {
+				close(consoleDone)
+				ticker := time.NewTicker(progressEvery)
+				defer ticker.Stop()
+				go progressLines(done, ticker.C, os.Stderr, func() *kelpiepb.JobView {
+					if v := d.Manager.View([]string{name}, 0); len(v) > 0 {
+						return v[0]
+					}
+					return nil
+				})
+			}
+			defer func() { <-consoleDone }()
 			if network != nil {
 				shapeCtx, stopShaping := context.WithCancel(ctx)
 				defer stopShaping()
@@ -133,7 +162,7 @@ final_loss and accuracy are null and whose "diverged" object names the node and 
 		},
 	}
 	limits = addLimitsFlag(c)
-	c.Flags().BoolVar(&headless, "headless", false, "run without the console")
+	c.Flags().BoolVar(&headless, "headless", false, "no console, even at a terminal: a progress line on stderr every 5 s (the default without a terminal or with --json)")
 	c.Flags().BoolVar(&asJSON, "json", false, "print one JSON result object on stdout")
 	c.Flags().BoolVar(&quiet, "quiet", false, "do not copy the nodes' logs to stderr")
 	c.Flags().StringVar(&hosts, "hosts", "", "where the nodes run: local (127.0.0.1) or netns (a network namespace per host; root); default: the spec's cluster.hosts")
@@ -142,6 +171,48 @@ final_loss and accuracy are null and whose "diverged" object names the node and 
 
 // shapeWhenStarted carries out the job's link stragglers from the job's
 // time zero on.
+// progressEvery is how often a run without a console reports progress.
+const progressEvery = 5 * time.Second
+
+// terminal says whether f is a terminal (a character device).
+func terminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// progressLines writes one progress line to w at every tick until done is
+// closed: the job's state, iteration, loss and throughput as the console
+// shows them.
+func progressLines(done <-chan struct{}, tick <-chan time.Time, w io.Writer, view func() *kelpiepb.JobView) {
+	for {
+		select {
+		case <-done:
+			return
+		case <-tick:
+			if v := view(); v != nil {
+				fmt.Fprintln(w, progressLine(v))
+			}
+		}
+	}
+}
+
+// progressLine is one line of progress.
+func progressLine(v *kelpiepb.JobView) string {
+	parts := []string{fmt.Sprintf("kelpie run: %s %s", v.GetName(), v.GetState())}
+	if v.GetIterations() > 0 {
+		parts = append(parts, fmt.Sprintf("iteration %d/%d", v.GetIteration(), v.GetIterations()))
+	} else {
+		parts = append(parts, fmt.Sprintf("iteration %d", v.GetIteration()))
+	}
+	if l := v.GetLoss(); l != 0 {
+		parts = append(parts, "loss "+lossText(l))
+	}
+	if t := v.GetThroughput(); t > 0 {
+		parts = append(parts, fmt.Sprintf("%.0f samples/s", t))
+	}
+	return strings.Join(parts, " · ")
+}
+
 func shapeWhenStarted(ctx context.Context, d *daemon.Daemon, name string, s *spec.Spec, network *racks.Network, log *slog.Logger) {
 	cj, ok := d.Manager.Coordinator().Job(name)
 	if !ok {

@@ -1,0 +1,85 @@
+package cli
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/coder/websocket"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+)
+
+// okScheduler plays the console API: a welcome, then ok for every command.
+func okScheduler(t *testing.T) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer conn.CloseNow()
+		ctx := r.Context()
+		write := func(f *kelpiepb.ServerFrame) error {
+			b, _ := protojson.Marshal(f)
+			return conn.Write(ctx, websocket.MessageText, b)
+		}
+		for {
+			_, data, err := conn.Read(ctx)
+			if err != nil {
+				return
+			}
+			f := &kelpiepb.ClientFrame{}
+			if protojson.Unmarshal(data, f) != nil {
+				return
+			}
+			switch f.Body.(type) {
+			case *kelpiepb.ClientFrame_Hello:
+				err = write(&kelpiepb.ServerFrame{Body: &kelpiepb.ServerFrame_Welcome{Welcome: &kelpiepb.Welcome{User: "olga", Role: "operator"}}})
+			case *kelpiepb.ClientFrame_Command:
+				err = write(&kelpiepb.ServerFrame{Body: &kelpiepb.ServerFrame_Result{Result: &kelpiepb.CommandResult{Id: f.Id, Ok: true}}})
+			}
+			if err != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// stdoutOf runs kelpie with args and returns its exit code and stdout.
+func stdoutOf(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := os.Stdout
+	os.Stdout = w
+	out := make(chan string)
+	go func() {
+		b, _ := io.ReadAll(r)
+		out <- string(b)
+	}()
+	code := Run(args)
+	os.Stdout = old
+	w.Close()
+	return code, <-out
+}
+
+// TestApproveSaysWhatItDid: approve and reject print what they did on
+// success (they printed nothing).
+func TestApproveSaysWhatItDid(t *testing.T) {
+	addr := strings.TrimPrefix(okScheduler(t).URL, "http://")
+	for verb, want := range map[string]string{"approve": "approved a-7 of job mnist", "reject": "rejected a-7 of job mnist"} {
+		code, out := stdoutOf(t, "job", verb, "mnist", "a-7", "--scheduler", addr, "--token", "t")
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("job %s: exit %d, stdout %q; want %q", verb, code, out, want)
+		}
+	}
+}

@@ -424,6 +424,21 @@ func (j *Job) Nodes() []NodeStats {
 	return out
 }
 
+// WorkerSamples counts the samples every worker of the job has trained so
+// far, across restarts (NodeStats.TotalSamples summed over the workers):
+// the count the job's throughput is measured from.
+func (j *Job) WorkerSamples() int64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var s int64
+	for _, n := range j.nodes {
+		if n.Role == kelpiepb.Role_ROLE_WORKER {
+			s += n.TotalSamples()
+		}
+	}
+	return s
+}
+
 // roleIndex checks a node name against the spec and returns its role index.
 // The caller holds j.mu.
 func (j *Job) roleIndex(node string, role kelpiepb.Role) (int, error) {

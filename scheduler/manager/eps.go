@@ -333,9 +333,7 @@ func (m *Manager) epsJobLocked(j *jobState) eps.Job {
 			ej.Iteration = max(ej.Iteration, n.progress().iteration)
 		}
 	}
-	for _, w := range j.snap.Workers {
-		ej.Throughput += w.Throughput
-	}
+	ej.Throughput = j.thr.rate() // Throughput over the last window
 	for _, a := range j.actions {
 		ej.Actions = append(ej.Actions, eps.ActionInfo{ID: a.Id, Kind: policy.Kind(a.Kind), Policy: a.Policy,
 			State: gate.State(a.State), Updated: a.Updated.AsTime()})

@@ -358,7 +358,8 @@ func (j *jobState) view(detail bool, columns int) *kelpiepb.JobView {
 	if lossN > 0 {
 		v.Loss = lossSum / float64(lossN)
 	}
-	if !j.over() {
+	over, res, ended := j.over(), j.res, j.ended
+	if !over {
 		v.ClusterBusy = j.clusterBusy()
 	}
 	if j.res != nil {
@@ -413,9 +414,7 @@ func (j *jobState) view(detail bool, columns int) *kelpiepb.JobView {
 	}
 	todo, doing, done, total := coord.ShardCounts()
 	v.ShardsTodo, v.ShardsDoing, v.ShardsDone, v.ShardsTotal = int64(todo), int64(doing), int64(done), int64(total)
-	for _, w := range snap.Workers {
-		v.Throughput += w.Throughput
-	}
+	v.Throughput = j.throughput(over, res, coord.Start(), ended)
 	if !detail {
 		return v
 	}

@@ -294,6 +294,7 @@ func (p AntDTND) adjust(workers []monitor.WorkerStat, j Job, stragglers, why []s
 	if !(after <= before*(1-minGain(p.MinGain))) {
 		return Action{}, false
 	}
+	tb, ta := predictThroughput(j, global, before, after)
 	ev["global_batch"] = float64(global)
 	ev["current_bpt_s"] = before
 	ev["predicted_bpt_s"] = after
@@ -314,9 +315,9 @@ func (p AntDTND) adjust(workers []monitor.WorkerStat, j Job, stragglers, why []s
 		Reason: fmt.Sprintf("%s; min-max split of the global batch %d over the throughputs (AntDT Eq. 3): %s",
 			strings.Join(why, "; "), global, strings.Join(changes, ", ")),
 		Evidence:            ev,
-		Predicted:           fmt.Sprintf("predicted BPT max B_i/v_i %s → %s; throughput %s → %s samples/s", secs(before), secs(after), num(float64(global)/before), num(float64(global)/after)),
+		Predicted:           fmt.Sprintf("predicted BPT max B_i/v_i %s → %s; throughput %s → %s samples/s", secs(before), secs(after), num(tb), num(ta)),
 		PredictedBPT:        time.Duration(after * float64(time.Second)),
-		PredictedThroughput: float64(global) / after,
+		PredictedThroughput: ta,
 		Key:                 NameAntDTND + "/" + string(KindAdjustBS) + "/" + strings.Join(stragglers, ","),
 	}, true
 }
@@ -397,6 +398,7 @@ func (p AntDTDD) Propose(s monitor.Snapshot, j Job) []Action {
 	}
 	ev["current_bpt_s"] = before
 	ev["predicted_bpt_s"] = after
+	tb, ta := predictThroughput(j, global, before, after)
 	return []Action{{
 		Kind:         KindAdjustBS,
 		Policy:       NameAntDTDD,
@@ -405,9 +407,9 @@ func (p AntDTDD) Propose(s monitor.Snapshot, j Job) []Action {
 		Reason: fmt.Sprintf("heterogeneous devices: throughputs %s samples/s; AntDT Eq. 4 with batches in [%d, %d] and %d–%d accumulation steps: %s (steps × batch)",
 			nums(v), minB, maxB, minC, maxC, strings.Join(parts, ", ")),
 		Evidence:            ev,
-		Predicted:           fmt.Sprintf("time to synchronise max C_i·B_i/v_i %s → %s; throughput %s → %s samples/s", secs(before), secs(after), num(float64(global)/before), num(float64(global)/after)),
+		Predicted:           fmt.Sprintf("time to synchronise max C_i·B_i/v_i %s → %s; throughput %s → %s samples/s", secs(before), secs(after), num(tb), num(ta)),
 		PredictedBPT:        time.Duration(after * float64(time.Second)),
-		PredictedThroughput: float64(global) / after,
+		PredictedThroughput: ta,
 		Key:                 NameAntDTDD + "/" + string(KindAdjustBS),
 	}}
 }
@@ -592,4 +594,18 @@ func (p AdjustLR) Propose(s monitor.Snapshot, j Job) []Action {
 		Predicted: pred,
 		Key:       NameAdjustLR + "/" + string(KindAdjustLR) + "/" + strings.Join(keys, ","),
 	}}
+}
+
+// predictThroughput is the job's throughput before and (predicted) after a
+// change that takes the time of an iteration from before to after
+// (seconds): the measured throughput (Job.Throughput) scaled by
+// before/after, so that the prediction starts from the figure the console
+// shows and the realized effect is measured in. Without a measurement yet
+// it is the global batch over the iteration's time (which leaves out the
+// time spent waiting at the barrier).
+func predictThroughput(j Job, global int, before, after float64) (tb, ta float64) {
+	if j.Throughput > 0 && before > 0 && after > 0 {
+		return j.Throughput, j.Throughput * before / after
+	}
+	return float64(global) / before, float64(global) / after
 }

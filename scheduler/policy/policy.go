@@ -112,9 +112,15 @@ type Action struct {
 // its configuration and current settings.
 type Job struct {
 	Name        string
-	GlobalBatch int      // B, fixed for the whole job (AntDT)
-	Workers     []string // live workers; empty: the workers in the snapshot
-	Servers     []string // live servers; empty: the servers in the snapshot
+	GlobalBatch int // B, fixed for the whole job (AntDT)
+	// Throughput is the job's measured throughput: samples trained per
+	// wall-clock second over the last window (manager.Throughput, the
+	// figure the console shows); 0 before it is known. Predictions of a
+	// job's throughput scale it by the predicted change of the time per
+	// iteration, so that "before" is what the operator sees.
+	Throughput float64
+	Workers    []string // live workers; empty: the workers in the snapshot
+	Servers    []string // live servers; empty: the servers in the snapshot
 	// Current settings; missing entries mean the defaults (the batch size
 	// the worker last reported, accumulation 1, learning-rate scale 1).
 	BatchSizes   map[string]int

@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"math"
 	"sync"
 	"time"
 )
@@ -94,4 +95,43 @@ func (j *jobState) throughput(over bool, res *Result, started, ended time.Time) 
 		return res.Throughput
 	}
 	return Throughput(0, started, j.coord.WorkerSamples(), ended)
+}
+
+// progressTotal estimates the iteration count a running job will end at:
+// the iteration it is at plus what its unfinished shards hold (a shard
+// being trained counted as half done), at the plan's iterations per shard;
+// never below the plan's count (plan) nor at or below the counter (a
+// running job is never shown finished), and never below an earlier
+// estimate (prev: totals shown do not go down). Shards trained twice (a
+// crashed worker's, at-least-once) or workers running ahead without a
+// barrier make a job take more iterations than the plan's count; the
+// estimate grows with them, before the counter reaches it.
+func progressTotal(prev, plan, iteration int64, todo, doing, total int) int64 {
+	est := max(prev, plan, iteration+1)
+	if total > 0 && plan > 0 {
+		left := float64(2*todo+doing) / float64(2*total) * float64(plan) // iterations the unfinished shards hold
+		est = max(est, iteration+int64(math.Ceil(left)))
+	}
+	return est
+}
+
+// iterationTotal is the iteration total a view shows: progressTotal while
+// the job runs (kept in j.iterTotal, so that it never goes down); once the
+// job has ended, the iteration it ended at when it completed (its progress
+// is 100 %), else the last estimate (how far it got).
+func (j *jobState) iterationTotal(over bool, state string, iteration int64, todo, doing, total int) int64 {
+	plan := j.coord.Plan().Iterations()
+	if over {
+		if state == StateCompleted {
+			return iteration
+		}
+		return max(j.iterTotal.Load(), plan, iteration)
+	}
+	for {
+		prev := j.iterTotal.Load()
+		est := progressTotal(prev, plan, iteration, todo, doing, total)
+		if est == prev || j.iterTotal.CompareAndSwap(prev, est) {
+			return est
+		}
+	}
 }

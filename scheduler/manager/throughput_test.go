@@ -92,3 +92,41 @@ func TestThroughputMeter(t *testing.T) {
 		t.Error("Throughput of an empty span or a count that went back is not 0")
 	}
 }
+
+// TestProgressTotal: while a job runs its iteration total never goes
+// down, is never reached by the counter and grows with the shards still to
+// train once the counter nears or passes the plan's count (9,375 planned;
+// the demo's job went on to 9,921 and showed "9880/9880 99 %" with a shard
+// still being trained).
+func TestProgressTotal(t *testing.T) {
+	const plan, shards = 9375, 100
+	type step struct {
+		iteration         int64
+		todo, doing, done int
+	}
+	steps := []step{{0, 100, 0, 0}, {100, 97, 3, 0}, {4000, 55, 3, 42}, {9000, 3, 3, 94}, {9375, 0, 2, 98},
+		{9700, 0, 1, 99}, {9880, 0, 1, 99}, {9921, 0, 1, 99}, {9921, 0, 0, 100}}
+	var prev int64
+	for _, s := range steps {
+		got := progressTotal(prev, plan, s.iteration, s.todo, s.doing, shards)
+		switch {
+		case got < prev:
+			t.Errorf("at %d: total %d went down from %d", s.iteration, got, prev)
+		case got <= s.iteration:
+			t.Errorf("at %d (%d shards doing): total %d; a running job must not look finished", s.iteration, s.doing, got)
+		case got < plan:
+			t.Errorf("at %d: total %d below the plan's %d", s.iteration, got, plan)
+		}
+		prev = got
+	}
+	if prev > 10_100 {
+		t.Errorf("total %d; the estimate overshoots a job that ended at 9,921", prev)
+	}
+	// Without shards (plan slices), the plan until the counter passes it.
+	if got := progressTotal(0, 235, 200, 0, 0, 0); got != 235 {
+		t.Errorf("plain plan at 200/235: %d", got)
+	}
+	if got := progressTotal(235, 235, 240, 0, 0, 0); got != 241 {
+		t.Errorf("counter past the plan: total %d; want 241 (never reached while running)", got)
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/scheduler/console/client"
@@ -51,7 +50,7 @@ func historyCmd() *cobra.Command {
 func printRecords(recs []*kelpiepb.HistoryRecord) error {
 	w := bufio.NewWriter(os.Stdout)
 	for _, r := range recs {
-		b, err := protojson.Marshal(r) // one line: protojson breaks lines only when asked
+		b, err := protoJSON(r) // one line, 64-bit integers as numbers (as job describe --json)
 		if err != nil {
 			return err
 		}

@@ -130,3 +130,43 @@ func TestProgressTotal(t *testing.T) {
 		t.Errorf("counter past the plan: total %d; want 241 (never reached while running)", got)
 	}
 }
+
+// TestCompletedJobHistory: the last frame of a completed job's timeline
+// says completed (`job history` of a completed job never did: the frame
+// was recorded before the state changed), its nodes done; the view shows
+// the iteration the job ended at as its total, and its throughput is the
+// result's.
+func TestCompletedJobHistory(t *testing.T) {
+	clk := &testClock{t: time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)}
+	m, j, report := historyJob(t, filepath.Join(t.TempDir(), "kelpie.db"), clk)
+	fast := map[string]float64{"worker-0": 0.002, "worker-1": 0.002, "worker-2": 0.002, "worker-3": 0.002}
+	for range 5 {
+		report(fast)
+	}
+	clk.add(500 * time.Millisecond)
+	m.complete(j)
+	res, err := m.History("hist", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frames := res.GetFrames()
+	if len(frames) == 0 {
+		t.Fatal("no frames")
+	}
+	last := frames[len(frames)-1]
+	if last.GetState() != StateCompleted {
+		t.Errorf("last frame %q; want completed", last.GetState())
+	}
+	for _, n := range last.GetNodes() {
+		if n.GetState() == "running" || n.GetState() == "starting" {
+			t.Errorf("%s %s in the completed job's last frame", n.GetName(), n.GetState())
+		}
+	}
+	v := m.View([]string{"hist"}, 10)[0]
+	if v.State != StateCompleted || v.Iterations != v.Iteration || v.Iteration != 50 {
+		t.Errorf("completed view: %s, iteration %d of %d; want completed, 50 of 50", v.State, v.Iteration, v.Iterations)
+	}
+	if j.res == nil || v.Throughput != j.res.Throughput {
+		t.Errorf("completed view's throughput %v; want the result's %v", v.Throughput, j.res.Throughput)
+	}
+}

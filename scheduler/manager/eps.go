@@ -351,7 +351,7 @@ func (m *Manager) epsJobLocked(j *jobState) eps.Job {
 	ej := eps.Job{Name: j.spec.Name, Submitted: j.submitted, Spec: slots{Workers: cl.Workers, Servers: cl.Servers},
 		MinWorkers: cl.MinWorkers, MinServers: cl.MinServers, MaxWorkers: cl.MaxWorkers, MaxServers: cl.MaxServers,
 		FixedWorkers: cl.Elasticity == spec.ElasticityCheckpointRestart, FixedServers: cl.Exchange != spec.ExchangePS,
-		Mode: gate.Mode(m.epsModeLocked(j)), Started: j.coord.Start(), Settle: max(j.mon.Config().LTrans, m.cfg.EPSInterval)}
+		Mode: gate.Mode(m.epsModeLocked(j)), Started: j.coord.Start(), Settle: max(j.mon.Config().LTrans, m.cfg.EPSInterval, ThroughputWindow)}
 	switch j.state {
 	case StateQueued:
 		ej.Phase = eps.Queued

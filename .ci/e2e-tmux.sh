@@ -2,7 +2,9 @@
 # End-to-end test of the real binary in tmux: start `kelpie demo`, wait for
 # the scripted straggler to show, open the actions view, approve a pending
 # action, and check through `kelpie job describe` (the console API) that it
-# was applied. Everything it starts is stopped; bounded in time.
+# was applied; on the way, check the header's throughput against the
+# iterations counted over 10 s. Everything it starts is stopped; bounded in
+# time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-bin/kelpie}
@@ -42,6 +44,29 @@ wait_for "straggler-demo" 60
 echo "e2e: the console shows the demo job"
 wait_for "worker-2 .* persistent" 90
 echo "e2e: worker-2 is marked a persistent straggler"
+
+# The header's throughput is samples trained per wall-clock second: check
+# it against iterations counted here (job describe --json, 10 s apart,
+# times the global batch). A correctness check of the figure, not a timing
+# threshold: within 30 % (the old Σ B_i/T_i was 1.5–10× too high).
+describe() { $BIN job describe straggler-demo --scheduler "127.0.0.1:$PORT" --token-file "$DIR/operator.token" --json; }
+count0=$(describe | python3 -c 'import json,sys,time; j=json.load(sys.stdin); print(j["iteration"], j["globalBatch"], time.time())')
+sleep 10
+count1=$(describe | python3 -c 'import json,sys,time; j=json.load(sys.stdin); print(j["iteration"], time.time())')
+header=$(screen | grep -m1 "straggler-demo · running")
+python3 - "$count0" "$count1" "$header" <<'PY' || { screen >&2; exit 1; }
+import re, sys
+i0, batch, t0 = sys.argv[1].split()
+i1, t1 = sys.argv[2].split()
+counted = (int(i1) - int(i0)) * int(batch) / (float(t1) - float(t0))
+m = re.search(r"· ([0-9.]+)([kM]?)/s", sys.argv[3])
+if not m:
+    sys.exit("e2e: no throughput in the header: " + sys.argv[3])
+shown = float(m.group(1)) * {"": 1, "k": 1e3, "M": 1e6}[m.group(2)]
+print(f"e2e: header says {shown:.0f} samples/s; counted {int(i1) - int(i0)} iterations × {batch} over {float(t1) - float(t0):.1f}s = {counted:.0f} samples/s")
+if counted <= 0 or abs(shown - counted) / counted > 0.30:
+    sys.exit(f"e2e: the header's throughput {shown:.0f}/s is not the {counted:.0f}/s the iterations say")
+PY
 wait_for "pending (A)" 60
 tmux send-keys -t "$SESSION" A
 wait_for "actions · straggler-demo" 20
@@ -53,7 +78,7 @@ if screen | grep -q "Approve "; then tmux send-keys -t "$SESSION" y; fi
 applied=""
 for _ in $(seq 1 60); do
 	applied=$($BIN job describe straggler-demo --scheduler "127.0.0.1:$PORT" --token-file "$DIR/operator.token" --json |
-		python3 -c 'import json,sys; j=json.load(sys.stdin)[0]; print(" ".join(a["id"]+":"+a["kind"] for a in j.get("actions",[]) if a.get("state")=="applied"))')
+		python3 -c 'import json,sys; j=json.load(sys.stdin); print(" ".join(a["id"]+":"+a["kind"] for a in j.get("actions",[]) if a.get("state")=="applied"))')
 	[ -n "$applied" ] && break
 	sleep 1
 done

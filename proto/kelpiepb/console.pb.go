@@ -1855,22 +1855,27 @@ type JobView struct {
 	Servers     int32                  `protobuf:"varint,10,opt,name=servers,proto3" json:"servers,omitempty"`
 	Workers     int32                  `protobuf:"varint,11,opt,name=workers,proto3" json:"workers,omitempty"`
 	GlobalBatch int32                  `protobuf:"varint,12,opt,name=global_batch,json=globalBatch,proto3" json:"global_batch,omitempty"`
-	Throughput  float64                `protobuf:"fixed64,13,opt,name=throughput,proto3" json:"throughput,omitempty"` // samples per second (Monitor, sum of v_i)
-	Iteration   int64                  `protobuf:"varint,14,opt,name=iteration,proto3" json:"iteration,omitempty"`
-	Iterations  int64                  `protobuf:"varint,15,opt,name=iterations,proto3" json:"iterations,omitempty"`
-	ShardsTodo  int64                  `protobuf:"varint,16,opt,name=shards_todo,json=shardsTodo,proto3" json:"shards_todo,omitempty"`
-	ShardsDoing int64                  `protobuf:"varint,17,opt,name=shards_doing,json=shardsDoing,proto3" json:"shards_doing,omitempty"`
-	ShardsDone  int64                  `protobuf:"varint,18,opt,name=shards_done,json=shardsDone,proto3" json:"shards_done,omitempty"`
-	ShardsTotal int64                  `protobuf:"varint,19,opt,name=shards_total,json=shardsTotal,proto3" json:"shards_total,omitempty"`
-	Loss        float64                `protobuf:"fixed64,20,opt,name=loss,proto3" json:"loss,omitempty"` // mean training loss lately
-	Policies    []*PolicyView          `protobuf:"bytes,21,rep,name=policies,proto3" json:"policies,omitempty"`
-	Nodes       []*NodeView            `protobuf:"bytes,22,rep,name=nodes,proto3" json:"nodes,omitempty"`
-	Monitor     *MonitorView           `protobuf:"bytes,23,opt,name=monitor,proto3" json:"monitor,omitempty"`
-	Heatmap     *Heatmap               `protobuf:"bytes,24,opt,name=heatmap,proto3" json:"heatmap,omitempty"`
-	Actions     []*Action              `protobuf:"bytes,25,rep,name=actions,proto3" json:"actions,omitempty"`     // pending first, then recent
-	Charts      []*Series              `protobuf:"bytes,26,rep,name=charts,proto3" json:"charts,omitempty"`       // bounded time series for line charts
-	Accuracy    float64                `protobuf:"fixed64,27,opt,name=accuracy,proto3" json:"accuracy,omitempty"` // when completed
-	Diverged    *Divergence            `protobuf:"bytes,28,opt,name=diverged,proto3" json:"diverged,omitempty"`   // state diverged: where and what
+	// samples trained per wall-clock second: over the last 10 s while the
+	// job runs, over its whole run once it has ended (manager.Throughput)
+	Throughput float64 `protobuf:"fixed64,13,opt,name=throughput,proto3" json:"throughput,omitempty"`
+	Iteration  int64   `protobuf:"varint,14,opt,name=iteration,proto3" json:"iteration,omitempty"`
+	// the iteration count the job is expected to end at: while it runs,
+	// never below an earlier one and always above iteration; once it
+	// completed, the iteration it ended at
+	Iterations  int64         `protobuf:"varint,15,opt,name=iterations,proto3" json:"iterations,omitempty"`
+	ShardsTodo  int64         `protobuf:"varint,16,opt,name=shards_todo,json=shardsTodo,proto3" json:"shards_todo,omitempty"`
+	ShardsDoing int64         `protobuf:"varint,17,opt,name=shards_doing,json=shardsDoing,proto3" json:"shards_doing,omitempty"`
+	ShardsDone  int64         `protobuf:"varint,18,opt,name=shards_done,json=shardsDone,proto3" json:"shards_done,omitempty"`
+	ShardsTotal int64         `protobuf:"varint,19,opt,name=shards_total,json=shardsTotal,proto3" json:"shards_total,omitempty"`
+	Loss        float64       `protobuf:"fixed64,20,opt,name=loss,proto3" json:"loss,omitempty"` // mean training loss lately
+	Policies    []*PolicyView `protobuf:"bytes,21,rep,name=policies,proto3" json:"policies,omitempty"`
+	Nodes       []*NodeView   `protobuf:"bytes,22,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	Monitor     *MonitorView  `protobuf:"bytes,23,opt,name=monitor,proto3" json:"monitor,omitempty"`
+	Heatmap     *Heatmap      `protobuf:"bytes,24,opt,name=heatmap,proto3" json:"heatmap,omitempty"`
+	Actions     []*Action     `protobuf:"bytes,25,rep,name=actions,proto3" json:"actions,omitempty"`     // pending first, then recent
+	Charts      []*Series     `protobuf:"bytes,26,rep,name=charts,proto3" json:"charts,omitempty"`       // bounded time series for line charts
+	Accuracy    float64       `protobuf:"fixed64,27,opt,name=accuracy,proto3" json:"accuracy,omitempty"` // when completed
+	Diverged    *Divergence   `protobuf:"bytes,28,opt,name=diverged,proto3" json:"diverged,omitempty"`   // state diverged: where and what
 	// With a ViewWindow: the nodes that pass its filter, and the index of the
 	// first row in nodes among them.
 	NodesTotal  int32 `protobuf:"varint,29,opt,name=nodes_total,json=nodesTotal,proto3" json:"nodes_total,omitempty"`
@@ -2485,11 +2490,13 @@ func (x *PolicyView) GetParams() map[string]float64 {
 }
 
 type NodeView struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Role          string                 `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"` // server | worker
-	Host          string                 `protobuf:"bytes,3,opt,name=host,proto3" json:"host,omitempty"`
-	State         string                 `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"` // starting | running | restarting | done | failed | lost | stopped
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Role  string                 `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"` // server | worker
+	Host  string                 `protobuf:"bytes,3,opt,name=host,proto3" json:"host,omitempty"`
+	State string                 `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"` // starting | running | restarting | done | failed | lost | stopped
+	// its process: 0 while starting or restarting; once its process has
+	// ended (done, stopped, failed, lost), the pid it last ran as
 	Pid           int32                  `protobuf:"varint,5,opt,name=pid,proto3" json:"pid,omitempty"`
 	Restarts      int32                  `protobuf:"varint,6,opt,name=restarts,proto3" json:"restarts,omitempty"`
 	BatchSize     int32                  `protobuf:"varint,7,opt,name=batch_size,json=batchSize,proto3" json:"batch_size,omitempty"`

@@ -36,23 +36,32 @@ const (
 // TimelineFrame is a job as it was over one span of time: the job's figures
 // at the end of the span, and each node's.
 type TimelineFrame struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Time          *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`                                    // end of the span
-	SpanSeconds   float64                `protobuf:"fixed64,2,opt,name=span_seconds,json=spanSeconds,proto3" json:"span_seconds,omitempty"` // how long it covers (a bucket; more once downsampled)
-	State         string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`                                  // the job's state at the end of the span
-	Iteration     int64                  `protobuf:"varint,4,opt,name=iteration,proto3" json:"iteration,omitempty"`
-	Throughput    float64                `protobuf:"fixed64,5,opt,name=throughput,proto3" json:"throughput,omitempty"` // samples per second, mean over the span
-	Loss          *float64               `protobuf:"fixed64,6,opt,name=loss,proto3,oneof" json:"loss,omitempty"`       // absent: no loss reported yet; NaN: diverged
-	ShardsDone    int64                  `protobuf:"varint,7,opt,name=shards_done,json=shardsDone,proto3" json:"shards_done,omitempty"`
-	MeanBptS      float64                `protobuf:"fixed64,8,opt,name=mean_bpt_s,json=meanBptS,proto3" json:"mean_bpt_s,omitempty"`              // the Monitor's mean worker BPT
-	SpeedVariance float64                `protobuf:"fixed64,9,opt,name=speed_variance,json=speedVariance,proto3" json:"speed_variance,omitempty"` // PSLD's (best - worst) / worst
-	Superior      []string               `protobuf:"bytes,10,rep,name=superior,proto3" json:"superior,omitempty"`                                 // PSLD's superior set
-	Nodes         []*TimelineNode        `protobuf:"bytes,11,rep,name=nodes,proto3" json:"nodes,omitempty"`
-	// samples the job trained per second over the span (its progress, from
-	// the samples ledger), where throughput is the Monitor's sum of the
-	// workers' v_i = B_i / T_i; under a barrier the two differ (the
-	// slowest worker sets the pace), and realized effects use this one.
-	SamplesPerS   float64 `protobuf:"fixed64,12,opt,name=samples_per_s,json=samplesPerS,proto3" json:"samples_per_s,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Time        *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`                                    // end of the span
+	SpanSeconds float64                `protobuf:"fixed64,2,opt,name=span_seconds,json=spanSeconds,proto3" json:"span_seconds,omitempty"` // how long it covers (a bucket; more once downsampled)
+	State       string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`                                  // the job's state at the end of the span
+	Iteration   int64                  `protobuf:"varint,4,opt,name=iteration,proto3" json:"iteration,omitempty"`
+	// the job's throughput as the console showed it at the end of the span:
+	// samples trained per wall-clock second over the last 10 s
+	// (manager.Throughput). Frames recorded before it was that hold the
+	// Monitor's sum of the workers' v_i = B_i / T_i instead.
+	Throughput    float64         `protobuf:"fixed64,5,opt,name=throughput,proto3" json:"throughput,omitempty"`
+	Loss          *float64        `protobuf:"fixed64,6,opt,name=loss,proto3,oneof" json:"loss,omitempty"` // absent: no loss reported yet; NaN: diverged
+	ShardsDone    int64           `protobuf:"varint,7,opt,name=shards_done,json=shardsDone,proto3" json:"shards_done,omitempty"`
+	MeanBptS      float64         `protobuf:"fixed64,8,opt,name=mean_bpt_s,json=meanBptS,proto3" json:"mean_bpt_s,omitempty"`              // the Monitor's mean worker BPT
+	SpeedVariance float64         `protobuf:"fixed64,9,opt,name=speed_variance,json=speedVariance,proto3" json:"speed_variance,omitempty"` // PSLD's (best - worst) / worst
+	Superior      []string        `protobuf:"bytes,10,rep,name=superior,proto3" json:"superior,omitempty"`                                 // PSLD's superior set
+	Nodes         []*TimelineNode `protobuf:"bytes,11,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// samples the job trained per wall-clock second over the span (the same
+	// definition as throughput, manager.Throughput, measured over the span
+	// rather than the last 10 s); realized effects use this one.
+	SamplesPerS float64 `protobuf:"fixed64,12,opt,name=samples_per_s,json=samplesPerS,proto3" json:"samples_per_s,omitempty"`
+	// the job's shards at the end of the span (JobView's), and the
+	// iteration total the console showed then
+	ShardsTodo    int64 `protobuf:"varint,13,opt,name=shards_todo,json=shardsTodo,proto3" json:"shards_todo,omitempty"`
+	ShardsDoing   int64 `protobuf:"varint,14,opt,name=shards_doing,json=shardsDoing,proto3" json:"shards_doing,omitempty"`
+	ShardsTotal   int64 `protobuf:"varint,15,opt,name=shards_total,json=shardsTotal,proto3" json:"shards_total,omitempty"`
+	Iterations    int64 `protobuf:"varint,16,opt,name=iterations,proto3" json:"iterations,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -167,6 +176,34 @@ func (x *TimelineFrame) GetNodes() []*TimelineNode {
 func (x *TimelineFrame) GetSamplesPerS() float64 {
 	if x != nil {
 		return x.SamplesPerS
+	}
+	return 0
+}
+
+func (x *TimelineFrame) GetShardsTodo() int64 {
+	if x != nil {
+		return x.ShardsTodo
+	}
+	return 0
+}
+
+func (x *TimelineFrame) GetShardsDoing() int64 {
+	if x != nil {
+		return x.ShardsDoing
+	}
+	return 0
+}
+
+func (x *TimelineFrame) GetShardsTotal() int64 {
+	if x != nil {
+		return x.ShardsTotal
+	}
+	return 0
+}
+
+func (x *TimelineFrame) GetIterations() int64 {
+	if x != nil {
+		return x.Iterations
 	}
 	return 0
 }
@@ -821,7 +858,7 @@ var File_timeline_proto protoreflect.FileDescriptor
 
 const file_timeline_proto_rawDesc = "" +
 	"\n" +
-	"\x0etimeline.proto\x12\tkelpie.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xad\x03\n" +
+	"\x0etimeline.proto\x12\tkelpie.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb4\x04\n" +
 	"\rTimelineFrame\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12!\n" +
 	"\fspan_seconds\x18\x02 \x01(\x01R\vspanSeconds\x12\x14\n" +
@@ -839,7 +876,14 @@ const file_timeline_proto_rawDesc = "" +
 	"\bsuperior\x18\n" +
 	" \x03(\tR\bsuperior\x12-\n" +
 	"\x05nodes\x18\v \x03(\v2\x17.kelpie.v1.TimelineNodeR\x05nodes\x12\"\n" +
-	"\rsamples_per_s\x18\f \x01(\x01R\vsamplesPerSB\a\n" +
+	"\rsamples_per_s\x18\f \x01(\x01R\vsamplesPerS\x12\x1f\n" +
+	"\vshards_todo\x18\r \x01(\x03R\n" +
+	"shardsTodo\x12!\n" +
+	"\fshards_doing\x18\x0e \x01(\x03R\vshardsDoing\x12!\n" +
+	"\fshards_total\x18\x0f \x01(\x03R\vshardsTotal\x12\x1e\n" +
+	"\n" +
+	"iterations\x18\x10 \x01(\x03R\n" +
+	"iterationsB\a\n" +
 	"\x05_loss\"\xc0\x03\n" +
 	"\fTimelineNode\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +

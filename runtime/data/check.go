@@ -50,11 +50,12 @@ func checkIDXFile(path string, ndims int, samples uint32) error {
 	}
 	head := make([]byte, 4+4*ndims)
 	var have int64 // data bytes after the header
+	var zr *gzip.Reader
 	if strings.HasSuffix(path, ".gz") {
 		if st.Size() < 18+int64(len(head)) {
 			return fmt.Errorf("truncated: %d bytes", st.Size())
 		}
-		zr, err := gzip.NewReader(f)
+		zr, err = gzip.NewReader(f)
 		if err != nil {
 			return fmt.Errorf("not gzip: %v", err)
 		}
@@ -84,6 +85,18 @@ func checkIDXFile(path string, ndims int, samples uint32) error {
 	dims, want := idxDims(typ, head[4:])
 	if uint32(dims[0]) != samples {
 		return fmt.Errorf("%d samples, want %d", dims[0], samples)
+	}
+	if have != int64(want) && zr != nil {
+		// The trailer of a cut gzip file is whatever bytes the cut left
+		// at its end (a 1 KB file "held 2356252461"): count what the
+		// stream really holds (only on this error path: it decompresses
+		// the file).
+		n, err := io.Copy(io.Discard, zr)
+		if err != nil {
+			return fmt.Errorf("truncated: the gzip stream (%d bytes on disk) breaks off after %d of the %d data bytes dimensions %v need (%v)",
+				st.Size(), n, want, dims, err)
+		}
+		have = n
 	}
 	if have != int64(want) {
 		return fmt.Errorf("truncated or padded: dimensions %v need %d data bytes, the file holds %d", dims, want, have)

@@ -59,6 +59,14 @@ func TestCheckMNIST(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, []string{"is damaged", mnistTrainImages + ".gz", "run `make data`"}},
+		// A 1 KB stub of the file: its last four bytes are no gzip trailer
+		// (the message said "the file holds 2356252461").
+		{"1 KB of a gzip file", func(t *testing.T, dir string) {
+			if err := os.Truncate(filepath.Join(dir, mnistTestImages+".gz"), 1024); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"is damaged", mnistTestImages + ".gz", "truncated: the gzip stream (1024 bytes on disk) breaks off after ",
+			"of the 7840000 data bytes", "run `make data`"}},
 		{"truncated plain file", func(t *testing.T, dir string) {
 			p := filepath.Join(dir, mnistTrainLabels+".gz")
 			idx, err := readIDXFile(dir, mnistTrainLabels)

@@ -424,6 +424,39 @@ func (j *Job) Nodes() []NodeStats {
 	return out
 }
 
+// WorkerSamples counts the samples every worker of the job has trained so
+// far, across restarts (NodeStats.TotalSamples summed over the workers):
+// the count the job's throughput is measured from.
+func (j *Job) WorkerSamples() int64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var s int64
+	for _, n := range j.nodes {
+		if n.Role == kelpiepb.Role_ROLE_WORKER {
+			s += n.TotalSamples()
+		}
+	}
+	return s
+}
+
+// FinalIterations is the iteration count each worker that is done said it
+// ended at (its last iteration, which its last periodic report may not
+// have reached); nil when none is done.
+func (j *Job) FinalIterations() map[string]int64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var out map[string]int64
+	for _, n := range j.nodes {
+		if n.Role == kelpiepb.Role_ROLE_WORKER && n.Done {
+			if out == nil {
+				out = map[string]int64{}
+			}
+			out[n.Name] = n.Iteration
+		}
+	}
+	return out
+}
+
 // roleIndex checks a node name against the spec and returns its role index.
 // The caller holds j.mu.
 func (j *Job) roleIndex(node string, role kelpiepb.Role) (int, error) {

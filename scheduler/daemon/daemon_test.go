@@ -62,8 +62,10 @@ type watcher struct {
 	bpt    map[string]bool            // nodes seen with a BPT
 	change chan struct{}
 	// overshoot is the first view whose iteration counter passed its
-	// total ("iter 240/235"), if any.
+	// total ("iter 240/235"), or reached it while the job ran ("9880/9880"
+	// with a shard still being trained), or whose total went down, if any.
 	overshoot string
+	total     int64 // the last total seen while the job ran
 }
 
 func (w *watcher) handle(m any) {
@@ -80,8 +82,17 @@ func (w *watcher) handle(m any) {
 	}
 	for _, j := range jobs {
 		w.job = j
-		if j.Iterations > 0 && j.Iteration > j.Iterations && w.overshoot == "" {
+		switch {
+		case w.overshoot != "":
+		case j.Iterations > 0 && j.Iteration > j.Iterations:
 			w.overshoot = fmt.Sprintf("iteration %d of %d (%s)", j.Iteration, j.Iterations, j.State)
+		case j.State == "running" && j.Iterations > 0 && j.Iteration >= j.Iterations:
+			w.overshoot = fmt.Sprintf("iteration %d of %d while running (%d shards doing)", j.Iteration, j.Iterations, j.ShardsDoing)
+		case j.State == "running" && j.Iterations < w.total:
+			w.overshoot = fmt.Sprintf("total %d after %d while running", j.Iterations, w.total)
+		}
+		if j.State == "running" {
+			w.total = j.Iterations
 		}
 		for _, n := range j.Nodes {
 			if w.seen[n.Name] == nil {

@@ -92,7 +92,7 @@ type Job struct {
 	Mode       gate.Mode
 	Iteration  int64     // its furthest worker's iteration
 	Started    time.Time // when training began (zero: not yet)
-	Throughput float64   // samples/s over the Monitor's short window
+	Throughput float64   // samples trained per wall-clock second over the last window (manager.Throughput)
 	// Settle is how long a growth runs before it is judged.
 	Settle  time.Duration
 	Actions []ActionInfo

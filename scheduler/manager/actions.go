@@ -883,7 +883,10 @@ func (j *jobState) runPolicies(snap monitor.Snapshot, now time.Time) {
 	j.mu.RLock()
 	if j.state == StateRunning {
 		in = j.policyInputs()
-		in.job.Throughput, in.job.TimelineBPT = measured, timelineBPT
+		in.job.TimelineBPT = timelineBPT
+		if measured > 0 { // the judge's baseline, once the timeline has it
+			in.job.Throughput = measured
+		}
 	}
 	j.mu.RUnlock()
 	var proposals []policy.Action

@@ -218,7 +218,7 @@ func (m *Manager) fromAgent(j *jobState, n *nodeState, msg *kelpiepb.AgentMessag
 func (m *Manager) heartbeat(j *jobState, n *nodeState, hb *kelpiepb.Heartbeat, now time.Time, write func(func())) {
 	st := hb.GetStatus()
 	j.mu.RLock()
-	same := n.status.State == st.GetState() && n.status.Pid == st.GetPid() &&
+	same := n.status.State == st.GetState() && n.status.Pid == lastPid(st, n.status.Pid) &&
 		n.status.Restarts == st.GetRestarts() && n.status.LastExit == st.GetLastExit()
 	j.mu.RUnlock()
 	if same {
@@ -234,7 +234,7 @@ func (m *Manager) heartbeat(j *jobState, n *nodeState, hb *kelpiepb.Heartbeat, n
 	)
 	write(func() {
 		prev, restartsBefore = n.status.State, n.status.Restarts
-		n.status = kelpiepb.NodeStatus{State: st.State, Pid: st.Pid, Restarts: st.Restarts, LastExit: st.LastExit}
+		n.status = kelpiepb.NodeStatus{State: st.State, Pid: lastPid(st, n.status.Pid), Restarts: st.Restarts, LastExit: st.LastExit}
 		n.lastSeen = now
 		removed, host, batch = n.removed, n.host, n.progress().batch
 	})
@@ -255,6 +255,22 @@ func (m *Manager) heartbeat(j *jobState, n *nodeState, hb *kelpiepb.Heartbeat, n
 		_ = m.cfg.Store.PutNode(j.spec.Name, store.NodeRecord{Name: n.name, Role: n.role, Host: host,
 			Pid: int(st.Pid), State: state, Restarts: int(st.Restarts), BatchSize: batch})
 	}
+}
+
+// lastPid is the pid a node shows given its agent's status st and the pid
+// it showed (prev): the status's, except that a node whose process has
+// ended (done, stopped, failed, lost) keeps the pid it last ran as when
+// the status has none (agents send some final states without it). A
+// starting or restarting node has no process yet: 0.
+func lastPid(st *kelpiepb.NodeStatus, prev int32) int32 {
+	switch st.GetState() {
+	case kelpiepb.NodeState_NODE_STATE_DONE, kelpiepb.NodeState_NODE_STATE_STOPPED,
+		kelpiepb.NodeState_NODE_STATE_FAILED, kelpiepb.NodeState_NODE_STATE_LOST:
+		if st.GetPid() == 0 {
+			return prev
+		}
+	}
+	return st.GetPid()
 }
 
 func stateName(s kelpiepb.NodeState) string {

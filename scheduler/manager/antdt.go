@@ -24,7 +24,7 @@ import (
 // policyJob is what the policies know of the job beyond the snapshot.
 func (j *jobState) policyJob() policy.Job {
 	pj := policy.Job{Name: j.spec.Name, GlobalBatch: j.spec.Train.GlobalBatch, BatchSizes: map[string]int{},
-		Accumulation: map[string]int{}, LRScale: map[string]float64{}, Drop: j.drop, Busy: j.clusterBusy() != ""}
+		Accumulation: map[string]int{}, LRScale: map[string]float64{}, Drop: j.drop, Busy: j.clusterBusy() != "", Throughput: j.thr.rate()}
 	pj.Workers = j.liveWorkers()
 	pj.Outcomes, pj.Restarts, pj.Awaiting = j.outcomes(), map[string]int{}, j.awaiting()
 	for name, n := range j.nodes {

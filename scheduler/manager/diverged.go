@@ -49,7 +49,7 @@ func (d *Divergence) String() string {
 // numbers) and its state.
 func (m *Manager) diverged(j *jobState, d *kelpiepb.Divergence) {
 	m.settleOpen(j)
-	res := j.result()
+	res := j.result(StateDiverged)
 	res.FinalLoss, res.Accuracy = math.NaN(), math.NaN()
 	res.Diverged = divergenceFrom(d)
 	res.JCTSeconds = m.now().Sub(j.submitted).Seconds()

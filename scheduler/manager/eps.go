@@ -114,42 +114,83 @@ func (m *Manager) epsKick() {
 }
 
 // launchSizes lists the sizes a job may be launched at, preferred first
-// (eps.Sizes), each only if the spec at that size is valid (stragglers and
-// script steps must still name nodes it has).
-func (m *Manager) launchSizes(s *spec.Spec) ([]slots, map[slots]*spec.Spec) {
+// (eps.Sizes), each only if the spec at that size (resized) is valid
+// (stragglers and script steps must still name nodes it has). refused
+// says why each other size cannot launch: no size is left out silently.
+func (m *Manager) launchSizes(s *spec.Spec) (sizes []slots, specs map[slots]*spec.Spec, refused []string) {
 	req := slots{Workers: s.Cluster.Workers, Servers: s.Cluster.Servers}
 	least := slots{Workers: s.Cluster.MinWorkers, Servers: s.Cluster.MinServers}
-	var sizes []slots
-	specs := map[slots]*spec.Spec{}
+	specs = map[slots]*spec.Spec{}
 	for _, z := range eps.Sizes(req, least, m.cfg.Capacity, m.epsOn()) {
 		if z == req {
 			sizes = append(sizes, z)
 			specs[z] = s
 			continue
 		}
-		r := *s
-		r.Cluster.Workers, r.Cluster.Servers = z.Workers, z.Servers
-		rs, err := spec.ParseLimits(s.Name+".yaml", r.YAML(), spec.Unlimited())
+		rs, err := resized(s, z)
 		if err != nil {
+			refused = append(refused, fmt.Sprintf("at %s: %s", z, specProblems(err)))
 			continue
 		}
 		sizes = append(sizes, z)
 		specs[z] = rs
 	}
-	return sizes, specs
+	return sizes, specs, refused
 }
 
-// epsAdmissible refuses a job that could never run under the capacity.
+// resized is s for a job launched at size z: the cluster's workers and
+// servers, and the keys whose defaults follow the number of workers taking
+// the defaults of the new size. sync.drop.wait_for defaults to workers − 1
+// (every worker but one); a spec whose wait_for is that ("all but one",
+// given or not) keeps meaning it at the new size. Any other wait_for is
+// kept as given (and may not fit the new size: the error says so).
+func resized(s *spec.Spec, z slots) (*spec.Spec, error) {
+	r := *s
+	r.Cluster.Workers, r.Cluster.Servers = z.Workers, z.Servers
+	if s.Sync.Drop.WaitFor == max(s.Cluster.Workers-1, 1) {
+		r.Sync.Drop.WaitFor = max(z.Workers-1, 1)
+	}
+	return spec.ParseLimits(s.Name+".yaml", r.YAML(), spec.Unlimited())
+}
+
+// specProblems is a resized spec's errors without their places (lines of
+// a file nobody wrote): "sync.drop.wait_for: must be at most ...".
+func specProblems(err error) string {
+	var errs spec.Errors
+	if !errors.As(err, &errs) {
+		return err.Error()
+	}
+	parts := make([]string, len(errs))
+	for i, e := range errs {
+		parts[i] = e.Msg
+		if e.Path != "" {
+			parts[i] = e.Path + ": " + e.Msg
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// epsAdmissible refuses a job that could never run under the capacity,
+// saying why each size it could have shrunk to cannot launch; sizes
+// refused while others remain are logged.
 func (m *Manager) epsAdmissible(s *spec.Spec) ([]slots, map[slots]*spec.Spec, error) {
-	sizes, specs := m.launchSizes(s)
+	sizes, specs, refused := m.launchSizes(s)
 	if len(sizes) == 0 {
 		c := m.cfg.Capacity
-		least := slots{Workers: s.Cluster.Workers, Servers: s.Cluster.Servers}
+		req := slots{Workers: s.Cluster.Workers, Servers: s.Cluster.Servers}
+		msg := fmt.Sprintf("job %s needs at least %s; the cluster's capacity is %s", s.Name, req, eps.CapacityString(c))
 		if m.epsOn() {
-			least = slots{Workers: max(s.Cluster.MinWorkers, 1), Servers: max(s.Cluster.MinServers, 1)}
+			least := slots{Workers: max(s.Cluster.MinWorkers, 1), Servers: max(s.Cluster.MinServers, 1)}
+			msg = fmt.Sprintf("job %s needs at least %s (cluster.min_workers, min_servers; it asks for %s); the cluster's capacity is %s",
+				s.Name, least, req, eps.CapacityString(c))
 		}
-		return nil, nil, status.Errorf(codes.ResourceExhausted, "job %s needs at least %s; the cluster's capacity is %s",
-			s.Name, least, eps.CapacityString(c))
+		if len(refused) > 0 {
+			msg += "; the smaller sizes that fit cannot launch: " + strings.Join(refused, "; ")
+		}
+		return nil, nil, status.Error(codes.ResourceExhausted, msg)
+	}
+	if len(refused) > 0 {
+		m.log.Warn("EPS: sizes the job cannot launch at", "job", s.Name, "why", strings.Join(refused, "; "))
 	}
 	return sizes, specs, nil
 }
@@ -310,7 +351,7 @@ func (m *Manager) epsJobLocked(j *jobState) eps.Job {
 	ej := eps.Job{Name: j.spec.Name, Submitted: j.submitted, Spec: slots{Workers: cl.Workers, Servers: cl.Servers},
 		MinWorkers: cl.MinWorkers, MinServers: cl.MinServers, MaxWorkers: cl.MaxWorkers, MaxServers: cl.MaxServers,
 		FixedWorkers: cl.Elasticity == spec.ElasticityCheckpointRestart, FixedServers: cl.Exchange != spec.ExchangePS,
-		Mode: gate.Mode(m.epsModeLocked(j)), Started: j.coord.Start(), Settle: max(j.mon.Config().LTrans, m.cfg.EPSInterval)}
+		Mode: gate.Mode(m.epsModeLocked(j)), Started: j.coord.Start(), Settle: max(j.mon.Config().LTrans, m.cfg.EPSInterval, ThroughputWindow)}
 	switch j.state {
 	case StateQueued:
 		ej.Phase = eps.Queued
@@ -333,9 +374,7 @@ func (m *Manager) epsJobLocked(j *jobState) eps.Job {
 			ej.Iteration = max(ej.Iteration, n.progress().iteration)
 		}
 	}
-	for _, w := range j.snap.Workers {
-		ej.Throughput += w.Throughput
-	}
+	ej.Throughput = j.thr.rate() // Throughput over the last window
 	for _, a := range j.actions {
 		ej.Actions = append(ej.Actions, eps.ActionInfo{ID: a.Id, Kind: policy.Kind(a.Kind), Policy: a.Policy,
 			State: gate.State(a.State), Updated: a.Updated.AsTime()})

@@ -288,3 +288,43 @@ func TestQueuedSurvivesRestart(t *testing.T) {
 	}()
 	waitStates(t, m, "a=failed/2w1s b=starting/2w1s c=queued/2w1s")
 }
+
+// TestShrinkRecomputesSizeDefaults: a job of 8 workers under drop (whose
+// wait_for defaults to workers − 1 = 7) shrinks under EPS to the 4 workers
+// there is room for: the shrunk spec waits for 3, not the 7 it could never
+// have (every smaller size was skipped, silently, and the job refused with
+// "needs at least 1 worker … capacity is 4 workers"). A size that cannot
+// launch says why.
+func TestShrinkRecomputesSizeDefaults(t *testing.T) {
+	m := newCapacityManager(t, policy.Capacity{Workers: 4, Servers: 2}, ModeAuto, nil)
+	for _, sync := range []string{"bsp", "drop"} {
+		s := epsSpec(t, "shrink-"+sync, 8, 1, "}\nsync: {model: "+sync)
+		if s.Sync.Drop.WaitFor != 7 {
+			t.Fatalf("wait_for %d; want the default 7", s.Sync.Drop.WaitFor)
+		}
+		sizes, specs, refused := m.launchSizes(s)
+		if len(refused) > 0 {
+			t.Errorf("%s: sizes refused: %v", sync, refused)
+		}
+		z := slots{Workers: 4, Servers: 1}
+		if len(sizes) == 0 || sizes[0] != z || specs[z] == nil {
+			t.Fatalf("%s: sizes %v; want 4 workers and 1 server first", sync, sizes)
+		}
+		if got := specs[z].Sync.Drop.WaitFor; got != 3 {
+			t.Errorf("%s: shrunk to 4 workers, wait_for %d; want 3 (the default at 4)", sync, got)
+		}
+		if _, err := m.SubmitSpec(s, "test"); err != nil {
+			t.Errorf("%s: %v", sync, err)
+		}
+	}
+	// An explicit wait_for that no smaller size can take: refused, saying
+	// why at each size.
+	m = newCapacityManager(t, policy.Capacity{Workers: 4, Servers: 2}, ModeAuto, nil)
+	s := epsSpec(t, "strict", 8, 1, ", min_workers: 3}\nsync: {model: drop, drop: {wait_for: 6}")
+	_, err := m.SubmitSpec(s, "test")
+	t.Logf("refusal: %v", err)
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "cannot launch: at 4 workers") ||
+		!strings.Contains(err.Error(), "wait_for") {
+		t.Errorf("SubmitSpec(wait_for 6 into 4 workers) = %v; want a refusal naming wait_for at each smaller size", err)
+	}
+}

@@ -63,8 +63,10 @@ func newJobHistory(m *Manager, nodes int) *jobHistory {
 }
 
 // record adds the frames of the heatmap buckets closed since the last
-// record; final closes the open bucket too (the job has ended).
-func (j *jobState) record(now time.Time, final bool) {
+// record; final closes the open bucket too (the job has ended), and the
+// last frame then shows the state the job is ending in (ending, when not
+// empty: the view it was built from may still say running).
+func (j *jobState) record(now time.Time, final bool, ending ...string) {
 	m := j.m
 	last := j.column(now)
 	upto := last - 1
@@ -83,12 +85,7 @@ func (j *jobState) record(now time.Time, final bool) {
 		closed = now
 	}
 	v := j.frameView(now, closed, min(last-from, m.cfg.Columns))
-	var samples int64
-	for _, n := range j.coord.Nodes() {
-		if n.Role == kelpiepb.Role_ROLE_WORKER {
-			samples += n.TotalSamples()
-		}
-	}
+	samples := j.coord.WorkerSamples()
 	first := last
 	if h := v.GetHeatmap(); h.GetStart() != nil {
 		first = j.column(h.GetStart().AsTime())
@@ -105,16 +102,20 @@ func (j *jobState) record(now time.Time, final bool) {
 		}
 		frames = append(frames, timeline.FrameOf(v, c-first, end, end.Sub(start)))
 	}
+	if n := len(frames); final && n > 0 && len(ending) > 0 && ending[0] != "" {
+		f := frames[n-1]
+		f.State = ending[0]
+		for _, tn := range f.Nodes {
+			tn.State = nodeStateIn(ending[0], tn.State)
+		}
+	}
 	j.onActor(func() {
 		if j.hist.rec == nil || j.hist.closed {
 			return
 		}
 		// The samples trained since the last record, spread over the
 		// frames this record adds.
-		var rate float64
-		if d := now.Sub(j.hist.samplesAt); !j.hist.samplesAt.IsZero() && d > 0 && samples >= j.hist.samples {
-			rate = float64(samples-j.hist.samples) / d.Seconds()
-		}
+		rate := Throughput(j.hist.samples, j.hist.samplesAt, samples, now)
 		j.hist.samples, j.hist.samplesAt = samples, now
 		for _, f := range frames {
 			f.SamplesPerS = rate
@@ -161,11 +162,11 @@ func (j *jobState) flushHistory(now time.Time, force bool) {
 	}
 }
 
-// closeHistory records the last frame, measures what can still be measured
-// and writes the timeline out; the recorder is dropped once the job has
+// closeHistory records the last frame (showing the job ending as ending),
+// measures what can still be measured and writes the timeline out; the recorder is dropped once the job has
 // ended (History reads the store then). Idempotent.
-func (j *jobState) closeHistory(now time.Time) {
-	j.record(now, true)
+func (j *jobState) closeHistory(now time.Time, ending string) {
+	j.record(now, true, ending)
 	j.judge(now, true)
 	j.flushHistory(now, true)
 	j.onActor(func() { j.hist.closed = true })

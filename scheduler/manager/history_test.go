@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"context"
 	"encoding/json"
 	"math"
 	"path/filepath"
@@ -46,7 +47,8 @@ func historyJob(t *testing.T, path string, clk *testClock) (*Manager, *jobState,
 		m.Close()
 		st.Close()
 	})
-	if _, ok := m.jobList()["hist"]; !ok {
+	_, restored := m.jobList()["hist"]
+	if !restored {
 		s, err := spec.Parse("hist.yaml", []byte("name: hist\nmodel: {kind: softmax}\ndata: {kind: mnist, seed: 1}\n"+
 			"train: {global_batch: 64}\ncluster: {workers: 4, servers: 1}\n"+
 			"policies: {antdt-nd: {mode: off, window_transient: 3s, window_persistent: 6s}}\n"))
@@ -58,6 +60,17 @@ func historyJob(t *testing.T, path string, clk *testClock) (*Manager, *jobState,
 		}
 	}
 	j := m.jobList()["hist"]
+	for _, w := range []string{"worker-0", "worker-1", "worker-2", "worker-3"} {
+		if restored {
+			break
+		}
+		// Registered, so that the samples ledger takes their reports in
+		// (the job's throughput is counted from it).
+		if _, err := m.Coordinator().Register(context.Background(), &kelpiepb.RegisterRequest{Job: "hist", Node: w,
+			Role: kelpiepb.Role_ROLE_WORKER, Addr: "127.0.0.1:1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	iter := map[string]int64{}
 	report := func(bpt map[string]float64) {
 		clk.add(time.Second)
@@ -67,7 +80,7 @@ func historyJob(t *testing.T, path string, clk *testClock) (*Manager, *jobState,
 				continue
 			}
 			iter[w] += 10
-			r := &kelpiepb.ProgressReport{Job: "hist", Node: w, Iteration: iter[w], BatchSize: 16, Loss: 0.5}
+			r := &kelpiepb.ProgressReport{Job: "hist", Node: w, Iteration: iter[w], Samples: iter[w] * 16, BatchSize: 16, Loss: 0.5}
 			for range 10 {
 				r.BptSeconds = append(r.BptSeconds, b)
 			}
@@ -93,10 +106,7 @@ func TestHistoryAndRealized(t *testing.T) {
 	// AntDT-ND's batch cut of worker-2, applied now.
 	at := clk.now()
 	j.mu.Lock()
-	var throughput float64
-	for _, w := range j.snap.Workers {
-		throughput += w.Throughput
-	}
+	throughput := j.thr.rate()
 	a := &kelpiepb.Action{Id: "a-1", Job: "hist", Kind: "ADJUST_BS", Policy: "antdt-nd", State: ActApplied,
 		BatchSizes: map[string]int32{"worker-0": 18, "worker-1": 18, "worker-2": 10, "worker-3": 18},
 		Evidence:   map[string]float64{"predicted_throughput": 2 * throughput},

@@ -108,6 +108,12 @@ type jobState struct {
 	// hist is the job's recorded timeline and its actions' judgement
 	// (history.go).
 	hist *jobHistory
+	// thr counts the samples the job trained over the last
+	// ThroughputWindow, once a tick (throughput.go); its own lock.
+	thr throughputMeter
+	// iterTotal is the largest iteration total a view has shown while the
+	// job ran (progressTotal): it never goes down.
+	iterTotal atomic.Int64
 	// marksCap is how many iteration marks each worker's timeline keeps
 	// (stall.go); set at creation.
 	marksCap int
@@ -484,6 +490,7 @@ func (j *jobState) tick(now time.Time) {
 			}
 		}
 	})
+	j.thr.observe(now, j.coord.WorkerSamples())
 	at := now.Sub(j.submitted)
 	// The snapshot takes milliseconds on a big job: reports go on meanwhile.
 	snap := j.mon.Snapshot(at)

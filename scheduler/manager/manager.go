@@ -439,7 +439,7 @@ func (m *Manager) watch(j *jobState) {
 // records it.
 func (m *Manager) complete(j *jobState) {
 	m.settleOpen(j)
-	res := j.result()
+	res := j.result(StateCompleted)
 	// Servers send their final counters through their agents as they shut
 	// down.
 	addrs, names := j.coord.ServerAddrs(), j.coord.ServerNames()
@@ -502,7 +502,7 @@ func (m *Manager) finish(j *jobState, state string, cause error) {
 		return
 	}
 	m.settleOpen(j)
-	j.closeHistory(m.now())
+	j.closeHistory(m.now(), state)
 	j.releaseHistory()
 	j.stopAgents(msg)
 	m.spawn(func() { j.stopProcesses(l, 5*time.Second) })

@@ -102,9 +102,9 @@ type RegionBytes struct {
 // result assembles a finished job's result from the coordinator's ledger
 // (samples, iterations, restarts, shards), the nodes' progress (mean BPT,
 // batch size) and the job's actions (servers' counters are added by the
-// caller).
-func (j *jobState) result() *Result {
-	j.closeHistory(j.m.now()) // the last frame, and every action's realized effect
+// caller). ending is the state the job ends in.
+func (j *jobState) result(ending string) *Result {
+	j.closeHistory(j.m.now(), ending) // the last frame, and every action's realized effect
 	c := j.coord
 	r := &Result{Name: j.spec.Name, Actions: []ActionResult{}}
 	if ev := c.Result(); ev != nil {
@@ -137,11 +137,9 @@ func (j *jobState) result() *Result {
 	j.mu.RUnlock()
 	_, _, done, total := c.ShardCounts()
 	r.ShardsDone, r.ShardsTotal = int64(done), int64(total)
-	train := j.m.now().Sub(c.Start()).Seconds()
-	r.TrainSeconds = train
-	if train > 0 {
-		r.Throughput = float64(r.Samples) / train
-	}
+	now := j.m.now()
+	r.TrainSeconds = now.Sub(c.Start()).Seconds()
+	r.Throughput = Throughput(0, c.Start(), r.Samples, now) // over the whole run
 	j.mu.RLock()
 	r.ScriptSkipped = skippedSteps(scriptSteps(j.spec), j.scriptNext)
 	r.PausedSeconds = j.paused

@@ -358,7 +358,8 @@ func (j *jobState) view(detail bool, columns int) *kelpiepb.JobView {
 	if lossN > 0 {
 		v.Loss = lossSum / float64(lossN)
 	}
-	if !j.over() {
+	over, res, ended := j.over(), j.res, j.ended
+	if !over {
 		v.ClusterBusy = j.clusterBusy()
 	}
 	if j.res != nil {
@@ -402,20 +403,20 @@ func (j *jobState) view(detail bool, columns int) *kelpiepb.JobView {
 	}
 	j.mu.RUnlock()
 
-	// The plan's count is what the data takes at the global batch; shards
-	// trained twice (a crashed worker's, at-least-once) or workers running
-	// ahead without a barrier take more. The total shown is never below
-	// the counter: an estimate that was passed is replaced by what ran.
-	v.Iterations = max(coord.Plan().Iterations(), v.Iteration)
+	// A worker that is done said which iteration it ended at: its last
+	// periodic report may be a few iterations short of it.
+	final := coord.FinalIterations()
+	for _, it := range final {
+		v.Iteration = max(v.Iteration, it)
+	}
 	v.RegionBytes = coord.RegionBytes()
 	if st := coord.Start(); !st.IsZero() {
 		v.Started = ts(st)
 	}
 	todo, doing, done, total := coord.ShardCounts()
+	v.Iterations = j.iterationTotal(over, v.State, v.Iteration, todo, doing, total)
 	v.ShardsTodo, v.ShardsDoing, v.ShardsDone, v.ShardsTotal = int64(todo), int64(doing), int64(done), int64(total)
-	for _, w := range snap.Workers {
-		v.Throughput += w.Throughput
-	}
+	v.Throughput = j.throughput(over, res, coord.Start(), ended)
 	if !detail {
 		return v
 	}
@@ -430,7 +431,7 @@ func (j *jobState) view(detail bool, columns int) *kelpiepb.JobView {
 	sortRows(rows)
 	for _, n := range rows {
 		nv := &kelpiepb.NodeView{Name: n.name, Role: n.role, Host: n.host, State: nodeStateIn(v.State, stateName(n.state)),
-			Pid: n.pid, Restarts: n.restarts, BatchSize: int32(n.batch), Iteration: n.iteration,
+			Pid: n.pid, Restarts: n.restarts, BatchSize: int32(n.batch), Iteration: max(n.iteration, final[n.name]),
 			Sparkline: n.spark, LastReport: ts(n.lastSeen), Class: "unknown"}
 		if n.removed {
 			nv.State = "removed"

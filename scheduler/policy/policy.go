@@ -117,9 +117,18 @@ type Action struct {
 // its configuration and current settings.
 type Job struct {
 	Name        string
-	GlobalBatch int      // B, fixed for the whole job (AntDT)
-	Workers     []string // live workers; empty: the workers in the snapshot
-	Servers     []string // live servers; empty: the servers in the snapshot
+	GlobalBatch int // B, fixed for the whole job (AntDT)
+	// Throughput is the job's measured throughput: samples trained per
+	// wall-clock second over the last window (manager.Throughput, the
+	// figure the console shows); 0 before it is known. Predictions of a
+	// job's throughput scale it by the predicted change of the time per
+	// iteration, so that "before" is what the operator sees — and what the
+	// realized-effect judge compares the prediction with, so that
+	// prediction and verdict share one baseline. Zero: not measured yet
+	// (the model's figure is used).
+	Throughput float64
+	Workers    []string // live workers; empty: the workers in the snapshot
+	Servers    []string // live servers; empty: the servers in the snapshot
 	// Current settings; missing entries mean the defaults (the batch size
 	// the worker last reported, accumulation 1, learning-rate scale 1).
 	BatchSizes   map[string]int
@@ -139,12 +148,6 @@ type Job struct {
 	// yet (and may still be): a policy that learns from its outcomes does
 	// not repeat a change before it knows what the last one did.
 	Awaiting []Awaiting
-	// Throughput is the job's measured throughput now, in samples per
-	// second of wall-clock time: the figure the realized-effect judge
-	// compares a prediction with (its "before"). A prediction of
-	// throughput starts from it, so that prediction and verdict share one
-	// baseline. Zero: not measured yet (the model's figure is used).
-	Throughput float64
 	// TimelineBPT is each node's BPT (seconds) over the long window as
 	// the job's timeline records it — time-weighted, the figure the
 	// realized-effect judge takes as a restart's "before" and "after" —

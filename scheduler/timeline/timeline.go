@@ -194,6 +194,10 @@ func FrameOf(v *kelpiepb.JobView, col int, end time.Time, span time.Duration) *k
 		Iteration:   v.GetIteration(),
 		Throughput:  v.GetThroughput(),
 		ShardsDone:  v.GetShardsDone(),
+		ShardsTodo:  v.GetShardsTodo(),
+		ShardsDoing: v.GetShardsDoing(),
+		ShardsTotal: v.GetShardsTotal(),
+		Iterations:  v.GetIterations(),
 	}
 	if v.GetLoss() != 0 || math.IsNaN(v.GetLoss()) || v.GetDiverged() != nil {
 		f.Loss = proto.Float64(v.GetLoss())

@@ -9,7 +9,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/scheduler/console/client"
@@ -51,7 +50,7 @@ func historyCmd() *cobra.Command {
 func printRecords(recs []*kelpiepb.HistoryRecord) error {
 	w := bufio.NewWriter(os.Stdout)
 	for _, r := range recs {
-		b, err := protojson.Marshal(r) // one line: protojson breaks lines only when asked
+		b, err := protoJSON(r) // one line, 64-bit integers as numbers (as job describe --json)
 		if err != nil {
 			return err
 		}
@@ -87,8 +86,14 @@ func printHistory(h *client.History) {
 			if f.Loss != nil {
 				loss = fmt.Sprintf("%.4f", f.GetLoss())
 			}
+			// What the job trained per second over the frame (older
+			// frames: the figure the console showed then).
+			rate := f.GetSamplesPerS()
+			if rate == 0 {
+				rate = f.GetThroughput()
+			}
 			fmt.Fprintf(tw, "%.0fs\t%.0fs\t%s\t%d\t%.0f\t%s\t%s\n", f.GetTime().AsTime().Sub(t0).Seconds(), f.GetSpanSeconds(),
-				f.GetState(), f.GetIteration(), f.GetThroughput(), loss, strings.Join(slow, " "))
+				f.GetState(), f.GetIteration(), rate, loss, strings.Join(slow, " "))
 		case *kelpiepb.HistoryRecord_Action:
 			a := k.Action
 			line := fmt.Sprintf("  ▸ %s %s %s (%s): %s", a.GetId(), a.GetKind(), a.GetTarget(), a.GetPolicy(), a.GetState())

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,8 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/runtime/spec"
@@ -189,7 +192,13 @@ func jobCmd() *cobra.Command {
 				return fmt.Errorf("no job %q", args[0])
 			}
 			if df.asJSON {
-				return printProtos(jobs[:1])
+				// One object: the job asked for (it was an array of
+				// one before).
+				o, err := protoJSON(jobs[0])
+				if err != nil {
+					return err
+				}
+				return printJSON(o)
 			}
 			describeJob(jobs[0])
 			return nil
@@ -295,16 +304,85 @@ func intPairs(flag, s string) (map[string]int32, error) {
 	return out, nil
 }
 
+// printProtos prints the jobs as a JSON array (job list --json).
 func printProtos(jobs []*kelpiepb.JobView) error {
-	var out []json.RawMessage
+	out := []json.RawMessage{}
 	for _, j := range jobs {
-		b, err := protojson.Marshal(j)
+		b, err := protoJSON(j)
 		if err != nil {
 			return err
 		}
 		out = append(out, b)
 	}
 	return printJSON(out)
+}
+
+// protoJSON is m as the CLI prints it: protojson's field names and forms
+// (the console API's, docs/console-api.md), except that 64-bit integers are
+// JSON numbers, not strings ("iteration": 1430, as "workers": 3 always
+// was). protojson quotes them because JavaScript's numbers hold 53 bits;
+// the counts kelpie prints stay far below that, and scripts compare them
+// as numbers.
+func protoJSON(m proto.Message) (json.RawMessage, error) {
+	b, err := protojson.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return json.Marshal(int64Numbers(m.ProtoReflect().Descriptor(), v))
+}
+
+// int64Numbers turns the 64-bit integer fields of v, a message of type md
+// decoded from protojson, into numbers.
+func int64Numbers(md protoreflect.MessageDescriptor, v any) any {
+	obj, ok := v.(map[string]any)
+	if !ok || strings.HasPrefix(string(md.FullName()), "google.protobuf.") {
+		return v // well-known types keep their JSON forms
+	}
+	fields := md.Fields()
+	for k, x := range obj {
+		fd := fields.ByJSONName(k)
+		if fd == nil {
+			fd = fields.ByName(protoreflect.Name(k))
+		}
+		if fd == nil {
+			continue
+		}
+		one := func(fd protoreflect.FieldDescriptor, x any) any {
+			switch fd.Kind() {
+			case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind,
+				protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
+				if s, ok := x.(string); ok {
+					return json.Number(s)
+				}
+			case protoreflect.MessageKind, protoreflect.GroupKind:
+				return int64Numbers(fd.Message(), x)
+			}
+			return x
+		}
+		switch {
+		case fd.IsMap():
+			if mv, ok := x.(map[string]any); ok {
+				for mk, e := range mv {
+					mv[mk] = one(fd.MapValue(), e)
+				}
+			}
+		case fd.IsList():
+			if l, ok := x.([]any); ok {
+				for i, e := range l {
+					l[i] = one(fd, e)
+				}
+			}
+		default:
+			obj[k] = one(fd, x)
+		}
+	}
+	return obj
 }
 
 func describeJob(j *kelpiepb.JobView) {
@@ -339,7 +417,7 @@ func describeJob(j *kelpiepb.JobView) {
 	if len(j.Policies) > 0 {
 		fmt.Println("\nPolicies:")
 		for _, p := range j.Policies {
-			fmt.Printf("  %-15s %-8s %v\n", p.Name, p.Mode, p.Params)
+			fmt.Printf("  %-15s %-8s %s\n", p.Name, p.Mode, paramsText(p.Params))
 		}
 	}
 	if len(j.Actions) > 0 {
@@ -351,6 +429,24 @@ func describeJob(j *kelpiepb.JobView) {
 			}
 		}
 	}
+}
+
+// paramsText is a policy's parameters as key=value, sorted by key
+// ("lambda=1.5 window_persistent_s=4"), "–" for none.
+func paramsText(params map[string]float64) string {
+	if len(params) == 0 {
+		return "–"
+	}
+	keys := make([]string, 0, len(params))
+	for k := range params {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + strconv.FormatFloat(params[k], 'g', -1, 64)
+	}
+	return strings.Join(parts, " ")
 }
 
 // lossText shows a loss: "–" before any was reported, NaN or ±Inf as such.

@@ -32,7 +32,18 @@ func ViewAt(base *kelpiepb.JobView, frames []*kelpiepb.TimelineFrame, t time.Tim
 	v := proto.CloneOf(base)
 	v.Nodes, v.Heatmap, v.Charts, v.Actions = nil, nil, nil, nil
 	v.State, v.Iteration, v.Throughput, v.ShardsDone = f.GetState(), f.GetIteration(), f.GetThroughput(), f.GetShardsDone()
-	v.ShardsTodo, v.ShardsDoing = 0, 0
+	v.ShardsTodo, v.ShardsDoing = f.GetShardsTodo(), f.GetShardsDoing()
+	if f.GetShardsTotal() == 0 && f.GetShardsTodo() == 0 && f.GetShardsDoing() == 0 {
+		// A frame recorded before frames held the queue: what was not
+		// done was to do or being done; it shows as to do.
+		v.ShardsTodo = max(base.GetShardsTotal()-f.GetShardsDone(), 0)
+	}
+	if f.GetShardsTotal() > 0 {
+		v.ShardsTotal = f.GetShardsTotal()
+	}
+	if f.GetIterations() > 0 {
+		v.Iterations = f.GetIterations() // the total shown then
+	}
 	v.Loss = f.GetLoss()
 	final := map[string]string{} // node states once the job is over
 	switch ended := base.GetEnded(); {

@@ -102,3 +102,26 @@ func TestViewAt(t *testing.T) {
 		t.Error("ViewAt changed its base view")
 	}
 }
+
+// TestViewAtShards: a replayed view shows the queue and the iteration total
+// as they were at that time ("todo 0 doing 0" beside "133/940" before
+// frames held them); a frame recorded before shows what was not done as to
+// do.
+func TestViewAtShards(t *testing.T) {
+	base, frames := replayed()
+	base.ShardsTotal, base.ShardsDone, base.Iterations, base.Iteration = 20, 20, 200, 200
+	for i, f := range frames {
+		f.ShardsTodo, f.ShardsDoing, f.ShardsTotal, f.Iterations = int64(18-i), 2, 20, 210
+	}
+	v := ViewAt(base, frames, at(7.5), 5) // frame 8: 8 done
+	if v.GetShardsTodo() != 11 || v.GetShardsDoing() != 2 || v.GetShardsDone() != 8 || v.GetShardsTotal() != 20 || v.GetIterations() != 210 {
+		t.Errorf("at 7.5 s: shards todo %d doing %d done %d of %d, iterations %d; want 11, 2, 8 of 20 and 210 (frame 8's)",
+			v.GetShardsTodo(), v.GetShardsDoing(), v.GetShardsDone(), v.GetShardsTotal(), v.GetIterations())
+	}
+	base, frames = replayed()
+	base.ShardsTotal = 20
+	v = ViewAt(base, frames, at(7.5), 5)
+	if v.GetShardsTodo() != 12 || v.GetShardsDoing() != 0 {
+		t.Errorf("an older frame: todo %d doing %d; want 12 not done (20 − 8), 0", v.GetShardsTodo(), v.GetShardsDoing())
+	}
+}

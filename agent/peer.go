@@ -67,12 +67,14 @@ func (a *Agent) peerServer() (*grpc.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	var opts []grpc.ServerOption
+	// A forward is one small command: the node plane's limits (4 MiB a
+	// message, 256 streams a connection, 10 s to finish the handshake).
+	opts := identity.DefaultLimits().ServerOptions()
 	if creds != nil {
 		g := identity.NewGuard(identity.AgentPeerPolicy(creds.ID), identity.GuardOptions{Report: func(r identity.Refusal) {
 			a.enqueue(&kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Refusal{Refusal: r.Proto()}}, false)
 		}})
-		opts = append([]grpc.ServerOption{creds.ServerOption()}, g.ServerOptions()...)
+		opts = append(opts, g.ServerOptionsFor(creds)...)
 	}
 	srv := grpc.NewServer(opts...)
 	kelpiepb.RegisterAgentPeerServer(srv, &peerService{a: a})

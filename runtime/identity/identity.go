@@ -337,15 +337,16 @@ func (c *Credentials) verify(chain []*x509.Certificate, usage x509.ExtKeyUsage) 
 	return FromCertificate(chain[0])
 }
 
-// ServerTLS is the TLS configuration of a gRPC server: TLS 1.3, a client
-// certificate verified against the CA when given. A call without one is
-// refused by the Guard (Unauthenticated, counted and reported) unless it is
-// a health check; without a Guard, use RequireAndVerifyClientCert instead.
+// ServerTLS is the TLS configuration of a gRPC server: TLS 1.3, and a
+// client certificate required and verified against the CA in the
+// handshake, so a peer without one never gets as far as a stream (nothing
+// it sends is buffered). Guard.ServerOptionsFor reports the handshakes
+// that fail.
 func (c *Credentials) ServerTLS() *tls.Config {
 	return &tls.Config{
 		MinVersion:   tls.VersionTLS13,
 		Certificates: []tls.Certificate{c.Cert},
-		ClientAuth:   tls.VerifyClientCertIfGiven,
+		ClientAuth:   tls.RequireAndVerifyClientCert,
 		ClientCAs:    c.Roots,
 		NextProtos:   []string{"h2"},
 	}
@@ -548,6 +549,5 @@ func ProcessServerOptions(policy func(self Identity) Policy, report func(Refusal
 	if err != nil || c == nil {
 		return nil, err
 	}
-	g := NewGuard(policy(c.ID), GuardOptions{Report: report})
-	return append([]grpc.ServerOption{c.ServerOption()}, g.ServerOptions()...), nil
+	return NewGuard(policy(c.ID), GuardOptions{Report: report}).ServerOptionsFor(c), nil
 }

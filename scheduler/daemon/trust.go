@@ -152,7 +152,7 @@ func (np *nodePlane) serverOptions() []grpc.ServerOption {
 	if np == nil {
 		return nil
 	}
-	return append([]grpc.ServerOption{np.creds.ServerOption()}, np.guard.ServerOptions()...)
+	return np.guard.ServerOptionsFor(np.creds)
 }
 
 // nodeCert writes the credentials file of one node of a job, readable by

@@ -146,7 +146,7 @@ func TestPeerServiceTrust(t *testing.T) {
 	}{
 		{"an agent of job b", otherJob, fwd("b", "worker-0", "ADJUST_BS", "b-1"), codes.PermissionDenied},
 		{"an agent of job b, naming job a", otherJob, fwd("a", "worker-0", "ADJUST_BS", "b-2"), codes.PermissionDenied},
-		{"no certificate", noCert, fwd("a", "worker-0", "ADJUST_BS", "a-2"), codes.Unauthenticated},
+		{"no certificate", noCert, fwd("a", "worker-0", "ADJUST_BS", "a-2"), codes.Unavailable}, // refused in the handshake
 		{"worker-0 as worker-2", sameJob, fwd("a", "worker-2", "ADJUST_BS", "a-3"), codes.PermissionDenied},
 		{"a restart", sameJob, fwd("a", "worker-0", "KILL_RESTART", "a-4"), codes.PermissionDenied},
 		{"a server's command", sameJob, fwd("a", "worker-0", "SHUTDOWN", "a-5"), codes.PermissionDenied},
@@ -165,7 +165,7 @@ func TestPeerServiceTrust(t *testing.T) {
 
 	// The guard's refusals, for the scheduler's audit log: job b's two
 	// calls (one report per caller and method a minute), the certificate-less
-	// one, and worker-0's claim to be worker-2.
+	// handshake, and worker-0's claim to be worker-2.
 	var got []string
 	for range 3 {
 		r := nextOf(t, a, refusalOf)
@@ -173,7 +173,7 @@ func TestPeerServiceTrust(t *testing.T) {
 	}
 	sort.Strings(got)
 	want := []string{"PermissionDenied a /kelpie.v1.AgentPeer/Forward", "PermissionDenied b /kelpie.v1.AgentPeer/Forward",
-		"Unauthenticated  /kelpie.v1.AgentPeer/Forward"}
+		"Unauthenticated  " + identity.HandshakeMethod}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("refusals reported:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}

@@ -353,6 +353,13 @@ func SchedulerPolicy(id Identity, method string, msg proto.Message) error {
 	if msg == nil {
 		return nil
 	}
+	if d, ok := msg.(*kelpiepb.DivergedRequest); ok {
+		// The divergence's node is where it was seen (a server's answer
+		// says it diverged), not who reports it: the reporter is judged by
+		// the request's own job and node, and the coordinator checks that
+		// the node it names is a member of the job.
+		return claims(id, d.ProtoReflect(), 1)
+	}
 	return Claims(id, msg)
 }
 

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,8 +21,11 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
+	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/runtime/identity"
 )
 
@@ -397,4 +401,85 @@ func watchStreams(t *testing.T, d *Daemon, id *identity.Identity, n int) (opened
 	}
 	_, _, g := selfRSS(t)
 	return r.opened, r.refused, g, werr
+}
+
+// nodeClient dials the scheduler's node plane as id.
+func nodeClient(t *testing.T, d *Daemon, id identity.Identity) kelpiepb.CoordinatorClient {
+	t.Helper()
+	c, err := d.CA().Credentials(id, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := grpc.NewClient(d.GRPCAddr(), c.DialOption(identity.IsScheduler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return kelpiepb.NewCoordinatorClient(cc)
+}
+
+// registerAs registers node of job with its own certificate.
+func registerAs(ctx context.Context, t *testing.T, d *Daemon, job, node string) kelpiepb.CoordinatorClient {
+	t.Helper()
+	c := nodeClient(t, d, identity.Node(job, node))
+	role := kelpiepb.Role_ROLE_WORKER
+	if strings.HasPrefix(node, "server-") {
+		role = kelpiepb.Role_ROLE_SERVER
+	}
+	if _, err := c.Register(ctx, &kelpiepb.RegisterRequest{Job: job, Node: node, Role: role, Addr: "127.0.0.1:1"}); err != nil {
+		t.Fatalf("register %s: %v", node, err)
+	}
+	return c
+}
+
+const victimSpec = `
+name: victim
+model: {kind: softmax}
+data: {kind: mnist, epochs: 1}
+cluster: {servers: 1, workers: 2}
+`
+
+// TestAttackRow8: a member of the job pushes NaN so server-0 diverges; a
+// worker reports the divergence naming server-0. The report is judged by
+// who sends it (worker-0, a member of the job), not by the node where the
+// divergence was seen: the job ends `diverged`, and nothing is refused or
+// audited as an attack. A divergence blamed on a node that is no member
+// of the job is refused.
+func TestAttackRow8(t *testing.T) {
+	d := attackScheduler(t, identity.Limits{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	name, err := d.Manager.Submit(victimSpec, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	registerAs(ctx, t, d, name, "server-0")
+	w0 := registerAs(ctx, t, d, name, "worker-0")
+	report := func(at string) error {
+		_, err := w0.Diverged(ctx, &kelpiepb.DivergedRequest{Job: name, Node: "worker-0", Divergence: &kelpiepb.Divergence{
+			Node: at, Iteration: 7, What: "parameters", Value: "NaN", Detail: "block 0, element 3"}})
+		return err
+	}
+	if err := report("server-7"); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("a divergence at server-7 (no member): %v, want InvalidArgument", err)
+	}
+	if err := report("server-0"); err != nil {
+		t.Fatalf("worker-0 reports server-0's divergence: %v", err)
+	}
+	res, err := d.Manager.Wait(ctx, name)
+	if res == nil || res.Diverged == nil || res.Diverged.Node != "server-0" || res.Diverged.Reporter != "worker-0" {
+		t.Fatalf("job after the report: %+v, %v; want diverged at server-0, reported by worker-0", res, err)
+	}
+	if !strings.Contains(fmt.Sprint(err), "diverged") {
+		t.Errorf("job's error %v, want diverged", err)
+	}
+	if n := d.NodePlaneRefused(codes.PermissionDenied); n != 0 {
+		t.Errorf("%d node-plane calls refused, want none", n)
+	}
+	evs, _ := d.Manager.EventsSince(0, 1000)
+	for _, e := range evs {
+		if e.Kind == "audit" && !e.Allowed {
+			t.Errorf("audited as refused: %s", e.Message)
+		}
+	}
 }

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
@@ -27,6 +28,8 @@ import (
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/runtime/identity"
+	"github.com/kelpie/kelpie/scheduler/clock"
+	"github.com/kelpie/kelpie/scheduler/console"
 )
 
 // The node plane's rows of issue 24's attack table, against an in-process
@@ -481,5 +484,48 @@ func TestAttackRow8(t *testing.T) {
 		if e.Kind == "audit" && !e.Allowed {
 			t.Errorf("audited as refused: %s", e.Message)
 		}
+	}
+}
+
+// TestAttackRow12: a node's forwarded refusal report names an operator as
+// the caller, a foreign address and a 1970 timestamp. The audit record is
+// the reporting node's, at the scheduler's time, with the node's words
+// shown as its claim (control characters stripped); the metric's labels
+// take no made-up method.
+func TestAttackRow12(t *testing.T) {
+	var got []console.AuditEntry
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	np, err := newNodePlane(Config{DataDir: t.TempDir(), GRPC: "127.0.0.1:0"}, func(e console.AuditEntry) error {
+		got = append(got, e)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	np.clk = clock.WithNow(clock.Real(), func() time.Time { return now })
+	np.nodeRefusal("joba", "server-0", &kelpiepb.NodeRefusal{UnixNano: 1, Addr: "10.6.6.6:1", Caller: "kelpie://_/operator/olga (operator)",
+		Method: "/kelpie.v1.ParameterServer/Pull\x1b]0;pwned\x07", Code: "PermissionDenied", Reason: "approved by \x1b[2Kolga"})
+	if len(got) != 1 {
+		t.Fatalf("%d audit records, want 1", len(got))
+	}
+	e := got[0]
+	if e.Who != "kelpie://joba/server-0 (server)" || e.Role != identity.RoleServer {
+		t.Errorf("record attributed to %q (%s), want the reporting node kelpie://joba/server-0", e.Who, e.Role)
+	}
+	if !e.Time.Equal(now) {
+		t.Errorf("record at %v, want the scheduler's time %v", e.Time, now)
+	}
+	if !strings.Contains(e.Detail, "as claimed by server-0: caller kelpie://_/operator/olga (operator)") || !strings.Contains(e.Detail, "10.6.6.6") {
+		t.Errorf("detail %q does not show the node's claim as one", e.Detail)
+	}
+	for _, s := range []string{e.Detail, e.Reason} {
+		if strings.ContainsAny(s, "\x1b\x07") {
+			t.Errorf("control characters kept: %q", s)
+		}
+	}
+	var m dto.Metric
+	if err := np.refused.WithLabelValues("PermissionDenied", "other").Write(&m); err != nil || m.GetCounter().GetValue() != 1 {
+		n := m.GetCounter().GetValue()
+		t.Errorf("refusals counted under method \"other\": %v, want 1 (the made-up method)", n)
 	}
 }

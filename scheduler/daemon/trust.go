@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
@@ -32,7 +35,7 @@ type nodePlane struct {
 	nodeTTL time.Duration
 	jobKey  []byte // jobs' data-plane secrets derive from it (pki.JobSecret)
 	audit   func(console.AuditEntry) error
-	clk     clock.Clock // the time a forwarded refusal that carries none is audited at
+	clk     clock.Clock // the time forwarded refusals are audited at
 
 	// Refusals the nodes forward (nodeRefusal), limited per node: a node
 	// rate-limits its own reports, but a compromised one need not.
@@ -106,7 +109,16 @@ func newNodePlane(cfg Config, audit func(console.AuditEntry) error) (*nodePlane,
 // and the next record says how many.
 func (np *nodePlane) nodeRefusal(job, node string, r *kelpiepb.NodeRefusal) {
 	n := 1 + r.GetSuppressed()
-	np.refused.WithLabelValues(r.GetCode(), r.GetMethod()).Add(float64(n))
+	// The labels are the node's words: only known forms, so a node cannot
+	// grow the metric's series without bound.
+	code, method := r.GetCode(), r.GetMethod()
+	if code != codes.Unauthenticated.String() && code != codes.PermissionDenied.String() {
+		code = "other"
+	}
+	if method != identity.HandshakeMethod && !methodRE.MatchString(method) {
+		method = "other"
+	}
+	np.refused.WithLabelValues(code, method).Add(float64(n))
 	key := job + "/" + node
 	np.mu.Lock()
 	f := np.forward[key]
@@ -128,23 +140,43 @@ func (np *nodePlane) nodeRefusal(job, node string, r *kelpiepb.NodeRefusal) {
 	if !allow {
 		return
 	}
-	who, role := "no certificate", ""
-	if r.GetCaller() != "" {
-		who = r.GetCaller()
-		if i := strings.LastIndex(who, " ("); i >= 0 {
-			role = strings.TrimSuffix(who[i+2:], ")")
-		}
+	// The record is the reporting node's: its identity (its agent stream's
+	// certificate) and the scheduler's clock. What the node says about the
+	// caller — identity, address, time — is its claim, shown as such,
+	// bounded and stripped of control characters: a node cannot attribute
+	// a record to an operator or backdate it.
+	reporter := identity.Node(job, node)
+	caller := "no certificate"
+	if c := r.GetCaller(); c != "" {
+		caller = clean(c, 160)
 	}
-	detail := fmt.Sprintf("%s from %s at %s", r.GetMethod(), r.GetAddr(), node)
+	detail := fmt.Sprintf("%s from %s at %s (as claimed by %s: caller %s", clean(r.GetMethod(), 128), clean(r.GetAddr(), 64), node, node, caller)
+	if r.GetUnixNano() > 0 {
+		detail += ", at " + time.Unix(0, r.GetUnixNano()).UTC().Format(time.RFC3339Nano)
+	}
+	detail += ")"
 	if left := r.GetSuppressed() + dropped; left > 0 {
 		detail += fmt.Sprintf(" (and %d refusals not recorded: rate limit)", left)
 	}
-	at := time.Unix(0, r.GetUnixNano())
-	if r.GetUnixNano() <= 0 {
-		at = np.clk.Now()
+	_ = np.audit(console.AuditEntry{Time: np.clk.Now(), Who: reporter.String(), Role: reporter.Role, Command: "node-plane", Job: job,
+		Detail: detail, Allowed: false, Reason: clean(r.GetCode(), 32) + ": " + clean(r.GetReason(), 512)})
+}
+
+// methodRE is the form of a kelpie gRPC method name.
+var methodRE = regexp.MustCompile(`^/(kelpie\.v1\.[A-Za-z]{1,32}|grpc\.[a-z.]{1,48}\.[A-Za-z]{1,32})/[A-Za-z]{1,32}$`)
+
+// clean bounds a string a node sent to n bytes and replaces its control
+// characters (terminal escapes included) with '?'.
+func clean(s string, n int) string {
+	if len(s) > n {
+		s = s[:n] + "…"
 	}
-	_ = np.audit(console.AuditEntry{Time: at, Who: who, Role: role, Command: "node-plane", Job: job,
-		Detail: detail, Allowed: false, Reason: r.GetCode() + ": " + r.GetReason()})
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || r == utf8.RuneError {
+			return '?'
+		}
+		return r
+	}, s)
 }
 
 // serverOptions are the node plane server's credentials and interceptors.

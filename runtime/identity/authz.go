@@ -375,6 +375,9 @@ func ServerPolicy(self Identity) Policy {
 		if !strings.HasPrefix(method, psPrefix) {
 			return fmt.Errorf("%s is not served to %s", method, id)
 		}
+		if err := SameInstance(self, id); err != nil {
+			return err
+		}
 		sameJob := id.Job == self.Job && id.Job != ""
 		switch name := strings.TrimPrefix(method, psPrefix); name {
 		case "Exchange", "Push", "Pull":
@@ -414,6 +417,9 @@ func AgentPeerPolicy(self Identity) Policy {
 		}
 		if !isNode(id) || id.Job == "" || id.Job != self.Job {
 			return fmt.Errorf("%s: only the agents of job %s may call it, not %s", method, self.Job, id)
+		}
+		if err := SameInstance(self, id); err != nil {
+			return err
 		}
 		if msg == nil {
 			return nil

@@ -28,6 +28,7 @@ import (
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/runtime/identity"
+	"github.com/kelpie/kelpie/runtime/tensorwire"
 	"github.com/kelpie/kelpie/scheduler/clock"
 	"github.com/kelpie/kelpie/scheduler/console"
 )
@@ -528,4 +529,136 @@ func TestAttackRow12(t *testing.T) {
 		n := m.GetCounter().GetValue()
 		t.Errorf("refusals counted under method \"other\": %v, want 1 (the made-up method)", n)
 	}
+}
+
+// TestAttackRow10: credentials issued to a node of job "joba" before it was
+// resubmitted under the same name are refused by the new instance: its
+// agent stream and coordinator calls at the scheduler, a pull at its
+// parameter server (gRPC: the server's policy; framed: the instance's
+// secret), while the new instance's own credentials are accepted.
+func TestAttackRow10(t *testing.T) {
+	d := attackScheduler(t, identity.Limits{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	spec := strings.Replace(victimSpec, "name: victim", "name: joba", 1)
+	issue := func() (*identity.Credentials, string) {
+		uid := d.Manager.JobInstance("joba")
+		path, err := d.np.nodeCert("joba", uid, "worker-0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := identity.Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, uid
+	}
+	if _, err := d.Manager.Submit(spec, "test"); err != nil {
+		t.Fatal(err)
+	}
+	old, oldUID := issue()
+	if err := d.Manager.Kill("joba", "test"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Manager.Wait(ctx, "joba"); err == nil {
+		t.Fatal("the killed job completed")
+	}
+	if _, err := d.Manager.Submit(spec, "test"); err != nil {
+		t.Fatal(err)
+	}
+	cur, curUID := issue()
+	if oldUID == curUID || old.ID.Instance != oldUID || cur.ID.Instance != curUID {
+		t.Fatalf("instances: %q then %q; certificates name %q and %q", oldUID, curUID, old.ID.Instance, cur.ID.Instance)
+	}
+
+	dial := func(c *identity.Credentials) *grpc.ClientConn {
+		cc, err := grpc.NewClient(d.GRPCAddr(), c.DialOption(identity.IsScheduler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cc.Close() })
+		return cc
+	}
+	stream := func(c *identity.Credentials) error {
+		s, err := kelpiepb.NewAgentClient(dial(c)).Connect(ctx)
+		if err != nil {
+			return err
+		}
+		if err := s.Send(&kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Hello{Hello: &kelpiepb.AgentHello{
+			Job: "joba", Node: "worker-0", Role: kelpiepb.Role_ROLE_WORKER}}}); err != nil {
+			return err
+		}
+		// The scheduler answers a hello with nothing until it has a
+		// command: a refusal ends the stream, an accepted stream stays.
+		rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
+		defer rcancel()
+		errc := make(chan error, 1)
+		go func() { _, err := s.Recv(); errc <- err }()
+		select {
+		case err := <-errc:
+			return err
+		case <-rctx.Done():
+			return nil
+		}
+	}
+	register := func(c *identity.Credentials) error {
+		_, err := kelpiepb.NewCoordinatorClient(dial(c)).Register(ctx, &kelpiepb.RegisterRequest{Job: "joba", Node: "worker-0",
+			Role: kelpiepb.Role_ROLE_WORKER, Addr: "127.0.0.1:1"})
+		return err
+	}
+	if err := stream(old); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("the earlier instance's agent stream: %v, want PermissionDenied", err)
+	}
+	if err := register(old); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("the earlier instance's Register: %v, want PermissionDenied", err)
+	}
+	if err := register(cur); err != nil {
+		t.Errorf("the current instance's Register: %v", err)
+	}
+	if err := stream(cur); err != nil && status.Code(err) == codes.PermissionDenied {
+		t.Errorf("the current instance's agent stream: %v", err)
+	}
+
+	// At the new instance's parameter server: its policy refuses the
+	// earlier instance's worker, and its data-plane secret is another.
+	server := identity.Node("joba", "server-0").ForInstance(curUID)
+	if err := identity.ServerPolicy(server)(old.ID, "/kelpie.v1.ParameterServer/Pull", nil); err == nil {
+		t.Error("the new instance's server lets the earlier instance's worker pull")
+	}
+	if err := identity.ServerPolicy(server)(cur.ID, "/kelpie.v1.ParameterServer/Pull", nil); err != nil {
+		t.Errorf("the new instance's server refuses its own worker: %v", err)
+	}
+	if framedPull(t, cur.JobSecret, old.JobSecret) == nil {
+		t.Error("a framed connection with the earlier instance's secret was accepted")
+	}
+	if err := framedPull(t, cur.JobSecret, cur.JobSecret); err != nil {
+		t.Errorf("a framed connection with the instance's own secret: %v", err)
+	}
+}
+
+// framedPull runs the framed data plane's handshake between a server with
+// secret and a client proving proof.
+func framedPull(t *testing.T, secret, proof []byte) error {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	go func() {
+		c, err := lis.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_ = tensorwire.ServerHandshake(tensorwire.NewConn(c), tensorwire.SharedSecret(secret), nil, tensorwire.Hello{})
+	}()
+	c, err := net.Dial("tcp", lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	_, err = tensorwire.ClientHandshake(tensorwire.NewConn(c), tensorwire.SharedSecret(proof), nil)
+	return err
 }

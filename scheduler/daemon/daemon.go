@@ -229,6 +229,11 @@ func Start(cfg Config) (*Daemon, error) {
 		hlis.Close()
 		return nil, err
 	}
+	if np != nil {
+		// Node certificates name the job instance they were issued for
+		// (NodeCert); a call must come from the one running now.
+		np.instance = m.JobInstance
+	}
 	// Fixed flow-control windows (1 MiB a stream, 8 MiB a connection):
 	// with the default dynamic window gRPC answers the agents' steady
 	// stream of small reports with a bandwidth-estimation ping on every

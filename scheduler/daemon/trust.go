@@ -15,6 +15,7 @@ import (
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/runtime/identity"
@@ -35,6 +36,9 @@ type nodePlane struct {
 	nodeTTL time.Duration
 	jobKey  []byte // jobs' data-plane secrets derive from it (pki.JobSecret)
 	audit   func(console.AuditEntry) error
+	// instance is the UID of the job instance now running under a name
+	// ("" for none): node certificates and secrets are bound to it.
+	instance func(job string) string
 	clk     clock.Clock // the time forwarded refusals are audited at
 
 	// Refusals the nodes forward (nodeRefusal), limited per node: a node
@@ -86,7 +90,7 @@ func newNodePlane(cfg Config, audit func(console.AuditEntry) error) (*nodePlane,
 	if np.nodeTTL <= 0 {
 		np.nodeTTL = pki.NodeLifetime
 	}
-	np.guard = identity.NewGuard(identity.SchedulerPolicy, identity.GuardOptions{Report: func(r identity.Refusal) {
+	np.guard = identity.NewGuard(np.policy, identity.GuardOptions{Report: func(r identity.Refusal) {
 		detail := r.Method + " from " + r.Addr
 		if r.Suppressed > 0 {
 			detail += fmt.Sprintf(" (and %d refusals not recorded: rate limit)", r.Suppressed)
@@ -179,6 +183,25 @@ func clean(s string, n int) string {
 	}, s)
 }
 
+// policy is identity.SchedulerPolicy, and a node's certificate must name
+// the instance of its job that runs now (not one submitted earlier under
+// the same name, nor one that is gone).
+func (np *nodePlane) policy(id identity.Identity, method string, msg proto.Message) error {
+	if err := identity.SchedulerPolicy(id, method, msg); err != nil {
+		return err
+	}
+	if msg != nil || id.Instance == "" || np.instance == nil || (id.Role != identity.RoleWorker && id.Role != identity.RoleServer) {
+		return nil
+	}
+	if cur := np.instance(id.Job); cur != id.Instance {
+		if cur == "" {
+			return fmt.Errorf("%s holds a certificate of job %s, which is gone", id, id.Job)
+		}
+		return identity.SameInstance(identity.Node(id.Job, id.Node).ForInstance(cur), id)
+	}
+	return nil
+}
+
 // serverOptions are the node plane server's credentials and interceptors.
 func (np *nodePlane) serverOptions() []grpc.ServerOption {
 	if np == nil {
@@ -187,15 +210,18 @@ func (np *nodePlane) serverOptions() []grpc.ServerOption {
 	return np.guard.ServerOptionsFor(np.creds)
 }
 
-// nodeCert writes the credentials file of one node of a job, readable by
-// this user only, in the node's own directory, and returns its path.
-func (np *nodePlane) nodeCert(job, node string) (string, error) {
+// nodeCert writes the credentials file of one node of a job instance (its
+// certificate names the instance uid, and its data-plane secret is the
+// instance's), readable by this user only, in the node's own directory, and
+// returns its path.
+func (np *nodePlane) nodeCert(job, uid, node string) (string, error) {
 	dir := filepath.Join(np.certDir, job, node)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", err
 	}
 	path := filepath.Join(dir, "node.pem")
-	if err := np.ca.WriteNodeBundle(path, identity.Node(job, node), np.nodeTTL, pki.JobSecret(np.jobKey, job), pki.LocalHosts()...); err != nil {
+	id := identity.Node(job, node).ForInstance(uid)
+	if err := np.ca.WriteNodeBundle(path, id, np.nodeTTL, pki.JobSecret(np.jobKey, job, uid), pki.LocalHosts()...); err != nil {
 		return "", fmt.Errorf("certificate of %s/%s: %v", job, node, err)
 	}
 	return path, nil

@@ -185,7 +185,7 @@ func TestAttackRow1(t *testing.T) {
 		cfg  *tls.Config
 		want string
 	}{
-		{"no client certificate", clientTLS(t, d, nil), ""}, // the connection is closed in the handshake
+		{"no client certificate", clientTLS(t, d, nil), ""},               // the connection is closed in the handshake
 		{"worker-0's certificate", clientTLS(t, d, &w0), "grpc-status 8"}, // ResourceExhausted
 	} {
 		sent, done, stop := holdMessages(ctx, d.GRPCAddr(), c.cfg, "/kelpie.v1.Coordinator/Register", streams, size)

@@ -39,7 +39,7 @@ type nodePlane struct {
 	// instance is the UID of the job instance now running under a name
 	// ("" for none): node certificates and secrets are bound to it.
 	instance func(job string) string
-	clk     clock.Clock // the time forwarded refusals are audited at
+	clk      clock.Clock // the time forwarded refusals are audited at
 
 	// Refusals the nodes forward (nodeRefusal), limited per node: a node
 	// rate-limits its own reports, but a compromised one need not.

@@ -220,7 +220,7 @@ func Start(cfg Config) (*Daemon, error) {
 		Capacity: cfg.Capacity, EPS: cfg.EPS, EPSInterval: cfg.EPSInterval, EarlyFeedbackIterations: cfg.EarlyFeedbackIterations,
 		EarlyFeedback: cfg.EarlyFeedback, CheckData: cfg.CheckData, SpecLimits: cfg.SpecLimits}
 	if np != nil {
-		mcfg.NodeCert, mcfg.NodeRefusal = np.nodeCert, np.nodeRefusal
+		mcfg.NodeCert, mcfg.NodeRefusal, mcfg.SignAction = np.nodeCert, np.nodeRefusal, np.creds.SignAction
 	}
 	m, err = manager.New(mcfg)
 	if err != nil {

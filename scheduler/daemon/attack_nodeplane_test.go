@@ -662,3 +662,113 @@ func framedPull(t *testing.T, secret, proof []byte) error {
 	_, err = tensorwire.ClientHandshake(tensorwire.NewConn(c), tensorwire.SharedSecret(proof), nil)
 	return err
 }
+
+// TestAttackNodePlaneTogether: rows 1 and 13 at once — held messages
+// without a certificate, oversized ones with one, half-open connections,
+// a connection full of Health.Watch streams — while a worker of a job
+// registers and reports its progress: the worker's calls succeed, and the
+// process (scheduler and attackers together) stays under twice its idle
+// RSS (the console port's rows are the console's tests).
+func TestAttackNodePlaneTogether(t *testing.T) {
+	d := attackScheduler(t, identity.Limits{HandshakeTimeout: 2 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	name, err := d.Manager.Submit(victimSpec, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	idle, fds0, g0 := selfRSS(t)
+
+	var wg sync.WaitGroup
+	stops := make(chan func(), 2)
+	w0 := identity.Node(name, "worker-0")
+	for _, cfg := range []*tls.Config{clientTLS(t, d, nil), clientTLS(t, d, &w0)} {
+		_, done, stop := holdMessages(ctx, d.GRPCAddr(), cfg, "/kelpie.v1.Coordinator/Register", scale(3, 8), 60<<20-1)
+		stops <- stop
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range scale(3, 8) {
+				select {
+				case <-done:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	var half []net.Conn
+	for range scale(200, 2000) {
+		if c, err := net.Dial("tcp", d.GRPCAddr()); err == nil {
+			half = append(half, c)
+		}
+	}
+	op := identity.Operator("mallory")
+	watched := make(chan int, 1)
+	go func() {
+		opened, _, _, _ := watchStreams(t, d, &op, scale(2000, 10000))
+		watched <- opened
+	}()
+
+	// A worker of the job, meanwhile: it registers, its agent connects and
+	// reports, it fetches a shard.
+	c := registerAs(ctx, t, d, name, "worker-0")
+	wc, err := d.CA().Credentials(w0, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := grpc.NewClient(d.GRPCAddr(), wc.DialOption(identity.IsScheduler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	s, err := kelpiepb.NewAgentClient(cc).Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Send(&kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Hello{Hello: &kelpiepb.AgentHello{
+		Job: name, Node: "worker-0", Role: kelpiepb.Role_ROLE_WORKER}}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if err := s.Send(&kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Report{Report: &kelpiepb.ProgressReport{
+			Job: name, Node: "worker-0", Iteration: int64(i + 1), Samples: 32, BatchSize: 32}}}); err != nil {
+			t.Errorf("worker-0's report %d during the attacks: %v", i, err)
+		}
+	}
+	if _, err := c.FetchShard(ctx, &kelpiepb.FetchShardRequest{Job: name, Node: "worker-0"}); err != nil {
+		t.Errorf("worker-0's FetchShard during the attacks: %v", err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		evs, _ := d.Manager.EventsSince(0, 1000)
+		connected := false
+		for _, e := range evs {
+			connected = connected || strings.Contains(e.Message, "agent of worker-0 connected")
+		}
+		if connected {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("worker-0's agent stream was not accepted during the attacks")
+		}
+	}
+	wg.Wait()
+	during, _, _ := selfRSS(t)
+	if n := <-watched; n > int(identity.DefaultLimits().MaxStreams) {
+		t.Errorf("%d Health.Watch streams on one connection", n)
+	}
+	close(stops)
+	for stop := range stops {
+		stop()
+	}
+	for _, c := range half {
+		c.Close()
+	}
+	cc.Close()
+	t.Logf("RSS idle %d MiB, during the attacks %d MiB", idle, during)
+	if during > 2*idle {
+		t.Errorf("RSS %d MiB during the attacks, idle %d MiB: want under twice", during, idle)
+	}
+	settle(t, fds0, g0, idle)
+}

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -31,6 +32,7 @@ import (
 	"github.com/kelpie/kelpie/runtime/tensorwire"
 	"github.com/kelpie/kelpie/scheduler/clock"
 	"github.com/kelpie/kelpie/scheduler/console"
+	"github.com/kelpie/kelpie/scheduler/pki"
 )
 
 // The node plane's rows of issue 24's attack table, against an in-process
@@ -569,6 +571,10 @@ func TestAttackRow10(t *testing.T) {
 	cur, curUID := issue()
 	if oldUID == curUID || old.ID.Instance != oldUID || cur.ID.Instance != curUID {
 		t.Fatalf("instances: %q then %q; certificates name %q and %q", oldUID, curUID, old.ID.Instance, cur.ID.Instance)
+	}
+	// kelpie certs issue reads the instance here.
+	if b, err := os.ReadFile(pki.InstancePath(filepath.Dir(d.np.certDir), "joba")); err != nil || strings.TrimSpace(string(b)) != curUID {
+		t.Errorf("the data dir's instance of joba: %q, %v; want %s", b, err, curUID)
 	}
 
 	dial := func(c *identity.Credentials) *grpc.ClientConn {

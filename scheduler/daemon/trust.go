@@ -221,6 +221,12 @@ func (np *nodePlane) nodeCert(job, uid, node string) (string, error) {
 	}
 	path := filepath.Join(dir, "node.pem")
 	id := identity.Node(job, node).ForInstance(uid)
+	if uid != "" {
+		// For kelpie certs issue: a node issued by hand joins this instance.
+		if err := pki.WriteFile(pki.InstancePath(filepath.Dir(np.certDir), job), []byte(uid+"\n"), 0o600); err != nil {
+			return "", err
+		}
+	}
 	if err := np.ca.WriteNodeBundle(path, id, np.nodeTTL, pki.JobSecret(np.jobKey, job, uid), pki.LocalHosts()...); err != nil {
 		return "", fmt.Errorf("certificate of %s/%s: %v", job, node, err)
 	}

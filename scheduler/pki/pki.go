@@ -409,6 +409,13 @@ func JobSecret(key []byte, job string, instance ...string) []byte {
 	return m.Sum(nil)
 }
 
+// InstancePath is where the scheduler keeps the instance UID of the job
+// whose nodes it issued credentials to last (under its data dir), so that
+// kelpie certs issue binds a node issued by hand to the same instance.
+func InstancePath(dataDir, job string) string {
+	return filepath.Join(dataDir, "nodes", job, "instance")
+}
+
 // WriteNodeBundle writes a node's credentials file (WriteBundle) with its
 // job's data-plane secret appended.
 func (ca *CA) WriteNodeBundle(path string, id identity.Identity, ttl time.Duration, secret []byte, hosts ...string) error {

@@ -140,7 +140,7 @@ func (h *handshakeGuard) ServerHandshake(conn net.Conn) (net.Conn, credentials.A
 		if a := conn.RemoteAddr(); a != nil {
 			addr = a.String()
 		}
-		h.g.refuseAddr(addr, Identity{}, HandshakeMethod, codes.Unauthenticated, err, false)
+		h.g.refuseAddr(addr, Identity{}, HandshakeMethod, codes.Unauthenticated, err)
 	}
 	return c, ai, err
 }
@@ -151,24 +151,20 @@ func (h *handshakeGuard) Clone() credentials.TransportCredentials {
 
 const healthPrefix = "/grpc.health.v1.Health/"
 
+// refuse refuses a call. From the tap it runs under the lock of the
+// caller's own connection (grpc's transport): a report (rate limited) makes
+// only that connection wait.
 func (g *Guard) refuse(ctx context.Context, id Identity, method string, code codes.Code, why error) error {
-	return g.refuseCtx(ctx, id, method, code, why, false)
-}
-
-// refuseCtx refuses a call; with async the report runs on its own
-// goroutine (the tap runs under its transport's lock; reports are rate
-// limited, so these goroutines are too).
-func (g *Guard) refuseCtx(ctx context.Context, id Identity, method string, code codes.Code, why error, async bool) error {
 	var addr string
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
 		addr = p.Addr.String()
 	}
-	g.refuseAddr(addr, id, method, code, why, async)
+	g.refuseAddr(addr, id, method, code, why)
 	return status.Error(code, why.Error())
 }
 
 // refuseAddr counts a refusal and reports it, rate limited.
-func (g *Guard) refuseAddr(addr string, id Identity, method string, code codes.Code, why error, async bool) {
+func (g *Guard) refuseAddr(addr string, id Identity, method string, code codes.Code, why error) {
 	if int(code) < len(g.refused) {
 		g.refused[code].Add(1)
 	}
@@ -197,11 +193,7 @@ func (g *Guard) refuseAddr(addr string, id Identity, method string, code codes.C
 			g.suppressed++
 		}
 		g.mu.Unlock()
-		switch {
-		case !allow:
-		case async:
-			go g.report(r)
-		default:
+		if allow {
 			g.report(r)
 		}
 	}
@@ -209,17 +201,17 @@ func (g *Guard) refuseAddr(addr string, id Identity, method string, code codes.C
 
 // check authorizes the start of a call: a verified certificate, and the
 // policy for its method (health: any certificate).
-func (g *Guard) check(ctx context.Context, method string, async bool) (Identity, error) {
+func (g *Guard) check(ctx context.Context, method string) (Identity, error) {
 	p, _ := peer.FromContext(ctx)
 	id, err := Peer(p)
 	if err != nil {
-		return Identity{}, g.refuseCtx(ctx, Identity{}, method, codes.Unauthenticated, fmt.Errorf("%s needs a kelpie client certificate", method), async)
+		return Identity{}, g.refuse(ctx, Identity{}, method, codes.Unauthenticated, fmt.Errorf("%s needs a kelpie client certificate", method))
 	}
 	if strings.HasPrefix(method, healthPrefix) {
 		return id, nil
 	}
 	if err := g.policy(id, method, nil); err != nil {
-		return id, g.refuseCtx(ctx, id, method, codes.PermissionDenied, err, async)
+		return id, g.refuse(ctx, id, method, codes.PermissionDenied, err)
 	}
 	return id, nil
 }
@@ -228,14 +220,14 @@ func (g *Guard) check(ctx context.Context, method string, async bool) (Identity,
 // its headers arrive: grpc then resets it without reading its body or
 // starting a handler.
 func (g *Guard) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
-	if _, err := g.check(ctx, info.FullMethodName, true); err != nil {
+	if _, err := g.check(ctx, info.FullMethodName); err != nil {
 		return ctx, err
 	}
 	return ctx, nil
 }
 
 func (g *Guard) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-	id, err := g.check(ctx, info.FullMethod, false)
+	id, err := g.check(ctx, info.FullMethod)
 	if err != nil {
 		return nil, err
 	}
@@ -248,7 +240,7 @@ func (g *Guard) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 }
 
 func (g *Guard) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-	id, err := g.check(ss.Context(), info.FullMethod, false)
+	id, err := g.check(ss.Context(), info.FullMethod)
 	if err != nil {
 		return err
 	}

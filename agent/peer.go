@@ -17,8 +17,9 @@ import (
 // The peer service: a primary agent forwards a global action to the other
 // agents of its job (AntDT Fig. 6). Trust is the node plane's: the service
 // runs under the node's certificate, and its guard lets in only a node of
-// the same job, calling as itself (identity.AgentPeerPolicy); a refused
-// call is reported to the scheduler like the role's own refusals. Only the
+// the same job, calling as itself (identity.AgentPeerPolicy), with a
+// command the scheduler signed for that node to forward (forwardPolicy); a
+// refused call is reported to the scheduler like the role's own refusals. Only the
 // kinds a worker applies at an iteration boundary may be forwarded: node
 // actions (KILL_RESTART) and a server's commands come from the scheduler
 // only.
@@ -67,16 +68,36 @@ func (a *Agent) peerServer() (*grpc.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	var opts []grpc.ServerOption
+	// A forward is one small command: the node plane's limits (4 MiB a
+	// message, 256 streams a connection, 10 s to finish the handshake).
+	opts := identity.DefaultLimits().ServerOptions()
 	if creds != nil {
-		g := identity.NewGuard(identity.AgentPeerPolicy(creds.ID), identity.GuardOptions{Report: func(r identity.Refusal) {
+		g := identity.NewGuard(forwardPolicy(creds), identity.GuardOptions{Report: func(r identity.Refusal) {
 			a.enqueue(&kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Refusal{Refusal: r.Proto()}}, false)
 		}})
-		opts = append([]grpc.ServerOption{creds.ServerOption()}, g.ServerOptions()...)
+		opts = append(opts, g.ServerOptionsFor(creds)...)
 	}
 	srv := grpc.NewServer(opts...)
 	kelpiepb.RegisterAgentPeerServer(srv, &peerService{a: a})
 	return srv, nil
+}
+
+// forwardPolicy is identity.AgentPeerPolicy, and a forwarded command must
+// be one the scheduler issued (signed by it) for the caller to forward (the
+// primary it designated): a node of the job cannot make an action up, nor
+// forward one it was not given. A refusal is the guard's: PermissionDenied,
+// reported to the scheduler's audit log.
+func forwardPolicy(creds *identity.Credentials) identity.Policy {
+	peer := identity.AgentPeerPolicy(creds.ID)
+	return func(id identity.Identity, method string, msg gproto.Message) error {
+		if err := peer(id, method, msg); err != nil {
+			return err
+		}
+		if r, ok := msg.(*kelpiepb.ForwardRequest); ok {
+			return creds.VerifyAction(r.GetCommand(), id.Node)
+		}
+		return nil
+	}
 }
 
 // peerService is the agent's AgentPeer service.

@@ -47,6 +47,19 @@ func (c *testCA) node(job, node string) *identity.Credentials {
 	return cr
 }
 
+// signed is cmd as the scheduler issues it for primary to forward.
+func (c *testCA) signed(cmd *kelpiepb.ActionCommand, primary string) *kelpiepb.ActionCommand {
+	c.t.Helper()
+	sched, err := c.ca.Credentials(identity.Scheduler(), time.Hour)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if err := sched.SignAction(cmd, primary); err != nil {
+		c.t.Fatal(err)
+	}
+	return cmd
+}
+
 // peerAgent is an agent serving only its peer service (no role, no
 // scheduler): what it takes and what it would tell the scheduler are read
 // from its state and its outbox.
@@ -114,8 +127,8 @@ func TestPeerServiceTrust(t *testing.T) {
 		return kelpiepb.NewAgentPeerClient(cc)
 	}
 	fwd := func(job, node, kind, id string) *kelpiepb.ForwardRequest {
-		return &kelpiepb.ForwardRequest{Job: job, Node: node, Command: &kelpiepb.ActionCommand{ActionId: id, Kind: kind,
-			TargetIteration: 40, BatchSizes: map[string]int32{"worker-0": 32, "worker-1": 32}}}
+		return &kelpiepb.ForwardRequest{Job: job, Node: node, Command: ca.signed(&kelpiepb.ActionCommand{ActionId: id, Kind: kind,
+			TargetIteration: 40, BatchSizes: map[string]int32{"worker-0": 32, "worker-1": 32}}, node)}
 	}
 	sameJob := dial(ca.node("a", "worker-0").DialOption(identity.NodeOf("a", "worker-1")))
 	otherJob := dial(ca.node("b", "worker-0").DialOption(nil))
@@ -146,7 +159,7 @@ func TestPeerServiceTrust(t *testing.T) {
 	}{
 		{"an agent of job b", otherJob, fwd("b", "worker-0", "ADJUST_BS", "b-1"), codes.PermissionDenied},
 		{"an agent of job b, naming job a", otherJob, fwd("a", "worker-0", "ADJUST_BS", "b-2"), codes.PermissionDenied},
-		{"no certificate", noCert, fwd("a", "worker-0", "ADJUST_BS", "a-2"), codes.Unauthenticated},
+		{"no certificate", noCert, fwd("a", "worker-0", "ADJUST_BS", "a-2"), codes.Unavailable}, // refused in the handshake
 		{"worker-0 as worker-2", sameJob, fwd("a", "worker-2", "ADJUST_BS", "a-3"), codes.PermissionDenied},
 		{"a restart", sameJob, fwd("a", "worker-0", "KILL_RESTART", "a-4"), codes.PermissionDenied},
 		{"a server's command", sameJob, fwd("a", "worker-0", "SHUTDOWN", "a-5"), codes.PermissionDenied},
@@ -165,7 +178,7 @@ func TestPeerServiceTrust(t *testing.T) {
 
 	// The guard's refusals, for the scheduler's audit log: job b's two
 	// calls (one report per caller and method a minute), the certificate-less
-	// one, and worker-0's claim to be worker-2.
+	// handshake, and worker-0's claim to be worker-2.
 	var got []string
 	for range 3 {
 		r := nextOf(t, a, refusalOf)
@@ -173,7 +186,7 @@ func TestPeerServiceTrust(t *testing.T) {
 	}
 	sort.Strings(got)
 	want := []string{"PermissionDenied a /kelpie.v1.AgentPeer/Forward", "PermissionDenied b /kelpie.v1.AgentPeer/Forward",
-		"Unauthenticated  /kelpie.v1.AgentPeer/Forward"}
+		"Unauthenticated  " + identity.HandshakeMethod}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("refusals reported:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
@@ -202,10 +215,11 @@ func TestPrimaryForwards(t *testing.T) {
 	go func() { defer close(done); p.forwardLoop(ctx) }()
 	defer func() { cancel(); <-done }()
 
-	cmd := &kelpiepb.ActionCommand{ActionId: "a-7", Kind: "ADJUST_BS", TargetIteration: 50, Primary: true,
-		BatchSizes: map[string]int32{"worker-0": 16, "worker-1": 16, "worker-2": 16, "worker-3": 16},
-		Peers: []*kelpiepb.PeerAddr{{Peer: "worker-1", Addr: s1.peerAddr}, {Peer: "worker-2", Addr: closed},
-			{Peer: "worker-3", Addr: impostor.peerAddr}}}
+	cmd := ca.signed(&kelpiepb.ActionCommand{ActionId: "a-7", Kind: "ADJUST_BS", TargetIteration: 50,
+		BatchSizes: map[string]int32{"worker-0": 16, "worker-1": 16, "worker-2": 16, "worker-3": 16}}, "worker-0")
+	cmd.Primary = true
+	cmd.Peers = []*kelpiepb.PeerAddr{{Peer: "worker-1", Addr: s1.peerAddr}, {Peer: "worker-2", Addr: closed},
+		{Peer: "worker-3", Addr: impostor.peerAddr}}
 	if !p.take(cmd) {
 		t.Fatal("the primary did not take its command")
 	}
@@ -237,5 +251,69 @@ func TestPrimaryForwards(t *testing.T) {
 	impostor.mu.Unlock()
 	if n != 0 {
 		t.Errorf("the agent of job b took %d actions", n)
+	}
+}
+
+// TestAttackRow9: server-0's certificate forwards a made-up ADJUST_BS to
+// worker-1's agent; worker-0, a member of the job but not the primary the
+// scheduler designated, forwards a command the scheduler signed for
+// worker-2; worker-0 forwards one the scheduler signed for it but with the
+// batch sizes changed. Each is refused (PermissionDenied) and reported to
+// the scheduler for its audit log, and worker-1 applies none; the command
+// the scheduler signed, forwarded by its designated primary, is taken.
+func TestAttackRow9(t *testing.T) {
+	ca := newTestCA(t)
+	a := peerAgent(t, "a", "worker-1", ca.node("a", "worker-1"))
+	ctx := context.Background()
+	dial := func(c *identity.Credentials) kelpiepb.AgentPeerClient {
+		cc, err := grpc.NewClient(a.peerAddr, c.DialOption(identity.NodeOf("a", "worker-1")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cc.Close() })
+		return kelpiepb.NewAgentPeerClient(cc)
+	}
+	adjust := func(id string) *kelpiepb.ActionCommand {
+		return &kelpiepb.ActionCommand{ActionId: id, Kind: "ADJUST_BS", TargetIteration: 1, BatchSizes: map[string]int32{"worker-0": 1, "worker-1": 63}}
+	}
+	server, w0 := dial(ca.node("a", "server-0")), dial(ca.node("a", "worker-0"))
+	tampered := ca.signed(adjust("a-3"), "worker-0")
+	tampered.BatchSizes["worker-1"] = 64
+	for _, tt := range []struct {
+		name string
+		c    kelpiepb.AgentPeerClient
+		req  *kelpiepb.ForwardRequest
+	}{
+		{"server-0's made-up ADJUST_BS", server, &kelpiepb.ForwardRequest{Job: "a", Node: "server-0", Command: adjust("a-1")}},
+		{"worker-0 forwards worker-2's action", w0, &kelpiepb.ForwardRequest{Job: "a", Node: "worker-0", Command: ca.signed(adjust("a-2"), "worker-2")}},
+		{"worker-0 forwards a changed action", w0, &kelpiepb.ForwardRequest{Job: "a", Node: "worker-0", Command: tampered}},
+	} {
+		if _, err := tt.c.Forward(ctx, tt.req); status.Code(err) != codes.PermissionDenied {
+			t.Errorf("%s: %v, want PermissionDenied", tt.name, err)
+		}
+	}
+	a.mu.Lock()
+	taken := len(a.taken)
+	a.mu.Unlock()
+	if taken != 0 {
+		t.Errorf("worker-1's agent took %d refused actions", taken)
+	}
+	// Reported for the audit log: one per caller and method a minute.
+	got := map[string]bool{}
+	for range 2 {
+		r := nextOf(t, a, refusalOf)
+		got[r.Caller+" "+r.Code] = true
+		if !strings.Contains(r.Reason, "signed") && !strings.Contains(r.Reason, "to forward") {
+			t.Errorf("refusal reason %q", r.Reason)
+		}
+	}
+	for _, want := range []string{"kelpie://a/server-0 (server) PermissionDenied", "kelpie://a/worker-0 (worker) PermissionDenied"} {
+		if !got[want] {
+			t.Errorf("refusals reported %v, want %s", got, want)
+		}
+	}
+	// The real thing: signed for worker-0, forwarded by worker-0.
+	if r, err := w0.Forward(ctx, &kelpiepb.ForwardRequest{Job: "a", Node: "worker-0", Command: ca.signed(adjust("a-4"), "worker-0")}); err != nil || r.Duplicate {
+		t.Errorf("the scheduler's action from its primary: %v, %v; want taken", r, err)
 	}
 }

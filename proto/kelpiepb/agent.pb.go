@@ -796,8 +796,18 @@ type ActionCommand struct {
 	Sync            *SyncSettings          `protobuf:"bytes,11,opt,name=sync,proto3" json:"sync,omitempty"`                                                                                                         // a server's SET_SYNC: its new synchronisation settings
 	Reason          string                 `protobuf:"bytes,12,opt,name=reason,proto3" json:"reason,omitempty"`                                                                                                     // a server's SHUTDOWN: why
 	Peers           []*PeerAddr            `protobuf:"bytes,13,rep,name=peers,proto3" json:"peers,omitempty"`                                                                                                       // primary: the secondaries to forward the command to
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// A global action sent through a primary is signed by the scheduler, so
+	// that a secondary applies only what the scheduler issued, and only from
+	// the agent it designated: primary_node names that agent; signer is the
+	// scheduler's certificate (DER), which must chain to the node plane's CA
+	// and name the scheduler; signature is its ECDSA signature (ASN.1, over
+	// SHA-256) of the command as a secondary gets it (primary false, peers,
+	// signer and signature empty: runtime/identity.ActionDigest).
+	PrimaryNode   string `protobuf:"bytes,14,opt,name=primary_node,json=primaryNode,proto3" json:"primary_node,omitempty"`
+	Signer        []byte `protobuf:"bytes,15,opt,name=signer,proto3" json:"signer,omitempty"`
+	Signature     []byte `protobuf:"bytes,16,opt,name=signature,proto3" json:"signature,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ActionCommand) Reset() {
@@ -917,6 +927,27 @@ func (x *ActionCommand) GetReason() string {
 func (x *ActionCommand) GetPeers() []*PeerAddr {
 	if x != nil {
 		return x.Peers
+	}
+	return nil
+}
+
+func (x *ActionCommand) GetPrimaryNode() string {
+	if x != nil {
+		return x.PrimaryNode
+	}
+	return ""
+}
+
+func (x *ActionCommand) GetSigner() []byte {
+	if x != nil {
+		return x.Signer
+	}
+	return nil
+}
+
+func (x *ActionCommand) GetSignature() []byte {
+	if x != nil {
+		return x.Signature
 	}
 	return nil
 }
@@ -1400,7 +1431,7 @@ const file_agent_proto_rawDesc = "" +
 	"\x06reason\x18\a \x01(\tR\x06reason\x12\x1e\n" +
 	"\n" +
 	"suppressed\x18\b \x01(\x04R\n" +
-	"suppressed\"\xf1\x05\n" +
+	"suppressed\"\xca\x06\n" +
 	"\rActionCommand\x12\x1b\n" +
 	"\taction_id\x18\x01 \x01(\tR\bactionId\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x16\n" +
@@ -1418,7 +1449,10 @@ const file_agent_proto_rawDesc = "" +
 	" \x01(\x05R\x04drop\x12+\n" +
 	"\x04sync\x18\v \x01(\v2\x17.kelpie.v1.SyncSettingsR\x04sync\x12\x16\n" +
 	"\x06reason\x18\f \x01(\tR\x06reason\x12)\n" +
-	"\x05peers\x18\r \x03(\v2\x13.kelpie.v1.PeerAddrR\x05peers\x1a=\n" +
+	"\x05peers\x18\r \x03(\v2\x13.kelpie.v1.PeerAddrR\x05peers\x12!\n" +
+	"\fprimary_node\x18\x0e \x01(\tR\vprimaryNode\x12\x16\n" +
+	"\x06signer\x18\x0f \x01(\fR\x06signer\x12\x1c\n" +
+	"\tsignature\x18\x10 \x01(\fR\tsignature\x1a=\n" +
 	"\x0fBatchSizesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\x1a?\n" +

@@ -2,7 +2,9 @@ package identity
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -13,8 +15,10 @@ import (
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -39,9 +43,13 @@ type Refusal struct {
 	Suppressed uint64
 }
 
-// Guard enforces a Policy on a gRPC server: unary and stream interceptors
-// that take the caller's identity from its verified client certificate.
-// Health checks are open; everything else needs a certificate.
+// Guard enforces a Policy on a gRPC server: a tap that refuses a stream
+// whose caller may not call its method before a byte of its body is read,
+// and unary and stream interceptors that check every request message too.
+// The caller's identity is its client certificate, required and verified
+// in the TLS handshake (ServerTLS); a failed handshake is refused like a
+// call (method HandshakeMethod, Unauthenticated) when the server's
+// credentials come from ServerOptionsFor. Health answers any identity.
 type Guard struct {
 	policy Policy
 	report func(Refusal)
@@ -99,14 +107,64 @@ func (g *Guard) Refused(code codes.Code) uint64 {
 	return g.refused[code].Load()
 }
 
-// ServerOptions are the interceptors.
+// ServerOptions are the tap and the interceptors.
 func (g *Guard) ServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(g.unary), grpc.ChainStreamInterceptor(g.stream)}
+	return []grpc.ServerOption{grpc.InTapHandle(g.tap), grpc.ChainUnaryInterceptor(g.unary), grpc.ChainStreamInterceptor(g.stream)}
+}
+
+// ServerOptionsFor are the credentials of a server holding c (TLS 1.3, a
+// client certificate required and verified in the handshake) whose failed
+// handshakes the guard refuses and reports, then the tap and interceptors.
+func (g *Guard) ServerOptionsFor(c *Credentials) []grpc.ServerOption {
+	creds := &handshakeGuard{TransportCredentials: credentials.NewTLS(c.ServerTLS()), g: g}
+	return append([]grpc.ServerOption{grpc.Creds(creds)}, g.ServerOptions()...)
+}
+
+// HandshakeMethod is the method a refused TLS handshake is reported under
+// (no call was made: the peer had no valid certificate, or did not finish
+// the handshake in time).
+const HandshakeMethod = "tls-handshake"
+
+// handshakeGuard reports the server handshakes that fail.
+type handshakeGuard struct {
+	credentials.TransportCredentials
+	g *Guard
+}
+
+func (h *handshakeGuard) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	c, ai, err := h.TransportCredentials.ServerHandshake(conn)
+	// A peer that closes before saying anything (a port probe, a client
+	// giving up) is no refusal.
+	if err != nil && !errors.Is(err, io.EOF) {
+		var addr string
+		if a := conn.RemoteAddr(); a != nil {
+			addr = a.String()
+		}
+		h.g.refuseAddr(addr, Identity{}, HandshakeMethod, codes.Unauthenticated, err)
+	}
+	return c, ai, err
+}
+
+func (h *handshakeGuard) Clone() credentials.TransportCredentials {
+	return &handshakeGuard{TransportCredentials: h.TransportCredentials.Clone(), g: h.g}
 }
 
 const healthPrefix = "/grpc.health.v1.Health/"
 
+// refuse refuses a call. From the tap it runs under the lock of the
+// caller's own connection (grpc's transport): a report (rate limited) makes
+// only that connection wait.
 func (g *Guard) refuse(ctx context.Context, id Identity, method string, code codes.Code, why error) error {
+	var addr string
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		addr = p.Addr.String()
+	}
+	g.refuseAddr(addr, id, method, code, why)
+	return status.Error(code, why.Error())
+}
+
+// refuseAddr counts a refusal and reports it, rate limited.
+func (g *Guard) refuseAddr(addr string, id Identity, method string, code codes.Code, why error) {
 	if int(code) < len(g.refused) {
 		g.refused[code].Add(1)
 	}
@@ -114,10 +172,7 @@ func (g *Guard) refuse(ctx context.Context, id Identity, method string, code cod
 		g.count(method, code)
 	}
 	if g.report != nil {
-		r := Refusal{Time: g.now(), ID: id, Method: method, Code: code, Reason: why.Error()}
-		if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
-			r.Addr = p.Addr.String()
-		}
+		r := Refusal{Time: g.now(), Addr: addr, ID: id, Method: method, Code: code, Reason: why.Error()}
 		host := r.Addr
 		if h, _, err := net.SplitHostPort(r.Addr); err == nil {
 			host = h
@@ -142,18 +197,18 @@ func (g *Guard) refuse(ctx context.Context, id Identity, method string, code cod
 			g.report(r)
 		}
 	}
-	return status.Error(code, why.Error())
 }
 
-// check authorizes the start of a call.
+// check authorizes the start of a call: a verified certificate, and the
+// policy for its method (health: any certificate).
 func (g *Guard) check(ctx context.Context, method string) (Identity, error) {
-	if strings.HasPrefix(method, healthPrefix) {
-		return Identity{}, nil
-	}
 	p, _ := peer.FromContext(ctx)
 	id, err := Peer(p)
 	if err != nil {
 		return Identity{}, g.refuse(ctx, Identity{}, method, codes.Unauthenticated, fmt.Errorf("%s needs a kelpie client certificate", method))
+	}
+	if strings.HasPrefix(method, healthPrefix) {
+		return id, nil
 	}
 	if err := g.policy(id, method, nil); err != nil {
 		return id, g.refuse(ctx, id, method, codes.PermissionDenied, err)
@@ -161,12 +216,22 @@ func (g *Guard) check(ctx context.Context, method string) (Identity, error) {
 	return id, nil
 }
 
+// tap refuses a stream whose caller may not call its method as soon as
+// its headers arrive: grpc then resets it without reading its body or
+// starting a handler.
+func (g *Guard) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	if _, err := g.check(ctx, info.FullMethodName); err != nil {
+		return ctx, err
+	}
+	return ctx, nil
+}
+
 func (g *Guard) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 	id, err := g.check(ctx, info.FullMethod)
 	if err != nil {
 		return nil, err
 	}
-	if m, ok := req.(proto.Message); ok && id.Role != "" {
+	if m, ok := req.(proto.Message); ok && !strings.HasPrefix(info.FullMethod, healthPrefix) {
 		if err := g.policy(id, info.FullMethod, m); err != nil {
 			return nil, g.refuse(ctx, id, info.FullMethod, codes.PermissionDenied, err)
 		}
@@ -179,7 +244,7 @@ func (g *Guard) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInf
 	if err != nil {
 		return err
 	}
-	if id.Role == "" { // health
+	if strings.HasPrefix(info.FullMethod, healthPrefix) {
 		return h(srv, ss)
 	}
 	return h(srv, &guardedStream{ServerStream: ss, g: g, id: id, method: info.FullMethod})
@@ -280,6 +345,13 @@ func SchedulerPolicy(id Identity, method string, msg proto.Message) error {
 	if msg == nil {
 		return nil
 	}
+	if d, ok := msg.(*kelpiepb.DivergedRequest); ok {
+		// The divergence's node is where it was seen (a server's answer
+		// says it diverged), not who reports it: the reporter is judged by
+		// the request's own job and node, and the coordinator checks that
+		// the node it names is a member of the job.
+		return claims(id, d.ProtoReflect(), 1)
+	}
 	return Claims(id, msg)
 }
 
@@ -294,6 +366,9 @@ func ServerPolicy(self Identity) Policy {
 		}
 		if !strings.HasPrefix(method, psPrefix) {
 			return fmt.Errorf("%s is not served to %s", method, id)
+		}
+		if err := SameInstance(self, id); err != nil {
+			return err
 		}
 		sameJob := id.Job == self.Job && id.Job != ""
 		switch name := strings.TrimPrefix(method, psPrefix); name {
@@ -334,6 +409,9 @@ func AgentPeerPolicy(self Identity) Policy {
 		}
 		if !isNode(id) || id.Job == "" || id.Job != self.Job {
 			return fmt.Errorf("%s: only the agents of job %s may call it, not %s", method, self.Job, id)
+		}
+		if err := SameInstance(self, id); err != nil {
+			return err
 		}
 		if msg == nil {
 			return nil

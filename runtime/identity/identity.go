@@ -68,12 +68,34 @@ type Identity struct {
 	Job  string // empty for the scheduler and operators
 	Node string // worker-3, server-0; "scheduler"; the operator's name
 	Role string
+	// Instance is the UID of the job instance a node's certificate was
+	// issued for (its subject's serialNumber): a job resubmitted under the
+	// same name is another instance, and the earlier one's certificates
+	// are refused by it. Empty in certificates issued by hand (kelpie certs
+	// issue without --instance), which name the job only.
+	Instance string
+}
+
+// ForInstance is id bound to the job instance uid.
+func (id Identity) ForInstance(uid string) Identity {
+	id.Instance = uid
+	return id
+}
+
+// SameInstance says whether id may act in the job instance of self: a node
+// certificate naming an instance must name self's (when self has one).
+func SameInstance(self, id Identity) error {
+	if self.Instance != "" && id.Instance != "" && id.Instance != self.Instance {
+		return fmt.Errorf("%s holds a certificate of an earlier instance of job %s (%s, not %s)", id, id.Job, id.Instance, self.Instance)
+	}
+	return nil
 }
 
 var (
 	jobRE  = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`)
 	nodeRE = regexp.MustCompile(`^(worker|server)-(0|[1-9][0-9]*)$`)
 	nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+	uidRE  = regexp.MustCompile(`^[a-z0-9]{1,64}$`)
 )
 
 // Node is the identity of a node of a job; role is taken from the name.
@@ -90,6 +112,9 @@ func Operator(name string) Identity { return Identity{Node: name, Role: RoleOper
 
 // Validate checks that id is one of the three forms.
 func (id Identity) Validate() error {
+	if id.Instance != "" && (!uidRE.MatchString(id.Instance) || (id.Role != RoleWorker && id.Role != RoleServer)) {
+		return fmt.Errorf("identity: instance %q of %s (only a node's, [a-z0-9])", id.Instance, id.Role)
+	}
 	switch id.Role {
 	case RoleWorker, RoleServer:
 		if !jobRE.MatchString(id.Job) || len(id.Job) > 63 {
@@ -149,6 +174,7 @@ func FromCertificate(c *x509.Certificate) (Identity, error) {
 	u := uris[0]
 	var id Identity
 	id.Role = c.Subject.OrganizationalUnit[0]
+	id.Instance = c.Subject.SerialNumber
 	path := strings.TrimPrefix(u.Path, "/")
 	switch {
 	case u.Host == noJob && id.Role == RoleScheduler && path == RoleScheduler:
@@ -337,15 +363,16 @@ func (c *Credentials) verify(chain []*x509.Certificate, usage x509.ExtKeyUsage) 
 	return FromCertificate(chain[0])
 }
 
-// ServerTLS is the TLS configuration of a gRPC server: TLS 1.3, a client
-// certificate verified against the CA when given. A call without one is
-// refused by the Guard (Unauthenticated, counted and reported) unless it is
-// a health check; without a Guard, use RequireAndVerifyClientCert instead.
+// ServerTLS is the TLS configuration of a gRPC server: TLS 1.3, and a
+// client certificate required and verified against the CA in the
+// handshake, so a peer without one never gets as far as a stream (nothing
+// it sends is buffered). Guard.ServerOptionsFor reports the handshakes
+// that fail.
 func (c *Credentials) ServerTLS() *tls.Config {
 	return &tls.Config{
 		MinVersion:   tls.VersionTLS13,
 		Certificates: []tls.Certificate{c.Cert},
-		ClientAuth:   tls.VerifyClientCertIfGiven,
+		ClientAuth:   tls.RequireAndVerifyClientCert,
 		ClientCAs:    c.Roots,
 		NextProtos:   []string{"h2"},
 	}
@@ -393,7 +420,7 @@ func (c *Credentials) FramedServerTLS() *tls.Config {
 			if id.Role != RoleWorker || id.Job != c.ID.Job {
 				return fmt.Errorf("identity: %s is not a worker of job %s", id, c.ID.Job)
 			}
-			return nil
+			return SameInstance(c.ID, id)
 		},
 	}
 }
@@ -423,6 +450,9 @@ func (c *Credentials) PeerTLS() (server, client *tls.Config) {
 			id, err := c.verify(cs.PeerCertificates, x509.ExtKeyUsageClientAuth)
 			if err != nil {
 				return fmt.Errorf("identity: peer certificate: %v", err)
+			}
+			if err := SameInstance(c.ID, id); err != nil {
+				return err
 			}
 			return WorkerOf(c.ID.Job)(id)
 		},
@@ -548,6 +578,5 @@ func ProcessServerOptions(policy func(self Identity) Policy, report func(Refusal
 	if err != nil || c == nil {
 		return nil, err
 	}
-	g := NewGuard(policy(c.ID), GuardOptions{Report: report})
-	return append([]grpc.ServerOption{c.ServerOption()}, g.ServerOptions()...), nil
+	return NewGuard(policy(c.ID), GuardOptions{Report: report}).ServerOptionsFor(c), nil
 }

@@ -257,7 +257,12 @@ func RunServer(ctx context.Context, o Options) error {
 		}
 	}
 	defer ep.Close()
-	gs := grpc.NewServer(append(psclient.ServerOptions(), trust...)...)
+	// The node plane's limits, with messages bounded by what this job's
+	// model needs rather than psclient.MaxMessage: a worker of the job
+	// cannot make the server buffer more than a push of the whole model.
+	lim := identity.DefaultLimits()
+	lim.MaxRecvBytes = messageBound(m.Tensors())
+	gs := grpc.NewServer(append(append(psclient.ServerOptions(), lim.ServerOptions()...), trust...)...)
 	kelpiepb.RegisterParameterServerServer(gs, ps)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)

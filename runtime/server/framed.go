@@ -30,6 +30,12 @@ type Framed struct {
 	TLS *tls.Config
 }
 
+// refused logs a refused framed connection through the server's
+// RefusalLog (rate limited, aggregated per source host).
+func (s *Server) refused(remote net.Addr, err error) {
+	s.refusals.Refused(remote, err)
+}
+
 // ServeFramed serves one framed connection until the worker closes it, the
 // server's context ends, or a frame is bad: then the connection is closed
 // and the reason logged (never a panic).
@@ -49,7 +55,7 @@ func (s *Server) ServeFramed(ctx context.Context, nc net.Conn, f Framed) {
 	}
 	if err := tensorwire.ServerHandshake(tc, creds, tlsConf, tensorwire.Hello{HostID: tensorwire.HostID(), Unix: f.Unix}); err != nil {
 		if !errors.Is(err, tensorwire.ErrMoved) {
-			s.logf("data plane: %s: refused: %v", nc.RemoteAddr(), err)
+			s.refused(nc.RemoteAddr(), err)
 		}
 		return
 	}

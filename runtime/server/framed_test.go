@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -268,5 +270,67 @@ func TestFramedDelayedPullKeepsItsBlocks(t *testing.T) {
 	// Block 0 started at 1s and took two pushes of 1s at rate 1.
 	if dst[0] != -1 || dst[3] != -1 {
 		t.Errorf("the delayed pull read %v; want all -1", dst)
+	}
+}
+
+// TestAttackRow7: a stranger makes data-plane handshakes without the job's
+// secret, again and again. Each is refused, and the node log gets a few
+// lines, not one per refusal: the first refusal from the host with its
+// reason, then (after the window) one line counting the others.
+func TestAttackRow7(t *testing.T) {
+	s := newServer(t, syncmodel.Config{Model: syncmodel.ASP})
+	var mu sync.Mutex
+	var lines []string
+	s.cfg.Logf = func(format string, a ...any) {
+		mu.Lock()
+		lines = append(lines, fmt.Sprintf(format, a...))
+		mu.Unlock()
+	}
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	var clock sync.Mutex
+	s.refusals.Now = func() time.Time { clock.Lock(); defer clock.Unlock(); return now }
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, err := s.Listen(lis, Framed{Credentials: tensorwire.SharedSecret("job secret")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ep.Close()
+	n := 300
+	if os.Getenv("KELPIE_ATTACK_FULL") == "1" {
+		n = 3000
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for i := range n {
+		if c, err := psclient.DialWith(ctx, lis.Addr().String(), psclient.Options{Transport: psclient.TransportTCP,
+			Credentials: tensorwire.SharedSecret(fmt.Sprintf("guess-%d", i))}); err == nil {
+			c.Close()
+			t.Fatal("a connection without the secret was accepted")
+		}
+	}
+	// The window ends; the next refusal brings the count of the others.
+	clock.Lock()
+	now = now.Add(time.Minute)
+	clock.Unlock()
+	if _, err := psclient.DialWith(ctx, lis.Addr().String(), psclient.Options{Transport: psclient.TransportTCP,
+		Credentials: tensorwire.SharedSecret("one more")}); err == nil {
+		t.Fatal("a connection without the secret was accepted")
+	}
+	// The server logs after answering: wait (bounded) for the last line.
+	want := fmt.Sprintf("%d refusals from 127.0.0.1", n-1)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		mu.Lock()
+		got := append([]string(nil), lines...)
+		mu.Unlock()
+		if len(got) >= 3 || time.Now().After(deadline) {
+			t.Logf("%d refusals logged in %d lines: %q", n+1, len(got), got)
+			if len(got) != 3 || !strings.Contains(got[0], "refused") || !strings.Contains(got[1], want) || !strings.Contains(got[2], "refused") {
+				t.Errorf("%d refusals logged as %d lines, want 3 (the first, %q, the next window's first)", n+1, len(got), want)
+			}
+			break
+		}
 	}
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/kelpie/kelpie/runtime/optim"
 	"github.com/kelpie/kelpie/runtime/straggler"
 	"github.com/kelpie/kelpie/runtime/syncmodel"
+	"github.com/kelpie/kelpie/runtime/tensorwire"
 	"github.com/kelpie/kelpie/runtime/wire"
 )
 
@@ -90,6 +91,9 @@ type Server struct {
 
 	ready    chan struct{} // closed once Install has run
 	shutdown chan string   // receives the reason of a Shutdown request
+	// refusals logs refused framed connections, rate limited and
+	// aggregated by source host (a stranger's flood stays a few lines).
+	refusals tensorwire.RefusalLog
 	// contended is the CPU share a cpu straggler leaves the server: the
 	// stretched part of handling one request at a time (stretch).
 	contended sync.Mutex
@@ -143,6 +147,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.quiet = sync.NewCond(&s.mu)
 	s.stats.Name = cfg.Name
+	s.refusals.Logf = s.logf
 	if !cfg.Straggler.Empty() {
 		rate, _ := cfg.Straggler.Bandwidth(0) // 0: not limited (yet)
 		s.limitIn, s.limitOut = straggler.NewLimiter(rate, linkBurst), straggler.NewLimiter(rate, linkBurst)

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -26,12 +27,19 @@ func (c *Coordinator) Diverged(_ context.Context, r *kelpiepb.DivergedRequest) (
 	if len(d.Node) > 128 || len(d.What) > 64 || len(d.Value) > 64 || len(d.Detail) > 1024 {
 		return nil, status.Errorf(codes.InvalidArgument, "job %s: divergence report from %q is too long", r.Job, r.Node)
 	}
+	// Any member of the job may report where training diverged: its own
+	// loss or gradient, or a server whose answer said it diverged. A node
+	// that is not a member of the job is nobody's to blame.
 	j.mu.Lock()
-	if _, ok := j.nodes[r.Node]; !ok {
-		j.mu.Unlock()
+	_, reporter := j.nodes[r.Node]
+	_, seenAt := j.nodes[d.Node]
+	j.mu.Unlock()
+	if !reporter {
 		return nil, status.Errorf(codes.NotFound, "job %s has no registered node %q", r.Job, r.Node)
 	}
-	j.mu.Unlock()
+	if d.Node != r.Node && (!seenAt || !strings.HasPrefix(d.Node, "server-")) {
+		return nil, status.Errorf(codes.InvalidArgument, "job %s: %s reports a divergence at %q, which is neither itself nor a server of the job", r.Job, r.Node, d.Node)
+	}
 	d = proto.CloneOf(d)
 	d.Reporter = r.Node
 	j.Diverge(d)

@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/runtime/identity"
 	"github.com/kelpie/kelpie/runtime/spec"
 	"github.com/kelpie/kelpie/scheduler/console"
 	"github.com/kelpie/kelpie/scheduler/manager"
@@ -95,6 +96,10 @@ type Config struct {
 	// InsecureNodePlane serves the node plane in plaintext with no
 	// authorization: only for simulated agents on a closed machine.
 	InsecureNodePlane bool
+	// NodePlaneLimits bound each peer of the node plane (zero fields:
+	// identity.DefaultLimits — 10 s to finish the TLS handshake, 256
+	// streams a connection, 4 MiB a message).
+	NodePlaneLimits identity.Limits
 	// Pods runs the nodes on a cluster instead of as local processes
 	// (manager.Config.Pods; kelpie scheduler --launcher kubernetes).
 	Pods manager.Pods
@@ -215,7 +220,7 @@ func Start(cfg Config) (*Daemon, error) {
 		Capacity: cfg.Capacity, EPS: cfg.EPS, EPSInterval: cfg.EPSInterval, EarlyFeedbackIterations: cfg.EarlyFeedbackIterations,
 		EarlyFeedback: cfg.EarlyFeedback, CheckData: cfg.CheckData, SpecLimits: cfg.SpecLimits}
 	if np != nil {
-		mcfg.NodeCert, mcfg.NodeRefusal = np.nodeCert, np.nodeRefusal
+		mcfg.NodeCert, mcfg.NodeRefusal, mcfg.SignAction = np.nodeCert, np.nodeRefusal, np.creds.SignAction
 	}
 	m, err = manager.New(mcfg)
 	if err != nil {
@@ -224,14 +229,21 @@ func Start(cfg Config) (*Daemon, error) {
 		hlis.Close()
 		return nil, err
 	}
+	if np != nil {
+		// Node certificates name the job instance they were issued for
+		// (NodeCert); a call must come from the one running now.
+		np.instance = m.JobInstance
+	}
 	// Fixed flow-control windows (1 MiB a stream, 8 MiB a connection):
 	// with the default dynamic window gRPC answers the agents' steady
 	// stream of small reports with a bandwidth-estimation ping on every
 	// connection that receives data, and the flushes of those cost the
 	// scheduler about a tenth of its CPU at 5,000 agents. The node plane
-	// moves no bulk data (tensors go over the data plane).
-	gs := grpc.NewServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(64 << 20),
-		grpc.InitialWindowSize(1 << 20), grpc.InitialConnWindowSize(8 << 20)}, np.serverOptions()...)...)
+	// moves no bulk data (tensors go over the data plane): the limits bound
+	// a message to a few MiB, the streams of a connection, and the time a
+	// connection may take to prove its certificate.
+	gopts := append(cfg.NodePlaneLimits.ServerOptions(), grpc.InitialWindowSize(1<<20), grpc.InitialConnWindowSize(8<<20))
+	gs := grpc.NewServer(append(gopts, np.serverOptions()...)...)
 	kelpiepb.RegisterCoordinatorServer(gs, m.Coordinator())
 	kelpiepb.RegisterAgentServer(gs, m.Agents())
 	healthpb.RegisterHealthServer(gs, health.NewServer())

@@ -4,14 +4,18 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/runtime/identity"
@@ -32,7 +36,10 @@ type nodePlane struct {
 	nodeTTL time.Duration
 	jobKey  []byte // jobs' data-plane secrets derive from it (pki.JobSecret)
 	audit   func(console.AuditEntry) error
-	clk     clock.Clock // the time a forwarded refusal that carries none is audited at
+	// instance is the UID of the job instance now running under a name
+	// ("" for none): node certificates and secrets are bound to it.
+	instance func(job string) string
+	clk      clock.Clock // the time forwarded refusals are audited at
 
 	// Refusals the nodes forward (nodeRefusal), limited per node: a node
 	// rate-limits its own reports, but a compromised one need not.
@@ -83,7 +90,7 @@ func newNodePlane(cfg Config, audit func(console.AuditEntry) error) (*nodePlane,
 	if np.nodeTTL <= 0 {
 		np.nodeTTL = pki.NodeLifetime
 	}
-	np.guard = identity.NewGuard(identity.SchedulerPolicy, identity.GuardOptions{Report: func(r identity.Refusal) {
+	np.guard = identity.NewGuard(np.policy, identity.GuardOptions{Report: func(r identity.Refusal) {
 		detail := r.Method + " from " + r.Addr
 		if r.Suppressed > 0 {
 			detail += fmt.Sprintf(" (and %d refusals not recorded: rate limit)", r.Suppressed)
@@ -106,7 +113,16 @@ func newNodePlane(cfg Config, audit func(console.AuditEntry) error) (*nodePlane,
 // and the next record says how many.
 func (np *nodePlane) nodeRefusal(job, node string, r *kelpiepb.NodeRefusal) {
 	n := 1 + r.GetSuppressed()
-	np.refused.WithLabelValues(r.GetCode(), r.GetMethod()).Add(float64(n))
+	// The labels are the node's words: only known forms, so a node cannot
+	// grow the metric's series without bound.
+	code, method := r.GetCode(), r.GetMethod()
+	if code != codes.Unauthenticated.String() && code != codes.PermissionDenied.String() {
+		code = "other"
+	}
+	if method != identity.HandshakeMethod && !methodRE.MatchString(method) {
+		method = "other"
+	}
+	np.refused.WithLabelValues(code, method).Add(float64(n))
 	key := job + "/" + node
 	np.mu.Lock()
 	f := np.forward[key]
@@ -128,23 +144,62 @@ func (np *nodePlane) nodeRefusal(job, node string, r *kelpiepb.NodeRefusal) {
 	if !allow {
 		return
 	}
-	who, role := "no certificate", ""
-	if r.GetCaller() != "" {
-		who = r.GetCaller()
-		if i := strings.LastIndex(who, " ("); i >= 0 {
-			role = strings.TrimSuffix(who[i+2:], ")")
-		}
+	// The record is the reporting node's: its identity (its agent stream's
+	// certificate) and the scheduler's clock. What the node says about the
+	// caller — identity, address, time — is its claim, shown as such,
+	// bounded and stripped of control characters: a node cannot attribute
+	// a record to an operator or backdate it.
+	reporter := identity.Node(job, node)
+	caller := "no certificate"
+	if c := r.GetCaller(); c != "" {
+		caller = clean(c, 160)
 	}
-	detail := fmt.Sprintf("%s from %s at %s", r.GetMethod(), r.GetAddr(), node)
+	detail := fmt.Sprintf("%s from %s at %s (as claimed by %s: caller %s", clean(r.GetMethod(), 128), clean(r.GetAddr(), 64), node, node, caller)
+	if r.GetUnixNano() > 0 {
+		detail += ", at " + time.Unix(0, r.GetUnixNano()).UTC().Format(time.RFC3339Nano)
+	}
+	detail += ")"
 	if left := r.GetSuppressed() + dropped; left > 0 {
 		detail += fmt.Sprintf(" (and %d refusals not recorded: rate limit)", left)
 	}
-	at := time.Unix(0, r.GetUnixNano())
-	if r.GetUnixNano() <= 0 {
-		at = np.clk.Now()
+	_ = np.audit(console.AuditEntry{Time: np.clk.Now(), Who: reporter.String(), Role: reporter.Role, Command: "node-plane", Job: job,
+		Detail: detail, Allowed: false, Reason: clean(r.GetCode(), 32) + ": " + clean(r.GetReason(), 512)})
+}
+
+// methodRE is the form of a kelpie gRPC method name.
+var methodRE = regexp.MustCompile(`^/(kelpie\.v1\.[A-Za-z]{1,32}|grpc\.[a-z.]{1,48}\.[A-Za-z]{1,32})/[A-Za-z]{1,32}$`)
+
+// clean bounds a string a node sent to n bytes and replaces its control
+// characters (terminal escapes included) with '?'.
+func clean(s string, n int) string {
+	if len(s) > n {
+		s = s[:n] + "…"
 	}
-	_ = np.audit(console.AuditEntry{Time: at, Who: who, Role: role, Command: "node-plane", Job: job,
-		Detail: detail, Allowed: false, Reason: r.GetCode() + ": " + r.GetReason()})
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || r == utf8.RuneError {
+			return '?'
+		}
+		return r
+	}, s)
+}
+
+// policy is identity.SchedulerPolicy, and a node's certificate must name
+// the instance of its job that runs now (not one submitted earlier under
+// the same name, nor one that is gone).
+func (np *nodePlane) policy(id identity.Identity, method string, msg proto.Message) error {
+	if err := identity.SchedulerPolicy(id, method, msg); err != nil {
+		return err
+	}
+	if msg != nil || id.Instance == "" || np.instance == nil || (id.Role != identity.RoleWorker && id.Role != identity.RoleServer) {
+		return nil
+	}
+	if cur := np.instance(id.Job); cur != id.Instance {
+		if cur == "" {
+			return fmt.Errorf("%s holds a certificate of job %s, which is gone", id, id.Job)
+		}
+		return identity.SameInstance(identity.Node(id.Job, id.Node).ForInstance(cur), id)
+	}
+	return nil
 }
 
 // serverOptions are the node plane server's credentials and interceptors.
@@ -152,18 +207,27 @@ func (np *nodePlane) serverOptions() []grpc.ServerOption {
 	if np == nil {
 		return nil
 	}
-	return append([]grpc.ServerOption{np.creds.ServerOption()}, np.guard.ServerOptions()...)
+	return np.guard.ServerOptionsFor(np.creds)
 }
 
-// nodeCert writes the credentials file of one node of a job, readable by
-// this user only, in the node's own directory, and returns its path.
-func (np *nodePlane) nodeCert(job, node string) (string, error) {
+// nodeCert writes the credentials file of one node of a job instance (its
+// certificate names the instance uid, and its data-plane secret is the
+// instance's), readable by this user only, in the node's own directory, and
+// returns its path.
+func (np *nodePlane) nodeCert(job, uid, node string) (string, error) {
 	dir := filepath.Join(np.certDir, job, node)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", err
 	}
 	path := filepath.Join(dir, "node.pem")
-	if err := np.ca.WriteNodeBundle(path, identity.Node(job, node), np.nodeTTL, pki.JobSecret(np.jobKey, job), pki.LocalHosts()...); err != nil {
+	id := identity.Node(job, node).ForInstance(uid)
+	if uid != "" {
+		// For kelpie certs issue: a node issued by hand joins this instance.
+		if err := pki.WriteFile(pki.InstancePath(filepath.Dir(np.certDir), job), []byte(uid+"\n"), 0o600); err != nil {
+			return "", err
+		}
+	}
+	if err := np.ca.WriteNodeBundle(path, id, np.nodeTTL, pki.JobSecret(np.jobKey, job, uid), pki.LocalHosts()...); err != nil {
 		return "", fmt.Errorf("certificate of %s/%s: %v", job, node, err)
 	}
 	return path, nil

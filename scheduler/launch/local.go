@@ -67,7 +67,7 @@ type Local struct {
 	Exe    string    // the binary; default: this executable
 	Log    io.Writer // attached children's stderr and stdout, each line prefixed with the node name; default os.Stderr
 	Detach bool      // children survive this process (new session, no Pdeathsig)
-	LogDir string    // detached children write NAME.log here (default: os.TempDir())
+	LogDir string    // detached children write NAME.log here, mode 0600 in a 0700 directory (default: kelpie-logs-UID in os.TempDir())
 	// RecordFile, when set, is where the launcher records each process
 	// group it starts (record.go), so that the groups can be stopped by a
 	// later process too (StopRecorded): a restarted scheduler.
@@ -133,12 +133,10 @@ func (l *Local) Start(name string, args ...string) (*Proc, error) {
 func (l *Local) startDetached(name string, cmd *exec.Cmd) (*Proc, error) {
 	dir := l.LogDir
 	if dir == "" {
-		dir = os.TempDir()
+		// A directory of this user's own: the temp dir is everyone's.
+		dir = filepath.Join(os.TempDir(), fmt.Sprintf("kelpie-logs-%d", os.Getuid()))
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("launch %s: %v", name, err)
-	}
-	f, err := os.OpenFile(filepath.Join(dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := openPrivate(filepath.Join(dir, name+".log"))
 	if err != nil {
 		return nil, fmt.Errorf("launch %s: %v", name, err)
 	}
@@ -189,4 +187,28 @@ func (l *Local) StopAll(grace time.Duration) {
 		go func() { defer wg.Done(); p.Stop(grace) }()
 	}
 	wg.Wait()
+}
+
+// openPrivate opens a node's log (or record) file for appending, readable
+// by this user only: mode 0600 in a 0700 directory. A node log holds what
+// its role printed (addresses, paths, refusals, errors), which other local
+// users have no business reading; a file or directory left more open by an
+// earlier version is closed down.
+func openPrivate(path string) (*os.File, error) {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }

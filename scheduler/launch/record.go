@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -66,10 +65,7 @@ func appendRecord(path, node string, pid int) error {
 	b, _ := json.Marshal(Record{Node: node, Pid: pid, Start: st})
 	recordMu.Lock()
 	defer recordMu.Unlock()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := openPrivate(path)
 	if err != nil {
 		return err
 	}

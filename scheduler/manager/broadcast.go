@@ -82,6 +82,13 @@ func (m *Manager) broadcastTo(j *jobState, a *kelpiepb.Action, names []string) s
 	b := &broadcast{action: a.Id, primary: primary, sent: map[string]int{},
 		settled: map[string]string{}, report: make(chan struct{})}
 	cmd := j.command(a, primary)
+	if m.cfg.SignAction != nil {
+		// Secondaries apply only what the scheduler signed for this
+		// primary to forward; unsigned, every agent hears it from here.
+		if err := m.cfg.SignAction(cmd, primary); err != nil {
+			return j.sendRoute(a, append(direct, candidates...), nil)
+		}
+	}
 	cmd.Primary = true
 	for _, name := range candidates {
 		if name != primary {

@@ -354,7 +354,7 @@ func (j *jobState) startAgent(role, node string) error {
 		args = append(args, "--max-restarts", fmt.Sprint(j.m.cfg.MaxRestarts))
 	}
 	if j.m.cfg.NodeCert != nil {
-		cert, err := j.m.cfg.NodeCert(j.spec.Name, node)
+		cert, err := j.m.cfg.NodeCert(j.spec.Name, j.instance(), node)
 		if err != nil {
 			return err
 		}

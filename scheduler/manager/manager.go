@@ -122,7 +122,11 @@ type Config struct {
 	// (a certificate naming job and node, readable by its user only) and
 	// returns its path, handed to the agent with --cert. Nil: nodes run
 	// without certificates (a plaintext node plane).
-	NodeCert func(job, node string) (string, error)
+	NodeCert func(job, instance, node string) (string, error)
+	// SignAction, if set, signs a global action for the agent primary to
+	// forward (runtime/identity.Credentials.SignAction): the other agents
+	// apply a forwarded action only with the scheduler's signature.
+	SignAction func(cmd *kelpiepb.ActionCommand, primary string) error
 	// Pods, when set, runs the nodes on a cluster (kelpie scheduler
 	// --launcher kubernetes) instead of as local processes.
 	Pods Pods

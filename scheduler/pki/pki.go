@@ -241,7 +241,7 @@ func (ca *CA) Issue(id identity.Identity, ttl time.Duration, hosts ...string) (t
 	now := ca.now()
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
-		Subject:      pkix.Name{CommonName: id.Node, OrganizationalUnit: []string{id.Role}, Organization: []string{"kelpie"}},
+		Subject:      pkix.Name{CommonName: id.Node, OrganizationalUnit: []string{id.Role}, Organization: []string{"kelpie"}, SerialNumber: id.Instance},
 		NotBefore:    now.Add(-skew),
 		NotAfter:     now.Add(ttl),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
@@ -395,11 +395,25 @@ func LoadOrCreateJobKey(dir string) ([]byte, error) {
 
 // JobSecret is job's data-plane secret: what its framed connections prove
 // at connect time (runtime/tensorwire.SharedSecret). It is derived, so a
-// restarted scheduler gives a job's relaunched nodes the same one.
-func JobSecret(key []byte, job string) []byte {
+// restarted scheduler gives a job's relaunched nodes the same one. With an
+// instance (the job's UID) it is that instance's: a job resubmitted under
+// the same name has another secret, and the earlier one's is refused.
+func JobSecret(key []byte, job string, instance ...string) []byte {
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte("kelpie data plane secret\x00" + job))
+	for _, i := range instance {
+		if i != "" {
+			m.Write([]byte("\x00" + i))
+		}
+	}
 	return m.Sum(nil)
+}
+
+// InstancePath is where the scheduler keeps the instance UID of the job
+// whose nodes it issued credentials to last (under its data dir), so that
+// kelpie certs issue binds a node issued by hand to the same instance.
+func InstancePath(dataDir, job string) string {
+	return filepath.Join(dataDir, "nodes", job, "instance")
 }
 
 // WriteNodeBundle writes a node's credentials file (WriteBundle) with its

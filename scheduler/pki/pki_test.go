@@ -154,7 +154,7 @@ func TestServerGuard(t *testing.T) {
 	self := creds(identity.Node("a", "server-0"))
 	var reported []identity.Refusal
 	g := identity.NewGuard(identity.ServerPolicy(self.ID), identity.GuardOptions{Report: func(r identity.Refusal) { reported = append(reported, r) }})
-	gs := grpc.NewServer(append([]grpc.ServerOption{self.ServerOption()}, g.ServerOptions()...)...)
+	gs := grpc.NewServer(g.ServerOptionsFor(self)...)
 	kelpiepb.RegisterParameterServerServer(gs, psServer{})
 	healthpb.RegisterHealthServer(gs, health.NewServer())
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -181,17 +181,18 @@ func TestServerGuard(t *testing.T) {
 	if _, err := dial(grpc.WithTransportCredentials(insecure.NewCredentials())).Stats(ctx, &kelpiepb.StatsRequest{}); code(err) != codes.Unavailable {
 		t.Errorf("plaintext: %v, want Unavailable", err)
 	}
-	// TLS without a client certificate: Unauthenticated, but health answers.
+	// TLS without a client certificate: the handshake fails (refused as
+	// Unauthenticated, method tls-handshake), health included.
 	pool := x509.NewCertPool()
 	pool.AddCert(ca.Cert)
 	noCert := grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}))
-	if _, err := dial(noCert).Stats(ctx, &kelpiepb.StatsRequest{}); code(err) != codes.Unauthenticated {
-		t.Errorf("no certificate: %v, want Unauthenticated", err)
+	if _, err := dial(noCert).Stats(ctx, &kelpiepb.StatsRequest{}); code(err) != codes.Unavailable {
+		t.Errorf("no certificate: %v, want Unavailable", err)
 	}
 	cc, _ := grpc.NewClient(addr, noCert)
 	defer cc.Close()
-	if r, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil || r.Status != healthpb.HealthCheckResponse_SERVING {
-		t.Errorf("health without certificate: %v %v", r, err)
+	if r, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{}); code(err) != codes.Unavailable {
+		t.Errorf("health without certificate: %v %v, want Unavailable", r, err)
 	}
 	// A certificate from another CA: the handshake fails.
 	other, _ := New("other", time.Now())
@@ -204,7 +205,14 @@ func TestServerGuard(t *testing.T) {
 	wB := dial(creds(identity.Node("b", "worker-0")).DialOption(nil))
 	s1 := dial(creds(identity.Node("a", "server-1")).DialOption(nil))
 	sched := dial(creds(identity.Scheduler()).DialOption(identity.ServerOf("")))
-	op := dial(creds(identity.Operator("alice")).DialOption(nil))
+	opOpt := creds(identity.Operator("alice")).DialOption(nil)
+	op := dial(opOpt)
+	// Health answers any certificate of the CA.
+	hc, _ := grpc.NewClient(addr, opOpt)
+	defer hc.Close()
+	if r, err := healthpb.NewHealthClient(hc).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil || r.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("health with an operator's certificate: %v %v", r, err)
+	}
 	allowed, denied := codes.Unimplemented, codes.PermissionDenied
 	for _, tt := range []struct {
 		name string
@@ -249,8 +257,11 @@ func TestServerGuard(t *testing.T) {
 	if n := g.Refused(codes.PermissionDenied); n != 12 {
 		t.Errorf("refused PermissionDenied %d times, want 12", n)
 	}
-	if n := g.Refused(codes.Unauthenticated); n != 1 {
-		t.Errorf("refused Unauthenticated %d times, want 1", n)
+	if n := g.Refused(codes.Unauthenticated); n < 1 {
+		t.Errorf("refused Unauthenticated %d times, want the handshakes without a certificate", n)
+	}
+	if reported[0].Method != identity.HandshakeMethod || reported[0].Code != codes.Unauthenticated {
+		t.Errorf("first refusal reported: %+v, want the handshake without a certificate", reported[0])
 	}
 	if len(reported) != 13 || reported[len(reported)-1].ID != identity.Node("a", "worker-0") {
 		t.Errorf("reported %d refusals (%+v), want 13", len(reported), reported)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -82,7 +83,7 @@ grpcurl or scripts with "certs issue --operator NAME". See docs/security.md.`}
 		}}
 	rotate.Flags().BoolVar(&dropOld, "drop-old", false, "stop trusting the older CA certificates (once their certificates have expired)")
 
-	var operator, job, node, out string
+	var operator, job, node, out, instance string
 	var ttl time.Duration
 	var hosts []string
 	issue := &cobra.Command{Use: "issue --out FILE (--operator NAME | --job JOB --node NODE)",
@@ -120,7 +121,18 @@ A node's file is what an agent started by hand takes with --cert.`, Args: cobra.
 				if err != nil {
 					return err
 				}
-				err = ca.WriteNodeBundle(out, id, ttl, pki.JobSecret(key, id.Job), append(pki.LocalHosts(), hosts...)...)
+				if instance == "" {
+					// The instance the scheduler's own nodes of the job have.
+					if b, err := os.ReadFile(pki.InstancePath(dataDir, id.Job)); err == nil {
+						instance = strings.TrimSpace(string(b))
+					}
+				}
+				if id = id.ForInstance(instance); instance != "" {
+					if err := id.Validate(); err != nil {
+						return exitCode(2, err)
+					}
+				}
+				err = ca.WriteNodeBundle(out, id, ttl, pki.JobSecret(key, id.Job, instance), append(pki.LocalHosts(), hosts...)...)
 				if err != nil {
 					return err
 				}
@@ -134,6 +146,7 @@ A node's file is what an agent started by hand takes with --cert.`, Args: cobra.
 	f.StringVar(&operator, "operator", "", "an operator's name (client certificate for grpcurl and scripts)")
 	f.StringVar(&job, "job", "", "a node's job")
 	f.StringVar(&node, "node", "", "a node's name (worker-0, server-1, ...)")
+	f.StringVar(&instance, "instance", "", "the job instance the node's certificate and secret are bound to (default: the one the scheduler's nodes of the job have, from the data dir; none: the job name only)")
 	f.StringVar(&out, "out", "", "the credentials file to write (0600)")
 	f.DurationVar(&ttl, "ttl", 24*time.Hour, "validity")
 	f.StringSliceVar(&hosts, "host", nil, "more IP addresses or DNS names for the certificate (a server's)")

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -17,6 +18,7 @@ import (
 	"github.com/kelpie/kelpie/cmd/kelpie/internal/racks"
 	"github.com/kelpie/kelpie/runtime/role"
 	"github.com/kelpie/kelpie/runtime/spec"
+	"github.com/kelpie/kelpie/runtime/torch"
 	"github.com/kelpie/kelpie/scheduler/daemon"
 )
 
@@ -44,6 +46,11 @@ final_loss and accuracy are null and whose "diverged" object names the node and 
 			s, err := spec.ParseLimits(args[0], src, *limits)
 			if err != nil {
 				return exitCode(2, err)
+			}
+			// A torch spec's tensors and sample counts come from running
+			// its script once, here: the scheduler never runs Python.
+			if err := torch.Complete(s, filepath.Dir(args[0]), os.Stderr); err != nil {
+				return exitCode(2, fmt.Errorf("%s: %v", args[0], err))
 			}
 			_ = headless // the console attaches to running jobs with `kelpie tui`; run itself is headless
 			switch hosts {

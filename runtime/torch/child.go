@@ -34,45 +34,35 @@ type hello struct {
 
 // reply is the child's answer to one request.
 type reply struct {
-	Error   string  `json:"error"`
-	N       int     `json:"n"`
-	Loss    float64 `json:"loss"`
-	Metric  float64 `json:"metric"`
-	Seconds float64 `json:"seconds"`
+	Error   string    `json:"error"`
+	N       int       `json:"n"`
+	Loss    jsonFloat `json:"loss"`
+	Metric  jsonFloat `json:"metric"`
+	Seconds float64   `json:"seconds"`
 }
 
-// UnmarshalJSON accepts the non-finite losses Python's json writes (NaN,
-// Infinity): a diverged step must reach the worker as a number.
-func (r *reply) UnmarshalJSON(b []byte) error {
-	type plain reply
-	fixed := nonFinite.ReplaceAllFunc(b, func(m []byte) []byte {
-		return []byte(`"` + string(m[1:]) + `"`)
-	})
-	var aux struct {
-		plain
-		Loss   any `json:"loss"`
-		Metric any `json:"metric"`
-	}
-	if err := json.Unmarshal(fixed, &aux); err != nil {
+// jsonFloat is a number that may be non-finite: Python's json writes NaN
+// and ±Infinity bare, which read quotes (a diverged step must reach the
+// worker as a number).
+type jsonFloat float64
+
+func (f *jsonFloat) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		v, err := strconv.ParseFloat(s, 64) // "NaN", "Infinity", "-Infinity"
+		*f = jsonFloat(v)
 		return err
 	}
-	*r = reply(aux.plain)
-	r.Loss, r.Metric = number(aux.Loss), number(aux.Metric)
-	return nil
+	var v float64
+	err := json.Unmarshal(b, &v)
+	*f = jsonFloat(v)
+	return err
 }
 
-var nonFinite = regexp.MustCompile(`:\s*(NaN|-?Infinity)`)
-
-func number(v any) float64 {
-	switch x := v.(type) {
-	case float64:
-		return x
-	case string:
-		f, _ := strconv.ParseFloat(x, 64) // "NaN", "Infinity", "-Infinity"
-		return f
-	}
-	return 0
-}
+var nonFinite = regexp.MustCompile(`(:\s*)(NaN|-?Infinity)\b`)
 
 // child is one running python3 process and its two pipes.
 type child struct {
@@ -170,6 +160,7 @@ func (c *child) read(v any) error {
 		}
 		return c.died()
 	}
+	line = nonFinite.ReplaceAll(line, []byte(`$1"$2"`))
 	if err := json.Unmarshal(line, v); err != nil {
 		return fmt.Errorf("torch child: bad message %q: %v", line, err)
 	}

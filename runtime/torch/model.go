@@ -312,7 +312,7 @@ func (m *Model) Grad(p *model.Params, b *data.Batch, g *model.Params, scale floa
 		g.Sparse.Keys = append(g.Sparse.Keys[:0], m.grad.Sparse.Keys...)
 		g.Sparse.Vals = append(g.Sparse.Vals[:0], m.grad.Sparse.Vals...)
 	}
-	return r.Loss
+	return float64(r.Loss)
 }
 
 // Evaluate returns the script's loss and metric (accuracy by default) on
@@ -331,7 +331,7 @@ func (m *Model) Evaluate(p *model.Params, b *data.Batch) (loss, metric float64) 
 	if err := m.c.call(req, &r); err != nil {
 		panic(fmt.Sprintf("torch: %v", err))
 	}
-	return r.Loss, r.Metric
+	return float64(r.Loss), float64(r.Metric)
 }
 
 // Timing is where a worker's compute time went.

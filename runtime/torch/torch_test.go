@@ -1,6 +1,7 @@
 package torch
 
 import (
+	"bufio"
 	"bytes"
 	"math"
 	"os"
@@ -269,5 +270,21 @@ func TestErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestNonFiniteReply(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		want float64
+	}{{`{"loss": NaN, "n": 2}`, math.NaN()}, {`{"loss": -Infinity}`, math.Inf(-1)}, {`{"loss": 0.5}`, 0.5}} {
+		c := &child{out: bufio.NewReader(strings.NewReader(tc.line + "\n"))}
+		var r reply
+		if err := c.read(&r); err != nil {
+			t.Fatalf("%s: %v", tc.line, err)
+		}
+		if got := float64(r.Loss); !(got == tc.want || math.IsNaN(got) && math.IsNaN(tc.want)) {
+			t.Errorf("%s: loss %v, want %v", tc.line, got, tc.want)
+		}
 	}
 }

@@ -3,11 +3,13 @@ package torch
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -287,4 +289,71 @@ func TestNonFiniteReply(t *testing.T) {
 			t.Errorf("%s: loss %v, want %v", tc.line, got, tc.want)
 		}
 	}
+}
+
+// TestHelperWorker is the worker process of TestChildDiesWithWorker, run by
+// it; on its own it skips.
+func TestHelperWorker(t *testing.T) {
+	script := os.Getenv("KELPIE_TORCH_HELPER")
+	if script == "" {
+		t.Skip("the worker process of TestChildDiesWithWorker")
+	}
+	m, err := New(Config{Script: script, Seed: 1, Threads: 1})
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	fmt.Printf("child %d\n", m.Pid())
+	time.Sleep(time.Minute) // until killed
+	os.Exit(1)
+}
+
+// TestChildDiesWithWorker: kill -9 of the worker ends its Python child.
+func TestChildDiesWithWorker(t *testing.T) {
+	needTorch(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperWorker$")
+	cmd.Env = append(os.Environ(), "KELPIE_TORCH_HELPER="+tiny(t))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if _, err := fmt.Sscanf(sc.Text(), "child %d", &pid); err == nil {
+			break
+		}
+		t.Log(sc.Text())
+	}
+	if pid == 0 {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatal("the helper worker started no child")
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	deadline := time.Now().Add(10 * time.Second) // a hang guard
+	for alive(pid) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if alive(pid) {
+		syscall.Kill(pid, syscall.SIGKILL)
+		t.Fatalf("the Python child (pid %d) outlived its worker's kill -9", pid)
+	}
+}
+
+// alive says whether pid runs (a zombie waiting for its reaper does not).
+func alive(pid int) bool {
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	_, rest, _ := strings.Cut(string(st), ") ")
+	return !strings.HasPrefix(rest, "Z") && !strings.HasPrefix(rest, "X")
 }

@@ -15,7 +15,7 @@ K8S_VERSION ?= 1.36.3
 K8S_BIN     ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kelpie/k8s-v$(K8S_VERSION)
 export KELPIE_K8S_BIN := $(K8S_BIN)
 
-.PHONY: all build run test test-short test-k8s k8s-bin image e2e experiments $(addprefix experiments-,$(EXPERIMENT_GROUPS)) bench bench-go bench-dataplane proto lint vet data examples clean rules fuzz faults soak
+.PHONY: torch all build run test test-short test-k8s k8s-bin image e2e experiments $(addprefix experiments-,$(EXPERIMENT_GROUPS)) bench bench-go bench-dataplane proto lint vet data examples clean rules fuzz faults soak
 
 all: build
 
@@ -31,7 +31,7 @@ data:
 
 # make run: the console on an embedded local cluster training a real model
 # with a scripted straggler (kelpie demo).
-run: build data
+run: build data torch
 	$(BIN) demo
 
 # The console end to end in tmux (needs tmux).
@@ -41,7 +41,7 @@ e2e: build data
 # Every package under the race detector (it runs every test the plain run
 # would), the Kubernetes launcher's against a real API server among them
 # (k8s-bin: built once into the user cache).
-test: build data rules k8s-bin
+test: build data rules k8s-bin torch
 	$(GO) vet ./...
 	$(GO) test -race -timeout $(TEST_TIMEOUT) ./...
 
@@ -94,6 +94,13 @@ proto:
 		--go_out=proto/kelpiepb --go_opt=paths=source_relative \
 		--go-grpc_out=proto/kelpiepb --go-grpc_opt=paths=source_relative \
 		proto/*.proto
+
+# Debian's PyTorch and numpy, for jobs whose model is a user's PyTorch script
+# (model kind torch, docs/torch.md) and their tests: installed when the
+# python3 the workers run (KELPIE_PYTHON, default /usr/bin/python3) lacks them.
+TORCH_PYTHON ?= $(or $(KELPIE_PYTHON),/usr/bin/python3)
+torch:
+	@$(TORCH_PYTHON) -c 'import torch, numpy' 2>/dev/null || (apt-get update -qq && apt-get install -y -qq --no-install-recommends python3 python3-torch python3-numpy >/dev/null)
 
 # The Prometheus alerting rules: syntax and the promtool unit tests (Debian's
 # prometheus package ships promtool).

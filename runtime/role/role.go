@@ -620,7 +620,11 @@ func RunWorker(ctx context.Context, o Options) error {
 	}
 	// Every worker has finished and left the barriers: the servers hold
 	// the final parameters.
-	loss, acc, err := w.Evaluate(test, -1)
+	var loss, acc float64
+	err = torchErrors(func() (err error) {
+		loss, acc, err = w.Evaluate(test, -1)
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -656,9 +660,19 @@ func initialValues(s *spec.Spec) ([][]float32, error) {
 }
 
 // runWorker runs w, turning a failed step of a torch model's Python child
-// (the model interface has no error return: it panics with the child's
-// error) into the worker's error.
+// into the worker's error.
 func runWorker(ctx context.Context, w *worker.Worker) (sum worker.Summary, err error) {
+	err = torchErrors(func() (err error) {
+		sum, err = w.Run(ctx)
+		return err
+	})
+	return sum, err
+}
+
+// torchErrors runs f, returning a torch model's failure as an error: the
+// model interface has no error return, so the model panics with its
+// child's error ("torch: ...").
+func torchErrors(f func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			msg, ok := r.(string)
@@ -668,5 +682,5 @@ func runWorker(ctx context.Context, w *worker.Worker) (sum worker.Summary, err e
 			err = errors.New(msg)
 		}
 	}()
-	return w.Run(ctx)
+	return f()
 }

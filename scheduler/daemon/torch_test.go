@@ -13,8 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/runtime/spec"
 	"github.com/kelpie/kelpie/runtime/torch"
+	"github.com/kelpie/kelpie/scheduler/console/client"
 	"github.com/kelpie/kelpie/scheduler/manager"
 )
 
@@ -169,5 +171,64 @@ func TestTorchDiverged(t *testing.T) {
 	if !strings.HasPrefix(res.Diverged.Node, "worker-") {
 		t.Errorf("diverged at %+v; want a worker's loss", res.Diverged)
 	}
+	noneLeft(t, trace)
+}
+
+// TestTorchStraggler: the console's heatmap classifies a slow worker of a
+// torch job a persistent straggler, from the BPT its worker reports around
+// the Python child's steps.
+func TestTorchStraggler(t *testing.T) {
+	needTorch(t)
+	trace := filepath.Join(t.TempDir(), "steps")
+	t.Setenv(torch.TraceEnv, trace)
+	d, err := Start(Config{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0", DataDir: t.TempDir(), Tokens: writeTokens(t),
+		Exe: kelpieBin, NodeLog: logWriter{t}, Tick: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close(true)
+	s, err := spec.Parse("slow.yaml", []byte(strings.NewReplacer("NAME", "slow", "EPOCHS", "200").Replace(torchBase)+`
+policies:
+  antdt-nd: {mode: off, window_transient: 1s, window_persistent: 3s}
+stragglers:
+  - {node: worker-1, kind: compute, sleep: 15ms, intensity: 1}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := torch.Complete(s, "../../runtime/torch", logWriter{t}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	w := &watcher{seen: map[string]map[string]bool{}, bpt: map[string]bool{}, change: make(chan struct{}, 1)}
+	op, err := client.Dial(ctx, d.HTTPAddr(), "op-token", client.WithSubscription([]string{"slow"}, 10, 30), client.WithHandler(w.handle))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer op.Close()
+	if err := op.WaitConnected(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := op.Send(ctx, &kelpiepb.Command{Kind: &kelpiepb.Command_SubmitJob{SubmitJob: &kelpiepb.SubmitJob{SpecYaml: string(s.YAML())}}})
+	if err != nil || !res.Ok {
+		t.Fatalf("submit: %v %v", res, err)
+	}
+	if err := op.Subscribe(ctx, []string{"slow"}); err != nil {
+		t.Fatal(err)
+	}
+	w.until(t, "BPT of both workers", 3*time.Minute, func(*kelpiepb.JobView) bool { return len(w.bpt) == 2 })
+	w.until(t, "worker-1 a persistent straggler", time.Minute, func(*kelpiepb.JobView) bool { return w.seen["worker-1"]["persistent"] })
+	w.mu.Lock()
+	if w.seen["worker-0"]["persistent"] {
+		t.Errorf("worker-0 (no injection) was classified a straggler: %v", w.seen["worker-0"])
+	}
+	w.mu.Unlock()
+	if err := d.Manager.Kill("slow", "test"); err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithTimeout(context.Background(), time.Minute)
+	defer wcancel()
+	_, _ = d.Manager.Wait(wctx, "slow")
 	noneLeft(t, trace)
 }

@@ -98,9 +98,11 @@ proto:
 # Debian's PyTorch and numpy, for jobs whose model is a user's PyTorch script
 # (model kind torch, docs/torch.md) and their tests: installed when the
 # python3 the workers run (KELPIE_PYTHON, default /usr/bin/python3) lacks them.
+# OpenBLAS too: without it Debian's torch multiplies matrices with the
+# reference BLAS, tens of times slower.
 TORCH_PYTHON ?= $(or $(KELPIE_PYTHON),/usr/bin/python3)
 torch:
-	@$(TORCH_PYTHON) -c 'import torch, numpy' 2>/dev/null || (apt-get update -qq && apt-get install -y -qq --no-install-recommends python3 python3-torch python3-numpy >/dev/null)
+	@($(TORCH_PYTHON) -c 'import torch, numpy' 2>/dev/null && dpkg -s libopenblas0-pthread >/dev/null 2>&1) || (apt-get update -qq && apt-get install -y -qq --no-install-recommends python3 python3-torch python3-numpy libopenblas0-pthread >/dev/null)
 
 # The Prometheus alerting rules: syntax and the promtool unit tests (Debian's
 # prometheus package ships promtool).

@@ -109,7 +109,7 @@ func start(o startOptions) (*child, *hello, error) {
 	tail := &tailWriter{max: 8 << 10}
 	args := []string{"-u", "-c", childSource, o.Mode, o.Script, strconv.FormatInt(o.Seed, 10), strconv.Itoa(max(o.Threads, 1))}
 	cmd := exec.Command(Python(), args...)
-	cmd.Env = childEnv()
+	cmd.Env = childEnv(max(o.Threads, 1))
 	cmd.Stdout = io.MultiWriter(stderr, tail)
 	cmd.Stderr = io.MultiWriter(stderr, tail)
 	cmd.ExtraFiles = []*os.File{inR, outW} // fds 3 and 4
@@ -137,9 +137,16 @@ func start(o startOptions) (*child, *hello, error) {
 	return c, &h, nil
 }
 
-// childEnv is the worker's environment plus the MNIST directory.
-func childEnv() []string {
+// childEnv is the worker's environment plus the MNIST directory, and the
+// child's thread count for the BLAS and OpenMP pools (which would otherwise
+// start a thread per core in every worker's child).
+func childEnv(threads int) []string {
 	env := os.Environ()
+	for _, k := range []string{"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"} {
+		if os.Getenv(k) == "" {
+			env = append(env, k+"="+strconv.Itoa(threads))
+		}
+	}
 	if os.Getenv(MNISTEnv) == "" {
 		if dir, err := findMNIST(); err == nil {
 			env = append(env, MNISTEnv+"="+dir)

@@ -238,6 +238,8 @@ func TestErrors(t *testing.T) {
 	os.WriteFile(filepath.Join(fake, "torch.py"), []byte("raise ModuleNotFoundError(\"No module named 'torch'\", name='torch')\n"), 0o644)
 	noModel := filepath.Join(t.TempDir(), "nomodel.py")
 	os.WriteFile(noModel, []byte("def train_set():\n    return []\n\ndef test_set():\n    return []\n"), 0o644)
+	badSyntax := filepath.Join(t.TempDir(), "syntax.py")
+	os.WriteFile(badSyntax, []byte("import torch\n\ndef model(:\n    pass\n"), 0o644)
 	for _, tc := range []struct {
 		name, script string
 		env          []string
@@ -245,6 +247,7 @@ func TestErrors(t *testing.T) {
 	}{
 		{"missing torch", tiny(t), []string{"PYTHONPATH=" + fake}, []string{"no Python module torch", "python3-torch"}},
 		{"no model()", noModel, nil, []string{noModel, "defines no function model()"}},
+		{"syntax error", badSyntax, nil, []string{badSyntax + ":3: syntax error"}},
 		{"bad train_set()", tiny(t), []string{"TINY_BROKEN=train_set"}, []string{"tiny.py", "train_set() failed", "IndexError", "tiny.py:55: return [1, 2, 3][7]"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

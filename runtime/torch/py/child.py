@@ -46,6 +46,46 @@ def where(script):
     return script
 
 
+def precheck(script):
+    """Names a missing model(), train_set() or test_set() before torch is
+    imported (which takes seconds): only what the script's top level
+    defines, assigns or imports is known here; a star import skips it."""
+    import ast
+    try:
+        with open(script) as f:
+            tree = ast.parse(f.read(), script)
+    except SyntaxError as e:
+        return "%s:%s: syntax error: %s" % (script, e.lineno, e.msg)
+    except OSError as e:
+        return "%s: %s" % (script, e)
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for a in node.names:
+                if a.name == "*":
+                    return None
+                names.add((a.asname or a.name).split(".")[0])
+        else:
+            for sub in ast.walk(node):  # assignments, also under if/try
+                if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
+                    names.add(sub.id)
+                elif isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    names.add(sub.name)
+    for name in ("model", "train_set", "test_set"):
+        if name not in names:
+            return "%s: the script defines no function %s() (a torch script defines model(), train_set() and test_set())" % (script, name)
+    return None
+
+
+if len(sys.argv) > 2:
+    _msg = precheck(sys.argv[2])
+    if _msg:
+        with os.fdopen(4, "w") as _w:
+            _w.write(json.dumps({"error": _msg}) + "\n")
+        sys.exit(2)
+
 try:
     import torch
     import torch.nn as nn

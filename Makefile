@@ -15,7 +15,7 @@ K8S_VERSION ?= 1.36.3
 K8S_BIN     ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kelpie/k8s-v$(K8S_VERSION)
 export KELPIE_K8S_BIN := $(K8S_BIN)
 
-.PHONY: all build run test test-short test-k8s k8s-bin image e2e experiments $(addprefix experiments-,$(EXPERIMENT_GROUPS)) bench bench-go bench-dataplane proto lint vet data examples clean rules fuzz faults soak
+.PHONY: torch all build run test test-short test-k8s k8s-bin image e2e experiments $(addprefix experiments-,$(EXPERIMENT_GROUPS)) bench bench-go bench-dataplane proto lint vet data examples clean rules fuzz faults soak
 
 all: build
 
@@ -31,7 +31,7 @@ data:
 
 # make run: the console on an embedded local cluster training a real model
 # with a scripted straggler (kelpie demo).
-run: build data
+run: build data torch
 	$(BIN) demo
 
 # The console end to end in tmux (needs tmux).
@@ -42,7 +42,7 @@ e2e: build data
 # would), the Kubernetes launcher's against a real API server among them
 # (k8s-bin: built once into the user cache); then the allocation tests once
 # more without it (under it they skip: sync.Pool drops items at random).
-test: build data rules k8s-bin
+test: build data rules k8s-bin torch
 	$(GO) vet ./...
 	$(GO) test -race -timeout $(TEST_TIMEOUT) ./...
 	$(GO) test -count=1 -run 'Allocs' ./runtime/tensorwire ./runtime/bench
@@ -99,6 +99,15 @@ proto:
 		--go_out=proto/kelpiepb --go_opt=paths=source_relative \
 		--go-grpc_out=proto/kelpiepb --go-grpc_opt=paths=source_relative \
 		proto/*.proto
+
+# Debian's PyTorch and numpy, for jobs whose model is a user's PyTorch script
+# (model kind torch, docs/torch.md) and their tests: installed when the
+# python3 the workers run (KELPIE_PYTHON, default /usr/bin/python3) lacks them.
+# OpenBLAS too: without it Debian's torch multiplies matrices with the
+# reference BLAS, tens of times slower.
+TORCH_PYTHON ?= $(or $(KELPIE_PYTHON),/usr/bin/python3)
+torch:
+	@($(TORCH_PYTHON) -c 'import torch, numpy' 2>/dev/null && dpkg -s libopenblas0-pthread >/dev/null 2>&1) || (apt-get update -qq && apt-get install -y -qq --no-install-recommends python3 python3-torch python3-numpy libopenblas0-pthread >/dev/null)
 
 # The Prometheus alerting rules: syntax and the promtool unit tests (Debian's
 # prometheus package ships promtool).

@@ -27,6 +27,11 @@ type Batch struct {
 	Keys    []uint64
 	Offsets []int
 	Y       []int32 // class label per sample (0/1 for CTR)
+	// Index and Set name the samples of a dataset whose samples live
+	// elsewhere (a torch script's train_set or test_set, runtime/torch):
+	// their indices in that set, and which set.
+	Index []int
+	Set   string
 }
 
 // Dataset is a fixed, indexable set of samples.
@@ -90,6 +95,10 @@ func (b *Batch) Slice(dst *Batch, from, to int) {
 	dst.Y = b.Y[from:to]
 	dst.X, dst.Keys = nil, nil
 	dst.Offsets = dst.Offsets[:0]
+	dst.Set, dst.Index = b.Set, nil
+	if b.Index != nil {
+		dst.Index = b.Index[from:to]
+	}
 	if b.X != nil {
 		dst.X = b.X[from*b.Dim : to*b.Dim]
 	}

@@ -43,7 +43,7 @@ func DataInfo(s *spec.Spec) shape.Input {
 
 // TrainSamples is the number of training samples of one epoch.
 func TrainSamples(s *spec.Spec) int {
-	if s.Data.Kind == "synthetic-ctr" {
+	if s.Data.Kind == spec.DataSyntheticCTR || s.Data.Kind == spec.DataTorch {
 		return s.Data.Samples
 	}
 	return mnistTrain
@@ -52,6 +52,17 @@ func TrainSamples(s *spec.Spec) int {
 // Tensors is the job's model's parameter tensors, computed from the spec
 // (runtime/model builds the same from the same spec).
 func Tensors(s *spec.Spec) ([]blocks.Tensor, error) {
+	if s.Model.Kind == spec.ModelTorch {
+		// Computed from the script when the spec was submitted.
+		if len(s.Model.Tensors) == 0 || s.Data.Samples <= 0 {
+			return nil, fmt.Errorf("model: the torch spec lacks model.tensors or data.samples: submit it with `kelpie run` or `kelpie job submit`, which compute them by running %s once", s.Model.Script)
+		}
+		out := make([]blocks.Tensor, 0, len(s.Model.Tensors))
+		for _, t := range s.Model.Tensors {
+			out = append(out, blocks.Tensor{Name: t.Name, Rows: t.Rows, Cols: t.Cols, Sparse: t.Sparse})
+		}
+		return out, nil
+	}
 	ts, err := shape.Of(s.Model.Kind, s.Model.Hidden, DataInfo(s))
 	if err != nil {
 		return nil, err

@@ -87,6 +87,15 @@ type Model interface {
 	Evaluate(p *Params, b *data.Batch) (loss, acc float64)
 }
 
+// Shared is a Model whose parameters and gradients live in memory it owns —
+// a torch model's shared memory, which its Python child computes on
+// (runtime/torch). A worker trains on those instead of allocating its own:
+// it pulls straight into params and pushes straight from grad.
+type Shared interface {
+	Model
+	Shared() (params, grad *Params)
+}
+
 // New builds the model c describes for data of the given shape.
 func New(c Config, info data.Info) (Model, error) {
 	ts, err := shape.Of(c.Kind, c.Hidden, info)

@@ -1,8 +1,8 @@
 package role
 
 import (
+	"github.com/kelpie/kelpie/runtime/blocks"
 	"github.com/kelpie/kelpie/runtime/identity"
-	"github.com/kelpie/kelpie/runtime/model"
 	"github.com/kelpie/kelpie/runtime/psclient"
 )
 
@@ -12,7 +12,7 @@ import (
 // key and step (16 bytes), a push or a pull at most the whole model with
 // its row keys; plus room for the request's other fields. It is at least
 // the node plane's default and at most psclient.MaxMessage.
-func messageBound(tensors []model.Tensor) int {
+func messageBound(tensors []blocks.Tensor) int {
 	var floats, rows int64
 	for _, t := range tensors {
 		floats += int64(t.Len())

@@ -8,11 +8,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -33,6 +35,7 @@ import (
 	"github.com/kelpie/kelpie/runtime/spec"
 	"github.com/kelpie/kelpie/runtime/straggler"
 	"github.com/kelpie/kelpie/runtime/tensorwire"
+	"github.com/kelpie/kelpie/runtime/torch"
 	"github.com/kelpie/kelpie/runtime/worker"
 )
 
@@ -178,12 +181,12 @@ func RunServer(ctx context.Context, o Options) error {
 		return err
 	}
 	s := reg.spec
-	m, err := newModel(s)
+	ts, err := job.Tensors(s)
 	if err != nil {
 		return err
 	}
 	rowDim := 1
-	for _, t := range m.Tensors() {
+	for _, t := range ts {
 		if t.Sparse {
 			rowDim = t.Cols
 		}
@@ -216,7 +219,10 @@ func RunServer(ctx context.Context, o Options) error {
 		log.Warn("restored from snapshot", "blocks", len(table.OnServer(me)),
 			"age", time.Since(time.Unix(0, snap.UnixNano)).Round(time.Millisecond))
 	} else {
-		init := m.InitDense(s.Data.Seed)
+		init, err := initialValues(s)
+		if err != nil {
+			return err
+		}
 		ps.Install(table, me, func(b blocks.Block) []float32 { return job.InitBlock(init, b) })
 	}
 	trust, err := identity.ProcessServerOptions(identity.ServerPolicy, func(r identity.Refusal) {
@@ -261,7 +267,7 @@ func RunServer(ctx context.Context, o Options) error {
 	// model needs rather than psclient.MaxMessage: a worker of the job
 	// cannot make the server buffer more than a push of the whole model.
 	lim := identity.DefaultLimits()
-	lim.MaxRecvBytes = messageBound(m.Tensors())
+	lim.MaxRecvBytes = messageBound(ts)
 	gs := grpc.NewServer(append(append(psclient.ServerOptions(), lim.ServerOptions()...), trust...)...)
 	kelpiepb.RegisterParameterServerServer(gs, ps)
 	hs := health.NewServer()
@@ -393,6 +399,9 @@ func progressReport(o Options, r worker.Report) *kelpiepb.ProgressReport {
 // LoadData loads the job's training and test sets.
 func LoadData(s *spec.Spec) (train, test data.Dataset, err error) {
 	switch s.Data.Kind {
+	case spec.DataTorch:
+		// The script's sets, which the worker's Python child reads.
+		return torch.Set{Name: "train", N: s.Data.Samples}, torch.Set{Name: "test", N: s.Data.TestSamples}, nil
 	case "synthetic-ctr":
 		train, test, _ = data.SyntheticCTR(data.CTRConfig{Samples: s.Data.Samples, TestSamples: s.Data.TestSamples,
 			Features: s.Data.Features, Fields: s.Data.Fields, Seed: s.Data.Seed})
@@ -442,7 +451,11 @@ func RunWorker(ctx context.Context, o Options) error {
 	}
 	m, err := newModel(s)
 	if err != nil {
-		return err
+		return fmt.Errorf("worker %s: %v", o.Node, err)
+	}
+	if c, ok := m.(io.Closer); ok {
+		// A torch model's Python child ends with the worker.
+		defer c.Close()
 	}
 	plan := job.NewPlan(s, train.Len())
 	for _, sp := range reg.resp.Splits {
@@ -581,7 +594,11 @@ func RunWorker(ctx context.Context, o Options) error {
 	}
 	defer w.Close()
 	log.Info("training", "iterations", plan.Iterations(), "batch", plan.LocalOf(0, idx))
-	sum, err := w.Run(ctx)
+	sum, err := runWorker(ctx, w)
+	if tm, ok := m.(*torch.Model); ok {
+		t := tm.Timing()
+		log.Info("torch steps", "steps", t.Steps, "python", t.Python.Round(time.Millisecond), "control", t.Control.Round(time.Millisecond))
+	}
 	close(reports)
 	<-reporterDone
 	if d := diverge.From(err); d != nil {
@@ -618,7 +635,11 @@ func RunWorker(ctx context.Context, o Options) error {
 	}
 	// Every worker has finished and left the barriers: the servers hold
 	// the final parameters.
-	loss, acc, err := w.Evaluate(test, -1)
+	var loss, acc float64
+	err = torchErrors(func() (err error) {
+		loss, acc, err = w.Evaluate(test, -1)
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -633,5 +654,48 @@ func RunWorker(ctx context.Context, o Options) error {
 // newModel builds the job's model from its spec; every role derives the same
 // tensors (runtime/shape) as the scheduler's block table.
 func newModel(s *spec.Spec) (model.Model, error) {
+	if s.Model.Kind == spec.ModelTorch {
+		return torch.FromSpec(s, os.Stderr)
+	}
 	return model.New(model.Config{Kind: s.Model.Kind, Hidden: s.Model.Hidden}, job.DataInfo(s))
+}
+
+// initialValues is the dense tensors' initial values a server installs its
+// blocks from: the built-in models' seeded initialisation, or a torch
+// script's module built with the job's seed in a short-lived Python child.
+func initialValues(s *spec.Spec) ([][]float32, error) {
+	if s.Model.Kind == spec.ModelTorch {
+		return torch.Init(s, os.Stderr)
+	}
+	m, err := newModel(s)
+	if err != nil {
+		return nil, err
+	}
+	return m.InitDense(s.Data.Seed), nil
+}
+
+// runWorker runs w, turning a failed step of a torch model's Python child
+// into the worker's error.
+func runWorker(ctx context.Context, w *worker.Worker) (sum worker.Summary, err error) {
+	err = torchErrors(func() (err error) {
+		sum, err = w.Run(ctx)
+		return err
+	})
+	return sum, err
+}
+
+// torchErrors runs f, returning a torch model's failure as an error: the
+// model interface has no error return, so the model panics with its
+// child's error ("torch: ...").
+func torchErrors(f func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			msg, ok := r.(string)
+			if !ok || !strings.HasPrefix(msg, "torch: ") {
+				panic(r)
+			}
+			err = errors.New(msg)
+		}
+	}()
+	return f()
 }

@@ -592,7 +592,8 @@ func (d *decoder) list(m *mapping, key string) []*value {
 
 var (
 	topKeys        = []string{"name", "model", "data", "train", "cluster", "sync", "policies", "stragglers", "script"}
-	modelKeys      = []string{"kind", "hidden"}
+	modelKeys      = []string{"kind", "hidden", "script", "threads", "tensors"}
+	tensorKeys     = []string{"name", "rows", "cols", "sparse"}
 	dataKeys       = []string{"kind", "epochs", "batches_per_shard", "seed", "samples", "test_samples", "features", "fields"}
 	trainKeys      = []string{"global_batch", "lr", "optimizer", "momentum", "lr_decay", "lr_final"}
 	clusterKeys    = []string{"servers", "workers", "block_bytes", "assignment", "exchange", "transport", "data_plane_encryption", "elasticity", "snapshot_interval", "topology", "hosts", "links", "batch_sizes", "min_workers", "max_workers", "min_servers", "max_servers", "resources"}
@@ -631,6 +632,17 @@ func (d *decoder) decode(body ast.Node, s *Spec) {
 	model := d.sub(top, "model", modelKeys)
 	d.str(model, "kind", &s.Model.Kind)
 	d.ints(model, "hidden", &s.Model.Hidden)
+	d.str(model, "script", &s.Model.Script)
+	d.int(model, "threads", &s.Model.Threads)
+	for _, e := range d.list(model, "tensors") {
+		m := d.mapping(e, e.path, tensorKeys)
+		t := Tensor{Line: e.line}
+		d.str(m, "name", &t.Name)
+		d.int(m, "rows", &t.Rows)
+		d.int(m, "cols", &t.Cols)
+		d.bool(m, "sparse", &t.Sparse)
+		s.Model.Tensors = append(s.Model.Tensors, t)
+	}
 
 	data := d.sub(top, "data", dataKeys)
 	d.str(data, "kind", &s.Data.Kind)

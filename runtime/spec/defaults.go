@@ -8,6 +8,7 @@ import (
 // Defaults for keys a spec leaves out. The package doc lists them all.
 const (
 	defaultHidden           = 128
+	defaultThreads          = 1 // a torch child's threads: workers share few cores
 	defaultEpochs           = 1
 	defaultBatchesPerShard  = 10
 	defaultSeed             = 1
@@ -69,10 +70,16 @@ func (d *decoder) applyDefaults(s *Spec) {
 			s.Model.Kind = ModelSparseLR
 		}
 	}
+	if s.Model.Kind == ModelTorch {
+		set("model.threads", &s.Model.Threads, defaultThreads)
+	}
 	if !d.given("data.kind") {
 		s.Data.Kind = DataMNIST
-		if s.Model.Kind == ModelSparseLR {
+		switch s.Model.Kind {
+		case ModelSparseLR:
 			s.Data.Kind = DataSyntheticCTR
+		case ModelTorch:
+			s.Data.Kind = DataTorch
 		}
 	}
 	if s.Model.Kind == ModelMLP && !d.given("model.hidden") {

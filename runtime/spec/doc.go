@@ -22,13 +22,22 @@
 //	                             starting and ending with a letter or digit, at
 //	                             most 63 characters (a DNS label, so it can name pods)
 //	model:
-//	  kind: mlp                  softmax | mlp | sparse-lr; sparse-lr when data.kind
+//	  kind: mlp                  softmax | mlp | sparse-lr | torch; sparse-lr when data.kind
 //	                             is synthetic-ctr
 //	  hidden: [128]              mlp only: hidden layer widths, each >= 1
+//	  script: model.py           torch only, required: the PyTorch script (model(),
+//	                             train_set(), test_set(); docs/torch.md), relative to
+//	                             the spec
+//	  threads: 1                 torch only: torch threads of each worker's child
+//	  tensors: []                torch only, computed: `kelpie run` and `kelpie job
+//	                             submit` run the script's model() once and list its
+//	                             parameters ({name, rows, cols, sparse}) here
 //	data:
-//	  kind: mnist                mnist | synthetic-ctr; synthetic-ctr when model.kind
+//	  kind: mnist                mnist | synthetic-ctr | torch; synthetic-ctr when model.kind
 //	                             is sparse-lr (softmax and mlp train on mnist,
-//	                             sparse-lr on synthetic-ctr)
+//	                             sparse-lr on synthetic-ctr), torch when it is torch
+//	                             (the script's train_set() and test_set(); samples
+//	                             and test_samples are then computed from them)
 //	  epochs: 1                  >= 1
 //	  batches_per_shard: 10      >= 1; M, the batches in one data shard
 //	  seed: 1                    any integer; the run is deterministic given it

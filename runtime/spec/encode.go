@@ -30,6 +30,18 @@ func (s *Spec) YAML() []byte {
 		}
 		w(1, "hidden: [%s]", strings.Join(hs, ", "))
 	}
+	if s.Model.Script != "" {
+		w(1, "script: %s", yamlString(s.Model.Script))
+	}
+	if s.Model.Threads != 0 {
+		w(1, "threads: %d", s.Model.Threads)
+	}
+	if len(s.Model.Tensors) > 0 {
+		w(1, "tensors:")
+		for _, t := range s.Model.Tensors {
+			w(2, "- {name: %s, rows: %d, cols: %d, sparse: %t}", yamlString(t.Name), t.Rows, t.Cols, t.Sparse)
+		}
+	}
 
 	w(0, "data:")
 	w(1, "kind: %s", yamlString(s.Data.Kind))

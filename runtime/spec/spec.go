@@ -22,8 +22,27 @@ type Spec struct {
 
 // Model is the model a job trains.
 type Model struct {
-	Kind   string // softmax | mlp | sparse-lr
+	Kind   string // softmax | mlp | sparse-lr | torch
 	Hidden []int  // mlp only: hidden layer widths
+	// torch only: the user's PyTorch script (relative to the spec's
+	// directory; `kelpie run` and `kelpie job submit` make it absolute),
+	// the threads its child process may use, and the module's parameter
+	// tensors, which those commands compute by running the script's
+	// model() once (runtime/torch) so that no other process needs Python to
+	// lay out blocks.
+	Script  string
+	Threads int
+	Tensors []Tensor
+}
+
+// Tensor is one parameter tensor of a torch model: a dense one is Rows by
+// Cols floats (a scalar or vector has Rows 1; higher dimensions are folded
+// into Cols), a sparse one an embedding table of Rows keys of Cols values.
+type Tensor struct {
+	Name       string
+	Rows, Cols int
+	Sparse     bool
+	Line       int // line in the spec file (0 when computed)
 }
 
 // Data is the data set a job trains on and how it is cut into shards.
@@ -220,12 +239,14 @@ const (
 	ModelSoftmax  = "softmax"
 	ModelMLP      = "mlp"
 	ModelSparseLR = "sparse-lr"
+	ModelTorch    = "torch"
 )
 
 // Data kinds.
 const (
 	DataMNIST        = "mnist"
 	DataSyntheticCTR = "synthetic-ctr"
+	DataTorch        = "torch" // samples come from the torch script's train_set() and test_set()
 )
 
 // Optimizers.
@@ -321,8 +342,8 @@ const (
 )
 
 var (
-	modelKinds     = []string{ModelSoftmax, ModelMLP, ModelSparseLR}
-	dataKinds      = []string{DataMNIST, DataSyntheticCTR}
+	modelKinds     = []string{ModelSoftmax, ModelMLP, ModelSparseLR, ModelTorch}
+	dataKinds      = []string{DataMNIST, DataSyntheticCTR, DataTorch}
 	optimizers     = []string{OptimizerSGD, OptimizerMomentum, OptimizerAdam}
 	lrDecays       = []string{LRDecayNone, LRDecayCosine, LRDecayLinear}
 	assignments    = []string{AssignRoundRobin, AssignSizeBalanced, AssignPSLD, AssignMXNet}

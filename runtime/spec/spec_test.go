@@ -242,7 +242,7 @@ sync: {model: bsq, pull: eager}
 policies: {antdt-nd: {mode: on}}
 `, []string{
 			`spec.yaml:1: name: must be lowercase letters, digits and '-', starting and ending with a letter or digit (got "Mnist_MLP")`,
-			`spec.yaml:2: model.kind: must be one of softmax, mlp, sparse-lr (got "cnn")`,
+			`spec.yaml:2: model.kind: must be one of softmax, mlp, sparse-lr, torch (got "cnn")`,
 			`spec.yaml:3: train.optimizer: must be one of sgd, momentum, adam (got "adagrad")`,
 			`spec.yaml:4: cluster.assignment: must be one of round-robin, size-balanced, psld, mxnet (got "psl"; did you mean "psld"?)`,
 			`spec.yaml:4: cluster.exchange: must be one of ps, ring, rat (got "tree")`,

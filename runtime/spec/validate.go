@@ -129,8 +129,11 @@ func (c *checker) validateModelData() {
 	c.oneOf("data.kind", s.Data.Kind, dataKinds)
 	if contains(modelKinds, s.Model.Kind) && contains(dataKinds, s.Data.Kind) {
 		want := DataMNIST
-		if s.Model.Kind == ModelSparseLR {
+		switch s.Model.Kind {
+		case ModelSparseLR:
 			want = DataSyntheticCTR
+		case ModelTorch:
+			want = DataTorch
 		}
 		if s.Data.Kind != want {
 			path := "model.kind"
@@ -151,6 +154,7 @@ func (c *checker) validateModelData() {
 		c.errorf("model.hidden", "only used by kind mlp (kind is %s)", s.Model.Kind)
 	}
 
+	c.validateTorch()
 	c.atLeast("data.epochs", int64(s.Data.Epochs), 1)
 	c.atLeast("data.batches_per_shard", int64(s.Data.BatchesPerShard), 1)
 	if s.Data.Kind == DataSyntheticCTR {
@@ -162,6 +166,50 @@ func (c *checker) validateModelData() {
 		if c.atLeast("data.fields", int64(s.Data.Fields), 1) && s.Data.Features >= 1 && uint64(s.Data.Fields) > s.Data.Features {
 			c.errorf("data.fields", "must be at most features (%d) (got %d)", s.Data.Features, s.Data.Fields)
 		}
+	}
+}
+
+// validateTorch checks the keys of a torch model: its script, threads and
+// (when computed) tensors; other models must not use them.
+func (c *checker) validateTorch() {
+	s := c.s
+	if s.Model.Kind != ModelTorch {
+		if contains(modelKinds, s.Model.Kind) {
+			for _, k := range []string{"model.script", "model.threads", "model.tensors"} {
+				if c.d.given(k) {
+					c.errorf(k, "only used by kind torch (kind is %s)", s.Model.Kind)
+				}
+			}
+		}
+		return
+	}
+	if s.Model.Script == "" {
+		c.errorf("model.script", "required for kind torch: the path of the PyTorch script, relative to the spec")
+	}
+	c.atLeast("model.threads", int64(s.Model.Threads), 1)
+	seen := map[string]bool{}
+	sparse := 0
+	for i, t := range s.Model.Tensors {
+		path := indexPath("model.tensors", i)
+		if t.Name == "" {
+			c.errorf(path+".name", "required")
+		} else if seen[t.Name] {
+			c.errorf(path+".name", "tensor %q is listed twice", t.Name)
+		}
+		seen[t.Name] = true
+		c.atLeast(path+".rows", int64(t.Rows), 1)
+		c.atLeast(path+".cols", int64(t.Cols), 1)
+		if t.Sparse {
+			if sparse++; sparse > 1 {
+				c.errorf(path+".sparse", "a model has at most one sparse tensor")
+			}
+		}
+	}
+	if s.Data.Samples < 0 {
+		c.atLeast("data.samples", int64(s.Data.Samples), 1)
+	}
+	if ex := s.Cluster.Exchange; ex == ExchangeRing || ex == ExchangeRAT {
+		c.errorf("cluster.exchange", "model torch trains against parameter servers: use exchange ps (got %s)", ex)
 	}
 }
 

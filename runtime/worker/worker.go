@@ -194,6 +194,9 @@ func New(cfg Config) (*Worker, error) {
 	}
 	w.params = cfg.Model.NewParams()
 	w.grad = cfg.Model.NewParams()
+	if sh, ok := cfg.Model.(model.Shared); ok {
+		w.params, w.grad = sh.Shared()
+	}
 	return w, nil
 }
 

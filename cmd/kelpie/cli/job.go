@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/runtime/spec"
+	"github.com/kelpie/kelpie/runtime/torch"
 	"github.com/kelpie/kelpie/scheduler/console/client"
 )
 
@@ -141,8 +143,17 @@ func jobCmd() *cobra.Command {
 			}
 			// The structure is checked here, so errors name this file and
 			// its lines; the sizes against the scheduler's own limits there.
-			if _, err := spec.ParseLimits(args[0], src, spec.Unlimited()); err != nil {
+			s, err := spec.ParseLimits(args[0], src, spec.Unlimited())
+			if err != nil {
 				return exitCode(2, err)
+			}
+			if s.Model.Kind == spec.ModelTorch {
+				// The scheduler cannot run Python: the script's tensors
+				// and sample counts travel in the spec.
+				if err := torch.Complete(s, filepath.Dir(args[0]), os.Stderr); err != nil {
+					return exitCode(2, fmt.Errorf("%s: %v", args[0], err))
+				}
+				src = s.YAML()
 			}
 			res, err := f.command(&kelpiepb.Command{Kind: &kelpiepb.Command_SubmitJob{SubmitJob: &kelpiepb.SubmitJob{SpecYaml: string(src)}}})
 			if err != nil {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/runtime/role"
 	"github.com/kelpie/kelpie/runtime/spec"
+	"github.com/kelpie/kelpie/runtime/torch"
 	"github.com/kelpie/kelpie/scheduler/daemon"
 )
 
@@ -50,6 +52,11 @@ final_loss and accuracy are null and whose "diverged" object names the node and 
 			s, err := spec.ParseLimits(args[0], src, *limits)
 			if err != nil {
 				return exitCode(2, err)
+			}
+			// A torch spec's tensors and sample counts come from running
+			// its script once, here: the scheduler never runs Python.
+			if err := torch.Complete(s, filepath.Dir(args[0]), os.Stderr); err != nil {
+				return exitCode(2, fmt.Errorf("%s: %v", args[0], err))
 			}
 			switch hosts {
 			case "":

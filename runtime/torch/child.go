@@ -1,0 +1,272 @@
+package torch
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// TensorInfo is one parameter tensor as the child reports it.
+type TensorInfo struct {
+	Name   string `json:"name"`
+	Rows   int    `json:"rows"`
+	Cols   int    `json:"cols"`
+	Sparse bool   `json:"sparse"`
+}
+
+// hello is the child's first message: the module's tensors and the sizes
+// of the script's data sets.
+type hello struct {
+	Tensors []TensorInfo `json:"tensors"`
+	Train   int          `json:"train"`
+	Test    int          `json:"test"`
+	Error   string       `json:"error"`
+}
+
+// reply is the child's answer to one request.
+type reply struct {
+	Error   string    `json:"error"`
+	N       int       `json:"n"`
+	Loss    jsonFloat `json:"loss"`
+	Metric  jsonFloat `json:"metric"`
+	Seconds float64   `json:"seconds"`
+}
+
+// jsonFloat is a number that may be non-finite: Python's json writes NaN
+// and ±Infinity bare, which read quotes (a diverged step must reach the
+// worker as a number).
+type jsonFloat float64
+
+func (f *jsonFloat) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		v, err := strconv.ParseFloat(s, 64) // "NaN", "Infinity", "-Infinity"
+		*f = jsonFloat(v)
+		return err
+	}
+	var v float64
+	err := json.Unmarshal(b, &v)
+	*f = jsonFloat(v)
+	return err
+}
+
+var nonFinite = regexp.MustCompile(`(:\s*)(NaN|-?Infinity)\b`)
+
+// child is one running python3 process and its two pipes.
+type child struct {
+	script string
+	cmd    *exec.Cmd
+	in     *os.File // the child's fd 3: requests
+	out    *bufio.Reader
+	outF   *os.File // the child's fd 4: replies
+	tail   *tailWriter
+	waited chan struct{}
+	mu     sync.Mutex
+}
+
+// startOptions say how to start the child.
+type startOptions struct {
+	Mode    string // probe | serve
+	Script  string
+	Seed    int64
+	Threads int
+	Stderr  io.Writer // where the child's output goes (besides the kept tail)
+}
+
+// start launches the child. It dies with the worker: the kernel sends it
+// SIGKILL when the worker's thread that started it ends (PR_SET_PDEATHSIG),
+// and its request pipe reaches EOF when the worker is gone.
+func start(o startOptions) (*child, *hello, error) {
+	if _, err := os.Stat(o.Script); err != nil {
+		return nil, nil, fmt.Errorf("torch script %s: %v", o.Script, err)
+	}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return nil, nil, err
+	}
+	stderr := o.Stderr
+	if stderr == nil {
+		stderr = os.Stderr
+	}
+	tail := &tailWriter{max: 8 << 10}
+	args := []string{"-u", "-c", childSource, o.Mode, o.Script, strconv.FormatInt(o.Seed, 10), strconv.Itoa(max(o.Threads, 1))}
+	cmd := exec.Command(Python(), args...)
+	cmd.Env = childEnv(max(o.Threads, 1))
+	cmd.Stdout = io.MultiWriter(stderr, tail)
+	cmd.Stderr = io.MultiWriter(stderr, tail)
+	cmd.ExtraFiles = []*os.File{inR, outW} // fds 3 and 4
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		inR.Close()
+		inW.Close()
+		outR.Close()
+		outW.Close()
+		return nil, nil, fmt.Errorf("torch: start %s: %v (install Debian's python3, python3-torch and python3-numpy, or set %s)", Python(), err, PythonEnv)
+	}
+	inR.Close()
+	outW.Close()
+	c := &child{script: o.Script, cmd: cmd, in: inW, outF: outR, out: bufio.NewReader(outR), tail: tail, waited: make(chan struct{})}
+	go func() { cmd.Wait(); close(c.waited) }()
+	var h hello
+	if err := c.read(&h); err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	if h.Error != "" {
+		c.Close()
+		return nil, nil, errors.New(h.Error)
+	}
+	return c, &h, nil
+}
+
+// childEnv is the worker's environment plus the MNIST directory, and the
+// child's thread count for the BLAS and OpenMP pools (which would otherwise
+// start a thread per core in every worker's child).
+func childEnv(threads int) []string {
+	env := os.Environ()
+	for _, k := range []string{"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"} {
+		if os.Getenv(k) == "" {
+			env = append(env, k+"="+strconv.Itoa(threads))
+		}
+	}
+	if os.Getenv(MNISTEnv) == "" {
+		if dir, err := findMNIST(); err == nil {
+			env = append(env, MNISTEnv+"="+dir)
+		}
+	}
+	return env
+}
+
+// read reads one message. When the child has died instead, the error says
+// why: a missing module names its Debian package; otherwise the end of its
+// output.
+func (c *child) read(v any) error {
+	line, err := c.out.ReadBytes('\n')
+	if err != nil {
+		select {
+		case <-c.waited:
+		case <-time.After(2 * time.Second):
+		}
+		return c.died()
+	}
+	line = nonFinite.ReplaceAll(line, []byte(`$1"$2"`))
+	if err := json.Unmarshal(line, v); err != nil {
+		return fmt.Errorf("torch child: bad message %q: %v", line, err)
+	}
+	return nil
+}
+
+var missingModule = regexp.MustCompile(`kelpie-torch: missing-module (\S+)`)
+
+// died explains the child's exit.
+func (c *child) died() error {
+	out := c.tail.String()
+	if m := missingModule.FindStringSubmatch(out); m != nil {
+		pkg := Packages[m[1]]
+		if pkg == "" {
+			pkg = "the package that provides it"
+		}
+		return fmt.Errorf("torch: %s has no Python module %s: install Debian's %s (apt-get install %s), or set %s to a python3 that has it",
+			Python(), m[1], pkg, pkg, PythonEnv)
+	}
+	state := "ended"
+	if ps := c.cmd.ProcessState; ps != nil {
+		state = ps.String()
+	}
+	return fmt.Errorf("torch child for %s %s; its last output:\n%s", c.script, state, lastLines(out, 20))
+}
+
+// call sends one request and reads its reply.
+func (c *child) call(req any, resp *reply) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	if _, err := c.in.Write(append(b, '\n')); err != nil {
+		return c.died()
+	}
+	if err := c.read(resp); err != nil {
+		return err
+	}
+	if resp.Error != "" {
+		return errors.New(resp.Error)
+	}
+	return nil
+}
+
+// Close asks the child to exit and waits for it (briefly: then kills it).
+func (c *child) Close() error {
+	if c == nil {
+		return nil
+	}
+	c.in.Close() // EOF: the child leaves its loop
+	select {
+	case <-c.waited:
+	case <-time.After(3 * time.Second):
+		c.cmd.Process.Kill()
+		<-c.waited
+	}
+	c.outF.Close()
+	return nil
+}
+
+// pid is the child's process id.
+func (c *child) pid() int { return c.cmd.Process.Pid }
+
+// tailWriter keeps the last max bytes written to it.
+type tailWriter struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (t *tailWriter) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > t.max {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailWriter) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}
+
+func lastLines(s string, n int) string {
+	end := len(s)
+	for end > 0 && s[end-1] == '\n' {
+		end--
+	}
+	i := end
+	for k := 0; k < n && i > 0; k++ {
+		i--
+		for i > 0 && s[i-1] != '\n' {
+			i--
+		}
+	}
+	return s[i:end]
+}

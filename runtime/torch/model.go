@@ -1,0 +1,361 @@
+package torch
+
+import (
+	"fmt"
+	"io"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/kelpie/kelpie/runtime/data"
+	"github.com/kelpie/kelpie/runtime/model"
+	"github.com/kelpie/kelpie/runtime/spec"
+)
+
+var findMNIST = data.FindMNIST
+
+// Config selects the script a Model runs.
+type Config struct {
+	Script  string
+	Seed    int64 // torch.manual_seed before model(): every process builds the same initial module
+	Threads int
+	Stderr  io.Writer // the child's output (default os.Stderr)
+	// Want, when set, is the tensor list the job was laid out with (the
+	// spec's model.tensors): a script that has changed since is refused.
+	Want []spec.Tensor
+}
+
+// Model is a model.Model whose forward and backward passes run in a child
+// python3 process on the user's module. Its parameters and gradients
+// (Shared) are shared memory: the worker pulls into them and pushes from
+// them. One goroutine at a time, like every model.
+type Model struct {
+	c       *child
+	tensors []model.Tensor
+	train   int
+	test    int
+	sparseT int // index of the sparse tensor, -1 if none
+	dim     int // its row width
+
+	dense  *segment // params then grads of the dense tensors
+	sparse *segment // rows, row gradients, keys
+	old    []*segment
+	rows   int // capacity of the sparse segment in rows
+	params *model.Params
+	grad   *model.Params
+	dPar   [][]float32 // shared dense params by tensor (nil for the sparse one)
+
+	python  atomic.Int64 // nanoseconds the child spent in steps
+	control atomic.Int64 // nanoseconds of the round trips beyond that
+	steps   atomic.Int64
+}
+
+var _ model.Model = (*Model)(nil)
+
+// New starts the child on the script, checks its tensors and maps the
+// shared memory.
+func New(cfg Config) (*Model, error) {
+	c, h, err := start(startOptions{Mode: "serve", Script: cfg.Script, Seed: cfg.Seed, Threads: cfg.Threads, Stderr: cfg.Stderr})
+	if err != nil {
+		return nil, err
+	}
+	m := &Model{c: c, train: h.Train, test: h.Test, sparseT: -1}
+	for i, t := range h.Tensors {
+		m.tensors = append(m.tensors, model.Tensor{Name: t.Name, Rows: t.Rows, Cols: t.Cols, Sparse: t.Sparse})
+		if t.Sparse {
+			m.sparseT, m.dim = i, t.Cols
+		}
+	}
+	if cfg.Want != nil {
+		if err := sameTensors(cfg.Script, cfg.Want, m.tensors); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	if err := m.mapDense(); err != nil {
+		m.Close()
+		return nil, err
+	}
+	if m.sparseT >= 0 {
+		if err := m.growSparse(4096); err != nil {
+			m.Close()
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// sameTensors checks that the script still has the tensors the job was laid
+// out with.
+func sameTensors(script string, want []spec.Tensor, got []model.Tensor) error {
+	if len(want) != len(got) {
+		return fmt.Errorf("torch script %s now has %d parameter tensors; the job was submitted with %d (submit it again)", script, len(got), len(want))
+	}
+	for i, w := range want {
+		g := got[i]
+		if w.Name != g.Name || w.Rows != g.Rows || w.Cols != g.Cols || w.Sparse != g.Sparse {
+			return fmt.Errorf("torch script %s: tensor %d is now %s %dx%d (sparse %t); the job was submitted with %s %dx%d (sparse %t) (submit it again)",
+				script, i, g.Name, g.Rows, g.Cols, g.Sparse, w.Name, w.Rows, w.Cols, w.Sparse)
+		}
+	}
+	return nil
+}
+
+// floats views b as float32s.
+func floats(b []byte) []float32 {
+	if len(b) < 4 {
+		return nil
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), len(b)/4)
+}
+
+func (m *Model) mapDense() error {
+	n := 0
+	for _, t := range m.tensors {
+		if !t.Sparse {
+			n += t.Len()
+		}
+	}
+	seg, err := newSegment(8 * n)
+	if err != nil {
+		return err
+	}
+	m.dense = seg
+	all := floats(seg.mem)
+	m.params = &model.Params{Dense: make([][]float32, len(m.tensors))}
+	m.grad = &model.Params{Dense: make([][]float32, len(m.tensors))}
+	off := 0
+	for i, t := range m.tensors {
+		if t.Sparse {
+			continue
+		}
+		m.params.Dense[i] = all[off : off+t.Len() : off+t.Len()]
+		m.grad.Dense[i] = all[n+off : n+off+t.Len() : n+off+t.Len()]
+		off += t.Len()
+	}
+	m.dPar = m.params.Dense
+	return m.c.call(map[string]any{"op": "map", "dense": seg.path(), "floats": n}, &reply{})
+}
+
+// The sparse segment holds, for up to rows rows: the pulled rows, their
+// gradients, and their keys (int64).
+func (m *Model) rowVals(seg *segment, rows int) []float32 {
+	return floats(seg.mem)[: rows*m.dim : rows*m.dim]
+}
+func (m *Model) rowGrads(seg *segment, rows int) []float32 {
+	return floats(seg.mem)[rows*m.dim : 2*rows*m.dim : 2*rows*m.dim]
+}
+func (m *Model) rowKeys(seg *segment, rows int) []uint64 {
+	b := seg.mem[8*rows*m.dim:]
+	return unsafe.Slice((*uint64)(unsafe.Pointer(&b[0])), rows)
+}
+
+// growSparse maps a sparse segment of at least rows rows. The worker's
+// parameters and gradients move to it, keeping the rows they hold; the old
+// segment stays mapped until Close (the worker may still hold a slice of it).
+func (m *Model) growSparse(rows int) error {
+	if rows <= m.rows {
+		return nil
+	}
+	rows = max(rows, 2*m.rows)
+	seg, err := newSegment(rows * (8*m.dim + 8))
+	if err != nil {
+		return err
+	}
+	if err := m.c.call(map[string]any{"op": "map", "sparse": seg.path(), "rows": rows}, &reply{}); err != nil {
+		seg.close()
+		return err
+	}
+	vals, grads := m.rowVals(seg, rows), m.rowGrads(seg, rows)
+	m.params.Sparse.Vals = append(vals[:0], m.params.Sparse.Vals...)
+	m.grad.Sparse.Vals = append(grads[:0], m.grad.Sparse.Vals...)
+	if m.sparse != nil {
+		m.old = append(m.old, m.sparse)
+	}
+	m.sparse, m.rows = seg, rows
+	return nil
+}
+
+// Shared returns the parameters and gradients in shared memory: a worker
+// that uses them pulls straight into what the module computes on and pushes
+// straight from what it wrote.
+func (m *Model) Shared() (params, grad *model.Params) { return m.params, m.grad }
+
+// Tensors is the module's parameter tensors, by name.
+func (m *Model) Tensors() []model.Tensor { return m.tensors }
+
+// Samples is the sizes of the script's training and test sets.
+func (m *Model) Samples() (train, test int) { return m.train, m.test }
+
+// NewParams returns zeroed parameters outside the shared memory.
+func (m *Model) NewParams() *model.Params {
+	p := &model.Params{Dense: make([][]float32, len(m.tensors))}
+	for i, t := range m.tensors {
+		if !t.Sparse {
+			p.Dense[i] = make([]float32, t.Len())
+		}
+	}
+	return p
+}
+
+// InitDense returns the module's initial dense values: the script's
+// model() built after torch.manual_seed(Config.Seed) (the seed argument is
+// that of the job, the same one).
+func (m *Model) InitDense(int64) [][]float32 {
+	if err := m.c.call(map[string]any{"op": "init"}, &reply{}); err != nil {
+		panic(fmt.Sprintf("torch: initial values: %v", err))
+	}
+	out := make([][]float32, len(m.tensors))
+	for i, d := range m.dPar {
+		if d != nil {
+			out[i] = append([]float32(nil), d...)
+		}
+	}
+	return out
+}
+
+func request(op string, b *data.Batch) map[string]any {
+	set := b.Set
+	if set == "" {
+		set = "train"
+	}
+	idx := b.Index
+	if idx == nil {
+		idx = []int{}
+	}
+	return map[string]any{"op": op, "set": set, "idx": idx}
+}
+
+// SparseKeys asks the child which rows of the sparse table batch b touches
+// (it runs the forward pass up to the embedding).
+func (m *Model) SparseKeys(b *data.Batch, dst []uint64) []uint64 {
+	if m.sparseT < 0 {
+		return nil
+	}
+	if b.N == 0 {
+		return dst[:0]
+	}
+	var r reply
+	if err := m.c.call(request("keys", b), &r); err != nil {
+		panic(fmt.Sprintf("torch: %v", err))
+	}
+	if r.N > m.rows {
+		if err := m.growSparse(r.N); err != nil {
+			panic(fmt.Sprintf("torch: %v", err))
+		}
+		if err := m.c.call(request("keys", b), &r); err != nil { // now written into the segment
+			panic(fmt.Sprintf("torch: %v", err))
+		}
+	}
+	return append(dst[:0], m.rowKeys(m.sparse, m.rows)[:r.N]...)
+}
+
+// place puts p's values where the child reads them: nothing to do for the
+// shared parameters (the worker pulled straight into them), a copy for
+// others (an allreduce worker's, a test's).
+func (m *Model) place(p *model.Params) (rows int, err error) {
+	if p != m.params {
+		for i, d := range m.dPar {
+			if d != nil {
+				copy(d, p.Dense[i])
+			}
+		}
+	}
+	if m.sparseT < 0 {
+		return 0, nil
+	}
+	rows = len(p.Sparse.Keys)
+	if err := m.growSparse(rows); err != nil {
+		return 0, err
+	}
+	copy(m.rowKeys(m.sparse, m.rows), p.Sparse.Keys)
+	vals := m.rowVals(m.sparse, m.rows)
+	if len(p.Sparse.Vals) > 0 && &p.Sparse.Vals[0] != &vals[0] {
+		copy(vals, p.Sparse.Vals[:rows*m.dim])
+	}
+	return rows, nil
+}
+
+// Grad runs one training step in the child: forward and backward on batch
+// b at p, with scale·gradient written into the shared gradients (copied
+// into g when g is not them).
+func (m *Model) Grad(p *model.Params, b *data.Batch, g *model.Params, scale float32) float64 {
+	rows, err := m.place(p)
+	if err != nil {
+		panic(fmt.Sprintf("torch: %v", err))
+	}
+	req := request("step", b)
+	req["rows"], req["scale"] = rows, scale
+	var r reply
+	t0 := time.Now()
+	if err := m.c.call(req, &r); err != nil {
+		panic(fmt.Sprintf("torch: %v", err))
+	}
+	rt := time.Since(t0)
+	py := time.Duration(r.Seconds * float64(time.Second))
+	m.python.Add(int64(py))
+	m.control.Add(int64(max(rt-py, 0)))
+	m.steps.Add(1)
+	if m.sparseT >= 0 {
+		m.grad.Sparse.Keys = append(m.grad.Sparse.Keys[:0], p.Sparse.Keys...)
+		m.grad.Sparse.Vals = m.rowGrads(m.sparse, m.rows)[:rows*m.dim]
+	}
+	if g != m.grad {
+		if len(g.Dense) != len(m.tensors) {
+			g.Dense = make([][]float32, len(m.tensors))
+		}
+		for i, d := range m.grad.Dense {
+			if d != nil {
+				g.Dense[i] = append(g.Dense[i][:0], d...)
+			}
+		}
+		g.Sparse.Keys = append(g.Sparse.Keys[:0], m.grad.Sparse.Keys...)
+		g.Sparse.Vals = append(g.Sparse.Vals[:0], m.grad.Sparse.Vals...)
+	}
+	return float64(r.Loss)
+}
+
+// Evaluate returns the script's loss and metric (accuracy by default) on
+// batch b at p.
+func (m *Model) Evaluate(p *model.Params, b *data.Batch) (loss, metric float64) {
+	if b.N == 0 {
+		return 0, 0
+	}
+	rows, err := m.place(p)
+	if err != nil {
+		panic(fmt.Sprintf("torch: %v", err))
+	}
+	req := request("eval", b)
+	req["rows"] = rows
+	var r reply
+	if err := m.c.call(req, &r); err != nil {
+		panic(fmt.Sprintf("torch: %v", err))
+	}
+	return float64(r.Loss), float64(r.Metric)
+}
+
+// Timing is where a worker's compute time went.
+type Timing struct {
+	Steps   int64
+	Python  time.Duration // forward, backward and writing gradients, in the child
+	Control time.Duration // the rest of the round trips: messages, scheduling
+}
+
+// Timing returns the time spent so far.
+func (m *Model) Timing() Timing {
+	return Timing{Steps: m.steps.Load(), Python: time.Duration(m.python.Load()), Control: time.Duration(m.control.Load())}
+}
+
+// Pid is the child's process id.
+func (m *Model) Pid() int { return m.c.pid() }
+
+// Close stops the child and unmaps the shared memory.
+func (m *Model) Close() error {
+	err := m.c.Close()
+	m.dense.close()
+	m.sparse.close()
+	for _, s := range m.old {
+		s.close()
+	}
+	return err
+}

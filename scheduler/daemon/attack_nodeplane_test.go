@@ -139,7 +139,10 @@ func holdMessages(ctx context.Context, addr string, cfg *tls.Config, method stri
 	sent = new(atomic.Int64)
 	release := make(chan struct{})
 	out := make(chan error, streams)
-	tr := &http2.Transport{TLSClientConfig: cfg, StrictMaxConcurrentStreams: true}
+	tr := &http.Transport{TLSClientConfig: cfg, ForceAttemptHTTP2: true, MaxConnsPerHost: 1,
+		HTTP2: &http.HTTP2Config{StrictMaxConcurrentRequests: true}}
+	tr.Protocols = new(http.Protocols)
+	tr.Protocols.SetHTTP2(true)
 	for range streams {
 		go func() {
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+addr+method, newHeldBody(size, sent, release))

@@ -63,11 +63,11 @@ func TestBadTokenFlood(t *testing.T) {
 	if st.Refused != 1000 {
 		t.Errorf("refused %d of 1000 bad logins", st.Refused)
 	}
-	// Tokens looked at: the first parallel attempts (at most eight from one
-	// address), then one per back-off step (250ms doubling to 30s) over
+	// Tokens looked at: the first parallel attempts (at most the 20 in
+	// flight), then one per back-off step (250ms doubling to 30s) over
 	// however long the flood took.
 	checked := st.Refused - st.Throttled
-	if limit := uint64(maxPendingPerAddr + 8 + elapsed/(30*time.Second)); checked > limit {
+	if limit := uint64(20 + 8 + elapsed/(30*time.Second)); checked > limit {
 		t.Errorf("%d tokens checked in %s (statuses %v); want at most %d", checked, elapsed, statuses, limit)
 	}
 	if statuses[http.StatusTooManyRequests] < 900 {
@@ -96,7 +96,9 @@ func TestBadTokenFlood(t *testing.T) {
 	}
 }
 
-// TestUnauthenticatedCap: streams that never say hello are capped.
+// TestUnauthenticatedCap: streams that never say hello are capped; one
+// beyond the cap closes the oldest instead of being refused, and a client
+// with its token in the header takes no slot at all.
 func TestUnauthenticatedCap(t *testing.T) {
 	h := newHarness(t, newFakeBackend(), Options{MaxUnauthenticated: 5, HelloTimeout: time.Minute})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -115,15 +117,25 @@ func TestUnauthenticatedCap(t *testing.T) {
 		held = append(held, c)
 	}
 	waitUntil(t, "five unauthenticated streams", func() bool { return h.s.throttle.unauthenticated() == 5 })
-	_, resp, err := websocket.Dial(ctx, h.url(), nil)
-	if err == nil || resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
-		t.Fatalf("sixth unauthenticated stream: %v %v; want 503", resp, err)
+	sixth, _, err := websocket.Dial(ctx, h.url(), nil)
+	if err != nil {
+		t.Fatalf("sixth unauthenticated stream: %v; want it upgraded and the oldest closed", err)
 	}
-	// An authenticated client is not held back by the cap once one leaves.
-	held[0].CloseNow()
-	held = held[1:]
-	waitUntil(t, "a slot", func() bool { return h.s.throttle.unauthenticated() == 4 })
+	held = append(held, sixth)
+	_, _, err = held[0].Read(ctx)
+	var ce websocket.CloseError
+	if !asCloseError(err, &ce) || ce.Reason != reasonEvicted {
+		t.Fatalf("the oldest waiting stream read %v; want closed with %q", err, reasonEvicted)
+	}
+	if n := h.s.throttle.unauthenticated(); n != 5 {
+		t.Errorf("%d streams waiting after the eviction; want 5", n)
+	}
+	// A client with its token in the header is not held back by the cap.
 	c := h.dial("viewer-secret")
+	c.welcome()
+	if n := h.s.throttle.unauthenticated(); n != 5 {
+		t.Errorf("%d streams waiting after a header login; want still 5", n)
+	}
 	c.ws.CloseNow()
 }
 

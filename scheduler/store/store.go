@@ -52,10 +52,10 @@ var (
 
 	keyVersion    = []byte("version")
 	keyAuditBytes = []byte("audit-bytes")
-	keyLog      = []byte("log")
-	keyIndex    = []byte("id")
-	keySnapshot = []byte("snapshot")
-	keyChanges  = []byte("changes")
+	keyLog        = []byte("log")
+	keyIndex      = []byte("id")
+	keySnapshot   = []byte("snapshot")
+	keyChanges    = []byte("changes")
 )
 
 // DefaultTimeout is how long Open waits for another process to release the

@@ -85,8 +85,9 @@ func (c *conn) send(f *kelpiepb.ServerFrame) {
 
 // serve authenticates the client, then runs the stream until it ends. auth
 // is what the upgrade's Authorization header said; without a token there,
-// the client holds slot while it has yet to send its hello.
-func (c *conn) serve(auth headerAuth, slot *pendingSlot) {
+// the client holds slot while it has yet to send its hello, and marks its
+// connection authenticated (Listener) once it has.
+func (c *conn) serve(auth headerAuth, slot *pendingSlot, authenticated func() (done func())) {
 	var first *frameRead
 	switch {
 	case auth.ok:
@@ -109,6 +110,7 @@ func (c *conn) serve(auth headerAuth, slot *pendingSlot) {
 			return
 		}
 		defer c.s.releaseStream(c.who)
+		defer authenticated()()
 	}
 	c.send(&kelpiepb.ServerFrame{Body: &kelpiepb.ServerFrame_Welcome{Welcome: c.welcome()}})
 	c.wg.Add(2)

@@ -317,6 +317,7 @@ func (s *Server) serveConsole(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			defer s.releaseStream(p)
+			defer Authenticated(r)()
 		}
 	} else {
 		var wait time.Duration
@@ -337,7 +338,7 @@ func (s *Server) serveConsole(w http.ResponseWriter, r *http.Request) {
 		return // Accept has answered the request
 	}
 	ws.SetReadLimit(s.opts.MaxFrameBytes)
-	newConn(s, ws, r.RemoteAddr).serve(auth, slot)
+	newConn(s, ws, r.RemoteAddr).serve(auth, slot, func() func() { return Authenticated(r) })
 }
 
 // headerAuth is what the Authorization header said: nothing (token ""), a

@@ -360,15 +360,15 @@ func (t *throttle) unauthenticated() int {
 	return t.waiting.Len()
 }
 
-// refuseEarly answers a request the throttle does not let through, without
-// reading or upgrading it, and audits it in aggregate.
-func (s *Server) refuseEarly(w http.ResponseWriter, r *http.Request, wait time.Duration, why string) {
+// refuseEarlyAs answers a request the throttle does not let through,
+// without reading or upgrading it, and audits it (as command) in aggregate.
+func (s *Server) refuseEarlyAs(w http.ResponseWriter, r *http.Request, command string, wait time.Duration, why string) {
 	s.refused.Add(1)
 	s.throttled.Add(1)
 	why = fmt.Sprintf("%s (%s left)", why, wait.Round(time.Millisecond))
 	w.Header().Set("Retry-After", strconv.Itoa(int(wait/time.Second)+1))
 	http.Error(w, "console: "+why, http.StatusTooManyRequests)
-	s.auditRefusal(r.RemoteAddr, "", "connect", "from "+r.RemoteAddr, why)
+	s.auditRefusal(r.RemoteAddr, "", command, "from "+r.RemoteAddr, why)
 }
 
 // auditRefusal writes a refused login to the audit log, at most once per

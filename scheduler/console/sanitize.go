@@ -59,12 +59,12 @@ func clean(s string, max int, keepLines bool) string {
 		}
 		if max > 0 && b.Len()+utf8.RuneLen(r) > max {
 			cut := b.String()
-			for len(cut)+len(truncMark) > max && len(cut) > 0 {
+			if max <= len(truncMark) {
+				return cut // no room for the mark
+			}
+			for len(cut)+len(truncMark) > max {
 				_, n := utf8.DecodeLastRuneInString(cut)
 				cut = cut[:len(cut)-n]
-			}
-			if len(cut)+len(truncMark) > max {
-				return cut
 			}
 			return cut + truncMark
 		}

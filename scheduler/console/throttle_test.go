@@ -154,3 +154,41 @@ func TestTokensFileMode(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestThrottleByNetwork: failures back off the whole network (all of
+// loopback), a global budget caps failures from every network, and an
+// address with a recent success passes both until it fails itself.
+func TestThrottleByNetwork(t *testing.T) {
+	th := newThrottle(Options{}.withDefaults())
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	th.result("127.0.0.1:1000", true, now) // the operator logged in
+	for i := range 4 {
+		th.result(fmt.Sprintf("127.9.0.%d:1", i+2), false, now)
+	}
+	if wait, why := th.check("127.200.1.1:5", now); wait == 0 {
+		t.Errorf("a fresh loopback address after four loopback failures: not backing off")
+	} else if !strings.Contains(why, "loopback") {
+		t.Errorf("why = %q; want it to name the network", why)
+	}
+	if wait, _ := th.check("127.0.0.1:2000", now); wait != 0 {
+		t.Errorf("the operator's address waits %v behind strangers' failures", wait)
+	}
+	if wait, _ := th.check("10.0.0.1:5", now); wait != 0 {
+		t.Errorf("another network waits %v", wait)
+	}
+	// The operator's address fails once: it backs off with its network.
+	th.result("127.0.0.1:3000", false, now)
+	if wait, _ := th.check("127.0.0.1:2000", now); wait == 0 {
+		t.Errorf("an address that failed keeps passing its network's back-off")
+	}
+	// The global budget: failures from 30 networks spend it.
+	for i := range 40 {
+		th.result(fmt.Sprintf("10.%d.0.1:1", i+1), false, now)
+	}
+	if wait, why := th.check("192.0.2.1:5", now); wait == 0 || !strings.Contains(why, "this scheduler") {
+		t.Errorf("a fresh network after the global budget is spent: wait %v (%q)", wait, why)
+	}
+	if wait, _ := th.check("192.0.2.1:5", now.Add(time.Minute)); wait != 0 {
+		t.Errorf("the global budget does not refill: wait %v a minute later", wait)
+	}
+}

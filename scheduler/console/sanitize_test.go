@@ -22,7 +22,7 @@ func TestClean(t *testing.T) {
 		{"bad\xffutf8", 256, "badutf8"},
 		{"abcdefghij", 8, "abcde…"},
 		{"ééééé", 7, "éé…"}, // cut on a rune boundary
-		{"abc", 2, "ab"},     // no room for the mark
+		{"abc", 2, "ab"},    // no room for the mark
 		{strings.Repeat("x", 300), 0, strings.Repeat("x", 300)},
 	} {
 		if got := Clean(tt.in, tt.max); got != tt.want {

@@ -62,6 +62,9 @@ const victimSpec = "name: victim\ndata: {kind: synthetic-ctr, features: 1000, fi
 // extra flags, and stops it when the test ends.
 func startSched(t *testing.T, extra ...string) *schedProc {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("a scheduler process")
+	}
 	dir := t.TempDir()
 	args := append([]string{"scheduler", "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0", "--data-dir", dir,
 		"--tokens", writeTokens(t), "--no-launch"}, extra...)
@@ -139,29 +142,27 @@ func (p *schedProc) status(field string) int {
 // rssMB is the scheduler's resident memory.
 func (p *schedProc) rssMB() float64 { return float64(p.status("VmRSS")) / 1024 }
 
-// goroutines is the scheduler's go_goroutines from /metrics (token: the
-// metrics token, if one is required).
-func (p *schedProc) goroutines(token string) int {
+// metric is a sample without labels from the scheduler's /metrics.
+func (p *schedProc) metric(name string) float64 {
 	p.t.Helper()
-	req, _ := http.NewRequest("GET", "http://"+p.http+"/metrics", nil)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := http.Get("http://" + p.http + "/metrics")
 	if err != nil {
 		p.t.Fatalf("metrics: %v", err)
 	}
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "go_goroutines "); ok {
+		if rest, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
 			n, _ := strconv.ParseFloat(rest, 64)
-			return int(n)
+			return n
 		}
 	}
-	p.t.Fatalf("no go_goroutines in /metrics (%s)", resp.Status)
+	p.t.Fatalf("no %s in /metrics (%s)", name, resp.Status)
 	return 0
 }
+
+// goroutines is the scheduler's go_goroutines.
+func (p *schedProc) goroutines() int { return int(p.metric("go_goroutines")) }
 
 // kelpie runs the CLI against the scheduler as the operator.
 func (p *schedProc) kelpie(args ...string) (string, error) {
@@ -339,6 +340,9 @@ func TestAttackRow2IdleConnections(t *testing.T) {
 	}
 	if err := p.workerReport(ctx); err != nil {
 		t.Errorf("a worker during the flood: %v", err)
+	}
+	if ev := p.metric("kelpie_console_connections_evicted_total"); ev < float64(opened-256-64) {
+		t.Errorf("kelpie_console_connections_evicted_total %v after %d idle connections; want the ones beyond the cap", ev, opened)
 	}
 }
 
@@ -597,7 +601,7 @@ func TestAttackRow14ManyStreams(t *testing.T) {
 	p.submitVictim()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	before := p.goroutines("")
+	before := p.goroutines()
 	n := size(200, 1000)
 	var streams []*client.Client
 	defer func() {
@@ -622,7 +626,7 @@ func TestAttackRow14ManyStreams(t *testing.T) {
 		}
 		accepted++
 	}
-	during := p.goroutines("")
+	during := p.goroutines()
 	t.Logf("%d streams asked for by one viewer: %d accepted, %d refused; scheduler goroutines %d → %d", n, accepted, refused, before, during)
 	if accepted > 32 {
 		t.Errorf("one viewer holds %d streams; want at most 32", accepted)

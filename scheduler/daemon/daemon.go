@@ -287,6 +287,7 @@ func Start(cfg Config) (*Daemon, error) {
 		MaxHeaderBytes: 64 << 10,
 		ErrorLog:       slog.NewLogLogger(cfg.Log.Handler(), slog.LevelDebug)} // TLS handshake failures of scanners are not news
 	limited := console.NewListener(hlis, cfg.HTTPConns)
+	reg.MustRegister(consoleCounters(cs, limited)...)
 	var serveHTTP = func() { _ = limited.Serve(hs) }
 	if tlsCfg != nil {
 		tl := tls.NewListener(limited, tlsCfg)
@@ -303,6 +304,25 @@ func Start(cfg Config) (*Daemon, error) {
 
 // HTTPConns is the HTTP port's connection guard (its counters).
 func (d *Daemon) HTTPConns() *console.Listener { return d.httpConns }
+
+// consoleCounters are the console port's refusals as Prometheus counters:
+// what an operator watches to see its limits trip.
+func consoleCounters(cs *console.Server, l *console.Listener) []prometheus.Collector {
+	counter := func(name, help string, f func() uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(f()) })
+	}
+	return []prometheus.Collector{
+		counter("kelpie_console_connections_evicted_total",
+			"Console-port connections carrying nothing authenticated closed to make room for newer ones (--http-max-conns, --http-max-conns-per-network).",
+			l.Evicted),
+		counter("kelpie_console_refused_total",
+			"Console streams and /metrics scrapes refused: unknown tokens, throttled logins, streams beyond --max-streams-per-user.",
+			func() uint64 { return cs.Stats().Refused }),
+		counter("kelpie_console_throttled_total",
+			"Of those, refused by the login throttle before their token was read (429).",
+			func() uint64 { return cs.Stats().Throttled }),
+	}
+}
 
 // auditRetention is the store's audit retention: the configured bounds,
 // 32 MiB and 90 days by default, none when negative.

@@ -484,7 +484,7 @@ func (c *conn) command(id string, cmd *kelpiepb.Command) *kelpiepb.CommandResult
 		err = errorf(codes.PermissionDenied, "%s %s may not %s: operator role required", c.who.Role, c.who.Name, d.verb)
 	}
 	if err != nil {
-		return Failure(id, c.refuseCommand(id, entry, err))
+		return Failure(id, c.refuseCommand(entry, err))
 	}
 	res := c.s.b.Execute(c.ctx, c.who, cmd)
 	if res == nil {

@@ -78,7 +78,7 @@ func (r *refusals) refused(who string, now time.Time) (due bool, suppressed int)
 
 // refuseCommand audits a refused command within the user's budget and
 // returns the refusal for the client.
-func (c *conn) refuseCommand(id string, entry AuditEntry, err error) error {
+func (c *conn) refuseCommand(entry AuditEntry, err error) error {
 	due, suppressed := c.s.refusals.refused(c.who.Name, c.s.opts.Now())
 	if due {
 		entry.Reason = err.Error()

@@ -216,7 +216,17 @@ func (t *throttle) gate(remote string, now time.Time) (time.Duration, string) {
 func (t *throttle) check(remote string, now time.Time) (time.Duration, string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.gate(remote, now)
+	wait, why := t.gate(remote, now)
+	if wait == 0 && !t.isGood(remote, now) {
+		// A network that has used its free failures gets one login looked
+		// at a time: the others wait as if backing off until its result
+		// is in, so that parallel guesses cannot slip in together when a
+		// back-off ends.
+		if st, ok := t.prefixes[Prefix(remote)]; ok && st.fails >= t.free {
+			st.until = now.Add(t.base)
+		}
+	}
+	return wait, why
 }
 
 // admit decides whether a stream that will send its token in a hello is

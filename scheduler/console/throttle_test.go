@@ -176,6 +176,15 @@ func TestThrottleByNetwork(t *testing.T) {
 	if wait, _ := th.check("10.0.0.1:5", now); wait != 0 {
 		t.Errorf("another network waits %v", wait)
 	}
+	// When the back-off ends, one login is looked at; the next waits for
+	// its result.
+	later := now.Add(time.Second)
+	if wait, _ := th.check("127.9.1.1:5", later); wait != 0 {
+		t.Errorf("after the back-off: wait %v", wait)
+	}
+	if wait, _ := th.check("127.9.1.2:5", later); wait == 0 {
+		t.Errorf("a second login in parallel was looked at too")
+	}
 	// The operator's address fails once: it backs off with its network.
 	th.result("127.0.0.1:3000", false, now)
 	if wait, _ := th.check("127.0.0.1:2000", now); wait == 0 {

@@ -15,7 +15,7 @@ K8S_VERSION ?= 1.36.3
 K8S_BIN     ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kelpie/k8s-v$(K8S_VERSION)
 export KELPIE_K8S_BIN := $(K8S_BIN)
 
-.PHONY: torch all build run test test-short test-k8s k8s-bin image e2e experiments $(addprefix experiments-,$(EXPERIMENT_GROUPS)) bench bench-go bench-dataplane proto lint vet data examples clean rules fuzz faults soak
+.PHONY: torch all build run test test-short test-k8s k8s-bin image e2e experiments $(addprefix experiments-,$(EXPERIMENT_GROUPS)) bench bench-go bench-dataplane proto lint vet data examples clean rules fuzz faults soak attack
 
 all: build
 
@@ -151,6 +151,13 @@ faults: build data
 SOAK ?= 30m
 soak: build data
 	KELPIE_SOAK=$(SOAK) $(GO) test -count=1 -v -timeout 60m -run '^TestSoak$$' ./scheduler/daemon/
+
+# The attack suite (issue 24): one test per attack on the scheduler's ports, at
+# the sizes of the issue, and all of them at once against one scheduler (its
+# RSS, descriptors and whether an operator and a worker still get through are
+# printed). make test runs the same tests smaller, without the combined run.
+attack: build
+	KELPIE_ATTACK_FULL=1 $(GO) test -race -count=1 -timeout 30m -run 'Attack' ./scheduler/... ./runtime/... ./agent/...
 
 vet:
 	$(GO) vet ./...

@@ -3,6 +3,7 @@ package tui
 import (
 	"fmt"
 	"strings"
+	"unicode"
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
@@ -77,12 +78,26 @@ func (v *eventsView) row(i int) []cell {
 	}
 	return []cell{
 		{text: since(e.GetTime(), v.c.now()), style: &v.c.st.muted},
-		{text: e.GetJob()},
-		{text: kind, style: &v.c.st.muted},
-		{text: e.GetWho()},
-		{text: e.GetNode()},
-		{text: msg, style: ms},
+		{text: printable(e.GetJob())},
+		{text: printable(kind), style: &v.c.st.muted},
+		{text: printable(e.GetWho())},
+		{text: printable(e.GetNode())},
+		{text: printable(msg), style: ms},
 	}
+}
+
+// printable drops control characters and bidirectional overrides from an
+// event's text before it reaches the terminal. The scheduler already
+// strips them from what clients send (scheduler/console's Clean); this
+// keeps an older or another scheduler's event from driving the operator's
+// terminal (a changed window title, a line drawn over another).
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || (r >= 0x202A && r <= 0x202E) || (r >= 0x2066 && r <= 0x2069) {
+			return -1
+		}
+		return r
+	}, s)
 }
 
 // Init does nothing: the view draws from the shared context's data.

@@ -83,12 +83,34 @@ func (c *conn) send(f *kelpiepb.ServerFrame) {
 	}
 }
 
-// serve authenticates the client, then runs the stream until it ends.
-func (c *conn) serve(authHeader string) {
-	first, ok := c.authenticate(authHeader)
-	c.s.throttle.authenticated(host(c.remote), ok, c.s.opts.Now())
-	if !ok {
+// serve authenticates the client, then runs the stream until it ends. auth
+// is what the upgrade's Authorization header said; without a token there,
+// the client holds slot while it has yet to send its hello, and marks its
+// connection authenticated (Listener) once it has.
+func (c *conn) serve(auth headerAuth, slot *pendingSlot, authenticated func() (done func())) {
+	var first *frameRead
+	switch {
+	case auth.ok:
+		c.who = auth.who // its stream is counted by serveConsole
+	case auth.token != "":
+		c.refuse(auth.token, "unknown token", reasonUnknownToken)
 		return
+	default:
+		var ok bool
+		first, ok = c.authenticate(slot)
+		c.s.throttle.release(slot)
+		if !ok {
+			return
+		}
+		if !c.s.acquireStream(c.who) {
+			c.s.refused.Add(1)
+			c.s.auditRefusal(c.remote, c.who.Name, "connect", "from "+c.remote,
+				fmt.Sprintf("%s %s has %d streams open, the most one user may", c.who.Role, c.who.Name, c.s.opts.MaxStreamsPerUser))
+			c.ws.Close(statusUnauthenticated, reasonTooManyStreams)
+			return
+		}
+		defer c.s.releaseStream(c.who)
+		defer authenticated()()
 	}
 	c.send(&kelpiepb.ServerFrame{Body: &kelpiepb.ServerFrame_Welcome{Welcome: c.welcome()}})
 	c.wg.Add(2)
@@ -109,21 +131,14 @@ type frameRead struct {
 	err  error
 }
 
-// authenticate finds who the client is: from the Authorization header, else
-// from its first frame, which must be a hello (or anything, when anonymous
-// viewers are allowed). It returns a frame read on the way that the stream
-// must still handle. A refused client has been audited and closed.
-func (c *conn) authenticate(authHeader string) (pending *frameRead, ok bool) {
-	if tok := bearer(authHeader); tok != "" {
-		p, found := c.s.tokens.lookup(tok)
-		if !found {
-			c.refuse(tok, "unknown token", reasonUnknownToken)
-			return nil, false
-		}
-		c.who = p
-		return nil, true
-	}
-	r, ok := c.readFirst()
+// authenticate finds who a client without an Authorization header is: its
+// first frame must be a hello (or anything, when anonymous viewers are
+// allowed). It returns a frame read on the way that the stream must still
+// handle. A refused client has been audited and closed. Only a token that
+// was checked and is unknown counts as a failed login: a stream that says
+// nothing is a slot held, which eviction deals with, not a guess.
+func (c *conn) authenticate(slot *pendingSlot) (pending *frameRead, ok bool) {
+	r, ok := c.readFirst(slot)
 	if !ok {
 		return nil, false
 	}
@@ -150,6 +165,7 @@ func (c *conn) authenticate(authHeader string) (pending *frameRead, ok bool) {
 	}
 	c.client = hello.GetClient()
 	p, found := c.s.tokens.lookup(hello.GetToken())
+	c.s.throttle.result(c.remote, found, c.s.opts.Now())
 	if !found {
 		c.refuse(hello.GetToken(), "unknown token", reasonUnknownToken)
 		return nil, false
@@ -160,7 +176,7 @@ func (c *conn) authenticate(authHeader string) (pending *frameRead, ok bool) {
 
 // readFirst reads the client's first frame, giving up (and closing) after
 // HelloTimeout or when the server closes.
-func (c *conn) readFirst() (*frameRead, bool) {
+func (c *conn) readFirst(slot *pendingSlot) (*frameRead, bool) {
 	ch := make(chan *frameRead, 1)
 	go func() {
 		typ, data, err := c.ws.Read(context.Background())
@@ -176,6 +192,8 @@ func (c *conn) readFirst() (*frameRead, bool) {
 		return r, true
 	case <-timeout:
 		c.refuse("", fmt.Sprintf("no hello within %v", c.s.opts.HelloTimeout), reasonNoHello)
+	case <-slot.evicted:
+		c.ws.Close(statusUnauthenticated, reasonEvicted)
 	case <-c.s.ctx.Done():
 		c.ws.Close(statusShutdown, reasonShutdown)
 	}
@@ -190,7 +208,7 @@ func (c *conn) refuse(token, why, reason string) {
 	if c.client != "" {
 		detail += " client " + c.client
 	}
-	c.s.auditRefusal(host(c.remote), "token "+fingerprint(token), detail, why)
+	c.s.auditRefusal(c.remote, "token "+fingerprint(token), "connect", detail, why)
 	c.ws.Close(statusUnauthenticated, reason)
 }
 
@@ -294,7 +312,7 @@ func (c *conn) subscribe(req *kelpiepb.Subscribe) *subscription {
 
 	c.inFlight.Add(1)
 	c.send(&kelpiepb.ServerFrame{Body: &kelpiepb.ServerFrame_Snapshot{Snapshot: &kelpiepb.Snapshot{
-		Jobs: views, Events: newestFirst(filterEvents(evs, sub.jobs)),
+		Jobs: views, Events: newestFirst(newestWithin(filterEvents(evs, sub.jobs), c.s.opts.EventBytes)),
 	}}})
 	return sub
 }
@@ -309,7 +327,7 @@ func (c *conn) tick(sub *subscription) {
 	prev := sub.last
 	changed, removed, next := diffViews(prev, sub.views(c.s.b))
 	evs, newest := c.s.b.EventsSince(sub.seq, c.s.opts.DeltaEvents)
-	evs = filterEvents(evs, sub.jobs)
+	evs = newestWithin(filterEvents(evs, sub.jobs), c.s.opts.EventBytes)
 	sub.last, sub.seq = next, newest
 	var patches []*kelpiepb.JobPatch
 	if sub.patches {
@@ -402,7 +420,7 @@ func (c *conn) recvLoop(first *frameRead) {
 func (c *conn) handle(typ websocket.MessageType, data []byte) {
 	f, err := decodeFrame(typ, data)
 	if err != nil {
-		c.reply(Failure(frameID(data), err))
+		c.reply(Failure(Clean(frameID(data), MaxNameBytes), err))
 		return
 	}
 	switch body := f.GetBody().(type) {
@@ -457,15 +475,16 @@ func (c *conn) command(id string, cmd *kelpiepb.Command) *kelpiepb.CommandResult
 		res.Id = id
 		return res
 	}
+	if wait := c.s.refusals.limited(c.who.Name, c.s.opts.Now()); wait > 0 {
+		return Failure(id, errTooManyRefused(c.who, wait))
+	}
 	entry := AuditEntry{Time: c.s.opts.Now(), Who: c.who.Name, Role: string(c.who.Role),
 		Command: d.kind, Job: d.job, Detail: d.detail}
 	if err == nil && c.who.Role != RoleOperator {
 		err = errorf(codes.PermissionDenied, "%s %s may not %s: operator role required", c.who.Role, c.who.Name, d.verb)
 	}
 	if err != nil {
-		entry.Reason = err.Error()
-		c.s.audit(entry)
-		return Failure(id, err)
+		return Failure(id, c.refuseCommand(entry, err))
 	}
 	res := c.s.b.Execute(c.ctx, c.who, cmd)
 	if res == nil {
@@ -511,6 +530,7 @@ func decodeFrame(typ websocket.MessageType, data []byte) (*kelpiepb.ClientFrame,
 	if err := unmarshalFrame.Unmarshal(data, &f); err != nil {
 		return nil, errorf(codes.InvalidArgument, "console: malformed frame: %v", err)
 	}
+	cleanFrame(&f)
 	return &f, nil
 }
 

@@ -33,6 +33,7 @@ package console
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log"
 	"net/http"
 	"sync"
@@ -112,6 +113,9 @@ type Options struct {
 	// SnapshotEvents and DeltaEvents bound the events in one frame
 	// (defaults 100 and 500).
 	SnapshotEvents, DeltaEvents int
+	// EventBytes bounds the encoded events of one snapshot or delta
+	// (default 256 KiB): the newest that fit are sent.
+	EventBytes int
 	// Compress negotiates permessage-deflate (with context takeover) with
 	// clients that offer it. See the benchmark figures in the package tests.
 	Compress bool
@@ -123,9 +127,25 @@ type Options struct {
 	// (defaults 250ms and 30s); until then its connections are answered 429
 	// without being read.
 	AuthBackoff, MaxAuthBackoff time.Duration
-	// MaxUnauthenticated caps the streams that have not authenticated yet
-	// (default 64); more are answered 503.
+	// MaxUnauthenticated caps the streams waiting for their hello (default
+	// 64; 8 from one network prefix); a new one beyond the cap closes the
+	// oldest. A token in the Authorization header takes no such slot.
 	MaxUnauthenticated int
+	// FailureBudget is how many failed logins (console and /metrics) the
+	// scheduler checks in a burst from all networks together, refilled one
+	// per FailureBudgetEvery (defaults 30 and 2s); once spent, logins from
+	// addresses without a recent success are answered 429 unread.
+	FailureBudget      int
+	FailureBudgetEvery time.Duration
+	// MaxStreamsPerUser caps one principal's open streams (default 32);
+	// more are refused (429, or close 1008 after a hello).
+	MaxStreamsPerUser int
+	// RefusedCommands is how many refused commands a user may send before
+	// the rest are turned away unread (ResourceExhausted), refilled one per
+	// RefusedCommandEvery (defaults 10 and 6s): each refusal within the
+	// budget is audited, the others are counted in the next record.
+	RefusedCommands     int
+	RefusedCommandEvery time.Duration
 	// Logf reports what has no client to tell (a failed audit write after a
 	// refusal, an encoding failure); default log.Printf.
 	Logf func(format string, args ...any)
@@ -157,6 +177,9 @@ func (o Options) withDefaults() Options {
 	if o.DeltaEvents <= 0 {
 		o.DeltaEvents = 500
 	}
+	if o.EventBytes <= 0 {
+		o.EventBytes = 256 << 10
+	}
 	if o.Logf == nil {
 		o.Logf = log.Printf
 	}
@@ -165,6 +188,21 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxAuthBackoff <= 0 {
 		o.MaxAuthBackoff = 30 * time.Second
+	}
+	if o.FailureBudget <= 0 {
+		o.FailureBudget = 30
+	}
+	if o.FailureBudgetEvery <= 0 {
+		o.FailureBudgetEvery = 2 * time.Second
+	}
+	if o.MaxStreamsPerUser <= 0 {
+		o.MaxStreamsPerUser = 32
+	}
+	if o.RefusedCommands <= 0 {
+		o.RefusedCommands = 10
+	}
+	if o.RefusedCommandEvery <= 0 {
+		o.RefusedCommandEvery = 6 * time.Second
 	}
 	if o.MaxUnauthenticated <= 0 {
 		o.MaxUnauthenticated = 64
@@ -198,6 +236,9 @@ type Server struct {
 
 	throttle *throttle
 	origins  originLog // refused browser origins, for a rate-limited log
+	refusals *refusals
+	// userStreams counts each principal's authenticated streams (under mu).
+	userStreams map[string]int
 
 	frames, bytes, refused, slow, throttled atomic.Uint64
 }
@@ -207,7 +248,8 @@ type Server struct {
 func New(b Backend, tokens Tokens, opts Options) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	opts = opts.withDefaults()
-	return &Server{b: b, tokens: tokens, opts: opts, ctx: ctx, cancel: cancel, throttle: newThrottle(opts)}
+	return &Server{b: b, tokens: tokens, opts: opts, ctx: ctx, cancel: cancel, throttle: newThrottle(opts),
+		refusals: newRefusals(opts), userStreams: map[string]int{}}
 }
 
 // Handler serves ConsolePath (WebSocket) and HealthPath.
@@ -246,11 +288,6 @@ func (s *Server) serveConsole(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "console: scheduler shutting down", http.StatusServiceUnavailable)
 		return
 	}
-	if wait, full := s.throttle.admit(host(r.RemoteAddr), s.opts.Now()); wait > 0 || full {
-		s.mu.Unlock()
-		s.refuseEarly(w, r, wait, full)
-		return
-	}
 	s.streams++
 	s.wg.Add(1)
 	s.mu.Unlock()
@@ -261,22 +298,91 @@ func (s *Server) serveConsole(w http.ResponseWriter, r *http.Request) {
 		s.wg.Done()
 	}()
 
+	// A browser page from an origin not allowed is told why before
+	// anything else is read or held (origin.go).
 	if origin, refused := originRefused(r, s.opts.OriginPatterns); refused {
-		s.refuseOrigin(w, r, origin) // origin.go: a reason the page can show, a log line
-		s.throttle.release(host(r.RemoteAddr))
+		s.refuseOrigin(w, r, origin)
 		return
 	}
+	// A token in the header is checked now, before the upgrade: it takes
+	// none of the slots of streams waiting for a hello, so strangers
+	// holding those cannot keep an operator out.
+	now := s.opts.Now()
+	var auth headerAuth
+	var slot *pendingSlot
+	if tok := bearer(r.Header.Get("Authorization")); tok != "" {
+		if wait, why := s.throttle.check(r.RemoteAddr, now); wait > 0 {
+			s.refuseEarly(w, r, wait, why)
+			return
+		}
+		p, ok := s.tokens.lookup(tok)
+		s.throttle.result(r.RemoteAddr, ok, now)
+		auth = headerAuth{token: tok, who: p, ok: ok}
+		if ok {
+			if !s.acquireStream(p) {
+				s.refuseStream(w, r, p)
+				return
+			}
+			defer s.releaseStream(p)
+			defer Authenticated(r)()
+		}
+	} else {
+		var wait time.Duration
+		var why string
+		if slot, wait, why = s.throttle.admit(r.RemoteAddr, now); slot == nil {
+			s.refuseEarly(w, r, wait, why)
+			return
+		}
+		defer s.throttle.release(slot)
+	}
+
 	accept := &websocket.AcceptOptions{OriginPatterns: s.opts.OriginPatterns}
 	if s.opts.Compress {
 		accept.CompressionMode = websocket.CompressionContextTakeover
 	}
 	ws, err := websocket.Accept(w, r, accept)
 	if err != nil {
-		s.throttle.release(host(r.RemoteAddr))
 		return // Accept has answered the request
 	}
 	ws.SetReadLimit(s.opts.MaxFrameBytes)
-	newConn(s, ws, r.RemoteAddr).serve(r.Header.Get("Authorization"))
+	newConn(s, ws, r.RemoteAddr).serve(auth, slot, func() func() { return Authenticated(r) })
+}
+
+// headerAuth is what the Authorization header said: nothing (token ""), a
+// known token's holder (ok) or an unknown token.
+type headerAuth struct {
+	token string
+	who   Principal
+	ok    bool
+}
+
+// acquireStream counts a stream of p's, unless p has MaxStreamsPerUser open.
+func (s *Server) acquireStream(p Principal) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.userStreams[p.Name] >= s.opts.MaxStreamsPerUser {
+		return false
+	}
+	s.userStreams[p.Name]++
+	return true
+}
+
+func (s *Server) releaseStream(p Principal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.userStreams[p.Name]--; s.userStreams[p.Name] <= 0 {
+		delete(s.userStreams, p.Name)
+	}
+}
+
+// refuseStream answers a stream beyond its user's cap (429, not upgraded)
+// and audits it in aggregate.
+func (s *Server) refuseStream(w http.ResponseWriter, r *http.Request, p Principal) {
+	s.refused.Add(1)
+	why := fmt.Sprintf("%s %s has %d streams open, the most one user may", p.Role, p.Name, s.opts.MaxStreamsPerUser)
+	w.Header().Set("Retry-After", "10")
+	http.Error(w, "console: "+why, http.StatusTooManyRequests)
+	s.auditRefusal(r.RemoteAddr, p.Name, "connect", "from "+r.RemoteAddr, why)
 }
 
 func (s *Server) serveHealth(w http.ResponseWriter, _ *http.Request) {

@@ -165,3 +165,17 @@ func newestFirst(evs []*kelpiepb.Event) []*kelpiepb.Event {
 	}
 	return out
 }
+
+// newestWithin keeps the newest events (oldest first, as given) whose
+// encodings add up to at most budget bytes: a snapshot or delta stays
+// small however large the events the scheduler holds.
+func newestWithin(evs []*kelpiepb.Event, budget int) []*kelpiepb.Event {
+	total := 0
+	for i := len(evs) - 1; i >= 0; i-- {
+		total += proto.Size(evs[i])
+		if total > budget {
+			return evs[i+1:]
+		}
+	}
+	return evs
+}

@@ -77,12 +77,14 @@ const (
 	statusShutdown        = websocket.StatusGoingAway
 	statusInternal        = websocket.StatusInternalError
 
-	reasonUnknownToken = "kelpie: unknown token"
-	reasonNoToken      = "kelpie: authentication required: send hello{token} or Authorization: Bearer"
-	reasonNoHello      = "kelpie: no hello before the deadline"
-	reasonBadHello     = "kelpie: first frame must be a valid hello{token}"
-	reasonQueueFull    = "kelpie: client too slow: send queue full, disconnected"
-	reasonNotReading   = "kelpie: client not reading: a frame waited too long, disconnected"
-	reasonShutdown     = "kelpie: scheduler shutting down"
-	reasonEncode       = "kelpie: internal error encoding a frame"
+	reasonUnknownToken   = "kelpie: unknown token"
+	reasonNoToken        = "kelpie: authentication required: send hello{token} or Authorization: Bearer"
+	reasonNoHello        = "kelpie: no hello before the deadline"
+	reasonBadHello       = "kelpie: first frame must be a valid hello{token}"
+	reasonEvicted        = "kelpie: too many streams waiting for a hello: the oldest is closed"
+	reasonTooManyStreams = "kelpie: too many streams open for this user"
+	reasonQueueFull      = "kelpie: client too slow: send queue full, disconnected"
+	reasonNotReading     = "kelpie: client not reading: a frame waited too long, disconnected"
+	reasonShutdown       = "kelpie: scheduler shutting down"
+	reasonEncode         = "kelpie: internal error encoding a frame"
 )

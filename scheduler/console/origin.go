@@ -24,8 +24,10 @@ import (
 // originLogEvery is how often one refused origin is logged.
 const originLogEvery = time.Minute
 
-// originLogMax bounds the origins remembered for rate-limiting the log.
-const originLogMax = 256
+// originLogMax bounds the origins remembered for rate-limiting the log,
+// and the refusals logged in one originLogEvery over all origins: a
+// stranger rotating made-up origins gets no more lines than that.
+const originLogMax = 16
 
 // originRefused says whether r comes from a browser origin the console
 // does not allow: not the request's own host and matching none of the
@@ -57,6 +59,7 @@ func originRefused(r *http.Request, patterns []string) (origin string, refused b
 // originReason is what a refused page is told (a close reason holds at
 // most 123 bytes).
 func originReason(origin string) string {
+	origin = Clean(origin, MaxNameBytes)
 	r := "kelpie: origin " + origin + " not allowed: start the scheduler with --allow-origin " + origin
 	if len(r) > 123 {
 		r = "kelpie: origin not allowed: start the scheduler with --allow-origin ORIGIN (docs/console-api.md)"
@@ -66,21 +69,24 @@ func originReason(origin string) string {
 
 // originLog rate-limits the scheduler's log lines about refused origins.
 type originLog struct {
-	mu   sync.Mutex
-	last map[string]time.Time
+	mu     sync.Mutex
+	last   map[string]time.Time
+	window time.Time // when the current originLogEvery began
+	lines  int       // lines logged in it
 }
 
 // due says whether origin's refusal should be logged at now.
 func (l *originLog) due(origin string, now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.last == nil || len(l.last) >= originLogMax {
-		l.last = map[string]time.Time{}
+	if l.last == nil || now.Sub(l.window) >= originLogEvery {
+		l.last, l.window, l.lines = map[string]time.Time{}, now, 0
 	}
-	if t, ok := l.last[origin]; ok && now.Sub(t) < originLogEvery {
+	if _, ok := l.last[origin]; ok || l.lines >= originLogMax {
 		return false
 	}
 	l.last[origin] = now
+	l.lines++
 	return true
 }
 
@@ -89,7 +95,7 @@ func (l *originLog) due(origin string, now time.Time) bool {
 func (s *Server) refuseOrigin(w http.ResponseWriter, r *http.Request, origin string) {
 	reason := originReason(origin)
 	if s.origins.due(origin, s.opts.Now()) {
-		s.opts.Logf("console: refused a WebSocket from %s (browser origin %q): not the scheduler's host and no --allow-origin pattern matches it", r.RemoteAddr, origin)
+		s.opts.Logf("console: refused a WebSocket from %s (browser origin %q): not the scheduler's host and no --allow-origin pattern matches it", r.RemoteAddr, Clean(origin, MaxNameBytes))
 	}
 	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
 		http.Error(w, "console: "+reason, http.StatusForbidden)

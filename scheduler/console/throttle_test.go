@@ -63,11 +63,11 @@ func TestBadTokenFlood(t *testing.T) {
 	if st.Refused != 1000 {
 		t.Errorf("refused %d of 1000 bad logins", st.Refused)
 	}
-	// Tokens looked at: the first parallel attempts (at most eight from one
-	// address), then one per back-off step (250ms doubling to 30s) over
+	// Tokens looked at: the first parallel attempts (at most the 20 in
+	// flight), then one per back-off step (250ms doubling to 30s) over
 	// however long the flood took.
 	checked := st.Refused - st.Throttled
-	if limit := uint64(maxPendingPerAddr + 8 + elapsed/(30*time.Second)); checked > limit {
+	if limit := uint64(20 + 8 + elapsed/(30*time.Second)); checked > limit {
 		t.Errorf("%d tokens checked in %s (statuses %v); want at most %d", checked, elapsed, statuses, limit)
 	}
 	if statuses[http.StatusTooManyRequests] < 900 {
@@ -96,7 +96,9 @@ func TestBadTokenFlood(t *testing.T) {
 	}
 }
 
-// TestUnauthenticatedCap: streams that never say hello are capped.
+// TestUnauthenticatedCap: streams that never say hello are capped; one
+// beyond the cap closes the oldest instead of being refused, and a client
+// with its token in the header takes no slot at all.
 func TestUnauthenticatedCap(t *testing.T) {
 	h := newHarness(t, newFakeBackend(), Options{MaxUnauthenticated: 5, HelloTimeout: time.Minute})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -115,15 +117,25 @@ func TestUnauthenticatedCap(t *testing.T) {
 		held = append(held, c)
 	}
 	waitUntil(t, "five unauthenticated streams", func() bool { return h.s.throttle.unauthenticated() == 5 })
-	_, resp, err := websocket.Dial(ctx, h.url(), nil)
-	if err == nil || resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
-		t.Fatalf("sixth unauthenticated stream: %v %v; want 503", resp, err)
+	sixth, _, err := websocket.Dial(ctx, h.url(), nil)
+	if err != nil {
+		t.Fatalf("sixth unauthenticated stream: %v; want it upgraded and the oldest closed", err)
 	}
-	// An authenticated client is not held back by the cap once one leaves.
-	held[0].CloseNow()
-	held = held[1:]
-	waitUntil(t, "a slot", func() bool { return h.s.throttle.unauthenticated() == 4 })
+	held = append(held, sixth)
+	_, _, err = held[0].Read(ctx)
+	var ce websocket.CloseError
+	if !asCloseError(err, &ce) || ce.Reason != reasonEvicted {
+		t.Fatalf("the oldest waiting stream read %v; want closed with %q", err, reasonEvicted)
+	}
+	if n := h.s.throttle.unauthenticated(); n != 5 {
+		t.Errorf("%d streams waiting after the eviction; want 5", n)
+	}
+	// A client with its token in the header is not held back by the cap.
 	c := h.dial("viewer-secret")
+	c.welcome()
+	if n := h.s.throttle.unauthenticated(); n != 5 {
+		t.Errorf("%d streams waiting after a header login; want still 5", n)
+	}
 	c.ws.CloseNow()
 }
 
@@ -140,5 +152,52 @@ func TestTokensFileMode(t *testing.T) {
 	}
 	if _, err := LoadTokens(p); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestThrottleByNetwork: failures back off the whole network (all of
+// loopback), a global budget caps failures from every network, and an
+// address with a recent success passes both until it fails itself.
+func TestThrottleByNetwork(t *testing.T) {
+	th := newThrottle(Options{}.withDefaults())
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	th.result("127.0.0.1:1000", true, now) // the operator logged in
+	for i := range 4 {
+		th.result(fmt.Sprintf("127.9.0.%d:1", i+2), false, now)
+	}
+	if wait, why := th.check("127.200.1.1:5", now); wait == 0 {
+		t.Errorf("a fresh loopback address after four loopback failures: not backing off")
+	} else if !strings.Contains(why, "loopback") {
+		t.Errorf("why = %q; want it to name the network", why)
+	}
+	if wait, _ := th.check("127.0.0.1:2000", now); wait != 0 {
+		t.Errorf("the operator's address waits %v behind strangers' failures", wait)
+	}
+	if wait, _ := th.check("10.0.0.1:5", now); wait != 0 {
+		t.Errorf("another network waits %v", wait)
+	}
+	// When the back-off ends, one login is looked at; the next waits for
+	// its result.
+	later := now.Add(time.Second)
+	if wait, _ := th.check("127.9.1.1:5", later); wait != 0 {
+		t.Errorf("after the back-off: wait %v", wait)
+	}
+	if wait, _ := th.check("127.9.1.2:5", later); wait == 0 {
+		t.Errorf("a second login in parallel was looked at too")
+	}
+	// The operator's address fails once: it backs off with its network.
+	th.result("127.0.0.1:3000", false, now)
+	if wait, _ := th.check("127.0.0.1:2000", now); wait == 0 {
+		t.Errorf("an address that failed keeps passing its network's back-off")
+	}
+	// The global budget: failures from 30 networks spend it.
+	for i := range 40 {
+		th.result(fmt.Sprintf("10.%d.0.1:1", i+1), false, now)
+	}
+	if wait, why := th.check("192.0.2.1:5", now); wait == 0 || !strings.Contains(why, "this scheduler") {
+		t.Errorf("a fresh network after the global budget is spent: wait %v (%q)", wait, why)
+	}
+	if wait, _ := th.check("192.0.2.1:5", now.Add(time.Minute)); wait != 0 {
+		t.Errorf("the global budget does not refill: wait %v a minute later", wait)
 	}
 }

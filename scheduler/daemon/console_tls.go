@@ -2,18 +2,14 @@ package daemon
 
 import (
 	"crypto/sha256"
-	"crypto/subtle"
 	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
-	"github.com/kelpie/kelpie/scheduler/console"
 	"github.com/kelpie/kelpie/scheduler/pki"
 )
 
@@ -66,26 +62,4 @@ func consoleTLS(cfg Config) (*tls.Config, string, error) {
 	}
 	sum := sha256.Sum256(cert.Certificate[0])
 	return &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}, hex.EncodeToString(sum[:]), nil
-}
-
-// metricsAuth guards /metrics: with a metrics token or RequireToken, a
-// scrape must carry "Authorization: Bearer T" with the metrics token or any
-// console token (viewer or operator).
-func metricsAuth(h http.Handler, metricsToken string, require bool, tokens console.Tokens) http.Handler {
-	if metricsToken == "" && !require {
-		return h
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		allowed := ok && tok != "" && metricsToken != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(metricsToken)) == 1
-		if !allowed && ok && tok != "" {
-			_, allowed = tokens.Check(tok)
-		}
-		if !allowed {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="kelpie metrics"`)
-			http.Error(w, "metrics: a bearer token is required (--metrics-token or a console token)", http.StatusUnauthorized)
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
 }

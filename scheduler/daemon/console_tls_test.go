@@ -20,7 +20,7 @@ import (
 // TestConsoleTLSAndMetricsToken: with --tls-auto the console port speaks
 // TLS with a certificate kept in the data dir; a client pinning its
 // fingerprint connects, one pinning another is refused, curl verifies it as
-// a CA; /metrics wants the metrics token or a console token.
+// a CA; /metrics wants the metrics token and no other.
 func TestConsoleTLSAndMetricsToken(t *testing.T) {
 	dir := t.TempDir()
 	d, err := Start(Config{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0", DataDir: dir, Tokens: writeTokens(t),
@@ -88,7 +88,7 @@ func TestConsoleTLSAndMetricsToken(t *testing.T) {
 		{"metrics without a token", []string{base + "/metrics"}, "401"},
 		{"metrics with a wrong token", []string{"-H", "Authorization: Bearer nope", base + "/metrics"}, "401"},
 		{"metrics with the metrics token", []string{"-H", "Authorization: Bearer metrics-secret", base + "/metrics"}, "200"},
-		{"metrics with a viewer token", []string{"-H", "Authorization: Bearer view-token", base + "/metrics"}, "200"},
+		{"metrics with a viewer token", []string{"-H", "Authorization: Bearer view-token", base + "/metrics"}, "401"},
 	} {
 		if got := curl(tt.args...); got != tt.want {
 			t.Errorf("curl %s: %s, want %s", tt.what, got, tt.want)

@@ -86,10 +86,27 @@ type Config struct {
 	TLSCert, TLSKey string
 	TLSAuto         bool
 	// MetricsToken, when set, is required (as a bearer token) to scrape
-	// /metrics; any console token is accepted too. MetricsRequireToken
-	// requires a console token without a dedicated one.
-	MetricsToken        string
-	MetricsRequireToken bool
+	// /metrics, and is the only token accepted there unless
+	// MetricsConsoleTokens. MetricsRequireToken requires a console token
+	// without a dedicated one. Wrong tokens count in the console's login
+	// throttle and audit.
+	MetricsToken         string
+	MetricsRequireToken  bool
+	MetricsConsoleTokens bool
+	// AllowHosts are names (Host header) the HTTP port answers to besides
+	// its listen host, localhost, 127.0.0.1 and ::1 (console.NewHosts).
+	AllowHosts []string
+	// HTTPConns bound the HTTP port's unauthenticated connections
+	// (console.ConnLimits); MaxStreamsPerUser one principal's console
+	// streams (console.Options); HTTPIdleTimeout closes keep-alive
+	// connections idle this long (default 60s).
+	HTTPConns         console.ConnLimits
+	MaxStreamsPerUser int
+	HTTPIdleTimeout   time.Duration
+	// AuditMaxBytes and AuditMaxAge bound the audit log (defaults 32 MiB
+	// and 90 days; negative: unbounded).
+	AuditMaxBytes int64
+	AuditMaxAge   time.Duration
 	// AllowOrigins are browser origin patterns (besides the scheduler's
 	// own host) allowed to open the console WebSocket.
 	AllowOrigins []string
@@ -121,6 +138,8 @@ type Daemon struct {
 	// tlsFingerprint is the SHA-256 of the HTTP port's certificate (empty
 	// without TLS).
 	tlsFingerprint string
+
+	httpConns *console.Listener // the HTTP port's connection guard
 }
 
 // TLSFingerprint is the SHA-256 fingerprint (hex) of the console port's
@@ -193,7 +212,7 @@ func Start(cfg Config) (*Daemon, error) {
 		glis.Close()
 		return nil, fmt.Errorf("scheduler: http listen %s: %v", cfg.HTTP, err)
 	}
-	st, err := store.Open(filepath.Join(cfg.DataDir, "kelpie.db"))
+	st, err := store.OpenWith(filepath.Join(cfg.DataDir, "kelpie.db"), auditRetention(cfg))
 	if err != nil {
 		glis.Close()
 		hlis.Close()
@@ -256,7 +275,7 @@ func Start(cfg Config) (*Daemon, error) {
 	// double it by escaping); the spec check then names the limit.
 	frame := max(int64(1<<20), min(2*lim.SpecBytes+64<<10, 1<<30))
 	cs := console.New(m, tokens, console.Options{AllowAnonymousViewer: cfg.AllowAnonymousViewer, ServerVersion: Version,
-		MaxFrameBytes: frame, OriginPatterns: cfg.AllowOrigins})
+		MaxFrameBytes: frame, OriginPatterns: cfg.AllowOrigins, MaxStreamsPerUser: cfg.MaxStreamsPerUser})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m.Collector(), manager.IngestHistogram(), collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -265,18 +284,69 @@ func Start(cfg Config) (*Daemon, error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/api/", cs.Handler())
-	mux.Handle("/metrics", metricsAuth(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), cfg.MetricsToken, cfg.MetricsRequireToken, tokens))
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: slog.NewLogLogger(cfg.Log.Handler(), slog.LevelDebug)} // TLS handshake failures of scanners are not news
+	mux.Handle("/metrics", cs.Metrics(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+		console.MetricsAuth{Token: cfg.MetricsToken, ConsoleTokens: cfg.MetricsConsoleTokens || cfg.MetricsRequireToken}))
+	idle := cfg.HTTPIdleTimeout
+	if idle <= 0 {
+		idle = 60 * time.Second
+	}
+	// Nothing unauthenticated is held long: a request's headers (and a TLS
+	// handshake) within 10 s, its body within 30 s, an idle keep-alive
+	// connection for idle. A WebSocket stream is not bound by these (the
+	// upgrade clears the deadlines); the console bounds it.
+	hs := &http.Server{Handler: console.NewHosts(hlis.Addr().String(), cfg.AllowHosts).Guard(mux),
+		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: idle,
+		MaxHeaderBytes: 64 << 10,
+		ErrorLog:       slog.NewLogLogger(cfg.Log.Handler(), slog.LevelDebug)} // TLS handshake failures of scanners are not news
+	limited := console.NewListener(hlis, cfg.HTTPConns)
+	reg.MustRegister(consoleCounters(cs, limited)...)
+	var serveHTTP = func() { _ = limited.Serve(hs) }
 	if tlsCfg != nil {
-		hlis = tls.NewListener(hlis, tlsCfg)
+		tl := tls.NewListener(limited, tlsCfg)
+		hs.ConnContext, hs.ConnState = limited.ConnContext, limited.ConnState
+		serveHTTP = func() { _ = hs.Serve(tl) }
 	}
 	d := &Daemon{Manager: m, Console: cs, store: st, grpc: gs, http: hs, np: np, tlsFingerprint: tlsFP,
-		grpcAddr: glis.Addr().String(), httpAddr: hlis.Addr().String()}
+		grpcAddr: glis.Addr().String(), httpAddr: hlis.Addr().String(), httpConns: limited}
 	go gs.Serve(glis)
-	go hs.Serve(hlis)
+	go serveHTTP()
 	cfg.Log.Info("scheduler up", "grpc", d.grpcAddr, "http", d.httpAddr, "data", cfg.DataDir)
 	return d, nil
+}
+
+// HTTPConns is the HTTP port's connection guard (its counters).
+func (d *Daemon) HTTPConns() *console.Listener { return d.httpConns }
+
+// consoleCounters are the console port's refusals as Prometheus counters:
+// what an operator watches to see its limits trip.
+func consoleCounters(cs *console.Server, l *console.Listener) []prometheus.Collector {
+	counter := func(name, help string, f func() uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(f()) })
+	}
+	return []prometheus.Collector{
+		counter("kelpie_console_connections_evicted_total",
+			"Console-port connections carrying nothing authenticated closed to make room for newer ones (--http-max-conns, --http-max-conns-per-network).",
+			l.Evicted),
+		counter("kelpie_console_refused_total",
+			"Console streams and /metrics scrapes refused: unknown tokens, throttled logins, streams beyond --max-streams-per-user.",
+			func() uint64 { return cs.Stats().Refused }),
+		counter("kelpie_console_throttled_total",
+			"Of those, refused by the login throttle before their token was read (429).",
+			func() uint64 { return cs.Stats().Throttled }),
+	}
+}
+
+// auditRetention is the store's audit retention: the configured bounds,
+// 32 MiB and 90 days by default, none when negative.
+func auditRetention(cfg Config) store.Options {
+	o := store.Options{AuditMaxBytes: cfg.AuditMaxBytes, AuditMaxAge: cfg.AuditMaxAge}
+	if o.AuditMaxBytes == 0 {
+		o.AuditMaxBytes = 32 << 20
+	}
+	if o.AuditMaxAge == 0 {
+		o.AuditMaxAge = 90 * 24 * time.Hour
+	}
+	return o
 }
 
 // GRPCAddr is the node plane's address.

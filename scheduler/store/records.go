@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
@@ -321,10 +322,17 @@ func auditKey(at time.Time, seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(k, seq)
 }
 
+// MaxAuditText bounds an audit entry's What and Reason (bytes): callers
+// bound what they pass, this keeps one entry from being large whatever
+// they do.
+const MaxAuditText = 4096
+
 // Audit appends e to the audit log; a zero At is now. It returns the entry
-// as stored.
+// as stored. With a retention (Options.AuditMaxBytes, AuditMaxAge) it then
+// drops the oldest entries beyond it.
 func (s *Store) Audit(e AuditEntry) (AuditEntry, error) {
 	e.At = s.stamp(e.At)
+	e.What, e.Reason = truncate(e.What, MaxAuditText), truncate(e.Reason, MaxAuditText)
 	err := s.update("audit", func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketAudit)
 		seq, err := b.NextSequence()
@@ -332,9 +340,61 @@ func (s *Store) Audit(e AuditEntry) (AuditEntry, error) {
 			return err
 		}
 		e.Seq = seq
-		return put(b, auditKey(e.At, seq), e)
+		data, err := json.Marshal(e)
+		if err != nil {
+			return err
+		}
+		if err := b.Put(auditKey(e.At, seq), data); err != nil {
+			return err
+		}
+		return s.pruneAudit(tx, int64(len(data)))
 	})
 	return e, err
+}
+
+// pruneAudit keeps the audit log within its retention after an entry of
+// added bytes was appended. The log's size is kept in meta, with or
+// without a retention (counted once by a scan when absent: a file written
+// by an older kelpie).
+func (s *Store) pruneAudit(tx *bolt.Tx, added int64) error {
+	meta, b := tx.Bucket(bucketMeta), tx.Bucket(bucketAudit)
+	var size int64
+	if v := meta.Get(keyAuditBytes); len(v) == 8 {
+		size = int64(binary.BigEndian.Uint64(v)) + added
+	} else {
+		_ = b.ForEach(func(_, v []byte) error {
+			size += int64(len(v))
+			return nil
+		})
+	}
+	var cutoff []byte
+	if s.auditMaxAge > 0 {
+		cutoff = auditKey(s.now().Add(-s.auditMaxAge), 0)
+	}
+	c := b.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.First() {
+		old := cutoff != nil && bytes.Compare(k, cutoff) < 0
+		over := s.auditMaxBytes > 0 && size > s.auditMaxBytes
+		if !old && !over {
+			break
+		}
+		size -= int64(len(v))
+		if err := c.Delete(); err != nil {
+			return err
+		}
+	}
+	return meta.Put(keyAuditBytes, u64(uint64(max(size, 0))))
+}
+
+// truncate cuts s to at most n bytes on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // ListAudit is the entries at or after since, oldest first, at most limit

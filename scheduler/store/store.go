@@ -12,7 +12,7 @@
 //
 // Layout (buckets):
 //
-//	meta                          "version" → schema version
+//	meta                          "version" → schema version; "audit-bytes" → the audit log's size
 //	jobs                          name → JobRecord
 //	nodes/<job>                   node name → NodeRecord
 //	actions/<job>/log             8-byte sequence → ActionRecord
@@ -50,11 +50,12 @@ var (
 	bucketPolicies = []byte("policies")
 	bucketShards   = []byte("shards")
 
-	keyVersion  = []byte("version")
-	keyLog      = []byte("log")
-	keyIndex    = []byte("id")
-	keySnapshot = []byte("snapshot")
-	keyChanges  = []byte("changes")
+	keyVersion    = []byte("version")
+	keyAuditBytes = []byte("audit-bytes")
+	keyLog        = []byte("log")
+	keyIndex      = []byte("id")
+	keySnapshot   = []byte("snapshot")
+	keyChanges    = []byte("changes")
 )
 
 // DefaultTimeout is how long Open waits for another process to release the
@@ -67,6 +68,13 @@ type Options struct {
 	// (DefaultTimeout if zero). bbolt holds an exclusive flock while open,
 	// so a second scheduler on the same file fails instead of corrupting it.
 	Timeout time.Duration
+	// AuditMaxBytes and AuditMaxAge bound the audit log (zero: unbounded):
+	// each append drops the oldest entries while the log's entries add up
+	// to more than AuditMaxBytes or are older than AuditMaxAge, so no
+	// caller can grow the file without bound (bbolt reuses the freed
+	// pages).
+	AuditMaxBytes int64
+	AuditMaxAge   time.Duration
 }
 
 // Store is an open state file.
@@ -74,6 +82,9 @@ type Store struct {
 	db   *bolt.DB
 	path string
 	now  func() time.Time // fills zero timestamps; replaced in tests
+
+	auditMaxBytes int64
+	auditMaxAge   time.Duration
 }
 
 // Open opens (creating if needed, with its directory) the state file at
@@ -116,7 +127,7 @@ func OpenWith(path string, o Options) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	return &Store{db: db, path: path, now: time.Now}, nil
+	return &Store{db: db, path: path, now: time.Now, auditMaxBytes: o.AuditMaxBytes, auditMaxAge: o.AuditMaxAge}, nil
 }
 
 // Close closes the file, releasing its lock.

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -530,5 +531,58 @@ func BenchmarkLoadShards(b *testing.B) {
 		if _, _, err := s.LoadShards("job"); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestAuditRetention: with a retention the audit log keeps its newest
+// entries within the byte bound and drops those older than the age bound,
+// one entry's text is bounded whatever the caller passes, and the file
+// stops growing.
+func TestAuditRetention(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kelpie.db")
+	s, err := OpenWith(path, Options{AuditMaxBytes: 64 << 10, AuditMaxAge: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	s.now = func() time.Time { return now }
+	if _, err := s.Audit(AuditEntry{At: now.Add(-2 * time.Hour), Who: "old"}); err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("r", 1<<20)
+	var sizes []int64
+	for i := range 200 {
+		e, err := s.Audit(AuditEntry{At: now, Who: fmt.Sprint("u", i), What: "approve", Reason: big})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(e.Reason) > MaxAuditText+len("…") {
+			t.Fatalf("an entry's reason was stored with %d bytes", len(e.Reason))
+		}
+		if i%50 == 49 {
+			fi, _ := os.Stat(path)
+			sizes = append(sizes, fi.Size())
+		}
+	}
+	all, err := s.ListAudit(time.Time{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, e := range all {
+		if e.Who == "old" {
+			t.Errorf("an entry older than the retention is still there")
+		}
+		total += len(e.Reason) + len(e.What) + 100
+	}
+	if total > 64<<10+8<<10 || len(all) < 5 {
+		t.Errorf("%d entries of about %d bytes kept; want the newest within 64 KiB", len(all), total)
+	}
+	if last := all[len(all)-1]; last.Who != "u199" {
+		t.Errorf("the newest entry is %s; want u199", last.Who)
+	}
+	if sizes[len(sizes)-1] > sizes[0]+256<<10 {
+		t.Errorf("the file grew from %d to %d bytes under a 64 KiB retention", sizes[0], sizes[len(sizes)-1])
 	}
 }

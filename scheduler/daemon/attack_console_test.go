@@ -31,6 +31,7 @@ import (
 // before the fix. Loads are bounded in count and time and stay on 127/8;
 // KELPIE_ATTACK_FULL=1 (make attack) runs them at the sizes of the issue.
 
+// attackFull says whether the attacks run at full scale (make attack).
 func attackFull() bool { return os.Getenv("KELPIE_ATTACK_FULL") == "1" }
 
 // size is quick in make test, full under make attack.

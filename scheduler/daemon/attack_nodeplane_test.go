@@ -39,16 +39,7 @@ import (
 // scheduler on 127.0.0.1. The quick part of each runs in `make test`; with
 // KELPIE_ATTACK_FULL=1 (`make attack`) each runs at the table's scale.
 
-// attackFull says whether the attacks run at full scale.
-func attackFull() bool { return os.Getenv("KELPIE_ATTACK_FULL") == "1" }
-
-// scale is quick in `make test`, full in `make attack`.
-func scale(quick, full int) int {
-	if attackFull() {
-		return full
-	}
-	return quick
-}
+// attackFull and size (attack_console_test.go) pick the scale.
 
 // attackScheduler starts a scheduler with a node plane CA and no launcher.
 func attackScheduler(t *testing.T, lim identity.Limits) *Daemon {
@@ -181,7 +172,7 @@ func TestAttackRow1(t *testing.T) {
 	d := attackScheduler(t, identity.Limits{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	streams := scale(3, 8)
+	streams := size(3, 8)
 	const size = 60<<20 - 1
 	rss0, fds0, g0 := selfRSS(t)
 	w0 := identity.Node("victim", "worker-0")
@@ -271,7 +262,7 @@ func TestAttackRow13(t *testing.T) {
 	rss0, fds0, g0 := selfRSS(t)
 
 	// Half-open connections: TCP, and nothing (or half a ClientHello).
-	half := scale(200, 2000)
+	half := size(200, 2000)
 	conns := make([]net.Conn, 0, half)
 	for i := range half {
 		c, err := net.Dial("tcp", d.GRPCAddr())
@@ -299,7 +290,7 @@ func TestAttackRow13(t *testing.T) {
 	}
 
 	// Health.Watch without a certificate: no stream at all.
-	streams := scale(2000, 10000)
+	streams := size(2000, 10000)
 	if opened, refused, _, err := watchStreams(t, d, nil, streams); err == nil || opened > 0 {
 		t.Errorf("Health.Watch without a certificate: %d streams opened (%d refused), %v; want the handshake refused", opened, refused, err)
 	}
@@ -441,7 +432,8 @@ func registerAs(ctx context.Context, t *testing.T, d *Daemon, job, node string) 
 	return c
 }
 
-const victimSpec = `
+// memberSpec is a job whose members the node-plane rows register by hand.
+const memberSpec = `
 name: victim
 model: {kind: softmax}
 data: {kind: mnist, epochs: 1}
@@ -458,7 +450,7 @@ func TestAttackRow8(t *testing.T) {
 	d := attackScheduler(t, identity.Limits{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	name, err := d.Manager.Submit(victimSpec, "test")
+	name, err := d.Manager.Submit(memberSpec, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -545,7 +537,7 @@ func TestAttackRow10(t *testing.T) {
 	d := attackScheduler(t, identity.Limits{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	spec := strings.Replace(victimSpec, "name: victim", "name: joba", 1)
+	spec := strings.Replace(memberSpec, "name: victim", "name: joba", 1)
 	issue := func() (*identity.Credentials, string) {
 		uid := d.Manager.JobInstance("joba")
 		path, err := d.np.nodeCert("joba", uid, "worker-0")
@@ -682,7 +674,7 @@ func TestAttackNodePlaneTogether(t *testing.T) {
 	d := attackScheduler(t, identity.Limits{HandshakeTimeout: 2 * time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	name, err := d.Manager.Submit(victimSpec, "test")
+	name, err := d.Manager.Submit(memberSpec, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -693,12 +685,12 @@ func TestAttackNodePlaneTogether(t *testing.T) {
 	stops := make(chan func(), 2)
 	w0 := identity.Node(name, "worker-0")
 	for _, cfg := range []*tls.Config{clientTLS(t, d, nil), clientTLS(t, d, &w0)} {
-		_, done, stop := holdMessages(ctx, d.GRPCAddr(), cfg, "/kelpie.v1.Coordinator/Register", scale(3, 8), 60<<20-1)
+		_, done, stop := holdMessages(ctx, d.GRPCAddr(), cfg, "/kelpie.v1.Coordinator/Register", size(3, 8), 60<<20-1)
 		stops <- stop
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for range scale(3, 8) {
+			for range size(3, 8) {
 				select {
 				case <-done:
 				case <-ctx.Done():
@@ -708,7 +700,7 @@ func TestAttackNodePlaneTogether(t *testing.T) {
 		}()
 	}
 	var half []net.Conn
-	for range scale(200, 2000) {
+	for range size(200, 2000) {
 		if c, err := net.Dial("tcp", d.GRPCAddr()); err == nil {
 			half = append(half, c)
 		}
@@ -716,7 +708,7 @@ func TestAttackNodePlaneTogether(t *testing.T) {
 	op := identity.Operator("mallory")
 	watched := make(chan int, 1)
 	go func() {
-		opened, _, _, _ := watchStreams(t, d, &op, scale(2000, 10000))
+		opened, _, _, _ := watchStreams(t, d, &op, size(2000, 10000))
 		watched <- opened
 	}()
 

@@ -125,9 +125,14 @@ func (p AntDTND) Propose(s monitor.Snapshot, j Job) []Action {
 				others := meanOthers(workers, w.Node, func(o monitor.WorkerStat) (float64, bool) {
 					return o.BPTTrans.Seconds(), o.Samples > 0 && o.BPTTrans > 0
 				})
+				timeline := false
+				if before, like := timelineRestart(j, workers, w.Node); before > 0 && like > 0 {
+					// The judge's own figures, as for a first restart.
+					others, timeline = like, true
+				}
 				jj := j
 				jj.Busy = j.Busy || restartMissed
-				if a := p.escalate(w.Node, so, w, others, jj); a.Kind == KindKillRestart || reverts(a, j) {
+				if a := p.escalate(w.Node, so, w, others, timeline, jj); a.Kind == KindKillRestart || reverts(a, j) {
 					escalations = append(escalations, a)
 				}
 			}

@@ -404,6 +404,18 @@ func TestAntDTNDEscalation(t *testing.T) {
 		if a.Kind == KindKillRestart && (a.PredictedBPT <= 0 || a.Evidence["others_mean_bpt_trans_s"] <= 0) {
 			t.Errorf("%s: escalated restart predicts no BPT: %+v", tt.name, a)
 		}
+		if a.Kind == KindKillRestart {
+			// With the timeline's figures the escalated restart predicts
+			// from them, as a first restart does (one baseline with the
+			// judge).
+			jt := tt.job
+			jt.TimelineBPT = map[string]float64{"worker-0": 0.11, "worker-1": 0.12, "worker-2": 0.10, "worker-3": 0.27}
+			b := AntDTND{}.Propose(tt.snap, jt)
+			if len(b) == 0 || b[0].Kind != KindKillRestart || math.Abs(b[0].PredictedBPT.Seconds()-0.11) > 1e-9 ||
+				math.Abs(b[0].Evidence["others_mean_bpt_timeline_s"]-0.11) > 1e-9 {
+				t.Errorf("%s: with the timeline's BPTs, Propose = %+v; want a restart predicting its others' 110ms", tt.name, b)
+			}
+		}
 		if a.Key != "antdt-nd/ADJUST_BS/worker-3" && !strings.Contains(a.Reason, "stayed at 2") {
 			t.Errorf("%s: reason %q does not cite the miss", tt.name, a.Reason)
 		}

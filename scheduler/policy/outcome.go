@@ -171,8 +171,10 @@ func batchCutAwaited(j Job) bool {
 // escalate is AntDT-ND's answer to a stuck straggler that is still
 // straggling: KILL_RESTART now when the cluster is not busy (a slowness
 // that does not scale with the batch belongs to the host), else revert the
-// batch split that did not help.
-func (p AntDTND) escalate(node string, o Outcome, w monitor.WorkerStat, others float64, j Job) Action {
+// batch split that did not help. others is the other workers' mean BPT the
+// restart predicts: the timeline's long-window means when timeline (the
+// figures the realized-effect judge reads), else the Monitor's.
+func (p AntDTND) escalate(node string, o Outcome, w monitor.WorkerStat, others float64, timeline bool, j Job) Action {
 	before, after := o.bpts(node)
 	miss := fmt.Sprintf("ADJUST_BS cut %s's batch but its BPT stayed at %s (%s before; predicted %s/s, realized %s/s): its slowness does not scale with the batch",
 		node, secs(after), secs(before), num(o.Predicted), num(o.ThroughputAfter))
@@ -186,7 +188,11 @@ func (p AntDTND) escalate(node string, o Outcome, w monitor.WorkerStat, others f
 	}
 	if !j.Busy {
 		pred := "relaunched on another host, " + node + " should run like the others"
-		if others > 0 {
+		switch {
+		case others > 0 && timeline:
+			pred += fmt.Sprintf(" (the timeline's mean BPT %s, as its effect is judged)", secs(others))
+			ev["others_mean_bpt_timeline_s"] = others
+		case others > 0:
 			pred += fmt.Sprintf(" (mean BPT %s)", secs(others))
 			ev["others_mean_bpt_trans_s"] = others
 		}

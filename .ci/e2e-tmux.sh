@@ -35,7 +35,7 @@ wait_for() {
 	echo "e2e: timed out after $2s waiting for '$1'; the screen:" >&2
 	screen >&2
 	echo "--- scheduler log tail:" >&2
-	tail -20 "$DIR/scheduler.log" >&2 || true
+	tail -20 "$DIR/logs/scheduler.log" >&2 || true
 	return 1
 }
 

@@ -27,6 +27,7 @@ var pureCores = []string{
 	"scheduler/monitor",
 	"scheduler/policy",
 	"scheduler/shard",
+	"scheduler/textclean",
 }
 
 // pkg is what the test reads of `go list -json`.

@@ -518,12 +518,22 @@ func (m *App) changeRate(faster bool) tea.Cmd {
 
 // goTo opens a view (job: the job it is about, "" keeps the open one) and subscribes to what it needs.
 func (m *App) goTo(to viewID, job string) tea.Cmd {
+	m.leave(to, job)
 	if job != "" {
 		m.c.job = job
 	}
 	m.cur = to
 	m.showHelp = false
 	return m.resubscribe()
+}
+
+// leave ends a replay when its job view is left for another view or
+// another job: coming back shows the job live, not the moment it was
+// paused at with the pending actions and nodes of then.
+func (m *App) leave(to viewID, job string) {
+	if m.c.replay != nil && (to != viewJob || job != "" && job != m.c.replay.job) {
+		m.c.stopReplay()
+	}
 }
 
 func (m *App) back() tea.Cmd {
@@ -535,6 +545,7 @@ func (m *App) back() tea.Cmd {
 	if up == m.cur {
 		return nil
 	}
+	m.leave(up, "")
 	m.cur = up
 	return m.resubscribe()
 }

@@ -146,6 +146,28 @@ func TestReplayLiveAndBack(t *testing.T) {
 	}
 }
 
+// TestReplayLeftEnds: a job paused and moved back, left for the jobs list
+// and opened again, shows live, not the paused moment with its old
+// pending actions and nodes; the same for leaving to the events view.
+func TestReplayLeftEnds(t *testing.T) {
+	_, frames, actions := finishedHistory()
+	for _, leave := range [][]string{{"esc"}, {"E"}} {
+		b := &fakeBackend{answer: historyAnswer(frames, actions, 100)}
+		tm := run(t, b, "operator", false, 200, 60)
+		openJob(t, tm, mnistJob())
+		press(tm, "p")
+		waitText(t, tm, "frame 30/30")
+		press(tm, "h", "h")
+		waitText(t, tm, "frame 28/30")
+		press(tm, leave...)
+		press(tm, ":", "job mnist-mlp", "enter")
+		m := final2(t, tm)
+		if m.cur != viewJob || m.c.replay != nil || strings.Contains(m.View(), "⏸") {
+			t.Errorf("left with %v and back, the job view is still replaying (view %d)", leave, m.cur)
+		}
+	}
+}
+
 func nodeNamed(v *kelpiepb.JobView, name string) *kelpiepb.NodeView {
 	for _, n := range v.GetNodes() {
 		if n.GetName() == name {

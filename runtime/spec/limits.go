@@ -128,8 +128,13 @@ func (c *checker) atMost(path string, got, max int64, what string) bool {
 	return true
 }
 
+// LimitHint begins the message of every error about a bound of Limits
+// (followed by the bound's name), so that a client which checked a spec
+// without the scheduler's bounds can pick those errors out of its refusal.
+const LimitHint = "the limit is the scheduler's --spec-limit "
+
 func limitHint(name string) string {
-	return "the limit is the scheduler's --spec-limit " + name
+	return LimitHint + name
 }
 
 // mnist's shape, as runtime/job knows it (pure constants).

@@ -1,13 +1,10 @@
 package console
 
 import (
-	"strings"
-	"unicode"
-	"unicode/utf8"
-
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/scheduler/textclean"
 )
 
 // Every string a client sends is cleaned here, at the edge, before it is
@@ -17,94 +14,28 @@ import (
 // "APPROVED" line), and a 1 MB reason would be written to the store and
 // sent in every viewer's snapshot.
 
-// Bounds on the strings of a client frame, in bytes.
+// Bounds on the strings of a client frame, in bytes (textclean's).
 const (
 	// MaxNameBytes bounds names and identifiers: jobs, action ids, nodes,
 	// policies, modes, parameter names, the client's name.
-	MaxNameBytes = 256
+	MaxNameBytes = textclean.MaxNameBytes
 	// MaxReasonBytes bounds free text: an approval's reason, a trigger's
 	// reason.
-	MaxReasonBytes = 1024
+	MaxReasonBytes = textclean.MaxReasonBytes
 )
 
-// truncMark ends a string that was cut to its bound.
-const truncMark = "…"
-
 // Clean returns s without control characters (C0, DEL, C1) and Unicode
-// bidirectional overrides, cut to at most max bytes (on a rune boundary,
-// ending in "…" when cut). Invalid UTF-8 is dropped. max ≤ 0 means no bound.
-// The scheduler uses it for strings that reach the event list from
-// elsewhere too (node names in reports).
-func Clean(s string, max int) string { return clean(s, max, false) }
+// bidirectional overrides, cut to at most max bytes (textclean.Clean).
+// The scheduler's packages that take strings from nodes (manager,
+// coordinator, daemon) call textclean itself.
+func Clean(s string, max int) string { return textclean.Clean(s, max) }
 
 // clean is Clean; keepLines keeps tabs and line breaks (a spec's YAML).
 func clean(s string, max int, keepLines bool) string {
-	if isClean(s, keepLines) && (max <= 0 || len(s) <= max) {
-		return s
+	if keepLines {
+		return textclean.Lines(s, max)
 	}
-	var b strings.Builder
-	limit := len(s)
-	if max > 0 {
-		limit = min(limit, max)
-	}
-	b.Grow(limit)
-	for i, r := range s {
-		if r == utf8.RuneError {
-			if _, n := utf8.DecodeRuneInString(s[i:]); n <= 1 {
-				continue
-			}
-		}
-		if !keep(r, keepLines) {
-			continue
-		}
-		if max > 0 && b.Len()+utf8.RuneLen(r) > max {
-			cut := b.String()
-			if max <= len(truncMark) {
-				return cut // no room for the mark
-			}
-			for len(cut)+len(truncMark) > max {
-				_, n := utf8.DecodeLastRuneInString(cut)
-				cut = cut[:len(cut)-n]
-			}
-			return cut + truncMark
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
-
-func isClean(s string, keepLines bool) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= utf8.RuneSelf {
-			// Multi-byte: decide rune by rune.
-			for _, r := range s[i:] {
-				if r == utf8.RuneError || !keep(r, keepLines) {
-					return false
-				}
-			}
-			return true
-		}
-		if !keep(rune(c), keepLines) {
-			return false
-		}
-	}
-	return true
-}
-
-// keep says whether r may stay in a cleaned string.
-func keep(r rune, keepLines bool) bool {
-	if keepLines && (r == '\n' || r == '\t' || r == '\r') {
-		return true
-	}
-	if unicode.IsControl(r) {
-		return false
-	}
-	switch {
-	case r >= 0x202A && r <= 0x202E, r >= 0x2066 && r <= 0x2069, r == 0x200E, r == 0x200F, r == 0x061C:
-		return false // bidirectional embeddings, overrides, isolates and marks
-	}
-	return true
+	return textclean.Clean(s, max)
 }
 
 // Fields with their own bound (proto field names); every other string gets

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/scheduler/textclean"
 )
 
 // Diverged records that a job's training diverged (a non-finite loss or
@@ -40,8 +41,12 @@ func (c *Coordinator) Diverged(_ context.Context, r *kelpiepb.DivergedRequest) (
 	if d.Node != r.Node && (!seenAt || !strings.HasPrefix(d.Node, "server-")) {
 		return nil, status.Errorf(codes.InvalidArgument, "job %s: %s reports a divergence at %q, which is neither itself nor a server of the job", r.Job, r.Node, d.Node)
 	}
+	// What, value and detail are the node's words, shown in the job's
+	// error and result: stripped of control characters (the lengths are
+	// bounded above).
 	d = proto.CloneOf(d)
 	d.Reporter = r.Node
+	d.What, d.Value, d.Detail = textclean.Clean(d.What, 0), textclean.Clean(d.Value, 0), textclean.Clean(d.Detail, 0)
 	j.Diverge(d)
 	return &kelpiepb.DivergedResponse{}, nil
 }

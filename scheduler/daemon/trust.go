@@ -8,8 +8,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
@@ -22,6 +20,7 @@ import (
 	"github.com/kelpie/kelpie/scheduler/clock"
 	"github.com/kelpie/kelpie/scheduler/console"
 	"github.com/kelpie/kelpie/scheduler/pki"
+	"github.com/kelpie/kelpie/scheduler/textclean"
 )
 
 // nodePlane is the node plane's trust: the CA, the scheduler's own
@@ -169,19 +168,9 @@ func (np *nodePlane) nodeRefusal(job, node string, r *kelpiepb.NodeRefusal) {
 // methodRE is the form of a kelpie gRPC method name.
 var methodRE = regexp.MustCompile(`^/(kelpie\.v1\.[A-Za-z]{1,32}|grpc\.[a-z.]{1,48}\.[A-Za-z]{1,32})/[A-Za-z]{1,32}$`)
 
-// clean bounds a string a node sent to n bytes and replaces its control
-// characters (terminal escapes included) with '?'.
-func clean(s string, n int) string {
-	if len(s) > n {
-		s = s[:n] + "…"
-	}
-	return strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) || r == utf8.RuneError {
-			return '?'
-		}
-		return r
-	}, s)
-}
+// clean bounds a string a node sent to n bytes and drops its control
+// characters (terminal escapes included) and bidirectional overrides.
+func clean(s string, n int) string { return textclean.Clean(s, n) }
 
 // policy is identity.SchedulerPolicy, and a node's certificate must name
 // the instance of its job that runs now (not one submitted earlier under

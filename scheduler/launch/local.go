@@ -136,7 +136,7 @@ func (l *Local) startDetached(name string, cmd *exec.Cmd) (*Proc, error) {
 		// A directory of this user's own: the temp dir is everyone's.
 		dir = filepath.Join(os.TempDir(), fmt.Sprintf("kelpie-logs-%d", os.Getuid()))
 	}
-	f, err := openPrivate(filepath.Join(dir, name+".log"))
+	f, err := OpenPrivate(filepath.Join(dir, name+".log"))
 	if err != nil {
 		return nil, fmt.Errorf("launch %s: %v", name, err)
 	}
@@ -189,12 +189,12 @@ func (l *Local) StopAll(grace time.Duration) {
 	wg.Wait()
 }
 
-// openPrivate opens a node's log (or record) file for appending, readable
+// OpenPrivate opens a node's log (or record) file for appending, readable
 // by this user only: mode 0600 in a 0700 directory. A node log holds what
 // its role printed (addresses, paths, refusals, errors), which other local
 // users have no business reading; a file or directory left more open by an
 // earlier version is closed down.
-func openPrivate(path string) (*os.File, error) {
+func OpenPrivate(path string) (*os.File, error) {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err

@@ -65,7 +65,7 @@ func appendRecord(path, node string, pid int) error {
 	b, _ := json.Marshal(Record{Node: node, Pid: pid, Start: st})
 	recordMu.Lock()
 	defer recordMu.Unlock()
-	f, err := openPrivate(path)
+	f, err := OpenPrivate(path)
 	if err != nil {
 		return err
 	}

@@ -56,6 +56,7 @@ func (s *AgentService) Connect(stream kelpiepb.Agent_ConnectServer) error {
 	if hello == nil {
 		return status.Error(codes.InvalidArgument, "agent stream must start with hello")
 	}
+	cleanHello(hello)
 	m := s.m
 	j, ok := m.lookup(hello.Job)
 	if !ok {
@@ -146,6 +147,7 @@ func (s *AgentService) Connect(stream kelpiepb.Agent_ConnectServer) error {
 		if err != nil {
 			return nil
 		}
+		cleanAgentMessage(msg)
 		select {
 		case err := <-sendErr:
 			return err

@@ -18,6 +18,7 @@ import (
 	"github.com/kelpie/kelpie/runtime/role"
 	"github.com/kelpie/kelpie/runtime/spec"
 	"github.com/kelpie/kelpie/scheduler/daemon"
+	"github.com/kelpie/kelpie/scheduler/launch"
 )
 
 func demoCmd() *cobra.Command {
@@ -56,19 +57,19 @@ that a finished run keeps its history and replay. Quitting the console stops the
 			if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
 				return err
 			}
-			logf, err := os.Create(filepath.Join(cfg.DataDir, "scheduler.log"))
+			// The logs, 0600 in the 0700 logs directory beside the
+			// launcher's node logs: they hold addresses, paths and
+			// refusals no other local user should read.
+			logDir := filepath.Join(cfg.DataDir, "logs")
+			logf, nodeLog, err := openDemoLogs(logDir)
 			if err != nil {
 				return err
 			}
 			defer logf.Close()
+			defer nodeLog.Close()
 			cfg.Log = slog.New(slog.NewTextHandler(logf, nil))
 			// Nodes are attached (they die with the demo) and log to a file,
 			// not over the console.
-			nodeLog, err := os.Create(filepath.Join(cfg.DataDir, "nodes.log"))
-			if err != nil {
-				return err
-			}
-			defer nodeLog.Close()
 			cfg.NodeLog = nodeLog
 			cfg.CheckData = role.CheckData
 			d, err := daemon.Start(cfg)
@@ -84,7 +85,7 @@ that a finished run keeps its history and replay. Quitting the console stops the
 				s.Policies.AntDTND.Mode, s.Policies.PSLD.Mode = "auto", "auto"
 			}
 			go keepDemoRunning(ctx, d, s)
-			fmt.Fprintf(os.Stderr, "kelpie demo: scheduler grpc %s, console %s (logs in %s)\n", d.GRPCAddr(), d.HTTPAddr(), cfg.DataDir)
+			fmt.Fprintf(os.Stderr, "kelpie demo: scheduler grpc %s, console %s (logs in %s)\n", d.GRPCAddr(), d.HTTPAddr(), logDir)
 			if headless {
 				fmt.Fprintf(os.Stderr, "kelpie demo: headless; attach with `kelpie tui --scheduler %s --token-file %s` (or KELPIE_TOKEN=$(cat %s)), stop with Ctrl-C\n",
 					d.HTTPAddr(), tokenFile, tokenFile)
@@ -140,4 +141,17 @@ func keepDemoRunning(ctx context.Context, d *daemon.Daemon, s *spec.Spec) {
 		case <-ctx.Done():
 		}
 	}
+}
+
+// openDemoLogs opens the demo's scheduler.log and nodes.log in dir for
+// appending, private to this user (launch.OpenPrivate).
+func openDemoLogs(dir string) (schedLog, nodeLog *os.File, err error) {
+	if schedLog, err = launch.OpenPrivate(filepath.Join(dir, "scheduler.log")); err != nil {
+		return nil, nil, err
+	}
+	if nodeLog, err = launch.OpenPrivate(filepath.Join(dir, "nodes.log")); err != nil {
+		schedLog.Close()
+		return nil, nil, err
+	}
+	return schedLog, nodeLog, nil
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -53,5 +54,35 @@ func TestDemoRunsKeepTheirNames(t *testing.T) {
 	}
 	if s.Name != "straggler-demo" {
 		t.Errorf("the demo's spec was renamed to %q", s.Name)
+	}
+}
+
+// TestDemoLogsPrivate: the demo's scheduler.log and nodes.log are 0600 in
+// a 0700 directory, also where an earlier run left them more open.
+func TestDemoLogsPrivate(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "logs")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "nodes.log"), []byte("old\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sched, nodes, err := openDemoLogs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sched.Close()
+	nodes.Close()
+	for path, want := range map[string]os.FileMode{dir: 0o700, sched.Name(): 0o600, nodes.Name(): 0o600} {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode().Perm(); got != want {
+			t.Errorf("%s: mode %#o; want %#o", path, got, want)
+		}
+	}
+	if filepath.Base(sched.Name()) != "scheduler.log" || filepath.Base(nodes.Name()) != "nodes.log" {
+		t.Errorf("logs %s, %s; want scheduler.log, nodes.log", sched.Name(), nodes.Name())
 	}
 }

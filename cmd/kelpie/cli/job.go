@@ -145,7 +145,7 @@ func jobCmd() *cobra.Command {
 			// its lines; the sizes against the scheduler's own limits there.
 			s, err := spec.ParseLimits(args[0], src, spec.Unlimited())
 			if err != nil {
-				return exitCode(2, err)
+				return exitCode(2, withLimitErrors(&f, args[0], src, err))
 			}
 			if s.Model.Kind == spec.ModelTorch {
 				// The scheduler cannot run Python: the script's tensors
@@ -473,6 +473,51 @@ var errSpecTooLarge = errors.New("spec too large")
 // submitError names the submitted file in err: the scheduler's errors say
 // "spec.yaml" for it, and a spec larger than the scheduler reads ends the
 // stream with a close reason (status 1009) rather than a result.
+// withLimitErrors completes the errors found here (err) with those only
+// the scheduler can find: the bounds of its --spec-limit, which this
+// client does not know. A spec that fails here fails there too (the same
+// checker, plus the bounds), so it is sent to be refused, and the
+// scheduler's bound errors join the local ones, sorted by line; without a
+// scheduler the local errors stand alone.
+func withLimitErrors(f *apiFlags, file string, src []byte, err error) error {
+	var local spec.Errors
+	if !errors.As(err, &local) {
+		return err
+	}
+	res, serr := f.command(&kelpiepb.Command{Kind: &kelpiepb.Command_SubmitJob{SubmitJob: &kelpiepb.SubmitJob{SpecYaml: string(src)}}})
+	if serr == nil {
+		// Only a scheduler with another checker gets here.
+		return fmt.Errorf("%w\n%s: the scheduler accepted it nonetheless as job %s", err, file, res.Job)
+	}
+	if res == nil || codes.Code(res.Code) != codes.InvalidArgument {
+		return err
+	}
+	type line struct {
+		n    int
+		text string
+	}
+	var all []line
+	for _, e := range local {
+		all = append(all, line{e.Line, e.Error()})
+	}
+	for _, l := range strings.Split(strings.ReplaceAll(res.Error, "spec.yaml:", file+":"), "\n") {
+		if !strings.Contains(l, spec.LimitHint) {
+			continue
+		}
+		n := 0
+		if rest, ok := strings.CutPrefix(l, file+":"); ok {
+			n, _ = strconv.Atoi(rest[:max(strings.IndexByte(rest, ':'), 0)])
+		}
+		all = append(all, line{n, l})
+	}
+	sort.SliceStable(all, func(i, j int) bool { return all[i].n < all[j].n })
+	texts := make([]string, len(all))
+	for i, l := range all {
+		texts[i] = l.text
+	}
+	return errors.New(strings.Join(texts, "\n"))
+}
+
 func submitError(file string, size int, err error) error {
 	msg := strings.ReplaceAll(err.Error(), "spec.yaml:", file+":")
 	if strings.Contains(msg, "read limited at") || strings.Contains(msg, "(1009)") {

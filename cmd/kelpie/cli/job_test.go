@@ -59,6 +59,10 @@ func TestJobSubmitErrors(t *testing.T) {
 		{"bad.yaml", "name: bad\ncluster: {workerz: 1}\n", []string{"bad.yaml:2: cluster.workerz: unknown key"}},
 		{"huge.yaml", "name: huge\ncluster: {workers: 100000}\ntrain: {global_batch: 200000}\n",
 			[]string{"huge.yaml:2: cluster.workers: must be at most 1024", "--spec-limit workers"}},
+		// An error found here as well: the scheduler's bound joins it.
+		{"both.yaml", "name: both\ncluster: {workers: 100000}\ntrain: {global_batch: 64}\n",
+			[]string{"both.yaml:2: cluster.workers: must be at most 1024 (got 100000); the limit is the scheduler's --spec-limit workers\n",
+				"both.yaml:3: train.global_batch: must be at least cluster.workers (100000) (got 64)"}},
 		{"mid.yaml", "name: mid\n#" + strings.Repeat("x", 1100000) + "\n", []string{"mid.yaml: spec too large (limit 1048576 bytes"}},
 		{"big.yaml", "name: big\n#" + strings.Repeat("x", 3000000) + "\n", []string{"big.yaml: spec too large: 3000012 bytes", "read limited at"}},
 	} {

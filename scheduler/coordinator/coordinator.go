@@ -14,8 +14,10 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,6 +31,7 @@ import (
 	"github.com/kelpie/kelpie/runtime/spec"
 	"github.com/kelpie/kelpie/scheduler/clock"
 	"github.com/kelpie/kelpie/scheduler/shard"
+	"github.com/kelpie/kelpie/scheduler/textclean"
 )
 
 // NodeStats is what the coordinator knows of one node: its registration
@@ -671,6 +674,9 @@ func (c *Coordinator) Register(ctx context.Context, req *kelpiepb.RegisterReques
 	if req.Role == kelpiepb.Role_ROLE_SERVER && req.Addr == "" {
 		return nil, status.Errorf(codes.InvalidArgument, "server %s registered without an address", req.Node)
 	}
+	if err := checkAddr(req.Addr); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "%s registered an address %v", req.Node, err)
+	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	defer j.notifyLocked()
@@ -964,4 +970,29 @@ func (j *Job) SetSpecYAML(b []byte) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.YAML = b
+}
+
+// maxAddrBytes bounds a registered address: the longest host:port a DNS
+// name (253 bytes) or an IPv6 literal with a zone can make.
+const maxAddrBytes = 300
+
+// checkAddr refuses a registered address that is not a plain host:port
+// (empty is allowed: a worker without a peer listener). Peers dial it and
+// the console shows it, so it is stored only when it is one: bounded,
+// printable, host and port.
+func checkAddr(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	if len(addr) > maxAddrBytes {
+		return fmt.Errorf("of %d bytes (at most %d)", len(addr), maxAddrBytes)
+	}
+	if textclean.Clean(addr, 0) != addr || strings.ContainsAny(addr, " /") {
+		return fmt.Errorf("%q with characters no host:port has", addr)
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" || port == "" {
+		return fmt.Errorf("%q that is not host:port", addr)
+	}
+	return nil
 }

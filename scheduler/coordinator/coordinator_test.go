@@ -398,3 +398,29 @@ func TestSharedServerNames(t *testing.T) {
 		t.Error("the job's next server took a caller's appended name")
 	}
 }
+
+// TestRegisterAddress: a node registers a host:port its peers can dial; an
+// address with an escape sequence, a path or no port, or one longer than
+// any host:port, is refused before it is stored or shown.
+func TestRegisterAddress(t *testing.T) {
+	c, _ := startedJob(t)
+	ctx := context.Background()
+	for _, tt := range []struct {
+		addr string
+		ok   bool
+	}{
+		{"127.0.0.1:4000", true},
+		{"[::1]:4000", true},
+		{"worker-0.kelpie.svc:4000", true},
+		{"", true},
+		{"127.0.0.1:4000\x1b]0;pwned\x07", false},
+		{"10.6.6.6", false},
+		{"/tmp/sock:1", false},
+		{strings.Repeat("a", 400) + ":1", false},
+	} {
+		_, err := c.Register(ctx, &kelpiepb.RegisterRequest{Job: "elastic", Node: "worker-0", Role: kelpiepb.Role_ROLE_WORKER, Addr: tt.addr})
+		if (err == nil) != tt.ok || (err != nil && status.Code(err) != codes.InvalidArgument) {
+			t.Errorf("Register(addr %q) = %v; want ok=%v (InvalidArgument when refused)", tt.addr, err, tt.ok)
+		}
+	}
+}

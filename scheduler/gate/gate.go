@@ -75,6 +75,12 @@ type Config struct {
 	// AckTTL is how long a dispatched action waits for the acks it awaits;
 	// zero waits for ever.
 	AckTTL time.Duration
+	// WithdrawGrace is how long a proposal must go unproposed by its
+	// policy, round after round, before Withdraw expires it: one round
+	// without it is noise (a measurement at a window's edge, a policy
+	// waiting for another action's outcome), not evidence gone. Zero
+	// withdraws at the first round without it.
+	WithdrawGrace time.Duration
 }
 
 // Transition is one step of an action's history.
@@ -106,6 +112,9 @@ type Action struct {
 	// withdrawn: expired because its evidence no longer held; it does not
 	// hold back a new proposal with its key (nothing was done to judge).
 	withdrawn bool
+	// unproposedSince is when its policy's rounds began leaving it out
+	// (zero while they propose it).
+	unproposedSince time.Time
 }
 
 // Awaiting lists the nodes whose ack the action still waits for.
@@ -358,7 +367,8 @@ func (g *Gate) Expire(now time.Time, id, by, note string) error {
 }
 
 // Withdraw expires the policy's proposals still waiting for an operator
-// whose key is not in current, the keys the policy proposes now: under the
+// whose key has not been in current, the keys the policy proposes now, for
+// Config.WithdrawGrace (every round since it was first left out): under the
 // parameters and measurements it ran on this time, their evidence no longer
 // holds (the straggler recovered, λ was raised), so approving them would
 // act on a situation that is gone. why says so in each one's history. It
@@ -367,7 +377,17 @@ func (g *Gate) Expire(now time.Time, id, by, note string) error {
 func (g *Gate) Withdraw(now time.Time, policy string, current map[string]bool, why string) []string {
 	var out []string
 	for _, a := range g.actions {
-		if a.State != Proposed || a.Policy != policy || current[a.Key] {
+		if a.State != Proposed || a.Policy != policy {
+			continue
+		}
+		if current[a.Key] {
+			a.unproposedSince = time.Time{}
+			continue
+		}
+		if a.unproposedSince.IsZero() {
+			a.unproposedSince = now
+		}
+		if now.Sub(a.unproposedSince) < g.cfg.WithdrawGrace {
 			continue
 		}
 		a.withdrawn = true

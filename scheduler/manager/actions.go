@@ -45,6 +45,11 @@ const (
 // expires.
 const ProposalTTL = 5 * time.Minute
 
+// WithdrawGrace is how long a policy must leave a pending proposal out of
+// its rounds before it is withdrawn as stale (gate.Config.WithdrawGrace):
+// longer than a round or two of noise, shorter than an operator's look.
+const WithdrawGrace = 10 * time.Second
+
 // AckTTL is how long a dispatched action waits for its agents' acks before
 // it fails (a table change's own steps have their own limits).
 const AckTTL = 5 * time.Minute

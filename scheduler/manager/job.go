@@ -218,7 +218,7 @@ func newJobState(m *Manager, s *spec.Spec, cj *coordinator.Job, now time.Time) *
 	j := &jobState{m: m, spec: s, coord: cj, mon: newTelemetry(cfg), submitted: now, state: StateStarting,
 		rng:     rand.New(rand.NewPCG(uint64(s.Data.Seed), 0x9510)),
 		endedCh: make(chan struct{}), nodes: map[string]*nodeState{}, byID: map[string]*kelpiepb.Action{},
-		gate: gate.New(gate.Config{ProposalTTL: ProposalTTL, AckTTL: AckTTL}), policies: defaultPolicies(s), bucket0: now}
+		gate: gate.New(gate.Config{ProposalTTL: ProposalTTL, AckTTL: AckTTL, WithdrawGrace: WithdrawGrace}), policies: defaultPolicies(s), bucket0: now}
 	for _, n := range s.ServerNames() {
 		j.nodes[n] = &nodeState{name: n, role: "server"}
 	}

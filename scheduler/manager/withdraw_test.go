@@ -12,7 +12,8 @@ import (
 
 // TestStaleProposalWithdrawn: AntDT-ND proposes an ADJUST_BS for a
 // transient straggler; once the straggler has recovered, the next round of
-// the policies no longer proposes it and the pending proposal expires with
+// the policies no longer proposes it and, once that has held for
+// WithdrawGrace, the pending proposal expires with
 // the reason in its history, instead of waiting for an operator to approve
 // a change for a slowness that is gone.
 func TestStaleProposalWithdrawn(t *testing.T) {
@@ -55,6 +56,15 @@ func TestStaleProposalWithdrawn(t *testing.T) {
 	}
 	feed(10*time.Second, 20*time.Second, false) // recovered
 	round(20 * time.Second)
+	// One round without it is not enough: a proposal is withdrawn once
+	// its policy has left it out for WithdrawGrace.
+	j.mu.RLock()
+	if a := j.byID[id]; a.State != ActProposed {
+		t.Errorf("proposal %s is %s after one round without it; want still proposed (grace %s)", id, a.State, WithdrawGrace)
+	}
+	j.mu.RUnlock()
+	feed(20*time.Second, 20*time.Second+WithdrawGrace+time.Second, false)
+	round(20*time.Second + WithdrawGrace + time.Second)
 	j.mu.RLock()
 	defer j.mu.RUnlock()
 	a := j.byID[id]

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -70,6 +71,25 @@ func (s *scheduler) start() {
 		s.t.Fatal(err)
 	}
 	s.starts++
+}
+
+// waitHTTP waits (30 s at most) until the scheduler's console port answers
+// its health check: the CLI fails at once on a port nobody listens on,
+// so a script that just restarted the scheduler waits for it like this.
+func (s *scheduler) waitHTTP() {
+	s.t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		resp, err := http.Get("http://" + s.httpAddr + "/api/v1/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("the scheduler's console port %s did not answer within 30 s: %v", s.httpAddr, err)
+		}
+	}
 }
 
 func (s *scheduler) kill9() {
@@ -251,6 +271,7 @@ func TestKillBeforeReconnect(t *testing.T) {
 			if restart {
 				s.kill9()
 				s.start()
+				s.waitHTTP()
 			}
 			out, err := exec.CommandContext(ctx, kelpieBin, "job", "kill", "outage", "--scheduler", s.httpAddr, "--token", "op-token").CombinedOutput()
 			if err != nil {

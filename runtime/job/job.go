@@ -148,7 +148,7 @@ func Injections(s *spec.Spec) []straggler.Injection {
 		out = append(out, straggler.Injection{
 			Node: g.Node, Kind: straggler.Kind(g.Kind), Sleep: g.Sleep, Intensity: g.Intensity,
 			Probability: g.Probability, Start: g.Start, End: g.End, Period: g.Period, On: g.On,
-			Rate: g.Rate, Region: g.Region, FollowsRestart: g.FollowsRestart,
+			Rate: g.Rate, Region: g.Region, FollowsRestart: g.FollowsRestart, CuredByRestart: g.CuredByRestart,
 		})
 	}
 	return out

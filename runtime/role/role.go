@@ -49,8 +49,8 @@ type Options struct {
 	// SnapshotDir is where a server keeps its periodic snapshot
 	// (cluster.snapshot_interval) and, restarted, restores it from.
 	SnapshotDir string
-	// Relaunched says the agent restarted this role by a KILL_RESTART,
-	// which models moving the node to a fresh host.
+	// Relaunched says the agent restarted this role by a KILL_RESTART (in
+	// place: the host's injections stay, the process's own are gone).
 	Relaunched bool
 	// Agent is the local channel to the node's agent, which supervises
 	// this process: reports, counters and acks go out on it, actions come
@@ -470,9 +470,13 @@ func RunWorker(ctx context.Context, o Options) error {
 	idx := int(reg.resp.Index)
 	// A KILL_RESTART relaunches the role where it was (its agent restarts
 	// it in place, on every launcher): the slowness of its host stays
-	// with it. Only a relaunch on another host would leave it behind
+	// with it, the process's own (cured_by_restart) is gone. Only a
+	// relaunch on another host would leave the host's behind
 	// (straggler.Schedule.AfterRestart); no launcher does that yet.
 	sched := straggler.ForNode(job.Injections(s), o.Node)
+	if o.Relaunched {
+		sched = sched.AfterRestartInPlace()
+	}
 	rd, start, err := ready(ctx, coord, o)
 	if err != nil {
 		return err

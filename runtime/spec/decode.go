@@ -609,7 +609,7 @@ var (
 	backupKeys     = []string{"mode", "drop"}
 	adjustLRKeys   = []string{"mode"}
 	psldKeys       = []string{"mode", "epsilon", "theta1_over_theta0", "scale_threshold", "variance_threshold", "strawman"}
-	stragglerKeys  = []string{"node", "kind", "sleep", "intensity", "probability", "start", "end", "period", "on", "rate", "region", "follows_restart"}
+	stragglerKeys  = []string{"node", "kind", "sleep", "intensity", "probability", "start", "end", "period", "on", "rate", "region", "follows_restart", "cured_by_restart"}
 	scriptBaseKeys = []string{"at", "action", "node", "sizes", "assignment"}
 	scriptKeys     = append(append([]string{}, scriptBaseKeys...), syncKeys...)
 )
@@ -744,6 +744,7 @@ func (d *decoder) decode(body ast.Node, s *Spec) {
 		d.rate(m, "rate", &st.Rate)
 		d.str(m, "region", &st.Region)
 		d.bool(m, "follows_restart", &st.FollowsRestart)
+		d.bool(m, "cured_by_restart", &st.CuredByRestart)
 		s.Stragglers = append(s.Stragglers, st)
 	}
 

@@ -171,6 +171,10 @@
 //	                             node restarted where it was (the agent restarts
 //	                             its role in place, on every launcher) keeps its
 //	                             injections anyway
+//	    cured_by_restart: false  the slowness is the process's own (a leak, a
+//	                             stuck thread), not its host's: a KILL_RESTART
+//	                             cures it, also in place; not with
+//	                             follows_restart
 //	script:                      a list of timed operator actions; each entry:
 //	  - at:                      required, >= 0
 //	    action:                  required: add-server | remove-server | add-worker |

@@ -191,6 +191,9 @@ func (s *Spec) YAML() []byte {
 			if st.FollowsRestart {
 				kv = append(kv, "follows_restart: true")
 			}
+			if st.CuredByRestart {
+				kv = append(kv, "cured_by_restart: true")
+			}
 			w(1, "- {%s}", strings.Join(kv, ", "))
 		}
 	}

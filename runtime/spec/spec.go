@@ -218,6 +218,9 @@ type Straggler struct {
 	Region string
 	// FollowsRestart keeps the injection on a node after a KILL_RESTART.
 	FollowsRestart bool
+	// CuredByRestart makes the slowness the process's own (a leak, a
+	// stuck thread): a KILL_RESTART cures it, wherever the node runs next.
+	CuredByRestart bool
 	Line           int // line in the spec file
 }
 

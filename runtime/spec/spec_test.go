@@ -386,6 +386,7 @@ stragglers:
     kind: pause
     follows_restart: "yes"
   - {node: worker-0}
+  - {node: worker-0, kind: pause, cured_by_restart: true, follows_restart: true}
 `, []string{
 			"spec.yaml:4: stragglers[0].node: no node worker-2 in the cluster (workers are worker-0..worker-1)",
 			"spec.yaml:5: stragglers[1].node: no node server-1 in the cluster (servers are server-0)",
@@ -405,6 +406,7 @@ stragglers:
 			`spec.yaml:14: stragglers[10].node: want a node name such as worker-0 or server-1 (got "worker-01")`,
 			`spec.yaml:16: stragglers[10].follows_restart: want true or false, got "yes"`,
 			"spec.yaml:17: stragglers[11].kind: required (one of compute, cpu, cpu-sleep, bandwidth, pause, link)",
+			"spec.yaml:18: stragglers[12].cured_by_restart: a process's own slowness does not follow it to a new host: not with follows_restart",
 		}},
 		{"script", `name: x
 train: {global_batch: 3}

@@ -423,7 +423,7 @@ func (c *checker) validatePolicies() {
 }
 
 // stragglerKeysByKind are the keys each straggler kind uses beyond node,
-// kind, start, end, period, on and follows_restart.
+// kind, start, end, period, on, follows_restart and cured_by_restart.
 var stragglerKeysByKind = map[string][]string{
 	StragglerCompute:   {"sleep", "intensity", "probability"},
 	StragglerCPU:       {"intensity", "probability"},
@@ -434,7 +434,7 @@ var stragglerKeysByKind = map[string][]string{
 }
 
 func (c *checker) validateStragglers() {
-	common := []string{"node", "kind", "start", "end", "period", "on", "follows_restart"}
+	common := []string{"node", "kind", "start", "end", "period", "on", "follows_restart", "cured_by_restart"}
 	for i, st := range c.s.Stragglers {
 		path := indexPath("stragglers", i)
 		key := func(k string) string { return path + "." + k }
@@ -446,6 +446,11 @@ func (c *checker) validateStragglers() {
 			c.node(key("node"), st.Node, "", true)
 		}
 		c.oneOf(key("kind"), st.Kind, stragglerKinds)
+		if st.CuredByRestart && st.FollowsRestart {
+			c.errorf(key("cured_by_restart"), "a process's own slowness does not follow it to a new host: not with follows_restart")
+		} else if st.CuredByRestart && st.Kind == StragglerLink {
+			c.errorf(key("cured_by_restart"), "a link's slowness is its host's, not a process's")
+		}
 		if used, ok := stragglerKeysByKind[st.Kind]; ok {
 			c.onlyFor(path, stragglerKeys, append(slices.Clip(common), used...), "kind "+st.Kind)
 		}

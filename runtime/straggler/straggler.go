@@ -60,6 +60,10 @@ type Injection struct {
 	// FollowsRestart keeps the injection on the node after a KILL_RESTART;
 	// by default the slowness belongs to the old host and stays behind.
 	FollowsRestart bool
+	// CuredByRestart makes the slowness the process's own rather than its
+	// host's: a KILL_RESTART leaves it behind also when the node is
+	// restarted where it was.
+	CuredByRestart bool
 }
 
 // Validate reports the first field that is out of range.
@@ -67,6 +71,9 @@ func (in Injection) Validate() error {
 	where := fmt.Sprintf("straggler %s/%s", in.Node, in.Kind)
 	if in.Node == "" && (in.Kind != Link || in.Region == "") {
 		return fmt.Errorf("straggler: node is empty")
+	}
+	if in.CuredByRestart && (in.FollowsRestart || in.Kind == Link) {
+		return fmt.Errorf("%s: cured_by_restart is a process's own slowness: not with follows_restart, not for a link", where)
 	}
 	switch in.Kind {
 	case Compute:
@@ -155,6 +162,19 @@ func ForNode(all []Injection, node string) Schedule {
 
 // Empty reports whether the node has no injection at all.
 func (s Schedule) Empty() bool { return len(s.injections) == 0 }
+
+// AfterRestartInPlace is the schedule of the node restarted where it was
+// (the agent restarts its role in place): the host's injections stay, the
+// process's own (CuredByRestart) are gone with the old process.
+func (s Schedule) AfterRestartInPlace() Schedule {
+	var out Schedule
+	for _, in := range s.injections {
+		if !in.CuredByRestart {
+			out.injections = append(out.injections, in)
+		}
+	}
+	return out
+}
 
 // Injections returns the node's injections.
 func (s Schedule) Injections() []Injection { return append([]Injection(nil), s.injections...) }

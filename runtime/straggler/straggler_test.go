@@ -382,3 +382,19 @@ func TestCPUIsNotSleep(t *testing.T) {
 		t.Error("cpu with probability 0.5: no error")
 	}
 }
+
+// TestAfterRestartInPlace: a node restarted where it was keeps its host's
+// injections; the process's own (CuredByRestart) are gone with it.
+func TestAfterRestartInPlace(t *testing.T) {
+	s := ForNode([]Injection{
+		{Node: "worker-0", Kind: Compute, Sleep: time.Millisecond, Intensity: 1, CuredByRestart: true},
+		{Node: "worker-0", Kind: Pause, Start: time.Second},
+	}, "worker-0")
+	got := s.AfterRestartInPlace().Injections()
+	if len(got) != 1 || got[0].Kind != Pause {
+		t.Errorf("AfterRestartInPlace() = %+v; want only the host's pause", got)
+	}
+	if err := (Injection{Node: "worker-0", Kind: Pause, CuredByRestart: true, FollowsRestart: true}).Validate(); err == nil {
+		t.Errorf("Validate of cured_by_restart with follows_restart = nil; want an error")
+	}
+}

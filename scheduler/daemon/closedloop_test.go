@@ -15,9 +15,10 @@ import (
 // restarts anyone, even when the long window calls the worker persistent,
 // as it soon does on a fast machine), the scheduler measures that batch
 // cut as a miss (worker-2's BPT
-// did not follow its batch), AntDT-ND escalates to KILL_RESTART (the
-// injected delay stays behind on the old host), and the restart is measured
-// as a hit. The result JSON carries both realized objects. The job is long
+// did not follow its batch), AntDT-ND escalates to KILL_RESTART, and the
+// restart is measured as a hit: the delay is the process's own
+// (cured_by_restart — a leak or a stuck thread, not a slow host, which a
+// restart in place would keep). The result JSON carries both realized objects. The job is long
 // enough (twelve epochs) for the restart's after-window to fill on a fast
 // machine too: a job that ends before it leaves the restart unjudged.
 func TestClosedLoop(t *testing.T) {
@@ -40,7 +41,7 @@ sync: {model: bsp}
 policies:
   antdt-nd: {mode: auto, lambda: 2.5, window_transient: 1s, window_persistent: 120s}
 stragglers:
-  - {node: worker-2, kind: compute, sleep: 25ms, intensity: 1, probability: 1, start: 3s}
+  - {node: worker-2, kind: compute, sleep: 25ms, intensity: 1, probability: 1, start: 3s, cured_by_restart: true}
 `, nil)
 	var adjust, restart *struct{ miss bool }
 	for _, a := range res.Actions {

@@ -31,6 +31,14 @@ type Reopener interface {
 	More() bool
 }
 
+// Finisher is a Source that says whether Pushed(t) will report shards
+// DONE: the worker then reports its samples first, so that the job's count
+// of samples trained covers every DONE shard even if the worker is killed
+// right after.
+type Finisher interface {
+	Finishes(t int64) bool
+}
+
 // Releaser is a Source that can hand back the data it has started but not
 // finished, when the worker leaves the job.
 type Releaser interface {
@@ -125,6 +133,17 @@ func (s *ShardSource) Dropped(t int64) {
 			s.tainted[id] = true
 		}
 	}
+}
+
+// Finishes implements Finisher: a shard finished by iteration t goes DONE
+// (or back to the queue, if tainted) with Pushed(t).
+func (s *ShardSource) Finishes(t int64) bool {
+	for _, f := range s.finished {
+		if f.iter <= t {
+			return true
+		}
+	}
+	return false
 }
 
 // Pushed implements Source.

@@ -2,10 +2,16 @@ package worker
 
 import (
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/runtime/blocks"
+	"github.com/kelpie/kelpie/runtime/data"
+	"github.com/kelpie/kelpie/runtime/job"
 	"github.com/kelpie/kelpie/runtime/model"
+	"github.com/kelpie/kelpie/runtime/optim"
+	"github.com/kelpie/kelpie/runtime/syncmodel"
 )
 
 // queueSource is a ShardSource over shards of 4 samples, recording what
@@ -78,5 +84,64 @@ func TestAddParams(t *testing.T) {
 	if !slices.Equal(dst.Sparse.Keys, []uint64{0, 1, 5, 9, 12}) ||
 		!slices.Equal(dst.Sparse.Vals, []float32{0, 0, 1, 1, 6, 7, 9, 9, 3, 4}) {
 		t.Errorf("sparse = %v %v; want keys [0 1 5 9 12], vals [0 0 1 1 6 7 9 9 3 4]", dst.Sparse.Keys, dst.Sparse.Vals)
+	}
+}
+
+// TestSamplesReportedBeforeDone: a worker reports the samples it has
+// trained before it reports the shards they finished DONE. The job's count
+// of samples trained is the workers' reports (a restarted worker's count
+// starts again from its last one): a worker killed after a DONE report but
+// before the report of its samples would leave a DONE shard that nobody
+// counted, and the count short of the data (at-least-once).
+func TestSamplesReportedBeforeDone(t *testing.T) {
+	train, _, _ := data.SyntheticCTR(data.CTRConfig{Samples: 240, TestSamples: 16, Features: 500, Fields: 4, Seed: 5})
+	c := clusterConfig{model: model.Config{Kind: model.KindSparseLR}, info: train.Info(), servers: 1, workers: 1,
+		blockBytes: 4 << 10, strategy: blocks.RoundRobin, sync: syncmodel.Config{Model: syncmodel.BSP, Pull: syncmodel.Lazy},
+		optim: optim.Config{Kind: optim.Adam, LR: 0.05}, seed: 3}
+	cl := startCluster(t, c)
+	plan := job.Plan{N: train.Len(), Epochs: 1, GlobalBatch: 8, Seed: 2, Local: []int{8}, BatchesPerShard: 3}
+	const shard = 24 // samples: 3 iterations of 8, a report every 10
+	var (
+		mu               sync.Mutex
+		reported, doneAt int64 // samples in the last report; in the DONE shards
+		uncounted        []int64
+		next             int64
+	)
+	var sums [1]Summary
+	cl.trainSummaries(t, c, train, plan, func(cfg *Config) {
+		cfg.Report = func(r Report) bool {
+			mu.Lock()
+			defer mu.Unlock()
+			reported = r.Samples
+			return true
+		}
+		cfg.Source = &ShardSource{
+			Fetch: func() (*kelpiepb.ShardInfo, error) {
+				if next*shard == int64(train.Len()) {
+					return nil, nil
+				}
+				sh := &kelpiepb.ShardInfo{Id: next}
+				for i := range int64(shard) {
+					sh.Order = append(sh.Order, next*shard+i)
+				}
+				next++
+				return sh, nil
+			},
+			Report: func(ids []int64) error {
+				mu.Lock()
+				defer mu.Unlock()
+				doneAt += int64(len(ids)) * shard
+				if reported < doneAt {
+					uncounted = append(uncounted, ids...)
+				}
+				return nil
+			},
+		}
+	}, sums[:])
+	if doneAt != int64(train.Len()) || sums[0].Samples != doneAt || reported != doneAt {
+		t.Errorf("%d samples DONE, %d trained, %d reported; want %d each", doneAt, sums[0].Samples, reported, train.Len())
+	}
+	if len(uncounted) > 0 {
+		t.Errorf("shards %v reported DONE before the samples that trained them", uncounted)
 	}
 }

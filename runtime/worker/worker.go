@@ -553,6 +553,22 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 		lossN   int
 		bptSum  time.Duration
 	)
+	// send reports the progress since the last report: iterations
+	// completed and samples trained so far.
+	send := func(iterations, samples int64) bool {
+		rep.Iteration, rep.Samples = iterations, samples
+		rep.PullComm, w.pullComm = w.pullComm, nil
+		if w.ar != nil {
+			rep.Reduce, rep.ReduceSent, rep.CrossSent = w.ar.take()
+		}
+		if lossN > 0 {
+			rep.Loss = lossSum / float64(lossN)
+		}
+		ok := w.cfg.Report == nil || w.cfg.Report(rep)
+		rep = Report{BatchSize: rep.BatchSize}
+		lossSum, lossN = 0, 0
+		return ok
+	}
 	gb := float32(w.cfg.Plan.GlobalBatch)
 	t := start
 	for more {
@@ -614,6 +630,17 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 			samples = 0
 		}
 		if w.cfg.Source != nil {
+			if f, ok := w.cfg.Source.(Finisher); ok && f.Finishes(t) {
+				// Pushed(t) reports shards DONE: the samples that trained
+				// them are reported first. A worker killed after the DONE
+				// reports would otherwise take the samples of its last
+				// iterations out of the job's count, while nobody trains
+				// those shards again (the count of a restarted worker
+				// starts at its last report).
+				if !send(t+1, sum.Samples+samples) {
+					return sum, fmt.Errorf("worker %d: stopped by the coordinator", w.cfg.Index)
+				}
+			}
 			if err := w.cfg.Source.Pushed(t); err != nil {
 				return sum, fmt.Errorf("worker %d: report shards: %v", w.cfg.Index, err)
 			}
@@ -664,19 +691,9 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 		rep.Compute += compute
 		rep.Comm = append(rep.Comm, comms...)
 		if sum.Iterations%int64(w.cfg.ReportEvery) == 0 || !more {
-			rep.Iteration, rep.Samples = t, sum.Samples
-			rep.PullComm, w.pullComm = w.pullComm, nil
-			if w.ar != nil {
-				rep.Reduce, rep.ReduceSent, rep.CrossSent = w.ar.take()
-			}
-			if lossN > 0 {
-				rep.Loss = lossSum / float64(lossN)
-			}
-			if w.cfg.Report != nil && !w.cfg.Report(rep) {
+			if !send(t, sum.Samples) {
 				return sum, fmt.Errorf("worker %d: stopped by the coordinator", w.cfg.Index)
 			}
-			rep = Report{}
-			lossSum, lossN = 0, 0
 		}
 	}
 	if w.leaveAt >= 0 && t >= w.leaveAt {

@@ -230,6 +230,17 @@ func (g *Gate) Propose(now time.Time, p Proposal) error {
 	return nil
 }
 
+// Waiting returns the action with this key that waits for an operator
+// (Proposed), or nil.
+func (g *Gate) Waiting(key string) *Action {
+	for _, a := range g.actions {
+		if key != "" && a.Key == key && a.State == Proposed {
+			return a
+		}
+	}
+	return nil
+}
+
 // Recent says whether an action with this key is pending, or settled less
 // than cooldown before now.
 func (g *Gate) Recent(key string, now time.Time, cooldown time.Duration) bool {

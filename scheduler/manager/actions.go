@@ -928,13 +928,24 @@ func (m *Manager) proposeLocked(j *jobState, proposals []policy.Action, now time
 		if key == "" {
 			key = p.Policy + "/" + a.Kind + "/" + a.Target
 		}
+		ps := j.policies[p.Policy]
+		if w := j.gate.Waiting(key); w != nil && ps != nil && ps.Mode == ModeAuto {
+			// Proposed while the policy was in approve mode and proposed
+			// again now that it is in auto: the policy decides it, as an
+			// operator's switch to auto asked.
+			if pa := j.byID[w.ID]; pa != nil && j.validate(pa) == nil &&
+				j.gate.Decide(now, w.ID, true, "policy:"+p.Policy, "auto mode: its policy proposed it again") == nil {
+				*sends = append(*sends, m.applyGate(j)...)
+				*sends = append(*sends, func() { m.persistAction(j, pa) })
+			}
+			continue
+		}
 		if j.gate.Recent(key, now, j.mon.Config().LPer) {
 			continue
 		}
 		if err := j.validate(a); err != nil {
 			continue
 		}
-		ps := j.policies[p.Policy]
 		if ps == nil || ps.Mode != ModeAuto && ps.Mode != ModeApprove {
 			continue // turned off while it ran
 		}

@@ -1,10 +1,8 @@
 package cli
 
 import (
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 
@@ -52,32 +50,12 @@ func okScheduler(t *testing.T) *httptest.Server {
 	return srv
 }
 
-// stdoutOf runs kelpie with args and returns its exit code and stdout.
-func stdoutOf(t *testing.T, args ...string) (int, string) {
-	t.Helper()
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	old := os.Stdout
-	os.Stdout = w
-	out := make(chan string)
-	go func() {
-		b, _ := io.ReadAll(r)
-		out <- string(b)
-	}()
-	code := Run(args)
-	os.Stdout = old
-	w.Close()
-	return code, <-out
-}
-
 // TestApproveSaysWhatItDid: approve and reject print what they did on
 // success (they printed nothing).
 func TestApproveSaysWhatItDid(t *testing.T) {
 	addr := strings.TrimPrefix(okScheduler(t).URL, "http://")
 	for verb, want := range map[string]string{"approve": "approved a-7 of job mnist", "reject": "rejected a-7 of job mnist"} {
-		code, out := stdoutOf(t, "job", verb, "mnist", "a-7", "--scheduler", addr, "--token", "t")
+		code, out := runStdout(t, "job", verb, "mnist", "a-7", "--scheduler", addr, "--token", "t")
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("job %s: exit %d, stdout %q; want %q", verb, code, out, want)
 		}

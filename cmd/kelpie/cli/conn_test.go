@@ -2,12 +2,8 @@ package cli
 
 import (
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/kelpie/kelpie/scheduler/daemon"
 )
 
 // TestConnectFailsFast: a command line aimed at no scheduler, or with a
@@ -15,17 +11,7 @@ import (
 // --timeout (an hour here: a command that waited for it would not finish)
 // with "context deadline exceeded (%!s(<nil>))".
 func TestConnectFailsFast(t *testing.T) {
-	dir := t.TempDir()
-	tokens := filepath.Join(dir, "tokens")
-	if err := os.WriteFile(tokens, []byte("optok operator op\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	d, err := daemon.Start(daemon.Config{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0", DataDir: filepath.Join(dir, "d"),
-		Tokens: tokens, NoLaunch: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close(true)
+	d, _ := testScheduler(t)
 	// A port nobody listens on: bind one, then close it.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"encoding/json"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,45 +10,14 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/scheduler/daemon"
 )
-
-// runStdout runs kelpie with args and returns its exit code and stdout.
-func runStdout(t *testing.T, args ...string) (int, string) {
-	t.Helper()
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	old := os.Stdout
-	os.Stdout = w
-	out := make(chan string)
-	go func() {
-		b, _ := io.ReadAll(r)
-		out <- string(b)
-	}()
-	code := Run(args)
-	os.Stdout = old
-	w.Close()
-	return code, <-out
-}
 
 // TestDescribeJSON: `job describe --json` prints one object (not an array
 // of one), its 64-bit counts as JSON numbers like its 32-bit ones; `job
 // list --json` an array of such objects; the text form prints a policy's
 // parameters as key=value, not as a Go map.
 func TestDescribeJSON(t *testing.T) {
-	dir := t.TempDir()
-	tokens := filepath.Join(dir, "tokens")
-	if err := os.WriteFile(tokens, []byte("optok operator op\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	d, err := daemon.Start(daemon.Config{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0", DataDir: filepath.Join(dir, "d"),
-		Tokens: tokens, NoLaunch: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close(true)
+	d, dir := testScheduler(t)
 	p := filepath.Join(dir, "j.yaml")
 	if err := os.WriteFile(p, []byte("name: j\nmodel: {kind: softmax}\ndata: {kind: mnist, seed: 1}\ncluster: {workers: 3, servers: 1}\n"+
 		"policies: {antdt-nd: {mode: off, lambda: 1.5}}\n"), 0o644); err != nil {

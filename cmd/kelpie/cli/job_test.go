@@ -1,50 +1,17 @@
 package cli
 
 import (
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/kelpie/kelpie/scheduler/daemon"
 )
-
-// runCaptured runs kelpie with args and returns its exit code and stderr.
-func runCaptured(t *testing.T, args ...string) (int, string) {
-	t.Helper()
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	old := os.Stderr
-	os.Stderr = w
-	out := make(chan string)
-	go func() {
-		b, _ := io.ReadAll(r)
-		out <- string(b)
-	}()
-	code := Run(args)
-	os.Stderr = old
-	w.Close()
-	return code, <-out
-}
 
 // TestJobSubmitErrors: bad specs exit 2 with an error naming the submitted
 // file, the key and the line, whether found here or by the scheduler; a
 // spec larger than the scheduler reads reports the close reason.
 func TestJobSubmitErrors(t *testing.T) {
-	dir := t.TempDir()
-	tokens := filepath.Join(dir, "tokens")
-	if err := os.WriteFile(tokens, []byte("optok operator op\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	d, err := daemon.Start(daemon.Config{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0", DataDir: filepath.Join(dir, "d"),
-		Tokens: tokens, NoLaunch: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close(true)
+	d, dir := testScheduler(t)
 	write := func(name, src string) string {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {

@@ -121,8 +121,8 @@ rules:
 # there: fix it and keep the input as a regression case. scripts/fuzz.sh
 # retries once a run that only hit Go's -fuzztime deadline race.
 FUZZTIME ?= 30s
-FUZZ_TARGETS := runtime/spec:FuzzParse runtime/spec:FuzzYAML runtime/wire:FuzzUnmarshal runtime/tensorwire:FuzzDecode runtime/data:FuzzIDX \
-	runtime/diverge:FuzzParse runtime/server:FuzzRequest runtime/identity:FuzzPolicies scheduler/console:FuzzClientFrame \
+FUZZ_TARGETS := core/spec:FuzzParse core/spec:FuzzYAML runtime/wire:FuzzUnmarshal runtime/tensorwire:FuzzDecode runtime/data:FuzzIDX \
+	core/diverge:FuzzParse runtime/server:FuzzRequest runtime/identity:FuzzPolicies scheduler/console:FuzzClientFrame \
 	scheduler/coordinator:FuzzRequests scheduler/shard:FuzzRestore scheduler/shard:FuzzInterleavings
 fuzz:
 	@GO=$(GO) scripts/fuzz.sh $(FUZZTIME) $(FUZZ_TARGETS)

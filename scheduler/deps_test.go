@@ -16,11 +16,11 @@ const mod = "github.com/kelpie/kelpie/"
 // pureCores import nothing that does I/O (docs/design.md: "The pure cores ... import nothing that
 // does I/O"). A new pure package belongs on this list.
 var pureCores = []string{
-	"runtime/blocks",
-	"runtime/optim",
-	"runtime/shape",
-	"runtime/straggler",
-	"runtime/syncmodel",
+	"core/blocks",
+	"core/optim",
+	"core/shape",
+	"core/straggler",
+	"core/syncmodel",
 	"scheduler/change",
 	"scheduler/eps",
 	"scheduler/gate",
@@ -132,6 +132,10 @@ func rules() []rule {
 		covers: inAny("agent"),
 		deps:   inAny(mod+"scheduler", mod+"tui", mod+"cmd"),
 	}, {
+		name:   "core imports no scheduler, runtime, agent or tui package",
+		covers: inAny("core"),
+		deps:   inAny(mod+"scheduler", mod+"runtime", mod+"agent", mod+"tui", mod+"cmd"),
+	}, {
 		name:   "runtime imports no scheduler, agent or tui package",
 		covers: inAny("runtime"),
 		deps:   inAny(mod+"scheduler", mod+"agent", mod+"tui", mod+"cmd"),
@@ -192,22 +196,22 @@ func TestImportRules(t *testing.T) {
 // a typo in a rule cannot silently let everything through.
 func TestImportRulesCatch(t *testing.T) {
 	pkgs := map[string]pkg{
-		"scheduler/manager":         {Deps: []string{"fmt", mod + "runtime/job", mod + "runtime/server"}},
+		"scheduler/manager":         {Deps: []string{"fmt", mod + "core/job", mod + "runtime/server"}},
 		"scheduler/loadtest":        {Deps: []string{mod + "tui/client"}},
 		"scheduler/console/client":  {Deps: []string{mod + "proto/kelpiepb", mod + "scheduler/console"}},
 		"tui":                       {Deps: []string{mod + "themes", mod + "scheduler/console/client", mod + "scheduler/manager"}},
 		"agent":                     {Deps: []string{mod + "scheduler/policy"}},
 		"runtime/worker":            {Deps: []string{mod + "tui/keys"}},
-		"runtime/syncmodel":         {Imports: []string{"os"}, Deps: []string{"os", "google.golang.org/grpc"}},
+		"core/syncmodel":            {Imports: []string{"os"}, Deps: []string{"os", "google.golang.org/grpc"}},
 		"scheduler/shard":           {Imports: []string{"go.etcd.io/bbolt"}, Deps: []string{"go.etcd.io/bbolt"}},
-		"scheduler/coordinator":     {Deps: []string{mod + "runtime/job", mod + "runtime/blocks", "net"}},
+		"scheduler/coordinator":     {Deps: []string{mod + "core/job", mod + "core/blocks", "net"}},
 		"scheduler/console/client2": {Deps: []string{mod + "proto/kelpiepb"}},
 	}
 	got := violations(pkgs, rules())
 	want := []string{
 		"agent depends on " + mod + "scheduler/policy",
-		"runtime/syncmodel depends on google.golang.org/grpc",
-		"runtime/syncmodel imports os",
+		"core/syncmodel depends on google.golang.org/grpc",
+		"core/syncmodel imports os",
 		"runtime/worker depends on " + mod + "tui/keys",
 		"scheduler/console/client depends on " + mod + "scheduler/console",
 		"scheduler/loadtest depends on " + mod + "tui/client",

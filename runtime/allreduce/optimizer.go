@@ -1,6 +1,6 @@
 package allreduce
 
-import "github.com/kelpie/kelpie/runtime/optim"
+import "github.com/kelpie/kelpie/core/optim"
 
 // Optimizer applies the job's optimizer (and its learning-rate schedule) to
 // a worker's own copy of the parameters once the summed gradient is known.

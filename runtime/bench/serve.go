@@ -20,13 +20,13 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kelpie/kelpie/core/blocks"
+	"github.com/kelpie/kelpie/core/optim"
+	"github.com/kelpie/kelpie/core/syncmodel"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/runtime/blocks"
 	"github.com/kelpie/kelpie/runtime/identity"
-	"github.com/kelpie/kelpie/runtime/optim"
 	"github.com/kelpie/kelpie/runtime/psclient"
 	"github.com/kelpie/kelpie/runtime/server"
-	"github.com/kelpie/kelpie/runtime/syncmodel"
 	"github.com/kelpie/kelpie/runtime/tensorwire"
 )
 

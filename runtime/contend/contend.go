@@ -34,7 +34,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/kelpie/kelpie/runtime/straggler"
+	"github.com/kelpie/kelpie/core/straggler"
 )
 
 // MaxCompetitors bounds the competitor processes of one node.

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kelpie/kelpie/runtime/straggler"
+	"github.com/kelpie/kelpie/core/straggler"
 )
 
 func TestPlanFor(t *testing.T) {

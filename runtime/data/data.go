@@ -10,10 +10,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 
-	"github.com/kelpie/kelpie/runtime/shape"
+	"github.com/kelpie/kelpie/core/shape"
 )
 
-// Info describes the shape of a dataset's samples (runtime/shape defines it, so the shapes of a
+// Info describes the shape of a dataset's samples (core/shape defines it, so the shapes of a
 // model's tensors can be computed without this package's loaders).
 type Info = shape.Input
 

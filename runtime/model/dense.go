@@ -40,7 +40,7 @@ type csc struct {
 	val []float32
 }
 
-// newDense builds the network with layer widths sizes and the tensors runtime/shape gave them.
+// newDense builds the network with layer widths sizes and the tensors core/shape gave them.
 func newDense(kind string, sizes []int, tensors []Tensor) *dense {
 	L := len(sizes) - 1
 	return &dense{kind: kind, sizes: sizes, tensors: tensors,

@@ -12,11 +12,11 @@ import (
 	"math/rand/v2"
 	"slices"
 
+	"github.com/kelpie/kelpie/core/shape"
 	"github.com/kelpie/kelpie/runtime/data"
-	"github.com/kelpie/kelpie/runtime/shape"
 )
 
-// Tensor describes one parameter tensor (runtime/shape computes them, so the scheduler can lay
+// Tensor describes one parameter tensor (core/shape computes them, so the scheduler can lay
 // out blocks without this package).
 type Tensor = shape.Tensor
 

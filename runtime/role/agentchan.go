@@ -10,9 +10,9 @@ import (
 
 	"google.golang.org/protobuf/encoding/protodelim"
 
+	"github.com/kelpie/kelpie/core/job"
+	"github.com/kelpie/kelpie/core/spec"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/runtime/job"
-	"github.com/kelpie/kelpie/runtime/spec"
 	"github.com/kelpie/kelpie/runtime/worker"
 )
 

@@ -11,13 +11,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kelpie/kelpie/core/job"
+	"github.com/kelpie/kelpie/core/spec"
+	"github.com/kelpie/kelpie/core/straggler"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/runtime/allreduce"
 	"github.com/kelpie/kelpie/runtime/identity"
-	"github.com/kelpie/kelpie/runtime/job"
 	"github.com/kelpie/kelpie/runtime/model"
-	"github.com/kelpie/kelpie/runtime/spec"
-	"github.com/kelpie/kelpie/runtime/straggler"
 	"github.com/kelpie/kelpie/runtime/worker"
 )
 

@@ -6,7 +6,7 @@ import (
 
 	"github.com/kelpie/kelpie/runtime/allreduce"
 
-	"github.com/kelpie/kelpie/runtime/spec"
+	"github.com/kelpie/kelpie/core/spec"
 	"github.com/kelpie/kelpie/runtime/worker"
 )
 

@@ -1,8 +1,8 @@
 package role
 
 import (
+	"github.com/kelpie/kelpie/core/spec"
 	"github.com/kelpie/kelpie/runtime/data"
-	"github.com/kelpie/kelpie/runtime/spec"
 )
 
 // CheckData checks, quickly and without loading it, that the data set the

@@ -6,8 +6,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/kelpie/kelpie/core/straggler"
 	"github.com/kelpie/kelpie/runtime/contend"
-	"github.com/kelpie/kelpie/runtime/straggler"
 )
 
 // contention carries out the node's kind cpu stragglers for real: this

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kelpie/kelpie/core/diverge"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/runtime/diverge"
 )
 
 // reportDivergence tells the coordinator that training diverged (here, or

@@ -1,7 +1,7 @@
 package role
 
 import (
-	"github.com/kelpie/kelpie/runtime/blocks"
+	"github.com/kelpie/kelpie/core/blocks"
 	"github.com/kelpie/kelpie/runtime/identity"
 	"github.com/kelpie/kelpie/runtime/psclient"
 )

@@ -23,17 +23,17 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/kelpie/kelpie/core/blocks"
+	"github.com/kelpie/kelpie/core/diverge"
+	"github.com/kelpie/kelpie/core/job"
+	"github.com/kelpie/kelpie/core/spec"
+	"github.com/kelpie/kelpie/core/straggler"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/runtime/blocks"
 	"github.com/kelpie/kelpie/runtime/data"
-	"github.com/kelpie/kelpie/runtime/diverge"
 	"github.com/kelpie/kelpie/runtime/identity"
-	"github.com/kelpie/kelpie/runtime/job"
 	"github.com/kelpie/kelpie/runtime/model"
 	"github.com/kelpie/kelpie/runtime/psclient"
 	"github.com/kelpie/kelpie/runtime/server"
-	"github.com/kelpie/kelpie/runtime/spec"
-	"github.com/kelpie/kelpie/runtime/straggler"
 	"github.com/kelpie/kelpie/runtime/tensorwire"
 	"github.com/kelpie/kelpie/runtime/torch"
 	"github.com/kelpie/kelpie/runtime/worker"
@@ -656,7 +656,7 @@ func RunWorker(ctx context.Context, o Options) error {
 }
 
 // newModel builds the job's model from its spec; every role derives the same
-// tensors (runtime/shape) as the scheduler's block table.
+// tensors (core/shape) as the scheduler's block table.
 func newModel(s *spec.Spec) (model.Model, error) {
 	if s.Model.Kind == spec.ModelTorch {
 		return torch.FromSpec(s, os.Stderr)

@@ -9,10 +9,10 @@ import (
 
 	"google.golang.org/protobuf/encoding/protodelim"
 
+	"github.com/kelpie/kelpie/core/blocks"
+	"github.com/kelpie/kelpie/core/syncmodel"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/runtime/blocks"
 	"github.com/kelpie/kelpie/runtime/server"
-	"github.com/kelpie/kelpie/runtime/syncmodel"
 )
 
 // TestServerCommands: the scheduler's commands reach a parameter server

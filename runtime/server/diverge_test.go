@@ -8,9 +8,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/kelpie/kelpie/core/diverge"
+	"github.com/kelpie/kelpie/core/syncmodel"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/runtime/diverge"
-	"github.com/kelpie/kelpie/runtime/syncmodel"
 )
 
 // TestDivergedApply: an update that makes a parameter non-finite is

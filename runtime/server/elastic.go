@@ -9,13 +9,13 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/kelpie/kelpie/core/blocks"
+	"github.com/kelpie/kelpie/core/diverge"
+	"github.com/kelpie/kelpie/core/job"
+	"github.com/kelpie/kelpie/core/optim"
+	"github.com/kelpie/kelpie/core/syncmodel"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/runtime/blocks"
-	"github.com/kelpie/kelpie/runtime/diverge"
-	"github.com/kelpie/kelpie/runtime/job"
-	"github.com/kelpie/kelpie/runtime/optim"
 	"github.com/kelpie/kelpie/runtime/psclient"
-	"github.com/kelpie/kelpie/runtime/syncmodel"
 	"github.com/kelpie/kelpie/runtime/wire"
 )
 

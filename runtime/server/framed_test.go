@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kelpie/kelpie/core/syncmodel"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/runtime/identity"
 	"github.com/kelpie/kelpie/runtime/psclient"
-	"github.com/kelpie/kelpie/runtime/syncmodel"
 	"github.com/kelpie/kelpie/runtime/tensorwire"
 	"github.com/kelpie/kelpie/runtime/wire"
 	"github.com/kelpie/kelpie/scheduler/pki"

@@ -7,8 +7,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kelpie/kelpie/core/syncmodel"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/runtime/syncmodel"
 )
 
 // FuzzRequest decodes arbitrary bytes as a parameter-server request and

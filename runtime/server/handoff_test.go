@@ -8,10 +8,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/kelpie/kelpie/core/blocks"
+	"github.com/kelpie/kelpie/core/job"
+	"github.com/kelpie/kelpie/core/syncmodel"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/runtime/blocks"
-	"github.com/kelpie/kelpie/runtime/job"
-	"github.com/kelpie/kelpie/runtime/syncmodel"
 )
 
 // TestPullWaitingThroughAHandOff: a BSP pull held for a later iteration

@@ -4,10 +4,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kelpie/kelpie/core/optim"
+	"github.com/kelpie/kelpie/core/straggler"
+	"github.com/kelpie/kelpie/core/syncmodel"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/runtime/optim"
-	"github.com/kelpie/kelpie/runtime/straggler"
-	"github.com/kelpie/kelpie/runtime/syncmodel"
 )
 
 // TestInjectFullDuplex: a bandwidth straggler gives each direction of the

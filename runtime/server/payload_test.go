@@ -4,8 +4,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kelpie/kelpie/core/syncmodel"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/runtime/syncmodel"
 	"github.com/kelpie/kelpie/runtime/wire"
 )
 

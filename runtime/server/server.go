@@ -24,11 +24,11 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/kelpie/kelpie/core/blocks"
+	"github.com/kelpie/kelpie/core/optim"
+	"github.com/kelpie/kelpie/core/straggler"
+	"github.com/kelpie/kelpie/core/syncmodel"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/runtime/blocks"
-	"github.com/kelpie/kelpie/runtime/optim"
-	"github.com/kelpie/kelpie/runtime/straggler"
-	"github.com/kelpie/kelpie/runtime/syncmodel"
 	"github.com/kelpie/kelpie/runtime/tensorwire"
 	"github.com/kelpie/kelpie/runtime/wire"
 )

@@ -12,9 +12,9 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kelpie/kelpie/core/blocks"
+	"github.com/kelpie/kelpie/core/syncmodel"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/runtime/blocks"
-	"github.com/kelpie/kelpie/runtime/syncmodel"
 )
 
 // SaveSnapshot writes the server's blocks, their optimizer state and its

@@ -1,8 +1,8 @@
 package server
 
 import (
+	"github.com/kelpie/kelpie/core/optim"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/runtime/optim"
 	"github.com/kelpie/kelpie/runtime/tensorwire"
 	"github.com/kelpie/kelpie/runtime/wire"
 )

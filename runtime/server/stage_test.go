@@ -7,12 +7,12 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/kelpie/kelpie/core/blocks"
+	"github.com/kelpie/kelpie/core/optim"
+	"github.com/kelpie/kelpie/core/straggler"
+	"github.com/kelpie/kelpie/core/syncmodel"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/runtime/blocks"
-	"github.com/kelpie/kelpie/runtime/optim"
 	"github.com/kelpie/kelpie/runtime/psclient"
-	"github.com/kelpie/kelpie/runtime/straggler"
-	"github.com/kelpie/kelpie/runtime/syncmodel"
 	"github.com/kelpie/kelpie/runtime/tensorwire"
 	"github.com/kelpie/kelpie/runtime/wire"
 )

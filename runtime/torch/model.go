@@ -7,9 +7,9 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/kelpie/kelpie/core/spec"
 	"github.com/kelpie/kelpie/runtime/data"
 	"github.com/kelpie/kelpie/runtime/model"
-	"github.com/kelpie/kelpie/runtime/spec"
 )
 
 var findMNIST = data.FindMNIST

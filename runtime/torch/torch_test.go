@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kelpie/kelpie/core/spec"
 	"github.com/kelpie/kelpie/runtime/data"
-	"github.com/kelpie/kelpie/runtime/spec"
 )
 
 // needTorch skips a test when the child's python3 has no torch (the

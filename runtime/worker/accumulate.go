@@ -1,8 +1,8 @@
 package worker
 
 import (
+	"github.com/kelpie/kelpie/core/optim"
 	"github.com/kelpie/kelpie/runtime/model"
-	"github.com/kelpie/kelpie/runtime/optim"
 )
 
 // addParams adds src to dst: dense tensors element by element, sparse rows

@@ -7,13 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kelpie/kelpie/core/blocks"
+	"github.com/kelpie/kelpie/core/job"
+	"github.com/kelpie/kelpie/core/optim"
+	"github.com/kelpie/kelpie/core/syncmodel"
 	"github.com/kelpie/kelpie/runtime/allreduce"
-	"github.com/kelpie/kelpie/runtime/blocks"
 	"github.com/kelpie/kelpie/runtime/data"
-	"github.com/kelpie/kelpie/runtime/job"
 	"github.com/kelpie/kelpie/runtime/model"
-	"github.com/kelpie/kelpie/runtime/optim"
-	"github.com/kelpie/kelpie/runtime/syncmodel"
 )
 
 // arNet is the workers' address book (what the coordinator is to real

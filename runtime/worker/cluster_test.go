@@ -9,16 +9,16 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/kelpie/kelpie/core/blocks"
+	"github.com/kelpie/kelpie/core/job"
+	"github.com/kelpie/kelpie/core/optim"
+	"github.com/kelpie/kelpie/core/straggler"
+	"github.com/kelpie/kelpie/core/syncmodel"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/runtime/blocks"
 	"github.com/kelpie/kelpie/runtime/data"
-	"github.com/kelpie/kelpie/runtime/job"
 	"github.com/kelpie/kelpie/runtime/model"
-	"github.com/kelpie/kelpie/runtime/optim"
 	"github.com/kelpie/kelpie/runtime/psclient"
 	"github.com/kelpie/kelpie/runtime/server"
-	"github.com/kelpie/kelpie/runtime/straggler"
-	"github.com/kelpie/kelpie/runtime/syncmodel"
 )
 
 // cluster is an in-process job: servers on 127.0.0.1 behind real gRPC, and

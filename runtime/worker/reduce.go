@@ -6,9 +6,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/kelpie/kelpie/core/optim"
 	"github.com/kelpie/kelpie/runtime/allreduce"
 	"github.com/kelpie/kelpie/runtime/model"
-	"github.com/kelpie/kelpie/runtime/optim"
 )
 
 // Allreduce is a worker's allreduce group (cluster.exchange ring or rat).

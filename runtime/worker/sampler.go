@@ -1,8 +1,8 @@
 package worker
 
 import (
+	"github.com/kelpie/kelpie/core/job"
 	"github.com/kelpie/kelpie/runtime/data"
-	"github.com/kelpie/kelpie/runtime/job"
 )
 
 // sampler maps stream positions to sample indexes, caching one epoch's

@@ -3,7 +3,7 @@ package worker
 import (
 	"testing"
 
-	"github.com/kelpie/kelpie/runtime/job"
+	"github.com/kelpie/kelpie/core/job"
 )
 
 func TestSamplerDrawsEachSampleOncePerEpoch(t *testing.T) {

@@ -5,13 +5,13 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kelpie/kelpie/core/blocks"
+	"github.com/kelpie/kelpie/core/job"
+	"github.com/kelpie/kelpie/core/optim"
+	"github.com/kelpie/kelpie/core/syncmodel"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/runtime/blocks"
 	"github.com/kelpie/kelpie/runtime/data"
-	"github.com/kelpie/kelpie/runtime/job"
 	"github.com/kelpie/kelpie/runtime/model"
-	"github.com/kelpie/kelpie/runtime/optim"
-	"github.com/kelpie/kelpie/runtime/syncmodel"
 )
 
 // queueSource is a ShardSource over shards of 4 samples, recording what

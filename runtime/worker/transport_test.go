@@ -3,13 +3,13 @@ package worker
 import (
 	"testing"
 
-	"github.com/kelpie/kelpie/runtime/blocks"
+	"github.com/kelpie/kelpie/core/blocks"
+	"github.com/kelpie/kelpie/core/job"
+	"github.com/kelpie/kelpie/core/optim"
+	"github.com/kelpie/kelpie/core/syncmodel"
 	"github.com/kelpie/kelpie/runtime/data"
-	"github.com/kelpie/kelpie/runtime/job"
 	"github.com/kelpie/kelpie/runtime/model"
-	"github.com/kelpie/kelpie/runtime/optim"
 	"github.com/kelpie/kelpie/runtime/psclient"
-	"github.com/kelpie/kelpie/runtime/syncmodel"
 )
 
 // TestSparseRowsOverEachTransport: wide sparse logistic regression, whose

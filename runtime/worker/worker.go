@@ -16,16 +16,16 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/kelpie/kelpie/core/blocks"
+	"github.com/kelpie/kelpie/core/diverge"
+	"github.com/kelpie/kelpie/core/job"
+	"github.com/kelpie/kelpie/core/spec"
+	"github.com/kelpie/kelpie/core/straggler"
+	"github.com/kelpie/kelpie/core/syncmodel"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/runtime/blocks"
 	"github.com/kelpie/kelpie/runtime/data"
-	"github.com/kelpie/kelpie/runtime/diverge"
-	"github.com/kelpie/kelpie/runtime/job"
 	"github.com/kelpie/kelpie/runtime/model"
 	"github.com/kelpie/kelpie/runtime/psclient"
-	"github.com/kelpie/kelpie/runtime/spec"
-	"github.com/kelpie/kelpie/runtime/straggler"
-	"github.com/kelpie/kelpie/runtime/syncmodel"
 	"github.com/kelpie/kelpie/runtime/wire"
 )
 

@@ -23,7 +23,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kelpie/kelpie/runtime/blocks"
+	"github.com/kelpie/kelpie/core/blocks"
 )
 
 // Kind is what a table change does.

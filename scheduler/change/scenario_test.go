@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kelpie/kelpie/runtime/blocks"
+	"github.com/kelpie/kelpie/core/blocks"
 	"github.com/kelpie/kelpie/runtime/scenario"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kelpie/kelpie/runtime/spec"
+	"github.com/kelpie/kelpie/core/spec"
 	"github.com/kelpie/kelpie/scheduler/manager"
 )
 

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kelpie/kelpie/core/spec"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/runtime/spec"
 	"github.com/kelpie/kelpie/runtime/torch"
 	"github.com/kelpie/kelpie/scheduler/console/client"
 	"github.com/kelpie/kelpie/scheduler/manager"

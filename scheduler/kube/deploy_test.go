@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/kelpie/kelpie/runtime/spec"
+	"github.com/kelpie/kelpie/core/spec"
 	"github.com/kelpie/kelpie/scheduler/kube"
 	"github.com/kelpie/kelpie/scheduler/kube/kubetest"
 )

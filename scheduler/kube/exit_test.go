@@ -35,7 +35,7 @@ func TestExitOf(t *testing.T) {
 }
 
 func TestPodNamesFit(t *testing.T) {
-	// Job names are at most 63 characters of [a-z0-9-] (runtime/spec); a
+	// Job names are at most 63 characters of [a-z0-9-] (core/spec); a
 	// root name must leave room for the Secret's suffix.
 	if got := PodName("j", "worker-12", 3); got != "j-worker-12-3" {
 		t.Errorf("PodName = %q", got)

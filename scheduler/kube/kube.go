@@ -37,7 +37,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/kelpie/kelpie/runtime/spec"
+	"github.com/kelpie/kelpie/core/spec"
 )
 
 // Labels every object of a job carries.

@@ -13,7 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kelpie/kelpie/runtime/spec"
+	"github.com/kelpie/kelpie/core/spec"
 	"github.com/kelpie/kelpie/scheduler/kube"
 	"github.com/kelpie/kelpie/scheduler/kube/kubetest"
 )

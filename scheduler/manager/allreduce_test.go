@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kelpie/kelpie/runtime/spec"
+	"github.com/kelpie/kelpie/core/spec"
 	"github.com/kelpie/kelpie/scheduler/policy"
 )
 

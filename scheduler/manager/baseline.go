@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kelpie/kelpie/core/blocks"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/runtime/blocks"
 )
 
 // resumeTimeout bounds how long the relaunched workers of the

@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/kelpie/kelpie/core/job"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/runtime/job"
 	"github.com/kelpie/kelpie/scheduler/change"
 	"github.com/kelpie/kelpie/scheduler/policy"
 	"github.com/kelpie/kelpie/scheduler/store"

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/kelpie/kelpie/runtime/spec"
+	"github.com/kelpie/kelpie/core/spec"
 	"github.com/kelpie/kelpie/scheduler/clock"
 	"github.com/kelpie/kelpie/scheduler/policy"
 	"github.com/kelpie/kelpie/scheduler/store"

@@ -3,10 +3,10 @@ package manager
 import (
 	"slices"
 
+	"github.com/kelpie/kelpie/core/job"
+	"github.com/kelpie/kelpie/core/spec"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/runtime/allreduce"
-	"github.com/kelpie/kelpie/runtime/job"
-	"github.com/kelpie/kelpie/runtime/spec"
 )
 
 // maxViewTrees bounds the RAT trees a view carries: one per member, so a

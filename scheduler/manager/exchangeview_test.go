@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kelpie/kelpie/core/job"
+	"github.com/kelpie/kelpie/core/spec"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/runtime/allreduce"
-	"github.com/kelpie/kelpie/runtime/job"
-	"github.com/kelpie/kelpie/runtime/spec"
 	"github.com/kelpie/kelpie/scheduler/clock"
 	"github.com/kelpie/kelpie/scheduler/policy"
 	"github.com/kelpie/kelpie/scheduler/store"

@@ -12,8 +12,8 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/kelpie/kelpie/core/spec"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/runtime/spec"
 	"github.com/kelpie/kelpie/scheduler/store"
 )
 

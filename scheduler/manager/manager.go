@@ -41,8 +41,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/kelpie/kelpie/core/spec"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/runtime/spec"
 	"github.com/kelpie/kelpie/scheduler/clock"
 	"github.com/kelpie/kelpie/scheduler/coordinator"
 	"github.com/kelpie/kelpie/scheduler/launch"

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kelpie/kelpie/core/spec"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/runtime/spec"
 )
 
 // Pods runs a job's nodes somewhere other than this machine (Kubernetes:

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kelpie/kelpie/core/spec"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/runtime/spec"
 	"github.com/kelpie/kelpie/scheduler/policy"
 )
 

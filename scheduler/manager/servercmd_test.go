@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kelpie/kelpie/core/spec"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/runtime/spec"
 	"github.com/kelpie/kelpie/scheduler/clock"
 	"github.com/kelpie/kelpie/scheduler/store"
 )

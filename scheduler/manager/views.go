@@ -10,8 +10,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kelpie/kelpie/core/diverge"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/runtime/diverge"
 	"github.com/kelpie/kelpie/scheduler/console"
 	"github.com/kelpie/kelpie/scheduler/store"
 )

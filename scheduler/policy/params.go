@@ -9,7 +9,7 @@ import (
 )
 
 // Bound is the range a policy parameter may take while a job runs, and
-// where the range comes from. The job spec's validation (runtime/spec)
+// where the range comes from. The job spec's validation (core/spec)
 // states the same ranges for the spec's keys; SetPolicy checks live edits
 // against these, so that an edit cannot put a policy where the paper's
 // rule no longer means anything (λ below 1 makes every node a straggler).

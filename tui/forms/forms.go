@@ -278,7 +278,7 @@ func ParseLaunch(v map[string]string) (Launch, map[string]string) {
 
 func staleSync(s string) bool { return s == "ssp" || s == "pssp" || s == "dsps" }
 
-// YAML writes the job spec (runtime/spec's reference of keys) for l.
+// YAML writes the job spec (core/spec's reference of keys) for l.
 func (l Launch) YAML() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "name: %s\n", l.Name)

@@ -14,9 +14,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kelpie/kelpie/core/spec"
 	"github.com/kelpie/kelpie/examples"
 	"github.com/kelpie/kelpie/runtime/role"
-	"github.com/kelpie/kelpie/runtime/spec"
 	"github.com/kelpie/kelpie/scheduler/daemon"
 	"github.com/kelpie/kelpie/scheduler/launch"
 )

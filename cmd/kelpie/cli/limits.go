@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kelpie/kelpie/runtime/spec"
+	"github.com/kelpie/kelpie/core/spec"
 )
 
 // limitsFlag is --spec-limit NAME=N, repeatable: the bounds on submitted

@@ -18,9 +18,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/kelpie/kelpie/cmd/kelpie/internal/racks"
+	"github.com/kelpie/kelpie/core/spec"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/runtime/role"
-	"github.com/kelpie/kelpie/runtime/spec"
 	"github.com/kelpie/kelpie/runtime/torch"
 	"github.com/kelpie/kelpie/scheduler/daemon"
 )

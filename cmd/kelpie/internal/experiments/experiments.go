@@ -23,9 +23,9 @@ import (
 	"time"
 
 	"github.com/kelpie/kelpie/cmd/kelpie/internal/racks"
+	"github.com/kelpie/kelpie/core/spec"
 	"github.com/kelpie/kelpie/examples"
 	"github.com/kelpie/kelpie/runtime/role"
-	"github.com/kelpie/kelpie/runtime/spec"
 	"github.com/kelpie/kelpie/scheduler/daemon"
 	"github.com/kelpie/kelpie/scheduler/manager"
 	"github.com/kelpie/kelpie/scheduler/policy"

@@ -3,7 +3,7 @@ package experiments
 import (
 	"fmt"
 
-	"github.com/kelpie/kelpie/runtime/spec"
+	"github.com/kelpie/kelpie/core/spec"
 	"github.com/kelpie/kelpie/scheduler/manager"
 )
 

@@ -26,10 +26,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kelpie/kelpie/runtime/job"
+	"github.com/kelpie/kelpie/core/job"
+	"github.com/kelpie/kelpie/core/spec"
+	"github.com/kelpie/kelpie/core/straggler"
 	"github.com/kelpie/kelpie/runtime/netns"
-	"github.com/kelpie/kelpie/runtime/spec"
-	"github.com/kelpie/kelpie/runtime/straggler"
 )
 
 // Layout is where a spec's nodes run: its hosts by rack and each node's

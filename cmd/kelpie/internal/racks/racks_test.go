@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kelpie/kelpie/core/spec"
 	"github.com/kelpie/kelpie/runtime/netns"
-	"github.com/kelpie/kelpie/runtime/spec"
 )
 
 func TestPlan(t *testing.T) {

@@ -8,7 +8,7 @@
 // without shipping tensors around. The package is pure: it converts block
 // tables and sync settings to and from their wire form, but does no I/O, and
 // it imports neither the model's math (runtime/model) nor the data loaders
-// (runtime/data): tensor shapes come from runtime/shape. That is what lets
+// (runtime/data): tensor shapes come from core/shape. That is what lets
 // the scheduler, which lays out blocks and plans iterations but never trains,
 // use it (docs/design.md: "scheduler ──▶ proto, runtime's pure packages").
 package job
@@ -17,13 +17,13 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/kelpie/kelpie/core/blocks"
+	"github.com/kelpie/kelpie/core/optim"
+	"github.com/kelpie/kelpie/core/shape"
+	"github.com/kelpie/kelpie/core/spec"
+	"github.com/kelpie/kelpie/core/straggler"
+	"github.com/kelpie/kelpie/core/syncmodel"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/runtime/blocks"
-	"github.com/kelpie/kelpie/runtime/optim"
-	"github.com/kelpie/kelpie/runtime/shape"
-	"github.com/kelpie/kelpie/runtime/spec"
-	"github.com/kelpie/kelpie/runtime/straggler"
-	"github.com/kelpie/kelpie/runtime/syncmodel"
 )
 
 // MNIST's fixed shape.

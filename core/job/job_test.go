@@ -3,7 +3,7 @@ package job
 import (
 	"testing"
 
-	"github.com/kelpie/kelpie/runtime/blocks"
+	"github.com/kelpie/kelpie/core/blocks"
 )
 
 func TestPlanSlicesCoverTheStreamOnce(t *testing.T) {

@@ -4,7 +4,7 @@
 //
 // Every process of a job must agree on the tensors: workers and servers build the model
 // (runtime/model, which takes its tensors from here), while the scheduler only lays out and
-// assigns parameter blocks (runtime/job, runtime/blocks). Keeping the shapes in this pure package
+// assigns parameter blocks (core/job, core/blocks). Keeping the shapes in this pure package
 // lets the scheduler lay out blocks from a spec alone, without importing the model's math or the
 // data loaders' file I/O. It imports nothing but fmt.
 package shape

@@ -16,7 +16,7 @@ const (
 func TestActive(t *testing.T) {
 	persistent := Injection{Node: "w", Kind: Compute, Sleep: sec, Intensity: 1}
 	bounded := Injection{Node: "w", Kind: Compute, Sleep: sec, Intensity: 1, Start: 5 * sec, End: 30 * sec}
-	// The spec reference's transient example (runtime/spec/doc.go): on for 10s of every 20s.
+	// The spec reference's transient example (core/spec/doc.go): on for 10s of every 20s.
 	transient := Injection{Node: "w", Kind: Compute, Sleep: sec, Intensity: 1, Period: 20 * sec, On: 10 * sec}
 	late := Injection{Node: "w", Kind: Compute, Sleep: sec, Intensity: 1, Start: 3 * sec, End: 50 * sec, Period: 20 * sec, On: 10 * sec}
 	tests := []struct {

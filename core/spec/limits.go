@@ -137,7 +137,7 @@ func limitHint(name string) string {
 	return LimitHint + name
 }
 
-// mnist's shape, as runtime/job knows it (pure constants).
+// mnist's shape, as core/job knows it (pure constants).
 const (
 	mnistDim     = 28 * 28
 	mnistClasses = 10

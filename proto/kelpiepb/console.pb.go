@@ -2497,23 +2497,29 @@ type NodeView struct {
 	State string                 `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"` // starting | running | restarting | done | failed | lost | stopped
 	// its process: 0 while starting or restarting; once its process has
 	// ended (done, stopped, failed, lost), the pid it last ran as
-	Pid           int32                  `protobuf:"varint,5,opt,name=pid,proto3" json:"pid,omitempty"`
-	Restarts      int32                  `protobuf:"varint,6,opt,name=restarts,proto3" json:"restarts,omitempty"`
-	BatchSize     int32                  `protobuf:"varint,7,opt,name=batch_size,json=batchSize,proto3" json:"batch_size,omitempty"`
-	Accumulation  int32                  `protobuf:"varint,8,opt,name=accumulation,proto3" json:"accumulation,omitempty"`
-	BptShortS     float64                `protobuf:"fixed64,9,opt,name=bpt_short_s,json=bptShortS,proto3" json:"bpt_short_s,omitempty"` // mean BPT over L_trans
-	BptLongS      float64                `protobuf:"fixed64,10,opt,name=bpt_long_s,json=bptLongS,proto3" json:"bpt_long_s,omitempty"`   // mean BPT over L_per
-	Throughput    float64                `protobuf:"fixed64,11,opt,name=throughput,proto3" json:"throughput,omitempty"`                 // v_i = B_i / T_i
-	Class         string                 `protobuf:"bytes,12,opt,name=class,proto3" json:"class,omitempty"`                             // unknown | healthy | transient | persistent
-	Superior      bool                   `protobuf:"varint,13,opt,name=superior,proto3" json:"superior,omitempty"`                      // servers: in PSLD's superior set
-	Alpha         float64                `protobuf:"fixed64,14,opt,name=alpha,proto3" json:"alpha,omitempty"`                           // servers: seconds per byte
-	Beta          float64                `protobuf:"fixed64,15,opt,name=beta,proto3" json:"beta,omitempty"`                             // servers: seconds
-	Speed         float64                `protobuf:"fixed64,16,opt,name=speed,proto3" json:"speed,omitempty"`                           // servers: bytes per second
-	Blocks        int32                  `protobuf:"varint,17,opt,name=blocks,proto3" json:"blocks,omitempty"`                          // servers: blocks held
-	Iteration     int64                  `protobuf:"varint,18,opt,name=iteration,proto3" json:"iteration,omitempty"`
-	Sparkline     []float64              `protobuf:"fixed64,19,rep,packed,name=sparkline,proto3" json:"sparkline,omitempty"` // recent BPT (workers) or comm time (servers), oldest first
-	LastReport    *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=last_report,json=lastReport,proto3" json:"last_report,omitempty"`
-	Ratio         float64                `protobuf:"fixed64,21,opt,name=ratio,proto3" json:"ratio,omitempty"` // BPT / job mean (workers), comm / mean (servers)
+	Pid          int32                  `protobuf:"varint,5,opt,name=pid,proto3" json:"pid,omitempty"`
+	Restarts     int32                  `protobuf:"varint,6,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	BatchSize    int32                  `protobuf:"varint,7,opt,name=batch_size,json=batchSize,proto3" json:"batch_size,omitempty"`
+	Accumulation int32                  `protobuf:"varint,8,opt,name=accumulation,proto3" json:"accumulation,omitempty"`
+	BptShortS    float64                `protobuf:"fixed64,9,opt,name=bpt_short_s,json=bptShortS,proto3" json:"bpt_short_s,omitempty"` // mean BPT over L_trans
+	BptLongS     float64                `protobuf:"fixed64,10,opt,name=bpt_long_s,json=bptLongS,proto3" json:"bpt_long_s,omitempty"`   // mean BPT over L_per
+	Throughput   float64                `protobuf:"fixed64,11,opt,name=throughput,proto3" json:"throughput,omitempty"`                 // v_i = B_i / T_i
+	Class        string                 `protobuf:"bytes,12,opt,name=class,proto3" json:"class,omitempty"`                             // unknown | healthy | transient | persistent
+	Superior     bool                   `protobuf:"varint,13,opt,name=superior,proto3" json:"superior,omitempty"`                      // servers: in PSLD's superior set
+	Alpha        float64                `protobuf:"fixed64,14,opt,name=alpha,proto3" json:"alpha,omitempty"`                           // servers: seconds per byte
+	Beta         float64                `protobuf:"fixed64,15,opt,name=beta,proto3" json:"beta,omitempty"`                             // servers: seconds
+	Speed        float64                `protobuf:"fixed64,16,opt,name=speed,proto3" json:"speed,omitempty"`                           // servers: bytes per second
+	Blocks       int32                  `protobuf:"varint,17,opt,name=blocks,proto3" json:"blocks,omitempty"`                          // servers: blocks held
+	Iteration    int64                  `protobuf:"varint,18,opt,name=iteration,proto3" json:"iteration,omitempty"`
+	Sparkline    []float64              `protobuf:"fixed64,19,rep,packed,name=sparkline,proto3" json:"sparkline,omitempty"` // recent BPT (workers) or comm time (servers), oldest first
+	LastReport   *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=last_report,json=lastReport,proto3" json:"last_report,omitempty"`
+	Ratio        float64                `protobuf:"fixed64,21,opt,name=ratio,proto3" json:"ratio,omitempty"` // BPT / job mean (workers), comm / mean (servers)
+	// While the node is a straggler (class transient or persistent): the
+	// dominant cause of its slowness against the job's median.
+	Cause *NodeCause `protobuf:"bytes,120,opt,name=cause,proto3" json:"cause,omitempty"`
+	// A worker's recent time per iteration by phase (seconds per iteration,
+	// over its last reports); unset for servers and before it reported one.
+	Split         *TimeSplit `protobuf:"bytes,121,opt,name=split,proto3" json:"split,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2695,6 +2701,101 @@ func (x *NodeView) GetRatio() float64 {
 	return 0
 }
 
+func (x *NodeView) GetCause() *NodeCause {
+	if x != nil {
+		return x.Cause
+	}
+	return nil
+}
+
+func (x *NodeView) GetSplit() *TimeSplit {
+	if x != nil {
+		return x.Split
+	}
+	return nil
+}
+
+// NodeCause is why a straggler is slow (scheduler/cause): the phase of its
+// time that exceeds the job's median by the most.
+type NodeCause struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// compute | data | push | pull | wait (a worker's phases) | link | server
+	// (a server: its workers' round trips less its own handling, or its own
+	// queueing and handling)
+	Kind          string  `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Ratio         float64 `protobuf:"fixed64,2,opt,name=ratio,proto3" json:"ratio,omitempty"`                                      // the phase's time / the job's median of it
+	Detail        string  `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`                                      // one line for people: "compute 3.1× median"
+	Seconds       float64 `protobuf:"fixed64,4,opt,name=seconds,proto3" json:"seconds,omitempty"`                                  // the node's time in that phase (per iteration, per request)
+	MedianSeconds float64 `protobuf:"fixed64,5,opt,name=median_seconds,json=medianSeconds,proto3" json:"median_seconds,omitempty"` // the job's median of it
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeCause) Reset() {
+	*x = NodeCause{}
+	mi := &file_console_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeCause) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeCause) ProtoMessage() {}
+
+func (x *NodeCause) ProtoReflect() protoreflect.Message {
+	mi := &file_console_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeCause.ProtoReflect.Descriptor instead.
+func (*NodeCause) Descriptor() ([]byte, []int) {
+	return file_console_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *NodeCause) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *NodeCause) GetRatio() float64 {
+	if x != nil {
+		return x.Ratio
+	}
+	return 0
+}
+
+func (x *NodeCause) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *NodeCause) GetSeconds() float64 {
+	if x != nil {
+		return x.Seconds
+	}
+	return 0
+}
+
+func (x *NodeCause) GetMedianSeconds() float64 {
+	if x != nil {
+		return x.MedianSeconds
+	}
+	return 0
+}
+
 type MonitorView struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
 	MeanBptS          float64                `protobuf:"fixed64,1,opt,name=mean_bpt_s,json=meanBptS,proto3" json:"mean_bpt_s,omitempty"`
@@ -2710,7 +2811,7 @@ type MonitorView struct {
 
 func (x *MonitorView) Reset() {
 	*x = MonitorView{}
-	mi := &file_console_proto_msgTypes[30]
+	mi := &file_console_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2722,7 +2823,7 @@ func (x *MonitorView) String() string {
 func (*MonitorView) ProtoMessage() {}
 
 func (x *MonitorView) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[30]
+	mi := &file_console_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2735,7 +2836,7 @@ func (x *MonitorView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MonitorView.ProtoReflect.Descriptor instead.
 func (*MonitorView) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{30}
+	return file_console_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *MonitorView) GetMeanBptS() float64 {
@@ -2800,7 +2901,7 @@ type Heatmap struct {
 
 func (x *Heatmap) Reset() {
 	*x = Heatmap{}
-	mi := &file_console_proto_msgTypes[31]
+	mi := &file_console_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2812,7 +2913,7 @@ func (x *Heatmap) String() string {
 func (*Heatmap) ProtoMessage() {}
 
 func (x *Heatmap) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[31]
+	mi := &file_console_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2825,7 +2926,7 @@ func (x *Heatmap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heatmap.ProtoReflect.Descriptor instead.
 func (*Heatmap) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{31}
+	return file_console_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Heatmap) GetBucketSeconds() float64 {
@@ -2861,7 +2962,7 @@ type HeatmapRow struct {
 
 func (x *HeatmapRow) Reset() {
 	*x = HeatmapRow{}
-	mi := &file_console_proto_msgTypes[32]
+	mi := &file_console_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2873,7 +2974,7 @@ func (x *HeatmapRow) String() string {
 func (*HeatmapRow) ProtoMessage() {}
 
 func (x *HeatmapRow) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[32]
+	mi := &file_console_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2886,7 +2987,7 @@ func (x *HeatmapRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeatmapRow.ProtoReflect.Descriptor instead.
 func (*HeatmapRow) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{32}
+	return file_console_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *HeatmapRow) GetNode() string {
@@ -2929,7 +3030,7 @@ type Series struct {
 
 func (x *Series) Reset() {
 	*x = Series{}
-	mi := &file_console_proto_msgTypes[33]
+	mi := &file_console_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2941,7 +3042,7 @@ func (x *Series) String() string {
 func (*Series) ProtoMessage() {}
 
 func (x *Series) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[33]
+	mi := &file_console_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2954,7 +3055,7 @@ func (x *Series) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Series.ProtoReflect.Descriptor instead.
 func (*Series) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{33}
+	return file_console_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Series) GetName() string {
@@ -3023,14 +3124,28 @@ type Action struct {
 	// What it did, once applied and measured over the proposing policy's
 	// window (timeline.proto): BPT and throughput before and after, against
 	// the prediction.
-	Realized      *Realized `protobuf:"bytes,26,opt,name=realized,proto3" json:"realized,omitempty"`
+	Realized *Realized `protobuf:"bytes,26,opt,name=realized,proto3" json:"realized,omitempty"`
+	// Before it is approved: whether it can start, what it costs and what it
+	// is predicted to do (scheduler/preview).
+	Preview *ActionPreview `protobuf:"bytes,120,opt,name=preview,proto3" json:"preview,omitempty"`
+	// The measured cause of the straggler it acts on (NodeCause.kind), and a
+	// warning when the action's kind does not answer that cause (a batch cut
+	// for a slow link).
+	Cause        string `protobuf:"bytes,121,opt,name=cause,proto3" json:"cause,omitempty"`
+	CauseWarning string `protobuf:"bytes,122,opt,name=cause_warning,json=causeWarning,proto3" json:"cause_warning,omitempty"`
+	// A reversible action (ADJUST_BS, ADJUST_LR, SET_SYNC, REASSIGN): what was
+	// in force before it was dispatched, which a rollback restores.
+	Undo *ActionUndo `protobuf:"bytes,123,opt,name=undo,proto3" json:"undo,omitempty"`
+	// A rollback: the id of the action it undoes (its realized effect is the
+	// evidence).
+	RollbackOf    string `protobuf:"bytes,124,opt,name=rollback_of,json=rollbackOf,proto3" json:"rollback_of,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Action) Reset() {
 	*x = Action{}
-	mi := &file_console_proto_msgTypes[34]
+	mi := &file_console_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3042,7 +3157,7 @@ func (x *Action) String() string {
 func (*Action) ProtoMessage() {}
 
 func (x *Action) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[34]
+	mi := &file_console_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3055,7 +3170,7 @@ func (x *Action) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Action.ProtoReflect.Descriptor instead.
 func (*Action) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{34}
+	return file_console_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Action) GetId() string {
@@ -3253,6 +3368,41 @@ func (x *Action) GetRealized() *Realized {
 	return nil
 }
 
+func (x *Action) GetPreview() *ActionPreview {
+	if x != nil {
+		return x.Preview
+	}
+	return nil
+}
+
+func (x *Action) GetCause() string {
+	if x != nil {
+		return x.Cause
+	}
+	return ""
+}
+
+func (x *Action) GetCauseWarning() string {
+	if x != nil {
+		return x.CauseWarning
+	}
+	return ""
+}
+
+func (x *Action) GetUndo() *ActionUndo {
+	if x != nil {
+		return x.Undo
+	}
+	return nil
+}
+
+func (x *Action) GetRollbackOf() string {
+	if x != nil {
+		return x.RollbackOf
+	}
+	return ""
+}
+
 type isAction_Args interface {
 	isAction_Args()
 }
@@ -3275,6 +3425,176 @@ func (*Action_BackupWorkers) isAction_Args() {}
 
 func (*Action_SetSync) isAction_Args() {}
 
+// ActionPreview is what an action would do before an operator approves it.
+type ActionPreview struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	CanStart       bool                   `protobuf:"varint,1,opt,name=can_start,json=canStart,proto3" json:"can_start,omitempty"`                   // its new processes/Pods can start now
+	Start          string                 `protobuf:"bytes,2,opt,name=start,proto3" json:"start,omitempty"`                                          // why (capacity, Pending Pods, quota), one line
+	ShardsRequeued int64                  `protobuf:"varint,3,opt,name=shards_requeued,json=shardsRequeued,proto3" json:"shards_requeued,omitempty"` // a restart or removal: shards in flight that go back to the queue
+	ProgressLostS  float64                `protobuf:"fixed64,4,opt,name=progress_lost_s,json=progressLostS,proto3" json:"progress_lost_s,omitempty"` // seconds of the node's progress lost (work since its shards began)
+	Cost           string                 `protobuf:"bytes,5,opt,name=cost,proto3" json:"cost,omitempty"`                                            // one line: "2 shards back to the queue, ~3.1 s of progress lost"
+	Predicted      string                 `protobuf:"bytes,6,opt,name=predicted,proto3" json:"predicted,omitempty"`                                  // the predicted effect (Action.predicted, with the numbers)
+	PendingPods    []string               `protobuf:"bytes,7,rep,name=pending_pods,json=pendingPods,proto3" json:"pending_pods,omitempty"`           // Kubernetes: the job's Pods Pending now
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ActionPreview) Reset() {
+	*x = ActionPreview{}
+	mi := &file_console_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ActionPreview) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ActionPreview) ProtoMessage() {}
+
+func (x *ActionPreview) ProtoReflect() protoreflect.Message {
+	mi := &file_console_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ActionPreview.ProtoReflect.Descriptor instead.
+func (*ActionPreview) Descriptor() ([]byte, []int) {
+	return file_console_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *ActionPreview) GetCanStart() bool {
+	if x != nil {
+		return x.CanStart
+	}
+	return false
+}
+
+func (x *ActionPreview) GetStart() string {
+	if x != nil {
+		return x.Start
+	}
+	return ""
+}
+
+func (x *ActionPreview) GetShardsRequeued() int64 {
+	if x != nil {
+		return x.ShardsRequeued
+	}
+	return 0
+}
+
+func (x *ActionPreview) GetProgressLostS() float64 {
+	if x != nil {
+		return x.ProgressLostS
+	}
+	return 0
+}
+
+func (x *ActionPreview) GetCost() string {
+	if x != nil {
+		return x.Cost
+	}
+	return ""
+}
+
+func (x *ActionPreview) GetPredicted() string {
+	if x != nil {
+		return x.Predicted
+	}
+	return ""
+}
+
+func (x *ActionPreview) GetPendingPods() []string {
+	if x != nil {
+		return x.PendingPods
+	}
+	return nil
+}
+
+// ActionUndo is the state a reversible action changed, as it was.
+type ActionUndo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BatchSizes    map[string]int32       `protobuf:"bytes,1,rep,name=batch_sizes,json=batchSizes,proto3" json:"batch_sizes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	Accumulation  map[string]int32       `protobuf:"bytes,2,rep,name=accumulation,proto3" json:"accumulation,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	LrScale       map[string]float64     `protobuf:"bytes,3,rep,name=lr_scale,json=lrScale,proto3" json:"lr_scale,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
+	Sync          *SetSyncArgs           `protobuf:"bytes,4,opt,name=sync,proto3" json:"sync,omitempty"`
+	Assignment    []int32                `protobuf:"varint,5,rep,packed,name=assignment,proto3" json:"assignment,omitempty"` // block id -> server index
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ActionUndo) Reset() {
+	*x = ActionUndo{}
+	mi := &file_console_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ActionUndo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ActionUndo) ProtoMessage() {}
+
+func (x *ActionUndo) ProtoReflect() protoreflect.Message {
+	mi := &file_console_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ActionUndo.ProtoReflect.Descriptor instead.
+func (*ActionUndo) Descriptor() ([]byte, []int) {
+	return file_console_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *ActionUndo) GetBatchSizes() map[string]int32 {
+	if x != nil {
+		return x.BatchSizes
+	}
+	return nil
+}
+
+func (x *ActionUndo) GetAccumulation() map[string]int32 {
+	if x != nil {
+		return x.Accumulation
+	}
+	return nil
+}
+
+func (x *ActionUndo) GetLrScale() map[string]float64 {
+	if x != nil {
+		return x.LrScale
+	}
+	return nil
+}
+
+func (x *ActionUndo) GetSync() *SetSyncArgs {
+	if x != nil {
+		return x.Sync
+	}
+	return nil
+}
+
+func (x *ActionUndo) GetAssignment() []int32 {
+	if x != nil {
+		return x.Assignment
+	}
+	return nil
+}
+
 // AdjustLRArgs: each named worker's learning-rate scale, in (0, 10].
 type AdjustLRArgs struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -3285,7 +3605,7 @@ type AdjustLRArgs struct {
 
 func (x *AdjustLRArgs) Reset() {
 	*x = AdjustLRArgs{}
-	mi := &file_console_proto_msgTypes[35]
+	mi := &file_console_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3297,7 +3617,7 @@ func (x *AdjustLRArgs) String() string {
 func (*AdjustLRArgs) ProtoMessage() {}
 
 func (x *AdjustLRArgs) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[35]
+	mi := &file_console_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3310,7 +3630,7 @@ func (x *AdjustLRArgs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdjustLRArgs.ProtoReflect.Descriptor instead.
 func (*AdjustLRArgs) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{35}
+	return file_console_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *AdjustLRArgs) GetLrScale() map[string]float64 {
@@ -3331,7 +3651,7 @@ type BackupWorkersArgs struct {
 
 func (x *BackupWorkersArgs) Reset() {
 	*x = BackupWorkersArgs{}
-	mi := &file_console_proto_msgTypes[36]
+	mi := &file_console_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3343,7 +3663,7 @@ func (x *BackupWorkersArgs) String() string {
 func (*BackupWorkersArgs) ProtoMessage() {}
 
 func (x *BackupWorkersArgs) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[36]
+	mi := &file_console_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3356,7 +3676,7 @@ func (x *BackupWorkersArgs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupWorkersArgs.ProtoReflect.Descriptor instead.
 func (*BackupWorkersArgs) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{36}
+	return file_console_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *BackupWorkersArgs) GetDrop() int32 {
@@ -3382,7 +3702,7 @@ type SetSyncArgs struct {
 
 func (x *SetSyncArgs) Reset() {
 	*x = SetSyncArgs{}
-	mi := &file_console_proto_msgTypes[37]
+	mi := &file_console_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3394,7 +3714,7 @@ func (x *SetSyncArgs) String() string {
 func (*SetSyncArgs) ProtoMessage() {}
 
 func (x *SetSyncArgs) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[37]
+	mi := &file_console_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3407,7 +3727,7 @@ func (x *SetSyncArgs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSyncArgs.ProtoReflect.Descriptor instead.
 func (*SetSyncArgs) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{37}
+	return file_console_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SetSyncArgs) GetModel() string {
@@ -3471,7 +3791,7 @@ type ActionTransition struct {
 
 func (x *ActionTransition) Reset() {
 	*x = ActionTransition{}
-	mi := &file_console_proto_msgTypes[38]
+	mi := &file_console_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3483,7 +3803,7 @@ func (x *ActionTransition) String() string {
 func (*ActionTransition) ProtoMessage() {}
 
 func (x *ActionTransition) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[38]
+	mi := &file_console_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3496,7 +3816,7 @@ func (x *ActionTransition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActionTransition.ProtoReflect.Descriptor instead.
 func (*ActionTransition) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{38}
+	return file_console_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ActionTransition) GetState() string {
@@ -3542,7 +3862,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_console_proto_msgTypes[39]
+	mi := &file_console_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3554,7 +3874,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[39]
+	mi := &file_console_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3567,7 +3887,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{39}
+	return file_console_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Event) GetTime() *timestamppb.Timestamp {
@@ -3832,7 +4152,7 @@ const file_console_proto_rawDesc = "" +
 	"\x06params\x18\x03 \x03(\v2!.kelpie.v1.PolicyView.ParamsEntryR\x06params\x1a9\n" +
 	"\vParamsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\xc4\x04\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\x9c\x05\n" +
 	"\bNodeView\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x12\n" +
@@ -3860,7 +4180,15 @@ const file_console_proto_rawDesc = "" +
 	"\tsparkline\x18\x13 \x03(\x01R\tsparkline\x12;\n" +
 	"\vlast_report\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"lastReport\x12\x14\n" +
-	"\x05ratio\x18\x15 \x01(\x01R\x05ratio\"\x81\x02\n" +
+	"\x05ratio\x18\x15 \x01(\x01R\x05ratio\x12*\n" +
+	"\x05cause\x18x \x01(\v2\x14.kelpie.v1.NodeCauseR\x05cause\x12*\n" +
+	"\x05split\x18y \x01(\v2\x14.kelpie.v1.TimeSplitR\x05split\"\x8e\x01\n" +
+	"\tNodeCause\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x14\n" +
+	"\x05ratio\x18\x02 \x01(\x01R\x05ratio\x12\x16\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail\x12\x18\n" +
+	"\aseconds\x18\x04 \x01(\x01R\aseconds\x12%\n" +
+	"\x0emedian_seconds\x18\x05 \x01(\x01R\rmedianSeconds\"\x81\x02\n" +
 	"\vMonitorView\x12\x1c\n" +
 	"\n" +
 	"mean_bpt_s\x18\x01 \x01(\x01R\bmeanBptS\x12%\n" +
@@ -3884,8 +4212,7 @@ const file_console_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04unit\x18\x02 \x01(\tR\x04unit\x12\x16\n" +
 	"\x06values\x18\x03 \x03(\x01R\x06values\x12)\n" +
-	"\x10interval_seconds\x18\x04 \x01(\x01R\x0fintervalSeconds\"\xb6\n" +
-	"\n" +
+	"\x10interval_seconds\x18\x04 \x01(\x01R\x0fintervalSeconds\"\xf1\v\n" +
 	"\x06Action\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
 	"\x03job\x18\x02 \x01(\tR\x03job\x12\x12\n" +
@@ -3918,7 +4245,13 @@ const file_console_proto_rawDesc = "" +
 	"\tadjust_lr\x18\x17 \x01(\v2\x17.kelpie.v1.AdjustLRArgsH\x00R\badjustLr\x12E\n" +
 	"\x0ebackup_workers\x18\x18 \x01(\v2\x1c.kelpie.v1.BackupWorkersArgsH\x00R\rbackupWorkers\x123\n" +
 	"\bset_sync\x18\x19 \x01(\v2\x16.kelpie.v1.SetSyncArgsH\x00R\asetSync\x12/\n" +
-	"\brealized\x18\x1a \x01(\v2\x13.kelpie.v1.RealizedR\brealized\x1a=\n" +
+	"\brealized\x18\x1a \x01(\v2\x13.kelpie.v1.RealizedR\brealized\x122\n" +
+	"\apreview\x18x \x01(\v2\x18.kelpie.v1.ActionPreviewR\apreview\x12\x14\n" +
+	"\x05cause\x18y \x01(\tR\x05cause\x12#\n" +
+	"\rcause_warning\x18z \x01(\tR\fcauseWarning\x12)\n" +
+	"\x04undo\x18{ \x01(\v2\x15.kelpie.v1.ActionUndoR\x04undo\x12\x1f\n" +
+	"\vrollback_of\x18| \x01(\tR\n" +
+	"rollbackOf\x1a=\n" +
 	"\x0fBatchSizesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\x1a?\n" +
@@ -3931,7 +4264,34 @@ const file_console_proto_rawDesc = "" +
 	"\rEvidenceEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01B\x06\n" +
-	"\x04args\"\x8b\x01\n" +
+	"\x04args\"\xe8\x01\n" +
+	"\rActionPreview\x12\x1b\n" +
+	"\tcan_start\x18\x01 \x01(\bR\bcanStart\x12\x14\n" +
+	"\x05start\x18\x02 \x01(\tR\x05start\x12'\n" +
+	"\x0fshards_requeued\x18\x03 \x01(\x03R\x0eshardsRequeued\x12&\n" +
+	"\x0fprogress_lost_s\x18\x04 \x01(\x01R\rprogressLostS\x12\x12\n" +
+	"\x04cost\x18\x05 \x01(\tR\x04cost\x12\x1c\n" +
+	"\tpredicted\x18\x06 \x01(\tR\tpredicted\x12!\n" +
+	"\fpending_pods\x18\a \x03(\tR\vpendingPods\"\xe8\x03\n" +
+	"\n" +
+	"ActionUndo\x12F\n" +
+	"\vbatch_sizes\x18\x01 \x03(\v2%.kelpie.v1.ActionUndo.BatchSizesEntryR\n" +
+	"batchSizes\x12K\n" +
+	"\faccumulation\x18\x02 \x03(\v2'.kelpie.v1.ActionUndo.AccumulationEntryR\faccumulation\x12=\n" +
+	"\blr_scale\x18\x03 \x03(\v2\".kelpie.v1.ActionUndo.LrScaleEntryR\alrScale\x12*\n" +
+	"\x04sync\x18\x04 \x01(\v2\x16.kelpie.v1.SetSyncArgsR\x04sync\x12\x1e\n" +
+	"\n" +
+	"assignment\x18\x05 \x03(\x05R\n" +
+	"assignment\x1a=\n" +
+	"\x0fBatchSizesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\x1a?\n" +
+	"\x11AccumulationEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\x1a:\n" +
+	"\fLrScaleEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\x8b\x01\n" +
 	"\fAdjustLRArgs\x12?\n" +
 	"\blr_scale\x18\x01 \x03(\v2$.kelpie.v1.AdjustLRArgs.LrScaleEntryR\alrScale\x1a:\n" +
 	"\fLrScaleEntry\x12\x10\n" +
@@ -3989,7 +4349,7 @@ func file_console_proto_rawDescGZIP() []byte {
 }
 
 var file_console_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_console_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_console_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
 var file_console_proto_goTypes = []any{
 	(ActionKind)(0),               // 0: kelpie.v1.ActionKind
 	(*ClientFrame)(nil),           // 1: kelpie.v1.ClientFrame
@@ -4022,28 +4382,35 @@ var file_console_proto_goTypes = []any{
 	(*ExchangeAggregation)(nil),   // 28: kelpie.v1.ExchangeAggregation
 	(*PolicyView)(nil),            // 29: kelpie.v1.PolicyView
 	(*NodeView)(nil),              // 30: kelpie.v1.NodeView
-	(*MonitorView)(nil),           // 31: kelpie.v1.MonitorView
-	(*Heatmap)(nil),               // 32: kelpie.v1.Heatmap
-	(*HeatmapRow)(nil),            // 33: kelpie.v1.HeatmapRow
-	(*Series)(nil),                // 34: kelpie.v1.Series
-	(*Action)(nil),                // 35: kelpie.v1.Action
-	(*AdjustLRArgs)(nil),          // 36: kelpie.v1.AdjustLRArgs
-	(*BackupWorkersArgs)(nil),     // 37: kelpie.v1.BackupWorkersArgs
-	(*SetSyncArgs)(nil),           // 38: kelpie.v1.SetSyncArgs
-	(*ActionTransition)(nil),      // 39: kelpie.v1.ActionTransition
-	(*Event)(nil),                 // 40: kelpie.v1.Event
-	nil,                           // 41: kelpie.v1.SetPolicy.ParamsEntry
-	nil,                           // 42: kelpie.v1.PolicyView.ParamsEntry
-	nil,                           // 43: kelpie.v1.Action.BatchSizesEntry
-	nil,                           // 44: kelpie.v1.Action.AccumulationEntry
-	nil,                           // 45: kelpie.v1.Action.ParamsEntry
-	nil,                           // 46: kelpie.v1.Action.EvidenceEntry
-	nil,                           // 47: kelpie.v1.AdjustLRArgs.LrScaleEntry
-	(*timestamppb.Timestamp)(nil), // 48: google.protobuf.Timestamp
-	(*TimelineFrame)(nil),         // 49: kelpie.v1.TimelineFrame
-	(*Divergence)(nil),            // 50: kelpie.v1.Divergence
-	(*RegionBytes)(nil),           // 51: kelpie.v1.RegionBytes
-	(*Realized)(nil),              // 52: kelpie.v1.Realized
+	(*NodeCause)(nil),             // 31: kelpie.v1.NodeCause
+	(*MonitorView)(nil),           // 32: kelpie.v1.MonitorView
+	(*Heatmap)(nil),               // 33: kelpie.v1.Heatmap
+	(*HeatmapRow)(nil),            // 34: kelpie.v1.HeatmapRow
+	(*Series)(nil),                // 35: kelpie.v1.Series
+	(*Action)(nil),                // 36: kelpie.v1.Action
+	(*ActionPreview)(nil),         // 37: kelpie.v1.ActionPreview
+	(*ActionUndo)(nil),            // 38: kelpie.v1.ActionUndo
+	(*AdjustLRArgs)(nil),          // 39: kelpie.v1.AdjustLRArgs
+	(*BackupWorkersArgs)(nil),     // 40: kelpie.v1.BackupWorkersArgs
+	(*SetSyncArgs)(nil),           // 41: kelpie.v1.SetSyncArgs
+	(*ActionTransition)(nil),      // 42: kelpie.v1.ActionTransition
+	(*Event)(nil),                 // 43: kelpie.v1.Event
+	nil,                           // 44: kelpie.v1.SetPolicy.ParamsEntry
+	nil,                           // 45: kelpie.v1.PolicyView.ParamsEntry
+	nil,                           // 46: kelpie.v1.Action.BatchSizesEntry
+	nil,                           // 47: kelpie.v1.Action.AccumulationEntry
+	nil,                           // 48: kelpie.v1.Action.ParamsEntry
+	nil,                           // 49: kelpie.v1.Action.EvidenceEntry
+	nil,                           // 50: kelpie.v1.ActionUndo.BatchSizesEntry
+	nil,                           // 51: kelpie.v1.ActionUndo.AccumulationEntry
+	nil,                           // 52: kelpie.v1.ActionUndo.LrScaleEntry
+	nil,                           // 53: kelpie.v1.AdjustLRArgs.LrScaleEntry
+	(*timestamppb.Timestamp)(nil), // 54: google.protobuf.Timestamp
+	(*TimelineFrame)(nil),         // 55: kelpie.v1.TimelineFrame
+	(*Divergence)(nil),            // 56: kelpie.v1.Divergence
+	(*RegionBytes)(nil),           // 57: kelpie.v1.RegionBytes
+	(*TimeSplit)(nil),             // 58: kelpie.v1.TimeSplit
+	(*Realized)(nil),              // 59: kelpie.v1.Realized
 }
 var file_console_proto_depIdxs = []int32{
 	2,  // 0: kelpie.v1.ClientFrame.hello:type_name -> kelpie.v1.Hello
@@ -4057,72 +4424,80 @@ var file_console_proto_depIdxs = []int32{
 	10, // 8: kelpie.v1.Command.trigger:type_name -> kelpie.v1.TriggerAction
 	11, // 9: kelpie.v1.Command.set_policy:type_name -> kelpie.v1.SetPolicy
 	6,  // 10: kelpie.v1.Command.history:type_name -> kelpie.v1.GetHistory
-	35, // 11: kelpie.v1.TriggerAction.action:type_name -> kelpie.v1.Action
-	41, // 12: kelpie.v1.SetPolicy.params:type_name -> kelpie.v1.SetPolicy.ParamsEntry
-	48, // 13: kelpie.v1.ServerFrame.time:type_name -> google.protobuf.Timestamp
+	36, // 11: kelpie.v1.TriggerAction.action:type_name -> kelpie.v1.Action
+	44, // 12: kelpie.v1.SetPolicy.params:type_name -> kelpie.v1.SetPolicy.ParamsEntry
+	54, // 13: kelpie.v1.ServerFrame.time:type_name -> google.protobuf.Timestamp
 	13, // 14: kelpie.v1.ServerFrame.welcome:type_name -> kelpie.v1.Welcome
 	14, // 15: kelpie.v1.ServerFrame.snapshot:type_name -> kelpie.v1.Snapshot
 	15, // 16: kelpie.v1.ServerFrame.delta:type_name -> kelpie.v1.Delta
 	23, // 17: kelpie.v1.ServerFrame.result:type_name -> kelpie.v1.CommandResult
 	24, // 18: kelpie.v1.Snapshot.jobs:type_name -> kelpie.v1.JobView
-	40, // 19: kelpie.v1.Snapshot.events:type_name -> kelpie.v1.Event
+	43, // 19: kelpie.v1.Snapshot.events:type_name -> kelpie.v1.Event
 	24, // 20: kelpie.v1.Delta.jobs:type_name -> kelpie.v1.JobView
-	40, // 21: kelpie.v1.Delta.events:type_name -> kelpie.v1.Event
+	43, // 21: kelpie.v1.Delta.events:type_name -> kelpie.v1.Event
 	16, // 22: kelpie.v1.Delta.patches:type_name -> kelpie.v1.JobPatch
 	24, // 23: kelpie.v1.JobPatch.figures:type_name -> kelpie.v1.JobView
 	30, // 24: kelpie.v1.JobPatch.nodes:type_name -> kelpie.v1.NodeView
 	17, // 25: kelpie.v1.JobPatch.order:type_name -> kelpie.v1.NodeOrder
-	32, // 26: kelpie.v1.JobPatch.heatmap:type_name -> kelpie.v1.Heatmap
+	33, // 26: kelpie.v1.JobPatch.heatmap:type_name -> kelpie.v1.Heatmap
 	21, // 27: kelpie.v1.JobPatch.heatmap_tail:type_name -> kelpie.v1.HeatmapTail
-	34, // 28: kelpie.v1.JobPatch.charts:type_name -> kelpie.v1.Series
+	35, // 28: kelpie.v1.JobPatch.charts:type_name -> kelpie.v1.Series
 	22, // 29: kelpie.v1.JobPatch.chart_tails:type_name -> kelpie.v1.SeriesTail
 	18, // 30: kelpie.v1.JobPatch.chart_names:type_name -> kelpie.v1.ChartNames
 	19, // 31: kelpie.v1.JobPatch.actions:type_name -> kelpie.v1.ActionList
 	20, // 32: kelpie.v1.JobPatch.policies:type_name -> kelpie.v1.PolicyList
-	35, // 33: kelpie.v1.ActionList.actions:type_name -> kelpie.v1.Action
+	36, // 33: kelpie.v1.ActionList.actions:type_name -> kelpie.v1.Action
 	29, // 34: kelpie.v1.PolicyList.policies:type_name -> kelpie.v1.PolicyView
-	48, // 35: kelpie.v1.HeatmapTail.start:type_name -> google.protobuf.Timestamp
-	49, // 36: kelpie.v1.CommandResult.frames:type_name -> kelpie.v1.TimelineFrame
-	35, // 37: kelpie.v1.CommandResult.actions:type_name -> kelpie.v1.Action
-	40, // 38: kelpie.v1.CommandResult.events:type_name -> kelpie.v1.Event
-	48, // 39: kelpie.v1.JobView.submitted:type_name -> google.protobuf.Timestamp
-	48, // 40: kelpie.v1.JobView.started:type_name -> google.protobuf.Timestamp
-	48, // 41: kelpie.v1.JobView.ended:type_name -> google.protobuf.Timestamp
+	54, // 35: kelpie.v1.HeatmapTail.start:type_name -> google.protobuf.Timestamp
+	55, // 36: kelpie.v1.CommandResult.frames:type_name -> kelpie.v1.TimelineFrame
+	36, // 37: kelpie.v1.CommandResult.actions:type_name -> kelpie.v1.Action
+	43, // 38: kelpie.v1.CommandResult.events:type_name -> kelpie.v1.Event
+	54, // 39: kelpie.v1.JobView.submitted:type_name -> google.protobuf.Timestamp
+	54, // 40: kelpie.v1.JobView.started:type_name -> google.protobuf.Timestamp
+	54, // 41: kelpie.v1.JobView.ended:type_name -> google.protobuf.Timestamp
 	29, // 42: kelpie.v1.JobView.policies:type_name -> kelpie.v1.PolicyView
 	30, // 43: kelpie.v1.JobView.nodes:type_name -> kelpie.v1.NodeView
-	31, // 44: kelpie.v1.JobView.monitor:type_name -> kelpie.v1.MonitorView
-	32, // 45: kelpie.v1.JobView.heatmap:type_name -> kelpie.v1.Heatmap
-	35, // 46: kelpie.v1.JobView.actions:type_name -> kelpie.v1.Action
-	34, // 47: kelpie.v1.JobView.charts:type_name -> kelpie.v1.Series
-	50, // 48: kelpie.v1.JobView.diverged:type_name -> kelpie.v1.Divergence
-	51, // 49: kelpie.v1.JobView.region_bytes:type_name -> kelpie.v1.RegionBytes
+	32, // 44: kelpie.v1.JobView.monitor:type_name -> kelpie.v1.MonitorView
+	33, // 45: kelpie.v1.JobView.heatmap:type_name -> kelpie.v1.Heatmap
+	36, // 46: kelpie.v1.JobView.actions:type_name -> kelpie.v1.Action
+	35, // 47: kelpie.v1.JobView.charts:type_name -> kelpie.v1.Series
+	56, // 48: kelpie.v1.JobView.diverged:type_name -> kelpie.v1.Divergence
+	57, // 49: kelpie.v1.JobView.region_bytes:type_name -> kelpie.v1.RegionBytes
 	25, // 50: kelpie.v1.JobView.exchange:type_name -> kelpie.v1.ExchangeTopology
 	26, // 51: kelpie.v1.ExchangeTopology.racks:type_name -> kelpie.v1.ExchangeRegion
 	27, // 52: kelpie.v1.ExchangeTopology.trees:type_name -> kelpie.v1.ExchangeTree
 	28, // 53: kelpie.v1.ExchangeTree.aggregations:type_name -> kelpie.v1.ExchangeAggregation
-	42, // 54: kelpie.v1.PolicyView.params:type_name -> kelpie.v1.PolicyView.ParamsEntry
-	48, // 55: kelpie.v1.NodeView.last_report:type_name -> google.protobuf.Timestamp
-	48, // 56: kelpie.v1.Heatmap.start:type_name -> google.protobuf.Timestamp
-	33, // 57: kelpie.v1.Heatmap.rows:type_name -> kelpie.v1.HeatmapRow
-	43, // 58: kelpie.v1.Action.batch_sizes:type_name -> kelpie.v1.Action.BatchSizesEntry
-	44, // 59: kelpie.v1.Action.accumulation:type_name -> kelpie.v1.Action.AccumulationEntry
-	45, // 60: kelpie.v1.Action.params:type_name -> kelpie.v1.Action.ParamsEntry
-	48, // 61: kelpie.v1.Action.created:type_name -> google.protobuf.Timestamp
-	48, // 62: kelpie.v1.Action.updated:type_name -> google.protobuf.Timestamp
-	39, // 63: kelpie.v1.Action.history:type_name -> kelpie.v1.ActionTransition
-	46, // 64: kelpie.v1.Action.evidence:type_name -> kelpie.v1.Action.EvidenceEntry
-	36, // 65: kelpie.v1.Action.adjust_lr:type_name -> kelpie.v1.AdjustLRArgs
-	37, // 66: kelpie.v1.Action.backup_workers:type_name -> kelpie.v1.BackupWorkersArgs
-	38, // 67: kelpie.v1.Action.set_sync:type_name -> kelpie.v1.SetSyncArgs
-	52, // 68: kelpie.v1.Action.realized:type_name -> kelpie.v1.Realized
-	47, // 69: kelpie.v1.AdjustLRArgs.lr_scale:type_name -> kelpie.v1.AdjustLRArgs.LrScaleEntry
-	48, // 70: kelpie.v1.ActionTransition.at:type_name -> google.protobuf.Timestamp
-	48, // 71: kelpie.v1.Event.time:type_name -> google.protobuf.Timestamp
-	72, // [72:72] is the sub-list for method output_type
-	72, // [72:72] is the sub-list for method input_type
-	72, // [72:72] is the sub-list for extension type_name
-	72, // [72:72] is the sub-list for extension extendee
-	0,  // [0:72] is the sub-list for field type_name
+	45, // 54: kelpie.v1.PolicyView.params:type_name -> kelpie.v1.PolicyView.ParamsEntry
+	54, // 55: kelpie.v1.NodeView.last_report:type_name -> google.protobuf.Timestamp
+	31, // 56: kelpie.v1.NodeView.cause:type_name -> kelpie.v1.NodeCause
+	58, // 57: kelpie.v1.NodeView.split:type_name -> kelpie.v1.TimeSplit
+	54, // 58: kelpie.v1.Heatmap.start:type_name -> google.protobuf.Timestamp
+	34, // 59: kelpie.v1.Heatmap.rows:type_name -> kelpie.v1.HeatmapRow
+	46, // 60: kelpie.v1.Action.batch_sizes:type_name -> kelpie.v1.Action.BatchSizesEntry
+	47, // 61: kelpie.v1.Action.accumulation:type_name -> kelpie.v1.Action.AccumulationEntry
+	48, // 62: kelpie.v1.Action.params:type_name -> kelpie.v1.Action.ParamsEntry
+	54, // 63: kelpie.v1.Action.created:type_name -> google.protobuf.Timestamp
+	54, // 64: kelpie.v1.Action.updated:type_name -> google.protobuf.Timestamp
+	42, // 65: kelpie.v1.Action.history:type_name -> kelpie.v1.ActionTransition
+	49, // 66: kelpie.v1.Action.evidence:type_name -> kelpie.v1.Action.EvidenceEntry
+	39, // 67: kelpie.v1.Action.adjust_lr:type_name -> kelpie.v1.AdjustLRArgs
+	40, // 68: kelpie.v1.Action.backup_workers:type_name -> kelpie.v1.BackupWorkersArgs
+	41, // 69: kelpie.v1.Action.set_sync:type_name -> kelpie.v1.SetSyncArgs
+	59, // 70: kelpie.v1.Action.realized:type_name -> kelpie.v1.Realized
+	37, // 71: kelpie.v1.Action.preview:type_name -> kelpie.v1.ActionPreview
+	38, // 72: kelpie.v1.Action.undo:type_name -> kelpie.v1.ActionUndo
+	50, // 73: kelpie.v1.ActionUndo.batch_sizes:type_name -> kelpie.v1.ActionUndo.BatchSizesEntry
+	51, // 74: kelpie.v1.ActionUndo.accumulation:type_name -> kelpie.v1.ActionUndo.AccumulationEntry
+	52, // 75: kelpie.v1.ActionUndo.lr_scale:type_name -> kelpie.v1.ActionUndo.LrScaleEntry
+	41, // 76: kelpie.v1.ActionUndo.sync:type_name -> kelpie.v1.SetSyncArgs
+	53, // 77: kelpie.v1.AdjustLRArgs.lr_scale:type_name -> kelpie.v1.AdjustLRArgs.LrScaleEntry
+	54, // 78: kelpie.v1.ActionTransition.at:type_name -> google.protobuf.Timestamp
+	54, // 79: kelpie.v1.Event.time:type_name -> google.protobuf.Timestamp
+	80, // [80:80] is the sub-list for method output_type
+	80, // [80:80] is the sub-list for method input_type
+	80, // [80:80] is the sub-list for extension type_name
+	80, // [80:80] is the sub-list for extension extendee
+	0,  // [0:80] is the sub-list for field type_name
 }
 
 func init() { file_console_proto_init() }
@@ -4153,7 +4528,7 @@ func file_console_proto_init() {
 		(*ServerFrame_Result)(nil),
 	}
 	file_console_proto_msgTypes[15].OneofWrappers = []any{}
-	file_console_proto_msgTypes[34].OneofWrappers = []any{
+	file_console_proto_msgTypes[35].OneofWrappers = []any{
 		(*Action_AdjustLr)(nil),
 		(*Action_BackupWorkers)(nil),
 		(*Action_SetSync)(nil),
@@ -4164,7 +4539,7 @@ func file_console_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_console_proto_rawDesc), len(file_console_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   47,
+			NumMessages:   53,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -604,7 +604,11 @@ type ProgressReport struct {
 	// bytes that crossed region boundaries (cluster.topology's racks) since
 	// the last report, by region pair: what the worker sent (allreduce), what
 	// it pushed and pulled (PS)
-	RegionBytes   []*RegionBytes `protobuf:"bytes,11,rep,name=region_bytes,json=regionBytes,proto3" json:"region_bytes,omitempty"`
+	RegionBytes []*RegionBytes `protobuf:"bytes,11,rep,name=region_bytes,json=regionBytes,proto3" json:"region_bytes,omitempty"`
+	// Where the iterations since the last report spent their time, summed
+	// (the straggler's cause: scheduler/cause). Unset from workers that do
+	// not measure it.
+	Split         *TimeSplit `protobuf:"bytes,120,opt,name=split,proto3" json:"split,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -716,6 +720,113 @@ func (x *ProgressReport) GetRegionBytes() []*RegionBytes {
 	return nil
 }
 
+func (x *ProgressReport) GetSplit() *TimeSplit {
+	if x != nil {
+		return x.Split
+	}
+	return nil
+}
+
+// TimeSplit is a worker's wall-clock time per phase, summed over
+// `iterations` iterations (monotonic clock, runtime/worker): compute (the
+// gradient, a torch job's Python step, injected compute delays), data
+// (preparing the next batch), push and pull (the exchange with the
+// servers, less the time the pull condition held it, split between the two
+// directions by the bytes each way: one round trip carries both), wait (the
+// time the pull condition held the pull: waiting for others) and other (the
+// rest: shard reports, commands, table changes).
+type TimeSplit struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Iterations    int32                  `protobuf:"varint,1,opt,name=iterations,proto3" json:"iterations,omitempty"`
+	ComputeS      float64                `protobuf:"fixed64,2,opt,name=compute_s,json=computeS,proto3" json:"compute_s,omitempty"`
+	DataS         float64                `protobuf:"fixed64,3,opt,name=data_s,json=dataS,proto3" json:"data_s,omitempty"`
+	PushS         float64                `protobuf:"fixed64,4,opt,name=push_s,json=pushS,proto3" json:"push_s,omitempty"`
+	PullS         float64                `protobuf:"fixed64,5,opt,name=pull_s,json=pullS,proto3" json:"pull_s,omitempty"`
+	WaitS         float64                `protobuf:"fixed64,6,opt,name=wait_s,json=waitS,proto3" json:"wait_s,omitempty"`
+	OtherS        float64                `protobuf:"fixed64,7,opt,name=other_s,json=otherS,proto3" json:"other_s,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TimeSplit) Reset() {
+	*x = TimeSplit{}
+	mi := &file_coordinator_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TimeSplit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TimeSplit) ProtoMessage() {}
+
+func (x *TimeSplit) ProtoReflect() protoreflect.Message {
+	mi := &file_coordinator_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TimeSplit.ProtoReflect.Descriptor instead.
+func (*TimeSplit) Descriptor() ([]byte, []int) {
+	return file_coordinator_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *TimeSplit) GetIterations() int32 {
+	if x != nil {
+		return x.Iterations
+	}
+	return 0
+}
+
+func (x *TimeSplit) GetComputeS() float64 {
+	if x != nil {
+		return x.ComputeS
+	}
+	return 0
+}
+
+func (x *TimeSplit) GetDataS() float64 {
+	if x != nil {
+		return x.DataS
+	}
+	return 0
+}
+
+func (x *TimeSplit) GetPushS() float64 {
+	if x != nil {
+		return x.PushS
+	}
+	return 0
+}
+
+func (x *TimeSplit) GetPullS() float64 {
+	if x != nil {
+		return x.PullS
+	}
+	return 0
+}
+
+func (x *TimeSplit) GetWaitS() float64 {
+	if x != nil {
+		return x.WaitS
+	}
+	return 0
+}
+
+func (x *TimeSplit) GetOtherS() float64 {
+	if x != nil {
+		return x.OtherS
+	}
+	return 0
+}
+
 // Bytes that went from one region to another (allreduce.Region: "/rack" or
 // "pod/rack").
 type RegionBytes struct {
@@ -729,7 +840,7 @@ type RegionBytes struct {
 
 func (x *RegionBytes) Reset() {
 	*x = RegionBytes{}
-	mi := &file_coordinator_proto_msgTypes[8]
+	mi := &file_coordinator_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -741,7 +852,7 @@ func (x *RegionBytes) String() string {
 func (*RegionBytes) ProtoMessage() {}
 
 func (x *RegionBytes) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_proto_msgTypes[8]
+	mi := &file_coordinator_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -754,7 +865,7 @@ func (x *RegionBytes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionBytes.ProtoReflect.Descriptor instead.
 func (*RegionBytes) Descriptor() ([]byte, []int) {
-	return file_coordinator_proto_rawDescGZIP(), []int{8}
+	return file_coordinator_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RegionBytes) GetFromRegion() string {
@@ -790,7 +901,7 @@ type CommSample struct {
 
 func (x *CommSample) Reset() {
 	*x = CommSample{}
-	mi := &file_coordinator_proto_msgTypes[9]
+	mi := &file_coordinator_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -802,7 +913,7 @@ func (x *CommSample) String() string {
 func (*CommSample) ProtoMessage() {}
 
 func (x *CommSample) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_proto_msgTypes[9]
+	mi := &file_coordinator_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -815,7 +926,7 @@ func (x *CommSample) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommSample.ProtoReflect.Descriptor instead.
 func (*CommSample) Descriptor() ([]byte, []int) {
-	return file_coordinator_proto_rawDescGZIP(), []int{9}
+	return file_coordinator_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CommSample) GetServer() int32 {
@@ -856,7 +967,7 @@ type ProgressAck struct {
 
 func (x *ProgressAck) Reset() {
 	*x = ProgressAck{}
-	mi := &file_coordinator_proto_msgTypes[10]
+	mi := &file_coordinator_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -868,7 +979,7 @@ func (x *ProgressAck) String() string {
 func (*ProgressAck) ProtoMessage() {}
 
 func (x *ProgressAck) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_proto_msgTypes[10]
+	mi := &file_coordinator_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -881,7 +992,7 @@ func (x *ProgressAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProgressAck.ProtoReflect.Descriptor instead.
 func (*ProgressAck) Descriptor() ([]byte, []int) {
-	return file_coordinator_proto_rawDescGZIP(), []int{10}
+	return file_coordinator_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ProgressAck) GetStop() bool {
@@ -913,7 +1024,7 @@ type DoneRequest struct {
 
 func (x *DoneRequest) Reset() {
 	*x = DoneRequest{}
-	mi := &file_coordinator_proto_msgTypes[11]
+	mi := &file_coordinator_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -925,7 +1036,7 @@ func (x *DoneRequest) String() string {
 func (*DoneRequest) ProtoMessage() {}
 
 func (x *DoneRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_proto_msgTypes[11]
+	mi := &file_coordinator_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -938,7 +1049,7 @@ func (x *DoneRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoneRequest.ProtoReflect.Descriptor instead.
 func (*DoneRequest) Descriptor() ([]byte, []int) {
-	return file_coordinator_proto_rawDescGZIP(), []int{11}
+	return file_coordinator_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DoneRequest) GetJob() string {
@@ -999,7 +1110,7 @@ type DoneResponse struct {
 
 func (x *DoneResponse) Reset() {
 	*x = DoneResponse{}
-	mi := &file_coordinator_proto_msgTypes[12]
+	mi := &file_coordinator_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1011,7 +1122,7 @@ func (x *DoneResponse) String() string {
 func (*DoneResponse) ProtoMessage() {}
 
 func (x *DoneResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_proto_msgTypes[12]
+	mi := &file_coordinator_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1024,7 +1135,7 @@ func (x *DoneResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DoneResponse.ProtoReflect.Descriptor instead.
 func (*DoneResponse) Descriptor() ([]byte, []int) {
-	return file_coordinator_proto_rawDescGZIP(), []int{12}
+	return file_coordinator_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DoneResponse) GetEvaluate() bool {
@@ -1047,7 +1158,7 @@ type ResultRequest struct {
 
 func (x *ResultRequest) Reset() {
 	*x = ResultRequest{}
-	mi := &file_coordinator_proto_msgTypes[13]
+	mi := &file_coordinator_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1059,7 +1170,7 @@ func (x *ResultRequest) String() string {
 func (*ResultRequest) ProtoMessage() {}
 
 func (x *ResultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_proto_msgTypes[13]
+	mi := &file_coordinator_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1072,7 +1183,7 @@ func (x *ResultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResultRequest.ProtoReflect.Descriptor instead.
 func (*ResultRequest) Descriptor() ([]byte, []int) {
-	return file_coordinator_proto_rawDescGZIP(), []int{13}
+	return file_coordinator_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ResultRequest) GetJob() string {
@@ -1118,7 +1229,7 @@ type ResultResponse struct {
 
 func (x *ResultResponse) Reset() {
 	*x = ResultResponse{}
-	mi := &file_coordinator_proto_msgTypes[14]
+	mi := &file_coordinator_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1130,7 +1241,7 @@ func (x *ResultResponse) String() string {
 func (*ResultResponse) ProtoMessage() {}
 
 func (x *ResultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_proto_msgTypes[14]
+	mi := &file_coordinator_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1143,7 +1254,7 @@ func (x *ResultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResultResponse.ProtoReflect.Descriptor instead.
 func (*ResultResponse) Descriptor() ([]byte, []int) {
-	return file_coordinator_proto_rawDescGZIP(), []int{14}
+	return file_coordinator_proto_rawDescGZIP(), []int{15}
 }
 
 // Divergence is a non-finite loss or parameter value: where it was first
@@ -1163,7 +1274,7 @@ type Divergence struct {
 
 func (x *Divergence) Reset() {
 	*x = Divergence{}
-	mi := &file_coordinator_proto_msgTypes[15]
+	mi := &file_coordinator_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1175,7 +1286,7 @@ func (x *Divergence) String() string {
 func (*Divergence) ProtoMessage() {}
 
 func (x *Divergence) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_proto_msgTypes[15]
+	mi := &file_coordinator_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1188,7 +1299,7 @@ func (x *Divergence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Divergence.ProtoReflect.Descriptor instead.
 func (*Divergence) Descriptor() ([]byte, []int) {
-	return file_coordinator_proto_rawDescGZIP(), []int{15}
+	return file_coordinator_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Divergence) GetNode() string {
@@ -1244,7 +1355,7 @@ type DivergedRequest struct {
 
 func (x *DivergedRequest) Reset() {
 	*x = DivergedRequest{}
-	mi := &file_coordinator_proto_msgTypes[16]
+	mi := &file_coordinator_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1256,7 +1367,7 @@ func (x *DivergedRequest) String() string {
 func (*DivergedRequest) ProtoMessage() {}
 
 func (x *DivergedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_proto_msgTypes[16]
+	mi := &file_coordinator_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1269,7 +1380,7 @@ func (x *DivergedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DivergedRequest.ProtoReflect.Descriptor instead.
 func (*DivergedRequest) Descriptor() ([]byte, []int) {
-	return file_coordinator_proto_rawDescGZIP(), []int{16}
+	return file_coordinator_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DivergedRequest) GetJob() string {
@@ -1301,7 +1412,7 @@ type DivergedResponse struct {
 
 func (x *DivergedResponse) Reset() {
 	*x = DivergedResponse{}
-	mi := &file_coordinator_proto_msgTypes[17]
+	mi := &file_coordinator_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1313,7 +1424,7 @@ func (x *DivergedResponse) String() string {
 func (*DivergedResponse) ProtoMessage() {}
 
 func (x *DivergedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_proto_msgTypes[17]
+	mi := &file_coordinator_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1326,7 +1437,7 @@ func (x *DivergedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DivergedResponse.ProtoReflect.Descriptor instead.
 func (*DivergedResponse) Descriptor() ([]byte, []int) {
-	return file_coordinator_proto_rawDescGZIP(), []int{17}
+	return file_coordinator_proto_rawDescGZIP(), []int{18}
 }
 
 // ShardInfo is one data shard handed to a worker: `length` samples of one
@@ -1344,7 +1455,7 @@ type ShardInfo struct {
 
 func (x *ShardInfo) Reset() {
 	*x = ShardInfo{}
-	mi := &file_coordinator_proto_msgTypes[18]
+	mi := &file_coordinator_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1356,7 +1467,7 @@ func (x *ShardInfo) String() string {
 func (*ShardInfo) ProtoMessage() {}
 
 func (x *ShardInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_proto_msgTypes[18]
+	mi := &file_coordinator_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1369,7 +1480,7 @@ func (x *ShardInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardInfo.ProtoReflect.Descriptor instead.
 func (*ShardInfo) Descriptor() ([]byte, []int) {
-	return file_coordinator_proto_rawDescGZIP(), []int{18}
+	return file_coordinator_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ShardInfo) GetId() int64 {
@@ -1417,7 +1528,7 @@ type FetchShardRequest struct {
 
 func (x *FetchShardRequest) Reset() {
 	*x = FetchShardRequest{}
-	mi := &file_coordinator_proto_msgTypes[19]
+	mi := &file_coordinator_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1429,7 +1540,7 @@ func (x *FetchShardRequest) String() string {
 func (*FetchShardRequest) ProtoMessage() {}
 
 func (x *FetchShardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_proto_msgTypes[19]
+	mi := &file_coordinator_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1442,7 +1553,7 @@ func (x *FetchShardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchShardRequest.ProtoReflect.Descriptor instead.
 func (*FetchShardRequest) Descriptor() ([]byte, []int) {
-	return file_coordinator_proto_rawDescGZIP(), []int{19}
+	return file_coordinator_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *FetchShardRequest) GetJob() string {
@@ -1472,7 +1583,7 @@ type FetchShardResponse struct {
 
 func (x *FetchShardResponse) Reset() {
 	*x = FetchShardResponse{}
-	mi := &file_coordinator_proto_msgTypes[20]
+	mi := &file_coordinator_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1484,7 +1595,7 @@ func (x *FetchShardResponse) String() string {
 func (*FetchShardResponse) ProtoMessage() {}
 
 func (x *FetchShardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_proto_msgTypes[20]
+	mi := &file_coordinator_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1497,7 +1608,7 @@ func (x *FetchShardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchShardResponse.ProtoReflect.Descriptor instead.
 func (*FetchShardResponse) Descriptor() ([]byte, []int) {
-	return file_coordinator_proto_rawDescGZIP(), []int{20}
+	return file_coordinator_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *FetchShardResponse) GetShard() *ShardInfo {
@@ -1549,7 +1660,7 @@ type ReportShardRequest struct {
 
 func (x *ReportShardRequest) Reset() {
 	*x = ReportShardRequest{}
-	mi := &file_coordinator_proto_msgTypes[21]
+	mi := &file_coordinator_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1561,7 +1672,7 @@ func (x *ReportShardRequest) String() string {
 func (*ReportShardRequest) ProtoMessage() {}
 
 func (x *ReportShardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_proto_msgTypes[21]
+	mi := &file_coordinator_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1574,7 +1685,7 @@ func (x *ReportShardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportShardRequest.ProtoReflect.Descriptor instead.
 func (*ReportShardRequest) Descriptor() ([]byte, []int) {
-	return file_coordinator_proto_rawDescGZIP(), []int{21}
+	return file_coordinator_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReportShardRequest) GetJob() string {
@@ -1614,7 +1725,7 @@ type ReportShardResponse struct {
 
 func (x *ReportShardResponse) Reset() {
 	*x = ReportShardResponse{}
-	mi := &file_coordinator_proto_msgTypes[22]
+	mi := &file_coordinator_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1626,7 +1737,7 @@ func (x *ReportShardResponse) String() string {
 func (*ReportShardResponse) ProtoMessage() {}
 
 func (x *ReportShardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coordinator_proto_msgTypes[22]
+	mi := &file_coordinator_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1639,7 +1750,7 @@ func (x *ReportShardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportShardResponse.ProtoReflect.Descriptor instead.
 func (*ReportShardResponse) Descriptor() ([]byte, []int) {
-	return file_coordinator_proto_rawDescGZIP(), []int{22}
+	return file_coordinator_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ReportShardResponse) GetRefused() []string {
@@ -1698,7 +1809,7 @@ const file_coordinator_proto_rawDesc = "" +
 	"assignment\x18\x01 \x01(\v2\x15.kelpie.v1.AssignmentR\n" +
 	"assignment\x12&\n" +
 	"\x0fstart_unix_nano\x18\x02 \x01(\x03R\rstartUnixNano\x12\x14\n" +
-	"\x05peers\x18\x03 \x03(\tR\x05peers\"\xf4\x02\n" +
+	"\x05peers\x18\x03 \x03(\tR\x05peers\"\xa0\x03\n" +
 	"\x0eProgressReport\x12\x10\n" +
 	"\x03job\x18\x01 \x01(\tR\x03job\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x1c\n" +
@@ -1713,7 +1824,18 @@ const file_coordinator_proto_rawDesc = "" +
 	"\x0fcompute_seconds\x18\t \x01(\x01R\x0ecomputeSeconds\x12!\n" +
 	"\fwait_seconds\x18\n" +
 	" \x03(\x01R\vwaitSeconds\x129\n" +
-	"\fregion_bytes\x18\v \x03(\v2\x16.kelpie.v1.RegionBytesR\vregionBytes\"a\n" +
+	"\fregion_bytes\x18\v \x03(\v2\x16.kelpie.v1.RegionBytesR\vregionBytes\x12*\n" +
+	"\x05split\x18x \x01(\v2\x14.kelpie.v1.TimeSplitR\x05split\"\xbd\x01\n" +
+	"\tTimeSplit\x12\x1e\n" +
+	"\n" +
+	"iterations\x18\x01 \x01(\x05R\n" +
+	"iterations\x12\x1b\n" +
+	"\tcompute_s\x18\x02 \x01(\x01R\bcomputeS\x12\x15\n" +
+	"\x06data_s\x18\x03 \x01(\x01R\x05dataS\x12\x15\n" +
+	"\x06push_s\x18\x04 \x01(\x01R\x05pushS\x12\x15\n" +
+	"\x06pull_s\x18\x05 \x01(\x01R\x05pullS\x12\x15\n" +
+	"\x06wait_s\x18\x06 \x01(\x01R\x05waitS\x12\x17\n" +
+	"\aother_s\x18\a \x01(\x01R\x06otherS\"a\n" +
 	"\vRegionBytes\x12\x1f\n" +
 	"\vfrom_region\x18\x01 \x01(\tR\n" +
 	"fromRegion\x12\x1b\n" +
@@ -1812,7 +1934,7 @@ func file_coordinator_proto_rawDescGZIP() []byte {
 }
 
 var file_coordinator_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_coordinator_proto_goTypes = []any{
 	(Role)(0),                   // 0: kelpie.v1.Role
 	(*RegisterRequest)(nil),     // 1: kelpie.v1.RegisterRequest
@@ -1823,21 +1945,22 @@ var file_coordinator_proto_goTypes = []any{
 	(*ReadyRequest)(nil),        // 6: kelpie.v1.ReadyRequest
 	(*ReadyResponse)(nil),       // 7: kelpie.v1.ReadyResponse
 	(*ProgressReport)(nil),      // 8: kelpie.v1.ProgressReport
-	(*RegionBytes)(nil),         // 9: kelpie.v1.RegionBytes
-	(*CommSample)(nil),          // 10: kelpie.v1.CommSample
-	(*ProgressAck)(nil),         // 11: kelpie.v1.ProgressAck
-	(*DoneRequest)(nil),         // 12: kelpie.v1.DoneRequest
-	(*DoneResponse)(nil),        // 13: kelpie.v1.DoneResponse
-	(*ResultRequest)(nil),       // 14: kelpie.v1.ResultRequest
-	(*ResultResponse)(nil),      // 15: kelpie.v1.ResultResponse
-	(*Divergence)(nil),          // 16: kelpie.v1.Divergence
-	(*DivergedRequest)(nil),     // 17: kelpie.v1.DivergedRequest
-	(*DivergedResponse)(nil),    // 18: kelpie.v1.DivergedResponse
-	(*ShardInfo)(nil),           // 19: kelpie.v1.ShardInfo
-	(*FetchShardRequest)(nil),   // 20: kelpie.v1.FetchShardRequest
-	(*FetchShardResponse)(nil),  // 21: kelpie.v1.FetchShardResponse
-	(*ReportShardRequest)(nil),  // 22: kelpie.v1.ReportShardRequest
-	(*ReportShardResponse)(nil), // 23: kelpie.v1.ReportShardResponse
+	(*TimeSplit)(nil),           // 9: kelpie.v1.TimeSplit
+	(*RegionBytes)(nil),         // 10: kelpie.v1.RegionBytes
+	(*CommSample)(nil),          // 11: kelpie.v1.CommSample
+	(*ProgressAck)(nil),         // 12: kelpie.v1.ProgressAck
+	(*DoneRequest)(nil),         // 13: kelpie.v1.DoneRequest
+	(*DoneResponse)(nil),        // 14: kelpie.v1.DoneResponse
+	(*ResultRequest)(nil),       // 15: kelpie.v1.ResultRequest
+	(*ResultResponse)(nil),      // 16: kelpie.v1.ResultResponse
+	(*Divergence)(nil),          // 17: kelpie.v1.Divergence
+	(*DivergedRequest)(nil),     // 18: kelpie.v1.DivergedRequest
+	(*DivergedResponse)(nil),    // 19: kelpie.v1.DivergedResponse
+	(*ShardInfo)(nil),           // 20: kelpie.v1.ShardInfo
+	(*FetchShardRequest)(nil),   // 21: kelpie.v1.FetchShardRequest
+	(*FetchShardResponse)(nil),  // 22: kelpie.v1.FetchShardResponse
+	(*ReportShardRequest)(nil),  // 23: kelpie.v1.ReportShardRequest
+	(*ReportShardResponse)(nil), // 24: kelpie.v1.ReportShardResponse
 }
 var file_coordinator_proto_depIdxs = []int32{
 	0,  // 0: kelpie.v1.RegisterRequest.role:type_name -> kelpie.v1.Role
@@ -1846,32 +1969,33 @@ var file_coordinator_proto_depIdxs = []int32{
 	5,  // 3: kelpie.v1.RegisterResponse.splits:type_name -> kelpie.v1.BatchSplit
 	3,  // 4: kelpie.v1.RegisterResponse.next_assignment:type_name -> kelpie.v1.Assignment
 	3,  // 5: kelpie.v1.ReadyResponse.assignment:type_name -> kelpie.v1.Assignment
-	10, // 6: kelpie.v1.ProgressReport.comm:type_name -> kelpie.v1.CommSample
-	9,  // 7: kelpie.v1.ProgressReport.region_bytes:type_name -> kelpie.v1.RegionBytes
-	9,  // 8: kelpie.v1.DoneRequest.region_bytes:type_name -> kelpie.v1.RegionBytes
-	16, // 9: kelpie.v1.DivergedRequest.divergence:type_name -> kelpie.v1.Divergence
-	19, // 10: kelpie.v1.FetchShardResponse.shard:type_name -> kelpie.v1.ShardInfo
-	1,  // 11: kelpie.v1.Coordinator.Register:input_type -> kelpie.v1.RegisterRequest
-	6,  // 12: kelpie.v1.Coordinator.Ready:input_type -> kelpie.v1.ReadyRequest
-	8,  // 13: kelpie.v1.Coordinator.Progress:input_type -> kelpie.v1.ProgressReport
-	12, // 14: kelpie.v1.Coordinator.Done:input_type -> kelpie.v1.DoneRequest
-	14, // 15: kelpie.v1.Coordinator.Result:input_type -> kelpie.v1.ResultRequest
-	17, // 16: kelpie.v1.Coordinator.Diverged:input_type -> kelpie.v1.DivergedRequest
-	20, // 17: kelpie.v1.Coordinator.FetchShard:input_type -> kelpie.v1.FetchShardRequest
-	22, // 18: kelpie.v1.Coordinator.ReportShard:input_type -> kelpie.v1.ReportShardRequest
-	4,  // 19: kelpie.v1.Coordinator.Register:output_type -> kelpie.v1.RegisterResponse
-	7,  // 20: kelpie.v1.Coordinator.Ready:output_type -> kelpie.v1.ReadyResponse
-	11, // 21: kelpie.v1.Coordinator.Progress:output_type -> kelpie.v1.ProgressAck
-	13, // 22: kelpie.v1.Coordinator.Done:output_type -> kelpie.v1.DoneResponse
-	15, // 23: kelpie.v1.Coordinator.Result:output_type -> kelpie.v1.ResultResponse
-	18, // 24: kelpie.v1.Coordinator.Diverged:output_type -> kelpie.v1.DivergedResponse
-	21, // 25: kelpie.v1.Coordinator.FetchShard:output_type -> kelpie.v1.FetchShardResponse
-	23, // 26: kelpie.v1.Coordinator.ReportShard:output_type -> kelpie.v1.ReportShardResponse
-	19, // [19:27] is the sub-list for method output_type
-	11, // [11:19] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	11, // 6: kelpie.v1.ProgressReport.comm:type_name -> kelpie.v1.CommSample
+	10, // 7: kelpie.v1.ProgressReport.region_bytes:type_name -> kelpie.v1.RegionBytes
+	9,  // 8: kelpie.v1.ProgressReport.split:type_name -> kelpie.v1.TimeSplit
+	10, // 9: kelpie.v1.DoneRequest.region_bytes:type_name -> kelpie.v1.RegionBytes
+	17, // 10: kelpie.v1.DivergedRequest.divergence:type_name -> kelpie.v1.Divergence
+	20, // 11: kelpie.v1.FetchShardResponse.shard:type_name -> kelpie.v1.ShardInfo
+	1,  // 12: kelpie.v1.Coordinator.Register:input_type -> kelpie.v1.RegisterRequest
+	6,  // 13: kelpie.v1.Coordinator.Ready:input_type -> kelpie.v1.ReadyRequest
+	8,  // 14: kelpie.v1.Coordinator.Progress:input_type -> kelpie.v1.ProgressReport
+	13, // 15: kelpie.v1.Coordinator.Done:input_type -> kelpie.v1.DoneRequest
+	15, // 16: kelpie.v1.Coordinator.Result:input_type -> kelpie.v1.ResultRequest
+	18, // 17: kelpie.v1.Coordinator.Diverged:input_type -> kelpie.v1.DivergedRequest
+	21, // 18: kelpie.v1.Coordinator.FetchShard:input_type -> kelpie.v1.FetchShardRequest
+	23, // 19: kelpie.v1.Coordinator.ReportShard:input_type -> kelpie.v1.ReportShardRequest
+	4,  // 20: kelpie.v1.Coordinator.Register:output_type -> kelpie.v1.RegisterResponse
+	7,  // 21: kelpie.v1.Coordinator.Ready:output_type -> kelpie.v1.ReadyResponse
+	12, // 22: kelpie.v1.Coordinator.Progress:output_type -> kelpie.v1.ProgressAck
+	14, // 23: kelpie.v1.Coordinator.Done:output_type -> kelpie.v1.DoneResponse
+	16, // 24: kelpie.v1.Coordinator.Result:output_type -> kelpie.v1.ResultResponse
+	19, // 25: kelpie.v1.Coordinator.Diverged:output_type -> kelpie.v1.DivergedResponse
+	22, // 26: kelpie.v1.Coordinator.FetchShard:output_type -> kelpie.v1.FetchShardResponse
+	24, // 27: kelpie.v1.Coordinator.ReportShard:output_type -> kelpie.v1.ReportShardResponse
+	20, // [20:28] is the sub-list for method output_type
+	12, // [12:20] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_coordinator_proto_init() }
@@ -1885,7 +2009,7 @@ func file_coordinator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_coordinator_proto_rawDesc), len(file_coordinator_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   23,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -364,8 +364,16 @@ type ServerStats struct {
 	MigratedOut       int64                  `protobuf:"varint,15,opt,name=migrated_out,json=migratedOut,proto3" json:"migrated_out,omitempty"`        // blocks handed to other servers
 	InTransit         int32                  `protobuf:"varint,16,opt,name=in_transit,json=inTransit,proto3" json:"in_transit,omitempty"`              // blocks still expected
 	Outgoing          int32                  `protobuf:"varint,17,opt,name=outgoing,proto3" json:"outgoing,omitempty"`                                 // blocks still to hand off
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// A server's own share of its requests' time (the rest of what its
+	// workers measure is the link's: scheduler/cause), summed since it
+	// started: waiting for the server's lock and for blocks in transit
+	// (queueing), and being handled — applied, read, an injected compute
+	// delay (apply); over `requests` requests.
+	QueueSeconds  float64 `protobuf:"fixed64,120,opt,name=queue_seconds,json=queueSeconds,proto3" json:"queue_seconds,omitempty"`
+	ApplySeconds  float64 `protobuf:"fixed64,121,opt,name=apply_seconds,json=applySeconds,proto3" json:"apply_seconds,omitempty"`
+	Requests      int64   `protobuf:"varint,122,opt,name=requests,proto3" json:"requests,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ServerStats) Reset() {
@@ -513,6 +521,27 @@ func (x *ServerStats) GetInTransit() int32 {
 func (x *ServerStats) GetOutgoing() int32 {
 	if x != nil {
 		return x.Outgoing
+	}
+	return 0
+}
+
+func (x *ServerStats) GetQueueSeconds() float64 {
+	if x != nil {
+		return x.QueueSeconds
+	}
+	return 0
+}
+
+func (x *ServerStats) GetApplySeconds() float64 {
+	if x != nil {
+		return x.ApplySeconds
+	}
+	return 0
+}
+
+func (x *ServerStats) GetRequests() int64 {
+	if x != nil {
+		return x.Requests
 	}
 	return 0
 }
@@ -1081,7 +1110,7 @@ const file_ps_proto_rawDesc = "" +
 	"\fheld_seconds\x18\x06 \x01(\x01R\vheldSeconds\x12\x18\n" +
 	"\adropped\x18\a \x01(\bR\adropped\x12\x12\n" +
 	"\x04data\x18\x0f \x01(\fR\x04data\"\x0e\n" +
-	"\fStatsRequest\"\x88\x04\n" +
+	"\fStatsRequest\"\xee\x04\n" +
 	"\vServerStats\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x17\n" +
 	"\av_train\x18\x02 \x01(\x03R\x06vTrain\x12\x12\n" +
@@ -1102,7 +1131,10 @@ const file_ps_proto_rawDesc = "" +
 	"\fmigrated_out\x18\x0f \x01(\x03R\vmigratedOut\x12\x1d\n" +
 	"\n" +
 	"in_transit\x18\x10 \x01(\x05R\tinTransit\x12\x1a\n" +
-	"\boutgoing\x18\x11 \x01(\x05R\boutgoing\"\x82\x01\n" +
+	"\boutgoing\x18\x11 \x01(\x05R\boutgoing\x12#\n" +
+	"\rqueue_seconds\x18x \x01(\x01R\fqueueSeconds\x12#\n" +
+	"\rapply_seconds\x18y \x01(\x01R\fapplySeconds\x12\x1a\n" +
+	"\brequests\x18z \x01(\x03R\brequests\"\x82\x01\n" +
 	"\x0eRetableRequest\x125\n" +
 	"\n" +
 	"assignment\x18\x01 \x01(\v2\x15.kelpie.v1.AssignmentR\n" +

@@ -256,6 +256,9 @@ func (s *Server) stretch(busy time.Duration) {
 		s.contended.Lock()
 		time.Sleep(d)
 		s.contended.Unlock()
+		s.mu.Lock()
+		s.stats.ApplySeconds += d.Seconds() // a contended server's own slowness
+		s.mu.Unlock()
 	}
 }
 
@@ -283,7 +286,13 @@ func (s *Server) delay(n int, in bool, t time.Duration) time.Duration {
 	}
 	s.mu.Unlock()
 	if in {
-		wait += s.cfg.Straggler.ComputeDelay(t, 0, u)
+		if d := s.cfg.Straggler.ComputeDelay(t, 0, u); d > 0 {
+			wait += d
+			// A slow server, not a slow link: counted as its handling.
+			s.mu.Lock()
+			s.stats.ApplySeconds += d.Seconds()
+			s.mu.Unlock()
+		}
 	}
 	return wait
 }
@@ -468,6 +477,7 @@ func (s *Server) Stats(context.Context, *kelpiepb.StatsRequest) (*kelpiepb.Serve
 		Pushes:    s.stats.Pushes, Pulls: s.stats.Pulls, BytesIn: s.stats.BytesIn, BytesOut: s.stats.BytesOut,
 		AssignmentVersion: s.version, PausedSeconds: s.stats.PausedSeconds, MigratedIn: s.stats.MigratedIn,
 		MigratedOut: s.stats.MigratedOut, InTransit: int32(len(s.el.incoming)), Outgoing: int32(len(s.el.outgoing)),
+		QueueSeconds: s.stats.QueueSeconds, ApplySeconds: s.stats.ApplySeconds, Requests: s.stats.Requests,
 	}
 	for id := range s.blocks {
 		out.Blocks = append(out.Blocks, uint32(id))
@@ -496,13 +506,20 @@ func (s *Server) handle(req *kelpiepb.PSRequest, reply func(*Response), stream *
 // block in transit (its payload must then be kept). send is the caller's
 // list for what runs after the lock (empty; emptied again on return).
 func (s *Server) handleHeld(req *kelpiepb.PSRequest, reply func(*Response), stream *int, send *after) (bool, error) {
+	t0 := time.Now()
 	s.mu.Lock()
 	s.awaitBlocks(req)
+	t1 := time.Now()
 	err := s.handleLocked(req, reply, stream, send)
 	s.forgetStaged(req)  // not taken: applied in place, refused or held
 	s.forgetInPlace(req) // not settled: refused
 	n := len(s.el.held)
 	held := n > 0 && s.el.held[n-1].req == req
+	// The server's own share of the request's time: the rest of what its
+	// worker measures is the link's (scheduler/cause).
+	s.stats.QueueSeconds += t1.Sub(t0).Seconds()
+	s.stats.ApplySeconds += time.Since(t1).Seconds()
+	s.stats.Requests++
 	s.mu.Unlock()
 	send.run()
 	return held, err

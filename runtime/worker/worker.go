@@ -119,6 +119,39 @@ type Report struct {
 	Reduce     time.Duration
 	ReduceSent int64
 	CrossSent  int64
+	// Split is where the iterations since the last report spent their
+	// time (the scheduler names a straggler's cause from it).
+	Split Split
+}
+
+// Split is wall-clock time per phase, summed over Iterations iterations,
+// measured around each phase with the monotonic clock. Compute is the
+// gradient (a torch job's Python step) with any injected pause or compute
+// delay; Data the preparation of the next batch; Push and Pull the
+// exchange with the servers less the time the pull condition held it,
+// split between the two directions by the bytes each way (one round trip
+// carries both); Wait the time the pull condition held it; Other the rest
+// of the iteration (commands, shard reports, table changes).
+type Split struct {
+	Iterations                             int
+	Compute, Data, Push, Pull, Wait, Other time.Duration
+}
+
+// add adds one iteration's phases; other is what the iteration's time
+// (total, less wait) leaves after the named phases.
+func (s *Split) add(total, compute, data, exchange, wait time.Duration, pushed, pulled int64) {
+	comm := max(exchange-wait, 0)
+	push := comm / 2
+	if pushed+pulled > 0 {
+		push = time.Duration(float64(comm) * float64(pushed) / float64(pushed+pulled))
+	}
+	s.Iterations++
+	s.Compute += compute
+	s.Data += data
+	s.Push += push
+	s.Pull += comm - push
+	s.Wait += wait
+	s.Other += max(total-wait-compute-data-comm, 0)
 }
 
 // Summary is the outcome of Run.
@@ -598,10 +631,12 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 		if d := w.cfg.Straggler.ComputeDelay(time.Since(w.cfg.Start), compute, w.rng.Float64()); d > 0 {
 			sleep(ctx, d)
 		}
+		computed := time.Since(begin) // with the injected pause and delay: the node's own slowness
 		samples := int64(w.batch.N)
 		rep.BatchSize = w.cfg.Plan.LocalOf(t, w.cfg.Index)
 		next := t + 1
 		w.applyCommands(next)
+		d0 := time.Now()
 		if more, err = w.fill(w.nextBatch, next); err != nil {
 			return sum, err
 		}
@@ -609,8 +644,11 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 		if more {
 			pullKeys = w.keys(w.nextBatch)
 		}
+		loaded := time.Since(d0)
 		w.more = more
+		x0 := time.Now()
 		comms, version, err := w.exchangeFollowing(ctx, kelpiepb.Op_OP_PUSH_PULL, t, pullKeys)
+		exchanged := time.Since(x0)
 		if err != nil {
 			return sum, fmt.Errorf("worker %d: iteration %d: %w", w.cfg.Index, t, err)
 		}
@@ -678,11 +716,16 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 		w.batch, w.nextBatch = w.nextBatch, w.batch
 		t = next
 		var held float64
+		var pushed, pulled int64
 		for _, c := range comms {
 			held = max(held, c.Held)
+			pushed += c.Bytes - c.Pulled
+			pulled += c.Pulled
 		}
 		wait := time.Duration(held * float64(time.Second))
-		bpt := max(time.Since(begin)-wait, 0)
+		total := time.Since(begin)
+		bpt := max(total-wait, 0)
+		rep.Split.add(total, computed, loaded, exchanged, min(wait, exchanged), pushed, pulled)
 		sum.Iterations++
 		sum.Samples += samples
 		bptSum += bpt

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kelpie/kelpie/core/spec"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/scheduler/cause"
 	"github.com/kelpie/kelpie/scheduler/gate"
 	"github.com/kelpie/kelpie/scheduler/monitor"
 	"github.com/kelpie/kelpie/scheduler/policy"
@@ -522,6 +523,11 @@ func actionRecord(a *kelpiepb.Action) store.ActionRecord {
 	for k, v := range a.Params {
 		params["p/"+k] = strconv.FormatFloat(v, 'g', -1, 64)
 	}
+	for k, v := range map[string]string{"rollback_of": a.RollbackOf, "cause": a.Cause, "cause_warning": a.CauseWarning} {
+		if v != "" {
+			params[k] = v
+		}
+	}
 	it := a.AppliedIteration
 	if it == 0 {
 		it = a.TargetIteration
@@ -540,7 +546,8 @@ func actionRecord(a *kelpiepb.Action) store.ActionRecord {
 func actionFrom(job string, r store.ActionRecord) *kelpiepb.Action {
 	a := &kelpiepb.Action{Id: r.ID, Job: job, Kind: r.Kind, Target: r.Node, Reason: r.Reason, Predicted: r.Predicted,
 		Evidence: r.Numbers, State: r.State, Created: ts(r.Created), Updated: ts(r.Updated),
-		Policy: r.Params["policy"], DecidedBy: r.Params["decided_by"], Error: r.Params["error"]}
+		Policy: r.Params["policy"], DecidedBy: r.Params["decided_by"], Error: r.Params["error"],
+		RollbackOf: r.Params["rollback_of"], Cause: r.Params["cause"], CauseWarning: r.Params["cause_warning"]}
 	if len(r.Realized) > 0 {
 		a.Realized = &kelpiepb.Realized{}
 		if protojson.Unmarshal(r.Realized, a.Realized) != nil {
@@ -649,6 +656,7 @@ func (m *Manager) dispatchLocked(j *jobState, a *kelpiepb.Action, who string) se
 		m.transition(j, a, ActFailed, "scheduler", err.Error())
 		return nil
 	}
+	j.recordUndo(a) // what a rollback restores, as it is before
 	if a.Kind == string(policy.KindKillRestart) && m.cfg.Pods != nil && !j.serverRestart(a) {
 		// On Kubernetes a worker's restart is a fresh Pod.
 		j.mon.Forget(a.Target)
@@ -919,11 +927,16 @@ func (j *jobState) runPolicies(snap monitor.Snapshot, now time.Time) {
 // proposeLocked passes the policies' proposals through the gate, adding
 // the sends of those dispatched to sends. It runs on the job's actor.
 func (m *Manager) proposeLocked(j *jobState, proposals []policy.Action, now time.Time, sends *sendList) {
+	var why map[string]cause.Cause // the nodes' causes, once there is a proposal
 	for _, p := range proposals {
 		if err := supported(string(p.Kind)); err != nil {
 			continue
 		}
 		a := fromProposal(p)
+		if why == nil {
+			why = j.causeInputs().causes()
+		}
+		j.citeCause(a, why)
 		key := p.Key
 		if key == "" {
 			key = p.Policy + "/" + a.Kind + "/" + a.Target
@@ -952,6 +965,9 @@ func (m *Manager) proposeLocked(j *jobState, proposals []policy.Action, now time
 		s, err := m.addLocked(j, a, key, gate.Mode(ps.Mode), "policy:"+p.Policy)
 		if err != nil {
 			continue
+		}
+		if a.CauseWarning != "" {
+			m.event(j.spec.Name, "warning", a.Target, a.CauseWarning, "policy:"+p.Policy)
 		}
 		*sends = append(*sends, s...)
 	}

@@ -205,6 +205,9 @@ func (m *Manager) fromAgent(j *jobState, n *nodeState, msg *kelpiepb.AgentMessag
 		j.mu.Lock()
 		if n.role == "server" {
 			n.stats, n.statsAt = b.ServerStats, now
+			n.progMu.Lock()
+			n.cause.addStats(b.ServerStats)
+			n.progMu.Unlock()
 			j.wakeWaiters()
 		}
 		j.mu.Unlock()

@@ -228,6 +228,11 @@ func (j *jobState) judge(now time.Time, final bool) {
 		}
 		m.event(j.spec.Name, kind, a.Target, fmt.Sprintf("%s (%s) realized: %s", what, a.Policy, a.Realized.GetVerdict()), "")
 	}
+	if !final {
+		for _, r := range m.proposeRollbacks(j, measured) {
+			m.persistAction(j, r)
+		}
+	}
 	if len(measured) > 0 {
 		j.invalidateViews()
 	}

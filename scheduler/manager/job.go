@@ -147,6 +147,8 @@ type nodeState struct {
 	// marks is a worker's iteration timeline, from its reports (stall.go),
 	// under progMu; nil until its first report.
 	marks *timeline.Marks
+	// cause is where its time went lately (cause.go), under progMu.
+	cause nodeCause
 }
 
 // progress is what reports say of a node: a worker's own, and for a
@@ -411,6 +413,7 @@ func (j *jobState) observe(node string, r *kelpiepb.ProgressReport, now time.Tim
 			n.marks = timeline.NewMarks(j.marksCap)
 		}
 		n.marks.AddReport(now, r.Iteration, r.BptSeconds, r.WaitSeconds)
+		n.cause.addSplit(r, servers)
 	}
 	n.progMu.Unlock()
 	at := now.Sub(j.submitted)

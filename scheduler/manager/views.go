@@ -390,6 +390,7 @@ func (j *jobState) view(detail bool, columns int) *kelpiepb.JobView {
 		}
 	}
 	var rows []nodeRow
+	var causes causeInputs
 	if detail {
 		v.SpecYaml = string(s.YAML())
 		rows = make([]nodeRow, 0, len(j.nodes))
@@ -400,6 +401,7 @@ func (j *jobState) view(detail bool, columns int) *kelpiepb.JobView {
 				spark: p.spark, lastSeen: n.seenWith(p), removed: n.removed,
 				accum: max(j.accum[n.name], 1), cells: n.cells, seriesName: j.seriesName(n.name, n.role)})
 		}
+		causes = j.causeInputs()
 	}
 	j.mu.RUnlock()
 
@@ -429,6 +431,7 @@ func (j *jobState) view(detail bool, columns int) *kelpiepb.JobView {
 		blocks[srv]++
 	}
 	sortRows(rows)
+	why := causes.causes()
 	for _, n := range rows {
 		nv := &kelpiepb.NodeView{Name: n.name, Role: n.role, Host: n.host, State: nodeStateIn(v.State, stateName(n.state)),
 			Pid: n.pid, Restarts: n.restarts, BatchSize: int32(n.batch), Iteration: max(n.iteration, final[n.name]),
@@ -448,6 +451,12 @@ func (j *jobState) view(detail bool, columns int) *kelpiepb.JobView {
 				nv.Alpha, nv.Beta, nv.Speed = finite(sv.Alpha), finite(sv.Beta), finite(sv.Speed)
 				nv.Superior, nv.Class, nv.Ratio = sv.Superior, sv.Class.String(), finite(sv.Ratio)
 			}
+		}
+		if p, ok := causes.phases[n.name]; ok {
+			nv.Split = splitView(p)
+		}
+		if c, ok := why[n.name]; ok && straggling(nv.Class) && !n.removed {
+			nv.Cause = causeView(c)
 		}
 		v.Nodes = append(v.Nodes, nv)
 	}

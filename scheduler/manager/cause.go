@@ -1,0 +1,153 @@
+package manager
+
+import (
+	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/scheduler/cause"
+)
+
+// nodeCause is what a node's reports said of where its time went
+// (scheduler/cause), under its progMu: a worker's recent splits and round
+// trips, a server's recent own-time counters.
+type nodeCause struct {
+	worker cause.Recent
+	server cause.ServerRecent
+}
+
+// addSplit records a worker's report: its split and its round trips to
+// each server (servers by index, as the coordinator names them). The
+// caller holds n.progMu.
+func (c *nodeCause) addSplit(r *kelpiepb.ProgressReport, servers []string) {
+	sp := r.GetSplit()
+	s := cause.Sample{Iterations: int(sp.GetIterations()), Phases: cause.Phases{Compute: sp.GetComputeS(), Data: sp.GetDataS(),
+		Push: sp.GetPushS(), Pull: sp.GetPullS(), Wait: sp.GetWaitS()}}
+	for _, cs := range r.GetComm() {
+		if int(cs.Server) >= len(servers) {
+			continue
+		}
+		if s.RoundTrips == nil {
+			s.RoundTrips = map[string]cause.Trips{}
+		}
+		t := s.RoundTrips[servers[cs.Server]]
+		t.Seconds += cs.Seconds
+		t.N++
+		s.RoundTrips[servers[cs.Server]] = t
+	}
+	if s.Iterations > 0 || len(s.RoundTrips) > 0 {
+		c.worker.Add(s)
+	}
+}
+
+// addStats records a server's counters. The caller holds n.progMu.
+func (c *nodeCause) addStats(st *kelpiepb.ServerStats) {
+	if st.GetRequests() > 0 {
+		c.server.Add(cause.Counters{Queue: st.GetQueueSeconds(), Apply: st.GetApplySeconds(), Requests: st.GetRequests()})
+	}
+}
+
+// causeInputs is what the causes are computed from, copied from the nodes.
+type causeInputs struct {
+	phases map[string]cause.Phases
+	trips  map[string]map[string]float64 // worker -> server -> mean round trip
+	own    map[string][2]float64         // server -> queue, apply per request
+}
+
+// causeInputs copies every live node's recent split. The caller holds
+// the job's lock (for reading is enough).
+func (j *jobState) causeInputs() causeInputs {
+	in := causeInputs{phases: map[string]cause.Phases{}, trips: map[string]map[string]float64{}, own: map[string][2]float64{}}
+	for _, n := range j.nodes {
+		if n.removed {
+			continue
+		}
+		n.progMu.Lock()
+		if n.role == "worker" {
+			if p, ok := n.cause.worker.Phases(); ok {
+				in.phases[n.name] = p
+			}
+			if rt := n.cause.worker.RoundTrips(); len(rt) > 0 {
+				in.trips[n.name] = rt
+			}
+		} else if q, a, ok := n.cause.server.PerRequest(); ok {
+			in.own[n.name] = [2]float64{q, a}
+		}
+		n.progMu.Unlock()
+	}
+	return in
+}
+
+// causes is each node's dominant cause against the job's median
+// (scheduler/cause), whether or not it straggles.
+func (in causeInputs) causes() map[string]cause.Cause {
+	out := cause.Workers(in.phases)
+	if out == nil {
+		out = map[string]cause.Cause{}
+	}
+	// A server's round trip is its workers' mean; its own time is what it
+	// said, zero before it said anything (the whole round trip is then
+	// its link's).
+	rts := map[string][]float64{}
+	for _, per := range in.trips {
+		for s, x := range per {
+			rts[s] = append(rts[s], x)
+		}
+	}
+	ss := map[string]cause.Own{}
+	for s, xs := range rts {
+		var sum float64
+		for _, x := range xs {
+			sum += x
+		}
+		o := cause.Own{RoundTrip: sum / float64(len(xs))}
+		o.Queue, o.Apply = in.own[s][0], in.own[s][1]
+		o.SlowFor, o.Workers = cause.SlowFor(in.trips, s)
+		ss[s] = o
+	}
+	for s, c := range cause.Servers(ss) {
+		out[s] = c
+	}
+	return out
+}
+
+// causeView is c as the console shows it.
+func causeView(c cause.Cause) *kelpiepb.NodeCause {
+	return &kelpiepb.NodeCause{Kind: string(c.Kind), Ratio: finite(c.Ratio), Detail: c.Detail, Seconds: c.Seconds, MedianSeconds: c.Median}
+}
+
+// splitView is a worker's recent phases per iteration as the console
+// shows them.
+func splitView(p cause.Phases) *kelpiepb.TimeSplit {
+	return &kelpiepb.TimeSplit{ComputeS: p.Compute, DataS: p.Data, PushS: p.Push, PullS: p.Pull, WaitS: p.Wait}
+}
+
+// straggling says whether a node's class makes it a straggler.
+func straggling(class string) bool { return class == "transient" || class == "persistent" }
+
+// citeCause names in a the measured cause of the straggler it acts on —
+// its target, or for a batch split the worker whose batch it cuts with the
+// strongest cause — in its reason, and warns (cause_warning) when its kind
+// does not answer that cause (a batch cut for a slow link). The caller
+// holds the job's lock.
+func (j *jobState) citeCause(a *kelpiepb.Action, why map[string]cause.Cause) {
+	node, c := "", cause.Cause{}
+	consider := func(name string) {
+		if x, ok := why[name]; ok && x.Ratio > c.Ratio {
+			node, c = name, x
+		}
+	}
+	switch {
+	case a.Target != "":
+		consider(a.Target)
+	case len(a.BatchSizes) > 0:
+		for w, b := range a.BatchSizes {
+			if n := j.nodes[w]; n != nil && int(b)*max(int(a.Accumulation[w]), 1) < n.progress().batch {
+				consider(w)
+			}
+		}
+	}
+	if node == "" {
+		return
+	}
+	a.Cause = string(c.Kind)
+	a.Reason += " [cause: " + cause.Describe(node, c) + "]"
+	a.CauseWarning = cause.Mismatch(a.Kind, node, c)
+}

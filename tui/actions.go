@@ -450,6 +450,13 @@ func (v *actionsView) detail(w, h int) string {
 		// they are now sits beside it, so a stale proposal shows as such.
 		lines[1] += st.muted.Render(" · now " + evidenceText(now))
 	}
+	if w := a.GetCauseWarning(); w != "" {
+		lines = append(lines, label("warning")+st.straggler.Render(w))
+	}
+	if a.GetRollbackOf() != "" {
+		lines = append(lines, label("rolls back")+a.GetRollbackOf())
+	}
+	lines = append(lines, previewLines(a.GetPreview(), label, st)...)
 	if len(a.GetEvidence()) > 0 {
 		lines = append(lines, label("evidence")+evidenceText(a.GetEvidence()))
 	}

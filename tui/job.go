@@ -10,6 +10,7 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/tui/chart"
@@ -531,7 +532,16 @@ func (v *jobView) heatmapPanel(w, h int, focused bool) string {
 	if len(v.hmRows) == 0 {
 		return v.c.box(v.panelTitle(panelHeatmap, "straggler heatmap"), "\n  "+v.c.st.muted.Render("no telemetry yet"), w, h, focused)
 	}
-	body := v.hm.Render(v.hmRows, heatmap.Options{Width: w - 2, Height: h - 2, BucketSeconds: hm.GetBucketSeconds()}, v.c.palette)
+	// The detail line under the map: why the stragglers are slow.
+	why := causeLine(v.job.GetNodes())
+	gridH := h - 2
+	if why != "" && gridH > 4 {
+		gridH--
+	}
+	body := v.hm.Render(v.hmRows, heatmap.Options{Width: w - 2, Height: gridH, BucketSeconds: hm.GetBucketSeconds()}, v.c.palette)
+	if gridH < h-2 {
+		body = strings.TrimRight(body, "\n") + "\n" + v.c.st.straggler.Render(ansi.Truncate("cause · "+why, w-2, "…"))
+	}
 	return v.c.box(v.panelTitle(panelHeatmap, title), body, w, h, focused)
 }
 

@@ -420,7 +420,8 @@ func (m *Manager) addLocked(j *jobState, a *kelpiepb.Action, key string, mode ga
 		delete(j.byID, a.Id)
 		return nil, err
 	}
-	return m.applyGate(j), nil
+	// Its preview asks the cluster: after the lock, on a goroutine.
+	return append(m.applyGate(j), func() { m.spawn(func() { m.refreshPreview(j, a) }) }), nil
 }
 
 // applyGate carries out the gate's effects: a transition is mirrored onto

@@ -25,10 +25,11 @@ func previewLines(p *kelpiepb.ActionPreview, label func(string) string, st *styl
 	return lines
 }
 
-// causeLine is the heatmap's detail line: every straggler's cause, the
-// strongest first ("worker-2: compute 3.1× median · server-1: link 4.0×
-// median — pull wait on every worker"); "" when no node straggles.
-func causeLine(nodes []*kelpiepb.NodeView) string {
+// causeLines are the heatmap's detail lines: every straggler's cause, one
+// a line, the strongest first ("server-1: link 4.0× median — pull wait on
+// every worker", "worker-2: compute 3.1× median"); none when no node
+// straggles.
+func causeLines(nodes []*kelpiepb.NodeView) []string {
 	var with []*kelpiepb.NodeView
 	for _, n := range nodes {
 		if n.GetCause().GetKind() != "" {
@@ -38,9 +39,13 @@ func causeLine(nodes []*kelpiepb.NodeView) string {
 	slices.SortStableFunc(with, func(a, b *kelpiepb.NodeView) int {
 		return cmp.Or(cmp.Compare(b.GetCause().GetRatio(), a.GetCause().GetRatio()), strings.Compare(a.GetName(), b.GetName()))
 	})
-	parts := make([]string, len(with))
+	lines := make([]string, len(with))
 	for i, n := range with {
-		parts[i] = n.GetName() + ": " + n.GetCause().GetDetail()
+		lines[i] = n.GetName() + ": " + n.GetCause().GetDetail()
 	}
-	return strings.Join(parts, " · ")
+	return lines
 }
+
+// maxCauseLines bounds the detail lines under the heatmap; the rest are
+// counted on the last one.
+const maxCauseLines = 3

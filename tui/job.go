@@ -533,14 +533,19 @@ func (v *jobView) heatmapPanel(w, h int, focused bool) string {
 		return v.c.box(v.panelTitle(panelHeatmap, "straggler heatmap"), "\n  "+v.c.st.muted.Render("no telemetry yet"), w, h, focused)
 	}
 	// The detail line under the map: why the stragglers are slow.
-	why := causeLine(v.job.GetNodes())
-	gridH := h - 2
-	if why != "" && gridH > 4 {
-		gridH--
+	// The detail lines under the map: why the stragglers are slow, as
+	// many as leave the map 4 lines.
+	why := causeLines(v.job.GetNodes())
+	n := min(len(why), maxCauseLines, max(h-2-4, 0))
+	if n < len(why) && n > 0 {
+		why[n-1] += fmt.Sprintf(" (+%d more)", len(why)-n)
 	}
-	body := v.hm.Render(v.hmRows, heatmap.Options{Width: w - 2, Height: gridH, BucketSeconds: hm.GetBucketSeconds()}, v.c.palette)
-	if gridH < h-2 {
-		body = strings.TrimRight(body, "\n") + "\n" + v.c.st.straggler.Render(ansi.Truncate("cause · "+why, w-2, "…"))
+	body := v.hm.Render(v.hmRows, heatmap.Options{Width: w - 2, Height: h - 2 - n, BucketSeconds: hm.GetBucketSeconds()}, v.c.palette)
+	if n > 0 {
+		body = strings.TrimRight(body, "\n")
+		for _, l := range why[:n] {
+			body += "\n" + v.c.st.straggler.Render(ansi.Truncate("cause · "+l, w-2, "…"))
+		}
 	}
 	return v.c.box(v.panelTitle(panelHeatmap, title), body, w, h, focused)
 }

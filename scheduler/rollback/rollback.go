@@ -34,21 +34,22 @@ const Policy = "rollback"
 
 // Due says whether a should be rolled back, and why: it is reversible,
 // recorded its state before (undo), is not itself a rollback, and the
-// judge found it a miss — it delivered less than timeline.MissFraction of
-// its predicted gain — that left the job no faster than before (a miss
-// that still gained something keeps its gain).
+// realized-effect judge found it a miss — it delivered less than
+// timeline.MissFraction of the gain it predicted, the tolerance. A miss is
+// undone even when it gained a little: the prediction it was approved on
+// did not hold, and what it changed (a worker's batch, its learning rate,
+// the sync model, the block table) is no longer backed by evidence.
 func Due(a *kelpiepb.Action) (bool, string) {
 	r := a.GetRealized()
-	switch {
-	case !Reversible(a.GetKind()) || a.GetUndo() == nil || a.GetRollbackOf() != "" || r == nil:
-		return false, ""
-	case !r.GetMiss():
-		return false, ""
-	case !(r.GetThroughputAfter() <= r.GetThroughputBefore()):
+	if !Reversible(a.GetKind()) || a.GetUndo() == nil || a.GetRollbackOf() != "" || r == nil || !r.GetMiss() {
 		return false, ""
 	}
-	why := fmt.Sprintf("%s %s missed its prediction and cost throughput: %.0f samples/s after, %.0f before",
-		a.GetKind(), a.GetId(), r.GetThroughputAfter(), r.GetThroughputBefore())
+	effect := "cost throughput"
+	if r.GetThroughputAfter() > r.GetThroughputBefore() {
+		effect = "fell short of its prediction"
+	}
+	why := fmt.Sprintf("%s %s missed its prediction and %s: %.0f samples/s after, %.0f before",
+		a.GetKind(), a.GetId(), effect, r.GetThroughputAfter(), r.GetThroughputBefore())
 	if p := r.GetPredictedThroughput(); p > 0 {
 		why += fmt.Sprintf(", %.0f predicted", p)
 	}

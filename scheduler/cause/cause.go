@@ -83,31 +83,35 @@ func (o Own) server() float64 { return o.Queue + o.Apply }
 const minMedian = 1e-6
 
 // Workers returns the dominant cause of each worker against the others:
-// for every phase the median over the workers, and for each worker the
-// phase it exceeds that median by the most seconds. A worker exceeding no
-// median, or alone (no others to compare with), has none.
+// for every phase the median over the other workers, and for each worker
+// the phase it exceeds that median by the most seconds. A worker exceeding
+// no median, or alone (no others to compare with), has none. The node's
+// own time is left out of the median it is compared with: with two
+// servers a median that held the slow one would halve its ratio.
 func Workers(ws map[string]Phases) map[string]Cause {
 	if len(ws) < 2 {
 		return nil
 	}
-	medians := map[Kind]float64{}
+	sorted := map[Kind][]float64{}
 	for _, k := range workerKinds {
 		xs := make([]float64, 0, len(ws))
 		for _, p := range ws {
 			xs = append(xs, p.of(k))
 		}
-		medians[k] = Median(xs)
+		sort.Float64s(xs)
+		sorted[k] = xs
 	}
 	out := map[string]Cause{}
 	for name, p := range ws {
-		best, excess := Kind(""), 0.0
+		best, excess, median := Kind(""), 0.0, 0.0
 		for _, k := range workerKinds {
-			if e := p.of(k) - medians[k]; e > excess {
-				best, excess = k, e
+			m := medianWithout(sorted[k], p.of(k))
+			if e := p.of(k) - m; e > excess {
+				best, excess, median = k, e, m
 			}
 		}
 		if best != "" {
-			out[name] = cause(best, p.of(best), medians[best], "")
+			out[name] = cause(best, p.of(best), median, "")
 		}
 	}
 	return out
@@ -116,7 +120,7 @@ func Workers(ws map[string]Phases) map[string]Cause {
 // Servers returns the dominant cause of each server against the others:
 // its link (the round trips its workers measure, less its own queueing
 // and handling) or itself (queueing and handling), whichever exceeds the
-// job's median by more.
+// other servers' median by more.
 func Servers(ss map[string]Own) map[string]Cause {
 	if len(ss) < 2 {
 		return nil
@@ -125,9 +129,11 @@ func Servers(ss map[string]Own) map[string]Cause {
 	for _, o := range ss {
 		links, owns = append(links, o.link()), append(owns, o.server())
 	}
-	ml, ms := Median(links), Median(owns)
+	sort.Float64s(links)
+	sort.Float64s(owns)
 	out := map[string]Cause{}
 	for name, o := range ss {
+		ml, ms := medianWithout(links, o.link()), medianWithout(owns, o.server())
 		el, es := o.link()-ml, o.server()-ms
 		switch {
 		case el > 0 && el >= es:
@@ -137,6 +143,26 @@ func Servers(ss map[string]Own) map[string]Cause {
 		}
 	}
 	return out
+}
+
+// medianWithout is the median of sorted (ascending) with one occurrence
+// of x left out, in O(log n).
+func medianWithout(sorted []float64, x float64) float64 {
+	p := sort.SearchFloat64s(sorted, x)
+	n := len(sorted) - 1
+	at := func(i int) float64 {
+		if i >= p {
+			i++
+		}
+		return sorted[i]
+	}
+	switch {
+	case n <= 0:
+		return math.NaN()
+	case n%2 == 1:
+		return at(n / 2)
+	}
+	return (at(n/2-1) + at(n/2)) / 2
 }
 
 // reach says which workers find the server slow.

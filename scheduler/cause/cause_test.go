@@ -53,6 +53,10 @@ func TestServers(t *testing.T) {
 			"server-1": {RoundTrip: 0.0065, Queue: 0.0001, Apply: 0.0004, SlowFor: 4, Workers: 4}},
 			map[string]Kind{"server-1": Link, "server-0": ""},
 			map[string]string{"server-1": "link 4.0× median — pull wait on every worker"}},
+		{"two servers: the slow one against the other, not against a median holding itself", map[string]Own{"server-0": fine,
+			"server-1": {RoundTrip: 0.0065, Queue: 0.0001, Apply: 0.0004, SlowFor: 4, Workers: 4}},
+			map[string]Kind{"server-1": Link, "server-0": ""},
+			map[string]string{"server-1": "link 4.0× median — pull wait on every worker"}},
 		{"a slow server: its own handling explains its round trips", map[string]Own{"server-0": fine, "server-2": fine,
 			"server-1": {RoundTrip: 0.0065, Queue: 0.001, Apply: 0.004, SlowFor: 2, Workers: 4}},
 			map[string]Kind{"server-1": Server},
@@ -148,5 +152,20 @@ func TestServerRecent(t *testing.T) {
 	}
 	if q, _, ok := r.PerRequest(); !ok || q != 1 {
 		t.Errorf("PerRequest() over a full ring = %g, %v; want 1", q, ok)
+	}
+}
+
+// TestMedianWithout checks medianWithout against Median of a copy without
+// the value.
+func TestMedianWithout(t *testing.T) {
+	xs := []float64{1, 2, 2, 3, 7, 9, 20}
+	for n := 2; n <= len(xs); n++ {
+		sorted := xs[:n]
+		for i, x := range sorted {
+			rest := append(append([]float64(nil), sorted[:i]...), sorted[i+1:]...)
+			if got, want := medianWithout(sorted, x), Median(rest); got != want {
+				t.Errorf("medianWithout(%v, %g) = %g; want %g", sorted, x, got, want)
+			}
+		}
 	}
 }

@@ -151,3 +151,18 @@ func (j *jobState) citeCause(a *kelpiepb.Action, why map[string]cause.Cause) {
 	a.Reason += " [cause: " + cause.Describe(node, c) + "]"
 	a.CauseWarning = cause.Mismatch(a.Kind, node, c)
 }
+
+// forgetCause drops what a node's reports said of its time when a is its
+// KILL_RESTART: the relaunched process (or Pod, on another host) is
+// judged by its own reports, as the Monitor forgets its BPT windows. The
+// caller holds the job's lock.
+func (j *jobState) forgetCause(a *kelpiepb.Action) {
+	if a.Kind != "KILL_RESTART" {
+		return
+	}
+	if n := j.nodes[a.Target]; n != nil {
+		n.progMu.Lock()
+		n.cause = nodeCause{}
+		n.progMu.Unlock()
+	}
+}

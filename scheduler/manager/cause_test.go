@@ -72,6 +72,15 @@ func TestCauseInView(t *testing.T) {
 	if wire.Cause != "pull" || !strings.Contains(wire.CauseWarning, "ADJUST_BS does not answer the measured cause: worker-3: pull") {
 		t.Errorf("the cut of worker-3: cause %q, warning %q; want pull and a warning", wire.Cause, wire.CauseWarning)
 	}
+	// A restart of worker-2: its relaunched process is judged by its own
+	// reports.
+	j.mu.Lock()
+	j.forgetCause(&kelpiepb.Action{Kind: "KILL_RESTART", Target: "worker-2"})
+	_, kept := j.causeInputs().phases["worker-2"]
+	j.mu.Unlock()
+	if kept {
+		t.Error("worker-2's split outlived its restart")
+	}
 }
 
 // TestRollbackProposed: an applied batch cut that the judge finds a miss

@@ -136,3 +136,32 @@ func TestRollbackProposed(t *testing.T) {
 		})
 	}
 }
+
+// TestPreviewFilled: an action added through the gate gets its preview
+// (scheduler/preview) shortly after: a worker's restart, locally, says
+// what the machine runs and what the restart costs.
+func TestPreviewFilled(t *testing.T) {
+	clk := &testClock{t: time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)}
+	m, j, report := historyJob(t, filepath.Join(t.TempDir(), "kelpie.db"), clk)
+	report(map[string]float64{"worker-0": 0.002, "worker-1": 0.002, "worker-2": 0.002, "worker-3": 0.002})
+	id, err := m.Trigger("hist", &kelpiepb.Action{Kind: "KILL_RESTART", Target: "worker-2"}, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		j.mu.RLock()
+		p := j.byID[id].GetPreview()
+		j.mu.RUnlock()
+		if p != nil {
+			if !strings.HasPrefix(p.GetStart(), "local: ") || !strings.Contains(p.GetCost(), "back to the queue") {
+				t.Errorf("preview = %v; want the local capacity and the restart's cost", p)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no preview")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

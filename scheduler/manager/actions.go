@@ -657,7 +657,7 @@ func (m *Manager) dispatchLocked(j *jobState, a *kelpiepb.Action, who string) se
 		m.transition(j, a, ActFailed, "scheduler", err.Error())
 		return nil
 	}
-	j.recordUndo(a) // what a rollback restores, as it is before
+	j.recordUndo(a)  // what a rollback restores, as it is before
 	j.forgetCause(a) // a relaunched node's time split starts afresh
 	if a.Kind == string(policy.KindKillRestart) && m.cfg.Pods != nil && !j.serverRestart(a) {
 		// On Kubernetes a worker's restart is a fresh Pod.

@@ -5,12 +5,12 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 )
 
 // previewLines are an action's preview in its detail (the approval view):
 // whether it can start, what it costs, what it is predicted to do.
-func previewLines(p *kelpiepb.ActionPreview, label func(string) string, st *styles) []string {
+func previewLines(p *consolepb.ActionPreview, label func(string) string, st *styles) []string {
 	if p == nil {
 		return nil
 	}
@@ -29,14 +29,14 @@ func previewLines(p *kelpiepb.ActionPreview, label func(string) string, st *styl
 // a line, the strongest first ("server-1: link 4.0× median — pull wait on
 // every worker", "worker-2: compute 3.1× median"); none when no node
 // straggles.
-func causeLines(nodes []*kelpiepb.NodeView) []string {
-	var with []*kelpiepb.NodeView
+func causeLines(nodes []*consolepb.NodeView) []string {
+	var with []*consolepb.NodeView
 	for _, n := range nodes {
 		if n.GetCause().GetKind() != "" {
 			with = append(with, n)
 		}
 	}
-	slices.SortStableFunc(with, func(a, b *kelpiepb.NodeView) int {
+	slices.SortStableFunc(with, func(a, b *consolepb.NodeView) int {
 		return cmp.Or(cmp.Compare(b.GetCause().GetRatio(), a.GetCause().GetRatio()), strings.Compare(a.GetName(), b.GetName()))
 	})
 	lines := make([]string, len(with))

@@ -8,37 +8,37 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 )
 
 // causeJob is mnistJob with the causes the scheduler measured: worker-2's
 // compute, server-1's link; its proposed batch cut carries a preview and a
 // warning that a batch cut does not answer a slow link.
-func causeJob() *kelpiepb.JobView {
+func causeJob() *consolepb.JobView {
 	j := proto.CloneOf(mnistJob())
 	for _, n := range j.Nodes {
 		switch n.Name {
 		case "worker-2":
-			n.Cause = &kelpiepb.NodeCause{Kind: "compute", Ratio: 3.1, Detail: "compute 3.1× median", Seconds: 0.5, MedianSeconds: 0.16}
+			n.Cause = &consolepb.NodeCause{Kind: "compute", Ratio: 3.1, Detail: "compute 3.1× median", Seconds: 0.5, MedianSeconds: 0.16}
 		case "server-1":
 			n.Class = "persistent"
-			n.Cause = &kelpiepb.NodeCause{Kind: "link", Ratio: 4, Detail: "link 4.0× median — pull wait on every worker", Seconds: 0.02, MedianSeconds: 0.005}
+			n.Cause = &consolepb.NodeCause{Kind: "link", Ratio: 4, Detail: "link 4.0× median — pull wait on every worker", Seconds: 0.02, MedianSeconds: 0.005}
 		}
 	}
 	a := j.Actions[0]
 	a.Cause = "compute"
 	a.Reason += " [cause: worker-2: compute 3.1× median]"
-	a.Preview = &kelpiepb.ActionPreview{CanStart: true, Start: "starts nothing", Cost: "no shard goes back to the queue",
+	a.Preview = &consolepb.ActionPreview{CanStart: true, Start: "starts nothing", Cost: "no shard goes back to the queue",
 		Predicted: "iteration time 0.62s → 0.29s (−53%) (1843 → 3900 samples/s, +112 %)"}
 	b := proto.CloneOf(a)
 	b.Id, b.Kind, b.Target, b.Cause, b.BatchSizes = "a-8", "KILL_RESTART", "worker-2", "compute", nil
-	b.Preview = &kelpiepb.ActionPreview{CanStart: false, Start: "Kubernetes: 1 Pod(s) Pending now (khog-worker-0): a new Pod would wait too",
+	b.Preview = &consolepb.ActionPreview{CanStart: false, Start: "Kubernetes: 1 Pod(s) Pending now (khog-worker-0): a new Pod would wait too",
 		ShardsRequeued: 2, ProgressLostS: 3.4, Cost: "2 shard(s) back to the queue, ~3.4 s of worker-2's progress lost", PendingPods: []string{"khog-worker-0"}}
 	c := proto.CloneOf(a)
 	c.Id, c.Cause = "a-9", "pull"
 	c.Reason = "worker-2 BPT 0.62s ≥ λ·mean (1.5 × 0.26s) over the 5s window [cause: worker-2: pull 4.0× median]"
 	c.CauseWarning = "ADJUST_BS does not answer the measured cause: worker-2: pull 4.0× median (ADJUST_BS does not shorten its pulls on the wire)"
-	j.Actions = append([]*kelpiepb.Action{c, b}, j.Actions...)
+	j.Actions = append([]*consolepb.Action{c, b}, j.Actions...)
 	return j
 }
 

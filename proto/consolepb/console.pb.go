@@ -2521,7 +2521,7 @@ type NodeView struct {
 	Cause *NodeCause `protobuf:"bytes,120,opt,name=cause,proto3" json:"cause,omitempty"`
 	// A worker's recent time per iteration by phase (seconds per iteration,
 	// over its last reports); unset for servers and before it reported one.
-	Split         *TimeSplit `protobuf:"bytes,121,opt,name=split,proto3" json:"split,omitempty"`
+	Split         *coordinatorpb.TimeSplit `protobuf:"bytes,121,opt,name=split,proto3" json:"split,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2710,7 +2710,7 @@ func (x *NodeView) GetCause() *NodeCause {
 	return nil
 }
 
-func (x *NodeView) GetSplit() *TimeSplit {
+func (x *NodeView) GetSplit() *coordinatorpb.TimeSplit {
 	if x != nil {
 		return x.Split
 	}
@@ -3126,7 +3126,7 @@ type Action struct {
 	// What it did, once applied and measured over the proposing policy's
 	// window (timeline.proto): BPT and throughput before and after, against
 	// the prediction.
-	Realized *Realized `protobuf:"bytes,26,opt,name=realized,proto3" json:"realized,omitempty"`
+	Realized *timelinepb.Realized `protobuf:"bytes,26,opt,name=realized,proto3" json:"realized,omitempty"`
 	// Before it is approved: whether it can start, what it costs and what it
 	// is predicted to do (scheduler/preview).
 	Preview *ActionPreview `protobuf:"bytes,120,opt,name=preview,proto3" json:"preview,omitempty"`
@@ -4353,66 +4353,66 @@ func file_console_proto_rawDescGZIP() []byte {
 var file_console_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_console_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
 var file_console_proto_goTypes = []any{
-	(ActionKind)(0),               // 0: kelpie.v1.ActionKind
-	(*ClientFrame)(nil),           // 1: kelpie.v1.ClientFrame
-	(*Hello)(nil),                 // 2: kelpie.v1.Hello
-	(*Subscribe)(nil),             // 3: kelpie.v1.Subscribe
-	(*ViewWindow)(nil),            // 4: kelpie.v1.ViewWindow
-	(*Command)(nil),               // 5: kelpie.v1.Command
-	(*GetHistory)(nil),            // 6: kelpie.v1.GetHistory
-	(*SubmitJob)(nil),             // 7: kelpie.v1.SubmitJob
-	(*KillJob)(nil),               // 8: kelpie.v1.KillJob
-	(*DecideAction)(nil),          // 9: kelpie.v1.DecideAction
-	(*TriggerAction)(nil),         // 10: kelpie.v1.TriggerAction
-	(*SetPolicy)(nil),             // 11: kelpie.v1.SetPolicy
-	(*ServerFrame)(nil),           // 12: kelpie.v1.ServerFrame
-	(*Welcome)(nil),               // 13: kelpie.v1.Welcome
-	(*Snapshot)(nil),              // 14: kelpie.v1.Snapshot
-	(*Delta)(nil),                 // 15: kelpie.v1.Delta
-	(*JobPatch)(nil),              // 16: kelpie.v1.JobPatch
-	(*NodeOrder)(nil),             // 17: kelpie.v1.NodeOrder
-	(*ChartNames)(nil),            // 18: kelpie.v1.ChartNames
-	(*ActionList)(nil),            // 19: kelpie.v1.ActionList
-	(*PolicyList)(nil),            // 20: kelpie.v1.PolicyList
-	(*HeatmapTail)(nil),           // 21: kelpie.v1.HeatmapTail
-	(*SeriesTail)(nil),            // 22: kelpie.v1.SeriesTail
-	(*CommandResult)(nil),         // 23: kelpie.v1.CommandResult
-	(*JobView)(nil),               // 24: kelpie.v1.JobView
-	(*ExchangeTopology)(nil),      // 25: kelpie.v1.ExchangeTopology
-	(*ExchangeRegion)(nil),        // 26: kelpie.v1.ExchangeRegion
-	(*ExchangeTree)(nil),          // 27: kelpie.v1.ExchangeTree
-	(*ExchangeAggregation)(nil),   // 28: kelpie.v1.ExchangeAggregation
-	(*PolicyView)(nil),            // 29: kelpie.v1.PolicyView
-	(*NodeView)(nil),              // 30: kelpie.v1.NodeView
-	(*NodeCause)(nil),             // 31: kelpie.v1.NodeCause
-	(*MonitorView)(nil),           // 32: kelpie.v1.MonitorView
-	(*Heatmap)(nil),               // 33: kelpie.v1.Heatmap
-	(*HeatmapRow)(nil),            // 34: kelpie.v1.HeatmapRow
-	(*Series)(nil),                // 35: kelpie.v1.Series
-	(*Action)(nil),                // 36: kelpie.v1.Action
-	(*ActionPreview)(nil),         // 37: kelpie.v1.ActionPreview
-	(*ActionUndo)(nil),            // 38: kelpie.v1.ActionUndo
-	(*AdjustLRArgs)(nil),          // 39: kelpie.v1.AdjustLRArgs
-	(*BackupWorkersArgs)(nil),     // 40: kelpie.v1.BackupWorkersArgs
-	(*SetSyncArgs)(nil),           // 41: kelpie.v1.SetSyncArgs
-	(*ActionTransition)(nil),      // 42: kelpie.v1.ActionTransition
-	(*Event)(nil),                 // 43: kelpie.v1.Event
-	nil,                           // 44: kelpie.v1.SetPolicy.ParamsEntry
-	nil,                           // 45: kelpie.v1.PolicyView.ParamsEntry
-	nil,                           // 46: kelpie.v1.Action.BatchSizesEntry
-	nil,                           // 47: kelpie.v1.Action.AccumulationEntry
-	nil,                           // 48: kelpie.v1.Action.ParamsEntry
-	nil,                           // 49: kelpie.v1.Action.EvidenceEntry
-	nil,                           // 50: kelpie.v1.ActionUndo.BatchSizesEntry
-	nil,                           // 51: kelpie.v1.ActionUndo.AccumulationEntry
-	nil,                           // 52: kelpie.v1.ActionUndo.LrScaleEntry
-	nil,                           // 53: kelpie.v1.AdjustLRArgs.LrScaleEntry
-	(*timestamppb.Timestamp)(nil), // 54: google.protobuf.Timestamp
-	(*TimelineFrame)(nil),         // 55: kelpie.v1.TimelineFrame
-	(*Divergence)(nil),            // 56: kelpie.v1.Divergence
-	(*RegionBytes)(nil),           // 57: kelpie.v1.RegionBytes
-	(*TimeSplit)(nil),             // 58: kelpie.v1.TimeSplit
-	(*Realized)(nil),              // 59: kelpie.v1.Realized
+	(ActionKind)(0),                   // 0: kelpie.v1.ActionKind
+	(*ClientFrame)(nil),               // 1: kelpie.v1.ClientFrame
+	(*Hello)(nil),                     // 2: kelpie.v1.Hello
+	(*Subscribe)(nil),                 // 3: kelpie.v1.Subscribe
+	(*ViewWindow)(nil),                // 4: kelpie.v1.ViewWindow
+	(*Command)(nil),                   // 5: kelpie.v1.Command
+	(*GetHistory)(nil),                // 6: kelpie.v1.GetHistory
+	(*SubmitJob)(nil),                 // 7: kelpie.v1.SubmitJob
+	(*KillJob)(nil),                   // 8: kelpie.v1.KillJob
+	(*DecideAction)(nil),              // 9: kelpie.v1.DecideAction
+	(*TriggerAction)(nil),             // 10: kelpie.v1.TriggerAction
+	(*SetPolicy)(nil),                 // 11: kelpie.v1.SetPolicy
+	(*ServerFrame)(nil),               // 12: kelpie.v1.ServerFrame
+	(*Welcome)(nil),                   // 13: kelpie.v1.Welcome
+	(*Snapshot)(nil),                  // 14: kelpie.v1.Snapshot
+	(*Delta)(nil),                     // 15: kelpie.v1.Delta
+	(*JobPatch)(nil),                  // 16: kelpie.v1.JobPatch
+	(*NodeOrder)(nil),                 // 17: kelpie.v1.NodeOrder
+	(*ChartNames)(nil),                // 18: kelpie.v1.ChartNames
+	(*ActionList)(nil),                // 19: kelpie.v1.ActionList
+	(*PolicyList)(nil),                // 20: kelpie.v1.PolicyList
+	(*HeatmapTail)(nil),               // 21: kelpie.v1.HeatmapTail
+	(*SeriesTail)(nil),                // 22: kelpie.v1.SeriesTail
+	(*CommandResult)(nil),             // 23: kelpie.v1.CommandResult
+	(*JobView)(nil),                   // 24: kelpie.v1.JobView
+	(*ExchangeTopology)(nil),          // 25: kelpie.v1.ExchangeTopology
+	(*ExchangeRegion)(nil),            // 26: kelpie.v1.ExchangeRegion
+	(*ExchangeTree)(nil),              // 27: kelpie.v1.ExchangeTree
+	(*ExchangeAggregation)(nil),       // 28: kelpie.v1.ExchangeAggregation
+	(*PolicyView)(nil),                // 29: kelpie.v1.PolicyView
+	(*NodeView)(nil),                  // 30: kelpie.v1.NodeView
+	(*NodeCause)(nil),                 // 31: kelpie.v1.NodeCause
+	(*MonitorView)(nil),               // 32: kelpie.v1.MonitorView
+	(*Heatmap)(nil),                   // 33: kelpie.v1.Heatmap
+	(*HeatmapRow)(nil),                // 34: kelpie.v1.HeatmapRow
+	(*Series)(nil),                    // 35: kelpie.v1.Series
+	(*Action)(nil),                    // 36: kelpie.v1.Action
+	(*ActionPreview)(nil),             // 37: kelpie.v1.ActionPreview
+	(*ActionUndo)(nil),                // 38: kelpie.v1.ActionUndo
+	(*AdjustLRArgs)(nil),              // 39: kelpie.v1.AdjustLRArgs
+	(*BackupWorkersArgs)(nil),         // 40: kelpie.v1.BackupWorkersArgs
+	(*SetSyncArgs)(nil),               // 41: kelpie.v1.SetSyncArgs
+	(*ActionTransition)(nil),          // 42: kelpie.v1.ActionTransition
+	(*Event)(nil),                     // 43: kelpie.v1.Event
+	nil,                               // 44: kelpie.v1.SetPolicy.ParamsEntry
+	nil,                               // 45: kelpie.v1.PolicyView.ParamsEntry
+	nil,                               // 46: kelpie.v1.Action.BatchSizesEntry
+	nil,                               // 47: kelpie.v1.Action.AccumulationEntry
+	nil,                               // 48: kelpie.v1.Action.ParamsEntry
+	nil,                               // 49: kelpie.v1.Action.EvidenceEntry
+	nil,                               // 50: kelpie.v1.ActionUndo.BatchSizesEntry
+	nil,                               // 51: kelpie.v1.ActionUndo.AccumulationEntry
+	nil,                               // 52: kelpie.v1.ActionUndo.LrScaleEntry
+	nil,                               // 53: kelpie.v1.AdjustLRArgs.LrScaleEntry
+	(*timestamppb.Timestamp)(nil),     // 54: google.protobuf.Timestamp
+	(*timelinepb.TimelineFrame)(nil),  // 55: kelpie.v1.TimelineFrame
+	(*coordinatorpb.Divergence)(nil),  // 56: kelpie.v1.Divergence
+	(*coordinatorpb.RegionBytes)(nil), // 57: kelpie.v1.RegionBytes
+	(*coordinatorpb.TimeSplit)(nil),   // 58: kelpie.v1.TimeSplit
+	(*timelinepb.Realized)(nil),       // 59: kelpie.v1.Realized
 }
 var file_console_proto_depIdxs = []int32{
 	2,  // 0: kelpie.v1.ClientFrame.hello:type_name -> kelpie.v1.Hello

@@ -396,7 +396,7 @@ func progressReport(o Options, r worker.Report) *coordinatorpb.ProgressReport {
 		pr.Comm = append(pr.Comm, &coordinatorpb.CommSample{Server: int32(c.Server), Bytes: c.Bytes, Seconds: c.Seconds})
 	}
 	if sp := r.Split; sp.Iterations > 0 {
-		pr.Split = &kelpiepb.TimeSplit{Iterations: int32(sp.Iterations), ComputeS: sp.Compute.Seconds(), DataS: sp.Data.Seconds(),
+		pr.Split = &coordinatorpb.TimeSplit{Iterations: int32(sp.Iterations), ComputeS: sp.Compute.Seconds(), DataS: sp.Data.Seconds(),
 			PushS: sp.Push.Seconds(), PullS: sp.Pull.Seconds(), WaitS: sp.Wait.Seconds(), OtherS: sp.Other.Seconds()}
 	}
 	return pr

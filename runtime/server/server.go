@@ -505,7 +505,7 @@ func (s *Server) handle(req *pspb.PSRequest, reply func(*Response), stream *int)
 // handleHeld is handle that also says whether the request now waits for a
 // block in transit (its payload must then be kept). send is the caller's
 // list for what runs after the lock (empty; emptied again on return).
-func (s *Server) handleHeld(req *kelpiepb.PSRequest, reply func(*Response), stream *int, send *after) (bool, error) {
+func (s *Server) handleHeld(req *pspb.PSRequest, reply func(*Response), stream *int, send *after) (bool, error) {
 	t0 := time.Now()
 	s.mu.Lock()
 	s.awaitBlocks(req)

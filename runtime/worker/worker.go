@@ -647,7 +647,7 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 		loaded := time.Since(d0)
 		w.more = more
 		x0 := time.Now()
-		comms, version, err := w.exchangeFollowing(ctx, kelpiepb.Op_OP_PUSH_PULL, t, pullKeys)
+		comms, version, err := w.exchangeFollowing(ctx, pspb.Op_OP_PUSH_PULL, t, pullKeys)
 		exchanged := time.Since(x0)
 		if err != nil {
 			return sum, fmt.Errorf("worker %d: iteration %d: %w", w.cfg.Index, t, err)

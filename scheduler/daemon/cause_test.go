@@ -7,12 +7,12 @@ import (
 	"time"
 
 	"github.com/kelpie/kelpie/core/spec"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 )
 
 // untilCause submits src and watches the job's views (bounded) until node
 // shows a cause of kind; it kills the job then, and reports the view.
-func untilCause(t *testing.T, d *Daemon, src, node, kind string) *kelpiepb.NodeView {
+func untilCause(t *testing.T, d *Daemon, src, node, kind string) *consolepb.NodeView {
 	t.Helper()
 	s, err := spec.Parse("test.yaml", []byte(src))
 	if err != nil {
@@ -24,7 +24,7 @@ func untilCause(t *testing.T, d *Daemon, src, node, kind string) *kelpiepb.NodeV
 	}
 	defer func() { _ = d.Manager.Kill(name, "test") }()
 	deadline := time.Now().Add(3 * time.Minute)
-	var last *kelpiepb.NodeView
+	var last *consolepb.NodeView
 	for time.Now().Before(deadline) {
 		vs := d.Manager.View([]string{name}, 0)
 		if len(vs) == 1 {

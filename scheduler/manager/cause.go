@@ -1,7 +1,9 @@
 package manager
 
 import (
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
+	"github.com/kelpie/kelpie/proto/coordinatorpb"
+	"github.com/kelpie/kelpie/proto/pspb"
 	"github.com/kelpie/kelpie/scheduler/cause"
 )
 
@@ -16,7 +18,7 @@ type nodeCause struct {
 // addSplit records a worker's report: its split and its round trips to
 // each server (servers by index, as the coordinator names them). The
 // caller holds n.progMu.
-func (c *nodeCause) addSplit(r *kelpiepb.ProgressReport, servers []string) {
+func (c *nodeCause) addSplit(r *coordinatorpb.ProgressReport, servers []string) {
 	sp := r.GetSplit()
 	s := cause.Sample{Iterations: int(sp.GetIterations()), Phases: cause.Phases{Compute: sp.GetComputeS(), Data: sp.GetDataS(),
 		Push: sp.GetPushS(), Pull: sp.GetPullS(), Wait: sp.GetWaitS()}}
@@ -38,7 +40,7 @@ func (c *nodeCause) addSplit(r *kelpiepb.ProgressReport, servers []string) {
 }
 
 // addStats records a server's counters. The caller holds n.progMu.
-func (c *nodeCause) addStats(st *kelpiepb.ServerStats) {
+func (c *nodeCause) addStats(st *pspb.ServerStats) {
 	if st.GetRequests() > 0 {
 		c.server.Add(cause.Counters{Queue: st.GetQueueSeconds(), Apply: st.GetApplySeconds(), Requests: st.GetRequests()})
 	}
@@ -109,14 +111,14 @@ func (in causeInputs) causes() map[string]cause.Cause {
 }
 
 // causeView is c as the console shows it.
-func causeView(c cause.Cause) *kelpiepb.NodeCause {
-	return &kelpiepb.NodeCause{Kind: string(c.Kind), Ratio: finite(c.Ratio), Detail: c.Detail, Seconds: c.Seconds, MedianSeconds: c.Median}
+func causeView(c cause.Cause) *consolepb.NodeCause {
+	return &consolepb.NodeCause{Kind: string(c.Kind), Ratio: finite(c.Ratio), Detail: c.Detail, Seconds: c.Seconds, MedianSeconds: c.Median}
 }
 
 // splitView is a worker's recent phases per iteration as the console
 // shows them.
-func splitView(p cause.Phases) *kelpiepb.TimeSplit {
-	return &kelpiepb.TimeSplit{ComputeS: p.Compute, DataS: p.Data, PushS: p.Push, PullS: p.Pull, WaitS: p.Wait}
+func splitView(p cause.Phases) *coordinatorpb.TimeSplit {
+	return &coordinatorpb.TimeSplit{ComputeS: p.Compute, DataS: p.Data, PushS: p.Push, PullS: p.Pull, WaitS: p.Wait}
 }
 
 // straggling says whether a node's class makes it a straggler.
@@ -127,7 +129,7 @@ func straggling(class string) bool { return class == "transient" || class == "pe
 // strongest cause — in its reason, and warns (cause_warning) when its kind
 // does not answer that cause (a batch cut for a slow link). The caller
 // holds the job's lock.
-func (j *jobState) citeCause(a *kelpiepb.Action, why map[string]cause.Cause) {
+func (j *jobState) citeCause(a *consolepb.Action, why map[string]cause.Cause) {
 	node, c := "", cause.Cause{}
 	consider := func(name string) {
 		if x, ok := why[name]; ok && x.Ratio > c.Ratio {
@@ -156,7 +158,7 @@ func (j *jobState) citeCause(a *kelpiepb.Action, why map[string]cause.Cause) {
 // KILL_RESTART: the relaunched process (or Pod, on another host) is
 // judged by its own reports, as the Monitor forgets its BPT windows. The
 // caller holds the job's lock.
-func (j *jobState) forgetCause(a *kelpiepb.Action) {
+func (j *jobState) forgetCause(a *consolepb.Action) {
 	if a.Kind != "KILL_RESTART" {
 		return
 	}

@@ -8,7 +8,9 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
+	"github.com/kelpie/kelpie/proto/consolepb"
+	"github.com/kelpie/kelpie/proto/coordinatorpb"
 )
 
 // TestCauseInView: reports whose split shows worker-2 computing three
@@ -23,19 +25,19 @@ func TestCauseInView(t *testing.T) {
 		clk.add(time.Second)
 		iter += 10
 		for _, w := range []string{"worker-0", "worker-1", "worker-2", "worker-3"} {
-			bpt, sp := 0.004, &kelpiepb.TimeSplit{Iterations: 10, ComputeS: 0.02, DataS: 0.002, PushS: 0.009, PullS: 0.009}
+			bpt, sp := 0.004, &coordinatorpb.TimeSplit{Iterations: 10, ComputeS: 0.02, DataS: 0.002, PushS: 0.009, PullS: 0.009}
 			switch w {
 			case "worker-2":
 				bpt, sp.ComputeS = 0.010, 0.08 // 6 ms more per iteration, all of it compute
 			case "worker-3":
 				sp.PullS = 0.03 // a little slower on the wire, not a straggler
 			}
-			r := &kelpiepb.ProgressReport{Job: "hist", Node: w, Iteration: iter, Samples: iter * 16, BatchSize: 16, Split: sp,
-				Comm: []*kelpiepb.CommSample{{Server: 0, Bytes: 1000, Seconds: 0.001}}}
+			r := &coordinatorpb.ProgressReport{Job: "hist", Node: w, Iteration: iter, Samples: iter * 16, BatchSize: 16, Split: sp,
+				Comm: []*coordinatorpb.CommSample{{Server: 0, Bytes: 1000, Seconds: 0.001}}}
 			for range 10 {
 				r.BptSeconds = append(r.BptSeconds, bpt)
 			}
-			m.fromAgent(j, j.nodes[w], &kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Report{Report: r}})
+			m.fromAgent(j, j.nodes[w], &agentpb.AgentMessage{Body: &agentpb.AgentMessage_Report{Report: r}})
 		}
 		j.tick(clk.now())
 	}
@@ -61,9 +63,9 @@ func TestCauseInView(t *testing.T) {
 	}
 	j.mu.Lock()
 	why := j.causeInputs().causes()
-	cut := &kelpiepb.Action{Kind: "ADJUST_BS", Reason: "r", BatchSizes: map[string]int32{"worker-0": 18, "worker-1": 18, "worker-2": 10, "worker-3": 18}}
+	cut := &consolepb.Action{Kind: "ADJUST_BS", Reason: "r", BatchSizes: map[string]int32{"worker-0": 18, "worker-1": 18, "worker-2": 10, "worker-3": 18}}
 	j.citeCause(cut, why)
-	wire := &kelpiepb.Action{Kind: "ADJUST_BS", Reason: "r", BatchSizes: map[string]int32{"worker-0": 18, "worker-1": 18, "worker-2": 18, "worker-3": 10}}
+	wire := &consolepb.Action{Kind: "ADJUST_BS", Reason: "r", BatchSizes: map[string]int32{"worker-0": 18, "worker-1": 18, "worker-2": 18, "worker-3": 10}}
 	j.citeCause(wire, why)
 	j.mu.Unlock()
 	if cut.Cause != "compute" || !strings.HasSuffix(cut.Reason, "[cause: worker-2: compute 4.0× median]") || cut.CauseWarning != "" {
@@ -75,7 +77,7 @@ func TestCauseInView(t *testing.T) {
 	// A restart of worker-2: its relaunched process is judged by its own
 	// reports.
 	j.mu.Lock()
-	j.forgetCause(&kelpiepb.Action{Kind: "KILL_RESTART", Target: "worker-2"})
+	j.forgetCause(&consolepb.Action{Kind: "KILL_RESTART", Target: "worker-2"})
 	_, kept := j.causeInputs().phases["worker-2"]
 	j.mu.Unlock()
 	if kept {
@@ -99,11 +101,11 @@ func TestRollbackProposed(t *testing.T) {
 			at := clk.now()
 			j.mu.Lock()
 			j.policies["antdt-nd"].Mode = mode
-			a := &kelpiepb.Action{Id: "a-1", Job: "hist", Kind: "ADJUST_BS", Policy: "antdt-nd", State: ActApplied,
+			a := &consolepb.Action{Id: "a-1", Job: "hist", Kind: "ADJUST_BS", Policy: "antdt-nd", State: ActApplied,
 				BatchSizes: map[string]int32{"worker-0": 18, "worker-1": 18, "worker-2": 10, "worker-3": 18},
 				Evidence:   map[string]float64{"predicted_throughput": 2 * j.thr.rate()},
 				Created:    timestamppb.New(at.Add(-time.Second)), Updated: timestamppb.New(at),
-				History: []*kelpiepb.ActionTransition{{State: ActProposed, At: timestamppb.New(at.Add(-time.Second))},
+				History: []*consolepb.ActionTransition{{State: ActProposed, At: timestamppb.New(at.Add(-time.Second))},
 					{State: ActApplied, At: timestamppb.New(at)}}}
 			j.recordUndo(a)
 			j.actions = append(j.actions, a)
@@ -117,7 +119,7 @@ func TestRollbackProposed(t *testing.T) {
 			if !a.GetRealized().GetMiss() {
 				t.Fatalf("the cut was not judged a miss: %v", a.GetRealized())
 			}
-			var back *kelpiepb.Action
+			var back *consolepb.Action
 			for _, x := range j.actions {
 				if x.RollbackOf == "a-1" {
 					back = x
@@ -144,7 +146,7 @@ func TestPreviewFilled(t *testing.T) {
 	clk := &testClock{t: time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)}
 	m, j, report := historyJob(t, filepath.Join(t.TempDir(), "kelpie.db"), clk)
 	report(map[string]float64{"worker-0": 0.002, "worker-1": 0.002, "worker-2": 0.002, "worker-3": 0.002})
-	id, err := m.Trigger("hist", &kelpiepb.Action{Kind: "KILL_RESTART", Target: "worker-2"}, "alice")
+	id, err := m.Trigger("hist", &consolepb.Action{Kind: "KILL_RESTART", Target: "worker-2"}, "alice")
 	if err != nil {
 		t.Fatal(err)
 	}

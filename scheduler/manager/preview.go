@@ -4,7 +4,8 @@ import (
 	"context"
 	"runtime"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/preview"
 	"github.com/kelpie/kelpie/scheduler/shard"
 )
@@ -19,7 +20,7 @@ type clusterCapacity interface {
 // starts can start now, what it costs and what it is predicted to do. It
 // asks the cluster, so it runs outside the job's lock (on a goroutine of
 // its own when an action is added).
-func (m *Manager) refreshPreview(j *jobState, a *kelpiepb.Action) {
+func (m *Manager) refreshPreview(j *jobState, a *consolepb.Action) {
 	in := preview.Input{CPUs: runtime.NumCPU()}
 	if cc, ok := m.cfg.Pods.(clusterCapacity); ok && m.cfg.Pods != nil {
 		ctx, cancel := context.WithTimeout(m.ctx, podTimeout)
@@ -30,7 +31,7 @@ func (m *Manager) refreshPreview(j *jobState, a *kelpiepb.Action) {
 		for _, o := range m.jobList() {
 			o.mu.RLock()
 			for _, n := range o.nodes {
-				if !n.removed && (n.status.State == kelpiepb.NodeState_NODE_STATE_RUNNING || n.status.State == kelpiepb.NodeState_NODE_STATE_STARTING) {
+				if !n.removed && (n.status.State == agentpb.NodeState_NODE_STATE_RUNNING || n.status.State == agentpb.NodeState_NODE_STATE_STARTING) {
 					in.Running++
 				}
 			}

@@ -1,7 +1,7 @@
 package manager
 
 import (
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/gate"
 	"github.com/kelpie/kelpie/scheduler/rollback"
 )
@@ -9,11 +9,11 @@ import (
 // recordUndo keeps on a reversible action what it changes, as it is before
 // it is dispatched: what a rollback restores (scheduler/rollback). The
 // caller holds the job's lock.
-func (j *jobState) recordUndo(a *kelpiepb.Action) {
+func (j *jobState) recordUndo(a *consolepb.Action) {
 	if !rollback.Reversible(a.Kind) || a.Undo != nil {
 		return
 	}
-	u := &kelpiepb.ActionUndo{}
+	u := &consolepb.ActionUndo{}
 	switch a.Kind {
 	case "ADJUST_BS":
 		u.BatchSizes = map[string]int32{}
@@ -41,7 +41,7 @@ func (j *jobState) recordUndo(a *kelpiepb.Action) {
 		}
 	case "SET_SYNC":
 		s := j.spec.Sync
-		u.Sync = &kelpiepb.SetSyncArgs{Model: s.Model, Staleness: int32(s.Staleness), SoftBarrier: s.Pull == "soft-barrier",
+		u.Sync = &consolepb.SetSyncArgs{Model: s.Model, Staleness: int32(s.Staleness), SoftBarrier: s.Pull == "soft-barrier",
 			PsspC: s.PSSP.C, PsspAlpha: s.PSSP.Alpha, PsspDynamic: s.PSSP.Dynamic, DropWaitFor: int32(s.Drop.WaitFor)}
 	case "REASSIGN":
 		for _, srv := range j.coord.Table().ServerOf {
@@ -56,8 +56,8 @@ func (j *jobState) recordUndo(a *kelpiepb.Action) {
 // — dispatched at once in auto mode, waiting for an operator in approve
 // mode and for an operator's own action — with the realized effect as its
 // evidence. It returns the rollbacks it added, to persist.
-func (m *Manager) proposeRollbacks(j *jobState, measured []*kelpiepb.Action) []*kelpiepb.Action {
-	var added []*kelpiepb.Action
+func (m *Manager) proposeRollbacks(j *jobState, measured []*consolepb.Action) []*consolepb.Action {
+	var added []*consolepb.Action
 	var sends sendList
 	j.onActor(func() {
 		if j.state != StateRunning {

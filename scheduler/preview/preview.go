@@ -12,7 +12,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 )
 
 // Cluster is what Kubernetes says now about starting one more Pod.
@@ -61,8 +61,8 @@ func loses(kind, role string) bool {
 }
 
 // Of is the preview of the action in.
-func Of(in Input) *kelpiepb.ActionPreview {
-	p := &kelpiepb.ActionPreview{CanStart: true}
+func Of(in Input) *consolepb.ActionPreview {
+	p := &consolepb.ActionPreview{CanStart: true}
 	switch {
 	case !starts(in.Kind):
 		p.Start = "starts nothing"

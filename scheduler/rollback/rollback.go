@@ -12,7 +12,7 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 )
 
 // Reversible says whether an action of kind can be undone by another of
@@ -39,7 +39,7 @@ const Policy = "rollback"
 // undone even when it gained a little: the prediction it was approved on
 // did not hold, and what it changed (a worker's batch, its learning rate,
 // the sync model, the block table) is no longer backed by evidence.
-func Due(a *kelpiepb.Action) (bool, string) {
+func Due(a *consolepb.Action) (bool, string) {
 	r := a.GetRealized()
 	if !Reversible(a.GetKind()) || a.GetUndo() == nil || a.GetRollbackOf() != "" || r == nil || !r.GetMiss() {
 		return false, ""
@@ -61,9 +61,9 @@ func Due(a *kelpiepb.Action) (bool, string) {
 
 // Of is the action that undoes a (Due said so): the same kind, with its
 // undo's state, the realized effect as its evidence.
-func Of(a *kelpiepb.Action, why string) *kelpiepb.Action {
+func Of(a *consolepb.Action, why string) *consolepb.Action {
 	u, r := a.GetUndo(), a.GetRealized()
-	out := &kelpiepb.Action{Kind: a.GetKind(), Target: a.GetTarget(), Policy: Policy, RollbackOf: a.GetId(),
+	out := &consolepb.Action{Kind: a.GetKind(), Target: a.GetTarget(), Policy: Policy, RollbackOf: a.GetId(),
 		Reason:    "roll back: " + why,
 		Predicted: "the throughput from before " + a.GetId() + fmt.Sprintf(" (%.0f samples/s)", r.GetThroughputBefore()),
 		Evidence: map[string]float64{
@@ -81,7 +81,7 @@ func Of(a *kelpiepb.Action, why string) *kelpiepb.Action {
 			out.Accumulation = maps.Clone(u.GetAccumulation())
 		}
 	case "ADJUST_LR":
-		out.Args = &kelpiepb.Action_AdjustLr{AdjustLr: &kelpiepb.AdjustLRArgs{LrScale: maps.Clone(u.GetLrScale())}}
+		out.Args = &consolepb.Action_AdjustLr{AdjustLr: &consolepb.AdjustLRArgs{LrScale: maps.Clone(u.GetLrScale())}}
 		out.Params = map[string]float64{}
 		for _, w := range slices.Sorted(maps.Keys(u.GetLrScale())) {
 			out.Params["lr_scale/"+w] = u.GetLrScale()[w]
@@ -89,7 +89,7 @@ func Of(a *kelpiepb.Action, why string) *kelpiepb.Action {
 	case "SET_SYNC":
 		s := u.GetSync()
 		out.SyncModel = s.GetModel()
-		out.Args = &kelpiepb.Action_SetSync{SetSync: &kelpiepb.SetSyncArgs{Model: s.GetModel(), Staleness: s.GetStaleness(),
+		out.Args = &consolepb.Action_SetSync{SetSync: &consolepb.SetSyncArgs{Model: s.GetModel(), Staleness: s.GetStaleness(),
 			SoftBarrier: s.GetSoftBarrier(), PsspC: s.GetPsspC(), PsspAlpha: s.GetPsspAlpha(), PsspDynamic: s.GetPsspDynamic(),
 			DropWaitFor: s.GetDropWaitFor()}}
 	case "REASSIGN":

@@ -455,7 +455,6 @@ func nums(xs []float64) string {
 	return "[" + strings.Join(parts, ", ") + "]"
 }
 
-
 // AntDT-ND's parameters (AntDT §VI-A). λ and the two windows are also the
 // Monitor's (the job manager hands them to it): it classifies with them.
 var (

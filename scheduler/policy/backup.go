@@ -82,7 +82,6 @@ func (p BackupWorkers) Propose(s monitor.Snapshot, j Job) []Action {
 	return []Action{a}
 }
 
-
 // BackupDrop is BACKUP_WORKERS' one parameter.
 var BackupDrop = policydecl.Param{Name: "drop", Type: policydecl.Int, Default: 1, Min: 1, Max: math.Inf(1),
 	Source: "AntDT Table II (BACKUP_WORKERS, after Sync-OPT): b gradients dropped per iteration, 1 ≤ b < workers"}

@@ -224,7 +224,8 @@ func (p Policy) Defaults() Values {
 
 // Check checks parameters as they would be after an edit: that each is
 // declared and within its bound, then the rules between them (on v with
-// the defaults filled in). A violation names the parameter by its Key.
+// the defaults filled in). A violation names the parameter by its Key
+// (or "mode").
 func (p Policy) Check(v Values, c Context) []Violation {
 	var out []Violation
 	keys := make([]string, 0, len(v))
@@ -242,14 +243,27 @@ func (p Policy) Check(v Values, c Context) []Violation {
 			out = append(out, Violation{Param: k, Msg: err.Error()})
 		}
 	}
-	if len(out) > 0 || p.Rules == nil {
+	if p.Rules == nil {
 		return out
 	}
 	full := p.Defaults()
-	for k, x := range v {
-		full[k] = x
+	bad := map[string]bool{}
+	for _, o := range out {
+		bad[o.Param] = true
 	}
-	return p.Rules(full, c)
+	for k, x := range v {
+		if !bad[k] {
+			full[k] = x
+		}
+	}
+	// The rules see out-of-bound values as their defaults, and a
+	// parameter already refused is not blamed twice.
+	for _, r := range p.Rules(full, c) {
+		if !bad[r.Param] {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // paramList is " (one of a, b)" or " (it has none)".

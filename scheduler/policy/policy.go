@@ -142,9 +142,12 @@ type Job struct {
 	// the queue, so AntDT-ND takes no KILL_RESTART of a worker (§VI-A 4).
 	Busy   bool
 	Blocks []BlockInfo // the parameter blocks and where they live
-	// ServerIndex[i] is the index in the job of Servers[i], the number a
-	// block table names a server by (empty: a proposal's Assignment
-	// indexes Servers as it is).
+	// LiveServers are the servers PSLD may move blocks to (those with an
+	// address, in job order; nil: Servers) and ServerIndex[i] the index in
+	// the job of LiveServers[i], the number the block table names a
+	// server by (empty: a REASSIGN's Assignment indexes the servers as
+	// they are).
+	LiveServers []string
 	ServerIndex []int
 	// Aggregating says the sync model sums a barrier's gradients, so
 	// that dropping the slowest ones (BACKUP_WORKERS) means something.

@@ -708,7 +708,7 @@ var (
 )
 
 // psldPolicy is PSLD in the registry. It reads the job's live servers,
-// blocks and their places in the job (Job.Servers, Job.Blocks,
+// blocks and their places in the job (Job.LiveServers, Job.Blocks,
 // Job.ServerIndex), and explores with rng.
 type psldPolicy struct{}
 
@@ -731,7 +731,11 @@ func (psldPolicy) Propose(s Snapshot, rng *rand.Rand) []Action {
 	v := s.Params
 	p := PSLD{Epsilon: v.Float(PSLDEpsilon), Theta1OverTheta0: v.Float(PSLDTheta), ScaleThreshold: v.Float(PSLDScaleThreshold),
 		VarianceThreshold: v.Float(PSLDVarianceThreshold), Strawman: v.Bool(PSLDStrawman)}
-	acts := p.Propose(s.Monitor, s.Job, rng)
+	j := s.Job
+	if j.LiveServers != nil {
+		j.Servers = j.LiveServers
+	}
+	acts := p.Propose(s.Monitor, j, rng)
 	if len(s.Job.ServerIndex) == 0 {
 		return acts
 	}

@@ -20,7 +20,7 @@ func defaults() *Spec {
 			Exchange: ExchangePS, Transport: TransportTCP, DataPlaneEncryption: EncryptionOff, Elasticity: ElasticityHot, SnapshotInterval: 30 * time.Second,
 			MinWorkers: 1, MinServers: 1,
 		},
-		Sync: Sync{Model: SyncBSP, Staleness: 3, Pull: PullLazy, PSSP: PSSP{C: 0.5, Alpha: 1}, Drop: Drop{WaitFor: 1}},
+		Sync:     Sync{Model: SyncBSP, Staleness: 3, Pull: PullLazy, PSSP: PSSP{C: 0.5, Alpha: 1}, Drop: Drop{WaitFor: 1}},
 		Policies: toyDefaults(),
 	}
 }

@@ -1069,6 +1069,10 @@ type Welcome struct {
 	ApiVersion    string                 `protobuf:"bytes,2,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"` // "kelpie.v1"
 	User          string                 `protobuf:"bytes,3,opt,name=user,proto3" json:"user,omitempty"`                               // the token's name
 	Role          string                 `protobuf:"bytes,4,opt,name=role,proto3" json:"role,omitempty"`                               // viewer | operator
+	// The policies the scheduler runs, as registered (scheduler/policy), in
+	// display order: what a job spec's `policies:` section and a SetPolicy
+	// may name, with each parameter's type, default and bound.
+	Policies      []*PolicyDecl `protobuf:"bytes,160,rep,name=policies,proto3" json:"policies,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1131,6 +1135,199 @@ func (x *Welcome) GetRole() string {
 	return ""
 }
 
+func (x *Welcome) GetPolicies() []*PolicyDecl {
+	if x != nil {
+		return x.Policies
+	}
+	return nil
+}
+
+// PolicyDecl declares one policy (core/policydecl.Policy).
+type PolicyDecl struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"` // as in the job spec and SetPolicy.policy
+	Doc           string                 `protobuf:"bytes,2,opt,name=doc,proto3" json:"doc,omitempty"`   // one line for help texts
+	Params        []*PolicyParam         `protobuf:"bytes,3,rep,name=params,proto3" json:"params,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PolicyDecl) Reset() {
+	*x = PolicyDecl{}
+	mi := &file_console_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicyDecl) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicyDecl) ProtoMessage() {}
+
+func (x *PolicyDecl) ProtoReflect() protoreflect.Message {
+	mi := &file_console_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicyDecl.ProtoReflect.Descriptor instead.
+func (*PolicyDecl) Descriptor() ([]byte, []int) {
+	return file_console_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *PolicyDecl) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PolicyDecl) GetDoc() string {
+	if x != nil {
+		return x.Doc
+	}
+	return ""
+}
+
+func (x *PolicyDecl) GetParams() []*PolicyParam {
+	if x != nil {
+		return x.Params
+	}
+	return nil
+}
+
+// PolicyParam declares one policy parameter (core/policydecl.Param).
+type PolicyParam struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`                        // in SetPolicy.params and PolicyView.params ("window_transient_s")
+	SpecKey       string                 `protobuf:"bytes,2,opt,name=spec_key,json=specKey,proto3" json:"spec_key,omitempty"` // in the job spec ("window_transient")
+	Type          string                 `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`                      // float | int | duration (seconds in key) | bool (0 or 1 in key)
+	Default       float64                `protobuf:"fixed64,4,opt,name=default,proto3" json:"default,omitempty"`              // in key's unit
+	Min           float64                `protobuf:"fixed64,5,opt,name=min,proto3" json:"min,omitempty"`
+	Max           float64                `protobuf:"fixed64,6,opt,name=max,proto3" json:"max,omitempty"` // +Inf: none
+	MinOpen       bool                   `protobuf:"varint,7,opt,name=min_open,json=minOpen,proto3" json:"min_open,omitempty"`
+	MaxOpen       bool                   `protobuf:"varint,8,opt,name=max_open,json=maxOpen,proto3" json:"max_open,omitempty"`
+	ZeroDefault   bool                   `protobuf:"varint,9,opt,name=zero_default,json=zeroDefault,proto3" json:"zero_default,omitempty"` // 0 is accepted and means the default
+	Range         string                 `protobuf:"bytes,10,opt,name=range,proto3" json:"range,omitempty"`                                // the bound for people: "> 1", "in [0, 1]"
+	Source        string                 `protobuf:"bytes,11,opt,name=source,proto3" json:"source,omitempty"`                              // where the bound comes from (paper, section)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PolicyParam) Reset() {
+	*x = PolicyParam{}
+	mi := &file_console_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicyParam) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicyParam) ProtoMessage() {}
+
+func (x *PolicyParam) ProtoReflect() protoreflect.Message {
+	mi := &file_console_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicyParam.ProtoReflect.Descriptor instead.
+func (*PolicyParam) Descriptor() ([]byte, []int) {
+	return file_console_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *PolicyParam) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *PolicyParam) GetSpecKey() string {
+	if x != nil {
+		return x.SpecKey
+	}
+	return ""
+}
+
+func (x *PolicyParam) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *PolicyParam) GetDefault() float64 {
+	if x != nil {
+		return x.Default
+	}
+	return 0
+}
+
+func (x *PolicyParam) GetMin() float64 {
+	if x != nil {
+		return x.Min
+	}
+	return 0
+}
+
+func (x *PolicyParam) GetMax() float64 {
+	if x != nil {
+		return x.Max
+	}
+	return 0
+}
+
+func (x *PolicyParam) GetMinOpen() bool {
+	if x != nil {
+		return x.MinOpen
+	}
+	return false
+}
+
+func (x *PolicyParam) GetMaxOpen() bool {
+	if x != nil {
+		return x.MaxOpen
+	}
+	return false
+}
+
+func (x *PolicyParam) GetZeroDefault() bool {
+	if x != nil {
+		return x.ZeroDefault
+	}
+	return false
+}
+
+func (x *PolicyParam) GetRange() string {
+	if x != nil {
+		return x.Range
+	}
+	return ""
+}
+
+func (x *PolicyParam) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
 type Snapshot struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Jobs          []*JobView             `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
@@ -1141,7 +1338,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_console_proto_msgTypes[13]
+	mi := &file_console_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1153,7 +1350,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[13]
+	mi := &file_console_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1166,7 +1363,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{13}
+	return file_console_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Snapshot) GetJobs() []*JobView {
@@ -1195,7 +1392,7 @@ type Delta struct {
 
 func (x *Delta) Reset() {
 	*x = Delta{}
-	mi := &file_console_proto_msgTypes[14]
+	mi := &file_console_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1207,7 +1404,7 @@ func (x *Delta) String() string {
 func (*Delta) ProtoMessage() {}
 
 func (x *Delta) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[14]
+	mi := &file_console_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1220,7 +1417,7 @@ func (x *Delta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delta.ProtoReflect.Descriptor instead.
 func (*Delta) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{14}
+	return file_console_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Delta) GetJobs() []*JobView {
@@ -1276,7 +1473,7 @@ type JobPatch struct {
 
 func (x *JobPatch) Reset() {
 	*x = JobPatch{}
-	mi := &file_console_proto_msgTypes[15]
+	mi := &file_console_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1288,7 +1485,7 @@ func (x *JobPatch) String() string {
 func (*JobPatch) ProtoMessage() {}
 
 func (x *JobPatch) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[15]
+	mi := &file_console_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1301,7 +1498,7 @@ func (x *JobPatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobPatch.ProtoReflect.Descriptor instead.
 func (*JobPatch) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{15}
+	return file_console_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *JobPatch) GetName() string {
@@ -1397,7 +1594,7 @@ type NodeOrder struct {
 
 func (x *NodeOrder) Reset() {
 	*x = NodeOrder{}
-	mi := &file_console_proto_msgTypes[16]
+	mi := &file_console_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1409,7 +1606,7 @@ func (x *NodeOrder) String() string {
 func (*NodeOrder) ProtoMessage() {}
 
 func (x *NodeOrder) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[16]
+	mi := &file_console_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1422,7 +1619,7 @@ func (x *NodeOrder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeOrder.ProtoReflect.Descriptor instead.
 func (*NodeOrder) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{16}
+	return file_console_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *NodeOrder) GetNames() []string {
@@ -1441,7 +1638,7 @@ type ChartNames struct {
 
 func (x *ChartNames) Reset() {
 	*x = ChartNames{}
-	mi := &file_console_proto_msgTypes[17]
+	mi := &file_console_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1453,7 +1650,7 @@ func (x *ChartNames) String() string {
 func (*ChartNames) ProtoMessage() {}
 
 func (x *ChartNames) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[17]
+	mi := &file_console_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1466,7 +1663,7 @@ func (x *ChartNames) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChartNames.ProtoReflect.Descriptor instead.
 func (*ChartNames) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{17}
+	return file_console_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ChartNames) GetNames() []string {
@@ -1485,7 +1682,7 @@ type ActionList struct {
 
 func (x *ActionList) Reset() {
 	*x = ActionList{}
-	mi := &file_console_proto_msgTypes[18]
+	mi := &file_console_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1497,7 +1694,7 @@ func (x *ActionList) String() string {
 func (*ActionList) ProtoMessage() {}
 
 func (x *ActionList) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[18]
+	mi := &file_console_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1510,7 +1707,7 @@ func (x *ActionList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActionList.ProtoReflect.Descriptor instead.
 func (*ActionList) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{18}
+	return file_console_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ActionList) GetActions() []*Action {
@@ -1529,7 +1726,7 @@ type PolicyList struct {
 
 func (x *PolicyList) Reset() {
 	*x = PolicyList{}
-	mi := &file_console_proto_msgTypes[19]
+	mi := &file_console_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1541,7 +1738,7 @@ func (x *PolicyList) String() string {
 func (*PolicyList) ProtoMessage() {}
 
 func (x *PolicyList) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[19]
+	mi := &file_console_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1554,7 +1751,7 @@ func (x *PolicyList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyList.ProtoReflect.Descriptor instead.
 func (*PolicyList) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{19}
+	return file_console_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PolicyList) GetPolicies() []*PolicyView {
@@ -1581,7 +1778,7 @@ type HeatmapTail struct {
 
 func (x *HeatmapTail) Reset() {
 	*x = HeatmapTail{}
-	mi := &file_console_proto_msgTypes[20]
+	mi := &file_console_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1593,7 +1790,7 @@ func (x *HeatmapTail) String() string {
 func (*HeatmapTail) ProtoMessage() {}
 
 func (x *HeatmapTail) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[20]
+	mi := &file_console_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1606,7 +1803,7 @@ func (x *HeatmapTail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeatmapTail.ProtoReflect.Descriptor instead.
 func (*HeatmapTail) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{20}
+	return file_console_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *HeatmapTail) GetStart() *timestamppb.Timestamp {
@@ -1659,7 +1856,7 @@ type SeriesTail struct {
 
 func (x *SeriesTail) Reset() {
 	*x = SeriesTail{}
-	mi := &file_console_proto_msgTypes[21]
+	mi := &file_console_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1671,7 +1868,7 @@ func (x *SeriesTail) String() string {
 func (*SeriesTail) ProtoMessage() {}
 
 func (x *SeriesTail) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[21]
+	mi := &file_console_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1684,7 +1881,7 @@ func (x *SeriesTail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeriesTail.ProtoReflect.Descriptor instead.
 func (*SeriesTail) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{21}
+	return file_console_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SeriesTail) GetName() string {
@@ -1736,7 +1933,7 @@ type CommandResult struct {
 
 func (x *CommandResult) Reset() {
 	*x = CommandResult{}
-	mi := &file_console_proto_msgTypes[22]
+	mi := &file_console_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1748,7 +1945,7 @@ func (x *CommandResult) String() string {
 func (*CommandResult) ProtoMessage() {}
 
 func (x *CommandResult) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[22]
+	mi := &file_console_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1761,7 +1958,7 @@ func (x *CommandResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandResult.ProtoReflect.Descriptor instead.
 func (*CommandResult) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{22}
+	return file_console_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CommandResult) GetId() string {
@@ -1902,7 +2099,7 @@ type JobView struct {
 
 func (x *JobView) Reset() {
 	*x = JobView{}
-	mi := &file_console_proto_msgTypes[23]
+	mi := &file_console_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1914,7 +2111,7 @@ func (x *JobView) String() string {
 func (*JobView) ProtoMessage() {}
 
 func (x *JobView) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[23]
+	mi := &file_console_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1927,7 +2124,7 @@ func (x *JobView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobView.ProtoReflect.Descriptor instead.
 func (*JobView) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{23}
+	return file_console_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *JobView) GetName() string {
@@ -2178,7 +2375,7 @@ type ExchangeTopology struct {
 
 func (x *ExchangeTopology) Reset() {
 	*x = ExchangeTopology{}
-	mi := &file_console_proto_msgTypes[24]
+	mi := &file_console_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2190,7 +2387,7 @@ func (x *ExchangeTopology) String() string {
 func (*ExchangeTopology) ProtoMessage() {}
 
 func (x *ExchangeTopology) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[24]
+	mi := &file_console_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2203,7 +2400,7 @@ func (x *ExchangeTopology) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExchangeTopology.ProtoReflect.Descriptor instead.
 func (*ExchangeTopology) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{24}
+	return file_console_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ExchangeTopology) GetMode() string {
@@ -2260,7 +2457,7 @@ type ExchangeRegion struct {
 
 func (x *ExchangeRegion) Reset() {
 	*x = ExchangeRegion{}
-	mi := &file_console_proto_msgTypes[25]
+	mi := &file_console_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2272,7 +2469,7 @@ func (x *ExchangeRegion) String() string {
 func (*ExchangeRegion) ProtoMessage() {}
 
 func (x *ExchangeRegion) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[25]
+	mi := &file_console_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2285,7 +2482,7 @@ func (x *ExchangeRegion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExchangeRegion.ProtoReflect.Descriptor instead.
 func (*ExchangeRegion) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{25}
+	return file_console_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ExchangeRegion) GetRegion() string {
@@ -2317,7 +2514,7 @@ type ExchangeTree struct {
 
 func (x *ExchangeTree) Reset() {
 	*x = ExchangeTree{}
-	mi := &file_console_proto_msgTypes[26]
+	mi := &file_console_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2329,7 +2526,7 @@ func (x *ExchangeTree) String() string {
 func (*ExchangeTree) ProtoMessage() {}
 
 func (x *ExchangeTree) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[26]
+	mi := &file_console_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2342,7 +2539,7 @@ func (x *ExchangeTree) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExchangeTree.ProtoReflect.Descriptor instead.
 func (*ExchangeTree) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{26}
+	return file_console_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ExchangeTree) GetChunk() int32 {
@@ -2380,7 +2577,7 @@ type ExchangeAggregation struct {
 
 func (x *ExchangeAggregation) Reset() {
 	*x = ExchangeAggregation{}
-	mi := &file_console_proto_msgTypes[27]
+	mi := &file_console_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2392,7 +2589,7 @@ func (x *ExchangeAggregation) String() string {
 func (*ExchangeAggregation) ProtoMessage() {}
 
 func (x *ExchangeAggregation) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[27]
+	mi := &file_console_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2405,7 +2602,7 @@ func (x *ExchangeAggregation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExchangeAggregation.ProtoReflect.Descriptor instead.
 func (*ExchangeAggregation) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{27}
+	return file_console_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ExchangeAggregation) GetAggregator() string {
@@ -2440,7 +2637,7 @@ type PolicyView struct {
 
 func (x *PolicyView) Reset() {
 	*x = PolicyView{}
-	mi := &file_console_proto_msgTypes[28]
+	mi := &file_console_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2452,7 +2649,7 @@ func (x *PolicyView) String() string {
 func (*PolicyView) ProtoMessage() {}
 
 func (x *PolicyView) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[28]
+	mi := &file_console_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2465,7 +2662,7 @@ func (x *PolicyView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyView.ProtoReflect.Descriptor instead.
 func (*PolicyView) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{28}
+	return file_console_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PolicyView) GetName() string {
@@ -2520,7 +2717,7 @@ type NodeView struct {
 
 func (x *NodeView) Reset() {
 	*x = NodeView{}
-	mi := &file_console_proto_msgTypes[29]
+	mi := &file_console_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2532,7 +2729,7 @@ func (x *NodeView) String() string {
 func (*NodeView) ProtoMessage() {}
 
 func (x *NodeView) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[29]
+	mi := &file_console_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2545,7 +2742,7 @@ func (x *NodeView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeView.ProtoReflect.Descriptor instead.
 func (*NodeView) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{29}
+	return file_console_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *NodeView) GetName() string {
@@ -2710,7 +2907,7 @@ type MonitorView struct {
 
 func (x *MonitorView) Reset() {
 	*x = MonitorView{}
-	mi := &file_console_proto_msgTypes[30]
+	mi := &file_console_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2722,7 +2919,7 @@ func (x *MonitorView) String() string {
 func (*MonitorView) ProtoMessage() {}
 
 func (x *MonitorView) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[30]
+	mi := &file_console_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2735,7 +2932,7 @@ func (x *MonitorView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MonitorView.ProtoReflect.Descriptor instead.
 func (*MonitorView) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{30}
+	return file_console_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *MonitorView) GetMeanBptS() float64 {
@@ -2800,7 +2997,7 @@ type Heatmap struct {
 
 func (x *Heatmap) Reset() {
 	*x = Heatmap{}
-	mi := &file_console_proto_msgTypes[31]
+	mi := &file_console_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2812,7 +3009,7 @@ func (x *Heatmap) String() string {
 func (*Heatmap) ProtoMessage() {}
 
 func (x *Heatmap) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[31]
+	mi := &file_console_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2825,7 +3022,7 @@ func (x *Heatmap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heatmap.ProtoReflect.Descriptor instead.
 func (*Heatmap) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{31}
+	return file_console_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Heatmap) GetBucketSeconds() float64 {
@@ -2861,7 +3058,7 @@ type HeatmapRow struct {
 
 func (x *HeatmapRow) Reset() {
 	*x = HeatmapRow{}
-	mi := &file_console_proto_msgTypes[32]
+	mi := &file_console_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2873,7 +3070,7 @@ func (x *HeatmapRow) String() string {
 func (*HeatmapRow) ProtoMessage() {}
 
 func (x *HeatmapRow) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[32]
+	mi := &file_console_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2886,7 +3083,7 @@ func (x *HeatmapRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeatmapRow.ProtoReflect.Descriptor instead.
 func (*HeatmapRow) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{32}
+	return file_console_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *HeatmapRow) GetNode() string {
@@ -2929,7 +3126,7 @@ type Series struct {
 
 func (x *Series) Reset() {
 	*x = Series{}
-	mi := &file_console_proto_msgTypes[33]
+	mi := &file_console_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2941,7 +3138,7 @@ func (x *Series) String() string {
 func (*Series) ProtoMessage() {}
 
 func (x *Series) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[33]
+	mi := &file_console_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2954,7 +3151,7 @@ func (x *Series) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Series.ProtoReflect.Descriptor instead.
 func (*Series) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{33}
+	return file_console_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Series) GetName() string {
@@ -3030,7 +3227,7 @@ type Action struct {
 
 func (x *Action) Reset() {
 	*x = Action{}
-	mi := &file_console_proto_msgTypes[34]
+	mi := &file_console_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3042,7 +3239,7 @@ func (x *Action) String() string {
 func (*Action) ProtoMessage() {}
 
 func (x *Action) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[34]
+	mi := &file_console_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3055,7 +3252,7 @@ func (x *Action) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Action.ProtoReflect.Descriptor instead.
 func (*Action) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{34}
+	return file_console_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Action) GetId() string {
@@ -3285,7 +3482,7 @@ type AdjustLRArgs struct {
 
 func (x *AdjustLRArgs) Reset() {
 	*x = AdjustLRArgs{}
-	mi := &file_console_proto_msgTypes[35]
+	mi := &file_console_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3297,7 +3494,7 @@ func (x *AdjustLRArgs) String() string {
 func (*AdjustLRArgs) ProtoMessage() {}
 
 func (x *AdjustLRArgs) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[35]
+	mi := &file_console_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3310,7 +3507,7 @@ func (x *AdjustLRArgs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdjustLRArgs.ProtoReflect.Descriptor instead.
 func (*AdjustLRArgs) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{35}
+	return file_console_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *AdjustLRArgs) GetLrScale() map[string]float64 {
@@ -3331,7 +3528,7 @@ type BackupWorkersArgs struct {
 
 func (x *BackupWorkersArgs) Reset() {
 	*x = BackupWorkersArgs{}
-	mi := &file_console_proto_msgTypes[36]
+	mi := &file_console_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3343,7 +3540,7 @@ func (x *BackupWorkersArgs) String() string {
 func (*BackupWorkersArgs) ProtoMessage() {}
 
 func (x *BackupWorkersArgs) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[36]
+	mi := &file_console_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3356,7 +3553,7 @@ func (x *BackupWorkersArgs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupWorkersArgs.ProtoReflect.Descriptor instead.
 func (*BackupWorkersArgs) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{36}
+	return file_console_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *BackupWorkersArgs) GetDrop() int32 {
@@ -3382,7 +3579,7 @@ type SetSyncArgs struct {
 
 func (x *SetSyncArgs) Reset() {
 	*x = SetSyncArgs{}
-	mi := &file_console_proto_msgTypes[37]
+	mi := &file_console_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3394,7 +3591,7 @@ func (x *SetSyncArgs) String() string {
 func (*SetSyncArgs) ProtoMessage() {}
 
 func (x *SetSyncArgs) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[37]
+	mi := &file_console_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3407,7 +3604,7 @@ func (x *SetSyncArgs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSyncArgs.ProtoReflect.Descriptor instead.
 func (*SetSyncArgs) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{37}
+	return file_console_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SetSyncArgs) GetModel() string {
@@ -3471,7 +3668,7 @@ type ActionTransition struct {
 
 func (x *ActionTransition) Reset() {
 	*x = ActionTransition{}
-	mi := &file_console_proto_msgTypes[38]
+	mi := &file_console_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3483,7 +3680,7 @@ func (x *ActionTransition) String() string {
 func (*ActionTransition) ProtoMessage() {}
 
 func (x *ActionTransition) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[38]
+	mi := &file_console_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3496,7 +3693,7 @@ func (x *ActionTransition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActionTransition.ProtoReflect.Descriptor instead.
 func (*ActionTransition) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{38}
+	return file_console_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ActionTransition) GetState() string {
@@ -3542,7 +3739,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_console_proto_msgTypes[39]
+	mi := &file_console_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3554,7 +3751,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[39]
+	mi := &file_console_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3567,7 +3764,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{39}
+	return file_console_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Event) GetTime() *timestamppb.Timestamp {
@@ -3691,13 +3888,32 @@ const file_console_proto_rawDesc = "" +
 	"\bsnapshot\x18\v \x01(\v2\x13.kelpie.v1.SnapshotH\x00R\bsnapshot\x12(\n" +
 	"\x05delta\x18\f \x01(\v2\x10.kelpie.v1.DeltaH\x00R\x05delta\x122\n" +
 	"\x06result\x18\r \x01(\v2\x18.kelpie.v1.CommandResultH\x00R\x06resultB\x06\n" +
-	"\x04body\"y\n" +
+	"\x04body\"\xad\x01\n" +
 	"\aWelcome\x12%\n" +
 	"\x0eserver_version\x18\x01 \x01(\tR\rserverVersion\x12\x1f\n" +
 	"\vapi_version\x18\x02 \x01(\tR\n" +
 	"apiVersion\x12\x12\n" +
 	"\x04user\x18\x03 \x01(\tR\x04user\x12\x12\n" +
-	"\x04role\x18\x04 \x01(\tR\x04role\"\\\n" +
+	"\x04role\x18\x04 \x01(\tR\x04role\x122\n" +
+	"\bpolicies\x18\xa0\x01 \x03(\v2\x15.kelpie.v1.PolicyDeclR\bpolicies\"b\n" +
+	"\n" +
+	"PolicyDecl\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
+	"\x03doc\x18\x02 \x01(\tR\x03doc\x12.\n" +
+	"\x06params\x18\x03 \x03(\v2\x16.kelpie.v1.PolicyParamR\x06params\"\x93\x02\n" +
+	"\vPolicyParam\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x19\n" +
+	"\bspec_key\x18\x02 \x01(\tR\aspecKey\x12\x12\n" +
+	"\x04type\x18\x03 \x01(\tR\x04type\x12\x18\n" +
+	"\adefault\x18\x04 \x01(\x01R\adefault\x12\x10\n" +
+	"\x03min\x18\x05 \x01(\x01R\x03min\x12\x10\n" +
+	"\x03max\x18\x06 \x01(\x01R\x03max\x12\x19\n" +
+	"\bmin_open\x18\a \x01(\bR\aminOpen\x12\x19\n" +
+	"\bmax_open\x18\b \x01(\bR\amaxOpen\x12!\n" +
+	"\fzero_default\x18\t \x01(\bR\vzeroDefault\x12\x14\n" +
+	"\x05range\x18\n" +
+	" \x01(\tR\x05range\x12\x16\n" +
+	"\x06source\x18\v \x01(\tR\x06source\"\\\n" +
 	"\bSnapshot\x12&\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x12.kelpie.v1.JobViewR\x04jobs\x12(\n" +
 	"\x06events\x18\x02 \x03(\v2\x10.kelpie.v1.EventR\x06events\"\xab\x01\n" +
@@ -3989,7 +4205,7 @@ func file_console_proto_rawDescGZIP() []byte {
 }
 
 var file_console_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_console_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_console_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_console_proto_goTypes = []any{
 	(ActionKind)(0),               // 0: kelpie.v1.ActionKind
 	(*ClientFrame)(nil),           // 1: kelpie.v1.ClientFrame
@@ -4005,45 +4221,47 @@ var file_console_proto_goTypes = []any{
 	(*SetPolicy)(nil),             // 11: kelpie.v1.SetPolicy
 	(*ServerFrame)(nil),           // 12: kelpie.v1.ServerFrame
 	(*Welcome)(nil),               // 13: kelpie.v1.Welcome
-	(*Snapshot)(nil),              // 14: kelpie.v1.Snapshot
-	(*Delta)(nil),                 // 15: kelpie.v1.Delta
-	(*JobPatch)(nil),              // 16: kelpie.v1.JobPatch
-	(*NodeOrder)(nil),             // 17: kelpie.v1.NodeOrder
-	(*ChartNames)(nil),            // 18: kelpie.v1.ChartNames
-	(*ActionList)(nil),            // 19: kelpie.v1.ActionList
-	(*PolicyList)(nil),            // 20: kelpie.v1.PolicyList
-	(*HeatmapTail)(nil),           // 21: kelpie.v1.HeatmapTail
-	(*SeriesTail)(nil),            // 22: kelpie.v1.SeriesTail
-	(*CommandResult)(nil),         // 23: kelpie.v1.CommandResult
-	(*JobView)(nil),               // 24: kelpie.v1.JobView
-	(*ExchangeTopology)(nil),      // 25: kelpie.v1.ExchangeTopology
-	(*ExchangeRegion)(nil),        // 26: kelpie.v1.ExchangeRegion
-	(*ExchangeTree)(nil),          // 27: kelpie.v1.ExchangeTree
-	(*ExchangeAggregation)(nil),   // 28: kelpie.v1.ExchangeAggregation
-	(*PolicyView)(nil),            // 29: kelpie.v1.PolicyView
-	(*NodeView)(nil),              // 30: kelpie.v1.NodeView
-	(*MonitorView)(nil),           // 31: kelpie.v1.MonitorView
-	(*Heatmap)(nil),               // 32: kelpie.v1.Heatmap
-	(*HeatmapRow)(nil),            // 33: kelpie.v1.HeatmapRow
-	(*Series)(nil),                // 34: kelpie.v1.Series
-	(*Action)(nil),                // 35: kelpie.v1.Action
-	(*AdjustLRArgs)(nil),          // 36: kelpie.v1.AdjustLRArgs
-	(*BackupWorkersArgs)(nil),     // 37: kelpie.v1.BackupWorkersArgs
-	(*SetSyncArgs)(nil),           // 38: kelpie.v1.SetSyncArgs
-	(*ActionTransition)(nil),      // 39: kelpie.v1.ActionTransition
-	(*Event)(nil),                 // 40: kelpie.v1.Event
-	nil,                           // 41: kelpie.v1.SetPolicy.ParamsEntry
-	nil,                           // 42: kelpie.v1.PolicyView.ParamsEntry
-	nil,                           // 43: kelpie.v1.Action.BatchSizesEntry
-	nil,                           // 44: kelpie.v1.Action.AccumulationEntry
-	nil,                           // 45: kelpie.v1.Action.ParamsEntry
-	nil,                           // 46: kelpie.v1.Action.EvidenceEntry
-	nil,                           // 47: kelpie.v1.AdjustLRArgs.LrScaleEntry
-	(*timestamppb.Timestamp)(nil), // 48: google.protobuf.Timestamp
-	(*TimelineFrame)(nil),         // 49: kelpie.v1.TimelineFrame
-	(*Divergence)(nil),            // 50: kelpie.v1.Divergence
-	(*RegionBytes)(nil),           // 51: kelpie.v1.RegionBytes
-	(*Realized)(nil),              // 52: kelpie.v1.Realized
+	(*PolicyDecl)(nil),            // 14: kelpie.v1.PolicyDecl
+	(*PolicyParam)(nil),           // 15: kelpie.v1.PolicyParam
+	(*Snapshot)(nil),              // 16: kelpie.v1.Snapshot
+	(*Delta)(nil),                 // 17: kelpie.v1.Delta
+	(*JobPatch)(nil),              // 18: kelpie.v1.JobPatch
+	(*NodeOrder)(nil),             // 19: kelpie.v1.NodeOrder
+	(*ChartNames)(nil),            // 20: kelpie.v1.ChartNames
+	(*ActionList)(nil),            // 21: kelpie.v1.ActionList
+	(*PolicyList)(nil),            // 22: kelpie.v1.PolicyList
+	(*HeatmapTail)(nil),           // 23: kelpie.v1.HeatmapTail
+	(*SeriesTail)(nil),            // 24: kelpie.v1.SeriesTail
+	(*CommandResult)(nil),         // 25: kelpie.v1.CommandResult
+	(*JobView)(nil),               // 26: kelpie.v1.JobView
+	(*ExchangeTopology)(nil),      // 27: kelpie.v1.ExchangeTopology
+	(*ExchangeRegion)(nil),        // 28: kelpie.v1.ExchangeRegion
+	(*ExchangeTree)(nil),          // 29: kelpie.v1.ExchangeTree
+	(*ExchangeAggregation)(nil),   // 30: kelpie.v1.ExchangeAggregation
+	(*PolicyView)(nil),            // 31: kelpie.v1.PolicyView
+	(*NodeView)(nil),              // 32: kelpie.v1.NodeView
+	(*MonitorView)(nil),           // 33: kelpie.v1.MonitorView
+	(*Heatmap)(nil),               // 34: kelpie.v1.Heatmap
+	(*HeatmapRow)(nil),            // 35: kelpie.v1.HeatmapRow
+	(*Series)(nil),                // 36: kelpie.v1.Series
+	(*Action)(nil),                // 37: kelpie.v1.Action
+	(*AdjustLRArgs)(nil),          // 38: kelpie.v1.AdjustLRArgs
+	(*BackupWorkersArgs)(nil),     // 39: kelpie.v1.BackupWorkersArgs
+	(*SetSyncArgs)(nil),           // 40: kelpie.v1.SetSyncArgs
+	(*ActionTransition)(nil),      // 41: kelpie.v1.ActionTransition
+	(*Event)(nil),                 // 42: kelpie.v1.Event
+	nil,                           // 43: kelpie.v1.SetPolicy.ParamsEntry
+	nil,                           // 44: kelpie.v1.PolicyView.ParamsEntry
+	nil,                           // 45: kelpie.v1.Action.BatchSizesEntry
+	nil,                           // 46: kelpie.v1.Action.AccumulationEntry
+	nil,                           // 47: kelpie.v1.Action.ParamsEntry
+	nil,                           // 48: kelpie.v1.Action.EvidenceEntry
+	nil,                           // 49: kelpie.v1.AdjustLRArgs.LrScaleEntry
+	(*timestamppb.Timestamp)(nil), // 50: google.protobuf.Timestamp
+	(*TimelineFrame)(nil),         // 51: kelpie.v1.TimelineFrame
+	(*Divergence)(nil),            // 52: kelpie.v1.Divergence
+	(*RegionBytes)(nil),           // 53: kelpie.v1.RegionBytes
+	(*Realized)(nil),              // 54: kelpie.v1.Realized
 }
 var file_console_proto_depIdxs = []int32{
 	2,  // 0: kelpie.v1.ClientFrame.hello:type_name -> kelpie.v1.Hello
@@ -4057,72 +4275,74 @@ var file_console_proto_depIdxs = []int32{
 	10, // 8: kelpie.v1.Command.trigger:type_name -> kelpie.v1.TriggerAction
 	11, // 9: kelpie.v1.Command.set_policy:type_name -> kelpie.v1.SetPolicy
 	6,  // 10: kelpie.v1.Command.history:type_name -> kelpie.v1.GetHistory
-	35, // 11: kelpie.v1.TriggerAction.action:type_name -> kelpie.v1.Action
-	41, // 12: kelpie.v1.SetPolicy.params:type_name -> kelpie.v1.SetPolicy.ParamsEntry
-	48, // 13: kelpie.v1.ServerFrame.time:type_name -> google.protobuf.Timestamp
+	37, // 11: kelpie.v1.TriggerAction.action:type_name -> kelpie.v1.Action
+	43, // 12: kelpie.v1.SetPolicy.params:type_name -> kelpie.v1.SetPolicy.ParamsEntry
+	50, // 13: kelpie.v1.ServerFrame.time:type_name -> google.protobuf.Timestamp
 	13, // 14: kelpie.v1.ServerFrame.welcome:type_name -> kelpie.v1.Welcome
-	14, // 15: kelpie.v1.ServerFrame.snapshot:type_name -> kelpie.v1.Snapshot
-	15, // 16: kelpie.v1.ServerFrame.delta:type_name -> kelpie.v1.Delta
-	23, // 17: kelpie.v1.ServerFrame.result:type_name -> kelpie.v1.CommandResult
-	24, // 18: kelpie.v1.Snapshot.jobs:type_name -> kelpie.v1.JobView
-	40, // 19: kelpie.v1.Snapshot.events:type_name -> kelpie.v1.Event
-	24, // 20: kelpie.v1.Delta.jobs:type_name -> kelpie.v1.JobView
-	40, // 21: kelpie.v1.Delta.events:type_name -> kelpie.v1.Event
-	16, // 22: kelpie.v1.Delta.patches:type_name -> kelpie.v1.JobPatch
-	24, // 23: kelpie.v1.JobPatch.figures:type_name -> kelpie.v1.JobView
-	30, // 24: kelpie.v1.JobPatch.nodes:type_name -> kelpie.v1.NodeView
-	17, // 25: kelpie.v1.JobPatch.order:type_name -> kelpie.v1.NodeOrder
-	32, // 26: kelpie.v1.JobPatch.heatmap:type_name -> kelpie.v1.Heatmap
-	21, // 27: kelpie.v1.JobPatch.heatmap_tail:type_name -> kelpie.v1.HeatmapTail
-	34, // 28: kelpie.v1.JobPatch.charts:type_name -> kelpie.v1.Series
-	22, // 29: kelpie.v1.JobPatch.chart_tails:type_name -> kelpie.v1.SeriesTail
-	18, // 30: kelpie.v1.JobPatch.chart_names:type_name -> kelpie.v1.ChartNames
-	19, // 31: kelpie.v1.JobPatch.actions:type_name -> kelpie.v1.ActionList
-	20, // 32: kelpie.v1.JobPatch.policies:type_name -> kelpie.v1.PolicyList
-	35, // 33: kelpie.v1.ActionList.actions:type_name -> kelpie.v1.Action
-	29, // 34: kelpie.v1.PolicyList.policies:type_name -> kelpie.v1.PolicyView
-	48, // 35: kelpie.v1.HeatmapTail.start:type_name -> google.protobuf.Timestamp
-	49, // 36: kelpie.v1.CommandResult.frames:type_name -> kelpie.v1.TimelineFrame
-	35, // 37: kelpie.v1.CommandResult.actions:type_name -> kelpie.v1.Action
-	40, // 38: kelpie.v1.CommandResult.events:type_name -> kelpie.v1.Event
-	48, // 39: kelpie.v1.JobView.submitted:type_name -> google.protobuf.Timestamp
-	48, // 40: kelpie.v1.JobView.started:type_name -> google.protobuf.Timestamp
-	48, // 41: kelpie.v1.JobView.ended:type_name -> google.protobuf.Timestamp
-	29, // 42: kelpie.v1.JobView.policies:type_name -> kelpie.v1.PolicyView
-	30, // 43: kelpie.v1.JobView.nodes:type_name -> kelpie.v1.NodeView
-	31, // 44: kelpie.v1.JobView.monitor:type_name -> kelpie.v1.MonitorView
-	32, // 45: kelpie.v1.JobView.heatmap:type_name -> kelpie.v1.Heatmap
-	35, // 46: kelpie.v1.JobView.actions:type_name -> kelpie.v1.Action
-	34, // 47: kelpie.v1.JobView.charts:type_name -> kelpie.v1.Series
-	50, // 48: kelpie.v1.JobView.diverged:type_name -> kelpie.v1.Divergence
-	51, // 49: kelpie.v1.JobView.region_bytes:type_name -> kelpie.v1.RegionBytes
-	25, // 50: kelpie.v1.JobView.exchange:type_name -> kelpie.v1.ExchangeTopology
-	26, // 51: kelpie.v1.ExchangeTopology.racks:type_name -> kelpie.v1.ExchangeRegion
-	27, // 52: kelpie.v1.ExchangeTopology.trees:type_name -> kelpie.v1.ExchangeTree
-	28, // 53: kelpie.v1.ExchangeTree.aggregations:type_name -> kelpie.v1.ExchangeAggregation
-	42, // 54: kelpie.v1.PolicyView.params:type_name -> kelpie.v1.PolicyView.ParamsEntry
-	48, // 55: kelpie.v1.NodeView.last_report:type_name -> google.protobuf.Timestamp
-	48, // 56: kelpie.v1.Heatmap.start:type_name -> google.protobuf.Timestamp
-	33, // 57: kelpie.v1.Heatmap.rows:type_name -> kelpie.v1.HeatmapRow
-	43, // 58: kelpie.v1.Action.batch_sizes:type_name -> kelpie.v1.Action.BatchSizesEntry
-	44, // 59: kelpie.v1.Action.accumulation:type_name -> kelpie.v1.Action.AccumulationEntry
-	45, // 60: kelpie.v1.Action.params:type_name -> kelpie.v1.Action.ParamsEntry
-	48, // 61: kelpie.v1.Action.created:type_name -> google.protobuf.Timestamp
-	48, // 62: kelpie.v1.Action.updated:type_name -> google.protobuf.Timestamp
-	39, // 63: kelpie.v1.Action.history:type_name -> kelpie.v1.ActionTransition
-	46, // 64: kelpie.v1.Action.evidence:type_name -> kelpie.v1.Action.EvidenceEntry
-	36, // 65: kelpie.v1.Action.adjust_lr:type_name -> kelpie.v1.AdjustLRArgs
-	37, // 66: kelpie.v1.Action.backup_workers:type_name -> kelpie.v1.BackupWorkersArgs
-	38, // 67: kelpie.v1.Action.set_sync:type_name -> kelpie.v1.SetSyncArgs
-	52, // 68: kelpie.v1.Action.realized:type_name -> kelpie.v1.Realized
-	47, // 69: kelpie.v1.AdjustLRArgs.lr_scale:type_name -> kelpie.v1.AdjustLRArgs.LrScaleEntry
-	48, // 70: kelpie.v1.ActionTransition.at:type_name -> google.protobuf.Timestamp
-	48, // 71: kelpie.v1.Event.time:type_name -> google.protobuf.Timestamp
-	72, // [72:72] is the sub-list for method output_type
-	72, // [72:72] is the sub-list for method input_type
-	72, // [72:72] is the sub-list for extension type_name
-	72, // [72:72] is the sub-list for extension extendee
-	0,  // [0:72] is the sub-list for field type_name
+	16, // 15: kelpie.v1.ServerFrame.snapshot:type_name -> kelpie.v1.Snapshot
+	17, // 16: kelpie.v1.ServerFrame.delta:type_name -> kelpie.v1.Delta
+	25, // 17: kelpie.v1.ServerFrame.result:type_name -> kelpie.v1.CommandResult
+	14, // 18: kelpie.v1.Welcome.policies:type_name -> kelpie.v1.PolicyDecl
+	15, // 19: kelpie.v1.PolicyDecl.params:type_name -> kelpie.v1.PolicyParam
+	26, // 20: kelpie.v1.Snapshot.jobs:type_name -> kelpie.v1.JobView
+	42, // 21: kelpie.v1.Snapshot.events:type_name -> kelpie.v1.Event
+	26, // 22: kelpie.v1.Delta.jobs:type_name -> kelpie.v1.JobView
+	42, // 23: kelpie.v1.Delta.events:type_name -> kelpie.v1.Event
+	18, // 24: kelpie.v1.Delta.patches:type_name -> kelpie.v1.JobPatch
+	26, // 25: kelpie.v1.JobPatch.figures:type_name -> kelpie.v1.JobView
+	32, // 26: kelpie.v1.JobPatch.nodes:type_name -> kelpie.v1.NodeView
+	19, // 27: kelpie.v1.JobPatch.order:type_name -> kelpie.v1.NodeOrder
+	34, // 28: kelpie.v1.JobPatch.heatmap:type_name -> kelpie.v1.Heatmap
+	23, // 29: kelpie.v1.JobPatch.heatmap_tail:type_name -> kelpie.v1.HeatmapTail
+	36, // 30: kelpie.v1.JobPatch.charts:type_name -> kelpie.v1.Series
+	24, // 31: kelpie.v1.JobPatch.chart_tails:type_name -> kelpie.v1.SeriesTail
+	20, // 32: kelpie.v1.JobPatch.chart_names:type_name -> kelpie.v1.ChartNames
+	21, // 33: kelpie.v1.JobPatch.actions:type_name -> kelpie.v1.ActionList
+	22, // 34: kelpie.v1.JobPatch.policies:type_name -> kelpie.v1.PolicyList
+	37, // 35: kelpie.v1.ActionList.actions:type_name -> kelpie.v1.Action
+	31, // 36: kelpie.v1.PolicyList.policies:type_name -> kelpie.v1.PolicyView
+	50, // 37: kelpie.v1.HeatmapTail.start:type_name -> google.protobuf.Timestamp
+	51, // 38: kelpie.v1.CommandResult.frames:type_name -> kelpie.v1.TimelineFrame
+	37, // 39: kelpie.v1.CommandResult.actions:type_name -> kelpie.v1.Action
+	42, // 40: kelpie.v1.CommandResult.events:type_name -> kelpie.v1.Event
+	50, // 41: kelpie.v1.JobView.submitted:type_name -> google.protobuf.Timestamp
+	50, // 42: kelpie.v1.JobView.started:type_name -> google.protobuf.Timestamp
+	50, // 43: kelpie.v1.JobView.ended:type_name -> google.protobuf.Timestamp
+	31, // 44: kelpie.v1.JobView.policies:type_name -> kelpie.v1.PolicyView
+	32, // 45: kelpie.v1.JobView.nodes:type_name -> kelpie.v1.NodeView
+	33, // 46: kelpie.v1.JobView.monitor:type_name -> kelpie.v1.MonitorView
+	34, // 47: kelpie.v1.JobView.heatmap:type_name -> kelpie.v1.Heatmap
+	37, // 48: kelpie.v1.JobView.actions:type_name -> kelpie.v1.Action
+	36, // 49: kelpie.v1.JobView.charts:type_name -> kelpie.v1.Series
+	52, // 50: kelpie.v1.JobView.diverged:type_name -> kelpie.v1.Divergence
+	53, // 51: kelpie.v1.JobView.region_bytes:type_name -> kelpie.v1.RegionBytes
+	27, // 52: kelpie.v1.JobView.exchange:type_name -> kelpie.v1.ExchangeTopology
+	28, // 53: kelpie.v1.ExchangeTopology.racks:type_name -> kelpie.v1.ExchangeRegion
+	29, // 54: kelpie.v1.ExchangeTopology.trees:type_name -> kelpie.v1.ExchangeTree
+	30, // 55: kelpie.v1.ExchangeTree.aggregations:type_name -> kelpie.v1.ExchangeAggregation
+	44, // 56: kelpie.v1.PolicyView.params:type_name -> kelpie.v1.PolicyView.ParamsEntry
+	50, // 57: kelpie.v1.NodeView.last_report:type_name -> google.protobuf.Timestamp
+	50, // 58: kelpie.v1.Heatmap.start:type_name -> google.protobuf.Timestamp
+	35, // 59: kelpie.v1.Heatmap.rows:type_name -> kelpie.v1.HeatmapRow
+	45, // 60: kelpie.v1.Action.batch_sizes:type_name -> kelpie.v1.Action.BatchSizesEntry
+	46, // 61: kelpie.v1.Action.accumulation:type_name -> kelpie.v1.Action.AccumulationEntry
+	47, // 62: kelpie.v1.Action.params:type_name -> kelpie.v1.Action.ParamsEntry
+	50, // 63: kelpie.v1.Action.created:type_name -> google.protobuf.Timestamp
+	50, // 64: kelpie.v1.Action.updated:type_name -> google.protobuf.Timestamp
+	41, // 65: kelpie.v1.Action.history:type_name -> kelpie.v1.ActionTransition
+	48, // 66: kelpie.v1.Action.evidence:type_name -> kelpie.v1.Action.EvidenceEntry
+	38, // 67: kelpie.v1.Action.adjust_lr:type_name -> kelpie.v1.AdjustLRArgs
+	39, // 68: kelpie.v1.Action.backup_workers:type_name -> kelpie.v1.BackupWorkersArgs
+	40, // 69: kelpie.v1.Action.set_sync:type_name -> kelpie.v1.SetSyncArgs
+	54, // 70: kelpie.v1.Action.realized:type_name -> kelpie.v1.Realized
+	49, // 71: kelpie.v1.AdjustLRArgs.lr_scale:type_name -> kelpie.v1.AdjustLRArgs.LrScaleEntry
+	50, // 72: kelpie.v1.ActionTransition.at:type_name -> google.protobuf.Timestamp
+	50, // 73: kelpie.v1.Event.time:type_name -> google.protobuf.Timestamp
+	74, // [74:74] is the sub-list for method output_type
+	74, // [74:74] is the sub-list for method input_type
+	74, // [74:74] is the sub-list for extension type_name
+	74, // [74:74] is the sub-list for extension extendee
+	0,  // [0:74] is the sub-list for field type_name
 }
 
 func init() { file_console_proto_init() }
@@ -4152,8 +4372,8 @@ func file_console_proto_init() {
 		(*ServerFrame_Delta)(nil),
 		(*ServerFrame_Result)(nil),
 	}
-	file_console_proto_msgTypes[15].OneofWrappers = []any{}
-	file_console_proto_msgTypes[34].OneofWrappers = []any{
+	file_console_proto_msgTypes[17].OneofWrappers = []any{}
+	file_console_proto_msgTypes[36].OneofWrappers = []any{
 		(*Action_AdjustLr)(nil),
 		(*Action_BackupWorkers)(nil),
 		(*Action_SetSync)(nil),
@@ -4164,7 +4384,7 @@ func file_console_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_console_proto_rawDesc), len(file_console_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   47,
+			NumMessages:   49,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -44,7 +44,7 @@ func TestToySpec(t *testing.T) {
 		t.Errorf("YAML() =\n%s", y)
 	}
 	for src, want := range map[string]string{
-		"name: x\npolicies:\n  toy-restart:\n    factor: 0.5\n":   "spec.yaml:4: policies.toy-restart.factor: must be > 1, not 0.5 (toy §1",
+		"name: x\npolicies:\n  toy-restart:\n    factor: 0.5\n":  "spec.yaml:4: policies.toy-restart.factor: must be > 1, not 0.5 (toy §1",
 		"name: x\npolicies:\n  toy-restart: {cooldown: 3}\n":     "spec.yaml:3: policies.toy-restart.cooldown: want a duration",
 		"name: x\npolicies:\n  toy-restart: {speed: 3}\n":        `spec.yaml:3: policies.toy-restart.speed: unknown key`,
 		"name: x\npolicies:\n  toy-restart: {mode: sometimes}\n": `spec.yaml:3: policies.toy-restart.mode: must be one of auto, approve, off`,

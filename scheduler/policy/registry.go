@@ -3,6 +3,7 @@ package policy
 import (
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/kelpie/kelpie/core/policydecl"
@@ -153,16 +154,5 @@ func BoundsText(name string) string {
 	for _, q := range pol.Decl().Params {
 		parts = append(parts, q.Key()+" "+q.Range())
 	}
-	return joinComma(parts)
-}
-
-func joinComma(parts []string) string {
-	out := ""
-	for i, p := range parts {
-		if i > 0 {
-			out += ", "
-		}
-		out += p
-	}
-	return out
+	return strings.Join(parts, ", ")
 }

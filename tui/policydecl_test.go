@@ -4,13 +4,13 @@ import (
 	"math"
 	"testing"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/console/client"
 )
 
 // ndDecl is AntDT-ND as a scheduler declares it in its Welcome.
-func ndDecl() *kelpiepb.PolicyDecl {
-	return &kelpiepb.PolicyDecl{Name: "antdt-nd", Params: []*kelpiepb.PolicyParam{
+func ndDecl() *consolepb.PolicyDecl {
+	return &consolepb.PolicyDecl{Name: "antdt-nd", Params: []*consolepb.PolicyParam{
 		{Key: "lambda", SpecKey: "lambda", Type: "float", Default: 1.5, Min: 1, MinOpen: true, Max: math.Inf(1), Range: "> 1", Source: "AntDT §VI-A 3"},
 		{Key: "window_transient_s", SpecKey: "window_transient", Type: "duration", Default: 5, Min: 0, MinOpen: true, Max: math.Inf(1), Range: "> 0 seconds"},
 		{Key: "window_persistent_s", SpecKey: "window_persistent", Type: "duration", Default: 20, Min: 0, MinOpen: true, Max: math.Inf(1), Range: "> 0 seconds"},
@@ -23,8 +23,8 @@ func ndDecl() *kelpiepb.PolicyDecl {
 func TestPolicyFormReadsDeclarations(t *testing.T) {
 	b := &fakeBackend{}
 	tm := run(t, b, "operator", false, 160, 48)
-	tm.Send(client.WelcomeMsg{Welcome: &kelpiepb.Welcome{ApiVersion: "kelpie.v1", User: "alice", Role: "operator",
-		Policies: []*kelpiepb.PolicyDecl{ndDecl()}}})
+	tm.Send(client.WelcomeMsg{Welcome: &consolepb.Welcome{ApiVersion: "kelpie.v1", User: "alice", Role: "operator",
+		Policies: []*consolepb.PolicyDecl{ndDecl()}}})
 	openJob(t, tm, mnistJob())
 	press(tm, "P", "e", "tab") // the focused field shows its hint
 	waitText(t, tm, "float > 1, default 1.5")

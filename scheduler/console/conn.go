@@ -119,8 +119,8 @@ func (c *conn) serve(auth headerAuth, slot *pendingSlot, authenticated func() (d
 	c.run()
 }
 
-func (c *conn) welcome() *kelpiepb.Welcome {
-	return &kelpiepb.Welcome{ServerVersion: c.s.opts.ServerVersion, ApiVersion: APIVersion,
+func (c *conn) welcome() *consolepb.Welcome {
+	return &consolepb.Welcome{ServerVersion: c.s.opts.ServerVersion, ApiVersion: APIVersion,
 		User: c.who.Name, Role: string(c.who.Role), Policies: policyCatalog()}
 }
 

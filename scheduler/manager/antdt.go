@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/policy"
 )
 

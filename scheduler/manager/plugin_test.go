@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/kelpie/kelpie/core/policydecl"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/monitor"
 	"github.com/kelpie/kelpie/scheduler/policy"
 )
@@ -47,7 +47,7 @@ func init() { policy.Register(pluginPolicy{}) }
 func TestPluginPolicyRuns(t *testing.T) {
 	m, j := testJob(t, Config{}, "plug", 4, 1)
 	v := m.View([]string{"plug"}, 0)[0]
-	i := slices.IndexFunc(v.GetPolicies(), func(p *kelpiepb.PolicyView) bool { return p.GetName() == "test-plugin" })
+	i := slices.IndexFunc(v.GetPolicies(), func(p *consolepb.PolicyView) bool { return p.GetName() == "test-plugin" })
 	if i < 0 || v.GetPolicies()[i].GetMode() != ModeOff || v.GetPolicies()[i].GetParams()["factor"] != 3 {
 		t.Fatalf("the job's policies = %v; want test-plugin off with factor 3", v.GetPolicies())
 	}

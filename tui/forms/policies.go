@@ -7,14 +7,14 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 )
 
 // Catalog is the policies the scheduler declared in its Welcome, with
 // each parameter's type, default and bound. Empty (a scheduler that does
 // not declare them): the forms fall back on the names in Policies and on
 // "a number" for a parameter, and leave the bounds to the scheduler.
-type Catalog []*kelpiepb.PolicyDecl
+type Catalog []*consolepb.PolicyDecl
 
 // Names lists the declared policies, or Policies when c is empty.
 func (c Catalog) Names() []string {
@@ -29,7 +29,7 @@ func (c Catalog) Names() []string {
 }
 
 // Lookup returns the declared policy of that name (nil: none).
-func (c Catalog) Lookup(name string) *kelpiepb.PolicyDecl {
+func (c Catalog) Lookup(name string) *consolepb.PolicyDecl {
 	for _, p := range c {
 		if p.GetName() == name {
 			return p
@@ -39,7 +39,7 @@ func (c Catalog) Lookup(name string) *kelpiepb.PolicyDecl {
 }
 
 // ParamOf returns a declared parameter by its key or spec key (nil: none).
-func ParamOf(p *kelpiepb.PolicyDecl, name string) *kelpiepb.PolicyParam {
+func ParamOf(p *consolepb.PolicyDecl, name string) *consolepb.PolicyParam {
 	for _, q := range p.GetParams() {
 		if q.GetKey() == name || q.GetSpecKey() == name {
 			return q
@@ -49,13 +49,13 @@ func ParamOf(p *kelpiepb.PolicyDecl, name string) *kelpiepb.PolicyParam {
 }
 
 // ParamHint is a declared parameter's hint: "float > 1, default 1.5".
-func ParamHint(q *kelpiepb.PolicyParam) string {
+func ParamHint(q *consolepb.PolicyParam) string {
 	return fmt.Sprintf("%s %s, default %s", q.GetType(), q.GetRange(), strconv.FormatFloat(q.GetDefault(), 'g', -1, 64))
 }
 
 // CheckParam parses a value of a declared parameter and checks it
 // against its declared type and bound.
-func CheckParam(q *kelpiepb.PolicyParam, s string) (float64, error) {
+func CheckParam(q *consolepb.PolicyParam, s string) (float64, error) {
 	x, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
 	if err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
 		return 0, fmt.Errorf("%s must be a number, not %q", q.GetKey(), strings.TrimSpace(s))
@@ -129,7 +129,7 @@ func (c Catalog) PolicySettings(text string) (modes map[string]string, params ma
 // policyYAML writes one policy's flow mapping for the spec: its mode, then
 // its parameters in declared order (durations as seconds, flags as true
 // or false).
-func policyYAML(p *kelpiepb.PolicyDecl, mode string, params map[string]float64) string {
+func policyYAML(p *consolepb.PolicyDecl, mode string, params map[string]float64) string {
 	var kv []string
 	if mode != "" {
 		kv = append(kv, "mode: "+mode)

@@ -5,16 +5,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 )
 
 func testCatalog() Catalog {
 	return Catalog{
-		{Name: "antdt-nd", Params: []*kelpiepb.PolicyParam{
+		{Name: "antdt-nd", Params: []*consolepb.PolicyParam{
 			{Key: "lambda", SpecKey: "lambda", Type: "float", Default: 1.5, Min: 1, MinOpen: true, Max: math.Inf(1), Range: "> 1"},
 			{Key: "window_transient_s", SpecKey: "window_transient", Type: "duration", Default: 5, Min: 0, MinOpen: true, Max: math.Inf(1), Range: "> 0 seconds"},
 		}},
-		{Name: "toy", Params: []*kelpiepb.PolicyParam{
+		{Name: "toy", Params: []*consolepb.PolicyParam{
 			{Key: "count", SpecKey: "count", Type: "int", Default: 1, Min: 1, Max: math.Inf(1), Range: "a whole number ≥ 1"},
 			{Key: "flag", SpecKey: "flag", Type: "bool", Max: 1, Range: "0 or 1"},
 		}},

@@ -18,6 +18,7 @@ const mod = "github.com/kelpie/kelpie/"
 var pureCores = []string{
 	"core/blocks",
 	"core/optim",
+	"core/policydecl",
 	"core/shape",
 	"core/straggler",
 	"core/syncmodel",

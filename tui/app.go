@@ -16,6 +16,7 @@ import (
 	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/console/client"
 	"github.com/kelpie/kelpie/themes"
+	"github.com/kelpie/kelpie/tui/forms"
 	"github.com/kelpie/kelpie/tui/keys"
 )
 
@@ -264,6 +265,7 @@ func (m *App) update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, nil
 	case client.WelcomeMsg:
 		m.welcome = msg.Welcome
+		m.c.policies = forms.Catalog(msg.Welcome.GetPolicies())
 		m.setReadOnly()
 		return m, nil
 	case client.SnapshotMsg:

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/themes"
+	"github.com/kelpie/kelpie/tui/forms"
 	"github.com/kelpie/kelpie/tui/heatmap"
 	"github.com/kelpie/kelpie/tui/keys"
 )
@@ -63,6 +64,9 @@ type shared struct {
 	keys     keys.Map
 	now      func() time.Time
 	readOnly bool // --readonly or a viewer token
+	// policies are the policies the scheduler declared in its Welcome,
+	// with their parameters (empty before it, or from an older one).
+	policies forms.Catalog
 	backend  Backend
 
 	data    *store // what the views show (frozen while paused)

@@ -46,7 +46,13 @@ func (v *launchView) reset() {
 	f.add(forms.FieldBatch, "global batch", "256", "samples per iteration, split across workers")
 	f.add(forms.FieldSync, "sync", "bsp", strings.Join(forms.SyncModels, " | "))
 	f.add(forms.FieldStaleness, "staleness", "", "s, for ssp, pssp and dsps")
-	f.add(forms.FieldPolicies, "policies", "antdt-nd=approve", "policy=mode pairs; modes: "+strings.Join(forms.Modes, " | "))
+	hint := "policy=mode pairs; modes: " + strings.Join(forms.Modes, " | ")
+	if len(v.c.policies) > 0 {
+		// The scheduler declared its policies: name them, and take their
+		// parameters too (checked against the declared bounds).
+		hint = "policy=mode, policy.param=value; " + strings.Join(v.c.policies.Names(), ", ") + "; modes: " + strings.Join(forms.Modes, " | ")
+	}
+	f.add(forms.FieldPolicies, "policies", "antdt-nd=approve", hint)
 	f.add(forms.FieldFile, "or spec file", "", "a job spec YAML file: when set, the fields above are ignored")
 	v.f = f
 }
@@ -93,7 +99,7 @@ func (v *launchView) submit() tea.Cmd {
 			return fileLoadedMsg{path: path, data: data, err: err}
 		}
 	}
-	l, errs := forms.ParseLaunch(vals)
+	l, errs := forms.ParseLaunchWith(vals, v.c.policies)
 	v.f.setErrors(errs)
 	if len(errs) > 0 {
 		return nil
@@ -146,7 +152,7 @@ func (v *launchView) render(w, h int) string {
 		spec := "fix the fields on the left to see the spec"
 		if path := strings.TrimSpace(v.f.values()[forms.FieldFile]); path != "" {
 			spec = "the file " + path + " is sent as it is"
-		} else if l, errs := forms.ParseLaunch(v.f.values()); len(errs) == 0 {
+		} else if l, errs := forms.ParseLaunchWith(v.f.values(), v.c.policies); len(errs) == 0 {
 			spec = l.YAML()
 		}
 		preview = v.c.box("spec preview", spec, w-fw, h, false)

@@ -160,8 +160,13 @@ func (v *policiesView) editForm(r policyRow) modal {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	decl := v.c.policies.Lookup(r.p.GetName())
 	for _, n := range names {
-		f.add("p:"+n, n, fmt.Sprintf("%g", r.p.GetParams()[n]), "a number; the scheduler checks its bounds")
+		hint := "a number; the scheduler checks its bounds"
+		if q := forms.ParamOf(decl, n); q != nil {
+			hint = forms.ParamHint(q) // the declared type, bound and default
+		}
+		f.add("p:"+n, n, fmt.Sprintf("%g", r.p.GetParams()[n]), hint)
 	}
 	var d *formDialog
 	d = &formDialog{form: f, submit: func(f *form) tea.Cmd {
@@ -174,6 +179,9 @@ func (v *policiesView) editForm(r policyRow) modal {
 		params := map[string]float64{}
 		for _, n := range names {
 			x, err := forms.Param(n, vals["p:"+n])
+			if q := forms.ParamOf(decl, n); q != nil && err == nil {
+				x, err = forms.CheckParam(q, vals["p:"+n])
+			}
 			if err != nil {
 				errs["p:"+n] = err.Error()
 			}

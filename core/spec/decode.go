@@ -603,12 +603,6 @@ var (
 	syncKeys       = []string{"model", "staleness", "pull", "pssp", "drop"}
 	psspKeys       = []string{"c", "alpha", "dynamic"}
 	dropKeys       = []string{"wait_for"}
-	policyKeys     = []string{"antdt-nd", "antdt-dd", "backup-workers", "adjust-lr", "psld"}
-	antdtNDKeys    = []string{"mode", "lambda", "window_transient", "window_persistent"}
-	antdtDDKeys    = []string{"mode", "min_accumulation", "max_accumulation", "min_batch", "max_batch"}
-	backupKeys     = []string{"mode", "drop"}
-	adjustLRKeys   = []string{"mode"}
-	psldKeys       = []string{"mode", "epsilon", "theta1_over_theta0", "scale_threshold", "variance_threshold", "strawman"}
 	stragglerKeys  = []string{"node", "kind", "sleep", "intensity", "probability", "start", "end", "period", "on", "rate", "region", "follows_restart", "cured_by_restart"}
 	scriptBaseKeys = []string{"at", "action", "node", "sizes", "assignment"}
 	scriptKeys     = append(append([]string{}, scriptBaseKeys...), syncKeys...)
@@ -703,31 +697,7 @@ func (d *decoder) decode(body ast.Node, s *Spec) {
 
 	d.decodeSync(d.sub(top, "sync", syncKeys), &s.Sync)
 
-	pol := d.sub(top, "policies", policyKeys)
-	p := &s.Policies
-	nd := d.sub(pol, "antdt-nd", antdtNDKeys)
-	d.str(nd, "mode", &p.AntDTND.Mode)
-	d.float(nd, "lambda", &p.AntDTND.Lambda)
-	d.duration(nd, "window_transient", &p.AntDTND.WindowTransient)
-	d.duration(nd, "window_persistent", &p.AntDTND.WindowPersistent)
-	dd := d.sub(pol, "antdt-dd", antdtDDKeys)
-	d.str(dd, "mode", &p.AntDTDD.Mode)
-	d.int(dd, "min_accumulation", &p.AntDTDD.MinAccumulation)
-	d.int(dd, "max_accumulation", &p.AntDTDD.MaxAccumulation)
-	d.int(dd, "min_batch", &p.AntDTDD.MinBatch)
-	d.int(dd, "max_batch", &p.AntDTDD.MaxBatch)
-	bw := d.sub(pol, "backup-workers", backupKeys)
-	d.str(bw, "mode", &p.BackupWorkers.Mode)
-	d.int(bw, "drop", &p.BackupWorkers.Drop)
-	lr := d.sub(pol, "adjust-lr", adjustLRKeys)
-	d.str(lr, "mode", &p.AdjustLR.Mode)
-	ps := d.sub(pol, "psld", psldKeys)
-	d.str(ps, "mode", &p.PSLD.Mode)
-	d.float(ps, "epsilon", &p.PSLD.Epsilon)
-	d.float(ps, "theta1_over_theta0", &p.PSLD.Theta1OverTheta0)
-	d.float(ps, "scale_threshold", &p.PSLD.ScaleThreshold)
-	d.float(ps, "variance_threshold", &p.PSLD.VarianceThreshold)
-	d.bool(ps, "strawman", &p.PSLD.Strawman)
+	d.decodePolicies(top, s)
 
 	for _, e := range d.list(top, "stragglers") {
 		m := d.mapping(e, e.path, stragglerKeys)

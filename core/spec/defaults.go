@@ -26,16 +26,6 @@ const (
 	defaultStaleness        = 3
 	defaultPSSPC            = 0.5
 	defaultPSSPAlpha        = 1.0
-	defaultLambda           = 1.5 // AntDT's experiments
-	defaultWindowTransient  = 5 * time.Second
-	defaultWindowPersistent = 20 * time.Second
-	defaultMinAccumulation  = 1 // AntDT: "usually 1"
-	defaultMaxAccumulation  = 5 // AntDT: "e.g., 5"
-	defaultBackupDrop       = 1
-	defaultEpsilon          = 0.1 // PSLD Fig. 19: speed falls beyond 0.1
-	defaultThetaRatio       = 1   // PSLD Fig. 19: peak at θ1/θ0 = 1
-	defaultScaleThreshold   = 0.5 // PSLD Fig. 19: peak at 1/2
-	defaultVariance         = 1   // PSLD: straggler when (best-worst)/worst > 1
 	defaultIntensity        = 1
 	defaultProbability      = 1
 )
@@ -134,30 +124,7 @@ func (d *decoder) applyDefaults(s *Spec) {
 	}
 	d.fillSync(&s.Sync, base, "sync")
 
-	p := &s.Policies
-	for _, m := range []struct {
-		path string
-		dst  *string
-	}{
-		{"policies.antdt-nd.mode", &p.AntDTND.Mode},
-		{"policies.antdt-dd.mode", &p.AntDTDD.Mode},
-		{"policies.backup-workers.mode", &p.BackupWorkers.Mode},
-		{"policies.adjust-lr.mode", &p.AdjustLR.Mode},
-		{"policies.psld.mode", &p.PSLD.Mode},
-	} {
-		set(m.path, m.dst, ModeOff)
-	}
-	set("policies.antdt-nd.lambda", &p.AntDTND.Lambda, defaultLambda)
-	set("policies.antdt-nd.window_transient", &p.AntDTND.WindowTransient, defaultWindowTransient)
-	set("policies.antdt-nd.window_persistent", &p.AntDTND.WindowPersistent, defaultWindowPersistent)
-	set("policies.antdt-dd.min_accumulation", &p.AntDTDD.MinAccumulation, defaultMinAccumulation)
-	set("policies.antdt-dd.max_accumulation", &p.AntDTDD.MaxAccumulation, defaultMaxAccumulation)
-	set("policies.antdt-dd.min_batch", &p.AntDTDD.MinBatch, 1)
-	set("policies.backup-workers.drop", &p.BackupWorkers.Drop, defaultBackupDrop)
-	set("policies.psld.epsilon", &p.PSLD.Epsilon, defaultEpsilon)
-	set("policies.psld.theta1_over_theta0", &p.PSLD.Theta1OverTheta0, float64(defaultThetaRatio))
-	set("policies.psld.scale_threshold", &p.PSLD.ScaleThreshold, defaultScaleThreshold)
-	set("policies.psld.variance_threshold", &p.PSLD.VarianceThreshold, float64(defaultVariance))
+	d.defaultPolicies(s)
 
 	for i := range s.Stragglers {
 		st := &s.Stragglers[i]

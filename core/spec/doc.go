@@ -114,32 +114,22 @@
 //	    dynamic: false
 //	  drop:
 //	    wait_for: workers-1      N_t, in [1, workers]; the default is at least 1
-//	policies:                    mode is auto | approve | off for each
-//	  antdt-nd:
-//	    mode: off
-//	    lambda: 1.5              > 1; slowness ratio (AntDT's experiments)
-//	    window_transient: 5s     > 0; L_trans
-//	    window_persistent: 20s   >= window_transient; L_per
-//	  antdt-dd:
-//	    mode: off
-//	    min_accumulation: 1      >= 1; C^min
-//	    max_accumulation: 5      >= min_accumulation; C^max
-//	    min_batch: 1             >= 1; B^min, the smallest micro-batch worth running
-//	    max_batch: 0             0 (the global batch) or >= min_batch; B^max, a
-//	                             device's memory limit: above it, accumulate
-//	  backup-workers:
-//	    mode: off
-//	    drop: 1                  >= 1, and < workers unless mode is off; b
-//	  adjust-lr:
-//	    mode: off
-//	  psld:
-//	    mode: off                needs exchange ps unless off
-//	    epsilon: 0.1             in [0, 1]; exploration probability
-//	    theta1_over_theta0: 1    >= 0
-//	    scale_threshold: 0.5     in [0, 1]; scale out when |superior| < it x |PS|
-//	    variance_threshold: 1    >= 0; straggling when (best-worst)/worst exceeds it
-//	    strawman: false          assign blocks in proportion to server speed (the
-//	                             baseline of PSLD §6) instead of PSLD's Alg. 1-3
+//	policies:                    one key per registered policy (scheduler/policy),
+//	                             each {mode: auto | approve | off, <its params>};
+//	                             decoded against the declarations in core/policydecl:
+//	                             an undeclared policy or parameter, a value of the
+//	                             wrong type or outside the declared bound, or a
+//	                             broken declared rule is an error at its key's line.
+//	                             The builtin ones (defaults and bounds: docs/scheduler.md):
+//	  antdt-nd:                  {mode: off, lambda: 1.5, window_transient: 5s,
+//	                             window_persistent: 20s}
+//	  antdt-dd:                  {mode: off, min_accumulation: 1, max_accumulation: 5,
+//	                             min_batch: 1, max_batch: 0}
+//	  backup-workers:            {mode: off, drop: 1}; drop < workers unless off
+//	  adjust-lr:                 {mode: off, min_scale: 0}
+//	  psld:                      {mode: off, epsilon: 0.1, theta1_over_theta0: 1,
+//	                             scale_threshold: 0.5, variance_threshold: 1,
+//	                             strawman: false}; needs exchange ps unless off
 //	stragglers:                  a list; each entry:
 //	  - node:                    required; a node the cluster starts with or a
 //	                             scripted add creates (kind link: node or region)

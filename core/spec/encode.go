@@ -142,21 +142,7 @@ func (s *Spec) YAML() []byte {
 		w(1, "%s", kv)
 	}
 
-	p := s.Policies
-	w(0, "policies:")
-	w(1, "antdt-nd: {mode: %s, lambda: %s, window_transient: %s, window_persistent: %s}",
-		yamlString(p.AntDTND.Mode), fmtFloat(p.AntDTND.Lambda), fmtDuration(p.AntDTND.WindowTransient), fmtDuration(p.AntDTND.WindowPersistent))
-	w(1, "antdt-dd: {mode: %s, min_accumulation: %d, max_accumulation: %d, min_batch: %d, max_batch: %d}",
-		yamlString(p.AntDTDD.Mode), p.AntDTDD.MinAccumulation, p.AntDTDD.MaxAccumulation, p.AntDTDD.MinBatch, p.AntDTDD.MaxBatch)
-	w(1, "backup-workers: {mode: %s, drop: %d}", yamlString(p.BackupWorkers.Mode), p.BackupWorkers.Drop)
-	w(1, "adjust-lr: {mode: %s}", yamlString(p.AdjustLR.Mode))
-	strawman := ""
-	if p.PSLD.Strawman {
-		strawman = ", strawman: true"
-	}
-	w(1, "psld: {mode: %s, epsilon: %s, theta1_over_theta0: %s, scale_threshold: %s, variance_threshold: %s%s}",
-		yamlString(p.PSLD.Mode), fmtFloat(p.PSLD.Epsilon), fmtFloat(p.PSLD.Theta1OverTheta0),
-		fmtFloat(p.PSLD.ScaleThreshold), fmtFloat(p.PSLD.VarianceThreshold), strawman)
+	encodePolicies(s, w)
 
 	if len(s.Stragglers) > 0 {
 		w(0, "stragglers:")

@@ -150,58 +150,6 @@ type Drop struct {
 	WaitFor int
 }
 
-// Policies holds the straggler policies' modes and parameters.
-type Policies struct {
-	AntDTND       AntDTND
-	AntDTDD       AntDTDD
-	BackupWorkers BackupWorkers
-	AdjustLR      AdjustLR
-	PSLD          PSLD
-}
-
-// AntDTND is AntDT's policy for non-dedicated clusters.
-type AntDTND struct {
-	Mode             string // auto | approve | off
-	Lambda           float64
-	WindowTransient  time.Duration // L_trans
-	WindowPersistent time.Duration // L_per
-}
-
-// AntDTDD is AntDT's policy for dedicated heterogeneous clusters.
-type AntDTDD struct {
-	Mode            string
-	MinAccumulation int // C^min
-	MaxAccumulation int // C^max
-	// MinBatch and MaxBatch bound a worker's micro-batch: B̂^min (below it
-	// the device is not saturated) and B̂^max (its memory limit; 0: the
-	// global batch). A worker that should take more than MaxBatch samples
-	// accumulates several micro-batches.
-	MinBatch, MaxBatch int
-}
-
-// BackupWorkers drops the Drop slowest workers' gradients each iteration.
-type BackupWorkers struct {
-	Mode string
-	Drop int
-}
-
-// AdjustLR penalises the learning rate of lagging workers.
-type AdjustLR struct {
-	Mode string
-}
-
-// PSLD is the parameter-server load-distribution policy.
-type PSLD struct {
-	Mode              string
-	Epsilon           float64 // exploration probability
-	Theta1OverTheta0  float64
-	ScaleThreshold    float64 // scale out when |superior| < ScaleThreshold·|PS|
-	VarianceThreshold float64 // straggler when (best-worst)/worst exceeds it
-	// Strawman replaces Alg. 1–3 by the baseline PSLD §6 compares with:
-	// blocks in proportion to the servers' profiled speeds, no scaling.
-	Strawman bool
-}
-
 // Straggler is one injected slowness.
 type Straggler struct {
 	Node        string

@@ -2,7 +2,6 @@ package spec
 
 import (
 	"errors"
-	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -21,14 +20,8 @@ func defaults() *Spec {
 			Exchange: ExchangePS, Transport: TransportTCP, DataPlaneEncryption: EncryptionOff, Elasticity: ElasticityHot, SnapshotInterval: 30 * time.Second,
 			MinWorkers: 1, MinServers: 1,
 		},
-		Sync: Sync{Model: SyncBSP, Staleness: 3, Pull: PullLazy, PSSP: PSSP{C: 0.5, Alpha: 1}, Drop: Drop{WaitFor: 1}},
-		Policies: Policies{
-			AntDTND:       AntDTND{Mode: ModeOff, Lambda: 1.5, WindowTransient: 5 * time.Second, WindowPersistent: 20 * time.Second},
-			AntDTDD:       AntDTDD{Mode: ModeOff, MinAccumulation: 1, MaxAccumulation: 5, MinBatch: 1},
-			BackupWorkers: BackupWorkers{Mode: ModeOff, Drop: 1},
-			AdjustLR:      AdjustLR{Mode: ModeOff},
-			PSLD:          PSLD{Mode: ModeOff, Epsilon: 0.1, Theta1OverTheta0: 1, ScaleThreshold: 0.5, VarianceThreshold: 1},
-		},
+		Sync:     Sync{Model: SyncBSP, Staleness: 3, Pull: PullLazy, PSSP: PSSP{C: 0.5, Alpha: 1}, Drop: Drop{WaitFor: 1}},
+		Policies: toyDefaults(),
 	}
 }
 
@@ -81,17 +74,17 @@ func TestParseGood(t *testing.T) {
 		{"policies and pssp", `name: x
 sync: {model: pssp, pssp: {alpha: 0.8, dynamic: true}}
 policies:
-  antdt-nd: {mode: approve, lambda: 1.3}
-  psld: {mode: auto, epsilon: 0.05}
+  toy: {mode: approve, ratio: 1.3}
 `, func(s *Spec) {
 			s.Sync.Model, s.Sync.PSSP = SyncPSSP, PSSP{C: 0.5, Alpha: 0.8, Dynamic: true}
-			s.Policies.AntDTND.Mode, s.Policies.AntDTND.Lambda = ModeApprove, 1.3
-			s.Policies.PSLD.Mode, s.Policies.PSLD.Epsilon = ModeAuto, 0.05
+			s.Policies.SetMode("toy", ModeApprove)
+			s.Policies["toy"].Params["ratio"] = 1.3
 		}},
-		{"psld strawman", "name: x\npolicies: {psld: {mode: auto, strawman: true}}\n", func(s *Spec) {
-			s.Policies.PSLD.Mode, s.Policies.PSLD.Strawman = ModeAuto, true
+		{"toy flag", "name: x\npolicies: {toy: {mode: auto, flag: true}}\n", func(s *Spec) {
+			s.Policies.SetMode("toy", ModeAuto)
+			s.Policies["toy"].Params["flag"] = 1
 		}},
-		{"psld strawman off", "name: x\npolicies: {psld: {strawman: false}}\n", func(s *Spec) {}},
+		{"toy flag off", "name: x\npolicies: {toy: {flag: false}}\n", func(s *Spec) {}},
 		{"straggler defaults by kind", `name: x
 cluster: {workers: 2}
 stragglers:
@@ -239,7 +232,7 @@ model: {kind: cnn}
 train: {optimizer: adagrad}
 cluster: {assignment: psl, exchange: tree, elasticity: cold, data_plane_encryption: maybe}
 sync: {model: bsq, pull: eager}
-policies: {antdt-nd: {mode: on}}
+policies: {toy: {mode: on}}
 `, []string{
 			`spec.yaml:1: name: must be lowercase letters, digits and '-', starting and ending with a letter or digit (got "Mnist_MLP")`,
 			`spec.yaml:2: model.kind: must be one of softmax, mlp, sparse-lr, torch (got "cnn")`,
@@ -250,7 +243,7 @@ policies: {antdt-nd: {mode: on}}
 			`spec.yaml:4: cluster.elasticity: must be one of hot, checkpoint-restart (got "cold")`,
 			`spec.yaml:5: sync.model: must be one of bsp, asp, ssp, dsps, drop, pssp (got "bsq"; did you mean "bsp"?)`,
 			`spec.yaml:5: sync.pull: must be one of lazy, soft-barrier (got "eager")`,
-			`spec.yaml:6: policies.antdt-nd.mode: must be one of auto, approve, off (got "on")`,
+			`spec.yaml:6: policies.toy.mode: must be one of auto, approve, off (got "on")`,
 		}},
 		{"EPS sizes out of range", `name: x
 train: {global_batch: 8}
@@ -294,11 +287,6 @@ train: {lr_decay: exponential, lr_final: 1.5}
 			"spec.yaml:2: train.lr_decay: must be one of none, cosine, linear (got \"exponential\")",
 			"spec.yaml:2: train.lr_final: must be in [0, 1] (got 1.5)",
 		}},
-		{"antdt-dd batch bounds", `name: x
-policies: {antdt-dd: {min_batch: 16, max_batch: 8}}
-`, []string{
-			"spec.yaml:2: policies.antdt-dd.max_batch: must be at least 16 (got 8)",
-		}},
 		{"final learning rate without a decay", `name: x
 train: {lr_final: 0.1}
 `, []string{
@@ -340,34 +328,15 @@ cluster:
 			"spec.yaml:2: cluster.batch_sizes.worker-1: must be at least 1 (got 0)",
 			"spec.yaml:2: cluster.batch_sizes: must sum to train.global_batch (256) (got 100)",
 		}},
-		{"allreduce", "name: x\ncluster: {exchange: ring}\nsync: {model: asp}\npolicies: {psld: {mode: auto}}\nscript:\n  - {at: 1s, action: add-server}\n", []string{
+		{"allreduce", "name: x\ncluster: {exchange: ring}\nsync: {model: asp}\npolicies: {toy: {mode: auto}}\nscript:\n  - {at: 1s, action: add-server}\n", []string{
 			"spec.yaml:3: sync.model: exchange ring is synchronous allreduce: only bsp (got asp)",
-			"spec.yaml:4: policies.psld.mode: psld balances parameter servers: needs exchange ps (exchange is ring)",
+			"spec.yaml:4: policies.toy.mode: needs exchange ps (exchange is ring)",
 			"spec.yaml:6: script[0].action: add-server needs exchange ps (exchange is ring)",
 		}},
 		{"allreduce servers", "name: x\nmodel: {kind: sparse-lr}\ncluster: {exchange: rat, servers: 2, min_servers: 1, workers: 3}\nscript:\n  - {at: 1s, action: remove-worker, node: worker-1}\n  - {at: 2s, action: restart, node: worker-0}\n", []string{
 			"spec.yaml:3: cluster.servers: must be 0 for exchange rat: allreduce sums gradients among the workers (got 2)",
 			"spec.yaml:3: cluster.exchange: rat sums dense gradients: model sparse-lr needs exchange ps",
 			"spec.yaml:3: cluster.min_servers: must be 0 for exchange rat: it has no parameter servers (got 1)",
-		}},
-		{"policies", `name: x
-cluster: {workers: 2}
-policies:
-  antdt-nd: {lambda: 1, window_transient: 10s, window_persistent: 5s}
-  antdt-dd: {min_accumulation: 3, max_accumulation: 2}
-  backup-workers: {mode: auto, drop: 2}
-  psld: {epsilon: 2, theta1_over_theta0: -1, scale_threshold: 1.5, variance_threshold: -2, window: 3, strawman: 1}
-`, []string{
-			"spec.yaml:4: policies.antdt-nd.lambda: must be more than 1 (got 1)",
-			"spec.yaml:4: policies.antdt-nd.window_persistent: must be at least window_transient (10s) (got 5s)",
-			"spec.yaml:5: policies.antdt-dd.max_accumulation: must be at least 3 (got 2)",
-			"spec.yaml:6: policies.backup-workers.drop: must be less than cluster.workers (2) (got 2)",
-			"spec.yaml:7: policies.psld.window: unknown key",
-			"spec.yaml:7: policies.psld.strawman: want true or false, got 1",
-			"spec.yaml:7: policies.psld.epsilon: must be between 0 and 1 (got 2)",
-			"spec.yaml:7: policies.psld.theta1_over_theta0: must not be negative (got -1)",
-			"spec.yaml:7: policies.psld.scale_threshold: must be between 0 and 1 (got 1.5)",
-			"spec.yaml:7: policies.psld.variance_threshold: must not be negative (got -2)",
 		}},
 		{"stragglers", `name: x
 cluster: {workers: 2, servers: 1}
@@ -462,40 +431,6 @@ script:
 	}
 }
 
-func TestDesignExample(t *testing.T) {
-	src, err := os.ReadFile("testdata/design-example.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := Parse("design-example.yaml", src)
-	if err != nil {
-		t.Fatalf("Parse(design example): %v", err)
-	}
-	if s.Name != "mnist-mlp" || s.Cluster.Servers != 2 || s.Cluster.Workers != 4 || s.Sync.Drop.WaitFor != 3 {
-		t.Errorf("Parse(design example) = %+v; want mnist-mlp with 2 servers, 4 workers, wait_for 3", s)
-	}
-	if got := s.Policies.AntDTND; got.Mode != ModeAuto || got.Lambda != 1.5 || got.WindowPersistent != 20*time.Second {
-		t.Errorf("antdt-nd = %+v; want auto, 1.5, 20s", got)
-	}
-	if got, want := len(s.Stragglers), 5; got != want {
-		t.Fatalf("len(stragglers) = %d; want %d", got, want)
-	}
-	if got := s.Stragglers[2]; got.Rate != 20<<20 || got.Node != "server-1" || got.Line != 31 {
-		t.Errorf("stragglers[2] = %+v; want server-1 at 20MiB/s on line 31", got)
-	}
-	if got := s.Stragglers[4]; got.Period != 20*time.Second || got.On != 10*time.Second || got.Probability != 1 {
-		t.Errorf("stragglers[4] = %+v; want period 20s, on 10s, probability 1", got)
-	}
-	if got := s.Script[0]; got.Action != ActionAddServer || got.Node != "server-2" || got.Line != 37 {
-		t.Errorf("script[0] = %+v; want add-server creating server-2 on line 37", got)
-	}
-	if got := s.Script[3].Sizes["worker-2"]; got != 32 {
-		t.Errorf("script[3].sizes[worker-2] = %d; want 32", got)
-	}
-	checkRoundTrip(t, s)
-}
-
-// checkRoundTrip checks that s.YAML() parses back to s and is a fixed point.
 func checkRoundTrip(t testing.TB, s *Spec) {
 	t.Helper()
 	out := s.YAML()
@@ -559,11 +494,7 @@ sync:
   pssp: {c: 0.5, alpha: 1, dynamic: false}
   drop: {wait_for: 1}
 policies:
-  antdt-nd: {mode: off, lambda: 1.5, window_transient: 5s, window_persistent: 20s}
-  antdt-dd: {mode: off, min_accumulation: 1, max_accumulation: 5, min_batch: 1, max_batch: 0}
-  backup-workers: {mode: off, drop: 1}
-  adjust-lr: {mode: off}
-  psld: {mode: off, epsilon: 0.1, theta1_over_theta0: 1, scale_threshold: 0.5, variance_threshold: 1}
+  toy: {mode: off, ratio: 1.5, window: 5s, count: 1, limit: 0, flag: false}
 `
 	if got := string(s.YAML()); got != want {
 		t.Errorf("YAML() =\n%s\nwant\n%s", got, want)

@@ -380,48 +380,6 @@ func (c *checker) validateSync(prefix string, sy *Sync, workers int) {
 	}
 }
 
-func (c *checker) validatePolicies() {
-	p := c.s.Policies
-	for _, m := range []struct{ path, mode string }{
-		{"policies.antdt-nd.mode", p.AntDTND.Mode},
-		{"policies.antdt-dd.mode", p.AntDTDD.Mode},
-		{"policies.backup-workers.mode", p.BackupWorkers.Mode},
-		{"policies.adjust-lr.mode", p.AdjustLR.Mode},
-		{"policies.psld.mode", p.PSLD.Mode},
-	} {
-		c.oneOf(m.path, m.mode, modes)
-	}
-	if p.AntDTND.Lambda <= 1 {
-		c.errorf("policies.antdt-nd.lambda", "must be more than 1 (got %s)", fmtFloat(p.AntDTND.Lambda))
-	}
-	c.positiveDuration("policies.antdt-nd.window_transient", p.AntDTND.WindowTransient)
-	c.positiveDuration("policies.antdt-nd.window_persistent", p.AntDTND.WindowPersistent)
-	if p.AntDTND.WindowTransient > 0 && p.AntDTND.WindowPersistent > 0 && p.AntDTND.WindowPersistent < p.AntDTND.WindowTransient {
-		c.errorf("policies.antdt-nd.window_persistent", "must be at least window_transient (%s) (got %s)", p.AntDTND.WindowTransient, p.AntDTND.WindowPersistent)
-	}
-	if c.atLeast("policies.antdt-dd.min_accumulation", int64(p.AntDTDD.MinAccumulation), 1) {
-		c.atLeast("policies.antdt-dd.max_accumulation", int64(p.AntDTDD.MaxAccumulation), int64(p.AntDTDD.MinAccumulation))
-	}
-	if c.atLeast("policies.antdt-dd.min_batch", int64(p.AntDTDD.MinBatch), 1) && p.AntDTDD.MaxBatch != 0 {
-		c.atLeast("policies.antdt-dd.max_batch", int64(p.AntDTDD.MaxBatch), int64(p.AntDTDD.MinBatch))
-	}
-	if c.atLeast("policies.backup-workers.drop", int64(p.BackupWorkers.Drop), 1) &&
-		p.BackupWorkers.Mode != ModeOff && c.s.Cluster.Workers >= 1 && p.BackupWorkers.Drop >= c.s.Cluster.Workers {
-		c.errorf("policies.backup-workers.drop", "must be less than cluster.workers (%d) (got %d)", c.s.Cluster.Workers, p.BackupWorkers.Drop)
-	}
-	c.between("policies.psld.epsilon", p.PSLD.Epsilon, 0, 1)
-	if p.PSLD.Theta1OverTheta0 < 0 {
-		c.errorf("policies.psld.theta1_over_theta0", "must not be negative (got %s)", fmtFloat(p.PSLD.Theta1OverTheta0))
-	}
-	c.between("policies.psld.scale_threshold", p.PSLD.ScaleThreshold, 0, 1)
-	if p.PSLD.VarianceThreshold < 0 {
-		c.errorf("policies.psld.variance_threshold", "must not be negative (got %s)", fmtFloat(p.PSLD.VarianceThreshold))
-	}
-	if p.PSLD.Mode != ModeOff && contains(modes, p.PSLD.Mode) && c.s.Cluster.Exchange != ExchangePS && contains(exchanges, c.s.Cluster.Exchange) {
-		c.errorf("policies.psld.mode", "psld balances parameter servers: needs exchange ps (exchange is %s)", c.s.Cluster.Exchange)
-	}
-}
-
 // stragglerKeysByKind are the keys each straggler kind uses beyond node,
 // kind, start, end, period, on, follows_restart and cured_by_restart.
 var stragglerKeysByKind = map[string][]string{

@@ -1071,6 +1071,10 @@ type Welcome struct {
 	ApiVersion    string                 `protobuf:"bytes,2,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"` // "kelpie.v1"
 	User          string                 `protobuf:"bytes,3,opt,name=user,proto3" json:"user,omitempty"`                               // the token's name
 	Role          string                 `protobuf:"bytes,4,opt,name=role,proto3" json:"role,omitempty"`                               // viewer | operator
+	// The policies the scheduler runs, as registered (scheduler/policy), in
+	// display order: what a job spec's `policies:` section and a SetPolicy
+	// may name, with each parameter's type, default and bound.
+	Policies      []*PolicyDecl `protobuf:"bytes,160,rep,name=policies,proto3" json:"policies,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1133,6 +1137,199 @@ func (x *Welcome) GetRole() string {
 	return ""
 }
 
+func (x *Welcome) GetPolicies() []*PolicyDecl {
+	if x != nil {
+		return x.Policies
+	}
+	return nil
+}
+
+// PolicyDecl declares one policy (core/policydecl.Policy).
+type PolicyDecl struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"` // as in the job spec and SetPolicy.policy
+	Doc           string                 `protobuf:"bytes,2,opt,name=doc,proto3" json:"doc,omitempty"`   // one line for help texts
+	Params        []*PolicyParam         `protobuf:"bytes,3,rep,name=params,proto3" json:"params,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PolicyDecl) Reset() {
+	*x = PolicyDecl{}
+	mi := &file_console_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicyDecl) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicyDecl) ProtoMessage() {}
+
+func (x *PolicyDecl) ProtoReflect() protoreflect.Message {
+	mi := &file_console_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicyDecl.ProtoReflect.Descriptor instead.
+func (*PolicyDecl) Descriptor() ([]byte, []int) {
+	return file_console_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *PolicyDecl) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PolicyDecl) GetDoc() string {
+	if x != nil {
+		return x.Doc
+	}
+	return ""
+}
+
+func (x *PolicyDecl) GetParams() []*PolicyParam {
+	if x != nil {
+		return x.Params
+	}
+	return nil
+}
+
+// PolicyParam declares one policy parameter (core/policydecl.Param).
+type PolicyParam struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`                        // in SetPolicy.params and PolicyView.params ("window_transient_s")
+	SpecKey       string                 `protobuf:"bytes,2,opt,name=spec_key,json=specKey,proto3" json:"spec_key,omitempty"` // in the job spec ("window_transient")
+	Type          string                 `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`                      // float | int | duration (seconds in key) | bool (0 or 1 in key)
+	Default       float64                `protobuf:"fixed64,4,opt,name=default,proto3" json:"default,omitempty"`              // in key's unit
+	Min           float64                `protobuf:"fixed64,5,opt,name=min,proto3" json:"min,omitempty"`
+	Max           float64                `protobuf:"fixed64,6,opt,name=max,proto3" json:"max,omitempty"` // +Inf: none
+	MinOpen       bool                   `protobuf:"varint,7,opt,name=min_open,json=minOpen,proto3" json:"min_open,omitempty"`
+	MaxOpen       bool                   `protobuf:"varint,8,opt,name=max_open,json=maxOpen,proto3" json:"max_open,omitempty"`
+	ZeroDefault   bool                   `protobuf:"varint,9,opt,name=zero_default,json=zeroDefault,proto3" json:"zero_default,omitempty"` // 0 is accepted and means the default
+	Range         string                 `protobuf:"bytes,10,opt,name=range,proto3" json:"range,omitempty"`                                // the bound for people: "> 1", "in [0, 1]"
+	Source        string                 `protobuf:"bytes,11,opt,name=source,proto3" json:"source,omitempty"`                              // where the bound comes from (paper, section)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PolicyParam) Reset() {
+	*x = PolicyParam{}
+	mi := &file_console_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicyParam) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicyParam) ProtoMessage() {}
+
+func (x *PolicyParam) ProtoReflect() protoreflect.Message {
+	mi := &file_console_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicyParam.ProtoReflect.Descriptor instead.
+func (*PolicyParam) Descriptor() ([]byte, []int) {
+	return file_console_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *PolicyParam) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *PolicyParam) GetSpecKey() string {
+	if x != nil {
+		return x.SpecKey
+	}
+	return ""
+}
+
+func (x *PolicyParam) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *PolicyParam) GetDefault() float64 {
+	if x != nil {
+		return x.Default
+	}
+	return 0
+}
+
+func (x *PolicyParam) GetMin() float64 {
+	if x != nil {
+		return x.Min
+	}
+	return 0
+}
+
+func (x *PolicyParam) GetMax() float64 {
+	if x != nil {
+		return x.Max
+	}
+	return 0
+}
+
+func (x *PolicyParam) GetMinOpen() bool {
+	if x != nil {
+		return x.MinOpen
+	}
+	return false
+}
+
+func (x *PolicyParam) GetMaxOpen() bool {
+	if x != nil {
+		return x.MaxOpen
+	}
+	return false
+}
+
+func (x *PolicyParam) GetZeroDefault() bool {
+	if x != nil {
+		return x.ZeroDefault
+	}
+	return false
+}
+
+func (x *PolicyParam) GetRange() string {
+	if x != nil {
+		return x.Range
+	}
+	return ""
+}
+
+func (x *PolicyParam) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
 type Snapshot struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Jobs          []*JobView             `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
@@ -1143,7 +1340,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_console_proto_msgTypes[13]
+	mi := &file_console_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1155,7 +1352,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[13]
+	mi := &file_console_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1168,7 +1365,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{13}
+	return file_console_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Snapshot) GetJobs() []*JobView {
@@ -1197,7 +1394,7 @@ type Delta struct {
 
 func (x *Delta) Reset() {
 	*x = Delta{}
-	mi := &file_console_proto_msgTypes[14]
+	mi := &file_console_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1209,7 +1406,7 @@ func (x *Delta) String() string {
 func (*Delta) ProtoMessage() {}
 
 func (x *Delta) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[14]
+	mi := &file_console_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1222,7 +1419,7 @@ func (x *Delta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delta.ProtoReflect.Descriptor instead.
 func (*Delta) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{14}
+	return file_console_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Delta) GetJobs() []*JobView {
@@ -1278,7 +1475,7 @@ type JobPatch struct {
 
 func (x *JobPatch) Reset() {
 	*x = JobPatch{}
-	mi := &file_console_proto_msgTypes[15]
+	mi := &file_console_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1290,7 +1487,7 @@ func (x *JobPatch) String() string {
 func (*JobPatch) ProtoMessage() {}
 
 func (x *JobPatch) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[15]
+	mi := &file_console_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1303,7 +1500,7 @@ func (x *JobPatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobPatch.ProtoReflect.Descriptor instead.
 func (*JobPatch) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{15}
+	return file_console_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *JobPatch) GetName() string {
@@ -1399,7 +1596,7 @@ type NodeOrder struct {
 
 func (x *NodeOrder) Reset() {
 	*x = NodeOrder{}
-	mi := &file_console_proto_msgTypes[16]
+	mi := &file_console_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1411,7 +1608,7 @@ func (x *NodeOrder) String() string {
 func (*NodeOrder) ProtoMessage() {}
 
 func (x *NodeOrder) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[16]
+	mi := &file_console_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1424,7 +1621,7 @@ func (x *NodeOrder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeOrder.ProtoReflect.Descriptor instead.
 func (*NodeOrder) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{16}
+	return file_console_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *NodeOrder) GetNames() []string {
@@ -1443,7 +1640,7 @@ type ChartNames struct {
 
 func (x *ChartNames) Reset() {
 	*x = ChartNames{}
-	mi := &file_console_proto_msgTypes[17]
+	mi := &file_console_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1455,7 +1652,7 @@ func (x *ChartNames) String() string {
 func (*ChartNames) ProtoMessage() {}
 
 func (x *ChartNames) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[17]
+	mi := &file_console_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1468,7 +1665,7 @@ func (x *ChartNames) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChartNames.ProtoReflect.Descriptor instead.
 func (*ChartNames) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{17}
+	return file_console_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ChartNames) GetNames() []string {
@@ -1487,7 +1684,7 @@ type ActionList struct {
 
 func (x *ActionList) Reset() {
 	*x = ActionList{}
-	mi := &file_console_proto_msgTypes[18]
+	mi := &file_console_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1499,7 +1696,7 @@ func (x *ActionList) String() string {
 func (*ActionList) ProtoMessage() {}
 
 func (x *ActionList) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[18]
+	mi := &file_console_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1512,7 +1709,7 @@ func (x *ActionList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActionList.ProtoReflect.Descriptor instead.
 func (*ActionList) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{18}
+	return file_console_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ActionList) GetActions() []*Action {
@@ -1531,7 +1728,7 @@ type PolicyList struct {
 
 func (x *PolicyList) Reset() {
 	*x = PolicyList{}
-	mi := &file_console_proto_msgTypes[19]
+	mi := &file_console_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1543,7 +1740,7 @@ func (x *PolicyList) String() string {
 func (*PolicyList) ProtoMessage() {}
 
 func (x *PolicyList) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[19]
+	mi := &file_console_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1556,7 +1753,7 @@ func (x *PolicyList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyList.ProtoReflect.Descriptor instead.
 func (*PolicyList) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{19}
+	return file_console_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PolicyList) GetPolicies() []*PolicyView {
@@ -1583,7 +1780,7 @@ type HeatmapTail struct {
 
 func (x *HeatmapTail) Reset() {
 	*x = HeatmapTail{}
-	mi := &file_console_proto_msgTypes[20]
+	mi := &file_console_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1595,7 +1792,7 @@ func (x *HeatmapTail) String() string {
 func (*HeatmapTail) ProtoMessage() {}
 
 func (x *HeatmapTail) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[20]
+	mi := &file_console_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1608,7 +1805,7 @@ func (x *HeatmapTail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeatmapTail.ProtoReflect.Descriptor instead.
 func (*HeatmapTail) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{20}
+	return file_console_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *HeatmapTail) GetStart() *timestamppb.Timestamp {
@@ -1661,7 +1858,7 @@ type SeriesTail struct {
 
 func (x *SeriesTail) Reset() {
 	*x = SeriesTail{}
-	mi := &file_console_proto_msgTypes[21]
+	mi := &file_console_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1673,7 +1870,7 @@ func (x *SeriesTail) String() string {
 func (*SeriesTail) ProtoMessage() {}
 
 func (x *SeriesTail) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[21]
+	mi := &file_console_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1686,7 +1883,7 @@ func (x *SeriesTail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeriesTail.ProtoReflect.Descriptor instead.
 func (*SeriesTail) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{21}
+	return file_console_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SeriesTail) GetName() string {
@@ -1738,7 +1935,7 @@ type CommandResult struct {
 
 func (x *CommandResult) Reset() {
 	*x = CommandResult{}
-	mi := &file_console_proto_msgTypes[22]
+	mi := &file_console_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1750,7 +1947,7 @@ func (x *CommandResult) String() string {
 func (*CommandResult) ProtoMessage() {}
 
 func (x *CommandResult) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[22]
+	mi := &file_console_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1763,7 +1960,7 @@ func (x *CommandResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandResult.ProtoReflect.Descriptor instead.
 func (*CommandResult) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{22}
+	return file_console_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CommandResult) GetId() string {
@@ -1904,7 +2101,7 @@ type JobView struct {
 
 func (x *JobView) Reset() {
 	*x = JobView{}
-	mi := &file_console_proto_msgTypes[23]
+	mi := &file_console_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1916,7 +2113,7 @@ func (x *JobView) String() string {
 func (*JobView) ProtoMessage() {}
 
 func (x *JobView) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[23]
+	mi := &file_console_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1929,7 +2126,7 @@ func (x *JobView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobView.ProtoReflect.Descriptor instead.
 func (*JobView) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{23}
+	return file_console_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *JobView) GetName() string {
@@ -2180,7 +2377,7 @@ type ExchangeTopology struct {
 
 func (x *ExchangeTopology) Reset() {
 	*x = ExchangeTopology{}
-	mi := &file_console_proto_msgTypes[24]
+	mi := &file_console_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2192,7 +2389,7 @@ func (x *ExchangeTopology) String() string {
 func (*ExchangeTopology) ProtoMessage() {}
 
 func (x *ExchangeTopology) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[24]
+	mi := &file_console_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2205,7 +2402,7 @@ func (x *ExchangeTopology) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExchangeTopology.ProtoReflect.Descriptor instead.
 func (*ExchangeTopology) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{24}
+	return file_console_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ExchangeTopology) GetMode() string {
@@ -2262,7 +2459,7 @@ type ExchangeRegion struct {
 
 func (x *ExchangeRegion) Reset() {
 	*x = ExchangeRegion{}
-	mi := &file_console_proto_msgTypes[25]
+	mi := &file_console_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2274,7 +2471,7 @@ func (x *ExchangeRegion) String() string {
 func (*ExchangeRegion) ProtoMessage() {}
 
 func (x *ExchangeRegion) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[25]
+	mi := &file_console_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2287,7 +2484,7 @@ func (x *ExchangeRegion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExchangeRegion.ProtoReflect.Descriptor instead.
 func (*ExchangeRegion) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{25}
+	return file_console_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ExchangeRegion) GetRegion() string {
@@ -2319,7 +2516,7 @@ type ExchangeTree struct {
 
 func (x *ExchangeTree) Reset() {
 	*x = ExchangeTree{}
-	mi := &file_console_proto_msgTypes[26]
+	mi := &file_console_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2331,7 +2528,7 @@ func (x *ExchangeTree) String() string {
 func (*ExchangeTree) ProtoMessage() {}
 
 func (x *ExchangeTree) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[26]
+	mi := &file_console_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2344,7 +2541,7 @@ func (x *ExchangeTree) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExchangeTree.ProtoReflect.Descriptor instead.
 func (*ExchangeTree) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{26}
+	return file_console_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ExchangeTree) GetChunk() int32 {
@@ -2382,7 +2579,7 @@ type ExchangeAggregation struct {
 
 func (x *ExchangeAggregation) Reset() {
 	*x = ExchangeAggregation{}
-	mi := &file_console_proto_msgTypes[27]
+	mi := &file_console_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2394,7 +2591,7 @@ func (x *ExchangeAggregation) String() string {
 func (*ExchangeAggregation) ProtoMessage() {}
 
 func (x *ExchangeAggregation) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[27]
+	mi := &file_console_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2407,7 +2604,7 @@ func (x *ExchangeAggregation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExchangeAggregation.ProtoReflect.Descriptor instead.
 func (*ExchangeAggregation) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{27}
+	return file_console_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ExchangeAggregation) GetAggregator() string {
@@ -2442,7 +2639,7 @@ type PolicyView struct {
 
 func (x *PolicyView) Reset() {
 	*x = PolicyView{}
-	mi := &file_console_proto_msgTypes[28]
+	mi := &file_console_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2454,7 +2651,7 @@ func (x *PolicyView) String() string {
 func (*PolicyView) ProtoMessage() {}
 
 func (x *PolicyView) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[28]
+	mi := &file_console_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2467,7 +2664,7 @@ func (x *PolicyView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyView.ProtoReflect.Descriptor instead.
 func (*PolicyView) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{28}
+	return file_console_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PolicyView) GetName() string {
@@ -2528,7 +2725,7 @@ type NodeView struct {
 
 func (x *NodeView) Reset() {
 	*x = NodeView{}
-	mi := &file_console_proto_msgTypes[29]
+	mi := &file_console_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2540,7 +2737,7 @@ func (x *NodeView) String() string {
 func (*NodeView) ProtoMessage() {}
 
 func (x *NodeView) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[29]
+	mi := &file_console_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2553,7 +2750,7 @@ func (x *NodeView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeView.ProtoReflect.Descriptor instead.
 func (*NodeView) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{29}
+	return file_console_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *NodeView) GetName() string {
@@ -2735,7 +2932,7 @@ type NodeCause struct {
 
 func (x *NodeCause) Reset() {
 	*x = NodeCause{}
-	mi := &file_console_proto_msgTypes[30]
+	mi := &file_console_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2747,7 +2944,7 @@ func (x *NodeCause) String() string {
 func (*NodeCause) ProtoMessage() {}
 
 func (x *NodeCause) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[30]
+	mi := &file_console_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2760,7 +2957,7 @@ func (x *NodeCause) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCause.ProtoReflect.Descriptor instead.
 func (*NodeCause) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{30}
+	return file_console_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *NodeCause) GetKind() string {
@@ -2813,7 +3010,7 @@ type MonitorView struct {
 
 func (x *MonitorView) Reset() {
 	*x = MonitorView{}
-	mi := &file_console_proto_msgTypes[31]
+	mi := &file_console_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2825,7 +3022,7 @@ func (x *MonitorView) String() string {
 func (*MonitorView) ProtoMessage() {}
 
 func (x *MonitorView) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[31]
+	mi := &file_console_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2838,7 +3035,7 @@ func (x *MonitorView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MonitorView.ProtoReflect.Descriptor instead.
 func (*MonitorView) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{31}
+	return file_console_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *MonitorView) GetMeanBptS() float64 {
@@ -2903,7 +3100,7 @@ type Heatmap struct {
 
 func (x *Heatmap) Reset() {
 	*x = Heatmap{}
-	mi := &file_console_proto_msgTypes[32]
+	mi := &file_console_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2915,7 +3112,7 @@ func (x *Heatmap) String() string {
 func (*Heatmap) ProtoMessage() {}
 
 func (x *Heatmap) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[32]
+	mi := &file_console_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2928,7 +3125,7 @@ func (x *Heatmap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heatmap.ProtoReflect.Descriptor instead.
 func (*Heatmap) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{32}
+	return file_console_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Heatmap) GetBucketSeconds() float64 {
@@ -2964,7 +3161,7 @@ type HeatmapRow struct {
 
 func (x *HeatmapRow) Reset() {
 	*x = HeatmapRow{}
-	mi := &file_console_proto_msgTypes[33]
+	mi := &file_console_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2976,7 +3173,7 @@ func (x *HeatmapRow) String() string {
 func (*HeatmapRow) ProtoMessage() {}
 
 func (x *HeatmapRow) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[33]
+	mi := &file_console_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2989,7 +3186,7 @@ func (x *HeatmapRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeatmapRow.ProtoReflect.Descriptor instead.
 func (*HeatmapRow) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{33}
+	return file_console_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *HeatmapRow) GetNode() string {
@@ -3032,7 +3229,7 @@ type Series struct {
 
 func (x *Series) Reset() {
 	*x = Series{}
-	mi := &file_console_proto_msgTypes[34]
+	mi := &file_console_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3044,7 +3241,7 @@ func (x *Series) String() string {
 func (*Series) ProtoMessage() {}
 
 func (x *Series) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[34]
+	mi := &file_console_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3057,7 +3254,7 @@ func (x *Series) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Series.ProtoReflect.Descriptor instead.
 func (*Series) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{34}
+	return file_console_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Series) GetName() string {
@@ -3147,7 +3344,7 @@ type Action struct {
 
 func (x *Action) Reset() {
 	*x = Action{}
-	mi := &file_console_proto_msgTypes[35]
+	mi := &file_console_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3159,7 +3356,7 @@ func (x *Action) String() string {
 func (*Action) ProtoMessage() {}
 
 func (x *Action) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[35]
+	mi := &file_console_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3172,7 +3369,7 @@ func (x *Action) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Action.ProtoReflect.Descriptor instead.
 func (*Action) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{35}
+	return file_console_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Action) GetId() string {
@@ -3443,7 +3640,7 @@ type ActionPreview struct {
 
 func (x *ActionPreview) Reset() {
 	*x = ActionPreview{}
-	mi := &file_console_proto_msgTypes[36]
+	mi := &file_console_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3455,7 +3652,7 @@ func (x *ActionPreview) String() string {
 func (*ActionPreview) ProtoMessage() {}
 
 func (x *ActionPreview) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[36]
+	mi := &file_console_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3468,7 +3665,7 @@ func (x *ActionPreview) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActionPreview.ProtoReflect.Descriptor instead.
 func (*ActionPreview) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{36}
+	return file_console_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ActionPreview) GetCanStart() bool {
@@ -3534,7 +3731,7 @@ type ActionUndo struct {
 
 func (x *ActionUndo) Reset() {
 	*x = ActionUndo{}
-	mi := &file_console_proto_msgTypes[37]
+	mi := &file_console_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3546,7 +3743,7 @@ func (x *ActionUndo) String() string {
 func (*ActionUndo) ProtoMessage() {}
 
 func (x *ActionUndo) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[37]
+	mi := &file_console_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3559,7 +3756,7 @@ func (x *ActionUndo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActionUndo.ProtoReflect.Descriptor instead.
 func (*ActionUndo) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{37}
+	return file_console_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ActionUndo) GetBatchSizes() map[string]int32 {
@@ -3607,7 +3804,7 @@ type AdjustLRArgs struct {
 
 func (x *AdjustLRArgs) Reset() {
 	*x = AdjustLRArgs{}
-	mi := &file_console_proto_msgTypes[38]
+	mi := &file_console_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3619,7 +3816,7 @@ func (x *AdjustLRArgs) String() string {
 func (*AdjustLRArgs) ProtoMessage() {}
 
 func (x *AdjustLRArgs) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[38]
+	mi := &file_console_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3632,7 +3829,7 @@ func (x *AdjustLRArgs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdjustLRArgs.ProtoReflect.Descriptor instead.
 func (*AdjustLRArgs) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{38}
+	return file_console_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *AdjustLRArgs) GetLrScale() map[string]float64 {
@@ -3653,7 +3850,7 @@ type BackupWorkersArgs struct {
 
 func (x *BackupWorkersArgs) Reset() {
 	*x = BackupWorkersArgs{}
-	mi := &file_console_proto_msgTypes[39]
+	mi := &file_console_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3665,7 +3862,7 @@ func (x *BackupWorkersArgs) String() string {
 func (*BackupWorkersArgs) ProtoMessage() {}
 
 func (x *BackupWorkersArgs) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[39]
+	mi := &file_console_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3678,7 +3875,7 @@ func (x *BackupWorkersArgs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupWorkersArgs.ProtoReflect.Descriptor instead.
 func (*BackupWorkersArgs) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{39}
+	return file_console_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *BackupWorkersArgs) GetDrop() int32 {
@@ -3704,7 +3901,7 @@ type SetSyncArgs struct {
 
 func (x *SetSyncArgs) Reset() {
 	*x = SetSyncArgs{}
-	mi := &file_console_proto_msgTypes[40]
+	mi := &file_console_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3716,7 +3913,7 @@ func (x *SetSyncArgs) String() string {
 func (*SetSyncArgs) ProtoMessage() {}
 
 func (x *SetSyncArgs) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[40]
+	mi := &file_console_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3729,7 +3926,7 @@ func (x *SetSyncArgs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSyncArgs.ProtoReflect.Descriptor instead.
 func (*SetSyncArgs) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{40}
+	return file_console_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SetSyncArgs) GetModel() string {
@@ -3793,7 +3990,7 @@ type ActionTransition struct {
 
 func (x *ActionTransition) Reset() {
 	*x = ActionTransition{}
-	mi := &file_console_proto_msgTypes[41]
+	mi := &file_console_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3805,7 +4002,7 @@ func (x *ActionTransition) String() string {
 func (*ActionTransition) ProtoMessage() {}
 
 func (x *ActionTransition) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[41]
+	mi := &file_console_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3818,7 +4015,7 @@ func (x *ActionTransition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActionTransition.ProtoReflect.Descriptor instead.
 func (*ActionTransition) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{41}
+	return file_console_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ActionTransition) GetState() string {
@@ -3864,7 +4061,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_console_proto_msgTypes[42]
+	mi := &file_console_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3876,7 +4073,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[42]
+	mi := &file_console_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3889,7 +4086,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{42}
+	return file_console_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Event) GetTime() *timestamppb.Timestamp {
@@ -4013,13 +4210,32 @@ const file_console_proto_rawDesc = "" +
 	"\bsnapshot\x18\v \x01(\v2\x13.kelpie.v1.SnapshotH\x00R\bsnapshot\x12(\n" +
 	"\x05delta\x18\f \x01(\v2\x10.kelpie.v1.DeltaH\x00R\x05delta\x122\n" +
 	"\x06result\x18\r \x01(\v2\x18.kelpie.v1.CommandResultH\x00R\x06resultB\x06\n" +
-	"\x04body\"y\n" +
+	"\x04body\"\xad\x01\n" +
 	"\aWelcome\x12%\n" +
 	"\x0eserver_version\x18\x01 \x01(\tR\rserverVersion\x12\x1f\n" +
 	"\vapi_version\x18\x02 \x01(\tR\n" +
 	"apiVersion\x12\x12\n" +
 	"\x04user\x18\x03 \x01(\tR\x04user\x12\x12\n" +
-	"\x04role\x18\x04 \x01(\tR\x04role\"\\\n" +
+	"\x04role\x18\x04 \x01(\tR\x04role\x122\n" +
+	"\bpolicies\x18\xa0\x01 \x03(\v2\x15.kelpie.v1.PolicyDeclR\bpolicies\"b\n" +
+	"\n" +
+	"PolicyDecl\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
+	"\x03doc\x18\x02 \x01(\tR\x03doc\x12.\n" +
+	"\x06params\x18\x03 \x03(\v2\x16.kelpie.v1.PolicyParamR\x06params\"\x93\x02\n" +
+	"\vPolicyParam\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x19\n" +
+	"\bspec_key\x18\x02 \x01(\tR\aspecKey\x12\x12\n" +
+	"\x04type\x18\x03 \x01(\tR\x04type\x12\x18\n" +
+	"\adefault\x18\x04 \x01(\x01R\adefault\x12\x10\n" +
+	"\x03min\x18\x05 \x01(\x01R\x03min\x12\x10\n" +
+	"\x03max\x18\x06 \x01(\x01R\x03max\x12\x19\n" +
+	"\bmin_open\x18\a \x01(\bR\aminOpen\x12\x19\n" +
+	"\bmax_open\x18\b \x01(\bR\amaxOpen\x12!\n" +
+	"\fzero_default\x18\t \x01(\bR\vzeroDefault\x12\x14\n" +
+	"\x05range\x18\n" +
+	" \x01(\tR\x05range\x12\x16\n" +
+	"\x06source\x18\v \x01(\tR\x06source\"\\\n" +
 	"\bSnapshot\x12&\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x12.kelpie.v1.JobViewR\x04jobs\x12(\n" +
 	"\x06events\x18\x02 \x03(\v2\x10.kelpie.v1.EventR\x06events\"\xab\x01\n" +
@@ -4351,7 +4567,7 @@ func file_console_proto_rawDescGZIP() []byte {
 }
 
 var file_console_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_console_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
+var file_console_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
 var file_console_proto_goTypes = []any{
 	(ActionKind)(0),                   // 0: kelpie.v1.ActionKind
 	(*ClientFrame)(nil),               // 1: kelpie.v1.ClientFrame
@@ -4367,52 +4583,54 @@ var file_console_proto_goTypes = []any{
 	(*SetPolicy)(nil),                 // 11: kelpie.v1.SetPolicy
 	(*ServerFrame)(nil),               // 12: kelpie.v1.ServerFrame
 	(*Welcome)(nil),                   // 13: kelpie.v1.Welcome
-	(*Snapshot)(nil),                  // 14: kelpie.v1.Snapshot
-	(*Delta)(nil),                     // 15: kelpie.v1.Delta
-	(*JobPatch)(nil),                  // 16: kelpie.v1.JobPatch
-	(*NodeOrder)(nil),                 // 17: kelpie.v1.NodeOrder
-	(*ChartNames)(nil),                // 18: kelpie.v1.ChartNames
-	(*ActionList)(nil),                // 19: kelpie.v1.ActionList
-	(*PolicyList)(nil),                // 20: kelpie.v1.PolicyList
-	(*HeatmapTail)(nil),               // 21: kelpie.v1.HeatmapTail
-	(*SeriesTail)(nil),                // 22: kelpie.v1.SeriesTail
-	(*CommandResult)(nil),             // 23: kelpie.v1.CommandResult
-	(*JobView)(nil),                   // 24: kelpie.v1.JobView
-	(*ExchangeTopology)(nil),          // 25: kelpie.v1.ExchangeTopology
-	(*ExchangeRegion)(nil),            // 26: kelpie.v1.ExchangeRegion
-	(*ExchangeTree)(nil),              // 27: kelpie.v1.ExchangeTree
-	(*ExchangeAggregation)(nil),       // 28: kelpie.v1.ExchangeAggregation
-	(*PolicyView)(nil),                // 29: kelpie.v1.PolicyView
-	(*NodeView)(nil),                  // 30: kelpie.v1.NodeView
-	(*NodeCause)(nil),                 // 31: kelpie.v1.NodeCause
-	(*MonitorView)(nil),               // 32: kelpie.v1.MonitorView
-	(*Heatmap)(nil),                   // 33: kelpie.v1.Heatmap
-	(*HeatmapRow)(nil),                // 34: kelpie.v1.HeatmapRow
-	(*Series)(nil),                    // 35: kelpie.v1.Series
-	(*Action)(nil),                    // 36: kelpie.v1.Action
-	(*ActionPreview)(nil),             // 37: kelpie.v1.ActionPreview
-	(*ActionUndo)(nil),                // 38: kelpie.v1.ActionUndo
-	(*AdjustLRArgs)(nil),              // 39: kelpie.v1.AdjustLRArgs
-	(*BackupWorkersArgs)(nil),         // 40: kelpie.v1.BackupWorkersArgs
-	(*SetSyncArgs)(nil),               // 41: kelpie.v1.SetSyncArgs
-	(*ActionTransition)(nil),          // 42: kelpie.v1.ActionTransition
-	(*Event)(nil),                     // 43: kelpie.v1.Event
-	nil,                               // 44: kelpie.v1.SetPolicy.ParamsEntry
-	nil,                               // 45: kelpie.v1.PolicyView.ParamsEntry
-	nil,                               // 46: kelpie.v1.Action.BatchSizesEntry
-	nil,                               // 47: kelpie.v1.Action.AccumulationEntry
-	nil,                               // 48: kelpie.v1.Action.ParamsEntry
-	nil,                               // 49: kelpie.v1.Action.EvidenceEntry
-	nil,                               // 50: kelpie.v1.ActionUndo.BatchSizesEntry
-	nil,                               // 51: kelpie.v1.ActionUndo.AccumulationEntry
-	nil,                               // 52: kelpie.v1.ActionUndo.LrScaleEntry
-	nil,                               // 53: kelpie.v1.AdjustLRArgs.LrScaleEntry
-	(*timestamppb.Timestamp)(nil),     // 54: google.protobuf.Timestamp
-	(*timelinepb.TimelineFrame)(nil),  // 55: kelpie.v1.TimelineFrame
-	(*coordinatorpb.Divergence)(nil),  // 56: kelpie.v1.Divergence
-	(*coordinatorpb.RegionBytes)(nil), // 57: kelpie.v1.RegionBytes
-	(*coordinatorpb.TimeSplit)(nil),   // 58: kelpie.v1.TimeSplit
-	(*timelinepb.Realized)(nil),       // 59: kelpie.v1.Realized
+	(*PolicyDecl)(nil),                // 14: kelpie.v1.PolicyDecl
+	(*PolicyParam)(nil),               // 15: kelpie.v1.PolicyParam
+	(*Snapshot)(nil),                  // 16: kelpie.v1.Snapshot
+	(*Delta)(nil),                     // 17: kelpie.v1.Delta
+	(*JobPatch)(nil),                  // 18: kelpie.v1.JobPatch
+	(*NodeOrder)(nil),                 // 19: kelpie.v1.NodeOrder
+	(*ChartNames)(nil),                // 20: kelpie.v1.ChartNames
+	(*ActionList)(nil),                // 21: kelpie.v1.ActionList
+	(*PolicyList)(nil),                // 22: kelpie.v1.PolicyList
+	(*HeatmapTail)(nil),               // 23: kelpie.v1.HeatmapTail
+	(*SeriesTail)(nil),                // 24: kelpie.v1.SeriesTail
+	(*CommandResult)(nil),             // 25: kelpie.v1.CommandResult
+	(*JobView)(nil),                   // 26: kelpie.v1.JobView
+	(*ExchangeTopology)(nil),          // 27: kelpie.v1.ExchangeTopology
+	(*ExchangeRegion)(nil),            // 28: kelpie.v1.ExchangeRegion
+	(*ExchangeTree)(nil),              // 29: kelpie.v1.ExchangeTree
+	(*ExchangeAggregation)(nil),       // 30: kelpie.v1.ExchangeAggregation
+	(*PolicyView)(nil),                // 31: kelpie.v1.PolicyView
+	(*NodeView)(nil),                  // 32: kelpie.v1.NodeView
+	(*NodeCause)(nil),                 // 33: kelpie.v1.NodeCause
+	(*MonitorView)(nil),               // 34: kelpie.v1.MonitorView
+	(*Heatmap)(nil),                   // 35: kelpie.v1.Heatmap
+	(*HeatmapRow)(nil),                // 36: kelpie.v1.HeatmapRow
+	(*Series)(nil),                    // 37: kelpie.v1.Series
+	(*Action)(nil),                    // 38: kelpie.v1.Action
+	(*ActionPreview)(nil),             // 39: kelpie.v1.ActionPreview
+	(*ActionUndo)(nil),                // 40: kelpie.v1.ActionUndo
+	(*AdjustLRArgs)(nil),              // 41: kelpie.v1.AdjustLRArgs
+	(*BackupWorkersArgs)(nil),         // 42: kelpie.v1.BackupWorkersArgs
+	(*SetSyncArgs)(nil),               // 43: kelpie.v1.SetSyncArgs
+	(*ActionTransition)(nil),          // 44: kelpie.v1.ActionTransition
+	(*Event)(nil),                     // 45: kelpie.v1.Event
+	nil,                               // 46: kelpie.v1.SetPolicy.ParamsEntry
+	nil,                               // 47: kelpie.v1.PolicyView.ParamsEntry
+	nil,                               // 48: kelpie.v1.Action.BatchSizesEntry
+	nil,                               // 49: kelpie.v1.Action.AccumulationEntry
+	nil,                               // 50: kelpie.v1.Action.ParamsEntry
+	nil,                               // 51: kelpie.v1.Action.EvidenceEntry
+	nil,                               // 52: kelpie.v1.ActionUndo.BatchSizesEntry
+	nil,                               // 53: kelpie.v1.ActionUndo.AccumulationEntry
+	nil,                               // 54: kelpie.v1.ActionUndo.LrScaleEntry
+	nil,                               // 55: kelpie.v1.AdjustLRArgs.LrScaleEntry
+	(*timestamppb.Timestamp)(nil),     // 56: google.protobuf.Timestamp
+	(*timelinepb.TimelineFrame)(nil),  // 57: kelpie.v1.TimelineFrame
+	(*coordinatorpb.Divergence)(nil),  // 58: kelpie.v1.Divergence
+	(*coordinatorpb.RegionBytes)(nil), // 59: kelpie.v1.RegionBytes
+	(*coordinatorpb.TimeSplit)(nil),   // 60: kelpie.v1.TimeSplit
+	(*timelinepb.Realized)(nil),       // 61: kelpie.v1.Realized
 }
 var file_console_proto_depIdxs = []int32{
 	2,  // 0: kelpie.v1.ClientFrame.hello:type_name -> kelpie.v1.Hello
@@ -4426,80 +4644,82 @@ var file_console_proto_depIdxs = []int32{
 	10, // 8: kelpie.v1.Command.trigger:type_name -> kelpie.v1.TriggerAction
 	11, // 9: kelpie.v1.Command.set_policy:type_name -> kelpie.v1.SetPolicy
 	6,  // 10: kelpie.v1.Command.history:type_name -> kelpie.v1.GetHistory
-	36, // 11: kelpie.v1.TriggerAction.action:type_name -> kelpie.v1.Action
-	44, // 12: kelpie.v1.SetPolicy.params:type_name -> kelpie.v1.SetPolicy.ParamsEntry
-	54, // 13: kelpie.v1.ServerFrame.time:type_name -> google.protobuf.Timestamp
+	38, // 11: kelpie.v1.TriggerAction.action:type_name -> kelpie.v1.Action
+	46, // 12: kelpie.v1.SetPolicy.params:type_name -> kelpie.v1.SetPolicy.ParamsEntry
+	56, // 13: kelpie.v1.ServerFrame.time:type_name -> google.protobuf.Timestamp
 	13, // 14: kelpie.v1.ServerFrame.welcome:type_name -> kelpie.v1.Welcome
-	14, // 15: kelpie.v1.ServerFrame.snapshot:type_name -> kelpie.v1.Snapshot
-	15, // 16: kelpie.v1.ServerFrame.delta:type_name -> kelpie.v1.Delta
-	23, // 17: kelpie.v1.ServerFrame.result:type_name -> kelpie.v1.CommandResult
-	24, // 18: kelpie.v1.Snapshot.jobs:type_name -> kelpie.v1.JobView
-	43, // 19: kelpie.v1.Snapshot.events:type_name -> kelpie.v1.Event
-	24, // 20: kelpie.v1.Delta.jobs:type_name -> kelpie.v1.JobView
-	43, // 21: kelpie.v1.Delta.events:type_name -> kelpie.v1.Event
-	16, // 22: kelpie.v1.Delta.patches:type_name -> kelpie.v1.JobPatch
-	24, // 23: kelpie.v1.JobPatch.figures:type_name -> kelpie.v1.JobView
-	30, // 24: kelpie.v1.JobPatch.nodes:type_name -> kelpie.v1.NodeView
-	17, // 25: kelpie.v1.JobPatch.order:type_name -> kelpie.v1.NodeOrder
-	33, // 26: kelpie.v1.JobPatch.heatmap:type_name -> kelpie.v1.Heatmap
-	21, // 27: kelpie.v1.JobPatch.heatmap_tail:type_name -> kelpie.v1.HeatmapTail
-	35, // 28: kelpie.v1.JobPatch.charts:type_name -> kelpie.v1.Series
-	22, // 29: kelpie.v1.JobPatch.chart_tails:type_name -> kelpie.v1.SeriesTail
-	18, // 30: kelpie.v1.JobPatch.chart_names:type_name -> kelpie.v1.ChartNames
-	19, // 31: kelpie.v1.JobPatch.actions:type_name -> kelpie.v1.ActionList
-	20, // 32: kelpie.v1.JobPatch.policies:type_name -> kelpie.v1.PolicyList
-	36, // 33: kelpie.v1.ActionList.actions:type_name -> kelpie.v1.Action
-	29, // 34: kelpie.v1.PolicyList.policies:type_name -> kelpie.v1.PolicyView
-	54, // 35: kelpie.v1.HeatmapTail.start:type_name -> google.protobuf.Timestamp
-	55, // 36: kelpie.v1.CommandResult.frames:type_name -> kelpie.v1.TimelineFrame
-	36, // 37: kelpie.v1.CommandResult.actions:type_name -> kelpie.v1.Action
-	43, // 38: kelpie.v1.CommandResult.events:type_name -> kelpie.v1.Event
-	54, // 39: kelpie.v1.JobView.submitted:type_name -> google.protobuf.Timestamp
-	54, // 40: kelpie.v1.JobView.started:type_name -> google.protobuf.Timestamp
-	54, // 41: kelpie.v1.JobView.ended:type_name -> google.protobuf.Timestamp
-	29, // 42: kelpie.v1.JobView.policies:type_name -> kelpie.v1.PolicyView
-	30, // 43: kelpie.v1.JobView.nodes:type_name -> kelpie.v1.NodeView
-	32, // 44: kelpie.v1.JobView.monitor:type_name -> kelpie.v1.MonitorView
-	33, // 45: kelpie.v1.JobView.heatmap:type_name -> kelpie.v1.Heatmap
-	36, // 46: kelpie.v1.JobView.actions:type_name -> kelpie.v1.Action
-	35, // 47: kelpie.v1.JobView.charts:type_name -> kelpie.v1.Series
-	56, // 48: kelpie.v1.JobView.diverged:type_name -> kelpie.v1.Divergence
-	57, // 49: kelpie.v1.JobView.region_bytes:type_name -> kelpie.v1.RegionBytes
-	25, // 50: kelpie.v1.JobView.exchange:type_name -> kelpie.v1.ExchangeTopology
-	26, // 51: kelpie.v1.ExchangeTopology.racks:type_name -> kelpie.v1.ExchangeRegion
-	27, // 52: kelpie.v1.ExchangeTopology.trees:type_name -> kelpie.v1.ExchangeTree
-	28, // 53: kelpie.v1.ExchangeTree.aggregations:type_name -> kelpie.v1.ExchangeAggregation
-	45, // 54: kelpie.v1.PolicyView.params:type_name -> kelpie.v1.PolicyView.ParamsEntry
-	54, // 55: kelpie.v1.NodeView.last_report:type_name -> google.protobuf.Timestamp
-	31, // 56: kelpie.v1.NodeView.cause:type_name -> kelpie.v1.NodeCause
-	58, // 57: kelpie.v1.NodeView.split:type_name -> kelpie.v1.TimeSplit
-	54, // 58: kelpie.v1.Heatmap.start:type_name -> google.protobuf.Timestamp
-	34, // 59: kelpie.v1.Heatmap.rows:type_name -> kelpie.v1.HeatmapRow
-	46, // 60: kelpie.v1.Action.batch_sizes:type_name -> kelpie.v1.Action.BatchSizesEntry
-	47, // 61: kelpie.v1.Action.accumulation:type_name -> kelpie.v1.Action.AccumulationEntry
-	48, // 62: kelpie.v1.Action.params:type_name -> kelpie.v1.Action.ParamsEntry
-	54, // 63: kelpie.v1.Action.created:type_name -> google.protobuf.Timestamp
-	54, // 64: kelpie.v1.Action.updated:type_name -> google.protobuf.Timestamp
-	42, // 65: kelpie.v1.Action.history:type_name -> kelpie.v1.ActionTransition
-	49, // 66: kelpie.v1.Action.evidence:type_name -> kelpie.v1.Action.EvidenceEntry
-	39, // 67: kelpie.v1.Action.adjust_lr:type_name -> kelpie.v1.AdjustLRArgs
-	40, // 68: kelpie.v1.Action.backup_workers:type_name -> kelpie.v1.BackupWorkersArgs
-	41, // 69: kelpie.v1.Action.set_sync:type_name -> kelpie.v1.SetSyncArgs
-	59, // 70: kelpie.v1.Action.realized:type_name -> kelpie.v1.Realized
-	37, // 71: kelpie.v1.Action.preview:type_name -> kelpie.v1.ActionPreview
-	38, // 72: kelpie.v1.Action.undo:type_name -> kelpie.v1.ActionUndo
-	50, // 73: kelpie.v1.ActionUndo.batch_sizes:type_name -> kelpie.v1.ActionUndo.BatchSizesEntry
-	51, // 74: kelpie.v1.ActionUndo.accumulation:type_name -> kelpie.v1.ActionUndo.AccumulationEntry
-	52, // 75: kelpie.v1.ActionUndo.lr_scale:type_name -> kelpie.v1.ActionUndo.LrScaleEntry
-	41, // 76: kelpie.v1.ActionUndo.sync:type_name -> kelpie.v1.SetSyncArgs
-	53, // 77: kelpie.v1.AdjustLRArgs.lr_scale:type_name -> kelpie.v1.AdjustLRArgs.LrScaleEntry
-	54, // 78: kelpie.v1.ActionTransition.at:type_name -> google.protobuf.Timestamp
-	54, // 79: kelpie.v1.Event.time:type_name -> google.protobuf.Timestamp
-	80, // [80:80] is the sub-list for method output_type
-	80, // [80:80] is the sub-list for method input_type
-	80, // [80:80] is the sub-list for extension type_name
-	80, // [80:80] is the sub-list for extension extendee
-	0,  // [0:80] is the sub-list for field type_name
+	16, // 15: kelpie.v1.ServerFrame.snapshot:type_name -> kelpie.v1.Snapshot
+	17, // 16: kelpie.v1.ServerFrame.delta:type_name -> kelpie.v1.Delta
+	25, // 17: kelpie.v1.ServerFrame.result:type_name -> kelpie.v1.CommandResult
+	14, // 18: kelpie.v1.Welcome.policies:type_name -> kelpie.v1.PolicyDecl
+	15, // 19: kelpie.v1.PolicyDecl.params:type_name -> kelpie.v1.PolicyParam
+	26, // 20: kelpie.v1.Snapshot.jobs:type_name -> kelpie.v1.JobView
+	45, // 21: kelpie.v1.Snapshot.events:type_name -> kelpie.v1.Event
+	26, // 22: kelpie.v1.Delta.jobs:type_name -> kelpie.v1.JobView
+	45, // 23: kelpie.v1.Delta.events:type_name -> kelpie.v1.Event
+	18, // 24: kelpie.v1.Delta.patches:type_name -> kelpie.v1.JobPatch
+	26, // 25: kelpie.v1.JobPatch.figures:type_name -> kelpie.v1.JobView
+	32, // 26: kelpie.v1.JobPatch.nodes:type_name -> kelpie.v1.NodeView
+	19, // 27: kelpie.v1.JobPatch.order:type_name -> kelpie.v1.NodeOrder
+	35, // 28: kelpie.v1.JobPatch.heatmap:type_name -> kelpie.v1.Heatmap
+	23, // 29: kelpie.v1.JobPatch.heatmap_tail:type_name -> kelpie.v1.HeatmapTail
+	37, // 30: kelpie.v1.JobPatch.charts:type_name -> kelpie.v1.Series
+	24, // 31: kelpie.v1.JobPatch.chart_tails:type_name -> kelpie.v1.SeriesTail
+	20, // 32: kelpie.v1.JobPatch.chart_names:type_name -> kelpie.v1.ChartNames
+	21, // 33: kelpie.v1.JobPatch.actions:type_name -> kelpie.v1.ActionList
+	22, // 34: kelpie.v1.JobPatch.policies:type_name -> kelpie.v1.PolicyList
+	38, // 35: kelpie.v1.ActionList.actions:type_name -> kelpie.v1.Action
+	31, // 36: kelpie.v1.PolicyList.policies:type_name -> kelpie.v1.PolicyView
+	56, // 37: kelpie.v1.HeatmapTail.start:type_name -> google.protobuf.Timestamp
+	57, // 38: kelpie.v1.CommandResult.frames:type_name -> kelpie.v1.TimelineFrame
+	38, // 39: kelpie.v1.CommandResult.actions:type_name -> kelpie.v1.Action
+	45, // 40: kelpie.v1.CommandResult.events:type_name -> kelpie.v1.Event
+	56, // 41: kelpie.v1.JobView.submitted:type_name -> google.protobuf.Timestamp
+	56, // 42: kelpie.v1.JobView.started:type_name -> google.protobuf.Timestamp
+	56, // 43: kelpie.v1.JobView.ended:type_name -> google.protobuf.Timestamp
+	31, // 44: kelpie.v1.JobView.policies:type_name -> kelpie.v1.PolicyView
+	32, // 45: kelpie.v1.JobView.nodes:type_name -> kelpie.v1.NodeView
+	34, // 46: kelpie.v1.JobView.monitor:type_name -> kelpie.v1.MonitorView
+	35, // 47: kelpie.v1.JobView.heatmap:type_name -> kelpie.v1.Heatmap
+	38, // 48: kelpie.v1.JobView.actions:type_name -> kelpie.v1.Action
+	37, // 49: kelpie.v1.JobView.charts:type_name -> kelpie.v1.Series
+	58, // 50: kelpie.v1.JobView.diverged:type_name -> kelpie.v1.Divergence
+	59, // 51: kelpie.v1.JobView.region_bytes:type_name -> kelpie.v1.RegionBytes
+	27, // 52: kelpie.v1.JobView.exchange:type_name -> kelpie.v1.ExchangeTopology
+	28, // 53: kelpie.v1.ExchangeTopology.racks:type_name -> kelpie.v1.ExchangeRegion
+	29, // 54: kelpie.v1.ExchangeTopology.trees:type_name -> kelpie.v1.ExchangeTree
+	30, // 55: kelpie.v1.ExchangeTree.aggregations:type_name -> kelpie.v1.ExchangeAggregation
+	47, // 56: kelpie.v1.PolicyView.params:type_name -> kelpie.v1.PolicyView.ParamsEntry
+	56, // 57: kelpie.v1.NodeView.last_report:type_name -> google.protobuf.Timestamp
+	33, // 58: kelpie.v1.NodeView.cause:type_name -> kelpie.v1.NodeCause
+	60, // 59: kelpie.v1.NodeView.split:type_name -> kelpie.v1.TimeSplit
+	56, // 60: kelpie.v1.Heatmap.start:type_name -> google.protobuf.Timestamp
+	36, // 61: kelpie.v1.Heatmap.rows:type_name -> kelpie.v1.HeatmapRow
+	48, // 62: kelpie.v1.Action.batch_sizes:type_name -> kelpie.v1.Action.BatchSizesEntry
+	49, // 63: kelpie.v1.Action.accumulation:type_name -> kelpie.v1.Action.AccumulationEntry
+	50, // 64: kelpie.v1.Action.params:type_name -> kelpie.v1.Action.ParamsEntry
+	56, // 65: kelpie.v1.Action.created:type_name -> google.protobuf.Timestamp
+	56, // 66: kelpie.v1.Action.updated:type_name -> google.protobuf.Timestamp
+	44, // 67: kelpie.v1.Action.history:type_name -> kelpie.v1.ActionTransition
+	51, // 68: kelpie.v1.Action.evidence:type_name -> kelpie.v1.Action.EvidenceEntry
+	41, // 69: kelpie.v1.Action.adjust_lr:type_name -> kelpie.v1.AdjustLRArgs
+	42, // 70: kelpie.v1.Action.backup_workers:type_name -> kelpie.v1.BackupWorkersArgs
+	43, // 71: kelpie.v1.Action.set_sync:type_name -> kelpie.v1.SetSyncArgs
+	61, // 72: kelpie.v1.Action.realized:type_name -> kelpie.v1.Realized
+	39, // 73: kelpie.v1.Action.preview:type_name -> kelpie.v1.ActionPreview
+	40, // 74: kelpie.v1.Action.undo:type_name -> kelpie.v1.ActionUndo
+	52, // 75: kelpie.v1.ActionUndo.batch_sizes:type_name -> kelpie.v1.ActionUndo.BatchSizesEntry
+	53, // 76: kelpie.v1.ActionUndo.accumulation:type_name -> kelpie.v1.ActionUndo.AccumulationEntry
+	54, // 77: kelpie.v1.ActionUndo.lr_scale:type_name -> kelpie.v1.ActionUndo.LrScaleEntry
+	43, // 78: kelpie.v1.ActionUndo.sync:type_name -> kelpie.v1.SetSyncArgs
+	55, // 79: kelpie.v1.AdjustLRArgs.lr_scale:type_name -> kelpie.v1.AdjustLRArgs.LrScaleEntry
+	56, // 80: kelpie.v1.ActionTransition.at:type_name -> google.protobuf.Timestamp
+	56, // 81: kelpie.v1.Event.time:type_name -> google.protobuf.Timestamp
+	82, // [82:82] is the sub-list for method output_type
+	82, // [82:82] is the sub-list for method input_type
+	82, // [82:82] is the sub-list for extension type_name
+	82, // [82:82] is the sub-list for extension extendee
+	0,  // [0:82] is the sub-list for field type_name
 }
 
 func init() { file_console_proto_init() }
@@ -4527,8 +4747,8 @@ func file_console_proto_init() {
 		(*ServerFrame_Delta)(nil),
 		(*ServerFrame_Result)(nil),
 	}
-	file_console_proto_msgTypes[15].OneofWrappers = []any{}
-	file_console_proto_msgTypes[35].OneofWrappers = []any{
+	file_console_proto_msgTypes[17].OneofWrappers = []any{}
+	file_console_proto_msgTypes[37].OneofWrappers = []any{
 		(*Action_AdjustLr)(nil),
 		(*Action_BackupWorkers)(nil),
 		(*Action_SetSync)(nil),
@@ -4539,7 +4759,7 @@ func file_console_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_console_proto_rawDesc), len(file_console_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   53,
+			NumMessages:   55,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -121,7 +121,7 @@ func (c *conn) serve(auth headerAuth, slot *pendingSlot, authenticated func() (d
 
 func (c *conn) welcome() *consolepb.Welcome {
 	return &consolepb.Welcome{ServerVersion: c.s.opts.ServerVersion, ApiVersion: APIVersion,
-		User: c.who.Name, Role: string(c.who.Role)}
+		User: c.who.Name, Role: string(c.who.Role), Policies: policyCatalog()}
 }
 
 // frameRead is one message read from the socket.

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/kelpie/kelpie/core/policydecl"
 	"github.com/kelpie/kelpie/core/spec"
 	"github.com/kelpie/kelpie/proto/agentpb"
 	"github.com/kelpie/kelpie/proto/consolepb"
@@ -64,31 +65,21 @@ type policySetting struct {
 	Params map[string]float64 `json:"params"`
 }
 
-// policyNames lists the policies in display order.
-var policyNames = []string{policy.NameAntDTND, policy.NameAntDTDD, policy.NameBackupWorkers, policy.NameAdjustLR, policy.NamePSLD}
+// policyNames lists the registered policies in display order.
+func policyNames() []string { return policy.Names() }
 
+// defaultPolicies is every registered policy's setting as the spec gives
+// it: its mode, and each declared parameter (the declared default where
+// the spec has none, as for a spec built without Parse).
 func defaultPolicies(s *spec.Spec) map[string]*policySetting {
-	p := s.Policies
-	return map[string]*policySetting{
-		policy.NameAntDTND: {Mode: p.AntDTND.Mode, Params: map[string]float64{"lambda": p.AntDTND.Lambda,
-			"window_transient_s": p.AntDTND.WindowTransient.Seconds(), "window_persistent_s": p.AntDTND.WindowPersistent.Seconds()}},
-		policy.NameAntDTDD: {Mode: p.AntDTDD.Mode, Params: map[string]float64{"min_accumulation": float64(p.AntDTDD.MinAccumulation),
-			"max_accumulation": float64(p.AntDTDD.MaxAccumulation), "min_batch": float64(p.AntDTDD.MinBatch),
-			"max_batch": float64(p.AntDTDD.MaxBatch)}},
-		policy.NameBackupWorkers: {Mode: p.BackupWorkers.Mode, Params: map[string]float64{"drop": float64(p.BackupWorkers.Drop)}},
-		policy.NameAdjustLR:      {Mode: p.AdjustLR.Mode, Params: map[string]float64{}},
-		policy.NamePSLD: {Mode: p.PSLD.Mode, Params: map[string]float64{"epsilon": p.PSLD.Epsilon,
-			"theta1_over_theta0": p.PSLD.Theta1OverTheta0, "scale_threshold": p.PSLD.ScaleThreshold,
-			"variance_threshold": p.PSLD.VarianceThreshold, "strawman": b2f(p.PSLD.Strawman)}},
+	out := map[string]*policySetting{}
+	for _, p := range policy.All() {
+		d := p.Decl()
+		ps := &policySetting{Mode: s.Policies.Mode(d.Name), Params: d.Defaults()}
+		maps.Copy(ps.Params, s.Policies[d.Name].Params)
+		out[d.Name] = ps
 	}
-}
-
-// b2f is 1 for true: policy parameters are numbers.
-func b2f(b bool) float64 {
-	if b {
-		return 1
-	}
-	return 0
+	return out
 }
 
 // job is the job of that name, as last published (no lock).
@@ -220,7 +211,7 @@ func (m *Manager) setPolicy(j *jobState, name, mode string, params map[string]fl
 	p, ok := j.policies[name]
 	if !ok {
 		j.mu.Unlock()
-		return status.Errorf(codes.InvalidArgument, "unknown policy %q (one of %s)", name, strings.Join(policyNames, ", "))
+		return status.Errorf(codes.InvalidArgument, "unknown policy %q (one of %s)", name, strings.Join(policyNames(), ", "))
 	}
 	switch mode {
 	case "", ModeAuto, ModeApprove, ModeOff:
@@ -251,9 +242,8 @@ func (m *Manager) setPolicy(j *jobState, name, mode string, params map[string]fl
 	}
 	if name == policy.NameAntDTND {
 		cfg := j.mon.Config()
-		cfg.Lambda = p.Params["lambda"]
-		cfg.LTrans = time.Duration(p.Params["window_transient_s"] * float64(time.Second))
-		cfg.LPer = time.Duration(p.Params["window_persistent_s"] * float64(time.Second))
+		v := policydecl.Values(p.Params)
+		cfg.Lambda, cfg.LTrans, cfg.LPer = v.Float(policy.NDLambda), v.Duration(policy.NDWindowTransient), v.Duration(policy.NDWindowPersistent)
 		if err := cfg.Validate(); err != nil {
 			j.mu.Unlock()
 			return status.Errorf(codes.InvalidArgument, "policy %s: %v", name, err)
@@ -1001,25 +991,18 @@ func (j *jobState) changedSince(now time.Time, f func()) []*consolepb.Action {
 // policyInputs is what the job's policies read besides the Monitor's
 // snapshot, copied under the job's lock so that they run without it.
 type policyInputs struct {
-	job         policy.Job
-	policies    map[string]policySetting // modes and parameters (copies)
-	ddDone      bool                     // an AntDT-DD split has been applied
-	aggregating bool                     // the sync model sums a barrier's gradients
-	// PSLD's: the live servers (by name, in job order) with their index
-	// in the job, the block table, the spec's strawman default, and the
-	// job's random source (used only by its tick).
-	servers      []string
-	serverIndex  []int
-	blocks       []policy.BlockInfo
-	strawmanSpec bool
-	rng          *rand.Rand
+	job      policy.Job
+	policies map[string]policySetting // modes and parameters (copies)
+	// The job's random source: only an exploring policy (PSLD) draws
+	// from it, and only on the job's tick.
+	rng *rand.Rand
 }
 
 // policyInputs copies what the policies read. Called under the manager's
 // lock (for reading is enough: it writes nothing).
 func (j *jobState) policyInputs() *policyInputs {
-	in := &policyInputs{job: j.policyJob(), policies: map[string]policySetting{}, ddDone: j.ddDone(),
-		aggregating: j.aggregating(), strawmanSpec: j.spec.Policies.PSLD.Strawman}
+	in := &policyInputs{job: j.policyJob(), policies: map[string]policySetting{}, rng: j.rng}
+	in.job.Aggregating = j.aggregating()
 	for name, p := range j.policies {
 		in.policies[name] = policySetting{Mode: p.Mode, Params: maps.Clone(p.Params)}
 	}
@@ -1027,24 +1010,23 @@ func (j *jobState) policyInputs() *policyInputs {
 		names, addrs := j.coord.ServerNames(), j.coord.ServerAddrs()
 		for i, n := range names {
 			if addrs[i] != "" {
-				in.servers = append(in.servers, n)
-				in.serverIndex = append(in.serverIndex, nodeIndex(n))
+				in.job.LiveServers = append(in.job.LiveServers, n)
+				in.job.ServerIndex = append(in.job.ServerIndex, nodeIndex(n))
 			}
 		}
 		t := j.coord.Table()
 		for i, b := range t.Blocks {
-			in.blocks = append(in.blocks, policy.BlockInfo{ID: b.ID, Bytes: b.Bytes(), Server: names[t.ServerOf[i]]})
+			in.job.Blocks = append(in.job.Blocks, policy.BlockInfo{ID: b.ID, Bytes: b.Bytes(), Server: names[t.ServerOf[i]]})
 		}
-		in.rng = j.rng
 	}
 	return in
 }
 
-// withdrawStale expires the pending proposals of the AntDT policies that
-// ran this round but did not propose them again: under their current
+// withdrawStale expires the pending proposals of the policies that ran
+// this round but did not propose them again: under their current
 // parameters and the latest measurements the evidence no longer holds (a
-// transient straggler recovered; λ was raised). PSLD is left out: its
-// exploration draws a new plan each round by design.
+// transient straggler recovered; λ was raised). An exploring policy
+// (PSLD) is left out: it draws a new plan each round by design.
 func (in *policyInputs) withdrawStale(g *gate.Gate, proposals []policy.Action, now time.Time) {
 	keys := map[string]bool{}
 	for _, p := range proposals {
@@ -1054,8 +1036,9 @@ func (in *policyInputs) withdrawStale(g *gate.Gate, proposals []policy.Action, n
 		}
 		keys[key] = true
 	}
-	for _, name := range []string{policy.NameAntDTND, policy.NameAntDTDD, policy.NameBackupWorkers, policy.NameAdjustLR} {
-		if !in.on(name) {
+	for _, p := range policy.All() {
+		name := p.Decl().Name
+		if !in.on(name) || policy.Explores(p) {
 			continue
 		}
 		g.Withdraw(now, name, keys, fmt.Sprintf("withdrawn: %s no longer proposes it under its current parameters (%s) and the latest measurements",
@@ -1069,12 +1052,15 @@ func (in *policyInputs) on(name string) bool {
 	return m == ModeAuto || m == ModeApprove
 }
 
-// propose asks every active policy for proposals. Policies whose actions
-// the runtime cannot apply yet stay quiet.
+// propose asks every registered policy that is on (auto or approve) for
+// its proposals, in registry order, each with its own parameters.
 func (in *policyInputs) propose(snap monitor.Snapshot) []policy.Action {
-	out := in.proposeAntDT(snap)
-	if in.on(policy.NamePSLD) {
-		out = append(out, in.proposePSLD(snap)...)
+	var out []policy.Action
+	for _, p := range policy.All() {
+		name := p.Decl().Name
+		if in.on(name) {
+			out = append(out, p.Propose(policy.Snapshot{Monitor: snap, Job: in.job, Params: in.policies[name].Params}, in.rng)...)
+		}
 	}
 	return out
 }

@@ -11,7 +11,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/kelpie/kelpie/proto/consolepb"
-	"github.com/kelpie/kelpie/scheduler/monitor"
 	"github.com/kelpie/kelpie/scheduler/policy"
 )
 
@@ -27,6 +26,7 @@ func (j *jobState) policyJob() policy.Job {
 		Accumulation: map[string]int{}, LRScale: map[string]float64{}, Drop: j.drop, Busy: j.clusterBusy() != "", Throughput: j.thr.rate()}
 	pj.Workers = j.liveWorkers()
 	pj.Outcomes, pj.Restarts, pj.Awaiting = j.outcomes(), map[string]int{}, j.awaiting()
+	pj.Applied = j.appliedByPolicy()
 	for name, n := range j.nodes {
 		pj.Restarts[name] = int(n.status.Restarts)
 	}
@@ -123,38 +123,16 @@ func (j *jobState) awaiting() []policy.Awaiting {
 	return out
 }
 
-// proposeAntDT runs the AntDT policies that are on.
-func (in *policyInputs) proposeAntDT(snap monitor.Snapshot) []policy.Action {
-	var out []policy.Action
-	pj := in.job
-	lambda := in.policies[policy.NameAntDTND].Params["lambda"]
-	if in.on(policy.NameAntDTND) {
-		out = append(out, policy.AntDTND{Lambda: lambda}.Propose(snap, pj)...)
-	}
-	if in.on(policy.NameAntDTDD) && !in.ddDone {
-		p := in.policies[policy.NameAntDTDD].Params
-		out = append(out, policy.AntDTDD{MinAccum: int(p["min_accumulation"]), MaxAccum: int(p["max_accumulation"]),
-			MinBatch: int(p["min_batch"]), MaxBatch: int(p["max_batch"])}.Propose(snap, pj)...)
-	}
-	if in.on(policy.NameBackupWorkers) && in.aggregating {
-		out = append(out, policy.BackupWorkers{Drop: int(in.policies[policy.NameBackupWorkers].Params["drop"]), Lambda: lambda}.Propose(snap, pj)...)
-	}
-	if in.on(policy.NameAdjustLR) {
-		out = append(out, policy.AdjustLR{Lambda: lambda, MinScale: in.policies[policy.NameAdjustLR].Params["min_scale"]}.Propose(snap, pj)...)
-	}
-	return out
-}
-
-// ddDone says whether AntDT-DD has applied its split: it is for
-// deterministic stragglers (heterogeneous devices) and acts once (AntDT
-// §VI-B); what changes later is AntDT-ND's to handle.
-func (j *jobState) ddDone() bool {
+// appliedByPolicy counts the job's applied actions by the policy that
+// proposed them (AntDT-DD acts once: §VI-B).
+func (j *jobState) appliedByPolicy() map[string]int {
+	out := map[string]int{}
 	for _, a := range j.actions {
-		if a.Policy == policy.NameAntDTDD && a.State == ActApplied {
-			return true
+		if a.Policy != "" && a.State == ActApplied {
+			out[a.Policy]++
 		}
 	}
-	return false
+	return out
 }
 
 // validateLR checks an ADJUST_LR.

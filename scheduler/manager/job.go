@@ -22,6 +22,7 @@ import (
 	"github.com/kelpie/kelpie/scheduler/gate"
 	"github.com/kelpie/kelpie/scheduler/launch"
 	"github.com/kelpie/kelpie/scheduler/monitor"
+	"github.com/kelpie/kelpie/scheduler/policy"
 	"github.com/kelpie/kelpie/scheduler/timeline"
 )
 
@@ -208,17 +209,20 @@ func (n *nodeState) seenWith(p progress) time.Time {
 
 func newJobState(m *Manager, s *spec.Spec, cj *coordinator.Job, now time.Time) *jobState {
 	cfg := monitor.DefaultConfig()
-	nd := s.Policies.AntDTND
-	if nd.WindowTransient > 0 {
-		cfg.LTrans = nd.WindowTransient
+	// The Monitor classifies with AntDT-ND's λ and windows and scales out
+	// with PSLD's threshold (a spec built without Parse may have none).
+	if nd := s.Policies[policy.NameAntDTND].Params; nd != nil {
+		if w := nd.Duration(policy.NDWindowTransient); w > 0 {
+			cfg.LTrans = w
+		}
+		if w := nd.Duration(policy.NDWindowPersistent); w > 0 {
+			cfg.LPer = w
+		}
+		if l := nd.Float(policy.NDLambda); l > 0 {
+			cfg.Lambda = l
+		}
 	}
-	if nd.WindowPersistent > 0 {
-		cfg.LPer = nd.WindowPersistent
-	}
-	if nd.Lambda > 0 {
-		cfg.Lambda = nd.Lambda
-	}
-	cfg.ScaleThreshold = s.Policies.PSLD.ScaleThreshold
+	cfg.ScaleThreshold = s.Policies[policy.NamePSLD].Params.Float(policy.PSLDScaleThreshold)
 	cfg.MaxSamples = max(cfg.MaxSamples, 4*s.Cluster.Workers)
 	j := &jobState{m: m, spec: s, coord: cj, mon: newTelemetry(cfg), submitted: now, state: StateStarting,
 		rng:     rand.New(rand.NewPCG(uint64(s.Data.Seed), 0x9510)),

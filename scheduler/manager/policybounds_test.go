@@ -22,7 +22,7 @@ func TestSetPolicyBounds(t *testing.T) {
 	}{
 		{policy.NameAntDTND, map[string]float64{"lambda": 0.2}, "lambda must be > 1, not 0.2 (AntDT §VI-A 3"},
 		{policy.NameAntDTND, map[string]float64{"lambda": 1}, "lambda must be > 1, not 1"},
-		{policy.NameAntDTND, map[string]float64{"window_persistent_s": 2}, "window_persistent_s (2) must be at least window_transient_s (5)"},
+		{policy.NameAntDTND, map[string]float64{"window_persistent_s": 2}, "window_persistent_s must be at least window_transient_s (5), not 2"},
 		{policy.NameAntDTDD, map[string]float64{"min_accumulation": 0}, "min_accumulation must be a whole number ≥ 1"},
 		{policy.NameAntDTDD, map[string]float64{"max_batch": 2.5}, "max_batch must be a whole number ≥ 1 (or 0 for the default), not 2.5"},
 		{policy.NameBackupWorkers, map[string]float64{"drop": 3}, "drop must be less than the job's 3 workers"},

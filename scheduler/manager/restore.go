@@ -145,8 +145,15 @@ func (m *Manager) restoreJob(s *spec.Spec, r store.JobRecord) (*jobState, error)
 		var ps map[string]*policySetting
 		if json.Unmarshal(b, &ps) == nil {
 			for k, p := range ps {
-				if _, known := j.policies[k]; known && p != nil {
-					j.policies[k] = p
+				// The stored settings win; a parameter declared since
+				// they were stored keeps the spec's value.
+				if cur, known := j.policies[k]; known && p != nil {
+					cur.Mode = p.Mode
+					for key, x := range p.Params {
+						if _, declared := cur.Params[key]; declared {
+							cur.Params[key] = x
+						}
+					}
 				}
 			}
 		}

@@ -370,7 +370,7 @@ func (j *jobState) view(detail bool, columns int) *consolepb.JobView {
 			v.Diverged, v.Loss = d.proto(), math.NaN()
 		}
 	}
-	for _, name := range policyNames {
+	for _, name := range policyNames() {
 		p := j.policies[name]
 		pv := &consolepb.PolicyView{Name: name, Mode: p.Mode, Params: map[string]float64{}}
 		for k, x := range p.Params {

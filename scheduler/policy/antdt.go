@@ -2,12 +2,13 @@ package policy
 
 import (
 	"fmt"
-	"maps"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/kelpie/kelpie/core/policydecl"
 	"github.com/kelpie/kelpie/scheduler/monitor"
 )
 
@@ -454,176 +455,73 @@ func nums(xs []float64) string {
 	return "[" + strings.Join(parts, ", ") + "]"
 }
 
-// BackupWorkers proposes AntDT's BACKUP_WORKERS (Table II, after
-// Sync-OPT): while some worker straggles, each iteration goes ahead with the
-// first n − Drop gradients and drops the rest, whose shards go back to the
-// queue (at-least-once). When no worker straggles any more it proposes
-// Drop 0, waiting for every worker again.
-type BackupWorkers struct {
-	Drop   int     // b, the gradients dropped per iteration; zero means 1
-	Lambda float64 // as AntDTND.Lambda
-}
+// AntDT-ND's parameters (AntDT §VI-A). λ and the two windows are also the
+// Monitor's (the job manager hands them to it): it classifies with them.
+var (
+	NDLambda = policydecl.Param{Name: "lambda", Type: policydecl.Float, Default: 1.5, Min: 1, MinOpen: true, Max: math.Inf(1),
+		Source: "AntDT §VI-A 3: λ is the slowness ratio T̄ᵢ/T̄ over the mean; at or below 1 every node at the mean straggles (the paper uses values above 1.3)"}
+	NDWindowTransient = policydecl.Param{Name: "window_transient", Type: policydecl.Duration, Default: 5, Min: 0, MinOpen: true, Max: math.Inf(1),
+		Source: "AntDT §VI-A 1: L^trans, the short window, is a length of time"}
+	NDWindowPersistent = policydecl.Param{Name: "window_persistent", Type: policydecl.Duration, Default: 20, Min: 0, MinOpen: true, Max: math.Inf(1),
+		Source: "AntDT §VI-A 1: L^per, the long window, at least L^trans"}
+)
 
-// Propose returns the BACKUP_WORKERS plan.
-func (p BackupWorkers) Propose(s monitor.Snapshot, j Job) []Action {
-	lambda := lambdaOf(p.Lambda, s)
-	workers := jobWorkers(s, j)
-	n := len(workers)
-	ev := map[string]float64{"lambda": lambda}
-	var why []string
-	var bpts []float64 // short-window BPTs of the judged workers
-	for _, w := range workers {
-		if c := classify(w, lambda); c == monitor.Transient || c == monitor.Persistent {
-			why = append(why, straggling(s, w, c, lambda, ev))
-		}
-		if w.SamplesTrans > 0 {
-			bpts = append(bpts, w.BPTTrans.Seconds())
-		}
-	}
-	if len(why) == 0 {
-		if j.Drop == 0 {
-			return nil
-		}
-		ev["drop"] = 0
-		return []Action{{
-			Kind:      KindBackupWorkers,
-			Policy:    NameBackupWorkers,
-			Reason:    fmt.Sprintf("no worker straggles (λ = %s): stop dropping the %s, wait for every worker again", num(lambda), plural(j.Drop, "slowest gradient")),
-			Evidence:  ev,
-			Predicted: "no gradient is dropped",
-			Key:       NameBackupWorkers + "/" + string(KindBackupWorkers) + "/0",
+// antdtNDPolicy is AntDT-ND in the registry.
+type antdtNDPolicy struct{}
+
+func (antdtNDPolicy) Decl() policydecl.Policy {
+	return policydecl.Policy{Name: NameAntDTND, Doc: "AntDT §VI-A: ADJUST_BS for transient worker stragglers, KILL_RESTART for persistent ones",
+		Params: []policydecl.Param{NDLambda, NDWindowTransient, NDWindowPersistent},
+		Rules: func(v policydecl.Values, _ policydecl.Context) []policydecl.Violation {
+			return atLeast(v, NDWindowTransient, NDWindowPersistent, "AntDT §VI-A 1: the long window L^per is at least the short one L^trans")
 		}}
-	}
-	drop := max(p.Drop, 1)
-	if drop > n-1 {
-		drop = n - 1
-	}
-	if drop < 1 || drop == j.Drop {
-		return nil
-	}
-	ev["drop"] = float64(drop)
-	a := Action{
-		Kind:   KindBackupWorkers,
-		Policy: NameBackupWorkers,
-		Drop:   drop,
-		Reason: fmt.Sprintf("%s: go ahead with the first %d of %d gradients each iteration and drop the %s; their shards go back to the queue",
-			strings.Join(why, "; "), n-drop, n, plural(drop, "slowest")),
-		Evidence: ev,
-		Key:      fmt.Sprintf("%s/%s/%d", NameBackupWorkers, KindBackupWorkers, drop),
-	}
-	if len(bpts) >= n-drop && len(bpts) > 0 {
-		// BSP then waits for the (n−b)-th fastest worker.
-		slices.Sort(bpts)
-		t := bpts[n-drop-1]
-		wait := bpts[len(bpts)-1]
-		ev["current_bpt_s"] = wait
-		ev["predicted_bpt_s"] = t
-		a.Predicted = fmt.Sprintf("each iteration waits for the %d fastest workers only: BPT %s → %s", n-drop, secs(wait), secs(t))
-		a.PredictedBPT = time.Duration(t * float64(time.Second))
-	}
-	return []Action{a}
 }
 
-// AdjustLR proposes AntDT's ADJUST_LR (Table II): the learning rate of a
-// lagging worker is penalised (AntDT §III, after the staleness-aware
-// methods it cites). For asynchronous training: with T̄ the short-window
-// BPTs, a worker's gradient is on average τ_i = T̄_i · Σ_{j≠i} 1/T̄_j updates
-// stale, and each straggler's rate is scaled by τ_ref/τ_i, τ_ref the mean
-// staleness of the healthy workers — the η/τ rule, normalised so healthy
-// workers keep their rate. Scales are floored at MinScale. When nobody
-// straggles, scales go back to 1.
-type AdjustLR struct {
-	Lambda   float64 // as AntDTND.Lambda
-	MinScale float64 // floor on a scale; zero means 0.1
+func (antdtNDPolicy) Propose(s Snapshot, _ *rand.Rand) []Action {
+	return AntDTND{Lambda: s.Params.Float(NDLambda)}.Propose(s.Monitor, s.Job)
 }
 
-// lrTolerance is how far a scale may drift from the one in effect before a
-// new ADJUST_LR is worth it.
-const lrTolerance = 0.05
+// AntDT-DD's parameters (AntDT §VI-B Eq. 4).
+var (
+	DDMinAccumulation = policydecl.Param{Name: "min_accumulation", Type: policydecl.Int, Default: 1, Min: 1, Max: math.Inf(1),
+		Source: "AntDT §VI-B Eq. 4: Ĉ^min, at least one micro-batch per iteration (the paper: usually 1)"}
+	DDMaxAccumulation = policydecl.Param{Name: "max_accumulation", Type: policydecl.Int, Default: 5, Min: 1, Max: math.Inf(1),
+		Source: "AntDT §VI-B Eq. 4: Ĉ^max ≥ Ĉ^min (the paper's example: 5)"}
+	DDMinBatch = policydecl.Param{Name: "min_batch", Type: policydecl.Int, Default: 1, Min: 1, Max: math.Inf(1),
+		Source: "AntDT §VI-B Eq. 4: B̂^min, the smallest micro-batch worth running, at least 1 sample"}
+	DDMaxBatch = policydecl.Param{Name: "max_batch", Type: policydecl.Int, Default: 0, Min: 1, Max: math.Inf(1), ZeroDefault: true,
+		Source: "AntDT §VI-B Eq. 4: B̂^max ≥ B̂^min, a device's memory limit (0: the global batch)"}
+)
 
-// Propose returns the ADJUST_LR plan.
-func (p AdjustLR) Propose(s monitor.Snapshot, j Job) []Action {
-	lambda := lambdaOf(p.Lambda, s)
-	floor := p.MinScale
-	if floor <= 0 {
-		floor = 0.1
-	}
-	workers := jobWorkers(s, j)
-	var inv float64 // Σ 1/T̄_j
-	for _, w := range workers {
-		if w.SamplesTrans > 0 && w.BPTTrans > 0 {
-			inv += 1 / w.BPTTrans.Seconds()
-		}
-	}
-	tau := func(w monitor.WorkerStat) float64 {
-		t := w.BPTTrans.Seconds()
-		return t * (inv - 1/t)
-	}
-	var ref float64
-	var nref int
-	lagging := map[string]monitor.Class{}
-	for _, w := range workers {
-		if w.SamplesTrans == 0 || w.BPTTrans <= 0 {
-			continue
-		}
-		switch c := classify(w, lambda); c {
-		case monitor.Healthy:
-			ref += tau(w)
-			nref++
-		case monitor.Transient, monitor.Persistent:
-			lagging[w.Node] = c
-		}
-	}
-	want := make(map[string]float64, len(workers))
-	ev := map[string]float64{"lambda": lambda, "min_scale": floor}
-	var why []string
-	if nref > 0 && len(lagging) > 0 {
-		ref /= float64(nref)
-		ev["staleness_ref"] = ref
-	}
-	for _, w := range workers {
-		want[w.Node] = 1
-		c, ok := lagging[w.Node]
-		if !ok || nref == 0 {
-			continue
-		}
-		ti := tau(w)
-		scale := 1.0
-		if ti > 0 {
-			scale = math.Max(floor, math.Min(1, ref/ti))
-		}
-		want[w.Node] = scale
-		ev[w.Node+"/staleness"] = ti
-		why = append(why, fmt.Sprintf("%s: staleness %s updates against %s for healthy workers → learning rate × %s",
-			straggling(s, w, c, lambda, ev), num(ti), num(ref), num(scale)))
-	}
-	changed := false
-	for _, w := range workers {
-		have, ok := j.LRScale[w.Node]
-		if !ok {
-			have = 1
-		}
-		if math.Abs(want[w.Node]-have) > lrTolerance {
-			changed = true
-		}
-	}
-	if !changed {
+// antdtDDPolicy is AntDT-DD in the registry. It acts once (§VI-B: the
+// stragglers are deterministic): after one of its ADJUST_BS applied, it
+// proposes nothing more.
+type antdtDDPolicy struct{}
+
+func (antdtDDPolicy) Decl() policydecl.Policy {
+	return policydecl.Policy{Name: NameAntDTDD, Doc: "AntDT §VI-B: batch sizes and accumulation counts for heterogeneous devices, once",
+		Params: []policydecl.Param{DDMinAccumulation, DDMaxAccumulation, DDMinBatch, DDMaxBatch},
+		Rules: func(v policydecl.Values, _ policydecl.Context) []policydecl.Violation {
+			out := atLeast(v, DDMinAccumulation, DDMaxAccumulation, "AntDT §VI-B Eq. 4: Ĉ^min ≤ Ĉ^max")
+			return append(out, atLeast(v, DDMinBatch, DDMaxBatch, "AntDT §VI-B Eq. 4: B̂^min ≤ B̂^max")...)
+		}}
+}
+
+func (antdtDDPolicy) Propose(s Snapshot, _ *rand.Rand) []Action {
+	if s.Job.Applied[NameAntDTDD] > 0 {
 		return nil
 	}
-	reason := strings.Join(why, "; ")
-	pred := "lagging workers' stale gradients weigh less"
-	if len(why) == 0 {
-		reason = fmt.Sprintf("no worker lags (λ = %s): every learning-rate scale back to 1", num(lambda))
-		pred = "every worker at the base learning rate"
+	v := s.Params
+	return AntDTDD{MinAccum: v.Int(DDMinAccumulation), MaxAccum: v.Int(DDMaxAccumulation),
+		MinBatch: v.Int(DDMinBatch), MaxBatch: v.Int(DDMaxBatch)}.Propose(s.Monitor, s.Job)
+}
+
+// atLeast is the rule hi ≥ lo (a zero hi, where 0 means the default,
+// passes), blamed on hi.
+func atLeast(v policydecl.Values, lo, hi policydecl.Param, why string) []policydecl.Violation {
+	l, h := v.Float(lo), v.Float(hi)
+	if h != 0 && h < l {
+		return []policydecl.Violation{{Param: hi.Key(), Msg: fmt.Sprintf("must be at least %s (%s), not %s (%s)", lo.Key(), policydecl.Num(l), policydecl.Num(h), why)}}
 	}
-	keys := slices.Sorted(maps.Keys(lagging))
-	return []Action{{
-		Kind:      KindAdjustLR,
-		Policy:    NameAdjustLR,
-		LRScale:   want,
-		Reason:    reason,
-		Evidence:  ev,
-		Predicted: pred,
-		Key:       NameAdjustLR + "/" + string(KindAdjustLR) + "/" + strings.Join(keys, ","),
-	}}
+	return nil
 }

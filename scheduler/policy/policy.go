@@ -22,9 +22,12 @@
 //   - EPS multi-job scheduling (EPS §4, Alg. 1): AdmitIncoming and
 //     GrowRunning work on job sizes, not on one job's snapshot.
 //
-// Every policy parameter an operator can set live has a bound taken from
-// its paper (params.go: Bounds, CheckParams); the job manager refuses an
-// edit outside it.
+// Each policy is registered (registry.go) behind the Policy interface: a
+// declaration of its parameters with their types, defaults and bounds,
+// taken from its paper (core/policydecl), and Propose. The job spec's
+// `policies:` section and every live edit are checked against the
+// declaration; adding a policy is one file and one line of the registry
+// (docs/scheduler.md, "Adding a policy").
 //
 // Everything is deterministic given its inputs: time is a value inside the
 // snapshot, and the one random choice (PSLD's exploration) draws from the
@@ -139,6 +142,19 @@ type Job struct {
 	// the queue, so AntDT-ND takes no KILL_RESTART of a worker (§VI-A 4).
 	Busy   bool
 	Blocks []BlockInfo // the parameter blocks and where they live
+	// LiveServers are the servers PSLD may move blocks to (those with an
+	// address, in job order; nil: Servers) and ServerIndex[i] the index in
+	// the job of LiveServers[i], the number the block table names a
+	// server by (empty: a REASSIGN's Assignment indexes the servers as
+	// they are).
+	LiveServers []string
+	ServerIndex []int
+	// Aggregating says the sync model sums a barrier's gradients, so
+	// that dropping the slowest ones (BACKUP_WORKERS) means something.
+	Aggregating bool
+	// Applied counts the job's applied actions by the policy that
+	// proposed them.
+	Applied map[string]int
 	// Outcomes are the realized effects of the job's applied actions, in
 	// the order they were measured; Restarts is each node's restart count
 	// now. AntDT-ND learns from its misses through them (outcome.go).

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kelpie/kelpie/core/policydecl"
 	"github.com/kelpie/kelpie/scheduler/monitor"
 )
 
@@ -690,4 +691,60 @@ func byteSize(x float64) string {
 		u++
 	}
 	return strconv.FormatFloat(x, 'g', 3, 64) + " " + units[u]
+}
+
+// PSLD's parameters (PSLD §4, §6).
+var (
+	PSLDEpsilon = policydecl.Param{Name: "epsilon", Type: policydecl.Float, Default: 0.1, Min: 0, Max: 1,
+		Source: "PSLD §4.3 Alg. 3: ε is the probability of exploring, in [0, 1] (Fig. 19: speed falls beyond 0.1)"}
+	PSLDTheta = policydecl.Param{Name: "theta1_over_theta0", Type: policydecl.Float, Default: 1, Min: 0, Max: math.Inf(1),
+		Source: "PSLD §4.3 Alg. 2: the cost weights θ0, θ1 are not negative (Fig. 19: peak at θ1/θ0 = 1)"}
+	PSLDScaleThreshold = policydecl.Param{Name: "scale_threshold", Type: policydecl.Float, Default: 0.5, Min: 0, Max: 1,
+		Source: "PSLD Alg. 1 lines 11–12: scale out when |superior| < threshold·|PS|, a fraction (1/2 in the paper)"}
+	PSLDVarianceThreshold = policydecl.Param{Name: "variance_threshold", Type: policydecl.Float, Default: 1, Min: 0, Max: math.Inf(1),
+		Source: "PSLD §4: the PS speed variation (best−worst)/worst is not negative (1 in the paper)"}
+	PSLDStrawman = policydecl.Param{Name: "strawman", Type: policydecl.Bool, Default: 0, Min: 0, Max: 1,
+		Source: "kelpie: 1 assigns blocks by speed (PSLD §6's baseline), 0 runs Alg. 1–3"}
+)
+
+// psldPolicy is PSLD in the registry. It reads the job's live servers,
+// blocks and their places in the job (Job.LiveServers, Job.Blocks,
+// Job.ServerIndex), and explores with rng.
+type psldPolicy struct{}
+
+func (psldPolicy) Decl() policydecl.Policy {
+	return policydecl.Policy{Name: NamePSLD, Doc: "PSLD §4: balance parameter blocks over the servers by their measured speed; scale out and in",
+		Params: []policydecl.Param{PSLDEpsilon, PSLDTheta, PSLDScaleThreshold, PSLDVarianceThreshold, PSLDStrawman},
+		Rules: func(_ policydecl.Values, c policydecl.Context) []policydecl.Violation {
+			if c.Mode != "" && c.Mode != policydecl.ModeOff && c.Exchange != "" && c.Exchange != "ps" {
+				return []policydecl.Violation{{Param: "mode", Msg: "psld balances parameter servers: needs exchange ps (exchange is " + c.Exchange + ")"}}
+			}
+			return nil
+		}}
+}
+
+// Explores: PSLD draws a new plan each round (ε-greedy), so a round that
+// does not repeat a pending proposal says nothing against it.
+func (psldPolicy) Explores() bool { return true }
+
+func (psldPolicy) Propose(s Snapshot, rng *rand.Rand) []Action {
+	v := s.Params
+	p := PSLD{Epsilon: v.Float(PSLDEpsilon), Theta1OverTheta0: v.Float(PSLDTheta), ScaleThreshold: v.Float(PSLDScaleThreshold),
+		VarianceThreshold: v.Float(PSLDVarianceThreshold), Strawman: v.Bool(PSLDStrawman)}
+	j := s.Job
+	if j.LiveServers != nil {
+		j.Servers = j.LiveServers
+	}
+	acts := p.Propose(s.Monitor, j, rng)
+	if len(s.Job.ServerIndex) == 0 {
+		return acts
+	}
+	// The plan names servers by their place in Job.Servers; the job's
+	// block table by their index in the job.
+	for _, a := range acts {
+		for k, r := range a.Assignment {
+			a.Assignment[k] = s.Job.ServerIndex[r]
+		}
+	}
+	return acts
 }

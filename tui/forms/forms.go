@@ -172,7 +172,9 @@ func Param(name, s string) (float64, error) {
 	return v, nil
 }
 
-// PolicyModes parses "antdt-nd=auto psld=approve" into modes by policy.
+// PolicyModes parses "antdt-nd=auto psld=approve" into modes by policy
+// (the policies in Policies; Catalog.PolicySettings reads the scheduler's
+// declarations and parameters too).
 func PolicyModes(text string) (map[string]string, error) {
 	out := map[string]string{}
 	for _, f := range strings.FieldsFunc(text, func(r rune) bool { return r == ' ' || r == ',' }) {
@@ -215,6 +217,10 @@ type Launch struct {
 	Sync        string
 	Staleness   int // ssp, pssp and dsps only
 	Policies    map[string]string
+	// PolicyParams are parameters by policy and spec key, checked against
+	// the scheduler's declarations (Catalog).
+	PolicyParams map[string]map[string]float64
+	catalog      Catalog
 }
 
 // Launch form field keys, in the form's order.
@@ -232,10 +238,14 @@ const (
 )
 
 // ParseLaunch checks the launch form's fields and returns the job, or the errors by field key.
-func ParseLaunch(v map[string]string) (Launch, map[string]string) {
+func ParseLaunch(v map[string]string) (Launch, map[string]string) { return ParseLaunchWith(v, nil) }
+
+// ParseLaunchWith is ParseLaunch with the scheduler's declared policies,
+// against which the policies field's names and parameters are checked.
+func ParseLaunchWith(v map[string]string, cat Catalog) (Launch, map[string]string) {
 	errs := map[string]string{}
 	get := func(k string) string { return strings.TrimSpace(v[k]) }
-	var l Launch
+	l := Launch{catalog: cat}
 	l.Name = get(FieldName)
 	if err := JobName(l.Name); err != nil {
 		errs[FieldName] = err.Error()
@@ -267,7 +277,7 @@ func ParseLaunch(v map[string]string) (Launch, map[string]string) {
 			errs[FieldStaleness] = err.Error()
 		}
 	}
-	if l.Policies, err = PolicyModes(get(FieldPolicies)); err != nil {
+	if l.Policies, l.PolicyParams, err = cat.PolicySettings(get(FieldPolicies)); err != nil {
 		errs[FieldPolicies] = err.Error()
 	}
 	if len(errs) > 0 {
@@ -291,11 +301,12 @@ func (l Launch) YAML() string {
 	} else {
 		fmt.Fprintf(&b, "sync: {model: %s}\n", l.Sync)
 	}
-	if len(l.Policies) > 0 {
+	if len(l.Policies) > 0 || len(l.PolicyParams) > 0 {
 		b.WriteString("policies:\n")
-		for _, p := range Policies { // a fixed order keeps the text stable
-			if m, ok := l.Policies[p]; ok {
-				fmt.Fprintf(&b, "  %s: {mode: %s}\n", p, m)
+		for _, p := range l.catalog.Names() { // a fixed order keeps the text stable
+			m, ok := l.Policies[p]
+			if ps := l.PolicyParams[p]; ok || len(ps) > 0 {
+				fmt.Fprintf(&b, "  %s: %s\n", p, policyYAML(l.catalog.Lookup(p), m, ps))
 			}
 		}
 	}

@@ -82,7 +82,8 @@ that a finished run keeps its history and replay. Quitting the console stops the
 				return err
 			}
 			if auto {
-				s.Policies.AntDTND.Mode, s.Policies.PSLD.Mode = "auto", "auto"
+				s.Policies.SetMode("antdt-nd", spec.ModeAuto)
+				s.Policies.SetMode("psld", spec.ModeAuto)
 			}
 			go keepDemoRunning(ctx, d, s)
 			fmt.Fprintf(os.Stderr, "kelpie demo: scheduler grpc %s, console %s (logs in %s)\n", d.GRPCAddr(), d.HTTPAddr(), logDir)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kelpie/kelpie/core/spec"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/scheduler/change"
 	"github.com/kelpie/kelpie/scheduler/gate"
 	"github.com/kelpie/kelpie/scheduler/monitor"
 	"github.com/kelpie/kelpie/scheduler/policy"
@@ -832,13 +833,18 @@ func (m *Manager) acked(j *jobState, node string, ack *kelpiepb.ActionAck) {
 		return
 	}
 	if tableKind(a.Kind) || j.serverRestart(a) {
-		// A table change's sequence hears its workers' switches.
+		// A table change's sequence hears its workers' switches, here on
+		// the actor: every ack reaches it.
 		a.AppliedIteration = max(a.AppliedIteration, ack.AppliedIteration)
-		if ch := j.tableEvents[a.Id]; ch != nil {
-			select {
-			case ch <- tableEvent{node: node, err: ack.Error}:
-			default:
-			}
+		if r := j.tables[a.Id]; r != nil {
+			now := m.now()
+			r.feed(func(c *change.Table) {
+				if ack.Error != "" {
+					c.WorkerFailed(now, node, ack.Error)
+				} else {
+					c.Switched(now, node)
+				}
+			})
 		}
 		j.mu.Unlock()
 		return

@@ -38,6 +38,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kelpie/kelpie/core/spec"
+	"github.com/kelpie/kelpie/scheduler/launch"
 )
 
 // Labels every object of a job carries.
@@ -81,9 +82,14 @@ type Config struct {
 	// RelaunchLimit is how many times the launcher replaces Pods deleted by
 	// someone else, per node (default 3).
 	RelaunchLimit int
-	// Events receives what happens to the job's Pods (called without the
-	// launcher's lock; must not block for long).
+	// Events, if set, receives what happens to the job's Pods (called
+	// without the launcher's lock; must not block for long): an observer.
 	Events func(Event)
+	// Deliver, if set, is where the scheduler hears what happens to the
+	// job's Pods: every event, described (Describe), is sent to it, waiting
+	// while it is full until Run's context ends, so an event that comes
+	// before the scheduler drains the channel is kept, not dropped.
+	Deliver chan<- launch.ClusterEvent
 	// NodeSecret, when set, gives the contents of a job's certificate
 	// Secret (node certificates and keys, file name -> bytes) at StartJob.
 	// Without it the Secret is created empty: the place the trust issue's
@@ -96,6 +102,10 @@ type Config struct {
 type Launcher struct {
 	cfg      Config
 	informer cache.SharedIndexInformer
+
+	// stop is Run's context's Done: a delivery waiting for room gives up
+	// when it closes.
+	stop <-chan struct{}
 
 	mu   sync.Mutex
 	jobs map[string]*job
@@ -170,6 +180,7 @@ func New(cfg Config) (*Launcher, error) {
 // once the informer has synced (the launcher is usable) and keeps going in
 // the background.
 func (l *Launcher) Run(ctx context.Context) error {
+	l.stop = ctx.Done()
 	go l.informer.Run(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), l.informer.HasSynced) {
 		return fmt.Errorf("kube: pod informer did not sync: %v", ctx.Err())
@@ -629,6 +640,12 @@ func (l *Launcher) rebusyLocked(j *job) []Event {
 func (l *Launcher) emit(evs []Event) {
 	for _, e := range evs {
 		l.cfg.Events(e)
+		if l.cfg.Deliver != nil {
+			select {
+			case l.cfg.Deliver <- launch.ClusterEvent{Job: e.Job, Node: e.Node, Message: Describe(e)}:
+			case <-l.stop:
+			}
+		}
 	}
 }
 

@@ -650,13 +650,6 @@ func (m *Manager) dispatchLocked(j *jobState, a *kelpiepb.Action, who string) se
 		m.transition(j, a, ActFailed, "scheduler", err.Error())
 		return nil
 	}
-	if a.Kind == string(policy.KindKillRestart) && m.cfg.Pods != nil && !j.serverRestart(a) {
-		// On Kubernetes a worker's restart is a fresh Pod.
-		j.mon.Forget(a.Target)
-		m.transition(j, a, ActDispatched, who, "replacing its pod")
-		m.spawn(func() { m.restartPod(j, a) })
-		return nil
-	}
 	return d.dispatch(m, j, a, who)
 }
 
@@ -776,8 +769,8 @@ func (m *Manager) applySync(j *jobState, a *kelpiepb.Action, settings *kelpiepb.
 
 // serverRestart says whether an action relaunches a server.
 func (j *jobState) serverRestart(a *kelpiepb.Action) bool {
-	n := j.nodes[a.Target]
-	return a.Kind == string(policy.KindKillRestart) && n != nil && n.role == "server"
+	d, n := defOf(a), j.nodes[a.Target]
+	return d != nil && d.relaunches && n != nil && n.role == "server"
 }
 
 // aheadIteration is the iteration a global action (a batch split, a table
@@ -1118,13 +1111,12 @@ func allreduceRefuses(s *spec.Spec, kind string) error {
 	if ex != spec.ExchangeRing && ex != spec.ExchangeRAT {
 		return nil
 	}
-	switch kind {
-	case string(policy.KindAdjustBS), string(policy.KindAdjustLR), string(policy.KindKillRestart),
-		string(policy.KindAddWorker), string(policy.KindRemoveWorker):
+	d, err := kindOf(kind)
+	switch {
+	case err != nil:
+		return status.Errorf(codes.FailedPrecondition, "%s is not supported for job %s (exchange %s)", kind, s.Name, ex)
+	case d.allreduce:
 		return nil
-	case string(policy.KindReassign), string(policy.KindAddServer), string(policy.KindRemoveServer),
-		string(policy.KindSetSync), string(policy.KindBackupWorkers):
-		return status.Errorf(codes.FailedPrecondition, "%s does not apply to job %s: exchange %s has no parameter servers (needs exchange ps)", kind, s.Name, ex)
 	}
-	return status.Errorf(codes.FailedPrecondition, "%s is not supported for job %s (exchange %s)", kind, s.Name, ex)
+	return status.Errorf(codes.FailedPrecondition, "%s does not apply to job %s: exchange %s has no parameter servers (needs exchange ps)", kind, s.Name, ex)
 }

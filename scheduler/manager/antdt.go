@@ -2,7 +2,6 @@ package manager
 
 import (
 	"fmt"
-	"maps"
 	"sort"
 	"strings"
 	"time"
@@ -193,13 +192,8 @@ func (m *Manager) dispatchLR(j *jobState, a *kelpiepb.Action, who string) sendLi
 // fromProposalParams carries a proposal's typed arguments (and the params
 // the console shows for them).
 func fromProposalParams(p policy.Action, a *kelpiepb.Action) {
-	switch p.Kind {
-	case policy.KindBackupWorkers:
-		a.Args = &kelpiepb.Action_BackupWorkers{BackupWorkers: &kelpiepb.BackupWorkersArgs{Drop: int32(p.Drop)}}
-		backupToParams(a)
-	case policy.KindAdjustLR:
-		a.Args = &kelpiepb.Action_AdjustLr{AdjustLr: &kelpiepb.AdjustLRArgs{LrScale: maps.Clone(p.LRScale)}}
-		lrToParams(a)
+	if d, _ := kindOf(string(p.Kind)); d != nil && d.fromProposal != nil {
+		d.fromProposal(p, a)
 	}
 	if len(p.Accumulation) > 0 {
 		a.Accumulation = map[string]int32{}

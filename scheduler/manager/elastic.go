@@ -15,7 +15,6 @@ import (
 	"github.com/kelpie/kelpie/core/job"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/scheduler/change"
-	"github.com/kelpie/kelpie/scheduler/policy"
 	"github.com/kelpie/kelpie/scheduler/store"
 )
 
@@ -43,8 +42,11 @@ func (j *jobState) validateTable(a *kelpiepb.Action) error {
 		return status.Errorf(codes.FailedPrecondition, "%s: job %s has no data left to train", a.Kind, j.spec.Name)
 	}
 	active := j.activeServers()
-	switch a.Kind {
-	case string(policy.KindRemoveServer):
+	d := defOf(a)
+	if d == nil {
+		return status.Errorf(codes.InvalidArgument, "%s: not a table change", a.Kind)
+	}
+	if d.leaving {
 		n, ok := j.nodes[a.Target]
 		if !ok || n.role != "server" {
 			return status.Errorf(codes.InvalidArgument, "REMOVE_SERVER: %q is not a server of job %s", a.Target, j.spec.Name)
@@ -61,12 +63,12 @@ func (j *jobState) validateTable(a *kelpiepb.Action) error {
 			return status.Errorf(codes.FailedPrecondition, "REMOVE_SERVER: %s is the job's last server", a.Target)
 		}
 	}
-	if len(a.Assignment) > 0 && (a.Kind == string(policy.KindReassign) || a.Kind == string(policy.KindRemoveServer)) {
+	if len(a.Assignment) > 0 && d.checkAssignment {
 		// REMOVE_SERVER may carry the table after the server leaves
 		// (PSLD moves the blocks and removes the server it empties in one
 		// change): no block may stay on the leaving server.
 		leaving := -1
-		if a.Kind == string(policy.KindRemoveServer) {
+		if d.leaving {
 			leaving = nodeIndex(a.Target)
 		}
 		return checkAssignment(a.Kind, a.Assignment, len(j.coord.Table().Blocks), active, leaving)
@@ -146,13 +148,13 @@ func (m *Manager) retable(j *jobState, a *kelpiepb.Action) {
 	for _, r := range a.Assignment {
 		plan.Assignment = append(plan.Assignment, int(r))
 	}
-	switch {
-	case replaced != "":
+	if d := defOf(a); replaced != "" {
 		plan.Kind, plan.Remove = change.Relaunch, nodeIndex(replaced)
-	case a.Kind == string(policy.KindAddServer):
-		plan.Kind = change.AddServer
-	case a.Kind == string(policy.KindRemoveServer):
-		plan.Kind, plan.Remove = change.RemoveServer, nodeIndex(a.Target)
+	} else if d != nil && d.change != 0 {
+		plan.Kind = d.change
+		if d.leaving {
+			plan.Remove = nodeIndex(a.Target)
+		}
 	}
 	if plan.Kind == change.AddServer || plan.Kind == change.Relaunch {
 		name, idx := j.coord.AddServer()

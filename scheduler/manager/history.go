@@ -256,9 +256,7 @@ func (j *jobState) applied(a *kelpiepb.Action, frames []*kelpiepb.TimelineFrame)
 		// from a missed batch cut answers what the short window showed.
 		ap.Window = snap.LPer
 	}
-	switch a.Kind {
-	case string(policy.KindKillRestart), string(policy.KindAddWorker), string(policy.KindRemoveWorker),
-		string(policy.KindAddServer), string(policy.KindRemoveServer):
+	if d := defOf(a); d != nil && d.nodeChange {
 		ap.Transition = 2 * j.m.cfg.Bucket // a node comes or goes
 	}
 	if ap.Window <= 0 {

@@ -180,8 +180,8 @@ func (m *Manager) restoreJob(s *spec.Spec, r store.JobRecord) (*jobState, error)
 			}
 			j.await(a, await)
 		}
-		if resplitKind(a.Kind) && a.State == ActApplied {
-			m.applySplit(j, a)
+		if d := defOf(a); d != nil && d.resplit && d.applied != nil && a.State == ActApplied {
+			d.applied(m, j, a) // the split, and a REMOVE_WORKER's removal
 		}
 	}
 	if live {

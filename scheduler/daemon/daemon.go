@@ -199,7 +199,7 @@ func Start(cfg Config) (*Daemon, error) {
 		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-		return nil, fmt.Errorf("scheduler: data dir: %v", err)
+		return nil, fmt.Errorf("scheduler: data dir: %w", err)
 	}
 	var tokens console.Tokens
 	if cfg.Tokens != "" {
@@ -217,12 +217,12 @@ func Start(cfg Config) (*Daemon, error) {
 	}
 	glis, err := net.Listen("tcp", cfg.GRPC)
 	if err != nil {
-		return nil, fmt.Errorf("scheduler: grpc listen %s: %v", cfg.GRPC, err)
+		return nil, fmt.Errorf("scheduler: grpc listen %s: %w", cfg.GRPC, err)
 	}
 	hlis, err := net.Listen("tcp", cfg.HTTP)
 	if err != nil {
 		glis.Close()
-		return nil, fmt.Errorf("scheduler: http listen %s: %v", cfg.HTTP, err)
+		return nil, fmt.Errorf("scheduler: http listen %s: %w", cfg.HTTP, err)
 	}
 	st, err := store.OpenWith(filepath.Join(cfg.DataDir, "kelpie.db"), auditRetention(cfg))
 	if err != nil {

@@ -171,7 +171,7 @@ func New(cfg Config) (*Launcher, error) {
 		DeleteFunc: l.deleted,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("kube: pod informer: %v", err)
+		return nil, fmt.Errorf("kube: pod informer: %w", err)
 	}
 	return l, nil
 }
@@ -227,7 +227,7 @@ func (l *Launcher) StartJob(ctx context.Context, s *spec.Spec) error {
 	}
 	got, err := l.cfg.Client.CoreV1().ConfigMaps(l.ns()).Create(ctx, root, metav1.CreateOptions{})
 	if err != nil {
-		return fmt.Errorf("kube: create root of job %s: %v", name, err)
+		return fmt.Errorf("kube: create root of job %s: %w", name, err)
 	}
 	owner := metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: got.Name, UID: got.UID,
 		Controller: ptr(true), BlockOwnerDeletion: ptr(true)}
@@ -240,13 +240,13 @@ func (l *Launcher) StartJob(ctx context.Context, s *spec.Spec) error {
 		},
 	}
 	if _, err := l.cfg.Client.CoreV1().Services(l.ns()).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("kube: create service of job %s: %v", name, err)
+		return fmt.Errorf("kube: create service of job %s: %w", name, err)
 	}
 	var data map[string][]byte
 	if l.cfg.NodeSecret != nil {
 		nodes := append(s.ServerNames(), s.WorkerNames()...)
 		if data, err = l.cfg.NodeSecret(name, nodes); err != nil {
-			return fmt.Errorf("kube: certificates of job %s: %v", name, err)
+			return fmt.Errorf("kube: certificates of job %s: %w", name, err)
 		}
 	}
 	sec := &corev1.Secret{
@@ -255,7 +255,7 @@ func (l *Launcher) StartJob(ctx context.Context, s *spec.Spec) error {
 		Data:       data,
 	}
 	if _, err := l.cfg.Client.CoreV1().Secrets(l.ns()).Create(ctx, sec, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("kube: create secret of job %s: %v", name, err)
+		return fmt.Errorf("kube: create secret of job %s: %w", name, err)
 	}
 	l.mu.Lock()
 	l.jobs[name] = &job{name: name, rootUI: owner, res: s.Cluster.Resources, nodes: map[string]*node{}}
@@ -286,7 +286,7 @@ func (l *Launcher) StartNode(ctx context.Context, jobName, role, nodeName string
 		return err
 	}
 	if _, err := l.cfg.Client.CoreV1().Pods(l.ns()).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("kube: create pod %s: %v", pod.Name, err)
+		return fmt.Errorf("kube: create pod %s: %w", pod.Name, err)
 	}
 	return nil
 }
@@ -317,7 +317,7 @@ func (l *Launcher) Restart(ctx context.Context, jobName, nodeName string) (strin
 		return "", err
 	}
 	if _, err := l.cfg.Client.CoreV1().Pods(l.ns()).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		return "", fmt.Errorf("kube: create pod %s: %v", pod.Name, err)
+		return "", fmt.Errorf("kube: create pod %s: %w", pod.Name, err)
 	}
 	return pod.Name, nil
 }
@@ -349,7 +349,7 @@ func (l *Launcher) EndJob(ctx context.Context, jobName string) error {
 	bg := metav1.DeletePropagationBackground
 	err := l.cfg.Client.CoreV1().ConfigMaps(l.ns()).Delete(ctx, rootName(jobName), metav1.DeleteOptions{PropagationPolicy: &bg})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("kube: delete job %s: %v", jobName, err)
+		return fmt.Errorf("kube: delete job %s: %w", jobName, err)
 	}
 	l.mu.Lock()
 	delete(l.jobs, jobName)
@@ -422,7 +422,7 @@ func (l *Launcher) deletePod(ctx context.Context, name string) error {
 	zero := int64(0)
 	err := l.cfg.Client.CoreV1().Pods(l.ns()).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("kube: delete pod %s: %v", name, err)
+		return fmt.Errorf("kube: delete pod %s: %w", name, err)
 	}
 	return nil
 }
@@ -437,14 +437,14 @@ func (l *Launcher) podLocked(j *job, nodeName string, n *node) (*corev1.Pod, err
 	if rr.CPU != "" {
 		q, err := resource.ParseQuantity(rr.CPU)
 		if err != nil {
-			return nil, fmt.Errorf("kube: cluster.resources.%s.cpu: %v", n.role, err)
+			return nil, fmt.Errorf("kube: cluster.resources.%s.cpu: %w", n.role, err)
 		}
 		req[corev1.ResourceCPU] = q
 	}
 	if rr.Memory != "" {
 		q, err := resource.ParseQuantity(rr.Memory)
 		if err != nil {
-			return nil, fmt.Errorf("kube: cluster.resources.%s.memory: %v", n.role, err)
+			return nil, fmt.Errorf("kube: cluster.resources.%s.memory: %w", n.role, err)
 		}
 		req[corev1.ResourceMemory], lim[corev1.ResourceMemory] = q, q
 	}

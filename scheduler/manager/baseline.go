@@ -62,7 +62,7 @@ func (m *Manager) checkpointRestart(j *jobState, a *kelpiepb.Action, next blocks
 	acks, err := m.askServers(j, cmds, 30*time.Second)
 	var se *serverError
 	if errors.As(err, &se) {
-		return fmt.Errorf("checkpoint %s: %v", se.node, se.err)
+		return fmt.Errorf("checkpoint %s: %w", se.node, se.err)
 	}
 	if err != nil {
 		return err

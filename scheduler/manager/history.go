@@ -391,7 +391,7 @@ func (m *Manager) storedTimeline(job string) ([]*kelpiepb.TimelineFrame, error) 
 	for i, b := range data {
 		f := &kelpiepb.TimelineFrame{}
 		if err := proto.Unmarshal(b, f); err != nil {
-			return nil, fmt.Errorf("frame %d: %v", i, err)
+			return nil, fmt.Errorf("frame %d: %w", i, err)
 		}
 		frames = append(frames, f)
 	}

@@ -55,7 +55,7 @@ func (k *kubeFlags) start(ctx context.Context, events chan<- launch.ClusterEvent
 	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %v", err)
+		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	l, err := kube.New(kube.Config{Client: cs, Namespace: ns, Image: k.image, Exe: k.exe,
 		PendingThreshold: k.pending, RelaunchLimit: k.relaunches, Deliver: events})
@@ -87,7 +87,7 @@ func kubeConfig(path string) (*rest.Config, string, error) {
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
 	cfg, err := cc.ClientConfig()
 	if err != nil {
-		return nil, "", fmt.Errorf("kubeconfig: %v", err)
+		return nil, "", fmt.Errorf("kubeconfig: %w", err)
 	}
 	ns, _, err := cc.Namespace()
 	if err != nil || ns == "" {

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/monitor"
 	"github.com/kelpie/kelpie/scheduler/policy"
 )
@@ -157,7 +157,7 @@ func (j *jobState) ddDone() bool {
 }
 
 // validateLR checks an ADJUST_LR.
-func (j *jobState) validateLR(a *kelpiepb.Action) error {
+func (j *jobState) validateLR(a *consolepb.Action) error {
 	scales := lrScales(a)
 	if len(scales) == 0 {
 		return status.Errorf(codes.InvalidArgument, "ADJUST_LR: no worker's scale (adjustLr.lrScale, or target and params.lr_scale, or params lr_scale/<worker>)")
@@ -176,7 +176,7 @@ func (j *jobState) validateLR(a *kelpiepb.Action) error {
 
 // dispatchLR sends an ADJUST_LR to the workers it names, through a primary
 // agent; it applies once each has acked.
-func (m *Manager) dispatchLR(j *jobState, a *kelpiepb.Action, who string) sendList {
+func (m *Manager) dispatchLR(j *jobState, a *consolepb.Action, who string) sendList {
 	scales := lrScales(a)
 	names := make([]string, 0, len(scales))
 	for w := range scales {

@@ -31,7 +31,7 @@ const workerJoinTimeout = 2 * time.Minute
 func (j *jobState) newNode(name, role string) *nodeState {
 	cols := j.m.cfg.Columns
 	n := &nodeState{name: name, role: role, cells: newBuckets(cols)}
-	n.status.State = kelpiepb.NodeState_NODE_STATE_STARTING
+	n.status.State = agentpb.NodeState_NODE_STATE_STARTING
 	return n
 }
 
@@ -69,7 +69,7 @@ func (j *jobState) liveWorkerCount() int {
 
 // workerChanging says whether a worker change or a batch split is under
 // way (they all re-split the global batch, so one at a time).
-func (j *jobState) workerChanging(except *kelpiepb.Action) *kelpiepb.Action {
+func (j *jobState) workerChanging(except *consolepb.Action) *consolepb.Action {
 	for _, a := range j.actions {
 		if a == except || (a.State != ActApproved && a.State != ActDispatched) {
 			continue
@@ -209,7 +209,7 @@ func (j *jobState) currentBatches() map[string]int {
 // REMOVE_WORKER) to every live worker through a primary agent, to apply at
 // one target iteration ahead of the fastest; each must ack it (AntDT Fig.
 // 6).
-func (m *Manager) splitCommands(j *jobState, a *kelpiepb.Action) sendList {
+func (m *Manager) splitCommands(j *jobState, a *consolepb.Action) sendList {
 	live := j.liveWorkers()
 	a.TargetIteration = j.aheadIteration(m.now())
 	j.await(a, live)
@@ -217,7 +217,7 @@ func (m *Manager) splitCommands(j *jobState, a *kelpiepb.Action) sendList {
 }
 
 // removeWorker dispatches a REMOVE_WORKER: the others take its share.
-func (m *Manager) removeWorker(j *jobState, a *kelpiepb.Action, who string) sendList {
+func (m *Manager) removeWorker(j *jobState, a *consolepb.Action, who string) sendList {
 	var rest []string
 	for _, w := range j.liveWorkers() {
 		if w != a.Target {
@@ -235,7 +235,7 @@ func (m *Manager) removeWorker(j *jobState, a *kelpiepb.Action, who string) send
 
 // addWorker runs an ADD_WORKER: it launches the worker, waits for its
 // first report (it has joined the barriers), then re-splits the batch.
-func (m *Manager) addWorker(j *jobState, a *kelpiepb.Action) {
+func (m *Manager) addWorker(j *jobState, a *consolepb.Action) {
 	fail := func(err error) { m.failChange(j, a, err) }
 	name, _ := j.coord.AddWorker()
 	n := j.newNode(name, "worker")

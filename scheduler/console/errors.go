@@ -7,7 +7,7 @@ import (
 	"github.com/coder/websocket"
 	"google.golang.org/grpc/codes"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/consoleapi"
 )
 

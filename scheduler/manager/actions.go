@@ -16,7 +16,10 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/kelpie/kelpie/core/spec"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
+	"github.com/kelpie/kelpie/proto/consolepb"
+	"github.com/kelpie/kelpie/proto/pspb"
+	"github.com/kelpie/kelpie/proto/timelinepb"
 	"github.com/kelpie/kelpie/scheduler/change"
 	"github.com/kelpie/kelpie/scheduler/gate"
 	"github.com/kelpie/kelpie/scheduler/monitor"
@@ -768,7 +771,7 @@ func (m *Manager) applySync(j *jobState, a *consolepb.Action, settings *pspb.Syn
 }
 
 // serverRestart says whether an action relaunches a server.
-func (j *jobState) serverRestart(a *kelpiepb.Action) bool {
+func (j *jobState) serverRestart(a *consolepb.Action) bool {
 	d, n := defOf(a), j.nodes[a.Target]
 	return d != nil && d.relaunches && n != nil && n.role == "server"
 }

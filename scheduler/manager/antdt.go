@@ -191,7 +191,7 @@ func (m *Manager) dispatchLR(j *jobState, a *consolepb.Action, who string) sendL
 
 // fromProposalParams carries a proposal's typed arguments (and the params
 // the console shows for them).
-func fromProposalParams(p policy.Action, a *kelpiepb.Action) {
+func fromProposalParams(p policy.Action, a *consolepb.Action) {
 	if d, _ := kindOf(string(p.Kind)); d != nil && d.fromProposal != nil {
 		d.fromProposal(p, a)
 	}

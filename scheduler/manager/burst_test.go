@@ -8,7 +8,10 @@ import (
 	"time"
 
 	"github.com/kelpie/kelpie/core/spec"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
+	"github.com/kelpie/kelpie/proto/consolepb"
+	"github.com/kelpie/kelpie/proto/coordinatorpb"
+	"github.com/kelpie/kelpie/proto/pspb"
 	"github.com/kelpie/kelpie/scheduler/clock"
 )
 
@@ -34,21 +37,21 @@ func TestTableChangeAckBurst(t *testing.T) {
 	ctx := context.Background()
 	conns := map[string]*agentConn{}
 	for _, name := range []string{"server-0", "server-1"} {
-		if _, err := m.Coordinator().Register(ctx, &kelpiepb.RegisterRequest{Job: "burst", Node: name,
-			Role: kelpiepb.Role_ROLE_SERVER, Addr: "127.0.0.1:1"}); err != nil {
+		if _, err := m.Coordinator().Register(ctx, &coordinatorpb.RegisterRequest{Job: "burst", Node: name,
+			Role: coordinatorpb.Role_ROLE_SERVER, Addr: "127.0.0.1:1"}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for i := range workers {
 		name := spec.WorkerName(i)
-		if _, err := m.Coordinator().Register(ctx, &kelpiepb.RegisterRequest{Job: "burst", Node: name,
-			Role: kelpiepb.Role_ROLE_WORKER, Addr: "127.0.0.1:1"}); err != nil {
+		if _, err := m.Coordinator().Register(ctx, &coordinatorpb.RegisterRequest{Job: "burst", Node: name,
+			Role: coordinatorpb.Role_ROLE_WORKER, Addr: "127.0.0.1:1"}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	nodes := j.nodeNames()
 	for _, name := range nodes {
-		c := &agentConn{out: make(chan *kelpiepb.SchedulerMessage, 8), done: make(chan struct{})}
+		c := &agentConn{out: make(chan *agentpb.SchedulerMessage, 8), done: make(chan struct{})}
 		conns[name] = c
 		n := j.node(name)
 		j.onActor(func() { j.connectForTest(n, c) })
@@ -59,11 +62,11 @@ func TestTableChangeAckBurst(t *testing.T) {
 	for b, r := range old.ServerOf {
 		assignment[b] = int32(1 - r)
 	}
-	id, err := m.Trigger("burst", &kelpiepb.Action{Kind: "REASSIGN", Assignment: assignment}, "test")
+	id, err := m.Trigger("burst", &consolepb.Action{Kind: "REASSIGN", Assignment: assignment}, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	command := func(node string) *kelpiepb.ActionCommand {
+	command := func(node string) *agentpb.ActionCommand {
 		t.Helper()
 		select {
 		case msg := <-conns[node].out:
@@ -76,9 +79,9 @@ func TestTableChangeAckBurst(t *testing.T) {
 	// The servers take the table and say so in their counters.
 	for _, name := range []string{"server-0", "server-1"} {
 		cmd := command(name)
-		m.fromAgent(j, j.node(name), &kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Ack{Ack: &kelpiepb.ActionAck{
+		m.fromAgent(j, j.node(name), &agentpb.AgentMessage{Body: &agentpb.AgentMessage_Ack{Ack: &agentpb.ActionAck{
 			ActionId: cmd.ActionId, Applied: true}}})
-		j.post(j.node(name), &kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_ServerStats{ServerStats: &kelpiepb.ServerStats{
+		j.post(j.node(name), &agentpb.AgentMessage{Body: &agentpb.AgentMessage_ServerStats{ServerStats: &pspb.ServerStats{
 			AssignmentVersion: old.Version + 1}}})
 	}
 	// Every worker is told; then all of them ack at once.
@@ -99,7 +102,7 @@ func TestTableChangeAckBurst(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			j.post(n, &kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Ack{Ack: &kelpiepb.ActionAck{
+			j.post(n, &agentpb.AgentMessage{Body: &agentpb.AgentMessage_Ack{Ack: &agentpb.ActionAck{
 				ActionId: id, Applied: true, AppliedIteration: at}}})
 		}()
 	}
@@ -131,7 +134,7 @@ func TestTableChangeAckBurst(t *testing.T) {
 }
 
 // actionView is the action's console record, read on the job's actor.
-func (m *Manager) actionView(j *jobState, id string) (out *kelpiepb.Action) {
+func (m *Manager) actionView(j *jobState, id string) (out *consolepb.Action) {
 	j.call(func() { out = cloneAction(j.byID[id]) })
 	return out
 }
@@ -155,9 +158,9 @@ func (j *jobState) node(name string) (n *nodeState) {
 // connectForTest gives n an agent connection c (on the actor).
 func (j *jobState) connectForTest(n *nodeState, c *agentConn) { n.conn = c }
 
-func cloneAction(a *kelpiepb.Action) *kelpiepb.Action {
+func cloneAction(a *consolepb.Action) *consolepb.Action {
 	if a == nil {
-		return &kelpiepb.Action{}
+		return &consolepb.Action{}
 	}
-	return &kelpiepb.Action{Id: a.Id, State: a.State, Error: a.Error, AppliedIteration: a.AppliedIteration}
+	return &consolepb.Action{Id: a.Id, State: a.State, Error: a.Error, AppliedIteration: a.AppliedIteration}
 }

@@ -264,7 +264,7 @@ func (m *Manager) retable(j *jobState, a *consolepb.Action) {
 					a.PausedSeconds = paused
 					j.paused += paused
 					if newIdx >= 0 {
-						j.nodes[j.coord.ServerNames()[newIdx]].status.State = kelpiepb.NodeState_NODE_STATE_RUNNING
+						j.nodes[j.coord.ServerNames()[newIdx]].status.State = agentpb.NodeState_NODE_STATE_RUNNING
 					}
 					if replaced != "" {
 						a.Predicted = fmt.Sprintf("relaunched as %s", j.coord.ServerNames()[newIdx])
@@ -301,7 +301,7 @@ func (m *Manager) retable(j *jobState, a *consolepb.Action) {
 // startTable carries out a change's Retable effect: every server takes the
 // table (servers first, the removed one included: it hands its blocks off),
 // then the live workers are told; it reports the outcome to the change.
-func (m *Manager) startTable(j *jobState, a *kelpiepb.Action, r *tableRun, e change.Effect, addrs []string) {
+func (m *Manager) startTable(j *jobState, a *consolepb.Action, r *tableRun, e change.Effect, addrs []string) {
 	next := e.Table
 	newAddrs := append([]string(nil), addrs...)
 	for _, r := range e.Removed {

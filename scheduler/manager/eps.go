@@ -409,7 +409,7 @@ func (m *Manager) issueOneLocked(j *jobState, st eps.Step) (*consolepb.Action, s
 	if j.state != StateRunning {
 		return nil, nil, fmt.Errorf("job is %s", j.state)
 	}
-	a := &kelpiepb.Action{Kind: string(st.Kind), Policy: policy.NameEPS, Reason: st.Reason}
+	a := &consolepb.Action{Kind: string(st.Kind), Policy: policy.NameEPS, Reason: st.Reason}
 	if d := defOf(a); d != nil && d.removable != nil {
 		if a.Target = d.removable(j); a.Target == "" {
 			return nil, nil, fmt.Errorf("no %s left to remove", strings.ToLower(strings.TrimPrefix(string(st.Kind), "REMOVE_")))

@@ -11,7 +11,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/kelpie/kelpie/core/job"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
+	"github.com/kelpie/kelpie/proto/consolepb"
+	"github.com/kelpie/kelpie/proto/pspb"
 	"github.com/kelpie/kelpie/scheduler/change"
 	"github.com/kelpie/kelpie/scheduler/policy"
 )
@@ -74,7 +76,7 @@ type kindDef struct {
 	// servers) as well.
 	allreduce bool
 	// fromProposal carries a policy proposal's typed arguments.
-	fromProposal func(p policy.Action, a *kelpiepb.Action)
+	fromProposal func(p policy.Action, a *consolepb.Action)
 	// removable picks the node an EPS step of this kind takes out ("":
 	// none left); nil for a kind that takes none out.
 	removable func(j *jobState) string
@@ -90,8 +92,8 @@ func init() {
 		n, ok := j.nodes[node]
 		return ok && n.role == "worker" && !n.removed
 	}
-	servers := func(*jobState, *kelpiepb.Action, string) bool { return false } // the servers apply it
-	table := func(m *Manager, j *jobState, a *kelpiepb.Action, who string) sendList {
+	servers := func(*jobState, *consolepb.Action, string) bool { return false } // the servers apply it
+	table := func(m *Manager, j *jobState, a *consolepb.Action, who string) sendList {
 		// Its table change runs on a goroutine of its own (retable), which
 		// the job's actor feeds every ack, loss and tick.
 		m.transition(j, a, ActDispatched, who, "changing the block table")
@@ -99,16 +101,16 @@ func init() {
 		return nil
 	}
 	defs := []*kindDef{
-		{kind: kelpiepb.ActionKind_ACTION_KIND_ADJUST_BS, resplit: true, allreduce: true, validate: (*jobState).validateSplit,
-			dispatch: func(m *Manager, j *jobState, a *kelpiepb.Action, who string) sendList {
+		{kind: consolepb.ActionKind_ACTION_KIND_ADJUST_BS, resplit: true, allreduce: true, validate: (*jobState).validateSplit,
+			dispatch: func(m *Manager, j *jobState, a *consolepb.Action, who string) sendList {
 				sends := m.splitCommands(j, a)
 				m.transition(j, a, ActDispatched, who, fmt.Sprintf("to %d workers, at iteration %d", len(j.liveWorkers()), a.TargetIteration))
 				return sends
 			},
 			targets: resplitTargets, applied: (*Manager).applySplit},
-		{kind: kelpiepb.ActionKind_ACTION_KIND_KILL_RESTART, exclusive: true, ackAtNode: true, relaunches: true, nodeChange: true,
+		{kind: consolepb.ActionKind_ACTION_KIND_KILL_RESTART, exclusive: true, ackAtNode: true, relaunches: true, nodeChange: true,
 			allreduce: true, validate: (*jobState).validateRestart,
-			dispatch: func(m *Manager, j *jobState, a *kelpiepb.Action, who string) sendList {
+			dispatch: func(m *Manager, j *jobState, a *consolepb.Action, who string) sendList {
 				if j.serverRestart(a) {
 					// A server is relaunched on a fresh host by a hot table
 					// change: a new server takes its blocks, then it stops.
@@ -126,9 +128,9 @@ func init() {
 				m.transition(j, a, ActDispatched, who, "to 1 node(s)")
 				return j.sendCommand(a, []string{a.Target})
 			}},
-		{kind: kelpiepb.ActionKind_ACTION_KIND_BACKUP_WORKERS, fromParams: backupFromParams, toParams: backupToParams,
-			fromProposal: func(p policy.Action, a *kelpiepb.Action) {
-				a.Args = &kelpiepb.Action_BackupWorkers{BackupWorkers: &kelpiepb.BackupWorkersArgs{Drop: int32(p.Drop)}}
+		{kind: consolepb.ActionKind_ACTION_KIND_BACKUP_WORKERS, fromParams: backupFromParams, toParams: backupToParams,
+			fromProposal: func(p policy.Action, a *consolepb.Action) {
+				a.Args = &consolepb.Action_BackupWorkers{BackupWorkers: &consolepb.BackupWorkersArgs{Drop: int32(p.Drop)}}
 				backupToParams(a)
 			},
 			validate: (*jobState).validateBackup, targets: servers,
@@ -137,9 +139,9 @@ func init() {
 				m.spawn(func() { m.backupWorkers(j, a) })
 				return nil
 			}},
-		{kind: kelpiepb.ActionKind_ACTION_KIND_ADJUST_LR, fromParams: lrFromParams, toParams: lrToParams, allreduce: true,
-			fromProposal: func(p policy.Action, a *kelpiepb.Action) {
-				a.Args = &kelpiepb.Action_AdjustLr{AdjustLr: &kelpiepb.AdjustLRArgs{LrScale: maps.Clone(p.LRScale)}}
+		{kind: consolepb.ActionKind_ACTION_KIND_ADJUST_LR, fromParams: lrFromParams, toParams: lrToParams, allreduce: true,
+			fromProposal: func(p policy.Action, a *consolepb.Action) {
+				a.Args = &consolepb.Action_AdjustLr{AdjustLr: &consolepb.AdjustLRArgs{LrScale: maps.Clone(p.LRScale)}}
 				lrToParams(a)
 			},
 			validate: (*jobState).validateLR, dispatch: (*Manager).dispatchLR,
@@ -156,20 +158,20 @@ func init() {
 				}
 				maps.Copy(j.lrScale, a.GetAdjustLr().GetLrScale())
 			}},
-		{kind: kelpiepb.ActionKind_ACTION_KIND_REASSIGN, table: true, exclusive: true, change: change.Reassign, checkAssignment: true,
+		{kind: consolepb.ActionKind_ACTION_KIND_REASSIGN, table: true, exclusive: true, change: change.Reassign, checkAssignment: true,
 			validate: (*jobState).validateTable, dispatch: table},
-		{kind: kelpiepb.ActionKind_ACTION_KIND_ADD_SERVER, table: true, exclusive: true, change: change.AddServer, nodeChange: true,
+		{kind: consolepb.ActionKind_ACTION_KIND_ADD_SERVER, table: true, exclusive: true, change: change.AddServer, nodeChange: true,
 			validate: (*jobState).validateTable, dispatch: table},
-		{kind: kelpiepb.ActionKind_ACTION_KIND_REMOVE_SERVER, table: true, exclusive: true, change: change.RemoveServer, leaving: true,
+		{kind: consolepb.ActionKind_ACTION_KIND_REMOVE_SERVER, table: true, exclusive: true, change: change.RemoveServer, leaving: true,
 			checkAssignment: true, nodeChange: true, removable: removableServer, validate: (*jobState).validateTable, dispatch: table},
-		{kind: kelpiepb.ActionKind_ACTION_KIND_ADD_WORKER, membership: true, resplit: true, exclusive: true, nodeChange: true, allreduce: true,
+		{kind: consolepb.ActionKind_ACTION_KIND_ADD_WORKER, membership: true, resplit: true, exclusive: true, nodeChange: true, allreduce: true,
 			validate: (*jobState).validateAddWorker, targets: resplitTargets, applied: (*Manager).applySplit,
-			dispatch: func(m *Manager, j *jobState, a *kelpiepb.Action, who string) sendList {
+			dispatch: func(m *Manager, j *jobState, a *consolepb.Action, who string) sendList {
 				m.transition(j, a, ActDispatched, who, "launching a worker")
 				m.spawn(func() { m.addWorker(j, a) })
 				return nil
 			}},
-		{kind: kelpiepb.ActionKind_ACTION_KIND_REMOVE_WORKER, membership: true, resplit: true, exclusive: true, nodeChange: true,
+		{kind: consolepb.ActionKind_ACTION_KIND_REMOVE_WORKER, membership: true, resplit: true, exclusive: true, nodeChange: true,
 			allreduce: true, removable: removableWorker,
 			validate: (*jobState).validateRemoveWorker, targets: resplitTargets, applied: (*Manager).applyRemoveWorker,
 			dispatch: (*Manager).removeWorker},

@@ -11,7 +11,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kelpie/kelpie/core/diverge"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/consoleapi"
 	"github.com/kelpie/kelpie/scheduler/store"
 )
@@ -220,7 +221,7 @@ func (m *Manager) putJobLocked(name string, j *jobState) {
 }
 
 // EventsSince implements consoleapi.Backend.
-func (m *Manager) EventsSince(seq uint64, limit int) ([]*kelpiepb.Event, uint64) {
+func (m *Manager) EventsSince(seq uint64, limit int) ([]*consolepb.Event, uint64) {
 	m.evMu.Lock()
 	defer m.evMu.Unlock()
 	first := m.evSeq - uint64(len(m.events)) + 1 // sequence of m.events[0]
@@ -257,8 +258,8 @@ func (m *Manager) Audit(e consoleapi.AuditEntry) error {
 }
 
 // Execute implements consoleapi.Backend for an authorized command.
-func (m *Manager) Execute(ctx context.Context, who consoleapi.Principal, cmd *kelpiepb.Command) *kelpiepb.CommandResult {
-	res := &kelpiepb.CommandResult{Ok: true}
+func (m *Manager) Execute(ctx context.Context, who consoleapi.Principal, cmd *consolepb.Command) *consolepb.CommandResult {
+	res := &consolepb.CommandResult{Ok: true}
 	var err error
 	switch k := cmd.GetKind().(type) {
 	case *consolepb.Command_SubmitJob:

@@ -11,7 +11,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/kelpie/kelpie/core/spec"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/store"
 )
 
@@ -84,7 +85,7 @@ func (j *jobState) workerChanging(except *consolepb.Action) *consolepb.Action {
 // validateWorkerChange checks what ADD_WORKER and REMOVE_WORKER have in
 // common (each kind's validate checks the rest: validateAddWorker,
 // validateRemoveWorker).
-func (j *jobState) validateWorkerChange(a *kelpiepb.Action) error {
+func (j *jobState) validateWorkerChange(a *consolepb.Action) error {
 	if j.spec.Cluster.Elasticity == spec.ElasticityCheckpointRestart {
 		return status.Errorf(codes.FailedPrecondition, "%s: job %s changes workers only hot (cluster.elasticity is %s)",
 			a.Kind, j.spec.Name, j.spec.Cluster.Elasticity)
@@ -99,7 +100,7 @@ func (j *jobState) validateWorkerChange(a *kelpiepb.Action) error {
 }
 
 // validateAddWorker checks an ADD_WORKER.
-func (j *jobState) validateAddWorker(a *kelpiepb.Action) error {
+func (j *jobState) validateAddWorker(a *consolepb.Action) error {
 	if err := j.validateWorkerChange(a); err != nil {
 		return err
 	}
@@ -114,7 +115,7 @@ func (j *jobState) validateAddWorker(a *kelpiepb.Action) error {
 }
 
 // validateRemoveWorker checks a REMOVE_WORKER.
-func (j *jobState) validateRemoveWorker(a *kelpiepb.Action) error {
+func (j *jobState) validateRemoveWorker(a *consolepb.Action) error {
 	if err := j.validateWorkerChange(a); err != nil {
 		return err
 	}
@@ -286,7 +287,7 @@ func (m *Manager) addWorker(j *jobState, a *consolepb.Action) {
 // applySplit records a re-split that every worker has acked: the
 // coordinator's plan (for workers that restart or join later) and the
 // nodes' batch sizes.
-func (m *Manager) applySplit(j *jobState, a *kelpiepb.Action) {
+func (m *Manager) applySplit(j *jobState, a *consolepb.Action) {
 	workers := j.coord.Workers()
 	local := make([]int, len(workers))
 	j.accum = map[string]int{}
@@ -306,7 +307,7 @@ func (m *Manager) applySplit(j *jobState, a *kelpiepb.Action) {
 // applyRemoveWorker records an applied REMOVE_WORKER: its re-split
 // (applySplit) and the worker's removal; on a cluster its Pod goes once the
 // worker has left.
-func (m *Manager) applyRemoveWorker(j *jobState, a *kelpiepb.Action) {
+func (m *Manager) applyRemoveWorker(j *jobState, a *consolepb.Action) {
 	m.applySplit(j, a)
 	if n := j.nodes[a.Target]; n != nil {
 		n.removed = true
@@ -330,8 +331,8 @@ func (m *Manager) applyRemoveWorker(j *jobState, a *kelpiepb.Action) {
 				j.mu.RLock()
 				defer j.mu.RUnlock()
 				switch n.status.State {
-				case kelpiepb.NodeState_NODE_STATE_DONE, kelpiepb.NodeState_NODE_STATE_FAILED,
-					kelpiepb.NodeState_NODE_STATE_STOPPED, kelpiepb.NodeState_NODE_STATE_LOST:
+				case agentpb.NodeState_NODE_STATE_DONE, agentpb.NodeState_NODE_STATE_FAILED,
+					agentpb.NodeState_NODE_STATE_STOPPED, agentpb.NodeState_NODE_STATE_LOST:
 					return true
 				}
 				return false

@@ -117,6 +117,12 @@ func rules() []rule {
 				mod+"tui", mod+"agent", mod+"cmd")(d)
 		},
 	}, {
+		name:   "the job core links neither the console plane nor a WebSocket library (scheduler/consoleapi is the leaf they share)",
+		covers: inAny("scheduler/manager"),
+		deps: func(d string) bool {
+			return under(d, mod+"scheduler/console") || under(d, "github.com/coder/websocket")
+		},
+	}, {
 		name:   "the console-API client imports no other scheduler package",
 		covers: inAny("scheduler/console/client"),
 		deps: func(d string) bool {

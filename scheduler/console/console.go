@@ -42,8 +42,8 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/clock"
+	"github.com/kelpie/kelpie/scheduler/consoleapi"
 )
 
 // APIVersion is the version of the console protocol this package speaks.
@@ -55,34 +55,13 @@ const (
 	HealthPath  = "/api/v1/health"
 )
 
-// Backend is the scheduler core as the console sees it.
-type Backend interface {
-	// View returns the current views of the named jobs (all jobs when names
-	// is empty: then nodes, heatmap, charts may be left out by the backend)
-	// — immutable values the console may hold.
-	View(names []string, heatmapColumns int) []*consolepb.JobView
-	// EventsSince returns events with sequence > seq (oldest first, at most
-	// limit) and the newest sequence number.
-	EventsSince(seq uint64, limit int) ([]*consolepb.Event, uint64)
-	// Execute runs an authorized command; the result says ok/error/code
-	// (CommandResult.id is set by the console).
-	Execute(ctx context.Context, who Principal, cmd *consolepb.Command) *consolepb.CommandResult
-	// Audit records one command decision (allowed or refused) durably.
-	Audit(e AuditEntry) error
-}
+// Backend is what the console serves (scheduler/consoleapi, a leaf the
+// job manager implements without linking the console).
+type Backend = consoleapi.Backend
 
 // AuditEntry is one command decision, or one refused connection
 // (Command "connect", Who the token's fingerprint).
-type AuditEntry struct {
-	Time    time.Time
-	Who     string
-	Role    string
-	Command string // submit_job, kill_job, approve, reject, trigger, set_policy, connect, unknown
-	Job     string
-	Detail  string // the command's parameters and, when executed, its outcome
-	Allowed bool
-	Reason  string // why it was refused
-}
+type AuditEntry = consoleapi.AuditEntry
 
 // Options tune a Server. The zero value is usable.
 type Options struct {

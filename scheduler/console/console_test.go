@@ -222,7 +222,7 @@ func TestOperatorCommandExecutedAndAudited(t *testing.T) {
 	}
 
 	ex := b.executed()
-	if len(ex) != 2 || ex[0].who != (Principal{"olga", RoleOperator}) || ex[0].cmd.GetTrigger().GetAction().GetTarget() != "worker-2" {
+	if len(ex) != 2 || ex[0].who != (Principal{Name: "olga", Role: RoleOperator}) || ex[0].cmd.GetTrigger().GetAction().GetTarget() != "worker-2" {
 		t.Fatalf("Execute calls = %v; want the trigger then the kill, by olga", ex)
 	}
 	log := b.auditLog()

@@ -1,15 +1,14 @@
 package console
 
 import (
-	"context"
 	"errors"
 	"fmt"
 
 	"github.com/coder/websocket"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/kelpie/kelpie/proto/consolepb"
+	"github.com/kelpie/kelpie/scheduler/consoleapi"
 )
 
 // This file is the one place where errors become what a console client sees
@@ -40,26 +39,14 @@ func Code(err error) codes.Code {
 	return code
 }
 
-// classify returns the code and the message a client sees for err.
+// classify returns the code and the message a client sees for err: the
+// console's own refusals here, the rest as consoleapi.Classify says.
 func classify(err error) (codes.Code, string) {
 	var se *statusError
-	switch {
-	case err == nil:
-		return codes.OK, ""
-	case errors.As(err, &se):
+	if errors.As(err, &se) {
 		return se.code, err.Error()
-	case errors.Is(err, context.Canceled):
-		return codes.Canceled, err.Error()
-	case errors.Is(err, context.DeadlineExceeded):
-		return codes.DeadlineExceeded, err.Error()
 	}
-	if st, ok := status.FromError(err); ok {
-		if st.Code() == codes.OK { // a status error never carries OK; treat it as a bug
-			return codes.Internal, st.Message()
-		}
-		return st.Code(), st.Message() // the message without "rpc error: code = ... desc ="
-	}
-	return codes.Internal, err.Error()
+	return consoleapi.Classify(err)
 }
 
 // Failure is the CommandResult for a command (frame id) that was refused or

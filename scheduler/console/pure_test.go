@@ -23,7 +23,7 @@ func TestParseTokens(t *testing.T) {
 	}{
 		{"empty", "", Tokens{}, ""},
 		{"comments and blanks", "# who may do what\n\n  # indented comment\nt1 operator olga\n\tt2   viewer  alice \n",
-			Tokens{"t1": {"olga", RoleOperator}, "t2": {"alice", RoleViewer}}, ""},
+			Tokens{"t1": {Name: "olga", Role: RoleOperator}, "t2": {Name: "alice", Role: RoleViewer}}, ""},
 		{"too few fields", "t1 operator olga\nt2 viewer\n", nil, "tokens.txt:2: want TOKEN ROLE NAME, got 2 fields"},
 		{"too many fields", "t1 operator olga smith\n", nil, "tokens.txt:1: want TOKEN ROLE NAME, got 4 fields"},
 		{"unknown role", "\n# x\nt1 admin root\n", nil, `tokens.txt:3: unknown role "admin"`},
@@ -51,7 +51,7 @@ func TestLoadTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := LoadTokens(good)
-	if want := (Tokens{"abc": {"olga", RoleOperator}}); err != nil || !reflect.DeepEqual(got, want) {
+	if want := (Tokens{"abc": {Name: "olga", Role: RoleOperator}}); err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("LoadTokens(%s) = %v, %v; want %v", good, got, err, want)
 	}
 	bad := filepath.Join(dir, "bad")
@@ -85,8 +85,8 @@ func TestLookupAndBearer(t *testing.T) {
 		want  Principal
 		ok    bool
 	}{
-		{"op-secret", Principal{"olga", RoleOperator}, true},
-		{"viewer-secret", Principal{"alice", RoleViewer}, true},
+		{"op-secret", Principal{Name: "olga", Role: RoleOperator}, true},
+		{"viewer-secret", Principal{Name: "alice", Role: RoleViewer}, true},
 		{"op-secre", Principal{}, false},
 		{"", Principal{}, false},
 	} {

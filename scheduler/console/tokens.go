@@ -9,22 +9,21 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/kelpie/kelpie/scheduler/consoleapi"
 )
 
 // Role is what a token may do: a viewer watches, an operator also commands.
-type Role string
+type Role = consoleapi.Role
 
 // The two roles of the console plane.
 const (
-	RoleViewer   Role = "viewer"
-	RoleOperator Role = "operator"
+	RoleViewer   = consoleapi.RoleViewer
+	RoleOperator = consoleapi.RoleOperator
 )
 
 // Principal is who holds a token.
-type Principal struct {
-	Name string
-	Role Role
-}
+type Principal = consoleapi.Principal
 
 // Tokens maps a bearer token to its holder.
 type Tokens map[string]Principal

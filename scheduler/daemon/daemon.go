@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,6 +32,7 @@ import (
 	"github.com/kelpie/kelpie/proto/coordinatorpb"
 	"github.com/kelpie/kelpie/runtime/identity"
 	"github.com/kelpie/kelpie/scheduler/console"
+	"github.com/kelpie/kelpie/scheduler/launch"
 	"github.com/kelpie/kelpie/scheduler/manager"
 	"github.com/kelpie/kelpie/scheduler/pki"
 	"github.com/kelpie/kelpie/scheduler/policy"
@@ -121,6 +123,11 @@ type Config struct {
 	// Pods runs the nodes on a cluster instead of as local processes
 	// (manager.Config.Pods; kelpie scheduler --launcher kubernetes).
 	Pods manager.Pods
+	// ClusterEvents, if set, is the channel the cluster launcher delivers
+	// what happens to the jobs' Pods on (kube.Config.Deliver): the daemon
+	// drains it into the jobs' event logs from Start to Close. Events
+	// queued before Start (the launcher runs first) are taken in then.
+	ClusterEvents <-chan launch.ClusterEvent
 	// Advertise is the node-plane address the nodes dial (default: the
 	// address GRPC listens on); in a cluster, the scheduler's Service.
 	Advertise string
@@ -141,6 +148,11 @@ type Daemon struct {
 	tlsFingerprint string
 
 	httpConns *console.Listener // the HTTP port's connection guard
+
+	// stopDrain ends the goroutine that drains Config.ClusterEvents;
+	// drained closes when it has.
+	stopDrain, drained chan struct{}
+	stopOnce           sync.Once
 }
 
 // TLSFingerprint is the SHA-256 fingerprint (hex) of the console port's
@@ -188,7 +200,7 @@ func Start(cfg Config) (*Daemon, error) {
 		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-		return nil, fmt.Errorf("scheduler: data dir: %v", err)
+		return nil, fmt.Errorf("scheduler: data dir: %w", err)
 	}
 	var tokens console.Tokens
 	if cfg.Tokens != "" {
@@ -206,12 +218,12 @@ func Start(cfg Config) (*Daemon, error) {
 	}
 	glis, err := net.Listen("tcp", cfg.GRPC)
 	if err != nil {
-		return nil, fmt.Errorf("scheduler: grpc listen %s: %v", cfg.GRPC, err)
+		return nil, fmt.Errorf("scheduler: grpc listen %s: %w", cfg.GRPC, err)
 	}
 	hlis, err := net.Listen("tcp", cfg.HTTP)
 	if err != nil {
 		glis.Close()
-		return nil, fmt.Errorf("scheduler: http listen %s: %v", cfg.HTTP, err)
+		return nil, fmt.Errorf("scheduler: http listen %s: %w", cfg.HTTP, err)
 	}
 	st, err := store.OpenWith(filepath.Join(cfg.DataDir, "kelpie.db"), auditRetention(cfg))
 	if err != nil {
@@ -309,10 +321,29 @@ func Start(cfg Config) (*Daemon, error) {
 	}
 	d := &Daemon{Manager: m, Console: cs, store: st, grpc: gs, http: hs, np: np, tlsFingerprint: tlsFP,
 		grpcAddr: glis.Addr().String(), httpAddr: hlis.Addr().String(), httpConns: limited}
+	d.stopDrain, d.drained = make(chan struct{}), make(chan struct{})
+	go d.drainClusterEvents(cfg.ClusterEvents)
 	go gs.Serve(glis)
 	go serveHTTP()
 	cfg.Log.Info("scheduler up", "grpc", d.grpcAddr, "http", d.httpAddr, "data", cfg.DataDir)
 	return d, nil
+}
+
+// drainClusterEvents takes the launcher's cluster events into the jobs'
+// event logs until the channel closes or the daemon closes (nil: none).
+func (d *Daemon) drainClusterEvents(events <-chan launch.ClusterEvent) {
+	defer close(d.drained)
+	for {
+		select {
+		case e, ok := <-events:
+			if !ok {
+				return
+			}
+			d.Manager.ClusterEvent(e.Job, e.Node, e.Message)
+		case <-d.stopDrain:
+			return
+		}
+	}
 }
 
 // HTTPConns is the HTTP port's connection guard (its counters).
@@ -360,6 +391,8 @@ func (d *Daemon) HTTPAddr() string { return d.httpAddr }
 // first; without, their processes keep running for a restarted scheduler
 // to adopt.
 func (d *Daemon) Close(stopJobs bool) {
+	d.stopOnce.Do(func() { close(d.stopDrain) })
+	<-d.drained
 	if stopJobs {
 		d.Manager.Shutdown()
 	} else {

@@ -38,6 +38,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kelpie/kelpie/core/spec"
+	"github.com/kelpie/kelpie/scheduler/launch"
 )
 
 // Labels every object of a job carries.
@@ -81,9 +82,14 @@ type Config struct {
 	// RelaunchLimit is how many times the launcher replaces Pods deleted by
 	// someone else, per node (default 3).
 	RelaunchLimit int
-	// Events receives what happens to the job's Pods (called without the
-	// launcher's lock; must not block for long).
+	// Events, if set, receives what happens to the job's Pods (called
+	// without the launcher's lock; must not block for long): an observer.
 	Events func(Event)
+	// Deliver, if set, is where the scheduler hears what happens to the
+	// job's Pods: every event, described (Describe), is sent to it, waiting
+	// while it is full until Run's context ends, so an event that comes
+	// before the scheduler drains the channel is kept, not dropped.
+	Deliver chan<- launch.ClusterEvent
 	// NodeSecret, when set, gives the contents of a job's certificate
 	// Secret (node certificates and keys, file name -> bytes) at StartJob.
 	// Without it the Secret is created empty: the place the trust issue's
@@ -96,6 +102,10 @@ type Config struct {
 type Launcher struct {
 	cfg      Config
 	informer cache.SharedIndexInformer
+
+	// stop is Run's context's Done: a delivery waiting for room gives up
+	// when it closes.
+	stop <-chan struct{}
 
 	mu   sync.Mutex
 	jobs map[string]*job
@@ -161,7 +171,7 @@ func New(cfg Config) (*Launcher, error) {
 		DeleteFunc: l.deleted,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("kube: pod informer: %v", err)
+		return nil, fmt.Errorf("kube: pod informer: %w", err)
 	}
 	return l, nil
 }
@@ -170,6 +180,7 @@ func New(cfg Config) (*Launcher, error) {
 // once the informer has synced (the launcher is usable) and keeps going in
 // the background.
 func (l *Launcher) Run(ctx context.Context) error {
+	l.stop = ctx.Done()
 	go l.informer.Run(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), l.informer.HasSynced) {
 		return fmt.Errorf("kube: pod informer did not sync: %v", ctx.Err())
@@ -216,7 +227,7 @@ func (l *Launcher) StartJob(ctx context.Context, s *spec.Spec) error {
 	}
 	got, err := l.cfg.Client.CoreV1().ConfigMaps(l.ns()).Create(ctx, root, metav1.CreateOptions{})
 	if err != nil {
-		return fmt.Errorf("kube: create root of job %s: %v", name, err)
+		return fmt.Errorf("kube: create root of job %s: %w", name, err)
 	}
 	owner := metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: got.Name, UID: got.UID,
 		Controller: ptr(true), BlockOwnerDeletion: ptr(true)}
@@ -229,13 +240,13 @@ func (l *Launcher) StartJob(ctx context.Context, s *spec.Spec) error {
 		},
 	}
 	if _, err := l.cfg.Client.CoreV1().Services(l.ns()).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("kube: create service of job %s: %v", name, err)
+		return fmt.Errorf("kube: create service of job %s: %w", name, err)
 	}
 	var data map[string][]byte
 	if l.cfg.NodeSecret != nil {
 		nodes := append(s.ServerNames(), s.WorkerNames()...)
 		if data, err = l.cfg.NodeSecret(name, nodes); err != nil {
-			return fmt.Errorf("kube: certificates of job %s: %v", name, err)
+			return fmt.Errorf("kube: certificates of job %s: %w", name, err)
 		}
 	}
 	sec := &corev1.Secret{
@@ -244,7 +255,7 @@ func (l *Launcher) StartJob(ctx context.Context, s *spec.Spec) error {
 		Data:       data,
 	}
 	if _, err := l.cfg.Client.CoreV1().Secrets(l.ns()).Create(ctx, sec, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("kube: create secret of job %s: %v", name, err)
+		return fmt.Errorf("kube: create secret of job %s: %w", name, err)
 	}
 	l.mu.Lock()
 	l.jobs[name] = &job{name: name, rootUI: owner, res: s.Cluster.Resources, nodes: map[string]*node{}}
@@ -275,7 +286,7 @@ func (l *Launcher) StartNode(ctx context.Context, jobName, role, nodeName string
 		return err
 	}
 	if _, err := l.cfg.Client.CoreV1().Pods(l.ns()).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("kube: create pod %s: %v", pod.Name, err)
+		return fmt.Errorf("kube: create pod %s: %w", pod.Name, err)
 	}
 	return nil
 }
@@ -306,7 +317,7 @@ func (l *Launcher) Restart(ctx context.Context, jobName, nodeName string) (strin
 		return "", err
 	}
 	if _, err := l.cfg.Client.CoreV1().Pods(l.ns()).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		return "", fmt.Errorf("kube: create pod %s: %v", pod.Name, err)
+		return "", fmt.Errorf("kube: create pod %s: %w", pod.Name, err)
 	}
 	return pod.Name, nil
 }
@@ -338,7 +349,7 @@ func (l *Launcher) EndJob(ctx context.Context, jobName string) error {
 	bg := metav1.DeletePropagationBackground
 	err := l.cfg.Client.CoreV1().ConfigMaps(l.ns()).Delete(ctx, rootName(jobName), metav1.DeleteOptions{PropagationPolicy: &bg})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("kube: delete job %s: %v", jobName, err)
+		return fmt.Errorf("kube: delete job %s: %w", jobName, err)
 	}
 	l.mu.Lock()
 	delete(l.jobs, jobName)
@@ -411,7 +422,7 @@ func (l *Launcher) deletePod(ctx context.Context, name string) error {
 	zero := int64(0)
 	err := l.cfg.Client.CoreV1().Pods(l.ns()).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("kube: delete pod %s: %v", name, err)
+		return fmt.Errorf("kube: delete pod %s: %w", name, err)
 	}
 	return nil
 }
@@ -426,14 +437,14 @@ func (l *Launcher) podLocked(j *job, nodeName string, n *node) (*corev1.Pod, err
 	if rr.CPU != "" {
 		q, err := resource.ParseQuantity(rr.CPU)
 		if err != nil {
-			return nil, fmt.Errorf("kube: cluster.resources.%s.cpu: %v", n.role, err)
+			return nil, fmt.Errorf("kube: cluster.resources.%s.cpu: %w", n.role, err)
 		}
 		req[corev1.ResourceCPU] = q
 	}
 	if rr.Memory != "" {
 		q, err := resource.ParseQuantity(rr.Memory)
 		if err != nil {
-			return nil, fmt.Errorf("kube: cluster.resources.%s.memory: %v", n.role, err)
+			return nil, fmt.Errorf("kube: cluster.resources.%s.memory: %w", n.role, err)
 		}
 		req[corev1.ResourceMemory], lim[corev1.ResourceMemory] = q, q
 	}
@@ -629,6 +640,12 @@ func (l *Launcher) rebusyLocked(j *job) []Event {
 func (l *Launcher) emit(evs []Event) {
 	for _, e := range evs {
 		l.cfg.Events(e)
+		if l.cfg.Deliver != nil {
+			select {
+			case l.cfg.Deliver <- launch.ClusterEvent{Job: e.Job, Node: e.Node, Message: Describe(e)}:
+			case <-l.stop:
+			}
+		}
 	}
 }
 

@@ -19,7 +19,7 @@ import (
 	"github.com/kelpie/kelpie/scheduler/daemon"
 	"github.com/kelpie/kelpie/scheduler/kube"
 	"github.com/kelpie/kelpie/scheduler/kube/kubetest"
-	"github.com/kelpie/kelpie/scheduler/manager"
+	"github.com/kelpie/kelpie/scheduler/launch"
 )
 
 const trainYAML = `name: ktrain
@@ -63,15 +63,12 @@ func startOnCluster(t *testing.T, c *kubetest.Cluster, threshold time.Duration) 
 	t.Cleanup(o.kl.Stop)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	var mgr atomic.Pointer[manager.Manager]
+	events := make(chan launch.ClusterEvent, 256)
 	l, err := kube.New(kube.Config{Client: saClient(t, c), Namespace: "default", Image: "kelpie:test", Exe: exe,
-		PendingThreshold: threshold,
+		PendingThreshold: threshold, Deliver: events,
 		Events: func(e kube.Event) {
 			if e.Kind == kube.EventBusy {
 				o.busy.Add(1)
-			}
-			if m := mgr.Load(); m != nil {
-				m.ClusterEvent(e.Job, e.Node, kube.Describe(e))
 			}
 		}})
 	if err != nil {
@@ -81,12 +78,11 @@ func startOnCluster(t *testing.T, c *kubetest.Cluster, threshold time.Duration) 
 		t.Fatalf("launcher with the ServiceAccount's token: %v", err)
 	}
 	o.d, err = daemon.Start(daemon.Config{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0", DataDir: dir, Exe: exe,
-		Tick: 200 * time.Millisecond, Pods: l, Log: slog.New(slog.NewTextHandler(logWriter{t}, nil))})
+		Tick: 200 * time.Millisecond, Pods: l, ClusterEvents: events, Log: slog.New(slog.NewTextHandler(logWriter{t}, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { o.d.Close(true) })
-	mgr.Store(o.d.Manager)
 	return o
 }
 

@@ -86,7 +86,7 @@ func (l *Local) Start(name string, args ...string) (*Proc, error) {
 	if exe == "" {
 		var err error
 		if exe, err = os.Executable(); err != nil {
-			return nil, fmt.Errorf("launch: find own executable: %v", err)
+			return nil, fmt.Errorf("launch: find own executable: %w", err)
 		}
 	}
 	out := l.Log
@@ -102,7 +102,7 @@ func (l *Local) Start(name string, args ...string) (*Proc, error) {
 	cmd.Stdout, cmd.Stderr = pw, pw
 	if err := cmd.Start(); err != nil {
 		pw.Close()
-		return nil, fmt.Errorf("launch %s: %v", name, err)
+		return nil, fmt.Errorf("launch %s: %w", name, err)
 	}
 	l.record(name, cmd.Process.Pid)
 	p := &Proc{Name: name, Cmd: cmd, exited: make(chan struct{}), clk: l.Clock}
@@ -138,13 +138,13 @@ func (l *Local) startDetached(name string, cmd *exec.Cmd) (*Proc, error) {
 	}
 	f, err := OpenPrivate(filepath.Join(dir, name+".log"))
 	if err != nil {
-		return nil, fmt.Errorf("launch %s: %v", name, err)
+		return nil, fmt.Errorf("launch %s: %w", name, err)
 	}
 	defer f.Close()
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("launch %s: %v", name, err)
+		return nil, fmt.Errorf("launch %s: %w", name, err)
 	}
 	l.record(name, cmd.Process.Pid)
 	p := &Proc{Name: name, Cmd: cmd, exited: make(chan struct{}), clk: l.Clock}

@@ -49,7 +49,7 @@ func procStat(pid int) (byte, uint64, error) {
 	}
 	var st uint64
 	if _, err := fmt.Sscan(f[19], &st); err != nil {
-		return 0, 0, fmt.Errorf("launch: /proc/%d/stat start time: %v", pid, err)
+		return 0, 0, fmt.Errorf("launch: /proc/%d/stat start time: %w", pid, err)
 	}
 	return f[0][0], st, nil
 }

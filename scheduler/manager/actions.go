@@ -22,6 +22,7 @@ import (
 	"github.com/kelpie/kelpie/proto/pspb"
 	"github.com/kelpie/kelpie/proto/timelinepb"
 	"github.com/kelpie/kelpie/scheduler/cause"
+	"github.com/kelpie/kelpie/scheduler/change"
 	"github.com/kelpie/kelpie/scheduler/gate"
 	"github.com/kelpie/kelpie/scheduler/monitor"
 	"github.com/kelpie/kelpie/scheduler/policy"
@@ -652,13 +653,6 @@ func (m *Manager) dispatchLocked(j *jobState, a *consolepb.Action, who string) s
 	}
 	j.recordUndo(a)  // what a rollback restores, as it is before
 	j.forgetCause(a) // a relaunched node's time split starts afresh
-	if a.Kind == string(policy.KindKillRestart) && m.cfg.Pods != nil && !j.serverRestart(a) {
-		// On Kubernetes a worker's restart is a fresh Pod.
-		j.mon.Forget(a.Target)
-		m.transition(j, a, ActDispatched, who, "replacing its pod")
-		m.spawn(func() { m.restartPod(j, a) })
-		return nil
-	}
 	return d.dispatch(m, j, a, who)
 }
 
@@ -778,8 +772,8 @@ func (m *Manager) applySync(j *jobState, a *consolepb.Action, settings *pspb.Syn
 
 // serverRestart says whether an action relaunches a server.
 func (j *jobState) serverRestart(a *consolepb.Action) bool {
-	n := j.nodes[a.Target]
-	return a.Kind == string(policy.KindKillRestart) && n != nil && n.role == "server"
+	d, n := defOf(a), j.nodes[a.Target]
+	return d != nil && d.relaunches && n != nil && n.role == "server"
 }
 
 // aheadIteration is the iteration a global action (a batch split, a table
@@ -835,13 +829,18 @@ func (m *Manager) acked(j *jobState, node string, ack *agentpb.ActionAck) {
 		return
 	}
 	if tableKind(a.Kind) || j.serverRestart(a) {
-		// A table change's sequence hears its workers' switches.
+		// A table change's sequence hears its workers' switches, here on
+		// the actor: every ack reaches it.
 		a.AppliedIteration = max(a.AppliedIteration, ack.AppliedIteration)
-		if ch := j.tableEvents[a.Id]; ch != nil {
-			select {
-			case ch <- tableEvent{node: node, err: ack.Error}:
-			default:
-			}
+		if r := j.tables[a.Id]; r != nil {
+			now := m.now()
+			r.feed(func(c *change.Table) {
+				if ack.Error != "" {
+					c.WorkerFailed(now, node, ack.Error)
+				} else {
+					c.Switched(now, node)
+				}
+			})
 		}
 		j.mu.Unlock()
 		return
@@ -1119,13 +1118,12 @@ func allreduceRefuses(s *spec.Spec, kind string) error {
 	if ex != spec.ExchangeRing && ex != spec.ExchangeRAT {
 		return nil
 	}
-	switch kind {
-	case string(policy.KindAdjustBS), string(policy.KindAdjustLR), string(policy.KindKillRestart),
-		string(policy.KindAddWorker), string(policy.KindRemoveWorker):
+	d, err := kindOf(kind)
+	switch {
+	case err != nil:
+		return status.Errorf(codes.FailedPrecondition, "%s is not supported for job %s (exchange %s)", kind, s.Name, ex)
+	case d.allreduce:
 		return nil
-	case string(policy.KindReassign), string(policy.KindAddServer), string(policy.KindRemoveServer),
-		string(policy.KindSetSync), string(policy.KindBackupWorkers):
-		return status.Errorf(codes.FailedPrecondition, "%s does not apply to job %s: exchange %s has no parameter servers (needs exchange ps)", kind, s.Name, ex)
 	}
-	return status.Errorf(codes.FailedPrecondition, "%s is not supported for job %s (exchange %s)", kind, s.Name, ex)
+	return status.Errorf(codes.FailedPrecondition, "%s does not apply to job %s: exchange %s has no parameter servers (needs exchange ps)", kind, s.Name, ex)
 }

@@ -76,7 +76,7 @@ func (j *jobState) relaunch(nodes []*nodeState, now time.Time) {
 			}
 		})
 		if err != nil {
-			j.coord.Fail(fmt.Errorf("%s: launch again after it was lost: %v", n.name, err))
+			j.coord.Fail(fmt.Errorf("%s: launch again after it was lost: %w", n.name, err))
 			return
 		}
 	}
@@ -130,7 +130,7 @@ func (j *jobState) relaunchGone() {
 			continue
 		}
 		if err := j.startAgent(role, n.name); err != nil {
-			j.coord.Fail(fmt.Errorf("%s: its agent died after the scheduler restarted; launch again: %v", n.name, err))
+			j.coord.Fail(fmt.Errorf("%s: its agent died after the scheduler restarted; launch again: %w", n.name, err))
 			return
 		}
 		j.onActor(func() {

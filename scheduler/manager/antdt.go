@@ -2,7 +2,6 @@ package manager
 
 import (
 	"fmt"
-	"maps"
 	"sort"
 	"strings"
 	"time"
@@ -171,13 +170,8 @@ func (m *Manager) dispatchLR(j *jobState, a *consolepb.Action, who string) sendL
 // fromProposalParams carries a proposal's typed arguments (and the params
 // the console shows for them).
 func fromProposalParams(p policy.Action, a *consolepb.Action) {
-	switch p.Kind {
-	case policy.KindBackupWorkers:
-		a.Args = &consolepb.Action_BackupWorkers{BackupWorkers: &consolepb.BackupWorkersArgs{Drop: int32(p.Drop)}}
-		backupToParams(a)
-	case policy.KindAdjustLR:
-		a.Args = &consolepb.Action_AdjustLr{AdjustLr: &consolepb.AdjustLRArgs{LrScale: maps.Clone(p.LRScale)}}
-		lrToParams(a)
+	if d, _ := kindOf(string(p.Kind)); d != nil && d.fromProposal != nil {
+		d.fromProposal(p, a)
 	}
 	if len(p.Accumulation) > 0 {
 		a.Accumulation = map[string]int32{}

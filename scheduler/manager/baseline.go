@@ -63,7 +63,7 @@ func (m *Manager) checkpointRestart(j *jobState, a *consolepb.Action, next block
 	acks, err := m.askServers(j, cmds, 30*time.Second)
 	var se *serverError
 	if errors.As(err, &se) {
-		return fmt.Errorf("checkpoint %s: %v", se.node, se.err)
+		return fmt.Errorf("checkpoint %s: %w", se.node, se.err)
 	}
 	if err != nil {
 		return err

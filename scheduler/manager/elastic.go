@@ -16,7 +16,6 @@ import (
 	"github.com/kelpie/kelpie/proto/agentpb"
 	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/change"
-	"github.com/kelpie/kelpie/scheduler/policy"
 	"github.com/kelpie/kelpie/scheduler/store"
 )
 
@@ -44,8 +43,11 @@ func (j *jobState) validateTable(a *consolepb.Action) error {
 		return status.Errorf(codes.FailedPrecondition, "%s: job %s has no data left to train", a.Kind, j.spec.Name)
 	}
 	active := j.activeServers()
-	switch a.Kind {
-	case string(policy.KindRemoveServer):
+	d := defOf(a)
+	if d == nil {
+		return status.Errorf(codes.InvalidArgument, "%s: not a table change", a.Kind)
+	}
+	if d.leaving {
 		n, ok := j.nodes[a.Target]
 		if !ok || n.role != "server" {
 			return status.Errorf(codes.InvalidArgument, "REMOVE_SERVER: %q is not a server of job %s", a.Target, j.spec.Name)
@@ -62,12 +64,12 @@ func (j *jobState) validateTable(a *consolepb.Action) error {
 			return status.Errorf(codes.FailedPrecondition, "REMOVE_SERVER: %s is the job's last server", a.Target)
 		}
 	}
-	if len(a.Assignment) > 0 && (a.Kind == string(policy.KindReassign) || a.Kind == string(policy.KindRemoveServer)) {
+	if len(a.Assignment) > 0 && d.checkAssignment {
 		// REMOVE_SERVER may carry the table after the server leaves
 		// (PSLD moves the blocks and removes the server it empties in one
 		// change): no block may stay on the leaving server.
 		leaving := -1
-		if a.Kind == string(policy.KindRemoveServer) {
+		if d.leaving {
 			leaving = nodeIndex(a.Target)
 		}
 		return checkAssignment(a.Kind, a.Assignment, len(j.coord.Table().Blocks), active, leaving)
@@ -92,23 +94,38 @@ func checkAssignment(kind string, assignment []int32, blocks int, active []int, 
 	return nil
 }
 
-// tableEvent is what the agents tell a table change under way: a worker
-// switched (or could not), a node was lost.
-type tableEvent struct {
-	node string
-	err  string // the worker's error
-	lost bool
+// tableRun is a table change under way as the job's actor holds it
+// (jobState.tables, by action id): the change's sequence, which only the
+// actor drives — an ack, a lost node, the time and each carried-out
+// effect's outcome are fed to it there, directly — and the effects it has
+// produced that the change's goroutine (retable) has yet to carry out.
+// kick wakes that goroutine; it holds one signal, not events: what
+// happened is in the sequence, so a wake coalesced with another loses
+// nothing.
+type tableRun struct {
+	c       *change.Table
+	pending []change.Effect
+	kick    chan struct{}
 }
 
-// tellTables passes an event to every table change under way (under the
-// job's lock; a change that has stopped listening misses nothing it
-// needs).
-func (j *jobState) tellTables(ev tableEvent) {
-	for _, ch := range j.tableEvents {
+// feed gives the change an event (on the actor) and wakes its goroutine
+// if the change produced effects or is over.
+func (r *tableRun) feed(f func(c *change.Table)) {
+	f(r.c)
+	r.pending = append(r.pending, r.c.Ready()...)
+	if len(r.pending) > 0 || r.c.Over() {
 		select {
-		case ch <- ev:
-		default:
+		case r.kick <- struct{}{}:
+		default: // a wake is already waiting
 		}
+	}
+}
+
+// tableLost tells every table change under way that a node was lost (on
+// the actor).
+func (j *jobState) tableLost(now time.Time, node string) {
+	for _, r := range j.tables {
+		r.feed(func(c *change.Table) { c.Lost(now, node) })
 	}
 }
 
@@ -132,13 +149,13 @@ func (m *Manager) retable(j *jobState, a *consolepb.Action) {
 	for _, r := range a.Assignment {
 		plan.Assignment = append(plan.Assignment, int(r))
 	}
-	switch {
-	case replaced != "":
+	if d := defOf(a); replaced != "" {
 		plan.Kind, plan.Remove = change.Relaunch, nodeIndex(replaced)
-	case a.Kind == string(policy.KindAddServer):
-		plan.Kind = change.AddServer
-	case a.Kind == string(policy.KindRemoveServer):
-		plan.Kind, plan.Remove = change.RemoveServer, nodeIndex(a.Target)
+	} else if d != nil && d.change != 0 {
+		plan.Kind = d.change
+		if d.leaving {
+			plan.Remove = nodeIndex(a.Target)
+		}
 	}
 	if plan.Kind == change.AddServer || plan.Kind == change.Relaunch {
 		name, idx := j.coord.AddServer()
@@ -173,22 +190,26 @@ func (m *Manager) retable(j *jobState, a *consolepb.Action) {
 		}
 		return
 	}
-	events := make(chan tableEvent, 256)
+	r := &tableRun{kick: make(chan struct{}, 1)}
 	j.onActor(func() {
-		if j.tableEvents == nil {
-			j.tableEvents = map[string]chan tableEvent{}
+		r.feed(func(*change.Table) { r.c = change.NewTable(plan, m.now()) })
+		if j.tables == nil {
+			j.tables = map[string]*tableRun{}
 		}
-		j.tableEvents[a.Id] = events
+		j.tables[a.Id] = r
 	})
-	defer j.onActor(func() { delete(j.tableEvents, a.Id) })
-	c := change.NewTable(plan, m.now())
-	if c.Phase() == change.Joining {
+	defer j.onActor(func() { delete(j.tables, a.Id) })
+	// feed hands the change an event on the actor.
+	feed := func(f func(c *change.Table)) { j.onActor(func() { r.feed(f) }) }
+	var joining bool
+	j.onActor(func() { joining = r.c.Phase() == change.Joining })
+	if joining {
 		err := m.await(j, serverJoinTimeout, j.coord.Changed, func() bool { return j.coord.ServerAddrs()[newIdx] != "" })
 		switch {
 		case err == nil:
-			c.Joined(m.now())
+			feed(func(c *change.Table) { c.Joined(m.now()) })
 		case errors.As(err, new(timeoutError)):
-			c.Tick(m.now())
+			feed(func(c *change.Table) { c.Tick(m.now()) })
 		default:
 			return
 		}
@@ -196,78 +217,79 @@ func (m *Manager) retable(j *jobState, a *consolepb.Action) {
 	addrs := j.coord.ServerAddrs()
 	var before map[string]float64
 	for {
-		for eff := c.Ready(); len(eff) > 0; eff = c.Ready() {
-			for _, e := range eff {
-				switch e.Type {
-				case change.Retable:
-					before = j.serverPaused()
-					m.startTable(j, a, c, e, addrs)
-				case change.Commit:
-					j.coord.CommitTable()
-					// Wait for the blocks to settle (at most settleTimeout):
-					// every server's counters, as its agent sends them, show
-					// the new table with no block in transit. Then measure
-					// the pause.
-					if err := m.await(j, settleTimeout, j.changed, func() bool { return j.serversSettled(addrs, e.Table.Version) }); errors.Is(err, errClosing) {
-						return
-					}
-					paused := 0.0
-					for k, p := range j.serverPaused() {
-						paused = max(paused, p-before[k])
-					}
-					c.Settled(m.now(), paused)
-				case change.Shutdown:
-					var removed []string
-					names := j.coord.ServerNames()
-					for _, r := range e.Removed {
-						if addrs[r] != "" && r < len(names) {
-							removed = append(removed, names[r])
-						}
-					}
-					m.shutdownServers(j, removed, a.Id+"/shutdown", "removed from the job's table")
-				case change.Finish:
-					if e.Err != nil {
-						fail(e.Err)
-						return
-					}
-					j.onActor(func() {
-						paused := c.Paused()
-						a.PausedSeconds = paused
-						j.paused += paused
-						if newIdx >= 0 {
-							j.nodes[j.coord.ServerNames()[newIdx]].status.State = agentpb.NodeState_NODE_STATE_RUNNING
-						}
-						if replaced != "" {
-							a.Predicted = fmt.Sprintf("relaunched as %s", j.coord.ServerNames()[newIdx])
-							j.mon.Forget(replaced)
-						}
-						m.transition(j, a, ActApplied, "scheduler", e.Note)
-					})
-					m.persistAction(j, a)
+		var (
+			effects  []change.Effect
+			over     bool
+			deadline time.Time
+		)
+		j.onActor(func() {
+			effects, r.pending = r.pending, nil
+			over, deadline = r.c.Over(), r.c.Deadline()
+		})
+		for _, e := range effects {
+			switch e.Type {
+			case change.Retable:
+				before = j.serverPaused()
+				m.startTable(j, a, r, e, addrs)
+			case change.Commit:
+				j.coord.CommitTable()
+				// Wait for the blocks to settle (at most settleTimeout):
+				// every server's counters, as its agent sends them, show
+				// the new table with no block in transit. Then measure
+				// the pause.
+				if err := m.await(j, settleTimeout, j.changed, func() bool { return j.serversSettled(addrs, e.Table.Version) }); errors.Is(err, errClosing) {
 					return
 				}
+				paused := 0.0
+				for k, p := range j.serverPaused() {
+					paused = max(paused, p-before[k])
+				}
+				feed(func(c *change.Table) { c.Settled(m.now(), paused) })
+			case change.Shutdown:
+				var removed []string
+				names := j.coord.ServerNames()
+				for _, r := range e.Removed {
+					if addrs[r] != "" && r < len(names) {
+						removed = append(removed, names[r])
+					}
+				}
+				m.shutdownServers(j, removed, a.Id+"/shutdown", "removed from the job's table")
+			case change.Finish:
+				if e.Err != nil {
+					fail(e.Err)
+					return
+				}
+				j.onActor(func() {
+					paused := r.c.Paused()
+					a.PausedSeconds = paused
+					j.paused += paused
+					if newIdx >= 0 {
+						j.nodes[j.coord.ServerNames()[newIdx]].status.State = agentpb.NodeState_NODE_STATE_RUNNING
+					}
+					if replaced != "" {
+						a.Predicted = fmt.Sprintf("relaunched as %s", j.coord.ServerNames()[newIdx])
+						j.mon.Forget(replaced)
+					}
+					m.transition(j, a, ActApplied, "scheduler", e.Note)
+				})
+				m.persistAction(j, a)
+				return
 			}
 		}
-		if c.Over() {
+		if len(effects) > 0 {
+			continue // carrying them out may have produced more
+		}
+		if over {
 			return
 		}
 		var timeout <-chan time.Time
-		if d := c.Deadline(); !d.IsZero() {
-			timeout = m.clk.After(max(d.Sub(m.now()), 0))
+		if !deadline.IsZero() {
+			timeout = m.clk.After(max(deadline.Sub(m.now()), 0))
 		}
 		select {
-		case ev := <-events:
-			now := m.now()
-			switch {
-			case ev.lost:
-				c.Lost(now, ev.node)
-			case ev.err != "":
-				c.WorkerFailed(now, ev.node, ev.err)
-			default:
-				c.Switched(now, ev.node)
-			}
+		case <-r.kick:
 		case <-timeout:
-			c.Tick(m.now())
+			feed(func(c *change.Table) { c.Tick(m.now()) })
 		case <-j.endedCh:
 			return
 		case <-m.done:
@@ -279,7 +301,7 @@ func (m *Manager) retable(j *jobState, a *consolepb.Action) {
 // startTable carries out a change's Retable effect: every server takes the
 // table (servers first, the removed one included: it hands its blocks off),
 // then the live workers are told; it reports the outcome to the change.
-func (m *Manager) startTable(j *jobState, a *consolepb.Action, c *change.Table, e change.Effect, addrs []string) {
+func (m *Manager) startTable(j *jobState, a *consolepb.Action, r *tableRun, e change.Effect, addrs []string) {
 	next := e.Table
 	newAddrs := append([]string(nil), addrs...)
 	for _, r := range e.Removed {
@@ -303,12 +325,12 @@ func (m *Manager) startTable(j *jobState, a *consolepb.Action, c *change.Table, 
 		if errors.Is(err, errClosing) {
 			return
 		}
+		server := -1
 		var se *serverError
 		if errors.As(err, &se) {
-			c.RetableFailed(m.now(), slices.Index(names, se.node), se.err)
-		} else {
-			c.RetableFailed(m.now(), -1, err)
+			server, err = slices.Index(names, se.node), se.err
 		}
+		j.onActor(func() { r.feed(func(c *change.Table) { c.RetableFailed(m.now(), server, err) }) })
 		return
 	}
 	j.coord.BeginTable(next, e.Removed, at, a.Id)
@@ -317,8 +339,8 @@ func (m *Manager) startTable(j *jobState, a *consolepb.Action, c *change.Table, 
 		live := j.liveWorkers()
 		sends = m.broadcastTo(j, a, live)
 		m.event(j.spec.Name, "action", a.Target, fmt.Sprintf("action %s %s: table v%d from iteration %d, %d of %d blocks move",
-			a.Id, a.Kind, next.Version, at, c.Moved(), len(next.Blocks)), "scheduler")
-		c.Retabled(m.now(), at, live)
+			a.Id, a.Kind, next.Version, at, r.c.Moved(), len(next.Blocks)), "scheduler")
+		r.feed(func(c *change.Table) { c.Retabled(m.now(), at, live) })
 	})
 	sends.run()
 }

@@ -410,14 +410,10 @@ func (m *Manager) issueOneLocked(j *jobState, st eps.Step) (*consolepb.Action, s
 		return nil, nil, fmt.Errorf("job is %s", j.state)
 	}
 	a := &consolepb.Action{Kind: string(st.Kind), Policy: policy.NameEPS, Reason: st.Reason}
-	switch st.Kind {
-	case policy.KindRemoveWorker:
-		a.Target = removableWorker(j)
-	case policy.KindRemoveServer:
-		a.Target = removableServer(j)
-	}
-	if (st.Kind == policy.KindRemoveWorker || st.Kind == policy.KindRemoveServer) && a.Target == "" {
-		return nil, nil, fmt.Errorf("no %s left to remove", strings.ToLower(strings.TrimPrefix(string(st.Kind), "REMOVE_")))
+	if d := defOf(a); d != nil && d.removable != nil {
+		if a.Target = d.removable(j); a.Target == "" {
+			return nil, nil, fmt.Errorf("no %s left to remove", strings.ToLower(strings.TrimPrefix(string(st.Kind), "REMOVE_")))
+		}
 	}
 	if err := j.validate(a); err != nil {
 		return nil, nil, err

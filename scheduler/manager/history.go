@@ -262,9 +262,7 @@ func (j *jobState) applied(a *consolepb.Action, frames []*timelinepb.TimelineFra
 		// from a missed batch cut answers what the short window showed.
 		ap.Window = snap.LPer
 	}
-	switch a.Kind {
-	case string(policy.KindKillRestart), string(policy.KindAddWorker), string(policy.KindRemoveWorker),
-		string(policy.KindAddServer), string(policy.KindRemoveServer):
+	if d := defOf(a); d != nil && d.nodeChange {
 		ap.Transition = 2 * j.m.cfg.Bucket // a node comes or goes
 	}
 	if ap.Window <= 0 {
@@ -399,7 +397,7 @@ func (m *Manager) storedTimeline(job string) ([]*timelinepb.TimelineFrame, error
 	for i, b := range data {
 		f := &timelinepb.TimelineFrame{}
 		if err := proto.Unmarshal(b, f); err != nil {
-			return nil, fmt.Errorf("frame %d: %v", i, err)
+			return nil, fmt.Errorf("frame %d: %w", i, err)
 		}
 		frames = append(frames, f)
 	}

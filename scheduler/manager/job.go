@@ -74,9 +74,10 @@ type jobState struct {
 	// sets how long a view lives (viewTTL).
 	nodeCount atomic.Int32
 	snap      monitor.Snapshot // the Monitor as of the last tick: views and gates read it
-	// Table changes under way (the table itself is the coordinator's:
-	// PendingTable): the channel their sequence hears the agents on.
-	tableEvents map[string]chan tableEvent
+	// tables are the table changes under way, by action id (the table
+	// itself is the coordinator's: PendingTable): their sequences, driven
+	// on the actor (elastic.go).
+	tables map[string]*tableRun
 	// calls are the commands sent to servers through their agents that
 	// wait for an ack (servercmd.go).
 	calls map[callKey]*serverCall
@@ -478,7 +479,7 @@ func (j *jobState) tick(now time.Time) {
 		for _, n := range relaunch {
 			why := "its agent did not come back after the scheduler restarted"
 			lost = append(lost, j.changedSince(now, func() { j.gate.NodeLost(now, n.name, why) })...)
-			j.tellTables(tableEvent{node: n.name, lost: true})
+			j.tableLost(now, n.name)
 		}
 		for _, n := range j.nodes {
 			st := n.status.State
@@ -496,7 +497,7 @@ func (j *jobState) tick(now time.Time) {
 				m.event(j.spec.Name, "node", n.name, fmt.Sprintf("%s lost: %s", n.name, why), "")
 				j.mon.Forget(n.name)
 				lost = append(lost, j.changedSince(now, func() { j.gate.NodeLost(now, n.name, why) })...)
-				j.tellTables(tableEvent{node: n.name, lost: true})
+				j.tableLost(now, n.name)
 			}
 		}
 	})

@@ -14,6 +14,8 @@ import (
 	"github.com/kelpie/kelpie/proto/agentpb"
 	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/proto/pspb"
+	"github.com/kelpie/kelpie/scheduler/change"
+	"github.com/kelpie/kelpie/scheduler/policy"
 )
 
 // kindDef is everything the manager knows of one action kind, in one
@@ -58,6 +60,26 @@ type kindDef struct {
 	// ackAtNode: the applied iteration is where the acking node is (a node
 	// action), not the one its ack reports (a global action).
 	ackAtNode bool
+	// change is the table change a table kind makes (scheduler/change);
+	// leaving says its target's blocks must all move (REMOVE_SERVER) and
+	// checkAssignment whether an explicit assignment is checked against
+	// the job's servers.
+	change                   change.Kind
+	leaving, checkAssignment bool
+	// relaunches: the action relaunches its target (KILL_RESTART); a
+	// server's relaunch is a table change (a new server takes its blocks).
+	relaunches bool
+	// nodeChange: a node comes or goes (the closed-loop judgement allows
+	// for the transition).
+	nodeChange bool
+	// allreduce: the kind applies to an allreduce job (no parameter
+	// servers) as well.
+	allreduce bool
+	// fromProposal carries a policy proposal's typed arguments.
+	fromProposal func(p policy.Action, a *consolepb.Action)
+	// removable picks the node an EPS step of this kind takes out ("":
+	// none left); nil for a kind that takes none out.
+	removable func(j *jobState) string
 }
 
 var kindDefs map[consolepb.ActionKind]*kindDef
@@ -72,25 +94,34 @@ func init() {
 	}
 	servers := func(*jobState, *consolepb.Action, string) bool { return false } // the servers apply it
 	table := func(m *Manager, j *jobState, a *consolepb.Action, who string) sendList {
+		// Its table change runs on a goroutine of its own (retable), which
+		// the job's actor feeds every ack, loss and tick.
 		m.transition(j, a, ActDispatched, who, "changing the block table")
 		m.spawn(func() { m.retable(j, a) })
 		return nil
 	}
 	defs := []*kindDef{
-		{kind: consolepb.ActionKind_ACTION_KIND_ADJUST_BS, resplit: true, validate: (*jobState).validateSplit,
+		{kind: consolepb.ActionKind_ACTION_KIND_ADJUST_BS, resplit: true, allreduce: true, validate: (*jobState).validateSplit,
 			dispatch: func(m *Manager, j *jobState, a *consolepb.Action, who string) sendList {
 				sends := m.splitCommands(j, a)
 				m.transition(j, a, ActDispatched, who, fmt.Sprintf("to %d workers, at iteration %d", len(j.liveWorkers()), a.TargetIteration))
 				return sends
 			},
 			targets: resplitTargets, applied: (*Manager).applySplit},
-		{kind: consolepb.ActionKind_ACTION_KIND_KILL_RESTART, exclusive: true, ackAtNode: true,
-			validate: (*jobState).validateRestart,
+		{kind: consolepb.ActionKind_ACTION_KIND_KILL_RESTART, exclusive: true, ackAtNode: true, relaunches: true, nodeChange: true,
+			allreduce: true, validate: (*jobState).validateRestart,
 			dispatch: func(m *Manager, j *jobState, a *consolepb.Action, who string) sendList {
 				if j.serverRestart(a) {
 					// A server is relaunched on a fresh host by a hot table
 					// change: a new server takes its blocks, then it stops.
 					return table(m, j, a, who)
+				}
+				if m.cfg.Pods != nil {
+					// On Kubernetes a worker's restart is a fresh Pod.
+					j.mon.Forget(a.Target)
+					m.transition(j, a, ActDispatched, who, "replacing its pod")
+					m.spawn(func() { m.restartPod(j, a) })
+					return nil
 				}
 				j.mon.Forget(a.Target)
 				j.await(a, []string{a.Target})
@@ -98,13 +129,21 @@ func init() {
 				return j.sendCommand(a, []string{a.Target})
 			}},
 		{kind: consolepb.ActionKind_ACTION_KIND_BACKUP_WORKERS, fromParams: backupFromParams, toParams: backupToParams,
+			fromProposal: func(p policy.Action, a *consolepb.Action) {
+				a.Args = &consolepb.Action_BackupWorkers{BackupWorkers: &consolepb.BackupWorkersArgs{Drop: int32(p.Drop)}}
+				backupToParams(a)
+			},
 			validate: (*jobState).validateBackup, targets: servers,
 			dispatch: func(m *Manager, j *jobState, a *consolepb.Action, who string) sendList {
 				m.transition(j, a, ActDispatched, who, "to every server")
 				m.spawn(func() { m.backupWorkers(j, a) })
 				return nil
 			}},
-		{kind: consolepb.ActionKind_ACTION_KIND_ADJUST_LR, fromParams: lrFromParams, toParams: lrToParams,
+		{kind: consolepb.ActionKind_ACTION_KIND_ADJUST_LR, fromParams: lrFromParams, toParams: lrToParams, allreduce: true,
+			fromProposal: func(p policy.Action, a *consolepb.Action) {
+				a.Args = &consolepb.Action_AdjustLr{AdjustLr: &consolepb.AdjustLRArgs{LrScale: maps.Clone(p.LRScale)}}
+				lrToParams(a)
+			},
 			validate: (*jobState).validateLR, dispatch: (*Manager).dispatchLR,
 			targets: func(_ *jobState, a *consolepb.Action, node string) bool {
 				_, ok := a.GetAdjustLr().GetLrScale()[node]
@@ -119,18 +158,22 @@ func init() {
 				}
 				maps.Copy(j.lrScale, a.GetAdjustLr().GetLrScale())
 			}},
-		{kind: consolepb.ActionKind_ACTION_KIND_REASSIGN, table: true, exclusive: true, validate: (*jobState).validateTable, dispatch: table},
-		{kind: consolepb.ActionKind_ACTION_KIND_ADD_SERVER, table: true, exclusive: true, validate: (*jobState).validateTable, dispatch: table},
-		{kind: consolepb.ActionKind_ACTION_KIND_REMOVE_SERVER, table: true, exclusive: true, validate: (*jobState).validateTable, dispatch: table},
-		{kind: consolepb.ActionKind_ACTION_KIND_ADD_WORKER, membership: true, resplit: true, exclusive: true,
-			validate: (*jobState).validateWorkerChange, targets: resplitTargets, applied: (*Manager).applySplit,
+		{kind: consolepb.ActionKind_ACTION_KIND_REASSIGN, table: true, exclusive: true, change: change.Reassign, checkAssignment: true,
+			validate: (*jobState).validateTable, dispatch: table},
+		{kind: consolepb.ActionKind_ACTION_KIND_ADD_SERVER, table: true, exclusive: true, change: change.AddServer, nodeChange: true,
+			validate: (*jobState).validateTable, dispatch: table},
+		{kind: consolepb.ActionKind_ACTION_KIND_REMOVE_SERVER, table: true, exclusive: true, change: change.RemoveServer, leaving: true,
+			checkAssignment: true, nodeChange: true, removable: removableServer, validate: (*jobState).validateTable, dispatch: table},
+		{kind: consolepb.ActionKind_ACTION_KIND_ADD_WORKER, membership: true, resplit: true, exclusive: true, nodeChange: true, allreduce: true,
+			validate: (*jobState).validateAddWorker, targets: resplitTargets, applied: (*Manager).applySplit,
 			dispatch: func(m *Manager, j *jobState, a *consolepb.Action, who string) sendList {
 				m.transition(j, a, ActDispatched, who, "launching a worker")
 				m.spawn(func() { m.addWorker(j, a) })
 				return nil
 			}},
-		{kind: consolepb.ActionKind_ACTION_KIND_REMOVE_WORKER, membership: true, resplit: true, exclusive: true,
-			validate: (*jobState).validateWorkerChange, targets: resplitTargets, applied: (*Manager).applySplit,
+		{kind: consolepb.ActionKind_ACTION_KIND_REMOVE_WORKER, membership: true, resplit: true, exclusive: true, nodeChange: true,
+			allreduce: true, removable: removableWorker,
+			validate: (*jobState).validateRemoveWorker, targets: resplitTargets, applied: (*Manager).applyRemoveWorker,
 			dispatch: (*Manager).removeWorker},
 		{kind: consolepb.ActionKind_ACTION_KIND_SET_SYNC, fromParams: syncFromParams, toParams: syncToParams,
 			validate: func(_ *jobState, a *consolepb.Action) error {

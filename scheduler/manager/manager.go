@@ -604,7 +604,7 @@ func (m *Manager) tick() {
 func (m *Manager) restore() error {
 	recs, err := m.cfg.Store.ListJobs()
 	if err != nil {
-		return fmt.Errorf("manager: list jobs: %v", err)
+		return fmt.Errorf("manager: list jobs: %w", err)
 	}
 	var queued []store.JobRecord
 	for _, r := range recs {

@@ -92,7 +92,7 @@ func (m *Manager) restoreJob(s *spec.Spec, r store.JobRecord) (*jobState, error)
 		return nil, err
 	}
 	if q, ok, err := m.cfg.Store.LoadShards(r.Name); err != nil {
-		return nil, fmt.Errorf("shards of %s: %v", r.Name, err)
+		return nil, fmt.Errorf("shards of %s: %w", r.Name, err)
 	} else if ok {
 		cj.SetQueue(q)
 		cj.Persist = func(ch []shard.Shard) error { return m.cfg.Store.PutShardChanges(r.Name, ch) }
@@ -187,8 +187,8 @@ func (m *Manager) restoreJob(s *spec.Spec, r store.JobRecord) (*jobState, error)
 			}
 			j.await(a, await)
 		}
-		if resplitKind(a.Kind) && a.State == ActApplied {
-			m.applySplit(j, a)
+		if d := defOf(a); d != nil && d.resplit && d.applied != nil && a.State == ActApplied {
+			d.applied(m, j, a) // the split, and a REMOVE_WORKER's removal
 		}
 	}
 	if live {

@@ -201,7 +201,7 @@ func (m *Manager) finalServers(j *jobState, addrs, names []string, since time.Ti
 	case len(missing) > 0:
 		return out, fmt.Errorf("no counters from %v", missing)
 	case err != nil:
-		return out, fmt.Errorf("final counters: %v; the last ones sent are reported", err)
+		return out, fmt.Errorf("final counters: %w; the last ones sent are reported", err)
 	}
 	return out, nil
 }

@@ -13,11 +13,11 @@ import (
 	"github.com/kelpie/kelpie/core/diverge"
 	"github.com/kelpie/kelpie/proto/agentpb"
 	"github.com/kelpie/kelpie/proto/consolepb"
-	"github.com/kelpie/kelpie/scheduler/console"
+	"github.com/kelpie/kelpie/scheduler/consoleapi"
 	"github.com/kelpie/kelpie/scheduler/store"
 )
 
-// View implements console.Backend: the current views of the named jobs, or
+// View implements consoleapi.Backend: the current views of the named jobs, or
 // of every job (then without nodes, heatmap and charts). Views are
 // published values, rebuilt at most every ViewTTL: every subscriber of a
 // job shares one view value, the console sees an unchanged pointer as no
@@ -220,7 +220,7 @@ func (m *Manager) putJobLocked(name string, j *jobState) {
 	m.published.Store(&cp)
 }
 
-// EventsSince implements console.Backend.
+// EventsSince implements consoleapi.Backend.
 func (m *Manager) EventsSince(seq uint64, limit int) ([]*consolepb.Event, uint64) {
 	m.evMu.Lock()
 	defer m.evMu.Unlock()
@@ -237,9 +237,9 @@ func (m *Manager) EventsSince(seq uint64, limit int) ([]*consolepb.Event, uint64
 	return out, m.evSeq
 }
 
-// Audit implements console.Backend: every command decision goes to the
+// Audit implements consoleapi.Backend: every command decision goes to the
 // store's audit log and the event stream.
-func (m *Manager) Audit(e console.AuditEntry) error {
+func (m *Manager) Audit(e consoleapi.AuditEntry) error {
 	what := e.Command
 	if e.Detail != "" {
 		what += " " + e.Detail
@@ -257,8 +257,8 @@ func (m *Manager) Audit(e console.AuditEntry) error {
 	return err
 }
 
-// Execute implements console.Backend for an authorized command.
-func (m *Manager) Execute(ctx context.Context, who console.Principal, cmd *consolepb.Command) *consolepb.CommandResult {
+// Execute implements consoleapi.Backend for an authorized command.
+func (m *Manager) Execute(ctx context.Context, who consoleapi.Principal, cmd *consolepb.Command) *consolepb.CommandResult {
 	res := &consolepb.CommandResult{Ok: true}
 	var err error
 	switch k := cmd.GetKind().(type) {
@@ -291,7 +291,7 @@ func (m *Manager) Execute(ctx context.Context, who console.Principal, cmd *conso
 		err = status.Errorf(codes.InvalidArgument, "unknown command %T", k)
 	}
 	if err != nil {
-		f := console.Failure("", err) // the one mapping of errors to what a console client sees
+		f := consoleapi.Failure("", err) // the one mapping of errors to what a console client sees
 		res.Ok, res.Error, res.Code = false, f.Error, f.Code
 	}
 	return res

@@ -13,7 +13,6 @@ import (
 	"github.com/kelpie/kelpie/core/spec"
 	"github.com/kelpie/kelpie/proto/agentpb"
 	"github.com/kelpie/kelpie/proto/consolepb"
-	"github.com/kelpie/kelpie/scheduler/policy"
 	"github.com/kelpie/kelpie/scheduler/store"
 )
 
@@ -83,7 +82,9 @@ func (j *jobState) workerChanging(except *consolepb.Action) *consolepb.Action {
 	return nil
 }
 
-// validateWorkerChange checks an ADD_WORKER or REMOVE_WORKER.
+// validateWorkerChange checks what ADD_WORKER and REMOVE_WORKER have in
+// common (each kind's validate checks the rest: validateAddWorker,
+// validateRemoveWorker).
 func (j *jobState) validateWorkerChange(a *consolepb.Action) error {
 	if j.spec.Cluster.Elasticity == spec.ElasticityCheckpointRestart {
 		return status.Errorf(codes.FailedPrecondition, "%s: job %s changes workers only hot (cluster.elasticity is %s)",
@@ -95,17 +96,30 @@ func (j *jobState) validateWorkerChange(a *consolepb.Action) error {
 	if other := j.workerChanging(a); other != nil {
 		return status.Errorf(codes.FailedPrecondition, "%s: %s %s is still under way", a.Kind, other.Kind, other.Id)
 	}
-	live := j.liveWorkers()
-	if a.Kind == string(policy.KindAddWorker) {
-		if len(live)+1 > j.spec.Train.GlobalBatch {
-			return status.Errorf(codes.FailedPrecondition, "ADD_WORKER: %d workers cannot share a global batch of %d",
-				len(live)+1, j.spec.Train.GlobalBatch)
-		}
-		if j.launcher == nil {
-			return status.Errorf(codes.FailedPrecondition, "ADD_WORKER: job %s was adopted after a scheduler restart; this scheduler cannot launch its nodes", j.spec.Name)
-		}
-		return nil
+	return nil
+}
+
+// validateAddWorker checks an ADD_WORKER.
+func (j *jobState) validateAddWorker(a *consolepb.Action) error {
+	if err := j.validateWorkerChange(a); err != nil {
+		return err
 	}
+	if live := j.liveWorkerCount(); live+1 > j.spec.Train.GlobalBatch {
+		return status.Errorf(codes.FailedPrecondition, "ADD_WORKER: %d workers cannot share a global batch of %d",
+			live+1, j.spec.Train.GlobalBatch)
+	}
+	if j.launcher == nil {
+		return status.Errorf(codes.FailedPrecondition, "ADD_WORKER: job %s was adopted after a scheduler restart; this scheduler cannot launch its nodes", j.spec.Name)
+	}
+	return nil
+}
+
+// validateRemoveWorker checks a REMOVE_WORKER.
+func (j *jobState) validateRemoveWorker(a *consolepb.Action) error {
+	if err := j.validateWorkerChange(a); err != nil {
+		return err
+	}
+	live := j.liveWorkers()
 	n, ok := j.nodes[a.Target]
 	if !ok || n.role != "worker" || n.removed {
 		return status.Errorf(codes.InvalidArgument, "REMOVE_WORKER: %q is not a worker of job %s", a.Target, j.spec.Name)
@@ -271,8 +285,8 @@ func (m *Manager) addWorker(j *jobState, a *consolepb.Action) {
 }
 
 // applySplit records a re-split that every worker has acked: the
-// coordinator's plan (for workers that restart or join later), the nodes'
-// batch sizes, and for REMOVE_WORKER the worker's removal.
+// coordinator's plan (for workers that restart or join later) and the
+// nodes' batch sizes.
 func (m *Manager) applySplit(j *jobState, a *consolepb.Action) {
 	workers := j.coord.Workers()
 	local := make([]int, len(workers))
@@ -288,45 +302,50 @@ func (m *Manager) applySplit(j *jobState, a *consolepb.Action) {
 	if err := j.coord.AddSplit(a.AppliedIteration, local); err != nil {
 		m.log.Error("record batch split", "job", j.spec.Name, "err", err)
 	}
-	if a.Kind == string(policy.KindRemoveWorker) {
-		if n := j.nodes[a.Target]; n != nil {
-			n.removed = true
-			n.setBatch(0)
-			_ = j.m.cfg.Store.PutNode(j.spec.Name, store.NodeRecord{Name: n.name, Role: n.role, Host: n.host,
-				Pid: int(n.status.Pid), State: nodeRemoved, Restarts: int(n.status.Restarts)})
-		}
-		j.mon.Forget(a.Target)
-		j.invalidateViews()
-		if pods, n := m.cfg.Pods, j.nodes[a.Target]; pods != nil && n != nil {
-			job, node := j.spec.Name, a.Target
-			m.spawn(func() {
-				// Every worker acked the command when it took it, before
-				// its iteration: the removed worker still has to reach it
-				// and leave the servers' barriers. Its Pod goes once its
-				// agent says the role has ended (or after
-				// removedWorkerGrace): deleting it at once could kill the
-				// worker before it leaves, and the others would wait at
-				// the barrier for its gradient for ever.
-				err := m.await(j, removedWorkerGrace, nil, func() bool {
-					j.mu.RLock()
-					defer j.mu.RUnlock()
-					switch n.status.State {
-					case agentpb.NodeState_NODE_STATE_DONE, agentpb.NodeState_NODE_STATE_FAILED,
-						agentpb.NodeState_NODE_STATE_STOPPED, agentpb.NodeState_NODE_STATE_LOST:
-						return true
-					}
-					return false
-				})
-				if errors.Is(err, errClosing) {
-					return
+}
+
+// applyRemoveWorker records an applied REMOVE_WORKER: its re-split
+// (applySplit) and the worker's removal; on a cluster its Pod goes once the
+// worker has left.
+func (m *Manager) applyRemoveWorker(j *jobState, a *consolepb.Action) {
+	m.applySplit(j, a)
+	if n := j.nodes[a.Target]; n != nil {
+		n.removed = true
+		n.setBatch(0)
+		_ = j.m.cfg.Store.PutNode(j.spec.Name, store.NodeRecord{Name: n.name, Role: n.role, Host: n.host,
+			Pid: int(n.status.Pid), State: nodeRemoved, Restarts: int(n.status.Restarts)})
+	}
+	j.mon.Forget(a.Target)
+	j.invalidateViews()
+	if pods, n := m.cfg.Pods, j.nodes[a.Target]; pods != nil && n != nil {
+		job, node := j.spec.Name, a.Target
+		m.spawn(func() {
+			// Every worker acked the command when it took it, before
+			// its iteration: the removed worker still has to reach it
+			// and leave the servers' barriers. Its Pod goes once its
+			// agent says the role has ended (or after
+			// removedWorkerGrace): deleting it at once could kill the
+			// worker before it leaves, and the others would wait at
+			// the barrier for its gradient for ever.
+			err := m.await(j, removedWorkerGrace, nil, func() bool {
+				j.mu.RLock()
+				defer j.mu.RUnlock()
+				switch n.status.State {
+				case agentpb.NodeState_NODE_STATE_DONE, agentpb.NodeState_NODE_STATE_FAILED,
+					agentpb.NodeState_NODE_STATE_STOPPED, agentpb.NodeState_NODE_STATE_LOST:
+					return true
 				}
-				ctx, cancel := context.WithTimeout(m.ctx, podTimeout)
-				defer cancel()
-				if err := pods.StopNode(ctx, job, node); err != nil {
-					m.log.Error("delete removed worker's pod", "job", job, "node", node, "err", err)
-				}
+				return false
 			})
-		}
+			if errors.Is(err, errClosing) {
+				return
+			}
+			ctx, cancel := context.WithTimeout(m.ctx, podTimeout)
+			defer cancel()
+			if err := pods.StopNode(ctx, job, node); err != nil {
+				m.log.Error("delete removed worker's pod", "job", job, "node", node, "err", err)
+			}
+		})
 	}
 }
 

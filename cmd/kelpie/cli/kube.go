@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,7 +12,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kelpie/kelpie/scheduler/kube"
-	"github.com/kelpie/kelpie/scheduler/manager"
+	"github.com/kelpie/kelpie/scheduler/launch"
 )
 
 // kubeFlags are kelpie scheduler's Kubernetes launcher flags.
@@ -36,9 +35,10 @@ func addKubeFlags(c *cobra.Command) *kubeFlags {
 	return k
 }
 
-// start builds the Kubernetes launcher when asked for; events go to the
-// manager that *mgr points to once it exists.
-func (k *kubeFlags) start(ctx context.Context, mgr *atomic.Pointer[manager.Manager]) (*kube.Launcher, error) {
+// start builds the Kubernetes launcher when asked for; it delivers its
+// events on events, which the daemon drains once it has started (those
+// that come before wait in the channel).
+func (k *kubeFlags) start(ctx context.Context, events chan<- launch.ClusterEvent) (*kube.Launcher, error) {
 	switch k.launcher {
 	case "local":
 		return nil, nil
@@ -55,15 +55,10 @@ func (k *kubeFlags) start(ctx context.Context, mgr *atomic.Pointer[manager.Manag
 	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %v", err)
+		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	l, err := kube.New(kube.Config{Client: cs, Namespace: ns, Image: k.image, Exe: k.exe,
-		PendingThreshold: k.pending, RelaunchLimit: k.relaunches,
-		Events: func(e kube.Event) {
-			if m := mgr.Load(); m != nil {
-				m.ClusterEvent(e.Job, e.Node, kube.Describe(e))
-			}
-		}})
+		PendingThreshold: k.pending, RelaunchLimit: k.relaunches, Deliver: events})
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +87,7 @@ func kubeConfig(path string) (*rest.Config, string, error) {
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
 	cfg, err := cc.ClientConfig()
 	if err != nil {
-		return nil, "", fmt.Errorf("kubeconfig: %v", err)
+		return nil, "", fmt.Errorf("kubeconfig: %w", err)
 	}
 	ns, _, err := cc.Namespace()
 	if err != nil || ns == "" {
@@ -100,3 +95,7 @@ func kubeConfig(path string) (*rest.Config, string, error) {
 	}
 	return cfg, ns, nil
 }
+
+// clusterEventQueue is how many cluster events wait for the daemon to
+// drain them; a launcher with a full queue waits (none is dropped).
+const clusterEventQueue = 256

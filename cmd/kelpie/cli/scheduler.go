@@ -8,7 +8,6 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -16,7 +15,7 @@ import (
 
 	"github.com/kelpie/kelpie/runtime/role"
 	"github.com/kelpie/kelpie/scheduler/daemon"
-	"github.com/kelpie/kelpie/scheduler/manager"
+	"github.com/kelpie/kelpie/scheduler/launch"
 )
 
 func schedulerCmd() *cobra.Command {
@@ -80,13 +79,15 @@ Token file lines: TOKEN ROLE NAME, role viewer or operator.`,
 			}
 			cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 			cfg.CheckData = role.CheckData
-			var mgr atomic.Pointer[manager.Manager]
-			pods, err := k.start(ctx, &mgr)
+			// The launcher runs first; its events wait in the channel
+			// until the daemon drains it.
+			events := make(chan launch.ClusterEvent, clusterEventQueue)
+			pods, err := k.start(ctx, events)
 			if err != nil {
 				return err
 			}
 			if pods != nil {
-				cfg.Pods = pods
+				cfg.Pods, cfg.ClusterEvents = pods, events
 				// The nodes read their data inside their Pods.
 				cfg.CheckData = nil
 			}
@@ -94,7 +95,6 @@ Token file lines: TOKEN ROLE NAME, role viewer or operator.`,
 			if err != nil {
 				return err
 			}
-			mgr.Store(d.Manager)
 			ws, web := "ws", "http"
 			if d.TLSFingerprint() != "" {
 				ws, web = "wss", "https"

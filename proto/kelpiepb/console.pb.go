@@ -450,6 +450,7 @@ type Command struct {
 	//	*Command_Trigger
 	//	*Command_SetPolicy
 	//	*Command_History
+	//	*Command_Stacks
 	Kind          isCommand_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -555,6 +556,15 @@ func (x *Command) GetHistory() *GetHistory {
 	return nil
 }
 
+func (x *Command) GetStacks() *GetStacks {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_Stacks); ok {
+			return x.Stacks
+		}
+	}
+	return nil
+}
+
 type isCommand_Kind interface {
 	isCommand_Kind()
 }
@@ -587,6 +597,12 @@ type Command_History struct {
 	History *GetHistory `protobuf:"bytes,7,opt,name=history,proto3,oneof"` // read-only: viewers may send it
 }
 
+type Command_Stacks struct {
+	// stacks: every role's stacks, collected through the agents (an
+	// operator action: it makes every role of the job dump its stacks)
+	Stacks *GetStacks `protobuf:"bytes,100,opt,name=stacks,proto3,oneof"`
+}
+
 func (*Command_SubmitJob) isCommand_Kind() {}
 
 func (*Command_KillJob) isCommand_Kind() {}
@@ -600,6 +616,65 @@ func (*Command_Trigger) isCommand_Kind() {}
 func (*Command_SetPolicy) isCommand_Kind() {}
 
 func (*Command_History) isCommand_Kind() {}
+
+func (*Command_Stacks) isCommand_Kind() {}
+
+// GetStacks collects the stacks of every role of a job through their
+// agents: Go roles' goroutine dumps, a torch worker's Python child's
+// frames (faulthandler), and the agent's own goroutines. Each role's
+// answer is bounded (1 MiB), and the job's in all (16 MiB); a node that
+// does not answer within the timeout is listed with why.
+type GetStacks struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Job           string                 `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	TimeoutS      float64                `protobuf:"fixed64,2,opt,name=timeout_s,json=timeoutS,proto3" json:"timeout_s,omitempty"` // how long to wait for the agents (0: 5 s, at most 60 s)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetStacks) Reset() {
+	*x = GetStacks{}
+	mi := &file_console_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetStacks) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetStacks) ProtoMessage() {}
+
+func (x *GetStacks) ProtoReflect() protoreflect.Message {
+	mi := &file_console_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetStacks.ProtoReflect.Descriptor instead.
+func (*GetStacks) Descriptor() ([]byte, []int) {
+	return file_console_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *GetStacks) GetJob() string {
+	if x != nil {
+		return x.Job
+	}
+	return ""
+}
+
+func (x *GetStacks) GetTimeoutS() float64 {
+	if x != nil {
+		return x.TimeoutS
+	}
+	return 0
+}
 
 // GetHistory reads a page of a job's recorded timeline (timeline.proto),
 // oldest first; the first page (from 0) also carries the job's actions and
@@ -616,7 +691,7 @@ type GetHistory struct {
 
 func (x *GetHistory) Reset() {
 	*x = GetHistory{}
-	mi := &file_console_proto_msgTypes[5]
+	mi := &file_console_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -628,7 +703,7 @@ func (x *GetHistory) String() string {
 func (*GetHistory) ProtoMessage() {}
 
 func (x *GetHistory) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[5]
+	mi := &file_console_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -641,7 +716,7 @@ func (x *GetHistory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetHistory.ProtoReflect.Descriptor instead.
 func (*GetHistory) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{5}
+	return file_console_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetHistory) GetJob() string {
@@ -674,7 +749,7 @@ type SubmitJob struct {
 
 func (x *SubmitJob) Reset() {
 	*x = SubmitJob{}
-	mi := &file_console_proto_msgTypes[6]
+	mi := &file_console_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -686,7 +761,7 @@ func (x *SubmitJob) String() string {
 func (*SubmitJob) ProtoMessage() {}
 
 func (x *SubmitJob) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[6]
+	mi := &file_console_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -699,7 +774,7 @@ func (x *SubmitJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitJob.ProtoReflect.Descriptor instead.
 func (*SubmitJob) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{6}
+	return file_console_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SubmitJob) GetSpecYaml() string {
@@ -718,7 +793,7 @@ type KillJob struct {
 
 func (x *KillJob) Reset() {
 	*x = KillJob{}
-	mi := &file_console_proto_msgTypes[7]
+	mi := &file_console_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -730,7 +805,7 @@ func (x *KillJob) String() string {
 func (*KillJob) ProtoMessage() {}
 
 func (x *KillJob) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[7]
+	mi := &file_console_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -743,7 +818,7 @@ func (x *KillJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillJob.ProtoReflect.Descriptor instead.
 func (*KillJob) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{7}
+	return file_console_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *KillJob) GetJob() string {
@@ -764,7 +839,7 @@ type DecideAction struct {
 
 func (x *DecideAction) Reset() {
 	*x = DecideAction{}
-	mi := &file_console_proto_msgTypes[8]
+	mi := &file_console_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -776,7 +851,7 @@ func (x *DecideAction) String() string {
 func (*DecideAction) ProtoMessage() {}
 
 func (x *DecideAction) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[8]
+	mi := &file_console_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -789,7 +864,7 @@ func (x *DecideAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideAction.ProtoReflect.Descriptor instead.
 func (*DecideAction) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{8}
+	return file_console_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DecideAction) GetJob() string {
@@ -823,7 +898,7 @@ type TriggerAction struct {
 
 func (x *TriggerAction) Reset() {
 	*x = TriggerAction{}
-	mi := &file_console_proto_msgTypes[9]
+	mi := &file_console_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -835,7 +910,7 @@ func (x *TriggerAction) String() string {
 func (*TriggerAction) ProtoMessage() {}
 
 func (x *TriggerAction) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[9]
+	mi := &file_console_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -848,7 +923,7 @@ func (x *TriggerAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerAction.ProtoReflect.Descriptor instead.
 func (*TriggerAction) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{9}
+	return file_console_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TriggerAction) GetJob() string {
@@ -877,7 +952,7 @@ type SetPolicy struct {
 
 func (x *SetPolicy) Reset() {
 	*x = SetPolicy{}
-	mi := &file_console_proto_msgTypes[10]
+	mi := &file_console_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -889,7 +964,7 @@ func (x *SetPolicy) String() string {
 func (*SetPolicy) ProtoMessage() {}
 
 func (x *SetPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[10]
+	mi := &file_console_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -902,7 +977,7 @@ func (x *SetPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicy.ProtoReflect.Descriptor instead.
 func (*SetPolicy) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{10}
+	return file_console_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SetPolicy) GetJob() string {
@@ -950,7 +1025,7 @@ type ServerFrame struct {
 
 func (x *ServerFrame) Reset() {
 	*x = ServerFrame{}
-	mi := &file_console_proto_msgTypes[11]
+	mi := &file_console_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -962,7 +1037,7 @@ func (x *ServerFrame) String() string {
 func (*ServerFrame) ProtoMessage() {}
 
 func (x *ServerFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[11]
+	mi := &file_console_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -975,7 +1050,7 @@ func (x *ServerFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerFrame.ProtoReflect.Descriptor instead.
 func (*ServerFrame) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{11}
+	return file_console_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ServerFrame) GetSeq() uint64 {
@@ -1075,7 +1150,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_console_proto_msgTypes[12]
+	mi := &file_console_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1087,7 +1162,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[12]
+	mi := &file_console_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1100,7 +1175,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{12}
+	return file_console_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Welcome) GetServerVersion() string {
@@ -1141,7 +1216,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_console_proto_msgTypes[13]
+	mi := &file_console_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1153,7 +1228,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[13]
+	mi := &file_console_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1166,7 +1241,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{13}
+	return file_console_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Snapshot) GetJobs() []*JobView {
@@ -1195,7 +1270,7 @@ type Delta struct {
 
 func (x *Delta) Reset() {
 	*x = Delta{}
-	mi := &file_console_proto_msgTypes[14]
+	mi := &file_console_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1207,7 +1282,7 @@ func (x *Delta) String() string {
 func (*Delta) ProtoMessage() {}
 
 func (x *Delta) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[14]
+	mi := &file_console_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1220,7 +1295,7 @@ func (x *Delta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delta.ProtoReflect.Descriptor instead.
 func (*Delta) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{14}
+	return file_console_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Delta) GetJobs() []*JobView {
@@ -1276,7 +1351,7 @@ type JobPatch struct {
 
 func (x *JobPatch) Reset() {
 	*x = JobPatch{}
-	mi := &file_console_proto_msgTypes[15]
+	mi := &file_console_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1288,7 +1363,7 @@ func (x *JobPatch) String() string {
 func (*JobPatch) ProtoMessage() {}
 
 func (x *JobPatch) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[15]
+	mi := &file_console_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1301,7 +1376,7 @@ func (x *JobPatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobPatch.ProtoReflect.Descriptor instead.
 func (*JobPatch) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{15}
+	return file_console_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *JobPatch) GetName() string {
@@ -1397,7 +1472,7 @@ type NodeOrder struct {
 
 func (x *NodeOrder) Reset() {
 	*x = NodeOrder{}
-	mi := &file_console_proto_msgTypes[16]
+	mi := &file_console_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1409,7 +1484,7 @@ func (x *NodeOrder) String() string {
 func (*NodeOrder) ProtoMessage() {}
 
 func (x *NodeOrder) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[16]
+	mi := &file_console_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1422,7 +1497,7 @@ func (x *NodeOrder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeOrder.ProtoReflect.Descriptor instead.
 func (*NodeOrder) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{16}
+	return file_console_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *NodeOrder) GetNames() []string {
@@ -1441,7 +1516,7 @@ type ChartNames struct {
 
 func (x *ChartNames) Reset() {
 	*x = ChartNames{}
-	mi := &file_console_proto_msgTypes[17]
+	mi := &file_console_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1453,7 +1528,7 @@ func (x *ChartNames) String() string {
 func (*ChartNames) ProtoMessage() {}
 
 func (x *ChartNames) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[17]
+	mi := &file_console_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1466,7 +1541,7 @@ func (x *ChartNames) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChartNames.ProtoReflect.Descriptor instead.
 func (*ChartNames) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{17}
+	return file_console_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ChartNames) GetNames() []string {
@@ -1485,7 +1560,7 @@ type ActionList struct {
 
 func (x *ActionList) Reset() {
 	*x = ActionList{}
-	mi := &file_console_proto_msgTypes[18]
+	mi := &file_console_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1497,7 +1572,7 @@ func (x *ActionList) String() string {
 func (*ActionList) ProtoMessage() {}
 
 func (x *ActionList) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[18]
+	mi := &file_console_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1510,7 +1585,7 @@ func (x *ActionList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActionList.ProtoReflect.Descriptor instead.
 func (*ActionList) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{18}
+	return file_console_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ActionList) GetActions() []*Action {
@@ -1529,7 +1604,7 @@ type PolicyList struct {
 
 func (x *PolicyList) Reset() {
 	*x = PolicyList{}
-	mi := &file_console_proto_msgTypes[19]
+	mi := &file_console_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1541,7 +1616,7 @@ func (x *PolicyList) String() string {
 func (*PolicyList) ProtoMessage() {}
 
 func (x *PolicyList) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[19]
+	mi := &file_console_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1554,7 +1629,7 @@ func (x *PolicyList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyList.ProtoReflect.Descriptor instead.
 func (*PolicyList) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{19}
+	return file_console_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PolicyList) GetPolicies() []*PolicyView {
@@ -1581,7 +1656,7 @@ type HeatmapTail struct {
 
 func (x *HeatmapTail) Reset() {
 	*x = HeatmapTail{}
-	mi := &file_console_proto_msgTypes[20]
+	mi := &file_console_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1593,7 +1668,7 @@ func (x *HeatmapTail) String() string {
 func (*HeatmapTail) ProtoMessage() {}
 
 func (x *HeatmapTail) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[20]
+	mi := &file_console_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1606,7 +1681,7 @@ func (x *HeatmapTail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeatmapTail.ProtoReflect.Descriptor instead.
 func (*HeatmapTail) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{20}
+	return file_console_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *HeatmapTail) GetStart() *timestamppb.Timestamp {
@@ -1659,7 +1734,7 @@ type SeriesTail struct {
 
 func (x *SeriesTail) Reset() {
 	*x = SeriesTail{}
-	mi := &file_console_proto_msgTypes[21]
+	mi := &file_console_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1671,7 +1746,7 @@ func (x *SeriesTail) String() string {
 func (*SeriesTail) ProtoMessage() {}
 
 func (x *SeriesTail) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[21]
+	mi := &file_console_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1684,7 +1759,7 @@ func (x *SeriesTail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeriesTail.ProtoReflect.Descriptor instead.
 func (*SeriesTail) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{21}
+	return file_console_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SeriesTail) GetName() string {
@@ -1725,18 +1800,20 @@ type CommandResult struct {
 	Job      string                 `protobuf:"bytes,6,opt,name=job,proto3" json:"job,omitempty"`                           // submit: the job's name
 	// history: a page of frames [frames_from, frames_from + len(frames)) of
 	// frames_total, and with the first page the job's actions and events.
-	Frames        []*TimelineFrame `protobuf:"bytes,7,rep,name=frames,proto3" json:"frames,omitempty"`
-	FramesFrom    int32            `protobuf:"varint,8,opt,name=frames_from,json=framesFrom,proto3" json:"frames_from,omitempty"`
-	FramesTotal   int32            `protobuf:"varint,9,opt,name=frames_total,json=framesTotal,proto3" json:"frames_total,omitempty"`
-	Actions       []*Action        `protobuf:"bytes,10,rep,name=actions,proto3" json:"actions,omitempty"`
-	Events        []*Event         `protobuf:"bytes,11,rep,name=events,proto3" json:"events,omitempty"`
+	Frames      []*TimelineFrame `protobuf:"bytes,7,rep,name=frames,proto3" json:"frames,omitempty"`
+	FramesFrom  int32            `protobuf:"varint,8,opt,name=frames_from,json=framesFrom,proto3" json:"frames_from,omitempty"`
+	FramesTotal int32            `protobuf:"varint,9,opt,name=frames_total,json=framesTotal,proto3" json:"frames_total,omitempty"`
+	Actions     []*Action        `protobuf:"bytes,10,rep,name=actions,proto3" json:"actions,omitempty"`
+	Events      []*Event         `protobuf:"bytes,11,rep,name=events,proto3" json:"events,omitempty"`
+	// stacks: one per node of the job, in the order the console lists them
+	Stacks        []*NodeStacks `protobuf:"bytes,100,rep,name=stacks,proto3" json:"stacks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CommandResult) Reset() {
 	*x = CommandResult{}
-	mi := &file_console_proto_msgTypes[22]
+	mi := &file_console_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1748,7 +1825,7 @@ func (x *CommandResult) String() string {
 func (*CommandResult) ProtoMessage() {}
 
 func (x *CommandResult) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[22]
+	mi := &file_console_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1761,7 +1838,7 @@ func (x *CommandResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandResult.ProtoReflect.Descriptor instead.
 func (*CommandResult) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{22}
+	return file_console_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CommandResult) GetId() string {
@@ -1841,6 +1918,98 @@ func (x *CommandResult) GetEvents() []*Event {
 	return nil
 }
 
+func (x *CommandResult) GetStacks() []*NodeStacks {
+	if x != nil {
+		return x.Stacks
+	}
+	return nil
+}
+
+// NodeStacks is what one node's agent sent for GetStacks.
+type NodeStacks struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Role          string                 `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`            // server | worker
+	Text          string                 `protobuf:"bytes,3,opt,name=text,proto3" json:"text,omitempty"`            // the dumps, each under a "--- WHAT (pid N)" line
+	Error         string                 `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`          // why some or all of them are missing
+	Truncated     bool                   `protobuf:"varint,5,opt,name=truncated,proto3" json:"truncated,omitempty"` // cut at the bound
+	Time          *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=time,proto3" json:"time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeStacks) Reset() {
+	*x = NodeStacks{}
+	mi := &file_console_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeStacks) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeStacks) ProtoMessage() {}
+
+func (x *NodeStacks) ProtoReflect() protoreflect.Message {
+	mi := &file_console_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeStacks.ProtoReflect.Descriptor instead.
+func (*NodeStacks) Descriptor() ([]byte, []int) {
+	return file_console_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *NodeStacks) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *NodeStacks) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *NodeStacks) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *NodeStacks) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *NodeStacks) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
+func (x *NodeStacks) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
 type JobView struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -1895,14 +2064,20 @@ type JobView struct {
 	// (the next one the furthest worker runs; a membership change rebuilds
 	// it at that iteration). Unset for a PS job, and in the job list (detail
 	// views only).
-	Exchange      *ExchangeTopology `protobuf:"bytes,33,opt,name=exchange,proto3" json:"exchange,omitempty"`
+	Exchange *ExchangeTopology `protobuf:"bytes,33,opt,name=exchange,proto3" json:"exchange,omitempty"`
+	// Where the job's wall-clock time went (scheduler/ledger), and when it
+	// will finish. docs/console-api.md, "Goodput".
+	Goodput *Goodput `protobuf:"bytes,100,opt,name=goodput,proto3" json:"goodput,omitempty"`
+	// Set while the job is hung (state "hung"): its progress stopped for
+	// longer than the bound from its own pace (scheduler/hang).
+	Hung          *Hung `protobuf:"bytes,101,opt,name=hung,proto3" json:"hung,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobView) Reset() {
 	*x = JobView{}
-	mi := &file_console_proto_msgTypes[23]
+	mi := &file_console_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1914,7 +2089,7 @@ func (x *JobView) String() string {
 func (*JobView) ProtoMessage() {}
 
 func (x *JobView) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[23]
+	mi := &file_console_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1927,7 +2102,7 @@ func (x *JobView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobView.ProtoReflect.Descriptor instead.
 func (*JobView) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{23}
+	return file_console_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *JobView) GetName() string {
@@ -2161,6 +2336,260 @@ func (x *JobView) GetExchange() *ExchangeTopology {
 	return nil
 }
 
+func (x *JobView) GetGoodput() *Goodput {
+	if x != nil {
+		return x.Goodput
+	}
+	return nil
+}
+
+func (x *JobView) GetHung() *Hung {
+	if x != nil {
+		return x.Hung
+	}
+	return nil
+}
+
+// Goodput is a job's wall-clock time split into phases that add up to its
+// age, the share of it that was productive (computing and communicating),
+// and its ETA. JSON names are snake_case, as the contract spells them.
+type Goodput struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	AgeS  *float64               `protobuf:"fixed64,1,opt,name=age_s,proto3,oneof" json:"age_s,omitempty"`
+	// seconds: computing, communicating, waiting, recovering, paused,
+	// queued, idle (every phase, zero included)
+	Phases          map[string]float64 `protobuf:"bytes,2,rep,name=phases,proto3" json:"phases,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
+	ProductiveShare *float64           `protobuf:"fixed64,3,opt,name=productive_share,proto3,oneof" json:"productive_share,omitempty"`
+	// seconds left at the recent throughput; absent when unknown (no rate
+	// yet) and once the job has ended
+	EtaS *float64 `protobuf:"fixed64,4,opt,name=eta_s,proto3,oneof" json:"eta_s,omitempty"`
+	// the ETA shown when the job reached 25, 50 and 75 % of its shards, and
+	// once it has ended the time it actually took from there
+	EtaChecks     []*EtaCheck `protobuf:"bytes,5,rep,name=eta_checks,proto3" json:"eta_checks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Goodput) Reset() {
+	*x = Goodput{}
+	mi := &file_console_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Goodput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Goodput) ProtoMessage() {}
+
+func (x *Goodput) ProtoReflect() protoreflect.Message {
+	mi := &file_console_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Goodput.ProtoReflect.Descriptor instead.
+func (*Goodput) Descriptor() ([]byte, []int) {
+	return file_console_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *Goodput) GetAgeS() float64 {
+	if x != nil && x.AgeS != nil {
+		return *x.AgeS
+	}
+	return 0
+}
+
+func (x *Goodput) GetPhases() map[string]float64 {
+	if x != nil {
+		return x.Phases
+	}
+	return nil
+}
+
+func (x *Goodput) GetProductiveShare() float64 {
+	if x != nil && x.ProductiveShare != nil {
+		return *x.ProductiveShare
+	}
+	return 0
+}
+
+func (x *Goodput) GetEtaS() float64 {
+	if x != nil && x.EtaS != nil {
+		return *x.EtaS
+	}
+	return 0
+}
+
+func (x *Goodput) GetEtaChecks() []*EtaCheck {
+	if x != nil {
+		return x.EtaChecks
+	}
+	return nil
+}
+
+type EtaCheck struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Percent       int32                  `protobuf:"varint,1,opt,name=percent,proto3" json:"percent,omitempty"`
+	At            *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=at,proto3" json:"at,omitempty"`
+	PredictedS    float64                `protobuf:"fixed64,3,opt,name=predicted_s,proto3" json:"predicted_s,omitempty"`
+	ActualS       *float64               `protobuf:"fixed64,4,opt,name=actual_s,proto3,oneof" json:"actual_s,omitempty"` // once the job has ended
+	Error         *float64               `protobuf:"fixed64,5,opt,name=error,proto3,oneof" json:"error,omitempty"`       // (predicted - actual) / actual
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EtaCheck) Reset() {
+	*x = EtaCheck{}
+	mi := &file_console_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EtaCheck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EtaCheck) ProtoMessage() {}
+
+func (x *EtaCheck) ProtoReflect() protoreflect.Message {
+	mi := &file_console_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EtaCheck.ProtoReflect.Descriptor instead.
+func (*EtaCheck) Descriptor() ([]byte, []int) {
+	return file_console_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *EtaCheck) GetPercent() int32 {
+	if x != nil {
+		return x.Percent
+	}
+	return 0
+}
+
+func (x *EtaCheck) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *EtaCheck) GetPredictedS() float64 {
+	if x != nil {
+		return x.PredictedS
+	}
+	return 0
+}
+
+func (x *EtaCheck) GetActualS() float64 {
+	if x != nil && x.ActualS != nil {
+		return *x.ActualS
+	}
+	return 0
+}
+
+func (x *EtaCheck) GetError() float64 {
+	if x != nil && x.Error != nil {
+		return *x.Error
+	}
+	return 0
+}
+
+// Hung is why a job is hung: since when it made no progress, the bound it
+// was judged by, the workers that have not reached the barrier or version
+// the others wait at, and the servers holding pushes waiting for them.
+type Hung struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Since         *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=since,proto3" json:"since,omitempty"`
+	Missing       []string               `protobuf:"bytes,2,rep,name=missing,proto3" json:"missing,omitempty"`
+	Holding       []string               `protobuf:"bytes,3,rep,name=holding,proto3" json:"holding,omitempty"`
+	BoundS        float64                `protobuf:"fixed64,4,opt,name=bound_s,proto3" json:"bound_s,omitempty"`
+	Detected      *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=detected,proto3" json:"detected,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Hung) Reset() {
+	*x = Hung{}
+	mi := &file_console_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Hung) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Hung) ProtoMessage() {}
+
+func (x *Hung) ProtoReflect() protoreflect.Message {
+	mi := &file_console_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Hung.ProtoReflect.Descriptor instead.
+func (*Hung) Descriptor() ([]byte, []int) {
+	return file_console_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *Hung) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *Hung) GetMissing() []string {
+	if x != nil {
+		return x.Missing
+	}
+	return nil
+}
+
+func (x *Hung) GetHolding() []string {
+	if x != nil {
+		return x.Holding
+	}
+	return nil
+}
+
+func (x *Hung) GetBoundS() float64 {
+	if x != nil {
+		return x.BoundS
+	}
+	return 0
+}
+
+func (x *Hung) GetDetected() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Detected
+	}
+	return nil
+}
+
 // ExchangeTopology is how an allreduce job's members sum gradients now:
 // the runtime's own plan (runtime/allreduce Ring or RAT) for the workers
 // the batch split in force gives samples, placed by cluster.topology.
@@ -2178,7 +2607,7 @@ type ExchangeTopology struct {
 
 func (x *ExchangeTopology) Reset() {
 	*x = ExchangeTopology{}
-	mi := &file_console_proto_msgTypes[24]
+	mi := &file_console_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2190,7 +2619,7 @@ func (x *ExchangeTopology) String() string {
 func (*ExchangeTopology) ProtoMessage() {}
 
 func (x *ExchangeTopology) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[24]
+	mi := &file_console_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2203,7 +2632,7 @@ func (x *ExchangeTopology) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExchangeTopology.ProtoReflect.Descriptor instead.
 func (*ExchangeTopology) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{24}
+	return file_console_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ExchangeTopology) GetMode() string {
@@ -2260,7 +2689,7 @@ type ExchangeRegion struct {
 
 func (x *ExchangeRegion) Reset() {
 	*x = ExchangeRegion{}
-	mi := &file_console_proto_msgTypes[25]
+	mi := &file_console_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2272,7 +2701,7 @@ func (x *ExchangeRegion) String() string {
 func (*ExchangeRegion) ProtoMessage() {}
 
 func (x *ExchangeRegion) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[25]
+	mi := &file_console_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2285,7 +2714,7 @@ func (x *ExchangeRegion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExchangeRegion.ProtoReflect.Descriptor instead.
 func (*ExchangeRegion) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{25}
+	return file_console_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ExchangeRegion) GetRegion() string {
@@ -2317,7 +2746,7 @@ type ExchangeTree struct {
 
 func (x *ExchangeTree) Reset() {
 	*x = ExchangeTree{}
-	mi := &file_console_proto_msgTypes[26]
+	mi := &file_console_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2329,7 +2758,7 @@ func (x *ExchangeTree) String() string {
 func (*ExchangeTree) ProtoMessage() {}
 
 func (x *ExchangeTree) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[26]
+	mi := &file_console_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2342,7 +2771,7 @@ func (x *ExchangeTree) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExchangeTree.ProtoReflect.Descriptor instead.
 func (*ExchangeTree) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{26}
+	return file_console_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ExchangeTree) GetChunk() int32 {
@@ -2380,7 +2809,7 @@ type ExchangeAggregation struct {
 
 func (x *ExchangeAggregation) Reset() {
 	*x = ExchangeAggregation{}
-	mi := &file_console_proto_msgTypes[27]
+	mi := &file_console_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2392,7 +2821,7 @@ func (x *ExchangeAggregation) String() string {
 func (*ExchangeAggregation) ProtoMessage() {}
 
 func (x *ExchangeAggregation) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[27]
+	mi := &file_console_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2405,7 +2834,7 @@ func (x *ExchangeAggregation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExchangeAggregation.ProtoReflect.Descriptor instead.
 func (*ExchangeAggregation) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{27}
+	return file_console_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ExchangeAggregation) GetAggregator() string {
@@ -2440,7 +2869,7 @@ type PolicyView struct {
 
 func (x *PolicyView) Reset() {
 	*x = PolicyView{}
-	mi := &file_console_proto_msgTypes[28]
+	mi := &file_console_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2452,7 +2881,7 @@ func (x *PolicyView) String() string {
 func (*PolicyView) ProtoMessage() {}
 
 func (x *PolicyView) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[28]
+	mi := &file_console_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2465,7 +2894,7 @@ func (x *PolicyView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyView.ProtoReflect.Descriptor instead.
 func (*PolicyView) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{28}
+	return file_console_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PolicyView) GetName() string {
@@ -2497,30 +2926,33 @@ type NodeView struct {
 	State string                 `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"` // starting | running | restarting | done | failed | lost | stopped
 	// its process: 0 while starting or restarting; once its process has
 	// ended (done, stopped, failed, lost), the pid it last ran as
-	Pid           int32                  `protobuf:"varint,5,opt,name=pid,proto3" json:"pid,omitempty"`
-	Restarts      int32                  `protobuf:"varint,6,opt,name=restarts,proto3" json:"restarts,omitempty"`
-	BatchSize     int32                  `protobuf:"varint,7,opt,name=batch_size,json=batchSize,proto3" json:"batch_size,omitempty"`
-	Accumulation  int32                  `protobuf:"varint,8,opt,name=accumulation,proto3" json:"accumulation,omitempty"`
-	BptShortS     float64                `protobuf:"fixed64,9,opt,name=bpt_short_s,json=bptShortS,proto3" json:"bpt_short_s,omitempty"` // mean BPT over L_trans
-	BptLongS      float64                `protobuf:"fixed64,10,opt,name=bpt_long_s,json=bptLongS,proto3" json:"bpt_long_s,omitempty"`   // mean BPT over L_per
-	Throughput    float64                `protobuf:"fixed64,11,opt,name=throughput,proto3" json:"throughput,omitempty"`                 // v_i = B_i / T_i
-	Class         string                 `protobuf:"bytes,12,opt,name=class,proto3" json:"class,omitempty"`                             // unknown | healthy | transient | persistent
-	Superior      bool                   `protobuf:"varint,13,opt,name=superior,proto3" json:"superior,omitempty"`                      // servers: in PSLD's superior set
-	Alpha         float64                `protobuf:"fixed64,14,opt,name=alpha,proto3" json:"alpha,omitempty"`                           // servers: seconds per byte
-	Beta          float64                `protobuf:"fixed64,15,opt,name=beta,proto3" json:"beta,omitempty"`                             // servers: seconds
-	Speed         float64                `protobuf:"fixed64,16,opt,name=speed,proto3" json:"speed,omitempty"`                           // servers: bytes per second
-	Blocks        int32                  `protobuf:"varint,17,opt,name=blocks,proto3" json:"blocks,omitempty"`                          // servers: blocks held
-	Iteration     int64                  `protobuf:"varint,18,opt,name=iteration,proto3" json:"iteration,omitempty"`
-	Sparkline     []float64              `protobuf:"fixed64,19,rep,packed,name=sparkline,proto3" json:"sparkline,omitempty"` // recent BPT (workers) or comm time (servers), oldest first
-	LastReport    *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=last_report,json=lastReport,proto3" json:"last_report,omitempty"`
-	Ratio         float64                `protobuf:"fixed64,21,opt,name=ratio,proto3" json:"ratio,omitempty"` // BPT / job mean (workers), comm / mean (servers)
+	Pid          int32                  `protobuf:"varint,5,opt,name=pid,proto3" json:"pid,omitempty"`
+	Restarts     int32                  `protobuf:"varint,6,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	BatchSize    int32                  `protobuf:"varint,7,opt,name=batch_size,json=batchSize,proto3" json:"batch_size,omitempty"`
+	Accumulation int32                  `protobuf:"varint,8,opt,name=accumulation,proto3" json:"accumulation,omitempty"`
+	BptShortS    float64                `protobuf:"fixed64,9,opt,name=bpt_short_s,json=bptShortS,proto3" json:"bpt_short_s,omitempty"` // mean BPT over L_trans
+	BptLongS     float64                `protobuf:"fixed64,10,opt,name=bpt_long_s,json=bptLongS,proto3" json:"bpt_long_s,omitempty"`   // mean BPT over L_per
+	Throughput   float64                `protobuf:"fixed64,11,opt,name=throughput,proto3" json:"throughput,omitempty"`                 // v_i = B_i / T_i
+	Class        string                 `protobuf:"bytes,12,opt,name=class,proto3" json:"class,omitempty"`                             // unknown | healthy | transient | persistent
+	Superior     bool                   `protobuf:"varint,13,opt,name=superior,proto3" json:"superior,omitempty"`                      // servers: in PSLD's superior set
+	Alpha        float64                `protobuf:"fixed64,14,opt,name=alpha,proto3" json:"alpha,omitempty"`                           // servers: seconds per byte
+	Beta         float64                `protobuf:"fixed64,15,opt,name=beta,proto3" json:"beta,omitempty"`                             // servers: seconds
+	Speed        float64                `protobuf:"fixed64,16,opt,name=speed,proto3" json:"speed,omitempty"`                           // servers: bytes per second
+	Blocks       int32                  `protobuf:"varint,17,opt,name=blocks,proto3" json:"blocks,omitempty"`                          // servers: blocks held
+	Iteration    int64                  `protobuf:"varint,18,opt,name=iteration,proto3" json:"iteration,omitempty"`
+	Sparkline    []float64              `protobuf:"fixed64,19,rep,packed,name=sparkline,proto3" json:"sparkline,omitempty"` // recent BPT (workers) or comm time (servers), oldest first
+	LastReport   *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=last_report,json=lastReport,proto3" json:"last_report,omitempty"`
+	Ratio        float64                `protobuf:"fixed64,21,opt,name=ratio,proto3" json:"ratio,omitempty"` // BPT / job mean (workers), comm / mean (servers)
+	// the node's goodput ledger: seconds per phase since the job's submission
+	// (or since the node joined), as Goodput.phases
+	Phases        map[string]float64 `protobuf:"bytes,100,rep,name=phases,proto3" json:"phases,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeView) Reset() {
 	*x = NodeView{}
-	mi := &file_console_proto_msgTypes[29]
+	mi := &file_console_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2532,7 +2964,7 @@ func (x *NodeView) String() string {
 func (*NodeView) ProtoMessage() {}
 
 func (x *NodeView) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[29]
+	mi := &file_console_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2545,7 +2977,7 @@ func (x *NodeView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeView.ProtoReflect.Descriptor instead.
 func (*NodeView) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{29}
+	return file_console_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *NodeView) GetName() string {
@@ -2695,6 +3127,13 @@ func (x *NodeView) GetRatio() float64 {
 	return 0
 }
 
+func (x *NodeView) GetPhases() map[string]float64 {
+	if x != nil {
+		return x.Phases
+	}
+	return nil
+}
+
 type MonitorView struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
 	MeanBptS          float64                `protobuf:"fixed64,1,opt,name=mean_bpt_s,json=meanBptS,proto3" json:"mean_bpt_s,omitempty"`
@@ -2710,7 +3149,7 @@ type MonitorView struct {
 
 func (x *MonitorView) Reset() {
 	*x = MonitorView{}
-	mi := &file_console_proto_msgTypes[30]
+	mi := &file_console_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2722,7 +3161,7 @@ func (x *MonitorView) String() string {
 func (*MonitorView) ProtoMessage() {}
 
 func (x *MonitorView) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[30]
+	mi := &file_console_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2735,7 +3174,7 @@ func (x *MonitorView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MonitorView.ProtoReflect.Descriptor instead.
 func (*MonitorView) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{30}
+	return file_console_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *MonitorView) GetMeanBptS() float64 {
@@ -2800,7 +3239,7 @@ type Heatmap struct {
 
 func (x *Heatmap) Reset() {
 	*x = Heatmap{}
-	mi := &file_console_proto_msgTypes[31]
+	mi := &file_console_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2812,7 +3251,7 @@ func (x *Heatmap) String() string {
 func (*Heatmap) ProtoMessage() {}
 
 func (x *Heatmap) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[31]
+	mi := &file_console_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2825,7 +3264,7 @@ func (x *Heatmap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heatmap.ProtoReflect.Descriptor instead.
 func (*Heatmap) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{31}
+	return file_console_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Heatmap) GetBucketSeconds() float64 {
@@ -2861,7 +3300,7 @@ type HeatmapRow struct {
 
 func (x *HeatmapRow) Reset() {
 	*x = HeatmapRow{}
-	mi := &file_console_proto_msgTypes[32]
+	mi := &file_console_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2873,7 +3312,7 @@ func (x *HeatmapRow) String() string {
 func (*HeatmapRow) ProtoMessage() {}
 
 func (x *HeatmapRow) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[32]
+	mi := &file_console_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2886,7 +3325,7 @@ func (x *HeatmapRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeatmapRow.ProtoReflect.Descriptor instead.
 func (*HeatmapRow) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{32}
+	return file_console_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *HeatmapRow) GetNode() string {
@@ -2929,7 +3368,7 @@ type Series struct {
 
 func (x *Series) Reset() {
 	*x = Series{}
-	mi := &file_console_proto_msgTypes[33]
+	mi := &file_console_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2941,7 +3380,7 @@ func (x *Series) String() string {
 func (*Series) ProtoMessage() {}
 
 func (x *Series) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[33]
+	mi := &file_console_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2954,7 +3393,7 @@ func (x *Series) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Series.ProtoReflect.Descriptor instead.
 func (*Series) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{33}
+	return file_console_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Series) GetName() string {
@@ -3030,7 +3469,7 @@ type Action struct {
 
 func (x *Action) Reset() {
 	*x = Action{}
-	mi := &file_console_proto_msgTypes[34]
+	mi := &file_console_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3042,7 +3481,7 @@ func (x *Action) String() string {
 func (*Action) ProtoMessage() {}
 
 func (x *Action) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[34]
+	mi := &file_console_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3055,7 +3494,7 @@ func (x *Action) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Action.ProtoReflect.Descriptor instead.
 func (*Action) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{34}
+	return file_console_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Action) GetId() string {
@@ -3285,7 +3724,7 @@ type AdjustLRArgs struct {
 
 func (x *AdjustLRArgs) Reset() {
 	*x = AdjustLRArgs{}
-	mi := &file_console_proto_msgTypes[35]
+	mi := &file_console_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3297,7 +3736,7 @@ func (x *AdjustLRArgs) String() string {
 func (*AdjustLRArgs) ProtoMessage() {}
 
 func (x *AdjustLRArgs) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[35]
+	mi := &file_console_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3310,7 +3749,7 @@ func (x *AdjustLRArgs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdjustLRArgs.ProtoReflect.Descriptor instead.
 func (*AdjustLRArgs) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{35}
+	return file_console_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *AdjustLRArgs) GetLrScale() map[string]float64 {
@@ -3331,7 +3770,7 @@ type BackupWorkersArgs struct {
 
 func (x *BackupWorkersArgs) Reset() {
 	*x = BackupWorkersArgs{}
-	mi := &file_console_proto_msgTypes[36]
+	mi := &file_console_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3343,7 +3782,7 @@ func (x *BackupWorkersArgs) String() string {
 func (*BackupWorkersArgs) ProtoMessage() {}
 
 func (x *BackupWorkersArgs) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[36]
+	mi := &file_console_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3356,7 +3795,7 @@ func (x *BackupWorkersArgs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupWorkersArgs.ProtoReflect.Descriptor instead.
 func (*BackupWorkersArgs) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{36}
+	return file_console_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *BackupWorkersArgs) GetDrop() int32 {
@@ -3382,7 +3821,7 @@ type SetSyncArgs struct {
 
 func (x *SetSyncArgs) Reset() {
 	*x = SetSyncArgs{}
-	mi := &file_console_proto_msgTypes[37]
+	mi := &file_console_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3394,7 +3833,7 @@ func (x *SetSyncArgs) String() string {
 func (*SetSyncArgs) ProtoMessage() {}
 
 func (x *SetSyncArgs) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[37]
+	mi := &file_console_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3407,7 +3846,7 @@ func (x *SetSyncArgs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSyncArgs.ProtoReflect.Descriptor instead.
 func (*SetSyncArgs) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{37}
+	return file_console_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SetSyncArgs) GetModel() string {
@@ -3471,7 +3910,7 @@ type ActionTransition struct {
 
 func (x *ActionTransition) Reset() {
 	*x = ActionTransition{}
-	mi := &file_console_proto_msgTypes[38]
+	mi := &file_console_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3483,7 +3922,7 @@ func (x *ActionTransition) String() string {
 func (*ActionTransition) ProtoMessage() {}
 
 func (x *ActionTransition) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[38]
+	mi := &file_console_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3496,7 +3935,7 @@ func (x *ActionTransition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActionTransition.ProtoReflect.Descriptor instead.
 func (*ActionTransition) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{38}
+	return file_console_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ActionTransition) GetState() string {
@@ -3542,7 +3981,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_console_proto_msgTypes[39]
+	mi := &file_console_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3554,7 +3993,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[39]
+	mi := &file_console_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3567,7 +4006,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{39}
+	return file_console_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Event) GetTime() *timestamppb.Timestamp {
@@ -3647,7 +4086,7 @@ const file_console_proto_rawDesc = "" +
 	"\x06offset\x18\x03 \x01(\x05R\x06offset\x12\x14\n" +
 	"\x05limit\x18\x04 \x01(\x05R\x05limit\x12!\n" +
 	"\fheatmap_rows\x18\x05 \x01(\x05R\vheatmapRows\x12!\n" +
-	"\fchart_series\x18\x06 \x01(\x05R\vchartSeries\"\x81\x03\n" +
+	"\fchart_series\x18\x06 \x01(\x05R\vchartSeries\"\xb1\x03\n" +
 	"\aCommand\x125\n" +
 	"\n" +
 	"submit_job\x18\x01 \x01(\v2\x14.kelpie.v1.SubmitJobH\x00R\tsubmitJob\x12/\n" +
@@ -3657,8 +4096,12 @@ const file_console_proto_rawDesc = "" +
 	"\atrigger\x18\x05 \x01(\v2\x18.kelpie.v1.TriggerActionH\x00R\atrigger\x125\n" +
 	"\n" +
 	"set_policy\x18\x06 \x01(\v2\x14.kelpie.v1.SetPolicyH\x00R\tsetPolicy\x121\n" +
-	"\ahistory\x18\a \x01(\v2\x15.kelpie.v1.GetHistoryH\x00R\ahistoryB\x06\n" +
-	"\x04kind\"H\n" +
+	"\ahistory\x18\a \x01(\v2\x15.kelpie.v1.GetHistoryH\x00R\ahistory\x12.\n" +
+	"\x06stacks\x18d \x01(\v2\x14.kelpie.v1.GetStacksH\x00R\x06stacksB\x06\n" +
+	"\x04kind\":\n" +
+	"\tGetStacks\x12\x10\n" +
+	"\x03job\x18\x01 \x01(\tR\x03job\x12\x1b\n" +
+	"\ttimeout_s\x18\x02 \x01(\x01R\btimeoutS\"H\n" +
 	"\n" +
 	"GetHistory\x12\x10\n" +
 	"\x03job\x18\x01 \x01(\tR\x03job\x12\x12\n" +
@@ -3746,7 +4189,7 @@ const file_console_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06length\x18\x02 \x01(\x05R\x06length\x12\x16\n" +
 	"\x06values\x18\x03 \x03(\x01R\x06values\x12\x14\n" +
-	"\x05shift\x18\x04 \x01(\x05R\x05shift\"\xd5\x02\n" +
+	"\x05shift\x18\x04 \x01(\x05R\x05shift\"\x84\x03\n" +
 	"\rCommandResult\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x0e\n" +
 	"\x02ok\x18\x02 \x01(\bR\x02ok\x12\x14\n" +
@@ -3760,7 +4203,17 @@ const file_console_proto_rawDesc = "" +
 	"\fframes_total\x18\t \x01(\x05R\vframesTotal\x12+\n" +
 	"\aactions\x18\n" +
 	" \x03(\v2\x11.kelpie.v1.ActionR\aactions\x12(\n" +
-	"\x06events\x18\v \x03(\v2\x10.kelpie.v1.EventR\x06events\"\xc3\t\n" +
+	"\x06events\x18\v \x03(\v2\x10.kelpie.v1.EventR\x06events\x12-\n" +
+	"\x06stacks\x18d \x03(\v2\x15.kelpie.v1.NodeStacksR\x06stacks\"\xac\x01\n" +
+	"\n" +
+	"NodeStacks\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x12\n" +
+	"\x04role\x18\x02 \x01(\tR\x04role\x12\x12\n" +
+	"\x04text\x18\x03 \x01(\tR\x04text\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\x12\x1c\n" +
+	"\ttruncated\x18\x05 \x01(\bR\ttruncated\x12.\n" +
+	"\x04time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\x96\n" +
+	"\n" +
 	"\aJobView\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x14\n" +
@@ -3802,7 +4255,37 @@ const file_console_proto_rawDesc = "" +
 	"\fnodes_offset\x18\x1e \x01(\x05R\vnodesOffset\x12!\n" +
 	"\fcluster_busy\x18\x1f \x01(\tR\vclusterBusy\x129\n" +
 	"\fregion_bytes\x18  \x03(\v2\x16.kelpie.v1.RegionBytesR\vregionBytes\x127\n" +
-	"\bexchange\x18! \x01(\v2\x1b.kelpie.v1.ExchangeTopologyR\bexchange\"\xe4\x01\n" +
+	"\bexchange\x18! \x01(\v2\x1b.kelpie.v1.ExchangeTopologyR\bexchange\x12,\n" +
+	"\agoodput\x18d \x01(\v2\x12.kelpie.v1.GoodputR\agoodput\x12#\n" +
+	"\x04hung\x18e \x01(\v2\x0f.kelpie.v1.HungR\x04hung\"\xc1\x02\n" +
+	"\aGoodput\x12\x19\n" +
+	"\x05age_s\x18\x01 \x01(\x01H\x00R\x05age_s\x88\x01\x01\x126\n" +
+	"\x06phases\x18\x02 \x03(\v2\x1e.kelpie.v1.Goodput.PhasesEntryR\x06phases\x12/\n" +
+	"\x10productive_share\x18\x03 \x01(\x01H\x01R\x10productive_share\x88\x01\x01\x12\x19\n" +
+	"\x05eta_s\x18\x04 \x01(\x01H\x02R\x05eta_s\x88\x01\x01\x123\n" +
+	"\n" +
+	"eta_checks\x18\x05 \x03(\v2\x13.kelpie.v1.EtaCheckR\n" +
+	"eta_checks\x1a9\n" +
+	"\vPhasesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01B\b\n" +
+	"\x06_age_sB\x13\n" +
+	"\x11_productive_shareB\b\n" +
+	"\x06_eta_s\"\xc5\x01\n" +
+	"\bEtaCheck\x12\x18\n" +
+	"\apercent\x18\x01 \x01(\x05R\apercent\x12*\n" +
+	"\x02at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12 \n" +
+	"\vpredicted_s\x18\x03 \x01(\x01R\vpredicted_s\x12\x1f\n" +
+	"\bactual_s\x18\x04 \x01(\x01H\x00R\bactual_s\x88\x01\x01\x12\x19\n" +
+	"\x05error\x18\x05 \x01(\x01H\x01R\x05error\x88\x01\x01B\v\n" +
+	"\t_actual_sB\b\n" +
+	"\x06_error\"\xbe\x01\n" +
+	"\x04Hung\x120\n" +
+	"\x05since\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x18\n" +
+	"\amissing\x18\x02 \x03(\tR\amissing\x12\x18\n" +
+	"\aholding\x18\x03 \x03(\tR\aholding\x12\x18\n" +
+	"\abound_s\x18\x04 \x01(\x01R\abound_s\x126\n" +
+	"\bdetected\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\bdetected\"\xe4\x01\n" +
 	"\x10ExchangeTopology\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x1c\n" +
 	"\titeration\x18\x02 \x01(\x03R\titeration\x12/\n" +
@@ -3832,7 +4315,7 @@ const file_console_proto_rawDesc = "" +
 	"\x06params\x18\x03 \x03(\v2!.kelpie.v1.PolicyView.ParamsEntryR\x06params\x1a9\n" +
 	"\vParamsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\xc4\x04\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\xb8\x05\n" +
 	"\bNodeView\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x12\n" +
@@ -3860,7 +4343,11 @@ const file_console_proto_rawDesc = "" +
 	"\tsparkline\x18\x13 \x03(\x01R\tsparkline\x12;\n" +
 	"\vlast_report\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"lastReport\x12\x14\n" +
-	"\x05ratio\x18\x15 \x01(\x01R\x05ratio\"\x81\x02\n" +
+	"\x05ratio\x18\x15 \x01(\x01R\x05ratio\x127\n" +
+	"\x06phases\x18d \x03(\v2\x1f.kelpie.v1.NodeView.PhasesEntryR\x06phases\x1a9\n" +
+	"\vPhasesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\x81\x02\n" +
 	"\vMonitorView\x12\x1c\n" +
 	"\n" +
 	"mean_bpt_s\x18\x01 \x01(\x01R\bmeanBptS\x12%\n" +
@@ -3989,7 +4476,7 @@ func file_console_proto_rawDescGZIP() []byte {
 }
 
 var file_console_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_console_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_console_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
 var file_console_proto_goTypes = []any{
 	(ActionKind)(0),               // 0: kelpie.v1.ActionKind
 	(*ClientFrame)(nil),           // 1: kelpie.v1.ClientFrame
@@ -3997,132 +4484,150 @@ var file_console_proto_goTypes = []any{
 	(*Subscribe)(nil),             // 3: kelpie.v1.Subscribe
 	(*ViewWindow)(nil),            // 4: kelpie.v1.ViewWindow
 	(*Command)(nil),               // 5: kelpie.v1.Command
-	(*GetHistory)(nil),            // 6: kelpie.v1.GetHistory
-	(*SubmitJob)(nil),             // 7: kelpie.v1.SubmitJob
-	(*KillJob)(nil),               // 8: kelpie.v1.KillJob
-	(*DecideAction)(nil),          // 9: kelpie.v1.DecideAction
-	(*TriggerAction)(nil),         // 10: kelpie.v1.TriggerAction
-	(*SetPolicy)(nil),             // 11: kelpie.v1.SetPolicy
-	(*ServerFrame)(nil),           // 12: kelpie.v1.ServerFrame
-	(*Welcome)(nil),               // 13: kelpie.v1.Welcome
-	(*Snapshot)(nil),              // 14: kelpie.v1.Snapshot
-	(*Delta)(nil),                 // 15: kelpie.v1.Delta
-	(*JobPatch)(nil),              // 16: kelpie.v1.JobPatch
-	(*NodeOrder)(nil),             // 17: kelpie.v1.NodeOrder
-	(*ChartNames)(nil),            // 18: kelpie.v1.ChartNames
-	(*ActionList)(nil),            // 19: kelpie.v1.ActionList
-	(*PolicyList)(nil),            // 20: kelpie.v1.PolicyList
-	(*HeatmapTail)(nil),           // 21: kelpie.v1.HeatmapTail
-	(*SeriesTail)(nil),            // 22: kelpie.v1.SeriesTail
-	(*CommandResult)(nil),         // 23: kelpie.v1.CommandResult
-	(*JobView)(nil),               // 24: kelpie.v1.JobView
-	(*ExchangeTopology)(nil),      // 25: kelpie.v1.ExchangeTopology
-	(*ExchangeRegion)(nil),        // 26: kelpie.v1.ExchangeRegion
-	(*ExchangeTree)(nil),          // 27: kelpie.v1.ExchangeTree
-	(*ExchangeAggregation)(nil),   // 28: kelpie.v1.ExchangeAggregation
-	(*PolicyView)(nil),            // 29: kelpie.v1.PolicyView
-	(*NodeView)(nil),              // 30: kelpie.v1.NodeView
-	(*MonitorView)(nil),           // 31: kelpie.v1.MonitorView
-	(*Heatmap)(nil),               // 32: kelpie.v1.Heatmap
-	(*HeatmapRow)(nil),            // 33: kelpie.v1.HeatmapRow
-	(*Series)(nil),                // 34: kelpie.v1.Series
-	(*Action)(nil),                // 35: kelpie.v1.Action
-	(*AdjustLRArgs)(nil),          // 36: kelpie.v1.AdjustLRArgs
-	(*BackupWorkersArgs)(nil),     // 37: kelpie.v1.BackupWorkersArgs
-	(*SetSyncArgs)(nil),           // 38: kelpie.v1.SetSyncArgs
-	(*ActionTransition)(nil),      // 39: kelpie.v1.ActionTransition
-	(*Event)(nil),                 // 40: kelpie.v1.Event
-	nil,                           // 41: kelpie.v1.SetPolicy.ParamsEntry
-	nil,                           // 42: kelpie.v1.PolicyView.ParamsEntry
-	nil,                           // 43: kelpie.v1.Action.BatchSizesEntry
-	nil,                           // 44: kelpie.v1.Action.AccumulationEntry
-	nil,                           // 45: kelpie.v1.Action.ParamsEntry
-	nil,                           // 46: kelpie.v1.Action.EvidenceEntry
-	nil,                           // 47: kelpie.v1.AdjustLRArgs.LrScaleEntry
-	(*timestamppb.Timestamp)(nil), // 48: google.protobuf.Timestamp
-	(*TimelineFrame)(nil),         // 49: kelpie.v1.TimelineFrame
-	(*Divergence)(nil),            // 50: kelpie.v1.Divergence
-	(*RegionBytes)(nil),           // 51: kelpie.v1.RegionBytes
-	(*Realized)(nil),              // 52: kelpie.v1.Realized
+	(*GetStacks)(nil),             // 6: kelpie.v1.GetStacks
+	(*GetHistory)(nil),            // 7: kelpie.v1.GetHistory
+	(*SubmitJob)(nil),             // 8: kelpie.v1.SubmitJob
+	(*KillJob)(nil),               // 9: kelpie.v1.KillJob
+	(*DecideAction)(nil),          // 10: kelpie.v1.DecideAction
+	(*TriggerAction)(nil),         // 11: kelpie.v1.TriggerAction
+	(*SetPolicy)(nil),             // 12: kelpie.v1.SetPolicy
+	(*ServerFrame)(nil),           // 13: kelpie.v1.ServerFrame
+	(*Welcome)(nil),               // 14: kelpie.v1.Welcome
+	(*Snapshot)(nil),              // 15: kelpie.v1.Snapshot
+	(*Delta)(nil),                 // 16: kelpie.v1.Delta
+	(*JobPatch)(nil),              // 17: kelpie.v1.JobPatch
+	(*NodeOrder)(nil),             // 18: kelpie.v1.NodeOrder
+	(*ChartNames)(nil),            // 19: kelpie.v1.ChartNames
+	(*ActionList)(nil),            // 20: kelpie.v1.ActionList
+	(*PolicyList)(nil),            // 21: kelpie.v1.PolicyList
+	(*HeatmapTail)(nil),           // 22: kelpie.v1.HeatmapTail
+	(*SeriesTail)(nil),            // 23: kelpie.v1.SeriesTail
+	(*CommandResult)(nil),         // 24: kelpie.v1.CommandResult
+	(*NodeStacks)(nil),            // 25: kelpie.v1.NodeStacks
+	(*JobView)(nil),               // 26: kelpie.v1.JobView
+	(*Goodput)(nil),               // 27: kelpie.v1.Goodput
+	(*EtaCheck)(nil),              // 28: kelpie.v1.EtaCheck
+	(*Hung)(nil),                  // 29: kelpie.v1.Hung
+	(*ExchangeTopology)(nil),      // 30: kelpie.v1.ExchangeTopology
+	(*ExchangeRegion)(nil),        // 31: kelpie.v1.ExchangeRegion
+	(*ExchangeTree)(nil),          // 32: kelpie.v1.ExchangeTree
+	(*ExchangeAggregation)(nil),   // 33: kelpie.v1.ExchangeAggregation
+	(*PolicyView)(nil),            // 34: kelpie.v1.PolicyView
+	(*NodeView)(nil),              // 35: kelpie.v1.NodeView
+	(*MonitorView)(nil),           // 36: kelpie.v1.MonitorView
+	(*Heatmap)(nil),               // 37: kelpie.v1.Heatmap
+	(*HeatmapRow)(nil),            // 38: kelpie.v1.HeatmapRow
+	(*Series)(nil),                // 39: kelpie.v1.Series
+	(*Action)(nil),                // 40: kelpie.v1.Action
+	(*AdjustLRArgs)(nil),          // 41: kelpie.v1.AdjustLRArgs
+	(*BackupWorkersArgs)(nil),     // 42: kelpie.v1.BackupWorkersArgs
+	(*SetSyncArgs)(nil),           // 43: kelpie.v1.SetSyncArgs
+	(*ActionTransition)(nil),      // 44: kelpie.v1.ActionTransition
+	(*Event)(nil),                 // 45: kelpie.v1.Event
+	nil,                           // 46: kelpie.v1.SetPolicy.ParamsEntry
+	nil,                           // 47: kelpie.v1.Goodput.PhasesEntry
+	nil,                           // 48: kelpie.v1.PolicyView.ParamsEntry
+	nil,                           // 49: kelpie.v1.NodeView.PhasesEntry
+	nil,                           // 50: kelpie.v1.Action.BatchSizesEntry
+	nil,                           // 51: kelpie.v1.Action.AccumulationEntry
+	nil,                           // 52: kelpie.v1.Action.ParamsEntry
+	nil,                           // 53: kelpie.v1.Action.EvidenceEntry
+	nil,                           // 54: kelpie.v1.AdjustLRArgs.LrScaleEntry
+	(*timestamppb.Timestamp)(nil), // 55: google.protobuf.Timestamp
+	(*TimelineFrame)(nil),         // 56: kelpie.v1.TimelineFrame
+	(*Divergence)(nil),            // 57: kelpie.v1.Divergence
+	(*RegionBytes)(nil),           // 58: kelpie.v1.RegionBytes
+	(*Realized)(nil),              // 59: kelpie.v1.Realized
 }
 var file_console_proto_depIdxs = []int32{
 	2,  // 0: kelpie.v1.ClientFrame.hello:type_name -> kelpie.v1.Hello
 	3,  // 1: kelpie.v1.ClientFrame.subscribe:type_name -> kelpie.v1.Subscribe
 	5,  // 2: kelpie.v1.ClientFrame.command:type_name -> kelpie.v1.Command
 	4,  // 3: kelpie.v1.Subscribe.window:type_name -> kelpie.v1.ViewWindow
-	7,  // 4: kelpie.v1.Command.submit_job:type_name -> kelpie.v1.SubmitJob
-	8,  // 5: kelpie.v1.Command.kill_job:type_name -> kelpie.v1.KillJob
-	9,  // 6: kelpie.v1.Command.approve:type_name -> kelpie.v1.DecideAction
-	9,  // 7: kelpie.v1.Command.reject:type_name -> kelpie.v1.DecideAction
-	10, // 8: kelpie.v1.Command.trigger:type_name -> kelpie.v1.TriggerAction
-	11, // 9: kelpie.v1.Command.set_policy:type_name -> kelpie.v1.SetPolicy
-	6,  // 10: kelpie.v1.Command.history:type_name -> kelpie.v1.GetHistory
-	35, // 11: kelpie.v1.TriggerAction.action:type_name -> kelpie.v1.Action
-	41, // 12: kelpie.v1.SetPolicy.params:type_name -> kelpie.v1.SetPolicy.ParamsEntry
-	48, // 13: kelpie.v1.ServerFrame.time:type_name -> google.protobuf.Timestamp
-	13, // 14: kelpie.v1.ServerFrame.welcome:type_name -> kelpie.v1.Welcome
-	14, // 15: kelpie.v1.ServerFrame.snapshot:type_name -> kelpie.v1.Snapshot
-	15, // 16: kelpie.v1.ServerFrame.delta:type_name -> kelpie.v1.Delta
-	23, // 17: kelpie.v1.ServerFrame.result:type_name -> kelpie.v1.CommandResult
-	24, // 18: kelpie.v1.Snapshot.jobs:type_name -> kelpie.v1.JobView
-	40, // 19: kelpie.v1.Snapshot.events:type_name -> kelpie.v1.Event
-	24, // 20: kelpie.v1.Delta.jobs:type_name -> kelpie.v1.JobView
-	40, // 21: kelpie.v1.Delta.events:type_name -> kelpie.v1.Event
-	16, // 22: kelpie.v1.Delta.patches:type_name -> kelpie.v1.JobPatch
-	24, // 23: kelpie.v1.JobPatch.figures:type_name -> kelpie.v1.JobView
-	30, // 24: kelpie.v1.JobPatch.nodes:type_name -> kelpie.v1.NodeView
-	17, // 25: kelpie.v1.JobPatch.order:type_name -> kelpie.v1.NodeOrder
-	32, // 26: kelpie.v1.JobPatch.heatmap:type_name -> kelpie.v1.Heatmap
-	21, // 27: kelpie.v1.JobPatch.heatmap_tail:type_name -> kelpie.v1.HeatmapTail
-	34, // 28: kelpie.v1.JobPatch.charts:type_name -> kelpie.v1.Series
-	22, // 29: kelpie.v1.JobPatch.chart_tails:type_name -> kelpie.v1.SeriesTail
-	18, // 30: kelpie.v1.JobPatch.chart_names:type_name -> kelpie.v1.ChartNames
-	19, // 31: kelpie.v1.JobPatch.actions:type_name -> kelpie.v1.ActionList
-	20, // 32: kelpie.v1.JobPatch.policies:type_name -> kelpie.v1.PolicyList
-	35, // 33: kelpie.v1.ActionList.actions:type_name -> kelpie.v1.Action
-	29, // 34: kelpie.v1.PolicyList.policies:type_name -> kelpie.v1.PolicyView
-	48, // 35: kelpie.v1.HeatmapTail.start:type_name -> google.protobuf.Timestamp
-	49, // 36: kelpie.v1.CommandResult.frames:type_name -> kelpie.v1.TimelineFrame
-	35, // 37: kelpie.v1.CommandResult.actions:type_name -> kelpie.v1.Action
-	40, // 38: kelpie.v1.CommandResult.events:type_name -> kelpie.v1.Event
-	48, // 39: kelpie.v1.JobView.submitted:type_name -> google.protobuf.Timestamp
-	48, // 40: kelpie.v1.JobView.started:type_name -> google.protobuf.Timestamp
-	48, // 41: kelpie.v1.JobView.ended:type_name -> google.protobuf.Timestamp
-	29, // 42: kelpie.v1.JobView.policies:type_name -> kelpie.v1.PolicyView
-	30, // 43: kelpie.v1.JobView.nodes:type_name -> kelpie.v1.NodeView
-	31, // 44: kelpie.v1.JobView.monitor:type_name -> kelpie.v1.MonitorView
-	32, // 45: kelpie.v1.JobView.heatmap:type_name -> kelpie.v1.Heatmap
-	35, // 46: kelpie.v1.JobView.actions:type_name -> kelpie.v1.Action
-	34, // 47: kelpie.v1.JobView.charts:type_name -> kelpie.v1.Series
-	50, // 48: kelpie.v1.JobView.diverged:type_name -> kelpie.v1.Divergence
-	51, // 49: kelpie.v1.JobView.region_bytes:type_name -> kelpie.v1.RegionBytes
-	25, // 50: kelpie.v1.JobView.exchange:type_name -> kelpie.v1.ExchangeTopology
-	26, // 51: kelpie.v1.ExchangeTopology.racks:type_name -> kelpie.v1.ExchangeRegion
-	27, // 52: kelpie.v1.ExchangeTopology.trees:type_name -> kelpie.v1.ExchangeTree
-	28, // 53: kelpie.v1.ExchangeTree.aggregations:type_name -> kelpie.v1.ExchangeAggregation
-	42, // 54: kelpie.v1.PolicyView.params:type_name -> kelpie.v1.PolicyView.ParamsEntry
-	48, // 55: kelpie.v1.NodeView.last_report:type_name -> google.protobuf.Timestamp
-	48, // 56: kelpie.v1.Heatmap.start:type_name -> google.protobuf.Timestamp
-	33, // 57: kelpie.v1.Heatmap.rows:type_name -> kelpie.v1.HeatmapRow
-	43, // 58: kelpie.v1.Action.batch_sizes:type_name -> kelpie.v1.Action.BatchSizesEntry
-	44, // 59: kelpie.v1.Action.accumulation:type_name -> kelpie.v1.Action.AccumulationEntry
-	45, // 60: kelpie.v1.Action.params:type_name -> kelpie.v1.Action.ParamsEntry
-	48, // 61: kelpie.v1.Action.created:type_name -> google.protobuf.Timestamp
-	48, // 62: kelpie.v1.Action.updated:type_name -> google.protobuf.Timestamp
-	39, // 63: kelpie.v1.Action.history:type_name -> kelpie.v1.ActionTransition
-	46, // 64: kelpie.v1.Action.evidence:type_name -> kelpie.v1.Action.EvidenceEntry
-	36, // 65: kelpie.v1.Action.adjust_lr:type_name -> kelpie.v1.AdjustLRArgs
-	37, // 66: kelpie.v1.Action.backup_workers:type_name -> kelpie.v1.BackupWorkersArgs
-	38, // 67: kelpie.v1.Action.set_sync:type_name -> kelpie.v1.SetSyncArgs
-	52, // 68: kelpie.v1.Action.realized:type_name -> kelpie.v1.Realized
-	47, // 69: kelpie.v1.AdjustLRArgs.lr_scale:type_name -> kelpie.v1.AdjustLRArgs.LrScaleEntry
-	48, // 70: kelpie.v1.ActionTransition.at:type_name -> google.protobuf.Timestamp
-	48, // 71: kelpie.v1.Event.time:type_name -> google.protobuf.Timestamp
-	72, // [72:72] is the sub-list for method output_type
-	72, // [72:72] is the sub-list for method input_type
-	72, // [72:72] is the sub-list for extension type_name
-	72, // [72:72] is the sub-list for extension extendee
-	0,  // [0:72] is the sub-list for field type_name
+	8,  // 4: kelpie.v1.Command.submit_job:type_name -> kelpie.v1.SubmitJob
+	9,  // 5: kelpie.v1.Command.kill_job:type_name -> kelpie.v1.KillJob
+	10, // 6: kelpie.v1.Command.approve:type_name -> kelpie.v1.DecideAction
+	10, // 7: kelpie.v1.Command.reject:type_name -> kelpie.v1.DecideAction
+	11, // 8: kelpie.v1.Command.trigger:type_name -> kelpie.v1.TriggerAction
+	12, // 9: kelpie.v1.Command.set_policy:type_name -> kelpie.v1.SetPolicy
+	7,  // 10: kelpie.v1.Command.history:type_name -> kelpie.v1.GetHistory
+	6,  // 11: kelpie.v1.Command.stacks:type_name -> kelpie.v1.GetStacks
+	40, // 12: kelpie.v1.TriggerAction.action:type_name -> kelpie.v1.Action
+	46, // 13: kelpie.v1.SetPolicy.params:type_name -> kelpie.v1.SetPolicy.ParamsEntry
+	55, // 14: kelpie.v1.ServerFrame.time:type_name -> google.protobuf.Timestamp
+	14, // 15: kelpie.v1.ServerFrame.welcome:type_name -> kelpie.v1.Welcome
+	15, // 16: kelpie.v1.ServerFrame.snapshot:type_name -> kelpie.v1.Snapshot
+	16, // 17: kelpie.v1.ServerFrame.delta:type_name -> kelpie.v1.Delta
+	24, // 18: kelpie.v1.ServerFrame.result:type_name -> kelpie.v1.CommandResult
+	26, // 19: kelpie.v1.Snapshot.jobs:type_name -> kelpie.v1.JobView
+	45, // 20: kelpie.v1.Snapshot.events:type_name -> kelpie.v1.Event
+	26, // 21: kelpie.v1.Delta.jobs:type_name -> kelpie.v1.JobView
+	45, // 22: kelpie.v1.Delta.events:type_name -> kelpie.v1.Event
+	17, // 23: kelpie.v1.Delta.patches:type_name -> kelpie.v1.JobPatch
+	26, // 24: kelpie.v1.JobPatch.figures:type_name -> kelpie.v1.JobView
+	35, // 25: kelpie.v1.JobPatch.nodes:type_name -> kelpie.v1.NodeView
+	18, // 26: kelpie.v1.JobPatch.order:type_name -> kelpie.v1.NodeOrder
+	37, // 27: kelpie.v1.JobPatch.heatmap:type_name -> kelpie.v1.Heatmap
+	22, // 28: kelpie.v1.JobPatch.heatmap_tail:type_name -> kelpie.v1.HeatmapTail
+	39, // 29: kelpie.v1.JobPatch.charts:type_name -> kelpie.v1.Series
+	23, // 30: kelpie.v1.JobPatch.chart_tails:type_name -> kelpie.v1.SeriesTail
+	19, // 31: kelpie.v1.JobPatch.chart_names:type_name -> kelpie.v1.ChartNames
+	20, // 32: kelpie.v1.JobPatch.actions:type_name -> kelpie.v1.ActionList
+	21, // 33: kelpie.v1.JobPatch.policies:type_name -> kelpie.v1.PolicyList
+	40, // 34: kelpie.v1.ActionList.actions:type_name -> kelpie.v1.Action
+	34, // 35: kelpie.v1.PolicyList.policies:type_name -> kelpie.v1.PolicyView
+	55, // 36: kelpie.v1.HeatmapTail.start:type_name -> google.protobuf.Timestamp
+	56, // 37: kelpie.v1.CommandResult.frames:type_name -> kelpie.v1.TimelineFrame
+	40, // 38: kelpie.v1.CommandResult.actions:type_name -> kelpie.v1.Action
+	45, // 39: kelpie.v1.CommandResult.events:type_name -> kelpie.v1.Event
+	25, // 40: kelpie.v1.CommandResult.stacks:type_name -> kelpie.v1.NodeStacks
+	55, // 41: kelpie.v1.NodeStacks.time:type_name -> google.protobuf.Timestamp
+	55, // 42: kelpie.v1.JobView.submitted:type_name -> google.protobuf.Timestamp
+	55, // 43: kelpie.v1.JobView.started:type_name -> google.protobuf.Timestamp
+	55, // 44: kelpie.v1.JobView.ended:type_name -> google.protobuf.Timestamp
+	34, // 45: kelpie.v1.JobView.policies:type_name -> kelpie.v1.PolicyView
+	35, // 46: kelpie.v1.JobView.nodes:type_name -> kelpie.v1.NodeView
+	36, // 47: kelpie.v1.JobView.monitor:type_name -> kelpie.v1.MonitorView
+	37, // 48: kelpie.v1.JobView.heatmap:type_name -> kelpie.v1.Heatmap
+	40, // 49: kelpie.v1.JobView.actions:type_name -> kelpie.v1.Action
+	39, // 50: kelpie.v1.JobView.charts:type_name -> kelpie.v1.Series
+	57, // 51: kelpie.v1.JobView.diverged:type_name -> kelpie.v1.Divergence
+	58, // 52: kelpie.v1.JobView.region_bytes:type_name -> kelpie.v1.RegionBytes
+	30, // 53: kelpie.v1.JobView.exchange:type_name -> kelpie.v1.ExchangeTopology
+	27, // 54: kelpie.v1.JobView.goodput:type_name -> kelpie.v1.Goodput
+	29, // 55: kelpie.v1.JobView.hung:type_name -> kelpie.v1.Hung
+	47, // 56: kelpie.v1.Goodput.phases:type_name -> kelpie.v1.Goodput.PhasesEntry
+	28, // 57: kelpie.v1.Goodput.eta_checks:type_name -> kelpie.v1.EtaCheck
+	55, // 58: kelpie.v1.EtaCheck.at:type_name -> google.protobuf.Timestamp
+	55, // 59: kelpie.v1.Hung.since:type_name -> google.protobuf.Timestamp
+	55, // 60: kelpie.v1.Hung.detected:type_name -> google.protobuf.Timestamp
+	31, // 61: kelpie.v1.ExchangeTopology.racks:type_name -> kelpie.v1.ExchangeRegion
+	32, // 62: kelpie.v1.ExchangeTopology.trees:type_name -> kelpie.v1.ExchangeTree
+	33, // 63: kelpie.v1.ExchangeTree.aggregations:type_name -> kelpie.v1.ExchangeAggregation
+	48, // 64: kelpie.v1.PolicyView.params:type_name -> kelpie.v1.PolicyView.ParamsEntry
+	55, // 65: kelpie.v1.NodeView.last_report:type_name -> google.protobuf.Timestamp
+	49, // 66: kelpie.v1.NodeView.phases:type_name -> kelpie.v1.NodeView.PhasesEntry
+	55, // 67: kelpie.v1.Heatmap.start:type_name -> google.protobuf.Timestamp
+	38, // 68: kelpie.v1.Heatmap.rows:type_name -> kelpie.v1.HeatmapRow
+	50, // 69: kelpie.v1.Action.batch_sizes:type_name -> kelpie.v1.Action.BatchSizesEntry
+	51, // 70: kelpie.v1.Action.accumulation:type_name -> kelpie.v1.Action.AccumulationEntry
+	52, // 71: kelpie.v1.Action.params:type_name -> kelpie.v1.Action.ParamsEntry
+	55, // 72: kelpie.v1.Action.created:type_name -> google.protobuf.Timestamp
+	55, // 73: kelpie.v1.Action.updated:type_name -> google.protobuf.Timestamp
+	44, // 74: kelpie.v1.Action.history:type_name -> kelpie.v1.ActionTransition
+	53, // 75: kelpie.v1.Action.evidence:type_name -> kelpie.v1.Action.EvidenceEntry
+	41, // 76: kelpie.v1.Action.adjust_lr:type_name -> kelpie.v1.AdjustLRArgs
+	42, // 77: kelpie.v1.Action.backup_workers:type_name -> kelpie.v1.BackupWorkersArgs
+	43, // 78: kelpie.v1.Action.set_sync:type_name -> kelpie.v1.SetSyncArgs
+	59, // 79: kelpie.v1.Action.realized:type_name -> kelpie.v1.Realized
+	54, // 80: kelpie.v1.AdjustLRArgs.lr_scale:type_name -> kelpie.v1.AdjustLRArgs.LrScaleEntry
+	55, // 81: kelpie.v1.ActionTransition.at:type_name -> google.protobuf.Timestamp
+	55, // 82: kelpie.v1.Event.time:type_name -> google.protobuf.Timestamp
+	83, // [83:83] is the sub-list for method output_type
+	83, // [83:83] is the sub-list for method input_type
+	83, // [83:83] is the sub-list for extension type_name
+	83, // [83:83] is the sub-list for extension extendee
+	0,  // [0:83] is the sub-list for field type_name
 }
 
 func init() { file_console_proto_init() }
@@ -4145,15 +4650,18 @@ func file_console_proto_init() {
 		(*Command_Trigger)(nil),
 		(*Command_SetPolicy)(nil),
 		(*Command_History)(nil),
+		(*Command_Stacks)(nil),
 	}
-	file_console_proto_msgTypes[11].OneofWrappers = []any{
+	file_console_proto_msgTypes[12].OneofWrappers = []any{
 		(*ServerFrame_Welcome)(nil),
 		(*ServerFrame_Snapshot)(nil),
 		(*ServerFrame_Delta)(nil),
 		(*ServerFrame_Result)(nil),
 	}
-	file_console_proto_msgTypes[15].OneofWrappers = []any{}
-	file_console_proto_msgTypes[34].OneofWrappers = []any{
+	file_console_proto_msgTypes[16].OneofWrappers = []any{}
+	file_console_proto_msgTypes[26].OneofWrappers = []any{}
+	file_console_proto_msgTypes[27].OneofWrappers = []any{}
+	file_console_proto_msgTypes[39].OneofWrappers = []any{
 		(*Action_AdjustLr)(nil),
 		(*Action_BackupWorkers)(nil),
 		(*Action_SetSync)(nil),
@@ -4164,7 +4672,7 @@ func file_console_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_console_proto_rawDesc), len(file_console_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   47,
+			NumMessages:   54,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -152,6 +152,10 @@ type Agent struct {
 	// listens ("" without one), set before the first connection.
 	forwards chan *kelpiepb.ActionCommand
 	peerAddr string
+
+	// stackWait: the stacks requests waiting for the role's answer, by id
+	// (stacks.go); under mu.
+	stackWait map[string]chan *kelpiepb.StacksReply
 }
 
 // New makes an agent.
@@ -472,6 +476,8 @@ func (a *Agent) readRole(r io.Reader) {
 			a.enqueue(&kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_ServerStats{ServerStats: b.Stats}}, false)
 		case *kelpiepb.RoleMessage_Refusal:
 			a.enqueue(&kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Refusal{Refusal: b.Refusal}}, false)
+		case *kelpiepb.RoleMessage_Stacks:
+			a.roleStacks(b.Stacks)
 		}
 	}
 }
@@ -695,6 +701,8 @@ func (a *Agent) session(ctx context.Context, c kelpiepb.AgentClient) error {
 				case a.stop <- b.Stop:
 				default:
 				}
+			case *kelpiepb.SchedulerMessage_Stacks:
+				go a.stacks(b.Stacks) // waits for the role: not on this loop
 			}
 		}
 	}()

@@ -628,6 +628,7 @@ type GetStacks struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Job           string                 `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
 	TimeoutS      float64                `protobuf:"fixed64,2,opt,name=timeout_s,json=timeoutS,proto3" json:"timeout_s,omitempty"` // how long to wait for the agents (0: 5 s, at most 60 s)
+	Saved         bool                   `protobuf:"varint,3,opt,name=saved,proto3" json:"saved,omitempty"`                        // return the last collection saved with the job's history instead
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -674,6 +675,13 @@ func (x *GetStacks) GetTimeoutS() float64 {
 		return x.TimeoutS
 	}
 	return 0
+}
+
+func (x *GetStacks) GetSaved() bool {
+	if x != nil {
+		return x.Saved
+	}
+	return false
 }
 
 // GetHistory reads a page of a job's recorded timeline (timeline.proto),
@@ -4098,10 +4106,11 @@ const file_console_proto_rawDesc = "" +
 	"set_policy\x18\x06 \x01(\v2\x14.kelpie.v1.SetPolicyH\x00R\tsetPolicy\x121\n" +
 	"\ahistory\x18\a \x01(\v2\x15.kelpie.v1.GetHistoryH\x00R\ahistory\x12.\n" +
 	"\x06stacks\x18d \x01(\v2\x14.kelpie.v1.GetStacksH\x00R\x06stacksB\x06\n" +
-	"\x04kind\":\n" +
+	"\x04kind\"P\n" +
 	"\tGetStacks\x12\x10\n" +
 	"\x03job\x18\x01 \x01(\tR\x03job\x12\x1b\n" +
-	"\ttimeout_s\x18\x02 \x01(\x01R\btimeoutS\"H\n" +
+	"\ttimeout_s\x18\x02 \x01(\x01R\btimeoutS\x12\x14\n" +
+	"\x05saved\x18\x03 \x01(\bR\x05saved\"H\n" +
 	"\n" +
 	"GetHistory\x12\x10\n" +
 	"\x03job\x18\x01 \x01(\tR\x03job\x12\x12\n" +

@@ -155,3 +155,12 @@ func Waiting(nodes []Node, stopped time.Time) (missing, holding []string) {
 	slices.Sort(holding)
 	return missing, holding
 }
+
+// Excuse tells the detector that progress is not expected at now (the job
+// is starting, recovering or paused): the bound counts from now again.
+func (d *Detector) Excuse(now time.Time) {
+	if !d.moved.IsZero() {
+		d.moved = now
+	}
+	d.detected = time.Time{}
+}

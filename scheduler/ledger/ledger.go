@@ -335,3 +335,7 @@ func (l *Ledger) clone() *Ledger {
 	}
 	return &c
 }
+
+// Now is the time the ledger has been advanced to: Job and Node at Now
+// are what it has committed (they only grow from one Now to the next).
+func (l *Ledger) Now() time.Time { return l.last }

@@ -364,8 +364,13 @@ type ServerStats struct {
 	MigratedOut       int64                  `protobuf:"varint,15,opt,name=migrated_out,json=migratedOut,proto3" json:"migrated_out,omitempty"`        // blocks handed to other servers
 	InTransit         int32                  `protobuf:"varint,16,opt,name=in_transit,json=inTransit,proto3" json:"in_transit,omitempty"`              // blocks still expected
 	Outgoing          int32                  `protobuf:"varint,17,opt,name=outgoing,proto3" json:"outgoing,omitempty"`                                 // blocks still to hand off
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// the barrier's workers (by index) that have not pushed the version
+	// V_train waits for, and the pulls held meanwhile: whom the held pulls
+	// wait for (hang triage)
+	Behind        []int32 `protobuf:"varint,100,rep,packed,name=behind,proto3" json:"behind,omitempty"`
+	HeldPulls     int64   `protobuf:"varint,101,opt,name=held_pulls,json=heldPulls,proto3" json:"held_pulls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ServerStats) Reset() {
@@ -513,6 +518,20 @@ func (x *ServerStats) GetInTransit() int32 {
 func (x *ServerStats) GetOutgoing() int32 {
 	if x != nil {
 		return x.Outgoing
+	}
+	return 0
+}
+
+func (x *ServerStats) GetBehind() []int32 {
+	if x != nil {
+		return x.Behind
+	}
+	return nil
+}
+
+func (x *ServerStats) GetHeldPulls() int64 {
+	if x != nil {
+		return x.HeldPulls
 	}
 	return 0
 }
@@ -1081,7 +1100,7 @@ const file_ps_proto_rawDesc = "" +
 	"\fheld_seconds\x18\x06 \x01(\x01R\vheldSeconds\x12\x18\n" +
 	"\adropped\x18\a \x01(\bR\adropped\x12\x12\n" +
 	"\x04data\x18\x0f \x01(\fR\x04data\"\x0e\n" +
-	"\fStatsRequest\"\x88\x04\n" +
+	"\fStatsRequest\"\xbf\x04\n" +
 	"\vServerStats\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x17\n" +
 	"\av_train\x18\x02 \x01(\x03R\x06vTrain\x12\x12\n" +
@@ -1102,7 +1121,10 @@ const file_ps_proto_rawDesc = "" +
 	"\fmigrated_out\x18\x0f \x01(\x03R\vmigratedOut\x12\x1d\n" +
 	"\n" +
 	"in_transit\x18\x10 \x01(\x05R\tinTransit\x12\x1a\n" +
-	"\boutgoing\x18\x11 \x01(\x05R\boutgoing\"\x82\x01\n" +
+	"\boutgoing\x18\x11 \x01(\x05R\boutgoing\x12\x16\n" +
+	"\x06behind\x18d \x03(\x05R\x06behind\x12\x1d\n" +
+	"\n" +
+	"held_pulls\x18e \x01(\x03R\theldPulls\"\x82\x01\n" +
 	"\x0eRetableRequest\x125\n" +
 	"\n" +
 	"assignment\x18\x01 \x01(\v2\x15.kelpie.v1.AssignmentR\n" +

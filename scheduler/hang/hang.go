@@ -8,11 +8,13 @@
 // max(30 s, 20 × median), the median over its workers of their recent
 // iteration times. A job that never made progress is not judged (it is
 // starting). The verdict names the nodes the job waits for — the workers
-// behind the furthest worker's iteration (they have not reached the
-// barrier or version the others wait at) or, when every worker is at the
-// same iteration, those not heard from since progress stopped — and the
-// servers holding the others' pushes for them: those whose trained
-// version (V_train) is behind the furthest worker's iteration.
+// whose push the servers' barrier waits for, as the servers holding
+// pulls say (ServerStats.behind and held_pulls) — and the servers holding
+// them. Without such a server (allreduce, ASP), the workers behind the
+// furthest worker's iteration or, when every worker is at the same
+// iteration, those not heard from since progress stopped; the servers
+// then are those whose trained version (V_train) is behind the furthest
+// worker's iteration.
 package hang
 
 import (
@@ -53,7 +55,11 @@ type Node struct {
 	Iteration int64     // workers: iterations completed
 	Heard     time.Time // workers: their last progress report
 	Version   int64     // servers: V_train, the version trained through
-	Iter      time.Duration
+	// Servers: the workers that have not pushed the version V_train waits
+	// for, and how many pulls it holds meanwhile.
+	Behind []string
+	Held   int64
+	Iter   time.Duration // workers: recent iteration time
 }
 
 // Observation is the job at one tick.
@@ -125,6 +131,27 @@ func Median(nodes []Node) time.Duration {
 // holding pushes for them (see the package doc), each sorted by name.
 // stopped is when progress stopped.
 func Waiting(nodes []Node, stopped time.Time) (missing, holding []string) {
+	// The servers say best: they hold the others' pulls for the workers
+	// that have not pushed the version they wait for.
+	seen := map[string]bool{}
+	for _, n := range nodes {
+		if !n.Server || !n.Live || n.Held == 0 || len(n.Behind) == 0 {
+			continue
+		}
+		holding = append(holding, n.Name)
+		for _, w := range n.Behind {
+			if !seen[w] {
+				seen[w] = true
+				missing = append(missing, w)
+			}
+		}
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		slices.Sort(holding)
+		return missing, holding
+	}
+	holding = nil
 	front := int64(-1)
 	for _, n := range nodes {
 		if !n.Server && n.Live {

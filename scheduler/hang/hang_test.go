@@ -43,6 +43,10 @@ func TestDetector(t *testing.T) {
 			{Name: "server-0", Server: true, Live: true, Version: min(a, b)},
 			{Name: "server-1", Server: true, Live: true, Version: max(a, b)}}
 	}
+	held := []Node{worker("worker-0", 5, 0), worker("worker-1", 5, 0), worker("worker-2", 5, 0),
+		{Name: "server-0", Server: true, Live: true, Version: 5, Behind: []string{"worker-2"}, Held: 2},
+		{Name: "server-1", Server: true, Live: true, Version: 5, Behind: []string{"worker-1", "worker-2"}, Held: 1},
+		{Name: "server-2", Server: true, Live: true, Version: 6}}
 	tests := []struct {
 		name    string
 		obs     []obs
@@ -63,6 +67,11 @@ func TestDetector(t *testing.T) {
 			name: "all level: the silent one is missing",
 			obs:  []obs{{0, 10, w(5, 5, 0, 0)}, {4, 10, w(5, 5, 0, 3)}},
 			hung: true, since: 0, missing: []string{"worker-0"},
+		},
+		{
+			name: "the servers say whom they hold pulls for",
+			obs: []obs{{0, 10, held}, {4, 10, held}},
+			hung: true, since: 0, missing: []string{"worker-1", "worker-2"}, holding: []string{"server-0", "server-1"},
 		},
 		{
 			name: "progress clears it",

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kelpie/kelpie/core/spec"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/scheduler/hang"
 	"github.com/kelpie/kelpie/scheduler/ledger"
@@ -200,7 +201,10 @@ func (j *jobState) lifecycleLocked() (ledger.Phase, map[string]ledger.Phase, []h
 			hn.Iter = time.Duration(float64(time.Second) / p.rate)
 		}
 		if s := n.stats; s != nil {
-			hn.Version = s.VTrain
+			hn.Version, hn.Held = s.VTrain, s.HeldPulls
+			for _, w := range s.Behind {
+				hn.Behind = append(hn.Behind, spec.WorkerName(int(w)))
+			}
 			if job == ledger.Running && (s.InTransit > 0 || s.Outgoing > 0) {
 				job = ledger.Paused
 			}

@@ -70,7 +70,7 @@ func TestDetector(t *testing.T) {
 		},
 		{
 			name: "the servers say whom they hold pulls for",
-			obs: []obs{{0, 10, held}, {4, 10, held}},
+			obs:  []obs{{0, 10, held}, {4, 10, held}},
 			hung: true, since: 0, missing: []string{"worker-1", "worker-2"}, holding: []string{"server-0", "server-1"},
 		},
 		{

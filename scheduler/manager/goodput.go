@@ -60,9 +60,14 @@ func cmpOr[T time.Duration | float64](a, b T) T {
 	return b
 }
 
-// goodputReport takes a worker's report into the ledger: its compute
-// time, its time on the wire (BPT less compute: the pushes and pulls, an
-// allreduce's exchange) and its wait at the pull condition.
+// goodputReport takes a worker's report into the ledger: its time on the
+// wire (its push-pulls' seconds, the servers' held time left out, divided
+// by the servers it exchanged with, since it talks to them side by side;
+// at most its BPT), its computing (the rest of its BPT: forward and
+// backward, data loading, a compute straggler's delay) and its wait at the
+// pull condition. A report without push-pull samples (allreduce) counts
+// its compute_seconds as computing and the rest of its BPT (the exchange)
+// as communicating.
 func (j *jobState) goodputReport(node string, r *kelpiepb.ProgressReport, now time.Time, servers []string) {
 	var bpt, wait float64
 	for _, b := range r.BptSeconds {
@@ -76,12 +81,21 @@ func (j *jobState) goodputReport(node string, r *kelpiepb.ProgressReport, now ti
 	if j.gp.led == nil {
 		return
 	}
-	j.gp.led.Report(node, now, ledger.Measure{Compute: r.ComputeSeconds, Comm: max(bpt-r.ComputeSeconds, 0), Wait: wait})
+	var comm float64
+	with := map[int32]bool{}
 	for _, cs := range r.Comm {
+		comm += cs.Seconds
+		with[cs.Server] = true
 		if int(cs.Server) < len(servers) {
 			j.gp.comm[servers[cs.Server]] += cs.Seconds
 		}
 	}
+	m := ledger.Measure{Compute: r.ComputeSeconds, Comm: max(bpt-r.ComputeSeconds, 0), Wait: wait}
+	if len(with) > 0 {
+		m.Comm = min(comm/float64(len(with)), bpt)
+		m.Compute = bpt - m.Comm
+	}
+	j.gp.led.Report(node, now, m)
 }
 
 // goodputTick advances the ledger to now with the phases the job and its

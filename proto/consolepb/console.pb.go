@@ -17,9 +17,11 @@
 // 	protoc        v3.21.12
 // source: console.proto
 
-package kelpiepb
+package consolepb
 
 import (
+	coordinatorpb "github.com/kelpie/kelpie/proto/coordinatorpb"
+	timelinepb "github.com/kelpie/kelpie/proto/timelinepb"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
@@ -37,7 +39,7 @@ const (
 
 // ActionKind is what an action does. On the console API an action's kind
 // travels as the name without the prefix ("ADJUST_BS" in Action.kind);
-// ActionKindName and ParseActionKind (kelpiepb) convert.
+// ActionKindName and ParseActionKind (proto/consolepb) convert.
 type ActionKind int32
 
 const (
@@ -1891,7 +1893,7 @@ func (x *CommandResult) GetJob() string {
 	return ""
 }
 
-func (x *CommandResult) GetFrames() []*TimelineFrame {
+func (x *CommandResult) GetFrames() []*timelinepb.TimelineFrame {
 	if x != nil {
 		return x.Frames
 	}
@@ -2039,20 +2041,20 @@ type JobView struct {
 	// the iteration count the job is expected to end at: while it runs,
 	// never below an earlier one and always above iteration; once it
 	// completed, the iteration it ended at
-	Iterations  int64         `protobuf:"varint,15,opt,name=iterations,proto3" json:"iterations,omitempty"`
-	ShardsTodo  int64         `protobuf:"varint,16,opt,name=shards_todo,json=shardsTodo,proto3" json:"shards_todo,omitempty"`
-	ShardsDoing int64         `protobuf:"varint,17,opt,name=shards_doing,json=shardsDoing,proto3" json:"shards_doing,omitempty"`
-	ShardsDone  int64         `protobuf:"varint,18,opt,name=shards_done,json=shardsDone,proto3" json:"shards_done,omitempty"`
-	ShardsTotal int64         `protobuf:"varint,19,opt,name=shards_total,json=shardsTotal,proto3" json:"shards_total,omitempty"`
-	Loss        float64       `protobuf:"fixed64,20,opt,name=loss,proto3" json:"loss,omitempty"` // mean training loss lately
-	Policies    []*PolicyView `protobuf:"bytes,21,rep,name=policies,proto3" json:"policies,omitempty"`
-	Nodes       []*NodeView   `protobuf:"bytes,22,rep,name=nodes,proto3" json:"nodes,omitempty"`
-	Monitor     *MonitorView  `protobuf:"bytes,23,opt,name=monitor,proto3" json:"monitor,omitempty"`
-	Heatmap     *Heatmap      `protobuf:"bytes,24,opt,name=heatmap,proto3" json:"heatmap,omitempty"`
-	Actions     []*Action     `protobuf:"bytes,25,rep,name=actions,proto3" json:"actions,omitempty"`     // pending first, then recent
-	Charts      []*Series     `protobuf:"bytes,26,rep,name=charts,proto3" json:"charts,omitempty"`       // bounded time series for line charts
-	Accuracy    float64       `protobuf:"fixed64,27,opt,name=accuracy,proto3" json:"accuracy,omitempty"` // when completed
-	Diverged    *Divergence   `protobuf:"bytes,28,opt,name=diverged,proto3" json:"diverged,omitempty"`   // state diverged: where and what
+	Iterations  int64                     `protobuf:"varint,15,opt,name=iterations,proto3" json:"iterations,omitempty"`
+	ShardsTodo  int64                     `protobuf:"varint,16,opt,name=shards_todo,json=shardsTodo,proto3" json:"shards_todo,omitempty"`
+	ShardsDoing int64                     `protobuf:"varint,17,opt,name=shards_doing,json=shardsDoing,proto3" json:"shards_doing,omitempty"`
+	ShardsDone  int64                     `protobuf:"varint,18,opt,name=shards_done,json=shardsDone,proto3" json:"shards_done,omitempty"`
+	ShardsTotal int64                     `protobuf:"varint,19,opt,name=shards_total,json=shardsTotal,proto3" json:"shards_total,omitempty"`
+	Loss        float64                   `protobuf:"fixed64,20,opt,name=loss,proto3" json:"loss,omitempty"` // mean training loss lately
+	Policies    []*PolicyView             `protobuf:"bytes,21,rep,name=policies,proto3" json:"policies,omitempty"`
+	Nodes       []*NodeView               `protobuf:"bytes,22,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	Monitor     *MonitorView              `protobuf:"bytes,23,opt,name=monitor,proto3" json:"monitor,omitempty"`
+	Heatmap     *Heatmap                  `protobuf:"bytes,24,opt,name=heatmap,proto3" json:"heatmap,omitempty"`
+	Actions     []*Action                 `protobuf:"bytes,25,rep,name=actions,proto3" json:"actions,omitempty"`     // pending first, then recent
+	Charts      []*Series                 `protobuf:"bytes,26,rep,name=charts,proto3" json:"charts,omitempty"`       // bounded time series for line charts
+	Accuracy    float64                   `protobuf:"fixed64,27,opt,name=accuracy,proto3" json:"accuracy,omitempty"` // when completed
+	Diverged    *coordinatorpb.Divergence `protobuf:"bytes,28,opt,name=diverged,proto3" json:"diverged,omitempty"`   // state diverged: where and what
 	// With a ViewWindow: the nodes that pass its filter, and the index of the
 	// first row in nodes among them.
 	NodesTotal  int32 `protobuf:"varint,29,opt,name=nodes_total,json=nodesTotal,proto3" json:"nodes_total,omitempty"`
@@ -2065,7 +2067,7 @@ type JobView struct {
 	// (cluster.topology), by region pair, summed over their reports so far
 	// (restarted workers included); ordered by from_region, to_region. Their
 	// total is the result's bytes_cross_region once every worker is done.
-	RegionBytes []*RegionBytes `protobuf:"bytes,32,rep,name=region_bytes,json=regionBytes,proto3" json:"region_bytes,omitempty"`
+	RegionBytes []*coordinatorpb.RegionBytes `protobuf:"bytes,32,rep,name=region_bytes,json=regionBytes,proto3" json:"region_bytes,omitempty"`
 	// An allreduce job's (cluster.exchange ring or rat) current exchange:
 	// its members by rack, and the ring's order or RAT's trees, as the
 	// workers plan it for the batch split in force at the job's iteration
@@ -2302,7 +2304,7 @@ func (x *JobView) GetAccuracy() float64 {
 	return 0
 }
 
-func (x *JobView) GetDiverged() *Divergence {
+func (x *JobView) GetDiverged() *coordinatorpb.Divergence {
 	if x != nil {
 		return x.Diverged
 	}
@@ -2330,7 +2332,7 @@ func (x *JobView) GetClusterBusy() string {
 	return ""
 }
 
-func (x *JobView) GetRegionBytes() []*RegionBytes {
+func (x *JobView) GetRegionBytes() []*coordinatorpb.RegionBytes {
 	if x != nil {
 		return x.RegionBytes
 	}
@@ -3470,7 +3472,7 @@ type Action struct {
 	// What it did, once applied and measured over the proposing policy's
 	// window (timeline.proto): BPT and throughput before and after, against
 	// the prediction.
-	Realized      *Realized `protobuf:"bytes,26,opt,name=realized,proto3" json:"realized,omitempty"`
+	Realized      *timelinepb.Realized `protobuf:"bytes,26,opt,name=realized,proto3" json:"realized,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3693,7 +3695,7 @@ func (x *Action) GetSetSync() *SetSyncArgs {
 	return nil
 }
 
-func (x *Action) GetRealized() *Realized {
+func (x *Action) GetRealized() *timelinepb.Realized {
 	if x != nil {
 		return x.Realized
 	}
@@ -4470,7 +4472,7 @@ const file_console_proto_rawDesc = "" +
 	"\x16ACTION_KIND_ADD_WORKER\x10\b\x12\x1d\n" +
 	"\x19ACTION_KIND_REMOVE_WORKER\x10\t\x12\x18\n" +
 	"\x14ACTION_KIND_SET_SYNC\x10\n" +
-	"B)Z'github.com/kelpie/kelpie/proto/kelpiepbb\x06proto3"
+	"B*Z(github.com/kelpie/kelpie/proto/consolepbb\x06proto3"
 
 var (
 	file_console_proto_rawDescOnce sync.Once
@@ -4644,8 +4646,6 @@ func file_console_proto_init() {
 	if File_console_proto != nil {
 		return
 	}
-	file_coordinator_proto_init()
-	file_timeline_proto_init()
 	file_console_proto_msgTypes[0].OneofWrappers = []any{
 		(*ClientFrame_Hello)(nil),
 		(*ClientFrame_Subscribe)(nil),

@@ -156,7 +156,7 @@ type Agent struct {
 
 	// stackWait: the stacks requests waiting for the role's answer, by id
 	// (stacks.go); under mu.
-	stackWait map[string]chan *kelpiepb.StacksReply
+	stackWait map[string]chan *agentpb.StacksReply
 }
 
 // New makes an agent.
@@ -473,11 +473,11 @@ func (a *Agent) readRole(r io.Reader) {
 			a.enqueue(&agentpb.AgentMessage{Body: &agentpb.AgentMessage_Report{Report: b.Report}}, false)
 		case *agentpb.RoleMessage_Ack:
 			a.acked(b.Ack)
-		case *kelpiepb.RoleMessage_Stats:
-			a.enqueue(&kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_ServerStats{ServerStats: b.Stats}}, false)
-		case *kelpiepb.RoleMessage_Refusal:
-			a.enqueue(&kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Refusal{Refusal: b.Refusal}}, false)
-		case *kelpiepb.RoleMessage_Stacks:
+		case *agentpb.RoleMessage_Stats:
+			a.enqueue(&agentpb.AgentMessage{Body: &agentpb.AgentMessage_ServerStats{ServerStats: b.Stats}}, false)
+		case *agentpb.RoleMessage_Refusal:
+			a.enqueue(&agentpb.AgentMessage{Body: &agentpb.AgentMessage_Refusal{Refusal: b.Refusal}}, false)
+		case *agentpb.RoleMessage_Stacks:
 			a.roleStacks(b.Stacks)
 		}
 	}
@@ -702,7 +702,7 @@ func (a *Agent) session(ctx context.Context, c agentpb.AgentClient) error {
 				case a.stop <- b.Stop:
 				default:
 				}
-			case *kelpiepb.SchedulerMessage_Stacks:
+			case *agentpb.SchedulerMessage_Stacks:
 				go a.stacks(b.Stacks) // waits for the role: not on this loop
 			}
 		}

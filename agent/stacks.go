@@ -9,7 +9,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protodelim"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
 )
 
 // Bounds of a stacks answer (kelpie job stacks): the scheduler asks for
@@ -26,7 +26,7 @@ const (
 // pipe (Go roles: every goroutine; a torch worker adds its Python child's
 // frames). A role that does not answer in time (stopped, or stuck with its
 // command pipe unread) is named with its process state instead.
-func (a *Agent) stacks(req *kelpiepb.StacksRequest) {
+func (a *Agent) stacks(req *agentpb.StacksRequest) {
 	limit := int(req.GetMaxBytes())
 	if limit <= 0 || limit > maxStacksBytes {
 		limit = maxStacksBytes
@@ -42,7 +42,7 @@ func (a *Agent) stacks(req *kelpiepb.StacksRequest) {
 	b.Write(goroutines(limit))
 	var errs []string
 
-	ch := make(chan *kelpiepb.StacksReply, 1)
+	ch := make(chan *agentpb.StacksReply, 1)
 	a.mu.Lock()
 	to, child := a.toChild, a.child
 	pid := 0
@@ -52,11 +52,11 @@ func (a *Agent) stacks(req *kelpiepb.StacksRequest) {
 	sent := false
 	if to != nil {
 		if a.stackWait == nil {
-			a.stackWait = map[string]chan *kelpiepb.StacksReply{}
+			a.stackWait = map[string]chan *agentpb.StacksReply{}
 		}
 		a.stackWait[req.GetId()] = ch
-		cmd := &kelpiepb.StacksRequest{Id: req.GetId(), MaxBytes: int32(limit), TimeoutS: (wait * 3 / 4).Seconds()}
-		_, err := protodelim.MarshalTo(to, &kelpiepb.RoleCommand{Body: &kelpiepb.RoleCommand_Stacks{Stacks: cmd}})
+		cmd := &agentpb.StacksRequest{Id: req.GetId(), MaxBytes: int32(limit), TimeoutS: (wait * 3 / 4).Seconds()}
+		_, err := protodelim.MarshalTo(to, &agentpb.RoleCommand{Body: &agentpb.RoleCommand_Stacks{Stacks: cmd}})
 		sent = err == nil
 	}
 	a.mu.Unlock()
@@ -81,12 +81,12 @@ func (a *Agent) stacks(req *kelpiepb.StacksRequest) {
 	a.mu.Unlock()
 
 	text, cut := bound(b.String(), limit)
-	a.enqueue(&kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Stacks{Stacks: &kelpiepb.StacksReply{
+	a.enqueue(&agentpb.AgentMessage{Body: &agentpb.AgentMessage_Stacks{Stacks: &agentpb.StacksReply{
 		Id: req.GetId(), Text: text, Truncated: cut, Error: strings.Join(errs, "; ")}}}, true)
 }
 
 // roleStacks hands the role's answer to the request waiting for it.
-func (a *Agent) roleStacks(r *kelpiepb.StacksReply) {
+func (a *Agent) roleStacks(r *agentpb.StacksReply) {
 	a.mu.Lock()
 	ch := a.stackWait[r.GetId()]
 	delete(a.stackWait, r.GetId())

@@ -5,7 +5,7 @@ import (
 	"math"
 	"strings"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 )
 
 // goodputPhases are the ledger's phases in the order the bar stacks them,
@@ -21,7 +21,7 @@ var goodputPhases = []struct {
 // goodputBar is the job's goodput ledger as a stacked bar of w cells, one
 // glyph per phase (cells apportioned by largest remainder, so they add up
 // to w), or "" without a ledger.
-func goodputBar(g *kelpiepb.Goodput, w int) string {
+func goodputBar(g *consolepb.Goodput, w int) string {
 	if g == nil || w <= 0 {
 		return ""
 	}
@@ -60,7 +60,7 @@ func goodputBar(g *kelpiepb.Goodput, w int) string {
 
 // goodputText is the job view's goodput line part: the bar, the
 // productive share and the ETA ("goodput [███▓▓▒··] 62% · ETA 1m40s").
-func goodputText(g *kelpiepb.Goodput, w int) string {
+func goodputText(g *consolepb.Goodput, w int) string {
 	if g == nil {
 		return ""
 	}
@@ -85,7 +85,7 @@ func durationText(s float64) string {
 
 // hungText is the job view's warning for a hung job: whom it waits for
 // (short: without the bound and the servers).
-func hungText(h *kelpiepb.Hung, short bool) string {
+func hungText(h *consolepb.Hung, short bool) string {
 	if h == nil {
 		return ""
 	}

@@ -6,24 +6,24 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 )
 
 // hungJob is mnistJob hung: worker-3 has not pushed, server-0 holds pulls
 // for it; with its goodput ledger and ETA.
-func hungJob() *kelpiepb.JobView {
+func hungJob() *consolepb.JobView {
 	j := mnistJob()
 	j.State = "hung"
-	j.Hung = &kelpiepb.Hung{Since: timestamppb.New(t0.Add(-40e9)), Missing: []string{"worker-3"}, Holding: []string{"server-0"}, BoundS: 30}
-	j.Goodput = &kelpiepb.Goodput{AgeS: proto.Float64(100), ProductiveShare: proto.Float64(0.6), EtaS: proto.Float64(125),
+	j.Hung = &consolepb.Hung{Since: timestamppb.New(t0.Add(-40e9)), Missing: []string{"worker-3"}, Holding: []string{"server-0"}, BoundS: 30}
+	j.Goodput = &consolepb.Goodput{AgeS: proto.Float64(100), ProductiveShare: proto.Float64(0.6), EtaS: proto.Float64(125),
 		Phases: map[string]float64{"computing": 40, "communicating": 20, "waiting": 10, "recovering": 0, "paused": 0, "queued": 5, "idle": 25}}
 	return j
 }
 
 func TestGoodputBar(t *testing.T) {
-	g := func(p map[string]float64) *kelpiepb.Goodput { return &kelpiepb.Goodput{Phases: p} }
+	g := func(p map[string]float64) *consolepb.Goodput { return &consolepb.Goodput{Phases: p} }
 	tests := []struct {
-		g    *kelpiepb.Goodput
+		g    *consolepb.Goodput
 		w    int
 		want string
 	}{

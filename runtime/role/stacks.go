@@ -4,7 +4,7 @@ import (
 	"runtime"
 	"sync"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
 )
 
 // ExtraStacks, when set, adds to a role's stacks dump what its own Go
@@ -25,7 +25,7 @@ func SetExtraStacks(f func(limit int) (string, error)) {
 
 // sendStacks answers the agent's StacksRequest: every goroutine of this
 // process, then ExtraStacks', at most the request's max_bytes.
-func (c *AgentChannel) sendStacks(req *kelpiepb.StacksRequest) {
+func (c *AgentChannel) sendStacks(req *agentpb.StacksRequest) {
 	limit := int(req.GetMaxBytes())
 	if limit <= 0 || limit > 1<<20 {
 		limit = 1 << 20
@@ -39,7 +39,7 @@ func (c *AgentChannel) sendStacks(req *kelpiepb.StacksRequest) {
 		}
 		buf = make([]byte, min(2*len(buf), limit))
 	}
-	r := &kelpiepb.StacksReply{Id: req.GetId(), Text: string(buf), Truncated: len(buf) >= limit}
+	r := &agentpb.StacksReply{Id: req.GetId(), Text: string(buf), Truncated: len(buf) >= limit}
 	extraMu.Lock()
 	f := extraStacks
 	extraMu.Unlock()
@@ -50,5 +50,5 @@ func (c *AgentChannel) sendStacks(req *kelpiepb.StacksRequest) {
 			r.Error = err.Error()
 		}
 	}
-	_ = c.Send(&kelpiepb.RoleMessage{Body: &kelpiepb.RoleMessage_Stacks{Stacks: r}})
+	_ = c.Send(&agentpb.RoleMessage{Body: &agentpb.RoleMessage_Stacks{Stacks: r}})
 }

@@ -71,7 +71,7 @@ func describe(c *consolepb.Command) (command, error) {
 		if h.GetFrom() < 0 || h.GetLimit() < 0 {
 			return d, errorf(codes.InvalidArgument, "console: history: from %d and limit %d must not be negative", h.GetFrom(), h.GetLimit())
 		}
-	case *kelpiepb.Command_Stacks:
+	case *consolepb.Command_Stacks:
 		// An operator action: it makes every role of the job dump its
 		// stacks (and they may show what a viewer should not see).
 		s := k.Stacks

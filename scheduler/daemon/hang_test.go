@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/console/client"
 )
 
@@ -51,7 +51,7 @@ func TestHangTriage(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = c.Subscribe(ctx, []string{"stuck"})
-	v := w.until(t, "both workers training", time.Minute, func(j *kelpiepb.JobView) bool {
+	v := w.until(t, "both workers training", time.Minute, func(j *consolepb.JobView) bool {
 		w1 := node(j, "worker-1")
 		return j.State == "running" && j.Iteration > 50 && w1 != nil && w1.Pid != 0 && w1.State == "running"
 	})
@@ -65,7 +65,7 @@ func TestHangTriage(t *testing.T) {
 			_ = syscall.Kill(pid, syscall.SIGCONT)
 		}
 	}()
-	hung := w.until(t, "the job hung", time.Minute, func(j *kelpiepb.JobView) bool { return j.State == "hung" })
+	hung := w.until(t, "the job hung", time.Minute, func(j *consolepb.JobView) bool { return j.State == "hung" })
 	if h := hung.Hung; h == nil || !slices.Equal(h.Missing, []string{"worker-1"}) || !slices.Equal(h.Holding, []string{"server-0"}) {
 		t.Errorf("hung view %v: want worker-1 missing, server-0 holding pulls for it", h)
 	} else {
@@ -80,7 +80,7 @@ func TestHangTriage(t *testing.T) {
 	if err := vc.WaitConnected(ctx); err != nil {
 		t.Fatal(err)
 	}
-	stacksCmd := &kelpiepb.Command{Kind: &kelpiepb.Command_Stacks{Stacks: &kelpiepb.GetStacks{Job: "stuck", TimeoutS: 3}}}
+	stacksCmd := &consolepb.Command{Kind: &consolepb.Command_Stacks{Stacks: &consolepb.GetStacks{Job: "stuck", TimeoutS: 3}}}
 	if res, err := vc.Send(ctx, stacksCmd); err != nil || res.Ok {
 		t.Errorf("a viewer's stacks command: %v, %v; want it refused", res, err)
 	}
@@ -89,7 +89,7 @@ func TestHangTriage(t *testing.T) {
 	if err != nil || !res.Ok {
 		t.Fatalf("stacks: %v, %v", res, err)
 	}
-	got := map[string]*kelpiepb.NodeStacks{}
+	got := map[string]*consolepb.NodeStacks{}
 	for _, s := range res.Stacks {
 		got[s.Node] = s
 	}
@@ -113,15 +113,15 @@ func TestHangTriage(t *testing.T) {
 
 	_ = syscall.Kill(pid, syscall.SIGCONT)
 	resumed = true
-	w.until(t, "the job unhung", time.Minute, func(j *kelpiepb.JobView) bool { return j.State != "hung" && j.Hung == nil })
-	final := w.until(t, "the job to complete", 2*time.Minute, func(j *kelpiepb.JobView) bool { return j.State == "completed" })
+	w.until(t, "the job unhung", time.Minute, func(j *consolepb.JobView) bool { return j.State != "hung" && j.Hung == nil })
+	final := w.until(t, "the job to complete", 2*time.Minute, func(j *consolepb.JobView) bool { return j.State == "completed" })
 	checkGoodput(t, final)
 }
 
 // checkGoodput checks an ended job's ledger: phases add up to its age
 // within 2 %, the age is its wall-clock life, it computed, and its ETA
 // checks have actual times.
-func checkGoodput(t *testing.T, v *kelpiepb.JobView) {
+func checkGoodput(t *testing.T, v *consolepb.JobView) {
 	t.Helper()
 	g := v.Goodput
 	if g == nil {

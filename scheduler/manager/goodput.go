@@ -10,7 +10,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kelpie/kelpie/core/spec"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
+	"github.com/kelpie/kelpie/proto/consolepb"
+	"github.com/kelpie/kelpie/proto/coordinatorpb"
 	"github.com/kelpie/kelpie/scheduler/hang"
 	"github.com/kelpie/kelpie/scheduler/ledger"
 )
@@ -68,7 +70,7 @@ func cmpOr[T time.Duration | float64](a, b T) T {
 // pull condition. A report without push-pull samples (allreduce) counts
 // its compute_seconds as computing and the rest of its BPT (the exchange)
 // as communicating.
-func (j *jobState) goodputReport(node string, r *kelpiepb.ProgressReport, now time.Time, servers []string) {
+func (j *jobState) goodputReport(node string, r *coordinatorpb.ProgressReport, now time.Time, servers []string) {
 	var bpt, wait float64
 	for _, b := range r.BptSeconds {
 		bpt += b
@@ -187,17 +189,17 @@ func (j *jobState) lifecycleLocked() (ledger.Phase, map[string]ledger.Phase, []h
 	for name, n := range j.nodes {
 		p := n.progress()
 		st := n.status.State
-		live := st == kelpiepb.NodeState_NODE_STATE_RUNNING && !n.removed
+		live := st == agentpb.NodeState_NODE_STATE_RUNNING && !n.removed
 		ph := ledger.Idle
 		switch st {
-		case kelpiepb.NodeState_NODE_STATE_STARTING, kelpiepb.NodeState_NODE_STATE_UNSPECIFIED:
+		case agentpb.NodeState_NODE_STATE_STARTING, agentpb.NodeState_NODE_STATE_UNSPECIFIED:
 			ph = ledger.Queued
 			if n.status.Restarts > 0 || n.relaunched {
 				ph = ledger.Recovering
 			}
-		case kelpiepb.NodeState_NODE_STATE_RESTARTING:
+		case agentpb.NodeState_NODE_STATE_RESTARTING:
 			ph = ledger.Recovering
-		case kelpiepb.NodeState_NODE_STATE_RUNNING:
+		case agentpb.NodeState_NODE_STATE_RUNNING:
 			ph = ledger.Running
 			if n.role == "worker" && !p.reported {
 				ph = ledger.Queued
@@ -233,7 +235,7 @@ func (j *jobState) lifecycleLocked() (ledger.Phase, map[string]ledger.Phase, []h
 
 // goodputView fills the view's goodput and, while the job is hung, its
 // hung state (the ledger as of the job's last tick, or its end).
-func (j *jobState) goodputView(v *kelpiepb.JobView, over bool, ended time.Time) {
+func (j *jobState) goodputView(v *consolepb.JobView, over bool, ended time.Time) {
 	todo, doing, total := int(v.ShardsTodo), int(v.ShardsDoing), int(v.ShardsTotal)
 	var eta float64
 	var etaOK bool
@@ -251,12 +253,12 @@ func (j *jobState) goodputView(v *kelpiepb.JobView, over bool, ended time.Time) 
 	}
 	at := l.Now()
 	ph := l.Job(at)
-	g := &kelpiepb.Goodput{AgeS: proto.Float64(l.Age(at)), Phases: ph.Map(), ProductiveShare: proto.Float64(ph.Share())}
+	g := &consolepb.Goodput{AgeS: proto.Float64(l.Age(at)), Phases: ph.Map(), ProductiveShare: proto.Float64(ph.Share())}
 	if etaOK {
 		g.EtaS = proto.Float64(eta)
 	}
 	for _, c := range l.Checks() {
-		ec := &kelpiepb.EtaCheck{Percent: int32(c.Percent), At: ts(c.At), PredictedS: c.Predicted}
+		ec := &consolepb.EtaCheck{Percent: int32(c.Percent), At: ts(c.At), PredictedS: c.Predicted}
 		if c.Done {
 			ec.ActualS, ec.Error = proto.Float64(c.Actual), proto.Float64(c.Error())
 		}
@@ -265,12 +267,12 @@ func (j *jobState) goodputView(v *kelpiepb.JobView, over bool, ended time.Time) 
 	v.Goodput = g
 	if h := j.gp.verdict; h.Hung && !over {
 		v.State = StateHung
-		v.Hung = &kelpiepb.Hung{Since: ts(h.Since), Missing: h.Missing, Holding: h.Holding, BoundS: h.Bound.Seconds(), Detected: ts(h.Detected)}
+		v.Hung = &consolepb.Hung{Since: ts(h.Since), Missing: h.Missing, Holding: h.Holding, BoundS: h.Bound.Seconds(), Detected: ts(h.Detected)}
 	}
 }
 
 // nodePhasesView fills each node's phases (the detail view's rows).
-func (j *jobState) nodePhasesView(nodes []*kelpiepb.NodeView) {
+func (j *jobState) nodePhasesView(nodes []*consolepb.NodeView) {
 	j.gp.mu.Lock()
 	defer j.gp.mu.Unlock()
 	l := j.gp.led

@@ -12,7 +12,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/textclean"
 )
 
@@ -39,12 +40,12 @@ type stackWaits struct {
 
 type stackWait struct {
 	node string
-	ch   chan *kelpiepb.StacksReply
+	ch   chan *agentpb.StacksReply
 }
 
 // stacksReply hands an agent's answer to the collection that asked for it;
 // an answer nobody waits for (late, or for another node) is dropped.
-func (m *Manager) stacksReply(node string, r *kelpiepb.StacksReply) {
+func (m *Manager) stacksReply(node string, r *agentpb.StacksReply) {
 	m.stackWaits.mu.Lock()
 	w := m.stackWaits.wait[r.GetId()]
 	if w != nil && w.node == node {
@@ -65,7 +66,7 @@ func (m *Manager) stacksReply(node string, r *kelpiepb.StacksReply) {
 // has an error instead of (or besides) its stacks. The collection is saved
 // with the job's history (the last one per job) and an event names who
 // asked. With saved, the last saved collection is returned instead.
-func (m *Manager) Stacks(ctx context.Context, job string, timeout time.Duration, saved bool, who string) ([]*kelpiepb.NodeStacks, error) {
+func (m *Manager) Stacks(ctx context.Context, job string, timeout time.Duration, saved bool, who string) ([]*consolepb.NodeStacks, error) {
 	if saved {
 		return m.savedStacks(job)
 	}
@@ -86,7 +87,7 @@ func (m *Manager) Stacks(ctx context.Context, job string, timeout time.Duration,
 	type asked struct {
 		n   *nodeState
 		id  string
-		ch  chan *kelpiepb.StacksReply
+		ch  chan *agentpb.StacksReply
 		err string
 	}
 	var all []*asked
@@ -101,7 +102,7 @@ func (m *Manager) Stacks(ctx context.Context, job string, timeout time.Duration,
 			continue
 		}
 		a.id = "stacks-" + strconv.FormatUint(m.stackWaits.next.Add(1), 10)
-		a.ch = make(chan *kelpiepb.StacksReply, 1)
+		a.ch = make(chan *agentpb.StacksReply, 1)
 		m.stackWaits.mu.Lock()
 		if m.stackWaits.wait == nil {
 			m.stackWaits.wait = map[string]*stackWait{}
@@ -109,8 +110,8 @@ func (m *Manager) Stacks(ctx context.Context, job string, timeout time.Duration,
 		m.stackWaits.wait[a.id] = &stackWait{node: n.name, ch: a.ch}
 		m.stackWaits.mu.Unlock()
 		// The agent waits for its role a little less than we wait for it.
-		req := &kelpiepb.StacksRequest{Id: a.id, MaxBytes: StacksPerNode, TimeoutS: (timeout * 3 / 4).Seconds()}
-		if !n.conn.send(&kelpiepb.SchedulerMessage{Body: &kelpiepb.SchedulerMessage_Stacks{Stacks: req}}) {
+		req := &agentpb.StacksRequest{Id: a.id, MaxBytes: StacksPerNode, TimeoutS: (timeout * 3 / 4).Seconds()}
+		if !n.conn.send(&agentpb.SchedulerMessage{Body: &agentpb.SchedulerMessage_Stacks{Stacks: req}}) {
 			a.err = "its agent's stream is full or closing"
 			a.ch = nil
 		}
@@ -119,11 +120,11 @@ func (m *Manager) Stacks(ctx context.Context, job string, timeout time.Duration,
 
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
-	out := make([]*kelpiepb.NodeStacks, 0, len(all))
+	out := make([]*consolepb.NodeStacks, 0, len(all))
 	budget := StacksPerJob
 	late := false
 	for _, a := range all {
-		ns := &kelpiepb.NodeStacks{Node: a.n.name, Role: a.n.role, Error: a.err}
+		ns := &consolepb.NodeStacks{Node: a.n.name, Role: a.n.role, Error: a.err}
 		if a.ch != nil && !late {
 			select {
 			case r := <-a.ch:
@@ -157,7 +158,7 @@ func (m *Manager) Stacks(ctx context.Context, job string, timeout time.Duration,
 		}
 	}
 	m.event(job, "job", "", fmt.Sprintf("stacks of %s collected: %d of %d nodes answered", job, answered, len(out)), who)
-	if b, err := proto.Marshal(&kelpiepb.CommandResult{Stacks: out}); err == nil {
+	if b, err := proto.Marshal(&consolepb.CommandResult{Stacks: out}); err == nil {
 		if err := m.cfg.Store.PutStacks(job, b); err != nil {
 			m.log.Error("store stacks", "job", job, "err", err)
 		}
@@ -166,7 +167,7 @@ func (m *Manager) Stacks(ctx context.Context, job string, timeout time.Duration,
 }
 
 // savedStacks is the last collection saved with the job's history.
-func (m *Manager) savedStacks(job string) ([]*kelpiepb.NodeStacks, error) {
+func (m *Manager) savedStacks(job string) ([]*consolepb.NodeStacks, error) {
 	b, ok, err := m.cfg.Store.GetStacks(job)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "stacks of %s: %v", job, err)
@@ -174,7 +175,7 @@ func (m *Manager) savedStacks(job string) ([]*kelpiepb.NodeStacks, error) {
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "no stacks saved for job %q", job)
 	}
-	var r kelpiepb.CommandResult
+	var r consolepb.CommandResult
 	if err := proto.Unmarshal(b, &r); err != nil {
 		return nil, status.Errorf(codes.Internal, "stacks of %s: %v", job, err)
 	}

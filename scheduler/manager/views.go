@@ -287,7 +287,7 @@ func (m *Manager) Execute(ctx context.Context, who console.Principal, cmd *conso
 			res = page
 		}
 		res.Job = h.GetJob()
-	case *kelpiepb.Command_Stacks:
+	case *consolepb.Command_Stacks:
 		s := k.Stacks
 		res.Job = s.GetJob()
 		res.Stacks, err = m.Stacks(ctx, s.GetJob(), time.Duration(s.GetTimeoutS()*float64(time.Second)), s.GetSaved(), who.Name)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 )
 
 // stacksCmd is `kelpie job stacks NAME`: every role's stacks, collected
@@ -29,7 +29,7 @@ func stacksCmd() *cobra.Command {
 			if f.timeout < wait+5*time.Second {
 				f.timeout = wait + 5*time.Second // the scheduler waits for the agents first
 			}
-			res, err := f.command(&kelpiepb.Command{Kind: &kelpiepb.Command_Stacks{Stacks: &kelpiepb.GetStacks{
+			res, err := f.command(&consolepb.Command{Kind: &consolepb.Command_Stacks{Stacks: &consolepb.GetStacks{
 				Job: args[0], TimeoutS: wait.Seconds(), Saved: saved}}})
 			if err != nil {
 				return err
@@ -55,7 +55,7 @@ func stacksCmd() *cobra.Command {
 }
 
 // printStacks writes each node's stacks under a "== NODE (role)" line.
-func printStacks(w io.Writer, stacks []*kelpiepb.NodeStacks) {
+func printStacks(w io.Writer, stacks []*consolepb.NodeStacks) {
 	for _, s := range stacks {
 		fmt.Fprintf(w, "== %s (%s)\n", s.Node, s.Role)
 		if s.Error != "" {
@@ -74,7 +74,7 @@ func printStacks(w io.Writer, stacks []*kelpiepb.NodeStacks) {
 }
 
 // describeGoodput prints a job's goodput ledger, ETA and hang, if any.
-func describeGoodput(j *kelpiepb.JobView) {
+func describeGoodput(j *consolepb.JobView) {
 	if h := j.Hung; h != nil {
 		fmt.Printf("  HUNG since %s (bound %.1fs): waiting for %s", h.Since.AsTime().Local().Format(time.TimeOnly), h.BoundS, strings.Join(h.Missing, ", "))
 		if len(h.Holding) > 0 {

@@ -153,6 +153,10 @@ type Agent struct {
 	// listens ("" without one), set before the first connection.
 	forwards chan *agentpb.ActionCommand
 	peerAddr string
+
+	// stackWait: the stacks requests waiting for the role's answer, by id
+	// (stacks.go); under mu.
+	stackWait map[string]chan *agentpb.StacksReply
 }
 
 // New makes an agent.
@@ -473,6 +477,8 @@ func (a *Agent) readRole(r io.Reader) {
 			a.enqueue(&agentpb.AgentMessage{Body: &agentpb.AgentMessage_ServerStats{ServerStats: b.Stats}}, false)
 		case *agentpb.RoleMessage_Refusal:
 			a.enqueue(&agentpb.AgentMessage{Body: &agentpb.AgentMessage_Refusal{Refusal: b.Refusal}}, false)
+		case *agentpb.RoleMessage_Stacks:
+			a.roleStacks(b.Stacks)
 		}
 	}
 }
@@ -696,6 +702,8 @@ func (a *Agent) session(ctx context.Context, c agentpb.AgentClient) error {
 				case a.stop <- b.Stop:
 				default:
 				}
+			case *agentpb.SchedulerMessage_Stacks:
+				go a.stacks(b.Stacks) // waits for the role: not on this loop
 			}
 		}
 	}()

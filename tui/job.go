@@ -491,6 +491,9 @@ func (v *jobView) summary(w int) string {
 	if b := j.GetClusterBusy(); b != "" {
 		line1 = st.warn.Render("⚠ cluster busy: "+b) + sep + line1
 	}
+	if h := hungText(j.GetHung(), w < 100); h != "" {
+		line1 = st.straggler.Render(h) + sep + line1
+	}
 	bw := 20
 	if w < 100 {
 		bw = 10
@@ -498,8 +501,17 @@ func (v *jobView) summary(w int) string {
 	line2 := fmt.Sprintf("shards %s %d/%d  todo %d  doing %d  done %d",
 		st.accent.Render(bar(j.GetShardsDone(), j.GetShardsTotal(), bw)), j.GetShardsDone(), j.GetShardsTotal(),
 		j.GetShardsTodo(), j.GetShardsDoing(), j.GetShardsDone())
+	gt := goodputText(j.GetGoodput(), bw)
+	if gt != "" && w < 100 { // narrow: the ledger before the shard details
+		line2 = fmt.Sprintf("shards %s %d/%d", st.accent.Render(bar(j.GetShardsDone(), j.GetShardsTotal(), bw/2)),
+			j.GetShardsDone(), j.GetShardsTotal()) + sep + gt
+		gt = ""
+	}
 	if n := pendingActions(j); n > 0 {
 		line2 += "  " + st.action.Render(fmt.Sprintf("⚑ %d pending (A)", n))
+	}
+	if gt != "" {
+		line2 += sep + gt
 	}
 	if pm := policyModes(j); pm != "" {
 		line2 += sep + st.muted.Render(pm)

@@ -128,7 +128,7 @@ func (c *shared) stateStyle(state string) *lipgloss.Style {
 		return &c.st.ok
 	case "pending", "queued", "starting", "restarting", "proposed":
 		return &c.st.warn
-	case "failed", "lost", "rejected", "expired", "diverged":
+	case "failed", "lost", "rejected", "expired", "diverged", "hung":
 		return &c.st.straggler
 	case "completed", "done", "applied":
 		return &c.st.accent

@@ -107,6 +107,9 @@ func TestViews(t *testing.T) {
 			press(tm, "s") // sort by ratio: the straggler first
 			waitText(t, tm, "sort ratio")
 		}},
+		{"job_hung", "operator", false, func(t *testing.T, tm *teatest.TestModel) {
+			openJob(t, tm, hungJob()) // the frame it waits for shows the hang and the ledger
+		}},
 		{"job_charts", "operator", false, func(t *testing.T, tm *teatest.TestModel) {
 			openJob(t, tm, mnistJob())
 			press(tm, "tab", "tab", "z") // focus the charts, maximise them

@@ -595,7 +595,7 @@ var (
 	modelKeys      = []string{"kind", "hidden", "script", "threads", "tensors"}
 	tensorKeys     = []string{"name", "rows", "cols", "sparse"}
 	dataKeys       = []string{"kind", "epochs", "batches_per_shard", "seed", "samples", "test_samples", "features", "fields"}
-	trainKeys      = []string{"global_batch", "lr", "optimizer", "momentum", "lr_decay", "lr_final"}
+	trainKeys      = []string{"global_batch", "lr", "optimizer", "momentum", "lr_decay", "lr_final", "hang_min", "hang_factor"}
 	clusterKeys    = []string{"servers", "workers", "block_bytes", "assignment", "exchange", "transport", "data_plane_encryption", "elasticity", "snapshot_interval", "topology", "hosts", "links", "batch_sizes", "min_workers", "max_workers", "min_servers", "max_servers", "resources"}
 	resourceKeys   = []string{"server", "worker"}
 	roleResKeys    = []string{"cpu", "memory"}
@@ -655,6 +655,8 @@ func (d *decoder) decode(body ast.Node, s *Spec) {
 	d.float(train, "momentum", &s.Train.Momentum)
 	d.str(train, "lr_decay", &s.Train.LRDecay)
 	d.float(train, "lr_final", &s.Train.LRFinal)
+	d.duration(train, "hang_min", &s.Train.HangMin)
+	d.float(train, "hang_factor", &s.Train.HangFactor)
 
 	cl := d.sub(top, "cluster", clusterKeys)
 	c := &s.Cluster

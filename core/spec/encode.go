@@ -72,6 +72,12 @@ func (s *Spec) YAML() []byte {
 		w(1, "lr_decay: %s", yamlString(s.Train.LRDecay))
 		w(1, "lr_final: %s", fmtFloat(s.Train.LRFinal))
 	}
+	if s.Train.HangMin != 0 {
+		w(1, "hang_min: %s", fmtDuration(s.Train.HangMin))
+	}
+	if s.Train.HangFactor != 0 {
+		w(1, "hang_factor: %s", fmtFloat(s.Train.HangFactor))
+	}
 
 	c := s.Cluster
 	w(0, "cluster:")

@@ -69,6 +69,12 @@ type Train struct {
 	// to LRFinal·lr at the last one.
 	LRDecay string
 	LRFinal float64
+	// HangMin and HangFactor set when the job counts as hung
+	// (scheduler/hang): no progress for max(HangMin, HangFactor × its
+	// median iteration time). Zero: the scheduler's --hang-min and
+	// --hang-factor (by default 30 s and 20).
+	HangMin    time.Duration
+	HangFactor float64
 }
 
 // Cluster is the shape of the job's cluster.

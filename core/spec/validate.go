@@ -3,6 +3,7 @@ package spec
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 	"strconv"
@@ -226,6 +227,10 @@ func (c *checker) validateTrain() {
 		c.errorf("train.momentum", "only used by optimizer momentum (optimizer is %s)", t.Optimizer)
 	}
 	c.oneOf("train.lr_decay", t.LRDecay, lrDecays)
+	c.nonNegative("train.hang_min", t.HangMin)
+	if t.HangFactor < 0 || math.IsNaN(t.HangFactor) || math.IsInf(t.HangFactor, 0) {
+		c.errorf("train.hang_factor", "must be a finite number >= 0 (got %s)", fmtFloat(t.HangFactor))
+	}
 	if t.LRFinal < 0 || t.LRFinal > 1 {
 		c.errorf("train.lr_final", "must be in [0, 1] (got %s)", fmtFloat(t.LRFinal))
 	} else if c.d.given("train.lr_final") && t.LRDecay == LRDecayNone {

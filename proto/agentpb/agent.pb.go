@@ -389,6 +389,7 @@ type AgentMessage struct {
 	//	*AgentMessage_ServerStats
 	//	*AgentMessage_Refusal
 	//	*AgentMessage_Forwarded
+	//	*AgentMessage_Stacks
 	Body          isAgentMessage_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -494,6 +495,15 @@ func (x *AgentMessage) GetForwarded() *ActionForwarded {
 	return nil
 }
 
+func (x *AgentMessage) GetStacks() *StacksReply {
+	if x != nil {
+		if x, ok := x.Body.(*AgentMessage_Stacks); ok {
+			return x.Stacks
+		}
+	}
+	return nil
+}
+
 type isAgentMessage_Body interface {
 	isAgentMessage_Body()
 }
@@ -537,6 +547,11 @@ type AgentMessage_Forwarded struct {
 	Forwarded *ActionForwarded `protobuf:"bytes,7,opt,name=forwarded,proto3,oneof"`
 }
 
+type AgentMessage_Stacks struct {
+	// The answer to a StacksRequest: the role's and the agent's stacks.
+	Stacks *StacksReply `protobuf:"bytes,100,opt,name=stacks,proto3,oneof"`
+}
+
 func (*AgentMessage_Hello) isAgentMessage_Body() {}
 
 func (*AgentMessage_Report) isAgentMessage_Body() {}
@@ -550,6 +565,8 @@ func (*AgentMessage_ServerStats) isAgentMessage_Body() {}
 func (*AgentMessage_Refusal) isAgentMessage_Body() {}
 
 func (*AgentMessage_Forwarded) isAgentMessage_Body() {}
+
+func (*AgentMessage_Stacks) isAgentMessage_Body() {}
 
 // ActionForwarded is a primary agent's report of its broadcast.
 type ActionForwarded struct {
@@ -1013,6 +1030,7 @@ type SchedulerMessage struct {
 	//
 	//	*SchedulerMessage_Command
 	//	*SchedulerMessage_Stop
+	//	*SchedulerMessage_Stacks
 	Body          isSchedulerMessage_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1073,6 +1091,15 @@ func (x *SchedulerMessage) GetStop() string {
 	return ""
 }
 
+func (x *SchedulerMessage) GetStacks() *StacksRequest {
+	if x != nil {
+		if x, ok := x.Body.(*SchedulerMessage_Stacks); ok {
+			return x.Stacks
+		}
+	}
+	return nil
+}
+
 type isSchedulerMessage_Body interface {
 	isSchedulerMessage_Body()
 }
@@ -1085,9 +1112,147 @@ type SchedulerMessage_Stop struct {
 	Stop string `protobuf:"bytes,2,opt,name=stop,proto3,oneof"` // the job ended: stop the role and exit, with the reason
 }
 
+type SchedulerMessage_Stacks struct {
+	Stacks *StacksRequest `protobuf:"bytes,100,opt,name=stacks,proto3,oneof"` // dump every stack of the node (kelpie job stacks)
+}
+
 func (*SchedulerMessage_Command) isSchedulerMessage_Body() {}
 
 func (*SchedulerMessage_Stop) isSchedulerMessage_Body() {}
+
+func (*SchedulerMessage_Stacks) isSchedulerMessage_Body() {}
+
+// StacksRequest asks an agent (from the scheduler only: it comes on the
+// agent's own stream) for its node's stacks; the agent asks its role.
+type StacksRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`                               // echoed in NodeStacks.id
+	MaxBytes      int32                  `protobuf:"varint,2,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`  // bound on the answer's text
+	TimeoutS      float64                `protobuf:"fixed64,3,opt,name=timeout_s,json=timeoutS,proto3" json:"timeout_s,omitempty"` // how long the agent waits for its role
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StacksRequest) Reset() {
+	*x = StacksRequest{}
+	mi := &file_agent_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StacksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StacksRequest) ProtoMessage() {}
+
+func (x *StacksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StacksRequest.ProtoReflect.Descriptor instead.
+func (*StacksRequest) Descriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *StacksRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *StacksRequest) GetMaxBytes() int32 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+func (x *StacksRequest) GetTimeoutS() float64 {
+	if x != nil {
+		return x.TimeoutS
+	}
+	return 0
+}
+
+// StacksReply is a node's stacks: each dump under a "--- WHAT (pid N)"
+// line, at most the request's max_bytes.
+type StacksReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Text          string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	Error         string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`          // why some or all are missing
+	Truncated     bool                   `protobuf:"varint,4,opt,name=truncated,proto3" json:"truncated,omitempty"` // cut at max_bytes
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StacksReply) Reset() {
+	*x = StacksReply{}
+	mi := &file_agent_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StacksReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StacksReply) ProtoMessage() {}
+
+func (x *StacksReply) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StacksReply.ProtoReflect.Descriptor instead.
+func (*StacksReply) Descriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *StacksReply) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *StacksReply) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *StacksReply) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *StacksReply) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
 
 // RoleMessage goes from the role process to its agent.
 type RoleMessage struct {
@@ -1098,6 +1263,7 @@ type RoleMessage struct {
 	//	*RoleMessage_Ack
 	//	*RoleMessage_Stats
 	//	*RoleMessage_Refusal
+	//	*RoleMessage_Stacks
 	Body          isRoleMessage_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1105,7 +1271,7 @@ type RoleMessage struct {
 
 func (x *RoleMessage) Reset() {
 	*x = RoleMessage{}
-	mi := &file_agent_proto_msgTypes[11]
+	mi := &file_agent_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1117,7 +1283,7 @@ func (x *RoleMessage) String() string {
 func (*RoleMessage) ProtoMessage() {}
 
 func (x *RoleMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[11]
+	mi := &file_agent_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1130,7 +1296,7 @@ func (x *RoleMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoleMessage.ProtoReflect.Descriptor instead.
 func (*RoleMessage) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{11}
+	return file_agent_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RoleMessage) GetBody() isRoleMessage_Body {
@@ -1176,6 +1342,15 @@ func (x *RoleMessage) GetRefusal() *NodeRefusal {
 	return nil
 }
 
+func (x *RoleMessage) GetStacks() *StacksReply {
+	if x != nil {
+		if x, ok := x.Body.(*RoleMessage_Stacks); ok {
+			return x.Stacks
+		}
+	}
+	return nil
+}
+
 type isRoleMessage_Body interface {
 	isRoleMessage_Body()
 }
@@ -1196,6 +1371,10 @@ type RoleMessage_Refusal struct {
 	Refusal *NodeRefusal `protobuf:"bytes,4,opt,name=refusal,proto3,oneof"` // a call the role's gRPC server refused
 }
 
+type RoleMessage_Stacks struct {
+	Stacks *StacksReply `protobuf:"bytes,100,opt,name=stacks,proto3,oneof"` // the answer to RoleCommand.stacks
+}
+
 func (*RoleMessage_Report) isRoleMessage_Body() {}
 
 func (*RoleMessage_Ack) isRoleMessage_Body() {}
@@ -1204,12 +1383,15 @@ func (*RoleMessage_Stats) isRoleMessage_Body() {}
 
 func (*RoleMessage_Refusal) isRoleMessage_Body() {}
 
+func (*RoleMessage_Stacks) isRoleMessage_Body() {}
+
 // RoleCommand goes from the agent to its role process.
 type RoleCommand struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Body:
 	//
 	//	*RoleCommand_Action
+	//	*RoleCommand_Stacks
 	Body          isRoleCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1217,7 +1399,7 @@ type RoleCommand struct {
 
 func (x *RoleCommand) Reset() {
 	*x = RoleCommand{}
-	mi := &file_agent_proto_msgTypes[12]
+	mi := &file_agent_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1229,7 +1411,7 @@ func (x *RoleCommand) String() string {
 func (*RoleCommand) ProtoMessage() {}
 
 func (x *RoleCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[12]
+	mi := &file_agent_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1242,7 +1424,7 @@ func (x *RoleCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoleCommand.ProtoReflect.Descriptor instead.
 func (*RoleCommand) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{12}
+	return file_agent_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RoleCommand) GetBody() isRoleCommand_Body {
@@ -1261,6 +1443,15 @@ func (x *RoleCommand) GetAction() *ActionCommand {
 	return nil
 }
 
+func (x *RoleCommand) GetStacks() *StacksRequest {
+	if x != nil {
+		if x, ok := x.Body.(*RoleCommand_Stacks); ok {
+			return x.Stacks
+		}
+	}
+	return nil
+}
+
 type isRoleCommand_Body interface {
 	isRoleCommand_Body()
 }
@@ -1269,7 +1460,13 @@ type RoleCommand_Action struct {
 	Action *ActionCommand `protobuf:"bytes,1,opt,name=action,proto3,oneof"`
 }
 
+type RoleCommand_Stacks struct {
+	Stacks *StacksRequest `protobuf:"bytes,100,opt,name=stacks,proto3,oneof"` // dump the role's stacks
+}
+
 func (*RoleCommand_Action) isRoleCommand_Body() {}
+
+func (*RoleCommand_Stacks) isRoleCommand_Body() {}
 
 // ForwardRequest is a global action a primary agent hands to a secondary.
 // job and node are the caller's own (the primary's), which its
@@ -1285,7 +1482,7 @@ type ForwardRequest struct {
 
 func (x *ForwardRequest) Reset() {
 	*x = ForwardRequest{}
-	mi := &file_agent_proto_msgTypes[13]
+	mi := &file_agent_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1297,7 +1494,7 @@ func (x *ForwardRequest) String() string {
 func (*ForwardRequest) ProtoMessage() {}
 
 func (x *ForwardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[13]
+	mi := &file_agent_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1310,7 +1507,7 @@ func (x *ForwardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardRequest.ProtoReflect.Descriptor instead.
 func (*ForwardRequest) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{13}
+	return file_agent_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ForwardRequest) GetJob() string {
@@ -1343,7 +1540,7 @@ type ForwardResponse struct {
 
 func (x *ForwardResponse) Reset() {
 	*x = ForwardResponse{}
-	mi := &file_agent_proto_msgTypes[14]
+	mi := &file_agent_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1355,7 +1552,7 @@ func (x *ForwardResponse) String() string {
 func (*ForwardResponse) ProtoMessage() {}
 
 func (x *ForwardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[14]
+	mi := &file_agent_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1368,7 +1565,7 @@ func (x *ForwardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardResponse.ProtoReflect.Descriptor instead.
 func (*ForwardResponse) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{14}
+	return file_agent_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ForwardResponse) GetDuplicate() bool {
@@ -1405,7 +1602,7 @@ const file_agent_proto_rawDesc = "" +
 	"\aapplied\x18\x02 \x01(\bR\aapplied\x12+\n" +
 	"\x11applied_iteration\x18\x03 \x01(\x03R\x10appliedIteration\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x12\x1a\n" +
-	"\breleased\x18\x05 \x01(\x03R\breleased\"\x87\x03\n" +
+	"\breleased\x18\x05 \x01(\x03R\breleased\"\xb9\x03\n" +
 	"\fAgentMessage\x12-\n" +
 	"\x05hello\x18\x01 \x01(\v2\x15.kelpie.v1.AgentHelloH\x00R\x05hello\x123\n" +
 	"\x06report\x18\x02 \x01(\v2\x19.kelpie.v1.ProgressReportH\x00R\x06report\x124\n" +
@@ -1413,7 +1610,8 @@ const file_agent_proto_rawDesc = "" +
 	"\x03ack\x18\x04 \x01(\v2\x14.kelpie.v1.ActionAckH\x00R\x03ack\x12;\n" +
 	"\fserver_stats\x18\x05 \x01(\v2\x16.kelpie.v1.ServerStatsH\x00R\vserverStats\x122\n" +
 	"\arefusal\x18\x06 \x01(\v2\x16.kelpie.v1.NodeRefusalH\x00R\arefusal\x12:\n" +
-	"\tforwarded\x18\a \x01(\v2\x1a.kelpie.v1.ActionForwardedH\x00R\tforwardedB\x06\n" +
+	"\tforwarded\x18\a \x01(\v2\x1a.kelpie.v1.ActionForwardedH\x00R\tforwarded\x120\n" +
+	"\x06stacks\x18d \x01(\v2\x16.kelpie.v1.StacksReplyH\x00R\x06stacksB\x06\n" +
 	"\x04body\"~\n" +
 	"\x0fActionForwarded\x12\x1b\n" +
 	"\taction_id\x18\x01 \x01(\tR\bactionId\x12\x18\n" +
@@ -1466,19 +1664,31 @@ const file_agent_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"2\n" +
 	"\bPeerAddr\x12\x12\n" +
 	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x12\n" +
-	"\x04addr\x18\x02 \x01(\tR\x04addr\"f\n" +
+	"\x04addr\x18\x02 \x01(\tR\x04addr\"\x9a\x01\n" +
 	"\x10SchedulerMessage\x124\n" +
 	"\acommand\x18\x01 \x01(\v2\x18.kelpie.v1.ActionCommandH\x00R\acommand\x12\x14\n" +
-	"\x04stop\x18\x02 \x01(\tH\x00R\x04stopB\x06\n" +
-	"\x04body\"\xd8\x01\n" +
+	"\x04stop\x18\x02 \x01(\tH\x00R\x04stop\x122\n" +
+	"\x06stacks\x18d \x01(\v2\x18.kelpie.v1.StacksRequestH\x00R\x06stacksB\x06\n" +
+	"\x04body\"Y\n" +
+	"\rStacksRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
+	"\tmax_bytes\x18\x02 \x01(\x05R\bmaxBytes\x12\x1b\n" +
+	"\ttimeout_s\x18\x03 \x01(\x01R\btimeoutS\"e\n" +
+	"\vStacksReply\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\x12\x1c\n" +
+	"\ttruncated\x18\x04 \x01(\bR\ttruncated\"\x8a\x02\n" +
 	"\vRoleMessage\x123\n" +
 	"\x06report\x18\x01 \x01(\v2\x19.kelpie.v1.ProgressReportH\x00R\x06report\x12(\n" +
 	"\x03ack\x18\x02 \x01(\v2\x14.kelpie.v1.ActionAckH\x00R\x03ack\x12.\n" +
 	"\x05stats\x18\x03 \x01(\v2\x16.kelpie.v1.ServerStatsH\x00R\x05stats\x122\n" +
-	"\arefusal\x18\x04 \x01(\v2\x16.kelpie.v1.NodeRefusalH\x00R\arefusalB\x06\n" +
-	"\x04body\"I\n" +
+	"\arefusal\x18\x04 \x01(\v2\x16.kelpie.v1.NodeRefusalH\x00R\arefusal\x120\n" +
+	"\x06stacks\x18d \x01(\v2\x16.kelpie.v1.StacksReplyH\x00R\x06stacksB\x06\n" +
+	"\x04body\"}\n" +
 	"\vRoleCommand\x122\n" +
-	"\x06action\x18\x01 \x01(\v2\x18.kelpie.v1.ActionCommandH\x00R\x06actionB\x06\n" +
+	"\x06action\x18\x01 \x01(\v2\x18.kelpie.v1.ActionCommandH\x00R\x06action\x122\n" +
+	"\x06stacks\x18d \x01(\v2\x18.kelpie.v1.StacksRequestH\x00R\x06stacksB\x06\n" +
 	"\x04body\"j\n" +
 	"\x0eForwardRequest\x12\x10\n" +
 	"\x03job\x18\x01 \x01(\tR\x03job\x12\x12\n" +
@@ -1513,7 +1723,7 @@ func file_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_agent_proto_goTypes = []any{
 	(NodeState)(0),                       // 0: kelpie.v1.NodeState
 	(*AgentHello)(nil),                   // 1: kelpie.v1.AgentHello
@@ -1527,53 +1737,59 @@ var file_agent_proto_goTypes = []any{
 	(*ActionCommand)(nil),                // 9: kelpie.v1.ActionCommand
 	(*PeerAddr)(nil),                     // 10: kelpie.v1.PeerAddr
 	(*SchedulerMessage)(nil),             // 11: kelpie.v1.SchedulerMessage
-	(*RoleMessage)(nil),                  // 12: kelpie.v1.RoleMessage
-	(*RoleCommand)(nil),                  // 13: kelpie.v1.RoleCommand
-	(*ForwardRequest)(nil),               // 14: kelpie.v1.ForwardRequest
-	(*ForwardResponse)(nil),              // 15: kelpie.v1.ForwardResponse
-	nil,                                  // 16: kelpie.v1.ActionCommand.BatchSizesEntry
-	nil,                                  // 17: kelpie.v1.ActionCommand.AccumulationEntry
-	nil,                                  // 18: kelpie.v1.ActionCommand.LrScaleEntry
-	(coordinatorpb.Role)(0),              // 19: kelpie.v1.Role
-	(*coordinatorpb.ProgressReport)(nil), // 20: kelpie.v1.ProgressReport
-	(*pspb.ServerStats)(nil),             // 21: kelpie.v1.ServerStats
-	(*coordinatorpb.Assignment)(nil),     // 22: kelpie.v1.Assignment
-	(*pspb.SyncSettings)(nil),            // 23: kelpie.v1.SyncSettings
+	(*StacksRequest)(nil),                // 12: kelpie.v1.StacksRequest
+	(*StacksReply)(nil),                  // 13: kelpie.v1.StacksReply
+	(*RoleMessage)(nil),                  // 14: kelpie.v1.RoleMessage
+	(*RoleCommand)(nil),                  // 15: kelpie.v1.RoleCommand
+	(*ForwardRequest)(nil),               // 16: kelpie.v1.ForwardRequest
+	(*ForwardResponse)(nil),              // 17: kelpie.v1.ForwardResponse
+	nil,                                  // 18: kelpie.v1.ActionCommand.BatchSizesEntry
+	nil,                                  // 19: kelpie.v1.ActionCommand.AccumulationEntry
+	nil,                                  // 20: kelpie.v1.ActionCommand.LrScaleEntry
+	(coordinatorpb.Role)(0),              // 21: kelpie.v1.Role
+	(*coordinatorpb.ProgressReport)(nil), // 22: kelpie.v1.ProgressReport
+	(*pspb.ServerStats)(nil),             // 23: kelpie.v1.ServerStats
+	(*coordinatorpb.Assignment)(nil),     // 24: kelpie.v1.Assignment
+	(*pspb.SyncSettings)(nil),            // 25: kelpie.v1.SyncSettings
 }
 var file_agent_proto_depIdxs = []int32{
-	19, // 0: kelpie.v1.AgentHello.role:type_name -> kelpie.v1.Role
+	21, // 0: kelpie.v1.AgentHello.role:type_name -> kelpie.v1.Role
 	0,  // 1: kelpie.v1.NodeStatus.state:type_name -> kelpie.v1.NodeState
 	2,  // 2: kelpie.v1.Heartbeat.status:type_name -> kelpie.v1.NodeStatus
 	1,  // 3: kelpie.v1.AgentMessage.hello:type_name -> kelpie.v1.AgentHello
-	20, // 4: kelpie.v1.AgentMessage.report:type_name -> kelpie.v1.ProgressReport
+	22, // 4: kelpie.v1.AgentMessage.report:type_name -> kelpie.v1.ProgressReport
 	3,  // 5: kelpie.v1.AgentMessage.heartbeat:type_name -> kelpie.v1.Heartbeat
 	4,  // 6: kelpie.v1.AgentMessage.ack:type_name -> kelpie.v1.ActionAck
-	21, // 7: kelpie.v1.AgentMessage.server_stats:type_name -> kelpie.v1.ServerStats
+	23, // 7: kelpie.v1.AgentMessage.server_stats:type_name -> kelpie.v1.ServerStats
 	8,  // 8: kelpie.v1.AgentMessage.refusal:type_name -> kelpie.v1.NodeRefusal
 	6,  // 9: kelpie.v1.AgentMessage.forwarded:type_name -> kelpie.v1.ActionForwarded
-	7,  // 10: kelpie.v1.ActionForwarded.unreached:type_name -> kelpie.v1.PeerFailure
-	16, // 11: kelpie.v1.ActionCommand.batch_sizes:type_name -> kelpie.v1.ActionCommand.BatchSizesEntry
-	17, // 12: kelpie.v1.ActionCommand.accumulation:type_name -> kelpie.v1.ActionCommand.AccumulationEntry
-	22, // 13: kelpie.v1.ActionCommand.assignment:type_name -> kelpie.v1.Assignment
-	18, // 14: kelpie.v1.ActionCommand.lr_scale:type_name -> kelpie.v1.ActionCommand.LrScaleEntry
-	23, // 15: kelpie.v1.ActionCommand.sync:type_name -> kelpie.v1.SyncSettings
-	10, // 16: kelpie.v1.ActionCommand.peers:type_name -> kelpie.v1.PeerAddr
-	9,  // 17: kelpie.v1.SchedulerMessage.command:type_name -> kelpie.v1.ActionCommand
-	20, // 18: kelpie.v1.RoleMessage.report:type_name -> kelpie.v1.ProgressReport
-	4,  // 19: kelpie.v1.RoleMessage.ack:type_name -> kelpie.v1.ActionAck
-	21, // 20: kelpie.v1.RoleMessage.stats:type_name -> kelpie.v1.ServerStats
-	8,  // 21: kelpie.v1.RoleMessage.refusal:type_name -> kelpie.v1.NodeRefusal
-	9,  // 22: kelpie.v1.RoleCommand.action:type_name -> kelpie.v1.ActionCommand
-	9,  // 23: kelpie.v1.ForwardRequest.command:type_name -> kelpie.v1.ActionCommand
-	5,  // 24: kelpie.v1.Agent.Connect:input_type -> kelpie.v1.AgentMessage
-	14, // 25: kelpie.v1.AgentPeer.Forward:input_type -> kelpie.v1.ForwardRequest
-	11, // 26: kelpie.v1.Agent.Connect:output_type -> kelpie.v1.SchedulerMessage
-	15, // 27: kelpie.v1.AgentPeer.Forward:output_type -> kelpie.v1.ForwardResponse
-	26, // [26:28] is the sub-list for method output_type
-	24, // [24:26] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	13, // 10: kelpie.v1.AgentMessage.stacks:type_name -> kelpie.v1.StacksReply
+	7,  // 11: kelpie.v1.ActionForwarded.unreached:type_name -> kelpie.v1.PeerFailure
+	18, // 12: kelpie.v1.ActionCommand.batch_sizes:type_name -> kelpie.v1.ActionCommand.BatchSizesEntry
+	19, // 13: kelpie.v1.ActionCommand.accumulation:type_name -> kelpie.v1.ActionCommand.AccumulationEntry
+	24, // 14: kelpie.v1.ActionCommand.assignment:type_name -> kelpie.v1.Assignment
+	20, // 15: kelpie.v1.ActionCommand.lr_scale:type_name -> kelpie.v1.ActionCommand.LrScaleEntry
+	25, // 16: kelpie.v1.ActionCommand.sync:type_name -> kelpie.v1.SyncSettings
+	10, // 17: kelpie.v1.ActionCommand.peers:type_name -> kelpie.v1.PeerAddr
+	9,  // 18: kelpie.v1.SchedulerMessage.command:type_name -> kelpie.v1.ActionCommand
+	12, // 19: kelpie.v1.SchedulerMessage.stacks:type_name -> kelpie.v1.StacksRequest
+	22, // 20: kelpie.v1.RoleMessage.report:type_name -> kelpie.v1.ProgressReport
+	4,  // 21: kelpie.v1.RoleMessage.ack:type_name -> kelpie.v1.ActionAck
+	23, // 22: kelpie.v1.RoleMessage.stats:type_name -> kelpie.v1.ServerStats
+	8,  // 23: kelpie.v1.RoleMessage.refusal:type_name -> kelpie.v1.NodeRefusal
+	13, // 24: kelpie.v1.RoleMessage.stacks:type_name -> kelpie.v1.StacksReply
+	9,  // 25: kelpie.v1.RoleCommand.action:type_name -> kelpie.v1.ActionCommand
+	12, // 26: kelpie.v1.RoleCommand.stacks:type_name -> kelpie.v1.StacksRequest
+	9,  // 27: kelpie.v1.ForwardRequest.command:type_name -> kelpie.v1.ActionCommand
+	5,  // 28: kelpie.v1.Agent.Connect:input_type -> kelpie.v1.AgentMessage
+	16, // 29: kelpie.v1.AgentPeer.Forward:input_type -> kelpie.v1.ForwardRequest
+	11, // 30: kelpie.v1.Agent.Connect:output_type -> kelpie.v1.SchedulerMessage
+	17, // 31: kelpie.v1.AgentPeer.Forward:output_type -> kelpie.v1.ForwardResponse
+	30, // [30:32] is the sub-list for method output_type
+	28, // [28:30] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_agent_proto_init() }
@@ -1589,19 +1805,23 @@ func file_agent_proto_init() {
 		(*AgentMessage_ServerStats)(nil),
 		(*AgentMessage_Refusal)(nil),
 		(*AgentMessage_Forwarded)(nil),
+		(*AgentMessage_Stacks)(nil),
 	}
 	file_agent_proto_msgTypes[10].OneofWrappers = []any{
 		(*SchedulerMessage_Command)(nil),
 		(*SchedulerMessage_Stop)(nil),
+		(*SchedulerMessage_Stacks)(nil),
 	}
-	file_agent_proto_msgTypes[11].OneofWrappers = []any{
+	file_agent_proto_msgTypes[13].OneofWrappers = []any{
 		(*RoleMessage_Report)(nil),
 		(*RoleMessage_Ack)(nil),
 		(*RoleMessage_Stats)(nil),
 		(*RoleMessage_Refusal)(nil),
+		(*RoleMessage_Stacks)(nil),
 	}
-	file_agent_proto_msgTypes[12].OneofWrappers = []any{
+	file_agent_proto_msgTypes[14].OneofWrappers = []any{
 		(*RoleCommand_Action)(nil),
+		(*RoleCommand_Stacks)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1609,7 +1829,7 @@ func file_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_proto_rawDesc), len(file_agent_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   18,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

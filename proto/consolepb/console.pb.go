@@ -452,6 +452,7 @@ type Command struct {
 	//	*Command_Trigger
 	//	*Command_SetPolicy
 	//	*Command_History
+	//	*Command_Stacks
 	Kind          isCommand_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -557,6 +558,15 @@ func (x *Command) GetHistory() *GetHistory {
 	return nil
 }
 
+func (x *Command) GetStacks() *GetStacks {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_Stacks); ok {
+			return x.Stacks
+		}
+	}
+	return nil
+}
+
 type isCommand_Kind interface {
 	isCommand_Kind()
 }
@@ -589,6 +599,12 @@ type Command_History struct {
 	History *GetHistory `protobuf:"bytes,7,opt,name=history,proto3,oneof"` // read-only: viewers may send it
 }
 
+type Command_Stacks struct {
+	// stacks: every role's stacks, collected through the agents (an
+	// operator action: it makes every role of the job dump its stacks)
+	Stacks *GetStacks `protobuf:"bytes,100,opt,name=stacks,proto3,oneof"`
+}
+
 func (*Command_SubmitJob) isCommand_Kind() {}
 
 func (*Command_KillJob) isCommand_Kind() {}
@@ -602,6 +618,73 @@ func (*Command_Trigger) isCommand_Kind() {}
 func (*Command_SetPolicy) isCommand_Kind() {}
 
 func (*Command_History) isCommand_Kind() {}
+
+func (*Command_Stacks) isCommand_Kind() {}
+
+// GetStacks collects the stacks of every role of a job through their
+// agents: Go roles' goroutine dumps, a torch worker's Python child's
+// frames (faulthandler), and the agent's own goroutines. Each role's
+// answer is bounded (1 MiB), and the job's in all (16 MiB); a node that
+// does not answer within the timeout is listed with why.
+type GetStacks struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Job           string                 `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	TimeoutS      float64                `protobuf:"fixed64,2,opt,name=timeout_s,json=timeoutS,proto3" json:"timeout_s,omitempty"` // how long to wait for the agents (0: 5 s, at most 60 s)
+	Saved         bool                   `protobuf:"varint,3,opt,name=saved,proto3" json:"saved,omitempty"`                        // return the last collection saved with the job's history instead
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetStacks) Reset() {
+	*x = GetStacks{}
+	mi := &file_console_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetStacks) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetStacks) ProtoMessage() {}
+
+func (x *GetStacks) ProtoReflect() protoreflect.Message {
+	mi := &file_console_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetStacks.ProtoReflect.Descriptor instead.
+func (*GetStacks) Descriptor() ([]byte, []int) {
+	return file_console_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *GetStacks) GetJob() string {
+	if x != nil {
+		return x.Job
+	}
+	return ""
+}
+
+func (x *GetStacks) GetTimeoutS() float64 {
+	if x != nil {
+		return x.TimeoutS
+	}
+	return 0
+}
+
+func (x *GetStacks) GetSaved() bool {
+	if x != nil {
+		return x.Saved
+	}
+	return false
+}
 
 // GetHistory reads a page of a job's recorded timeline (timeline.proto),
 // oldest first; the first page (from 0) also carries the job's actions and
@@ -618,7 +701,7 @@ type GetHistory struct {
 
 func (x *GetHistory) Reset() {
 	*x = GetHistory{}
-	mi := &file_console_proto_msgTypes[5]
+	mi := &file_console_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -630,7 +713,7 @@ func (x *GetHistory) String() string {
 func (*GetHistory) ProtoMessage() {}
 
 func (x *GetHistory) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[5]
+	mi := &file_console_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -643,7 +726,7 @@ func (x *GetHistory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetHistory.ProtoReflect.Descriptor instead.
 func (*GetHistory) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{5}
+	return file_console_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetHistory) GetJob() string {
@@ -676,7 +759,7 @@ type SubmitJob struct {
 
 func (x *SubmitJob) Reset() {
 	*x = SubmitJob{}
-	mi := &file_console_proto_msgTypes[6]
+	mi := &file_console_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -688,7 +771,7 @@ func (x *SubmitJob) String() string {
 func (*SubmitJob) ProtoMessage() {}
 
 func (x *SubmitJob) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[6]
+	mi := &file_console_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -701,7 +784,7 @@ func (x *SubmitJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitJob.ProtoReflect.Descriptor instead.
 func (*SubmitJob) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{6}
+	return file_console_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SubmitJob) GetSpecYaml() string {
@@ -720,7 +803,7 @@ type KillJob struct {
 
 func (x *KillJob) Reset() {
 	*x = KillJob{}
-	mi := &file_console_proto_msgTypes[7]
+	mi := &file_console_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -732,7 +815,7 @@ func (x *KillJob) String() string {
 func (*KillJob) ProtoMessage() {}
 
 func (x *KillJob) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[7]
+	mi := &file_console_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -745,7 +828,7 @@ func (x *KillJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillJob.ProtoReflect.Descriptor instead.
 func (*KillJob) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{7}
+	return file_console_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *KillJob) GetJob() string {
@@ -766,7 +849,7 @@ type DecideAction struct {
 
 func (x *DecideAction) Reset() {
 	*x = DecideAction{}
-	mi := &file_console_proto_msgTypes[8]
+	mi := &file_console_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -778,7 +861,7 @@ func (x *DecideAction) String() string {
 func (*DecideAction) ProtoMessage() {}
 
 func (x *DecideAction) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[8]
+	mi := &file_console_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -791,7 +874,7 @@ func (x *DecideAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideAction.ProtoReflect.Descriptor instead.
 func (*DecideAction) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{8}
+	return file_console_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DecideAction) GetJob() string {
@@ -825,7 +908,7 @@ type TriggerAction struct {
 
 func (x *TriggerAction) Reset() {
 	*x = TriggerAction{}
-	mi := &file_console_proto_msgTypes[9]
+	mi := &file_console_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -837,7 +920,7 @@ func (x *TriggerAction) String() string {
 func (*TriggerAction) ProtoMessage() {}
 
 func (x *TriggerAction) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[9]
+	mi := &file_console_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -850,7 +933,7 @@ func (x *TriggerAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerAction.ProtoReflect.Descriptor instead.
 func (*TriggerAction) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{9}
+	return file_console_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TriggerAction) GetJob() string {
@@ -879,7 +962,7 @@ type SetPolicy struct {
 
 func (x *SetPolicy) Reset() {
 	*x = SetPolicy{}
-	mi := &file_console_proto_msgTypes[10]
+	mi := &file_console_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -891,7 +974,7 @@ func (x *SetPolicy) String() string {
 func (*SetPolicy) ProtoMessage() {}
 
 func (x *SetPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[10]
+	mi := &file_console_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -904,7 +987,7 @@ func (x *SetPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicy.ProtoReflect.Descriptor instead.
 func (*SetPolicy) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{10}
+	return file_console_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SetPolicy) GetJob() string {
@@ -952,7 +1035,7 @@ type ServerFrame struct {
 
 func (x *ServerFrame) Reset() {
 	*x = ServerFrame{}
-	mi := &file_console_proto_msgTypes[11]
+	mi := &file_console_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -964,7 +1047,7 @@ func (x *ServerFrame) String() string {
 func (*ServerFrame) ProtoMessage() {}
 
 func (x *ServerFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[11]
+	mi := &file_console_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -977,7 +1060,7 @@ func (x *ServerFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerFrame.ProtoReflect.Descriptor instead.
 func (*ServerFrame) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{11}
+	return file_console_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ServerFrame) GetSeq() uint64 {
@@ -1081,7 +1164,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_console_proto_msgTypes[12]
+	mi := &file_console_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1093,7 +1176,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[12]
+	mi := &file_console_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1106,7 +1189,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{12}
+	return file_console_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Welcome) GetServerVersion() string {
@@ -1156,7 +1239,7 @@ type PolicyDecl struct {
 
 func (x *PolicyDecl) Reset() {
 	*x = PolicyDecl{}
-	mi := &file_console_proto_msgTypes[13]
+	mi := &file_console_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1168,7 +1251,7 @@ func (x *PolicyDecl) String() string {
 func (*PolicyDecl) ProtoMessage() {}
 
 func (x *PolicyDecl) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[13]
+	mi := &file_console_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1181,7 +1264,7 @@ func (x *PolicyDecl) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyDecl.ProtoReflect.Descriptor instead.
 func (*PolicyDecl) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{13}
+	return file_console_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PolicyDecl) GetName() string {
@@ -1225,7 +1308,7 @@ type PolicyParam struct {
 
 func (x *PolicyParam) Reset() {
 	*x = PolicyParam{}
-	mi := &file_console_proto_msgTypes[14]
+	mi := &file_console_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1237,7 +1320,7 @@ func (x *PolicyParam) String() string {
 func (*PolicyParam) ProtoMessage() {}
 
 func (x *PolicyParam) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[14]
+	mi := &file_console_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1250,7 +1333,7 @@ func (x *PolicyParam) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyParam.ProtoReflect.Descriptor instead.
 func (*PolicyParam) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{14}
+	return file_console_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PolicyParam) GetKey() string {
@@ -1340,7 +1423,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_console_proto_msgTypes[15]
+	mi := &file_console_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1352,7 +1435,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[15]
+	mi := &file_console_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1365,7 +1448,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{15}
+	return file_console_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Snapshot) GetJobs() []*JobView {
@@ -1394,7 +1477,7 @@ type Delta struct {
 
 func (x *Delta) Reset() {
 	*x = Delta{}
-	mi := &file_console_proto_msgTypes[16]
+	mi := &file_console_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1406,7 +1489,7 @@ func (x *Delta) String() string {
 func (*Delta) ProtoMessage() {}
 
 func (x *Delta) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[16]
+	mi := &file_console_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1419,7 +1502,7 @@ func (x *Delta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delta.ProtoReflect.Descriptor instead.
 func (*Delta) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{16}
+	return file_console_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Delta) GetJobs() []*JobView {
@@ -1475,7 +1558,7 @@ type JobPatch struct {
 
 func (x *JobPatch) Reset() {
 	*x = JobPatch{}
-	mi := &file_console_proto_msgTypes[17]
+	mi := &file_console_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1487,7 +1570,7 @@ func (x *JobPatch) String() string {
 func (*JobPatch) ProtoMessage() {}
 
 func (x *JobPatch) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[17]
+	mi := &file_console_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1500,7 +1583,7 @@ func (x *JobPatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobPatch.ProtoReflect.Descriptor instead.
 func (*JobPatch) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{17}
+	return file_console_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *JobPatch) GetName() string {
@@ -1596,7 +1679,7 @@ type NodeOrder struct {
 
 func (x *NodeOrder) Reset() {
 	*x = NodeOrder{}
-	mi := &file_console_proto_msgTypes[18]
+	mi := &file_console_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1608,7 +1691,7 @@ func (x *NodeOrder) String() string {
 func (*NodeOrder) ProtoMessage() {}
 
 func (x *NodeOrder) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[18]
+	mi := &file_console_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1621,7 +1704,7 @@ func (x *NodeOrder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeOrder.ProtoReflect.Descriptor instead.
 func (*NodeOrder) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{18}
+	return file_console_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *NodeOrder) GetNames() []string {
@@ -1640,7 +1723,7 @@ type ChartNames struct {
 
 func (x *ChartNames) Reset() {
 	*x = ChartNames{}
-	mi := &file_console_proto_msgTypes[19]
+	mi := &file_console_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1652,7 +1735,7 @@ func (x *ChartNames) String() string {
 func (*ChartNames) ProtoMessage() {}
 
 func (x *ChartNames) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[19]
+	mi := &file_console_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1665,7 +1748,7 @@ func (x *ChartNames) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChartNames.ProtoReflect.Descriptor instead.
 func (*ChartNames) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{19}
+	return file_console_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ChartNames) GetNames() []string {
@@ -1684,7 +1767,7 @@ type ActionList struct {
 
 func (x *ActionList) Reset() {
 	*x = ActionList{}
-	mi := &file_console_proto_msgTypes[20]
+	mi := &file_console_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1696,7 +1779,7 @@ func (x *ActionList) String() string {
 func (*ActionList) ProtoMessage() {}
 
 func (x *ActionList) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[20]
+	mi := &file_console_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1709,7 +1792,7 @@ func (x *ActionList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActionList.ProtoReflect.Descriptor instead.
 func (*ActionList) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{20}
+	return file_console_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ActionList) GetActions() []*Action {
@@ -1728,7 +1811,7 @@ type PolicyList struct {
 
 func (x *PolicyList) Reset() {
 	*x = PolicyList{}
-	mi := &file_console_proto_msgTypes[21]
+	mi := &file_console_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1740,7 +1823,7 @@ func (x *PolicyList) String() string {
 func (*PolicyList) ProtoMessage() {}
 
 func (x *PolicyList) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[21]
+	mi := &file_console_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1753,7 +1836,7 @@ func (x *PolicyList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyList.ProtoReflect.Descriptor instead.
 func (*PolicyList) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{21}
+	return file_console_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PolicyList) GetPolicies() []*PolicyView {
@@ -1780,7 +1863,7 @@ type HeatmapTail struct {
 
 func (x *HeatmapTail) Reset() {
 	*x = HeatmapTail{}
-	mi := &file_console_proto_msgTypes[22]
+	mi := &file_console_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1792,7 +1875,7 @@ func (x *HeatmapTail) String() string {
 func (*HeatmapTail) ProtoMessage() {}
 
 func (x *HeatmapTail) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[22]
+	mi := &file_console_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1805,7 +1888,7 @@ func (x *HeatmapTail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeatmapTail.ProtoReflect.Descriptor instead.
 func (*HeatmapTail) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{22}
+	return file_console_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *HeatmapTail) GetStart() *timestamppb.Timestamp {
@@ -1858,7 +1941,7 @@ type SeriesTail struct {
 
 func (x *SeriesTail) Reset() {
 	*x = SeriesTail{}
-	mi := &file_console_proto_msgTypes[23]
+	mi := &file_console_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1870,7 +1953,7 @@ func (x *SeriesTail) String() string {
 func (*SeriesTail) ProtoMessage() {}
 
 func (x *SeriesTail) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[23]
+	mi := &file_console_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1883,7 +1966,7 @@ func (x *SeriesTail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeriesTail.ProtoReflect.Descriptor instead.
 func (*SeriesTail) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{23}
+	return file_console_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SeriesTail) GetName() string {
@@ -1924,18 +2007,20 @@ type CommandResult struct {
 	Job      string                 `protobuf:"bytes,6,opt,name=job,proto3" json:"job,omitempty"`                           // submit: the job's name
 	// history: a page of frames [frames_from, frames_from + len(frames)) of
 	// frames_total, and with the first page the job's actions and events.
-	Frames        []*timelinepb.TimelineFrame `protobuf:"bytes,7,rep,name=frames,proto3" json:"frames,omitempty"`
-	FramesFrom    int32                       `protobuf:"varint,8,opt,name=frames_from,json=framesFrom,proto3" json:"frames_from,omitempty"`
-	FramesTotal   int32                       `protobuf:"varint,9,opt,name=frames_total,json=framesTotal,proto3" json:"frames_total,omitempty"`
-	Actions       []*Action                   `protobuf:"bytes,10,rep,name=actions,proto3" json:"actions,omitempty"`
-	Events        []*Event                    `protobuf:"bytes,11,rep,name=events,proto3" json:"events,omitempty"`
+	Frames      []*timelinepb.TimelineFrame `protobuf:"bytes,7,rep,name=frames,proto3" json:"frames,omitempty"`
+	FramesFrom  int32                       `protobuf:"varint,8,opt,name=frames_from,json=framesFrom,proto3" json:"frames_from,omitempty"`
+	FramesTotal int32                       `protobuf:"varint,9,opt,name=frames_total,json=framesTotal,proto3" json:"frames_total,omitempty"`
+	Actions     []*Action                   `protobuf:"bytes,10,rep,name=actions,proto3" json:"actions,omitempty"`
+	Events      []*Event                    `protobuf:"bytes,11,rep,name=events,proto3" json:"events,omitempty"`
+	// stacks: one per node of the job, in the order the console lists them
+	Stacks        []*NodeStacks `protobuf:"bytes,100,rep,name=stacks,proto3" json:"stacks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CommandResult) Reset() {
 	*x = CommandResult{}
-	mi := &file_console_proto_msgTypes[24]
+	mi := &file_console_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1947,7 +2032,7 @@ func (x *CommandResult) String() string {
 func (*CommandResult) ProtoMessage() {}
 
 func (x *CommandResult) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[24]
+	mi := &file_console_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1960,7 +2045,7 @@ func (x *CommandResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandResult.ProtoReflect.Descriptor instead.
 func (*CommandResult) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{24}
+	return file_console_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CommandResult) GetId() string {
@@ -2040,6 +2125,98 @@ func (x *CommandResult) GetEvents() []*Event {
 	return nil
 }
 
+func (x *CommandResult) GetStacks() []*NodeStacks {
+	if x != nil {
+		return x.Stacks
+	}
+	return nil
+}
+
+// NodeStacks is what one node's agent sent for GetStacks.
+type NodeStacks struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Role          string                 `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`            // server | worker
+	Text          string                 `protobuf:"bytes,3,opt,name=text,proto3" json:"text,omitempty"`            // the dumps, each under a "--- WHAT (pid N)" line
+	Error         string                 `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`          // why some or all of them are missing
+	Truncated     bool                   `protobuf:"varint,5,opt,name=truncated,proto3" json:"truncated,omitempty"` // cut at the bound
+	Time          *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=time,proto3" json:"time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeStacks) Reset() {
+	*x = NodeStacks{}
+	mi := &file_console_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeStacks) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeStacks) ProtoMessage() {}
+
+func (x *NodeStacks) ProtoReflect() protoreflect.Message {
+	mi := &file_console_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeStacks.ProtoReflect.Descriptor instead.
+func (*NodeStacks) Descriptor() ([]byte, []int) {
+	return file_console_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *NodeStacks) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *NodeStacks) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *NodeStacks) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *NodeStacks) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *NodeStacks) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
+func (x *NodeStacks) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
 type JobView struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -2094,14 +2271,20 @@ type JobView struct {
 	// (the next one the furthest worker runs; a membership change rebuilds
 	// it at that iteration). Unset for a PS job, and in the job list (detail
 	// views only).
-	Exchange      *ExchangeTopology `protobuf:"bytes,33,opt,name=exchange,proto3" json:"exchange,omitempty"`
+	Exchange *ExchangeTopology `protobuf:"bytes,33,opt,name=exchange,proto3" json:"exchange,omitempty"`
+	// Where the job's wall-clock time went (scheduler/ledger), and when it
+	// will finish. docs/console-api.md, "Goodput".
+	Goodput *Goodput `protobuf:"bytes,100,opt,name=goodput,proto3" json:"goodput,omitempty"`
+	// Set while the job is hung (state "hung"): its progress stopped for
+	// longer than the bound from its own pace (scheduler/hang).
+	Hung          *Hung `protobuf:"bytes,101,opt,name=hung,proto3" json:"hung,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobView) Reset() {
 	*x = JobView{}
-	mi := &file_console_proto_msgTypes[25]
+	mi := &file_console_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2113,7 +2296,7 @@ func (x *JobView) String() string {
 func (*JobView) ProtoMessage() {}
 
 func (x *JobView) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[25]
+	mi := &file_console_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2126,7 +2309,7 @@ func (x *JobView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobView.ProtoReflect.Descriptor instead.
 func (*JobView) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{25}
+	return file_console_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *JobView) GetName() string {
@@ -2360,6 +2543,260 @@ func (x *JobView) GetExchange() *ExchangeTopology {
 	return nil
 }
 
+func (x *JobView) GetGoodput() *Goodput {
+	if x != nil {
+		return x.Goodput
+	}
+	return nil
+}
+
+func (x *JobView) GetHung() *Hung {
+	if x != nil {
+		return x.Hung
+	}
+	return nil
+}
+
+// Goodput is a job's wall-clock time split into phases that add up to its
+// age, the share of it that was productive (computing and communicating),
+// and its ETA. JSON names are snake_case, as the contract spells them.
+type Goodput struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	AgeS  *float64               `protobuf:"fixed64,1,opt,name=age_s,proto3,oneof" json:"age_s,omitempty"`
+	// seconds: computing, communicating, waiting, recovering, paused,
+	// queued, idle (every phase, zero included)
+	Phases          map[string]float64 `protobuf:"bytes,2,rep,name=phases,proto3" json:"phases,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
+	ProductiveShare *float64           `protobuf:"fixed64,3,opt,name=productive_share,proto3,oneof" json:"productive_share,omitempty"`
+	// seconds left at the recent throughput; absent when unknown (no rate
+	// yet) and once the job has ended
+	EtaS *float64 `protobuf:"fixed64,4,opt,name=eta_s,proto3,oneof" json:"eta_s,omitempty"`
+	// the ETA shown when the job reached 25, 50 and 75 % of its shards, and
+	// once it has ended the time it actually took from there
+	EtaChecks     []*EtaCheck `protobuf:"bytes,5,rep,name=eta_checks,proto3" json:"eta_checks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Goodput) Reset() {
+	*x = Goodput{}
+	mi := &file_console_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Goodput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Goodput) ProtoMessage() {}
+
+func (x *Goodput) ProtoReflect() protoreflect.Message {
+	mi := &file_console_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Goodput.ProtoReflect.Descriptor instead.
+func (*Goodput) Descriptor() ([]byte, []int) {
+	return file_console_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *Goodput) GetAgeS() float64 {
+	if x != nil && x.AgeS != nil {
+		return *x.AgeS
+	}
+	return 0
+}
+
+func (x *Goodput) GetPhases() map[string]float64 {
+	if x != nil {
+		return x.Phases
+	}
+	return nil
+}
+
+func (x *Goodput) GetProductiveShare() float64 {
+	if x != nil && x.ProductiveShare != nil {
+		return *x.ProductiveShare
+	}
+	return 0
+}
+
+func (x *Goodput) GetEtaS() float64 {
+	if x != nil && x.EtaS != nil {
+		return *x.EtaS
+	}
+	return 0
+}
+
+func (x *Goodput) GetEtaChecks() []*EtaCheck {
+	if x != nil {
+		return x.EtaChecks
+	}
+	return nil
+}
+
+type EtaCheck struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Percent       int32                  `protobuf:"varint,1,opt,name=percent,proto3" json:"percent,omitempty"`
+	At            *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=at,proto3" json:"at,omitempty"`
+	PredictedS    float64                `protobuf:"fixed64,3,opt,name=predicted_s,proto3" json:"predicted_s,omitempty"`
+	ActualS       *float64               `protobuf:"fixed64,4,opt,name=actual_s,proto3,oneof" json:"actual_s,omitempty"` // once the job has ended
+	Error         *float64               `protobuf:"fixed64,5,opt,name=error,proto3,oneof" json:"error,omitempty"`       // (predicted - actual) / actual
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EtaCheck) Reset() {
+	*x = EtaCheck{}
+	mi := &file_console_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EtaCheck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EtaCheck) ProtoMessage() {}
+
+func (x *EtaCheck) ProtoReflect() protoreflect.Message {
+	mi := &file_console_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EtaCheck.ProtoReflect.Descriptor instead.
+func (*EtaCheck) Descriptor() ([]byte, []int) {
+	return file_console_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *EtaCheck) GetPercent() int32 {
+	if x != nil {
+		return x.Percent
+	}
+	return 0
+}
+
+func (x *EtaCheck) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *EtaCheck) GetPredictedS() float64 {
+	if x != nil {
+		return x.PredictedS
+	}
+	return 0
+}
+
+func (x *EtaCheck) GetActualS() float64 {
+	if x != nil && x.ActualS != nil {
+		return *x.ActualS
+	}
+	return 0
+}
+
+func (x *EtaCheck) GetError() float64 {
+	if x != nil && x.Error != nil {
+		return *x.Error
+	}
+	return 0
+}
+
+// Hung is why a job is hung: since when it made no progress, the bound it
+// was judged by, the workers that have not reached the barrier or version
+// the others wait at, and the servers holding pushes waiting for them.
+type Hung struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Since         *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=since,proto3" json:"since,omitempty"`
+	Missing       []string               `protobuf:"bytes,2,rep,name=missing,proto3" json:"missing,omitempty"`
+	Holding       []string               `protobuf:"bytes,3,rep,name=holding,proto3" json:"holding,omitempty"`
+	BoundS        float64                `protobuf:"fixed64,4,opt,name=bound_s,proto3" json:"bound_s,omitempty"`
+	Detected      *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=detected,proto3" json:"detected,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Hung) Reset() {
+	*x = Hung{}
+	mi := &file_console_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Hung) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Hung) ProtoMessage() {}
+
+func (x *Hung) ProtoReflect() protoreflect.Message {
+	mi := &file_console_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Hung.ProtoReflect.Descriptor instead.
+func (*Hung) Descriptor() ([]byte, []int) {
+	return file_console_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *Hung) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *Hung) GetMissing() []string {
+	if x != nil {
+		return x.Missing
+	}
+	return nil
+}
+
+func (x *Hung) GetHolding() []string {
+	if x != nil {
+		return x.Holding
+	}
+	return nil
+}
+
+func (x *Hung) GetBoundS() float64 {
+	if x != nil {
+		return x.BoundS
+	}
+	return 0
+}
+
+func (x *Hung) GetDetected() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Detected
+	}
+	return nil
+}
+
 // ExchangeTopology is how an allreduce job's members sum gradients now:
 // the runtime's own plan (runtime/allreduce Ring or RAT) for the workers
 // the batch split in force gives samples, placed by cluster.topology.
@@ -2377,7 +2814,7 @@ type ExchangeTopology struct {
 
 func (x *ExchangeTopology) Reset() {
 	*x = ExchangeTopology{}
-	mi := &file_console_proto_msgTypes[26]
+	mi := &file_console_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2389,7 +2826,7 @@ func (x *ExchangeTopology) String() string {
 func (*ExchangeTopology) ProtoMessage() {}
 
 func (x *ExchangeTopology) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[26]
+	mi := &file_console_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2402,7 +2839,7 @@ func (x *ExchangeTopology) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExchangeTopology.ProtoReflect.Descriptor instead.
 func (*ExchangeTopology) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{26}
+	return file_console_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ExchangeTopology) GetMode() string {
@@ -2459,7 +2896,7 @@ type ExchangeRegion struct {
 
 func (x *ExchangeRegion) Reset() {
 	*x = ExchangeRegion{}
-	mi := &file_console_proto_msgTypes[27]
+	mi := &file_console_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2471,7 +2908,7 @@ func (x *ExchangeRegion) String() string {
 func (*ExchangeRegion) ProtoMessage() {}
 
 func (x *ExchangeRegion) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[27]
+	mi := &file_console_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2484,7 +2921,7 @@ func (x *ExchangeRegion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExchangeRegion.ProtoReflect.Descriptor instead.
 func (*ExchangeRegion) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{27}
+	return file_console_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ExchangeRegion) GetRegion() string {
@@ -2516,7 +2953,7 @@ type ExchangeTree struct {
 
 func (x *ExchangeTree) Reset() {
 	*x = ExchangeTree{}
-	mi := &file_console_proto_msgTypes[28]
+	mi := &file_console_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2528,7 +2965,7 @@ func (x *ExchangeTree) String() string {
 func (*ExchangeTree) ProtoMessage() {}
 
 func (x *ExchangeTree) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[28]
+	mi := &file_console_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2541,7 +2978,7 @@ func (x *ExchangeTree) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExchangeTree.ProtoReflect.Descriptor instead.
 func (*ExchangeTree) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{28}
+	return file_console_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ExchangeTree) GetChunk() int32 {
@@ -2579,7 +3016,7 @@ type ExchangeAggregation struct {
 
 func (x *ExchangeAggregation) Reset() {
 	*x = ExchangeAggregation{}
-	mi := &file_console_proto_msgTypes[29]
+	mi := &file_console_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2591,7 +3028,7 @@ func (x *ExchangeAggregation) String() string {
 func (*ExchangeAggregation) ProtoMessage() {}
 
 func (x *ExchangeAggregation) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[29]
+	mi := &file_console_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2604,7 +3041,7 @@ func (x *ExchangeAggregation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExchangeAggregation.ProtoReflect.Descriptor instead.
 func (*ExchangeAggregation) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{29}
+	return file_console_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ExchangeAggregation) GetAggregator() string {
@@ -2639,7 +3076,7 @@ type PolicyView struct {
 
 func (x *PolicyView) Reset() {
 	*x = PolicyView{}
-	mi := &file_console_proto_msgTypes[30]
+	mi := &file_console_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2651,7 +3088,7 @@ func (x *PolicyView) String() string {
 func (*PolicyView) ProtoMessage() {}
 
 func (x *PolicyView) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[30]
+	mi := &file_console_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2664,7 +3101,7 @@ func (x *PolicyView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyView.ProtoReflect.Descriptor instead.
 func (*PolicyView) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{30}
+	return file_console_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PolicyView) GetName() string {
@@ -2718,14 +3155,17 @@ type NodeView struct {
 	Cause *NodeCause `protobuf:"bytes,120,opt,name=cause,proto3" json:"cause,omitempty"`
 	// A worker's recent time per iteration by phase (seconds per iteration,
 	// over its last reports); unset for servers and before it reported one.
-	Split         *coordinatorpb.TimeSplit `protobuf:"bytes,121,opt,name=split,proto3" json:"split,omitempty"`
+	Split *coordinatorpb.TimeSplit `protobuf:"bytes,121,opt,name=split,proto3" json:"split,omitempty"`
+	// the node's goodput ledger: seconds per phase since the job's submission
+	// (or since the node joined), as Goodput.phases
+	Phases        map[string]float64 `protobuf:"bytes,100,rep,name=phases,proto3" json:"phases,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeView) Reset() {
 	*x = NodeView{}
-	mi := &file_console_proto_msgTypes[31]
+	mi := &file_console_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2737,7 +3177,7 @@ func (x *NodeView) String() string {
 func (*NodeView) ProtoMessage() {}
 
 func (x *NodeView) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[31]
+	mi := &file_console_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2750,7 +3190,7 @@ func (x *NodeView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeView.ProtoReflect.Descriptor instead.
 func (*NodeView) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{31}
+	return file_console_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *NodeView) GetName() string {
@@ -2914,6 +3354,13 @@ func (x *NodeView) GetSplit() *coordinatorpb.TimeSplit {
 	return nil
 }
 
+func (x *NodeView) GetPhases() map[string]float64 {
+	if x != nil {
+		return x.Phases
+	}
+	return nil
+}
+
 // NodeCause is why a straggler is slow (scheduler/cause): the phase of its
 // time that exceeds the job's median by the most.
 type NodeCause struct {
@@ -2932,7 +3379,7 @@ type NodeCause struct {
 
 func (x *NodeCause) Reset() {
 	*x = NodeCause{}
-	mi := &file_console_proto_msgTypes[32]
+	mi := &file_console_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2944,7 +3391,7 @@ func (x *NodeCause) String() string {
 func (*NodeCause) ProtoMessage() {}
 
 func (x *NodeCause) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[32]
+	mi := &file_console_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2957,7 +3404,7 @@ func (x *NodeCause) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCause.ProtoReflect.Descriptor instead.
 func (*NodeCause) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{32}
+	return file_console_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *NodeCause) GetKind() string {
@@ -3010,7 +3457,7 @@ type MonitorView struct {
 
 func (x *MonitorView) Reset() {
 	*x = MonitorView{}
-	mi := &file_console_proto_msgTypes[33]
+	mi := &file_console_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3022,7 +3469,7 @@ func (x *MonitorView) String() string {
 func (*MonitorView) ProtoMessage() {}
 
 func (x *MonitorView) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[33]
+	mi := &file_console_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3035,7 +3482,7 @@ func (x *MonitorView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MonitorView.ProtoReflect.Descriptor instead.
 func (*MonitorView) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{33}
+	return file_console_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *MonitorView) GetMeanBptS() float64 {
@@ -3100,7 +3547,7 @@ type Heatmap struct {
 
 func (x *Heatmap) Reset() {
 	*x = Heatmap{}
-	mi := &file_console_proto_msgTypes[34]
+	mi := &file_console_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3112,7 +3559,7 @@ func (x *Heatmap) String() string {
 func (*Heatmap) ProtoMessage() {}
 
 func (x *Heatmap) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[34]
+	mi := &file_console_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3125,7 +3572,7 @@ func (x *Heatmap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heatmap.ProtoReflect.Descriptor instead.
 func (*Heatmap) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{34}
+	return file_console_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Heatmap) GetBucketSeconds() float64 {
@@ -3161,7 +3608,7 @@ type HeatmapRow struct {
 
 func (x *HeatmapRow) Reset() {
 	*x = HeatmapRow{}
-	mi := &file_console_proto_msgTypes[35]
+	mi := &file_console_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3173,7 +3620,7 @@ func (x *HeatmapRow) String() string {
 func (*HeatmapRow) ProtoMessage() {}
 
 func (x *HeatmapRow) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[35]
+	mi := &file_console_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3186,7 +3633,7 @@ func (x *HeatmapRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeatmapRow.ProtoReflect.Descriptor instead.
 func (*HeatmapRow) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{35}
+	return file_console_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *HeatmapRow) GetNode() string {
@@ -3229,7 +3676,7 @@ type Series struct {
 
 func (x *Series) Reset() {
 	*x = Series{}
-	mi := &file_console_proto_msgTypes[36]
+	mi := &file_console_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3241,7 +3688,7 @@ func (x *Series) String() string {
 func (*Series) ProtoMessage() {}
 
 func (x *Series) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[36]
+	mi := &file_console_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3254,7 +3701,7 @@ func (x *Series) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Series.ProtoReflect.Descriptor instead.
 func (*Series) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{36}
+	return file_console_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Series) GetName() string {
@@ -3344,7 +3791,7 @@ type Action struct {
 
 func (x *Action) Reset() {
 	*x = Action{}
-	mi := &file_console_proto_msgTypes[37]
+	mi := &file_console_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3356,7 +3803,7 @@ func (x *Action) String() string {
 func (*Action) ProtoMessage() {}
 
 func (x *Action) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[37]
+	mi := &file_console_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3369,7 +3816,7 @@ func (x *Action) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Action.ProtoReflect.Descriptor instead.
 func (*Action) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{37}
+	return file_console_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Action) GetId() string {
@@ -3640,7 +4087,7 @@ type ActionPreview struct {
 
 func (x *ActionPreview) Reset() {
 	*x = ActionPreview{}
-	mi := &file_console_proto_msgTypes[38]
+	mi := &file_console_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3652,7 +4099,7 @@ func (x *ActionPreview) String() string {
 func (*ActionPreview) ProtoMessage() {}
 
 func (x *ActionPreview) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[38]
+	mi := &file_console_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3665,7 +4112,7 @@ func (x *ActionPreview) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActionPreview.ProtoReflect.Descriptor instead.
 func (*ActionPreview) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{38}
+	return file_console_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ActionPreview) GetCanStart() bool {
@@ -3731,7 +4178,7 @@ type ActionUndo struct {
 
 func (x *ActionUndo) Reset() {
 	*x = ActionUndo{}
-	mi := &file_console_proto_msgTypes[39]
+	mi := &file_console_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3743,7 +4190,7 @@ func (x *ActionUndo) String() string {
 func (*ActionUndo) ProtoMessage() {}
 
 func (x *ActionUndo) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[39]
+	mi := &file_console_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3756,7 +4203,7 @@ func (x *ActionUndo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActionUndo.ProtoReflect.Descriptor instead.
 func (*ActionUndo) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{39}
+	return file_console_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ActionUndo) GetBatchSizes() map[string]int32 {
@@ -3804,7 +4251,7 @@ type AdjustLRArgs struct {
 
 func (x *AdjustLRArgs) Reset() {
 	*x = AdjustLRArgs{}
-	mi := &file_console_proto_msgTypes[40]
+	mi := &file_console_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3816,7 +4263,7 @@ func (x *AdjustLRArgs) String() string {
 func (*AdjustLRArgs) ProtoMessage() {}
 
 func (x *AdjustLRArgs) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[40]
+	mi := &file_console_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3829,7 +4276,7 @@ func (x *AdjustLRArgs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdjustLRArgs.ProtoReflect.Descriptor instead.
 func (*AdjustLRArgs) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{40}
+	return file_console_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *AdjustLRArgs) GetLrScale() map[string]float64 {
@@ -3850,7 +4297,7 @@ type BackupWorkersArgs struct {
 
 func (x *BackupWorkersArgs) Reset() {
 	*x = BackupWorkersArgs{}
-	mi := &file_console_proto_msgTypes[41]
+	mi := &file_console_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3862,7 +4309,7 @@ func (x *BackupWorkersArgs) String() string {
 func (*BackupWorkersArgs) ProtoMessage() {}
 
 func (x *BackupWorkersArgs) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[41]
+	mi := &file_console_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3875,7 +4322,7 @@ func (x *BackupWorkersArgs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupWorkersArgs.ProtoReflect.Descriptor instead.
 func (*BackupWorkersArgs) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{41}
+	return file_console_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *BackupWorkersArgs) GetDrop() int32 {
@@ -3901,7 +4348,7 @@ type SetSyncArgs struct {
 
 func (x *SetSyncArgs) Reset() {
 	*x = SetSyncArgs{}
-	mi := &file_console_proto_msgTypes[42]
+	mi := &file_console_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3913,7 +4360,7 @@ func (x *SetSyncArgs) String() string {
 func (*SetSyncArgs) ProtoMessage() {}
 
 func (x *SetSyncArgs) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[42]
+	mi := &file_console_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3926,7 +4373,7 @@ func (x *SetSyncArgs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSyncArgs.ProtoReflect.Descriptor instead.
 func (*SetSyncArgs) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{42}
+	return file_console_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *SetSyncArgs) GetModel() string {
@@ -3990,7 +4437,7 @@ type ActionTransition struct {
 
 func (x *ActionTransition) Reset() {
 	*x = ActionTransition{}
-	mi := &file_console_proto_msgTypes[43]
+	mi := &file_console_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4002,7 +4449,7 @@ func (x *ActionTransition) String() string {
 func (*ActionTransition) ProtoMessage() {}
 
 func (x *ActionTransition) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[43]
+	mi := &file_console_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4015,7 +4462,7 @@ func (x *ActionTransition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActionTransition.ProtoReflect.Descriptor instead.
 func (*ActionTransition) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{43}
+	return file_console_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ActionTransition) GetState() string {
@@ -4061,7 +4508,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_console_proto_msgTypes[44]
+	mi := &file_console_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4073,7 +4520,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[44]
+	mi := &file_console_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4086,7 +4533,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{44}
+	return file_console_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Event) GetTime() *timestamppb.Timestamp {
@@ -4166,7 +4613,7 @@ const file_console_proto_rawDesc = "" +
 	"\x06offset\x18\x03 \x01(\x05R\x06offset\x12\x14\n" +
 	"\x05limit\x18\x04 \x01(\x05R\x05limit\x12!\n" +
 	"\fheatmap_rows\x18\x05 \x01(\x05R\vheatmapRows\x12!\n" +
-	"\fchart_series\x18\x06 \x01(\x05R\vchartSeries\"\x81\x03\n" +
+	"\fchart_series\x18\x06 \x01(\x05R\vchartSeries\"\xb1\x03\n" +
 	"\aCommand\x125\n" +
 	"\n" +
 	"submit_job\x18\x01 \x01(\v2\x14.kelpie.v1.SubmitJobH\x00R\tsubmitJob\x12/\n" +
@@ -4176,8 +4623,13 @@ const file_console_proto_rawDesc = "" +
 	"\atrigger\x18\x05 \x01(\v2\x18.kelpie.v1.TriggerActionH\x00R\atrigger\x125\n" +
 	"\n" +
 	"set_policy\x18\x06 \x01(\v2\x14.kelpie.v1.SetPolicyH\x00R\tsetPolicy\x121\n" +
-	"\ahistory\x18\a \x01(\v2\x15.kelpie.v1.GetHistoryH\x00R\ahistoryB\x06\n" +
-	"\x04kind\"H\n" +
+	"\ahistory\x18\a \x01(\v2\x15.kelpie.v1.GetHistoryH\x00R\ahistory\x12.\n" +
+	"\x06stacks\x18d \x01(\v2\x14.kelpie.v1.GetStacksH\x00R\x06stacksB\x06\n" +
+	"\x04kind\"P\n" +
+	"\tGetStacks\x12\x10\n" +
+	"\x03job\x18\x01 \x01(\tR\x03job\x12\x1b\n" +
+	"\ttimeout_s\x18\x02 \x01(\x01R\btimeoutS\x12\x14\n" +
+	"\x05saved\x18\x03 \x01(\bR\x05saved\"H\n" +
 	"\n" +
 	"GetHistory\x12\x10\n" +
 	"\x03job\x18\x01 \x01(\tR\x03job\x12\x12\n" +
@@ -4284,7 +4736,7 @@ const file_console_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06length\x18\x02 \x01(\x05R\x06length\x12\x16\n" +
 	"\x06values\x18\x03 \x03(\x01R\x06values\x12\x14\n" +
-	"\x05shift\x18\x04 \x01(\x05R\x05shift\"\xd5\x02\n" +
+	"\x05shift\x18\x04 \x01(\x05R\x05shift\"\x84\x03\n" +
 	"\rCommandResult\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x0e\n" +
 	"\x02ok\x18\x02 \x01(\bR\x02ok\x12\x14\n" +
@@ -4298,7 +4750,17 @@ const file_console_proto_rawDesc = "" +
 	"\fframes_total\x18\t \x01(\x05R\vframesTotal\x12+\n" +
 	"\aactions\x18\n" +
 	" \x03(\v2\x11.kelpie.v1.ActionR\aactions\x12(\n" +
-	"\x06events\x18\v \x03(\v2\x10.kelpie.v1.EventR\x06events\"\xc3\t\n" +
+	"\x06events\x18\v \x03(\v2\x10.kelpie.v1.EventR\x06events\x12-\n" +
+	"\x06stacks\x18d \x03(\v2\x15.kelpie.v1.NodeStacksR\x06stacks\"\xac\x01\n" +
+	"\n" +
+	"NodeStacks\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x12\n" +
+	"\x04role\x18\x02 \x01(\tR\x04role\x12\x12\n" +
+	"\x04text\x18\x03 \x01(\tR\x04text\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\x12\x1c\n" +
+	"\ttruncated\x18\x05 \x01(\bR\ttruncated\x12.\n" +
+	"\x04time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\x96\n" +
+	"\n" +
 	"\aJobView\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x14\n" +
@@ -4340,7 +4802,37 @@ const file_console_proto_rawDesc = "" +
 	"\fnodes_offset\x18\x1e \x01(\x05R\vnodesOffset\x12!\n" +
 	"\fcluster_busy\x18\x1f \x01(\tR\vclusterBusy\x129\n" +
 	"\fregion_bytes\x18  \x03(\v2\x16.kelpie.v1.RegionBytesR\vregionBytes\x127\n" +
-	"\bexchange\x18! \x01(\v2\x1b.kelpie.v1.ExchangeTopologyR\bexchange\"\xe4\x01\n" +
+	"\bexchange\x18! \x01(\v2\x1b.kelpie.v1.ExchangeTopologyR\bexchange\x12,\n" +
+	"\agoodput\x18d \x01(\v2\x12.kelpie.v1.GoodputR\agoodput\x12#\n" +
+	"\x04hung\x18e \x01(\v2\x0f.kelpie.v1.HungR\x04hung\"\xc1\x02\n" +
+	"\aGoodput\x12\x19\n" +
+	"\x05age_s\x18\x01 \x01(\x01H\x00R\x05age_s\x88\x01\x01\x126\n" +
+	"\x06phases\x18\x02 \x03(\v2\x1e.kelpie.v1.Goodput.PhasesEntryR\x06phases\x12/\n" +
+	"\x10productive_share\x18\x03 \x01(\x01H\x01R\x10productive_share\x88\x01\x01\x12\x19\n" +
+	"\x05eta_s\x18\x04 \x01(\x01H\x02R\x05eta_s\x88\x01\x01\x123\n" +
+	"\n" +
+	"eta_checks\x18\x05 \x03(\v2\x13.kelpie.v1.EtaCheckR\n" +
+	"eta_checks\x1a9\n" +
+	"\vPhasesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01B\b\n" +
+	"\x06_age_sB\x13\n" +
+	"\x11_productive_shareB\b\n" +
+	"\x06_eta_s\"\xc5\x01\n" +
+	"\bEtaCheck\x12\x18\n" +
+	"\apercent\x18\x01 \x01(\x05R\apercent\x12*\n" +
+	"\x02at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12 \n" +
+	"\vpredicted_s\x18\x03 \x01(\x01R\vpredicted_s\x12\x1f\n" +
+	"\bactual_s\x18\x04 \x01(\x01H\x00R\bactual_s\x88\x01\x01\x12\x19\n" +
+	"\x05error\x18\x05 \x01(\x01H\x01R\x05error\x88\x01\x01B\v\n" +
+	"\t_actual_sB\b\n" +
+	"\x06_error\"\xbe\x01\n" +
+	"\x04Hung\x120\n" +
+	"\x05since\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x18\n" +
+	"\amissing\x18\x02 \x03(\tR\amissing\x12\x18\n" +
+	"\aholding\x18\x03 \x03(\tR\aholding\x12\x18\n" +
+	"\abound_s\x18\x04 \x01(\x01R\abound_s\x126\n" +
+	"\bdetected\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\bdetected\"\xe4\x01\n" +
 	"\x10ExchangeTopology\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x1c\n" +
 	"\titeration\x18\x02 \x01(\x03R\titeration\x12/\n" +
@@ -4370,7 +4862,7 @@ const file_console_proto_rawDesc = "" +
 	"\x06params\x18\x03 \x03(\v2!.kelpie.v1.PolicyView.ParamsEntryR\x06params\x1a9\n" +
 	"\vParamsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\x9c\x05\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\x90\x06\n" +
 	"\bNodeView\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x12\n" +
@@ -4400,7 +4892,11 @@ const file_console_proto_rawDesc = "" +
 	"lastReport\x12\x14\n" +
 	"\x05ratio\x18\x15 \x01(\x01R\x05ratio\x12*\n" +
 	"\x05cause\x18x \x01(\v2\x14.kelpie.v1.NodeCauseR\x05cause\x12*\n" +
-	"\x05split\x18y \x01(\v2\x14.kelpie.v1.TimeSplitR\x05split\"\x8e\x01\n" +
+	"\x05split\x18y \x01(\v2\x14.kelpie.v1.TimeSplitR\x05split\x127\n" +
+	"\x06phases\x18d \x03(\v2\x1f.kelpie.v1.NodeView.PhasesEntryR\x06phases\x1a9\n" +
+	"\vPhasesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\x8e\x01\n" +
 	"\tNodeCause\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x14\n" +
 	"\x05ratio\x18\x02 \x01(\x01R\x05ratio\x12\x16\n" +
@@ -4567,7 +5063,7 @@ func file_console_proto_rawDescGZIP() []byte {
 }
 
 var file_console_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_console_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
+var file_console_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
 var file_console_proto_goTypes = []any{
 	(ActionKind)(0),                   // 0: kelpie.v1.ActionKind
 	(*ClientFrame)(nil),               // 1: kelpie.v1.ClientFrame
@@ -4575,151 +5071,169 @@ var file_console_proto_goTypes = []any{
 	(*Subscribe)(nil),                 // 3: kelpie.v1.Subscribe
 	(*ViewWindow)(nil),                // 4: kelpie.v1.ViewWindow
 	(*Command)(nil),                   // 5: kelpie.v1.Command
-	(*GetHistory)(nil),                // 6: kelpie.v1.GetHistory
-	(*SubmitJob)(nil),                 // 7: kelpie.v1.SubmitJob
-	(*KillJob)(nil),                   // 8: kelpie.v1.KillJob
-	(*DecideAction)(nil),              // 9: kelpie.v1.DecideAction
-	(*TriggerAction)(nil),             // 10: kelpie.v1.TriggerAction
-	(*SetPolicy)(nil),                 // 11: kelpie.v1.SetPolicy
-	(*ServerFrame)(nil),               // 12: kelpie.v1.ServerFrame
-	(*Welcome)(nil),                   // 13: kelpie.v1.Welcome
-	(*PolicyDecl)(nil),                // 14: kelpie.v1.PolicyDecl
-	(*PolicyParam)(nil),               // 15: kelpie.v1.PolicyParam
-	(*Snapshot)(nil),                  // 16: kelpie.v1.Snapshot
-	(*Delta)(nil),                     // 17: kelpie.v1.Delta
-	(*JobPatch)(nil),                  // 18: kelpie.v1.JobPatch
-	(*NodeOrder)(nil),                 // 19: kelpie.v1.NodeOrder
-	(*ChartNames)(nil),                // 20: kelpie.v1.ChartNames
-	(*ActionList)(nil),                // 21: kelpie.v1.ActionList
-	(*PolicyList)(nil),                // 22: kelpie.v1.PolicyList
-	(*HeatmapTail)(nil),               // 23: kelpie.v1.HeatmapTail
-	(*SeriesTail)(nil),                // 24: kelpie.v1.SeriesTail
-	(*CommandResult)(nil),             // 25: kelpie.v1.CommandResult
-	(*JobView)(nil),                   // 26: kelpie.v1.JobView
-	(*ExchangeTopology)(nil),          // 27: kelpie.v1.ExchangeTopology
-	(*ExchangeRegion)(nil),            // 28: kelpie.v1.ExchangeRegion
-	(*ExchangeTree)(nil),              // 29: kelpie.v1.ExchangeTree
-	(*ExchangeAggregation)(nil),       // 30: kelpie.v1.ExchangeAggregation
-	(*PolicyView)(nil),                // 31: kelpie.v1.PolicyView
-	(*NodeView)(nil),                  // 32: kelpie.v1.NodeView
-	(*NodeCause)(nil),                 // 33: kelpie.v1.NodeCause
-	(*MonitorView)(nil),               // 34: kelpie.v1.MonitorView
-	(*Heatmap)(nil),                   // 35: kelpie.v1.Heatmap
-	(*HeatmapRow)(nil),                // 36: kelpie.v1.HeatmapRow
-	(*Series)(nil),                    // 37: kelpie.v1.Series
-	(*Action)(nil),                    // 38: kelpie.v1.Action
-	(*ActionPreview)(nil),             // 39: kelpie.v1.ActionPreview
-	(*ActionUndo)(nil),                // 40: kelpie.v1.ActionUndo
-	(*AdjustLRArgs)(nil),              // 41: kelpie.v1.AdjustLRArgs
-	(*BackupWorkersArgs)(nil),         // 42: kelpie.v1.BackupWorkersArgs
-	(*SetSyncArgs)(nil),               // 43: kelpie.v1.SetSyncArgs
-	(*ActionTransition)(nil),          // 44: kelpie.v1.ActionTransition
-	(*Event)(nil),                     // 45: kelpie.v1.Event
-	nil,                               // 46: kelpie.v1.SetPolicy.ParamsEntry
-	nil,                               // 47: kelpie.v1.PolicyView.ParamsEntry
-	nil,                               // 48: kelpie.v1.Action.BatchSizesEntry
-	nil,                               // 49: kelpie.v1.Action.AccumulationEntry
-	nil,                               // 50: kelpie.v1.Action.ParamsEntry
-	nil,                               // 51: kelpie.v1.Action.EvidenceEntry
-	nil,                               // 52: kelpie.v1.ActionUndo.BatchSizesEntry
-	nil,                               // 53: kelpie.v1.ActionUndo.AccumulationEntry
-	nil,                               // 54: kelpie.v1.ActionUndo.LrScaleEntry
-	nil,                               // 55: kelpie.v1.AdjustLRArgs.LrScaleEntry
-	(*timestamppb.Timestamp)(nil),     // 56: google.protobuf.Timestamp
-	(*timelinepb.TimelineFrame)(nil),  // 57: kelpie.v1.TimelineFrame
-	(*coordinatorpb.Divergence)(nil),  // 58: kelpie.v1.Divergence
-	(*coordinatorpb.RegionBytes)(nil), // 59: kelpie.v1.RegionBytes
-	(*coordinatorpb.TimeSplit)(nil),   // 60: kelpie.v1.TimeSplit
-	(*timelinepb.Realized)(nil),       // 61: kelpie.v1.Realized
+	(*GetStacks)(nil),                 // 6: kelpie.v1.GetStacks
+	(*GetHistory)(nil),                // 7: kelpie.v1.GetHistory
+	(*SubmitJob)(nil),                 // 8: kelpie.v1.SubmitJob
+	(*KillJob)(nil),                   // 9: kelpie.v1.KillJob
+	(*DecideAction)(nil),              // 10: kelpie.v1.DecideAction
+	(*TriggerAction)(nil),             // 11: kelpie.v1.TriggerAction
+	(*SetPolicy)(nil),                 // 12: kelpie.v1.SetPolicy
+	(*ServerFrame)(nil),               // 13: kelpie.v1.ServerFrame
+	(*Welcome)(nil),                   // 14: kelpie.v1.Welcome
+	(*PolicyDecl)(nil),                // 15: kelpie.v1.PolicyDecl
+	(*PolicyParam)(nil),               // 16: kelpie.v1.PolicyParam
+	(*Snapshot)(nil),                  // 17: kelpie.v1.Snapshot
+	(*Delta)(nil),                     // 18: kelpie.v1.Delta
+	(*JobPatch)(nil),                  // 19: kelpie.v1.JobPatch
+	(*NodeOrder)(nil),                 // 20: kelpie.v1.NodeOrder
+	(*ChartNames)(nil),                // 21: kelpie.v1.ChartNames
+	(*ActionList)(nil),                // 22: kelpie.v1.ActionList
+	(*PolicyList)(nil),                // 23: kelpie.v1.PolicyList
+	(*HeatmapTail)(nil),               // 24: kelpie.v1.HeatmapTail
+	(*SeriesTail)(nil),                // 25: kelpie.v1.SeriesTail
+	(*CommandResult)(nil),             // 26: kelpie.v1.CommandResult
+	(*NodeStacks)(nil),                // 27: kelpie.v1.NodeStacks
+	(*JobView)(nil),                   // 28: kelpie.v1.JobView
+	(*Goodput)(nil),                   // 29: kelpie.v1.Goodput
+	(*EtaCheck)(nil),                  // 30: kelpie.v1.EtaCheck
+	(*Hung)(nil),                      // 31: kelpie.v1.Hung
+	(*ExchangeTopology)(nil),          // 32: kelpie.v1.ExchangeTopology
+	(*ExchangeRegion)(nil),            // 33: kelpie.v1.ExchangeRegion
+	(*ExchangeTree)(nil),              // 34: kelpie.v1.ExchangeTree
+	(*ExchangeAggregation)(nil),       // 35: kelpie.v1.ExchangeAggregation
+	(*PolicyView)(nil),                // 36: kelpie.v1.PolicyView
+	(*NodeView)(nil),                  // 37: kelpie.v1.NodeView
+	(*NodeCause)(nil),                 // 38: kelpie.v1.NodeCause
+	(*MonitorView)(nil),               // 39: kelpie.v1.MonitorView
+	(*Heatmap)(nil),                   // 40: kelpie.v1.Heatmap
+	(*HeatmapRow)(nil),                // 41: kelpie.v1.HeatmapRow
+	(*Series)(nil),                    // 42: kelpie.v1.Series
+	(*Action)(nil),                    // 43: kelpie.v1.Action
+	(*ActionPreview)(nil),             // 44: kelpie.v1.ActionPreview
+	(*ActionUndo)(nil),                // 45: kelpie.v1.ActionUndo
+	(*AdjustLRArgs)(nil),              // 46: kelpie.v1.AdjustLRArgs
+	(*BackupWorkersArgs)(nil),         // 47: kelpie.v1.BackupWorkersArgs
+	(*SetSyncArgs)(nil),               // 48: kelpie.v1.SetSyncArgs
+	(*ActionTransition)(nil),          // 49: kelpie.v1.ActionTransition
+	(*Event)(nil),                     // 50: kelpie.v1.Event
+	nil,                               // 51: kelpie.v1.SetPolicy.ParamsEntry
+	nil,                               // 52: kelpie.v1.Goodput.PhasesEntry
+	nil,                               // 53: kelpie.v1.PolicyView.ParamsEntry
+	nil,                               // 54: kelpie.v1.NodeView.PhasesEntry
+	nil,                               // 55: kelpie.v1.Action.BatchSizesEntry
+	nil,                               // 56: kelpie.v1.Action.AccumulationEntry
+	nil,                               // 57: kelpie.v1.Action.ParamsEntry
+	nil,                               // 58: kelpie.v1.Action.EvidenceEntry
+	nil,                               // 59: kelpie.v1.ActionUndo.BatchSizesEntry
+	nil,                               // 60: kelpie.v1.ActionUndo.AccumulationEntry
+	nil,                               // 61: kelpie.v1.ActionUndo.LrScaleEntry
+	nil,                               // 62: kelpie.v1.AdjustLRArgs.LrScaleEntry
+	(*timestamppb.Timestamp)(nil),     // 63: google.protobuf.Timestamp
+	(*timelinepb.TimelineFrame)(nil),  // 64: kelpie.v1.TimelineFrame
+	(*coordinatorpb.Divergence)(nil),  // 65: kelpie.v1.Divergence
+	(*coordinatorpb.RegionBytes)(nil), // 66: kelpie.v1.RegionBytes
+	(*coordinatorpb.TimeSplit)(nil),   // 67: kelpie.v1.TimeSplit
+	(*timelinepb.Realized)(nil),       // 68: kelpie.v1.Realized
 }
 var file_console_proto_depIdxs = []int32{
 	2,  // 0: kelpie.v1.ClientFrame.hello:type_name -> kelpie.v1.Hello
 	3,  // 1: kelpie.v1.ClientFrame.subscribe:type_name -> kelpie.v1.Subscribe
 	5,  // 2: kelpie.v1.ClientFrame.command:type_name -> kelpie.v1.Command
 	4,  // 3: kelpie.v1.Subscribe.window:type_name -> kelpie.v1.ViewWindow
-	7,  // 4: kelpie.v1.Command.submit_job:type_name -> kelpie.v1.SubmitJob
-	8,  // 5: kelpie.v1.Command.kill_job:type_name -> kelpie.v1.KillJob
-	9,  // 6: kelpie.v1.Command.approve:type_name -> kelpie.v1.DecideAction
-	9,  // 7: kelpie.v1.Command.reject:type_name -> kelpie.v1.DecideAction
-	10, // 8: kelpie.v1.Command.trigger:type_name -> kelpie.v1.TriggerAction
-	11, // 9: kelpie.v1.Command.set_policy:type_name -> kelpie.v1.SetPolicy
-	6,  // 10: kelpie.v1.Command.history:type_name -> kelpie.v1.GetHistory
-	38, // 11: kelpie.v1.TriggerAction.action:type_name -> kelpie.v1.Action
-	46, // 12: kelpie.v1.SetPolicy.params:type_name -> kelpie.v1.SetPolicy.ParamsEntry
-	56, // 13: kelpie.v1.ServerFrame.time:type_name -> google.protobuf.Timestamp
-	13, // 14: kelpie.v1.ServerFrame.welcome:type_name -> kelpie.v1.Welcome
-	16, // 15: kelpie.v1.ServerFrame.snapshot:type_name -> kelpie.v1.Snapshot
-	17, // 16: kelpie.v1.ServerFrame.delta:type_name -> kelpie.v1.Delta
-	25, // 17: kelpie.v1.ServerFrame.result:type_name -> kelpie.v1.CommandResult
-	14, // 18: kelpie.v1.Welcome.policies:type_name -> kelpie.v1.PolicyDecl
-	15, // 19: kelpie.v1.PolicyDecl.params:type_name -> kelpie.v1.PolicyParam
-	26, // 20: kelpie.v1.Snapshot.jobs:type_name -> kelpie.v1.JobView
-	45, // 21: kelpie.v1.Snapshot.events:type_name -> kelpie.v1.Event
-	26, // 22: kelpie.v1.Delta.jobs:type_name -> kelpie.v1.JobView
-	45, // 23: kelpie.v1.Delta.events:type_name -> kelpie.v1.Event
-	18, // 24: kelpie.v1.Delta.patches:type_name -> kelpie.v1.JobPatch
-	26, // 25: kelpie.v1.JobPatch.figures:type_name -> kelpie.v1.JobView
-	32, // 26: kelpie.v1.JobPatch.nodes:type_name -> kelpie.v1.NodeView
-	19, // 27: kelpie.v1.JobPatch.order:type_name -> kelpie.v1.NodeOrder
-	35, // 28: kelpie.v1.JobPatch.heatmap:type_name -> kelpie.v1.Heatmap
-	23, // 29: kelpie.v1.JobPatch.heatmap_tail:type_name -> kelpie.v1.HeatmapTail
-	37, // 30: kelpie.v1.JobPatch.charts:type_name -> kelpie.v1.Series
-	24, // 31: kelpie.v1.JobPatch.chart_tails:type_name -> kelpie.v1.SeriesTail
-	20, // 32: kelpie.v1.JobPatch.chart_names:type_name -> kelpie.v1.ChartNames
-	21, // 33: kelpie.v1.JobPatch.actions:type_name -> kelpie.v1.ActionList
-	22, // 34: kelpie.v1.JobPatch.policies:type_name -> kelpie.v1.PolicyList
-	38, // 35: kelpie.v1.ActionList.actions:type_name -> kelpie.v1.Action
-	31, // 36: kelpie.v1.PolicyList.policies:type_name -> kelpie.v1.PolicyView
-	56, // 37: kelpie.v1.HeatmapTail.start:type_name -> google.protobuf.Timestamp
-	57, // 38: kelpie.v1.CommandResult.frames:type_name -> kelpie.v1.TimelineFrame
-	38, // 39: kelpie.v1.CommandResult.actions:type_name -> kelpie.v1.Action
-	45, // 40: kelpie.v1.CommandResult.events:type_name -> kelpie.v1.Event
-	56, // 41: kelpie.v1.JobView.submitted:type_name -> google.protobuf.Timestamp
-	56, // 42: kelpie.v1.JobView.started:type_name -> google.protobuf.Timestamp
-	56, // 43: kelpie.v1.JobView.ended:type_name -> google.protobuf.Timestamp
-	31, // 44: kelpie.v1.JobView.policies:type_name -> kelpie.v1.PolicyView
-	32, // 45: kelpie.v1.JobView.nodes:type_name -> kelpie.v1.NodeView
-	34, // 46: kelpie.v1.JobView.monitor:type_name -> kelpie.v1.MonitorView
-	35, // 47: kelpie.v1.JobView.heatmap:type_name -> kelpie.v1.Heatmap
-	38, // 48: kelpie.v1.JobView.actions:type_name -> kelpie.v1.Action
-	37, // 49: kelpie.v1.JobView.charts:type_name -> kelpie.v1.Series
-	58, // 50: kelpie.v1.JobView.diverged:type_name -> kelpie.v1.Divergence
-	59, // 51: kelpie.v1.JobView.region_bytes:type_name -> kelpie.v1.RegionBytes
-	27, // 52: kelpie.v1.JobView.exchange:type_name -> kelpie.v1.ExchangeTopology
-	28, // 53: kelpie.v1.ExchangeTopology.racks:type_name -> kelpie.v1.ExchangeRegion
-	29, // 54: kelpie.v1.ExchangeTopology.trees:type_name -> kelpie.v1.ExchangeTree
-	30, // 55: kelpie.v1.ExchangeTree.aggregations:type_name -> kelpie.v1.ExchangeAggregation
-	47, // 56: kelpie.v1.PolicyView.params:type_name -> kelpie.v1.PolicyView.ParamsEntry
-	56, // 57: kelpie.v1.NodeView.last_report:type_name -> google.protobuf.Timestamp
-	33, // 58: kelpie.v1.NodeView.cause:type_name -> kelpie.v1.NodeCause
-	60, // 59: kelpie.v1.NodeView.split:type_name -> kelpie.v1.TimeSplit
-	56, // 60: kelpie.v1.Heatmap.start:type_name -> google.protobuf.Timestamp
-	36, // 61: kelpie.v1.Heatmap.rows:type_name -> kelpie.v1.HeatmapRow
-	48, // 62: kelpie.v1.Action.batch_sizes:type_name -> kelpie.v1.Action.BatchSizesEntry
-	49, // 63: kelpie.v1.Action.accumulation:type_name -> kelpie.v1.Action.AccumulationEntry
-	50, // 64: kelpie.v1.Action.params:type_name -> kelpie.v1.Action.ParamsEntry
-	56, // 65: kelpie.v1.Action.created:type_name -> google.protobuf.Timestamp
-	56, // 66: kelpie.v1.Action.updated:type_name -> google.protobuf.Timestamp
-	44, // 67: kelpie.v1.Action.history:type_name -> kelpie.v1.ActionTransition
-	51, // 68: kelpie.v1.Action.evidence:type_name -> kelpie.v1.Action.EvidenceEntry
-	41, // 69: kelpie.v1.Action.adjust_lr:type_name -> kelpie.v1.AdjustLRArgs
-	42, // 70: kelpie.v1.Action.backup_workers:type_name -> kelpie.v1.BackupWorkersArgs
-	43, // 71: kelpie.v1.Action.set_sync:type_name -> kelpie.v1.SetSyncArgs
-	61, // 72: kelpie.v1.Action.realized:type_name -> kelpie.v1.Realized
-	39, // 73: kelpie.v1.Action.preview:type_name -> kelpie.v1.ActionPreview
-	40, // 74: kelpie.v1.Action.undo:type_name -> kelpie.v1.ActionUndo
-	52, // 75: kelpie.v1.ActionUndo.batch_sizes:type_name -> kelpie.v1.ActionUndo.BatchSizesEntry
-	53, // 76: kelpie.v1.ActionUndo.accumulation:type_name -> kelpie.v1.ActionUndo.AccumulationEntry
-	54, // 77: kelpie.v1.ActionUndo.lr_scale:type_name -> kelpie.v1.ActionUndo.LrScaleEntry
-	43, // 78: kelpie.v1.ActionUndo.sync:type_name -> kelpie.v1.SetSyncArgs
-	55, // 79: kelpie.v1.AdjustLRArgs.lr_scale:type_name -> kelpie.v1.AdjustLRArgs.LrScaleEntry
-	56, // 80: kelpie.v1.ActionTransition.at:type_name -> google.protobuf.Timestamp
-	56, // 81: kelpie.v1.Event.time:type_name -> google.protobuf.Timestamp
-	82, // [82:82] is the sub-list for method output_type
-	82, // [82:82] is the sub-list for method input_type
-	82, // [82:82] is the sub-list for extension type_name
-	82, // [82:82] is the sub-list for extension extendee
-	0,  // [0:82] is the sub-list for field type_name
+	8,  // 4: kelpie.v1.Command.submit_job:type_name -> kelpie.v1.SubmitJob
+	9,  // 5: kelpie.v1.Command.kill_job:type_name -> kelpie.v1.KillJob
+	10, // 6: kelpie.v1.Command.approve:type_name -> kelpie.v1.DecideAction
+	10, // 7: kelpie.v1.Command.reject:type_name -> kelpie.v1.DecideAction
+	11, // 8: kelpie.v1.Command.trigger:type_name -> kelpie.v1.TriggerAction
+	12, // 9: kelpie.v1.Command.set_policy:type_name -> kelpie.v1.SetPolicy
+	7,  // 10: kelpie.v1.Command.history:type_name -> kelpie.v1.GetHistory
+	6,  // 11: kelpie.v1.Command.stacks:type_name -> kelpie.v1.GetStacks
+	43, // 12: kelpie.v1.TriggerAction.action:type_name -> kelpie.v1.Action
+	51, // 13: kelpie.v1.SetPolicy.params:type_name -> kelpie.v1.SetPolicy.ParamsEntry
+	63, // 14: kelpie.v1.ServerFrame.time:type_name -> google.protobuf.Timestamp
+	14, // 15: kelpie.v1.ServerFrame.welcome:type_name -> kelpie.v1.Welcome
+	17, // 16: kelpie.v1.ServerFrame.snapshot:type_name -> kelpie.v1.Snapshot
+	18, // 17: kelpie.v1.ServerFrame.delta:type_name -> kelpie.v1.Delta
+	26, // 18: kelpie.v1.ServerFrame.result:type_name -> kelpie.v1.CommandResult
+	15, // 19: kelpie.v1.Welcome.policies:type_name -> kelpie.v1.PolicyDecl
+	16, // 20: kelpie.v1.PolicyDecl.params:type_name -> kelpie.v1.PolicyParam
+	28, // 21: kelpie.v1.Snapshot.jobs:type_name -> kelpie.v1.JobView
+	50, // 22: kelpie.v1.Snapshot.events:type_name -> kelpie.v1.Event
+	28, // 23: kelpie.v1.Delta.jobs:type_name -> kelpie.v1.JobView
+	50, // 24: kelpie.v1.Delta.events:type_name -> kelpie.v1.Event
+	19, // 25: kelpie.v1.Delta.patches:type_name -> kelpie.v1.JobPatch
+	28, // 26: kelpie.v1.JobPatch.figures:type_name -> kelpie.v1.JobView
+	37, // 27: kelpie.v1.JobPatch.nodes:type_name -> kelpie.v1.NodeView
+	20, // 28: kelpie.v1.JobPatch.order:type_name -> kelpie.v1.NodeOrder
+	40, // 29: kelpie.v1.JobPatch.heatmap:type_name -> kelpie.v1.Heatmap
+	24, // 30: kelpie.v1.JobPatch.heatmap_tail:type_name -> kelpie.v1.HeatmapTail
+	42, // 31: kelpie.v1.JobPatch.charts:type_name -> kelpie.v1.Series
+	25, // 32: kelpie.v1.JobPatch.chart_tails:type_name -> kelpie.v1.SeriesTail
+	21, // 33: kelpie.v1.JobPatch.chart_names:type_name -> kelpie.v1.ChartNames
+	22, // 34: kelpie.v1.JobPatch.actions:type_name -> kelpie.v1.ActionList
+	23, // 35: kelpie.v1.JobPatch.policies:type_name -> kelpie.v1.PolicyList
+	43, // 36: kelpie.v1.ActionList.actions:type_name -> kelpie.v1.Action
+	36, // 37: kelpie.v1.PolicyList.policies:type_name -> kelpie.v1.PolicyView
+	63, // 38: kelpie.v1.HeatmapTail.start:type_name -> google.protobuf.Timestamp
+	64, // 39: kelpie.v1.CommandResult.frames:type_name -> kelpie.v1.TimelineFrame
+	43, // 40: kelpie.v1.CommandResult.actions:type_name -> kelpie.v1.Action
+	50, // 41: kelpie.v1.CommandResult.events:type_name -> kelpie.v1.Event
+	27, // 42: kelpie.v1.CommandResult.stacks:type_name -> kelpie.v1.NodeStacks
+	63, // 43: kelpie.v1.NodeStacks.time:type_name -> google.protobuf.Timestamp
+	63, // 44: kelpie.v1.JobView.submitted:type_name -> google.protobuf.Timestamp
+	63, // 45: kelpie.v1.JobView.started:type_name -> google.protobuf.Timestamp
+	63, // 46: kelpie.v1.JobView.ended:type_name -> google.protobuf.Timestamp
+	36, // 47: kelpie.v1.JobView.policies:type_name -> kelpie.v1.PolicyView
+	37, // 48: kelpie.v1.JobView.nodes:type_name -> kelpie.v1.NodeView
+	39, // 49: kelpie.v1.JobView.monitor:type_name -> kelpie.v1.MonitorView
+	40, // 50: kelpie.v1.JobView.heatmap:type_name -> kelpie.v1.Heatmap
+	43, // 51: kelpie.v1.JobView.actions:type_name -> kelpie.v1.Action
+	42, // 52: kelpie.v1.JobView.charts:type_name -> kelpie.v1.Series
+	65, // 53: kelpie.v1.JobView.diverged:type_name -> kelpie.v1.Divergence
+	66, // 54: kelpie.v1.JobView.region_bytes:type_name -> kelpie.v1.RegionBytes
+	32, // 55: kelpie.v1.JobView.exchange:type_name -> kelpie.v1.ExchangeTopology
+	29, // 56: kelpie.v1.JobView.goodput:type_name -> kelpie.v1.Goodput
+	31, // 57: kelpie.v1.JobView.hung:type_name -> kelpie.v1.Hung
+	52, // 58: kelpie.v1.Goodput.phases:type_name -> kelpie.v1.Goodput.PhasesEntry
+	30, // 59: kelpie.v1.Goodput.eta_checks:type_name -> kelpie.v1.EtaCheck
+	63, // 60: kelpie.v1.EtaCheck.at:type_name -> google.protobuf.Timestamp
+	63, // 61: kelpie.v1.Hung.since:type_name -> google.protobuf.Timestamp
+	63, // 62: kelpie.v1.Hung.detected:type_name -> google.protobuf.Timestamp
+	33, // 63: kelpie.v1.ExchangeTopology.racks:type_name -> kelpie.v1.ExchangeRegion
+	34, // 64: kelpie.v1.ExchangeTopology.trees:type_name -> kelpie.v1.ExchangeTree
+	35, // 65: kelpie.v1.ExchangeTree.aggregations:type_name -> kelpie.v1.ExchangeAggregation
+	53, // 66: kelpie.v1.PolicyView.params:type_name -> kelpie.v1.PolicyView.ParamsEntry
+	63, // 67: kelpie.v1.NodeView.last_report:type_name -> google.protobuf.Timestamp
+	38, // 68: kelpie.v1.NodeView.cause:type_name -> kelpie.v1.NodeCause
+	67, // 69: kelpie.v1.NodeView.split:type_name -> kelpie.v1.TimeSplit
+	54, // 70: kelpie.v1.NodeView.phases:type_name -> kelpie.v1.NodeView.PhasesEntry
+	63, // 71: kelpie.v1.Heatmap.start:type_name -> google.protobuf.Timestamp
+	41, // 72: kelpie.v1.Heatmap.rows:type_name -> kelpie.v1.HeatmapRow
+	55, // 73: kelpie.v1.Action.batch_sizes:type_name -> kelpie.v1.Action.BatchSizesEntry
+	56, // 74: kelpie.v1.Action.accumulation:type_name -> kelpie.v1.Action.AccumulationEntry
+	57, // 75: kelpie.v1.Action.params:type_name -> kelpie.v1.Action.ParamsEntry
+	63, // 76: kelpie.v1.Action.created:type_name -> google.protobuf.Timestamp
+	63, // 77: kelpie.v1.Action.updated:type_name -> google.protobuf.Timestamp
+	49, // 78: kelpie.v1.Action.history:type_name -> kelpie.v1.ActionTransition
+	58, // 79: kelpie.v1.Action.evidence:type_name -> kelpie.v1.Action.EvidenceEntry
+	46, // 80: kelpie.v1.Action.adjust_lr:type_name -> kelpie.v1.AdjustLRArgs
+	47, // 81: kelpie.v1.Action.backup_workers:type_name -> kelpie.v1.BackupWorkersArgs
+	48, // 82: kelpie.v1.Action.set_sync:type_name -> kelpie.v1.SetSyncArgs
+	68, // 83: kelpie.v1.Action.realized:type_name -> kelpie.v1.Realized
+	44, // 84: kelpie.v1.Action.preview:type_name -> kelpie.v1.ActionPreview
+	45, // 85: kelpie.v1.Action.undo:type_name -> kelpie.v1.ActionUndo
+	59, // 86: kelpie.v1.ActionUndo.batch_sizes:type_name -> kelpie.v1.ActionUndo.BatchSizesEntry
+	60, // 87: kelpie.v1.ActionUndo.accumulation:type_name -> kelpie.v1.ActionUndo.AccumulationEntry
+	61, // 88: kelpie.v1.ActionUndo.lr_scale:type_name -> kelpie.v1.ActionUndo.LrScaleEntry
+	48, // 89: kelpie.v1.ActionUndo.sync:type_name -> kelpie.v1.SetSyncArgs
+	62, // 90: kelpie.v1.AdjustLRArgs.lr_scale:type_name -> kelpie.v1.AdjustLRArgs.LrScaleEntry
+	63, // 91: kelpie.v1.ActionTransition.at:type_name -> google.protobuf.Timestamp
+	63, // 92: kelpie.v1.Event.time:type_name -> google.protobuf.Timestamp
+	93, // [93:93] is the sub-list for method output_type
+	93, // [93:93] is the sub-list for method input_type
+	93, // [93:93] is the sub-list for extension type_name
+	93, // [93:93] is the sub-list for extension extendee
+	0,  // [0:93] is the sub-list for field type_name
 }
 
 func init() { file_console_proto_init() }
@@ -4740,15 +5254,18 @@ func file_console_proto_init() {
 		(*Command_Trigger)(nil),
 		(*Command_SetPolicy)(nil),
 		(*Command_History)(nil),
+		(*Command_Stacks)(nil),
 	}
-	file_console_proto_msgTypes[11].OneofWrappers = []any{
+	file_console_proto_msgTypes[12].OneofWrappers = []any{
 		(*ServerFrame_Welcome)(nil),
 		(*ServerFrame_Snapshot)(nil),
 		(*ServerFrame_Delta)(nil),
 		(*ServerFrame_Result)(nil),
 	}
-	file_console_proto_msgTypes[17].OneofWrappers = []any{}
-	file_console_proto_msgTypes[37].OneofWrappers = []any{
+	file_console_proto_msgTypes[18].OneofWrappers = []any{}
+	file_console_proto_msgTypes[28].OneofWrappers = []any{}
+	file_console_proto_msgTypes[29].OneofWrappers = []any{}
+	file_console_proto_msgTypes[42].OneofWrappers = []any{
 		(*Action_AdjustLr)(nil),
 		(*Action_BackupWorkers)(nil),
 		(*Action_SetSync)(nil),
@@ -4759,7 +5276,7 @@ func file_console_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_console_proto_rawDesc), len(file_console_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   55,
+			NumMessages:   62,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -370,9 +370,14 @@ type ServerStats struct {
 	// started: waiting for the server's lock and for blocks in transit
 	// (queueing), and being handled — applied, read, an injected compute
 	// delay (apply); over `requests` requests.
-	QueueSeconds  float64 `protobuf:"fixed64,120,opt,name=queue_seconds,json=queueSeconds,proto3" json:"queue_seconds,omitempty"`
-	ApplySeconds  float64 `protobuf:"fixed64,121,opt,name=apply_seconds,json=applySeconds,proto3" json:"apply_seconds,omitempty"`
-	Requests      int64   `protobuf:"varint,122,opt,name=requests,proto3" json:"requests,omitempty"`
+	QueueSeconds float64 `protobuf:"fixed64,120,opt,name=queue_seconds,json=queueSeconds,proto3" json:"queue_seconds,omitempty"`
+	ApplySeconds float64 `protobuf:"fixed64,121,opt,name=apply_seconds,json=applySeconds,proto3" json:"apply_seconds,omitempty"`
+	Requests     int64   `protobuf:"varint,122,opt,name=requests,proto3" json:"requests,omitempty"`
+	// the barrier's workers (by index) that have not pushed the version
+	// V_train waits for, and the pulls held meanwhile: whom the held pulls
+	// wait for (hang triage)
+	Behind        []int32 `protobuf:"varint,100,rep,packed,name=behind,proto3" json:"behind,omitempty"`
+	HeldPulls     int64   `protobuf:"varint,101,opt,name=held_pulls,json=heldPulls,proto3" json:"held_pulls,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -543,6 +548,20 @@ func (x *ServerStats) GetApplySeconds() float64 {
 func (x *ServerStats) GetRequests() int64 {
 	if x != nil {
 		return x.Requests
+	}
+	return 0
+}
+
+func (x *ServerStats) GetBehind() []int32 {
+	if x != nil {
+		return x.Behind
+	}
+	return nil
+}
+
+func (x *ServerStats) GetHeldPulls() int64 {
+	if x != nil {
+		return x.HeldPulls
 	}
 	return 0
 }
@@ -1111,7 +1130,7 @@ const file_ps_proto_rawDesc = "" +
 	"\fheld_seconds\x18\x06 \x01(\x01R\vheldSeconds\x12\x18\n" +
 	"\adropped\x18\a \x01(\bR\adropped\x12\x12\n" +
 	"\x04data\x18\x0f \x01(\fR\x04data\"\x0e\n" +
-	"\fStatsRequest\"\xee\x04\n" +
+	"\fStatsRequest\"\xa5\x05\n" +
 	"\vServerStats\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x17\n" +
 	"\av_train\x18\x02 \x01(\x03R\x06vTrain\x12\x12\n" +
@@ -1135,7 +1154,10 @@ const file_ps_proto_rawDesc = "" +
 	"\boutgoing\x18\x11 \x01(\x05R\boutgoing\x12#\n" +
 	"\rqueue_seconds\x18x \x01(\x01R\fqueueSeconds\x12#\n" +
 	"\rapply_seconds\x18y \x01(\x01R\fapplySeconds\x12\x1a\n" +
-	"\brequests\x18z \x01(\x03R\brequests\"\x82\x01\n" +
+	"\brequests\x18z \x01(\x03R\brequests\x12\x16\n" +
+	"\x06behind\x18d \x03(\x05R\x06behind\x12\x1d\n" +
+	"\n" +
+	"held_pulls\x18e \x01(\x03R\theldPulls\"\x82\x01\n" +
 	"\x0eRetableRequest\x125\n" +
 	"\n" +
 	"assignment\x18\x01 \x01(\v2\x15.kelpie.v1.AssignmentR\n" +

@@ -58,10 +58,14 @@ type TimelineFrame struct {
 	SamplesPerS float64 `protobuf:"fixed64,12,opt,name=samples_per_s,json=samplesPerS,proto3" json:"samples_per_s,omitempty"`
 	// the job's shards at the end of the span (JobView's), and the
 	// iteration total the console showed then
-	ShardsTodo    int64 `protobuf:"varint,13,opt,name=shards_todo,json=shardsTodo,proto3" json:"shards_todo,omitempty"`
-	ShardsDoing   int64 `protobuf:"varint,14,opt,name=shards_doing,json=shardsDoing,proto3" json:"shards_doing,omitempty"`
-	ShardsTotal   int64 `protobuf:"varint,15,opt,name=shards_total,json=shardsTotal,proto3" json:"shards_total,omitempty"`
-	Iterations    int64 `protobuf:"varint,16,opt,name=iterations,proto3" json:"iterations,omitempty"`
+	ShardsTodo  int64 `protobuf:"varint,13,opt,name=shards_todo,json=shardsTodo,proto3" json:"shards_todo,omitempty"`
+	ShardsDoing int64 `protobuf:"varint,14,opt,name=shards_doing,json=shardsDoing,proto3" json:"shards_doing,omitempty"`
+	ShardsTotal int64 `protobuf:"varint,15,opt,name=shards_total,json=shardsTotal,proto3" json:"shards_total,omitempty"`
+	Iterations  int64 `protobuf:"varint,16,opt,name=iterations,proto3" json:"iterations,omitempty"`
+	// the job's goodput ledger at the end of the span: seconds per phase
+	// since its submission (Goodput.phases), and whether it was hung
+	Phases        map[string]float64 `protobuf:"bytes,100,rep,name=phases,proto3" json:"phases,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
+	Hung          bool               `protobuf:"varint,101,opt,name=hung,proto3" json:"hung,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -206,6 +210,20 @@ func (x *TimelineFrame) GetIterations() int64 {
 		return x.Iterations
 	}
 	return 0
+}
+
+func (x *TimelineFrame) GetPhases() map[string]float64 {
+	if x != nil {
+		return x.Phases
+	}
+	return nil
+}
+
+func (x *TimelineFrame) GetHung() bool {
+	if x != nil {
+		return x.Hung
+	}
+	return false
 }
 
 // TimelineNode is one node over a frame's span.
@@ -858,7 +876,7 @@ var File_timeline_proto protoreflect.FileDescriptor
 
 const file_timeline_proto_rawDesc = "" +
 	"\n" +
-	"\x0etimeline.proto\x12\tkelpie.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb4\x04\n" +
+	"\x0etimeline.proto\x12\tkelpie.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc1\x05\n" +
 	"\rTimelineFrame\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12!\n" +
 	"\fspan_seconds\x18\x02 \x01(\x01R\vspanSeconds\x12\x14\n" +
@@ -883,7 +901,12 @@ const file_timeline_proto_rawDesc = "" +
 	"\fshards_total\x18\x0f \x01(\x03R\vshardsTotal\x12\x1e\n" +
 	"\n" +
 	"iterations\x18\x10 \x01(\x03R\n" +
-	"iterationsB\a\n" +
+	"iterations\x12<\n" +
+	"\x06phases\x18d \x03(\v2$.kelpie.v1.TimelineFrame.PhasesEntryR\x06phases\x12\x12\n" +
+	"\x04hung\x18e \x01(\bR\x04hung\x1a9\n" +
+	"\vPhasesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01B\a\n" +
 	"\x05_loss\"\xc0\x03\n" +
 	"\fTimelineNode\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
@@ -980,7 +1003,7 @@ func file_timeline_proto_rawDescGZIP() []byte {
 	return file_timeline_proto_rawDescData
 }
 
-var file_timeline_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_timeline_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_timeline_proto_goTypes = []any{
 	(*TimelineFrame)(nil),         // 0: kelpie.v1.TimelineFrame
 	(*TimelineNode)(nil),          // 1: kelpie.v1.TimelineNode
@@ -988,34 +1011,36 @@ var file_timeline_proto_goTypes = []any{
 	(*HistoryRecord)(nil),         // 3: kelpie.v1.HistoryRecord
 	(*HistoryAction)(nil),         // 4: kelpie.v1.HistoryAction
 	(*HistoryEvent)(nil),          // 5: kelpie.v1.HistoryEvent
-	nil,                           // 6: kelpie.v1.Realized.BatchesBeforeEntry
-	nil,                           // 7: kelpie.v1.Realized.RestartsEntry
-	nil,                           // 8: kelpie.v1.Realized.BatchesAfterEntry
-	nil,                           // 9: kelpie.v1.Realized.BptBeforeByNodeEntry
-	nil,                           // 10: kelpie.v1.Realized.BptAfterByNodeEntry
-	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
+	nil,                           // 6: kelpie.v1.TimelineFrame.PhasesEntry
+	nil,                           // 7: kelpie.v1.Realized.BatchesBeforeEntry
+	nil,                           // 8: kelpie.v1.Realized.RestartsEntry
+	nil,                           // 9: kelpie.v1.Realized.BatchesAfterEntry
+	nil,                           // 10: kelpie.v1.Realized.BptBeforeByNodeEntry
+	nil,                           // 11: kelpie.v1.Realized.BptAfterByNodeEntry
+	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
 }
 var file_timeline_proto_depIdxs = []int32{
-	11, // 0: kelpie.v1.TimelineFrame.time:type_name -> google.protobuf.Timestamp
+	12, // 0: kelpie.v1.TimelineFrame.time:type_name -> google.protobuf.Timestamp
 	1,  // 1: kelpie.v1.TimelineFrame.nodes:type_name -> kelpie.v1.TimelineNode
-	11, // 2: kelpie.v1.Realized.measured:type_name -> google.protobuf.Timestamp
-	6,  // 3: kelpie.v1.Realized.batches_before:type_name -> kelpie.v1.Realized.BatchesBeforeEntry
-	7,  // 4: kelpie.v1.Realized.restarts:type_name -> kelpie.v1.Realized.RestartsEntry
-	8,  // 5: kelpie.v1.Realized.batches_after:type_name -> kelpie.v1.Realized.BatchesAfterEntry
-	9,  // 6: kelpie.v1.Realized.bpt_before_by_node:type_name -> kelpie.v1.Realized.BptBeforeByNodeEntry
-	10, // 7: kelpie.v1.Realized.bpt_after_by_node:type_name -> kelpie.v1.Realized.BptAfterByNodeEntry
-	0,  // 8: kelpie.v1.HistoryRecord.frame:type_name -> kelpie.v1.TimelineFrame
-	4,  // 9: kelpie.v1.HistoryRecord.action:type_name -> kelpie.v1.HistoryAction
-	5,  // 10: kelpie.v1.HistoryRecord.event:type_name -> kelpie.v1.HistoryEvent
-	11, // 11: kelpie.v1.HistoryAction.time:type_name -> google.protobuf.Timestamp
-	2,  // 12: kelpie.v1.HistoryAction.realized:type_name -> kelpie.v1.Realized
-	11, // 13: kelpie.v1.HistoryAction.applied:type_name -> google.protobuf.Timestamp
-	11, // 14: kelpie.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	6,  // 2: kelpie.v1.TimelineFrame.phases:type_name -> kelpie.v1.TimelineFrame.PhasesEntry
+	12, // 3: kelpie.v1.Realized.measured:type_name -> google.protobuf.Timestamp
+	7,  // 4: kelpie.v1.Realized.batches_before:type_name -> kelpie.v1.Realized.BatchesBeforeEntry
+	8,  // 5: kelpie.v1.Realized.restarts:type_name -> kelpie.v1.Realized.RestartsEntry
+	9,  // 6: kelpie.v1.Realized.batches_after:type_name -> kelpie.v1.Realized.BatchesAfterEntry
+	10, // 7: kelpie.v1.Realized.bpt_before_by_node:type_name -> kelpie.v1.Realized.BptBeforeByNodeEntry
+	11, // 8: kelpie.v1.Realized.bpt_after_by_node:type_name -> kelpie.v1.Realized.BptAfterByNodeEntry
+	0,  // 9: kelpie.v1.HistoryRecord.frame:type_name -> kelpie.v1.TimelineFrame
+	4,  // 10: kelpie.v1.HistoryRecord.action:type_name -> kelpie.v1.HistoryAction
+	5,  // 11: kelpie.v1.HistoryRecord.event:type_name -> kelpie.v1.HistoryEvent
+	12, // 12: kelpie.v1.HistoryAction.time:type_name -> google.protobuf.Timestamp
+	2,  // 13: kelpie.v1.HistoryAction.realized:type_name -> kelpie.v1.Realized
+	12, // 14: kelpie.v1.HistoryAction.applied:type_name -> google.protobuf.Timestamp
+	12, // 15: kelpie.v1.HistoryEvent.time:type_name -> google.protobuf.Timestamp
+	16, // [16:16] is the sub-list for method output_type
+	16, // [16:16] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_timeline_proto_init() }
@@ -1036,7 +1061,7 @@ func file_timeline_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_timeline_proto_rawDesc), len(file_timeline_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -58,6 +58,10 @@ func (c *AgentChannel) actions(ctx context.Context, log *slog.Logger, take func(
 			}
 			return
 		}
+		if s := m.GetStacks(); s != nil {
+			go c.sendStacks(s) // kelpie job stacks (stacks.go)
+			continue
+		}
 		if a := m.GetAction(); a != nil && !take(a) {
 			return
 		}

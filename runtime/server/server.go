@@ -482,6 +482,10 @@ func (s *Server) Stats(context.Context, *pspb.StatsRequest) (*pspb.ServerStats, 
 	for id := range s.blocks {
 		out.Blocks = append(out.Blocks, uint32(id))
 	}
+	for _, w := range s.engine.Behind() {
+		out.Behind = append(out.Behind, int32(w))
+	}
+	out.HeldPulls = int64(s.engine.Pending())
 	return out, nil
 }
 

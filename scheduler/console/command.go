@@ -27,7 +27,7 @@ type command struct {
 func describe(c *consolepb.Command) (command, error) {
 	if c == nil || c.GetKind() == nil {
 		return command{kind: "unknown"}, errorf(codes.InvalidArgument,
-			"console: command has no kind (submit_job, kill_job, approve, reject, trigger, set_policy or history)")
+			"console: command has no kind (submit_job, kill_job, approve, reject, trigger, set_policy, history or stacks)")
 	}
 	var d command
 	var missing []string
@@ -70,6 +70,15 @@ func describe(c *consolepb.Command) (command, error) {
 		need("job", h.GetJob())
 		if h.GetFrom() < 0 || h.GetLimit() < 0 {
 			return d, errorf(codes.InvalidArgument, "console: history: from %d and limit %d must not be negative", h.GetFrom(), h.GetLimit())
+		}
+	case *consolepb.Command_Stacks:
+		// An operator action: it makes every role of the job dump its
+		// stacks (and they may show what a viewer should not see).
+		s := k.Stacks
+		d = command{kind: "stacks", verb: "collect stacks", job: s.GetJob(), detail: fmt.Sprintf("timeout_s=%g", s.GetTimeoutS())}
+		need("job", s.GetJob())
+		if s.GetTimeoutS() < 0 {
+			return d, errorf(codes.InvalidArgument, "console: stacks: timeout_s %g must not be negative", s.GetTimeoutS())
 		}
 	default:
 		return command{kind: "unknown"}, errorf(codes.InvalidArgument, "console: unknown command kind %T", k)

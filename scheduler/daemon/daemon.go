@@ -72,6 +72,12 @@ type Config struct {
 	EPSInterval             time.Duration
 	EarlyFeedbackIterations int
 	EarlyFeedback           time.Duration
+
+	// HangMin and HangFactor: a job is hung after no progress for
+	// max(HangMin, HangFactor × its median iteration time) (manager.Config).
+	HangMin    time.Duration
+	HangFactor float64
+
 	// CheckData checks a job's data before its nodes are launched here
 	// (manager.Config.CheckData; the CLI passes runtime/role.CheckData).
 	CheckData func(*spec.Spec) error
@@ -250,7 +256,8 @@ func Start(cfg Config) (*Daemon, error) {
 		NodeLog: cfg.NodeLog, LogDir: filepath.Join(cfg.DataDir, "logs"), Tick: cfg.Tick, MaxRestarts: cfg.MaxRestarts, NoLaunch: cfg.NoLaunch,
 		OrphanTimeout: cfg.OrphanTimeout, HistoryBudget: cfg.HistoryBudget, HistoryRetention: cfg.HistoryRetention,
 		Capacity: cfg.Capacity, EPS: cfg.EPS, EPSInterval: cfg.EPSInterval, EarlyFeedbackIterations: cfg.EarlyFeedbackIterations,
-		EarlyFeedback: cfg.EarlyFeedback, CheckData: cfg.CheckData, SpecLimits: cfg.SpecLimits}
+		EarlyFeedback: cfg.EarlyFeedback, CheckData: cfg.CheckData, SpecLimits: cfg.SpecLimits,
+		HangMin: cfg.HangMin, HangFactor: cfg.HangFactor}
 	if np != nil {
 		mcfg.NodeCert, mcfg.NodeRefusal, mcfg.SignAction = np.nodeCert, np.nodeRefusal, np.creds.SignAction
 	}

@@ -157,6 +157,10 @@ func (s *AgentService) Connect(stream agentpb.Agent_ConnectServer) error {
 			m.reportTimed(j, n.name, r, j.onActor) // on this stream (ingest.go)
 			continue
 		}
+		if s := msg.GetStacks(); s != nil {
+			m.stacksReply(n.name, s) // kelpie job stacks (stacks.go)
+			continue
+		}
 		if hb := msg.GetHeartbeat(); hb != nil {
 			// A heartbeat may write the node's state to the store: taken
 			// in here, so that the job's reports never queue behind a

@@ -35,6 +35,7 @@ func (m *Manager) report(j *jobState, node string, r *coordinatorpb.ProgressRepo
 	if !taken {
 		return ledgerErr
 	}
+	j.goodputReport(node, r, now, servers)
 	j.wakeWaiters()
 	if !j.running.Load() {
 		write(func() {

@@ -122,6 +122,9 @@ type jobState struct {
 	// marksCap is how many iteration marks each worker's timeline keeps
 	// (stall.go); set at creation.
 	marksCap int
+	// gp is the job's goodput ledger and hang detector (goodput.go); its
+	// own lock.
+	gp goodputState
 }
 
 // nodeState is what the manager knows of one node.
@@ -241,6 +244,7 @@ func newJobState(m *Manager, s *spec.Spec, cj *coordinator.Job, now time.Time) *
 	}
 	j.hist = newJobHistory(m, len(j.nodes))
 	j.marksCap = marksPerWorker(s)
+	j.initGoodput()
 	return j
 }
 
@@ -502,6 +506,7 @@ func (j *jobState) tick(now time.Time) {
 		}
 	})
 	j.thr.observe(now, j.coord.WorkerSamples())
+	j.goodputTick(now)
 	at := now.Sub(j.submitted)
 	// The snapshot takes milliseconds on a big job: reports go on meanwhile.
 	snap := j.mon.Snapshot(at)

@@ -105,6 +105,12 @@ type Config struct {
 	// 100, EPS §2.1; negative: none) and for EarlyFeedback (default 0).
 	EarlyFeedbackIterations int
 	EarlyFeedback           time.Duration
+	// HangMin and HangFactor: a job is hung once it made no progress for
+	// max(HangMin, HangFactor × its median iteration time) (scheduler/hang;
+	// defaults 30 s and 20); a spec's train.hang_min and hang_factor
+	// override them.
+	HangMin    time.Duration
+	HangFactor float64
 
 	// NodeRefusal, if set, receives the calls a node's own gRPC server
 	// refused (a parameter server's guard), forwarded by its agent: the
@@ -148,6 +154,8 @@ type Manager struct {
 	log   *slog.Logger
 	clk   clock.Clock
 	coord *coordinator.Coordinator
+	// stackWaits routes the agents' stacks to their collections (stacks.go).
+	stackWaits stackWaits
 
 	// mu guards the manager's own state: the job table and EPS's queue
 	// and plan. A job's state has its job's lock (jobState.mu); the lock

@@ -27,6 +27,8 @@ type Collector struct {
 	// kelpie_server_dprs and kelpie_action_outcomes (kept for one release).
 	iteration, samples, loss, accuracy, jobThroughput *prometheus.Desc
 	delayedPulls, outcomesTotal                       *prometheus.Desc
+	// kelpie_job_phase_seconds_total: the goodput ledger (goodput.go).
+	phaseSeconds *prometheus.Desc
 }
 
 // Collector returns the manager's Prometheus collector.
@@ -63,6 +65,8 @@ func (m *Manager) Collector() *Collector {
 		accuracy:  d("job_accuracy", "The completed job's test accuracy.", JobLabel),
 		jobThroughput: d("job_throughput_samples_per_second", "Samples the job trained per wall-clock second over the last 10 s "+
 			"(the console's throughput); only while the job runs.", JobLabel),
+		phaseSeconds: d("job_phase_seconds_total", "The job's wall-clock seconds since its submission by phase of its goodput ledger "+
+			"(computing, communicating, waiting, recovering, paused, queued, idle); they add up to its age.", JobLabel, "phase"),
 	}
 }
 
@@ -70,7 +74,7 @@ func (m *Manager) Collector() *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.bpt, c.throughput, c.speed, c.superior, c.dprs, c.acts, c.nodes, c.jobs, c.jobState,
 		c.class, c.pendingAge, c.predErr, c.outcomes, c.regionBytes, c.iteration, c.samples, c.loss, c.accuracy,
-		c.jobThroughput, c.delayedPulls, c.outcomesTotal} {
+		c.jobThroughput, c.delayedPulls, c.outcomesTotal, c.phaseSeconds} {
 		ch <- d
 	}
 }
@@ -115,6 +119,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			if v.Monitor != nil {
 				g(c.superior, float64(len(v.Monitor.Superior)), v.Name)
 			}
+		}
+		for phase, s := range v.GetGoodput().GetPhases() {
+			counter(c.phaseSeconds, s, v.Name, phase)
 		}
 		for _, b := range v.RegionBytes {
 			counter(c.regionBytes, float64(b.Bytes), v.Name, b.FromRegion, b.ToRegion)

@@ -287,6 +287,10 @@ func (m *Manager) Execute(ctx context.Context, who consoleapi.Principal, cmd *co
 			res = page
 		}
 		res.Job = h.GetJob()
+	case *consolepb.Command_Stacks:
+		s := k.Stacks
+		res.Job = s.GetJob()
+		res.Stacks, err = m.Stacks(ctx, s.GetJob(), time.Duration(s.GetTimeoutS()*float64(time.Second)), s.GetSaved(), who.Name)
 	default:
 		err = status.Errorf(codes.InvalidArgument, "unknown command %T", k)
 	}
@@ -420,6 +424,7 @@ func (j *jobState) view(detail bool, columns int) *consolepb.JobView {
 	v.Iterations = j.iterationTotal(over, v.State, v.Iteration, todo, doing, total)
 	v.ShardsTodo, v.ShardsDoing, v.ShardsDone, v.ShardsTotal = int64(todo), int64(doing), int64(done), int64(total)
 	v.Throughput = j.throughput(over, res, coord.Start(), ended)
+	j.goodputView(v, over, ended)
 	if !detail {
 		return v
 	}
@@ -461,6 +466,7 @@ func (j *jobState) view(detail bool, columns int) *consolepb.JobView {
 		}
 		v.Nodes = append(v.Nodes, nv)
 	}
+	j.nodePhasesView(v.Nodes)
 	v.Heatmap, v.Charts = j.heatmap(rows, columns, m.now())
 	return v
 }

@@ -62,9 +62,13 @@ func (s *Store) LoadTimeline(job string) ([][]byte, error) {
 	return out, err
 }
 
-// DeleteTimeline forgets a job's timeline (retention).
+// DeleteTimeline forgets a job's timeline (retention), and the stacks
+// saved with it.
 func (s *Store) DeleteTimeline(job string) error {
 	return s.update("delete timeline "+job, func(tx *bolt.Tx) error {
+		if err := deleteStacks(tx, job); err != nil {
+			return err
+		}
 		err := tx.Bucket(bucketTimelines).DeleteBucket([]byte(job))
 		if errors.Is(err, bolterrors.ErrBucketNotFound) {
 			return nil

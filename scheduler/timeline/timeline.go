@@ -199,6 +199,13 @@ func FrameOf(v *consolepb.JobView, col int, end time.Time, span time.Duration) *
 		ShardsDoing: v.GetShardsDoing(),
 		ShardsTotal: v.GetShardsTotal(),
 		Iterations:  v.GetIterations(),
+		Hung:        v.GetHung() != nil,
+	}
+	if p := v.GetGoodput().GetPhases(); len(p) > 0 {
+		f.Phases = make(map[string]float64, len(p))
+		for k, x := range p {
+			f.Phases[k] = x
+		}
 	}
 	if v.GetLoss() != 0 || math.IsNaN(v.GetLoss()) || v.GetDiverged() != nil {
 		f.Loss = proto.Float64(v.GetLoss())

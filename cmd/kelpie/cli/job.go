@@ -224,7 +224,7 @@ func jobCmd() *cobra.Command {
 		}}
 	kf.add(kill, false)
 
-	c.AddCommand(append([]*cobra.Command{submit, list, describe, kill, historyCmd()}, actCmds()...)...)
+	c.AddCommand(append([]*cobra.Command{submit, list, describe, kill, historyCmd(), stacksCmd()}, actCmds()...)...)
 	return c
 }
 
@@ -413,6 +413,7 @@ func describeJob(j *consolepb.JobView) {
 	}
 	fmt.Printf("  iteration %d/%d, shards %d/%d done, %.0f samples/s, loss %s\n", j.Iteration, j.Iterations,
 		j.ShardsDone, j.ShardsTotal, j.Throughput, lossText(j.Loss))
+	describeGoodput(j)
 	if j.Monitor != nil {
 		fmt.Printf("  monitor: mean BPT %.4fs, PS speed variance %.2f, superior %v, λ %.2f, windows %.0fs/%.0fs\n",
 			j.Monitor.MeanBptS, j.Monitor.SpeedVariance, j.Monitor.Superior, j.Monitor.Lambda,

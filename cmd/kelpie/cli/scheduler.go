@@ -127,6 +127,8 @@ Token file lines: TOKEN ROLE NAME, role viewer or operator.`,
 	f.IntVar(&cfg.Capacity.Servers, "capacity-servers", 0, "server slots all jobs share (0: unlimited)")
 	f.StringVar(&cfg.EPS, "eps", "auto", "EPS multi-job scheduling under a capacity: auto, approve (its actions wait for an operator) or off (first in, first out)")
 	f.DurationVar(&cfg.EPSInterval, "eps-interval", 5*time.Second, "how often EPS grows running jobs into idle slots")
+	f.DurationVar(&cfg.HangMin, "hang-min", 30*time.Second, "a job is hung after no progress for max(this, --hang-factor × its median iteration time); a spec's train.hang_min overrides it")
+	f.Float64Var(&cfg.HangFactor, "hang-factor", 20, "see --hang-min; a spec's train.hang_factor overrides it")
 	f.IntVar(&cfg.EarlyFeedbackIterations, "early-feedback-iterations", 100, "a job's early-feedback phase (protected from shrinking, not grown): its first N iterations (-1: none)")
 	f.DurationVar(&cfg.EarlyFeedback, "early-feedback", 0, "a job's early-feedback phase also lasts this long after it started (0: iterations only)")
 	f.DurationVar(&cfg.OrphanTimeout, "orphan-timeout", 10*time.Minute,

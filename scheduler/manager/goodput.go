@@ -1,0 +1,287 @@
+package manager
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/kelpie/kelpie/core/spec"
+	"github.com/kelpie/kelpie/proto/agentpb"
+	"github.com/kelpie/kelpie/proto/consolepb"
+	"github.com/kelpie/kelpie/proto/coordinatorpb"
+	"github.com/kelpie/kelpie/scheduler/hang"
+	"github.com/kelpie/kelpie/scheduler/ledger"
+)
+
+// StateHung is how a running job whose progress stopped for longer than
+// its bound (scheduler/hang) shows in its views. It is a view of the
+// running state, not a state of its own: the job goes on running (and
+// leaves it as soon as it makes progress).
+const StateHung = "hung"
+
+// goodputState is the job's goodput ledger and hang detector, fed from its
+// reports and its tick (hooks in ingest.go and job.go) and read by its
+// views; its own lock, taken after the job's.
+type goodputState struct {
+	mu      sync.Mutex
+	led     *ledger.Ledger
+	det     hang.Detector
+	verdict hang.Verdict
+	// comm is the seconds workers spent on the wire with each server
+	// since the last tick: a server's share of communicating time.
+	comm map[string]float64
+}
+
+// initGoodput starts the job's ledger at its submission.
+func (j *jobState) initGoodput() {
+	var workers, servers []string
+	for name, n := range j.nodes {
+		if n.role == "worker" {
+			workers = append(workers, name)
+		} else {
+			servers = append(servers, name)
+		}
+	}
+	j.gp.led = ledger.New(j.submitted, workers, servers)
+	j.gp.comm = map[string]float64{}
+	cfg := hang.Config{Min: j.m.cfg.HangMin, Factor: j.m.cfg.HangFactor}
+	if t := j.spec.Train; t.HangMin > 0 || t.HangFactor > 0 {
+		cfg = hang.Config{Min: cmpOr(t.HangMin, cfg.Min), Factor: cmpOr(t.HangFactor, cfg.Factor)}
+	}
+	j.gp.det.Config = cfg
+}
+
+func cmpOr[T time.Duration | float64](a, b T) T {
+	if a > 0 {
+		return a
+	}
+	return b
+}
+
+// goodputReport takes a worker's report into the ledger: its time on the
+// wire (its push-pulls' seconds, the servers' held time left out, divided
+// by the servers it exchanged with, since it talks to them side by side;
+// at most its BPT), its computing (the rest of its BPT: forward and
+// backward, data loading, a compute straggler's delay) and its wait at the
+// pull condition. A report without push-pull samples (allreduce) counts
+// its compute_seconds as computing and the rest of its BPT (the exchange)
+// as communicating.
+func (j *jobState) goodputReport(node string, r *coordinatorpb.ProgressReport, now time.Time, servers []string) {
+	var bpt, wait float64
+	for _, b := range r.BptSeconds {
+		bpt += b
+	}
+	for _, w := range r.WaitSeconds {
+		wait += w
+	}
+	j.gp.mu.Lock()
+	defer j.gp.mu.Unlock()
+	if j.gp.led == nil {
+		return
+	}
+	var comm float64
+	with := map[int32]bool{}
+	for _, cs := range r.Comm {
+		comm += cs.Seconds
+		with[cs.Server] = true
+		if int(cs.Server) < len(servers) {
+			j.gp.comm[servers[cs.Server]] += cs.Seconds
+		}
+	}
+	m := ledger.Measure{Compute: r.ComputeSeconds, Comm: max(bpt-r.ComputeSeconds, 0), Wait: wait}
+	if len(with) > 0 {
+		m.Comm = min(comm/float64(len(with)), bpt)
+		m.Compute = bpt - m.Comm
+	}
+	j.gp.led.Report(node, now, m)
+}
+
+// goodputTick advances the ledger to now with the phases the job and its
+// nodes are in, records the ETA at the check points, and judges whether
+// the job has hung (an event when that changes).
+func (j *jobState) goodputTick(now time.Time) {
+	j.mu.RLock()
+	jobPhase, phases, nodes, workers := j.lifecycleLocked()
+	name := j.spec.Name
+	j.mu.RUnlock()
+	todo, doing, _, total := j.coord.ShardCounts()
+	eta, ok := ledger.ETA(todo, doing, total, j.coord.Plan().Total(), j.thr.rate())
+	progress := j.coord.WorkerSamples()
+
+	j.gp.mu.Lock()
+	if j.gp.led == nil {
+		j.gp.mu.Unlock()
+		return
+	}
+	if span := now.Sub(j.gp.led.Now()).Seconds(); span > 0 && workers > 0 {
+		for s, sec := range j.gp.comm {
+			j.gp.led.ServerComm(s, now, sec/span/float64(workers))
+		}
+	}
+	clear(j.gp.comm)
+	j.gp.led.Advance(now, jobPhase, phases)
+	j.gp.led.ObserveETA(now, 1-ledger.Left(todo, doing, total), eta, ok)
+	excused := jobPhase != ledger.Running
+	for _, p := range phases {
+		excused = excused || p == ledger.Recovering
+	}
+	var v hang.Verdict
+	if excused {
+		j.gp.det.Excuse(now)
+	} else {
+		v = j.gp.det.Observe(hang.Observation{Now: now, Progress: progress, Nodes: nodes})
+	}
+	was := j.gp.verdict
+	j.gp.verdict = v
+	j.gp.mu.Unlock()
+
+	switch {
+	case v.Hung && (!was.Hung || !slices.Equal(v.Missing, was.Missing)):
+		j.m.event(name, "job", "", fmt.Sprintf("%s hung: no progress for %s (bound %s), waiting for %s%s", name,
+			now.Sub(v.Since).Round(time.Second), v.Bound.Round(100*time.Millisecond), orNone(v.Missing), holdingText(v.Holding)), "")
+		j.invalidateViews()
+	case was.Hung && !v.Hung:
+		j.m.event(name, "job", "", name+" is no longer hung", "")
+		j.invalidateViews()
+	}
+}
+
+func orNone(names []string) string {
+	if len(names) == 0 {
+		return "no node in particular"
+	}
+	return strings.Join(names, ", ")
+}
+
+func holdingText(servers []string) string {
+	if len(servers) == 0 {
+		return ""
+	}
+	return "; " + strings.Join(servers, ", ") + " hold pushes waiting for them"
+}
+
+// lifecycleLocked is the phase the job and each node are in by their
+// state, what the hang detector needs of the nodes, and the live workers.
+// The caller holds the job's lock.
+//
+// The job is queued while it waits for capacity or its processes start
+// (up to its first report), recovering during a checkpoint-and-restart,
+// paused while a block-table change has blocks in transit, and otherwise
+// running (its phases come from its workers'). A node is queued until its
+// first report (a worker; a server until it runs), recovering while it
+// restarts (and after a restart until it reports again), running while it
+// runs, idle once it is done, stopped, failed or lost.
+func (j *jobState) lifecycleLocked() (ledger.Phase, map[string]ledger.Phase, []hang.Node, int) {
+	job := ledger.Running
+	switch {
+	case j.state == StateQueued || j.state == StateStarting:
+		job = ledger.Queued
+	case j.relaunching:
+		job = ledger.Recovering
+	}
+	phases := make(map[string]ledger.Phase, len(j.nodes))
+	nodes := make([]hang.Node, 0, len(j.nodes))
+	workers := 0
+	for name, n := range j.nodes {
+		p := n.progress()
+		st := n.status.State
+		live := st == agentpb.NodeState_NODE_STATE_RUNNING && !n.removed
+		ph := ledger.Idle
+		switch st {
+		case agentpb.NodeState_NODE_STATE_STARTING, agentpb.NodeState_NODE_STATE_UNSPECIFIED:
+			ph = ledger.Queued
+			if n.status.Restarts > 0 || n.relaunched {
+				ph = ledger.Recovering
+			}
+		case agentpb.NodeState_NODE_STATE_RESTARTING:
+			ph = ledger.Recovering
+		case agentpb.NodeState_NODE_STATE_RUNNING:
+			ph = ledger.Running
+			if n.role == "worker" && !p.reported {
+				ph = ledger.Queued
+				if n.status.Restarts > 0 || n.relaunched {
+					ph = ledger.Recovering
+				}
+			}
+		}
+		if n.removed {
+			ph = ledger.Idle
+		}
+		phases[name] = ph
+		hn := hang.Node{Name: name, Server: n.role != "worker", Live: live, Iteration: p.iteration, Heard: p.reportedAt}
+		if p.rate > 0 {
+			hn.Iter = time.Duration(float64(time.Second) / p.rate)
+		}
+		if s := n.stats; s != nil {
+			hn.Version, hn.Held = s.VTrain, s.HeldPulls
+			for _, w := range s.Behind {
+				hn.Behind = append(hn.Behind, spec.WorkerName(int(w)))
+			}
+			if job == ledger.Running && (s.InTransit > 0 || s.Outgoing > 0) {
+				job = ledger.Paused
+			}
+		}
+		if live && n.role == "worker" {
+			workers++
+		}
+		nodes = append(nodes, hn)
+	}
+	return job, phases, nodes, workers
+}
+
+// goodputView fills the view's goodput and, while the job is hung, its
+// hung state (the ledger as of the job's last tick, or its end).
+func (j *jobState) goodputView(v *consolepb.JobView, over bool, ended time.Time) {
+	todo, doing, total := int(v.ShardsTodo), int(v.ShardsDoing), int(v.ShardsTotal)
+	var eta float64
+	var etaOK bool
+	if !over {
+		eta, etaOK = ledger.ETA(todo, doing, total, j.coord.Plan().Total(), j.thr.rate())
+	}
+	j.gp.mu.Lock()
+	defer j.gp.mu.Unlock()
+	l := j.gp.led
+	if l == nil || over && !l.Now().After(j.submitted) {
+		return // a job that ended before this scheduler ran has no ledger
+	}
+	if over && !ended.IsZero() {
+		l.End(ended)
+	}
+	at := l.Now()
+	ph := l.Job(at)
+	g := &consolepb.Goodput{AgeS: proto.Float64(l.Age(at)), Phases: ph.Map(), ProductiveShare: proto.Float64(ph.Share())}
+	if etaOK {
+		g.EtaS = proto.Float64(eta)
+	}
+	for _, c := range l.Checks() {
+		ec := &consolepb.EtaCheck{Percent: int32(c.Percent), At: ts(c.At), PredictedS: c.Predicted}
+		if c.Done {
+			ec.ActualS, ec.Error = proto.Float64(c.Actual), proto.Float64(c.Error())
+		}
+		g.EtaChecks = append(g.EtaChecks, ec)
+	}
+	v.Goodput = g
+	if h := j.gp.verdict; h.Hung && !over {
+		v.State = StateHung
+		v.Hung = &consolepb.Hung{Since: ts(h.Since), Missing: h.Missing, Holding: h.Holding, BoundS: h.Bound.Seconds(), Detected: ts(h.Detected)}
+	}
+}
+
+// nodePhasesView fills each node's phases (the detail view's rows).
+func (j *jobState) nodePhasesView(nodes []*consolepb.NodeView) {
+	j.gp.mu.Lock()
+	defer j.gp.mu.Unlock()
+	l := j.gp.led
+	if l == nil {
+		return
+	}
+	for _, nv := range nodes {
+		if p, ok := l.Node(nv.Name, l.Now()); ok {
+			nv.Phases = p.Map()
+		}
+	}
+}

@@ -225,6 +225,9 @@ func Start(cfg Config) (*Daemon, error) {
 		return nil, err
 	}
 	d.replica = rep
+	if err := d.auditLeadership("lead"); err != nil {
+		cfg.Log.Warn("audit of the takeover", "err", err)
+	}
 	return d, nil
 }
 

@@ -13,6 +13,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/kelpie/kelpie/scheduler/console"
 	"github.com/kelpie/kelpie/scheduler/election"
 	"github.com/kelpie/kelpie/scheduler/pki"
 	"github.com/kelpie/kelpie/scheduler/store"
@@ -23,6 +24,7 @@ import (
 type replica struct {
 	cli    *clientv3.Client
 	leader *election.Leader
+	me     string // its addresses, as published on its election key
 }
 
 // etcdTLS is the TLS configuration for etcd: its CA and this replica's
@@ -83,20 +85,20 @@ func openReplicated(cfg Config) (*store.Store, *replica, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	me := cfg.Advertise
-	if me == "" {
-		me = cfg.GRPC
-	}
 	cfg.Log.Info("standby: waiting to lead", "store", cfg.Store, "lease", cfg.LeaseTTL)
 	leader, err := election.Campaign(ctx, cli, election.Options{Prefix: cfg.EtcdPrefix + "leader/", TTL: cfg.LeaseTTL,
-		Value: "grpc=" + me + " http=" + cfg.HTTP})
+		Value: "grpc=" + cfg.GRPC + " http=" + cfg.HTTP})
 	if err != nil {
 		cli.Close()
 		return nil, nil, fmt.Errorf("scheduler: %v", err)
 	}
 	cfg.Log.Info("leading", "key", leader.Key(), "revision", leader.Rev())
-	rep := &replica{cli: cli, leader: leader}
-	st, err := store.OpenEtcd(cli, store.EtcdOptions{Prefix: cfg.EtcdPrefix, Fence: leader.Fence, SecretKey: key,
+	rep := &replica{cli: cli, leader: leader, me: "grpc=" + cfg.GRPC + " http=" + cfg.HTTP}
+	lkey, lrev := leader.Key(), leader.Rev()
+	refused := func(what string) {
+		cfg.Log.Warn("store write refused: this replica no longer leads", "write", what, "key", lkey, "revision", lrev)
+	}
+	st, err := store.OpenEtcd(cli, store.EtcdOptions{Prefix: cfg.EtcdPrefix, Fence: leader.Fence, Refused: refused, SecretKey: key,
 		AuditMaxBytes: auditRetention(cfg).AuditMaxBytes, AuditMaxAge: auditRetention(cfg).AuditMaxAge})
 	if err == nil {
 		err = syncSecrets(cfg, st.Secrets())
@@ -176,3 +178,21 @@ func (d *Daemon) Lost() <-chan struct{} {
 	}
 	return d.replica.leader.Lost()
 }
+
+// auditLeadership records in the audit log that this replica took over
+// (at start) or stepped down (lost its lease). A step-down is refused by
+// the fence like every write of a replica that no longer leads — the
+// refusal is logged — so the log holds the takeovers only, each naming the
+// replica and its election revision.
+func (d *Daemon) auditLeadership(command string) error {
+	if d.replica == nil {
+		return nil
+	}
+	return d.Manager.Audit(console.AuditEntry{Time: time.Now(), Who: "scheduler", Role: "scheduler", Command: command,
+		Detail: fmt.Sprintf("replica %s (election revision %d)", d.replica.me, d.replica.leader.Rev()), Allowed: true})
+}
+
+// StepDown is what a replica that lost its leadership does before it
+// closes: it tries to record the step-down, which the fence refuses (the
+// error returned says so).
+func (d *Daemon) StepDown() error { return d.auditLeadership("step-down") }

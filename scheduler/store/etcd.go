@@ -64,6 +64,10 @@ type EtcdOptions struct {
 	// Fence, when set, is the condition every write is made under (the
 	// election's leader key still being the one this replica created).
 	Fence func() clientv3.Cmp
+	// Refused, when set, is told of every write the fence refused (what
+	// it was), before the writer gets ErrFenced: callers that drop store
+	// errors still leave a trace.
+	Refused func(what string)
 	// SecretKey is the 32-byte AES-256-GCM key secrets are sealed with
 	// (Store.Secrets); without one, secrets cannot be stored.
 	SecretKey []byte
@@ -123,6 +127,7 @@ type etcdStore struct {
 	cli     *clientv3.Client
 	p       string
 	fence   func() clientv3.Cmp
+	refused func(what string)
 	timeout time.Duration
 	sealer  *sealer // nil: no secret key
 
@@ -142,7 +147,7 @@ func OpenEtcd(cli *clientv3.Client, o EtcdOptions) (*Store, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = 10 * time.Second
 	}
-	s := &etcdStore{cli: cli, p: o.Prefix, fence: o.Fence, timeout: o.Timeout, now: time.Now,
+	s := &etcdStore{cli: cli, p: o.Prefix, fence: o.Fence, refused: o.Refused, timeout: o.Timeout, now: time.Now,
 		auditMaxBytes: o.AuditMaxBytes, auditMaxAge: o.AuditMaxAge}
 	if o.SecretKey != nil {
 		var err error
@@ -194,6 +199,9 @@ func (s *etcdStore) commit(what string, ops ...clientv3.Op) error {
 		return fmt.Errorf("store: %s: %w", what, err)
 	}
 	if !resp.Succeeded {
+		if s.refused != nil {
+			s.refused(what)
+		}
 		return fmt.Errorf("store: %s: %w", what, ErrFenced)
 	}
 	return nil

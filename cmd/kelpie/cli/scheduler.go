@@ -125,6 +125,9 @@ Token file lines: TOKEN ROLE NAME, role viewer or operator.`,
 			case <-d.Lost():
 				// Another replica leads (or will): its writes are
 				// refused from now on. The jobs are its to adopt.
+				if err := d.StepDown(); err != nil {
+					cfg.Log.Warn("step-down not recorded", "err", err)
+				}
 				d.Close(false)
 				return errors.New("lost the leadership (the etcd lease expired): exiting so that a supervisor restarts this replica as a standby")
 			}

@@ -38,14 +38,15 @@ func (s *Store) Secrets() Secrets {
 const SecretKeySize = 32
 
 // LoadSecretKey reads a secret key file: 32 bytes, or their hex (64
-// characters, surrounding white space ignored). It must be readable by its
-// owner only.
+// characters, surrounding white space ignored). Others than its owner and
+// group must not be able to read it (a Kubernetes Secret volume with an
+// fsGroup is group-readable).
 func LoadSecretKey(path string) ([]byte, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("store: secret key: %w", err)
 	}
-	if fi.Mode().Perm()&0o077 != 0 {
+	if fi.Mode().Perm()&0o007 != 0 {
 		return nil, fmt.Errorf("store: secret key %s is readable by others (mode %v); chmod 600 it", path, fi.Mode().Perm())
 	}
 	data, err := os.ReadFile(path)

@@ -48,7 +48,7 @@ func TestFollowsTheOneThatServes(t *testing.T) {
 	addrA, addrB := la.Addr().String(), lb.Addr().String()
 	lb.Close() // b stands by: nothing listens there
 	a := serve(t, la)
-	target, opts := addrB, []grpc.DialOption(nil) // OLD
+	target, opts := Target(addrB + "," + addrA)
 	cc, err := grpc.NewClient(target, append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		t.Fatal(err)

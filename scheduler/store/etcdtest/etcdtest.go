@@ -43,21 +43,19 @@ func Binary() string {
 
 // Member is one etcd process.
 type Member struct {
-	Name       string
-	ClientURL  string // http://127.0.0.1:PORT
-	PeerURL    string
-	cmd        *exec.Cmd
-	log        *bytes.Buffer
-	waited     chan struct{}
-	stopped    bool
-	dataDir    string
-	stoppedErr error
+	Name      string
+	ClientURL string // http://127.0.0.1:PORT
+	PeerURL   string
+	cmd       *exec.Cmd
+	log       *bytes.Buffer
+	waited    chan struct{}
+	stopped   bool
+	dataDir   string
 }
 
 // Cluster is a running etcd cluster.
 type Cluster struct {
 	Members []*Member
-	t       testing.TB
 }
 
 // Endpoints are the members' client addresses (HOST:PORT).
@@ -117,7 +115,7 @@ func Start(t testing.TB, n int, extra ...string) *Cluster {
 	}
 	dir := t.TempDir()
 	ports := freePorts(t, 2*n)
-	c := &Cluster{t: t}
+	c := &Cluster{}
 	var initial []string
 	for i := range n {
 		m := &Member{Name: fmt.Sprintf("m%d", i), ClientURL: fmt.Sprintf("http://127.0.0.1:%d", ports[2*i]),
@@ -141,7 +139,7 @@ func Start(t testing.TB, n int, extra ...string) *Cluster {
 			t.Fatalf("etcd %s: %v", m.Name, err)
 		}
 		m.waited = make(chan struct{})
-		go func(m *Member) { m.stoppedErr = m.cmd.Wait(); close(m.waited) }(m)
+		go func(m *Member) { _ = m.cmd.Wait(); close(m.waited) }(m)
 	}
 	cli := c.Client(t)
 	deadline := time.Now().Add(30 * time.Second)

@@ -143,7 +143,21 @@ func TestApprovalSurvivesFailover(t *testing.T) {
 
 func failoverRound(t *testing.T, cli *clientv3.Client, storeURL, keyFile, tokens string, round int, mode string) time.Duration {
 	tag := fmt.Sprintf("KELPIE_TEST_TAG=ha-%d-%d", round, time.Now().UnixNano())
-	defer killTagged(tag)
+	defer func() {
+		// The agents of the completed job exit on their own; whatever
+		// is left is killed, and must then be gone.
+		left := tagged(tag)
+		for deadline := time.Now().Add(20 * time.Second); len(left) > 0 && time.Now().Before(deadline); left = tagged(tag) {
+			time.Sleep(100 * time.Millisecond)
+		}
+		killTagged(tag)
+		for deadline := time.Now().Add(10 * time.Second); len(tagged(tag)) > 0 && time.Now().Before(deadline); {
+			time.Sleep(100 * time.Millisecond)
+		}
+		if left := tagged(tag); len(left) > 0 {
+			t.Errorf("processes left after the round: %v", left)
+		}
+	}()
 	prefix := fmt.Sprintf("/kelpie-ha-%d/", round)
 	reps := []*haReplica{{name: "a", grpcAddr: freeAddr(t), httpAddr: freeAddr(t)}, {name: "b", grpcAddr: freeAddr(t), httpAddr: freeAddr(t)}}
 	advertise := reps[0].grpcAddr + "," + reps[1].grpcAddr

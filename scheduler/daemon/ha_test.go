@@ -18,7 +18,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/console/client"
 	"github.com/kelpie/kelpie/scheduler/election"
 	"github.com/kelpie/kelpie/scheduler/store"
@@ -221,14 +221,14 @@ func failoverRound(t *testing.T, cli *clientv3.Client, storeURL, keyFile, tokens
 	if mode == "approve" {
 		spec = strings.Replace(approvalSpec, "NAME", job, 1)
 	}
-	if r, err := cc.Send(ctx, &kelpiepb.Command{Kind: &kelpiepb.Command_SubmitJob{SubmitJob: &kelpiepb.SubmitJob{SpecYaml: spec}}}); err != nil || !r.Ok {
+	if r, err := cc.Send(ctx, &consolepb.Command{Kind: &consolepb.Command_SubmitJob{SubmitJob: &consolepb.SubmitJob{SpecYaml: spec}}}); err != nil || !r.Ok {
 		t.Fatalf("submit: %v %v", r, err)
 	}
 	_ = cc.Subscribe(ctx, []string{job})
-	before := w.until(t, "training", 2*time.Minute, func(j *kelpiepb.JobView) bool { return j.Iteration > 50 })
+	before := w.until(t, "training", 2*time.Minute, func(j *consolepb.JobView) bool { return j.Iteration > 50 })
 	var pending string // the proposal waiting for an operator (mode approve)
 	if mode == "approve" {
-		before = w.until(t, "a proposal", 2*time.Minute, func(j *kelpiepb.JobView) bool {
+		before = w.until(t, "a proposal", 2*time.Minute, func(j *consolepb.JobView) bool {
 			for _, a := range j.Actions {
 				if a.State == "proposed" {
 					pending = a.Id
@@ -282,10 +282,10 @@ func failoverRound(t *testing.T, cli *clientv3.Client, storeURL, keyFile, tokens
 	if pending != "" {
 		// The view comes from the new leader once the job moves on;
 		// the proposal is still waiting there.
-		w.until(t, "the proposal on the new leader", 2*time.Minute, func(j *kelpiepb.JobView) bool {
+		w.until(t, "the proposal on the new leader", 2*time.Minute, func(j *consolepb.JobView) bool {
 			return j.Iteration > before.Iteration+20 && actionState(j, pending) == "proposed"
 		})
-		r, err := cc.Send(ctx, &kelpiepb.Command{Kind: &kelpiepb.Command_Approve{Approve: &kelpiepb.DecideAction{Job: job, ActionId: pending}}})
+		r, err := cc.Send(ctx, &consolepb.Command{Kind: &consolepb.Command_Approve{Approve: &consolepb.DecideAction{Job: job, ActionId: pending}}})
 		if err != nil || !r.Ok {
 			t.Fatalf("approve %s on the new leader: %v %v", pending, r, err)
 		}
@@ -294,13 +294,13 @@ func failoverRound(t *testing.T, cli *clientv3.Client, storeURL, keyFile, tokens
 		// after an adoption was seen dispatched for an iteration far
 		// beyond the job's end — the adopted workers' iteration rate —
 		// and failed when the job ended; see docs/ha.md.)
-		w.until(t, "the approved action dispatched", 2*time.Minute, func(j *kelpiepb.JobView) bool {
+		w.until(t, "the approved action dispatched", 2*time.Minute, func(j *consolepb.JobView) bool {
 			st := actionState(j, pending)
 			return st == "dispatched" || st == "applied" || st == "failed"
 		})
 		t.Logf("proposal %s kept through the failover and approved on the new leader: %s", pending, actionState(w.latest(), pending))
 	}
-	final := w.until(t, "completion on the new leader", 4*time.Minute, func(j *kelpiepb.JobView) bool {
+	final := w.until(t, "completion on the new leader", 4*time.Minute, func(j *consolepb.JobView) bool {
 		return j.Iteration > before.Iteration && j.State != "running" && j.State != "starting" && j.State != ""
 	})
 	if final.State != "completed" || final.ShardsDone != final.ShardsTotal || final.ShardsTodo != 0 || final.ShardsDoing != 0 {
@@ -335,7 +335,7 @@ func failoverRound(t *testing.T, cli *clientv3.Client, storeURL, keyFile, tokens
 	return took
 }
 
-func actionState(j *kelpiepb.JobView, id string) string {
+func actionState(j *consolepb.JobView, id string) string {
 	for _, a := range j.Actions {
 		if a.Id == id {
 			return a.State

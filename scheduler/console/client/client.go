@@ -248,9 +248,9 @@ func Dial(ctx context.Context, addr, token string, opts ...Option) (*Client, err
 	}
 	c := &Client{
 		url: urls[0], urls: urls, token: token, cfg: cfg,
-		waiters:    map[string]chan *kelpiepb.CommandResult{},
-		sub:        &kelpiepb.Subscribe{Jobs: cfg.jobs, MaxRateHz: cfg.rateHz, HeatmapColumns: cfg.columns, Window: cfg.window, Patches: true},
-		held:       map[string]*kelpiepb.JobView{},
+		waiters:    map[string]chan *consolepb.CommandResult{},
+		sub:        &consolepb.Subscribe{Jobs: cfg.jobs, MaxRateHz: cfg.rateHz, HeatmapColumns: cfg.columns, Window: cfg.window, Patches: true},
+		held:       map[string]*consolepb.JobView{},
 		changed:    make(chan struct{}),
 		status:     StatusMsg{State: Connecting, Addr: addr},
 		subscribed: cfg.subscribe,

@@ -15,7 +15,7 @@ K8S_VERSION ?= 1.36.3
 K8S_BIN     ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kelpie/k8s-v$(K8S_VERSION)
 export KELPIE_K8S_BIN := $(K8S_BIN)
 
-.PHONY: torch all build run test test-short test-k8s k8s-bin image e2e experiments $(addprefix experiments-,$(EXPERIMENT_GROUPS)) bench bench-go bench-dataplane proto lint vet data examples clean rules fuzz faults soak attack
+.PHONY: torch all build run test test-short test-k8s test-ha k8s-bin image e2e experiments $(addprefix experiments-,$(EXPERIMENT_GROUPS)) bench bench-go bench-dataplane proto lint vet data examples clean rules fuzz faults soak attack
 
 all: build
 
@@ -55,6 +55,12 @@ test-short: data
 # takes minutes on 2 cores, a warm one nothing).
 k8s-bin:
 	@K8S_VERSION=$(K8S_VERSION) GO=$(GO) bash .ci/k8s-bin.sh "$(K8S_BIN)" >/dev/null
+
+# Scheduler replicas on a 3-member etcd: KELPIE_HA_ROUNDS failovers (default
+# 10; plain make test runs 2), half kill -9 of the leader, half SIGSTOP past
+# its lease; the log ends with the failover time distribution (docs/ha.md).
+test-ha: build k8s-bin
+	KELPIE_HA_ROUNDS=$${KELPIE_HA_ROUNDS:-10} $(GO) test -count=1 -timeout 60m -run 'TestSchedulerFailover' -v ./scheduler/daemon/ | grep -E '^(=== RUN|---|PASS|FAIL|ok)|leads|failover|refused writes|completed on'
 
 # Only the Kubernetes part: the launcher, the kubelet harness and deploy/.
 test-k8s: build k8s-bin

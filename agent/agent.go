@@ -41,11 +41,12 @@ import (
 	"github.com/kelpie/kelpie/proto/agentpb"
 	"github.com/kelpie/kelpie/proto/coordinatorpb"
 	"github.com/kelpie/kelpie/runtime/identity"
+	"github.com/kelpie/kelpie/runtime/replicas"
 )
 
 // Options configure an agent.
 type Options struct {
-	Scheduler string // the scheduler's gRPC address (Agent and Coordinator services)
+	Scheduler string // the scheduler's gRPC address (Agent and Coordinator services); replicas' comma-separated
 	Job       string
 	Node      string
 	Role      coordinatorpb.Role
@@ -575,7 +576,8 @@ func (a *Agent) connectLoop(ctx context.Context) {
 		a.log.Error("credentials", "err", err)
 		return
 	}
-	cc, err := grpc.NewClient(a.o.Scheduler, creds.DialOption(identity.IsScheduler), grpc.WithConnectParams(ReconnectParams))
+	target, opts := replicas.Target(a.o.Scheduler)
+	cc, err := grpc.NewClient(target, append(opts, creds.DialOption(identity.IsScheduler), grpc.WithConnectParams(ReconnectParams))...)
 	if err != nil {
 		a.log.Error("dial scheduler", "err", err)
 		return

@@ -35,6 +35,7 @@ import (
 	"github.com/kelpie/kelpie/runtime/identity"
 	"github.com/kelpie/kelpie/runtime/model"
 	"github.com/kelpie/kelpie/runtime/psclient"
+	"github.com/kelpie/kelpie/runtime/replicas"
 	"github.com/kelpie/kelpie/runtime/server"
 	"github.com/kelpie/kelpie/runtime/tensorwire"
 	"github.com/kelpie/kelpie/runtime/torch"
@@ -114,14 +115,15 @@ func dialCoordinator(addr string) (coordinatorpb.CoordinatorClient, *grpc.Client
 	if err != nil {
 		return nil, nil, err
 	}
-	cc, err := grpc.NewClient(addr, creds,
+	target, opts := replicas.Target(addr)
+	cc, err := grpc.NewClient(target, append(opts, creds,
 		// Back within seconds of a scheduler outage (gRPC's default
 		// reconnect backoff grows to 2 minutes).
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           grpcbackoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 3 * time.Second},
 			MinConnectTimeout: 5 * time.Second,
 		}),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("dial coordinator %s: %v", addr, err)
 	}

@@ -137,6 +137,21 @@ type Config struct {
 	// Advertise is the node-plane address the nodes dial (default: the
 	// address GRPC listens on); in a cluster, the scheduler's Service.
 	Advertise string
+
+	// Store is where the durable state lives: empty for the bbolt file in
+	// DataDir, or etcd://HOST:PORT[,HOST:PORT…] (etcds:// for TLS) shared
+	// by several replicas, of which the one elected leads (docs/ha.md):
+	// Start waits until this one leads. EtcdCA, EtcdCert and EtcdKey are
+	// the TLS of etcd's client port; StoreKeyFile (required with etcd)
+	// the key the CA and job key are sealed with in etcd; EtcdPrefix its
+	// key prefix (store.DefaultEtcdPrefix); LeaseTTL the leader's lease
+	// (election.DefaultTTL). Context, when set, ends a wait to lead.
+	Store                     string
+	EtcdCA, EtcdCert, EtcdKey string
+	StoreKeyFile              string
+	EtcdPrefix                string
+	LeaseTTL                  time.Duration
+	Context                   context.Context
 }
 
 // Daemon is a running scheduler.
@@ -154,6 +169,7 @@ type Daemon struct {
 	tlsFingerprint string
 
 	httpConns *console.Listener // the HTTP port's connection guard
+	replica   *replica          // nil: a scheduler on bbolt
 
 	// stopDrain ends the goroutine that drains Config.ClusterEvents;
 	// drained closes when it has.
@@ -208,6 +224,34 @@ func Start(cfg Config) (*Daemon, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("scheduler: data dir: %w", err)
 	}
+	if cfg.EtcdPrefix == "" {
+		cfg.EtcdPrefix = store.DefaultEtcdPrefix
+	}
+	var st *store.Store
+	var rep *replica
+	if cfg.Store != "" {
+		// A standby waits here, serving nothing, until it leads.
+		var err error
+		if st, rep, err = openReplicated(cfg); err != nil {
+			return nil, err
+		}
+	}
+	d, err := start(cfg, st)
+	if err != nil {
+		if rep != nil {
+			rep.close()
+		}
+		return nil, err
+	}
+	d.replica = rep
+	if err := d.auditLeadership("lead"); err != nil {
+		cfg.Log.Warn("audit of the takeover", "err", err)
+	}
+	return d, nil
+}
+
+// start serves on st (nil: the bbolt file in the data dir).
+func start(cfg Config, st *store.Store) (*Daemon, error) {
 	var tokens console.Tokens
 	if cfg.Tokens != "" {
 		var err error
@@ -231,11 +275,12 @@ func Start(cfg Config) (*Daemon, error) {
 		glis.Close()
 		return nil, fmt.Errorf("scheduler: http listen %s: %w", cfg.HTTP, err)
 	}
-	st, err := store.OpenWith(filepath.Join(cfg.DataDir, "kelpie.db"), auditRetention(cfg))
-	if err != nil {
-		glis.Close()
-		hlis.Close()
-		return nil, err
+	if st == nil {
+		if st, err = store.OpenWith(filepath.Join(cfg.DataDir, "kelpie.db"), auditRetention(cfg)); err != nil {
+			glis.Close()
+			hlis.Close()
+			return nil, err
+		}
 	}
 	var np *nodePlane
 	var m *manager.Manager
@@ -332,7 +377,7 @@ func Start(cfg Config) (*Daemon, error) {
 	go d.drainClusterEvents(cfg.ClusterEvents)
 	go gs.Serve(glis)
 	go serveHTTP()
-	cfg.Log.Info("scheduler up", "grpc", d.grpcAddr, "http", d.httpAddr, "data", cfg.DataDir)
+	cfg.Log.Info("scheduler up", "grpc", d.grpcAddr, "http", d.httpAddr, "data", cfg.DataDir, "store", st.Path())
 	return d, nil
 }
 
@@ -411,4 +456,7 @@ func (d *Daemon) Close(stopJobs bool) {
 	cancel()
 	d.grpc.Stop()
 	d.store.Close()
+	if d.replica != nil {
+		d.replica.close()
+	}
 }

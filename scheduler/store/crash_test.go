@@ -159,7 +159,7 @@ func TestSIGKILLLosesNothingCommitted(t *testing.T) {
 		if err != nil {
 			t.Fatalf("round %d: reopen after SIGKILL: %v", round, err)
 		}
-		err = s.db.View(func(tx *bolt.Tx) error {
+		err = s.backend.(*boltStore).db.View(func(tx *bolt.Tx) error {
 			for err := range tx.Check() {
 				return err
 			}
@@ -220,11 +220,10 @@ func TestSIGKILLLosesNothingCommitted(t *testing.T) {
 
 // TestConcurrentUse runs writers and readers of every kind at once; run it
 // with -race.
-func TestConcurrentUse(t *testing.T) {
-	s, _ := openTemp(t)
-	var mu sync.Mutex // the clock in openTemp is not safe for concurrent use
-	clock := s.now
-	s.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock() }
+func TestConcurrentUse(t *testing.T) { eachImpl(t, testConcurrentUse) }
+
+func testConcurrentUse(t *testing.T, im impl) {
+	s, _ := im.open(t, Options{})
 	q, _ := shard.New(shard.Config{Samples: 1000, Epochs: 1, GlobalBatch: 10, BatchesPerShard: 1})
 	must(t, s.SaveShards("job", q))
 	var qmu sync.Mutex // the queue is not: the scheduler serializes it

@@ -28,7 +28,7 @@ type JobRecord struct {
 
 // PutJob creates or replaces the job j.Name. A zero Submitted keeps the
 // stored one (or is now, for a new job); a zero Updated is now.
-func (s *Store) PutJob(j JobRecord) error {
+func (s *boltStore) PutJob(j JobRecord) error {
 	if j.Name == "" {
 		return ErrEmptyName
 	}
@@ -50,7 +50,7 @@ func (s *Store) PutJob(j JobRecord) error {
 }
 
 // GetJob is job name; false if there is none.
-func (s *Store) GetJob(name string) (JobRecord, bool, error) {
+func (s *boltStore) GetJob(name string) (JobRecord, bool, error) {
 	var j JobRecord
 	var ok bool
 	err := s.view("get job "+name, func(tx *bolt.Tx) (err error) {
@@ -61,7 +61,7 @@ func (s *Store) GetJob(name string) (JobRecord, bool, error) {
 }
 
 // ListJobs is every job, by name.
-func (s *Store) ListJobs() ([]JobRecord, error) {
+func (s *boltStore) ListJobs() ([]JobRecord, error) {
 	var out []JobRecord
 	err := s.view("list jobs", func(tx *bolt.Tx) (err error) {
 		out, err = list[JobRecord](tx.Bucket(bucketJobs))
@@ -73,7 +73,7 @@ func (s *Store) ListJobs() ([]JobRecord, error) {
 // DeleteJob removes job name with its nodes, actions, policies and shard
 // state. The audit log keeps its entries. Deleting a job that does not
 // exist is not an error.
-func (s *Store) DeleteJob(name string) error {
+func (s *boltStore) DeleteJob(name string) error {
 	if name == "" {
 		return ErrEmptyName
 	}
@@ -111,7 +111,7 @@ type NodeRecord struct {
 // PutNode creates or replaces node n.Name of job. A zero Registered keeps
 // the stored one (or is now); an empty Addr keeps the stored one (state
 // changes do not know it: SetNodeAddr sets it); a zero Updated is now.
-func (s *Store) PutNode(job string, n NodeRecord) error {
+func (s *boltStore) PutNode(job string, n NodeRecord) error {
 	if job == "" || n.Name == "" {
 		return ErrEmptyName
 	}
@@ -140,7 +140,7 @@ func (s *Store) PutNode(job string, n NodeRecord) error {
 // SetNodeAddr records the address node (of role) of job serves on — a
 // server that registered again after a restart, or was added — keeping the
 // rest of its record (a new record is in state starting).
-func (s *Store) SetNodeAddr(job, node, role, addr string) error {
+func (s *boltStore) SetNodeAddr(job, node, role, addr string) error {
 	if job == "" || node == "" {
 		return ErrEmptyName
 	}
@@ -159,7 +159,7 @@ func (s *Store) SetNodeAddr(job, node, role, addr string) error {
 }
 
 // ListNodes is the nodes of job, by name.
-func (s *Store) ListNodes(job string) ([]NodeRecord, error) {
+func (s *boltStore) ListNodes(job string) ([]NodeRecord, error) {
 	var out []NodeRecord
 	err := s.view("list nodes of "+job, func(tx *bolt.Tx) error {
 		b, err := sub(tx, bucketNodes, job, false)
@@ -172,7 +172,7 @@ func (s *Store) ListNodes(job string) ([]NodeRecord, error) {
 }
 
 // DeleteNode removes node name of job (a worker scaled away).
-func (s *Store) DeleteNode(job, name string) error {
+func (s *boltStore) DeleteNode(job, name string) error {
 	if job == "" || name == "" {
 		return ErrEmptyName
 	}
@@ -221,7 +221,7 @@ type ActionEvent struct {
 // Created (now if zero) and the action's place in ListActions; every put
 // whose State differs from the stored one appends an event (State,
 // Updated, Actor, Note) to History. A zero Updated is now.
-func (s *Store) PutAction(job string, a ActionRecord) error {
+func (s *boltStore) PutAction(job string, a ActionRecord) error {
 	if job == "" || a.ID == "" {
 		return ErrEmptyName
 	}
@@ -266,7 +266,7 @@ func (s *Store) PutAction(job string, a ActionRecord) error {
 }
 
 // GetAction is action id of job; false if there is none.
-func (s *Store) GetAction(job, id string) (ActionRecord, bool, error) {
+func (s *boltStore) GetAction(job, id string) (ActionRecord, bool, error) {
 	var a ActionRecord
 	var ok bool
 	err := s.view(fmt.Sprintf("get action %s/%s", job, id), func(tx *bolt.Tx) error {
@@ -286,7 +286,7 @@ func (s *Store) GetAction(job, id string) (ActionRecord, bool, error) {
 }
 
 // ListActions is the actions of job in the order they were first stored.
-func (s *Store) ListActions(job string) ([]ActionRecord, error) {
+func (s *boltStore) ListActions(job string) ([]ActionRecord, error) {
 	var out []ActionRecord
 	err := s.view("list actions of "+job, func(tx *bolt.Tx) error {
 		b, _ := sub(tx, bucketActions, job, false)
@@ -330,7 +330,7 @@ const MaxAuditText = 4096
 // Audit appends e to the audit log; a zero At is now. It returns the entry
 // as stored. With a retention (Options.AuditMaxBytes, AuditMaxAge) it then
 // drops the oldest entries beyond it.
-func (s *Store) Audit(e AuditEntry) (AuditEntry, error) {
+func (s *boltStore) Audit(e AuditEntry) (AuditEntry, error) {
 	e.At = s.stamp(e.At)
 	e.What, e.Reason = truncate(e.What, MaxAuditText), truncate(e.Reason, MaxAuditText)
 	err := s.update("audit", func(tx *bolt.Tx) error {
@@ -356,7 +356,7 @@ func (s *Store) Audit(e AuditEntry) (AuditEntry, error) {
 // added bytes was appended. The log's size is kept in meta, with or
 // without a retention (counted once by a scan when absent: a file written
 // by an older kelpie).
-func (s *Store) pruneAudit(tx *bolt.Tx, added int64) error {
+func (s *boltStore) pruneAudit(tx *bolt.Tx, added int64) error {
 	meta, b := tx.Bucket(bucketMeta), tx.Bucket(bucketAudit)
 	var size int64
 	if v := meta.Get(keyAuditBytes); len(v) == 8 {
@@ -400,7 +400,7 @@ func truncate(s string, n int) string {
 // ListAudit is the entries at or after since, oldest first, at most limit
 // of them (all if limit ≤ 0). To page, pass the last entry's At again and
 // skip the entries with a Seq already seen.
-func (s *Store) ListAudit(since time.Time, limit int) ([]AuditEntry, error) {
+func (s *boltStore) ListAudit(since time.Time, limit int) ([]AuditEntry, error) {
 	out := []AuditEntry{}
 	err := s.view("list audit", func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketAudit).Cursor()
@@ -425,7 +425,7 @@ func (s *Store) ListAudit(since time.Time, limit int) ([]AuditEntry, error) {
 }
 
 // LastAudit is the newest n entries (n > 0), oldest first.
-func (s *Store) LastAudit(n int) ([]AuditEntry, error) {
+func (s *boltStore) LastAudit(n int) ([]AuditEntry, error) {
 	out := []AuditEntry{}
 	err := s.view("last audit", func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketAudit).Cursor()
@@ -446,7 +446,7 @@ func (s *Store) LastAudit(n int) ([]AuditEntry, error) {
 
 // PutPolicies stores the policy settings of job (opaque to the store).
 // Cluster-wide settings can use a reserved name that no job takes.
-func (s *Store) PutPolicies(job string, settings []byte) error {
+func (s *boltStore) PutPolicies(job string, settings []byte) error {
 	if job == "" {
 		return ErrEmptyName
 	}
@@ -456,7 +456,7 @@ func (s *Store) PutPolicies(job string, settings []byte) error {
 }
 
 // GetPolicies is the policy settings of job; false if none were stored.
-func (s *Store) GetPolicies(job string) ([]byte, bool, error) {
+func (s *boltStore) GetPolicies(job string) ([]byte, bool, error) {
 	var out []byte
 	var ok bool
 	err := s.view("get policies of "+job, func(tx *bolt.Tx) error {

@@ -3,7 +3,6 @@ package store
 import (
 	"bytes"
 	"errors"
-	"fmt"
 
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
@@ -25,7 +24,7 @@ var ErrNoSnapshot = errors.New("no shard snapshot")
 
 // PutShards stores snapshot (shard.Queue.MarshalBinary) as job's shard
 // state and clears its change log, in one transaction.
-func (s *Store) PutShards(job string, snapshot []byte) error {
+func (s *boltStore) PutShards(job string, snapshot []byte) error {
 	if job == "" {
 		return ErrEmptyName
 	}
@@ -43,7 +42,7 @@ func (s *Store) PutShards(job string, snapshot []byte) error {
 
 // GetShards is job's last snapshot (without the changes since); false if
 // none was stored.
-func (s *Store) GetShards(job string) ([]byte, bool, error) {
+func (s *boltStore) GetShards(job string) ([]byte, bool, error) {
 	var out []byte
 	err := s.view("get shards of "+job, func(tx *bolt.Tx) error {
 		b, _ := sub(tx, bucketShards, job, false)
@@ -55,24 +54,10 @@ func (s *Store) GetShards(job string) ([]byte, bool, error) {
 	return out, out != nil && err == nil, err
 }
 
-// SaveShards snapshots q as job's shard state and clears the change log.
-// On success q's pending Changes are durable and are dropped from q.
-func (s *Store) SaveShards(job string, q *shard.Queue) error {
-	b, err := q.MarshalBinary()
-	if err != nil {
-		return fmt.Errorf("store: save shards of %s: %w", job, err)
-	}
-	if err := s.PutShards(job, b); err != nil {
-		return err
-	}
-	q.Changes()
-	return nil
-}
-
 // PutShardChanges appends shard records (shard.Queue.Changes) to job's
 // change log in one transaction; a shard's newer record replaces its older
 // one. The job must have a snapshot.
-func (s *Store) PutShardChanges(job string, changes []shard.Shard) error {
+func (s *boltStore) PutShardChanges(job string, changes []shard.Shard) error {
 	if len(changes) == 0 {
 		return nil
 	}
@@ -98,12 +83,9 @@ func (s *Store) PutShardChanges(job string, changes []shard.Shard) error {
 	})
 }
 
-// LoadShards rebuilds job's shard queue from its snapshot and change log;
-// false if the job has no shard state.
-func (s *Store) LoadShards(job string) (*shard.Queue, bool, error) {
-	var snap []byte
-	var recs []shard.Shard
-	err := s.view("load shards of "+job, func(tx *bolt.Tx) error {
+// shardState is job's snapshot (nil if none) and its change records.
+func (s *boltStore) shardState(job string) (snap []byte, changes [][]byte, err error) {
+	err = s.view("load shards of "+job, func(tx *bolt.Tx) error {
 		b, _ := sub(tx, bucketShards, job, false)
 		if b == nil {
 			return nil
@@ -116,24 +98,10 @@ func (s *Store) LoadShards(job string) (*shard.Queue, bool, error) {
 		if snap == nil {
 			return ErrNoSnapshot
 		}
-		return log.ForEach(func(k, v []byte) error {
-			var sh shard.Shard
-			if err := sh.UnmarshalBinary(v); err != nil {
-				return fmt.Errorf("change %x: %w", k, err)
-			}
-			recs = append(recs, sh)
+		return log.ForEach(func(_, v []byte) error {
+			changes = append(changes, bytes.Clone(v))
 			return nil
 		})
 	})
-	if err != nil || snap == nil {
-		return nil, false, err
-	}
-	q, err := shard.Restore(snap)
-	if err == nil {
-		err = q.Apply(recs...)
-	}
-	if err != nil {
-		return nil, false, fmt.Errorf("store: load shards of %s: %w", job, err)
-	}
-	return q, true, nil
+	return snap, changes, err
 }

@@ -1,7 +1,13 @@
 // Package store is kelpie's durable scheduler state: jobs and their specs,
 // the node registry, actions with their history, the audit log, policy
-// settings and the data-shard queues, in one bbolt file. A scheduler that
-// restarts reopens it and loses no job and no shard state.
+// settings, the data-shard queues and the recorded timelines. A scheduler
+// that restarts reopens it and loses no job and no shard state.
+//
+// Two backends keep the same records (Store, backend.go): one bbolt file
+// (Open; this file and records.go, shards.go, timeline.go), the embedded
+// default, and an etcd cluster (OpenEtcd, etcd.go) that scheduler replicas
+// share, each write fenced by the writer's leadership, with secrets sealed
+// at rest (secrets.go). What follows describes the bbolt file.
 //
 // Every write is one bbolt transaction, committed (fsynced) before the call
 // returns; a process killed at any point leaves each write either wholly in
@@ -77,8 +83,8 @@ type Options struct {
 	AuditMaxAge   time.Duration
 }
 
-// Store is an open state file.
-type Store struct {
+// boltStore is the embedded backend: one bbolt file.
+type boltStore struct {
 	db   *bolt.DB
 	path string
 	now  func() time.Time // fills zero timestamps; replaced in tests
@@ -127,11 +133,11 @@ func OpenWith(path string, o Options) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	return &Store{db: db, path: path, now: time.Now, auditMaxBytes: o.AuditMaxBytes, auditMaxAge: o.AuditMaxAge}, nil
+	return &Store{backend: &boltStore{db: db, path: path, now: time.Now, auditMaxBytes: o.AuditMaxBytes, auditMaxAge: o.AuditMaxAge}}, nil
 }
 
 // Close closes the file, releasing its lock.
-func (s *Store) Close() error {
+func (s *boltStore) Close() error {
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("store: close %s: %w", s.path, err)
 	}
@@ -139,7 +145,9 @@ func (s *Store) Close() error {
 }
 
 // Path is the file's path.
-func (s *Store) Path() string { return s.path }
+func (s *boltStore) Path() string { return s.path }
+
+func (s *boltStore) setNow(now func() time.Time) { s.now = now }
 
 // ErrEmptyName is returned for an empty job, node or action name: bbolt
 // keys cannot be empty.
@@ -201,14 +209,14 @@ func sub(tx *bolt.Tx, parent []byte, name string, create bool) (*bolt.Bucket, er
 	return p.CreateBucketIfNotExists([]byte(name))
 }
 
-func (s *Store) update(what string, fn func(tx *bolt.Tx) error) error {
+func (s *boltStore) update(what string, fn func(tx *bolt.Tx) error) error {
 	if err := s.db.Update(fn); err != nil {
 		return fmt.Errorf("store: %s: %w", what, err)
 	}
 	return nil
 }
 
-func (s *Store) view(what string, fn func(tx *bolt.Tx) error) error {
+func (s *boltStore) view(what string, fn func(tx *bolt.Tx) error) error {
 	if err := s.db.View(fn); err != nil {
 		return fmt.Errorf("store: %s: %w", what, err)
 	}
@@ -216,7 +224,7 @@ func (s *Store) view(what string, fn func(tx *bolt.Tx) error) error {
 }
 
 // stamp is t in UTC without its monotonic reading, or now if t is zero.
-func (s *Store) stamp(t time.Time) time.Time {
+func (s *boltStore) stamp(t time.Time) time.Time {
 	if t.IsZero() {
 		t = s.now()
 	}

@@ -18,23 +18,17 @@ import (
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-// openTemp opens a store in a fresh directory, with a clock that starts at
-// t0 and ticks a second per reading.
+// openTemp opens a bbolt store in a fresh directory, with a clock that
+// starts at t0 and ticks a second per reading.
 func openTemp(t *testing.T) (*Store, string) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "state", "kelpie.db")
-	s, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tick := t0
-	s.now = func() time.Time { tick = tick.Add(time.Second); return tick }
-	t.Cleanup(func() { s.Close() })
-	return s, path
+	return boltImpl.open(t, Options{})
 }
 
-func TestJobs(t *testing.T) {
-	s, _ := openTemp(t)
+func TestJobs(t *testing.T) { eachImpl(t, testJobs) }
+
+func testJobs(t *testing.T, im impl) {
+	s, _ := im.open(t, Options{})
 	mnist := JobRecord{Name: "mnist", SpecYAML: "name: mnist\n", State: "running", SubmittedBy: "alice",
 		Submitted: t0.Add(-time.Hour), Updated: t0.Add(-time.Minute)}
 	ctr := JobRecord{Name: "ctr", SpecYAML: "name: ctr\n", State: "pending"} // times filled in
@@ -76,8 +70,10 @@ func TestJobs(t *testing.T) {
 	}
 }
 
-func TestNonUTCTimesComeBackEqual(t *testing.T) {
-	s, _ := openTemp(t)
+func TestNonUTCTimesComeBackEqual(t *testing.T) { eachImpl(t, testNonUTCTimesComeBackEqual) }
+
+func testNonUTCTimesComeBackEqual(t *testing.T, im impl) {
+	s, _ := im.open(t, Options{})
 	at := time.Now() // local, with a monotonic reading
 	if err := s.PutJob(JobRecord{Name: "j", Submitted: at, Updated: at}); err != nil {
 		t.Fatal(err)
@@ -88,8 +84,10 @@ func TestNonUTCTimesComeBackEqual(t *testing.T) {
 	}
 }
 
-func TestDeleteJobCascades(t *testing.T) {
-	s, _ := openTemp(t)
+func TestDeleteJobCascades(t *testing.T) { eachImpl(t, testDeleteJobCascades) }
+
+func testDeleteJobCascades(t *testing.T, im impl) {
+	s, _ := im.open(t, Options{})
 	q, _ := shard.New(shard.Config{Samples: 100, Epochs: 1, GlobalBatch: 10, BatchesPerShard: 1})
 	for _, job := range []string{"a", "b"} {
 		must(t, s.PutJob(JobRecord{Name: job}))
@@ -137,8 +135,10 @@ func must(t *testing.T, err error) {
 	}
 }
 
-func TestNodes(t *testing.T) {
-	s, _ := openTemp(t)
+func TestNodes(t *testing.T) { eachImpl(t, testNodes) }
+
+func testNodes(t *testing.T, im impl) {
+	s, _ := im.open(t, Options{})
 	w1 := NodeRecord{Name: "worker-1", Role: "worker", Addr: "127.0.0.1:7001", Pid: 42, State: "running",
 		BatchSize: 64, Registered: t0, Updated: t0}
 	s0 := NodeRecord{Name: "server-0", Role: "server", State: "running", Registered: t0, Updated: t0}
@@ -170,8 +170,10 @@ func TestNodes(t *testing.T) {
 // TestSetNodeAddr: a server's new address (a restart, an addition) is
 // recorded without touching the rest of its record, and survives the state
 // changes written after it.
-func TestSetNodeAddr(t *testing.T) {
-	s, _ := openTemp(t)
+func TestSetNodeAddr(t *testing.T) { eachImpl(t, testSetNodeAddr) }
+
+func testSetNodeAddr(t *testing.T, im impl) {
+	s, _ := im.open(t, Options{})
 	s0 := NodeRecord{Name: "server-0", Role: "server", Addr: "10.0.0.1:1", Pid: 7, State: "running", Restarts: 2, Registered: t0, Updated: t0}
 	must(t, s.PutNode("job", s0))
 	must(t, s.SetNodeAddr("job", "server-0", "server", "10.0.0.1:2"))
@@ -192,8 +194,10 @@ func TestSetNodeAddr(t *testing.T) {
 	}
 }
 
-func TestActions(t *testing.T) {
-	s, _ := openTemp(t)
+func TestActions(t *testing.T) { eachImpl(t, testActions) }
+
+func testActions(t *testing.T, im impl) {
+	s, _ := im.open(t, Options{})
 	at := func(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }
 	puts := []struct {
 		a ActionRecord
@@ -244,8 +248,10 @@ func TestActions(t *testing.T) {
 	}
 }
 
-func TestAudit(t *testing.T) {
-	s, _ := openTemp(t)
+func TestAudit(t *testing.T) { eachImpl(t, testAudit) }
+
+func testAudit(t *testing.T, im impl) {
+	s, _ := im.open(t, Options{})
 	entries := []AuditEntry{
 		{At: t0.Add(2 * time.Minute), Who: "alice", Role: "operator", What: "approve b-restart", Job: "job", Allowed: true},
 		{At: t0, Who: "bob", Role: "viewer", What: "approve b-restart", Job: "job", Reason: "viewers cannot approve"},
@@ -290,8 +296,10 @@ func TestAudit(t *testing.T) {
 	}
 }
 
-func TestPolicies(t *testing.T) {
-	s, _ := openTemp(t)
+func TestPolicies(t *testing.T) { eachImpl(t, testPolicies) }
+
+func testPolicies(t *testing.T, im impl) {
+	s, _ := im.open(t, Options{})
 	settings := []byte(`{"antdt_nd": {"lambda": 1.5}}`)
 	must(t, s.PutPolicies("job", settings))
 	must(t, s.PutPolicies("empty", []byte{}))
@@ -321,8 +329,10 @@ func sameShards(t *testing.T, got, want *shard.Queue) {
 	}
 }
 
-func TestShards(t *testing.T) {
-	s, _ := openTemp(t)
+func TestShards(t *testing.T) { eachImpl(t, testShards) }
+
+func testShards(t *testing.T, im impl) {
+	s, _ := im.open(t, Options{})
 	q, err := shard.New(shard.Config{Samples: 60000, Epochs: 2, GlobalBatch: 256, BatchesPerShard: 10, Seed: 1})
 	must(t, err)
 	if err := s.PutShardChanges("job", []shard.Shard{{}}); !errors.Is(err, ErrNoSnapshot) {
@@ -357,31 +367,23 @@ func TestShards(t *testing.T) {
 	if want, _ := q.MarshalBinary(); !ok || string(snap) != string(want) {
 		t.Errorf("GetShards = %d bytes, %v; want the snapshot's %d", len(snap), ok, len(want))
 	}
-	err = s.db.View(func(tx *bolt.Tx) error {
-		if tx.Bucket(bucketShards).Bucket([]byte("job")).Bucket(keyChanges) != nil {
-			return errors.New("change log still there after SaveShards")
-		}
-		return nil
-	})
-	must(t, err)
+	if n := im.changeRecords(t, s, "job"); n != 0 {
+		t.Errorf("%d change records still there after SaveShards", n)
+	}
 	got, _, _ = s.LoadShards("job")
 	sameShards(t, got, q)
 
 	// A corrupt change record is reported, not loaded.
-	must(t, s.db.Update(func(tx *bolt.Tx) error {
-		log, err := tx.Bucket(bucketShards).Bucket([]byte("job")).CreateBucketIfNotExists(keyChanges)
-		if err != nil {
-			return err
-		}
-		return log.Put(u64(3), []byte("garbage"))
-	}))
+	im.putRawChange(t, s, "job", 3, []byte("garbage"))
 	if _, ok, err := s.LoadShards("job"); ok || err == nil || !strings.Contains(err.Error(), "change") {
 		t.Errorf("LoadShards with a corrupt change = %v, %v; want an error naming the change", ok, err)
 	}
 }
 
-func TestReopenKeepsEverything(t *testing.T) {
-	s, path := openTemp(t)
+func TestReopenKeepsEverything(t *testing.T) { eachImpl(t, testReopenKeepsEverything) }
+
+func testReopenKeepsEverything(t *testing.T, im impl) {
+	s, path := im.open(t, Options{})
 	q, _ := shard.New(shard.Config{Samples: 1000, Epochs: 1, GlobalBatch: 10, BatchesPerShard: 1, Seed: 3})
 	job := JobRecord{Name: "j", SpecYAML: "name: j\n", State: "running", Submitted: t0, Updated: t0}
 	node := NodeRecord{Name: "worker-0", Role: "worker", State: "running", Registered: t0, Updated: t0}
@@ -400,7 +402,7 @@ func TestReopenKeepsEverything(t *testing.T) {
 	wantAction, _, _ := s.GetAction("j", "x")
 	must(t, s.Close())
 
-	s2, err := Open(path)
+	s2, err := im.reopen(t, path, Options{})
 	must(t, err)
 	defer s2.Close()
 	if got, ok, _ := s2.GetJob("j"); !ok || !reflect.DeepEqual(got, job) {
@@ -457,7 +459,7 @@ func TestSecondOpenerFails(t *testing.T) {
 
 func TestNewerSchemaRefused(t *testing.T) {
 	s, path := openTemp(t)
-	must(t, s.db.Update(func(tx *bolt.Tx) error {
+	must(t, s.backend.(*boltStore).db.Update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketMeta).Put(keyVersion, binary.BigEndian.AppendUint64(nil, schemaVersion+1))
 	}))
 	must(t, s.Close())
@@ -546,7 +548,7 @@ func TestAuditRetention(t *testing.T) {
 	}
 	defer s.Close()
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	s.now = func() time.Time { return now }
+	s.setNow(func() time.Time { return now })
 	if _, err := s.Audit(AuditEntry{At: now.Add(-2 * time.Hour), Who: "old"}); err != nil {
 		t.Fatal(err)
 	}

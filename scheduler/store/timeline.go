@@ -18,7 +18,7 @@ var bucketTimelines = []byte("timelines")
 // replace what was stored at from, from+1, ..., and any frame stored at or
 // beyond from+len(frames) is deleted (a downsampled timeline is shorter).
 // One transaction: the stored timeline is the old one or the new one.
-func (s *Store) PutTimeline(job string, from int, frames [][]byte) error {
+func (s *boltStore) PutTimeline(job string, from int, frames [][]byte) error {
 	if job == "" {
 		return ErrEmptyName
 	}
@@ -47,7 +47,7 @@ func (s *Store) PutTimeline(job string, from int, frames [][]byte) error {
 
 // LoadTimeline returns a job's stored frames in order (none if there are
 // none).
-func (s *Store) LoadTimeline(job string) ([][]byte, error) {
+func (s *boltStore) LoadTimeline(job string) ([][]byte, error) {
 	var out [][]byte
 	err := s.view("load timeline "+job, func(tx *bolt.Tx) error {
 		b, err := sub(tx, bucketTimelines, job, false)
@@ -64,7 +64,7 @@ func (s *Store) LoadTimeline(job string) ([][]byte, error) {
 
 // DeleteTimeline forgets a job's timeline (retention), and the stacks
 // saved with it.
-func (s *Store) DeleteTimeline(job string) error {
+func (s *boltStore) DeleteTimeline(job string) error {
 	return s.update("delete timeline "+job, func(tx *bolt.Tx) error {
 		if err := deleteStacks(tx, job); err != nil {
 			return err

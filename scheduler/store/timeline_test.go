@@ -25,8 +25,10 @@ func strs(bs [][]byte) []string {
 // TestTimeline: appends, a rewrite from the start that shortens the
 // timeline (a downsampling), survival across a reopen, and deletion with
 // the job or alone.
-func TestTimeline(t *testing.T) {
-	s, path := openTemp(t)
+func TestTimeline(t *testing.T) { eachImpl(t, testTimeline) }
+
+func testTimeline(t *testing.T, im impl) {
+	s, path := im.open(t, Options{})
 	if got, err := s.LoadTimeline("j"); err != nil || len(got) != 0 {
 		t.Fatalf("empty timeline = %q, %v", got, err)
 	}
@@ -38,7 +40,7 @@ func TestTimeline(t *testing.T) {
 	}
 	must(t, s.PutTimeline("j", 0, frames(0, 7, "m"))) // compacted: 7 frames now
 	must(t, s.Close())
-	s, err = Open(path)
+	s, err = im.reopen(t, path, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,7 +48,7 @@ func agentCmd() *cobra.Command {
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&o.Scheduler, "scheduler", "127.0.0.1:7070", "the scheduler's gRPC address")
+	f.StringVar(&o.Scheduler, "scheduler", "127.0.0.1:7070", "the scheduler's gRPC address; several replicas' comma-separated (the agent follows the one that leads)")
 	f.StringVar(&o.Job, "job", "", "job name")
 	f.StringVar(&o.Node, "node", "", "node name (server-0, worker-1, ...)")
 	f.StringVar(&roleName, "role", "", "server or worker")

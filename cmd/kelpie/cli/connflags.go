@@ -77,6 +77,9 @@ func connected(ctx context.Context, c *client.Client, addr string) error {
 		case client.Unauthorized:
 			return fmt.Errorf("the scheduler at %s refused the token (%s): check --token, --token-file or $KELPIE_TOKEN", addr, refusal(st.Err))
 		case client.Disconnected:
+			if st.Attempt < c.Addrs() {
+				break // replicas: the next address is being tried
+			}
 			return fmt.Errorf("cannot reach the scheduler at %s: %s (is it running there? --scheduler or $KELPIE_SCHEDULER)", addr, unreachable(st.Err))
 		case client.Closed:
 			if ctx.Err() != nil {

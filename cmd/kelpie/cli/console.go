@@ -41,7 +41,7 @@ kelpie demo). Keys: ? help, : command mode (:jobs, :job NAME, :actions, :policie
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&o.Scheduler, "scheduler", os.Getenv("KELPIE_SCHEDULER"), "the scheduler's console address host:port (default: config, then 127.0.0.1:7080)")
+	f.StringVar(&o.Scheduler, "scheduler", os.Getenv("KELPIE_SCHEDULER"), "the scheduler's console address host:port, several replicas' comma-separated (default: config, then 127.0.0.1:7080)")
 	f.StringVar(&o.Token, "token", os.Getenv("KELPIE_TOKEN"), "bearer token ($KELPIE_TOKEN; prefer it or --token-file: a command line is visible to other users)")
 	conn.add(f)
 	f.BoolVar(&o.ReadOnly, "readonly", false, "hide every control that changes the cluster")

@@ -47,7 +47,7 @@ func (f *apiFlags) dial(ctx context.Context, opts ...client.Option) (*client.Cli
 }
 
 func (f *apiFlags) add(c *cobra.Command, json bool) {
-	c.Flags().StringVar(&f.scheduler, "scheduler", envOr("KELPIE_SCHEDULER", "127.0.0.1:7080"), "the scheduler's console address host:port ($KELPIE_SCHEDULER)")
+	c.Flags().StringVar(&f.scheduler, "scheduler", envOr("KELPIE_SCHEDULER", "127.0.0.1:7080"), "the scheduler's console address host:port, several replicas' comma-separated ($KELPIE_SCHEDULER)")
 	c.Flags().StringVar(&f.token, "token", os.Getenv("KELPIE_TOKEN"), "bearer token ($KELPIE_TOKEN)")
 	f.conn.add(c.Flags())
 	c.Flags().DurationVar(&f.timeout, "timeout", 15*time.Second, "how long to wait for the scheduler")

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -43,6 +44,13 @@ and keep their shard reports, agents keep reconnecting, for up to --orphan-timeo
 an agent stops its role and exits, so that nothing is left running forever. A scheduler
 restarted on the same data dir adopts every node that comes back, marks those that do not
 come back within the heartbeat timeout lost and launches them again.
+
+With --store etcd://HOST:PORT[,HOST:PORT…] the durable state lives in etcd instead, and
+several schedulers (replicas) share it: the one elected through an etcd lease leads, the others
+wait without serving until it is gone, then one of them leads within --lease-ttl and adopts
+every job as a restarted scheduler does. Every write of the leader is conditioned on its
+leadership, so a leader that lost its lease writes nothing; it exits. Agents, roles and the
+console take the replicas' addresses comma-separated. See docs/ha.md.
 
 Token file lines: TOKEN ROLE NAME, role viewer or operator.`,
 		Args: cobra.NoArgs,
@@ -91,6 +99,7 @@ Token file lines: TOKEN ROLE NAME, role viewer or operator.`,
 				// The nodes read their data inside their Pods.
 				cfg.CheckData = nil
 			}
+			cfg.Context = ctx
 			d, err := daemon.Start(cfg)
 			if err != nil {
 				return err
@@ -109,9 +118,19 @@ Token file lines: TOKEN ROLE NAME, role viewer or operator.`,
 			} else {
 				fmt.Fprintln(os.Stderr, "kelpie scheduler: WARNING: plaintext node plane, no authorization (--insecure-node-plane)")
 			}
-			<-ctx.Done()
-			d.Close(stopJobs)
-			return nil
+			select {
+			case <-ctx.Done():
+				d.Close(stopJobs)
+				return nil
+			case <-d.Lost():
+				// Another replica leads (or will): its writes are
+				// refused from now on. The jobs are its to adopt.
+				if err := d.StepDown(); err != nil {
+					cfg.Log.Warn("step-down not recorded", "err", err)
+				}
+				d.Close(false)
+				return errors.New("lost the leadership (the etcd lease expired): exiting so that a supervisor restarts this replica as a standby")
+			}
 		},
 	}
 	f := c.Flags()
@@ -156,6 +175,13 @@ Token file lines: TOKEN ROLE NAME, role viewer or operator.`,
 	f.DurationVar(&cfg.AuditMaxAge, "audit-max-age", 90*24*time.Hour, "the audit log drops entries older than this (negative: kept)")
 	f.StringSliceVar(&cfg.AllowOrigins, "allow-origin", nil, "browser origin patterns allowed to open the console WebSocket besides the scheduler's own host, repeatable (e.g. https://dash.example.com, *.example.com)")
 	f.BoolVar(&cfg.InsecureNodePlane, "insecure-node-plane", false, "serve the node plane in plaintext without authorization (simulations on a closed machine only)")
+	f.StringVar(&cfg.Store, "store", "", "where the durable state lives: empty for a bbolt file in --data-dir, or etcd://HOST:PORT[,HOST:PORT…] (etcds:// for TLS) shared by scheduler replicas, one elected leader (docs/ha.md)")
+	f.StringVar(&cfg.StoreKeyFile, "store-key-file", "", "with --store etcd://…: the key (32 bytes or their hex, mode 0600, the same on every replica) the CA and job key are sealed with in etcd")
+	f.StringVar(&cfg.EtcdCA, "etcd-ca", "", "CA certificate etcd's client port is verified with")
+	f.StringVar(&cfg.EtcdCert, "etcd-cert", "", "client certificate presented to etcd")
+	f.StringVar(&cfg.EtcdKey, "etcd-key", "", "its key")
+	f.StringVar(&cfg.EtcdPrefix, "etcd-prefix", "/kelpie/", "the key prefix of this scheduler's state and election in etcd")
+	f.DurationVar(&cfg.LeaseTTL, "lease-ttl", 10*time.Second, "the leader's etcd lease: a leader unheard of this long (killed, paused, cut off) is replaced")
 	k = addKubeFlags(c)
 	f.StringVar(&memProfile, "memprofile", "", "write a profile of the scheduler's allocations (what allocated how much, since it started) to `file` when it exits")
 	f.StringVar(&mutexProfile, "mutexprofile", "", "write a profile of the scheduler's lock contention (who held a lock others waited for) to `file` when it exits")

@@ -176,7 +176,9 @@ func WithHTTPClient(h *http.Client) Option { return func(c *config) { c.httpClie
 
 // Client is a connection to one scheduler's console API, redialled when lost.
 type Client struct {
-	url   string
+	url   string   // the one dialled now: urls[next]
+	urls  []string // one a scheduler replica (Dial)
+	next  int      // owned by loop
 	token string
 	cfg   config
 
@@ -213,11 +215,20 @@ var ErrConnectionLost = errors.New("client: connection lost before the command's
 // Dial starts connecting to the scheduler at addr ("HOST:PORT", or a ws://, wss://, http:// or
 // https:// URL) with token, and keeps the connection up until ctx is done or Close is called. It
 // returns at once: the connection's progress arrives at the handler as StatusMsg. The only error is
-// an address that cannot be a URL.
+// an address that cannot be a URL. Several addresses, comma-separated, are scheduler replicas (only
+// the leading one serves, docs/ha.md): each failed attempt moves on to the next, and the client
+// stays with the one that answers.
 func Dial(ctx context.Context, addr, token string, opts ...Option) (*Client, error) {
-	u, err := URL(addr)
-	if err != nil {
-		return nil, err
+	var urls []string
+	for _, a := range strings.Split(addr, ",") {
+		if strings.TrimSpace(a) == "" && strings.Contains(addr, ",") {
+			continue
+		}
+		u, err := URL(a)
+		if err != nil {
+			return nil, err
+		}
+		urls = append(urls, u)
 	}
 	cfg := config{
 		name: "kelpie-tui", minBackoff: 500 * time.Millisecond, maxBackoff: 10 * time.Second,
@@ -231,10 +242,12 @@ func Dial(ctx context.Context, addr, token string, opts ...Option) (*Client, err
 	}
 	cfg.maxBackoff = max(cfg.maxBackoff, cfg.minBackoff)
 	if cfg.tls != nil {
-		u = strings.Replace(u, "ws://", "wss://", 1)
+		for i := range urls {
+			urls[i] = strings.Replace(urls[i], "ws://", "wss://", 1)
+		}
 	}
 	c := &Client{
-		url: u, token: token, cfg: cfg,
+		url: urls[0], urls: urls, token: token, cfg: cfg,
 		waiters:    map[string]chan *consolepb.CommandResult{},
 		sub:        &consolepb.Subscribe{Jobs: cfg.jobs, MaxRateHz: cfg.rateHz, HeatmapColumns: cfg.columns, Window: cfg.window, Patches: true},
 		held:       map[string]*consolepb.JobView{},
@@ -280,6 +293,9 @@ func URL(addr string) (string, error) {
 	}
 	return u.String(), nil
 }
+
+// Addrs is how many scheduler addresses the client tries (replicas).
+func (c *Client) Addrs() int { return len(c.urls) }
 
 // Status returns the connection's current state.
 func (c *Client) Status() StatusMsg {
@@ -461,6 +477,9 @@ func (c *Client) loop(addr string) {
 		}
 		if welcomed {
 			attempt = 0
+		} else {
+			c.next = (c.next + 1) % len(c.urls) // the next replica
+			c.url = c.urls[c.next]
 		}
 		attempt++
 		wait := c.cfg.minBackoff

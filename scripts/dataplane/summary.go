@@ -381,7 +381,8 @@ func benchRows(dir, transport string) (map[key][]result, []key, int) {
 	return rows, order, len(files)
 }
 
-// med is a median with its range, at prec decimals.
+// med is a median (of an even count, the mean of the middle two) with its
+// range, at prec decimals.
 func med(s spread, prec int) string {
 	if len(s) == 0 {
 		return "—"
@@ -391,7 +392,11 @@ func med(s spread, prec int) string {
 	if v[0] == v[len(v)-1] {
 		return strconv.FormatFloat(v[0], 'f', prec, 64)
 	}
-	return fmt.Sprintf("%s [%s–%s]", strconv.FormatFloat(v[len(v)/2], 'f', prec, 64),
+	m := v[len(v)/2]
+	if len(v)%2 == 0 {
+		m = (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	return fmt.Sprintf("%s [%s–%s]", strconv.FormatFloat(m, 'f', prec, 64),
 		strconv.FormatFloat(v[0], 'f', prec, 64), strconv.FormatFloat(v[len(v)-1], 'f', prec, 64))
 }
 
@@ -455,10 +460,14 @@ func markdown(dir string) {
 	ps := map[psKey]*psVals{}
 	var psOrder []psKey
 	files := runs(dir, "pslite-[0-9]*.txt")
+	psRuns := 0 // runs that printed results (ps-lite's processes can fail to meet)
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			continue
+		}
+		if psRE.Match(b) {
+			psRuns++
 		}
 		for _, l := range strings.Split(string(b), "\n") {
 			m := psRE.FindStringSubmatch(l)
@@ -482,7 +491,7 @@ func markdown(dir string) {
 		}
 	}
 	if len(ps) > 0 {
-		fmt.Printf("\nps-lite (`scripts/dataplane/pslite`, kvbench: ZeroMQ, -O3 -march=native, zero-copy pull), 1 server × 1 worker, 1 in flight, beside kelpie's tcp run of the same index, %d runs\n\n", len(files))
+		fmt.Printf("\nps-lite (`scripts/dataplane/pslite`, kvbench: ZeroMQ, -O3 -march=native, zero-copy pull), 1 server × 1 worker, 1 in flight, beside kelpie's tcp run of the same index, %d of %d runs (the others printed no results)\n\n", psRuns, len(files))
 		fmt.Printf("| op | size | ps-lite MB/s | ps-lite p50 µs | kelpie ÷ ps-lite, MB/s | ps-lite ÷ kelpie, p50 |\n|---|---|---|---|---|---|\n")
 		for _, k := range psOrder {
 			v := ps[k]
@@ -493,10 +502,14 @@ func markdown(dir string) {
 	own := map[string]spread{}
 	var num int
 	ownFiles := runs(dir, "pslite-own-*.txt")
+	ownRuns := 0
 	for _, f := range ownFiles {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			continue
+		}
+		if ownRE.Match(b) {
+			ownRuns++
 		}
 		for _, m := range ownRE.FindAllStringSubmatch(string(b), -1) {
 			num, _ = strconv.Atoi(m[1])
@@ -505,7 +518,7 @@ func markdown(dir string) {
 		}
 	}
 	if len(own) > 0 {
-		fmt.Printf("\nps-lite's own `tests/test_kv_app_benchmark.cc` (unchanged; one push and one pull of %d keys with as many float values, an empty server handler; %d runs): ", num, len(ownFiles))
+		fmt.Printf("\nps-lite's own `tests/test_kv_app_benchmark.cc` (unchanged; one push and one pull of %d keys with as many float values, an empty server handler; %d of %d runs printed results): ", num, ownRuns, len(ownFiles))
 		var parts []string
 		for _, op := range []string{"Push", "Pull"} {
 			if s := own[op]; len(s) > 0 {

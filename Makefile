@@ -95,7 +95,7 @@ bench-go:
 # data plane end to end (about 40 minutes; run it on a quiet machine):
 # scripts/dataplane/run.sh says how, summary.go what it checks.
 bench-dataplane: data
-	scripts/dataplane/run.sh
+	RECORD=docs/bench/dataplane.json scripts/dataplane/run.sh
 
 proto:
 	@command -v protoc >/dev/null || (apt-get update -qq && apt-get install -y -qq protobuf-compiler)

@@ -4,8 +4,11 @@
 // object, with what a reader needs to trust it: the command, the commit,
 // the date and the machine (CPU model and count, kernel, memory, load), and
 // every raw result file of the session (kelpie bench JSON as JSON, ps-lite's
-// and the others' output as text). The README's data-plane figures come
-// from such a record committed under docs/bench/.
+// and the others' output as text), and the README's data-plane tables made
+// from them (readme: OUT/readme-tables.md, which summary.go -markdown
+// writes, under a line naming the session). `make bench-dataplane` writes
+// the record to docs/bench/dataplane.json; the README quotes its readme
+// field word for word (runtime/bench's TestREADMEQuotesDataplaneRecord).
 //
 //	go run scripts/dataplane/record.go OUT COMMAND COMMIT > record.json
 package main
@@ -35,6 +38,7 @@ type record struct {
 	Date    string                     `json:"date"`
 	Machine machine                    `json:"machine"`
 	Load    string                     `json:"load"`
+	Readme  string                     `json:"readme"`
 	Files   map[string]json.RawMessage `json:"files"`
 }
 
@@ -69,7 +73,7 @@ func main() {
 	sort.Strings(names)
 	for _, f := range names {
 		base := filepath.Base(f)
-		if base == "kelpie" || strings.HasSuffix(base, ".log") || base == "load.txt" {
+		if base == "kelpie" || strings.HasSuffix(base, ".log") || base == "load.txt" || base == "readme-tables.md" || base == "record.json" {
 			continue
 		}
 		b, err := os.ReadFile(f)
@@ -83,10 +87,34 @@ func main() {
 		s, _ := json.Marshal(string(b))
 		r.Files[base] = s
 	}
+	if tables, err := os.ReadFile(filepath.Join(dir, "readme-tables.md")); err == nil {
+		short := r.Commit
+		if len(short) > 12 {
+			short = short[:12]
+		}
+		r.Readme = fmt.Sprintf("Session of %s: `%s` at commit %s on %s (%d CPUs, shared with other work), %s.\n%s",
+			r.Date[:10], r.Command, short, r.Machine.CPU, r.Machine.CPUs, loadWords(string(load)), tables)
+	}
 	enc := json.NewEncoder(os.Stdout)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(r); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+}
+
+// loadWords is load.txt ("load before: a b c", "load after: ...") as
+// "load average before a, after a" (1-minute figures).
+func loadWords(s string) string {
+	var parts []string
+	for _, l := range strings.Split(strings.TrimSpace(s), "\n") {
+		what, v, ok := strings.Cut(l, ":")
+		if f := strings.Fields(v); ok && len(f) > 0 {
+			parts = append(parts, strings.TrimPrefix(what, "load ")+" "+f[0])
+		}
+	}
+	if len(parts) == 0 {
+		return "load not recorded"
+	}
+	return "1-minute load average " + strings.Join(parts, ", ")
 }

@@ -3,8 +3,9 @@
 # ratio within one run (kelpie against raw TCP, against ps-lite, secured
 # against plain, after against before), repeated; summary.go prints medians
 # with the spread, and record.go gathers every raw file with the command,
-# commit and machine into OUT/record.json (what docs/bench/ keeps). Take it
-# in a quiet moment: check `uptime` first.
+# commit, machine and the README's tables into OUT/record.json (`make
+# bench-dataplane` copies it to docs/bench/dataplane.json, what the README
+# quotes). Take it in a quiet moment: check `uptime` first.
 #
 #   scripts/dataplane/run.sh [OUT]
 #
@@ -19,6 +20,7 @@
 #   E2E         space-separated job specs for samples/s (default: examples/mnist-mlp.yaml
 #               and scripts/dataplane/comm-mlp.yaml); E2E=none skips them
 #   PARTS       which parts to run: any of bench unix pslite security e2e (all)
+#   RECORD      also copy the record here (make bench-dataplane: docs/bench/dataplane.json)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -79,9 +81,15 @@ if want e2e && [ "${E2E:-}" != none ]; then
 fi
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/load.txt"
 go run "$here/summary.go" "$out" | tee "$out/summary.txt"
-# One record of the session (command, commit, machine, every raw file):
-# the README's data-plane figures are quoted from such a record, committed
-# as docs/bench/dataplane-DATE.json.
+# The README's data-plane tables of this session, then one record of it
+# (command, commit, machine, load, those tables, every raw file): the
+# README quotes the committed record's tables word for word.
+go run "$here/summary.go" -markdown "$out" >"$out/readme-tables.md"
 commit=$(cd "$root" && git rev-parse HEAD 2>/dev/null || echo unknown)
 go run "$here/record.go" "$out" "REPEATS=$repeats PARTS='$parts' scripts/dataplane/run.sh" "$commit" >"$out/record.json"
-echo "record: $out/record.json (commit it as docs/bench/dataplane-$(date -u +%Y-%m-%d).json)" >&2
+if [ -n "${RECORD:-}" ]; then
+  cp "$out/record.json" "$RECORD"
+  echo "record: $out/record.json, copied to $RECORD (commit it; paste its readme field into the README's Data plane section)" >&2
+else
+  echo "record: $out/record.json" >&2
+fi

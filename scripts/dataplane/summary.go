@@ -2,9 +2,12 @@
 
 // Summary prints the medians (and the spread over runs) of what
 // scripts/dataplane/run.sh measured, each figure a ratio taken within one
-// run, and checks them against issue 15's bounds.
+// run, and checks them against issue 15's bounds. With -markdown it prints
+// instead the README's data-plane tables of the session (1 server × 1
+// worker over TCP and the Unix socket, each against its raw baseline of the
+// same run, ps-lite beside them), which record.go puts in the record.
 //
-//	go run scripts/dataplane/summary.go OUT
+//	go run scripts/dataplane/summary.go [-markdown] OUT
 package main
 
 import (
@@ -114,6 +117,14 @@ func check(ok bool, format string, a ...any) {
 }
 
 func main() {
+	if len(os.Args) == 3 && os.Args[1] == "-markdown" {
+		markdown(os.Args[2])
+		return
+	}
+	if len(os.Args) != 2 {
+		fmt.Fprintln(os.Stderr, "usage: go run summary.go [-markdown] OUT")
+		os.Exit(2)
+	}
 	dir := os.Args[1]
 	if b, err := os.ReadFile(filepath.Join(dir, "load.txt")); err == nil {
 		fmt.Print(string(b))
@@ -346,4 +357,178 @@ func mbs(s spread) string {
 	v := slices.Clone(s)
 	slices.Sort(v)
 	return fmt.Sprintf("%.0f [%.0f–%.0f]", v[len(v)/2], v[0], v[len(v)-1])
+}
+
+// benchRows are the rows of every bench-TRANSPORT-N.json of dir, by row,
+// in the order of the first file.
+func benchRows(dir, transport string) (map[key][]result, []key, int) {
+	files := runs(dir, "bench-"+transport+"-*.json")
+	rows := map[key][]result{}
+	var order []key
+	for _, f := range files {
+		r, err := load(f)
+		if err != nil {
+			continue
+		}
+		for _, x := range r.Results {
+			k := key{x.Op, x.Servers, x.Workers, x.Bytes, x.Inflight}
+			if rows[k] == nil {
+				order = append(order, k)
+			}
+			rows[k] = append(rows[k], x)
+		}
+	}
+	return rows, order, len(files)
+}
+
+// med is a median (of an even count, the mean of the middle two) with its
+// range, at prec decimals.
+func med(s spread, prec int) string {
+	if len(s) == 0 {
+		return "—"
+	}
+	v := slices.Clone(s)
+	slices.Sort(v)
+	if v[0] == v[len(v)-1] {
+		return strconv.FormatFloat(v[0], 'f', prec, 64)
+	}
+	m := v[len(v)/2]
+	if len(v)%2 == 0 {
+		m = (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	return fmt.Sprintf("%s [%s–%s]", strconv.FormatFloat(m, 'f', prec, 64),
+		strconv.FormatFloat(v[0], 'f', prec, 64), strconv.FormatFloat(v[len(v)-1], 'f', prec, 64))
+}
+
+// markdown prints the README's tables: for each transport, 1 server × 1
+// worker, push and pull per size and requests in flight, kelpie's MB/s, its
+// raw baseline's (raw TCP for tcp rows, a raw Unix socket for unix rows,
+// both measured in the same run) and the ratio, median [min–max] over the
+// runs; then ps-lite's kvbench beside kelpie's tcp run of the same index,
+// and ps-lite's own benchmark.
+func markdown(dir string) {
+	tcpRuns := map[string]map[key]result{}
+	for _, tr := range []string{"tcp", "unix"} {
+		rows, order, n := benchRows(dir, tr)
+		if n == 0 {
+			continue
+		}
+		base := "raw TCP"
+		if tr == "unix" {
+			base = "raw Unix socket"
+		}
+		fmt.Printf("\n`kelpie bench pushpull --transport %s`, 1 server × 1 worker, %d runs: median [min–max]\n\n", tr, n)
+		fmt.Printf("| op | size | in flight | kelpie MB/s | %s MB/s | kelpie ÷ raw | kelpie p50 µs | ÷ raw RTT p50 |\n", base)
+		fmt.Printf("|---|---|---|---|---|---|---|---|\n")
+		for _, k := range order {
+			if k.servers != 1 || k.workers != 1 || k.op == "pushpull" {
+				continue
+			}
+			var mb, raw, ratio, p50, lat spread
+			for _, x := range rows[k] {
+				r, rtt := x.Raw, x.RawRTT
+				if x.Baseline == "unix" {
+					r, rtt = x.RawUnix, x.RawURTT
+				}
+				mb, raw, ratio, p50 = append(mb, x.MBPerS), append(raw, r), append(ratio, x.Ratio), append(p50, x.P50US)
+				if rtt > 0 {
+					lat = append(lat, x.P50US/rtt)
+				}
+			}
+			fmt.Printf("| %s | %s | %d | %s | %s | %s | %s | %s |\n", k.op, size(k.size), k.n, med(mb, 0), med(raw, 0), med(ratio, 2), med(p50, 1), med(lat, 2))
+		}
+		if tr == "tcp" {
+			for _, f := range runs(dir, "bench-tcp-*.json") {
+				r, err := load(f)
+				if err != nil {
+					continue
+				}
+				m := map[key]result{}
+				for _, x := range r.Results {
+					m[key{x.Op, x.Servers, x.Workers, x.Bytes, x.Inflight}] = x
+				}
+				tcpRuns[runIndex(f)] = m
+			}
+		}
+	}
+	psRE := regexp.MustCompile(`RESULT op=(\w+) bytes=(\d+) servers=(\d+) p50_us=([\d.]+) mb_per_s=([\d.]+)`)
+	type psKey struct {
+		op   string
+		size int
+	}
+	type psVals struct{ mb, p50, kmb, kp50 spread }
+	ps := map[psKey]*psVals{}
+	var psOrder []psKey
+	files := runs(dir, "pslite-[0-9]*.txt")
+	psRuns := 0 // runs that printed results (ps-lite's processes can fail to meet)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if psRE.Match(b) {
+			psRuns++
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			m := psRE.FindStringSubmatch(l)
+			if m == nil || m[3] != "1" {
+				continue
+			}
+			n, _ := strconv.Atoi(m[2])
+			p50, _ := strconv.ParseFloat(m[4], 64)
+			mb, _ := strconv.ParseFloat(m[5], 64)
+			k := psKey{m[1], n}
+			kr, ok := tcpRuns[runIndex(f)][key{m[1], 1, 1, n, 1}]
+			if !ok {
+				continue
+			}
+			if ps[k] == nil {
+				ps[k] = &psVals{}
+				psOrder = append(psOrder, k)
+			}
+			v := ps[k]
+			v.mb, v.p50, v.kmb, v.kp50 = append(v.mb, mb), append(v.p50, p50), append(v.kmb, kr.MBPerS/mb), append(v.kp50, p50/kr.P50US)
+		}
+	}
+	if len(ps) > 0 {
+		fmt.Printf("\nps-lite (`scripts/dataplane/pslite`, kvbench: ZeroMQ, -O3 -march=native, zero-copy pull), 1 server × 1 worker, 1 in flight, beside kelpie's tcp run of the same index, %d of %d runs (the others printed no results)\n\n", psRuns, len(files))
+		fmt.Printf("| op | size | ps-lite MB/s | ps-lite p50 µs | kelpie ÷ ps-lite, MB/s | ps-lite ÷ kelpie, p50 |\n|---|---|---|---|---|---|\n")
+		for _, k := range psOrder {
+			v := ps[k]
+			fmt.Printf("| %s | %s | %s | %s | %s | %s |\n", k.op, size(k.size), med(v.mb, 0), med(v.p50, 1), med(v.kmb, 2), med(v.kp50, 2))
+		}
+	}
+	ownRE := regexp.MustCompile(`num = (\d+), (Push|Pull) average time cost: ([\d.]+)ms`)
+	own := map[string]spread{}
+	var num int
+	ownFiles := runs(dir, "pslite-own-*.txt")
+	ownRuns := 0
+	for _, f := range ownFiles {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if ownRE.Match(b) {
+			ownRuns++
+		}
+		for _, m := range ownRE.FindAllStringSubmatch(string(b), -1) {
+			num, _ = strconv.Atoi(m[1])
+			ms, _ := strconv.ParseFloat(m[3], 64)
+			own[m[2]] = append(own[m[2]], ms)
+		}
+	}
+	if len(own) > 0 {
+		fmt.Printf("\nps-lite's own `tests/test_kv_app_benchmark.cc` (unchanged; one push and one pull of %d keys with as many float values, an empty server handler; %d of %d runs printed results): ", num, ownRuns, len(ownFiles))
+		var parts []string
+		for _, op := range []string{"Push", "Pull"} {
+			if s := own[op]; len(s) > 0 {
+				var mbs spread
+				for _, ms := range s {
+					mbs = append(mbs, float64(num)*4/1e6/(ms/1e3))
+				}
+				parts = append(parts, fmt.Sprintf("%s %s ms (%s MB/s of values; its 8-byte keys travel too)", strings.ToLower(op), med(s, 0), med(mbs, 0)))
+			}
+		}
+		fmt.Printf("%s.\n", strings.Join(parts, ", "))
+	}
 }

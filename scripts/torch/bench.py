@@ -107,7 +107,7 @@ def med(xs):
     xs = [x for x in xs if x]
     if not xs:
         return "-"
-    return "%.0f (%.0f–%.0f)" % (statistics.median(xs), min(xs), max(xs)) if max(xs) > 10 else \
+    return "%.0f (%.0f–%.0f)" % (statistics.median(xs), min(xs), max(xs)) if min(xs) > 10 else \
         "%.2f (%.2f–%.2f)" % (statistics.median(xs), min(xs), max(xs))
 
 

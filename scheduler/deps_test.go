@@ -136,6 +136,10 @@ func rules() []rule {
 		covers: inAny("core"),
 		deps:   inAny(mod+"scheduler", mod+"runtime", mod+"agent", mod+"tui", mod+"cmd"),
 	}, {
+		name:   "the data plane links no console types",
+		covers: inAny("runtime/server", "runtime/psclient", "runtime/tensorwire", "runtime/wire"),
+		deps:   inAny(mod+"proto/consolepb", mod+"proto/timelinepb"),
+	}, {
 		name:   "runtime imports no scheduler, agent or tui package",
 		covers: inAny("runtime"),
 		deps:   inAny(mod+"scheduler", mod+"agent", mod+"tui", mod+"cmd"),
@@ -198,20 +202,22 @@ func TestImportRulesCatch(t *testing.T) {
 	pkgs := map[string]pkg{
 		"scheduler/manager":         {Deps: []string{"fmt", mod + "core/job", mod + "runtime/server"}},
 		"scheduler/loadtest":        {Deps: []string{mod + "tui/client"}},
-		"scheduler/console/client":  {Deps: []string{mod + "proto/kelpiepb", mod + "scheduler/console"}},
+		"scheduler/console/client":  {Deps: []string{mod + "proto/consolepb", mod + "scheduler/console"}},
 		"tui":                       {Deps: []string{mod + "themes", mod + "scheduler/console/client", mod + "scheduler/manager"}},
 		"agent":                     {Deps: []string{mod + "scheduler/policy"}},
 		"runtime/worker":            {Deps: []string{mod + "tui/keys"}},
 		"core/syncmodel":            {Imports: []string{"os"}, Deps: []string{"os", "google.golang.org/grpc"}},
 		"scheduler/shard":           {Imports: []string{"go.etcd.io/bbolt"}, Deps: []string{"go.etcd.io/bbolt"}},
 		"scheduler/coordinator":     {Deps: []string{mod + "core/job", mod + "core/blocks", "net"}},
-		"scheduler/console/client2": {Deps: []string{mod + "proto/kelpiepb"}},
+		"scheduler/console/client2": {Deps: []string{mod + "proto/consolepb"}},
+		"runtime/psclient":          {Deps: []string{mod + "proto/pspb", mod + "proto/consolepb"}},
 	}
 	got := violations(pkgs, rules())
 	want := []string{
 		"agent depends on " + mod + "scheduler/policy",
 		"core/syncmodel depends on google.golang.org/grpc",
 		"core/syncmodel imports os",
+		"runtime/psclient depends on " + mod + "proto/consolepb",
 		"runtime/worker depends on " + mod + "tui/keys",
 		"scheduler/console/client depends on " + mod + "scheduler/console",
 		"scheduler/loadtest depends on " + mod + "tui/client",

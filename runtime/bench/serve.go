@@ -23,7 +23,7 @@ import (
 	"github.com/kelpie/kelpie/core/blocks"
 	"github.com/kelpie/kelpie/core/optim"
 	"github.com/kelpie/kelpie/core/syncmodel"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/pspb"
 	"github.com/kelpie/kelpie/runtime/identity"
 	"github.com/kelpie/kelpie/runtime/psclient"
 	"github.com/kelpie/kelpie/runtime/server"
@@ -104,7 +104,7 @@ func StartPS(addr string, workers int, sizes []int, encrypt bool) (*PSServer, er
 		return nil, err
 	}
 	s := &PSServer{ps: ps, gs: grpc.NewServer(append(psclient.ServerOptions(), trust...)...), ep: ep, lis: lis, done: make(chan struct{})}
-	kelpiepb.RegisterParameterServerServer(s.gs, ps)
+	pspb.RegisterParameterServerServer(s.gs, ps)
 	go func() {
 		defer close(s.done)
 		_ = s.gs.Serve(ep.GRPC())

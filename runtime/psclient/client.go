@@ -18,7 +18,7 @@ import (
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/status"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/pspb"
 	"github.com/kelpie/kelpie/runtime/identity"
 	"github.com/kelpie/kelpie/runtime/wire"
 )
@@ -64,14 +64,14 @@ type Conn struct {
 	fw        *framed // the framed connection (nil: gRPC)
 
 	cc     *grpc.ClientConn
-	stream kelpiepb.ParameterServer_ExchangeClient
+	stream pspb.ParameterServer_ExchangeClient
 	cancel context.CancelFunc
 
 	sendMu sync.Mutex
 
 	mu      sync.Mutex
 	nextID  uint64
-	waiting map[uint64]chan *kelpiepb.PSResponse
+	waiting map[uint64]chan *pspb.PSResponse
 	err     error // set once the stream has failed
 	done    chan struct{}
 }
@@ -116,21 +116,21 @@ func DialWith(ctx context.Context, addr string, o Options) (*Conn, error) {
 		return nil, fmt.Errorf("psclient: dial %s: %v", addr, err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	stream, err := kelpiepb.NewParameterServerClient(cc).Exchange(ctx, wire.CallOption())
+	stream, err := pspb.NewParameterServerClient(cc).Exchange(ctx, wire.CallOption())
 	if err != nil {
 		cancel()
 		cc.Close()
 		return nil, fmt.Errorf("psclient: open stream to %s: %v", addr, err)
 	}
 	c := &Conn{Addr: addr, Transport: TransportGRPC, cc: cc, stream: stream, cancel: cancel,
-		waiting: map[uint64]chan *kelpiepb.PSResponse{}, done: make(chan struct{})}
+		waiting: map[uint64]chan *pspb.PSResponse{}, done: make(chan struct{})}
 	go c.recvLoop()
 	return c, nil
 }
 
 // Client is the plain gRPC client of the same server, for unary calls.
-func (c *Conn) Client() kelpiepb.ParameterServerClient {
-	return kelpiepb.NewParameterServerClient(c.cc)
+func (c *Conn) Client() pspb.ParameterServerClient {
+	return pspb.NewParameterServerClient(c.cc)
 }
 
 func (c *Conn) recvLoop() {
@@ -176,7 +176,7 @@ func (c *Conn) fail(err error) {
 
 // Start sends a request and returns a channel for its response; the channel
 // is closed without a value if the stream fails first. It sets req.Id.
-func (c *Conn) Start(req *kelpiepb.PSRequest) (<-chan *kelpiepb.PSResponse, error) {
+func (c *Conn) Start(req *pspb.PSRequest) (<-chan *pspb.PSResponse, error) {
 	if c.fw != nil {
 		w, err := c.framedStart(req, nil, nil)
 		if err != nil {
@@ -184,7 +184,7 @@ func (c *Conn) Start(req *kelpiepb.PSRequest) (<-chan *kelpiepb.PSResponse, erro
 		}
 		return w.ch, nil
 	}
-	ch := make(chan *kelpiepb.PSResponse, 1)
+	ch := make(chan *pspb.PSResponse, 1)
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
@@ -208,14 +208,14 @@ func (c *Conn) Start(req *kelpiepb.PSRequest) (<-chan *kelpiepb.PSResponse, erro
 }
 
 // Wait turns a response channel into the response or an error.
-func (c *Conn) Wait(ch <-chan *kelpiepb.PSResponse) (*kelpiepb.PSResponse, error) {
+func (c *Conn) Wait(ch <-chan *pspb.PSResponse) (*pspb.PSResponse, error) {
 	return c.WaitOr(ch, nil) // a nil abort channel never fires
 }
 
 // WaitOr is Wait that gives up when abort is closed (another server of the
 // same exchange failed: the iteration cannot complete).
-func (c *Conn) WaitOr(ch <-chan *kelpiepb.PSResponse, abort <-chan struct{}) (*kelpiepb.PSResponse, error) {
-	var r *kelpiepb.PSResponse
+func (c *Conn) WaitOr(ch <-chan *pspb.PSResponse, abort <-chan struct{}) (*pspb.PSResponse, error) {
+	var r *pspb.PSResponse
 	var ok bool
 	switch {
 	case c.fw != nil && abort == nil:
@@ -247,7 +247,7 @@ func (c *Conn) WaitOr(ch <-chan *kelpiepb.PSResponse, abort <-chan struct{}) (*k
 // connection's calls are reused).
 type Call struct {
 	c   *Conn
-	ch  <-chan *kelpiepb.PSResponse
+	ch  <-chan *pspb.PSResponse
 	w   *waiter // framed
 	dst [][]byte
 }
@@ -256,7 +256,7 @@ type Call struct {
 // slices, in order, receive the response's payload when their lengths add
 // up to it (the framed transport reads it from the socket into them; gRPC
 // copies it). Wait reports whether that happened.
-func (c *Conn) StartInto(req *kelpiepb.PSRequest, dst [][]byte) (*Call, error) {
+func (c *Conn) StartInto(req *pspb.PSRequest, dst [][]byte) (*Call, error) {
 	return c.StartV(req, nil, dst)
 }
 
@@ -274,7 +274,7 @@ func (c *Conn) Framed() bool { return c.fw != nil }
 // with one writev; gRPC sends them joined into one message (a copy, which a
 // caller that reuses its own buffer may rather make itself). The pieces
 // must stay unchanged until StartV returns.
-func (c *Conn) StartV(req *kelpiepb.PSRequest, payload, dst [][]byte) (*Call, error) {
+func (c *Conn) StartV(req *pspb.PSRequest, payload, dst [][]byte) (*Call, error) {
 	if c.fw != nil {
 		w, err := c.framedStart(req, payload, dst)
 		if err != nil {
@@ -301,7 +301,7 @@ func (c *Conn) StartV(req *kelpiepb.PSRequest, payload, dst [][]byte) (*Call, er
 
 // Wait waits for the response, or until abort is closed (nil: never). When
 // inPlace is true the payload is in dst and resp.Data is nil.
-func (call *Call) Wait(abort <-chan struct{}) (resp *kelpiepb.PSResponse, inPlace bool, err error) {
+func (call *Call) Wait(abort <-chan struct{}) (resp *pspb.PSResponse, inPlace bool, err error) {
 	c := call.c
 	if call.w != nil && abort == nil {
 		r, ok := c.framedAwait(call.ch)
@@ -337,7 +337,7 @@ func (call *Call) Wait(abort <-chan struct{}) (resp *kelpiepb.PSResponse, inPlac
 	}
 }
 
-func (call *Call) finish(r *kelpiepb.PSResponse, ok bool) (*kelpiepb.PSResponse, bool, error) {
+func (call *Call) finish(r *pspb.PSResponse, ok bool) (*pspb.PSResponse, bool, error) {
 	c := call.c
 	if !ok {
 		c.mu.Lock()
@@ -369,7 +369,7 @@ func (call *Call) finish(r *kelpiepb.PSResponse, ok bool) (*kelpiepb.PSResponse,
 }
 
 // Do sends a request and waits for its response.
-func (c *Conn) Do(req *kelpiepb.PSRequest) (*kelpiepb.PSResponse, error) {
+func (c *Conn) Do(req *pspb.PSRequest) (*pspb.PSResponse, error) {
 	call, err := c.StartV(req, nil, nil)
 	if err != nil {
 		return nil, err

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/pspb"
 	"github.com/kelpie/kelpie/runtime/identity"
 	"github.com/kelpie/kelpie/runtime/tensorwire"
 	"github.com/kelpie/kelpie/runtime/wire"
@@ -55,7 +55,7 @@ func (o Options) creds() tensorwire.Credentials {
 // returns; one that was abandoned, or whose connection failed (its channel
 // closed), is left to the garbage collector.
 type waiter struct {
-	ch chan *kelpiepb.PSResponse
+	ch chan *pspb.PSResponse
 	id uint64
 	// dst are the slices the response payload is read into when their
 	// lengths add up to it (the worker's parameters); nil: a pooled buffer.
@@ -65,7 +65,7 @@ type waiter struct {
 }
 
 var waiters = sync.Pool{New: func() any {
-	w := &waiter{ch: make(chan *kelpiepb.PSResponse, 1)}
+	w := &waiter{ch: make(chan *pspb.PSResponse, 1)}
 	w.call = Call{ch: w.ch, w: w}
 	return w
 }}
@@ -227,7 +227,7 @@ func (f *framed) needReaderLocked() {
 
 // framedAwait waits for the response on ch, reading the connection itself
 // when nobody else does.
-func (c *Conn) framedAwait(ch <-chan *kelpiepb.PSResponse) (*kelpiepb.PSResponse, bool) {
+func (c *Conn) framedAwait(ch <-chan *pspb.PSResponse) (*pspb.PSResponse, bool) {
 	f := c.fw
 	c.mu.Lock()
 	if len(ch) > 0 || c.err != nil || f.reader != readerNone {
@@ -276,7 +276,7 @@ func (c *Conn) framedRecvOne(f *framed) (*waiter, error) {
 	if h.Kind != tensorwire.KindResponse {
 		return nil, fmt.Errorf("%w: %v frame where a response belongs", tensorwire.ErrFrame, h.Kind)
 	}
-	resp := &kelpiepb.PSResponse{Id: h.ID}
+	resp := &pspb.PSResponse{Id: h.ID}
 	if err := tensorwire.DecodeResponse(meta, resp); err != nil {
 		return nil, err
 	}
@@ -323,7 +323,7 @@ func total(dst [][]byte) int {
 	return n
 }
 
-func (c *Conn) framedStart(req *kelpiepb.PSRequest, payload, dst [][]byte) (*waiter, error) {
+func (c *Conn) framedStart(req *pspb.PSRequest, payload, dst [][]byte) (*waiter, error) {
 	f := c.fw
 	w := waiters.Get().(*waiter)
 	w.dst, w.call.c = dst, c

@@ -14,7 +14,7 @@ import (
 	"github.com/kelpie/kelpie/core/job"
 	"github.com/kelpie/kelpie/core/spec"
 	"github.com/kelpie/kelpie/core/straggler"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/coordinatorpb"
 	"github.com/kelpie/kelpie/runtime/allreduce"
 	"github.com/kelpie/kelpie/runtime/identity"
 	"github.com/kelpie/kelpie/runtime/model"
@@ -94,7 +94,7 @@ func Plan(s *spec.Spec, m model.Model) *allreduce.Plan {
 // node that stops sending (RAT §4). Peers prove the job's data-plane
 // secret to each other and, with data_plane_encryption: on, talk TLS with
 // their node certificates (peerSecurity). The listener stays the caller's.
-func newAllreduce(o Options, s *spec.Spec, m model.Model, idx int, lis net.Listener, coord kelpiepb.CoordinatorClient,
+func newAllreduce(o Options, s *spec.Spec, m model.Model, idx int, lis net.Listener, coord coordinatorpb.CoordinatorClient,
 	peers []string, plan job.Plan, sched straggler.Schedule, start time.Time) (*worker.Allreduce, error) {
 	sec, err := peerSecurity(&o, s)
 	if err != nil {
@@ -112,7 +112,7 @@ func newAllreduce(o Options, s *spec.Spec, m model.Model, idx int, lis net.Liste
 			known[w] = ""
 			return a, nil
 		}
-		r, err := coord.Ready(ctx, &kelpiepb.ReadyRequest{Job: o.Job, Node: o.Node})
+		r, err := coord.Ready(ctx, &coordinatorpb.ReadyRequest{Job: o.Job, Node: o.Node})
 		if err != nil {
 			return "", err
 		}
@@ -208,22 +208,22 @@ func regionPairsComm(s *spec.Spec, node string, comm []worker.Comm) map[allreduc
 }
 
 // regionTally turns a worker's bytes by region pair into the deltas its
-// reports carry (kelpiepb.RegionBytes), the scheduler adding them up.
+// reports carry (coordinatorpb.RegionBytes), the scheduler adding them up.
 type regionTally struct {
 	sent map[allreduce.Pair]int64 // what earlier reports carried (allreduce: the group's totals)
 }
 
 // delta is what cur (running totals) adds to what was reported, and
 // records cur as reported.
-func (t *regionTally) delta(cur map[allreduce.Pair]int64) []*kelpiepb.RegionBytes {
-	var out []*kelpiepb.RegionBytes
+func (t *regionTally) delta(cur map[allreduce.Pair]int64) []*coordinatorpb.RegionBytes {
+	var out []*coordinatorpb.RegionBytes
 	for p, b := range cur {
 		if d := b - t.sent[p]; d > 0 {
-			out = append(out, &kelpiepb.RegionBytes{FromRegion: p.From, ToRegion: p.To, Bytes: d})
+			out = append(out, &coordinatorpb.RegionBytes{FromRegion: p.From, ToRegion: p.To, Bytes: d})
 		}
 	}
 	t.sent = cur
-	slices.SortFunc(out, func(a, b *kelpiepb.RegionBytes) int {
+	slices.SortFunc(out, func(a, b *coordinatorpb.RegionBytes) int {
 		return cmp.Or(cmp.Compare(a.FromRegion, b.FromRegion), cmp.Compare(a.ToRegion, b.ToRegion))
 	})
 	return out
@@ -231,7 +231,7 @@ func (t *regionTally) delta(cur map[allreduce.Pair]int64) []*kelpiepb.RegionByte
 
 // regionBytesPB lists bytes by region pair (a PS report's own, not
 // running totals), ordered.
-func regionBytesPB(m map[allreduce.Pair]int64) []*kelpiepb.RegionBytes {
+func regionBytesPB(m map[allreduce.Pair]int64) []*coordinatorpb.RegionBytes {
 	var t regionTally
 	return t.delta(m)
 }

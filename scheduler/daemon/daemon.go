@@ -27,7 +27,8 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/kelpie/kelpie/core/spec"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
+	"github.com/kelpie/kelpie/proto/coordinatorpb"
 	"github.com/kelpie/kelpie/runtime/identity"
 	"github.com/kelpie/kelpie/scheduler/console"
 	"github.com/kelpie/kelpie/scheduler/manager"
@@ -263,8 +264,8 @@ func Start(cfg Config) (*Daemon, error) {
 	// connection may take to prove its certificate.
 	gopts := append(cfg.NodePlaneLimits.ServerOptions(), grpc.InitialWindowSize(1<<20), grpc.InitialConnWindowSize(8<<20))
 	gs := grpc.NewServer(append(gopts, np.serverOptions()...)...)
-	kelpiepb.RegisterCoordinatorServer(gs, m.Coordinator())
-	kelpiepb.RegisterAgentServer(gs, m.Agents())
+	coordinatorpb.RegisterCoordinatorServer(gs, m.Coordinator())
+	agentpb.RegisterAgentServer(gs, m.Agents())
 	healthpb.RegisterHealthServer(gs, health.NewServer())
 	reflection.Register(gs)
 	lim := spec.DefaultLimits()

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
 	"github.com/kelpie/kelpie/runtime/identity"
 	"github.com/kelpie/kelpie/scheduler/clock"
 	"github.com/kelpie/kelpie/scheduler/console"
@@ -110,7 +110,7 @@ func newNodePlane(cfg Config, audit func(console.AuditEntry) error) (*nodePlane,
 // parameter server's guard), forwarded by its agent: at most 5 a second
 // (bursts of 20) from one node reach the audit log, the others are counted
 // and the next record says how many.
-func (np *nodePlane) nodeRefusal(job, node string, r *kelpiepb.NodeRefusal) {
+func (np *nodePlane) nodeRefusal(job, node string, r *agentpb.NodeRefusal) {
 	n := 1 + r.GetSuppressed()
 	// The labels are the node's words: only known forms, so a node cannot
 	// grow the metric's series without bound.

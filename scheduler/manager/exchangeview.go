@@ -5,7 +5,7 @@ import (
 
 	"github.com/kelpie/kelpie/core/job"
 	"github.com/kelpie/kelpie/core/spec"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/runtime/allreduce"
 )
 
@@ -21,7 +21,7 @@ const maxViewTrees = 32
 // iteration — placed by cluster.topology, and the ring or trees are the
 // runtime's own plan for them (allreduce.Ring's order, allreduce.RAT's
 // trees). nil for a PS job.
-func exchangeView(s *spec.Spec, plan job.Plan, next int64) *kelpiepb.ExchangeTopology {
+func exchangeView(s *spec.Spec, plan job.Plan, next int64) *consolepb.ExchangeTopology {
 	return (*exchangeCache)(nil).view(s, plan, next)
 }
 
@@ -31,12 +31,12 @@ func exchangeView(s *spec.Spec, plan job.Plan, next int64) *kelpiepb.ExchangeTop
 type exchangeCache struct {
 	spec    *spec.Spec
 	members []int
-	v       *kelpiepb.ExchangeTopology
+	v       *consolepb.ExchangeTopology
 }
 
 // view is exchangeView, from c when c holds the plan of the same members
 // (c may be nil: no cache).
-func (c *exchangeCache) view(s *spec.Spec, plan job.Plan, next int64) *kelpiepb.ExchangeTopology {
+func (c *exchangeCache) view(s *spec.Spec, plan job.Plan, next int64) *consolepb.ExchangeTopology {
 	mode := s.Cluster.Exchange
 	if mode != spec.ExchangeRing && mode != spec.ExchangeRAT {
 		return nil
@@ -49,7 +49,7 @@ func (c *exchangeCache) view(s *spec.Spec, plan job.Plan, next int64) *kelpiepb.
 	}
 	if c != nil && c.v != nil && c.spec == s && slices.Equal(c.members, members) {
 		v := c.v
-		return &kelpiepb.ExchangeTopology{Mode: v.Mode, Iteration: next, Racks: v.Racks, RingOrder: v.RingOrder,
+		return &consolepb.ExchangeTopology{Mode: v.Mode, Iteration: next, Racks: v.Racks, RingOrder: v.RingOrder,
 			Trees: v.Trees, TreesTotal: v.TreesTotal}
 	}
 	v := planExchange(s, members, next)
@@ -61,7 +61,7 @@ func (c *exchangeCache) view(s *spec.Spec, plan job.Plan, next int64) *kelpiepb.
 
 // planExchange is the exchange of members (worker indices, in order) at
 // iteration next.
-func planExchange(s *spec.Spec, members []int, next int64) *kelpiepb.ExchangeTopology {
+func planExchange(s *spec.Spec, members []int, next int64) *consolepb.ExchangeTopology {
 	mode := s.Cluster.Exchange
 	topo := make(allreduce.Topology, len(members))
 	for k, w := range members {
@@ -72,12 +72,12 @@ func planExchange(s *spec.Spec, members []int, next int64) *kelpiepb.ExchangeTop
 	for k, w := range members {
 		pl.names[k], pl.racks[k], pl.pods[k] = spec.WorkerName(w), topo.Rack(k), topo.Pod(k)
 	}
-	v := &kelpiepb.ExchangeTopology{Mode: mode, Iteration: next}
+	v := &consolepb.ExchangeTopology{Mode: mode, Iteration: next}
 	order := allreduce.RingOrder(len(members), topo)
 	for _, k := range order {
 		r := pl.racks[k]
 		if n := len(v.Racks); n == 0 || v.Racks[n-1].Region != r {
-			v.Racks = append(v.Racks, &kelpiepb.ExchangeRegion{Region: r})
+			v.Racks = append(v.Racks, &consolepb.ExchangeRegion{Region: r})
 		}
 		last := v.Racks[len(v.Racks)-1]
 		last.Members = append(last.Members, pl.names[k])
@@ -110,9 +110,9 @@ var aggregationLevels = []string{"rack", "pod", "cluster"}
 
 // tree is chunk c's tree of p: its root, and each aggregator's additions
 // (the root's first, then by member), level by level.
-func (pl placed) tree(p *allreduce.Plan, c int) *kelpiepb.ExchangeTree {
+func (pl placed) tree(p *allreduce.Plan, c int) *consolepb.ExchangeTree {
 	root, children := p.Tree(c)
-	t := &kelpiepb.ExchangeTree{Chunk: int32(c)}
+	t := &consolepb.ExchangeTree{Chunk: int32(c)}
 	if root < 0 {
 		return t
 	}
@@ -133,7 +133,7 @@ func (pl placed) tree(p *allreduce.Plan, c int) *kelpiepb.ExchangeTree {
 				}
 			}
 			if len(ms) > 0 {
-				t.Aggregations = append(t.Aggregations, &kelpiepb.ExchangeAggregation{Aggregator: pl.names[a], Level: lvl, Members: ms})
+				t.Aggregations = append(t.Aggregations, &consolepb.ExchangeAggregation{Aggregator: pl.names[a], Level: lvl, Members: ms})
 			}
 		}
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kelpie/kelpie/agent"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/coordinatorpb"
 	"github.com/kelpie/kelpie/runtime/identity"
 )
 
@@ -25,9 +25,9 @@ func agentCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch roleName {
 			case "server":
-				o.Role = kelpiepb.Role_ROLE_SERVER
+				o.Role = coordinatorpb.Role_ROLE_SERVER
 			case "worker":
-				o.Role = kelpiepb.Role_ROLE_WORKER
+				o.Role = coordinatorpb.Role_ROLE_WORKER
 			default:
 				return exitCode(2, fmt.Errorf("--role must be server or worker, not %q", roleName))
 			}

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/protobuf/encoding/protodelim"
 
 	"github.com/kelpie/kelpie/core/spec"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
 	"github.com/kelpie/kelpie/runtime/worker"
 )
 
@@ -81,7 +81,7 @@ func TestProgressSentBeforeReturn(t *testing.T) {
 	p := &progressSender{o: o, s: s, log: slog.New(slog.DiscardHandler)}
 	for i, samples := range []int64{96, 160} {
 		p.send(worker.Report{Iteration: int64(i + 1), Samples: samples, BatchSize: 32})
-		var m kelpiepb.RoleMessage
+		var m agentpb.RoleMessage
 		if err := protodelim.UnmarshalFrom(bufio.NewReader(&out), &m); err != nil {
 			t.Fatalf("report %d not in the agent's pipe when send returned: %v", i, err)
 		}

@@ -443,7 +443,7 @@ func (p *progressSender) send(r worker.Report) {
 	} else {
 		pr.RegionBytes = regionBytesPB(pairs)
 	}
-	if err := p.o.Agent.Send(&kelpiepb.RoleMessage{Body: &kelpiepb.RoleMessage_Report{Report: pr}}); err != nil {
+	if err := p.o.Agent.Send(&agentpb.RoleMessage{Body: &agentpb.RoleMessage_Report{Report: pr}}); err != nil {
 		p.log.Warn("report to agent failed", "err", err)
 	}
 }
@@ -623,7 +623,7 @@ func RunWorker(ctx context.Context, o Options) error {
 		log.Info("removed from the job", "iterations", sum.Iterations, "samples", sum.Samples)
 	}
 	cross := rep.psCross
-	var lastPairs []*kelpiepb.RegionBytes // since the last report
+	var lastPairs []*coordinatorpb.RegionBytes // since the last report
 	if ar != nil {
 		cross = ar.Group.CrossBytes()
 		lastPairs = rep.arTally.delta(ar.Group.Bytes())

@@ -1,10 +1,18 @@
 package role
 
 import (
+	"bufio"
+	"bytes"
+	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/encoding/protodelim"
+
+	"github.com/kelpie/kelpie/core/spec"
 	"github.com/kelpie/kelpie/proto/agentpb"
+	"github.com/kelpie/kelpie/runtime/worker"
 )
 
 // TestWorkerCommand: an agent's command becomes what the worker loop
@@ -54,6 +62,31 @@ func TestWorkerCommand(t *testing.T) {
 		}
 		if got.At != tt.cmd.TargetIteration {
 			t.Errorf("%s: At = %d; want %d", tt.name, got.At, tt.cmd.TargetIteration)
+		}
+	}
+}
+
+// TestProgressSentBeforeReturn: a worker's progress report is in its
+// agent's pipe when the worker's Report call returns (the worker reports a
+// shard DONE right after the report of its samples: a report still queued
+// in the process when it is killed would take those samples out of the
+// job's count), with the cross-region bytes counted.
+func TestProgressSentBeforeReturn(t *testing.T) {
+	var out bytes.Buffer
+	o := Options{Job: "j", Node: "worker-0", Agent: NewAgentChannel(&out, strings.NewReader(""))}
+	s, err := spec.Parse("j.yaml", []byte("name: j\nmodel: {kind: softmax}\ndata: {kind: mnist}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &progressSender{o: o, s: s, log: slog.New(slog.DiscardHandler)}
+	for i, samples := range []int64{96, 160} {
+		p.send(worker.Report{Iteration: int64(i + 1), Samples: samples, BatchSize: 32})
+		var m agentpb.RoleMessage
+		if err := protodelim.UnmarshalFrom(bufio.NewReader(&out), &m); err != nil {
+			t.Fatalf("report %d not in the agent's pipe when send returned: %v", i, err)
+		}
+		if r := m.GetReport(); r == nil || r.Samples != samples || r.Node != "worker-0" {
+			t.Fatalf("report %d: got %v", i, &m)
 		}
 	}
 }

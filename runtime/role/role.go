@@ -423,6 +423,37 @@ func LoadData(s *spec.Spec) (train, test data.Dataset, err error) {
 	}
 }
 
+// progressSender writes a worker's progress reports to its agent as the
+// worker makes them, on the training goroutine: a report is in the agent's
+// pipe when the worker goes on (worker.Finisher: the samples of a shard are
+// reported before the shard is reported DONE; a report still queued in this
+// process when it is killed would be lost), and no goroutine is woken per
+// report.
+type progressSender struct {
+	o       Options
+	s       *spec.Spec
+	ar      *worker.Allreduce
+	log     *slog.Logger
+	psCross int64       // PS bytes across regions reported so far
+	arTally regionTally // allreduce bytes by region pair reported so far
+}
+
+func (p *progressSender) send(r worker.Report) {
+	pairs := regionPairsComm(p.s, p.o.Node, slices.Concat(r.Comm, r.PullComm))
+	for _, b := range pairs {
+		p.psCross += b
+	}
+	pr := progressReport(p.o, r)
+	if p.ar != nil {
+		pr.RegionBytes = p.arTally.delta(p.ar.Group.Bytes())
+	} else {
+		pr.RegionBytes = regionBytesPB(pairs)
+	}
+	if err := p.o.Agent.Send(&agentpb.RoleMessage{Body: &agentpb.RoleMessage_Report{Report: pr}}); err != nil {
+		p.log.Warn("report to agent failed", "err", err)
+	}
+}
+
 // RunWorker trains one worker's share of the job and, if asked, evaluates
 // the final model. It needs its agent's channel (o.Agent): a worker's
 // progress and acks reach the scheduler on its agent's stream only.
@@ -504,28 +535,7 @@ func RunWorker(ctx context.Context, o Options) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	reports := make(chan worker.Report, 16)
-	reporterDone := make(chan struct{})
-	var psCross int64       // PS bytes across regions; the reporter's until reporterDone closes
-	var arTally regionTally // allreduce bytes by region pair reported; the reporter's until then
-	go func() {
-		defer close(reporterDone)
-		for r := range reports {
-			pairs := regionPairsComm(s, o.Node, slices.Concat(r.Comm, r.PullComm))
-			for _, b := range pairs {
-				psCross += b
-			}
-			pr := progressReport(o, r)
-			if ar != nil {
-				pr.RegionBytes = arTally.delta(ar.Group.Bytes())
-			} else {
-				pr.RegionBytes = regionBytesPB(pairs)
-			}
-			if err := o.Agent.Send(&agentpb.RoleMessage{Body: &agentpb.RoleMessage_Report{Report: pr}}); err != nil {
-				log.Warn("report to agent failed", "err", err)
-			}
-		}
-	}()
+	rep := &progressSender{o: o, s: s, ar: ar, log: log}
 	commands := make(chan worker.Command, 16)
 	if reg.resp.NextAssignment != nil {
 		// A table change is under way: follow it from its iteration.
@@ -589,10 +599,7 @@ func RunWorker(ctx context.Context, o Options) error {
 		Straggler: sched, Seed: s.Data.Seed,
 		Conn: conn,
 		Report: func(r worker.Report) bool {
-			select {
-			case reports <- r:
-			case <-ctx.Done():
-			}
+			rep.send(r)
 			return ctx.Err() == nil
 		},
 		Commands:  commands,
@@ -601,7 +608,6 @@ func RunWorker(ctx context.Context, o Options) error {
 		Source:    source,
 	})
 	if err != nil {
-		close(reports)
 		return err
 	}
 	defer w.Close()
@@ -609,10 +615,10 @@ func RunWorker(ctx context.Context, o Options) error {
 	sum, err := runWorker(ctx, w)
 	if tm, ok := m.(*torch.Model); ok {
 		t := tm.Timing()
-		log.Info("torch steps", "steps", t.Steps, "python", t.Python.Round(time.Millisecond), "control", t.Control.Round(time.Millisecond))
+		log.Info("torch steps", "steps", t.Steps, "python", t.Python.Round(time.Millisecond), "control", t.Control.Round(time.Millisecond),
+			"data", t.Data.Round(time.Millisecond), "to_child", t.ToChild.Round(time.Millisecond), "to_worker", t.ToWorker.Round(time.Millisecond),
+			"preps", t.Preps, "prep", t.Prep.Round(time.Millisecond))
 	}
-	close(reports)
-	<-reporterDone
 	if d := diverge.From(err); d != nil {
 		return reportDivergence(ctx, coord, o, d)
 	}
@@ -622,11 +628,11 @@ func RunWorker(ctx context.Context, o Options) error {
 	if sum.Left {
 		log.Info("removed from the job", "iterations", sum.Iterations, "samples", sum.Samples)
 	}
-	cross := psCross
+	cross := rep.psCross
 	var lastPairs []*coordinatorpb.RegionBytes // since the last report
 	if ar != nil {
 		cross = ar.Group.CrossBytes()
-		lastPairs = arTally.delta(ar.Group.Bytes())
+		lastPairs = rep.arTally.delta(ar.Group.Bytes())
 	}
 	// Shard reports kept while the scheduler was away go out before Done:
 	// the job's DONE count must be exact.

@@ -2,6 +2,7 @@ package torch
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,6 +31,9 @@ type hello struct {
 	Train   int          `json:"train"`
 	Test    int          `json:"test"`
 	Error   string       `json:"error"`
+	// Batched says that the child indexes the training set with a whole
+	// batch at once: a batch needs no preparing ahead.
+	Batched bool `json:"batched"`
 }
 
 // reply is the child's answer to one request.
@@ -39,6 +43,14 @@ type reply struct {
 	Loss    jsonFloat `json:"loss"`
 	Metric  jsonFloat `json:"metric"`
 	Seconds float64   `json:"seconds"`
+	// A step's: of Seconds, the time spent collating its batch (0 when a
+	// prep had collated it); the time spent in preps since the previous
+	// step; when the child read the request and wrote this reply (Unix
+	// nanoseconds: the two pipes' latency, with the worker's clock).
+	Data float64 `json:"data"`
+	Prep float64 `json:"prep"`
+	In   int64   `json:"t_in"`
+	Out  int64   `json:"t_out"`
 }
 
 // jsonFloat is a number that may be non-finite: Python's json writes NaN
@@ -74,6 +86,7 @@ type child struct {
 	tail   *tailWriter
 	waited chan struct{}
 	mu     sync.Mutex
+	line   []byte // the request being written, on mu
 }
 
 // startOptions say how to start the child.
@@ -123,7 +136,12 @@ func start(o startOptions) (*child, *hello, error) {
 	}
 	inR.Close()
 	outW.Close()
-	c := &child{script: o.Script, cmd: cmd, in: inW, outF: outR, out: bufio.NewReader(outR), tail: tail, waited: make(chan struct{})}
+	// Replies are read by a blocking read(2) on the pipe, not through Go's
+	// poller: the child's reply then wakes the very thread that waits for
+	// it, where the poller would wake its own thread first (one more
+	// wake-up per step, milliseconds on a loaded machine). Fd puts the
+	// descriptor in blocking mode.
+	c := &child{script: o.Script, cmd: cmd, in: inW, outF: outR, out: bufio.NewReader(blockingReader(outR.Fd())), tail: tail, waited: make(chan struct{})}
 	go func() { cmd.Wait(); close(c.waited) }()
 	var h hello
 	if err := c.read(&h); err != nil {
@@ -167,7 +185,9 @@ func (c *child) read(v any) error {
 		}
 		return c.died()
 	}
-	line = nonFinite.ReplaceAll(line, []byte(`$1"$2"`))
+	if bytes.Contains(line, []byte("NaN")) || bytes.Contains(line, []byte("Infinity")) {
+		line = nonFinite.ReplaceAll(line, []byte(`$1"$2"`))
+	}
 	if err := json.Unmarshal(line, v); err != nil {
 		return fmt.Errorf("torch child: bad message %q: %v", line, err)
 	}
@@ -194,22 +214,43 @@ func (c *child) died() error {
 	return fmt.Errorf("torch child for %s %s; its last output:\n%s", c.script, state, lastLines(out, 20))
 }
 
-// call sends one request and reads its reply.
+// call sends one request (a JSON object without its newline) and reads its
+// reply.
 func (c *child) call(req any, resp *reply) error {
+	b, ok := req.([]byte)
+	if !ok {
+		var err error
+		if b, err = json.Marshal(req); err != nil {
+			return err
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	b, err := json.Marshal(req)
-	if err != nil {
+	if err := c.write(b); err != nil {
 		return err
-	}
-	if _, err := c.in.Write(append(b, '\n')); err != nil {
-		return c.died()
 	}
 	if err := c.read(resp); err != nil {
 		return err
 	}
 	if resp.Error != "" {
 		return errors.New(resp.Error)
+	}
+	return nil
+}
+
+// send sends a request that has no reply (prep).
+func (c *child) send(b []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.write(b)
+}
+
+// write writes b and its newline in one write (one message, one wake-up of
+// the child).
+func (c *child) write(b []byte) error {
+	c.line = append(append(c.line[:0], b...), '\n')
+	if _, err := c.in.Write(c.line); err != nil {
+		return c.died()
 	}
 	return nil
 }
@@ -269,4 +310,23 @@ func lastLines(s string, n int) string {
 		}
 	}
 	return s[i:end]
+}
+
+// blockingReader reads a descriptor in blocking mode with read(2).
+type blockingReader uintptr
+
+func (r blockingReader) Read(p []byte) (int, error) {
+	for {
+		n, err := syscall.Read(int(r), p)
+		if err == syscall.EINTR {
+			continue
+		}
+		if n == 0 && err == nil {
+			return 0, io.EOF
+		}
+		if n < 0 {
+			n = 0
+		}
+		return n, err
+	}
 }

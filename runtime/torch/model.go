@@ -1,8 +1,10 @@
 package torch
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -45,9 +47,17 @@ type Model struct {
 	grad   *model.Params
 	dPar   [][]float32 // shared dense params by tensor (nil for the sparse one)
 
+	req     []byte // the request being encoded
+	batched bool   // the child indexes the training set a batch at once (Prepare is not worth a wake-up)
+
 	python  atomic.Int64 // nanoseconds the child spent in steps
-	control atomic.Int64 // nanoseconds of the round trips beyond that
+	data    atomic.Int64 // of which collating batches not prepared ahead
+	prep    atomic.Int64 // nanoseconds the child spent preparing batches ahead (off the step's path)
+	control atomic.Int64 // nanoseconds of the round trips beyond python
+	toChild atomic.Int64 // of which from the request's write to the child reading it
+	toGo    atomic.Int64 // and from the child's reply to the worker reading it
 	steps   atomic.Int64
+	preps   atomic.Int64
 }
 
 var _ model.Model = (*Model)(nil)
@@ -59,7 +69,7 @@ func New(cfg Config) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Model{c: c, train: h.Train, test: h.Test, sparseT: -1}
+	m := &Model{c: c, train: h.Train, test: h.Test, sparseT: -1, batched: h.Batched}
 	for i, t := range h.Tensors {
 		m.tensors = append(m.tensors, model.Tensor{Name: t.Name, Rows: t.Rows, Cols: t.Cols, Sparse: t.Sparse})
 		if t.Sparse {
@@ -214,16 +224,58 @@ func (m *Model) InitDense(int64) [][]float32 {
 	return out
 }
 
-func request(op string, b *data.Batch) map[string]any {
+// request encodes {"op": op, "set": ..., "idx": [...]} into m.req, without
+// the closing brace (the caller adds its fields). By hand: a step's request
+// is built every iteration, and this costs no allocation once m.req has
+// grown.
+func (m *Model) request(op string, b *data.Batch) {
 	set := b.Set
 	if set == "" {
 		set = "train"
 	}
-	idx := b.Index
-	if idx == nil {
-		idx = []int{}
+	q := append(m.req[:0], `{"op":"`...)
+	q = append(q, op...)
+	q = append(q, `","set":`...)
+	q = appendString(q, set)
+	q = append(q, `,"idx":[`...)
+	for i, x := range b.Index {
+		if i > 0 {
+			q = append(q, ',')
+		}
+		q = strconv.AppendInt(q, int64(x), 10)
 	}
-	return map[string]any{"op": op, "set": set, "idx": idx}
+	m.req = append(q, ']')
+}
+
+// appendString appends s as a JSON string.
+func appendString(q []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
+			j, _ := json.Marshal(s)
+			return append(q, j...)
+		}
+	}
+	q = append(q, '"')
+	q = append(q, s...)
+	return append(q, '"')
+}
+
+// Prepare sends the child batch b's indices ahead of its step, without
+// waiting: the child collates it while the worker pushes and pulls, and the
+// step finds it ready. A model with a sparse table needs none (SparseKeys
+// collates the batch as it finds its keys), nor one whose training set the
+// child indexes a batch at once (microseconds: not worth waking the child
+// for).
+func (m *Model) Prepare(b *data.Batch) {
+	if m.sparseT >= 0 || m.batched || b.N == 0 {
+		return
+	}
+	m.request("prep", b)
+	m.req = append(m.req, '}')
+	if err := m.c.send(m.req); err != nil {
+		panic(fmt.Sprintf("torch: %v", err))
+	}
+	m.preps.Add(1)
 }
 
 // SparseKeys asks the child which rows of the sparse table batch b touches
@@ -236,14 +288,18 @@ func (m *Model) SparseKeys(b *data.Batch, dst []uint64) []uint64 {
 		return dst[:0]
 	}
 	var r reply
-	if err := m.c.call(request("keys", b), &r); err != nil {
+	m.request("keys", b)
+	m.req = append(m.req, '}')
+	if err := m.c.call(m.req, &r); err != nil {
 		panic(fmt.Sprintf("torch: %v", err))
 	}
 	if r.N > m.rows {
 		if err := m.growSparse(r.N); err != nil {
 			panic(fmt.Sprintf("torch: %v", err))
 		}
-		if err := m.c.call(request("keys", b), &r); err != nil { // now written into the segment
+		m.request("keys", b)
+		m.req = append(m.req, '}')
+		if err := m.c.call(m.req, &r); err != nil { // now written into the segment
 			panic(fmt.Sprintf("torch: %v", err))
 		}
 	}
@@ -284,18 +340,19 @@ func (m *Model) Grad(p *model.Params, b *data.Batch, g *model.Params, scale floa
 	if err != nil {
 		panic(fmt.Sprintf("torch: %v", err))
 	}
-	req := request("step", b)
-	req["rows"], req["scale"] = rows, scale
+	m.request("step", b)
+	m.req = append(m.req, `,"rows":`...)
+	m.req = strconv.AppendInt(m.req, int64(rows), 10)
+	m.req = append(m.req, `,"scale":`...)
+	m.req = strconv.AppendFloat(m.req, float64(scale), 'g', -1, 32)
+	m.req = append(m.req, '}')
 	var r reply
 	t0 := time.Now()
-	if err := m.c.call(req, &r); err != nil {
+	if err := m.c.call(m.req, &r); err != nil {
 		panic(fmt.Sprintf("torch: %v", err))
 	}
-	rt := time.Since(t0)
-	py := time.Duration(r.Seconds * float64(time.Second))
-	m.python.Add(int64(py))
-	m.control.Add(int64(max(rt-py, 0)))
-	m.steps.Add(1)
+	t1 := time.Now()
+	m.account(t0, t1, &r)
 	if m.sparseT >= 0 {
 		m.grad.Sparse.Keys = append(m.grad.Sparse.Keys[:0], p.Sparse.Keys...)
 		m.grad.Sparse.Vals = m.rowGrads(m.sparse, m.rows)[:rows*m.dim]
@@ -325,25 +382,55 @@ func (m *Model) Evaluate(p *model.Params, b *data.Batch) (loss, metric float64) 
 	if err != nil {
 		panic(fmt.Sprintf("torch: %v", err))
 	}
-	req := request("eval", b)
-	req["rows"] = rows
+	m.request("eval", b)
+	m.req = append(m.req, `,"rows":`...)
+	m.req = strconv.AppendInt(m.req, int64(rows), 10)
+	m.req = append(m.req, '}')
 	var r reply
-	if err := m.c.call(req, &r); err != nil {
+	if err := m.c.call(m.req, &r); err != nil {
 		panic(fmt.Sprintf("torch: %v", err))
 	}
 	return float64(r.Loss), float64(r.Metric)
 }
 
+// account adds up a step's timing: sent at t0, its reply read at t1.
+func (m *Model) account(t0, t1 time.Time, r *reply) {
+	rt := t1.Sub(t0)
+	py := seconds(r.Seconds)
+	m.python.Add(int64(py))
+	m.data.Add(int64(seconds(r.Data)))
+	m.prep.Add(int64(seconds(r.Prep)))
+	m.control.Add(int64(max(rt-py, 0)))
+	if r.In > 0 && r.Out > 0 {
+		m.toChild.Add(max(r.In-t0.UnixNano(), 0))
+		m.toGo.Add(max(t1.UnixNano()-r.Out, 0))
+	}
+	m.steps.Add(1)
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
 // Timing is where a worker's compute time went.
 type Timing struct {
 	Steps   int64
 	Python  time.Duration // forward, backward and writing gradients, in the child
+	Data    time.Duration // of Python: collating batches that were not prepared ahead
 	Control time.Duration // the rest of the round trips: messages, scheduling
+	// Of Control: from writing a step's request to the child reading it,
+	// and from the child writing its reply to the worker reading it (the
+	// rest is encoding and decoding).
+	ToChild, ToWorker time.Duration
+	// Prepared batches (Prepare), and the child's time collating them
+	// while the worker exchanged (off the steps' path).
+	Preps int64
+	Prep  time.Duration
 }
 
 // Timing returns the time spent so far.
 func (m *Model) Timing() Timing {
-	return Timing{Steps: m.steps.Load(), Python: time.Duration(m.python.Load()), Control: time.Duration(m.control.Load())}
+	return Timing{Steps: m.steps.Load(), Python: time.Duration(m.python.Load()), Data: time.Duration(m.data.Load()),
+		Control: time.Duration(m.control.Load()), ToChild: time.Duration(m.toChild.Load()), ToWorker: time.Duration(m.toGo.Load()),
+		Preps: m.preps.Load(), Prep: time.Duration(m.prep.Load())}
 }
 
 // Pid is the child's process id.

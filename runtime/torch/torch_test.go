@@ -21,12 +21,21 @@ import (
 // Makefile's torch step installs it for `make test`).
 func needTorch(t *testing.T) {
 	t.Helper()
-	if err := exec.Command(Python(), "-c", "import torch, numpy").Run(); err != nil {
-		t.Skipf("%s cannot import torch and numpy (%v): install Debian's python3-torch and python3-numpy (make torch)", Python(), err)
+	if err := pythonHasTorch(); err != nil {
+		t.Skip(err)
 	}
 }
 
-func tiny(t *testing.T) string {
+func pythonHasTorch() error {
+	if err := exec.Command(Python(), "-c", "import torch, numpy").Run(); err != nil {
+		return fmt.Errorf("%s cannot import torch and numpy (%v): install Debian's python3-torch and python3-numpy (make torch)", Python(), err)
+	}
+	return nil
+}
+
+func tiny(t *testing.T) string { return tinyPath(t) }
+
+func tinyPath(t testing.TB) string {
 	p, err := filepath.Abs("testdata/tiny.py")
 	if err != nil {
 		t.Fatal(err)
@@ -248,7 +257,7 @@ func TestErrors(t *testing.T) {
 		{"missing torch", tiny(t), []string{"PYTHONPATH=" + fake}, []string{"no Python module torch", "python3-torch"}},
 		{"no model()", noModel, nil, []string{noModel, "defines no function model()"}},
 		{"syntax error", badSyntax, nil, []string{badSyntax + ":3: syntax error"}},
-		{"bad train_set()", tiny(t), []string{"TINY_BROKEN=train_set"}, []string{"tiny.py", "train_set() failed", "IndexError", "tiny.py:55: return [1, 2, 3][7]"}},
+		{"bad train_set()", tiny(t), []string{"TINY_BROKEN=train_set"}, []string{"tiny.py", "train_set() failed", "IndexError", "tiny.py:56: return [1, 2, 3][7]"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, e := range tc.env {

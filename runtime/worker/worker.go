@@ -526,6 +526,13 @@ func (w *Worker) fill(b *data.Batch, t int64) (bool, error) {
 	return true, nil
 }
 
+// preparer is a model that can get a batch ready ahead of its step, while
+// the worker exchanges the previous one's gradient (a torch model's child
+// collates it). Built-in models compute on the batch as it is.
+type preparer interface {
+	Prepare(b *data.Batch)
+}
+
 func (w *Worker) keys(b *data.Batch) []uint64 {
 	if w.sparseT < 0 || b.N == 0 {
 		return nil
@@ -643,6 +650,9 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 		var pullKeys []uint64
 		if more {
 			pullKeys = w.keys(w.nextBatch)
+			if p, ok := w.cfg.Model.(preparer); ok {
+				p.Prepare(w.nextBatch) // made ready while the exchange runs
+			}
 		}
 		loaded := time.Since(d0)
 		w.more = more

@@ -9,6 +9,7 @@ global batch, optimizer and epochs, trained by WORKERS processes that allreduce 
 --slow-rank R makes rank R a straggler: after each step's forward and backward it sleeps
 (factor-1) times what they took, as kelpie's compute straggler injection does.
 
+Each process's BLAS/OpenMP pools get --threads threads as well, as kelpie's Python children do.
 MNIST_DIR holds the four idx .gz files (kelpie's `make data` puts them in data/mnist/).
 Needs Debian's python3-torch (1.13) and python3-numpy. Each process uses --threads intra-op threads.
 """
@@ -74,6 +75,10 @@ if __name__ == "__main__":
     p.add_argument("--momentum", type=float, default=0.9); p.add_argument("--threads", type=int, default=1)
     p.add_argument("--slow-rank", type=int, default=-1); p.add_argument("--slow-factor", type=float, default=3)
     a = p.parse_args()
+    # The BLAS and OpenMP pools get --threads too, as kelpie's children do
+    # (torch.set_num_threads alone leaves OpenBLAS a thread per core).
+    for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(k, str(a.threads))
     import socket
     s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
     ctx = mp.get_context("spawn"); q = ctx.Queue()

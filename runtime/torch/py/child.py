@@ -34,9 +34,10 @@ def fail(msg):
     raise ScriptError(msg)
 
 
-def where(script):
-    """The last traceback line inside the user's script (file:line: code)."""
-    tb = traceback.extract_tb(sys.exc_info()[2])
+def where(script, exc=None):
+    """The last traceback line inside the user's script (file:line: code),
+    of exc or else of the exception being handled."""
+    tb = traceback.extract_tb(exc.__traceback__ if exc is not None else sys.exc_info()[2])
     for fr in reversed(tb):
         if os.path.abspath(fr.filename) == os.path.abspath(script):
             return "%s:%d: %s" % (script, fr.lineno, (fr.line or "").strip())
@@ -189,6 +190,10 @@ def accuracy(output, target):
     return (pred == target.reshape(pred.shape)).float().mean()
 
 
+class CollateError(Exception):
+    """The script's collate failed (args[0] is its exception)."""
+
+
 class Stop(Exception):
     """Ends the forward pass once the sparse table's ids are known."""
 
@@ -201,6 +206,7 @@ class Child:
         self.tensors = tensors(self.model)
         self.train, self.test = datasets(script, self.mod)
         self.collate = getattr(self.mod, "collate", None)
+        self.default_collate = self.collate is None
         if self.collate is None:
             from torch.utils.data.dataloader import default_collate
             self.collate = default_collate
@@ -220,6 +226,10 @@ class Child:
         self.keys = None  # torch.int64, sorted: the rows mapped for this step
         self.cache = {}   # (set, indices) -> [collated batch, its keys]
         self.dmap = self.smap = None
+        self.training = None  # the module's mode, switched only when it changes
+        self.trace = os.environ.get("KELPIE_TORCH_TRACE")
+        self.prep_seconds = 0.0  # spent preparing batches since the last step
+        self.collated = False  # batch() collated (the batch was not ready)
 
     # --- the sparse table ------------------------------------------------
     def remap(self, module, args):
@@ -257,19 +267,40 @@ class Child:
         self.kview = torch.frombuffer(mm, dtype=torch.int64, count=rows, offset=rows * dim * 8)
 
     # --- requests ----------------------------------------------------------
+    def batched(self, ds):
+        """Whether fetch indexes ds with a whole batch at once (a batch then
+        costs microseconds, and preparing it ahead gains nothing)."""
+        return self.default_collate and isinstance(ds, torch.utils.data.TensorDataset)
+
+    def fetch(self, ds, idx):
+        """The collated batch of samples idx of ds. A TensorDataset under the
+        default collate is indexed once with the whole list (the same
+        tensors default_collate stacks, without a Python call per sample);
+        a dataset with __getitems__ (torch's batched-fetch protocol) is asked
+        for all samples at once; any other, one __getitem__ per sample."""
+        if self.batched(ds):
+            at = torch.as_tensor(idx, dtype=torch.int64)
+            return tuple(t[at] for t in ds.tensors)
+        getitems = getattr(ds, "__getitems__", None)
+        samples = getitems(list(idx)) if getitems is not None else [ds[i] for i in idx]
+        try:
+            return self.collate(samples)
+        except Exception as e:
+            raise CollateError(e)
+
     def batch(self, which, idx):
         key = (which, tuple(idx))
         hit = self.cache.get(key)
         if hit is None:
             ds = self.train if which == "train" else self.test
+            self.collated = True
             try:
-                samples = [ds[i] for i in idx]
+                b = self.fetch(ds, idx)
+            except CollateError as ce:
+                e = ce.args[0]
+                fail("%s: collate failed: %s: %s (at %s)" % (self.script, type(e).__name__, e, where(self.script, e)))
             except Exception as e:
                 fail("%s: %s()[i] failed: %s: %s (at %s)" % (self.script, which + "_set", type(e).__name__, e, where(self.script)))
-            try:
-                b = self.collate(samples)
-            except Exception as e:
-                fail("%s: collate failed: %s: %s (at %s)" % (self.script, type(e).__name__, e, where(self.script)))
             if not isinstance(b, (tuple, list)) or len(b) != 2:
                 fail("%s: a collated batch must be (input, target), got %s" % (self.script, type(b).__name__))
             hit = [b, None]
@@ -277,6 +308,17 @@ class Child:
                 self.cache.pop(next(iter(self.cache)))
             self.cache[key] = hit
         return hit
+
+    def prepare(self, which, idx):
+        """Collates a batch ahead of its step (the worker sends its indices
+        while it pushes and pulls). No reply: a failure is reported by the
+        step, which collates the batch again."""
+        t0 = time.perf_counter()
+        try:
+            self.batch(which, idx)
+        except Exception:
+            pass
+        self.prep_seconds += time.perf_counter() - t0
 
     def forward(self, inp):
         if isinstance(inp, (tuple, list)):
@@ -307,19 +349,27 @@ class Child:
         self.keys = self.kview[:n]
         self.emb._parameters["weight"] = nn.Parameter(self.rview[:n])
 
+    def mode(self, training):
+        if self.training is not training:
+            self.model.train(training)
+            self.training = training
+
     def step(self, idx, nrows, scale):
         t0 = time.perf_counter()
+        self.collated = False
         (inp, target), _ = self.batch("train", idx)
+        t1 = time.perf_counter() if self.collated else t0  # data: 0 for a batch prepared ahead
         if self.emb is not None:
             self.use_rows(nrows)
-        self.model.train()
-        for p in self.model.parameters():
-            p.grad = None
+        self.mode(True)
+        for i in self.dense:
+            self.params[i].grad = None
         out = self.forward(inp)
         loss = self.loss(out, target)
         lv = float(loss.detach())
+        prep, self.prep_seconds = self.prep_seconds, 0.0
         if not math.isfinite(lv):
-            return {"loss": lv, "n": len(idx), "seconds": time.perf_counter() - t0}
+            return {"loss": lv, "n": len(idx), "seconds": time.perf_counter() - t0, "data": t1 - t0, "prep": prep}
         loss.backward()
         with torch.no_grad():
             for i in self.dense:
@@ -338,17 +388,16 @@ class Child:
                         rows.index_add_(0, g.indices()[0], g.values() * scale)
                     else:
                         torch.mul(g, scale, out=rows)
-        trace = os.environ.get("KELPIE_TORCH_TRACE")
-        if trace:
-            with open(trace, "a") as f:
+        if self.trace:
+            with open(self.trace, "a") as f:
                 f.write("step %d %d\n" % (os.getpid(), len(target)))
-        return {"loss": lv, "n": len(target), "seconds": time.perf_counter() - t0}
+        return {"loss": lv, "n": len(target), "seconds": time.perf_counter() - t0, "data": t1 - t0, "prep": prep}
 
     def evaluate(self, which, idx, nrows):
         (inp, target), _ = self.batch(which, idx)
         if self.emb is not None:
             self.use_rows(nrows)
-        self.model.eval()
+        self.mode(False)
         with torch.no_grad():
             out = self.forward(inp)
             return {"loss": float(self.loss(out, target)), "metric": float(self.metric(out, target)), "n": len(target)}
@@ -365,8 +414,10 @@ def serve(child, rd, wr):
         wr.write(json.dumps(msg) + "\n")
         wr.flush()
 
-    send({"op": "hello", "tensors": child.tensors, "train": len(child.train), "test": len(child.test), "pid": os.getpid()})
+    send({"op": "hello", "tensors": child.tensors, "train": len(child.train), "test": len(child.test), "pid": os.getpid(),
+          "batched": child.batched(child.train)})
     for line in rd:
+        t_in = time.time_ns()
         req = json.loads(line)
         op = req["op"]
         try:
@@ -380,8 +431,13 @@ def serve(child, rd, wr):
                 send(child.initial())
             elif op == "keys":
                 send({"n": child.sparse_keys(req["set"], req["idx"])})
+            elif op == "prep":
+                child.prepare(req["set"], req["idx"])  # no reply
             elif op == "step":
-                send(child.step(req["idx"], req.get("rows", 0), req["scale"]))
+                r = child.step(req["idx"], req.get("rows", 0), req["scale"])
+                r["t_in"] = t_in  # when the request was read, and the reply
+                r["t_out"] = time.time_ns()  # written: the pipes' latency
+                send(r)
             elif op == "eval":
                 send(child.evaluate(req["set"], req["idx"], req.get("rows", 0)))
             elif op == "exit":

@@ -1,5 +1,7 @@
 # A tiny torch script for kelpie's tests: a linear classifier on seeded
-# Gaussian blobs, and with SPARSE=1 in the environment an EmbeddingBag model.
+# Gaussian blobs, and with TINY_SPARSE=1 in the environment an EmbeddingBag
+# model; with TINY_TENSORS=1 the training set is a TensorDataset of the
+# same samples.
 import os
 
 import torch
@@ -42,18 +44,20 @@ def model():
     return nn.Sequential(nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, CLASSES))
 
 
-def collate(samples):
-    xs = torch.stack([s[0] for s in samples]) if not SPARSE else torch.stack([s[0] for s in samples])
-    ys = torch.stack([s[1] for s in samples])
-    if SPARSE:
+if SPARSE:
+    def collate(samples):  # the dense model's batches use default_collate
+        xs = torch.stack([s[0] for s in samples])
+        ys = torch.stack([s[1] for s in samples])
         return (xs, torch.arange(len(samples))), ys
-    return xs, ys
 
 
 def train_set():
     if os.environ.get("TINY_BROKEN") == "train_set":
         return [1, 2, 3][7]
-    return Blobs(600, 1)
+    b = Blobs(600, 1)
+    if os.environ.get("TINY_TENSORS") == "1":  # the same samples as tensors
+        return torch.utils.data.TensorDataset(b.x, b.y)
+    return b
 
 
 def test_set():

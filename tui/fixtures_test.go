@@ -307,7 +307,7 @@ func ratJob() *kelpiepb.JobView {
 }
 
 // ratExchange is the exchange the scheduler plans for ratJob's 7 members
-// (the trees TestExchangeViewAfterRemoveWorker expects of allreduce.RAT).
+// (the trees TestExchangeViewAfterRemoveWorker expects of reduceplan.RAT).
 func ratExchange() *kelpiepb.ExchangeTopology {
 	w := func(ids ...int) []string {
 		var out []string

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kelpie/kelpie/core/reduceplan"
 	"github.com/kelpie/kelpie/runtime/identity"
 	"github.com/kelpie/kelpie/runtime/tensorwire"
 	"github.com/kelpie/kelpie/scheduler/pki"
@@ -100,7 +101,7 @@ func TestSecuredExchangeMatchesSimulate(t *testing.T) {
 				}
 				defer xs[i].Close()
 			}
-			for _, plan := range []*Plan{Ring(nodes, n, topo), RAT(nodes, n, topo, 0)} {
+			for _, plan := range []*reduceplan.Plan{reduceplan.Ring(nodes, n, topo), reduceplan.RAT(nodes, n, topo, 0)} {
 				rng := rand.New(rand.NewPCG(3, 4))
 				vecs, want := make([][]float32, nodes), make([][]float32, nodes)
 				for i := range vecs {
@@ -227,7 +228,7 @@ func TestSecuredExchangeRefusesOthers(t *testing.T) {
 			}
 			defer r.x.Close()
 			v := [][]float32{{1, 2}, {3, 4}}
-			for i, err := range runAll(ctx, []*Exchange{r.x, x1}, Ring(2, 2, nil), v) {
+			for i, err := range runAll(ctx, []*Exchange{r.x, x1}, reduceplan.Ring(2, 2, nil), v) {
 				if err != nil {
 					t.Fatalf("node %d: %v", i, err)
 				}

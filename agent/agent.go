@@ -38,8 +38,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protodelim"
 
+	"github.com/kelpie/kelpie/core/identity"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/runtime/identity"
 )
 
 // Options configure an agent.

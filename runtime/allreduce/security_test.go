@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kelpie/kelpie/core/identity"
 	"github.com/kelpie/kelpie/core/reduceplan"
-	"github.com/kelpie/kelpie/runtime/identity"
 	"github.com/kelpie/kelpie/runtime/tensorwire"
 	"github.com/kelpie/kelpie/scheduler/pki"
 )

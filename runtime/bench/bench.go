@@ -53,8 +53,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/kelpie/kelpie/core/identity"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/runtime/identity"
 	"github.com/kelpie/kelpie/runtime/psclient"
 	"github.com/kelpie/kelpie/runtime/tensorwire"
 	"github.com/kelpie/kelpie/runtime/wire"

@@ -21,10 +21,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kelpie/kelpie/core/blocks"
+	"github.com/kelpie/kelpie/core/identity"
 	"github.com/kelpie/kelpie/core/optim"
 	"github.com/kelpie/kelpie/core/syncmodel"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/runtime/identity"
 	"github.com/kelpie/kelpie/runtime/psclient"
 	"github.com/kelpie/kelpie/runtime/server"
 	"github.com/kelpie/kelpie/runtime/tensorwire"
@@ -91,7 +91,7 @@ func StartPS(addr string, workers int, sizes []int, encrypt bool) (*PSServer, er
 	}
 	// gRPC and the framed transport on one port, and a Unix socket, as a
 	// job's server has them.
-	framed := server.Framed{Unix: server.UnixPath("", "bench"), Credentials: identity.FramedCredentials()}
+	framed := server.Framed{Unix: server.UnixPath("", "bench"), Credentials: tensorwire.SharedSecret(identity.ProcessJobSecret())}
 	if encrypt {
 		if framed.TLS, _, err = identity.ProcessFramedTLS(); err != nil {
 			lis.Close()

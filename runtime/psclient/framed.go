@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kelpie/kelpie/core/identity"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/runtime/identity"
 	"github.com/kelpie/kelpie/runtime/tensorwire"
 	"github.com/kelpie/kelpie/runtime/wire"
 )
@@ -44,7 +44,7 @@ type Options struct {
 func (o Options) creds() tensorwire.Credentials {
 	if o.Credentials == nil {
 		// This process's job secret ($KELPIE_CERT), or none.
-		return identity.FramedCredentials()
+		return tensorwire.SharedSecret(identity.ProcessJobSecret())
 	}
 	return o.Credentials
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kelpie/kelpie/core/identity"
 	"github.com/kelpie/kelpie/core/job"
 	"github.com/kelpie/kelpie/core/reduceplan"
 	"github.com/kelpie/kelpie/core/spec"
@@ -18,7 +19,6 @@ import (
 	"github.com/kelpie/kelpie/core/topology"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/runtime/allreduce"
-	"github.com/kelpie/kelpie/runtime/identity"
 	"github.com/kelpie/kelpie/runtime/model"
 	"github.com/kelpie/kelpie/runtime/worker"
 )

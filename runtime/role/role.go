@@ -25,12 +25,12 @@ import (
 
 	"github.com/kelpie/kelpie/core/blocks"
 	"github.com/kelpie/kelpie/core/diverge"
+	"github.com/kelpie/kelpie/core/identity"
 	"github.com/kelpie/kelpie/core/job"
 	"github.com/kelpie/kelpie/core/spec"
 	"github.com/kelpie/kelpie/core/straggler"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
 	"github.com/kelpie/kelpie/runtime/data"
-	"github.com/kelpie/kelpie/runtime/identity"
 	"github.com/kelpie/kelpie/runtime/model"
 	"github.com/kelpie/kelpie/runtime/psclient"
 	"github.com/kelpie/kelpie/runtime/server"
@@ -86,7 +86,7 @@ func (o *Options) dataCredentials() tensorwire.Credentials {
 	}
 	if len(o.DataSecret) == 0 {
 		// The job's secret from this node's credentials ($KELPIE_CERT).
-		return identity.FramedCredentials()
+		return tensorwire.SharedSecret(identity.ProcessJobSecret())
 	}
 	return tensorwire.SharedSecret(o.DataSecret)
 }

@@ -19,8 +19,8 @@ import (
 	"github.com/coder/websocket"
 	"google.golang.org/grpc"
 
+	"github.com/kelpie/kelpie/core/identity"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/runtime/identity"
 	"github.com/kelpie/kelpie/scheduler/console"
 	"github.com/kelpie/kelpie/scheduler/console/client"
 )

@@ -26,9 +26,9 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/kelpie/kelpie/core/identity"
 	"github.com/kelpie/kelpie/core/spec"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/runtime/identity"
 	"github.com/kelpie/kelpie/scheduler/console"
 	"github.com/kelpie/kelpie/scheduler/manager"
 	"github.com/kelpie/kelpie/scheduler/pki"

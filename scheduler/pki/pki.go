@@ -32,7 +32,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/kelpie/kelpie/runtime/identity"
+	"github.com/kelpie/kelpie/core/identity"
 )
 
 // Files in the data directory.

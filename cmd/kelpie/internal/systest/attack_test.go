@@ -1,4 +1,4 @@
-package daemon
+package systest
 
 import (
 	"context"
@@ -20,10 +20,11 @@ import (
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/kelpie/kelpie/core/identity"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/runtime/identity"
 	"github.com/kelpie/kelpie/runtime/psclient"
 	"github.com/kelpie/kelpie/runtime/tensorwire"
+	"github.com/kelpie/kelpie/scheduler/daemon"
 )
 
 // attackSpec runs long enough (worker-0 sleeps 10 ms an iteration) for the
@@ -47,7 +48,7 @@ func TestAttacks(t *testing.T) {
 		t.Skip("multi-process")
 	}
 	dataDir := t.TempDir()
-	d, err := Start(Config{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0", DataDir: dataDir, Tokens: writeTokens(t),
+	d, err := daemon.Start(daemon.Config{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0", DataDir: dataDir, Tokens: writeTokens(t),
 		Exe: kelpieBin, NodeLog: logWriter{t}, Tick: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

@@ -223,7 +223,7 @@ type Credentials struct {
 const JobSecretPEM = "KELPIE JOB SECRET"
 
 // ProcessJobSecret is the job's data-plane secret from $KELPIE_CERT, which
-// this process's framed connections prove (tensorwire.SharedSecret); nil
+// this process's framed connections prove (framing.SharedSecret); nil
 // without one, or when the file does not load (then the gRPC dial fails
 // loudly instead).
 func ProcessJobSecret() []byte {

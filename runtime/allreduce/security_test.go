@@ -15,7 +15,7 @@ import (
 
 	"github.com/kelpie/kelpie/core/identity"
 	"github.com/kelpie/kelpie/core/reduceplan"
-	"github.com/kelpie/kelpie/runtime/tensorwire"
+	"github.com/kelpie/kelpie/runtime/framing"
 	"github.com/kelpie/kelpie/scheduler/pki"
 )
 
@@ -54,7 +54,7 @@ func newTestPKI(t *testing.T) testPKI {
 // security is node's Security in job with secret; encrypt adds TLS with
 // its node certificate.
 func (p testPKI) security(job, node, secret string, encrypt bool, log *slog.Logger) *Security {
-	sec := &Security{Credentials: tensorwire.SharedSecret(secret), Log: log}
+	sec := &Security{Credentials: framing.SharedSecret(secret), Log: log}
 	if encrypt {
 		c, err := p.ca.Credentials(identity.Node(job, node), time.Hour)
 		if err != nil {

@@ -1,7 +1,7 @@
 // Package psclient is the worker's side of the parameter-server data plane:
 // one long-lived connection per server, with many requests in flight and
 // responses matched to requests by id (delayed pulls come back out of
-// order). The connection is kelpie's framed transport (tensorwire: TCP, or
+// order). The connection is kelpie's framed transport (runtime/framing: TCP, or
 // the server's Unix socket on the same host) by default, or a gRPC
 // Exchange stream (Options.Transport). Which one is chosen once, when the
 // Conn is dialled: a Conn holds one transport (framed.go, grpc.go) and

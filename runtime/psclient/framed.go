@@ -13,13 +13,13 @@ import (
 
 	"github.com/kelpie/kelpie/core/identity"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
-	"github.com/kelpie/kelpie/runtime/tensorwire"
+	"github.com/kelpie/kelpie/runtime/framing"
 	"github.com/kelpie/kelpie/runtime/wire"
 )
 
 // Transports a worker can reach its servers over.
 const (
-	TransportTCP  = "tcp"  // framed (tensorwire) over TCP; see Options.PreferUnix
+	TransportTCP  = "tcp"  // framed (runtime/framing) over TCP; see Options.PreferUnix
 	TransportUnix = "unix" // framed over the server's Unix socket (same host only)
 	TransportGRPC = "grpc" // the Exchange stream of the gRPC service
 )
@@ -34,17 +34,17 @@ type Options struct {
 	PreferUnix bool
 	// Credentials prove a framed connection (nil: the job has no
 	// data-plane secret).
-	Credentials tensorwire.Credentials
+	Credentials framing.Credentials
 	// TLS, when set, encrypts framed TCP connections (the node's
 	// certificate; cluster.data_plane_encryption: on): a server that does
 	// not encrypt is refused. Unix socket connections stay plain.
 	TLS *tls.Config
 }
 
-func (o Options) creds() tensorwire.Credentials {
+func (o Options) creds() framing.Credentials {
 	if o.Credentials == nil {
 		// This process's job secret ($KELPIE_CERT), or none.
-		return tensorwire.SharedSecret(identity.ProcessJobSecret())
+		return framing.SharedSecret(identity.ProcessJobSecret())
 	}
 	return o.Credentials
 }
@@ -76,10 +76,10 @@ func (w *waiter) recycle() {
 	waiters.Put(w)
 }
 
-// framed is the framed transport: one tensorwire connection, whose
+// framed is the framed transport: one runtime/framing connection, whose
 // responses the caller waiting for one reads itself when nobody else does.
 type framed struct {
-	tc      *tensorwire.Conn
+	tc      *framing.Conn
 	sendMu  sync.Mutex
 	waiting map[uint64]*waiter // under Conn.mu
 	readBy  int                // who holds the read token (readerNone...), under Conn.mu
@@ -113,20 +113,20 @@ func dialFramedConn(ctx context.Context, addr string, o Options) (*Conn, error) 
 
 // dialFramed opens a framed connection: over TCP, moved to the server's
 // Unix socket when it is on this host (always, for TransportUnix).
-func dialFramed(ctx context.Context, addr string, o Options) (*tensorwire.Conn, string, error) {
+func dialFramed(ctx context.Context, addr string, o Options) (*framing.Conn, string, error) {
 	d := net.Dialer{Timeout: 10 * time.Second}
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, "", fmt.Errorf("psclient: dial %s: %w", addr, err)
 	}
-	tensorwire.Tune(nc)
-	tc := tensorwire.NewConn(nc)
-	hello, err := tensorwire.ClientHandshake(tc, o.creds(), o.TLS)
+	framing.Tune(nc)
+	tc := framing.NewConn(nc)
+	hello, err := framing.ClientHandshake(tc, o.creds(), o.TLS)
 	if err != nil {
 		tc.Close()
 		return nil, "", fmt.Errorf("psclient: %s: %w", addr, err)
 	}
-	local := hello.Unix != "" && hello.HostID == tensorwire.HostID()
+	local := hello.Unix != "" && hello.HostID == framing.HostID()
 	if !local || o.Transport != TransportUnix && !o.PreferUnix {
 		if o.Transport == TransportUnix {
 			tc.Close()
@@ -142,9 +142,9 @@ func dialFramed(ctx context.Context, addr string, o Options) (*tensorwire.Conn, 
 		}
 		return tc, "tcp", nil // not visible here (another mount namespace): stay on TCP
 	}
-	tensorwire.Tune(uc)
-	ut := tensorwire.NewConn(uc)
-	if _, err := tensorwire.ClientHandshake(ut, o.creds(), o.TLS); err != nil {
+	framing.Tune(uc)
+	ut := framing.NewConn(uc)
+	if _, err := framing.ClientHandshake(ut, o.creds(), o.TLS); err != nil {
 		ut.Close()
 		tc.Close()
 		return nil, "", fmt.Errorf("psclient: %s: unix socket %s: %w", addr, hello.Unix, err)
@@ -356,11 +356,11 @@ func (f *framed) recvOne(c *Conn) (*waiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	if h.Kind != tensorwire.KindResponse {
-		return nil, fmt.Errorf("%w: %v frame where a response belongs", tensorwire.ErrFrame, h.Kind)
+	if h.Kind != framing.KindResponse {
+		return nil, fmt.Errorf("%w: %v frame where a response belongs", framing.ErrFrame, h.Kind)
 	}
 	resp := &kelpiepb.PSResponse{Id: h.ID}
-	if err := tensorwire.DecodeResponse(meta, resp); err != nil {
+	if err := framing.DecodeResponse(meta, resp); err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
@@ -415,12 +415,12 @@ func (f *framed) start(c *Conn, req *kelpiepb.PSRequest, payload, dst [][]byte) 
 		return nil, err
 	}
 	f.sendMu.Lock()
-	meta := tensorwire.AppendRequest(f.tc.MetaBuf(), req)
+	meta := framing.AppendRequest(f.tc.MetaBuf(), req)
 	var err error
 	if payload != nil {
-		err = f.tc.WriteFrameV(tensorwire.KindRequest, req.Id, meta, payload)
+		err = f.tc.WriteFrameV(framing.KindRequest, req.Id, meta, payload)
 	} else {
-		err = f.tc.WriteFrame(tensorwire.KindRequest, req.Id, meta, req.Data)
+		err = f.tc.WriteFrame(framing.KindRequest, req.Id, meta, req.Data)
 	}
 	f.sendMu.Unlock()
 	if err != nil {

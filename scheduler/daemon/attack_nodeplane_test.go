@@ -629,7 +629,7 @@ func TestAttackRow10(t *testing.T) {
 		t.Errorf("the new instance's server refuses its own worker: %v", err)
 	}
 	// The framed data plane admits a connection that proves the job's
-	// secret (tensorwire's TestHandshake refuses every other): the new
+	// secret (runtime/framing's TestHandshake refuses every other): the new
 	// instance's secret must be its own, another than the earlier one's.
 	if len(cur.JobSecret) < 16 || bytes.Equal(cur.JobSecret, old.JobSecret) {
 		t.Errorf("the new instance's data-plane secret (%d bytes) is not a fresh one: equal to the earlier instance's: %v",

@@ -22,8 +22,8 @@ import (
 
 	"github.com/kelpie/kelpie/core/identity"
 	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/runtime/framing"
 	"github.com/kelpie/kelpie/runtime/psclient"
-	"github.com/kelpie/kelpie/runtime/tensorwire"
 	"github.com/kelpie/kelpie/scheduler/daemon"
 )
 
@@ -200,7 +200,7 @@ func TestAttacks(t *testing.T) {
 
 	// The framed data plane (the default transport) shares the server's
 	// port: a connection that cannot prove the job's secret is refused.
-	for _, creds := range []tensorwire.Credentials{tensorwire.SharedSecret(nil), tensorwire.SharedSecret([]byte("guess"))} {
+	for _, creds := range []framing.Credentials{framing.SharedSecret(nil), framing.SharedSecret([]byte("guess"))} {
 		if c, err := psclient.DialWith(ctx, serverAddr, psclient.Options{Transport: psclient.TransportTCP, Credentials: creds}); err == nil {
 			c.Close()
 			t.Errorf("framed connection with secret %q accepted", creds)

@@ -241,7 +241,7 @@ func New(cert tls.Certificate, roots []*x509.Certificate) (*Credentials, error) 
 	if leaf == nil {
 		var err error
 		if leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
-			return nil, fmt.Errorf("identity: %v", err)
+			return nil, fmt.Errorf("identity: %w", err)
 		}
 		cert.Leaf = leaf
 	}
@@ -281,7 +281,7 @@ func Parse(pemBytes []byte) (*Credentials, error) {
 			}
 			c, err := x509.ParseCertificate(b.Bytes)
 			if err != nil {
-				return nil, fmt.Errorf("identity: CA certificate: %v", err)
+				return nil, fmt.Errorf("identity: CA certificate: %w", err)
 			}
 			roots = append(roots, c)
 		case "PRIVATE KEY", "EC PRIVATE KEY":
@@ -299,7 +299,7 @@ func Parse(pemBytes []byte) (*Credentials, error) {
 	}
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
-		return nil, fmt.Errorf("identity: %v", err)
+		return nil, fmt.Errorf("identity: %w", err)
 	}
 	c, err := New(cert, roots)
 	if err != nil {
@@ -313,18 +313,18 @@ func Parse(pemBytes []byte) (*Credentials, error) {
 func Load(path string) (*Credentials, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return nil, fmt.Errorf("identity: %v", err)
+		return nil, fmt.Errorf("identity: %w", err)
 	}
 	if fi.Mode().Perm()&0o077 != 0 {
 		return nil, fmt.Errorf("identity: %s is readable by others (mode %v): it holds a private key; chmod 600 it", path, fi.Mode().Perm())
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("identity: %v", err)
+		return nil, fmt.Errorf("identity: %w", err)
 	}
 	c, err := Parse(b)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return c, nil
 }
@@ -391,7 +391,7 @@ func (c *Credentials) ClientTLS(accept func(Identity) error) *tls.Config {
 		VerifyConnection: func(cs tls.ConnectionState) error {
 			id, err := c.verify(cs.PeerCertificates, x509.ExtKeyUsageServerAuth)
 			if err != nil {
-				return fmt.Errorf("identity: server certificate: %v", err)
+				return fmt.Errorf("identity: server certificate: %w", err)
 			}
 			if accept != nil {
 				return accept(id)
@@ -415,7 +415,7 @@ func (c *Credentials) FramedServerTLS() *tls.Config {
 		VerifyConnection: func(cs tls.ConnectionState) error {
 			id, err := c.verify(cs.PeerCertificates, x509.ExtKeyUsageClientAuth)
 			if err != nil {
-				return fmt.Errorf("identity: client certificate: %v", err)
+				return fmt.Errorf("identity: client certificate: %w", err)
 			}
 			if id.Role != RoleWorker || id.Job != c.ID.Job {
 				return fmt.Errorf("identity: %s is not a worker of job %s", id, c.ID.Job)
@@ -446,7 +446,7 @@ func (c *Credentials) PeerTLS() (server, client *tls.Config) {
 		VerifyConnection: func(cs tls.ConnectionState) error {
 			id, err := c.verify(cs.PeerCertificates, x509.ExtKeyUsageClientAuth)
 			if err != nil {
-				return fmt.Errorf("identity: peer certificate: %v", err)
+				return fmt.Errorf("identity: peer certificate: %w", err)
 			}
 			if err := SameInstance(c.ID, id); err != nil {
 				return err

@@ -225,7 +225,7 @@ func (e *Exchange) welcome(ctx context.Context, c net.Conn) error {
 	defer stop()
 	var ok [1]byte
 	if _, err := io.ReadFull(c, ok[:]); err != nil {
-		return fmt.Errorf("no welcome: %v", err)
+		return fmt.Errorf("no welcome: %w", err)
 	}
 	if ok[0] != welcomeByte {
 		return fmt.Errorf("welcome %#x", ok[0])

@@ -96,8 +96,8 @@ proto:
 	$(GO) install $(PROTOC_GEN_GO)
 	$(GO) install $(PROTOC_GEN_GO_GRPC)
 	PATH="$(GOBIN):$$PATH" protoc -I proto \
-		--go_out=proto/kelpiepb --go_opt=paths=source_relative \
-		--go-grpc_out=proto/kelpiepb --go-grpc_opt=paths=source_relative \
+		--go_out=. --go_opt=module=github.com/kelpie/kelpie \
+		--go-grpc_out=. --go-grpc_opt=module=github.com/kelpie/kelpie \
 		proto/*.proto
 
 # Debian's PyTorch and numpy, for jobs whose model is a user's PyTorch script

@@ -47,7 +47,7 @@ type Options struct {
 	Scheduler string // the scheduler's gRPC address (Agent and Coordinator services)
 	Job       string
 	Node      string
-	Role      kelpiepb.Role
+	Role      coordinatorpb.Role
 	Host      string
 	Exe       string        // the kelpie binary for the role (default: this executable)
 	Out       io.Writer     // the role's output (default stderr)
@@ -127,18 +127,18 @@ type Agent struct {
 	o   Options
 	log *slog.Logger
 
-	outbox chan *kelpiepb.AgentMessage // to the scheduler; reports may be dropped when full, acks never
+	outbox chan *agentpb.AgentMessage // to the scheduler; reports may be dropped when full, acks never
 	// closing is closed once the role has ended for good: the stream
 	// sends what is queued, closes its sending side and ends when the
 	// scheduler has read it all (session).
 	closing chan struct{}
 
 	mu       sync.Mutex
-	status   kelpiepb.NodeStatus
-	taken    map[string]*kelpiepb.ActionAck     // action id -> its ack (nil until the role answers)
-	toChild  io.Writer                          // the command pipe of the running role, nil when none
-	queued   []*kelpiepb.ActionCommand          // actions that came while the role was not running
-	unacked  map[string]*kelpiepb.ActionCommand // actions handed to a role that has not answered yet
+	status   agentpb.NodeStatus
+	taken    map[string]*agentpb.ActionAck     // action id -> its ack (nil until the role answers)
+	toChild  io.Writer                         // the command pipe of the running role, nil when none
+	queued   []*agentpb.ActionCommand          // actions that came while the role was not running
+	unacked  map[string]*agentpb.ActionCommand // actions handed to a role that has not answered yet
 	child    *exec.Cmd
 	restarts chan string // KILL_RESTART action ids
 	stop     chan string // the scheduler's stop, with the reason
@@ -150,7 +150,7 @@ type Agent struct {
 	// forwards are the global actions this agent is the primary of, for
 	// its forwarding loop (peer.go); peerAddr is where its peer service
 	// listens ("" without one), set before the first connection.
-	forwards chan *kelpiepb.ActionCommand
+	forwards chan *agentpb.ActionCommand
 	peerAddr string
 }
 
@@ -177,10 +177,10 @@ func New(o Options) *Agent {
 	if o.Host == "" {
 		o.Host, _ = os.Hostname()
 	}
-	return &Agent{o: o, log: o.Log.With("agent", o.Node), outbox: make(chan *kelpiepb.AgentMessage, 256), closing: make(chan struct{}),
-		taken: map[string]*kelpiepb.ActionAck{}, unacked: map[string]*kelpiepb.ActionCommand{},
+	return &Agent{o: o, log: o.Log.With("agent", o.Node), outbox: make(chan *agentpb.AgentMessage, 256), closing: make(chan struct{}),
+		taken: map[string]*agentpb.ActionAck{}, unacked: map[string]*agentpb.ActionCommand{},
 		restarts: make(chan string, 4), stop: make(chan string, 1), contact: time.Now(),
-		forwards: make(chan *kelpiepb.ActionCommand, 64)}
+		forwards: make(chan *agentpb.ActionCommand, 64)}
 }
 
 // credentials are the node's: Options.Credentials, else $KELPIE_CERT (nil
@@ -220,7 +220,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	return err
 }
 
-func (a *Agent) setState(s kelpiepb.NodeState, pid int, lastExit string) {
+func (a *Agent) setState(s agentpb.NodeState, pid int, lastExit string) {
 	a.mu.Lock()
 	a.status.State = s
 	a.status.Pid = int32(pid)
@@ -229,16 +229,16 @@ func (a *Agent) setState(s kelpiepb.NodeState, pid int, lastExit string) {
 	}
 	st := proto(&a.status)
 	a.mu.Unlock()
-	a.enqueue(&kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Heartbeat{Heartbeat: &kelpiepb.Heartbeat{Status: st}}}, true)
+	a.enqueue(&agentpb.AgentMessage{Body: &agentpb.AgentMessage_Heartbeat{Heartbeat: &agentpb.Heartbeat{Status: st}}}, true)
 }
 
-func proto(s *kelpiepb.NodeStatus) *kelpiepb.NodeStatus {
-	return &kelpiepb.NodeStatus{State: s.State, Pid: s.Pid, Restarts: s.Restarts, LastExit: s.LastExit}
+func proto(s *agentpb.NodeStatus) *agentpb.NodeStatus {
+	return &agentpb.NodeStatus{State: s.State, Pid: s.Pid, Restarts: s.Restarts, LastExit: s.LastExit}
 }
 
 // enqueue queues a message for the scheduler. Must-deliver messages wait for
 // room; telemetry is dropped when the queue is full (the scheduler is away).
-func (a *Agent) enqueue(m *kelpiepb.AgentMessage, must bool) {
+func (a *Agent) enqueue(m *agentpb.AgentMessage, must bool) {
 	if must {
 		select {
 		case a.outbox <- m:
@@ -273,14 +273,14 @@ func (a *Agent) supervise(ctx context.Context) error {
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(os.Getpid())))
 	relaunched := false
 	for {
-		a.setState(kelpiepb.NodeState_NODE_STATE_STARTING, 0, "")
+		a.setState(agentpb.NodeState_NODE_STATE_STARTING, 0, "")
 		started := time.Now()
 		cmd, exited, err := a.startRole(relaunched)
 		if err != nil {
-			a.setState(kelpiepb.NodeState_NODE_STATE_FAILED, 0, err.Error())
+			a.setState(agentpb.NodeState_NODE_STATE_FAILED, 0, err.Error())
 			return err
 		}
-		a.setState(kelpiepb.NodeState_NODE_STATE_RUNNING, cmd.Process.Pid, "")
+		a.setState(agentpb.NodeState_NODE_STATE_RUNNING, cmd.Process.Pid, "")
 		restartID := ""
 		var why string
 		select {
@@ -290,11 +290,11 @@ func (a *Agent) supervise(ctx context.Context) error {
 			err = <-exited
 		case why = <-a.stop:
 			_ = a.stopChild(cmd, exited)
-			a.setState(kelpiepb.NodeState_NODE_STATE_STOPPED, 0, "stopped: "+why)
+			a.setState(agentpb.NodeState_NODE_STATE_STOPPED, 0, "stopped: "+why)
 			return nil
 		case <-ctx.Done():
 			a.stopChild(cmd, exited)
-			a.setState(kelpiepb.NodeState_NODE_STATE_STOPPED, 0, "agent stopped")
+			a.setState(agentpb.NodeState_NODE_STATE_STOPPED, 0, "agent stopped")
 			return ctx.Err()
 		}
 		a.detachChild()
@@ -302,8 +302,8 @@ func (a *Agent) supervise(ctx context.Context) error {
 		if restartID != "" {
 			a.bumpRestarts()
 			a.log.Info("restarting the role on request", "action", restartID, "exit", exit)
-			a.acked(&kelpiepb.ActionAck{ActionId: restartID, Applied: true})
-			a.setState(kelpiepb.NodeState_NODE_STATE_RESTARTING, 0, exit)
+			a.acked(&agentpb.ActionAck{ActionId: restartID, Applied: true})
+			a.setState(agentpb.NodeState_NODE_STATE_RESTARTING, 0, exit)
 			crashes = 0
 			relaunched = true
 			continue
@@ -312,7 +312,7 @@ func (a *Agent) supervise(ctx context.Context) error {
 			// The role finished its work: actions it never took no longer
 			// apply to it.
 			a.settlePending("the role had finished")
-			a.setState(kelpiepb.NodeState_NODE_STATE_DONE, 0, exit)
+			a.setState(agentpb.NodeState_NODE_STATE_DONE, 0, exit)
 			return nil
 		}
 		if time.Since(started) >= a.o.Backoff.withDefaults().StableAfter {
@@ -320,17 +320,17 @@ func (a *Agent) supervise(ctx context.Context) error {
 		}
 		crashes++
 		if crashes > a.o.MaxRestarts {
-			a.setState(kelpiepb.NodeState_NODE_STATE_FAILED, 0, exit)
+			a.setState(agentpb.NodeState_NODE_STATE_FAILED, 0, exit)
 			return fmt.Errorf("agent %s: role crashed %d times in a row, last: %s", a.o.Node, crashes, exit)
 		}
 		delay := a.o.Backoff.Delay(crashes, rng.Float64())
 		a.bumpRestarts()
-		a.setState(kelpiepb.NodeState_NODE_STATE_RESTARTING, 0, exit)
+		a.setState(agentpb.NodeState_NODE_STATE_RESTARTING, 0, exit)
 		a.log.Warn("role exited; restarting", "exit", exit, "in", delay.Round(time.Millisecond), "attempt", crashes)
 		select {
 		case <-time.After(delay):
 		case why = <-a.stop:
-			a.setState(kelpiepb.NodeState_NODE_STATE_STOPPED, 0, "stopped: "+why)
+			a.setState(agentpb.NodeState_NODE_STATE_STOPPED, 0, "stopped: "+why)
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()
@@ -388,7 +388,7 @@ func (a *Agent) startRole(relaunched bool) (*exec.Cmd, <-chan error, error) {
 		}
 	}
 	roleName := "worker"
-	if a.o.Role == kelpiepb.Role_ROLE_SERVER {
+	if a.o.Role == coordinatorpb.Role_ROLE_SERVER {
 		roleName = "server"
 	}
 	repR, repW, err := os.Pipe()
@@ -406,10 +406,10 @@ func (a *Agent) startRole(relaunched bool) (*exec.Cmd, <-chan error, error) {
 	if relaunched {
 		args = append(args, "--relaunched")
 	}
-	if a.o.SnapshotDir != "" && a.o.Role == kelpiepb.Role_ROLE_SERVER {
+	if a.o.SnapshotDir != "" && a.o.Role == coordinatorpb.Role_ROLE_SERVER {
 		args = append(args, "--snapshot-dir", a.o.SnapshotDir)
 	}
-	if a.o.Listen != "" && a.o.Role == kelpiepb.Role_ROLE_SERVER {
+	if a.o.Listen != "" && a.o.Role == coordinatorpb.Role_ROLE_SERVER {
 		args = append(args, "--listen", a.o.Listen)
 	}
 	cmd := exec.Command(exe, args...)
@@ -429,11 +429,11 @@ func (a *Agent) startRole(relaunched bool) (*exec.Cmd, <-chan error, error) {
 	// Actions the previous run of the role took but never answered (it
 	// died first) go to this run, then those that came in between.
 	for _, c := range a.unacked {
-		a.queued = append([]*kelpiepb.ActionCommand{c}, a.queued...)
+		a.queued = append([]*agentpb.ActionCommand{c}, a.queued...)
 	}
-	a.unacked = map[string]*kelpiepb.ActionCommand{}
+	a.unacked = map[string]*agentpb.ActionCommand{}
 	for _, c := range a.queued {
-		if _, err := protodelim.MarshalTo(cmdW, &kelpiepb.RoleCommand{Body: &kelpiepb.RoleCommand_Action{Action: c}}); err == nil {
+		if _, err := protodelim.MarshalTo(cmdW, &agentpb.RoleCommand{Body: &agentpb.RoleCommand_Action{Action: c}}); err == nil {
 			a.unacked[c.ActionId] = c
 		}
 	}
@@ -456,7 +456,7 @@ func (a *Agent) startRole(relaunched bool) (*exec.Cmd, <-chan error, error) {
 func (a *Agent) readRole(r io.Reader) {
 	br := bufio.NewReader(r)
 	for {
-		m := &kelpiepb.RoleMessage{}
+		m := &agentpb.RoleMessage{}
 		if err := (protodelim.UnmarshalOptions{MaxSize: 16 << 20}).UnmarshalFrom(br, m); err != nil {
 			if err != io.EOF && !strings.Contains(err.Error(), "file already closed") {
 				a.log.Warn("role channel", "err", err)
@@ -464,14 +464,14 @@ func (a *Agent) readRole(r io.Reader) {
 			return
 		}
 		switch b := m.Body.(type) {
-		case *kelpiepb.RoleMessage_Report:
-			a.enqueue(&kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Report{Report: b.Report}}, false)
-		case *kelpiepb.RoleMessage_Ack:
+		case *agentpb.RoleMessage_Report:
+			a.enqueue(&agentpb.AgentMessage{Body: &agentpb.AgentMessage_Report{Report: b.Report}}, false)
+		case *agentpb.RoleMessage_Ack:
 			a.acked(b.Ack)
-		case *kelpiepb.RoleMessage_Stats:
-			a.enqueue(&kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_ServerStats{ServerStats: b.Stats}}, false)
-		case *kelpiepb.RoleMessage_Refusal:
-			a.enqueue(&kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Refusal{Refusal: b.Refusal}}, false)
+		case *agentpb.RoleMessage_Stats:
+			a.enqueue(&agentpb.AgentMessage{Body: &agentpb.AgentMessage_ServerStats{ServerStats: b.Stats}}, false)
+		case *agentpb.RoleMessage_Refusal:
+			a.enqueue(&agentpb.AgentMessage{Body: &agentpb.AgentMessage_Refusal{Refusal: b.Refusal}}, false)
 		}
 	}
 }
@@ -486,10 +486,10 @@ func (a *Agent) settlePending(note string) {
 	for _, c := range a.queued {
 		ids = append(ids, c.ActionId)
 	}
-	a.unacked, a.queued = map[string]*kelpiepb.ActionCommand{}, nil
+	a.unacked, a.queued = map[string]*agentpb.ActionCommand{}, nil
 	a.mu.Unlock()
 	for _, id := range ids {
-		a.acked(&kelpiepb.ActionAck{ActionId: id, Applied: true, Error: ""})
+		a.acked(&agentpb.ActionAck{ActionId: id, Applied: true, Error: ""})
 	}
 	if len(ids) > 0 {
 		a.log.Info("actions settled", "count", len(ids), "why", note)
@@ -497,25 +497,25 @@ func (a *Agent) settlePending(note string) {
 }
 
 // acked records an action's outcome and tells the scheduler.
-func (a *Agent) acked(ack *kelpiepb.ActionAck) {
+func (a *Agent) acked(ack *agentpb.ActionAck) {
 	a.mu.Lock()
 	a.taken[ack.ActionId] = ack
 	delete(a.unacked, ack.ActionId)
 	a.mu.Unlock()
-	a.enqueue(&kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Ack{Ack: ack}}, true)
+	a.enqueue(&agentpb.AgentMessage{Body: &agentpb.AgentMessage_Ack{Ack: ack}}, true)
 }
 
 // take handles one action from the scheduler or, for a global action, from
 // its primary agent, at most once per id; it says whether the action was
 // new. The primary of a global action hands it to its forwarding loop
 // first.
-func (a *Agent) take(c *kelpiepb.ActionCommand) bool {
+func (a *Agent) take(c *agentpb.ActionCommand) bool {
 	a.mu.Lock()
 	ack, seen := a.taken[c.ActionId]
 	if seen {
 		a.mu.Unlock()
 		if ack != nil { // a replay after a reconnect: answer again, apply nothing
-			a.enqueue(&kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Ack{Ack: ack}}, true)
+			a.enqueue(&agentpb.AgentMessage{Body: &agentpb.AgentMessage_Ack{Ack: ack}}, true)
 		}
 		return false
 	}
@@ -530,7 +530,7 @@ func (a *Agent) take(c *kelpiepb.ActionCommand) bool {
 		select {
 		case a.restarts <- c.ActionId:
 		default:
-			a.acked(&kelpiepb.ActionAck{ActionId: c.ActionId, Error: "a restart is already under way"})
+			a.acked(&agentpb.ActionAck{ActionId: c.ActionId, Error: "a restart is already under way"})
 		}
 		return true
 	}
@@ -541,7 +541,7 @@ func (a *Agent) take(c *kelpiepb.ActionCommand) bool {
 		a.mu.Unlock()
 		return true
 	}
-	if _, err := protodelim.MarshalTo(to, &kelpiepb.RoleCommand{Body: &kelpiepb.RoleCommand_Action{Action: c}}); err != nil {
+	if _, err := protodelim.MarshalTo(to, &agentpb.RoleCommand{Body: &agentpb.RoleCommand_Action{Action: c}}); err != nil {
 		// The role is going away (its pipe broke): the next run gets it.
 		a.queued = append(a.queued, c)
 	} else {
@@ -576,7 +576,7 @@ func (a *Agent) connectLoop(ctx context.Context) {
 	defer cc.Close()
 	attempt := 0
 	for ctx.Err() == nil {
-		err := a.session(ctx, kelpiepb.NewAgentClient(cc))
+		err := a.session(ctx, agentpb.NewAgentClient(cc))
 		if ctx.Err() != nil || (a.closed() && err == io.EOF) {
 			return // the scheduler read everything to the end
 		}
@@ -628,16 +628,16 @@ func (a *Agent) orphaned(err error, now time.Time) string {
 }
 
 // session runs one stream: hello, then messages both ways until it fails.
-func (a *Agent) session(ctx context.Context, c kelpiepb.AgentClient) error {
+func (a *Agent) session(ctx context.Context, c agentpb.AgentClient) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := c.Connect(ctx)
 	if err != nil {
 		return err
 	}
-	hello := &kelpiepb.AgentHello{Job: a.o.Job, Node: a.o.Node, Role: a.o.Role, Host: a.o.Host,
+	hello := &agentpb.AgentHello{Job: a.o.Job, Node: a.o.Node, Role: a.o.Role, Host: a.o.Host,
 		AgentPid: int32(os.Getpid()), AppliedActions: a.takenIDs(), PeerAddr: a.peerAddr}
-	if err := stream.Send(&kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Hello{Hello: hello}}); err != nil {
+	if err := stream.Send(&agentpb.AgentMessage{Body: &agentpb.AgentMessage_Hello{Hello: hello}}); err != nil {
 		return err
 	}
 	a.touch()
@@ -646,14 +646,14 @@ func (a *Agent) session(ctx context.Context, c kelpiepb.AgentClient) error {
 		tick := time.NewTicker(a.o.Heartbeat)
 		defer tick.Stop()
 		for {
-			var m *kelpiepb.AgentMessage
+			var m *agentpb.AgentMessage
 			select {
 			case m = <-a.outbox:
 			case <-tick.C:
 				a.mu.Lock()
 				st := proto(&a.status)
 				a.mu.Unlock()
-				m = &kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Heartbeat{Heartbeat: &kelpiepb.Heartbeat{Status: st}}}
+				m = &agentpb.AgentMessage{Body: &agentpb.AgentMessage_Heartbeat{Heartbeat: &agentpb.Heartbeat{Status: st}}}
 			case <-a.closing:
 				// The role has ended: what is queued leaves, then the
 				// sending side closes; the scheduler ends the stream
@@ -688,9 +688,9 @@ func (a *Agent) session(ctx context.Context, c kelpiepb.AgentClient) error {
 			}
 
 			switch b := m.Body.(type) {
-			case *kelpiepb.SchedulerMessage_Command:
+			case *agentpb.SchedulerMessage_Command:
 				a.take(b.Command)
-			case *kelpiepb.SchedulerMessage_Stop:
+			case *agentpb.SchedulerMessage_Stop:
 				select {
 				case a.stop <- b.Stop:
 				default:

@@ -13,20 +13,21 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
+	"github.com/kelpie/kelpie/proto/coordinatorpb"
 )
 
 // slowScheduler is a scheduler that reads its agents' streams slowly and
 // records the node states they send and how each stream ended.
 type slowScheduler struct {
-	kelpiepb.UnimplementedAgentServer
+	agentpb.UnimplementedAgentServer
 	gap    time.Duration // before each read
 	mu     sync.Mutex
-	states []kelpiepb.NodeState
+	states []agentpb.NodeState
 	ends   []error
 }
 
-func (s *slowScheduler) Connect(stream kelpiepb.Agent_ConnectServer) error {
+func (s *slowScheduler) Connect(stream agentpb.Agent_ConnectServer) error {
 	for {
 		time.Sleep(s.gap)
 		m, err := stream.Recv()
@@ -60,11 +61,11 @@ func TestLastStateDelivered(t *testing.T) {
 	}
 	sched := &slowScheduler{gap: 30 * time.Millisecond}
 	srv := grpc.NewServer()
-	kelpiepb.RegisterAgentServer(srv, sched)
+	agentpb.RegisterAgentServer(srv, sched)
 	go func() { _ = srv.Serve(l) }()
 	defer srv.Stop()
 
-	a := New(Options{Scheduler: l.Addr().String(), Job: "j", Node: "worker-0", Role: kelpiepb.Role_ROLE_WORKER,
+	a := New(Options{Scheduler: l.Addr().String(), Job: "j", Node: "worker-0", Role: coordinatorpb.Role_ROLE_WORKER,
 		Exe: exe, PeerListen: "off", Out: io.Discard, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -74,7 +75,7 @@ func TestLastStateDelivered(t *testing.T) {
 	srv.GracefulStop() // the scheduler reads its streams to their end
 	sched.mu.Lock()
 	defer sched.mu.Unlock()
-	if n := len(sched.states); n == 0 || sched.states[n-1] != kelpiepb.NodeState_NODE_STATE_DONE {
+	if n := len(sched.states); n == 0 || sched.states[n-1] != agentpb.NodeState_NODE_STATE_DONE {
 		t.Errorf("states the scheduler read: %v; want DONE last", sched.states)
 	}
 	if len(sched.ends) != 1 || !errors.Is(sched.ends[0], io.EOF) {

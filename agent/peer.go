@@ -73,12 +73,12 @@ func (a *Agent) peerServer() (*grpc.Server, error) {
 	opts := identity.DefaultLimits().ServerOptions()
 	if creds != nil {
 		g := identity.NewGuard(forwardPolicy(creds), identity.GuardOptions{Report: func(r identity.Refusal) {
-			a.enqueue(&kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Refusal{Refusal: r.Proto()}}, false)
+			a.enqueue(&agentpb.AgentMessage{Body: &agentpb.AgentMessage_Refusal{Refusal: r.Proto()}}, false)
 		}})
 		opts = append(opts, g.ServerOptionsFor(creds)...)
 	}
 	srv := grpc.NewServer(opts...)
-	kelpiepb.RegisterAgentPeerServer(srv, &peerService{a: a})
+	agentpb.RegisterAgentPeerServer(srv, &peerService{a: a})
 	return srv, nil
 }
 
@@ -93,7 +93,7 @@ func forwardPolicy(creds *identity.Credentials) identity.Policy {
 		if err := peer(id, method, msg); err != nil {
 			return err
 		}
-		if r, ok := msg.(*kelpiepb.ForwardRequest); ok {
+		if r, ok := msg.(*agentpb.ForwardRequest); ok {
 			return creds.VerifyAction(r.GetCommand(), id.Node)
 		}
 		return nil
@@ -102,14 +102,14 @@ func forwardPolicy(creds *identity.Credentials) identity.Policy {
 
 // peerService is the agent's AgentPeer service.
 type peerService struct {
-	kelpiepb.UnimplementedAgentPeerServer
+	agentpb.UnimplementedAgentPeerServer
 	a *Agent
 }
 
 // Forward takes a global action from the job's primary agent as if the
 // scheduler had sent it (at most once: a replay from the scheduler that
 // came first makes it a duplicate).
-func (s *peerService) Forward(_ context.Context, r *kelpiepb.ForwardRequest) (*kelpiepb.ForwardResponse, error) {
+func (s *peerService) Forward(_ context.Context, r *agentpb.ForwardRequest) (*agentpb.ForwardResponse, error) {
 	a := s.a
 	if r.GetJob() != a.o.Job {
 		return nil, status.Errorf(codes.PermissionDenied, "agent %s: a forward for job %q; this agent is of job %s", a.o.Node, r.GetJob(), a.o.Job)
@@ -121,26 +121,26 @@ func (s *peerService) Forward(_ context.Context, r *kelpiepb.ForwardRequest) (*k
 	if !forwardable[c.Kind] {
 		return nil, status.Errorf(codes.PermissionDenied, "agent %s: %s is not a global action; it comes from the scheduler only", a.o.Node, c.Kind)
 	}
-	c = gproto.Clone(c).(*kelpiepb.ActionCommand)
+	c = gproto.Clone(c).(*agentpb.ActionCommand)
 	c.Primary, c.Peers = false, nil // a secondary forwards nothing
 	a.log.Debug("action forwarded by the primary", "action", c.ActionId, "kind", c.Kind, "from", r.GetNode())
-	return &kelpiepb.ForwardResponse{Duplicate: !a.take(c)}, nil
+	return &agentpb.ForwardResponse{Duplicate: !a.take(c)}, nil
 }
 
 // forward hands a global action this agent is the primary of to its
 // forwarding loop; when the loop is too far behind, every secondary is
 // reported unreached at once (the scheduler sends them the command).
-func (a *Agent) forward(c *kelpiepb.ActionCommand) {
+func (a *Agent) forward(c *agentpb.ActionCommand) {
 	select {
 	case a.forwards <- c:
 		return
 	default:
 	}
-	rep := &kelpiepb.ActionForwarded{ActionId: c.ActionId}
+	rep := &agentpb.ActionForwarded{ActionId: c.ActionId}
 	for _, p := range c.Peers {
-		rep.Unreached = append(rep.Unreached, &kelpiepb.PeerFailure{Peer: p.Peer, Error: "the primary's forwarding queue is full"})
+		rep.Unreached = append(rep.Unreached, &agentpb.PeerFailure{Peer: p.Peer, Error: "the primary's forwarding queue is full"})
 	}
-	a.enqueue(&kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Forwarded{Forwarded: rep}}, true)
+	a.enqueue(&agentpb.AgentMessage{Body: &agentpb.AgentMessage_Forwarded{Forwarded: rep}}, true)
 }
 
 // peerKey names a connection to a secondary: its certificate must name the
@@ -169,10 +169,10 @@ func (a *Agent) forwardLoop(ctx context.Context) {
 }
 
 // broadcast forwards one action to its secondaries and reports the outcome.
-func (a *Agent) broadcast(ctx context.Context, c *kelpiepb.ActionCommand, conns map[peerKey]*grpc.ClientConn) {
-	fwd := gproto.Clone(c).(*kelpiepb.ActionCommand)
+func (a *Agent) broadcast(ctx context.Context, c *agentpb.ActionCommand, conns map[peerKey]*grpc.ClientConn) {
+	fwd := gproto.Clone(c).(*agentpb.ActionCommand)
 	fwd.Primary, fwd.Peers = false, nil
-	req := &kelpiepb.ForwardRequest{Job: a.o.Job, Node: a.o.Node, Command: fwd}
+	req := &agentpb.ForwardRequest{Job: a.o.Job, Node: a.o.Node, Command: fwd}
 	creds, credErr := a.credentials()
 	if len(conns) >= 1<<12 {
 		// Bounded: agents that moved leave their old addresses behind.
@@ -206,11 +206,11 @@ func (a *Agent) broadcast(ctx context.Context, c *kelpiepb.ActionCommand, conns 
 			defer wg.Done()
 			cctx, cancel := context.WithTimeout(ctx, a.o.PeerTimeout)
 			defer cancel()
-			_, errs[i] = kelpiepb.NewAgentPeerClient(cc).Forward(cctx, req)
+			_, errs[i] = agentpb.NewAgentPeerClient(cc).Forward(cctx, req)
 		}()
 	}
 	wg.Wait()
-	rep := &kelpiepb.ActionForwarded{ActionId: c.ActionId}
+	rep := &agentpb.ActionForwarded{ActionId: c.ActionId}
 	for i, p := range c.Peers {
 		switch {
 		case p.Peer == a.o.Node:
@@ -218,12 +218,12 @@ func (a *Agent) broadcast(ctx context.Context, c *kelpiepb.ActionCommand, conns 
 			rep.Reached = append(rep.Reached, p.Peer)
 		default:
 			st := status.Convert(errs[i])
-			rep.Unreached = append(rep.Unreached, &kelpiepb.PeerFailure{Peer: p.Peer, Error: st.Code().String() + ": " + st.Message()})
+			rep.Unreached = append(rep.Unreached, &agentpb.PeerFailure{Peer: p.Peer, Error: st.Code().String() + ": " + st.Message()})
 		}
 	}
 	if len(rep.Unreached) > 0 {
 		a.log.Warn("primary: some secondaries not reached; the scheduler sends them the action", "action", c.ActionId,
 			"reached", len(rep.Reached), "unreached", len(rep.Unreached))
 	}
-	a.enqueue(&kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Forwarded{Forwarded: rep}}, true)
+	a.enqueue(&agentpb.AgentMessage{Body: &agentpb.AgentMessage_Forwarded{Forwarded: rep}}, true)
 }

@@ -48,7 +48,7 @@ func (c *testCA) node(job, node string) *identity.Credentials {
 }
 
 // signed is cmd as the scheduler issues it for primary to forward.
-func (c *testCA) signed(cmd *kelpiepb.ActionCommand, primary string) *kelpiepb.ActionCommand {
+func (c *testCA) signed(cmd *agentpb.ActionCommand, primary string) *agentpb.ActionCommand {
 	c.t.Helper()
 	sched, err := c.ca.Credentials(identity.Scheduler(), time.Hour)
 	if err != nil {
@@ -77,7 +77,7 @@ func peerAgent(t *testing.T, job, node string, creds *identity.Credentials) *Age
 }
 
 // next is the next message the agent would send the scheduler.
-func next(t *testing.T, a *Agent) *kelpiepb.AgentMessage {
+func next(t *testing.T, a *Agent) *agentpb.AgentMessage {
 	t.Helper()
 	select {
 	case m := <-a.outbox:
@@ -89,7 +89,7 @@ func next(t *testing.T, a *Agent) *kelpiepb.AgentMessage {
 }
 
 // nextOf skips heartbeats and acks until a message that pick accepts.
-func nextOf[T any](t *testing.T, a *Agent, pick func(*kelpiepb.AgentMessage) (T, bool)) T {
+func nextOf[T any](t *testing.T, a *Agent, pick func(*agentpb.AgentMessage) (T, bool)) T {
 	t.Helper()
 	for {
 		if v, ok := pick(next(t, a)); ok {
@@ -98,12 +98,12 @@ func nextOf[T any](t *testing.T, a *Agent, pick func(*kelpiepb.AgentMessage) (T,
 	}
 }
 
-func refusalOf(m *kelpiepb.AgentMessage) (*kelpiepb.NodeRefusal, bool) {
+func refusalOf(m *agentpb.AgentMessage) (*agentpb.NodeRefusal, bool) {
 	r := m.GetRefusal()
 	return r, r != nil
 }
 
-func forwardedOf(m *kelpiepb.AgentMessage) (*kelpiepb.ActionForwarded, bool) {
+func forwardedOf(m *agentpb.AgentMessage) (*agentpb.ActionForwarded, bool) {
 	r := m.GetForwarded()
 	return r, r != nil
 }
@@ -118,16 +118,16 @@ func TestPeerServiceTrust(t *testing.T) {
 	ca := newTestCA(t)
 	a := peerAgent(t, "a", "worker-1", ca.node("a", "worker-1"))
 	ctx := context.Background()
-	dial := func(opt grpc.DialOption) kelpiepb.AgentPeerClient {
+	dial := func(opt grpc.DialOption) agentpb.AgentPeerClient {
 		cc, err := grpc.NewClient(a.peerAddr, opt)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { cc.Close() })
-		return kelpiepb.NewAgentPeerClient(cc)
+		return agentpb.NewAgentPeerClient(cc)
 	}
-	fwd := func(job, node, kind, id string) *kelpiepb.ForwardRequest {
-		return &kelpiepb.ForwardRequest{Job: job, Node: node, Command: ca.signed(&kelpiepb.ActionCommand{ActionId: id, Kind: kind,
+	fwd := func(job, node, kind, id string) *agentpb.ForwardRequest {
+		return &agentpb.ForwardRequest{Job: job, Node: node, Command: ca.signed(&agentpb.ActionCommand{ActionId: id, Kind: kind,
 			TargetIteration: 40, BatchSizes: map[string]int32{"worker-0": 32, "worker-1": 32}}, node)}
 	}
 	sameJob := dial(ca.node("a", "worker-0").DialOption(identity.NodeOf("a", "worker-1")))
@@ -153,8 +153,8 @@ func TestPeerServiceTrust(t *testing.T) {
 
 	for _, tt := range []struct {
 		name string
-		c    kelpiepb.AgentPeerClient
-		req  *kelpiepb.ForwardRequest
+		c    agentpb.AgentPeerClient
+		req  *agentpb.ForwardRequest
 		want codes.Code
 	}{
 		{"an agent of job b", otherJob, fwd("b", "worker-0", "ADJUST_BS", "b-1"), codes.PermissionDenied},
@@ -215,10 +215,10 @@ func TestPrimaryForwards(t *testing.T) {
 	go func() { defer close(done); p.forwardLoop(ctx) }()
 	defer func() { cancel(); <-done }()
 
-	cmd := ca.signed(&kelpiepb.ActionCommand{ActionId: "a-7", Kind: "ADJUST_BS", TargetIteration: 50,
+	cmd := ca.signed(&agentpb.ActionCommand{ActionId: "a-7", Kind: "ADJUST_BS", TargetIteration: 50,
 		BatchSizes: map[string]int32{"worker-0": 16, "worker-1": 16, "worker-2": 16, "worker-3": 16}}, "worker-0")
 	cmd.Primary = true
-	cmd.Peers = []*kelpiepb.PeerAddr{{Peer: "worker-1", Addr: s1.peerAddr}, {Peer: "worker-2", Addr: closed},
+	cmd.Peers = []*agentpb.PeerAddr{{Peer: "worker-1", Addr: s1.peerAddr}, {Peer: "worker-2", Addr: closed},
 		{Peer: "worker-3", Addr: impostor.peerAddr}}
 	if !p.take(cmd) {
 		t.Fatal("the primary did not take its command")
@@ -238,7 +238,7 @@ func TestPrimaryForwards(t *testing.T) {
 		t.Errorf("unreached %v; want worker-2, worker-3", unreached)
 	}
 	s1.mu.Lock()
-	var got *kelpiepb.ActionCommand
+	var got *agentpb.ActionCommand
 	if len(s1.queued) == 1 {
 		got = s1.queued[0]
 	}
@@ -265,28 +265,28 @@ func TestAttackRow9(t *testing.T) {
 	ca := newTestCA(t)
 	a := peerAgent(t, "a", "worker-1", ca.node("a", "worker-1"))
 	ctx := context.Background()
-	dial := func(c *identity.Credentials) kelpiepb.AgentPeerClient {
+	dial := func(c *identity.Credentials) agentpb.AgentPeerClient {
 		cc, err := grpc.NewClient(a.peerAddr, c.DialOption(identity.NodeOf("a", "worker-1")))
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { cc.Close() })
-		return kelpiepb.NewAgentPeerClient(cc)
+		return agentpb.NewAgentPeerClient(cc)
 	}
-	adjust := func(id string) *kelpiepb.ActionCommand {
-		return &kelpiepb.ActionCommand{ActionId: id, Kind: "ADJUST_BS", TargetIteration: 1, BatchSizes: map[string]int32{"worker-0": 1, "worker-1": 63}}
+	adjust := func(id string) *agentpb.ActionCommand {
+		return &agentpb.ActionCommand{ActionId: id, Kind: "ADJUST_BS", TargetIteration: 1, BatchSizes: map[string]int32{"worker-0": 1, "worker-1": 63}}
 	}
 	server, w0 := dial(ca.node("a", "server-0")), dial(ca.node("a", "worker-0"))
 	tampered := ca.signed(adjust("a-3"), "worker-0")
 	tampered.BatchSizes["worker-1"] = 64
 	for _, tt := range []struct {
 		name string
-		c    kelpiepb.AgentPeerClient
-		req  *kelpiepb.ForwardRequest
+		c    agentpb.AgentPeerClient
+		req  *agentpb.ForwardRequest
 	}{
-		{"server-0's made-up ADJUST_BS", server, &kelpiepb.ForwardRequest{Job: "a", Node: "server-0", Command: adjust("a-1")}},
-		{"worker-0 forwards worker-2's action", w0, &kelpiepb.ForwardRequest{Job: "a", Node: "worker-0", Command: ca.signed(adjust("a-2"), "worker-2")}},
-		{"worker-0 forwards a changed action", w0, &kelpiepb.ForwardRequest{Job: "a", Node: "worker-0", Command: tampered}},
+		{"server-0's made-up ADJUST_BS", server, &agentpb.ForwardRequest{Job: "a", Node: "server-0", Command: adjust("a-1")}},
+		{"worker-0 forwards worker-2's action", w0, &agentpb.ForwardRequest{Job: "a", Node: "worker-0", Command: ca.signed(adjust("a-2"), "worker-2")}},
+		{"worker-0 forwards a changed action", w0, &agentpb.ForwardRequest{Job: "a", Node: "worker-0", Command: tampered}},
 	} {
 		if _, err := tt.c.Forward(ctx, tt.req); status.Code(err) != codes.PermissionDenied {
 			t.Errorf("%s: %v, want PermissionDenied", tt.name, err)
@@ -313,7 +313,7 @@ func TestAttackRow9(t *testing.T) {
 		}
 	}
 	// The real thing: signed for worker-0, forwarded by worker-0.
-	if r, err := w0.Forward(ctx, &kelpiepb.ForwardRequest{Job: "a", Node: "worker-0", Command: ca.signed(adjust("a-4"), "worker-0")}); err != nil || r.Duplicate {
+	if r, err := w0.Forward(ctx, &agentpb.ForwardRequest{Job: "a", Node: "worker-0", Command: ca.signed(adjust("a-4"), "worker-0")}); err != nil || r.Duplicate {
 		t.Errorf("the scheduler's action from its primary: %v, %v; want taken", r, err)
 	}
 }

@@ -171,6 +171,10 @@ func rules() []rule {
 		covers: inAny("core"),
 		deps:   inAny(mod+"scheduler", mod+"runtime", mod+"agent", mod+"tui", mod+"cmd"),
 	}, {
+		name:   "the data plane links no console types",
+		covers: inAny("runtime/server", "runtime/psclient", "runtime/tensorwire", "runtime/wire"),
+		deps:   inAny(mod+"proto/consolepb", mod+"proto/timelinepb"),
+	}, {
 		name:   "runtime imports no scheduler, agent or tui package",
 		covers: inAny("runtime"),
 		deps:   inAny(mod+"scheduler", mod+"agent", mod+"tui", mod+"cmd"),
@@ -226,7 +230,7 @@ func TestImportRulesCatch(t *testing.T) {
 	pkgs := map[string]pkg{
 		"scheduler/manager":         {Deps: []string{"fmt", mod + "core/job", mod + "runtime/server"}},
 		"scheduler/loadtest":        {Deps: []string{mod + "tui/client"}},
-		"scheduler/console/client":  {Deps: []string{mod + "proto/kelpiepb", mod + "scheduler/console"}},
+		"scheduler/console/client":  {Deps: []string{mod + "proto/consolepb", mod + "scheduler/console"}},
 		"tui":                       {Deps: []string{mod + "themes", mod + "scheduler/console/client", mod + "scheduler/manager"}},
 		"agent":                     {Deps: []string{mod + "scheduler/policy"}},
 		"runtime/worker":            {Deps: []string{mod + "tui/keys"}},

@@ -11,7 +11,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/ansi"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/tui/forms"
 )
 
@@ -23,7 +23,7 @@ type actionsView struct {
 	size
 	tbl     table
 	filt    string
-	rows    []*kelpiepb.Action
+	rows    []*consolepb.Action
 	builtAt uint64
 	builtJb string
 	built   bool
@@ -63,7 +63,7 @@ func (v *actionsView) refresh() {
 	if a := v.selected(); a != nil {
 		keep = a.GetId()
 	}
-	var all []*kelpiepb.Action
+	var all []*consolepb.Action
 	if j := v.c.data.jobs[v.c.job]; j != nil {
 		all = append(all, j.GetActions()...)
 	} else {
@@ -107,7 +107,7 @@ func (v *actionsView) focusPending() {
 	}
 }
 
-func (v *actionsView) selected() *kelpiepb.Action {
+func (v *actionsView) selected() *consolepb.Action {
 	if v.tbl.cursor >= 0 && v.tbl.cursor < len(v.rows) {
 		return v.rows[v.tbl.cursor]
 	}
@@ -139,7 +139,7 @@ func (v *actionsView) row(i int) []cell {
 
 // outcome is an applied action's realized effect in a word: hit (✓), miss
 // (✗), or "…" while it is being measured.
-func (v *actionsView) outcome(a *kelpiepb.Action) cell {
+func (v *actionsView) outcome(a *consolepb.Action) cell {
 	r := a.GetRealized()
 	switch {
 	case r != nil && r.GetMiss():
@@ -206,13 +206,13 @@ func (v *actionsView) key(msg tea.KeyMsg) tea.Cmd {
 	return nil
 }
 
-func (v *actionsView) decide(a *kelpiepb.Action, approve bool) tea.Cmd {
-	d := &kelpiepb.DecideAction{Job: a.GetJob(), ActionId: a.GetId()}
+func (v *actionsView) decide(a *consolepb.Action, approve bool) tea.Cmd {
+	d := &consolepb.DecideAction{Job: a.GetJob(), ActionId: a.GetId()}
 	verb := "reject"
-	cmd := &kelpiepb.Command{Kind: &kelpiepb.Command_Reject{Reject: d}}
+	cmd := &consolepb.Command{Kind: &consolepb.Command_Reject{Reject: d}}
 	if approve {
 		verb = "approve"
-		cmd = &kelpiepb.Command{Kind: &kelpiepb.Command_Approve{Approve: d}}
+		cmd = &consolepb.Command{Kind: &consolepb.Command_Approve{Approve: d}}
 	}
 	what := fmt.Sprintf("%s %s %s", verb, a.GetId(), a.GetKind())
 	if approve && destructive[a.GetKind()] {
@@ -227,7 +227,7 @@ func (v *actionsView) decide(a *kelpiepb.Action, approve bool) tea.Cmd {
 }
 
 // nodesOf maps each node of the job to its role; workers lists the workers in order.
-func nodesOf(j *kelpiepb.JobView) (roles map[string]string, workers, servers []string, sizes map[string]int32) {
+func nodesOf(j *consolepb.JobView) (roles map[string]string, workers, servers []string, sizes map[string]int32) {
 	roles, sizes = map[string]string{}, map[string]int32{}
 	for _, n := range j.GetNodes() {
 		if n.GetState() == "removed" {
@@ -258,7 +258,7 @@ func (v *actionsView) trigger(i int) tea.Cmd {
 		v.c.setFlash(flashErr, "waiting for "+job+"'s nodes")
 		return nil
 	}
-	send := func(what string, a *kelpiepb.Action, f *form) tea.Cmd {
+	send := func(what string, a *consolepb.Action, f *form) tea.Cmd {
 		return v.c.send(what, triggerCmd(job, a), f, nil)
 	}
 	switch i {
@@ -290,7 +290,7 @@ func (v *actionsView) trigger(i int) tea.Cmd {
 			v.c.modal = &confirmDialog{
 				title: verb,
 				body:  fmt.Sprintf("%s %s of %s?\nThis stops the node's process.", strings.ToUpper(verb[:1])+verb[1:], node, job),
-				yes:   func() tea.Cmd { return send(verb+" "+node, &kelpiepb.Action{Kind: kind, Target: node}, nil) },
+				yes:   func() tea.Cmd { return send(verb+" "+node, &consolepb.Action{Kind: kind, Target: node}, nil) },
 			}
 			return nil
 		}}
@@ -305,7 +305,7 @@ func (v *actionsView) trigger(i int) tea.Cmd {
 				return nil
 			}
 			f.setErrors(nil)
-			return send("adjust batch sizes", &kelpiepb.Action{Kind: "ADJUST_BS", BatchSizes: bs}, f)
+			return send("adjust batch sizes", &consolepb.Action{Kind: "ADJUST_BS", BatchSizes: bs}, f)
 		}}
 	case 6:
 		f := newForm("backup workers · " + job)
@@ -318,7 +318,7 @@ func (v *actionsView) trigger(i int) tea.Cmd {
 				return nil
 			}
 			f.setErrors(nil)
-			return send("backup workers", &kelpiepb.Action{Kind: "BACKUP_WORKERS", Params: map[string]float64{"drop": float64(b)}}, f)
+			return send("backup workers", &consolepb.Action{Kind: "BACKUP_WORKERS", Params: map[string]float64{"drop": float64(b)}}, f)
 		}}
 	case 7:
 		f := newForm("learning-rate scale · " + job)
@@ -344,7 +344,7 @@ func (v *actionsView) trigger(i int) tea.Cmd {
 				return nil
 			}
 			f.setErrors(nil)
-			return send("scale "+node+"'s learning rate", &kelpiepb.Action{Kind: "ADJUST_LR", Target: node,
+			return send("scale "+node+"'s learning rate", &consolepb.Action{Kind: "ADJUST_LR", Target: node,
 				Params: map[string]float64{"lr_scale": scale}}, f)
 		}}
 	case 2, 4:
@@ -355,7 +355,7 @@ func (v *actionsView) trigger(i int) tea.Cmd {
 		v.c.modal = &confirmDialog{
 			title: what,
 			body:  fmt.Sprintf("%s to %s?", strings.ToUpper(what[:1])+what[1:], job),
-			yes:   func() tea.Cmd { return send(what, &kelpiepb.Action{Kind: kind}, nil) },
+			yes:   func() tea.Cmd { return send(what, &consolepb.Action{Kind: kind}, nil) },
 		}
 	}
 	return nil
@@ -363,7 +363,7 @@ func (v *actionsView) trigger(i int) tea.Cmd {
 
 // suggestRestart is the node a restart form starts with: the selected action's target, else the
 // first persistent straggler, else the first worker.
-func (v *actionsView) suggestRestart(j *kelpiepb.JobView) string {
+func (v *actionsView) suggestRestart(j *consolepb.JobView) string {
 	if a := v.selected(); a != nil && a.GetTarget() != "" && a.GetJob() == j.GetName() {
 		return a.GetTarget()
 	}
@@ -527,7 +527,7 @@ func wrapDetail(lines []string, w, indent int) []string {
 
 // onTarget is " on NODE" for an action on a node, " on every worker" for
 // a job-wide one (never "on none").
-func onTarget(a *kelpiepb.Action) string {
+func onTarget(a *consolepb.Action) string {
 	if a.GetTarget() != "" {
 		return " on " + a.GetTarget()
 	}
@@ -540,7 +540,7 @@ func onTarget(a *kelpiepb.Action) string {
 
 // iterationText says at which iteration an action is to apply and did,
 // leaving out what is not set yet ("target 0" means none).
-func iterationText(a *kelpiepb.Action) string {
+func iterationText(a *consolepb.Action) string {
 	var parts []string
 	if t := a.GetTargetIteration(); t > 0 {
 		parts = append(parts, fmt.Sprintf("target %d", t))
@@ -555,11 +555,11 @@ func iterationText(a *kelpiepb.Action) string {
 // view also shows, its current value where it differs from the one at
 // proposal time by more than 5 %. A figure the view has no value for yet (0,
 // no report) is left out, never shown as 0.
-func evidenceNow(ev map[string]float64, j *kelpiepb.JobView) map[string]float64 {
+func evidenceNow(ev map[string]float64, j *consolepb.JobView) map[string]float64 {
 	if j == nil || len(ev) == 0 {
 		return nil
 	}
-	nodes := make(map[string]*kelpiepb.NodeView, len(j.GetNodes()))
+	nodes := make(map[string]*consolepb.NodeView, len(j.GetNodes()))
 	for _, n := range j.GetNodes() {
 		nodes[n.GetName()] = n
 	}

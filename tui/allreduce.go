@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 )
 
 // An allreduce job (cluster.exchange ring or rat) has no parameter
@@ -32,7 +32,7 @@ func shortWorkers(names []string) string {
 	return strings.Join(out, " ")
 }
 
-func (v *jobView) allreducePanel(ex *kelpiepb.ExchangeTopology, w, h int, focused bool) string {
+func (v *jobView) allreducePanel(ex *consolepb.ExchangeTopology, w, h int, focused bool) string {
 	st := &v.c.st
 	members := 0
 	for _, r := range ex.GetRacks() {
@@ -70,7 +70,7 @@ func (v *jobView) allreducePanel(ex *kelpiepb.ExchangeTopology, w, h int, focuse
 
 // ringLine is the ring's order, ⇒ where it crosses into another region,
 // back to the first member.
-func ringLine(ex *kelpiepb.ExchangeTopology) string {
+func ringLine(ex *consolepb.ExchangeTopology) string {
 	region := map[string]string{}
 	for _, r := range ex.GetRacks() {
 		for _, m := range r.GetMembers() {
@@ -93,7 +93,7 @@ func ringLine(ex *kelpiepb.ExchangeTopology) string {
 
 // treeLine is one tree: its chunk, its root, then each aggregator (the
 // root first) with the nodes whose sums it adds, every level's together.
-func treeLine(t *kelpiepb.ExchangeTree) string {
+func treeLine(t *consolepb.ExchangeTree) string {
 	if t.GetRoot() == "" {
 		return fmt.Sprintf("%-4d –", t.GetChunk())
 	}

@@ -13,7 +13,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/console/client"
 	"github.com/kelpie/kelpie/themes"
 	"github.com/kelpie/kelpie/tui/keys"
@@ -46,12 +46,12 @@ type App struct {
 	counting bool // a countdown tick is on its way (while disconnected)
 	rate     int  // index into rates
 	status   client.StatusMsg
-	welcome  *kelpiepb.Welcome
+	welcome  *consolepb.Welcome
 	addr     string
 	optRO    bool
 	scope    []string
-	scoped   bool                 // scope has been sent at least once
-	window   *kelpiepb.ViewWindow // the job view's window as last sent (nil: whole views)
+	scoped   bool                  // scope has been sent at least once
+	window   *consolepb.ViewWindow // the job view's window as last sent (nil: whole views)
 	mouse    bool
 
 	w, h       int
@@ -73,10 +73,10 @@ type (
 	// commandDoneMsg is the result of a command sent with send.
 	commandDoneMsg struct {
 		what string
-		res  *kelpiepb.CommandResult
+		res  *consolepb.CommandResult
 		err  error
-		form *form                                 // the form that sent it: a refusal is shown there
-		onOK func(*kelpiepb.CommandResult) tea.Cmd // what to do once it succeeded
+		form *form                                  // the form that sent it: a refusal is shown there
+		onOK func(*consolepb.CommandResult) tea.Cmd // what to do once it succeeded
 	}
 	subscribeErrMsg struct{ err error }
 )
@@ -165,7 +165,7 @@ func (m *App) resubscribe() tea.Cmd {
 }
 
 // send runs a command on the backend and reports it as a commandDoneMsg.
-func (c *shared) send(what string, cmd *kelpiepb.Command, f *form, onOK func(*kelpiepb.CommandResult) tea.Cmd) tea.Cmd {
+func (c *shared) send(what string, cmd *consolepb.Command, f *form, onOK func(*consolepb.CommandResult) tea.Cmd) tea.Cmd {
 	b := c.backend
 	return func() tea.Msg {
 		if b == nil {
@@ -218,7 +218,7 @@ func (m *App) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 // (rows, sort, filter, heatmap rows), when that changed: it sends the rows
 // the console draws, not every node of a large job.
 func (m *App) syncWindow() tea.Cmd {
-	var want *kelpiepb.ViewWindow
+	var want *consolepb.ViewWindow
 	if v, ok := m.views[viewJob].(*jobView); ok && m.cur == viewJob && m.c.replaying(m.c.job) == nil {
 		want = v.wantWindow(m.h)
 	}

@@ -13,12 +13,12 @@ import (
 	"github.com/goccy/go-yaml"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/console/client"
 )
 
 // waitSent waits until the backend has received n commands.
-func waitSent(t *testing.T, tm *teatest.TestModel, b *fakeBackend, n int, screen string) []*kelpiepb.Command {
+func waitSent(t *testing.T, tm *teatest.TestModel, b *fakeBackend, n int, screen string) []*consolepb.Command {
 	t.Helper()
 	waitText(t, tm, screen)
 	got := b.sent()
@@ -34,7 +34,7 @@ func TestApproveSendsDecision(t *testing.T) {
 	openJob(t, tm, mnistJob())
 	press(tm, "A", "a")
 	got := waitSent(t, tm, b, 1, "approve a-7 ADJUST_BS: done")
-	want := &kelpiepb.Command{Kind: &kelpiepb.Command_Approve{Approve: &kelpiepb.DecideAction{Job: "mnist-mlp", ActionId: "a-7"}}}
+	want := &consolepb.Command{Kind: &consolepb.Command_Approve{Approve: &consolepb.DecideAction{Job: "mnist-mlp", ActionId: "a-7"}}}
 	if !proto.Equal(got[0], want) {
 		t.Errorf("approve sent %v; want %v", got[0], want)
 	}
@@ -63,8 +63,8 @@ func TestActionsKeyFocusesPending(t *testing.T) {
 }
 
 func TestRejectRefusedByScheduler(t *testing.T) {
-	b := &fakeBackend{answer: func(*kelpiepb.Command) *kelpiepb.CommandResult {
-		return &kelpiepb.CommandResult{Error: "action a-7 expired", Code: 9}
+	b := &fakeBackend{answer: func(*consolepb.Command) *consolepb.CommandResult {
+		return &consolepb.CommandResult{Error: "action a-7 expired", Code: 9}
 	}}
 	tm := run(t, b, "operator", false, 120, 40)
 	openJob(t, tm, mnistJob())
@@ -191,7 +191,7 @@ func TestPolicies(t *testing.T) {
 }
 
 // withMode returns mnistJob with antdt-nd in mode.
-func withMode(mode string) *kelpiepb.JobView {
+func withMode(mode string) *consolepb.JobView {
 	j := mnistJob()
 	j.Policies[0].Mode = mode
 	return j
@@ -258,11 +258,11 @@ func TestPolicyFormAutoAsksFirst(t *testing.T) {
 // the refusal stays in the form, next to the value, until it is corrected.
 func TestPolicyParamRefused(t *testing.T) {
 	const refusal = "antdt-nd lambda must be > 1, not 0.2 (AntDT §VI-A 3"
-	b := &fakeBackend{answer: func(c *kelpiepb.Command) *kelpiepb.CommandResult {
+	b := &fakeBackend{answer: func(c *consolepb.Command) *consolepb.CommandResult {
 		if c.GetSetPolicy().GetParams()["lambda"] <= 1 {
-			return &kelpiepb.CommandResult{Error: refusal + ": λ is the slowness ratio)", Code: 3}
+			return &consolepb.CommandResult{Error: refusal + ": λ is the slowness ratio)", Code: 3}
 		}
-		return &kelpiepb.CommandResult{Ok: true}
+		return &consolepb.CommandResult{Ok: true}
 	}}
 	tm := run(t, b, "operator", false, 160, 48)
 	openJob(t, tm, mnistJob())
@@ -277,11 +277,11 @@ func TestPolicyParamRefused(t *testing.T) {
 }
 
 func TestLaunch(t *testing.T) {
-	b := &fakeBackend{answer: func(c *kelpiepb.Command) *kelpiepb.CommandResult {
+	b := &fakeBackend{answer: func(c *consolepb.Command) *consolepb.CommandResult {
 		if strings.Contains(c.GetSubmitJob().GetSpecYaml(), "name: dup") {
-			return &kelpiepb.CommandResult{Error: `job "dup" already exists`, Code: 6}
+			return &consolepb.CommandResult{Error: `job "dup" already exists`, Code: 6}
 		}
-		return &kelpiepb.CommandResult{Ok: true, Job: "cifar-x"}
+		return &consolepb.CommandResult{Ok: true, Job: "cifar-x"}
 	}}
 	tm := run(t, b, "operator", false, 120, 40)
 	press(tm, "L", "dup", "tab", "tab", "tab", "ctrl+u", "0", "enter")
@@ -426,7 +426,7 @@ func TestFreezeAndRate(t *testing.T) {
 	m.Update(applyTickMsg{})
 	ver := m.c.dataVer
 	m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("f")})
-	m.Update(client.DeltaMsg{Delta: &kelpiepb.Delta{RemovedJobs: []string{"ctr-sparse"}}})
+	m.Update(client.DeltaMsg{Delta: &consolepb.Delta{RemovedJobs: []string{"ctr-sparse"}}})
 	m.Update(applyTickMsg{})
 	if m.c.dataVer != ver || m.c.data.jobs["ctr-sparse"] == nil {
 		t.Errorf("frozen console showed new data")
@@ -455,11 +455,11 @@ func TestFreezeAndRate(t *testing.T) {
 func TestThrottle(t *testing.T) {
 	m := testApp(&fakeBackend{}, false)
 	m.Update(tea.WindowSizeMsg{Width: 100, Height: 30})
-	_, cmd := m.Update(client.SnapshotMsg{Snapshot: &kelpiepb.Snapshot{Jobs: summaryJobs()}})
+	_, cmd := m.Update(client.SnapshotMsg{Snapshot: &consolepb.Snapshot{Jobs: summaryJobs()}})
 	if m.c.dataVer != 1 || cmd == nil {
 		t.Fatalf("first snapshot: data version %d, tick %v; want shown at once and a tick", m.c.dataVer, cmd != nil)
 	}
-	_, cmd = m.Update(client.DeltaMsg{Delta: &kelpiepb.Delta{RemovedJobs: []string{"ctr-sparse"}}})
+	_, cmd = m.Update(client.DeltaMsg{Delta: &consolepb.Delta{RemovedJobs: []string{"ctr-sparse"}}})
 	if m.c.dataVer != 1 || cmd != nil {
 		t.Errorf("delta inside the interval was shown at once")
 	}
@@ -483,30 +483,30 @@ func TestThrottle(t *testing.T) {
 
 func TestStore(t *testing.T) {
 	s := newStore()
-	s.applySnapshot(nil, &kelpiepb.Snapshot{Jobs: summaryJobs(), Events: events()})
+	s.applySnapshot(nil, &consolepb.Snapshot{Jobs: summaryJobs(), Events: events()})
 	if len(s.jobs) != 3 || len(s.events) != 6 {
 		t.Fatalf("snapshot of every job: %d jobs, %d events; want 3, 6", len(s.jobs), len(s.events))
 	}
 	full := mnistJob()
-	s.applySnapshot([]string{"mnist-mlp"}, &kelpiepb.Snapshot{Jobs: []*kelpiepb.JobView{full}, Events: events()[:2]})
+	s.applySnapshot([]string{"mnist-mlp"}, &consolepb.Snapshot{Jobs: []*consolepb.JobView{full}, Events: events()[:2]})
 	if len(s.jobs) != 3 || s.jobs["mnist-mlp"] != full || len(s.events) != 6 {
 		t.Errorf("scoped snapshot: %d jobs, mnist-mlp replaced %v, %d events; want 3, true, 6 (no duplicates)",
 			len(s.jobs), s.jobs["mnist-mlp"] == full, len(s.events))
 	}
-	s.applySnapshot([]string{"ctr-sparse"}, &kelpiepb.Snapshot{})
+	s.applySnapshot([]string{"ctr-sparse"}, &consolepb.Snapshot{})
 	if _, ok := s.jobs["ctr-sparse"]; ok {
 		t.Errorf("a scoped snapshot without its job kept it")
 	}
-	newer := &kelpiepb.Event{Time: ts(time.Second), Message: "newest"}
-	s.applyDelta(&kelpiepb.Delta{Jobs: []*kelpiepb.JobView{{Name: "x"}}, RemovedJobs: []string{"mnist-softmax"}, Events: []*kelpiepb.Event{newer}})
+	newer := &consolepb.Event{Time: ts(time.Second), Message: "newest"}
+	s.applyDelta(&consolepb.Delta{Jobs: []*consolepb.JobView{{Name: "x"}}, RemovedJobs: []string{"mnist-softmax"}, Events: []*consolepb.Event{newer}})
 	if s.jobs["x"] == nil || s.jobs["mnist-softmax"] != nil || s.events[0] != newer {
 		t.Errorf("delta not applied: jobs %v, first event %v", s.names(), s.events[0])
 	}
-	var many []*kelpiepb.Event
+	var many []*consolepb.Event
 	for i := 0; i < 2*maxEvents; i++ {
-		many = append(many, &kelpiepb.Event{Time: ts(time.Duration(i) * time.Millisecond), Message: "e"})
+		many = append(many, &consolepb.Event{Time: ts(time.Duration(i) * time.Millisecond), Message: "e"})
 	}
-	s.applyDelta(&kelpiepb.Delta{Events: many})
+	s.applyDelta(&consolepb.Delta{Events: many})
 	if len(s.events) != maxEvents || !s.events[0].GetTime().AsTime().Equal(t0.Add(time.Duration(2*maxEvents-1)*time.Millisecond)) {
 		t.Errorf("events: %d kept, newest %v; want %d, the newest first", len(s.events), s.events[0].GetTime().AsTime(), maxEvents)
 	}
@@ -607,7 +607,7 @@ func TestSparklineCache(t *testing.T) {
 		m.Update(msg)
 	}
 	m.run("job mnist-mlp")
-	m.Update(client.SnapshotMsg{Scope: []string{"mnist-mlp"}, Snapshot: &kelpiepb.Snapshot{Jobs: []*kelpiepb.JobView{mnistJob()}}})
+	m.Update(client.SnapshotMsg{Scope: []string{"mnist-mlp"}, Snapshot: &consolepb.Snapshot{Jobs: []*consolepb.JobView{mnistJob()}}})
 	m.Update(applyTickMsg{})
 	jv := m.views[viewJob].(*jobView)
 	trend := func() string {
@@ -636,7 +636,7 @@ func TestSparklineCache(t *testing.T) {
 			}
 		}
 	}
-	m.Update(client.SnapshotMsg{Scope: []string{"mnist-mlp"}, Snapshot: &kelpiepb.Snapshot{Jobs: []*kelpiepb.JobView{j}}})
+	m.Update(client.SnapshotMsg{Scope: []string{"mnist-mlp"}, Snapshot: &consolepb.Snapshot{Jobs: []*consolepb.JobView{j}}})
 	m.Update(applyTickMsg{})
 	after := trend()
 	if strings.Contains(after, "cached") || after == before || !strings.Contains(after, strings.Repeat("█", 16)) {

@@ -14,7 +14,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/muesli/termenv"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/console/client"
 )
 
@@ -26,7 +26,7 @@ func bigApp(tb testing.TB) *App {
 		m.Update(msg)
 	}
 	m.run("job mnist-mlp")
-	m.Update(client.SnapshotMsg{Scope: []string{"mnist-mlp"}, Snapshot: &kelpiepb.Snapshot{Jobs: []*kelpiepb.JobView{bigJob(1000)}}})
+	m.Update(client.SnapshotMsg{Scope: []string{"mnist-mlp"}, Snapshot: &consolepb.Snapshot{Jobs: []*consolepb.JobView{bigJob(1000)}}})
 	m.Update(applyTickMsg{})
 	if v := m.View(); !strings.Contains(v, "nodes (1002)") {
 		tb.Fatalf("the job view does not show 1,002 nodes:\n%s", v)

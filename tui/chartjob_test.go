@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 )
 
 // TestServerAddedMidRunNotDrawnBefore: a server added mid-run has zeros in
@@ -24,7 +24,7 @@ func TestServerAddedMidRunNotDrawnBefore(t *testing.T) {
 			added[i] = 2e8
 		}
 	}
-	out := v.lineChart("speed per server", []*kelpiepb.Series{
+	out := v.lineChart("speed per server", []*consolepb.Series{
 		{Name: "speed/server-0", Unit: "B/s", Values: old},
 		{Name: "speed/server-2", Unit: "B/s", Values: added},
 	}, "speed/", 80, 14)

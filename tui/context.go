@@ -7,7 +7,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/muesli/termenv"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/themes"
 	"github.com/kelpie/kelpie/tui/heatmap"
 	"github.com/kelpie/kelpie/tui/keys"
@@ -15,11 +15,11 @@ import (
 
 // Backend is what the console needs from the scheduler: the console API client, or a fake in tests.
 type Backend interface {
-	Send(ctx context.Context, cmd *kelpiepb.Command) (*kelpiepb.CommandResult, error)
+	Send(ctx context.Context, cmd *consolepb.Command) (*consolepb.CommandResult, error)
 	Subscribe(ctx context.Context, jobs []string) error
 	SetRate(ctx context.Context, hz float64) error
 	// SetWindow trims the detail views to what the console shows (nil: whole views).
-	SetWindow(ctx context.Context, w *kelpiepb.ViewWindow) error
+	SetWindow(ctx context.Context, w *consolepb.ViewWindow) error
 }
 
 // styles are built once per theme (hex colours are parsed when a style is made, not per cell).

@@ -9,7 +9,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 )
 
 // eventsView is the event and audit log, newest first.
@@ -18,7 +18,7 @@ type eventsView struct {
 	size
 	tbl     table
 	filt    string
-	rows    []*kelpiepb.Event
+	rows    []*consolepb.Event
 	builtAt uint64
 	built   bool
 }

@@ -5,13 +5,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 )
 
 func TestEvidenceNow(t *testing.T) {
-	job := &kelpiepb.JobView{
-		Monitor: &kelpiepb.MonitorView{MeanBptS: 0.010},
-		Nodes: []*kelpiepb.NodeView{
+	job := &consolepb.JobView{
+		Monitor: &consolepb.MonitorView{MeanBptS: 0.010},
+		Nodes: []*consolepb.NodeView{
 			{Name: "worker-2", BptLongS: 0.002, BptShortS: 0.0281, Throughput: 8000},
 			{Name: "worker-3"}, // no report yet
 		},
@@ -79,7 +79,7 @@ func TestEvidenceAndDetailWording(t *testing.T) {
 	if strings.Join(strings.Fields(strings.Join(out[1:], " ")), " ") != strings.Join(strings.Fields(long), " ") {
 		t.Errorf("wrapping lost words: %q", out)
 	}
-	a := &kelpiepb.Action{Kind: "ADJUST_BS"}
+	a := &consolepb.Action{Kind: "ADJUST_BS"}
 	if onTarget(a) != " on every worker" || iterationText(a) != "" {
 		t.Errorf("job-wide action: %q, iteration %q; want \" on every worker\" and nothing for unset iterations", onTarget(a), iterationText(a))
 	}

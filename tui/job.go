@@ -11,7 +11,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/tui/chart"
 	"github.com/kelpie/kelpie/tui/heatmap"
 )
@@ -38,8 +38,8 @@ type jobView struct {
 	sortBy    int
 	filt      string
 
-	job   *kelpiepb.JobView
-	nodes []*kelpiepb.NodeView // filtered and sorted
+	job   *consolepb.JobView
+	nodes []*consolepb.NodeView // filtered and sorted
 	// windowed: the scheduler sent a window of the rows (ViewWindow),
 	// sorted and filtered; row first+i of the table is nodes[i].
 	windowed bool
@@ -156,7 +156,7 @@ func (v *jobView) refresh() {
 	v.built, v.builtAt, v.builtJb = true, v.c.dataVer, v.c.job
 }
 
-func (v *jobView) selectedNode() *kelpiepb.NodeView {
+func (v *jobView) selectedNode() *consolepb.NodeView {
 	if i := v.tbl.cursor - v.first; i >= 0 && i < len(v.nodes) {
 		return v.nodes[i]
 	}
@@ -339,15 +339,15 @@ func restartDialog(c *shared, job, node string) modal {
 		title: "restart node",
 		body:  fmt.Sprintf("Kill and restart %s of %s?\nIt loses its current iteration and rejoins at the next one.", node, job),
 		yes: func() tea.Cmd {
-			return c.send("restart "+node, triggerCmd(job, &kelpiepb.Action{Kind: "KILL_RESTART", Target: node}), nil, nil)
+			return c.send("restart "+node, triggerCmd(job, &consolepb.Action{Kind: "KILL_RESTART", Target: node}), nil, nil)
 		},
 	}
 }
 
-func triggerCmd(job string, a *kelpiepb.Action) *kelpiepb.Command {
+func triggerCmd(job string, a *consolepb.Action) *consolepb.Command {
 	a.Job = job
 	a.Policy = "operator"
-	return &kelpiepb.Command{Kind: &kelpiepb.Command_Trigger{Trigger: &kelpiepb.TriggerAction{Job: job, Action: a}}}
+	return &consolepb.Command{Kind: &consolepb.Command_Trigger{Trigger: &consolepb.TriggerAction{Job: job, Action: a}}}
 }
 
 // ---------------------------------------------------------------- layout
@@ -545,14 +545,14 @@ func maxCells(rows []heatmap.Row) int {
 
 // chartSeries picks up to 8 series with the prefix: the highest latest values (slowest workers),
 // or with lowest, the lowest (slowest servers).
-func chartSeries(all []*kelpiepb.Series, prefix string, lowest bool) []*kelpiepb.Series {
-	var out []*kelpiepb.Series
+func chartSeries(all []*consolepb.Series, prefix string, lowest bool) []*consolepb.Series {
+	var out []*consolepb.Series
 	for _, s := range all {
 		if strings.HasPrefix(s.GetName(), prefix) && len(s.GetValues()) > 0 {
 			out = append(out, s)
 		}
 	}
-	last := func(s *kelpiepb.Series) float64 { return s.GetValues()[len(s.GetValues())-1] }
+	last := func(s *consolepb.Series) float64 { return s.GetValues()[len(s.GetValues())-1] }
 	sort.SliceStable(out, func(i, j int) bool {
 		if lowest {
 			return last(out[i]) < last(out[j])
@@ -566,7 +566,7 @@ func chartSeries(all []*kelpiepb.Series, prefix string, lowest bool) []*kelpiepb
 	return out
 }
 
-func (v *jobView) lineChart(title string, series []*kelpiepb.Series, prefix string, w, h int) string {
+func (v *jobView) lineChart(title string, series []*consolepb.Series, prefix string, w, h int) string {
 	st := &v.c.st
 	if h < 3 || w < 10 {
 		return block("", w, h)
@@ -648,7 +648,7 @@ func (v *jobView) psPanel(w, h int, focused bool) string {
 	if mon.GetScaleOut() {
 		line1 += sep + st.action.Render("scale-out advised")
 	}
-	var servers []*kelpiepb.NodeView
+	var servers []*consolepb.NodeView
 	for _, n := range v.job.GetNodes() {
 		if n.GetRole() == "server" {
 			servers = append(servers, n)
@@ -688,9 +688,9 @@ var windowSorts = map[string]string{"as reported": "", "ratio": "ratio", "name":
 // page on either side, sorted and filtered as the view is; as many heatmap
 // rows as the screen has lines; the eight series each chart draws.
 // Replaying needs no window (the timeline has every node).
-func (v *jobView) wantWindow(screenH int) *kelpiepb.ViewWindow {
+func (v *jobView) wantWindow(screenH int) *consolepb.ViewWindow {
 	page := max(v.tbl.height, 10)
 	off := max(v.tbl.offset/page*page-page, 0)
-	return &kelpiepb.ViewWindow{Sort: windowSorts[nodeSorts[v.sortBy]], Filter: v.filt, Offset: int32(off), Limit: int32(3 * page),
+	return &consolepb.ViewWindow{Sort: windowSorts[nodeSorts[v.sortBy]], Filter: v.filt, Offset: int32(off), Limit: int32(3 * page),
 		HeatmapRows: int32(max(screenH, 10)), ChartSeries: 8}
 }

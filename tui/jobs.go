@@ -9,7 +9,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 )
 
 // jobsView lists every job: state, nodes, throughput, shard progress, policy modes, pending actions, age.
@@ -20,7 +20,7 @@ type jobsView struct {
 	sortBy  int
 	desc    bool
 	filt    string
-	rows    []*kelpiepb.JobView
+	rows    []*consolepb.JobView
 	builtAt uint64 // dataVer the rows were built from
 	built   bool
 }
@@ -76,7 +76,7 @@ func (v *jobsView) refresh() {
 			v.rows = append(v.rows, j)
 		}
 	}
-	less := func(a, b *kelpiepb.JobView) bool {
+	less := func(a, b *consolepb.JobView) bool {
 		switch jobSorts[v.sortBy] {
 		case "state":
 			if a.GetState() != b.GetState() {
@@ -115,7 +115,7 @@ func (v *jobsView) refresh() {
 	v.built, v.builtAt = true, v.c.dataVer
 }
 
-func progress(j *kelpiepb.JobView) float64 {
+func progress(j *consolepb.JobView) float64 {
 	if j.GetShardsTotal() <= 0 {
 		return 0
 	}
@@ -138,7 +138,7 @@ func (c *shared) stateStyle(state string) *lipgloss.Style {
 	return nil
 }
 
-func pendingActions(j *kelpiepb.JobView) int {
+func pendingActions(j *consolepb.JobView) int {
 	n := 0
 	for _, a := range j.GetActions() {
 		if a.GetState() == "proposed" {
@@ -149,7 +149,7 @@ func pendingActions(j *kelpiepb.JobView) int {
 }
 
 // policyModes is "antdt-nd auto · psld off".
-func policyModes(j *kelpiepb.JobView) string {
+func policyModes(j *consolepb.JobView) string {
 	parts := make([]string, 0, len(j.GetPolicies()))
 	for _, p := range j.GetPolicies() {
 		parts = append(parts, p.GetName()+" "+p.GetMode())
@@ -235,7 +235,7 @@ func (v *jobsView) key(msg tea.KeyMsg) tea.Cmd {
 			title: "kill job",
 			body:  fmt.Sprintf("Kill job %s?\nIts servers and workers stop; its state and logs stay.", j),
 			yes: func() tea.Cmd {
-				return v.c.send("kill "+j, &kelpiepb.Command{Kind: &kelpiepb.Command_KillJob{KillJob: &kelpiepb.KillJob{Job: j}}}, nil, nil)
+				return v.c.send("kill "+j, &consolepb.Command{Kind: &consolepb.Command_KillJob{KillJob: &consolepb.KillJob{Job: j}}}, nil, nil)
 			},
 		}
 	}

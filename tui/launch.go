@@ -8,7 +8,7 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/tui/forms"
 )
 
@@ -107,8 +107,8 @@ func (v *launchView) send(spec, name string) tea.Cmd {
 	if name != "" {
 		what += " " + name
 	}
-	return v.c.send(what, &kelpiepb.Command{Kind: &kelpiepb.Command_SubmitJob{SubmitJob: &kelpiepb.SubmitJob{SpecYaml: spec}}}, v.f,
-		func(res *kelpiepb.CommandResult) tea.Cmd {
+	return v.c.send(what, &consolepb.Command{Kind: &consolepb.Command_SubmitJob{SubmitJob: &consolepb.SubmitJob{SpecYaml: spec}}}, v.f,
+		func(res *consolepb.CommandResult) tea.Cmd {
 			job := res.GetJob()
 			if job == "" {
 				job = name

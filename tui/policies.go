@@ -8,7 +8,7 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/tui/forms"
 )
 
@@ -27,7 +27,7 @@ type policiesView struct {
 
 type policyRow struct {
 	job string
-	p   *kelpiepb.PolicyView
+	p   *consolepb.PolicyView
 }
 
 func newPoliciesView(c *shared) *policiesView {
@@ -93,8 +93,8 @@ func (v *policiesView) selected() *policyRow {
 	return nil
 }
 
-func setPolicyCmd(job, policy, mode string, params map[string]float64) *kelpiepb.Command {
-	return &kelpiepb.Command{Kind: &kelpiepb.Command_SetPolicy{SetPolicy: &kelpiepb.SetPolicy{Job: job, Policy: policy, Mode: mode, Params: params}}}
+func setPolicyCmd(job, policy, mode string, params map[string]float64) *consolepb.Command {
+	return &consolepb.Command{Kind: &consolepb.Command_SetPolicy{SetPolicy: &consolepb.SetPolicy{Job: job, Policy: policy, Mode: mode, Params: params}}}
 }
 
 // Init does nothing: the view draws from the shared context's data.

@@ -8,7 +8,8 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
+	"github.com/kelpie/kelpie/proto/timelinepb"
 	"github.com/kelpie/kelpie/scheduler/console/client"
 )
 
@@ -19,8 +20,8 @@ import (
 type replay struct {
 	job     string
 	hist    *client.History
-	base    *kelpiepb.JobView // the job's view when the history came, with every action
-	cursor  int               // index of the frame shown
+	base    *consolepb.JobView // the job's view when the history came, with every action
+	cursor  int                // index of the frame shown
 	loading bool
 	err     error
 	// then is the move that started the replay (a step or a jump), made
@@ -71,7 +72,7 @@ func (c *shared) historyArrived(msg historyMsg) {
 				r.base = proto.CloneOf(v)
 				r.base.Actions = msg.hist.Actions
 			} else {
-				r.base = &kelpiepb.JobView{Name: msg.job, Actions: msg.hist.Actions}
+				r.base = &consolepb.JobView{Name: msg.job, Actions: msg.hist.Actions}
 			}
 		}
 	}
@@ -117,7 +118,7 @@ func (r *replay) jumpAction(dir int) bool {
 				t = h.GetAt().AsTime()
 			}
 		}
-		i := kelpiepb.FrameAt(frames, t)
+		i := timelinepb.FrameAt(frames, t)
 		switch {
 		case dir < 0 && i < r.cursor && (best < 0 || i > best):
 			best = i
@@ -133,7 +134,7 @@ func (r *replay) jumpAction(dir int) bool {
 }
 
 // view is the job's view at the cursor, with heatmap columns.
-func (r *replay) view(columns int) *kelpiepb.JobView {
+func (r *replay) view(columns int) *consolepb.JobView {
 	return client.ViewAt(r.base, r.hist.Frames, r.at(), columns)
 }
 

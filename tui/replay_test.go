@@ -9,7 +9,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
+	"github.com/kelpie/kelpie/proto/timelinepb"
 	"github.com/kelpie/kelpie/scheduler/console/client"
 )
 
@@ -17,11 +18,11 @@ import (
 // frames: worker-2 straggles at 28 ms with batch 16 from second 5; at
 // second 10 AntDT-ND's ADJUST_BS cut it to 9 (no help: 27 ms); at second 20
 // the KILL_RESTART brought it to 2 ms. The job's final view shows the end.
-func finishedHistory() (*kelpiepb.JobView, []*kelpiepb.TimelineFrame, []*kelpiepb.Action) {
+func finishedHistory() (*consolepb.JobView, []*timelinepb.TimelineFrame, []*consolepb.Action) {
 	start := t0.Add(-60 * time.Second)
 	at := func(s int) *timestamppb.Timestamp { return timestamppb.New(start.Add(time.Duration(s) * time.Second)) }
-	worker := func(s, w int) *kelpiepb.TimelineNode {
-		n := &kelpiepb.TimelineNode{Name: fmt.Sprintf("worker-%d", w), Role: "worker", State: "running", Iteration: int64(40 * s),
+	worker := func(s, w int) *timelinepb.TimelineNode {
+		n := &timelinepb.TimelineNode{Name: fmt.Sprintf("worker-%d", w), Role: "worker", State: "running", Iteration: int64(40 * s),
 			BatchSize: 16, Accumulation: 1, BptShortS: 0.002, BptLongS: 0.002, Throughput: 8000, Class: "healthy", Heat: 1,
 			Value: proto.Float64(0.002)}
 		if w != 2 {
@@ -39,34 +40,34 @@ func finishedHistory() (*kelpiepb.JobView, []*kelpiepb.TimelineFrame, []*kelpiep
 		}
 		return n
 	}
-	var frames []*kelpiepb.TimelineFrame
+	var frames []*timelinepb.TimelineFrame
 	for s := 1; s <= 30; s++ {
-		f := &kelpiepb.TimelineFrame{Time: at(s), SpanSeconds: 1, State: "running", Iteration: int64(40 * s), Throughput: 17400,
+		f := &timelinepb.TimelineFrame{Time: at(s), SpanSeconds: 1, State: "running", Iteration: int64(40 * s), Throughput: 17400,
 			SamplesPerS: 17400, Loss: proto.Float64(2.0 / float64(s)), ShardsDone: int64(s), MeanBptS: 0.009, Superior: []string{"server-0"}}
-		f.Nodes = append(f.Nodes, &kelpiepb.TimelineNode{Name: "server-0", Role: "server", State: "running", Speed: 4e8, Blocks: 4,
+		f.Nodes = append(f.Nodes, &timelinepb.TimelineNode{Name: "server-0", Role: "server", State: "running", Speed: 4e8, Blocks: 4,
 			Class: "healthy", Superior: true, Heat: 1, Value: proto.Float64(4e8)})
 		for w := range 4 {
 			f.Nodes = append(f.Nodes, worker(s, w))
 		}
 		frames = append(frames, f)
 	}
-	actions := []*kelpiepb.Action{
+	actions := []*consolepb.Action{
 		{Id: "a-1", Job: "replayed", Kind: "ADJUST_BS", Policy: "antdt-nd", State: "applied", Created: at(9), Updated: at(10),
 			Reason:  "worker-2 BPT 28ms ≥ 1.5 × mean 9ms over 5s (transient)",
-			History: []*kelpiepb.ActionTransition{{State: "proposed", At: at(9)}, {State: "applied", At: at(10)}},
-			Realized: &kelpiepb.Realized{WindowS: 5, ThroughputBefore: 17400, ThroughputAfter: 12300, PredictedThroughput: 21000, Miss: true,
+			History: []*consolepb.ActionTransition{{State: "proposed", At: at(9)}, {State: "applied", At: at(10)}},
+			Realized: &timelinepb.Realized{WindowS: 5, ThroughputBefore: 17400, ThroughputAfter: 12300, PredictedThroughput: 21000, Miss: true,
 				Verdict: "predicted 17.4k → 21.0k/s · realized 12.3k/s ✗", Measured: at(16)}},
 		{Id: "a-2", Job: "replayed", Kind: "KILL_RESTART", Target: "worker-2", Policy: "antdt-nd", State: "applied", Created: at(19), Updated: at(20),
-			History: []*kelpiepb.ActionTransition{{State: "proposed", At: at(19)}, {State: "applied", At: at(20)}}},
+			History: []*consolepb.ActionTransition{{State: "proposed", At: at(19)}, {State: "applied", At: at(20)}}},
 	}
-	final := &kelpiepb.JobView{Name: "replayed", State: "completed", Model: "mlp on mnist", Sync: "bsp", Servers: 1, Workers: 4,
+	final := &consolepb.JobView{Name: "replayed", State: "completed", Model: "mlp on mnist", Sync: "bsp", Servers: 1, Workers: 4,
 		GlobalBatch: 64, Iteration: 1200, Iterations: 1200, ShardsDone: 30, ShardsTotal: 30, Accuracy: 0.95,
-		Submitted: at(0), Started: at(0), Ended: at(30), Monitor: &kelpiepb.MonitorView{Lambda: 1.5, WindowTransientS: 5, WindowPersistentS: 20},
-		Heatmap: &kelpiepb.Heatmap{BucketSeconds: 1, Start: at(0), Rows: []*kelpiepb.HeatmapRow{{Node: "worker-0", Cells: make([]float32, 30)}}},
+		Submitted: at(0), Started: at(0), Ended: at(30), Monitor: &consolepb.MonitorView{Lambda: 1.5, WindowTransientS: 5, WindowPersistentS: 20},
+		Heatmap: &consolepb.Heatmap{BucketSeconds: 1, Start: at(0), Rows: []*consolepb.HeatmapRow{{Node: "worker-0", Cells: make([]float32, 30)}}},
 		Actions: actions}
-	final.Nodes = append(final.Nodes, &kelpiepb.NodeView{Name: "server-0", Role: "server", State: "done", Speed: 4e8, Blocks: 4})
+	final.Nodes = append(final.Nodes, &consolepb.NodeView{Name: "server-0", Role: "server", State: "done", Speed: 4e8, Blocks: 4})
 	for w := range 4 {
-		final.Nodes = append(final.Nodes, &kelpiepb.NodeView{Name: fmt.Sprintf("worker-%d", w), Role: "worker", State: "done",
+		final.Nodes = append(final.Nodes, &consolepb.NodeView{Name: fmt.Sprintf("worker-%d", w), Role: "worker", State: "done",
 			BatchSize: 16, BptShortS: 0.002, BptLongS: 0.002, Class: "healthy", Iteration: 1200})
 	}
 	return final, frames, actions
@@ -74,14 +75,14 @@ func finishedHistory() (*kelpiepb.JobView, []*kelpiepb.TimelineFrame, []*kelpiep
 
 // historyAnswer answers the console's history command from frames, in
 // pages of at most page frames.
-func historyAnswer(frames []*kelpiepb.TimelineFrame, actions []*kelpiepb.Action, page int) func(*kelpiepb.Command) *kelpiepb.CommandResult {
-	return func(cmd *kelpiepb.Command) *kelpiepb.CommandResult {
+func historyAnswer(frames []*timelinepb.TimelineFrame, actions []*consolepb.Action, page int) func(*consolepb.Command) *consolepb.CommandResult {
+	return func(cmd *consolepb.Command) *consolepb.CommandResult {
 		h := cmd.GetHistory()
 		if h == nil {
-			return &kelpiepb.CommandResult{Ok: true}
+			return &consolepb.CommandResult{Ok: true}
 		}
 		from := min(int(h.GetFrom()), len(frames))
-		res := &kelpiepb.CommandResult{Ok: true, Job: h.GetJob(), FramesFrom: int32(from), FramesTotal: int32(len(frames)),
+		res := &consolepb.CommandResult{Ok: true, Job: h.GetJob(), FramesFrom: int32(from), FramesTotal: int32(len(frames)),
 			Frames: frames[from:min(from+page, len(frames))]}
 		if from == 0 {
 			res.Actions = actions
@@ -99,7 +100,7 @@ func TestReplayFinishedJob(t *testing.T) {
 	end, frames, actions := finishedHistory()
 	b := &fakeBackend{answer: historyAnswer(frames, actions, 7)} // several pages
 	tm := run(t, b, "viewer", false, 200, 60)
-	tm.Send(client.SnapshotMsg{Scope: []string{"replayed"}, Snapshot: &kelpiepb.Snapshot{Jobs: []*kelpiepb.JobView{end}}})
+	tm.Send(client.SnapshotMsg{Scope: []string{"replayed"}, Snapshot: &consolepb.Snapshot{Jobs: []*consolepb.JobView{end}}})
 	waitText(t, tm, "replayed")
 	press(tm, ":", "job replayed", "enter")
 	waitText(t, tm, "straggler heatmap", "worker-3 ", "completed")
@@ -168,7 +169,7 @@ func TestReplayLeftEnds(t *testing.T) {
 	}
 }
 
-func nodeNamed(v *kelpiepb.JobView, name string) *kelpiepb.NodeView {
+func nodeNamed(v *consolepb.JobView, name string) *consolepb.NodeView {
 	for _, n := range v.GetNodes() {
 		if n.GetName() == name {
 			return n

@@ -13,7 +13,7 @@ import (
 	"github.com/coder/websocket"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 )
 
 // syncBuffer is the terminal Run draws on, read by the test while the program writes.
@@ -36,8 +36,8 @@ func (s *syncBuffer) contains(text string) bool {
 
 // scheduler plays the console API's server side: welcome, one snapshot per subscription, and
 // an ok for every command.
-func scheduler(t *testing.T) (*httptest.Server, chan *kelpiepb.Command) {
-	cmds := make(chan *kelpiepb.Command, 8)
+func scheduler(t *testing.T) (*httptest.Server, chan *consolepb.Command) {
+	cmds := make(chan *consolepb.Command, 8)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer tok" {
 			http.Error(w, "no", http.StatusUnauthorized)
@@ -49,7 +49,7 @@ func scheduler(t *testing.T) (*httptest.Server, chan *kelpiepb.Command) {
 		}
 		defer conn.CloseNow()
 		ctx := r.Context()
-		write := func(f *kelpiepb.ServerFrame) error {
+		write := func(f *consolepb.ServerFrame) error {
 			b, _ := protojson.Marshal(f)
 			return conn.Write(ctx, websocket.MessageText, b)
 		}
@@ -58,22 +58,22 @@ func scheduler(t *testing.T) (*httptest.Server, chan *kelpiepb.Command) {
 			if err != nil {
 				return
 			}
-			f := &kelpiepb.ClientFrame{}
+			f := &consolepb.ClientFrame{}
 			if protojson.Unmarshal(data, f) != nil {
 				return
 			}
 			switch b := f.Body.(type) {
-			case *kelpiepb.ClientFrame_Hello:
-				err = write(&kelpiepb.ServerFrame{Body: &kelpiepb.ServerFrame_Welcome{Welcome: &kelpiepb.Welcome{User: "alice", Role: "operator"}}})
-			case *kelpiepb.ClientFrame_Subscribe:
+			case *consolepb.ClientFrame_Hello:
+				err = write(&consolepb.ServerFrame{Body: &consolepb.ServerFrame_Welcome{Welcome: &consolepb.Welcome{User: "alice", Role: "operator"}}})
+			case *consolepb.ClientFrame_Subscribe:
 				jobs := summaryJobs()
 				if len(b.Subscribe.Jobs) > 0 {
-					jobs = []*kelpiepb.JobView{mnistJob()}
+					jobs = []*consolepb.JobView{mnistJob()}
 				}
-				err = write(&kelpiepb.ServerFrame{Body: &kelpiepb.ServerFrame_Snapshot{Snapshot: &kelpiepb.Snapshot{Jobs: jobs}}})
-			case *kelpiepb.ClientFrame_Command:
+				err = write(&consolepb.ServerFrame{Body: &consolepb.ServerFrame_Snapshot{Snapshot: &consolepb.Snapshot{Jobs: jobs}}})
+			case *consolepb.ClientFrame_Command:
 				cmds <- b.Command
-				err = write(&kelpiepb.ServerFrame{Body: &kelpiepb.ServerFrame_Result{Result: &kelpiepb.CommandResult{Id: f.Id, Ok: true}}})
+				err = write(&consolepb.ServerFrame{Body: &consolepb.ServerFrame_Result{Result: &consolepb.CommandResult{Id: f.Id, Ok: true}}})
 			}
 			if err != nil {
 				return

@@ -3,7 +3,7 @@ package tui
 import (
 	"sort"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 )
 
 // maxEvents bounds the events the console keeps.
@@ -12,15 +12,15 @@ const maxEvents = 1000
 // store is the console's copy of the scheduler's state, built from snapshots and deltas. JobViews
 // are never modified: a delta replaces a job whole, so copying a store copies pointers.
 type store struct {
-	jobs     map[string]*kelpiepb.JobView
-	events   []*kelpiepb.Event // newest first
-	complete bool              // a snapshot of every job has arrived: jobs names them all
+	jobs     map[string]*consolepb.JobView
+	events   []*consolepb.Event // newest first
+	complete bool               // a snapshot of every job has arrived: jobs names them all
 }
 
-func newStore() *store { return &store{jobs: map[string]*kelpiepb.JobView{}} }
+func newStore() *store { return &store{jobs: map[string]*consolepb.JobView{}} }
 
 func (s *store) clone() *store {
-	c := &store{jobs: make(map[string]*kelpiepb.JobView, len(s.jobs)), events: s.events, complete: s.complete}
+	c := &store{jobs: make(map[string]*consolepb.JobView, len(s.jobs)), events: s.events, complete: s.complete}
 	for k, v := range s.jobs {
 		c.jobs[k] = v
 	}
@@ -29,9 +29,9 @@ func (s *store) clone() *store {
 
 // applySnapshot replaces the jobs in scope (every job when scope is empty) and, for a snapshot of
 // every job, the events.
-func (s *store) applySnapshot(scope []string, snap *kelpiepb.Snapshot) {
+func (s *store) applySnapshot(scope []string, snap *consolepb.Snapshot) {
 	if len(scope) == 0 {
-		s.jobs = make(map[string]*kelpiepb.JobView, len(snap.GetJobs()))
+		s.jobs = make(map[string]*consolepb.JobView, len(snap.GetJobs()))
 		s.events = nil
 		s.complete = true
 	} else {
@@ -45,7 +45,7 @@ func (s *store) applySnapshot(scope []string, snap *kelpiepb.Snapshot) {
 	s.addEvents(snap.GetEvents())
 }
 
-func (s *store) applyDelta(d *kelpiepb.Delta) {
+func (s *store) applyDelta(d *consolepb.Delta) {
 	for _, n := range d.GetRemovedJobs() {
 		delete(s.jobs, n)
 	}
@@ -57,7 +57,7 @@ func (s *store) applyDelta(d *kelpiepb.Delta) {
 
 // addEvents merges events newest first, dropping ones already held (a snapshot after a reconnect
 // repeats some) and the oldest past maxEvents.
-func (s *store) addEvents(evs []*kelpiepb.Event) {
+func (s *store) addEvents(evs []*consolepb.Event) {
 	if len(evs) == 0 {
 		return
 	}
@@ -69,7 +69,7 @@ func (s *store) addEvents(evs []*kelpiepb.Event) {
 	for _, e := range s.events {
 		seen[key{e.GetTime().AsTime().UnixNano(), e.GetMessage()}] = true
 	}
-	merged := append([]*kelpiepb.Event(nil), s.events...)
+	merged := append([]*consolepb.Event(nil), s.events...)
 	for _, e := range evs {
 		k := key{e.GetTime().AsTime().UnixNano(), e.GetMessage()}
 		if !seen[k] {

@@ -15,7 +15,7 @@ import (
 	"github.com/charmbracelet/x/exp/teatest"
 	"github.com/muesli/termenv"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/console/client"
 )
 
@@ -71,10 +71,10 @@ func press(tm *teatest.TestModel, ks ...string) {
 
 // openJob opens mnist-mlp with :job and delivers its full view, as the client would after the
 // narrower subscription.
-func openJob(t *testing.T, tm *teatest.TestModel, job *kelpiepb.JobView) {
+func openJob(t *testing.T, tm *teatest.TestModel, job *consolepb.JobView) {
 	t.Helper()
 	press(tm, ":", "job "+job.GetName(), "enter")
-	tm.Send(client.SnapshotMsg{Scope: []string{job.GetName()}, Snapshot: &kelpiepb.Snapshot{Jobs: []*kelpiepb.JobView{job}}})
+	tm.Send(client.SnapshotMsg{Scope: []string{job.GetName()}, Snapshot: &consolepb.Snapshot{Jobs: []*consolepb.JobView{job}}})
 	waitText(t, tm, "straggler heatmap", "worker-3 ")
 }
 
@@ -113,7 +113,7 @@ func TestViews(t *testing.T) {
 			waitText(t, tm, "speed per server")
 		}},
 		{"job_allreduce", "operator", false, func(t *testing.T, tm *teatest.TestModel) {
-			tm.Send(client.SnapshotMsg{Snapshot: &kelpiepb.Snapshot{Jobs: append(summaryJobs(), ratJob())}})
+			tm.Send(client.SnapshotMsg{Snapshot: &consolepb.Snapshot{Jobs: append(summaryJobs(), ratJob())}})
 			waitText(t, tm, "mnist-rat")
 			openJob(t, tm, ratJob())
 			press(tm, "tab", "tab", "tab", "z") // focus the topology panel, maximise it
@@ -189,7 +189,7 @@ func TestView1000Nodes(t *testing.T) {
 	tm := run(t, &fakeBackend{}, "operator", false, 200, 60)
 	openBig := bigJob(1000)
 	press(tm, ":", "job mnist-mlp", "enter")
-	tm.Send(client.SnapshotMsg{Scope: []string{"mnist-mlp"}, Snapshot: &kelpiepb.Snapshot{Jobs: []*kelpiepb.JobView{openBig}}})
+	tm.Send(client.SnapshotMsg{Scope: []string{"mnist-mlp"}, Snapshot: &consolepb.Snapshot{Jobs: []*consolepb.JobView{openBig}}})
 	waitText(t, tm, "nodes (1002)")
 	m := final(t, tm)
 	if !strings.Contains(m.View(), "worker-637 +") {

@@ -7,13 +7,13 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/console/client"
 )
 
 // windowOf plays the scheduler's window for the test: the job's rows
 // [off, off+limit), marked as a window of all of them.
-func windowOf(j *kelpiepb.JobView, off, limit int) *kelpiepb.JobView {
+func windowOf(j *consolepb.JobView, off, limit int) *consolepb.JobView {
 	v := proto.CloneOf(j)
 	v.NodesTotal, v.NodesOffset = int32(len(j.Nodes)), int32(off)
 	v.Nodes = j.Nodes[off:min(off+limit, len(j.Nodes))]
@@ -21,7 +21,7 @@ func windowOf(j *kelpiepb.JobView, off, limit int) *kelpiepb.JobView {
 }
 
 // waitWindow waits until the console has asked for a window satisfying ok.
-func waitWindow(t *testing.T, b *fakeBackend, ok func(*kelpiepb.ViewWindow) bool) *kelpiepb.ViewWindow {
+func waitWindow(t *testing.T, b *fakeBackend, ok func(*consolepb.ViewWindow) bool) *consolepb.ViewWindow {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -44,26 +44,26 @@ func TestJobViewWindow(t *testing.T) {
 	big := bigJob(1000)
 	b := &fakeBackend{}
 	tm := run(t, b, "operator", false, 200, 60)
-	tm.Send(client.SnapshotMsg{Scope: []string{big.Name}, Snapshot: &kelpiepb.Snapshot{Jobs: []*kelpiepb.JobView{windowOf(big, 0, 60)}}})
+	tm.Send(client.SnapshotMsg{Scope: []string{big.Name}, Snapshot: &consolepb.Snapshot{Jobs: []*consolepb.JobView{windowOf(big, 0, 60)}}})
 	press(tm, ":", "job "+big.Name, "enter")
-	w := waitWindow(t, b, func(w *kelpiepb.ViewWindow) bool { return w.GetLimit() > 0 })
+	w := waitWindow(t, b, func(w *consolepb.ViewWindow) bool { return w.GetLimit() > 0 })
 	if w.GetOffset() != 0 || w.GetSort() != "" || w.GetHeatmapRows() != 60 || w.GetChartSeries() != 8 {
 		t.Errorf("first window %v; want rows from 0 as listed, 60 heatmap rows, 8 series", w)
 	}
 	waitText(t, tm, "nodes (1002)", "worker-3 ")
 	press(tm, "G")
 	waitText(t, tm, "…") // the bottom rows are on their way
-	w = waitWindow(t, b, func(w *kelpiepb.ViewWindow) bool { return w.GetOffset() > 900 })
+	w = waitWindow(t, b, func(w *consolepb.ViewWindow) bool { return w.GetOffset() > 900 })
 	if end := w.GetOffset() + w.GetLimit(); end < 1002 {
 		t.Errorf("window at the bottom %v ends at row %d; want the last one in it", w, end)
 	}
-	tm.Send(client.SnapshotMsg{Scope: []string{big.Name}, Snapshot: &kelpiepb.Snapshot{Jobs: []*kelpiepb.JobView{
+	tm.Send(client.SnapshotMsg{Scope: []string{big.Name}, Snapshot: &consolepb.Snapshot{Jobs: []*consolepb.JobView{
 		windowOf(big, int(w.GetOffset()), int(w.GetLimit()))}}})
 	waitText(t, tm, "worker-999 ")
 	press(tm, "s")
-	waitWindow(t, b, func(w *kelpiepb.ViewWindow) bool { return w.GetSort() == "ratio" })
+	waitWindow(t, b, func(w *consolepb.ViewWindow) bool { return w.GetSort() == "ratio" })
 	press(tm, "/", "637", "enter")
-	waitWindow(t, b, func(w *kelpiepb.ViewWindow) bool { return w.GetFilter() == "637" })
+	waitWindow(t, b, func(w *consolepb.ViewWindow) bool { return w.GetFilter() == "637" })
 	press(tm, "J")
 	deadline := time.Now().Add(5 * time.Second)
 	for b.lastWindow() != nil && time.Now().Before(deadline) {

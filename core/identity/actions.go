@@ -12,7 +12,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
 )
 
 // A global action reaches most agents through the job's primary agent
@@ -23,7 +23,7 @@ import (
 
 // ActionDigest is the SHA-256 of c as a secondary receives it: primary
 // false, no peers, no signer or signature (deterministic protobuf).
-func ActionDigest(c *kelpiepb.ActionCommand) ([]byte, error) {
+func ActionDigest(c *agentpb.ActionCommand) ([]byte, error) {
 	v := proto.CloneOf(c)
 	v.Primary, v.Peers, v.Signer, v.Signature = false, nil, nil, nil
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(v)
@@ -37,7 +37,7 @@ func ActionDigest(c *kelpiepb.ActionCommand) ([]byte, error) {
 // SignAction signs c, a global action the agent primary forwards, with
 // the scheduler's credentials: it sets c.PrimaryNode, c.Signer and
 // c.Signature.
-func (c *Credentials) SignAction(cmd *kelpiepb.ActionCommand, primary string) error {
+func (c *Credentials) SignAction(cmd *agentpb.ActionCommand, primary string) error {
 	if c.ID.Role != RoleScheduler {
 		return fmt.Errorf("identity: %s signs no actions; the scheduler does", c.ID)
 	}
@@ -61,7 +61,7 @@ func (c *Credentials) SignAction(cmd *kelpiepb.ActionCommand, primary string) er
 // VerifyAction checks that cmd, forwarded by the node from, was issued by
 // the scheduler (its signature, by a scheduler certificate of this node's
 // CA) to be forwarded by from (the primary it designated).
-func (c *Credentials) VerifyAction(cmd *kelpiepb.ActionCommand, from string) error {
+func (c *Credentials) VerifyAction(cmd *agentpb.ActionCommand, from string) error {
 	if len(cmd.GetSigner()) == 0 || len(cmd.GetSignature()) == 0 {
 		return fmt.Errorf("action %s is not signed by the scheduler", cmd.GetActionId())
 	}

@@ -22,7 +22,9 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
+	"github.com/kelpie/kelpie/proto/coordinatorpb"
+	"github.com/kelpie/kelpie/proto/pspb"
 )
 
 // Policy decides whether id may call method with msg: msg is nil when a
@@ -291,7 +293,7 @@ func claims(id Identity, m protoreflect.Message, depth int) error {
 				err = fmt.Errorf("%s may not act as node %q", id, s)
 			}
 		case fd.Kind() == protoreflect.EnumKind && fd.Name() == "role" && fd.Enum().FullName() == "kelpie.v1.Role":
-			if r := kelpiepb.Role(v.Enum()); r != kelpiepb.Role_ROLE_UNSPECIFIED && roleName(r) != id.Role {
+			if r := coordinatorpb.Role(v.Enum()); r != coordinatorpb.Role_ROLE_UNSPECIFIED && roleName(r) != id.Role {
 				err = fmt.Errorf("%s may not act as a %s", id, roleName(r))
 			}
 		case fd.Kind() == protoreflect.MessageKind && depth > 1:
@@ -302,11 +304,11 @@ func claims(id Identity, m protoreflect.Message, depth int) error {
 	return err
 }
 
-func roleName(r kelpiepb.Role) string {
+func roleName(r coordinatorpb.Role) string {
 	switch r {
-	case kelpiepb.Role_ROLE_SERVER:
+	case coordinatorpb.Role_ROLE_SERVER:
 		return RoleServer
-	case kelpiepb.Role_ROLE_WORKER:
+	case coordinatorpb.Role_ROLE_WORKER:
 		return RoleWorker
 	}
 	return r.String()
@@ -345,7 +347,7 @@ func SchedulerPolicy(id Identity, method string, msg proto.Message) error {
 	if msg == nil {
 		return nil
 	}
-	if d, ok := msg.(*kelpiepb.DivergedRequest); ok {
+	if d, ok := msg.(*coordinatorpb.DivergedRequest); ok {
 		// The divergence's node is where it was seen (a server's answer
 		// says it diverged), not who reports it: the reporter is judged by
 		// the request's own job and node, and the coordinator checks that
@@ -376,7 +378,7 @@ func ServerPolicy(self Identity) Policy {
 			if id.Role != RoleWorker || !sameJob {
 				return fmt.Errorf("%s: only workers of job %s may push and pull, not %s", name, self.Job, id)
 			}
-			if r, ok := msg.(*kelpiepb.PSRequest); ok {
+			if r, ok := msg.(*pspb.PSRequest); ok {
 				if want, _ := strconv.Atoi(strings.TrimPrefix(id.Node, "worker-")); int(r.GetWorker()) != want {
 					return fmt.Errorf("%s: %s may not act as worker %d", name, id, r.GetWorker())
 				}
@@ -435,8 +437,8 @@ func NodeOf(job, node string) func(Identity) error {
 }
 
 // Proto is the refusal as a node's agent forwards it to the scheduler.
-func (r Refusal) Proto() *kelpiepb.NodeRefusal {
-	m := &kelpiepb.NodeRefusal{UnixNano: r.Time.UnixNano(), Addr: r.Addr, CallerJob: r.ID.Job, Method: r.Method,
+func (r Refusal) Proto() *agentpb.NodeRefusal {
+	m := &agentpb.NodeRefusal{UnixNano: r.Time.UnixNano(), Addr: r.Addr, CallerJob: r.ID.Job, Method: r.Method,
 		Code: r.Code.String(), Reason: r.Reason, Suppressed: r.Suppressed}
 	if r.ID.Role != "" {
 		m.Caller = r.ID.String()

@@ -5,7 +5,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
+	"github.com/kelpie/kelpie/proto/coordinatorpb"
 )
 
 func TestSchedulerPolicy(t *testing.T) {
@@ -19,17 +20,17 @@ func TestSchedulerPolicy(t *testing.T) {
 		msg    proto.Message
 		ok     bool
 	}{
-		{"fetch as itself", w0, co + "FetchShard", &kelpiepb.FetchShardRequest{Job: "a", Node: "worker-0"}, true},
-		{"fetch as worker-1", w0, co + "FetchShard", &kelpiepb.FetchShardRequest{Job: "a", Node: "worker-1"}, false},
-		{"fetch in job b", w0, co + "FetchShard", &kelpiepb.FetchShardRequest{Job: "b", Node: "worker-0"}, false},
-		{"report as worker-1", w0, co + "ReportShard", &kelpiepb.ReportShardRequest{Job: "a", Node: "worker-1", Ids: []int64{1}}, false},
-		{"server fetches", s0, co + "FetchShard", &kelpiepb.FetchShardRequest{Job: "a", Node: "server-0"}, false},
+		{"fetch as itself", w0, co + "FetchShard", &coordinatorpb.FetchShardRequest{Job: "a", Node: "worker-0"}, true},
+		{"fetch as worker-1", w0, co + "FetchShard", &coordinatorpb.FetchShardRequest{Job: "a", Node: "worker-1"}, false},
+		{"fetch in job b", w0, co + "FetchShard", &coordinatorpb.FetchShardRequest{Job: "b", Node: "worker-0"}, false},
+		{"report as worker-1", w0, co + "ReportShard", &coordinatorpb.ReportShardRequest{Job: "a", Node: "worker-1", Ids: []int64{1}}, false},
+		{"server fetches", s0, co + "FetchShard", &coordinatorpb.FetchShardRequest{Job: "a", Node: "server-0"}, false},
 		{"server calls Done", s0, co + "Done", nil, false},
-		{"register as itself", s0, co + "Register", &kelpiepb.RegisterRequest{Job: "a", Node: "server-0", Role: kelpiepb.Role_ROLE_SERVER}, true},
-		{"worker registers as a server", w0, co + "Register", &kelpiepb.RegisterRequest{Job: "a", Node: "worker-0", Role: kelpiepb.Role_ROLE_SERVER}, false},
-		{"worker registers as server-0", w0, co + "Register", &kelpiepb.RegisterRequest{Job: "a", Node: "server-0", Role: kelpiepb.Role_ROLE_SERVER}, false},
-		{"agent hello as itself", w0, "/kelpie.v1.Agent/Connect", &kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Hello{Hello: &kelpiepb.AgentHello{Job: "a", Node: "worker-0", Role: kelpiepb.Role_ROLE_WORKER}}}, true},
-		{"agent hello as worker-1", w0, "/kelpie.v1.Agent/Connect", &kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Hello{Hello: &kelpiepb.AgentHello{Job: "a", Node: "worker-1"}}}, false},
+		{"register as itself", s0, co + "Register", &coordinatorpb.RegisterRequest{Job: "a", Node: "server-0", Role: coordinatorpb.Role_ROLE_SERVER}, true},
+		{"worker registers as a server", w0, co + "Register", &coordinatorpb.RegisterRequest{Job: "a", Node: "worker-0", Role: coordinatorpb.Role_ROLE_SERVER}, false},
+		{"worker registers as server-0", w0, co + "Register", &coordinatorpb.RegisterRequest{Job: "a", Node: "server-0", Role: coordinatorpb.Role_ROLE_SERVER}, false},
+		{"agent hello as itself", w0, "/kelpie.v1.Agent/Connect", &agentpb.AgentMessage{Body: &agentpb.AgentMessage_Hello{Hello: &agentpb.AgentHello{Job: "a", Node: "worker-0", Role: coordinatorpb.Role_ROLE_WORKER}}}, true},
+		{"agent hello as worker-1", w0, "/kelpie.v1.Agent/Connect", &agentpb.AgentMessage{Body: &agentpb.AgentMessage_Hello{Hello: &agentpb.AgentHello{Job: "a", Node: "worker-1"}}}, false},
 		{"operator registers", Operator("x"), co + "Register", nil, false},
 		{"scheduler registers", Scheduler(), co + "Register", nil, false},
 		{"operator reflection", Operator("x"), "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", nil, true},
@@ -62,7 +63,7 @@ func TestAgentPeerPolicy(t *testing.T) {
 	self := Node("a", "worker-1")
 	const fw = "/kelpie.v1.AgentPeer/Forward"
 	req := func(job, node string) proto.Message {
-		return &kelpiepb.ForwardRequest{Job: job, Node: node, Command: &kelpiepb.ActionCommand{ActionId: "a-1", Kind: "ADJUST_BS"}}
+		return &agentpb.ForwardRequest{Job: job, Node: node, Command: &agentpb.ActionCommand{ActionId: "a-1", Kind: "ADJUST_BS"}}
 	}
 	for _, tt := range []struct {
 		name   string

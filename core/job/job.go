@@ -23,7 +23,8 @@ import (
 	"github.com/kelpie/kelpie/core/spec"
 	"github.com/kelpie/kelpie/core/straggler"
 	"github.com/kelpie/kelpie/core/syncmodel"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/coordinatorpb"
+	"github.com/kelpie/kelpie/proto/pspb"
 )
 
 // MNIST's fixed shape.
@@ -130,7 +131,7 @@ func SyncConfig(s *spec.Spec) syncmodel.Config {
 
 // SyncFrom converts wire sync settings (a SET_SYNC command) into the
 // servers' synchronization model.
-func SyncFrom(w *kelpiepb.SyncSettings) syncmodel.Config {
+func SyncFrom(w *pspb.SyncSettings) syncmodel.Config {
 	return syncmodel.Config{Model: syncmodel.Kind(w.Model), Staleness: int(w.Staleness), Pull: syncmodel.PullMode(w.Pull),
 		PSSPC: w.PsspC, PSSPAlpha: w.PsspAlpha, PSSPDynamic: w.PsspDynamic, DropWaitFor: int(w.DropWaitFor)}
 }
@@ -259,7 +260,7 @@ func (p Plan) Slice(w int, t int64) (from, to int64) {
 }
 
 // TableFrom converts a wire assignment into a block table.
-func TableFrom(a *kelpiepb.Assignment) blocks.Table {
+func TableFrom(a *coordinatorpb.Assignment) blocks.Table {
 	t := blocks.Table{Version: a.Version, Servers: len(a.Servers)}
 	for i, b := range a.Blocks {
 		blk := blocks.Block{ID: int(b.Id), Tensor: int(b.Tensor), Offset: b.Offset, Length: b.Length, Sparse: b.Sparse, Cols: 1}
@@ -275,10 +276,10 @@ func TableFrom(a *kelpiepb.Assignment) blocks.Table {
 // Assignment is the wire form of a block table with the servers' addresses
 // and names. It copies addrs and names: the message is marshalled later,
 // outside the caller's lock, while the caller may fill in an address.
-func Assignment(t blocks.Table, addrs, names []string) *kelpiepb.Assignment {
-	a := &kelpiepb.Assignment{Version: t.Version, Servers: slices.Clone(addrs), ServerNames: slices.Clone(names)}
+func Assignment(t blocks.Table, addrs, names []string) *coordinatorpb.Assignment {
+	a := &coordinatorpb.Assignment{Version: t.Version, Servers: slices.Clone(addrs), ServerNames: slices.Clone(names)}
 	for i, b := range t.Blocks {
-		a.Blocks = append(a.Blocks, &kelpiepb.Block{Id: uint32(b.ID), Tensor: uint32(b.Tensor), Offset: b.Offset,
+		a.Blocks = append(a.Blocks, &coordinatorpb.Block{Id: uint32(b.ID), Tensor: uint32(b.Tensor), Offset: b.Offset,
 			Length: b.Length, Sparse: b.Sparse, Cols: int32(b.Cols)})
 		a.ServerOf = append(a.ServerOf, int32(t.ServerOf[i]))
 	}

@@ -654,7 +654,7 @@ type psStream struct {
 	progress *int64
 	// req is reused by every send: a request is encoded when it starts
 	// (both transports), so nothing refers to it once StartV returns.
-	req    kelpiepb.PSRequest
+	req    pspb.PSRequest
 	blocks [1]uint32
 }
 
@@ -671,12 +671,12 @@ func (p *psStream) send() (any, error) {
 		req.Progress = *p.progress
 		*p.progress++
 		req.Data = p.payload
-		req.Op = kelpiepb.Op_OP_PUSH
+		req.Op = pspb.Op_OP_PUSH
 		if p.op == PushPull {
-			req.Op = kelpiepb.Op_OP_PUSH_PULL
+			req.Op = pspb.Op_OP_PUSH_PULL
 		}
 	default:
-		req.Op = kelpiepb.Op_OP_PULL
+		req.Op = pspb.Op_OP_PULL
 	}
 	return p.conn.StartV(req, nil, nil)
 }

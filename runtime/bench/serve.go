@@ -104,7 +104,7 @@ func StartPS(addr string, workers int, sizes []int, encrypt bool) (*PSServer, er
 		return nil, err
 	}
 	s := &PSServer{ps: ps, gs: grpc.NewServer(append(psclient.ServerOptions(), trust...)...), ep: ep, lis: lis, done: make(chan struct{})}
-	kelpiepb.RegisterParameterServerServer(s.gs, ps)
+	pspb.RegisterParameterServerServer(s.gs, ps)
 	go func() {
 		defer close(s.done)
 		_ = s.gs.Serve(ep.GRPC())

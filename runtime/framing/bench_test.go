@@ -3,15 +3,15 @@ package framing
 import (
 	"testing"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/pspb"
 )
 
 // echoServer plays a parameter server on b for the benchmarks: a push's
 // payload is read into one reused buffer and acknowledged; a pull is
 // answered from params with one writev. It allocates nothing per frame.
 func echoServer(b *Conn, params []byte) {
-	var req kelpiepb.PSRequest
-	var resp kelpiepb.PSResponse
+	var req pspb.PSRequest
+	var resp pspb.PSResponse
 	buf := make([]byte, len(params))
 	for {
 		h, meta, err := b.ReadHeader()
@@ -25,7 +25,7 @@ func echoServer(b *Conn, params []byte) {
 			return
 		}
 		var out []byte
-		if req.Op == kelpiepb.Op_OP_PULL {
+		if req.Op == pspb.Op_OP_PULL {
 			out = params
 		}
 		resp.Version = req.Progress
@@ -39,17 +39,17 @@ func echoServer(b *Conn, params []byte) {
 // against an echoServer, everything it needs allocated up front.
 type opClient struct {
 	a    *Conn
-	op   kelpiepb.Op
-	req  kelpiepb.PSRequest
-	resp kelpiepb.PSResponse
+	op   pspb.Op
+	req  pspb.PSRequest
+	resp pspb.PSResponse
 	grad []byte
 	dst  [][]byte // the worker's parameter slices
 }
 
-func newOpClient(t testing.TB, op kelpiepb.Op, size int) *opClient {
+func newOpClient(t testing.TB, op pspb.Op, size int) *opClient {
 	a, b := pipe(t)
 	go echoServer(b, make([]byte, size))
-	return &opClient{a: a, op: op, req: kelpiepb.PSRequest{Op: op, Worker: 1, Blocks: []uint32{0}},
+	return &opClient{a: a, op: op, req: pspb.PSRequest{Op: op, Worker: 1, Blocks: []uint32{0}},
 		grad: make([]byte, size), dst: [][]byte{make([]byte, size/2), make([]byte, size-size/2)}}
 }
 
@@ -57,7 +57,7 @@ func newOpClient(t testing.TB, op kelpiepb.Op, size int) *opClient {
 func (c *opClient) do(i int) error {
 	c.req.Progress = int64(i)
 	var payload []byte
-	if c.op == kelpiepb.Op_OP_PUSH {
+	if c.op == pspb.Op_OP_PUSH {
 		payload = c.grad
 	}
 	if err := c.a.WriteFrame(KindRequest, uint64(i), AppendRequest(c.a.MetaBuf(), &c.req), payload); err != nil {
@@ -76,7 +76,7 @@ func (c *opClient) do(i int) error {
 	return c.a.ReadPayload(nil)
 }
 
-func benchOp(bm *testing.B, op kelpiepb.Op, size int) {
+func benchOp(bm *testing.B, op pspb.Op, size int) {
 	c := newOpClient(bm, op, size)
 	bm.SetBytes(int64(size))
 	bm.ReportAllocs()
@@ -92,7 +92,7 @@ func benchOp(bm *testing.B, op kelpiepb.Op, size int) {
 // push or pull and its answer, both ends (the echo server runs in this
 // process), allocate nothing.
 func TestOpAllocs(t *testing.T) {
-	for _, op := range []kelpiepb.Op{kelpiepb.Op_OP_PUSH, kelpiepb.Op_OP_PULL} {
+	for _, op := range []pspb.Op{pspb.Op_OP_PUSH, pspb.Op_OP_PULL} {
 		c := newOpClient(t, op, 1<<20)
 		i := 0
 		for ; i < 10; i++ { // warm up: buffers grow to their size once
@@ -117,7 +117,7 @@ func TestOpAllocs(t *testing.T) {
 }
 
 // BenchmarkPush1MB: one 1 MiB push and its acknowledgement, one in flight.
-func BenchmarkPush1MB(b *testing.B) { benchOp(b, kelpiepb.Op_OP_PUSH, 1<<20) }
+func BenchmarkPush1MB(b *testing.B) { benchOp(b, pspb.Op_OP_PUSH, 1<<20) }
 
 // BenchmarkPull1MB: one 1 MiB pull read straight into the parameters.
-func BenchmarkPull1MB(b *testing.B) { benchOp(b, kelpiepb.Op_OP_PULL, 1<<20) }
+func BenchmarkPull1MB(b *testing.B) { benchOp(b, pspb.Op_OP_PULL, 1<<20) }

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/pspb"
 )
 
 // pipe is a connected pair of framed loopback TCP connections.
@@ -44,14 +44,14 @@ func pipe(t testing.TB) (*Conn, *Conn) {
 }
 
 func TestRequestRoundTrip(t *testing.T) {
-	for _, req := range []*kelpiepb.PSRequest{
-		{Op: kelpiepb.Op_OP_PUSH, Worker: 3, Progress: 7, Blocks: []uint32{1, 4, 9}, AssignmentVersion: 2},
-		{Op: kelpiepb.Op_OP_PULL, Worker: 0, Progress: -1, NoReplyData: true},
-		{Op: kelpiepb.Op_OP_PUSH_PULL, Worker: 1, Progress: 1 << 40, RowKeys: []uint64{5, 1 << 50}, PullRowKeys: []uint64{2}},
-		{Op: kelpiepb.Op_OP_JOIN, Worker: 2, Progress: 12},
+	for _, req := range []*pspb.PSRequest{
+		{Op: pspb.Op_OP_PUSH, Worker: 3, Progress: 7, Blocks: []uint32{1, 4, 9}, AssignmentVersion: 2},
+		{Op: pspb.Op_OP_PULL, Worker: 0, Progress: -1, NoReplyData: true},
+		{Op: pspb.Op_OP_PUSH_PULL, Worker: 1, Progress: 1 << 40, RowKeys: []uint64{5, 1 << 50}, PullRowKeys: []uint64{2}},
+		{Op: pspb.Op_OP_JOIN, Worker: 2, Progress: 12},
 	} {
 		m := AppendRequest(nil, req)
-		got := &kelpiepb.PSRequest{Blocks: []uint32{99}} // reused slices are overwritten
+		got := &pspb.PSRequest{Blocks: []uint32{99}} // reused slices are overwritten
 		if err := DecodeRequest(m, got); err != nil {
 			t.Fatalf("DecodeRequest(%v): %v", req, err)
 		}
@@ -64,12 +64,12 @@ func TestRequestRoundTrip(t *testing.T) {
 }
 
 func TestResponseRoundTrip(t *testing.T) {
-	for _, resp := range []*kelpiepb.PSResponse{
+	for _, resp := range []*pspb.PSResponse{
 		{Version: 4, Delayed: true, HeldSeconds: 0.25},
 		{Version: 1, Dropped: true},
 		{Error: "server s: block 3 is not here", Code: 9},
 	} {
-		var got kelpiepb.PSResponse
+		var got pspb.PSResponse
 		if err := DecodeResponse(AppendResponse(nil, resp), &got); err != nil {
 			t.Fatalf("DecodeResponse(%v): %v", resp, err)
 		}
@@ -83,7 +83,7 @@ func TestResponseRoundTrip(t *testing.T) {
 func TestFrameRoundTrip(t *testing.T) {
 	a, b := pipe(t)
 	payload := bytes.Repeat([]byte("0123456789abcdef"), 1<<14)
-	req := &kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PUSH, Blocks: []uint32{1, 2}}
+	req := &pspb.PSRequest{Op: pspb.Op_OP_PUSH, Blocks: []uint32{1, 2}}
 	go func() { _ = a.WriteFrame(KindRequest, 42, AppendRequest(a.MetaBuf(), req), payload) }()
 	h, meta, err := b.ReadHeader()
 	if err != nil {
@@ -92,7 +92,7 @@ func TestFrameRoundTrip(t *testing.T) {
 	if h.Kind != KindRequest || h.ID != 42 || int(h.Payload) != len(payload) {
 		t.Fatalf("ReadHeader = %+v", h)
 	}
-	var got kelpiepb.PSRequest
+	var got pspb.PSRequest
 	if err := DecodeRequest(meta, &got); err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestGatherWrite(t *testing.T) {
 	want := bytes.Join(pieces, nil)
 	errc := make(chan error, 1)
 	go func() {
-		errc <- a.WriteFrameV(KindResponse, 9, AppendResponse(a.MetaBuf(), &kelpiepb.PSResponse{Version: 2}), pieces)
+		errc <- a.WriteFrameV(KindResponse, 9, AppendResponse(a.MetaBuf(), &pspb.PSResponse{Version: 2}), pieces)
 	}()
 	h, _, err := b.ReadHeader()
 	if err != nil {
@@ -304,7 +304,7 @@ func TestMetaBufKeepsItsGrowth(t *testing.T) {
 		}
 	}()
 	keys := make([]uint64, 2000) // a pull of 2,000 sparse rows: 16 KB of metadata
-	meta := AppendRequest(a.MetaBuf(), &kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PULL, PullRowKeys: keys})
+	meta := AppendRequest(a.MetaBuf(), &pspb.PSRequest{Op: pspb.Op_OP_PULL, PullRowKeys: keys})
 	if err := a.WriteFrame(KindRequest, 1, meta, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +312,7 @@ func TestMetaBufKeepsItsGrowth(t *testing.T) {
 		t.Errorf("MetaBuf after a %d-byte metadata has capacity %d; want it kept", len(meta), got)
 	}
 	own := make([]byte, 0, 1<<20)
-	own = append(own, AppendRequest(nil, &kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PULL})...)
+	own = append(own, AppendRequest(nil, &pspb.PSRequest{Op: pspb.Op_OP_PULL})...)
 	if err := a.WriteFrame(KindRequest, 2, own, nil); err != nil {
 		t.Fatal(err)
 	}

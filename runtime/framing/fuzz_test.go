@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/pspb"
 )
 
 // memConn is a net.Conn that reads from a byte slice (the decoder's input).
@@ -30,8 +30,8 @@ func FuzzDecode(f *testing.F) {
 		PutHeader(b, Header{Kind: kind, ID: 7, MetaLen: uint32(len(meta)), Payload: uint32(len(payload))})
 		return append(append(b, meta...), payload...)
 	}
-	f.Add(seed(KindRequest, AppendRequest(nil, &kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PUSH, Blocks: []uint32{1}}), make([]byte, 16)))
-	f.Add(seed(KindResponse, AppendResponse(nil, &kelpiepb.PSResponse{Version: 3, Error: "x"}), nil))
+	f.Add(seed(KindRequest, AppendRequest(nil, &pspb.PSRequest{Op: pspb.Op_OP_PUSH, Blocks: []uint32{1}}), make([]byte, 16)))
+	f.Add(seed(KindResponse, AppendResponse(nil, &pspb.PSResponse{Version: 3, Error: "x"}), nil))
 	f.Add(seed(KindHello, appendFields(nil, []byte("c"), make([]byte, nonceSize)), nil))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		c := NewConn(memConn{r: bytes.NewReader(in)})
@@ -42,10 +42,10 @@ func FuzzDecode(f *testing.F) {
 			}
 			switch h.Kind {
 			case KindRequest:
-				var req kelpiepb.PSRequest
+				var req pspb.PSRequest
 				_ = DecodeRequest(meta, &req)
 			case KindResponse:
-				var resp kelpiepb.PSResponse
+				var resp pspb.PSResponse
 				_ = DecodeResponse(meta, &resp)
 			default:
 				_, _ = parseFields(meta, 2)

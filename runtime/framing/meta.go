@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/pspb"
 )
 
-// The metadata of a request and a response: the fields of kelpiepb's
+// The metadata of a request and a response: the fields of pspb's
 // PSRequest and PSResponse other than the payload, in a fixed binary layout
 // that decodes into reused slices without allocating.
 const (
@@ -24,7 +24,7 @@ const (
 )
 
 // AppendRequest appends the metadata of req (all but its Data) to b.
-func AppendRequest(b []byte, req *kelpiepb.PSRequest) []byte {
+func AppendRequest(b []byte, req *pspb.PSRequest) []byte {
 	var flags byte
 	if req.NoReplyData {
 		flags |= reqNoReplyData
@@ -50,12 +50,12 @@ func AppendRequest(b []byte, req *kelpiepb.PSRequest) []byte {
 
 // DecodeRequest decodes request metadata into req, reusing its slices. It
 // sets every field but Id and Data.
-func DecodeRequest(m []byte, req *kelpiepb.PSRequest) error {
+func DecodeRequest(m []byte, req *pspb.PSRequest) error {
 	if len(m) < reqFixed {
 		return fmt.Errorf("%w: request metadata of %d bytes, want at least %d", ErrFrame, len(m), reqFixed)
 	}
-	op := kelpiepb.Op(m[0])
-	if _, ok := kelpiepb.Op_name[int32(op)]; !ok || op == 0 {
+	op := pspb.Op(m[0])
+	if _, ok := pspb.Op_name[int32(op)]; !ok || op == 0 {
 		return fmt.Errorf("%w: request op %d unknown", ErrFrame, m[0])
 	}
 	if m[1]&^reqNoReplyData != 0 || m[2] != 0 || m[3] != 0 {
@@ -103,7 +103,7 @@ func decodeKeys(dst []uint64, p []byte) []uint64 {
 }
 
 // AppendResponse appends the metadata of resp (all but Id and Data) to b.
-func AppendResponse(b []byte, resp *kelpiepb.PSResponse) []byte {
+func AppendResponse(b []byte, resp *pspb.PSResponse) []byte {
 	var flags byte
 	if resp.Delayed {
 		flags |= respDelayed
@@ -121,7 +121,7 @@ func AppendResponse(b []byte, resp *kelpiepb.PSResponse) []byte {
 
 // DecodeResponse decodes response metadata into resp. It sets every field
 // but Id and Data.
-func DecodeResponse(m []byte, resp *kelpiepb.PSResponse) error {
+func DecodeResponse(m []byte, resp *pspb.PSResponse) error {
 	if len(m) < respFixed {
 		return fmt.Errorf("%w: response metadata of %d bytes, want at least %d", ErrFrame, len(m), respFixed)
 	}

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/pspb"
 )
 
 // testTLS makes a CA and TLS configurations for a server and a client
@@ -119,7 +119,7 @@ func TestEncryptedHandshake(t *testing.T) {
 				t.Errorf("negotiated protocol %q; want %q", st.NegotiatedProtocol, ALPN)
 			}
 			payload := bytes.Repeat([]byte("tensor"), 50000)
-			if err := a.WriteFrameV(KindRequest, 5, AppendRequest(a.MetaBuf(), &kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PUSH}), [][]byte{payload[:7], payload[7:]}); err != nil {
+			if err := a.WriteFrameV(KindRequest, 5, AppendRequest(a.MetaBuf(), &pspb.PSRequest{Op: pspb.Op_OP_PUSH}), [][]byte{payload[:7], payload[7:]}); err != nil {
 				t.Fatal(err)
 			}
 			h, _, err := a.ReadHeader()

@@ -167,7 +167,7 @@ func (c *Conn) Start(req *kelpiepb.PSRequest) (<-chan *kelpiepb.PSResponse, erro
 }
 
 // Wait turns a response channel into the response or an error.
-func (c *Conn) Wait(ch <-chan *kelpiepb.PSResponse) (*kelpiepb.PSResponse, error) {
+func (c *Conn) Wait(ch <-chan *pspb.PSResponse) (*pspb.PSResponse, error) {
 	return c.WaitOr(ch, nil) // a nil abort channel never fires
 }
 
@@ -201,7 +201,7 @@ type Call struct {
 // slices, in order, receive the response's payload when their lengths add
 // up to it (the framed transport reads it from the socket into them; gRPC
 // copies it). Wait reports whether that happened.
-func (c *Conn) StartInto(req *kelpiepb.PSRequest, dst [][]byte) (*Call, error) {
+func (c *Conn) StartInto(req *pspb.PSRequest, dst [][]byte) (*Call, error) {
 	return c.StartV(req, nil, dst)
 }
 
@@ -225,7 +225,7 @@ func (c *Conn) StartV(req *kelpiepb.PSRequest, payload, dst [][]byte) (*Call, er
 
 // Wait waits for the response, or until abort is closed (nil: never). When
 // inPlace is true the payload is in dst and resp.Data is nil.
-func (call *Call) Wait(abort <-chan struct{}) (resp *kelpiepb.PSResponse, inPlace bool, err error) {
+func (call *Call) Wait(abort <-chan struct{}) (resp *pspb.PSResponse, inPlace bool, err error) {
 	c := call.c
 	r, ok, err := c.t.await(call, abort)
 	if err != nil {
@@ -242,7 +242,7 @@ func (call *Call) Wait(abort <-chan struct{}) (resp *kelpiepb.PSResponse, inPlac
 }
 
 // Do sends a request and waits for its response.
-func (c *Conn) Do(req *kelpiepb.PSRequest) (*kelpiepb.PSResponse, error) {
+func (c *Conn) Do(req *pspb.PSRequest) (*pspb.PSResponse, error) {
 	call, err := c.StartV(req, nil, nil)
 	if err != nil {
 		return nil, err

@@ -55,7 +55,7 @@ func (o Options) creds() framing.Credentials {
 // returns; one that was abandoned, or whose connection failed (its channel
 // closed), is left to the garbage collector.
 type waiter struct {
-	ch chan *kelpiepb.PSResponse
+	ch chan *pspb.PSResponse
 	id uint64
 	// dst are the slices the response payload is read into when their
 	// lengths add up to it (the worker's parameters); nil: a pooled buffer.
@@ -65,7 +65,7 @@ type waiter struct {
 }
 
 var waiters = sync.Pool{New: func() any {
-	w := &waiter{ch: make(chan *kelpiepb.PSResponse, 1)}
+	w := &waiter{ch: make(chan *pspb.PSResponse, 1)}
 	w.call = Call{ch: w.ch, w: w}
 	return w
 }}

@@ -18,8 +18,8 @@ import (
 // test sends on answer, in the order sent.
 type scripted struct {
 	lis    net.Listener
-	reqs   chan *kelpiepb.PSRequest
-	answer chan *kelpiepb.PSResponse
+	reqs   chan *pspb.PSRequest
+	answer chan *pspb.PSResponse
 	conn   chan net.Conn // the accepted connection, for the test to cut
 }
 
@@ -29,8 +29,8 @@ func newScripted(t *testing.T) *scripted {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &scripted{lis: lis, reqs: make(chan *kelpiepb.PSRequest, 64),
-		answer: make(chan *kelpiepb.PSResponse, 64), conn: make(chan net.Conn, 1)}
+	s := &scripted{lis: lis, reqs: make(chan *pspb.PSRequest, 64),
+		answer: make(chan *pspb.PSResponse, 64), conn: make(chan net.Conn, 1)}
 	var wg sync.WaitGroup
 	t.Cleanup(func() {
 		lis.Close()
@@ -90,7 +90,7 @@ func (s *scripted) dial(t *testing.T) *Conn {
 }
 
 // next is the next request the peer read.
-func (s *scripted) next(t *testing.T) *kelpiepb.PSRequest {
+func (s *scripted) next(t *testing.T) *pspb.PSRequest {
 	t.Helper()
 	return within(t, s.reqs, "no request reached the peer")
 }
@@ -116,9 +116,9 @@ func TestDirectReadOutOfOrder(t *testing.T) {
 	s := newScripted(t)
 	c := s.dial(t)
 	const n = 8
-	chans := make([]<-chan *kelpiepb.PSResponse, n)
+	chans := make([]<-chan *pspb.PSResponse, n)
 	for i := range n {
-		ch, err := c.Start(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PULL, Progress: int64(i)})
+		ch, err := c.Start(&pspb.PSRequest{Op: pspb.Op_OP_PULL, Progress: int64(i)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,7 +144,7 @@ func TestDirectReadOutOfOrder(t *testing.T) {
 		}()
 	}
 	for id := uint64(n); id >= 1; id-- {
-		s.answer <- &kelpiepb.PSResponse{Id: id, Version: 100 + byID[id]}
+		s.answer <- &pspb.PSResponse{Id: id, Version: 100 + byID[id]}
 	}
 	wg.Wait()
 	for i := range n {
@@ -161,7 +161,7 @@ func TestDirectReadOutOfOrder(t *testing.T) {
 func TestAbortWhileOthersRead(t *testing.T) {
 	s := newScripted(t)
 	c := s.dial(t)
-	held, err := c.StartInto(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PULL}, nil)
+	held, err := c.StartInto(&pspb.PSRequest{Op: pspb.Op_OP_PULL}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,13 +176,13 @@ func TestAbortWhileOthersRead(t *testing.T) {
 	if err := within(t, done, "the aborted wait did not return"); err == nil || !strings.Contains(err.Error(), "abandoned") {
 		t.Fatalf("aborted wait: %v; want abandoned", err)
 	}
-	ch, err := c.Start(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PUSH})
+	ch, err := c.Start(&pspb.PSRequest{Op: pspb.Op_OP_PUSH})
 	if err != nil {
 		t.Fatal(err)
 	}
 	mine := s.next(t)
-	s.answer <- &kelpiepb.PSResponse{Id: heldReq.Id, Version: 1, Data: make([]byte, 64)} // late: nobody wants it
-	s.answer <- &kelpiepb.PSResponse{Id: mine.Id, Version: 2}
+	s.answer <- &pspb.PSResponse{Id: heldReq.Id, Version: 1, Data: make([]byte, 64)} // late: nobody wants it
+	s.answer <- &pspb.PSResponse{Id: mine.Id, Version: 2}
 	r, err := c.Wait(ch)
 	if err != nil || r.Version != 2 {
 		t.Fatalf("push after the abort: %v, %v; want version 2", r, err)
@@ -195,11 +195,11 @@ func TestAbortWhileOthersRead(t *testing.T) {
 func TestReaderHandOver(t *testing.T) {
 	s := newScripted(t)
 	c := s.dial(t)
-	first, err := c.Start(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PUSH})
+	first, err := c.Start(&pspb.PSRequest{Op: pspb.Op_OP_PUSH})
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := c.StartInto(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PULL}, nil)
+	second, err := c.StartInto(&pspb.PSRequest{Op: pspb.Op_OP_PULL}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,11 +213,11 @@ func TestReaderHandOver(t *testing.T) {
 		}
 		got <- r.Version
 	}()
-	s.answer <- &kelpiepb.PSResponse{Id: a.Id, Version: 1}
+	s.answer <- &pspb.PSResponse{Id: a.Id, Version: 1}
 	if r, err := c.Wait(first); err != nil || r.Version != 1 {
 		t.Fatalf("first: %v, %v", r, err)
 	}
-	s.answer <- &kelpiepb.PSResponse{Id: b.Id, Version: 2}
+	s.answer <- &pspb.PSResponse{Id: b.Id, Version: 2}
 	if v := within(t, got, "nobody read the second answer"); v != 2 {
 		t.Fatalf("second: version %d; want 2", v)
 	}
@@ -228,9 +228,9 @@ func TestReaderHandOver(t *testing.T) {
 func TestDirectReaderSeesFailure(t *testing.T) {
 	s := newScripted(t)
 	c := s.dial(t)
-	var chans []<-chan *kelpiepb.PSResponse
+	var chans []<-chan *pspb.PSResponse
 	for range 3 {
-		ch, err := c.Start(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PULL})
+		ch, err := c.Start(&pspb.PSRequest{Op: pspb.Op_OP_PULL})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -252,7 +252,7 @@ func TestDirectReaderSeesFailure(t *testing.T) {
 			t.Errorf("wait on a cut connection: %v; want an error naming %s", err, c.Addr)
 		}
 	}
-	if _, err := c.Start(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PULL}); err == nil {
+	if _, err := c.Start(&pspb.PSRequest{Op: pspb.Op_OP_PULL}); err == nil {
 		t.Error("Start on a failed connection succeeded")
 	}
 	closed := make(chan error, 1)
@@ -273,7 +273,7 @@ func TestCancelWhileNobodyReads(t *testing.T) {
 	cancel()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		_, err := c.Start(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PULL})
+		_, err := c.Start(&pspb.PSRequest{Op: pspb.Op_OP_PULL})
 		if err != nil {
 			if !errors.Is(err, context.Canceled) && !strings.Contains(err.Error(), "closed") {
 				t.Errorf("Start after cancel: %v", err)
@@ -293,7 +293,7 @@ func TestCancelWhileNobodyReads(t *testing.T) {
 func TestCloseFailsWaiters(t *testing.T) {
 	s := newScripted(t)
 	c := s.dial(t)
-	call, err := c.StartInto(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PULL}, nil)
+	call, err := c.StartInto(&pspb.PSRequest{Op: pspb.Op_OP_PULL}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

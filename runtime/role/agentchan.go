@@ -12,7 +12,7 @@ import (
 
 	"github.com/kelpie/kelpie/core/job"
 	"github.com/kelpie/kelpie/core/spec"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
 	"github.com/kelpie/kelpie/runtime/worker"
 )
 
@@ -31,7 +31,7 @@ func NewAgentChannel(out io.Writer, in io.Reader) *AgentChannel {
 }
 
 // Send writes one message to the agent.
-func (c *AgentChannel) Send(m *kelpiepb.RoleMessage) error {
+func (c *AgentChannel) Send(m *agentpb.RoleMessage) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	_, err := protodelim.MarshalTo(c.out, m)
@@ -39,8 +39,8 @@ func (c *AgentChannel) Send(m *kelpiepb.RoleMessage) error {
 }
 
 // Recv reads one command from the agent.
-func (c *AgentChannel) Recv() (*kelpiepb.RoleCommand, error) {
-	m := &kelpiepb.RoleCommand{}
+func (c *AgentChannel) Recv() (*agentpb.RoleCommand, error) {
+	m := &agentpb.RoleCommand{}
 	if err := (protodelim.UnmarshalOptions{MaxSize: 1 << 20}).UnmarshalFrom(c.in, m); err != nil {
 		return nil, err
 	}
@@ -49,7 +49,7 @@ func (c *AgentChannel) Recv() (*kelpiepb.RoleCommand, error) {
 
 // actions hands each action the agent sends to take, in order, until the
 // channel closes or take says to stop.
-func (c *AgentChannel) actions(ctx context.Context, log *slog.Logger, take func(*kelpiepb.ActionCommand) bool) {
+func (c *AgentChannel) actions(ctx context.Context, log *slog.Logger, take func(*agentpb.ActionCommand) bool) {
 	for {
 		m, err := c.Recv()
 		if err != nil {
@@ -65,17 +65,17 @@ func (c *AgentChannel) actions(ctx context.Context, log *slog.Logger, take func(
 }
 
 // ack sends an action's outcome to the agent.
-func (c *AgentChannel) ack(a *kelpiepb.ActionAck) error {
-	return c.Send(&kelpiepb.RoleMessage{Body: &kelpiepb.RoleMessage_Ack{Ack: a}})
+func (c *AgentChannel) ack(a *agentpb.ActionAck) error {
+	return c.Send(&agentpb.RoleMessage{Body: &agentpb.RoleMessage_Ack{Ack: a}})
 }
 
 // receive turns the agent's actions into worker commands until the channel
 // closes. An action the worker cannot take is acknowledged as failed here.
 func (c *AgentChannel) receive(ctx context.Context, log *slog.Logger, me string, out chan<- worker.Command) {
-	c.actions(ctx, log, func(a *kelpiepb.ActionCommand) bool {
+	c.actions(ctx, log, func(a *agentpb.ActionCommand) bool {
 		cmd, err := workerCommand(a, me)
 		if err != nil {
-			_ = c.ack(&kelpiepb.ActionAck{ActionId: a.ActionId, Error: err.Error()})
+			_ = c.ack(&agentpb.ActionAck{ActionId: a.ActionId, Error: err.Error()})
 			return true
 		}
 		select {
@@ -95,7 +95,7 @@ func (c *AgentChannel) receive(ctx context.Context, log *slog.Logger, me string,
 // does not name trains on nothing from its iteration on. With gradient
 // accumulation, a worker's samples per iteration are its micro-batch size
 // times its accumulation count.
-func workerCommand(a *kelpiepb.ActionCommand, me string) (worker.Command, error) {
+func workerCommand(a *agentpb.ActionCommand, me string) (worker.Command, error) {
 	switch a.Kind {
 	case "ADJUST_BS", "ADD_WORKER", "REMOVE_WORKER":
 		cmd := worker.Command{ID: a.ActionId, At: a.TargetIteration, Leave: a.Kind == "REMOVE_WORKER" && a.Target == me}

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
 )
 
 // TestWorkerCommand: an agent's command becomes what the worker loop
@@ -15,30 +15,30 @@ func TestWorkerCommand(t *testing.T) {
 	split := map[string]int32{"worker-0": 32, "worker-1": 16, "worker-3": 8}
 	for _, tt := range []struct {
 		name         string
-		cmd          *kelpiepb.ActionCommand
+		cmd          *agentpb.ActionCommand
 		me           string
 		local, accum []int
 		leave        bool
 		lr           float64
 		wantErr      bool
 	}{
-		{"adjust-bs with an added worker", &kelpiepb.ActionCommand{Kind: "ADJUST_BS", BatchSizes: split, TargetIteration: 9},
+		{"adjust-bs with an added worker", &agentpb.ActionCommand{Kind: "ADJUST_BS", BatchSizes: split, TargetIteration: 9},
 			"worker-1", []int{32, 16, 0, 8}, []int{1, 1, 1, 1}, false, 0, false},
-		{"accumulation multiplies the samples per iteration", &kelpiepb.ActionCommand{Kind: "ADJUST_BS",
+		{"accumulation multiplies the samples per iteration", &agentpb.ActionCommand{Kind: "ADJUST_BS",
 			BatchSizes: map[string]int32{"worker-0": 8, "worker-1": 16}, Accumulation: map[string]int32{"worker-0": 4}},
 			"worker-0", []int{32, 16}, []int{4, 1}, false, 0, false},
-		{"remove-worker: the target leaves", &kelpiepb.ActionCommand{Kind: "REMOVE_WORKER", Target: "worker-2", BatchSizes: split},
+		{"remove-worker: the target leaves", &agentpb.ActionCommand{Kind: "REMOVE_WORKER", Target: "worker-2", BatchSizes: split},
 			"worker-2", []int{32, 16, 0, 8}, []int{1, 1, 1, 1}, true, 0, false},
-		{"remove-worker: the others re-split", &kelpiepb.ActionCommand{Kind: "REMOVE_WORKER", Target: "worker-2", BatchSizes: split},
+		{"remove-worker: the others re-split", &agentpb.ActionCommand{Kind: "REMOVE_WORKER", Target: "worker-2", BatchSizes: split},
 			"worker-0", []int{32, 16, 0, 8}, []int{1, 1, 1, 1}, false, 0, false},
-		{"adjust-lr", &kelpiepb.ActionCommand{Kind: "ADJUST_LR", Target: "worker-1", LrScale: map[string]float64{"worker-1": 0.5}},
+		{"adjust-lr", &agentpb.ActionCommand{Kind: "ADJUST_LR", Target: "worker-1", LrScale: map[string]float64{"worker-1": 0.5}},
 			"worker-1", nil, nil, false, 0.5, false},
-		{"adjust-lr for someone else", &kelpiepb.ActionCommand{Kind: "ADJUST_LR", LrScale: map[string]float64{"worker-1": 0.5}},
+		{"adjust-lr for someone else", &agentpb.ActionCommand{Kind: "ADJUST_LR", LrScale: map[string]float64{"worker-1": 0.5}},
 			"worker-0", nil, nil, false, 0, true},
-		{"a name that is not a worker", &kelpiepb.ActionCommand{Kind: "ADJUST_BS", BatchSizes: map[string]int32{"server-0": 8}},
+		{"a name that is not a worker", &agentpb.ActionCommand{Kind: "ADJUST_BS", BatchSizes: map[string]int32{"server-0": 8}},
 			"worker-0", nil, nil, false, 0, true},
-		{"no sizes", &kelpiepb.ActionCommand{Kind: "ADD_WORKER"}, "worker-0", nil, nil, false, 0, true},
-		{"a server's action", &kelpiepb.ActionCommand{Kind: "SET_SYNC"}, "worker-0", nil, nil, false, 0, true},
+		{"no sizes", &agentpb.ActionCommand{Kind: "ADD_WORKER"}, "worker-0", nil, nil, false, 0, true},
+		{"a server's action", &agentpb.ActionCommand{Kind: "SET_SYNC"}, "worker-0", nil, nil, false, 0, true},
 	} {
 		got, err := workerCommand(tt.cmd, tt.me)
 		if (err != nil) != tt.wantErr {

@@ -96,7 +96,7 @@ func Plan(s *spec.Spec, m model.Model) *reduceplan.Plan {
 // node that stops sending (RAT §4). Peers prove the job's data-plane
 // secret to each other and, with data_plane_encryption: on, talk TLS with
 // their node certificates (peerSecurity). The listener stays the caller's.
-func newAllreduce(o Options, s *spec.Spec, m model.Model, idx int, lis net.Listener, coord kelpiepb.CoordinatorClient,
+func newAllreduce(o Options, s *spec.Spec, m model.Model, idx int, lis net.Listener, coord coordinatorpb.CoordinatorClient,
 	peers []string, plan job.Plan, sched straggler.Schedule, start time.Time) (*worker.Allreduce, error) {
 	sec, err := peerSecurity(&o, s)
 	if err != nil {
@@ -114,7 +114,7 @@ func newAllreduce(o Options, s *spec.Spec, m model.Model, idx int, lis net.Liste
 			known[w] = ""
 			return a, nil
 		}
-		r, err := coord.Ready(ctx, &kelpiepb.ReadyRequest{Job: o.Job, Node: o.Node})
+		r, err := coord.Ready(ctx, &coordinatorpb.ReadyRequest{Job: o.Job, Node: o.Node})
 		if err != nil {
 			return "", err
 		}
@@ -210,7 +210,7 @@ func regionPairsComm(s *spec.Spec, node string, comm []worker.Comm) map[reducepl
 }
 
 // regionTally turns a worker's bytes by region pair into the deltas its
-// reports carry (kelpiepb.RegionBytes), the scheduler adding them up.
+// reports carry (coordinatorpb.RegionBytes), the scheduler adding them up.
 type regionTally struct {
 	sent map[reduceplan.Pair]int64 // what earlier reports carried (allreduce: the group's totals)
 }
@@ -221,11 +221,11 @@ func (t *regionTally) delta(cur map[reduceplan.Pair]int64) []*kelpiepb.RegionByt
 	var out []*kelpiepb.RegionBytes
 	for p, b := range cur {
 		if d := b - t.sent[p]; d > 0 {
-			out = append(out, &kelpiepb.RegionBytes{FromRegion: p.From, ToRegion: p.To, Bytes: d})
+			out = append(out, &coordinatorpb.RegionBytes{FromRegion: p.From, ToRegion: p.To, Bytes: d})
 		}
 	}
 	t.sent = cur
-	slices.SortFunc(out, func(a, b *kelpiepb.RegionBytes) int {
+	slices.SortFunc(out, func(a, b *coordinatorpb.RegionBytes) int {
 		return cmp.Or(cmp.Compare(a.FromRegion, b.FromRegion), cmp.Compare(a.ToRegion, b.ToRegion))
 	})
 	return out

@@ -6,17 +6,17 @@ import (
 	"time"
 
 	"github.com/kelpie/kelpie/core/diverge"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/coordinatorpb"
 )
 
 // reportDivergence tells the coordinator that training diverged (here, or
 // at the server whose answer said so) and ends the role without an error:
 // restarting it would only diverge again. The report is retried while the
 // coordinator is unreachable.
-func reportDivergence(ctx context.Context, coord kelpiepb.CoordinatorClient, o Options, d *diverge.Error) error {
+func reportDivergence(ctx context.Context, coord coordinatorpb.CoordinatorClient, o Options, d *diverge.Error) error {
 	log := o.log()
 	log.Error("training diverged", "at", d.Node, "iteration", d.Iteration, "what", d.What, "value", diverge.FormatValue(d.Value))
-	req := &kelpiepb.DivergedRequest{Job: o.Job, Node: o.Node, Divergence: &kelpiepb.Divergence{
+	req := &coordinatorpb.DivergedRequest{Job: o.Job, Node: o.Node, Divergence: &coordinatorpb.Divergence{
 		Node: d.Node, Iteration: d.Iteration, What: d.What, Value: diverge.FormatValue(d.Value), Detail: d.Detail}}
 	wait := 100 * time.Millisecond
 	for {

@@ -29,7 +29,9 @@ import (
 	"github.com/kelpie/kelpie/core/job"
 	"github.com/kelpie/kelpie/core/spec"
 	"github.com/kelpie/kelpie/core/straggler"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
+	"github.com/kelpie/kelpie/proto/coordinatorpb"
+	"github.com/kelpie/kelpie/proto/pspb"
 	"github.com/kelpie/kelpie/runtime/data"
 	"github.com/kelpie/kelpie/runtime/framing"
 	"github.com/kelpie/kelpie/runtime/model"
@@ -107,7 +109,7 @@ func (o *Options) log() *slog.Logger {
 	return o.Log
 }
 
-func dialCoordinator(addr string) (kelpiepb.CoordinatorClient, *grpc.ClientConn, error) {
+func dialCoordinator(addr string) (coordinatorpb.CoordinatorClient, *grpc.ClientConn, error) {
 	creds, err := identity.ProcessDialOption(identity.IsScheduler)
 	if err != nil {
 		return nil, nil, err
@@ -123,17 +125,17 @@ func dialCoordinator(addr string) (kelpiepb.CoordinatorClient, *grpc.ClientConn,
 	if err != nil {
 		return nil, nil, fmt.Errorf("dial coordinator %s: %v", addr, err)
 	}
-	return kelpiepb.NewCoordinatorClient(cc), cc, nil
+	return coordinatorpb.NewCoordinatorClient(cc), cc, nil
 }
 
 type registered struct {
 	spec *spec.Spec
-	resp *kelpiepb.RegisterResponse
+	resp *coordinatorpb.RegisterResponse
 }
 
-func register(ctx context.Context, c kelpiepb.CoordinatorClient, o Options, role kelpiepb.Role, addr string) (registered, error) {
-	req := &kelpiepb.RegisterRequest{Job: o.Job, Node: o.Node, Role: role, Addr: addr, Pid: int32(os.Getpid())}
-	resp, err := retry(ctx, o.retrier(), "register", func(ctx context.Context) (*kelpiepb.RegisterResponse, error) {
+func register(ctx context.Context, c coordinatorpb.CoordinatorClient, o Options, role coordinatorpb.Role, addr string) (registered, error) {
+	req := &coordinatorpb.RegisterRequest{Job: o.Job, Node: o.Node, Role: role, Addr: addr, Pid: int32(os.Getpid())}
+	resp, err := retry(ctx, o.retrier(), "register", func(ctx context.Context) (*coordinatorpb.RegisterResponse, error) {
 		return c.Register(ctx, req)
 	})
 	if err != nil {
@@ -148,9 +150,9 @@ func register(ctx context.Context, c kelpiepb.CoordinatorClient, o Options, role
 
 // ready waits for the whole job to be ready and returns the complete block
 // table's wire form and the job's start.
-func ready(ctx context.Context, c kelpiepb.CoordinatorClient, o Options) (*kelpiepb.ReadyResponse, time.Time, error) {
-	r, err := retry(ctx, o.retrier(), "ready", func(ctx context.Context) (*kelpiepb.ReadyResponse, error) {
-		return c.Ready(ctx, &kelpiepb.ReadyRequest{Job: o.Job, Node: o.Node})
+func ready(ctx context.Context, c coordinatorpb.CoordinatorClient, o Options) (*coordinatorpb.ReadyResponse, time.Time, error) {
+	r, err := retry(ctx, o.retrier(), "ready", func(ctx context.Context) (*coordinatorpb.ReadyResponse, error) {
+		return c.Ready(ctx, &coordinatorpb.ReadyRequest{Job: o.Job, Node: o.Node})
 	})
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("%s waiting for the job to start: %v", o.Node, err)
@@ -176,7 +178,7 @@ func RunServer(ctx context.Context, o Options) error {
 		return err
 	}
 	defer cc.Close()
-	reg, err := register(ctx, coord, o, kelpiepb.Role_ROLE_SERVER, lis.Addr().String())
+	reg, err := register(ctx, coord, o, coordinatorpb.Role_ROLE_SERVER, lis.Addr().String())
 	if err != nil {
 		return err
 	}
@@ -229,7 +231,7 @@ func RunServer(ctx context.Context, o Options) error {
 		log.Warn("refused", "method", r.Method, "from", r.Addr, "who", r.ID.String(), "code", r.Code, "reason", r.Reason, "suppressed", r.Suppressed)
 		if o.Agent != nil {
 			// To the scheduler's audit log and metrics, through the agent.
-			if err := o.Agent.Send(&kelpiepb.RoleMessage{Body: &kelpiepb.RoleMessage_Refusal{Refusal: r.Proto()}}); err != nil {
+			if err := o.Agent.Send(&agentpb.RoleMessage{Body: &agentpb.RoleMessage_Refusal{Refusal: r.Proto()}}); err != nil {
 				log.Warn("refusal to agent failed", "err", err)
 			}
 		}
@@ -269,7 +271,7 @@ func RunServer(ctx context.Context, o Options) error {
 	lim := identity.DefaultLimits()
 	lim.MaxRecvBytes = messageBound(ts)
 	gs := grpc.NewServer(append(append(psclient.ServerOptions(), lim.ServerOptions()...), trust...)...)
-	kelpiepb.RegisterParameterServerServer(gs, ps)
+	pspb.RegisterParameterServerServer(gs, ps)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
@@ -359,11 +361,11 @@ const statsInterval = 250 * time.Millisecond
 
 // sendStats sends the server's counters to its agent.
 func sendStats(ps *server.Server, a *AgentChannel) error {
-	st, err := ps.Stats(context.Background(), &kelpiepb.StatsRequest{})
+	st, err := ps.Stats(context.Background(), &pspb.StatsRequest{})
 	if err != nil {
 		return err
 	}
-	return a.Send(&kelpiepb.RoleMessage{Body: &kelpiepb.RoleMessage_Stats{Stats: st}})
+	return a.Send(&agentpb.RoleMessage{Body: &agentpb.RoleMessage_Stats{Stats: st}})
 }
 
 func snapshotPath(o Options) string {
@@ -381,8 +383,8 @@ func seq(n int) []int {
 	return out
 }
 
-func progressReport(o Options, r worker.Report) *kelpiepb.ProgressReport {
-	pr := &kelpiepb.ProgressReport{Job: o.Job, Node: o.Node, Iteration: r.Iteration, Samples: r.Samples,
+func progressReport(o Options, r worker.Report) *coordinatorpb.ProgressReport {
+	pr := &coordinatorpb.ProgressReport{Job: o.Job, Node: o.Node, Iteration: r.Iteration, Samples: r.Samples,
 		BatchSize: int32(r.BatchSize), Loss: r.Loss, ComputeSeconds: r.Compute.Seconds()}
 	for _, b := range r.BPT {
 		pr.BptSeconds = append(pr.BptSeconds, b.Seconds())
@@ -391,7 +393,7 @@ func progressReport(o Options, r worker.Report) *kelpiepb.ProgressReport {
 		pr.WaitSeconds = append(pr.WaitSeconds, b.Seconds())
 	}
 	for _, c := range r.Comm {
-		pr.Comm = append(pr.Comm, &kelpiepb.CommSample{Server: int32(c.Server), Bytes: c.Bytes, Seconds: c.Seconds})
+		pr.Comm = append(pr.Comm, &coordinatorpb.CommSample{Server: int32(c.Server), Bytes: c.Bytes, Seconds: c.Seconds})
 	}
 	return pr
 }
@@ -437,7 +439,7 @@ func RunWorker(ctx context.Context, o Options) error {
 		return err
 	}
 	defer peerLis.Close()
-	reg, err := register(ctx, coord, o, kelpiepb.Role_ROLE_WORKER, peerLis.Addr().String())
+	reg, err := register(ctx, coord, o, coordinatorpb.Role_ROLE_WORKER, peerLis.Addr().String())
 	if err != nil {
 		return err
 	}
@@ -513,7 +515,7 @@ func RunWorker(ctx context.Context, o Options) error {
 			} else {
 				pr.RegionBytes = regionBytesPB(pairs)
 			}
-			if err := o.Agent.Send(&kelpiepb.RoleMessage{Body: &kelpiepb.RoleMessage_Report{Report: pr}}); err != nil {
+			if err := o.Agent.Send(&agentpb.RoleMessage{Body: &agentpb.RoleMessage_Report{Report: pr}}); err != nil {
 				log.Warn("report to agent failed", "err", err)
 			}
 		}
@@ -526,21 +528,21 @@ func RunWorker(ctx context.Context, o Options) error {
 	}
 	go o.Agent.receive(ctx, log, o.Node, commands)
 	ackFn := func(a worker.Ack) {
-		m := &kelpiepb.ActionAck{ActionId: a.ID, Applied: a.Err == nil, AppliedIteration: a.Applied}
+		m := &agentpb.ActionAck{ActionId: a.ID, Applied: a.Err == nil, AppliedIteration: a.Applied}
 		if a.Err != nil {
 			m.Error = a.Err.Error()
 		}
-		if err := o.Agent.Send(&kelpiepb.RoleMessage{Body: &kelpiepb.RoleMessage_Ack{Ack: m}}); err != nil {
+		if err := o.Agent.Send(&agentpb.RoleMessage{Body: &agentpb.RoleMessage_Ack{Ack: m}}); err != nil {
 			log.Warn("ack to agent failed", "err", err)
 		}
 	}
 	rt := o.retrier()
 	source := &worker.ShardSource{
-		Fetch: func() (*kelpiepb.ShardInfo, error) {
+		Fetch: func() (*coordinatorpb.ShardInfo, error) {
 			// Without a shard there is nothing to train: wait for the
 			// scheduler.
-			r, err := retry(ctx, rt, "fetch shard", func(ctx context.Context) (*kelpiepb.FetchShardResponse, error) {
-				return coord.FetchShard(ctx, &kelpiepb.FetchShardRequest{Job: o.Job, Node: o.Node})
+			r, err := retry(ctx, rt, "fetch shard", func(ctx context.Context) (*coordinatorpb.FetchShardResponse, error) {
+				return coord.FetchShard(ctx, &coordinatorpb.FetchShardRequest{Job: o.Job, Node: o.Node})
 			})
 			if err != nil {
 				return nil, err
@@ -548,13 +550,13 @@ func RunWorker(ctx context.Context, o Options) error {
 			return r.Shard, nil
 		},
 		Return: func(ids []int64) error {
-			_, err := retry(ctx, rt, "return shards", func(ctx context.Context) (*kelpiepb.ReportShardResponse, error) {
-				return coord.ReportShard(ctx, &kelpiepb.ReportShardRequest{Job: o.Job, Node: o.Node, Ids: ids, Release: true})
+			_, err := retry(ctx, rt, "return shards", func(ctx context.Context) (*coordinatorpb.ReportShardResponse, error) {
+				return coord.ReportShard(ctx, &coordinatorpb.ReportShardRequest{Job: o.Job, Node: o.Node, Ids: ids, Release: true})
 			})
 			return err
 		},
 		Report: func(ids []int64) error {
-			r, err := coord.ReportShard(ctx, &kelpiepb.ReportShardRequest{Job: o.Job, Node: o.Node, Ids: ids})
+			r, err := coord.ReportShard(ctx, &coordinatorpb.ReportShardRequest{Job: o.Job, Node: o.Node, Ids: ids})
 			if retryable(err) {
 				// Kept and sent with the next report: training goes on.
 				return fmt.Errorf("%w: %w", worker.ErrUnavailable, err)
@@ -615,7 +617,7 @@ func RunWorker(ctx context.Context, o Options) error {
 		log.Info("removed from the job", "iterations", sum.Iterations, "samples", sum.Samples)
 	}
 	cross := psCross
-	var lastPairs []*kelpiepb.RegionBytes // since the last report
+	var lastPairs []*coordinatorpb.RegionBytes // since the last report
 	if ar != nil {
 		cross = ar.Group.CrossBytes()
 		lastPairs = arTally.delta(ar.Group.Bytes())
@@ -627,8 +629,8 @@ func RunWorker(ctx context.Context, o Options) error {
 	}); err != nil {
 		return fmt.Errorf("worker %s: report shards: %v", o.Node, err)
 	}
-	done, err := retry(ctx, rt, "done", func(ctx context.Context) (*kelpiepb.DoneResponse, error) {
-		return coord.Done(ctx, &kelpiepb.DoneRequest{Job: o.Job, Node: o.Node, Iterations: sum.Iterations, Samples: sum.Samples,
+	done, err := retry(ctx, rt, "done", func(ctx context.Context) (*coordinatorpb.DoneResponse, error) {
+		return coord.Done(ctx, &coordinatorpb.DoneRequest{Job: o.Job, Node: o.Node, Iterations: sum.Iterations, Samples: sum.Samples,
 			Left: sum.Left, CrossRegionBytes: cross, RegionBytes: lastPairs})
 	})
 	if err != nil {
@@ -648,8 +650,8 @@ func RunWorker(ctx context.Context, o Options) error {
 		return err
 	}
 	log.Info("evaluated", "test_loss", loss, "test_accuracy", acc)
-	_, err = retry(ctx, rt, "result", func(ctx context.Context) (*kelpiepb.ResultResponse, error) {
-		return coord.Result(ctx, &kelpiepb.ResultRequest{Job: o.Job, Node: o.Node, TestLoss: loss, TestAccuracy: acc,
+	_, err = retry(ctx, rt, "result", func(ctx context.Context) (*coordinatorpb.ResultResponse, error) {
+		return coord.Result(ctx, &coordinatorpb.ResultRequest{Job: o.Job, Node: o.Node, TestLoss: loss, TestAccuracy: acc,
 			TestSamples: int64(test.Len())})
 	})
 	return err

@@ -9,7 +9,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
+	"github.com/kelpie/kelpie/proto/pspb"
 )
 
 // Server command kinds: what the scheduler asks of a parameter server,
@@ -31,10 +32,10 @@ const RetableRetry = 30 * time.Second
 // ParameterServer is what a server command acts on: a parameter server's
 // administrative calls (runtime/server.Server implements them).
 type ParameterServer interface {
-	SetSync(context.Context, *kelpiepb.SyncSettings) (*kelpiepb.SetSyncResponse, error)
-	Retable(context.Context, *kelpiepb.RetableRequest) (*kelpiepb.RetableResponse, error)
-	Shutdown(context.Context, *kelpiepb.ShutdownRequest) (*kelpiepb.ShutdownResponse, error)
-	Checkpoint(context.Context, *kelpiepb.StatsRequest) (*kelpiepb.ServerStats, error)
+	SetSync(context.Context, *pspb.SyncSettings) (*pspb.SetSyncResponse, error)
+	Retable(context.Context, *pspb.RetableRequest) (*pspb.RetableResponse, error)
+	Shutdown(context.Context, *pspb.ShutdownRequest) (*pspb.ShutdownResponse, error)
+	Checkpoint(context.Context, *pspb.StatsRequest) (*pspb.ServerStats, error)
 }
 
 // serveServer applies the commands the agent hands a parameter server,
@@ -42,7 +43,7 @@ type ParameterServer interface {
 // until the channel closes or ctx ends. me is the server's index in the
 // job's tables.
 func (c *AgentChannel) serveServer(ctx context.Context, log *slog.Logger, ps ParameterServer, me int) {
-	c.actions(ctx, log, func(a *kelpiepb.ActionCommand) bool {
+	c.actions(ctx, log, func(a *agentpb.ActionCommand) bool {
 		if err := c.ack(serverCommand(ctx, ps, me, a, RetableRetry)); err != nil {
 			log.Warn("ack to agent failed", "action", a.ActionId, "err", err)
 			return false
@@ -54,8 +55,8 @@ func (c *AgentChannel) serveServer(ctx context.Context, log *slog.Logger, ps Par
 // serverCommand applies one command to a parameter server and says how it
 // went. A RETABLE the server refuses because it is still applying the
 // previous table is tried again for up to retry.
-func serverCommand(ctx context.Context, ps ParameterServer, me int, a *kelpiepb.ActionCommand, retry time.Duration) *kelpiepb.ActionAck {
-	ack := &kelpiepb.ActionAck{ActionId: a.ActionId}
+func serverCommand(ctx context.Context, ps ParameterServer, me int, a *agentpb.ActionCommand, retry time.Duration) *agentpb.ActionAck {
+	ack := &agentpb.ActionAck{ActionId: a.ActionId}
 	var err error
 	switch a.Kind {
 	case CmdSetSync:
@@ -63,7 +64,7 @@ func serverCommand(ctx context.Context, ps ParameterServer, me int, a *kelpiepb.
 			err = fmt.Errorf("%s %s: no settings", a.Kind, a.ActionId)
 			break
 		}
-		var r *kelpiepb.SetSyncResponse
+		var r *pspb.SetSyncResponse
 		if r, err = ps.SetSync(ctx, a.Sync); err == nil {
 			ack.Released = r.GetReleased()
 		}
@@ -72,12 +73,12 @@ func serverCommand(ctx context.Context, ps ParameterServer, me int, a *kelpiepb.
 			err = fmt.Errorf("%s %s: no block table", a.Kind, a.ActionId)
 			break
 		}
-		err = retable(ctx, ps, &kelpiepb.RetableRequest{Assignment: a.Assignment, SwitchIteration: a.TargetIteration, Me: int32(me)}, retry)
+		err = retable(ctx, ps, &pspb.RetableRequest{Assignment: a.Assignment, SwitchIteration: a.TargetIteration, Me: int32(me)}, retry)
 	case CmdShutdown:
-		_, err = ps.Shutdown(ctx, &kelpiepb.ShutdownRequest{Reason: a.Reason})
+		_, err = ps.Shutdown(ctx, &pspb.ShutdownRequest{Reason: a.Reason})
 	case CmdCheckpoint:
-		var st *kelpiepb.ServerStats
-		if st, err = ps.Checkpoint(ctx, &kelpiepb.StatsRequest{}); err == nil {
+		var st *pspb.ServerStats
+		if st, err = ps.Checkpoint(ctx, &pspb.StatsRequest{}); err == nil {
 			ack.AppliedIteration = st.GetVTrain()
 		}
 	default:
@@ -93,7 +94,7 @@ func serverCommand(ctx context.Context, ps ParameterServer, me int, a *kelpiepb.
 
 // retable moves the server to a new table, trying again every 50 ms for up
 // to retry while it is still applying the previous one.
-func retable(ctx context.Context, ps ParameterServer, req *kelpiepb.RetableRequest, retry time.Duration) error {
+func retable(ctx context.Context, ps ParameterServer, req *pspb.RetableRequest, retry time.Duration) error {
 	deadline := time.Now().Add(retry)
 	for {
 		_, err := ps.Retable(ctx, req)

@@ -11,7 +11,9 @@ import (
 
 	"github.com/kelpie/kelpie/core/blocks"
 	"github.com/kelpie/kelpie/core/syncmodel"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
+	"github.com/kelpie/kelpie/proto/coordinatorpb"
+	"github.com/kelpie/kelpie/proto/pspb"
 	"github.com/kelpie/kelpie/runtime/server"
 )
 
@@ -38,24 +40,24 @@ func TestServerCommands(t *testing.T) {
 		ackW.Close()
 	}()
 	acks := NewAgentChannel(io.Discard, ackR)
-	table := &kelpiepb.Assignment{Version: 1, Servers: []string{"127.0.0.1:1"}}
+	table := &coordinatorpb.Assignment{Version: 1, Servers: []string{"127.0.0.1:1"}}
 	for _, tt := range []struct {
-		cmd     *kelpiepb.ActionCommand
+		cmd     *agentpb.ActionCommand
 		wantErr string
 	}{
-		{&kelpiepb.ActionCommand{ActionId: "a-1/sync", Kind: CmdSetSync, Sync: &kelpiepb.SyncSettings{Model: "ssp", Staleness: 2, Pull: "lazy"}}, ""},
-		{&kelpiepb.ActionCommand{ActionId: "a-2/sync", Kind: CmdSetSync, Sync: &kelpiepb.SyncSettings{Model: "ssp", Staleness: -1}}, "staleness"},
-		{&kelpiepb.ActionCommand{ActionId: "a-3/sync", Kind: CmdSetSync}, "no settings"},
-		{&kelpiepb.ActionCommand{ActionId: "a-4/retable", Kind: CmdRetable, Assignment: table, TargetIteration: 5}, ""},
-		{&kelpiepb.ActionCommand{ActionId: "a-5/retable", Kind: CmdRetable, Assignment: table, TargetIteration: 5}, ""},
-		{&kelpiepb.ActionCommand{ActionId: "a-6/retable", Kind: CmdRetable}, "no block table"},
-		{&kelpiepb.ActionCommand{ActionId: "a-7", Kind: "REMOVE_SERVER", Target: "server-0"}, "cannot apply REMOVE_SERVER"},
-		{&kelpiepb.ActionCommand{ActionId: "a-8/shutdown", Kind: CmdShutdown, Reason: "job finished"}, ""},
+		{&agentpb.ActionCommand{ActionId: "a-1/sync", Kind: CmdSetSync, Sync: &pspb.SyncSettings{Model: "ssp", Staleness: 2, Pull: "lazy"}}, ""},
+		{&agentpb.ActionCommand{ActionId: "a-2/sync", Kind: CmdSetSync, Sync: &pspb.SyncSettings{Model: "ssp", Staleness: -1}}, "staleness"},
+		{&agentpb.ActionCommand{ActionId: "a-3/sync", Kind: CmdSetSync}, "no settings"},
+		{&agentpb.ActionCommand{ActionId: "a-4/retable", Kind: CmdRetable, Assignment: table, TargetIteration: 5}, ""},
+		{&agentpb.ActionCommand{ActionId: "a-5/retable", Kind: CmdRetable, Assignment: table, TargetIteration: 5}, ""},
+		{&agentpb.ActionCommand{ActionId: "a-6/retable", Kind: CmdRetable}, "no block table"},
+		{&agentpb.ActionCommand{ActionId: "a-7", Kind: "REMOVE_SERVER", Target: "server-0"}, "cannot apply REMOVE_SERVER"},
+		{&agentpb.ActionCommand{ActionId: "a-8/shutdown", Kind: CmdShutdown, Reason: "job finished"}, ""},
 	} {
-		if _, err := protodelim.MarshalTo(cmdW, &kelpiepb.RoleCommand{Body: &kelpiepb.RoleCommand_Action{Action: tt.cmd}}); err != nil {
+		if _, err := protodelim.MarshalTo(cmdW, &agentpb.RoleCommand{Body: &agentpb.RoleCommand_Action{Action: tt.cmd}}); err != nil {
 			t.Fatal(err)
 		}
-		m := &kelpiepb.RoleMessage{}
+		m := &agentpb.RoleMessage{}
 		if err := (protodelim.UnmarshalOptions{}).UnmarshalFrom(acks.in, m); err != nil {
 			t.Fatalf("%s: no ack: %v", tt.cmd.ActionId, err)
 		}
@@ -69,7 +71,7 @@ func TestServerCommands(t *testing.T) {
 			t.Errorf("%s: ack %v, want an error with %q", tt.cmd.ActionId, ack, tt.wantErr)
 		}
 	}
-	if st, err := ps.Stats(ctx, &kelpiepb.StatsRequest{}); err != nil || st.AssignmentVersion != 1 {
+	if st, err := ps.Stats(ctx, &pspb.StatsRequest{}); err != nil || st.AssignmentVersion != 1 {
 		t.Errorf("server stats %v, %v: want table v1", st, err)
 	}
 	select {

@@ -7,7 +7,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/kelpie/kelpie/core/diverge"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/pspb"
 )
 
 // divergedLocked checks the parameters a push just updated (its blocks and
@@ -17,7 +17,7 @@ import (
 // updates themselves flag a block that got a NaN or ±Inf (optim reports
 // it), so only a flagged block is searched for the value. The caller holds
 // s.mu.
-func (s *Server) divergedLocked(req *kelpiepb.PSRequest) error {
+func (s *Server) divergedLocked(req *pspb.PSRequest) error {
 	if s.diverged != nil {
 		return s.diverged
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/kelpie/kelpie/core/diverge"
 	"github.com/kelpie/kelpie/core/syncmodel"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/pspb"
 )
 
 // TestDivergedApply: an update that makes a parameter non-finite is
@@ -24,13 +24,13 @@ func TestDivergedApply(t *testing.T) {
 		ctx := context.Background()
 		// A finite push first: no divergence.
 		for w := int32(0); w < 2; w++ {
-			if _, err := s.Push(ctx, &kelpiepb.PSRequest{Worker: w, Progress: 0, Blocks: []uint32{0}, Data: floats(1, 1, 1, 1)}); err != nil {
+			if _, err := s.Push(ctx, &pspb.PSRequest{Worker: w, Progress: 0, Blocks: []uint32{0}, Data: floats(1, 1, 1, 1)}); err != nil {
 				t.Fatalf("%v: finite push: %v", sc.Model, err)
 			}
 		}
 		var err error
 		for w := int32(0); w < 2; w++ {
-			_, err = s.Push(ctx, &kelpiepb.PSRequest{Worker: w, Progress: 1, Blocks: []uint32{0}, RowKeys: []uint64{1},
+			_, err = s.Push(ctx, &pspb.PSRequest{Worker: w, Progress: 1, Blocks: []uint32{0}, RowKeys: []uint64{1},
 				Data: floats(0, -inf, 0, 0, 0, 0)})
 			if sc.Model == syncmodel.ASP {
 				break // applied at once
@@ -45,7 +45,7 @@ func TestDivergedApply(t *testing.T) {
 			t.Fatalf("%v: divergence = %+v (from %v)", sc.Model, d, err)
 		}
 		// Every later push gets the same answer.
-		_, err2 := s.Push(ctx, &kelpiepb.PSRequest{Worker: 0, Progress: 2, Blocks: []uint32{0}, Data: floats(0, 0, 0, 0)})
+		_, err2 := s.Push(ctx, &pspb.PSRequest{Worker: 0, Progress: 2, Blocks: []uint32{0}, Data: floats(0, 0, 0, 0)})
 		if err2 == nil || err2.Error() != err.Error() {
 			t.Errorf("%v: later push = %v; want %v", sc.Model, err2, err)
 		}

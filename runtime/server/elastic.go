@@ -14,7 +14,7 @@ import (
 	"github.com/kelpie/kelpie/core/job"
 	"github.com/kelpie/kelpie/core/optim"
 	"github.com/kelpie/kelpie/core/syncmodel"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/pspb"
 	"github.com/kelpie/kelpie/runtime/psclient"
 	"github.com/kelpie/kelpie/runtime/wire"
 )
@@ -35,13 +35,13 @@ type elastic struct {
 }
 
 type heldReq struct {
-	req    *kelpiepb.PSRequest
+	req    *pspb.PSRequest
 	reply  func(*Response)
 	stream *int
 }
 
 // needsIncoming says whether a request touches a block still in transit.
-func (s *Server) needsIncoming(req *kelpiepb.PSRequest) bool {
+func (s *Server) needsIncoming(req *pspb.PSRequest) bool {
 	if len(s.el.incoming) == 0 {
 		return false
 	}
@@ -70,7 +70,7 @@ func (s *Server) sparseBlockOf(k uint64) int {
 }
 
 // Retable switches the server to a new block table.
-func (s *Server) Retable(_ context.Context, req *kelpiepb.RetableRequest) (*kelpiepb.RetableResponse, error) {
+func (s *Server) Retable(_ context.Context, req *pspb.RetableRequest) (*pspb.RetableResponse, error) {
 	if req.Assignment == nil {
 		return nil, status.Error(codes.InvalidArgument, "retable: no assignment")
 	}
@@ -80,7 +80,7 @@ func (s *Server) Retable(_ context.Context, req *kelpiepb.RetableRequest) (*kelp
 	s.awaitQuiet()
 	if t.Version <= s.version {
 		s.mu.Unlock()
-		return &kelpiepb.RetableResponse{}, nil // already there (a retry)
+		return &pspb.RetableResponse{}, nil // already there (a retry)
 	}
 	if len(s.el.incoming) > 0 || len(s.el.outgoing) > 0 {
 		s.mu.Unlock()
@@ -117,7 +117,7 @@ func (s *Server) Retable(_ context.Context, req *kelpiepb.RetableRequest) (*kelp
 	default:
 		close(s.ready)
 	}
-	return &kelpiepb.RetableResponse{}, nil
+	return &pspb.RetableResponse{}, nil
 }
 
 // handOffLocked starts sending the outgoing blocks once every worker has
@@ -128,7 +128,7 @@ func (s *Server) handOffLocked(send *after) {
 	}
 	s.el.handing = true
 	type move struct {
-		req  *kelpiepb.MigrateRequest
+		req  *pspb.MigrateRequest
 		dst  int
 		addr string
 	}
@@ -167,9 +167,9 @@ func (s *Server) handOffLocked(send *after) {
 
 // blockMessage copies a block, values and optimizer state, into its wire
 // form (a hand-off or a snapshot).
-func (s *Server) blockMessage(id int) *kelpiepb.MigrateRequest {
+func (s *Server) blockMessage(id int) *pspb.MigrateRequest {
 	b := s.blocks[id]
-	m := &kelpiepb.MigrateRequest{Block: uint32(id), AssignmentVersion: s.version, VTrain: s.engine.VTrain(),
+	m := &pspb.MigrateRequest{Block: uint32(id), AssignmentVersion: s.version, VTrain: s.engine.VTrain(),
 		Length: int64(len(b.vals)), Step: b.opt.Step, RowStep: append([]int64(nil), b.opt.RowStep...)}
 	payload := append([]float32(nil), b.vals...)
 	if len(b.opt.M) > 0 {
@@ -185,7 +185,7 @@ func (s *Server) blockMessage(id int) *kelpiepb.MigrateRequest {
 }
 
 // blockFrom rebuilds a block from its wire form.
-func (s *Server) blockFrom(meta blocks.Block, m *kelpiepb.MigrateRequest) (*block, error) {
+func (s *Server) blockFrom(meta blocks.Block, m *pspb.MigrateRequest) (*block, error) {
 	vals := wire.AsFloats(m.Data)
 	n := int(m.Length)
 	want := n
@@ -226,7 +226,7 @@ func (s *Server) blockFrom(meta blocks.Block, m *kelpiepb.MigrateRequest) (*bloc
 
 // sendBlock migrates one block, retrying briefly (the new owner may still be
 // starting).
-func (s *Server) sendBlock(addr string, m *kelpiepb.MigrateRequest) error {
+func (s *Server) sendBlock(addr string, m *pspb.MigrateRequest) error {
 	if addr == "" {
 		return fmt.Errorf("no address for the new owner")
 	}
@@ -235,7 +235,7 @@ func (s *Server) sendBlock(addr string, m *kelpiepb.MigrateRequest) error {
 		return err
 	}
 	defer cc.Close()
-	c := kelpiepb.NewParameterServerClient(cc)
+	c := pspb.NewParameterServerClient(cc)
 	var last error
 	for attempt := 0; attempt < 50; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -251,13 +251,13 @@ func (s *Server) sendBlock(addr string, m *kelpiepb.MigrateRequest) error {
 }
 
 // Migrate receives a block from its old owner.
-func (s *Server) Migrate(_ context.Context, m *kelpiepb.MigrateRequest) (*kelpiepb.MigrateResponse, error) {
+func (s *Server) Migrate(_ context.Context, m *pspb.MigrateRequest) (*pspb.MigrateResponse, error) {
 	id := int(m.Block)
 	s.mu.Lock()
 	s.awaitQuiet()
 	if s.blocks[id] != nil {
 		s.mu.Unlock()
-		return &kelpiepb.MigrateResponse{}, nil // a retry of a block already here
+		return &pspb.MigrateResponse{}, nil // a retry of a block already here
 	}
 	if !s.el.incoming[id] {
 		s.mu.Unlock()
@@ -276,7 +276,7 @@ func (s *Server) Migrate(_ context.Context, m *kelpiepb.MigrateRequest) (*kelpie
 	s.resumeHeldLocked(&send)
 	s.mu.Unlock()
 	send.run()
-	return &kelpiepb.MigrateResponse{}, nil
+	return &pspb.MigrateResponse{}, nil
 }
 
 // resumeHeldLocked runs the held requests whose blocks have all arrived, in

@@ -64,8 +64,8 @@ func (s *Server) ServeFramed(ctx context.Context, nc net.Conn, f Framed) {
 	case <-ctx.Done():
 		return
 	}
-	var spare *kelpiepb.PSRequest // a handled request nothing refers to
-	recv := func() (*kelpiepb.PSRequest, error) {
+	var spare *pspb.PSRequest // a handled request nothing refers to
+	recv := func() (*pspb.PSRequest, error) {
 		h, meta, err := tc.ReadHeader()
 		if err != nil {
 			return nil, err
@@ -76,9 +76,9 @@ func (s *Server) ServeFramed(ctx context.Context, nc net.Conn, f Framed) {
 		req := spare
 		if req != nil {
 			spare = nil
-			*req = kelpiepb.PSRequest{Blocks: req.Blocks[:0], RowKeys: req.RowKeys[:0], PullRowKeys: req.PullRowKeys[:0]}
+			*req = pspb.PSRequest{Blocks: req.Blocks[:0], RowKeys: req.RowKeys[:0], PullRowKeys: req.PullRowKeys[:0]}
 		} else {
-			req = &kelpiepb.PSRequest{}
+			req = &pspb.PSRequest{}
 		}
 		req.Id = h.ID
 		if err := framing.DecodeRequest(meta, req); err != nil {
@@ -105,7 +105,7 @@ func (s *Server) ServeFramed(ctx context.Context, nc net.Conn, f Framed) {
 		}
 		return tc.Flush()
 	}
-	err := s.session(recv, tc.FrameBuffered, send, func(req *kelpiepb.PSRequest) { spare = req })
+	err := s.session(recv, tc.FrameBuffered, send, func(req *pspb.PSRequest) { spare = req })
 	switch {
 	case err == nil, errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed) && ctx.Err() != nil:
 	case errors.Is(err, framing.ErrFrame):

@@ -54,11 +54,11 @@ func TestFramedDataPlane(t *testing.T) {
 			t.Errorf("connection runs over %s; want %s", c.Transport, tr)
 		}
 		// Block 0 starts at 1s; SGD at rate 1 subtracts each push.
-		if _, err := c.Do(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PUSH, Blocks: []uint32{0}, Progress: int64(i + 1), Data: floats(1, 1, 1, 1)}); err != nil {
+		if _, err := c.Do(&pspb.PSRequest{Op: pspb.Op_OP_PUSH, Blocks: []uint32{0}, Progress: int64(i + 1), Data: floats(1, 1, 1, 1)}); err != nil {
 			t.Fatalf("push over %s: %v", tr, err)
 		}
 		dst := make([]float32, 4)
-		call, err := c.StartInto(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PULL, Blocks: []uint32{0}, Progress: int64(i + 1)}, [][]byte{wire.AsBytes(dst)})
+		call, err := c.StartInto(&pspb.PSRequest{Op: pspb.Op_OP_PULL, Blocks: []uint32{0}, Progress: int64(i + 1)}, [][]byte{wire.AsBytes(dst)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -70,7 +70,7 @@ func TestFramedDataPlane(t *testing.T) {
 			t.Errorf("pull over %s = %v; want all %v", tr, dst, want)
 		}
 		// A bad request is answered with its status, and the connection stays.
-		if _, err := c.Do(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PUSH, Blocks: []uint32{0}, Data: floats(1)}); err == nil || !strings.Contains(err.Error(), "push carries 4 bytes") {
+		if _, err := c.Do(&pspb.PSRequest{Op: pspb.Op_OP_PUSH, Blocks: []uint32{0}, Data: floats(1)}); err == nil || !strings.Contains(err.Error(), "push carries 4 bytes") {
 			t.Errorf("push of the wrong size over %s: %v", tr, err)
 		}
 		c.Close()
@@ -165,7 +165,7 @@ func TestFramedEncrypted(t *testing.T) {
 			if err == nil {
 				// TLS 1.3: the server's verdict on the client's certificate
 				// arrives with the first read.
-				_, err = c.Do(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PULL, Blocks: []uint32{0}})
+				_, err = c.Do(&pspb.PSRequest{Op: pspb.Op_OP_PULL, Blocks: []uint32{0}})
 				c.Close()
 			}
 			if err == nil {
@@ -180,7 +180,7 @@ func TestFramedEncrypted(t *testing.T) {
 		if c.Encrypted() != tc.encrypted {
 			t.Errorf("%s: encrypted = %v; want %v", tc.name, c.Encrypted(), tc.encrypted)
 		}
-		if _, err := c.Do(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PUSH, Blocks: []uint32{0}, Progress: 1, Data: floats(1, 1, 1, 1)}); err != nil {
+		if _, err := c.Do(&pspb.PSRequest{Op: pspb.Op_OP_PUSH, Blocks: []uint32{0}, Progress: 1, Data: floats(1, 1, 1, 1)}); err != nil {
 			t.Errorf("%s: push: %v", tc.name, err)
 		}
 		c.Close()
@@ -203,14 +203,14 @@ func TestFramedPipeline(t *testing.T) {
 	var calls []*psclient.Call
 	pulled := map[int][]float32{} // pushes before the pull -> its destination
 	for i := 1; i <= pushes; i++ {
-		call, err := c.StartV(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PUSH, Blocks: []uint32{0}, Progress: int64(i)}, [][]byte{grad}, nil)
+		call, err := c.StartV(&pspb.PSRequest{Op: pspb.Op_OP_PUSH, Blocks: []uint32{0}, Progress: int64(i)}, [][]byte{grad}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		calls = append(calls, call)
 		if i%50 == 0 {
 			dst := make([]float32, 4)
-			call, err := c.StartInto(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PULL, Blocks: []uint32{0}, Progress: int64(i)}, [][]byte{wire.AsBytes(dst)})
+			call, err := c.StartInto(&pspb.PSRequest{Op: pspb.Op_OP_PULL, Blocks: []uint32{0}, Progress: int64(i)}, [][]byte{wire.AsBytes(dst)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -247,20 +247,20 @@ func TestFramedDelayedPullKeepsItsBlocks(t *testing.T) {
 	}
 	w0, w1 := dial(), dial()
 	grad := floats(1, 1, 1, 1)
-	if _, err := w0.Do(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PUSH, Worker: 0, Blocks: []uint32{0}, Progress: 0, Data: grad}); err != nil {
+	if _, err := w0.Do(&pspb.PSRequest{Op: pspb.Op_OP_PUSH, Worker: 0, Blocks: []uint32{0}, Progress: 0, Data: grad}); err != nil {
 		t.Fatal(err)
 	}
 	dst := make([]float32, 4)
-	pull, err := w0.StartInto(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PULL, Worker: 0, Blocks: []uint32{0}, Progress: 0}, [][]byte{wire.AsBytes(dst)})
+	pull, err := w0.StartInto(&pspb.PSRequest{Op: pspb.Op_OP_PULL, Worker: 0, Blocks: []uint32{0}, Progress: 0}, [][]byte{wire.AsBytes(dst)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Worker 1 has not pushed: the pull waits. The next request on the
 	// same connection names a block this server does not hold.
-	if _, err := w0.Do(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PULL, Worker: 0, Blocks: []uint32{7}, Progress: -1}); err == nil {
+	if _, err := w0.Do(&pspb.PSRequest{Op: pspb.Op_OP_PULL, Worker: 0, Blocks: []uint32{7}, Progress: -1}); err == nil {
 		t.Fatal("a pull of a block the server does not hold succeeded")
 	}
-	if _, err := w1.Do(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PUSH, Worker: 1, Blocks: []uint32{0}, Progress: 0, Data: grad}); err != nil {
+	if _, err := w1.Do(&pspb.PSRequest{Op: pspb.Op_OP_PUSH, Worker: 1, Blocks: []uint32{0}, Progress: 0, Data: grad}); err != nil {
 		t.Fatal(err)
 	}
 	resp, inPlace, err := pull.Wait(nil)

@@ -8,7 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kelpie/kelpie/core/syncmodel"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/pspb"
 )
 
 // FuzzRequest decodes arbitrary bytes as a parameter-server request and
@@ -19,26 +19,26 @@ import (
 // its invariants (serverState.check): the same blocks, each of its own
 // size, and versions that only grow.
 func FuzzRequest(f *testing.F) {
-	seed := func(m *kelpiepb.PSRequest) {
+	seed := func(m *pspb.PSRequest) {
 		b, _ := proto.Marshal(m)
 		f.Add(b)
 	}
-	seed(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PUSH_PULL, Worker: 0, Progress: 0, Blocks: []uint32{0}, RowKeys: []uint64{1},
+	seed(&pspb.PSRequest{Op: pspb.Op_OP_PUSH_PULL, Worker: 0, Progress: 0, Blocks: []uint32{0}, RowKeys: []uint64{1},
 		Data: floats(0.25, 0.5, 0, 0, 0.5, 0.5)})
-	seed(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PULL, Worker: 1, Progress: -1, Blocks: []uint32{0}, PullRowKeys: []uint64{0, 5}})
-	seed(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PUSH, Worker: 0, Progress: 1 << 50, Blocks: []uint32{0, 0}, Data: floats(1, 2, 3, 4, 5, 6, 7, 8)})
-	seed(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_LEAVE, Worker: 1, Progress: 3})
-	seed(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_JOIN, Worker: 7, Progress: -5})
-	seed(&kelpiepb.PSRequest{Op: kelpiepb.Op(99), RowKeys: []uint64{1 << 63}, Data: []byte{1, 2, 3}})
+	seed(&pspb.PSRequest{Op: pspb.Op_OP_PULL, Worker: 1, Progress: -1, Blocks: []uint32{0}, PullRowKeys: []uint64{0, 5}})
+	seed(&pspb.PSRequest{Op: pspb.Op_OP_PUSH, Worker: 0, Progress: 1 << 50, Blocks: []uint32{0, 0}, Data: floats(1, 2, 3, 4, 5, 6, 7, 8)})
+	seed(&pspb.PSRequest{Op: pspb.Op_OP_LEAVE, Worker: 1, Progress: 3})
+	seed(&pspb.PSRequest{Op: pspb.Op_OP_JOIN, Worker: 7, Progress: -5})
+	seed(&pspb.PSRequest{Op: pspb.Op(99), RowKeys: []uint64{1 << 63}, Data: []byte{1, 2, 3}})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var req kelpiepb.PSRequest
+		var req pspb.PSRequest
 		if proto.Unmarshal(data, &req) != nil {
 			return // gRPC refuses what does not decode
 		}
 		for _, sc := range []syncmodel.Config{{Model: syncmodel.ASP}, {Model: syncmodel.BSP, Pull: syncmodel.Lazy}} {
 			s := newServer(t, sc)
 			state := readState(s)
-			step := func(what string, r *kelpiepb.PSRequest) {
+			step := func(what string, r *pspb.PSRequest) {
 				t.Helper()
 				done := make(chan struct{})
 				go func() {
@@ -72,8 +72,8 @@ func FuzzRequest(f *testing.F) {
 
 // fuzzRound is a well-formed push-pull of worker w at progress p: newServer's
 // server-0 holds dense block 0 (4 floats) and sparse rows 0-1 and 4-5 (2 wide).
-func fuzzRound(w int32, p int64) *kelpiepb.PSRequest {
-	return &kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PUSH_PULL, Worker: w, Progress: p, Blocks: []uint32{0}, RowKeys: []uint64{1},
+func fuzzRound(w int32, p int64) *pspb.PSRequest {
+	return &pspb.PSRequest{Op: pspb.Op_OP_PUSH_PULL, Worker: w, Progress: p, Blocks: []uint32{0}, RowKeys: []uint64{1},
 		Data: floats(0.25, 0.5, 0, 0, 0.5, 0.5)}
 }
 

@@ -11,7 +11,7 @@ import (
 	"github.com/kelpie/kelpie/core/blocks"
 	"github.com/kelpie/kelpie/core/job"
 	"github.com/kelpie/kelpie/core/syncmodel"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/pspb"
 )
 
 // TestPullWaitingThroughAHandOff: a BSP pull held for a later iteration
@@ -25,7 +25,7 @@ func TestPullWaitingThroughAHandOff(t *testing.T) {
 	ctx := context.Background()
 	push := func(w int32, it int64, version uint64, dense bool) {
 		t.Helper()
-		req := &kelpiepb.PSRequest{Worker: w, Progress: it, AssignmentVersion: version, RowKeys: []uint64{0}, Data: floats(0, 0)}
+		req := &pspb.PSRequest{Worker: w, Progress: it, AssignmentVersion: version, RowKeys: []uint64{0}, Data: floats(0, 0)}
 		if dense {
 			req.Blocks, req.Data = []uint32{0}, floats(0, 0, 0, 0, 0, 0)
 		}
@@ -45,14 +45,14 @@ func TestPullWaitingThroughAHandOff(t *testing.T) {
 	next := tab
 	next.ServerOf = append([]int(nil), tab.ServerOf...)
 	next.Version, next.ServerOf[0] = 2, 1
-	if _, err := s.Retable(ctx, &kelpiepb.RetableRequest{Assignment: job.Assignment(next, []string{"127.0.0.1:1", "127.0.0.1:1"}, nil),
+	if _, err := s.Retable(ctx, &pspb.RetableRequest{Assignment: job.Assignment(next, []string{"127.0.0.1:1", "127.0.0.1:1"}, nil),
 		SwitchIteration: 2, Me: 0}); err != nil {
 		t.Fatal(err)
 	}
 	// A pull of block 0 for iteration 3, under table v1, waits.
 	pulled := make(chan codes.Code, 1)
 	go func() {
-		r, err := s.Pull(ctx, &kelpiepb.PSRequest{Worker: 0, Progress: 3, AssignmentVersion: 1, Blocks: []uint32{0}})
+		r, err := s.Pull(ctx, &pspb.PSRequest{Worker: 0, Progress: 3, AssignmentVersion: 1, Blocks: []uint32{0}})
 		if err != nil {
 			pulled <- status.Code(err)
 			return

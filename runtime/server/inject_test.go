@@ -7,7 +7,7 @@ import (
 	"github.com/kelpie/kelpie/core/optim"
 	"github.com/kelpie/kelpie/core/straggler"
 	"github.com/kelpie/kelpie/core/syncmodel"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/pspb"
 )
 
 // TestInjectFullDuplex: a bandwidth straggler gives each direction of the
@@ -102,7 +102,7 @@ func TestInactiveInjectionKeepsFastPaths(t *testing.T) {
 		s := bigServer(t, syncmodel.Config{Model: syncmodel.ASP}, optim.Config{Kind: "sgd", LR: 1})
 		s.cfg.Straggler = straggler.ForNode(c.inj, "server-0")
 		time.Sleep(time.Millisecond) // past the "over" injection's end
-		st := s.beginStage(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PUSH, Worker: 0, Blocks: []uint32{0, 1}, Progress: 1, Data: grad(1)})
+		st := s.beginStage(&pspb.PSRequest{Op: pspb.Op_OP_PUSH, Worker: 0, Blocks: []uint32{0, 1}, Progress: 1, Data: grad(1)})
 		if (st != nil) != c.staged {
 			t.Errorf("%s: staged %v; want %v", c.name, st != nil, c.staged)
 		}

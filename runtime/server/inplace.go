@@ -47,7 +47,7 @@ const inPlaceTimeout = time.Minute
 
 // inPlace is a push being applied in place as it arrives.
 type inPlace struct {
-	req    *kelpiepb.PSRequest
+	req    *pspb.PSRequest
 	id     int
 	b      *block
 	opt    optim.Config
@@ -57,8 +57,8 @@ type inPlace struct {
 
 // beginInPlace marks the block of a push to apply in place as it arrives
 // busy, or returns nil when the push is not one to apply so (see above).
-func (s *Server) beginInPlace(req *kelpiepb.PSRequest, n int) *inPlace {
-	if n <= stageMax || req.Op != kelpiepb.Op_OP_PUSH && req.Op != kelpiepb.Op_OP_PUSH_PULL || len(req.Blocks) != 1 || len(req.RowKeys) > 0 || s.hooked() {
+func (s *Server) beginInPlace(req *pspb.PSRequest, n int) *inPlace {
+	if n <= stageMax || req.Op != pspb.Op_OP_PUSH && req.Op != pspb.Op_OP_PUSH_PULL || len(req.Blocks) != 1 || len(req.RowKeys) > 0 || s.hooked() {
 		return nil
 	}
 	s.mu.Lock()
@@ -115,7 +115,7 @@ func (s *Server) readInPlace(tc *framing.Conn, req *kelpiepb.PSRequest, n int, i
 // the update: kept if the push is accepted with the optimizer it was
 // applied with, taken back otherwise. It reports whether req was applied
 // in place at all. The caller holds the server's lock.
-func (s *Server) keepInPlace(req *kelpiepb.PSRequest, accept bool, opt optim.Config) bool {
+func (s *Server) keepInPlace(req *pspb.PSRequest, accept bool, opt optim.Config) bool {
 	ip := s.writingFor(req)
 	if ip == nil {
 		return false
@@ -134,7 +134,7 @@ func (s *Server) keepInPlace(req *kelpiepb.PSRequest, accept bool, opt optim.Con
 
 // forgetInPlace takes back a push applied in place whose handling ended
 // before its update (refused). The caller holds the server's lock.
-func (s *Server) forgetInPlace(req *kelpiepb.PSRequest) {
+func (s *Server) forgetInPlace(req *pspb.PSRequest) {
 	if ip := s.writingFor(req); ip != nil {
 		s.takeBack(ip, wire.AsFloats(req.Data))
 	}
@@ -142,7 +142,7 @@ func (s *Server) forgetInPlace(req *kelpiepb.PSRequest) {
 
 // writingFor is the in-place push of req, if any. The caller holds the
 // server's lock.
-func (s *Server) writingFor(req *kelpiepb.PSRequest) *inPlace {
+func (s *Server) writingFor(req *pspb.PSRequest) *inPlace {
 	if len(s.writing) == 0 || len(req.Blocks) != 1 {
 		return nil
 	}
@@ -170,13 +170,13 @@ func (s *Server) endInPlace(ip *inPlace) {
 // awaitBlocks waits until no other push is being applied in place to a
 // block req names. The caller holds the server's lock (released while
 // waiting).
-func (s *Server) awaitBlocks(req *kelpiepb.PSRequest) {
+func (s *Server) awaitBlocks(req *pspb.PSRequest) {
 	for len(s.writing) > 0 && s.blocksBusy(req) {
 		s.quiet.Wait()
 	}
 }
 
-func (s *Server) blocksBusy(req *kelpiepb.PSRequest) bool {
+func (s *Server) blocksBusy(req *pspb.PSRequest) bool {
 	for _, id := range req.Blocks {
 		if ip := s.writing[int(id)]; ip != nil && ip.req != req {
 			return true

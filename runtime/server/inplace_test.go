@@ -56,13 +56,13 @@ func TestInPlacePushEqualsApply(t *testing.T) {
 		refused  bool
 	}{{0, 0, 0, false}, {1, 0, 0, false}, {0, 1, 1, false}, {0, 0, 2, false}, {0, 0, 2, false /* a duplicate: dropped */}, {7, 0, 2, true}, {1, 0, 2, false}}
 	for k, p := range pushes {
-		op := kelpiepb.Op_OP_PUSH
+		op := pspb.Op_OP_PUSH
 		if k%3 == 2 {
-			op = kelpiepb.Op_OP_PUSH_PULL // its pull reads the block once the push is settled
+			op = pspb.Op_OP_PUSH_PULL // its pull reads the block once the push is settled
 		}
-		req := &kelpiepb.PSRequest{Op: op, Worker: p.worker, Blocks: []uint32{p.block}, Progress: p.progress, Data: hugeGrad(k)}
+		req := &pspb.PSRequest{Op: op, Worker: p.worker, Blocks: []uint32{p.block}, Progress: p.progress, Data: hugeGrad(k)}
 		resp, err := c.Do(req)
-		refResp, refErr := ref.unary(context.Background(), &kelpiepb.PSRequest{Op: op, Worker: p.worker, Blocks: req.Blocks, Progress: p.progress, Data: hugeGrad(k)})
+		refResp, refErr := ref.unary(context.Background(), &pspb.PSRequest{Op: op, Worker: p.worker, Blocks: req.Blocks, Progress: p.progress, Data: hugeGrad(k)})
 		if (err != nil) != p.refused || (refErr != nil) != p.refused {
 			t.Fatalf("push %d: error %v (reference: %v); want one: %v", k, err, refErr, p.refused)
 		}
@@ -70,7 +70,7 @@ func TestInPlacePushEqualsApply(t *testing.T) {
 			t.Fatalf("push %d (%v): the response carries other values than the reference's", k, op)
 		}
 		// A pull between pushes lends the values (copy on write).
-		if _, err := c.Do(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PULL, Worker: 0, Blocks: []uint32{0}, Progress: 0}); err != nil {
+		if _, err := c.Do(&pspb.PSRequest{Op: pspb.Op_OP_PULL, Worker: 0, Blocks: []uint32{0}, Progress: 0}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -94,7 +94,7 @@ func TestInPlacePushEqualsApply(t *testing.T) {
 func TestInPlacePushTruncated(t *testing.T) {
 	s := hugeServer(t)
 	before := s.Snapshot()
-	pushTruncated(t, s, &kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PUSH, Blocks: []uint32{1}, Progress: 0}, hugeGrad(1)) // several chunks applied
+	pushTruncated(t, s, &pspb.PSRequest{Op: pspb.Op_OP_PUSH, Blocks: []uint32{1}, Progress: 0}, hugeGrad(1)) // several chunks applied
 	if got := s.Snapshot(); !slices.Equal(got[0], before[0]) || !slices.Equal(got[1], before[1]) {
 		t.Error("a truncated push changed the values")
 	}
@@ -111,7 +111,7 @@ func TestInPlacePushTruncated(t *testing.T) {
 func TestInPlaceBlockWaits(t *testing.T) {
 	s, ref := hugeServer(t), hugeServer(t)
 	done := func(r *Response) { r.Done() }
-	push := &kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PUSH, Worker: 0, Blocks: []uint32{0}, Progress: 0, Data: hugeGrad(1)}
+	push := &pspb.PSRequest{Op: pspb.Op_OP_PUSH, Worker: 0, Blocks: []uint32{0}, Progress: 0, Data: hugeGrad(1)}
 	ip := s.beginInPlace(push, len(push.Data))
 	if ip == nil {
 		t.Fatal("a push too large to stage was not applied in place")
@@ -125,20 +125,20 @@ func TestInPlaceBlockWaits(t *testing.T) {
 
 	pulled := make(chan []float32, 1)
 	go func() {
-		_ = s.handle(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PULL, Worker: 1, Blocks: []uint32{0}, Progress: 0}, func(r *Response) {
+		_ = s.handle(&pspb.PSRequest{Op: pspb.Op_OP_PULL, Worker: 1, Blocks: []uint32{0}, Progress: 0}, func(r *Response) {
 			r.Flatten()
 			pulled <- slices.Clone(wire.AsFloats(r.Data))
 		}, nil)
 	}()
 	pushed := make(chan error, 1)
 	go func() {
-		pushed <- s.handle(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PUSH, Worker: 1, Blocks: []uint32{0}, Progress: 0, Data: hugeGrad(2)}, done, nil)
+		pushed <- s.handle(&pspb.PSRequest{Op: pspb.Op_OP_PUSH, Worker: 1, Blocks: []uint32{0}, Progress: 0, Data: hugeGrad(2)}, done, nil)
 	}()
 	snap := make(chan map[int][]float32, 1)
 	go func() { snap <- s.Snapshot() }()
 	// The other block is free.
 	other := make(chan struct{})
-	if err := s.handle(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PULL, Worker: 1, Blocks: []uint32{1}, Progress: 0}, func(r *Response) { r.Done(); close(other) }, nil); err != nil {
+	if err := s.handle(&pspb.PSRequest{Op: pspb.Op_OP_PULL, Worker: 1, Blocks: []uint32{1}, Progress: 0}, func(r *Response) { r.Done(); close(other) }, nil); err != nil {
 		t.Fatal(err)
 	}
 	<-other
@@ -162,12 +162,12 @@ func TestInPlaceBlockWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, k := range []int{1} {
-		if err := ref.handle(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PUSH, Worker: 0, Blocks: []uint32{0}, Progress: 0, Data: hugeGrad(k)}, done, nil); err != nil {
+		if err := ref.handle(&pspb.PSRequest{Op: pspb.Op_OP_PUSH, Worker: 0, Blocks: []uint32{0}, Progress: 0, Data: hugeGrad(k)}, done, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
 	afterFirst := ref.Snapshot()[0]
-	if err := ref.handle(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PUSH, Worker: 1, Blocks: []uint32{0}, Progress: 0, Data: hugeGrad(2)}, done, nil); err != nil {
+	if err := ref.handle(&pspb.PSRequest{Op: pspb.Op_OP_PUSH, Worker: 1, Blocks: []uint32{0}, Progress: 0, Data: hugeGrad(2)}, done, nil); err != nil {
 		t.Fatal(err)
 	}
 	got, want := <-pulled, ref.Snapshot()[0]
@@ -188,29 +188,29 @@ func TestInPlaceBlockWaits(t *testing.T) {
 // written; a push that fits the staged path is staged instead.
 func TestInPlaceOnlyWhereSafe(t *testing.T) {
 	sgd := optim.Config{Kind: optim.SGD, LR: 1}
-	req := func() *kelpiepb.PSRequest {
-		return &kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PUSH, Blocks: []uint32{0}, Progress: 0, Data: make([]byte, 4*hugeFloats)}
+	req := func() *pspb.PSRequest {
+		return &pspb.PSRequest{Op: pspb.Op_OP_PUSH, Blocks: []uint32{0}, Progress: 0, Data: make([]byte, 4*hugeFloats)}
 	}
 	for _, tc := range []struct {
 		what string
 		sc   syncmodel.Config
 		o    optim.Config
-		edit func(*Server, *kelpiepb.PSRequest)
+		edit func(*Server, *pspb.PSRequest)
 	}{
 		{"bsp", syncmodel.Config{Model: syncmodel.BSP}, sgd, nil},
 		{"ssp", syncmodel.Config{Model: syncmodel.SSP, Staleness: 2}, sgd, nil},
 		{"momentum", syncmodel.Config{Model: syncmodel.ASP}, optim.Config{Kind: optim.Momentum, LR: 1}, nil},
 		{"adam", syncmodel.Config{Model: syncmodel.ASP}, optim.Config{Kind: optim.Adam, LR: 1}, nil},
-		{"pull", syncmodel.Config{Model: syncmodel.ASP}, sgd, func(_ *Server, r *kelpiepb.PSRequest) { r.Op = kelpiepb.Op_OP_PULL }},
-		{"two blocks", syncmodel.Config{Model: syncmodel.ASP}, sgd, func(_ *Server, r *kelpiepb.PSRequest) {
+		{"pull", syncmodel.Config{Model: syncmodel.ASP}, sgd, func(_ *Server, r *pspb.PSRequest) { r.Op = pspb.Op_OP_PULL }},
+		{"two blocks", syncmodel.Config{Model: syncmodel.ASP}, sgd, func(_ *Server, r *pspb.PSRequest) {
 			r.Blocks, r.Data = []uint32{0, 1}, make([]byte, 8*hugeFloats)
 		}},
-		{"staged size", syncmodel.Config{Model: syncmodel.ASP}, sgd, func(_ *Server, r *kelpiepb.PSRequest) { r.Data = r.Data[:stageMax] }},
-		{"slowness", syncmodel.Config{Model: syncmodel.ASP}, sgd, func(s *Server, _ *kelpiepb.PSRequest) {
+		{"staged size", syncmodel.Config{Model: syncmodel.ASP}, sgd, func(_ *Server, r *pspb.PSRequest) { r.Data = r.Data[:stageMax] }},
+		{"slowness", syncmodel.Config{Model: syncmodel.ASP}, sgd, func(s *Server, _ *pspb.PSRequest) {
 			s.cfg.Straggler = straggler.ForNode([]straggler.Injection{{Node: "server-0", Kind: straggler.Bandwidth, Rate: 1e9}}, "server-0")
 		}},
-		{"table change", syncmodel.Config{Model: syncmodel.ASP}, sgd, func(s *Server, _ *kelpiepb.PSRequest) { s.el.outgoing = map[int]int{1: 1} }},
-		{"busy", syncmodel.Config{Model: syncmodel.ASP}, sgd, func(s *Server, _ *kelpiepb.PSRequest) {
+		{"table change", syncmodel.Config{Model: syncmodel.ASP}, sgd, func(s *Server, _ *pspb.PSRequest) { s.el.outgoing = map[int]int{1: 1} }},
+		{"busy", syncmodel.Config{Model: syncmodel.ASP}, sgd, func(s *Server, _ *pspb.PSRequest) {
 			if s.beginInPlace(req(), 4*hugeFloats) == nil {
 				panic("no first push in place")
 			}
@@ -229,7 +229,7 @@ func TestInPlaceOnlyWhereSafe(t *testing.T) {
 		t.Error("asp, sgd: a large push was not applied in place")
 	}
 	pp := req()
-	pp.Op = kelpiepb.Op_OP_PUSH_PULL
+	pp.Op = pspb.Op_OP_PUSH_PULL
 	if s := hugeServer(t); s.beginInPlace(pp, 4*hugeFloats) == nil {
 		t.Error("asp, sgd: a large push and pull was not applied in place")
 	}

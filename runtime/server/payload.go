@@ -4,7 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/pspb"
 	"github.com/kelpie/kelpie/runtime/wire"
 )
 
@@ -69,7 +69,7 @@ func (b *block) mutable() {
 // Data or Parts, views of the parameters lent until Done, and a pooled
 // buffer of gathered sparse rows.
 type Response struct {
-	*kelpiepb.PSResponse
+	*pspb.PSResponse
 	// Parts is the payload in pieces, in order (Data is then nil).
 	Parts  [][]byte
 	leases []*lease
@@ -80,10 +80,10 @@ type Response struct {
 	reusable bool // from newResponse: recycle takes it back once sent
 }
 
-func respond(r *kelpiepb.PSResponse) *Response { return &Response{PSResponse: r} }
+func respond(r *pspb.PSResponse) *Response { return &Response{PSResponse: r} }
 
 var responses = sync.Pool{New: func() any {
-	return &Response{PSResponse: &kelpiepb.PSResponse{}, reusable: true}
+	return &Response{PSResponse: &pspb.PSResponse{}, reusable: true}
 }}
 
 // newResponse is a pooled response to id (its PSResponse with it). A
@@ -102,7 +102,7 @@ func (r *Response) recycle() {
 		return
 	}
 	pb := r.PSResponse
-	*pb = kelpiepb.PSResponse{}
+	*pb = pspb.PSResponse{}
 	*r = Response{PSResponse: pb, reusable: true}
 	responses.Put(r)
 }

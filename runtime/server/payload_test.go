@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/kelpie/kelpie/core/syncmodel"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/pspb"
 	"github.com/kelpie/kelpie/runtime/wire"
 )
 
@@ -14,7 +14,7 @@ import (
 func pullNow(t *testing.T, s *Server, progress int64) *Response {
 	t.Helper()
 	var got *Response
-	if err := s.handle(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PULL, Blocks: []uint32{0}, Progress: progress}, func(r *Response) { got = r }, nil); err != nil || got == nil {
+	if err := s.handle(&pspb.PSRequest{Op: pspb.Op_OP_PULL, Blocks: []uint32{0}, Progress: progress}, func(r *Response) { got = r }, nil); err != nil || got == nil {
 		t.Fatalf("pull: %v (answered %v)", err, got != nil)
 	}
 	return got
@@ -22,7 +22,7 @@ func pullNow(t *testing.T, s *Server, progress int64) *Response {
 
 func pushNow(t *testing.T, s *Server, progress int64, g ...float32) {
 	t.Helper()
-	if err := s.handle(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PUSH, Blocks: []uint32{0}, Progress: progress, Data: floats(g...)}, func(r *Response) { r.Done() }, nil); err != nil {
+	if err := s.handle(&pspb.PSRequest{Op: pspb.Op_OP_PUSH, Blocks: []uint32{0}, Progress: progress, Data: floats(g...)}, func(r *Response) { r.Done() }, nil); err != nil {
 		t.Fatalf("push: %v", err)
 	}
 }
@@ -91,7 +91,7 @@ func TestLentValuesUnderConcurrentPushes(t *testing.T) {
 	}()
 	for i := range n {
 		s.mu.Lock() // as the handler: lend under the server's lock
-		r := s.read(&kelpiepb.PSRequest{Blocks: []uint32{0}}, false)
+		r := s.read(&pspb.PSRequest{Blocks: []uint32{0}}, false)
 		s.mu.Unlock()
 		resps <- r
 		pushNow(t, s, int64(i+1), 1, 1, 1, 1)

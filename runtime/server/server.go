@@ -78,7 +78,7 @@ type block struct {
 }
 
 type pendingPull struct {
-	req     *kelpiepb.PSRequest
+	req     *pspb.PSRequest
 	reply   func(*Response)
 	stream  *int // the stream it came on (nil: a unary call)
 	since   time.Time
@@ -87,7 +87,7 @@ type pendingPull struct {
 
 // Server is one parameter server. Its zero value is not usable: use New.
 type Server struct {
-	kelpiepb.UnimplementedParameterServerServer
+	pspb.UnimplementedParameterServerServer
 
 	ready    chan struct{} // closed once Install has run
 	shutdown chan string   // receives the reason of a Shutdown request
@@ -110,12 +110,12 @@ type Server struct {
 	// The link's budget in each direction (a full-duplex NIC): requests
 	// come in through limitIn, responses go out through limitOut.
 	limitIn, limitOut *straggler.Limiter
-	stats             kelpiepb.ServerStats
+	stats             pspb.ServerStats
 	el                elastic
 	diverged          error // the first non-finite parameter an update produced (diverge.go)
 	// staged holds the updates computed while pushes arrived, until
 	// their push takes them (stage.go); stageFree keeps spent ones.
-	staged       map[*kelpiepb.PSRequest]*staged
+	staged       map[*pspb.PSRequest]*staged
 	stageFree    []*staged
 	stagedPushes int64 // pushes installed from a staged update
 	// writing holds the pushes being applied in place as they arrive, by
@@ -141,7 +141,7 @@ func New(cfg Config) (*Server, error) {
 		blocks:   map[int]*block{},
 		engine:   syncmodel.New(cfg.Sync, cfg.Workers),
 		pending:  map[syncmodel.PullID]pendingPull{},
-		staged:   map[*kelpiepb.PSRequest]*staged{},
+		staged:   map[*pspb.PSRequest]*staged{},
 		writing:  map[int]*inPlace{},
 		rng:      rand.New(rand.NewPCG(uint64(cfg.Seed), 0x5e7)),
 	}
@@ -290,7 +290,7 @@ func (s *Server) delay(n int, in bool, t time.Duration) time.Duration {
 
 // Exchange serves one worker's gRPC stream. Requests are handled in order;
 // responses to delayed pulls are sent when they are released.
-func (s *Server) Exchange(stream kelpiepb.ParameterServer_ExchangeServer) error {
+func (s *Server) Exchange(stream pspb.ParameterServer_ExchangeServer) error {
 	select {
 	case <-s.ready:
 	case <-stream.Context().Done():
@@ -327,7 +327,7 @@ func (s *Server) Exchange(stream kelpiepb.ParameterServer_ExchangeServer) error 
 // with injected slowness sends everything through the sender goroutine, so
 // that a response's injected outbound delay does not hold up the next
 // request (each direction of its link has a budget of its own).
-func (s *Server) session(recv func() (*kelpiepb.PSRequest, error), more func() bool, send func([]*Response) error, handled func(*kelpiepb.PSRequest)) error {
+func (s *Server) session(recv func() (*pspb.PSRequest, error), more func() bool, send func([]*Response) error, handled func(*pspb.PSRequest)) error {
 	o := newOutbox()
 	inject := func(r *Response) { s.inject(r.payloadLen(), outbound) }
 	wasInline := false
@@ -418,24 +418,24 @@ func (s *Server) session(recv func() (*kelpiepb.PSRequest, error), more func() b
 const maxBatch = 64
 
 // errorResponse answers req with err's status.
-func errorResponse(req *kelpiepb.PSRequest, err error) *Response {
+func errorResponse(req *pspb.PSRequest, err error) *Response {
 	st, _ := status.FromError(err)
-	return respond(&kelpiepb.PSResponse{Id: req.Id, Error: st.Message(), Code: int32(st.Code())})
+	return respond(&pspb.PSResponse{Id: req.Id, Error: st.Message(), Code: int32(st.Code())})
 }
 
 // Push is the unary form of a push.
-func (s *Server) Push(ctx context.Context, req *kelpiepb.PSRequest) (*kelpiepb.PSResponse, error) {
-	req.Op = kelpiepb.Op_OP_PUSH
+func (s *Server) Push(ctx context.Context, req *pspb.PSRequest) (*pspb.PSResponse, error) {
+	req.Op = pspb.Op_OP_PUSH
 	return s.unary(ctx, req)
 }
 
 // Pull is the unary form of a pull; it waits while the pull is delayed.
-func (s *Server) Pull(ctx context.Context, req *kelpiepb.PSRequest) (*kelpiepb.PSResponse, error) {
-	req.Op = kelpiepb.Op_OP_PULL
+func (s *Server) Pull(ctx context.Context, req *pspb.PSRequest) (*pspb.PSResponse, error) {
+	req.Op = pspb.Op_OP_PULL
 	return s.unary(ctx, req)
 }
 
-func (s *Server) unary(ctx context.Context, req *kelpiepb.PSRequest) (*kelpiepb.PSResponse, error) {
+func (s *Server) unary(ctx context.Context, req *pspb.PSRequest) (*pspb.PSResponse, error) {
 	select {
 	case <-s.ready:
 	case <-ctx.Done():
@@ -457,11 +457,11 @@ func (s *Server) unary(ctx context.Context, req *kelpiepb.PSRequest) (*kelpiepb.
 }
 
 // Stats reports the server's counters.
-func (s *Server) Stats(context.Context, *kelpiepb.StatsRequest) (*kelpiepb.ServerStats, error) {
+func (s *Server) Stats(context.Context, *pspb.StatsRequest) (*pspb.ServerStats, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.engine.Stats()
-	out := &kelpiepb.ServerStats{
+	out := &pspb.ServerStats{
 		Name: s.cfg.Name, VTrain: s.engine.VTrain(),
 		Dprs: st.DPRs, DelayedIterations: st.DelayedIterations, Dropped: st.Dropped,
 		Staleness: append([]int64(nil), st.Staleness...),
@@ -476,17 +476,17 @@ func (s *Server) Stats(context.Context, *kelpiepb.StatsRequest) (*kelpiepb.Serve
 }
 
 // Shutdown asks the process serving this server to stop.
-func (s *Server) Shutdown(_ context.Context, req *kelpiepb.ShutdownRequest) (*kelpiepb.ShutdownResponse, error) {
+func (s *Server) Shutdown(_ context.Context, req *pspb.ShutdownRequest) (*pspb.ShutdownResponse, error) {
 	select {
 	case s.shutdown <- req.Reason:
 	default:
 	}
-	return &kelpiepb.ShutdownResponse{}, nil
+	return &pspb.ShutdownResponse{}, nil
 }
 
 // handle runs one request. Replies (immediate or released later) go through
 // reply, always outside the server's lock.
-func (s *Server) handle(req *kelpiepb.PSRequest, reply func(*Response), stream *int) error {
+func (s *Server) handle(req *pspb.PSRequest, reply func(*Response), stream *int) error {
 	var send after
 	_, err := s.handleHeld(req, reply, stream, &send)
 	return err
@@ -495,7 +495,7 @@ func (s *Server) handle(req *kelpiepb.PSRequest, reply func(*Response), stream *
 // handleHeld is handle that also says whether the request now waits for a
 // block in transit (its payload must then be kept). send is the caller's
 // list for what runs after the lock (empty; emptied again on return).
-func (s *Server) handleHeld(req *kelpiepb.PSRequest, reply func(*Response), stream *int, send *after) (bool, error) {
+func (s *Server) handleHeld(req *pspb.PSRequest, reply func(*Response), stream *int, send *after) (bool, error) {
 	s.mu.Lock()
 	s.awaitBlocks(req)
 	err := s.handleLocked(req, reply, stream, send)
@@ -508,7 +508,7 @@ func (s *Server) handleHeld(req *kelpiepb.PSRequest, reply func(*Response), stre
 	return held, err
 }
 
-func (s *Server) handleLocked(req *kelpiepb.PSRequest, reply func(*Response), stream *int, send *after) error {
+func (s *Server) handleLocked(req *pspb.PSRequest, reply func(*Response), stream *int, send *after) error {
 	// Blocks leave only once this request is fully answered: its own pull
 	// may read them.
 	defer s.handOffLocked(send)
@@ -525,14 +525,14 @@ func (s *Server) handleLocked(req *kelpiepb.PSRequest, reply func(*Response), st
 		return err
 	}
 	op := req.Op
-	if op == kelpiepb.Op_OP_LEAVE || op == kelpiepb.Op_OP_JOIN {
-		s.membership(int(req.Worker), op == kelpiepb.Op_OP_JOIN, req.Progress, send)
-		resp := respond(&kelpiepb.PSResponse{Id: req.Id, Version: s.engine.VTrain()})
+	if op == pspb.Op_OP_LEAVE || op == pspb.Op_OP_JOIN {
+		s.membership(int(req.Worker), op == pspb.Op_OP_JOIN, req.Progress, send)
+		resp := respond(&pspb.PSResponse{Id: req.Id, Version: s.engine.VTrain()})
 		send.reply(reply, resp)
 		return nil
 	}
 	dropped := false
-	if op == kelpiepb.Op_OP_PUSH || op == kelpiepb.Op_OP_PUSH_PULL {
+	if op == pspb.Op_OP_PUSH || op == pspb.Op_OP_PUSH_PULL {
 		var err error
 		if dropped, err = s.push(req, send); err != nil {
 			return err
@@ -540,14 +540,14 @@ func (s *Server) handleLocked(req *kelpiepb.PSRequest, reply func(*Response), st
 		if err := s.divergedLocked(req); err != nil {
 			return err
 		}
-		if op == kelpiepb.Op_OP_PUSH {
+		if op == pspb.Op_OP_PUSH {
 			resp := newResponse(req.Id)
 			resp.Version, resp.Dropped = s.engine.VTrain(), dropped
 			send.reply(reply, resp)
 			return nil
 		}
 	}
-	if op != kelpiepb.Op_OP_PULL && op != kelpiepb.Op_OP_PUSH_PULL {
+	if op != pspb.Op_OP_PULL && op != pspb.Op_OP_PUSH_PULL {
 		return status.Errorf(codes.InvalidArgument, "server %s: unknown op %v", s.cfg.Name, op)
 	}
 	s.stats.Pulls++
@@ -591,19 +591,19 @@ func (s *Server) cancelPulls(stream *int) {
 // pullOnly keeps what a delayed pull needs after the push payload is gone.
 // Its slices are copies: the session reuses the request's own for the
 // next request once this one is handled.
-func pullOnly(req *kelpiepb.PSRequest) *kelpiepb.PSRequest {
-	return &kelpiepb.PSRequest{Id: req.Id, Worker: req.Worker, Progress: req.Progress,
+func pullOnly(req *pspb.PSRequest) *pspb.PSRequest {
+	return &pspb.PSRequest{Id: req.Id, Worker: req.Worker, Progress: req.Progress,
 		Blocks: slices.Clone(req.Blocks), PullRowKeys: slices.Clone(req.PullRowKeys), NoReplyData: req.NoReplyData}
 }
 
 // check validates that the request names blocks this server holds and, for
 // pushes, carries exactly their size.
-func (s *Server) check(req *kelpiepb.PSRequest) error {
+func (s *Server) check(req *pspb.PSRequest) error {
 	if req.AssignmentVersion != 0 && req.AssignmentVersion != s.version && req.AssignmentVersion+1 != s.version {
 		return status.Errorf(codes.FailedPrecondition, "server %s: request follows assignment v%d, server has v%d",
 			s.cfg.Name, req.AssignmentVersion, s.version)
 	}
-	if stale := req.AssignmentVersion != 0 && req.AssignmentVersion < s.version; stale && req.Op != kelpiepb.Op_OP_PULL && req.Progress >= s.el.switchAt {
+	if stale := req.AssignmentVersion != 0 && req.AssignmentVersion < s.version; stale && req.Op != pspb.Op_OP_PULL && req.Progress >= s.el.switchAt {
 		// The worker has not switched yet (its command is on its way): the
 		// whole push is refused, so that it can be sent again, once, under
 		// the new table. Aborted tells it to wait for the table and retry.
@@ -623,7 +623,7 @@ func (s *Server) check(req *kelpiepb.PSRequest) error {
 		if b.meta.Sparse {
 			return status.Errorf(codes.InvalidArgument, "server %s: block %d is sparse: address its rows by key", s.cfg.Name, id)
 		}
-		if _, moving := s.el.outgoing[int(id)]; moving && req.Progress >= s.el.switchAt && req.Op != kelpiepb.Op_OP_PULL {
+		if _, moving := s.el.outgoing[int(id)]; moving && req.Progress >= s.el.switchAt && req.Op != pspb.Op_OP_PULL {
 			return status.Errorf(codes.FailedPrecondition, "server %s: block %d moves at iteration %d (table v%d); iteration %d must follow the new table",
 				s.cfg.Name, id, s.el.switchAt, s.version, req.Progress)
 		}
@@ -640,7 +640,7 @@ func (s *Server) check(req *kelpiepb.PSRequest) error {
 		}
 		floats += int64(len(req.RowKeys) * s.rowDim())
 	}
-	if req.Op == kelpiepb.Op_OP_PUSH || req.Op == kelpiepb.Op_OP_PUSH_PULL {
+	if req.Op == pspb.Op_OP_PUSH || req.Op == pspb.Op_OP_PUSH_PULL {
 		if int64(len(req.Data)) != floats*4 {
 			return status.Errorf(codes.InvalidArgument, "server %s: push carries %d bytes; its blocks and rows need %d",
 				s.cfg.Name, len(req.Data), floats*4)
@@ -694,7 +694,7 @@ func (s *Server) rowsOf(keys []uint64) ([]rowRef, error) {
 
 // push applies (or sums) a pushed gradient; it reports whether the
 // gradient was discarded because its iteration had completed without it.
-func (s *Server) push(req *kelpiepb.PSRequest, send *after) (bool, error) {
+func (s *Server) push(req *pspb.PSRequest, send *after) (bool, error) {
 	s.stats.Pushes++
 	s.stats.BytesIn += int64(len(req.Data))
 	res := s.engine.Push(int(req.Worker), req.Progress)
@@ -858,7 +858,7 @@ func (s *Server) release(ids []syncmodel.PullID, send *after) {
 
 // absentBlock is the first block req names that this server no longer
 // holds, or -1.
-func (s *Server) absentBlock(req *kelpiepb.PSRequest) int {
+func (s *Server) absentBlock(req *pspb.PSRequest) int {
 	if req.NoReplyData {
 		return -1
 	}
@@ -873,7 +873,7 @@ func (s *Server) absentBlock(req *kelpiepb.PSRequest) int {
 // read answers a pull from the parameters: the dense blocks' values are
 // lent to the response (no copy; see payload.go), sparse rows gathered
 // into a pooled buffer.
-func (s *Server) read(req *kelpiepb.PSRequest, delayed bool) *Response {
+func (s *Server) read(req *pspb.PSRequest, delayed bool) *Response {
 	r := newResponse(req.Id)
 	r.Version, r.Delayed = s.engine.VTrain(), delayed
 	if req.NoReplyData {

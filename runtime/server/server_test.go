@@ -11,7 +11,7 @@ import (
 	"github.com/kelpie/kelpie/core/blocks"
 	"github.com/kelpie/kelpie/core/optim"
 	"github.com/kelpie/kelpie/core/syncmodel"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/pspb"
 	"github.com/kelpie/kelpie/runtime/wire"
 )
 
@@ -47,16 +47,16 @@ func TestBadRequestsGetStatusCodes(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name string
-		req  *kelpiepb.PSRequest
+		req  *pspb.PSRequest
 		want codes.Code
 	}{
-		{"block on the other server", &kelpiepb.PSRequest{Blocks: []uint32{1}}, codes.FailedPrecondition},
-		{"unknown block", &kelpiepb.PSRequest{Blocks: []uint32{99}}, codes.FailedPrecondition},
-		{"push of the wrong size", &kelpiepb.PSRequest{Blocks: []uint32{0}, Data: floats(1, 2, 3)}, codes.InvalidArgument},
-		{"sparse block addressed as dense", &kelpiepb.PSRequest{Blocks: []uint32{2}}, codes.InvalidArgument},
-		{"row on the other server", &kelpiepb.PSRequest{RowKeys: []uint64{2}, Data: floats(1, 1)}, codes.FailedPrecondition},
-		{"worker outside the barrier", &kelpiepb.PSRequest{Worker: 7, Blocks: []uint32{0}, Data: floats(1, 2, 3, 4)}, codes.FailedPrecondition},
-		{"stale assignment", &kelpiepb.PSRequest{AssignmentVersion: 9, Blocks: []uint32{0}, Data: floats(1, 2, 3, 4)}, codes.FailedPrecondition},
+		{"block on the other server", &pspb.PSRequest{Blocks: []uint32{1}}, codes.FailedPrecondition},
+		{"unknown block", &pspb.PSRequest{Blocks: []uint32{99}}, codes.FailedPrecondition},
+		{"push of the wrong size", &pspb.PSRequest{Blocks: []uint32{0}, Data: floats(1, 2, 3)}, codes.InvalidArgument},
+		{"sparse block addressed as dense", &pspb.PSRequest{Blocks: []uint32{2}}, codes.InvalidArgument},
+		{"row on the other server", &pspb.PSRequest{RowKeys: []uint64{2}, Data: floats(1, 1)}, codes.FailedPrecondition},
+		{"worker outside the barrier", &pspb.PSRequest{Worker: 7, Blocks: []uint32{0}, Data: floats(1, 2, 3, 4)}, codes.FailedPrecondition},
+		{"stale assignment", &pspb.PSRequest{AssignmentVersion: 9, Blocks: []uint32{0}, Data: floats(1, 2, 3, 4)}, codes.FailedPrecondition},
 	} {
 		_, err := s.Push(ctx, tc.req)
 		if got := status.Code(err); got != tc.want {
@@ -64,7 +64,7 @@ func TestBadRequestsGetStatusCodes(t *testing.T) {
 		}
 	}
 	// Nothing was applied by the rejected pushes.
-	r, err := s.Pull(ctx, &kelpiepb.PSRequest{Worker: 0, Progress: -1, Blocks: []uint32{0}, PullRowKeys: []uint64{0, 5}})
+	r, err := s.Pull(ctx, &pspb.PSRequest{Worker: 0, Progress: -1, Blocks: []uint32{0}, PullRowKeys: []uint64{0, 5}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,12 +81,12 @@ func TestPushAppliesDenseAndSparse(t *testing.T) {
 	// BSP aggregates: two workers' pushes are summed and applied once both
 	// are in (SGD, lr 1: w -= g).
 	for w := int32(0); w < 2; w++ {
-		if _, err := s.Push(ctx, &kelpiepb.PSRequest{Worker: w, Progress: 0, Blocks: []uint32{0}, RowKeys: []uint64{1},
+		if _, err := s.Push(ctx, &pspb.PSRequest{Worker: w, Progress: 0, Blocks: []uint32{0}, RowKeys: []uint64{1},
 			Data: floats(0.25, 0.5, 0, 0, 0.5, 0.5)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	r, err := s.Pull(ctx, &kelpiepb.PSRequest{Worker: 0, Progress: 0, Blocks: []uint32{0}, PullRowKeys: []uint64{0, 1}})
+	r, err := s.Pull(ctx, &pspb.PSRequest{Worker: 0, Progress: 0, Blocks: []uint32{0}, PullRowKeys: []uint64{0, 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,10 +104,10 @@ func TestPushAppliesDenseAndSparse(t *testing.T) {
 		t.Errorf("version = %d; want 1", r.Version)
 	}
 	// A duplicate push of the same iteration changes nothing.
-	if _, err := s.Push(ctx, &kelpiepb.PSRequest{Worker: 0, Progress: 0, Blocks: []uint32{0}, Data: floats(9, 9, 9, 9)}); err != nil {
+	if _, err := s.Push(ctx, &pspb.PSRequest{Worker: 0, Progress: 0, Blocks: []uint32{0}, Data: floats(9, 9, 9, 9)}); err != nil {
 		t.Fatal(err)
 	}
-	r2, _ := s.Pull(ctx, &kelpiepb.PSRequest{Worker: 1, Progress: 0, Blocks: []uint32{0}})
+	r2, _ := s.Pull(ctx, &pspb.PSRequest{Worker: 1, Progress: 0, Blocks: []uint32{0}})
 	if g := wire.AsFloats(r2.Data); g[0] != 0.5 {
 		t.Errorf("after a duplicate push value 0 = %v; want 0.5", g[0])
 	}
@@ -118,12 +118,12 @@ func TestPushAppliesDenseAndSparse(t *testing.T) {
 func TestSetSyncLive(t *testing.T) {
 	s := newServer(t, syncmodel.Config{Model: syncmodel.BSP, Pull: syncmodel.Lazy})
 	ctx := context.Background()
-	if _, err := s.Push(ctx, &kelpiepb.PSRequest{Worker: 0, Progress: 0, Blocks: []uint32{0}, Data: floats(1, 1, 1, 1)}); err != nil {
+	if _, err := s.Push(ctx, &pspb.PSRequest{Worker: 0, Progress: 0, Blocks: []uint32{0}, Data: floats(1, 1, 1, 1)}); err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan *kelpiepb.PSResponse, 1)
+	got := make(chan *pspb.PSResponse, 1)
 	go func() {
-		r, err := s.Pull(ctx, &kelpiepb.PSRequest{Worker: 0, Progress: 0, Blocks: []uint32{0}})
+		r, err := s.Pull(ctx, &pspb.PSRequest{Worker: 0, Progress: 0, Blocks: []uint32{0}})
 		if err != nil {
 			t.Error(err)
 		}
@@ -131,13 +131,13 @@ func TestSetSyncLive(t *testing.T) {
 	}()
 	// Under BSP the pull waits for worker 1's push; wait until it is filed.
 	for {
-		st, _ := s.Stats(ctx, &kelpiepb.StatsRequest{})
+		st, _ := s.Stats(ctx, &pspb.StatsRequest{})
 		if st.Dprs == 1 {
 			break
 		}
 		time.Sleep(time.Millisecond)
 	}
-	res, err := s.SetSync(ctx, &kelpiepb.SyncSettings{Model: "ssp", Staleness: 3, Pull: "lazy"})
+	res, err := s.SetSync(ctx, &pspb.SyncSettings{Model: "ssp", Staleness: 3, Pull: "lazy"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func TestSetSyncLive(t *testing.T) {
 	if v := wire.AsFloats(r.Data); v[0] != 0 { // 1 - lr(1)·1: worker 0's gradient applied
 		t.Errorf("value after the switch = %v; want 0 (the summed gradient applied)", v[0])
 	}
-	if _, err := s.SetSync(ctx, &kelpiepb.SyncSettings{Model: "nope"}); status.Code(err) != codes.InvalidArgument {
+	if _, err := s.SetSync(ctx, &pspb.SyncSettings{Model: "nope"}); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("bad model: %v; want InvalidArgument", err)
 	}
 }
@@ -156,7 +156,7 @@ func TestSetSyncLive(t *testing.T) {
 func TestSnapshotRoundTrip(t *testing.T) {
 	s := newServer(t, syncmodel.Config{Model: syncmodel.ASP})
 	ctx := context.Background()
-	if _, err := s.Push(ctx, &kelpiepb.PSRequest{Worker: 0, Progress: 0, Blocks: []uint32{0}, RowKeys: []uint64{4},
+	if _, err := s.Push(ctx, &pspb.PSRequest{Worker: 0, Progress: 0, Blocks: []uint32{0}, RowKeys: []uint64{4},
 		Data: floats(1, 2, 3, 4, 5, 6)}); err != nil {
 		t.Fatal(err)
 	}
@@ -174,8 +174,8 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	if err := r2.Restore(s.el.table, 0, snap); err != nil {
 		t.Fatal(err)
 	}
-	want, _ := s.Pull(ctx, &kelpiepb.PSRequest{Worker: 1, Progress: -1, Blocks: []uint32{0}, PullRowKeys: []uint64{4, 5}})
-	got, _ := r2.Pull(ctx, &kelpiepb.PSRequest{Worker: 1, Progress: -1, Blocks: []uint32{0}, PullRowKeys: []uint64{4, 5}})
+	want, _ := s.Pull(ctx, &pspb.PSRequest{Worker: 1, Progress: -1, Blocks: []uint32{0}, PullRowKeys: []uint64{4, 5}})
+	got, _ := r2.Pull(ctx, &pspb.PSRequest{Worker: 1, Progress: -1, Blocks: []uint32{0}, PullRowKeys: []uint64{4, 5}})
 	w, g := wire.AsFloats(want.Data), wire.AsFloats(got.Data)
 	if len(w) != len(g) {
 		t.Fatalf("restored pull has %d values; want %d", len(g), len(w))

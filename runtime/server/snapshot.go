@@ -14,7 +14,7 @@ import (
 
 	"github.com/kelpie/kelpie/core/blocks"
 	"github.com/kelpie/kelpie/core/syncmodel"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/pspb"
 )
 
 // SaveSnapshot writes the server's blocks, their optimizer state and its
@@ -23,7 +23,7 @@ import (
 func (s *Server) SaveSnapshot(path string) error {
 	s.mu.Lock()
 	s.awaitQuiet()
-	snap := &kelpiepb.ServerSnapshot{VTrain: s.engine.VTrain(), AssignmentVersion: s.version, UnixNano: time.Now().UnixNano()}
+	snap := &pspb.ServerSnapshot{VTrain: s.engine.VTrain(), AssignmentVersion: s.version, UnixNano: time.Now().UnixNano()}
 	ids := make([]int, 0, len(s.blocks))
 	for id := range s.blocks {
 		ids = append(ids, id)
@@ -51,26 +51,26 @@ func (s *Server) SaveSnapshot(path string) error {
 func (s *Server) SnapshotPath() string { return s.cfg.SnapshotPath }
 
 // Checkpoint saves the snapshot now, to the configured path.
-func (s *Server) Checkpoint(ctx context.Context, _ *kelpiepb.StatsRequest) (*kelpiepb.ServerStats, error) {
+func (s *Server) Checkpoint(ctx context.Context, _ *pspb.StatsRequest) (*pspb.ServerStats, error) {
 	if s.cfg.SnapshotPath == "" {
 		return nil, status.Errorf(codes.FailedPrecondition, "server %s has no snapshot path", s.cfg.Name)
 	}
 	if err := s.SaveSnapshot(s.cfg.SnapshotPath); err != nil {
 		return nil, status.Errorf(codes.Internal, "server %s: checkpoint: %v", s.cfg.Name, err)
 	}
-	return s.Stats(ctx, &kelpiepb.StatsRequest{})
+	return s.Stats(ctx, &pspb.StatsRequest{})
 }
 
 // LoadSnapshots reads every snapshot in dir and merges their blocks (a
 // relaunched job whose servers changed finds each block in the snapshot of
 // the server that held it); V_train is the lowest of them.
-func LoadSnapshots(dir string) (*kelpiepb.ServerSnapshot, error) {
+func LoadSnapshots(dir string) (*pspb.ServerSnapshot, error) {
 	paths, err := filepath.Glob(filepath.Join(dir, "*.snap"))
 	if err != nil || len(paths) == 0 {
 		return nil, fmt.Errorf("no snapshots in %s", dir)
 	}
-	out := &kelpiepb.ServerSnapshot{VTrain: -1}
-	newest := map[uint32]*kelpiepb.MigrateRequest{} // a block in several snapshots: the latest copy
+	out := &pspb.ServerSnapshot{VTrain: -1}
+	newest := map[uint32]*pspb.MigrateRequest{} // a block in several snapshots: the latest copy
 	for _, p := range paths {
 		snap, err := LoadSnapshot(p)
 		if err != nil {
@@ -98,12 +98,12 @@ func LoadSnapshots(dir string) (*kelpiepb.ServerSnapshot, error) {
 }
 
 // LoadSnapshot reads a snapshot written by SaveSnapshot.
-func LoadSnapshot(path string) (*kelpiepb.ServerSnapshot, error) {
+func LoadSnapshot(path string) (*pspb.ServerSnapshot, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	snap := &kelpiepb.ServerSnapshot{}
+	snap := &pspb.ServerSnapshot{}
 	if err := proto.Unmarshal(b, snap); err != nil {
 		return nil, fmt.Errorf("snapshot %s: %v", path, err)
 	}
@@ -114,7 +114,7 @@ func LoadSnapshot(path string) (*kelpiepb.ServerSnapshot, error) {
 // to this server (every one of them must be there) and a barrier that counts
 // from its V_train. The workers resume there; what the blocks learnt after
 // the snapshot is lost.
-func (s *Server) Restore(t blocks.Table, me int, snap *kelpiepb.ServerSnapshot) error {
+func (s *Server) Restore(t blocks.Table, me int, snap *pspb.ServerSnapshot) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.awaitQuiet()

@@ -66,7 +66,7 @@ func rangeEnd(lo, size int) int {
 
 // dropPayload gives back the buffer of a payload that could not be read
 // whole.
-func dropPayload(req *kelpiepb.PSRequest) {
+func dropPayload(req *pspb.PSRequest) {
 	wire.Recycle(req.Data)
 	req.Data = nil
 }
@@ -148,8 +148,8 @@ func (s *Server) readPayload(tc *framing.Conn, req *kelpiepb.PSRequest, n int) e
 // beginStage prepares the staged update of a push, or returns nil when
 // the push is not one to stage (or not one this server would apply as it
 // stands: the push's own handling then says why).
-func (s *Server) beginStage(req *kelpiepb.PSRequest) *staged {
-	if len(req.Data) < stageMin || len(req.Data) > stageMax || req.Op != kelpiepb.Op_OP_PUSH && req.Op != kelpiepb.Op_OP_PUSH_PULL ||
+func (s *Server) beginStage(req *pspb.PSRequest) *staged {
+	if len(req.Data) < stageMin || len(req.Data) > stageMax || req.Op != pspb.Op_OP_PUSH && req.Op != pspb.Op_OP_PUSH_PULL ||
 		len(req.RowKeys) > 0 || len(req.Blocks) == 0 || s.hooked() {
 		return nil
 	}
@@ -217,7 +217,7 @@ func (s *Server) stageRange(st *staged, sb *stagedBlock, g []float32, lo, hi int
 // takeStaged returns the staged update of req if it is still the update
 // the push would make in place with opt, and forgets it either way. The
 // caller holds the server's lock.
-func (s *Server) takeStaged(req *kelpiepb.PSRequest, opt optim.Config) *staged {
+func (s *Server) takeStaged(req *pspb.PSRequest, opt optim.Config) *staged {
 	st := s.staged[req]
 	if st == nil {
 		return nil
@@ -236,7 +236,7 @@ func (s *Server) takeStaged(req *kelpiepb.PSRequest, opt optim.Config) *staged {
 
 // forgetStaged drops the staged update of a request that did not take it
 // (refused, held, not accepted). The caller holds the server's lock.
-func (s *Server) forgetStaged(req *kelpiepb.PSRequest) {
+func (s *Server) forgetStaged(req *pspb.PSRequest) {
 	if st := s.staged[req]; st != nil {
 		delete(s.staged, req)
 		s.dropStage(st)

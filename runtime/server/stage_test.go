@@ -92,21 +92,21 @@ func TestStagedPushEqualsInPlace(t *testing.T) {
 			defer c.Close()
 			for k := 1; k <= 4; k++ {
 				w := int32(k % 2)
-				req := &kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PUSH, Worker: w, Blocks: []uint32{0, 1}, Progress: int64(k), Data: grad(k)}
+				req := &pspb.PSRequest{Op: pspb.Op_OP_PUSH, Worker: w, Blocks: []uint32{0, 1}, Progress: int64(k), Data: grad(k)}
 				if k == 3 {
-					req.Op = kelpiepb.Op_OP_PUSH_PULL
+					req.Op = pspb.Op_OP_PUSH_PULL
 				}
 				resp, err := c.Do(req)
 				if err != nil {
 					t.Fatalf("push %d: %v", k, err)
 				}
 				wire.Recycle(resp.Data)
-				if err := ref.handle(&kelpiepb.PSRequest{Op: req.Op, Worker: w, Blocks: req.Blocks, Progress: req.Progress, Data: grad(k)},
+				if err := ref.handle(&pspb.PSRequest{Op: req.Op, Worker: w, Blocks: req.Blocks, Progress: req.Progress, Data: grad(k)},
 					func(r *Response) { r.Done() }, nil); err != nil {
 					t.Fatal(err)
 				}
 				// A pull between pushes lends the values (copy on write).
-				if _, err := c.Do(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PULL, Worker: w, Blocks: []uint32{1}, Progress: int64(k)}); err != nil {
+				if _, err := c.Do(&pspb.PSRequest{Op: pspb.Op_OP_PULL, Worker: w, Blocks: []uint32{1}, Progress: int64(k)}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -138,7 +138,7 @@ func TestStagedPushTruncated(t *testing.T) {
 	s := bigServer(t, syncmodel.Config{Model: syncmodel.ASP}, optim.Config{Kind: optim.Momentum, LR: 0.5})
 	before := s.Snapshot()
 	// Past the first block and into the second: ranges of both computed.
-	pushTruncated(t, s, &kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PUSH, Blocks: []uint32{0, 1}, Progress: 1}, grad(1))
+	pushTruncated(t, s, &pspb.PSRequest{Op: pspb.Op_OP_PUSH, Blocks: []uint32{0, 1}, Progress: 1}, grad(1))
 	// The session has ended (the log comes after): nothing more happens.
 	if got := s.Snapshot(); !slices.Equal(got[0], before[0]) || !slices.Equal(got[1], before[1]) {
 		t.Error("a truncated push changed the values")
@@ -159,7 +159,7 @@ func TestStagedPushTruncated(t *testing.T) {
 // pushTruncated sends s req with the first three quarters of payload g
 // over a framed connection, closes it and waits for the server to log the
 // truncated payload.
-func pushTruncated(t *testing.T, s *Server, req *kelpiepb.PSRequest, g []byte) {
+func pushTruncated(t *testing.T, s *Server, req *pspb.PSRequest, g []byte) {
 	t.Helper()
 	logs := make(chan string, 16)
 	s.cfg.Logf = func(format string, a ...any) {
@@ -196,7 +196,7 @@ func TestStagedPushBlockChanged(t *testing.T) {
 	s := bigServer(t, syncmodel.Config{Model: syncmodel.ASP}, o)
 	ref := bigServer(t, syncmodel.Config{Model: syncmodel.ASP}, o)
 	done := func(r *Response) { r.Done() }
-	late := &kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PUSH, Worker: 0, Blocks: []uint32{0, 1}, Progress: 1, Data: grad(1)}
+	late := &pspb.PSRequest{Op: pspb.Op_OP_PUSH, Worker: 0, Blocks: []uint32{0, 1}, Progress: 1, Data: grad(1)}
 	st := s.beginStage(late)
 	if st == nil {
 		t.Fatal("a large push to dense blocks was not staged")
@@ -204,7 +204,7 @@ func TestStagedPushBlockChanged(t *testing.T) {
 	g := wire.AsFloats(late.Data)
 	s.stageRange(st, &st.blocks[0], g[:bigFloats], 0, stageChunk)
 	// Another worker's push lands in the middle.
-	if err := s.handle(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PUSH, Worker: 1, Blocks: []uint32{0, 1}, Progress: 1, Data: grad(2)}, done, nil); err != nil {
+	if err := s.handle(&pspb.PSRequest{Op: pspb.Op_OP_PUSH, Worker: 1, Blocks: []uint32{0, 1}, Progress: 1, Data: grad(2)}, done, nil); err != nil {
 		t.Fatal(err)
 	}
 	s.stageRange(st, &st.blocks[0], g[:bigFloats], stageChunk, 2*stageChunk)
@@ -216,7 +216,7 @@ func TestStagedPushBlockChanged(t *testing.T) {
 	s.mu.Unlock()
 	// The same, with the whole update staged before the other push: it is
 	// computed against values that have moved on, so not installed.
-	late2 := &kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PUSH, Worker: 0, Blocks: []uint32{0, 1}, Progress: 2, Data: grad(3)}
+	late2 := &pspb.PSRequest{Op: pspb.Op_OP_PUSH, Worker: 0, Blocks: []uint32{0, 1}, Progress: 2, Data: grad(3)}
 	st = s.beginStage(late2)
 	g = wire.AsFloats(late2.Data)
 	for i := range st.blocks {
@@ -225,7 +225,7 @@ func TestStagedPushBlockChanged(t *testing.T) {
 	s.mu.Lock()
 	s.staged[late2] = st
 	s.mu.Unlock()
-	if err := s.handle(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PUSH, Worker: 1, Blocks: []uint32{1}, Progress: 2, Data: grad(4)[:4*bigFloats]}, done, nil); err != nil {
+	if err := s.handle(&pspb.PSRequest{Op: pspb.Op_OP_PUSH, Worker: 1, Blocks: []uint32{1}, Progress: 2, Data: grad(4)[:4*bigFloats]}, done, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.handle(late, done, nil); err != nil {
@@ -234,13 +234,13 @@ func TestStagedPushBlockChanged(t *testing.T) {
 	if err := s.handle(late2, done, nil); err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range []*kelpiepb.PSRequest{
+	for _, r := range []*pspb.PSRequest{
 		{Worker: 1, Blocks: []uint32{0, 1}, Progress: 1, Data: grad(2)},
 		{Worker: 1, Blocks: []uint32{1}, Progress: 2, Data: grad(4)[:4*bigFloats]},
 		{Worker: 0, Blocks: []uint32{0, 1}, Progress: 1, Data: grad(1)},
 		{Worker: 0, Blocks: []uint32{0, 1}, Progress: 2, Data: grad(3)},
 	} {
-		r.Op = kelpiepb.Op_OP_PUSH
+		r.Op = pspb.Op_OP_PUSH
 		if err := ref.handle(r, done, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -261,7 +261,7 @@ func TestStagedPushBlockChanged(t *testing.T) {
 // before handling it: none of them stages.
 func TestStagedOnlyWhereApplied(t *testing.T) {
 	o := optim.Config{Kind: optim.SGD, LR: 1}
-	req := &kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PUSH, Blocks: []uint32{0, 1}, Progress: 1, Data: grad(1)}
+	req := &pspb.PSRequest{Op: pspb.Op_OP_PUSH, Blocks: []uint32{0, 1}, Progress: 1, Data: grad(1)}
 	for _, sc := range []syncmodel.Config{{Model: syncmodel.BSP}, {Model: syncmodel.Drop, DropWaitFor: 1}} {
 		if st := bigServer(t, sc, o).beginStage(req); st != nil {
 			t.Errorf("%s: a push was staged", sc.Model)
@@ -271,11 +271,11 @@ func TestStagedOnlyWhereApplied(t *testing.T) {
 	if st := s.beginStage(req); st == nil {
 		t.Error("ssp: a large push was not staged")
 	}
-	small := &kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PUSH, Blocks: []uint32{0}, Progress: 1, Data: make([]byte, 4*bigFloats)} // < stageMin
+	small := &pspb.PSRequest{Op: pspb.Op_OP_PUSH, Blocks: []uint32{0}, Progress: 1, Data: make([]byte, 4*bigFloats)} // < stageMin
 	if st := s.beginStage(small); st != nil {
 		t.Error("a push under stageMin was staged")
 	}
-	large := &kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PUSH, Blocks: []uint32{0}, Progress: 1, Data: make([]byte, stageMax+128)}
+	large := &pspb.PSRequest{Op: pspb.Op_OP_PUSH, Blocks: []uint32{0}, Progress: 1, Data: make([]byte, stageMax+128)}
 	if st := serverOf(t, syncmodel.Config{Model: syncmodel.ASP}, o, stageMax/4+32).beginStage(large); st != nil {
 		t.Error("a push over stageMax was staged")
 	}

@@ -7,14 +7,14 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/kelpie/kelpie/core/job"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/pspb"
 )
 
 // SetSync switches the server's synchronization model live (e.g. BSP →
 // SSP s=3). Gradients summed for the current version under an aggregating
 // model are applied before the switch; delayed pulls that the new pull
 // condition allows are answered at once.
-func (s *Server) SetSync(_ context.Context, req *kelpiepb.SyncSettings) (*kelpiepb.SetSyncResponse, error) {
+func (s *Server) SetSync(_ context.Context, req *pspb.SyncSettings) (*pspb.SetSyncResponse, error) {
 	c := job.SyncFrom(req)
 	if err := c.Validate(); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "server %s: %v", s.cfg.Name, err)
@@ -39,7 +39,7 @@ func (s *Server) SetSync(_ context.Context, req *kelpiepb.SyncSettings) (*kelpie
 	s.release(rel, &send)
 	s.mu.Unlock()
 	send.run()
-	return &kelpiepb.SetSyncResponse{Released: int64(len(rel))}, nil
+	return &pspb.SetSyncResponse{Released: int64(len(rel))}, nil
 }
 
 // commitPartial applies the gradients summed so far for the current version

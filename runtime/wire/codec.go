@@ -36,7 +36,7 @@ import (
 const Name = "kelpie"
 
 // Payloader is a protobuf message with a bulk payload carried outside the
-// protobuf encoding. PSRequest and PSResponse satisfy it (proto/kelpiepb).
+// protobuf encoding. PSRequest and PSResponse satisfy it (proto/pspb).
 type Payloader interface {
 	protobuf.Message
 	GetData() []byte

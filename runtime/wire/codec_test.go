@@ -8,7 +8,7 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/pspb"
 )
 
 func codecUnderTest(t testing.TB) encoding.CodecV2 {
@@ -26,7 +26,7 @@ func TestRoundTrip(t *testing.T) {
 		for i := range vals {
 			vals[i] = float32(i) * 0.5
 		}
-		in := &kelpiepb.PSRequest{Id: 7, Op: kelpiepb.Op_OP_PUSH_PULL, Worker: 3, Progress: -1,
+		in := &pspb.PSRequest{Id: 7, Op: pspb.Op_OP_PUSH_PULL, Worker: 3, Progress: -1,
 			Blocks: []uint32{1, 2}, RowKeys: []uint64{9}, Data: AsBytes(vals)}
 		out, err := c.Marshal(in)
 		if err != nil {
@@ -35,7 +35,7 @@ func TestRoundTrip(t *testing.T) {
 		if len(in.Data) != n*4 {
 			t.Fatalf("Marshal changed the payload of the message")
 		}
-		var got kelpiepb.PSRequest
+		var got pspb.PSRequest
 		if err := c.Unmarshal(out, &got); err != nil {
 			t.Fatalf("n=%d: %v", n, err)
 		}
@@ -53,12 +53,12 @@ func TestRoundTrip(t *testing.T) {
 
 func TestFallbackToProto(t *testing.T) {
 	c := codecUnderTest(t)
-	in := &kelpiepb.StatsRequest{}
+	in := &pspb.StatsRequest{}
 	out, err := c.Marshal(in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got kelpiepb.StatsRequest
+	var got pspb.StatsRequest
 	if err := c.Unmarshal(out, &got); err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestFallbackToProto(t *testing.T) {
 func TestUnmarshalRejectsGarbage(t *testing.T) {
 	c := codecUnderTest(t)
 	for _, b := range [][]byte{{}, {1, 2}, {0xff, 0xff, 0xff, 0x7f, 1}, {2, 0, 0, 0, 0xff, 0xff}} {
-		var got kelpiepb.PSResponse
+		var got pspb.PSResponse
 		if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, &got); err == nil {
 			t.Errorf("Unmarshal(%v) accepted garbage", b)
 		}
@@ -76,11 +76,11 @@ func TestUnmarshalRejectsGarbage(t *testing.T) {
 
 func FuzzUnmarshal(f *testing.F) {
 	c := codecUnderTest(f)
-	seed, _ := c.Marshal(&kelpiepb.PSResponse{Id: 1, Version: 2, Data: []byte{1, 2, 3, 4}})
+	seed, _ := c.Marshal(&pspb.PSResponse{Id: 1, Version: 2, Data: []byte{1, 2, 3, 4}})
 	f.Add(seed.Materialize())
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var got kelpiepb.PSResponse
+		var got pspb.PSResponse
 		if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, &got); err != nil {
 			return
 		}
@@ -89,7 +89,7 @@ func FuzzUnmarshal(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var got2 kelpiepb.PSResponse
+		var got2 pspb.PSResponse
 		if err := c.Unmarshal(again, &got2); err != nil || !proto.Equal(&got, &got2) {
 			t.Fatalf("re-encoding differs: %v", err)
 		}

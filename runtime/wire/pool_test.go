@@ -7,7 +7,7 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/pspb"
 )
 
 func TestCeilClass(t *testing.T) {
@@ -101,7 +101,7 @@ func TestRoundTripFramed(t *testing.T) {
 		for i := range vals {
 			vals[i] = float32(i%1000) - 3
 		}
-		in := &kelpiepb.PSResponse{Id: 9, Version: 4, Delayed: true, Data: AsBytes(vals)}
+		in := &pspb.PSResponse{Id: 9, Version: 4, Delayed: true, Data: AsBytes(vals)}
 		enc, err := c.Marshal(in)
 		if err != nil {
 			t.Fatal(err)
@@ -113,7 +113,7 @@ func TestRoundTripFramed(t *testing.T) {
 			framed = append(framed, mem.SliceBuffer(flat[:k]))
 			flat = flat[k:]
 		}
-		var got kelpiepb.PSResponse
+		var got pspb.PSResponse
 		if err := c.Unmarshal(framed, &got); err != nil {
 			t.Fatalf("n=%d: %v", n, err)
 		}

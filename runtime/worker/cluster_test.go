@@ -14,7 +14,7 @@ import (
 	"github.com/kelpie/kelpie/core/optim"
 	"github.com/kelpie/kelpie/core/straggler"
 	"github.com/kelpie/kelpie/core/syncmodel"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/pspb"
 	"github.com/kelpie/kelpie/runtime/data"
 	"github.com/kelpie/kelpie/runtime/model"
 	"github.com/kelpie/kelpie/runtime/psclient"
@@ -114,7 +114,7 @@ func serve(t *testing.T, ps *server.Server) (addr string, stop func()) {
 		t.Fatal(err)
 	}
 	gs := grpc.NewServer(psclient.ServerOptions()...)
-	kelpiepb.RegisterParameterServerServer(gs, ps)
+	pspb.RegisterParameterServerServer(gs, ps)
 	go gs.Serve(ep.GRPC())
 	var once sync.Once
 	return lis.Addr().String(), func() {

@@ -10,7 +10,7 @@ import (
 	"github.com/kelpie/kelpie/core/job"
 	"github.com/kelpie/kelpie/core/optim"
 	"github.com/kelpie/kelpie/core/syncmodel"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/pspb"
 	"github.com/kelpie/kelpie/runtime/model"
 	"github.com/kelpie/kelpie/runtime/server"
 )
@@ -39,7 +39,7 @@ func (cl *cluster) retable(t *testing.T, tab blocks.Table, addrs []string, at in
 	t.Helper()
 	a := job.Assignment(tab, addrs, nil)
 	for i, s := range cl.servers {
-		if _, err := s.Retable(context.Background(), &kelpiepb.RetableRequest{Assignment: a, SwitchIteration: at, Me: int32(i)}); err != nil {
+		if _, err := s.Retable(context.Background(), &pspb.RetableRequest{Assignment: a, SwitchIteration: at, Me: int32(i)}); err != nil {
 			t.Fatalf("retable server %d: %v", i, err)
 		}
 	}
@@ -114,7 +114,7 @@ func hotServerChanges(t *testing.T, opt optim.Config) {
 				for settled := false; !settled; time.Sleep(time.Millisecond) {
 					settled = true
 					for _, s := range cl.servers {
-						st, _ := s.Stats(context.Background(), &kelpiepb.StatsRequest{})
+						st, _ := s.Stats(context.Background(), &pspb.StatsRequest{})
 						settled = settled && st.InTransit == 0 && st.Outgoing == 0
 					}
 				}
@@ -128,13 +128,13 @@ func hotServerChanges(t *testing.T, opt optim.Config) {
 	if acks["add"] != 3 || acks["remove"] != 3 {
 		t.Fatalf("acks = %v; want both changes applied by the 3 workers", acks)
 	}
-	st0, _ := cl.servers[0].Stats(context.Background(), &kelpiepb.StatsRequest{})
+	st0, _ := cl.servers[0].Stats(context.Background(), &pspb.StatsRequest{})
 	if len(st0.Blocks) != 0 || st0.MigratedOut == 0 {
 		t.Errorf("removed server still holds %v (moved out %d)", st0.Blocks, st0.MigratedOut)
 	}
 	var in int64
 	for _, s := range cl.servers {
-		st, _ := s.Stats(context.Background(), &kelpiepb.StatsRequest{})
+		st, _ := s.Stats(context.Background(), &pspb.StatsRequest{})
 		in += st.MigratedIn
 		t.Logf("%s: blocks %v in %d out %d paused %.4fs", st.Name, st.Blocks, st.MigratedIn, st.MigratedOut, st.PausedSeconds)
 	}
@@ -190,7 +190,7 @@ func TestLateTableCommand(t *testing.T) {
 	go func() {
 		// Deliver the commands once both workers are stuck at iteration 5.
 		for {
-			st, _ := cl.servers[0].Stats(context.Background(), &kelpiepb.StatsRequest{})
+			st, _ := cl.servers[0].Stats(context.Background(), &pspb.StatsRequest{})
 			if st.VTrain >= 5 {
 				break
 			}

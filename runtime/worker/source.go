@@ -4,7 +4,7 @@ import (
 	"errors"
 	"slices"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/coordinatorpb"
 )
 
 // Source gives a worker its samples, iteration by iteration.
@@ -60,13 +60,13 @@ var ErrUnavailable = errors.New("scheduler unavailable")
 // returned (DOING → TODO) instead of reported, so that another fetch
 // trains it again: every sample's gradient is applied at least once.
 type ShardSource struct {
-	Fetch  func() (*kelpiepb.ShardInfo, error)
+	Fetch  func() (*coordinatorpb.ShardInfo, error)
 	Report func(ids []int64) error
 	// Return hands shards back to the queue: ids, or every shard the
 	// worker holds when ids is empty.
 	Return func(ids []int64) error
 
-	cur       *kelpiepb.ShardInfo
+	cur       *coordinatorpb.ShardInfo
 	pos       int
 	exhausted bool
 	finished  []finishedShard

@@ -9,7 +9,7 @@ import (
 	"github.com/kelpie/kelpie/core/job"
 	"github.com/kelpie/kelpie/core/optim"
 	"github.com/kelpie/kelpie/core/syncmodel"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/coordinatorpb"
 	"github.com/kelpie/kelpie/runtime/data"
 	"github.com/kelpie/kelpie/runtime/model"
 )
@@ -20,13 +20,13 @@ func queueSource(shards int) (*ShardSource, *[]int64, *[]int64) {
 	var reported, returned []int64
 	next := int64(0)
 	s := &ShardSource{
-		Fetch: func() (*kelpiepb.ShardInfo, error) {
+		Fetch: func() (*coordinatorpb.ShardInfo, error) {
 			if next == int64(shards) {
 				return nil, nil
 			}
 			next++
 			b := int32(next * 10)
-			return &kelpiepb.ShardInfo{Id: next, Order: []int64{int64(b), int64(b + 1), int64(b + 2), int64(b + 3)}}, nil
+			return &coordinatorpb.ShardInfo{Id: next, Order: []int64{int64(b), int64(b + 1), int64(b + 2), int64(b + 3)}}, nil
 		},
 		Report: func(ids []int64) error { reported = append(reported, ids...); return nil },
 		Return: func(ids []int64) error { returned = append(returned, ids...); return nil },
@@ -116,11 +116,11 @@ func TestSamplesReportedBeforeDone(t *testing.T) {
 			return true
 		}
 		cfg.Source = &ShardSource{
-			Fetch: func() (*kelpiepb.ShardInfo, error) {
+			Fetch: func() (*coordinatorpb.ShardInfo, error) {
 				if next*shard == int64(train.Len()) {
 					return nil, nil
 				}
-				sh := &kelpiepb.ShardInfo{Id: next}
+				sh := &coordinatorpb.ShardInfo{Id: next}
 				for i := range int64(shard) {
 					sh.Order = append(sh.Order, next*shard+i)
 				}

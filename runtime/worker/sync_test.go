@@ -11,15 +11,15 @@ import (
 	"github.com/kelpie/kelpie/core/optim"
 	"github.com/kelpie/kelpie/core/straggler"
 	"github.com/kelpie/kelpie/core/syncmodel"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/pspb"
 	"github.com/kelpie/kelpie/runtime/model"
 )
 
-func serverStats(t *testing.T, cl *cluster) []*kelpiepb.ServerStats {
+func serverStats(t *testing.T, cl *cluster) []*pspb.ServerStats {
 	t.Helper()
-	var out []*kelpiepb.ServerStats
+	var out []*pspb.ServerStats
 	for _, s := range cl.servers {
-		st, err := s.Stats(context.Background(), &kelpiepb.StatsRequest{})
+		st, err := s.Stats(context.Background(), &pspb.StatsRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}

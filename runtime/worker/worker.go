@@ -22,7 +22,7 @@ import (
 	"github.com/kelpie/kelpie/core/spec"
 	"github.com/kelpie/kelpie/core/straggler"
 	"github.com/kelpie/kelpie/core/syncmodel"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/pspb"
 	"github.com/kelpie/kelpie/runtime/data"
 	"github.com/kelpie/kelpie/runtime/model"
 	"github.com/kelpie/kelpie/runtime/psclient"
@@ -261,7 +261,7 @@ func live(conns []*psclient.Conn) int {
 // pull reads the parameters (and the sparse rows keys) outside an
 // iteration's push-pull, and keeps its comm for the next report.
 func (w *Worker) pull(progress int64, keys []uint64) error {
-	comms, _, err := w.exchange(kelpiepb.Op_OP_PULL, progress, keys)
+	comms, _, err := w.exchange(pspb.Op_OP_PULL, progress, keys)
 	w.pullComm = append(w.pullComm, comms...)
 	return err
 }
@@ -270,12 +270,12 @@ func (w *Worker) pull(progress int64, keys []uint64) error {
 // the current gradient; pullKeys are the sparse rows to read back (sorted).
 // It writes the pulled values into w.params and returns per-server comm and
 // the smallest version the servers answered with.
-func (w *Worker) exchange(op kelpiepb.Op, progress int64, pullKeys []uint64) ([]Comm, int64, error) {
+func (w *Worker) exchange(op pspb.Op, progress int64, pullKeys []uint64) ([]Comm, int64, error) {
 	n := len(w.conns)
 	var pushRows, pullRows [][]uint64
 	var pullPos [][]int
 	if w.sparseT >= 0 {
-		if op != kelpiepb.Op_OP_PULL {
+		if op != pspb.Op_OP_PULL {
 			pushRows, _ = w.rowsByServer(w.grad.Sparse.Keys)
 		}
 		pullRows, pullPos = w.rowsByServer(pullKeys)
@@ -303,10 +303,10 @@ func (w *Worker) exchange(op kelpiepb.Op, progress int64, pullKeys []uint64) ([]
 		if w.conns[r] == nil {
 			continue // a removed server
 		}
-		req := &kelpiepb.PSRequest{Op: op, Worker: int32(w.cfg.Index), Progress: progress,
+		req := &pspb.PSRequest{Op: op, Worker: int32(w.cfg.Index), Progress: progress,
 			Blocks: u32s(w.dense[r]), AssignmentVersion: w.cfg.Table.Version}
 		var payload [][]byte // the push's pieces, for the framed transport
-		if op != kelpiepb.Op_OP_PULL {
+		if op != pspb.Op_OP_PULL {
 			framed := w.conns[r].Framed()
 			buf := w.pushBuf[r][:0]
 			for _, id := range w.dense[r] {
@@ -332,13 +332,13 @@ func (w *Worker) exchange(op kelpiepb.Op, progress int64, pullKeys []uint64) ([]
 		if pullRows != nil {
 			req.PullRowKeys = pullRows[r]
 		}
-		if op == kelpiepb.Op_OP_PUSH_PULL && len(req.Blocks) == 0 && len(req.RowKeys) == 0 && len(req.PullRowKeys) == 0 {
+		if op == pspb.Op_OP_PUSH_PULL && len(req.Blocks) == 0 && len(req.RowKeys) == 0 && len(req.PullRowKeys) == 0 {
 			// Nothing of this server is needed, but its barrier still counts
 			// the worker's progress.
 			req.NoReplyData = true
 		}
 		wg.Add(1)
-		go func(r int, req *kelpiepb.PSRequest, payload [][]byte) {
+		go func(r int, req *pspb.PSRequest, payload [][]byte) {
 			defer wg.Done()
 			sent := int64(len(req.Data))
 			for _, p := range payload {
@@ -346,7 +346,7 @@ func (w *Worker) exchange(op kelpiepb.Op, progress int64, pullKeys []uint64) ([]
 			}
 			t0 := time.Now()
 			call, err := w.conns[r].StartV(req, payload, w.pullInto(r, req))
-			var resp *kelpiepb.PSResponse
+			var resp *pspb.PSResponse
 			var inPlace bool
 			if err == nil {
 				resp, inPlace, err = call.Wait(waitAbort)
@@ -398,8 +398,8 @@ func (w *Worker) exchange(op kelpiepb.Op, progress int64, pullKeys []uint64) ([]
 // pullInto is where a pull's values go when they can be read straight into
 // the parameters: the dense blocks' slices, in request order (nil for a
 // request with sparse rows, whose values absorb scatters).
-func (w *Worker) pullInto(r int, req *kelpiepb.PSRequest) [][]byte {
-	if req.Op == kelpiepb.Op_OP_PUSH || req.NoReplyData || len(req.PullRowKeys) > 0 || len(req.Blocks) == 0 {
+func (w *Worker) pullInto(r int, req *pspb.PSRequest) [][]byte {
+	if req.Op == pspb.Op_OP_PUSH || req.NoReplyData || len(req.PullRowKeys) > 0 || len(req.Blocks) == 0 {
 		return nil
 	}
 	dst := make([][]byte, 0, len(req.Blocks))
@@ -411,7 +411,7 @@ func (w *Worker) pullInto(r int, req *kelpiepb.PSRequest) [][]byte {
 }
 
 // pullBytes is the size of a pull's values.
-func (w *Worker) pullBytes(req *kelpiepb.PSRequest) int {
+func (w *Worker) pullBytes(req *pspb.PSRequest) int {
 	n := 0
 	for _, id := range req.Blocks {
 		n += int(w.cfg.Table.Blocks[id].Length)
@@ -421,7 +421,7 @@ func (w *Worker) pullBytes(req *kelpiepb.PSRequest) int {
 
 // absorb copies one server's pulled values into the worker's parameters.
 // Servers own disjoint blocks and rows, so absorbs run concurrently.
-func (w *Worker) absorb(r int, req *kelpiepb.PSRequest, resp *kelpiepb.PSResponse, pullPos [][]int) error {
+func (w *Worker) absorb(r int, req *pspb.PSRequest, resp *pspb.PSResponse, pullPos [][]int) error {
 	if req.NoReplyData {
 		return nil
 	}
@@ -610,7 +610,7 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 			pullKeys = w.keys(w.nextBatch)
 		}
 		w.more = more
-		comms, version, err := w.exchangeFollowing(ctx, kelpiepb.Op_OP_PUSH_PULL, t, pullKeys)
+		comms, version, err := w.exchangeFollowing(ctx, pspb.Op_OP_PUSH_PULL, t, pullKeys)
 		if err != nil {
 			return sum, fmt.Errorf("worker %d: iteration %d: %w", w.cfg.Index, t, err)
 		}
@@ -724,7 +724,7 @@ func (w *Worker) probe() (int64, error) {
 		if c == nil {
 			continue
 		}
-		resp, err := c.Do(&kelpiepb.PSRequest{Op: kelpiepb.Op_OP_PULL, Worker: int32(w.cfg.Index), Progress: -1, NoReplyData: true})
+		resp, err := c.Do(&pspb.PSRequest{Op: pspb.Op_OP_PULL, Worker: int32(w.cfg.Index), Progress: -1, NoReplyData: true})
 		if err != nil {
 			return 0, fmt.Errorf("server %d (%s): %v", r, w.cfg.Addrs[r], err)
 		}
@@ -738,9 +738,9 @@ func (w *Worker) probe() (int64, error) {
 // exchangeFollowing is exchange that follows a table change the servers
 // made before its command reached the worker: they refuse the request
 // whole, the worker switches to the new table and sends it again.
-func (w *Worker) exchangeFollowing(ctx context.Context, op kelpiepb.Op, progress int64, pullKeys []uint64) ([]Comm, int64, error) {
+func (w *Worker) exchangeFollowing(ctx context.Context, op pspb.Op, progress int64, pullKeys []uint64) ([]Comm, int64, error) {
 	if w.ar != nil {
-		if op == kelpiepb.Op_OP_PULL {
+		if op == pspb.Op_OP_PULL {
 			return nil, progress + 1, nil // the worker holds the parameters
 		}
 		err := w.ar.step(ctx, progress, w.params, w.grad, w.more)
@@ -807,7 +807,7 @@ func (w *Worker) awaitTable(ctx context.Context, t int64) error {
 }
 
 // join puts the worker in every server's barrier from iteration from on.
-func (w *Worker) join(from int64) error { return w.membership(kelpiepb.Op_OP_JOIN, "join", from) }
+func (w *Worker) join(from int64) error { return w.membership(pspb.Op_OP_JOIN, "join", from) }
 
 // gradient computes the gradient of the current batch into w.grad, in
 // w.accum micro-batches whose gradients are summed (gradient accumulation:
@@ -841,15 +841,15 @@ func (w *Worker) gradient(gb float32) float64 {
 
 // leave takes the worker out of every server's barrier after its last
 // pushed iteration.
-func (w *Worker) leave(last int64) error { return w.membership(kelpiepb.Op_OP_LEAVE, "leave", last) }
+func (w *Worker) leave(last int64) error { return w.membership(pspb.Op_OP_LEAVE, "leave", last) }
 
 // membership sends a JOIN or LEAVE to every server.
-func (w *Worker) membership(op kelpiepb.Op, verb string, progress int64) error {
+func (w *Worker) membership(op pspb.Op, verb string, progress int64) error {
 	for r, c := range w.conns {
 		if c == nil {
 			continue
 		}
-		if _, err := c.Do(&kelpiepb.PSRequest{Op: op, Worker: int32(w.cfg.Index), Progress: progress}); err != nil {
+		if _, err := c.Do(&pspb.PSRequest{Op: op, Worker: int32(w.cfg.Index), Progress: progress}); err != nil {
 			return fmt.Errorf("worker %d: %s server %d: %v", w.cfg.Index, verb, r, err)
 		}
 	}
@@ -988,7 +988,7 @@ func (w *Worker) Evaluate(ds data.Dataset, progress int64) (loss, acc float64, e
 		}
 		ds.Fill(&b, idx)
 		if from == 0 || w.sparseT >= 0 {
-			if _, _, err := w.exchangeFollowing(context.Background(), kelpiepb.Op_OP_PULL, progress, w.keys(&b)); err != nil {
+			if _, _, err := w.exchangeFollowing(context.Background(), pspb.Op_OP_PULL, progress, w.keys(&b)); err != nil {
 				return 0, 0, fmt.Errorf("worker %d: evaluation pull: %w", w.cfg.Index, err)
 			}
 		}

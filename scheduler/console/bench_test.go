@@ -17,7 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 )
 
 // jobView1000 is a job view as the scheduler would show a 1,000-node job at
@@ -25,23 +25,23 @@ import (
 // 30-point sparkline, a 60-column heatmap row per node, 8 chart series of
 // 120 points and a few actions. Every figure moves with it, so consecutive
 // views differ everywhere, as they do in a running job.
-func jobView1000(it int64) *kelpiepb.JobView {
+func jobView1000(it int64) *consolepb.JobView {
 	const nodes, servers, cols = 1000, 50, 60
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	now := t0.Add(time.Duration(it) * 250 * time.Millisecond)
-	v := &kelpiepb.JobView{
+	v := &consolepb.JobView{
 		Name: "ctr-1000", State: "running", Submitted: timestamppb.New(t0), Started: timestamppb.New(t0),
 		Model: "sparse lr on ctr", Sync: "ssp s=3 lazy", Servers: servers, Workers: nodes - servers,
 		GlobalBatch: 950 * 256, Throughput: 1.2e6 + float64(it), Iteration: it * 10, Iterations: 100000,
 		ShardsTodo: 4000 - it, ShardsDoing: 950, ShardsDone: it, ShardsTotal: 5000, Loss: 0.41 - 1e-5*float64(it),
-		Policies: []*kelpiepb.PolicyView{{Name: "antdt-nd", Mode: "approve", Params: map[string]float64{"lambda": 1.5}},
+		Policies: []*consolepb.PolicyView{{Name: "antdt-nd", Mode: "approve", Params: map[string]float64{"lambda": 1.5}},
 			{Name: "psld", Mode: "auto", Params: map[string]float64{"epsilon": 0.1}}},
-		Monitor: &kelpiepb.MonitorView{MeanBptS: 0.21, SpeedVariance: 0.3, WindowTransientS: 5, WindowPersistentS: 60, Lambda: 1.5},
-		Heatmap: &kelpiepb.Heatmap{BucketSeconds: 1, Start: timestamppb.New(now.Add(-cols * time.Second))},
+		Monitor: &consolepb.MonitorView{MeanBptS: 0.21, SpeedVariance: 0.3, WindowTransientS: 5, WindowPersistentS: 60, Lambda: 1.5},
+		Heatmap: &consolepb.Heatmap{BucketSeconds: 1, Start: timestamppb.New(now.Add(-cols * time.Second))},
 	}
 	for i := range nodes {
 		f := float64((int64(i)*7919+it*104729)%1000) / 1000 // 0..1, moves with it
-		n := &kelpiepb.NodeView{
+		n := &consolepb.NodeView{
 			Host: "127.0.0.1", State: "running", Pid: int32(10000 + i), BatchSize: 256, Accumulation: 1,
 			BptShortS: 0.2 + 0.05*f, BptLongS: 0.21 + 0.01*f, Throughput: 256 / (0.2 + 0.05*f), Class: "healthy",
 			Iteration: it * 10, LastReport: timestamppb.New(now), Ratio: 0.95 + 0.1*f,
@@ -57,21 +57,21 @@ func jobView1000(it int64) *kelpiepb.JobView {
 			n.Sparkline = append(n.Sparkline, 0.2+0.001*float64((i+k+int(it))%50))
 		}
 		v.Nodes = append(v.Nodes, n)
-		row := &kelpiepb.HeatmapRow{Node: n.Name}
+		row := &consolepb.HeatmapRow{Node: n.Name}
 		for k := range cols {
 			row.Cells = append(row.Cells, float32(0.9+0.002*float64((i*k+int(it))%100)))
 		}
 		v.Heatmap.Rows = append(v.Heatmap.Rows, row)
 	}
 	for s := range 8 {
-		c := &kelpiepb.Series{Name: fmt.Sprintf("bpt/worker-%d", s), Unit: "s", IntervalSeconds: 1}
+		c := &consolepb.Series{Name: fmt.Sprintf("bpt/worker-%d", s), Unit: "s", IntervalSeconds: 1}
 		for k := range 120 {
 			c.Values = append(c.Values, 0.2+0.001*float64((s+k+int(it))%40))
 		}
 		v.Charts = append(v.Charts, c)
 	}
 	for a := range 4 {
-		v.Actions = append(v.Actions, &kelpiepb.Action{Id: fmt.Sprintf("a-%d", a), Job: "ctr-1000", Kind: "ADJUST_BS",
+		v.Actions = append(v.Actions, &consolepb.Action{Id: fmt.Sprintf("a-%d", a), Job: "ctr-1000", Kind: "ADJUST_BS",
 			Target: fmt.Sprintf("worker-%d", a), Policy: "antdt-nd", Reason: "persistent straggler: BPT 1.9x the mean over 60s",
 			State: "proposed", Created: timestamppb.New(t0), BatchSizes: map[string]int32{"worker-2": 128, "worker-3": 288},
 			Evidence: map[string]float64{"bpt_ratio": 1.9, "lambda": 1.5}})
@@ -82,7 +82,7 @@ func jobView1000(it int64) *kelpiepb.JobView {
 // ringBackend returns a different 1,000-node view on every View call, so
 // every tick has a change to send.
 type ringBackend struct {
-	views []*kelpiepb.JobView
+	views []*consolepb.JobView
 	next  atomic.Uint64
 }
 
@@ -94,12 +94,12 @@ func newRingBackend(n int) *ringBackend {
 	return b
 }
 
-func (b *ringBackend) View([]string, int) []*kelpiepb.JobView {
-	return []*kelpiepb.JobView{b.views[b.next.Add(1)%uint64(len(b.views))]}
+func (b *ringBackend) View([]string, int) []*consolepb.JobView {
+	return []*consolepb.JobView{b.views[b.next.Add(1)%uint64(len(b.views))]}
 }
-func (b *ringBackend) EventsSince(seq uint64, _ int) ([]*kelpiepb.Event, uint64) { return nil, seq }
-func (b *ringBackend) Execute(context.Context, Principal, *kelpiepb.Command) *kelpiepb.CommandResult {
-	return &kelpiepb.CommandResult{Ok: true}
+func (b *ringBackend) EventsSince(seq uint64, _ int) ([]*consolepb.Event, uint64) { return nil, seq }
+func (b *ringBackend) Execute(context.Context, Principal, *consolepb.Command) *consolepb.CommandResult {
+	return &consolepb.CommandResult{Ok: true}
 }
 func (b *ringBackend) Audit(AuditEntry) error { return nil }
 
@@ -122,8 +122,8 @@ func BenchmarkDelta1000Nodes(b *testing.B) {
 	for i := range b.N {
 		changed, removed, next := diffViews(last, be.View(nil, 60))
 		last = next
-		f := &kelpiepb.ServerFrame{Seq: uint64(i), Time: timestamppb.Now(),
-			Body: &kelpiepb.ServerFrame_Delta{Delta: &kelpiepb.Delta{Jobs: changed, RemovedJobs: removed}}}
+		f := &consolepb.ServerFrame{Seq: uint64(i), Time: timestamppb.Now(),
+			Body: &consolepb.ServerFrame_Delta{Delta: &consolepb.Delta{Jobs: changed, RemovedJobs: removed}}}
 		data, err := marshalFrame.Marshal(f)
 		if err != nil {
 			b.Fatal(err)
@@ -148,7 +148,7 @@ func BenchmarkProtoEqual1000Nodes(b *testing.B) {
 // BenchmarkIdleTick is a tick with nothing to send: the backend hands back
 // the same immutable view.
 func BenchmarkIdleTick(b *testing.B) {
-	v := []*kelpiepb.JobView{jobView1000(1)}
+	v := []*consolepb.JobView{jobView1000(1)}
 	_, _, last := diffViews(nil, v)
 	b.ReportAllocs()
 	for b.Loop() {
@@ -163,8 +163,8 @@ func BenchmarkIdleTick(b *testing.B) {
 // BenchmarkIdleTickEqualCopy is a tick with nothing to send when the
 // backend builds a new but equal view each time: the view is fingerprinted.
 func BenchmarkIdleTickEqualCopy(b *testing.B) {
-	_, _, last := diffViews(nil, []*kelpiepb.JobView{jobView1000(1)})
-	v := []*kelpiepb.JobView{proto.Clone(jobView1000(1)).(*kelpiepb.JobView)}
+	_, _, last := diffViews(nil, []*consolepb.JobView{jobView1000(1)})
+	v := []*consolepb.JobView{proto.Clone(jobView1000(1)).(*consolepb.JobView)}
 	b.ReportAllocs()
 	for b.Loop() {
 		if changed, _, _ := diffViews(last, v); len(changed) != 0 {

@@ -7,7 +7,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 )
 
 // command is a Command read for authorization and the audit log.
@@ -24,7 +24,7 @@ type command struct {
 // describe names a command and checks it carries what its kind needs. The
 // scheduler core judges everything else (that a job or action exists, that a
 // policy name or mode is known).
-func describe(c *kelpiepb.Command) (command, error) {
+func describe(c *consolepb.Command) (command, error) {
 	if c == nil || c.GetKind() == nil {
 		return command{kind: "unknown"}, errorf(codes.InvalidArgument,
 			"console: command has no kind (submit_job, kill_job, approve, reject, trigger, set_policy or history)")
@@ -37,34 +37,34 @@ func describe(c *kelpiepb.Command) (command, error) {
 		}
 	}
 	switch k := c.GetKind().(type) {
-	case *kelpiepb.Command_SubmitJob:
+	case *consolepb.Command_SubmitJob:
 		d = command{kind: "submit_job", verb: "submit jobs",
 			detail: fmt.Sprintf("spec %d bytes", len(k.SubmitJob.GetSpecYaml()))}
 		need("spec_yaml", k.SubmitJob.GetSpecYaml())
-	case *kelpiepb.Command_KillJob:
+	case *consolepb.Command_KillJob:
 		d = command{kind: "kill_job", verb: "kill jobs", job: k.KillJob.GetJob()}
 		need("job", k.KillJob.GetJob())
-	case *kelpiepb.Command_Approve:
+	case *consolepb.Command_Approve:
 		d = decide("approve", k.Approve)
 		need("job", k.Approve.GetJob())
 		need("action_id", k.Approve.GetActionId())
-	case *kelpiepb.Command_Reject:
+	case *consolepb.Command_Reject:
 		d = decide("reject", k.Reject)
 		need("job", k.Reject.GetJob())
 		need("action_id", k.Reject.GetActionId())
-	case *kelpiepb.Command_Trigger:
+	case *consolepb.Command_Trigger:
 		a := k.Trigger.GetAction()
 		d = command{kind: "trigger", verb: "trigger actions", job: k.Trigger.GetJob(),
 			detail: fmt.Sprintf("kind=%s target=%s", a.GetKind(), a.GetTarget())}
 		need("job", k.Trigger.GetJob())
 		need("action.kind", a.GetKind())
-	case *kelpiepb.Command_SetPolicy:
+	case *consolepb.Command_SetPolicy:
 		p := k.SetPolicy
 		d = command{kind: "set_policy", verb: "set policies", job: p.GetJob(),
 			detail: fmt.Sprintf("policy=%s mode=%s params=%s", p.GetPolicy(), p.GetMode(), formatParams(p.GetParams()))}
 		need("job", p.GetJob())
 		need("policy", p.GetPolicy())
-	case *kelpiepb.Command_History:
+	case *consolepb.Command_History:
 		h := k.History
 		d = command{kind: "history", job: h.GetJob(), read: true, detail: fmt.Sprintf("from=%d limit=%d", h.GetFrom(), h.GetLimit())}
 		need("job", h.GetJob())
@@ -80,7 +80,7 @@ func describe(c *kelpiepb.Command) (command, error) {
 	return d, nil
 }
 
-func decide(kind string, a *kelpiepb.DecideAction) command {
+func decide(kind string, a *consolepb.DecideAction) command {
 	detail := "action_id=" + a.GetActionId()
 	if a.GetReason() != "" {
 		detail += fmt.Sprintf(" reason=%q", a.GetReason())
@@ -108,7 +108,7 @@ func formatParams(p map[string]float64) string {
 }
 
 // outcome says in the audit log how an executed command ended.
-func outcome(r *kelpiepb.CommandResult) string {
+func outcome(r *consolepb.CommandResult) string {
 	if !r.GetOk() {
 		return fmt.Sprintf("failed (%s): %s", codes.Code(r.GetCode()), r.GetError())
 	}

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/clock"
 )
 
@@ -40,9 +40,9 @@ type conn struct {
 
 	ctx    context.Context // done when the stream ends; commands run under it
 	cancel context.CancelFunc
-	out    chan *kelpiepb.ServerFrame // the bounded send queue
-	subs   chan *kelpiepb.Subscribe   // recvLoop → serve
-	wg     sync.WaitGroup             // recvLoop and writeLoop
+	out    chan *consolepb.ServerFrame // the bounded send queue
+	subs   chan *consolepb.Subscribe   // recvLoop → serve
+	wg     sync.WaitGroup              // recvLoop and writeLoop
 
 	endOnce sync.Once
 	status  websocket.StatusCode // how the stream ends; written once in end
@@ -56,8 +56,8 @@ func newConn(s *Server, ws *websocket.Conn, remote string) *conn {
 	ctx, cancel := context.WithCancel(s.ctx)
 	return &conn{
 		s: s, ws: ws, remote: remote, ctx: ctx, cancel: cancel,
-		out:  make(chan *kelpiepb.ServerFrame, s.opts.SendQueue),
-		subs: make(chan *kelpiepb.Subscribe, 1),
+		out:  make(chan *consolepb.ServerFrame, s.opts.SendQueue),
+		subs: make(chan *consolepb.Subscribe, 1),
 	}
 }
 
@@ -75,7 +75,7 @@ func (c *conn) end(status websocket.StatusCode, reason string) {
 
 // send queues f for the writer without ever waiting: a client so far behind
 // that the queue is full is disconnected.
-func (c *conn) send(f *kelpiepb.ServerFrame) {
+func (c *conn) send(f *consolepb.ServerFrame) {
 	select {
 	case c.out <- f:
 	default:
@@ -112,15 +112,15 @@ func (c *conn) serve(auth headerAuth, slot *pendingSlot, authenticated func() (d
 		defer c.s.releaseStream(c.who)
 		defer authenticated()()
 	}
-	c.send(&kelpiepb.ServerFrame{Body: &kelpiepb.ServerFrame_Welcome{Welcome: c.welcome()}})
+	c.send(&consolepb.ServerFrame{Body: &consolepb.ServerFrame_Welcome{Welcome: c.welcome()}})
 	c.wg.Add(2)
 	go c.writeLoop()
 	go c.recvLoop(first)
 	c.run()
 }
 
-func (c *conn) welcome() *kelpiepb.Welcome {
-	return &kelpiepb.Welcome{ServerVersion: c.s.opts.ServerVersion, ApiVersion: APIVersion,
+func (c *conn) welcome() *consolepb.Welcome {
+	return &consolepb.Welcome{ServerVersion: c.s.opts.ServerVersion, ApiVersion: APIVersion,
 		User: c.who.Name, Role: string(c.who.Role)}
 }
 
@@ -142,7 +142,7 @@ func (c *conn) authenticate(slot *pendingSlot) (pending *frameRead, ok bool) {
 	if !ok {
 		return nil, false
 	}
-	var hello *kelpiepb.Hello
+	var hello *consolepb.Hello
 	if r.err == nil {
 		if f, err := decodeFrame(r.typ, r.data); err == nil {
 			hello = f.GetHello()
@@ -259,7 +259,7 @@ type subscription struct {
 	seq   uint64          // the newest event sequence it has seen
 	// window trims every detail view (window.go); patches: changed jobs
 	// the client holds go as JobPatches (patch.go).
-	window  *kelpiepb.ViewWindow
+	window  *consolepb.ViewWindow
 	patches bool
 	// trimmed is, per job, the backend's view last trimmed to window and
 	// the result: a published view never changes, so while the backend
@@ -270,16 +270,16 @@ type subscription struct {
 }
 
 // trimmedView is a backend view and what trimView made of it.
-type trimmedView struct{ from, to *kelpiepb.JobView }
+type trimmedView struct{ from, to *consolepb.JobView }
 
 // views is the backend's current views of the subscription, as the client
 // sees them.
-func (s *subscription) views(b Backend) []*kelpiepb.JobView {
+func (s *subscription) views(b Backend) []*consolepb.JobView {
 	vs := b.View(s.names, s.cols)
 	if s.window == nil {
 		return vs
 	}
-	out := make([]*kelpiepb.JobView, len(vs))
+	out := make([]*consolepb.JobView, len(vs))
 	next := make(map[string]trimmedView, len(vs))
 	for i, v := range vs {
 		t, ok := s.trimmed[v.GetName()]
@@ -294,7 +294,7 @@ func (s *subscription) views(b Backend) []*kelpiepb.JobView {
 
 // subscribe starts a subscription (replacing any other) and sends its
 // snapshot: the current views and the recent events, newest first.
-func (c *conn) subscribe(req *kelpiepb.Subscribe) *subscription {
+func (c *conn) subscribe(req *consolepb.Subscribe) *subscription {
 	b := c.s.b
 	sub := &subscription{jobs: newJobSet(req.GetJobs()), cols: heatmapColumns(req.GetHeatmapColumns()),
 		every: period(rateHz(req.GetMaxRateHz(), c.s.opts.MaxRateHz)), window: req.GetWindow(), patches: req.GetPatches()}
@@ -311,7 +311,7 @@ func (c *conn) subscribe(req *kelpiepb.Subscribe) *subscription {
 	sub.seq = newest
 
 	c.inFlight.Add(1)
-	c.send(&kelpiepb.ServerFrame{Body: &kelpiepb.ServerFrame_Snapshot{Snapshot: &kelpiepb.Snapshot{
+	c.send(&consolepb.ServerFrame{Body: &consolepb.ServerFrame_Snapshot{Snapshot: &consolepb.Snapshot{
 		Jobs: views, Events: newestFirst(newestWithin(filterEvents(evs, sub.jobs), c.s.opts.EventBytes)),
 	}}})
 	return sub
@@ -329,7 +329,7 @@ func (c *conn) tick(sub *subscription) {
 	evs, newest := c.s.b.EventsSince(sub.seq, c.s.opts.DeltaEvents)
 	evs = newestWithin(filterEvents(evs, sub.jobs), c.s.opts.EventBytes)
 	sub.last, sub.seq = next, newest
-	var patches []*kelpiepb.JobPatch
+	var patches []*consolepb.JobPatch
 	if sub.patches {
 		// The jobs the client holds get what changed in them; new ones
 		// come whole.
@@ -349,7 +349,7 @@ func (c *conn) tick(sub *subscription) {
 		return
 	}
 	c.inFlight.Add(1)
-	c.send(&kelpiepb.ServerFrame{Body: &kelpiepb.ServerFrame_Delta{Delta: &kelpiepb.Delta{
+	c.send(&consolepb.ServerFrame{Body: &consolepb.ServerFrame_Delta{Delta: &consolepb.Delta{
 		Jobs: changed, RemovedJobs: removed, Events: evs, Patches: patches,
 	}}})
 }
@@ -360,7 +360,7 @@ func (c *conn) writeLoop() {
 	defer c.wg.Done()
 	var seq uint64
 	for {
-		var f *kelpiepb.ServerFrame
+		var f *consolepb.ServerFrame
 		select {
 		case <-c.ctx.Done():
 			return
@@ -382,7 +382,7 @@ func (c *conn) writeLoop() {
 		err = c.ws.Write(context.Background(), websocket.MessageText, data)
 		c.writing.Store(nil)
 		switch f.GetBody().(type) {
-		case *kelpiepb.ServerFrame_Snapshot, *kelpiepb.ServerFrame_Delta:
+		case *consolepb.ServerFrame_Snapshot, *consolepb.ServerFrame_Delta:
 			c.inFlight.Add(-1)
 		}
 		if err != nil {
@@ -424,9 +424,9 @@ func (c *conn) handle(typ websocket.MessageType, data []byte) {
 		return
 	}
 	switch body := f.GetBody().(type) {
-	case *kelpiepb.ClientFrame_Hello:
+	case *consolepb.ClientFrame_Hello:
 		c.hello(f.GetId(), body.Hello)
-	case *kelpiepb.ClientFrame_Subscribe:
+	case *consolepb.ClientFrame_Subscribe:
 		if err := checkSubscribe(body.Subscribe); err != nil {
 			c.reply(Failure(f.GetId(), err))
 			return
@@ -435,7 +435,7 @@ func (c *conn) handle(typ websocket.MessageType, data []byte) {
 		case c.subs <- body.Subscribe:
 		case <-c.ctx.Done():
 		}
-	case *kelpiepb.ClientFrame_Command:
+	case *consolepb.ClientFrame_Command:
 		c.reply(c.command(f.GetId(), body.Command))
 	default:
 		c.reply(Failure(f.GetId(), errorf(codes.InvalidArgument,
@@ -443,13 +443,13 @@ func (c *conn) handle(typ websocket.MessageType, data []byte) {
 	}
 }
 
-func (c *conn) reply(r *kelpiepb.CommandResult) {
-	c.send(&kelpiepb.ServerFrame{Body: &kelpiepb.ServerFrame_Result{Result: r}})
+func (c *conn) reply(r *consolepb.CommandResult) {
+	c.send(&consolepb.ServerFrame{Body: &consolepb.ServerFrame_Result{Result: r}})
 }
 
 // hello after authentication is answered with a Welcome; it may name the
 // client but not change who it is.
-func (c *conn) hello(id string, h *kelpiepb.Hello) {
+func (c *conn) hello(id string, h *consolepb.Hello) {
 	if h.GetToken() != "" {
 		if p, ok := c.s.tokens.lookup(h.GetToken()); !ok || p != c.who {
 			c.reply(Failure(id, errorf(codes.InvalidArgument,
@@ -460,11 +460,11 @@ func (c *conn) hello(id string, h *kelpiepb.Hello) {
 	if h.GetClient() != "" {
 		c.client = h.GetClient()
 	}
-	c.send(&kelpiepb.ServerFrame{Body: &kelpiepb.ServerFrame_Welcome{Welcome: c.welcome()}})
+	c.send(&consolepb.ServerFrame{Body: &consolepb.ServerFrame_Welcome{Welcome: c.welcome()}})
 }
 
 // command authorizes, audits and executes one command.
-func (c *conn) command(id string, cmd *kelpiepb.Command) *kelpiepb.CommandResult {
+func (c *conn) command(id string, cmd *consolepb.Command) *consolepb.CommandResult {
 	d, err := describe(cmd)
 	if err == nil && d.read {
 		// A read: any authenticated role, no audit record.
@@ -511,7 +511,7 @@ func joinDetail(a, b string) string {
 }
 
 // checkSubscribe refuses subscriptions whose numbers make no sense.
-func checkSubscribe(s *kelpiepb.Subscribe) error {
+func checkSubscribe(s *consolepb.Subscribe) error {
 	if r := s.GetMaxRateHz(); r < 0 || math.IsNaN(r) || math.IsInf(r, 0) {
 		return errorf(codes.InvalidArgument, "console: subscribe: max_rate_hz %v must be a positive number (0 for the default)", r)
 	}
@@ -522,11 +522,11 @@ func checkSubscribe(s *kelpiepb.Subscribe) error {
 }
 
 // decodeFrame reads one client frame.
-func decodeFrame(typ websocket.MessageType, data []byte) (*kelpiepb.ClientFrame, error) {
+func decodeFrame(typ websocket.MessageType, data []byte) (*consolepb.ClientFrame, error) {
 	if typ != websocket.MessageText {
 		return nil, errorf(codes.InvalidArgument, "console: binary frames are not accepted: send protojson text")
 	}
-	var f kelpiepb.ClientFrame
+	var f consolepb.ClientFrame
 	if err := unmarshalFrame.Unmarshal(data, &f); err != nil {
 		return nil, errorf(codes.InvalidArgument, "console: malformed frame: %v", err)
 	}

@@ -42,7 +42,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/clock"
 )
 
@@ -60,13 +60,13 @@ type Backend interface {
 	// View returns the current views of the named jobs (all jobs when names
 	// is empty: then nodes, heatmap, charts may be left out by the backend)
 	// — immutable values the console may hold.
-	View(names []string, heatmapColumns int) []*kelpiepb.JobView
+	View(names []string, heatmapColumns int) []*consolepb.JobView
 	// EventsSince returns events with sequence > seq (oldest first, at most
 	// limit) and the newest sequence number.
-	EventsSince(seq uint64, limit int) ([]*kelpiepb.Event, uint64)
+	EventsSince(seq uint64, limit int) ([]*consolepb.Event, uint64)
 	// Execute runs an authorized command; the result says ok/error/code
 	// (CommandResult.id is set by the console).
-	Execute(ctx context.Context, who Principal, cmd *kelpiepb.Command) *kelpiepb.CommandResult
+	Execute(ctx context.Context, who Principal, cmd *consolepb.Command) *consolepb.CommandResult
 	// Audit records one command decision (allowed or refused) durably.
 	Audit(e AuditEntry) error
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/coder/websocket"
 	"google.golang.org/grpc/codes"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/clock"
 )
 
@@ -119,7 +119,7 @@ func TestAnonymousViewer(t *testing.T) {
 	if w := c.welcome(); w.GetUser() != "anonymous" || w.GetRole() != "viewer" {
 		t.Errorf("welcome = %v; want anonymous viewer", w)
 	}
-	c.command("k", &kelpiepb.Command{Kind: &kelpiepb.Command_KillJob{KillJob: &kelpiepb.KillJob{Job: "a"}}})
+	c.command("k", &consolepb.Command{Kind: &consolepb.Command_KillJob{KillJob: &consolepb.KillJob{Job: "a"}}})
 	if r := c.result(); r.GetOk() || codes.Code(r.GetCode()) != codes.PermissionDenied {
 		t.Errorf("anonymous kill = %v; want PermissionDenied", r)
 	}
@@ -141,13 +141,13 @@ func TestViewerCommandRefusedAndAudited(t *testing.T) {
 	c := h.dial("viewer-secret")
 	c.welcome()
 	cmds := []struct {
-		cmd  *kelpiepb.Command
+		cmd  *consolepb.Command
 		want string
 	}{
 		{approve("j1", "a-7"), "viewer alice may not approve actions: operator role required"},
-		{&kelpiepb.Command{Kind: &kelpiepb.Command_SubmitJob{SubmitJob: &kelpiepb.SubmitJob{SpecYaml: "name: x"}}},
+		{&consolepb.Command{Kind: &consolepb.Command_SubmitJob{SubmitJob: &consolepb.SubmitJob{SpecYaml: "name: x"}}},
 			"viewer alice may not submit jobs: operator role required"},
-		{&kelpiepb.Command{Kind: &kelpiepb.Command_SetPolicy{SetPolicy: &kelpiepb.SetPolicy{Job: "j1", Policy: "psld"}}},
+		{&consolepb.Command{Kind: &consolepb.Command_SetPolicy{SetPolicy: &consolepb.SetPolicy{Job: "j1", Policy: "psld"}}},
 			"viewer alice may not set policies: operator role required"},
 	}
 	for i, tt := range cmds {
@@ -175,13 +175,13 @@ func TestViewerCommandRefusedAndAudited(t *testing.T) {
 // reaches the scheduler, and it leaves no audit record.
 func TestViewerReadsHistory(t *testing.T) {
 	b := newFakeBackend()
-	b.execute = func(_ context.Context, who Principal, cmd *kelpiepb.Command) *kelpiepb.CommandResult {
-		return &kelpiepb.CommandResult{Ok: true, Job: cmd.GetHistory().GetJob(), FramesTotal: 3}
+	b.execute = func(_ context.Context, who Principal, cmd *consolepb.Command) *consolepb.CommandResult {
+		return &consolepb.CommandResult{Ok: true, Job: cmd.GetHistory().GetJob(), FramesTotal: 3}
 	}
 	h := newHarness(t, b, Options{})
 	c := h.dial("viewer-secret")
 	c.welcome()
-	c.command("h1", &kelpiepb.Command{Kind: &kelpiepb.Command_History{History: &kelpiepb.GetHistory{Job: "j1"}}})
+	c.command("h1", &consolepb.Command{Kind: &consolepb.Command_History{History: &consolepb.GetHistory{Job: "j1"}}})
 	if r := c.result(); r.GetId() != "h1" || !r.GetOk() || r.GetFramesTotal() != 3 {
 		t.Errorf("viewer history = %v; want ok with the backend's answer", r)
 	}
@@ -195,23 +195,23 @@ func TestViewerReadsHistory(t *testing.T) {
 
 func TestOperatorCommandExecutedAndAudited(t *testing.T) {
 	b := newFakeBackend()
-	b.execute = func(_ context.Context, who Principal, cmd *kelpiepb.Command) *kelpiepb.CommandResult {
+	b.execute = func(_ context.Context, who Principal, cmd *consolepb.Command) *consolepb.CommandResult {
 		if k := cmd.GetKillJob(); k != nil {
-			return &kelpiepb.CommandResult{Ok: false, Error: "no job " + k.GetJob(), Code: int32(codes.NotFound)}
+			return &consolepb.CommandResult{Ok: false, Error: "no job " + k.GetJob(), Code: int32(codes.NotFound)}
 		}
-		return &kelpiepb.CommandResult{Ok: true, ActionId: "a-9"}
+		return &consolepb.CommandResult{Ok: true, ActionId: "a-9"}
 	}
 	h := newHarness(t, b, Options{})
 	c := h.dial("op-secret")
 	c.welcome()
 
-	trigger := &kelpiepb.Command{Kind: &kelpiepb.Command_Trigger{Trigger: &kelpiepb.TriggerAction{Job: "j1",
-		Action: &kelpiepb.Action{Kind: "KILL_RESTART", Target: "worker-2"}}}}
+	trigger := &consolepb.Command{Kind: &consolepb.Command_Trigger{Trigger: &consolepb.TriggerAction{Job: "j1",
+		Action: &consolepb.Action{Kind: "KILL_RESTART", Target: "worker-2"}}}}
 	c.command("t1", trigger)
 	if r := c.result(); r.GetId() != "t1" || !r.GetOk() || r.GetActionId() != "a-9" {
 		t.Errorf("trigger result = %v; want ok a-9 with id t1", r)
 	}
-	c.command("k1", &kelpiepb.Command{Kind: &kelpiepb.Command_KillJob{KillJob: &kelpiepb.KillJob{Job: "zz"}}})
+	c.command("k1", &consolepb.Command{Kind: &consolepb.Command_KillJob{KillJob: &consolepb.KillJob{Job: "zz"}}})
 	if r := c.result(); r.GetId() != "k1" || r.GetOk() || codes.Code(r.GetCode()) != codes.NotFound || r.GetError() != "no job zz" {
 		t.Errorf("kill result = %v; want the backend's NotFound", r)
 	}
@@ -252,9 +252,9 @@ func TestOperatorCommandExecutedAndAudited(t *testing.T) {
 
 func TestSnapshotThenDeltasOnlyOnChange(t *testing.T) {
 	b := newFakeBackend(job("a", 1), job("b", 1))
-	b.addEvent(&kelpiepb.Event{Job: "a", Message: "old"})
-	b.addEvent(&kelpiepb.Event{Job: "b", Message: "older news"})
-	b.addEvent(&kelpiepb.Event{Message: "scheduler started"})
+	b.addEvent(&consolepb.Event{Job: "a", Message: "old"})
+	b.addEvent(&consolepb.Event{Job: "b", Message: "older news"})
+	b.addEvent(&consolepb.Event{Message: "scheduler started"})
 	h := newHarness(t, b, Options{})
 	c := h.dial("viewer-secret")
 	c.welcome()
@@ -288,7 +288,7 @@ func TestSnapshotThenDeltasOnlyOnChange(t *testing.T) {
 		t.Errorf("delta = %v; want b removed only", d)
 	}
 
-	b.addEvent(&kelpiepb.Event{Job: "a", Kind: "node", Message: "worker-1 lost"})
+	b.addEvent(&consolepb.Event{Job: "a", Kind: "node", Message: "worker-1 lost"})
 	if d := c.delta(); len(d.GetJobs()) != 0 || len(d.GetEvents()) != 1 || d.GetEvents()[0].GetMessage() != "worker-1 lost" {
 		t.Errorf("delta = %v; want the new event only", d)
 	}
@@ -301,8 +301,8 @@ func TestSnapshotThenDeltasOnlyOnChange(t *testing.T) {
 
 func TestResubscribeReplaces(t *testing.T) {
 	b := newFakeBackend(job("a", 1), job("b", 1))
-	b.addEvent(&kelpiepb.Event{Job: "a", Message: "about a"})
-	b.addEvent(&kelpiepb.Event{Job: "b", Message: "about b"})
+	b.addEvent(&consolepb.Event{Job: "a", Message: "about a"})
+	b.addEvent(&consolepb.Event{Job: "b", Message: "about b"})
 	h := newHarness(t, b, Options{})
 	c := h.dial("viewer-secret")
 	c.welcome()
@@ -389,8 +389,8 @@ func TestMalformedFramesKeepTheStream(t *testing.T) {
 }
 
 // bigJob is a job view of about size bytes of JSON.
-func bigJob(iteration int64, size int) *kelpiepb.JobView {
-	return &kelpiepb.JobView{Name: "big", Iteration: iteration, SpecYaml: strings.Repeat("x", size)}
+func bigJob(iteration int64, size int) *consolepb.JobView {
+	return &consolepb.JobView{Name: "big", Iteration: iteration, SpecYaml: strings.Repeat("x", size)}
 }
 
 func TestSlowClientDisconnected(t *testing.T) {
@@ -477,10 +477,10 @@ func TestSlowClientDisconnected(t *testing.T) {
 func TestCloseEndsEverything(t *testing.T) {
 	b := newFakeBackend(job("a", 1))
 	started := make(chan struct{})
-	b.execute = func(ctx context.Context, _ Principal, _ *kelpiepb.Command) *kelpiepb.CommandResult {
+	b.execute = func(ctx context.Context, _ Principal, _ *consolepb.Command) *consolepb.CommandResult {
 		close(started)
 		<-ctx.Done() // a command still running when the server closes
-		return &kelpiepb.CommandResult{Ok: false, Error: ctx.Err().Error(), Code: int32(codes.Canceled)}
+		return &consolepb.CommandResult{Ok: false, Error: ctx.Err().Error(), Code: int32(codes.Canceled)}
 	}
 	s := New(b, testTokens, Options{MaxRateHz: 500, Logf: func(string, ...any) {}})
 	ts := httptest.NewServer(s.Handler())
@@ -494,7 +494,7 @@ func TestCloseEndsEverything(t *testing.T) {
 		c.snapshot()
 		clients = append(clients, c)
 	}
-	clients[1].command("slow", &kelpiepb.Command{Kind: &kelpiepb.Command_KillJob{KillJob: &kelpiepb.KillJob{Job: "a"}}})
+	clients[1].command("slow", &consolepb.Command{Kind: &consolepb.Command_KillJob{KillJob: &consolepb.KillJob{Job: "a"}}})
 	<-started
 	pending := h.dial("") // not yet authenticated
 	if got := s.Stats().Streams; got != 4 {

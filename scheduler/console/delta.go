@@ -8,7 +8,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 )
 
 // This file holds the pure parts of a subscription: what changed since the
@@ -24,7 +24,7 @@ const (
 
 // held is a view a client holds, with a fingerprint of its content.
 type held struct {
-	view *kelpiepb.JobView
+	view *consolepb.JobView
 	sum  uint64
 	ok   bool // sum is valid
 }
@@ -38,7 +38,7 @@ var sumSeed = maphash.MakeSeed()
 // two equal views takes 3.5 ms (BenchmarkIdleTickEqualCopy), and a NaN
 // figure equals itself. Two different views share a sum with probability
 // 2^-64, which would hold back one delta until the next change.
-func viewSum(v *kelpiepb.JobView) (uint64, bool) {
+func viewSum(v *consolepb.JobView) (uint64, bool) {
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(v)
 	if err != nil {
 		return 0, false
@@ -47,7 +47,7 @@ func viewSum(v *kelpiepb.JobView) (uint64, bool) {
 }
 
 // hold fingerprints v and says whether it shows what prev shows.
-func hold(prev held, v *kelpiepb.JobView) (held, bool) {
+func hold(prev held, v *consolepb.JobView) (held, bool) {
 	if prev.view == v {
 		return prev, true // the backend's views are immutable
 	}
@@ -64,7 +64,7 @@ func hold(prev held, v *kelpiepb.JobView) (held, bool) {
 // cur's order), the names of jobs that disappeared (sorted), and what the
 // client will hold once it has them. An unchanged job is usually the very
 // same pointer and costs nothing; otherwise fingerprints decide.
-func diffViews(last map[string]held, cur []*kelpiepb.JobView) (changed []*kelpiepb.JobView, removed []string, next map[string]held) {
+func diffViews(last map[string]held, cur []*consolepb.JobView) (changed []*consolepb.JobView, removed []string, next map[string]held) {
 	next = make(map[string]held, len(cur))
 	for _, v := range cur {
 		if v == nil {
@@ -144,11 +144,11 @@ func (s jobSet) names() []string {
 
 // filterEvents keeps the events a subscription sees: every event when it
 // watches every job, otherwise the named jobs' events and those of no job.
-func filterEvents(evs []*kelpiepb.Event, jobs jobSet) []*kelpiepb.Event {
+func filterEvents(evs []*consolepb.Event, jobs jobSet) []*consolepb.Event {
 	if jobs == nil {
 		return evs
 	}
-	var out []*kelpiepb.Event
+	var out []*consolepb.Event
 	for _, e := range evs {
 		if e.GetJob() == "" || jobs[e.GetJob()] {
 			out = append(out, e)
@@ -158,8 +158,8 @@ func filterEvents(evs []*kelpiepb.Event, jobs jobSet) []*kelpiepb.Event {
 }
 
 // newestFirst reverses events (the backend lists them oldest first).
-func newestFirst(evs []*kelpiepb.Event) []*kelpiepb.Event {
-	out := make([]*kelpiepb.Event, len(evs))
+func newestFirst(evs []*consolepb.Event) []*consolepb.Event {
+	out := make([]*consolepb.Event, len(evs))
 	for i, e := range evs {
 		out[len(evs)-1-i] = e
 	}
@@ -169,7 +169,7 @@ func newestFirst(evs []*kelpiepb.Event) []*kelpiepb.Event {
 // newestWithin keeps the newest events (oldest first, as given) whose
 // encodings add up to at most budget bytes: a snapshot or delta stays
 // small however large the events the scheduler holds.
-func newestWithin(evs []*kelpiepb.Event, budget int) []*kelpiepb.Event {
+func newestWithin(evs []*consolepb.Event, budget int) []*consolepb.Event {
 	total := 0
 	for i := len(evs) - 1; i >= 0; i-- {
 		total += proto.Size(evs[i])

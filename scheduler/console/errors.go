@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 )
 
 // This file is the one place where errors become what a console client sees
@@ -64,9 +64,9 @@ func classify(err error) (codes.Code, string) {
 
 // Failure is the CommandResult for a command (frame id) that was refused or
 // failed with err.
-func Failure(id string, err error) *kelpiepb.CommandResult {
+func Failure(id string, err error) *consolepb.CommandResult {
 	code, msg := classify(err)
-	return &kelpiepb.CommandResult{Id: id, Ok: false, Error: msg, Code: int32(code)}
+	return &consolepb.CommandResult{Id: id, Ok: false, Error: msg, Code: int32(code)}
 }
 
 // How and why a stream ends. Reasons travel in the close frame, which holds

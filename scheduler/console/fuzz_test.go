@@ -7,7 +7,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 )
 
 // FuzzClientFrame feeds arbitrary text to the console's frame decoder and
@@ -48,7 +48,7 @@ func FuzzClientFrame(f *testing.F) {
 		if err != nil {
 			t.Fatalf("a decoded frame does not marshal: %v", err)
 		}
-		var back kelpiepb.ClientFrame
+		var back consolepb.ClientFrame
 		if err := unmarshalFrame.Unmarshal(b, &back); err != nil {
 			t.Fatalf("a re-marshalled frame %s does not decode: %v", b, err)
 		}

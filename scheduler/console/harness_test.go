@@ -16,7 +16,7 @@ import (
 	"github.com/coder/websocket"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 )
 
 // TestMain fails the run if any stream goroutine outlives the tests
@@ -61,33 +61,33 @@ func waitNoStreamGoroutines(limit time.Duration) string {
 // sets, and records every call the console makes.
 type fakeBackend struct {
 	mu        sync.Mutex
-	views     map[string]*kelpiepb.JobView
-	events    []*kelpiepb.Event // sequence number = index + 1
+	views     map[string]*consolepb.JobView
+	events    []*consolepb.Event // sequence number = index + 1
 	audits    []AuditEntry
 	execs     []execCall
 	viewCalls int
 	auditErr  error
-	execute   func(ctx context.Context, who Principal, cmd *kelpiepb.Command) *kelpiepb.CommandResult
+	execute   func(ctx context.Context, who Principal, cmd *consolepb.Command) *consolepb.CommandResult
 }
 
 type execCall struct {
 	who Principal
-	cmd *kelpiepb.Command
+	cmd *consolepb.Command
 }
 
-func newFakeBackend(views ...*kelpiepb.JobView) *fakeBackend {
-	b := &fakeBackend{views: map[string]*kelpiepb.JobView{}}
+func newFakeBackend(views ...*consolepb.JobView) *fakeBackend {
+	b := &fakeBackend{views: map[string]*consolepb.JobView{}}
 	for _, v := range views {
 		b.views[v.GetName()] = v
 	}
 	return b
 }
 
-func (b *fakeBackend) View(names []string, _ int) []*kelpiepb.JobView {
+func (b *fakeBackend) View(names []string, _ int) []*consolepb.JobView {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.viewCalls++
-	var out []*kelpiepb.JobView
+	var out []*consolepb.JobView
 	if len(names) == 0 {
 		for _, v := range b.views {
 			out = append(out, v)
@@ -103,18 +103,18 @@ func (b *fakeBackend) View(names []string, _ int) []*kelpiepb.JobView {
 	return out
 }
 
-func (b *fakeBackend) EventsSince(seq uint64, limit int) ([]*kelpiepb.Event, uint64) {
+func (b *fakeBackend) EventsSince(seq uint64, limit int) ([]*consolepb.Event, uint64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	newest := uint64(len(b.events))
-	var out []*kelpiepb.Event
+	var out []*consolepb.Event
 	for i := seq; i < newest && len(out) < limit; i++ {
 		out = append(out, b.events[i])
 	}
 	return out, newest
 }
 
-func (b *fakeBackend) Execute(ctx context.Context, who Principal, cmd *kelpiepb.Command) *kelpiepb.CommandResult {
+func (b *fakeBackend) Execute(ctx context.Context, who Principal, cmd *consolepb.Command) *consolepb.CommandResult {
 	b.mu.Lock()
 	b.execs = append(b.execs, execCall{who, cmd})
 	fn := b.execute
@@ -122,7 +122,7 @@ func (b *fakeBackend) Execute(ctx context.Context, who Principal, cmd *kelpiepb.
 	if fn != nil {
 		return fn(ctx, who, cmd)
 	}
-	return &kelpiepb.CommandResult{Ok: true, Job: "j1"}
+	return &consolepb.CommandResult{Ok: true, Job: "j1"}
 }
 
 func (b *fakeBackend) Audit(e AuditEntry) error {
@@ -135,7 +135,7 @@ func (b *fakeBackend) Audit(e AuditEntry) error {
 	return nil
 }
 
-func (b *fakeBackend) setJob(v *kelpiepb.JobView) {
+func (b *fakeBackend) setJob(v *consolepb.JobView) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.views[v.GetName()] = v
@@ -147,7 +147,7 @@ func (b *fakeBackend) removeJob(name string) {
 	delete(b.views, name)
 }
 
-func (b *fakeBackend) addEvent(e *kelpiepb.Event) {
+func (b *fakeBackend) addEvent(e *consolepb.Event) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.events = append(b.events, e)
@@ -251,7 +251,7 @@ func (c *client) sendRaw(typ websocket.MessageType, data string) {
 	}
 }
 
-func (c *client) send(f *kelpiepb.ClientFrame) {
+func (c *client) send(f *consolepb.ClientFrame) {
 	c.t.Helper()
 	data, err := protojson.Marshal(f)
 	if err != nil {
@@ -261,7 +261,7 @@ func (c *client) send(f *kelpiepb.ClientFrame) {
 }
 
 // read returns the next frame or the error that ended the stream.
-func (c *client) read() (*kelpiepb.ServerFrame, error) {
+func (c *client) read() (*consolepb.ServerFrame, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	typ, data, err := c.ws.Read(ctx)
@@ -271,14 +271,14 @@ func (c *client) read() (*kelpiepb.ServerFrame, error) {
 	if typ != websocket.MessageText {
 		return nil, fmt.Errorf("server sent a %v frame", typ)
 	}
-	var f kelpiepb.ServerFrame
+	var f consolepb.ServerFrame
 	if err := protojson.Unmarshal(data, &f); err != nil {
 		return nil, fmt.Errorf("server frame %q: %v", data, err)
 	}
 	return &f, nil
 }
 
-func (c *client) next() *kelpiepb.ServerFrame {
+func (c *client) next() *consolepb.ServerFrame {
 	c.t.Helper()
 	f, err := c.read()
 	if err != nil {
@@ -321,7 +321,7 @@ func asCloseError(err error, ce *websocket.CloseError) bool {
 	return false
 }
 
-func (c *client) welcome() *kelpiepb.Welcome {
+func (c *client) welcome() *consolepb.Welcome {
 	c.t.Helper()
 	f := c.next()
 	if f.GetWelcome() == nil {
@@ -331,19 +331,19 @@ func (c *client) welcome() *kelpiepb.Welcome {
 }
 
 func (c *client) hello(token string) {
-	c.send(&kelpiepb.ClientFrame{Body: &kelpiepb.ClientFrame_Hello{Hello: &kelpiepb.Hello{Token: token, Client: "test"}}})
+	c.send(&consolepb.ClientFrame{Body: &consolepb.ClientFrame_Hello{Hello: &consolepb.Hello{Token: token, Client: "test"}}})
 }
 
 func (c *client) subscribe(rate float64, jobs ...string) {
-	c.send(&kelpiepb.ClientFrame{Body: &kelpiepb.ClientFrame_Subscribe{Subscribe: &kelpiepb.Subscribe{Jobs: jobs, MaxRateHz: rate}}})
+	c.send(&consolepb.ClientFrame{Body: &consolepb.ClientFrame_Subscribe{Subscribe: &consolepb.Subscribe{Jobs: jobs, MaxRateHz: rate}}})
 }
 
-func (c *client) command(id string, cmd *kelpiepb.Command) {
-	c.send(&kelpiepb.ClientFrame{Id: id, Body: &kelpiepb.ClientFrame_Command{Command: cmd}})
+func (c *client) command(id string, cmd *consolepb.Command) {
+	c.send(&consolepb.ClientFrame{Id: id, Body: &consolepb.ClientFrame_Command{Command: cmd}})
 }
 
 // result reads frames up to the next command result (skipping stream frames).
-func (c *client) result() *kelpiepb.CommandResult {
+func (c *client) result() *consolepb.CommandResult {
 	c.t.Helper()
 	for {
 		f := c.next()
@@ -354,7 +354,7 @@ func (c *client) result() *kelpiepb.CommandResult {
 }
 
 // snapshot reads frames up to the next snapshot.
-func (c *client) snapshot() *kelpiepb.Snapshot {
+func (c *client) snapshot() *consolepb.Snapshot {
 	c.t.Helper()
 	for {
 		f := c.next()
@@ -368,7 +368,7 @@ func (c *client) snapshot() *kelpiepb.Snapshot {
 }
 
 // delta reads the next frame, which must be a delta.
-func (c *client) delta() *kelpiepb.Delta {
+func (c *client) delta() *consolepb.Delta {
 	c.t.Helper()
 	f := c.next()
 	if f.GetDelta() == nil {
@@ -377,10 +377,10 @@ func (c *client) delta() *kelpiepb.Delta {
 	return f.GetDelta()
 }
 
-func job(name string, iteration int64) *kelpiepb.JobView {
-	return &kelpiepb.JobView{Name: name, State: "running", Iteration: iteration}
+func job(name string, iteration int64) *consolepb.JobView {
+	return &consolepb.JobView{Name: name, State: "running", Iteration: iteration}
 }
 
-func approve(job, id string) *kelpiepb.Command {
-	return &kelpiepb.Command{Kind: &kelpiepb.Command_Approve{Approve: &kelpiepb.DecideAction{Job: job, ActionId: id}}}
+func approve(job, id string) *consolepb.Command {
+	return &consolepb.Command{Kind: &consolepb.Command_Approve{Approve: &consolepb.DecideAction{Job: job, ActionId: id}}}
 }

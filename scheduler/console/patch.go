@@ -6,7 +6,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 )
 
 // This file makes a job's JobPatch: what changed between the view a client
@@ -17,17 +17,17 @@ import (
 
 // diffPatch returns the patch that turns old into cur, and whether anything
 // changed at all.
-func diffPatch(old, cur *kelpiepb.JobView) (*kelpiepb.JobPatch, bool) {
-	p := &kelpiepb.JobPatch{Name: cur.GetName()}
+func diffPatch(old, cur *consolepb.JobView) (*consolepb.JobPatch, bool) {
+	p := &consolepb.JobPatch{Name: cur.GetName()}
 	changed := false
 	if f := figures(cur, heavy); !sameFigures(figures(old, heavy), f) {
 		p.Figures, changed = f, true
 	}
 	if !sameList(old.GetActions(), cur.GetActions()) {
-		p.Actions, changed = &kelpiepb.ActionList{Actions: cur.GetActions()}, true
+		p.Actions, changed = &consolepb.ActionList{Actions: cur.GetActions()}, true
 	}
 	if !sameList(old.GetPolicies(), cur.GetPolicies()) {
-		p.Policies, changed = &kelpiepb.PolicyList{Policies: cur.GetPolicies()}, true
+		p.Policies, changed = &consolepb.PolicyList{Policies: cur.GetPolicies()}, true
 	}
 	if old.GetSpecYaml() != cur.GetSpecYaml() {
 		p.SpecYaml, changed = proto.String(cur.GetSpecYaml()), true
@@ -47,7 +47,7 @@ func diffPatch(old, cur *kelpiepb.JobView) (*kelpiepb.JobPatch, bool) {
 
 // sameFigures compares two views' figures by their encoding (NaN equals
 // NaN, as the client sees it).
-func sameFigures(a, b *kelpiepb.JobView) bool {
+func sameFigures(a, b *consolepb.JobView) bool {
 	sa, oka := viewSum(a)
 	sb, okb := viewSum(b)
 	if oka && okb {
@@ -63,8 +63,8 @@ func sameList[M proto.Message](a, b []M) bool {
 
 // diffNodes puts the new or changed rows, and the order when it changed,
 // into p.
-func diffNodes(p *kelpiepb.JobPatch, old, cur []*kelpiepb.NodeView) bool {
-	held := make(map[string]*kelpiepb.NodeView, len(old))
+func diffNodes(p *consolepb.JobPatch, old, cur []*consolepb.NodeView) bool {
+	held := make(map[string]*consolepb.NodeView, len(old))
 	for _, n := range old {
 		held[n.GetName()] = n
 	}
@@ -78,7 +78,7 @@ func diffNodes(p *kelpiepb.JobPatch, old, cur []*kelpiepb.NodeView) bool {
 		}
 	}
 	if !sameOrder {
-		p.Order = &kelpiepb.NodeOrder{Names: make([]string, len(cur))}
+		p.Order = &consolepb.NodeOrder{Names: make([]string, len(cur))}
 		for i, n := range cur {
 			p.Order.Names[i] = n.GetName()
 		}
@@ -89,10 +89,10 @@ func diffNodes(p *kelpiepb.JobPatch, old, cur []*kelpiepb.NodeView) bool {
 // diffHeatmap puts the heatmap into p: whole when its rows or bucket
 // changed, else its last columns that differ from the held ones shifted by
 // the buckets it moved on. It returns that shift, and whether it changed.
-func diffHeatmap(p *kelpiepb.JobPatch, old, cur *kelpiepb.Heatmap) (int, bool) {
+func diffHeatmap(p *consolepb.JobPatch, old, cur *consolepb.Heatmap) (int, bool) {
 	if cur == nil {
 		if old != nil {
-			p.Heatmap = &kelpiepb.Heatmap{} // gone: an empty one
+			p.Heatmap = &consolepb.Heatmap{} // gone: an empty one
 			return 0, true
 		}
 		return 0, false
@@ -125,7 +125,7 @@ func diffHeatmap(p *kelpiepb.JobPatch, old, cur *kelpiepb.Heatmap) (int, bool) {
 		return 0, false
 	}
 	tail := width - keep
-	t := &kelpiepb.HeatmapTail{Start: cur.GetStart(), Width: int32(width), Tail: int32(tail), Shift: int32(shift),
+	t := &consolepb.HeatmapTail{Start: cur.GetStart(), Width: int32(width), Tail: int32(tail), Shift: int32(shift),
 		Cells: make([]float32, 0, tail*len(cur.GetRows()))}
 	for _, r := range cur.GetRows() {
 		t.Cells = append(t.Cells, r.GetCells()[keep:]...)
@@ -136,7 +136,7 @@ func diffHeatmap(p *kelpiepb.JobPatch, old, cur *kelpiepb.Heatmap) (int, bool) {
 
 // sameRows says whether two heatmaps have the same rows (nodes and merges)
 // and bucket.
-func sameRows(a, b *kelpiepb.Heatmap) bool {
+func sameRows(a, b *consolepb.Heatmap) bool {
 	if a == nil || a.GetBucketSeconds() != b.GetBucketSeconds() || len(a.GetRows()) != len(b.GetRows()) || len(b.GetRows()) == 0 {
 		return false
 	}
@@ -149,7 +149,7 @@ func sameRows(a, b *kelpiepb.Heatmap) bool {
 	return true
 }
 
-func anyRagged(rows []*kelpiepb.HeatmapRow, width int) bool {
+func anyRagged(rows []*consolepb.HeatmapRow, width int) bool {
 	for _, r := range rows {
 		if len(r.GetCells()) != width {
 			return true
@@ -161,14 +161,14 @@ func anyRagged(rows []*kelpiepb.HeatmapRow, width int) bool {
 // diffCharts puts the chart series into p: the order when it changed, new
 // series whole, the others' last values that differ from the held ones
 // shifted.
-func diffCharts(p *kelpiepb.JobPatch, old, cur []*kelpiepb.Series, shift int) bool {
-	held := make(map[string]*kelpiepb.Series, len(old))
+func diffCharts(p *consolepb.JobPatch, old, cur []*consolepb.Series, shift int) bool {
+	held := make(map[string]*consolepb.Series, len(old))
 	for _, s := range old {
 		held[s.GetName()] = s
 	}
 	changed := false
-	if !slices.EqualFunc(old, cur, func(a, b *kelpiepb.Series) bool { return a.GetName() == b.GetName() }) {
-		p.ChartNames = &kelpiepb.ChartNames{}
+	if !slices.EqualFunc(old, cur, func(a, b *consolepb.Series) bool { return a.GetName() == b.GetName() }) {
+		p.ChartNames = &consolepb.ChartNames{}
 		for _, s := range cur {
 			p.ChartNames.Names = append(p.ChartNames.Names, s.GetName())
 		}
@@ -192,7 +192,7 @@ func diffCharts(p *kelpiepb.JobPatch, old, cur []*kelpiepb.Series, shift int) bo
 		if keep == len(v) && len(v) == len(hv) && shift == 0 {
 			continue
 		}
-		p.ChartTails = append(p.ChartTails, &kelpiepb.SeriesTail{Name: s.GetName(), Length: int32(len(v)), Shift: int32(shift),
+		p.ChartTails = append(p.ChartTails, &consolepb.SeriesTail{Name: s.GetName(), Length: int32(len(v)), Shift: int32(shift),
 			Values: v[keep:]})
 		changed = true
 	}

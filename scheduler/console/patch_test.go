@@ -12,7 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	consoleclient "github.com/kelpie/kelpie/scheduler/console/client"
 )
 
@@ -20,16 +20,16 @@ import (
 // them: figures moving, nodes reporting (some rows unchanged), nodes added
 // and removed, the heatmap and charts moving on by 0–2 buckets with their
 // last column still filling, actions and policies changing now and then.
-func evolving(r *rand.Rand, steps int) []*kelpiepb.JobView {
+func evolving(r *rand.Rand, steps int) []*consolepb.JobView {
 	t0 := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 	nodes := []string{"server-0", "worker-0", "worker-1", "worker-2"}
 	width, start := 1, 0
 	var heat = map[string][]float32{}
 	var series = map[string][]float64{}
-	var out []*kelpiepb.JobView
-	var actions []*kelpiepb.Action
+	var out []*consolepb.JobView
+	var actions []*consolepb.Action
 	for step := range steps {
-		v := &kelpiepb.JobView{Name: "j", State: "running", Iteration: int64(step * 10), Throughput: r.Float64() * 1000,
+		v := &consolepb.JobView{Name: "j", State: "running", Iteration: int64(step * 10), Throughput: r.Float64() * 1000,
 			Loss: 2 / float64(step+1), SpecYaml: "name: j\n", Submitted: timestamppb.New(t0)}
 		if r.IntN(5) == 0 {
 			v.Loss = math.NaN()
@@ -41,19 +41,19 @@ func evolving(r *rand.Rand, steps int) []*kelpiepb.JobView {
 			nodes = append(nodes[:1], nodes[2:]...)
 		}
 		if r.IntN(3) == 0 {
-			actions = append(actions, &kelpiepb.Action{Id: fmt.Sprintf("a-%d", step), Kind: "ADJUST_BS", State: "proposed"})
+			actions = append(actions, &consolepb.Action{Id: fmt.Sprintf("a-%d", step), Kind: "ADJUST_BS", State: "proposed"})
 		}
 		if len(actions) > 0 && r.IntN(3) == 0 {
 			a := proto.CloneOf(actions[0])
 			a.State = "applied"
-			actions = append([]*kelpiepb.Action{a}, actions[1:]...)
+			actions = append([]*consolepb.Action{a}, actions[1:]...)
 		}
-		v.Actions = append([]*kelpiepb.Action(nil), actions...)
-		v.Policies = []*kelpiepb.PolicyView{{Name: "antdt-nd", Mode: []string{"auto", "approve"}[step/5%2]}}
+		v.Actions = append([]*consolepb.Action(nil), actions...)
+		v.Policies = []*consolepb.PolicyView{{Name: "antdt-nd", Mode: []string{"auto", "approve"}[step/5%2]}}
 		move := r.IntN(3)
 		start += move
 		width = min(width+move, 6)
-		v.Heatmap = &kelpiepb.Heatmap{BucketSeconds: 1, Start: timestamppb.New(t0.Add(time.Duration(start) * time.Second))}
+		v.Heatmap = &consolepb.Heatmap{BucketSeconds: 1, Start: timestamppb.New(t0.Add(time.Duration(start) * time.Second))}
 		for _, n := range nodes {
 			cells := heat[n]
 			if len(cells) > move {
@@ -67,7 +67,7 @@ func evolving(r *rand.Rand, steps int) []*kelpiepb.JobView {
 			cells = cells[:width]
 			cells[width-1] = float32(r.IntN(4)) // the open bucket fills
 			heat[n] = cells
-			v.Heatmap.Rows = append(v.Heatmap.Rows, &kelpiepb.HeatmapRow{Node: n, Cells: cells})
+			v.Heatmap.Rows = append(v.Heatmap.Rows, &consolepb.HeatmapRow{Node: n, Cells: cells})
 			vals := series[n]
 			if len(vals) > move {
 				vals = append([]float64(nil), vals[move:]...)
@@ -80,8 +80,8 @@ func evolving(r *rand.Rand, steps int) []*kelpiepb.JobView {
 			vals = vals[:width]
 			vals[width-1] = r.Float64()
 			series[n] = vals
-			v.Charts = append(v.Charts, &kelpiepb.Series{Name: "bpt/" + n, Unit: "s", IntervalSeconds: 1, Values: vals})
-			nv := &kelpiepb.NodeView{Name: n, Role: "worker", State: "running", Iteration: int64(step)}
+			v.Charts = append(v.Charts, &consolepb.Series{Name: "bpt/" + n, Unit: "s", IntervalSeconds: 1, Values: vals})
+			nv := &consolepb.NodeView{Name: n, Role: "worker", State: "running", Iteration: int64(step)}
 			if r.IntN(2) == 0 {
 				nv.BptShortS, nv.Ratio = r.Float64(), r.Float64()*3
 			}
@@ -92,7 +92,7 @@ func evolving(r *rand.Rand, steps int) []*kelpiepb.JobView {
 	return out
 }
 
-func encode(t *testing.T, v *kelpiepb.JobView) string {
+func encode(t *testing.T, v *consolepb.JobView) string {
 	t.Helper()
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(v)
 	if err != nil {
@@ -105,7 +105,7 @@ func encode(t *testing.T, v *kelpiepb.JobView) string {
 // the patch of each step to the view held gives the view the client would
 // have received whole — and steps where nothing changed make no patch.
 func TestPatchRoundTrip(t *testing.T) {
-	windows := []*kelpiepb.ViewWindow{
+	windows := []*consolepb.ViewWindow{
 		nil,
 		{Limit: 2},
 		{Sort: SortRatio, Offset: 1, Limit: 3, HeatmapRows: 2, ChartSeries: 2},
@@ -140,9 +140,9 @@ func TestPatchRoundTrip(t *testing.T) {
 // changed and one or two heatmap columns, a small part of the view.
 func TestPatchIsSmall(t *testing.T) {
 	t0 := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
-	mk := func(step int) *kelpiepb.JobView {
-		v := &kelpiepb.JobView{Name: "big", State: "running", Iteration: int64(step),
-			Heatmap: &kelpiepb.Heatmap{BucketSeconds: 1, Start: timestamppb.New(t0.Add(time.Duration(step/4) * time.Second))}}
+	mk := func(step int) *consolepb.JobView {
+		v := &consolepb.JobView{Name: "big", State: "running", Iteration: int64(step),
+			Heatmap: &consolepb.Heatmap{BucketSeconds: 1, Start: timestamppb.New(t0.Add(time.Duration(step/4) * time.Second))}}
 		for i := range 1000 {
 			name := fmt.Sprintf("worker-%d", i)
 			report := (step + i) / 4 // a report every 4 steps, staggered
@@ -152,14 +152,14 @@ func TestPatchIsSmall(t *testing.T) {
 				cells[c] = float32((c + step/4 + i) % 7)
 				vals[c] = float64((c+step/4+i)%7) / 100
 			}
-			v.Heatmap.Rows = append(v.Heatmap.Rows, &kelpiepb.HeatmapRow{Node: name, Cells: cells})
-			v.Charts = append(v.Charts, &kelpiepb.Series{Name: "bpt/" + name, Unit: "s", IntervalSeconds: 1, Values: vals})
-			v.Nodes = append(v.Nodes, &kelpiepb.NodeView{Name: name, Role: "worker", Iteration: int64(report), BptShortS: float64(report%5) / 100,
+			v.Heatmap.Rows = append(v.Heatmap.Rows, &consolepb.HeatmapRow{Node: name, Cells: cells})
+			v.Charts = append(v.Charts, &consolepb.Series{Name: "bpt/" + name, Unit: "s", IntervalSeconds: 1, Values: vals})
+			v.Nodes = append(v.Nodes, &consolepb.NodeView{Name: name, Role: "worker", Iteration: int64(report), BptShortS: float64(report%5) / 100,
 				Sparkline: vals[30:]})
 		}
 		return v
 	}
-	w := &kelpiepb.ViewWindow{Limit: 40, HeatmapRows: 40, ChartSeries: 8}
+	w := &consolepb.ViewWindow{Limit: 40, HeatmapRows: 40, ChartSeries: 8}
 	whole := proto.Size(mk(0))
 	held := trimView(mk(0), w)
 	trimmed := proto.Size(held)
@@ -186,8 +186,8 @@ func TestWindowedPatchedStream(t *testing.T) {
 	views := evolving(r, 25)
 	b := newFakeBackend(views[0])
 	h := newHarness(t, b, Options{})
-	w := &kelpiepb.ViewWindow{Sort: SortRatio, Limit: 3, HeatmapRows: 2, ChartSeries: 2}
-	got := make(chan *kelpiepb.JobView, 100)
+	w := &consolepb.ViewWindow{Sort: SortRatio, Limit: 3, HeatmapRows: 2, ChartSeries: 2}
+	got := make(chan *consolepb.JobView, 100)
 	var patches atomic.Int64
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -209,7 +209,7 @@ func TestWindowedPatchedStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	next := func(want *kelpiepb.JobView) {
+	next := func(want *consolepb.JobView) {
 		t.Helper()
 		for {
 			select {
@@ -227,7 +227,7 @@ func TestWindowedPatchedStream(t *testing.T) {
 		b.setJob(v)
 		next(trimView(v, w))
 	}
-	w2 := &kelpiepb.ViewWindow{Sort: SortName, Offset: 1, Limit: 2}
+	w2 := &consolepb.ViewWindow{Sort: SortName, Offset: 1, Limit: 2}
 	if err := c.SetWindow(ctx, w2); err != nil {
 		t.Fatal(err)
 	}

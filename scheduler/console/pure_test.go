@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 )
 
 func TestParseTokens(t *testing.T) {
@@ -101,36 +101,36 @@ func TestLookupAndBearer(t *testing.T) {
 
 func TestDiffViews(t *testing.T) {
 	a1, b1, c1 := job("a", 1), job("b", 1), job("c", 1)
-	a1copy := proto.Clone(a1).(*kelpiepb.JobView)
+	a1copy := proto.Clone(a1).(*consolepb.JobView)
 	a2 := job("a", 2)
-	names := func(vs []*kelpiepb.JobView) []string {
+	names := func(vs []*consolepb.JobView) []string {
 		var out []string
 		for _, v := range vs {
 			out = append(out, v.GetName())
 		}
 		return out
 	}
-	_, _, last := diffViews(nil, []*kelpiepb.JobView{a1, b1})
-	nan1 := &kelpiepb.JobView{Name: "n", Loss: math.NaN()}
-	nan2 := proto.Clone(nan1).(*kelpiepb.JobView)
-	_, _, lastNaN := diffViews(nil, []*kelpiepb.JobView{nan1})
+	_, _, last := diffViews(nil, []*consolepb.JobView{a1, b1})
+	nan1 := &consolepb.JobView{Name: "n", Loss: math.NaN()}
+	nan2 := proto.Clone(nan1).(*consolepb.JobView)
+	_, _, lastNaN := diffViews(nil, []*consolepb.JobView{nan1})
 	tests := []struct {
 		name    string
 		last    map[string]held
-		cur     []*kelpiepb.JobView
+		cur     []*consolepb.JobView
 		changed []string
 		removed []string
 	}{
-		{"first view: everything is new", nil, []*kelpiepb.JobView{a1, b1}, []string{"a", "b"}, nil},
-		{"same pointers", last, []*kelpiepb.JobView{a1, b1}, nil, nil},
-		{"equal copy is no change", last, []*kelpiepb.JobView{a1copy, b1}, nil, nil},
-		{"one job changed", last, []*kelpiepb.JobView{a2, b1}, []string{"a"}, nil},
-		{"job added", last, []*kelpiepb.JobView{a1, b1, c1}, []string{"c"}, nil},
-		{"job removed", last, []*kelpiepb.JobView{b1}, nil, []string{"a"}},
+		{"first view: everything is new", nil, []*consolepb.JobView{a1, b1}, []string{"a", "b"}, nil},
+		{"same pointers", last, []*consolepb.JobView{a1, b1}, nil, nil},
+		{"equal copy is no change", last, []*consolepb.JobView{a1copy, b1}, nil, nil},
+		{"one job changed", last, []*consolepb.JobView{a2, b1}, []string{"a"}, nil},
+		{"job added", last, []*consolepb.JobView{a1, b1, c1}, []string{"c"}, nil},
+		{"job removed", last, []*consolepb.JobView{b1}, nil, []string{"a"}},
 		{"all removed", last, nil, nil, []string{"a", "b"}},
-		{"duplicates and nils are ignored", nil, []*kelpiepb.JobView{a1, nil, a2}, []string{"a"}, nil},
-		{"a NaN figure that stays NaN is no change", lastNaN, []*kelpiepb.JobView{nan2}, nil, nil},
-		{"NaN to a number is a change", lastNaN, []*kelpiepb.JobView{{Name: "n", Loss: 0.5}}, []string{"n"}, nil},
+		{"duplicates and nils are ignored", nil, []*consolepb.JobView{a1, nil, a2}, []string{"a"}, nil},
+		{"a NaN figure that stays NaN is no change", lastNaN, []*consolepb.JobView{nan2}, nil, nil},
+		{"NaN to a number is a change", lastNaN, []*consolepb.JobView{{Name: "n", Loss: 0.5}}, []string{"n"}, nil},
 	}
 	for _, tt := range tests {
 		changed, removed, next := diffViews(tt.last, tt.cur)
@@ -172,8 +172,8 @@ func TestRates(t *testing.T) {
 }
 
 func TestFilterEvents(t *testing.T) {
-	evs := []*kelpiepb.Event{{Job: "a", Message: "1"}, {Job: "b", Message: "2"}, {Message: "3"}, {Job: "a", Message: "4"}}
-	msgs := func(es []*kelpiepb.Event) string {
+	evs := []*consolepb.Event{{Job: "a", Message: "1"}, {Job: "b", Message: "2"}, {Message: "3"}, {Job: "a", Message: "4"}}
+	msgs := func(es []*consolepb.Event) string {
 		var s []string
 		for _, e := range es {
 			s = append(s, e.GetMessage())
@@ -195,31 +195,31 @@ func TestFilterEvents(t *testing.T) {
 
 func TestDescribe(t *testing.T) {
 	tests := []struct {
-		cmd        *kelpiepb.Command
+		cmd        *consolepb.Command
 		kind, verb string
 		job        string
 		err        string
 	}{
 		{nil, "unknown", "", "", "command has no kind"},
-		{&kelpiepb.Command{}, "unknown", "", "", "command has no kind"},
-		{&kelpiepb.Command{Kind: &kelpiepb.Command_SubmitJob{SubmitJob: &kelpiepb.SubmitJob{SpecYaml: "name: j\n"}}},
+		{&consolepb.Command{}, "unknown", "", "", "command has no kind"},
+		{&consolepb.Command{Kind: &consolepb.Command_SubmitJob{SubmitJob: &consolepb.SubmitJob{SpecYaml: "name: j\n"}}},
 			"submit_job", "submit jobs", "", ""},
-		{&kelpiepb.Command{Kind: &kelpiepb.Command_SubmitJob{SubmitJob: &kelpiepb.SubmitJob{}}},
+		{&consolepb.Command{Kind: &consolepb.Command_SubmitJob{SubmitJob: &consolepb.SubmitJob{}}},
 			"submit_job", "submit jobs", "", "submit_job: missing spec_yaml"},
-		{&kelpiepb.Command{Kind: &kelpiepb.Command_KillJob{KillJob: &kelpiepb.KillJob{Job: "j"}}}, "kill_job", "kill jobs", "j", ""},
+		{&consolepb.Command{Kind: &consolepb.Command_KillJob{KillJob: &consolepb.KillJob{Job: "j"}}}, "kill_job", "kill jobs", "j", ""},
 		{approve("j", "a-1"), "approve", "approve actions", "j", ""},
 		{approve("", ""), "approve", "approve actions", "", "approve: missing job, action_id"},
-		{&kelpiepb.Command{Kind: &kelpiepb.Command_Reject{Reject: &kelpiepb.DecideAction{Job: "j", ActionId: "a-1", Reason: "no"}}},
+		{&consolepb.Command{Kind: &consolepb.Command_Reject{Reject: &consolepb.DecideAction{Job: "j", ActionId: "a-1", Reason: "no"}}},
 			"reject", "reject actions", "j", ""},
-		{&kelpiepb.Command{Kind: &kelpiepb.Command_Trigger{Trigger: &kelpiepb.TriggerAction{Job: "j",
-			Action: &kelpiepb.Action{Kind: "KILL_RESTART", Target: "worker-1"}}}}, "trigger", "trigger actions", "j", ""},
-		{&kelpiepb.Command{Kind: &kelpiepb.Command_Trigger{Trigger: &kelpiepb.TriggerAction{Job: "j"}}},
+		{&consolepb.Command{Kind: &consolepb.Command_Trigger{Trigger: &consolepb.TriggerAction{Job: "j",
+			Action: &consolepb.Action{Kind: "KILL_RESTART", Target: "worker-1"}}}}, "trigger", "trigger actions", "j", ""},
+		{&consolepb.Command{Kind: &consolepb.Command_Trigger{Trigger: &consolepb.TriggerAction{Job: "j"}}},
 			"trigger", "trigger actions", "j", "trigger: missing action.kind"},
-		{&kelpiepb.Command{Kind: &kelpiepb.Command_SetPolicy{SetPolicy: &kelpiepb.SetPolicy{Job: "j", Policy: "antdt-nd",
+		{&consolepb.Command{Kind: &consolepb.Command_SetPolicy{SetPolicy: &consolepb.SetPolicy{Job: "j", Policy: "antdt-nd",
 			Mode: "auto", Params: map[string]float64{"lambda": 1.5}}}}, "set_policy", "set policies", "j", ""},
-		{&kelpiepb.Command{Kind: &kelpiepb.Command_History{History: &kelpiepb.GetHistory{Job: "j", Limit: 10}}}, "history", "", "j", ""},
-		{&kelpiepb.Command{Kind: &kelpiepb.Command_History{History: &kelpiepb.GetHistory{}}}, "history", "", "", "history: missing job"},
-		{&kelpiepb.Command{Kind: &kelpiepb.Command_History{History: &kelpiepb.GetHistory{Job: "j", From: -1}}}, "history", "", "j", "must not be negative"},
+		{&consolepb.Command{Kind: &consolepb.Command_History{History: &consolepb.GetHistory{Job: "j", Limit: 10}}}, "history", "", "j", ""},
+		{&consolepb.Command{Kind: &consolepb.Command_History{History: &consolepb.GetHistory{}}}, "history", "", "", "history: missing job"},
+		{&consolepb.Command{Kind: &consolepb.Command_History{History: &consolepb.GetHistory{Job: "j", From: -1}}}, "history", "", "j", "must not be negative"},
 	}
 	for _, tt := range tests {
 		d, err := describe(tt.cmd)
@@ -233,7 +233,7 @@ func TestDescribe(t *testing.T) {
 			t.Errorf("describe(%v) error = %v (%v); want InvalidArgument containing %q", tt.cmd, err, Code(err), tt.err)
 		}
 	}
-	d, _ := describe(&kelpiepb.Command{Kind: &kelpiepb.Command_SetPolicy{SetPolicy: &kelpiepb.SetPolicy{Job: "j",
+	d, _ := describe(&consolepb.Command{Kind: &consolepb.Command_SetPolicy{SetPolicy: &consolepb.SetPolicy{Job: "j",
 		Policy: "psld", Params: map[string]float64{"z": 1, "epsilon": 0.1}}}})
 	if want := "policy=psld mode= params={epsilon:0.1 z:1}"; d.detail != want {
 		t.Errorf("set_policy detail = %q; want %q", d.detail, want)

@@ -3,7 +3,7 @@ package console
 import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/textclean"
 )
 
@@ -48,7 +48,7 @@ var (
 
 // cleanFrame cleans every string of a client frame in place: fields, list
 // elements, map keys and values, in nested messages too.
-func cleanFrame(f *kelpiepb.ClientFrame) { cleanMessage(f.ProtoReflect()) }
+func cleanFrame(f *consolepb.ClientFrame) { cleanMessage(f.ProtoReflect()) }
 
 func cleanMessage(m protoreflect.Message) {
 	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {

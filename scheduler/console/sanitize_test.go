@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 )
 
 func TestClean(t *testing.T) {
@@ -37,8 +37,8 @@ func TestClean(t *testing.T) {
 // TestCleanFrame: every string of a frame is cleaned — nested, in lists and
 // map keys — with its own bound, and a spec keeps its lines.
 func TestCleanFrame(t *testing.T) {
-	f := &kelpiepb.ClientFrame{Id: "x\x1b", Body: &kelpiepb.ClientFrame_Command{Command: &kelpiepb.Command{
-		Kind: &kelpiepb.Command_SetPolicy{SetPolicy: &kelpiepb.SetPolicy{Job: "j\x1b[1m", Policy: strings.Repeat("p", 1000),
+	f := &consolepb.ClientFrame{Id: "x\x1b", Body: &consolepb.ClientFrame_Command{Command: &consolepb.Command{
+		Kind: &consolepb.Command_SetPolicy{SetPolicy: &consolepb.SetPolicy{Job: "j\x1b[1m", Policy: strings.Repeat("p", 1000),
 			Params: map[string]float64{"lambda\x07": 1.5, "ok": 2}}}}}}
 	cleanFrame(f)
 	sp := f.GetCommand().GetSetPolicy()
@@ -48,15 +48,15 @@ func TestCleanFrame(t *testing.T) {
 	if len(sp.GetParams()) != 2 || sp.GetParams()["lambda"] != 1.5 || sp.GetParams()["ok"] != 2 {
 		t.Errorf("cleaned params %v; want lambda:1.5 ok:2", sp.GetParams())
 	}
-	d := &kelpiepb.ClientFrame{Body: &kelpiepb.ClientFrame_Command{Command: &kelpiepb.Command{
-		Kind: &kelpiepb.Command_Approve{Approve: &kelpiepb.DecideAction{Job: "j", ActionId: "a", Reason: strings.Repeat("r", 1<<20)}}}}}
+	d := &consolepb.ClientFrame{Body: &consolepb.ClientFrame_Command{Command: &consolepb.Command{
+		Kind: &consolepb.Command_Approve{Approve: &consolepb.DecideAction{Job: "j", ActionId: "a", Reason: strings.Repeat("r", 1<<20)}}}}}
 	cleanFrame(d)
 	if n := len(d.GetCommand().GetApprove().GetReason()); n > MaxReasonBytes || n < MaxReasonBytes-8 {
 		t.Errorf("a 1 MB reason cleaned to %d bytes; want about %d", n, MaxReasonBytes)
 	}
 	spec := "name: x\n\tdata: {kind: mnist}\x1b\n"
-	s := &kelpiepb.ClientFrame{Body: &kelpiepb.ClientFrame_Command{Command: &kelpiepb.Command{
-		Kind: &kelpiepb.Command_SubmitJob{SubmitJob: &kelpiepb.SubmitJob{SpecYaml: spec}}}}}
+	s := &consolepb.ClientFrame{Body: &consolepb.ClientFrame_Command{Command: &consolepb.Command{
+		Kind: &consolepb.Command_SubmitJob{SubmitJob: &consolepb.SubmitJob{SpecYaml: spec}}}}}
 	cleanFrame(s)
 	if got := s.GetCommand().GetSubmitJob().GetSpecYaml(); got != "name: x\n\tdata: {kind: mnist}\n" {
 		t.Errorf("cleaned spec %q", got)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 )
 
 // TestBadTokenFlood: 1,000 connections with wrong tokens are mostly turned
@@ -23,7 +23,7 @@ import (
 func TestBadTokenFlood(t *testing.T) {
 	b := newFakeBackend()
 	for i := range 50 {
-		b.addEvent(&kelpiepb.Event{Kind: "job", Message: fmt.Sprint("real event ", i)})
+		b.addEvent(&consolepb.Event{Kind: "job", Message: fmt.Sprint("real event ", i)})
 	}
 	h := newHarness(t, b, Options{})
 	viewer := h.dial("viewer-secret")

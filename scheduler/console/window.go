@@ -9,7 +9,7 @@ import (
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 )
 
 // This file trims a job's detail view to a subscription's ViewWindow: what
@@ -36,8 +36,8 @@ var heavy = map[protoreflect.Name]bool{
 // figures returns v without the fields in skip: a shallow copy whose other
 // fields share v's values (v must not change afterwards; the backend's views
 // never do).
-func figures(v *kelpiepb.JobView, skip map[protoreflect.Name]bool) *kelpiepb.JobView {
-	out := &kelpiepb.JobView{}
+func figures(v *consolepb.JobView, skip map[protoreflect.Name]bool) *consolepb.JobView {
+	out := &consolepb.JobView{}
 	dst := out.ProtoReflect()
 	v.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, val protoreflect.Value) bool {
 		if !skip[fd.Name()] {
@@ -52,7 +52,7 @@ func figures(v *kelpiepb.JobView, skip map[protoreflect.Name]bool) *kelpiepb.Job
 // sorted and windowed (nodes_total, nodes_offset), heatmap rows merged down
 // to w.heatmap_rows by max, each chart's slowest w.chart_series series.
 // Without a window, or for a summary view (no nodes), v itself.
-func trimView(v *kelpiepb.JobView, w *kelpiepb.ViewWindow) *kelpiepb.JobView {
+func trimView(v *consolepb.JobView, w *consolepb.ViewWindow) *consolepb.JobView {
 	if w == nil || v == nil || len(v.GetNodes()) == 0 && v.GetHeatmap() == nil {
 		return v
 	}
@@ -76,12 +76,12 @@ func trimView(v *kelpiepb.JobView, w *kelpiepb.ViewWindow) *kelpiepb.JobView {
 
 // filterNodes keeps the nodes whose name, role, state, class or host contain
 // f (case-insensitive); all of them (the same slice) for an empty f.
-func filterNodes(nodes []*kelpiepb.NodeView, f string) []*kelpiepb.NodeView {
+func filterNodes(nodes []*consolepb.NodeView, f string) []*consolepb.NodeView {
 	f = strings.ToLower(strings.TrimSpace(f))
 	if f == "" {
 		return nodes
 	}
-	var out []*kelpiepb.NodeView
+	var out []*consolepb.NodeView
 	for _, n := range nodes {
 		if strings.Contains(strings.ToLower(n.GetName()+" "+n.GetRole()+" "+n.GetState()+" "+n.GetClass()+" "+n.GetHost()), f) {
 			out = append(out, n)
@@ -91,32 +91,32 @@ func filterNodes(nodes []*kelpiepb.NodeView, f string) []*kelpiepb.NodeView {
 }
 
 // sortNodes orders nodes by ratio (highest first) or name, stably.
-func sortNodes(nodes []*kelpiepb.NodeView, by string) {
+func sortNodes(nodes []*consolepb.NodeView, by string) {
 	switch by {
 	case SortRatio:
-		slices.SortStableFunc(nodes, func(a, b *kelpiepb.NodeView) int { return cmp.Compare(b.GetRatio(), a.GetRatio()) })
+		slices.SortStableFunc(nodes, func(a, b *consolepb.NodeView) int { return cmp.Compare(b.GetRatio(), a.GetRatio()) })
 	case SortName:
-		slices.SortStableFunc(nodes, func(a, b *kelpiepb.NodeView) int { return strings.Compare(a.GetName(), b.GetName()) })
+		slices.SortStableFunc(nodes, func(a, b *consolepb.NodeView) int { return strings.Compare(a.GetName(), b.GetName()) })
 	}
 }
 
 // mergeRows merges consecutive heatmap rows so there are at most rows of
 // them (0: as they are), each cell the maximum of the merged ones: a hot
 // node never disappears into a cooler neighbour's average.
-func mergeRows(h *kelpiepb.Heatmap, rows int) *kelpiepb.Heatmap {
+func mergeRows(h *consolepb.Heatmap, rows int) *consolepb.Heatmap {
 	n := len(h.GetRows())
 	if rows <= 0 || n <= rows {
 		return h
 	}
 	per := (n + rows - 1) / rows
-	out := &kelpiepb.Heatmap{BucketSeconds: h.GetBucketSeconds(), Start: h.GetStart()}
+	out := &consolepb.Heatmap{BucketSeconds: h.GetBucketSeconds(), Start: h.GetStart()}
 	for i := 0; i < n; i += per {
 		group := h.GetRows()[i:min(i+per, n)]
 		width := 0
 		for _, r := range group {
 			width = max(width, len(r.GetCells()))
 		}
-		m := &kelpiepb.HeatmapRow{Node: group[0].GetNode(), Last: group[len(group)-1].GetNode(), Nodes: int32(len(group)),
+		m := &consolepb.HeatmapRow{Node: group[0].GetNode(), Last: group[len(group)-1].GetNode(), Nodes: int32(len(group)),
 			Cells: make([]float32, width)}
 		for _, r := range group {
 			for c, x := range r.GetCells() {
@@ -133,7 +133,7 @@ func mergeRows(h *kelpiepb.Heatmap, rows int) *kelpiepb.Heatmap {
 // slowestSeries keeps, per chart (the name's prefix before "/"), the n
 // series of the slowest nodes — the highest latest BPT, the lowest latest
 // server speed — in their listed order; every series for n ≤ 0.
-func slowestSeries(all []*kelpiepb.Series, n int) []*kelpiepb.Series {
+func slowestSeries(all []*consolepb.Series, n int) []*consolepb.Series {
 	if n <= 0 {
 		return all
 	}
@@ -160,7 +160,7 @@ func slowestSeries(all []*kelpiepb.Series, n int) []*kelpiepb.Series {
 			keep[i] = true
 		}
 	}
-	var out []*kelpiepb.Series
+	var out []*consolepb.Series
 	for i, s := range all {
 		if keep[i] {
 			out = append(out, s)
@@ -173,7 +173,7 @@ func slowestSeries(all []*kelpiepb.Series, n int) []*kelpiepb.Series {
 const MaxWindowFilter = 256
 
 // checkWindow refuses windows whose numbers make no sense.
-func checkWindow(w *kelpiepb.ViewWindow) error {
+func checkWindow(w *consolepb.ViewWindow) error {
 	if w == nil {
 		return nil
 	}

@@ -5,30 +5,30 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 )
 
-func windowJob() *kelpiepb.JobView {
-	v := &kelpiepb.JobView{Name: "j", State: "running", Iteration: 7, Heatmap: &kelpiepb.Heatmap{BucketSeconds: 1}}
+func windowJob() *consolepb.JobView {
+	v := &consolepb.JobView{Name: "j", State: "running", Iteration: 7, Heatmap: &consolepb.Heatmap{BucketSeconds: 1}}
 	ratios := []float64{1, 0.9, 3, 1.1, 2}
 	for i, name := range []string{"server-0", "worker-0", "worker-1", "worker-2", "worker-3"} {
 		role := "worker"
 		if i == 0 {
 			role = "server"
 		}
-		v.Nodes = append(v.Nodes, &kelpiepb.NodeView{Name: name, Role: role, Ratio: ratios[i]})
-		v.Heatmap.Rows = append(v.Heatmap.Rows, &kelpiepb.HeatmapRow{Node: name, Cells: []float32{float32(i), float32(5 - i)}})
+		v.Nodes = append(v.Nodes, &consolepb.NodeView{Name: name, Role: role, Ratio: ratios[i]})
+		v.Heatmap.Rows = append(v.Heatmap.Rows, &consolepb.HeatmapRow{Node: name, Cells: []float32{float32(i), float32(5 - i)}})
 		prefix := "bpt/"
 		if role == "server" {
 			prefix = "speed/"
 		}
-		v.Charts = append(v.Charts, &kelpiepb.Series{Name: prefix + name, Values: []float64{0, ratios[i]}})
+		v.Charts = append(v.Charts, &consolepb.Series{Name: prefix + name, Values: []float64{0, ratios[i]}})
 	}
-	v.Charts = append(v.Charts, &kelpiepb.Series{Name: "speed/server-1", Values: []float64{0, 0.5}})
+	v.Charts = append(v.Charts, &consolepb.Series{Name: "speed/server-1", Values: []float64{0, 0.5}})
 	return v
 }
 
-func names(nodes []*kelpiepb.NodeView) string {
+func names(nodes []*consolepb.NodeView) string {
 	var out []string
 	for _, n := range nodes {
 		out = append(out, n.GetName())
@@ -40,16 +40,16 @@ func TestTrimView(t *testing.T) {
 	v := windowJob()
 	for _, c := range []struct {
 		name         string
-		w            *kelpiepb.ViewWindow
+		w            *consolepb.ViewWindow
 		nodes        string
 		total, off   int32
 		rows, series string
 	}{
 		{"no window", nil, "server-0,worker-0,worker-1,worker-2,worker-3", 0, 0, "5", "speed/server-0,bpt/worker-0,bpt/worker-1,bpt/worker-2,bpt/worker-3,speed/server-1"},
-		{"rows as listed", &kelpiepb.ViewWindow{Offset: 1, Limit: 2}, "worker-0,worker-1", 5, 1, "5", ""},
-		{"by ratio, filtered", &kelpiepb.ViewWindow{Sort: SortRatio, Filter: "WORKER", Limit: 3}, "worker-1,worker-3,worker-2", 4, 0, "5", ""},
-		{"by name, past the end", &kelpiepb.ViewWindow{Sort: SortName, Offset: 9, Limit: 3}, "", 5, 5, "5", ""},
-		{"heatmap merged, slowest series", &kelpiepb.ViewWindow{HeatmapRows: 2, ChartSeries: 1}, "server-0,worker-0,worker-1,worker-2,worker-3", 5, 0,
+		{"rows as listed", &consolepb.ViewWindow{Offset: 1, Limit: 2}, "worker-0,worker-1", 5, 1, "5", ""},
+		{"by ratio, filtered", &consolepb.ViewWindow{Sort: SortRatio, Filter: "WORKER", Limit: 3}, "worker-1,worker-3,worker-2", 4, 0, "5", ""},
+		{"by name, past the end", &consolepb.ViewWindow{Sort: SortName, Offset: 9, Limit: 3}, "", 5, 5, "5", ""},
+		{"heatmap merged, slowest series", &consolepb.ViewWindow{HeatmapRows: 2, ChartSeries: 1}, "server-0,worker-0,worker-1,worker-2,worker-3", 5, 0,
 			"server-0…worker-1 [2 5], worker-2…worker-3 [4 2]", "bpt/worker-1,speed/server-1"},
 	} {
 		got := trimView(v, c.w)
@@ -90,7 +90,7 @@ func TestTrimView(t *testing.T) {
 }
 
 func TestCheckWindow(t *testing.T) {
-	for _, w := range []*kelpiepb.ViewWindow{
+	for _, w := range []*consolepb.ViewWindow{
 		{Sort: "fastest"}, {Limit: -1}, {Limit: MaxWindowRows + 1}, {Offset: -2}, {HeatmapRows: -1}, {ChartSeries: -3},
 		{Filter: strings.Repeat("x", MaxWindowFilter+1)},
 	} {
@@ -98,7 +98,7 @@ func TestCheckWindow(t *testing.T) {
 			t.Errorf("checkWindow(%v) = %v; want InvalidArgument", w, err)
 		}
 	}
-	if err := checkWindow(&kelpiepb.ViewWindow{Sort: SortRatio, Limit: 40, HeatmapRows: 40, ChartSeries: 8}); err != nil {
+	if err := checkWindow(&consolepb.ViewWindow{Sort: SortRatio, Limit: 40, HeatmapRows: 40, ChartSeries: 8}); err != nil {
 		t.Errorf("a sensible window refused: %v", err)
 	}
 }
@@ -110,7 +110,7 @@ func TestCheckWindow(t *testing.T) {
 func TestSubscriptionTrimsEachViewOnce(t *testing.T) {
 	v := windowJob()
 	b := newFakeBackend(v)
-	sub := &subscription{names: []string{"j"}, window: &kelpiepb.ViewWindow{Offset: 0, Limit: 2, HeatmapRows: 2}}
+	sub := &subscription{names: []string{"j"}, window: &consolepb.ViewWindow{Offset: 0, Limit: 2, HeatmapRows: 2}}
 	first := sub.views(b)
 	again := sub.views(b)
 	if len(first) != 1 || first[0] == v || again[0] != first[0] {

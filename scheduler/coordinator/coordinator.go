@@ -41,7 +41,7 @@ import (
 // across restarts.
 type NodeStats struct {
 	Name      string
-	Role      kelpiepb.Role
+	Role      coordinatorpb.Role
 	Pid       int32
 	Addr      string
 	Iteration int64 // iterations trained, as the worker said when it was done
@@ -103,13 +103,13 @@ type Job struct {
 	start    time.Time
 	err      error
 	evalNode string
-	result   *kelpiepb.ResultRequest
-	diverged *kelpiepb.Divergence // set when the job failed by diverging
+	result   *coordinatorpb.ResultRequest
+	diverged *coordinatorpb.Divergence // set when the job failed by diverging
 }
 
 // Coordinator serves the Coordinator service for any number of jobs.
 type Coordinator struct {
-	kelpiepb.UnimplementedCoordinatorServer
+	coordinatorpb.UnimplementedCoordinatorServer
 
 	clk  clock.Clock
 	mu   sync.Mutex
@@ -166,12 +166,12 @@ func (c *Coordinator) RestoreJob(s *spec.Spec, start time.Time, nodes []NodeStat
 		n := n
 		n.Ready = true
 		j.nodes[n.Name] = &n
-		if i, ok := spec.WorkerIndex(n.Name); ok && n.Role == kelpiepb.Role_ROLE_WORKER {
+		if i, ok := spec.WorkerIndex(n.Name); ok && n.Role == coordinatorpb.Role_ROLE_WORKER {
 			for len(j.workers) <= i {
 				j.workers = append(j.workers, spec.WorkerName(len(j.workers)))
 			}
 		}
-		if n.Role == kelpiepb.Role_ROLE_SERVER {
+		if n.Role == coordinatorpb.Role_ROLE_SERVER {
 			if idx, err := j.roleIndex(n.Name, n.Role); err == nil {
 				j.addrs[idx] = n.Addr
 			}
@@ -275,22 +275,22 @@ func (j *Job) persistAddrLocked(node, addr string) error {
 }
 
 // FetchShard hands a worker its next shard.
-func (c *Coordinator) FetchShard(_ context.Context, r *kelpiepb.FetchShardRequest) (*kelpiepb.FetchShardResponse, error) {
+func (c *Coordinator) FetchShard(_ context.Context, r *coordinatorpb.FetchShardRequest) (*coordinatorpb.FetchShardResponse, error) {
 	j, err := c.job(r.Job)
 	if err != nil {
 		return nil, err
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if n, ok := j.nodes[r.Node]; !ok || n.Role != kelpiepb.Role_ROLE_WORKER {
+	if n, ok := j.nodes[r.Node]; !ok || n.Role != coordinatorpb.Role_ROLE_WORKER {
 		return nil, status.Errorf(codes.NotFound, "job %s has no registered worker %q", r.Job, r.Node)
 	}
-	resp := &kelpiepb.FetchShardResponse{}
+	resp := &coordinatorpb.FetchShardResponse{}
 	if sh, ok := j.queue.Fetch(r.Node, j.since()); ok {
 		if err := j.persistLocked(); err != nil {
 			return nil, err
 		}
-		resp.Shard = &kelpiepb.ShardInfo{Id: int64(sh.ID), Epoch: int32(sh.Epoch), Offset: sh.Offset, Length: sh.Length,
+		resp.Shard = &coordinatorpb.ShardInfo{Id: int64(sh.ID), Epoch: int32(sh.Epoch), Offset: sh.Offset, Length: sh.Length,
 			Order: j.queue.Order(sh)}
 	}
 	todo, doing, done := j.queue.Counts()
@@ -299,14 +299,14 @@ func (c *Coordinator) FetchShard(_ context.Context, r *kelpiepb.FetchShardReques
 }
 
 // ReportShard marks shards DONE.
-func (c *Coordinator) ReportShard(_ context.Context, r *kelpiepb.ReportShardRequest) (*kelpiepb.ReportShardResponse, error) {
+func (c *Coordinator) ReportShard(_ context.Context, r *coordinatorpb.ReportShardRequest) (*coordinatorpb.ReportShardResponse, error) {
 	j, err := c.job(r.Job)
 	if err != nil {
 		return nil, err
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	resp := &kelpiepb.ReportShardResponse{}
+	resp := &coordinatorpb.ReportShardResponse{}
 	now := j.since()
 	if r.Release && len(r.Ids) == 0 {
 		j.queue.Release(r.Node, now)
@@ -400,7 +400,7 @@ func (j *Job) Start() time.Time {
 }
 
 // Result is the evaluating worker's report (nil until Finished).
-func (j *Job) Result() *kelpiepb.ResultRequest {
+func (j *Job) Result() *coordinatorpb.ResultRequest {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.result
@@ -435,7 +435,7 @@ func (j *Job) WorkerSamples() int64 {
 	defer j.mu.Unlock()
 	var s int64
 	for _, n := range j.nodes {
-		if n.Role == kelpiepb.Role_ROLE_WORKER {
+		if n.Role == coordinatorpb.Role_ROLE_WORKER {
 			s += n.TotalSamples()
 		}
 	}
@@ -450,7 +450,7 @@ func (j *Job) FinalIterations() map[string]int64 {
 	defer j.mu.Unlock()
 	var out map[string]int64
 	for _, n := range j.nodes {
-		if n.Role == kelpiepb.Role_ROLE_WORKER && n.Done {
+		if n.Role == coordinatorpb.Role_ROLE_WORKER && n.Done {
 			if out == nil {
 				out = map[string]int64{}
 			}
@@ -462,9 +462,9 @@ func (j *Job) FinalIterations() map[string]int64 {
 
 // roleIndex checks a node name against the spec and returns its role index.
 // The caller holds j.mu.
-func (j *Job) roleIndex(node string, role kelpiepb.Role) (int, error) {
+func (j *Job) roleIndex(node string, role coordinatorpb.Role) (int, error) {
 	names := j.workers
-	if role == kelpiepb.Role_ROLE_SERVER {
+	if role == coordinatorpb.Role_ROLE_SERVER {
 		names = j.servers
 	}
 	for i, n := range names {
@@ -523,12 +523,12 @@ func (j *Job) checkAllDoneLocked() {
 
 // assignment is the wire form of the current table. It copies the
 // addresses and names: the response is marshalled after j.mu is released.
-func (j *Job) assignment() *kelpiepb.Assignment {
+func (j *Job) assignment() *coordinatorpb.Assignment {
 	return job.Assignment(j.table, slices.Clone(j.addrs), slices.Clone(j.servers))
 }
 
 // Assignment is the wire form of the current block table.
-func (j *Job) Assignment() *kelpiepb.Assignment {
+func (j *Job) Assignment() *coordinatorpb.Assignment {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.assignment()
@@ -609,7 +609,7 @@ func (j *Job) TableAt() int64 {
 // made it, else nil. The pending change lives here only: workers that
 // register meanwhile learn it (catchUp), and the manager sends and replays
 // it to the workers' agents.
-func (j *Job) PendingTable(action string) *kelpiepb.Assignment {
+func (j *Job) PendingTable(action string) *coordinatorpb.Assignment {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.next == nil || j.next.action != action {
@@ -619,7 +619,7 @@ func (j *Job) PendingTable(action string) *kelpiepb.Assignment {
 }
 
 // nextAssignment is the wire form of the announced table.
-func (j *Job) nextAssignment() *kelpiepb.Assignment {
+func (j *Job) nextAssignment() *coordinatorpb.Assignment {
 	addrs := append([]string(nil), j.addrs...)
 	for _, r := range j.next.removed {
 		if r >= 0 && r < len(addrs) {
@@ -653,10 +653,10 @@ func (j *Job) AddSplit(from int64, local []int) error {
 	return nil
 }
 
-func (j *Job) splits() []*kelpiepb.BatchSplit {
-	var out []*kelpiepb.BatchSplit
+func (j *Job) splits() []*coordinatorpb.BatchSplit {
+	var out []*coordinatorpb.BatchSplit
 	for _, c := range j.plan.Changes {
-		s := &kelpiepb.BatchSplit{From: c.From}
+		s := &coordinatorpb.BatchSplit{From: c.From}
 		for _, b := range c.Local {
 			s.Local = append(s.Local, int32(b))
 		}
@@ -666,12 +666,12 @@ func (j *Job) splits() []*kelpiepb.BatchSplit {
 }
 
 // Register admits a node and tells it its job.
-func (c *Coordinator) Register(ctx context.Context, req *kelpiepb.RegisterRequest) (*kelpiepb.RegisterResponse, error) {
+func (c *Coordinator) Register(ctx context.Context, req *coordinatorpb.RegisterRequest) (*coordinatorpb.RegisterResponse, error) {
 	j, err := c.job(req.Job)
 	if err != nil {
 		return nil, err
 	}
-	if req.Role == kelpiepb.Role_ROLE_SERVER && req.Addr == "" {
+	if req.Role == coordinatorpb.Role_ROLE_SERVER && req.Addr == "" {
 		return nil, status.Errorf(codes.InvalidArgument, "server %s registered without an address", req.Node)
 	}
 	if err := checkAddr(req.Addr); err != nil {
@@ -691,7 +691,7 @@ func (c *Coordinator) Register(ctx context.Context, req *kelpiepb.RegisterReques
 		// A restarted role: workers resume from the servers' parameters.
 		// A server's blocks live in its memory, so a restarted server
 		// cannot rejoin until blocks can be restored (snapshots).
-		if req.Role == kelpiepb.Role_ROLE_SERVER {
+		if req.Role == coordinatorpb.Role_ROLE_SERVER {
 			// A restarted server comes back from its snapshot at a new
 			// address; workers find it when they re-register.
 			if err := j.persistAddrLocked(req.Node, req.Addr); err != nil {
@@ -700,7 +700,7 @@ func (c *Coordinator) Register(ctx context.Context, req *kelpiepb.RegisterReques
 			j.addrs[idx] = req.Addr
 			old.Addr, old.Pid = req.Addr, req.Pid
 			old.Restarts++
-			return &kelpiepb.RegisterResponse{SpecYaml: string(j.YAML), Index: int32(idx), Assignment: j.assignment(),
+			return &coordinatorpb.RegisterResponse{SpecYaml: string(j.YAML), Index: int32(idx), Assignment: j.assignment(),
 				Workers: j.members()}, nil
 		}
 		if old.Left {
@@ -717,16 +717,16 @@ func (c *Coordinator) Register(ctx context.Context, req *kelpiepb.RegisterReques
 		old.SamplesBase += old.Samples
 		old.Samples = 0
 		old.Done = false
-		resp := &kelpiepb.RegisterResponse{SpecYaml: string(j.YAML), Index: int32(idx), Assignment: j.assignment()}
+		resp := &coordinatorpb.RegisterResponse{SpecYaml: string(j.YAML), Index: int32(idx), Assignment: j.assignment()}
 		j.catchUp(resp)
 		return resp, nil
 	}
-	added := req.Role == kelpiepb.Role_ROLE_WORKER && idx >= j.Spec.Cluster.Workers
-	if j.started() && req.Role != kelpiepb.Role_ROLE_SERVER && !added {
+	added := req.Role == coordinatorpb.Role_ROLE_WORKER && idx >= j.Spec.Cluster.Workers
+	if j.started() && req.Role != coordinatorpb.Role_ROLE_SERVER && !added {
 		return nil, status.Errorf(codes.FailedPrecondition, "node %s registered after job %s started", req.Node, req.Job)
 	}
 	n := &NodeStats{Name: req.Node, Role: req.Role, Pid: req.Pid, Addr: req.Addr}
-	if req.Role == kelpiepb.Role_ROLE_SERVER {
+	if req.Role == coordinatorpb.Role_ROLE_SERVER {
 		if err := j.persistAddrLocked(req.Node, req.Addr); err != nil {
 			return nil, err
 		}
@@ -735,7 +735,7 @@ func (c *Coordinator) Register(ctx context.Context, req *kelpiepb.RegisterReques
 		n.BatchSize = j.plan.LocalOf(0, idx)
 	}
 	j.nodes[req.Node] = n
-	resp := &kelpiepb.RegisterResponse{SpecYaml: string(j.YAML), Index: int32(idx), Assignment: j.assignment(),
+	resp := &coordinatorpb.RegisterResponse{SpecYaml: string(j.YAML), Index: int32(idx), Assignment: j.assignment(),
 		Workers: j.members()}
 	if added {
 		// A worker added while the job runs (ADD_WORKER) follows the splits
@@ -748,7 +748,7 @@ func (c *Coordinator) Register(ctx context.Context, req *kelpiepb.RegisterReques
 // catchUp tells a worker joining a running job (restarted or added) the
 // batch splits so far and any table change under way. The caller holds
 // j.mu.
-func (j *Job) catchUp(resp *kelpiepb.RegisterResponse) {
+func (j *Job) catchUp(resp *coordinatorpb.RegisterResponse) {
 	resp.Splits = j.splits()
 	if j.next != nil {
 		resp.NextAssignment, resp.NextAt, resp.NextAction = j.nextAssignment(), j.next.at, j.next.action
@@ -756,7 +756,7 @@ func (j *Job) catchUp(resp *kelpiepb.RegisterResponse) {
 }
 
 // Ready marks a node ready and blocks until every node of the job is.
-func (c *Coordinator) Ready(ctx context.Context, req *kelpiepb.ReadyRequest) (*kelpiepb.ReadyResponse, error) {
+func (c *Coordinator) Ready(ctx context.Context, req *coordinatorpb.ReadyRequest) (*coordinatorpb.ReadyResponse, error) {
 	j, err := c.job(req.Job)
 	if err != nil {
 		return nil, err
@@ -798,8 +798,8 @@ func (c *Coordinator) Ready(ctx context.Context, req *kelpiepb.ReadyRequest) (*k
 // readyResponse is what a ready node learns: the block table and the
 // job's start, and for an allreduce job the workers' peer addresses. The
 // caller holds j.mu.
-func (j *Job) readyResponse() *kelpiepb.ReadyResponse {
-	r := &kelpiepb.ReadyResponse{Assignment: j.assignment(), StartUnixNano: j.start.UnixNano()}
+func (j *Job) readyResponse() *coordinatorpb.ReadyResponse {
+	r := &coordinatorpb.ReadyResponse{Assignment: j.assignment(), StartUnixNano: j.start.UnixNano()}
 	if j.Spec.Cluster.Servers == 0 {
 		r.Peers = make([]string, len(j.workers))
 		for i, name := range j.workers {
@@ -815,13 +815,13 @@ func (j *Job) readyResponse() *kelpiepb.ReadyResponse {
 // only (the manager's Agent service), where they reach the samples ledger
 // and the Monitor alike. The call stays in the service so that an old
 // worker binary gets this answer rather than an unknown method.
-func (c *Coordinator) Progress(context.Context, *kelpiepb.ProgressReport) (*kelpiepb.ProgressAck, error) {
+func (c *Coordinator) Progress(context.Context, *coordinatorpb.ProgressReport) (*coordinatorpb.ProgressAck, error) {
 	return nil, status.Error(codes.Unimplemented, "Coordinator.Progress is retired: a worker reports through its node's agent (kelpie agent --role worker), on the agent's stream")
 }
 
 // Observe records in the samples ledger how many samples a worker's
 // report says it has trained (since its last restart).
-func (j *Job) Observe(r *kelpiepb.ProgressReport) error {
+func (j *Job) Observe(r *coordinatorpb.ProgressReport) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	n, ok := j.nodes[r.Node]
@@ -839,7 +839,7 @@ func (j *Job) Observe(r *kelpiepb.ProgressReport) error {
 // checking every pair names two different regions of the job's topology
 // and a count that is not negative (nothing is added otherwise). The
 // caller holds j.mu.
-func (j *Job) addRegionBytesLocked(n *NodeStats, rb []*kelpiepb.RegionBytes) error {
+func (j *Job) addRegionBytesLocked(n *NodeStats, rb []*coordinatorpb.RegionBytes) error {
 	if len(rb) == 0 {
 		return nil
 	}
@@ -867,7 +867,7 @@ func (j *Job) addRegionBytesLocked(n *NodeStats, rb []*kelpiepb.RegionBytes) err
 }
 
 // RegionBytes sums the workers' bytes by region pair, ordered by pair.
-func (j *Job) RegionBytes() []*kelpiepb.RegionBytes {
+func (j *Job) RegionBytes() []*coordinatorpb.RegionBytes {
 	j.mu.Lock()
 	sum := map[RegionPair]int64{}
 	for _, n := range j.nodes {
@@ -876,9 +876,9 @@ func (j *Job) RegionBytes() []*kelpiepb.RegionBytes {
 		}
 	}
 	j.mu.Unlock()
-	out := make([]*kelpiepb.RegionBytes, 0, len(sum))
+	out := make([]*coordinatorpb.RegionBytes, 0, len(sum))
 	for p, b := range sum {
-		out = append(out, &kelpiepb.RegionBytes{FromRegion: p.From, ToRegion: p.To, Bytes: b})
+		out = append(out, &coordinatorpb.RegionBytes{FromRegion: p.From, ToRegion: p.To, Bytes: b})
 	}
 	sort.Slice(out, func(a, b int) bool {
 		if out[a].FromRegion != out[b].FromRegion {
@@ -891,14 +891,14 @@ func (j *Job) RegionBytes() []*kelpiepb.RegionBytes {
 
 // Done records that a worker finished and blocks until all have; one worker
 // is told to evaluate the final model.
-func (c *Coordinator) Done(ctx context.Context, r *kelpiepb.DoneRequest) (*kelpiepb.DoneResponse, error) {
+func (c *Coordinator) Done(ctx context.Context, r *coordinatorpb.DoneRequest) (*coordinatorpb.DoneResponse, error) {
 	j, err := c.job(r.Job)
 	if err != nil {
 		return nil, err
 	}
 	j.mu.Lock()
 	n, ok := j.nodes[r.Node]
-	if !ok || n.Role != kelpiepb.Role_ROLE_WORKER {
+	if !ok || n.Role != coordinatorpb.Role_ROLE_WORKER {
 		j.mu.Unlock()
 		return nil, status.Errorf(codes.NotFound, "job %s has no registered worker %q", r.Job, r.Node)
 	}
@@ -916,7 +916,7 @@ func (c *Coordinator) Done(ctx context.Context, r *kelpiepb.DoneRequest) (*kelpi
 		n.Left = true
 		j.checkAllDoneLocked()
 		j.mu.Unlock()
-		return &kelpiepb.DoneResponse{}, nil
+		return &coordinatorpb.DoneResponse{}, nil
 	}
 	if j.evalNode == "" {
 		j.evalNode = r.Node
@@ -927,11 +927,11 @@ func (c *Coordinator) Done(ctx context.Context, r *kelpiepb.DoneRequest) (*kelpi
 	if err := j.wait(ctx, j.allDone); err != nil {
 		return nil, err
 	}
-	return &kelpiepb.DoneResponse{Evaluate: eval}, nil
+	return &coordinatorpb.DoneResponse{Evaluate: eval}, nil
 }
 
 // Result records the final evaluation and completes the job.
-func (c *Coordinator) Result(_ context.Context, r *kelpiepb.ResultRequest) (*kelpiepb.ResultResponse, error) {
+func (c *Coordinator) Result(_ context.Context, r *coordinatorpb.ResultRequest) (*coordinatorpb.ResultResponse, error) {
 	j, err := c.job(r.Job)
 	if err != nil {
 		return nil, err
@@ -946,7 +946,7 @@ func (c *Coordinator) Result(_ context.Context, r *kelpiepb.ResultRequest) (*kel
 	}
 	j.result = r
 	close(j.finished)
-	return &kelpiepb.ResultResponse{}, nil
+	return &coordinatorpb.ResultResponse{}, nil
 }
 
 // DropWorker takes a worker slot out of the job (an added worker that never
@@ -956,7 +956,7 @@ func (j *Job) DropWorker(name string) {
 	defer j.mu.Unlock()
 	n := j.nodes[name]
 	if n == nil {
-		n = &NodeStats{Name: name, Role: kelpiepb.Role_ROLE_WORKER}
+		n = &NodeStats{Name: name, Role: coordinatorpb.Role_ROLE_WORKER}
 		j.nodes[name] = n
 	}
 	n.Left = true

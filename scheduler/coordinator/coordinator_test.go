@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/kelpie/kelpie/core/spec"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/coordinatorpb"
 	"github.com/kelpie/kelpie/scheduler/shard"
 )
 
@@ -38,16 +38,16 @@ func startedJob(t *testing.T) (*Coordinator, *Job) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	nodes := map[string]kelpiepb.Role{"server-0": kelpiepb.Role_ROLE_SERVER, "worker-0": kelpiepb.Role_ROLE_WORKER, "worker-1": kelpiepb.Role_ROLE_WORKER}
+	nodes := map[string]coordinatorpb.Role{"server-0": coordinatorpb.Role_ROLE_SERVER, "worker-0": coordinatorpb.Role_ROLE_WORKER, "worker-1": coordinatorpb.Role_ROLE_WORKER}
 	var wg sync.WaitGroup
 	for name, role := range nodes {
-		if _, err := c.Register(ctx, &kelpiepb.RegisterRequest{Job: "elastic", Node: name, Role: role, Addr: "127.0.0.1:1"}); err != nil {
+		if _, err := c.Register(ctx, &coordinatorpb.RegisterRequest{Job: "elastic", Node: name, Role: role, Addr: "127.0.0.1:1"}); err != nil {
 			t.Fatal(err)
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := c.Ready(ctx, &kelpiepb.ReadyRequest{Job: "elastic", Node: name}); err != nil {
+			if _, err := c.Ready(ctx, &coordinatorpb.ReadyRequest{Job: "elastic", Node: name}); err != nil {
 				t.Error(err)
 			}
 		}()
@@ -63,7 +63,7 @@ func startedJob(t *testing.T) (*Coordinator, *Job) {
 func TestWorkersAddedAndRemoved(t *testing.T) {
 	c, j := startedJob(t)
 	ctx := context.Background()
-	if _, err := c.Register(ctx, &kelpiepb.RegisterRequest{Job: "elastic", Node: "worker-2", Role: kelpiepb.Role_ROLE_WORKER}); err == nil {
+	if _, err := c.Register(ctx, &coordinatorpb.RegisterRequest{Job: "elastic", Node: "worker-2", Role: coordinatorpb.Role_ROLE_WORKER}); err == nil {
 		t.Error("worker-2 registered without an ADD_WORKER")
 	}
 	name, idx := j.AddWorker()
@@ -73,7 +73,7 @@ func TestWorkersAddedAndRemoved(t *testing.T) {
 	if err := j.AddSplit(10, []int{32, 16, 16}); err != nil {
 		t.Fatal(err)
 	}
-	reg, err := c.Register(ctx, &kelpiepb.RegisterRequest{Job: "elastic", Node: "worker-2", Role: kelpiepb.Role_ROLE_WORKER})
+	reg, err := c.Register(ctx, &coordinatorpb.RegisterRequest{Job: "elastic", Node: "worker-2", Role: coordinatorpb.Role_ROLE_WORKER})
 	if err != nil {
 		t.Fatalf("added worker-2: %v", err)
 	}
@@ -81,21 +81,21 @@ func TestWorkersAddedAndRemoved(t *testing.T) {
 		t.Errorf("worker-2's registration: index %d, splits %v; want 2 and the split from 10", reg.Index, reg.Splits)
 	}
 	// worker-0 is removed: it does not wait for the others.
-	done, err := c.Done(ctx, &kelpiepb.DoneRequest{Job: "elastic", Node: "worker-0", Left: true})
+	done, err := c.Done(ctx, &coordinatorpb.DoneRequest{Job: "elastic", Node: "worker-0", Left: true})
 	if err != nil || done.Evaluate {
 		t.Fatalf("Done(worker-0, left) = %v, %v; want no evaluation", done, err)
 	}
-	srv, err := c.Register(ctx, &kelpiepb.RegisterRequest{Job: "elastic", Node: "server-0", Role: kelpiepb.Role_ROLE_SERVER, Addr: "127.0.0.1:2"})
+	srv, err := c.Register(ctx, &coordinatorpb.RegisterRequest{Job: "elastic", Node: "server-0", Role: coordinatorpb.Role_ROLE_SERVER, Addr: "127.0.0.1:2"})
 	if err != nil || !slices.Equal(srv.Workers, []int32{1, 2}) {
 		t.Errorf("restarted server's barrier = %v, %v; want [1 2]", srv.GetWorkers(), err)
 	}
-	if _, err := c.Register(ctx, &kelpiepb.RegisterRequest{Job: "elastic", Node: "worker-0", Role: kelpiepb.Role_ROLE_WORKER}); err == nil {
+	if _, err := c.Register(ctx, &coordinatorpb.RegisterRequest{Job: "elastic", Node: "worker-0", Role: coordinatorpb.Role_ROLE_WORKER}); err == nil {
 		t.Error("a removed worker registered again")
 	}
 	// worker-1 waits for worker-2, then one of them evaluates.
-	got := make(chan *kelpiepb.DoneResponse, 1)
+	got := make(chan *coordinatorpb.DoneResponse, 1)
 	go func() {
-		r, err := c.Done(ctx, &kelpiepb.DoneRequest{Job: "elastic", Node: "worker-1"})
+		r, err := c.Done(ctx, &coordinatorpb.DoneRequest{Job: "elastic", Node: "worker-1"})
 		if err != nil {
 			t.Error(err)
 		}
@@ -106,7 +106,7 @@ func TestWorkersAddedAndRemoved(t *testing.T) {
 		t.Fatal("worker-1's Done returned before worker-2 was done")
 	case <-time.After(100 * time.Millisecond):
 	}
-	r2, err := c.Done(ctx, &kelpiepb.DoneRequest{Job: "elastic", Node: "worker-2"})
+	r2, err := c.Done(ctx, &coordinatorpb.DoneRequest{Job: "elastic", Node: "worker-2"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestDropWorker(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := c.Done(ctx, &kelpiepb.DoneRequest{Job: "elastic", Node: w}); err != nil {
+			if _, err := c.Done(ctx, &coordinatorpb.DoneRequest{Job: "elastic", Node: w}); err != nil {
 				t.Errorf("Done(%s): %v", w, err)
 			}
 		}()
@@ -146,7 +146,7 @@ func TestDropWorker(t *testing.T) {
 // so, and counts nothing in the samples ledger.
 func TestProgressRetired(t *testing.T) {
 	c, j := startedJob(t)
-	r := &kelpiepb.ProgressReport{Job: "elastic", Node: "worker-0", Iteration: 5, Samples: 160, BatchSize: 32}
+	r := &coordinatorpb.ProgressReport{Job: "elastic", Node: "worker-0", Iteration: 5, Samples: 160, BatchSize: 32}
 	_, err := c.Progress(context.Background(), r)
 	if status.Code(err) != codes.Unimplemented || !strings.Contains(err.Error(), "agent") {
 		t.Errorf("Progress = %v; want Unimplemented, pointing at the agent", err)
@@ -198,13 +198,13 @@ func TestAllreducePeers(t *testing.T) {
 	var wg sync.WaitGroup
 	peers := make([][]string, 3)
 	for i, name := range s.WorkerNames() {
-		if _, err := c.Register(ctx, &kelpiepb.RegisterRequest{Job: "ar", Node: name, Role: kelpiepb.Role_ROLE_WORKER, Addr: addrs[i]}); err != nil {
+		if _, err := c.Register(ctx, &coordinatorpb.RegisterRequest{Job: "ar", Node: name, Role: coordinatorpb.Role_ROLE_WORKER, Addr: addrs[i]}); err != nil {
 			t.Fatal(err)
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, err := c.Ready(ctx, &kelpiepb.ReadyRequest{Job: "ar", Node: name})
+			r, err := c.Ready(ctx, &coordinatorpb.ReadyRequest{Job: "ar", Node: name})
 			if err != nil {
 				t.Error(err)
 				return
@@ -223,7 +223,7 @@ func TestAllreducePeers(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := c.Done(ctx, &kelpiepb.DoneRequest{Job: "ar", Node: name, Iterations: 5, CrossRegionBytes: int64(100 * (i + 1))}); err != nil {
+			if _, err := c.Done(ctx, &coordinatorpb.DoneRequest{Job: "ar", Node: name, Iterations: 5, CrossRegionBytes: int64(100 * (i + 1))}); err != nil {
 				t.Error(err)
 			}
 		}()
@@ -259,8 +259,8 @@ func TestPersistFailureUndoes(t *testing.T) {
 		persisted += len(ch)
 		return nil
 	}
-	fetch := func() (*kelpiepb.FetchShardResponse, error) {
-		return c.FetchShard(ctx, &kelpiepb.FetchShardRequest{Job: "elastic", Node: "worker-0"})
+	fetch := func() (*coordinatorpb.FetchShardResponse, error) {
+		return c.FetchShard(ctx, &coordinatorpb.FetchShardRequest{Job: "elastic", Node: "worker-0"})
 	}
 	first, err := fetch()
 	if err != nil || first.Shard == nil {
@@ -270,7 +270,7 @@ func TestPersistFailureUndoes(t *testing.T) {
 	if r, err := fetch(); status.Code(err) != codes.Unavailable {
 		t.Fatalf("fetch on a full disk = %v, %v; want Unavailable", r, err)
 	}
-	if _, err := c.ReportShard(ctx, &kelpiepb.ReportShardRequest{Job: "elastic", Node: "worker-0", Ids: []int64{first.Shard.Id}}); status.Code(err) != codes.Unavailable {
+	if _, err := c.ReportShard(ctx, &coordinatorpb.ReportShardRequest{Job: "elastic", Node: "worker-0", Ids: []int64{first.Shard.Id}}); status.Code(err) != codes.Unavailable {
 		t.Fatalf("report on a full disk: %v; want Unavailable", err)
 	}
 	if _, doing, done, _ := j.ShardCounts(); doing != 1 || done != 0 {
@@ -284,7 +284,7 @@ func TestPersistFailureUndoes(t *testing.T) {
 	if second.Doing != 2 {
 		t.Errorf("doing %d after the retried fetch; want 2", second.Doing)
 	}
-	if _, err := c.ReportShard(ctx, &kelpiepb.ReportShardRequest{Job: "elastic", Node: "worker-0", Ids: []int64{first.Shard.Id, second.Shard.Id}}); err != nil {
+	if _, err := c.ReportShard(ctx, &coordinatorpb.ReportShardRequest{Job: "elastic", Node: "worker-0", Ids: []int64{first.Shard.Id, second.Shard.Id}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, doing, done, _ := j.ShardCounts(); doing != 0 || done != 2 {
@@ -312,7 +312,7 @@ func TestServerAddressPersisted(t *testing.T) {
 		return nil
 	}
 	register := func(addr string) error {
-		_, err := c.Register(ctx, &kelpiepb.RegisterRequest{Job: "elastic", Node: "server-0", Role: kelpiepb.Role_ROLE_SERVER, Addr: addr})
+		_, err := c.Register(ctx, &coordinatorpb.RegisterRequest{Job: "elastic", Node: "server-0", Role: coordinatorpb.Role_ROLE_SERVER, Addr: addr})
 		return err
 	}
 	fail = errors.New("no space left on device")
@@ -418,7 +418,7 @@ func TestRegisterAddress(t *testing.T) {
 		{"/tmp/sock:1", false},
 		{strings.Repeat("a", 400) + ":1", false},
 	} {
-		_, err := c.Register(ctx, &kelpiepb.RegisterRequest{Job: "elastic", Node: "worker-0", Role: kelpiepb.Role_ROLE_WORKER, Addr: tt.addr})
+		_, err := c.Register(ctx, &coordinatorpb.RegisterRequest{Job: "elastic", Node: "worker-0", Role: coordinatorpb.Role_ROLE_WORKER, Addr: tt.addr})
 		if (err == nil) != tt.ok || (err != nil && status.Code(err) != codes.InvalidArgument) {
 			t.Errorf("Register(addr %q) = %v; want ok=%v (InvalidArgument when refused)", tt.addr, err, tt.ok)
 		}

@@ -9,14 +9,14 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/coordinatorpb"
 	"github.com/kelpie/kelpie/scheduler/textclean"
 )
 
 // Diverged records that a job's training diverged (a non-finite loss or
 // parameter) and fails the job with it; the first report wins. The reason
 // is also kept as a value: Divergence.
-func (c *Coordinator) Diverged(_ context.Context, r *kelpiepb.DivergedRequest) (*kelpiepb.DivergedResponse, error) {
+func (c *Coordinator) Diverged(_ context.Context, r *coordinatorpb.DivergedRequest) (*coordinatorpb.DivergedResponse, error) {
 	j, err := c.job(r.Job)
 	if err != nil {
 		return nil, err
@@ -48,11 +48,11 @@ func (c *Coordinator) Diverged(_ context.Context, r *kelpiepb.DivergedRequest) (
 	d.Reporter = r.Node
 	d.What, d.Value, d.Detail = textclean.Clean(d.What, 0), textclean.Clean(d.Value, 0), textclean.Clean(d.Detail, 0)
 	j.Diverge(d)
-	return &kelpiepb.DivergedResponse{}, nil
+	return &coordinatorpb.DivergedResponse{}, nil
 }
 
 // Diverge fails the job as diverged, unless it is already over.
-func (j *Job) Diverge(d *kelpiepb.Divergence) {
+func (j *Job) Diverge(d *coordinatorpb.Divergence) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.err != nil || j.over() {
@@ -64,7 +64,7 @@ func (j *Job) Diverge(d *kelpiepb.Divergence) {
 }
 
 // Divergence is where and how the job diverged, or nil.
-func (j *Job) Divergence() *kelpiepb.Divergence {
+func (j *Job) Divergence() *coordinatorpb.Divergence {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.diverged

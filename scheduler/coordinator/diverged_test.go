@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/coordinatorpb"
 )
 
 // TestDivergenceCleaned: what a node says of a divergence (what, value,
@@ -14,8 +14,8 @@ import (
 func TestDivergenceCleaned(t *testing.T) {
 	c, j := startedJob(t)
 	const escape = "\x1b]0;pwned\x07\x1b[2K\r\x1b[32mAPPROVED\x1b[0m\u202e"
-	if _, err := c.Diverged(context.Background(), &kelpiepb.DivergedRequest{Job: "elastic", Node: "worker-0",
-		Divergence: &kelpiepb.Divergence{Node: "worker-0", Iteration: 3, What: "loss" + escape, Value: "NaN" + escape,
+	if _, err := c.Diverged(context.Background(), &coordinatorpb.DivergedRequest{Job: "elastic", Node: "worker-0",
+		Divergence: &coordinatorpb.Divergence{Node: "worker-0", Iteration: 3, What: "loss" + escape, Value: "NaN" + escape,
 			Detail: "block 3" + escape}}); err != nil {
 		t.Fatal(err)
 	}

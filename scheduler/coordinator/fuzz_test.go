@@ -7,7 +7,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/coordinatorpb"
 	"github.com/kelpie/kelpie/scheduler/shard"
 )
 
@@ -23,15 +23,15 @@ func FuzzRequests(f *testing.F) {
 		b, _ := proto.Marshal(m)
 		f.Add(rpc, b)
 	}
-	seed(0, &kelpiepb.RegisterRequest{Job: "elastic", Node: "worker-1", Role: kelpiepb.Role_ROLE_WORKER})
-	seed(0, &kelpiepb.RegisterRequest{Job: "elastic", Node: "server-0", Role: kelpiepb.Role_ROLE_SERVER, Addr: "127.0.0.1:9"})
-	seed(1, &kelpiepb.ReadyRequest{Job: "elastic", Node: "worker-0"})
-	seed(2, &kelpiepb.ProgressReport{Job: "elastic", Node: "worker-0", Iteration: 3, BptSeconds: []float64{0.1, -1}, Comm: []*kelpiepb.CommSample{{Server: 9}}})
-	seed(3, &kelpiepb.DoneRequest{Job: "elastic", Node: "worker-1", Left: true})
-	seed(4, &kelpiepb.ResultRequest{Job: "elastic", Node: "worker-0"})
-	seed(5, &kelpiepb.FetchShardRequest{Job: "elastic", Node: "worker-0"})
-	seed(6, &kelpiepb.ReportShardRequest{Job: "elastic", Node: "worker-0", Ids: []int64{0, -1, 1 << 40}, Release: true})
-	seed(7, &kelpiepb.DivergedRequest{Job: "elastic", Node: "worker-0", Divergence: &kelpiepb.Divergence{Node: "server-0", What: "loss"}})
+	seed(0, &coordinatorpb.RegisterRequest{Job: "elastic", Node: "worker-1", Role: coordinatorpb.Role_ROLE_WORKER})
+	seed(0, &coordinatorpb.RegisterRequest{Job: "elastic", Node: "server-0", Role: coordinatorpb.Role_ROLE_SERVER, Addr: "127.0.0.1:9"})
+	seed(1, &coordinatorpb.ReadyRequest{Job: "elastic", Node: "worker-0"})
+	seed(2, &coordinatorpb.ProgressReport{Job: "elastic", Node: "worker-0", Iteration: 3, BptSeconds: []float64{0.1, -1}, Comm: []*coordinatorpb.CommSample{{Server: 9}}})
+	seed(3, &coordinatorpb.DoneRequest{Job: "elastic", Node: "worker-1", Left: true})
+	seed(4, &coordinatorpb.ResultRequest{Job: "elastic", Node: "worker-0"})
+	seed(5, &coordinatorpb.FetchShardRequest{Job: "elastic", Node: "worker-0"})
+	seed(6, &coordinatorpb.ReportShardRequest{Job: "elastic", Node: "worker-0", Ids: []int64{0, -1, 1 << 40}, Release: true})
+	seed(7, &coordinatorpb.DivergedRequest{Job: "elastic", Node: "worker-0", Divergence: &coordinatorpb.Divergence{Node: "server-0", What: "loss"}})
 	f.Fuzz(func(t *testing.T, rpc byte, data []byte) {
 		c, j := startedJob(t)
 		ctx := context.Background()
@@ -46,7 +46,7 @@ func FuzzRequests(f *testing.F) {
 			ledger = next
 		}
 		fetch := func(w string) int64 {
-			r, err := c.FetchShard(ctx, &kelpiepb.FetchShardRequest{Job: "elastic", Node: w})
+			r, err := c.FetchShard(ctx, &coordinatorpb.FetchShardRequest{Job: "elastic", Node: w})
 			if err != nil || r.Shard == nil {
 				t.Fatalf("%s: FetchShard = %v, %v", w, r, err)
 			}
@@ -58,7 +58,7 @@ func FuzzRequests(f *testing.F) {
 			return r.Shard.Id
 		}
 		report := func(w string, release bool, ids ...int64) {
-			_, _ = c.ReportShard(ctx, &kelpiepb.ReportShardRequest{Job: "elastic", Node: w, Ids: ids, Release: release})
+			_, _ = c.ReportShard(ctx, &coordinatorpb.ReportShardRequest{Job: "elastic", Node: w, Ids: ids, Release: release})
 		}
 		var first, second, third int64
 		step("worker-0 fetches", func() { first = fetch("worker-0") })
@@ -71,7 +71,7 @@ func FuzzRequests(f *testing.F) {
 		// ledger holds either way).
 		step("worker-1 reports", func() { report("worker-1", false, third) })
 		step("worker-0 reports twice", func() { report("worker-0", false, second, second) })
-		step("worker-1 fetches", func() { _, _ = c.FetchShard(ctx, &kelpiepb.FetchShardRequest{Job: "elastic", Node: "worker-1"}) })
+		step("worker-1 fetches", func() { _, _ = c.FetchShard(ctx, &coordinatorpb.FetchShardRequest{Job: "elastic", Node: "worker-1"}) })
 		step("worker-1 releases", func() { report("worker-1", true) })
 	})
 }
@@ -85,42 +85,42 @@ func request(c *Coordinator, rpc byte, data []byte) {
 	var err error
 	switch rpc % 8 {
 	case 0:
-		var r kelpiepb.RegisterRequest
+		var r coordinatorpb.RegisterRequest
 		if err = proto.Unmarshal(data, &r); err == nil {
 			_, _ = c.Register(ctx, &r)
 		}
 	case 1:
-		var r kelpiepb.ReadyRequest
+		var r coordinatorpb.ReadyRequest
 		if err = proto.Unmarshal(data, &r); err == nil {
 			_, _ = c.Ready(ended, &r)
 		}
 	case 2:
-		var r kelpiepb.ProgressReport
+		var r coordinatorpb.ProgressReport
 		if err = proto.Unmarshal(data, &r); err == nil {
 			_, _ = c.Progress(ctx, &r)
 		}
 	case 3:
-		var r kelpiepb.DoneRequest
+		var r coordinatorpb.DoneRequest
 		if err = proto.Unmarshal(data, &r); err == nil {
 			_, _ = c.Done(ended, &r)
 		}
 	case 4:
-		var r kelpiepb.ResultRequest
+		var r coordinatorpb.ResultRequest
 		if err = proto.Unmarshal(data, &r); err == nil {
 			_, _ = c.Result(ctx, &r)
 		}
 	case 5:
-		var r kelpiepb.FetchShardRequest
+		var r coordinatorpb.FetchShardRequest
 		if err = proto.Unmarshal(data, &r); err == nil {
 			_, _ = c.FetchShard(ctx, &r)
 		}
 	case 6:
-		var r kelpiepb.ReportShardRequest
+		var r coordinatorpb.ReportShardRequest
 		if err = proto.Unmarshal(data, &r); err == nil {
 			_, _ = c.ReportShard(ctx, &r)
 		}
 	case 7:
-		var r kelpiepb.DivergedRequest
+		var r coordinatorpb.DivergedRequest
 		if err = proto.Unmarshal(data, &r); err == nil {
 			_, _ = c.Diverged(ctx, &r)
 		}

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 )
 
 // TestAntDTActionsLive: with a persistent worker straggler, AntDT-DD
@@ -51,7 +51,7 @@ stragglers:
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-		for _, a := range []*kelpiepb.Action{
+		for _, a := range []*consolepb.Action{
 			{Kind: "BACKUP_WORKERS", Params: map[string]float64{"drop": 1}},
 			{Kind: "ADJUST_LR", Target: "worker-2", Params: map[string]float64{"lr_scale": 0.5}},
 		} {

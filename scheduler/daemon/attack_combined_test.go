@@ -19,7 +19,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/coordinatorpb"
 	"github.com/kelpie/kelpie/scheduler/console"
 )
 
@@ -225,7 +225,7 @@ func nodePlaneFlood(ctx context.Context, t *testing.T, p *schedProc, keep func(i
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, _ = kelpiepb.NewCoordinatorClient(cc).Register(ctx, &kelpiepb.RegisterRequest{Job: "victim", Node: "worker-9", Addr: big})
+			_, _ = coordinatorpb.NewCoordinatorClient(cc).Register(ctx, &coordinatorpb.RegisterRequest{Job: "victim", Node: "worker-9", Addr: big})
 		}()
 	}
 	wg.Wait()

@@ -214,23 +214,23 @@ func (p *schedProc) workerReport(ctx context.Context) error {
 	defer cc.Close()
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	co := kelpiepb.NewCoordinatorClient(cc)
-	if _, err := co.Register(ctx, &kelpiepb.RegisterRequest{Job: "victim", Node: "worker-0", Role: kelpiepb.Role_ROLE_WORKER,
+	co := coordinatorpb.NewCoordinatorClient(cc)
+	if _, err := co.Register(ctx, &coordinatorpb.RegisterRequest{Job: "victim", Node: "worker-0", Role: coordinatorpb.Role_ROLE_WORKER,
 		Pid: int32(os.Getpid())}); err != nil {
 		return fmt.Errorf("register: %v", err)
 	}
-	if _, err := co.FetchShard(ctx, &kelpiepb.FetchShardRequest{Job: "victim", Node: "worker-0"}); err != nil {
+	if _, err := co.FetchShard(ctx, &coordinatorpb.FetchShardRequest{Job: "victim", Node: "worker-0"}); err != nil {
 		return fmt.Errorf("fetch shard: %v", err)
 	}
 	return nil
 }
 
 // events is what a viewer's snapshot holds now.
-func (p *schedProc) events(t *testing.T) []*kelpiepb.Event {
+func (p *schedProc) events(t *testing.T) []*consolepb.Event {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	got := make(chan *kelpiepb.Snapshot, 1)
+	got := make(chan *consolepb.Snapshot, 1)
 	c, err := client.Dial(ctx, p.http, "view-token", client.WithSubscription(nil, 1, 10), client.WithHandler(func(m any) {
 		if s, ok := m.(client.SnapshotMsg); ok {
 			select {
@@ -253,7 +253,7 @@ func (p *schedProc) events(t *testing.T) []*kelpiepb.Event {
 }
 
 // refusals counts a snapshot's audit events of refusals.
-func refusals(evs []*kelpiepb.Event) int {
+func refusals(evs []*consolepb.Event) int {
 	n := 0
 	for _, e := range evs {
 		if e.GetKind() == "audit" && strings.HasPrefix(e.GetMessage(), "refused") {
@@ -372,7 +372,7 @@ func TestAttackRow3HugeReasons(t *testing.T) {
 	n := size(30, 100)
 	exhausted := 0
 	for i := range n {
-		res, err := c.Send(ctx, &kelpiepb.Command{Kind: &kelpiepb.Command_Approve{Approve: &kelpiepb.DecideAction{
+		res, err := c.Send(ctx, &consolepb.Command{Kind: &consolepb.Command_Approve{Approve: &consolepb.DecideAction{
 			Job: "victim", ActionId: fmt.Sprintf("act-%d", i), Reason: reason}}})
 		if err != nil {
 			t.Fatalf("command %d: %v", i, err)
@@ -568,7 +568,7 @@ func TestAttackRow11EscapeSequences(t *testing.T) {
 	if err := c.WaitConnected(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Send(ctx, &kelpiepb.Command{Kind: &kelpiepb.Command_Approve{Approve: &kelpiepb.DecideAction{
+	if _, err := c.Send(ctx, &consolepb.Command{Kind: &consolepb.Command_Approve{Approve: &consolepb.DecideAction{
 		Job: "\x1b]0;pwned\x07victim", ActionId: "\x1b[2K\r\x1b[32mOPERATOR olga APPROVED\x1b[0m\u202e", Reason: "\x1b[1A\u009b2J"}}}); err != nil {
 		t.Fatal(err)
 	}

@@ -403,7 +403,7 @@ func watchStreams(t *testing.T, d *Daemon, id *identity.Identity, n int) (opened
 }
 
 // nodeClient dials the scheduler's node plane as id.
-func nodeClient(t *testing.T, d *Daemon, id identity.Identity) kelpiepb.CoordinatorClient {
+func nodeClient(t *testing.T, d *Daemon, id identity.Identity) coordinatorpb.CoordinatorClient {
 	t.Helper()
 	c, err := d.CA().Credentials(id, time.Hour)
 	if err != nil {
@@ -414,18 +414,18 @@ func nodeClient(t *testing.T, d *Daemon, id identity.Identity) kelpiepb.Coordina
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cc.Close() })
-	return kelpiepb.NewCoordinatorClient(cc)
+	return coordinatorpb.NewCoordinatorClient(cc)
 }
 
 // registerAs registers node of job with its own certificate.
-func registerAs(ctx context.Context, t *testing.T, d *Daemon, job, node string) kelpiepb.CoordinatorClient {
+func registerAs(ctx context.Context, t *testing.T, d *Daemon, job, node string) coordinatorpb.CoordinatorClient {
 	t.Helper()
 	c := nodeClient(t, d, identity.Node(job, node))
-	role := kelpiepb.Role_ROLE_WORKER
+	role := coordinatorpb.Role_ROLE_WORKER
 	if strings.HasPrefix(node, "server-") {
-		role = kelpiepb.Role_ROLE_SERVER
+		role = coordinatorpb.Role_ROLE_SERVER
 	}
-	if _, err := c.Register(ctx, &kelpiepb.RegisterRequest{Job: job, Node: node, Role: role, Addr: "127.0.0.1:1"}); err != nil {
+	if _, err := c.Register(ctx, &coordinatorpb.RegisterRequest{Job: job, Node: node, Role: role, Addr: "127.0.0.1:1"}); err != nil {
 		t.Fatalf("register %s: %v", node, err)
 	}
 	return c
@@ -456,7 +456,7 @@ func TestAttackRow8(t *testing.T) {
 	registerAs(ctx, t, d, name, "server-0")
 	w0 := registerAs(ctx, t, d, name, "worker-0")
 	report := func(at string) error {
-		_, err := w0.Diverged(ctx, &kelpiepb.DivergedRequest{Job: name, Node: "worker-0", Divergence: &kelpiepb.Divergence{
+		_, err := w0.Diverged(ctx, &coordinatorpb.DivergedRequest{Job: name, Node: "worker-0", Divergence: &coordinatorpb.Divergence{
 			Node: at, Iteration: 7, What: "parameters", Value: "NaN", Detail: "block 0, element 3"}})
 		return err
 	}
@@ -500,7 +500,7 @@ func TestAttackRow12(t *testing.T) {
 		t.Fatal(err)
 	}
 	np.clk = clock.WithNow(clock.Real(), func() time.Time { return now })
-	np.nodeRefusal("joba", "server-0", &kelpiepb.NodeRefusal{UnixNano: 1, Addr: "10.6.6.6:1", Caller: "kelpie://_/operator/olga (operator)",
+	np.nodeRefusal("joba", "server-0", &agentpb.NodeRefusal{UnixNano: 1, Addr: "10.6.6.6:1", Caller: "kelpie://_/operator/olga (operator)",
 		Method: "/kelpie.v1.ParameterServer/Pull\x1b]0;pwned\x07", Code: "PermissionDenied", Reason: "approved by \x1b[2Kolga"})
 	if len(got) != 1 {
 		t.Fatalf("%d audit records, want 1", len(got))
@@ -580,12 +580,12 @@ func TestAttackRow10(t *testing.T) {
 		return cc
 	}
 	stream := func(c *identity.Credentials) error {
-		s, err := kelpiepb.NewAgentClient(dial(c)).Connect(ctx)
+		s, err := agentpb.NewAgentClient(dial(c)).Connect(ctx)
 		if err != nil {
 			return err
 		}
-		if err := s.Send(&kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Hello{Hello: &kelpiepb.AgentHello{
-			Job: "joba", Node: "worker-0", Role: kelpiepb.Role_ROLE_WORKER}}}); err != nil {
+		if err := s.Send(&agentpb.AgentMessage{Body: &agentpb.AgentMessage_Hello{Hello: &agentpb.AgentHello{
+			Job: "joba", Node: "worker-0", Role: coordinatorpb.Role_ROLE_WORKER}}}); err != nil {
 			return err
 		}
 		// The scheduler answers a hello with nothing until it has a
@@ -602,8 +602,8 @@ func TestAttackRow10(t *testing.T) {
 		}
 	}
 	register := func(c *identity.Credentials) error {
-		_, err := kelpiepb.NewCoordinatorClient(dial(c)).Register(ctx, &kelpiepb.RegisterRequest{Job: "joba", Node: "worker-0",
-			Role: kelpiepb.Role_ROLE_WORKER, Addr: "127.0.0.1:1"})
+		_, err := coordinatorpb.NewCoordinatorClient(dial(c)).Register(ctx, &coordinatorpb.RegisterRequest{Job: "joba", Node: "worker-0",
+			Role: coordinatorpb.Role_ROLE_WORKER, Addr: "127.0.0.1:1"})
 		return err
 	}
 	if err := stream(old); status.Code(err) != codes.PermissionDenied {
@@ -697,21 +697,21 @@ func TestAttackNodePlaneTogether(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cc.Close()
-	s, err := kelpiepb.NewAgentClient(cc).Connect(ctx)
+	s, err := agentpb.NewAgentClient(cc).Connect(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Send(&kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Hello{Hello: &kelpiepb.AgentHello{
-		Job: name, Node: "worker-0", Role: kelpiepb.Role_ROLE_WORKER}}}); err != nil {
+	if err := s.Send(&agentpb.AgentMessage{Body: &agentpb.AgentMessage_Hello{Hello: &agentpb.AgentHello{
+		Job: name, Node: "worker-0", Role: coordinatorpb.Role_ROLE_WORKER}}}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 5 {
-		if err := s.Send(&kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Report{Report: &kelpiepb.ProgressReport{
+		if err := s.Send(&agentpb.AgentMessage{Body: &agentpb.AgentMessage_Report{Report: &coordinatorpb.ProgressReport{
 			Job: name, Node: "worker-0", Iteration: int64(i + 1), Samples: 32, BatchSize: 32}}}); err != nil {
 			t.Errorf("worker-0's report %d during the attacks: %v", i, err)
 		}
 	}
-	if _, err := c.FetchShard(ctx, &kelpiepb.FetchShardRequest{Job: name, Node: "worker-0"}); err != nil {
+	if _, err := c.FetchShard(ctx, &coordinatorpb.FetchShardRequest{Job: name, Node: "worker-0"}); err != nil {
 		t.Errorf("worker-0's FetchShard during the attacks: %v", err)
 	}
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {

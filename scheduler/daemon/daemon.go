@@ -263,8 +263,8 @@ func Start(cfg Config) (*Daemon, error) {
 	// connection may take to prove its certificate.
 	gopts := append(cfg.NodePlaneLimits.ServerOptions(), grpc.InitialWindowSize(1<<20), grpc.InitialConnWindowSize(8<<20))
 	gs := grpc.NewServer(append(gopts, np.serverOptions()...)...)
-	kelpiepb.RegisterCoordinatorServer(gs, m.Coordinator())
-	kelpiepb.RegisterAgentServer(gs, m.Agents())
+	coordinatorpb.RegisterCoordinatorServer(gs, m.Coordinator())
+	agentpb.RegisterAgentServer(gs, m.Agents())
 	healthpb.RegisterHealthServer(gs, health.NewServer())
 	reflection.Register(gs)
 	lim := spec.DefaultLimits()

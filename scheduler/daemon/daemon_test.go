@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/console/client"
 )
 
@@ -56,8 +56,8 @@ func writeTokens(t *testing.T) string {
 // watcher keeps the latest view of one job from the console stream.
 type watcher struct {
 	mu     sync.Mutex
-	job    *kelpiepb.JobView
-	events []*kelpiepb.Event
+	job    *consolepb.JobView
+	events []*consolepb.Event
 	seen   map[string]map[string]bool // node -> classes seen
 	bpt    map[string]bool            // nodes seen with a BPT
 	change chan struct{}
@@ -71,7 +71,7 @@ type watcher struct {
 func (w *watcher) handle(m any) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var jobs []*kelpiepb.JobView
+	var jobs []*consolepb.JobView
 	switch x := m.(type) {
 	case client.SnapshotMsg:
 		jobs = x.Snapshot.Jobs
@@ -111,14 +111,14 @@ func (w *watcher) handle(m any) {
 }
 
 // latest is the latest view of the job (the handler replaces it; views are never changed).
-func (w *watcher) latest() *kelpiepb.JobView {
+func (w *watcher) latest() *consolepb.JobView {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.job
 }
 
 // until waits (bounded) for cond on the latest view.
-func (w *watcher) until(t *testing.T, what string, d time.Duration, cond func(*kelpiepb.JobView) bool) *kelpiepb.JobView {
+func (w *watcher) until(t *testing.T, what string, d time.Duration, cond func(*consolepb.JobView) bool) *consolepb.JobView {
 	t.Helper()
 	deadline := time.After(d)
 	for {
@@ -137,7 +137,7 @@ func (w *watcher) until(t *testing.T, what string, d time.Duration, cond func(*k
 	}
 }
 
-func node(j *kelpiepb.JobView, name string) *kelpiepb.NodeView {
+func node(j *consolepb.JobView, name string) *consolepb.NodeView {
 	for _, n := range j.Nodes {
 		if n.Name == name {
 			return n
@@ -190,7 +190,7 @@ func TestControlPlane(t *testing.T) {
 	if err := op.WaitConnected(ctx); err != nil {
 		t.Fatal(err)
 	}
-	res, err := op.Send(ctx, &kelpiepb.Command{Kind: &kelpiepb.Command_SubmitJob{SubmitJob: &kelpiepb.SubmitJob{SpecYaml: controlSpec}}})
+	res, err := op.Send(ctx, &consolepb.Command{Kind: &consolepb.Command_SubmitJob{SubmitJob: &consolepb.SubmitJob{SpecYaml: controlSpec}}})
 	if err != nil || !res.Ok {
 		t.Fatalf("submit: %v %v", res, err)
 	}
@@ -200,8 +200,8 @@ func TestControlPlane(t *testing.T) {
 
 	// Every worker's BPT shows on the stream; worker-2 is classified a
 	// persistent straggler and worker-3, slow 1.5 s of every 8 s, transient.
-	w.until(t, "BPT of every worker", time.Minute, func(*kelpiepb.JobView) bool { return len(w.bpt) == 4 })
-	w.until(t, "worker-2 persistent, worker-3 transient", 90*time.Second, func(*kelpiepb.JobView) bool {
+	w.until(t, "BPT of every worker", time.Minute, func(*consolepb.JobView) bool { return len(w.bpt) == 4 })
+	w.until(t, "worker-2 persistent, worker-3 transient", 90*time.Second, func(*consolepb.JobView) bool {
 		return w.seen["worker-2"]["persistent"] && w.seen["worker-3"]["transient"]
 	})
 	w.mu.Lock()
@@ -219,8 +219,8 @@ func TestControlPlane(t *testing.T) {
 	if err := viewer.WaitConnected(ctx); err != nil {
 		t.Fatal(err)
 	}
-	restart := &kelpiepb.Command{Kind: &kelpiepb.Command_Trigger{Trigger: &kelpiepb.TriggerAction{Job: "control",
-		Action: &kelpiepb.Action{Kind: "KILL_RESTART", Target: "worker-1"}}}}
+	restart := &consolepb.Command{Kind: &consolepb.Command_Trigger{Trigger: &consolepb.TriggerAction{Job: "control",
+		Action: &consolepb.Action{Kind: "KILL_RESTART", Target: "worker-1"}}}}
 	vr, err := viewer.Send(ctx, restart)
 	if err != nil {
 		t.Fatal(err)
@@ -235,7 +235,7 @@ func TestControlPlane(t *testing.T) {
 	if err != nil || !r.Ok {
 		t.Fatalf("operator restart: %v %v", r, err)
 	}
-	j := w.until(t, "the restart applied", time.Minute, func(j *kelpiepb.JobView) bool {
+	j := w.until(t, "the restart applied", time.Minute, func(j *consolepb.JobView) bool {
 		for _, a := range j.Actions {
 			if a.Id == r.ActionId {
 				return a.State == "applied"
@@ -255,7 +255,7 @@ func TestControlPlane(t *testing.T) {
 	if err := syscall.Kill(int(victim.Pid), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	w.until(t, "worker-0 restarted by its agent", time.Minute, func(j *kelpiepb.JobView) bool {
+	w.until(t, "worker-0 restarted by its agent", time.Minute, func(j *consolepb.JobView) bool {
 		n := node(j, "worker-0")
 		return n.Restarts > victim.Restarts && n.State == "running" && n.Pid != victim.Pid
 	})
@@ -274,7 +274,7 @@ func TestControlPlane(t *testing.T) {
 	}
 
 	// The job completes despite everything.
-	final := w.until(t, "completion", 2*time.Minute, func(j *kelpiepb.JobView) bool { return j.State != "running" && j.State != "starting" })
+	final := w.until(t, "completion", 2*time.Minute, func(j *consolepb.JobView) bool { return j.State != "running" && j.State != "starting" })
 	if final.State != "completed" {
 		t.Fatalf("job ended %s: %s", final.State, final.Error)
 	}
@@ -343,14 +343,14 @@ func TestWorkerCrashLoopFailsJob(t *testing.T) {
 	_ = c.Subscribe(ctx, []string{"doomed"})
 	var last int32
 	for kill := 0; kill < 2; kill++ {
-		v := w.until(t, "worker-1 running", time.Minute, func(j *kelpiepb.JobView) bool {
+		v := w.until(t, "worker-1 running", time.Minute, func(j *consolepb.JobView) bool {
 			n := node(j, "worker-1")
 			return n != nil && n.State == "running" && n.Pid != 0 && n.Pid != last
 		})
 		last = node(v, "worker-1").Pid
 		_ = syscall.Kill(int(last), syscall.SIGKILL)
 	}
-	final := w.until(t, "the job to fail", time.Minute, func(j *kelpiepb.JobView) bool { return j.State == "failed" })
+	final := w.until(t, "the job to fail", time.Minute, func(j *consolepb.JobView) bool { return j.State == "failed" })
 	if !strings.Contains(final.Error, "worker-1") {
 		t.Errorf("job error %q does not name worker-1", final.Error)
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/manager"
 	"github.com/kelpie/kelpie/scheduler/policy"
 )
@@ -93,7 +93,7 @@ func TestEPSAdmission(t *testing.T) {
 		}
 	}()
 
-	view := func(name string) *kelpiepb.JobView {
+	view := func(name string) *consolepb.JobView {
 		for _, v := range m.View([]string{name}, 0) {
 			return v
 		}

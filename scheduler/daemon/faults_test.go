@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/console/client"
 )
 
@@ -128,11 +128,11 @@ func TestDivergedConsole(t *testing.T) {
 	if err := c.WaitConnected(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if r, err := c.Send(ctx, &kelpiepb.Command{Kind: &kelpiepb.Command_SubmitJob{SubmitJob: &kelpiepb.SubmitJob{SpecYaml: divergeSpec}}}); err != nil || !r.Ok {
+	if r, err := c.Send(ctx, &consolepb.Command{Kind: &consolepb.Command_SubmitJob{SubmitJob: &consolepb.SubmitJob{SpecYaml: divergeSpec}}}); err != nil || !r.Ok {
 		t.Fatalf("submit: %v %v", r, err)
 	}
 	_ = c.Subscribe(ctx, []string{"blowup"})
-	final := w.until(t, "the job's end", 2*time.Minute, func(j *kelpiepb.JobView) bool {
+	final := w.until(t, "the job's end", 2*time.Minute, func(j *consolepb.JobView) bool {
 		return j.State != "running" && j.State != "starting" && j.State != ""
 	})
 	if final.State != "diverged" {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/console"
 	"github.com/kelpie/kelpie/scheduler/console/client"
 )
@@ -49,10 +49,10 @@ func TestConsoleFlood(t *testing.T) {
 	if err := viewer.WaitConnected(ctx); err != nil {
 		t.Fatal(err)
 	}
-	viewerEvents := func() []*kelpiepb.Event {
+	viewerEvents := func() []*consolepb.Event {
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		return append([]*kelpiepb.Event(nil), w.events...)
+		return append([]*consolepb.Event(nil), w.events...)
 	}
 	// It holds the events of the job it watches.
 	for deadline := time.Now().Add(30 * time.Second); len(viewerEvents()) == 0; time.Sleep(20 * time.Millisecond) {

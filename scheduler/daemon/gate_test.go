@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/console/client"
 )
 
@@ -42,24 +42,24 @@ func TestApprovalGate(t *testing.T) {
 	if err := c.WaitConnected(ctx); err != nil {
 		t.Fatal(err)
 	}
-	send := func(cmd *kelpiepb.Command) {
+	send := func(cmd *consolepb.Command) {
 		t.Helper()
 		r, err := c.Send(ctx, cmd)
 		if err != nil || !r.Ok {
 			t.Fatalf("%v: %v %v", cmd, r, err)
 		}
 	}
-	send(&kelpiepb.Command{Kind: &kelpiepb.Command_SubmitJob{SubmitJob: &kelpiepb.SubmitJob{SpecYaml: gateSpec}}})
+	send(&consolepb.Command{Kind: &consolepb.Command_SubmitJob{SubmitJob: &consolepb.SubmitJob{SpecYaml: gateSpec}}})
 	_ = c.Subscribe(ctx, []string{"gated"})
 
-	states := func(j *kelpiepb.JobView) map[string]string {
+	states := func(j *consolepb.JobView) map[string]string {
 		out := map[string]string{}
 		for _, a := range j.Actions {
 			out[a.Id] = a.State
 		}
 		return out
 	}
-	j := w.until(t, "a proposal", 90*time.Second, func(j *kelpiepb.JobView) bool {
+	j := w.until(t, "a proposal", 90*time.Second, func(j *consolepb.JobView) bool {
 		for _, a := range j.Actions {
 			if a.State == "proposed" {
 				return true
@@ -67,7 +67,7 @@ func TestApprovalGate(t *testing.T) {
 		}
 		return false
 	})
-	var first *kelpiepb.Action
+	var first *consolepb.Action
 	for _, a := range j.Actions {
 		if a.State == "proposed" {
 			first = a
@@ -76,18 +76,18 @@ func TestApprovalGate(t *testing.T) {
 	}
 	// Several policy ticks later nothing has been applied.
 	ticks := 0
-	w.until(t, "ten more views", 30*time.Second, func(j *kelpiepb.JobView) bool { ticks++; return ticks > 10 })
+	w.until(t, "ten more views", 30*time.Second, func(j *consolepb.JobView) bool { ticks++; return ticks > 10 })
 	for id, s := range states(w.latest()) {
 		if s != "proposed" && s != "expired" {
 			t.Errorf("in approve mode action %s is %s", id, s)
 		}
 	}
-	send(&kelpiepb.Command{Kind: &kelpiepb.Command_Reject{Reject: &kelpiepb.DecideAction{Job: "gated", ActionId: first.Id, Reason: "not now"}}})
-	w.until(t, "the rejection", 30*time.Second, func(j *kelpiepb.JobView) bool { return states(j)[first.Id] == "rejected" })
+	send(&consolepb.Command{Kind: &consolepb.Command_Reject{Reject: &consolepb.DecideAction{Job: "gated", ActionId: first.Id, Reason: "not now"}}})
+	w.until(t, "the rejection", 30*time.Second, func(j *consolepb.JobView) bool { return states(j)[first.Id] == "rejected" })
 
 	// Switch to auto, live: the next proposal goes out without a human.
-	send(&kelpiepb.Command{Kind: &kelpiepb.Command_SetPolicy{SetPolicy: &kelpiepb.SetPolicy{Job: "gated", Policy: "antdt-nd", Mode: "auto"}}})
-	j = w.until(t, "an action applied in auto mode", 90*time.Second, func(j *kelpiepb.JobView) bool {
+	send(&consolepb.Command{Kind: &consolepb.Command_SetPolicy{SetPolicy: &consolepb.SetPolicy{Job: "gated", Policy: "antdt-nd", Mode: "auto"}}})
+	j = w.until(t, "an action applied in auto mode", 90*time.Second, func(j *consolepb.JobView) bool {
 		for _, a := range j.Actions {
 			if a.State == "applied" && a.DecidedBy == "policy:antdt-nd" {
 				return true
@@ -99,10 +99,10 @@ func TestApprovalGate(t *testing.T) {
 		t.Errorf("the rejected action %s is now %s", first.Id, s)
 	}
 	// Off: no new proposals.
-	send(&kelpiepb.Command{Kind: &kelpiepb.Command_SetPolicy{SetPolicy: &kelpiepb.SetPolicy{Job: "gated", Policy: "antdt-nd", Mode: "off"}}})
+	send(&consolepb.Command{Kind: &consolepb.Command_SetPolicy{SetPolicy: &consolepb.SetPolicy{Job: "gated", Policy: "antdt-nd", Mode: "off"}}})
 	n := len(w.latest().Actions)
 	ticks = 0
-	w.until(t, "ten more views", 30*time.Second, func(j *kelpiepb.JobView) bool { ticks++; return ticks > 10 || j.State != "running" })
+	w.until(t, "ten more views", 30*time.Second, func(j *consolepb.JobView) bool { ticks++; return ticks > 10 || j.State != "running" })
 	if got := len(w.latest().Actions); got != n {
 		t.Errorf("policy off, yet %d new actions", got-n)
 	}
@@ -116,5 +116,5 @@ func TestApprovalGate(t *testing.T) {
 	if decisions < 4 { // submit, reject, auto, off
 		t.Errorf("%d of alice's commands audited; want 4", decisions)
 	}
-	send(&kelpiepb.Command{Kind: &kelpiepb.Command_KillJob{KillJob: &kelpiepb.KillJob{Job: "gated"}}})
+	send(&consolepb.Command{Kind: &consolepb.Command_KillJob{KillJob: &consolepb.KillJob{Job: "gated"}}})
 }

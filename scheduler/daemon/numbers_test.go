@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/console/client"
 )
 
@@ -73,7 +73,7 @@ func TestThroughputAndAlerts(t *testing.T) {
 	if err := op.WaitConnected(ctx); err != nil {
 		t.Fatal(err)
 	}
-	res, err := op.Send(ctx, &kelpiepb.Command{Kind: &kelpiepb.Command_SubmitJob{SubmitJob: &kelpiepb.SubmitJob{SpecYaml: numbersSpec}}})
+	res, err := op.Send(ctx, &consolepb.Command{Kind: &consolepb.Command_SubmitJob{SubmitJob: &consolepb.SubmitJob{SpecYaml: numbersSpec}}})
 	if err != nil || !res.Ok {
 		t.Fatalf("submit: %v %v", res, err)
 	}
@@ -84,7 +84,7 @@ func TestThroughputAndAlerts(t *testing.T) {
 	// The independent count: the iteration counter over 10 s of wall-clock
 	// time, once the job has trained for a while (the console's window is
 	// full).
-	w.until(t, "the job training for 12 s", time.Minute, func(j *kelpiepb.JobView) bool {
+	w.until(t, "the job training for 12 s", time.Minute, func(j *consolepb.JobView) bool {
 		return j.State == "running" && j.Started != nil && time.Since(j.Started.AsTime()) > 12*time.Second
 	})
 	it0, t0 := w.latest().Iteration, time.Now()
@@ -126,7 +126,7 @@ func TestThroughputAndAlerts(t *testing.T) {
 	})
 	// ... and resolves once the job is killed (scrapes every second,
 	// rules evaluated every second: a few seconds).
-	r, err := op.Send(ctx, &kelpiepb.Command{Kind: &kelpiepb.Command_KillJob{KillJob: &kelpiepb.KillJob{Job: "numbers"}}})
+	r, err := op.Send(ctx, &consolepb.Command{Kind: &consolepb.Command_KillJob{KillJob: &consolepb.KillJob{Job: "numbers"}}})
 	if err != nil || !r.Ok {
 		t.Fatalf("kill: %v %v", r, err)
 	}

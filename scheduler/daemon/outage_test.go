@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/console/client"
 )
 
@@ -125,7 +125,7 @@ func (s *scheduler) console(ctx context.Context, job string) (*client.Client, *w
 
 func (s *scheduler) submit(ctx context.Context, c *client.Client, spec string) {
 	s.t.Helper()
-	if r, err := c.Send(ctx, &kelpiepb.Command{Kind: &kelpiepb.Command_SubmitJob{SubmitJob: &kelpiepb.SubmitJob{SpecYaml: spec}}}); err != nil || !r.Ok {
+	if r, err := c.Send(ctx, &consolepb.Command{Kind: &consolepb.Command_SubmitJob{SubmitJob: &consolepb.SubmitJob{SpecYaml: spec}}}); err != nil || !r.Ok {
 		s.t.Fatalf("submit: %v %v", r, err)
 	}
 }
@@ -172,7 +172,7 @@ func TestSchedulerOutage(t *testing.T) {
 	defer c.Close()
 	s.submit(ctx, c, outageSpec)
 	_ = c.Subscribe(ctx, []string{"outage"})
-	w.until(t, "training", 2*time.Minute, func(j *kelpiepb.JobView) bool { return j.Iteration > 30 })
+	w.until(t, "training", 2*time.Minute, func(j *consolepb.JobView) bool { return j.Iteration > 30 })
 	s.kill9()
 	procs := tagged(s.tag)
 	if len(procs) != 6 {
@@ -191,7 +191,7 @@ func TestSchedulerOutage(t *testing.T) {
 	w.job = nil
 	w.mu.Unlock()
 	s.start()
-	final := w.until(t, "completion", 4*time.Minute, func(j *kelpiepb.JobView) bool {
+	final := w.until(t, "completion", 4*time.Minute, func(j *consolepb.JobView) bool {
 		return j.State != "running" && j.State != "starting"
 	})
 	if final.State != "completed" {
@@ -299,7 +299,7 @@ func (s *scheduler) outageTraining(ctx context.Context) {
 	s.t.Cleanup(func() { c.Close() })
 	s.submit(ctx, c, outageSpec)
 	_ = c.Subscribe(ctx, []string{"outage"})
-	w.until(s.t, "training", 2*time.Minute, func(j *kelpiepb.JobView) bool { return j.Iteration > 30 })
+	w.until(s.t, "training", 2*time.Minute, func(j *consolepb.JobView) bool { return j.Iteration > 30 })
 }
 
 // TestAdoptedAgentKilled: after a scheduler restart, a worker's agent
@@ -323,7 +323,7 @@ func TestAdoptedAgentKilled(t *testing.T) {
 	defer c2.Close()
 	_ = c2.Subscribe(ctx, []string{"outage"})
 	// Every agent back: each node reporting to the new scheduler.
-	w2.until(t, "agents back", 2*time.Minute, func(j *kelpiepb.JobView) bool {
+	w2.until(t, "agents back", 2*time.Minute, func(j *consolepb.JobView) bool {
 		for _, n := range []string{"server-0", "worker-0", "worker-1"} {
 			nv := node2(j, n)
 			if nv == nil || nv.State != "running" || !nv.GetLastReport().AsTime().After(restarted) {
@@ -337,7 +337,7 @@ func TestAdoptedAgentKilled(t *testing.T) {
 	if err := signal(pid, syscall.SIGKILL); err != nil {
 		t.Fatalf("kill -9 the agent of worker-0 (pid %d): %v", pid, err)
 	}
-	end := w2.until(t, "outage end", 3*time.Minute, func(j *kelpiepb.JobView) bool {
+	end := w2.until(t, "outage end", 3*time.Minute, func(j *consolepb.JobView) bool {
 		return j.State != "running" && j.State != "starting" && j.State != ""
 	})
 	if end.State != "completed" || end.ShardsDone != end.ShardsTotal {

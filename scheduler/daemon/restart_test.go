@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/console/client"
 	"github.com/kelpie/kelpie/scheduler/store"
 )
@@ -94,17 +94,17 @@ func TestSchedulerKill9(t *testing.T) {
 	if err := c.WaitConnected(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if r, err := c.Send(ctx, &kelpiepb.Command{Kind: &kelpiepb.Command_SubmitJob{SubmitJob: &kelpiepb.SubmitJob{SpecYaml: restartSpec}}}); err != nil || !r.Ok {
+	if r, err := c.Send(ctx, &consolepb.Command{Kind: &consolepb.Command_SubmitJob{SubmitJob: &consolepb.SubmitJob{SpecYaml: restartSpec}}}); err != nil || !r.Ok {
 		t.Fatalf("submit: %v %v", r, err)
 	}
 	_ = c.Subscribe(ctx, []string{"survivor"})
-	w.until(t, "training", time.Minute, func(j *kelpiepb.JobView) bool { return j.Iteration > 50 })
-	r, err := c.Send(ctx, &kelpiepb.Command{Kind: &kelpiepb.Command_Trigger{Trigger: &kelpiepb.TriggerAction{Job: "survivor",
-		Action: &kelpiepb.Action{Kind: "KILL_RESTART", Target: "worker-0"}}}})
+	w.until(t, "training", time.Minute, func(j *consolepb.JobView) bool { return j.Iteration > 50 })
+	r, err := c.Send(ctx, &consolepb.Command{Kind: &consolepb.Command_Trigger{Trigger: &consolepb.TriggerAction{Job: "survivor",
+		Action: &consolepb.Action{Kind: "KILL_RESTART", Target: "worker-0"}}}})
 	if err != nil || !r.Ok {
 		t.Fatalf("restart: %v %v", r, err)
 	}
-	w.until(t, "the restart applied", time.Minute, func(j *kelpiepb.JobView) bool {
+	w.until(t, "the restart applied", time.Minute, func(j *consolepb.JobView) bool {
 		return len(j.Actions) > 0 && j.Actions[0].State == "applied"
 	})
 
@@ -122,7 +122,7 @@ func TestSchedulerKill9(t *testing.T) {
 	}()
 
 	// The job and its action are back, and the agents report again.
-	w.until(t, "the job after the restart", time.Minute, func(j *kelpiepb.JobView) bool {
+	w.until(t, "the job after the restart", time.Minute, func(j *consolepb.JobView) bool {
 		if len(j.Actions) == 0 || j.Actions[0].Id != r.ActionId || j.Actions[0].State != "applied" {
 			return false
 		}
@@ -133,7 +133,7 @@ func TestSchedulerKill9(t *testing.T) {
 		}
 		return true
 	})
-	final := w.until(t, "completion", 3*time.Minute, func(j *kelpiepb.JobView) bool { return j.State != "running" && j.State != "starting" })
+	final := w.until(t, "completion", 3*time.Minute, func(j *consolepb.JobView) bool { return j.State != "running" && j.State != "starting" })
 	if final.State != "completed" {
 		t.Fatalf("job ended %s: %s", final.State, final.Error)
 	}
@@ -189,27 +189,27 @@ func TestServerMovedThenSchedulerRestart(t *testing.T) {
 	defer c.Close()
 	s.submit(ctx, c, spec)
 	_ = c.Subscribe(ctx, []string{"moved"})
-	first := w.until(t, "training", 2*time.Minute, func(j *kelpiepb.JobView) bool {
+	first := w.until(t, "training", 2*time.Minute, func(j *consolepb.JobView) bool {
 		return j.Iteration > 30 && node(j, "server-0").GetPid() > 0
 	})
 	old := node(first, "server-0").GetPid()
 	if err := syscall.Kill(int(old), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	moved := w.until(t, "server-0 back and training on", 2*time.Minute, func(j *kelpiepb.JobView) bool {
+	moved := w.until(t, "server-0 back and training on", 2*time.Minute, func(j *consolepb.JobView) bool {
 		n := node(j, "server-0")
 		return n.GetPid() > 0 && n.GetPid() != old && n.GetState() == "running" && j.Iteration > first.Iteration+30
 	})
 	s.kill9()
 	s.start()
-	w.until(t, "the agents back", 2*time.Minute, func(j *kelpiepb.JobView) bool {
+	w.until(t, "the agents back", 2*time.Minute, func(j *consolepb.JobView) bool {
 		return j.Iteration > moved.Iteration
 	})
-	if r, err := c.Send(ctx, &kelpiepb.Command{Kind: &kelpiepb.Command_Trigger{Trigger: &kelpiepb.TriggerAction{Job: "moved",
-		Action: &kelpiepb.Action{Kind: "KILL_RESTART", Target: "worker-0"}}}}); err != nil || !r.Ok {
+	if r, err := c.Send(ctx, &consolepb.Command{Kind: &consolepb.Command_Trigger{Trigger: &consolepb.TriggerAction{Job: "moved",
+		Action: &consolepb.Action{Kind: "KILL_RESTART", Target: "worker-0"}}}}); err != nil || !r.Ok {
 		t.Fatalf("restart worker-0: %v %v", r, err)
 	}
-	final := w.until(t, "the job's end", 3*time.Minute, func(j *kelpiepb.JobView) bool {
+	final := w.until(t, "the job's end", 3*time.Minute, func(j *consolepb.JobView) bool {
 		return j.State != "running" && j.State != "starting" && j.State != ""
 	})
 	if final.State != "completed" || final.ShardsDone != final.ShardsTotal || final.Accuracy < 0.89 {

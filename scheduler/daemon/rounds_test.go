@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/launch"
 )
 
@@ -79,7 +79,7 @@ func signal(pid int, sig syscall.Signal) error {
 	return syscall.Kill(pid, sig)
 }
 
-func node2(j *kelpiepb.JobView, name string) *kelpiepb.NodeView {
+func node2(j *consolepb.JobView, name string) *consolepb.NodeView {
 	for _, n := range j.Nodes {
 		if n.Name == name {
 			return n
@@ -329,25 +329,25 @@ func TestFaultRounds(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rounds+1)*6*time.Minute)
 	defer cancel()
 
-	run := func(name string, disturb func(rf *roundFaults)) *kelpiepb.JobView {
+	run := func(name string, disturb func(rf *roundFaults)) *consolepb.JobView {
 		c, w := s.console(ctx, name)
 		defer c.Close()
 		s.submit(ctx, c, strings.Replace(roundSpec, "NAME", name, 1))
 		_ = c.Subscribe(ctx, []string{name})
 		if disturb != nil {
-			w.until(t, name+" training", 3*time.Minute, func(j *kelpiepb.JobView) bool {
+			w.until(t, name+" training", 3*time.Minute, func(j *consolepb.JobView) bool {
 				return j.Iteration > 20 && node2(j, "worker-0").GetPid() > 0 && node2(j, "worker-1").GetPid() > 0
 			})
 			// An operator restarts worker-0 as the faults begin: the
 			// action must apply once, whatever they do to it.
-			r, err := c.Send(ctx, &kelpiepb.Command{Kind: &kelpiepb.Command_Trigger{Trigger: &kelpiepb.TriggerAction{Job: name,
-				Action: &kelpiepb.Action{Kind: "KILL_RESTART", Target: "worker-0"}}}})
+			r, err := c.Send(ctx, &consolepb.Command{Kind: &consolepb.Command_Trigger{Trigger: &consolepb.TriggerAction{Job: name,
+				Action: &consolepb.Action{Kind: "KILL_RESTART", Target: "worker-0"}}}})
 			if err != nil || !r.Ok {
 				t.Fatalf("%s: restart worker-0: %v %v", name, r, err)
 			}
 			disturb(&roundFaults{s: s, job: name, w: w, lab: lab})
 		}
-		return w.until(t, name+" end", 5*time.Minute, func(j *kelpiepb.JobView) bool {
+		return w.until(t, name+" end", 5*time.Minute, func(j *consolepb.JobView) bool {
 			return j.State != "running" && j.State != "starting" && j.State != ""
 		})
 	}

@@ -110,7 +110,7 @@ func newNodePlane(cfg Config, audit func(console.AuditEntry) error) (*nodePlane,
 // parameter server's guard), forwarded by its agent: at most 5 a second
 // (bursts of 20) from one node reach the audit log, the others are counted
 // and the next record says how many.
-func (np *nodePlane) nodeRefusal(job, node string, r *kelpiepb.NodeRefusal) {
+func (np *nodePlane) nodeRefusal(job, node string, r *agentpb.NodeRefusal) {
 	n := 1 + r.GetSuppressed()
 	// The labels are the node's words: only known forms, so a node cannot
 	// grow the metric's series without bound.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/kube/kubetest"
 )
 
@@ -69,8 +69,8 @@ func testBusy(t *testing.T, c *kubetest.Cluster) {
 	})
 	t.Logf("kbusy's view: cluster busy: %s", o.view("kbusy").ClusterBusy)
 
-	antdt := func() []*kelpiepb.Action {
-		var as []*kelpiepb.Action
+	antdt := func() []*consolepb.Action {
+		var as []*consolepb.Action
 		for _, a := range o.view("kbusy").Actions {
 			if a.Policy == "antdt-nd" {
 				as = append(as, a)
@@ -78,7 +78,7 @@ func testBusy(t *testing.T, c *kubetest.Cluster) {
 		}
 		return as
 	}
-	restarts := func(as []*kelpiepb.Action) []string {
+	restarts := func(as []*consolepb.Action) []string {
 		var out []string
 		for _, a := range as {
 			if a.Kind == "KILL_RESTART" {

@@ -15,7 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/daemon"
 	"github.com/kelpie/kelpie/scheduler/kube"
 	"github.com/kelpie/kelpie/scheduler/kube/kubetest"
@@ -91,10 +91,10 @@ func startOnCluster(t *testing.T, c *kubetest.Cluster, threshold time.Duration) 
 }
 
 // view is the job's view ("" state when there is none).
-func (o *onCluster) view(job string) *kelpiepb.JobView {
+func (o *onCluster) view(job string) *consolepb.JobView {
 	vs := o.d.Manager.View([]string{job}, 0)
 	if len(vs) == 0 {
-		return &kelpiepb.JobView{}
+		return &consolepb.JobView{}
 	}
 	return vs[0]
 }
@@ -129,7 +129,7 @@ func testTrain(t *testing.T, c *kubetest.Cluster) {
 	if len(before) != 6 {
 		t.Fatalf("pods %v; want 6", before)
 	}
-	if _, err := d.Manager.Trigger("ktrain", &kelpiepb.Action{Kind: "KILL_RESTART", Target: "worker-1", Reason: "test"}, "test"); err != nil {
+	if _, err := d.Manager.Trigger("ktrain", &consolepb.Action{Kind: "KILL_RESTART", Target: "worker-1", Reason: "test"}, "test"); err != nil {
 		t.Fatalf("KILL_RESTART: %v", err)
 	}
 	eventually(t, "worker-1's pod replaced", func() (bool, string) {
@@ -159,7 +159,7 @@ func testTrain(t *testing.T, c *kubetest.Cluster) {
 			return false, "no action " + id
 		}
 	}
-	id, err := d.Manager.Trigger("ktrain", &kelpiepb.Action{Kind: "ADD_SERVER", Reason: "test"}, "test")
+	id, err := d.Manager.Trigger("ktrain", &consolepb.Action{Kind: "ADD_SERVER", Reason: "test"}, "test")
 	if err != nil {
 		t.Fatalf("ADD_SERVER: %v", err)
 	}
@@ -168,7 +168,7 @@ func testTrain(t *testing.T, c *kubetest.Cluster) {
 		return slices.Contains(got, "ktrain-server-2-0") && len(got) == 7, fmt.Sprint(got)
 	})
 	eventually(t, "ADD_SERVER applied (blocks migrated)", applied(id))
-	if id, err = d.Manager.Trigger("ktrain", &kelpiepb.Action{Kind: "REMOVE_WORKER", Target: "worker-3", Reason: "test"}, "test"); err != nil {
+	if id, err = d.Manager.Trigger("ktrain", &consolepb.Action{Kind: "REMOVE_WORKER", Target: "worker-3", Reason: "test"}, "test"); err != nil {
 		t.Fatalf("REMOVE_WORKER: %v", err)
 	}
 	eventually(t, "worker-3's pod deleted", func() (bool, string) {

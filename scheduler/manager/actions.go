@@ -16,7 +16,10 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/kelpie/kelpie/core/spec"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
+	"github.com/kelpie/kelpie/proto/consolepb"
+	"github.com/kelpie/kelpie/proto/pspb"
+	"github.com/kelpie/kelpie/proto/timelinepb"
 	"github.com/kelpie/kelpie/scheduler/gate"
 	"github.com/kelpie/kelpie/scheduler/monitor"
 	"github.com/kelpie/kelpie/scheduler/policy"
@@ -97,7 +100,7 @@ func (m *Manager) job(name string) (*jobState, error) {
 }
 
 // Trigger runs an operator's action on a job.
-func (m *Manager) Trigger(job string, a *kelpiepb.Action, who string) (string, error) {
+func (m *Manager) Trigger(job string, a *consolepb.Action, who string) (string, error) {
 	if a == nil {
 		return "", status.Error(codes.InvalidArgument, "trigger: no action")
 	}
@@ -122,14 +125,14 @@ func (m *Manager) Trigger(job string, a *kelpiepb.Action, who string) (string, e
 // trigger runs an operator's action on a job, on the job's actor; after
 // (nil if nothing) stores it and sends its commands, off the actor: a
 // change's sends never run on the actor (they may call it).
-func (m *Manager) trigger(j *jobState, a *kelpiepb.Action, who string) (string, func(), error) {
+func (m *Manager) trigger(j *jobState, a *consolepb.Action, who string) (string, func(), error) {
 	j.mu.Lock()
 	job := j.spec.Name
 	if j.over() {
 		j.mu.Unlock()
 		return "", nil, status.Errorf(codes.FailedPrecondition, "job %s is %s", job, j.state)
 	}
-	act := &kelpiepb.Action{Kind: a.Kind, Target: a.Target, Policy: "operator", Reason: a.Reason,
+	act := &consolepb.Action{Kind: a.Kind, Target: a.Target, Policy: "operator", Reason: a.Reason,
 		BatchSizes: a.BatchSizes, Accumulation: a.Accumulation, Params: a.Params, Assignment: a.Assignment, SyncModel: a.SyncModel,
 		Args: a.Args}
 	if act.Reason == "" {
@@ -291,7 +294,7 @@ func formatParams(p map[string]float64) string {
 // validate checks an action against the job as it is now: the rules
 // between concurrent actions here, the kind's own checks in its
 // definition (kinds.go).
-func (j *jobState) validate(a *kelpiepb.Action) error {
+func (j *jobState) validate(a *consolepb.Action) error {
 	d, err := kindOf(a.Kind)
 	if err != nil {
 		return err
@@ -315,7 +318,7 @@ func (j *jobState) validate(a *kelpiepb.Action) error {
 }
 
 // validateRestart checks a KILL_RESTART.
-func (j *jobState) validateRestart(a *kelpiepb.Action) error {
+func (j *jobState) validateRestart(a *consolepb.Action) error {
 	n, ok := j.nodes[a.Target]
 	if !ok {
 		return status.Errorf(codes.InvalidArgument, "KILL_RESTART: job %s has no node %q", j.spec.Name, a.Target)
@@ -326,13 +329,13 @@ func (j *jobState) validateRestart(a *kelpiepb.Action) error {
 	if n.role == "server" {
 		// A server is relaunched on a fresh host by a hot table change:
 		// a new server takes its blocks, then it stops.
-		return j.validateTable(&kelpiepb.Action{Kind: string(policy.KindRemoveServer), Target: a.Target})
+		return j.validateTable(&consolepb.Action{Kind: string(policy.KindRemoveServer), Target: a.Target})
 	}
 	return nil
 }
 
 // validateBackup checks a BACKUP_WORKERS.
-func (j *jobState) validateBackup(a *kelpiepb.Action) error {
+func (j *jobState) validateBackup(a *consolepb.Action) error {
 	d, live := int(a.GetBackupWorkers().GetDrop()), len(j.liveWorkers())
 	if d < 0 || d >= live {
 		return status.Errorf(codes.InvalidArgument, "BACKUP_WORKERS: drop must be a whole number in [0, %d), got %d", live, d)
@@ -345,7 +348,7 @@ func (j *jobState) validateBackup(a *kelpiepb.Action) error {
 }
 
 // validateSplit checks an ADJUST_BS.
-func (j *jobState) validateSplit(a *kelpiepb.Action) error {
+func (j *jobState) validateSplit(a *consolepb.Action) error {
 	if other := j.workerChanging(a); other != nil {
 		return status.Errorf(codes.FailedPrecondition, "ADJUST_BS: %s %s is still under way", other.Kind, other.Id)
 	}
@@ -386,7 +389,7 @@ func (j *jobState) validateSplit(a *kelpiepb.Action) error {
 
 // newActionLocked names a new action and files its console record; the
 // gate holds its life (state, history, acks).
-func (m *Manager) newActionLocked(j *jobState, a *kelpiepb.Action) {
+func (m *Manager) newActionLocked(j *jobState, a *consolepb.Action) {
 	a.Id = fmt.Sprintf("a-%d", m.nextID.Add(1))
 	a.Job = j.spec.Name
 	a.Created = ts(m.now())
@@ -401,7 +404,7 @@ func (m *Manager) newActionLocked(j *jobState, a *kelpiepb.Action) {
 // key ("" for none: every call is a change of its own); it reports
 // gate.ErrDuplicate when an action with that key is pending or settled too
 // recently.
-func (m *Manager) addLocked(j *jobState, a *kelpiepb.Action, key string, mode gate.Mode, who string) (sendList, error) {
+func (m *Manager) addLocked(j *jobState, a *consolepb.Action, key string, mode gate.Mode, who string) (sendList, error) {
 	now := m.now()
 	m.newActionLocked(j, a)
 	var err error
@@ -449,14 +452,14 @@ func (m *Manager) applyGate(j *jobState) sendList {
 
 // mirror copies one of the gate's transitions onto an action's console
 // record.
-func (m *Manager) mirror(j *jobState, a *kelpiepb.Action, g *gate.Action, t gate.Transition) {
+func (m *Manager) mirror(j *jobState, a *consolepb.Action, g *gate.Action, t gate.Transition) {
 	a.State = string(t.State)
 	a.Updated = ts(t.At)
 	a.DecidedBy, a.Error = g.DecidedBy, g.Error
 	if t.State == gate.Applied && g.AppliedIteration > 0 {
 		a.AppliedIteration = g.AppliedIteration
 	}
-	a.History = append(a.History, &kelpiepb.ActionTransition{State: string(t.State), At: ts(t.At), By: t.By, Note: t.Note})
+	a.History = append(a.History, &consolepb.ActionTransition{State: string(t.State), At: ts(t.At), By: t.By, Note: t.Note})
 	msg := fmt.Sprintf("action %s %s: %s", a.Id, strings.TrimSpace(a.Kind+" "+a.Target), t.State)
 	if t.Note != "" {
 		msg += " (" + t.Note + ")"
@@ -468,7 +471,7 @@ func (m *Manager) mirror(j *jobState, a *kelpiepb.Action, g *gate.Action, t gate
 // manager takes itself (dispatching, the end of a multi-step change, a
 // failure, a withdrawal). A step the gate refuses (the action was settled
 // meanwhile, say by an ack deadline) changes nothing.
-func (m *Manager) transition(j *jobState, a *kelpiepb.Action, state, who, note string) {
+func (m *Manager) transition(j *jobState, a *consolepb.Action, state, who, note string) {
 	now := m.now()
 	var err error
 	switch state {
@@ -492,13 +495,13 @@ func (m *Manager) transition(j *jobState, a *kelpiepb.Action, state, who, note s
 }
 
 // await names the nodes whose acks apply an action.
-func (j *jobState) await(a *kelpiepb.Action, nodes []string) {
+func (j *jobState) await(a *consolepb.Action, nodes []string) {
 	if err := j.gate.Await(j.m.now(), a.Id, nodes); err != nil {
 		j.m.log.Debug("action await refused", "job", j.spec.Name, "action", a.Id, "err", err)
 	}
 }
 
-func (m *Manager) persistAction(j *jobState, a *kelpiepb.Action) {
+func (m *Manager) persistAction(j *jobState, a *consolepb.Action) {
 	j.mu.RLock()
 	rec := actionRecord(a)
 	if g := j.gate.Get(a.Id); g != nil && g.Key != "" {
@@ -511,7 +514,7 @@ func (m *Manager) persistAction(j *jobState, a *kelpiepb.Action) {
 }
 
 // actionRecord is the durable form of an action.
-func actionRecord(a *kelpiepb.Action) store.ActionRecord {
+func actionRecord(a *consolepb.Action) store.ActionRecord {
 	params := map[string]string{"policy": a.Policy, "predicted": a.Predicted, "decided_by": a.DecidedBy, "error": a.Error}
 	for w, b := range a.BatchSizes {
 		params["bs/"+w] = strconv.Itoa(int(b))
@@ -537,12 +540,12 @@ func actionRecord(a *kelpiepb.Action) store.ActionRecord {
 }
 
 // actionFrom rebuilds an action from its durable form.
-func actionFrom(job string, r store.ActionRecord) *kelpiepb.Action {
-	a := &kelpiepb.Action{Id: r.ID, Job: job, Kind: r.Kind, Target: r.Node, Reason: r.Reason, Predicted: r.Predicted,
+func actionFrom(job string, r store.ActionRecord) *consolepb.Action {
+	a := &consolepb.Action{Id: r.ID, Job: job, Kind: r.Kind, Target: r.Node, Reason: r.Reason, Predicted: r.Predicted,
 		Evidence: r.Numbers, State: r.State, Created: ts(r.Created), Updated: ts(r.Updated),
 		Policy: r.Params["policy"], DecidedBy: r.Params["decided_by"], Error: r.Params["error"]}
 	if len(r.Realized) > 0 {
-		a.Realized = &kelpiepb.Realized{}
+		a.Realized = &timelinepb.Realized{}
 		if protojson.Unmarshal(r.Realized, a.Realized) != nil {
 			a.Realized = nil
 		}
@@ -575,7 +578,7 @@ func actionFrom(job string, r store.ActionRecord) *kelpiepb.Action {
 		a.TargetIteration = r.Iteration
 	}
 	for _, h := range r.History {
-		a.History = append(a.History, &kelpiepb.ActionTransition{State: h.State, At: ts(h.At), By: h.Actor, Note: h.Note})
+		a.History = append(a.History, &consolepb.ActionTransition{State: h.State, At: ts(h.At), By: h.Actor, Note: h.Note})
 	}
 	return a
 }
@@ -591,7 +594,7 @@ func (s sendList) run() {
 }
 
 // targets says whether an action involves a node.
-func (j *jobState) targets(a *kelpiepb.Action, node string) bool {
+func (j *jobState) targets(a *consolepb.Action, node string) bool {
 	if j.coord.PendingTable(a.Id) != nil {
 		// A table change under way: every live worker follows the table.
 		n, ok := j.nodes[node]
@@ -623,7 +626,7 @@ func (j *jobState) aggregating() bool {
 }
 
 // command is the wire form of an action for one node.
-func (j *jobState) command(a *kelpiepb.Action, node string) *kelpiepb.ActionCommand {
+func (j *jobState) command(a *consolepb.Action, node string) *agentpb.ActionCommand {
 	kind := a.Kind
 	table := j.coord.PendingTable(a.Id)
 	if table != nil {
@@ -631,7 +634,7 @@ func (j *jobState) command(a *kelpiepb.Action, node string) *kelpiepb.ActionComm
 		// switch to a new table.
 		kind = string(policy.KindReassign)
 	}
-	cmd := &kelpiepb.ActionCommand{ActionId: a.Id, Kind: kind, Target: a.Target, BatchSizes: a.BatchSizes,
+	cmd := &agentpb.ActionCommand{ActionId: a.Id, Kind: kind, Target: a.Target, BatchSizes: a.BatchSizes,
 		Accumulation: a.Accumulation, TargetIteration: a.TargetIteration, Assignment: table}
 	if d := defOf(a); d != nil && d.command != nil && table == nil {
 		d.command(j, a, cmd)
@@ -643,7 +646,7 @@ func (j *jobState) command(a *kelpiepb.Action, node string) *kelpiepb.ActionComm
 // node action to its node; a global one (a new batch split) to every
 // worker through a primary agent (broadcast.go), to be applied at one
 // target iteration chosen ahead of every worker's progress (AntDT Fig. 6).
-func (m *Manager) dispatchLocked(j *jobState, a *kelpiepb.Action, who string) sendList {
+func (m *Manager) dispatchLocked(j *jobState, a *consolepb.Action, who string) sendList {
 	d, err := kindOf(a.Kind)
 	if err != nil {
 		m.transition(j, a, ActFailed, "scheduler", err.Error())
@@ -662,7 +665,7 @@ func (m *Manager) dispatchLocked(j *jobState, a *kelpiepb.Action, who string) se
 // sendCommand is the sends of an action's command to the named nodes'
 // agents; a node whose agent is not connected gets it replayed when it
 // connects.
-func (j *jobState) sendCommand(a *kelpiepb.Action, names []string) sendList {
+func (j *jobState) sendCommand(a *consolepb.Action, names []string) sendList {
 	var sends sendList
 	for _, name := range names {
 		n := j.nodes[name]
@@ -671,7 +674,7 @@ func (j *jobState) sendCommand(a *kelpiepb.Action, names []string) sendList {
 		}
 		conn, cmd := n.conn, j.command(a, name)
 		sends = append(sends, func() {
-			conn.send(&kelpiepb.SchedulerMessage{Body: &kelpiepb.SchedulerMessage_Command{Command: cmd}})
+			conn.send(&agentpb.SchedulerMessage{Body: &agentpb.SchedulerMessage_Command{Command: cmd}})
 		})
 	}
 	return sends
@@ -680,7 +683,7 @@ func (j *jobState) sendCommand(a *kelpiepb.Action, names []string) sendList {
 // settleOpen ends the actions a finished job leaves open: a proposal
 // expires, an action not yet applied fails, saying the job ended first.
 func (m *Manager) settleOpen(j *jobState) {
-	var changed []*kelpiepb.Action
+	var changed []*consolepb.Action
 	j.onActor(func() {
 		for _, a := range j.actions {
 			switch a.State {
@@ -701,14 +704,14 @@ func (m *Manager) settleOpen(j *jobState) {
 
 // failChange fails an action whose change, run on a goroutine of its own,
 // went wrong: on the job's actor, then persisted.
-func (m *Manager) failChange(j *jobState, a *kelpiepb.Action, err error) {
+func (m *Manager) failChange(j *jobState, a *consolepb.Action, err error) {
 	j.onActor(func() { m.transition(j, a, ActFailed, "scheduler", err.Error()) })
 	m.persistAction(j, a)
 }
 
 // setSync switches every server's synchronization model (FluentPS: the
 // model is decided at the servers, so the switch is theirs).
-func (m *Manager) setSync(j *jobState, a *kelpiepb.Action) {
+func (m *Manager) setSync(j *jobState, a *consolepb.Action) {
 	m.applySync(j, a, syncSettings(a))
 }
 
@@ -717,18 +720,18 @@ func (m *Manager) setSync(j *jobState, a *kelpiepb.Action) {
 // slowest (FluentPS's drop model, wait_for = N−b); a worker whose gradient
 // was dropped hands the shard back to the queue. b = 0 turns them off:
 // the job's synchronisation model before they were turned on comes back.
-func (m *Manager) backupWorkers(j *jobState, a *kelpiepb.Action) {
+func (m *Manager) backupWorkers(j *jobState, a *consolepb.Action) {
 	d := int(a.GetBackupWorkers().GetDrop())
-	var settings *kelpiepb.SyncSettings
+	var settings *pspb.SyncSettings
 	j.onActor(func() {
 		if j.preBackup == nil {
 			s := j.spec.Sync
 			j.preBackup = &s
 		}
 		base := *j.preBackup
-		settings = &kelpiepb.SyncSettings{Model: "drop", DropWaitFor: int32(len(j.liveWorkers()) - d), Pull: base.Pull}
+		settings = &pspb.SyncSettings{Model: "drop", DropWaitFor: int32(len(j.liveWorkers()) - d), Pull: base.Pull}
 		if d == 0 {
-			settings = &kelpiepb.SyncSettings{Model: base.Model, Staleness: int32(base.Staleness), Pull: base.Pull,
+			settings = &pspb.SyncSettings{Model: base.Model, Staleness: int32(base.Staleness), Pull: base.Pull,
 				PsspC: base.PSSP.C, PsspAlpha: base.PSSP.Alpha, PsspDynamic: base.PSSP.Dynamic, DropWaitFor: int32(base.Drop.WaitFor)}
 			j.preBackup = nil
 		}
@@ -740,12 +743,12 @@ func (m *Manager) backupWorkers(j *jobState, a *kelpiepb.Action) {
 
 // applySync sends new synchronisation settings to every live server,
 // through its agent, and reports whether they all took them.
-func (m *Manager) applySync(j *jobState, a *kelpiepb.Action, settings *kelpiepb.SyncSettings) bool {
+func (m *Manager) applySync(j *jobState, a *consolepb.Action, settings *pspb.SyncSettings) bool {
 	addrs, names := j.coord.ServerAddrs(), j.coord.ServerNames()
-	cmds := map[string]*kelpiepb.ActionCommand{}
+	cmds := map[string]*agentpb.ActionCommand{}
 	for i, addr := range addrs {
 		if addr != "" && i < len(names) {
-			cmds[names[i]] = &kelpiepb.ActionCommand{ActionId: a.Id + "/sync", Kind: serverSetSync, Target: names[i], Sync: settings}
+			cmds[names[i]] = &agentpb.ActionCommand{ActionId: a.Id + "/sync", Kind: serverSetSync, Target: names[i], Sync: settings}
 		}
 	}
 	acks, err := m.askServers(j, cmds, serverCallTimeout)
@@ -774,7 +777,7 @@ func (m *Manager) applySync(j *jobState, a *kelpiepb.Action, settings *kelpiepb.
 }
 
 // serverRestart says whether an action relaunches a server.
-func (j *jobState) serverRestart(a *kelpiepb.Action) bool {
+func (j *jobState) serverRestart(a *consolepb.Action) bool {
 	n := j.nodes[a.Target]
 	return a.Kind == string(policy.KindKillRestart) && n != nil && n.role == "server"
 }
@@ -814,7 +817,7 @@ func (j *jobState) aheadIteration(now time.Time) int64 {
 // to its sequence (scheduler/change), which waits for every worker's
 // switch; every other action's acks go to the gate, which applies it once every node it awaits has
 // acked.
-func (m *Manager) acked(j *jobState, node string, ack *kelpiepb.ActionAck) {
+func (m *Manager) acked(j *jobState, node string, ack *agentpb.ActionAck) {
 	j.mu.Lock()
 	if j.serverAcked(node, ack) {
 		// A server's command (servercmd.go): its caller waits for it.
@@ -872,7 +875,7 @@ func (m *Manager) acked(j *jobState, node string, ack *kelpiepb.ActionAck) {
 // against the job as it is by then.
 func (j *jobState) runPolicies(snap monitor.Snapshot, now time.Time) {
 	m := j.m
-	var changed []*kelpiepb.Action
+	var changed []*consolepb.Action
 	var measured float64
 	var timelineBPT map[string]float64
 	j.onActor(func() {
@@ -960,9 +963,9 @@ func (m *Manager) proposeLocked(j *jobState, proposals []policy.Action, now time
 // changedSince runs f (a gate event that may settle actions on its own,
 // such as a tick) with the gate's effects carried out, and returns the
 // actions it changed, to persist.
-func (j *jobState) changedSince(now time.Time, f func()) []*kelpiepb.Action {
+func (j *jobState) changedSince(now time.Time, f func()) []*consolepb.Action {
 	f()
-	var changed []*kelpiepb.Action
+	var changed []*consolepb.Action
 	for {
 		ready := j.gate.Ready()
 		if len(ready) == 0 {
@@ -1058,8 +1061,8 @@ func (in *policyInputs) propose(snap monitor.Snapshot) []policy.Action {
 	return out
 }
 
-func fromProposal(p policy.Action) *kelpiepb.Action {
-	a := &kelpiepb.Action{Kind: string(p.Kind), Target: p.Target, Policy: p.Policy, Reason: p.Reason,
+func fromProposal(p policy.Action) *consolepb.Action {
+	a := &consolepb.Action{Kind: string(p.Kind), Target: p.Target, Policy: p.Policy, Reason: p.Reason,
 		Predicted: p.Predicted, Evidence: maps.Clone(p.Evidence)}
 	// The numbers the closed loop judges the action by (history.go).
 	if p.PredictedThroughput > 0 || p.PredictedBPT > 0 {
@@ -1088,7 +1091,7 @@ func fromProposal(p policy.Action) *kelpiepb.Action {
 
 // gateRecord is the gate's record of an action read back from durable
 // state.
-func gateRecord(a *kelpiepb.Action, key string) gate.Action {
+func gateRecord(a *consolepb.Action, key string) gate.Action {
 	if key == "" && a.Policy != "operator" {
 		key = a.Policy + "/" + a.Kind + "/" + a.Target
 	}

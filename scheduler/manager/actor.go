@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
 	"github.com/kelpie/kelpie/scheduler/clock"
 )
 
@@ -56,7 +56,7 @@ type actor struct {
 // (do) for the actor to run in its turn.
 type agentMsg struct {
 	n   *nodeState
-	msg *kelpiepb.AgentMessage
+	msg *agentpb.AgentMessage
 	t0  time.Time
 	do  func()
 }
@@ -95,7 +95,7 @@ func (j *jobState) runTicks(t clock.Ticker) {
 // post hands an agent's message to the job's actor, starting it if need
 // be; it blocks while the inbox is full. After the actor has ended, the
 // message is taken in here.
-func (j *jobState) post(n *nodeState, msg *kelpiepb.AgentMessage) {
+func (j *jobState) post(n *nodeState, msg *agentpb.AgentMessage) {
 	in := agentMsg{n: n, msg: msg, t0: j.m.clk.Now()}
 	if !j.enqueue(in) {
 		j.m.takeIn(j, []agentMsg{in})

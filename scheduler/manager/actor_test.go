@@ -11,7 +11,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/kelpie/kelpie/core/spec"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
+	"github.com/kelpie/kelpie/proto/consolepb"
+	"github.com/kelpie/kelpie/proto/coordinatorpb"
 	"github.com/kelpie/kelpie/scheduler/clock"
 	"github.com/kelpie/kelpie/scheduler/policy"
 	"github.com/kelpie/kelpie/scheduler/store"
@@ -25,13 +27,13 @@ import (
 func TestJobActor(t *testing.T) {
 	m, j := testJob(t, Config{}, "actor", 4, 1)
 	const reports = 300
-	report := func(w string, it int64) *kelpiepb.AgentMessage {
-		return &kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Report{Report: &kelpiepb.ProgressReport{
+	report := func(w string, it int64) *agentpb.AgentMessage {
+		return &agentpb.AgentMessage{Body: &agentpb.AgentMessage_Report{Report: &coordinatorpb.ProgressReport{
 			Job: "actor", Node: w, Iteration: it, BatchSize: 16, Loss: 0.5, BptSeconds: []float64{0.01}}}}
 	}
-	heartbeat := func(state kelpiepb.NodeState) *kelpiepb.AgentMessage {
-		return &kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Heartbeat{Heartbeat: &kelpiepb.Heartbeat{
-			Status: &kelpiepb.NodeStatus{State: state, Pid: 1}}}}
+	heartbeat := func(state agentpb.NodeState) *agentpb.AgentMessage {
+		return &agentpb.AgentMessage{Body: &agentpb.AgentMessage_Heartbeat{Heartbeat: &agentpb.Heartbeat{
+			Status: &agentpb.NodeStatus{State: state, Pid: 1}}}}
 	}
 	var wg sync.WaitGroup
 	for i := range 4 {
@@ -43,7 +45,7 @@ func TestJobActor(t *testing.T) {
 			for it := int64(1); it <= reports; it++ {
 				j.post(n, report(w, it))
 				if it == reports/2 {
-					j.post(n, heartbeat(kelpiepb.NodeState_NODE_STATE_RUNNING))
+					j.post(n, heartbeat(agentpb.NodeState_NODE_STATE_RUNNING))
 				}
 			}
 		}()
@@ -67,7 +69,7 @@ func TestJobActor(t *testing.T) {
 	j.mu.Lock()
 	for i := range 4 {
 		n := j.nodes[fmt.Sprintf("worker-%d", i)]
-		if n.status.State != kelpiepb.NodeState_NODE_STATE_RUNNING {
+		if n.status.State != agentpb.NodeState_NODE_STATE_RUNNING {
 			t.Errorf("%s is %v; its heartbeat was not taken in", n.name, n.status.State)
 		}
 	}
@@ -121,8 +123,8 @@ func TestJobsTickApart(t *testing.T) {
 	}
 	a, _ := m.lookup("a")
 	b, _ := m.lookup("b")
-	running := &kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Heartbeat{Heartbeat: &kelpiepb.Heartbeat{
-		Status: &kelpiepb.NodeStatus{State: kelpiepb.NodeState_NODE_STATE_RUNNING, Pid: 1}}}}
+	running := &agentpb.AgentMessage{Body: &agentpb.AgentMessage_Heartbeat{Heartbeat: &agentpb.Heartbeat{
+		Status: &agentpb.NodeStatus{State: agentpb.NodeState_NODE_STATE_RUNNING, Pid: 1}}}}
 	for _, n := range []string{"worker-0", "worker-1"} {
 		m.fromAgent(b, b.nodes[n], running)
 	}
@@ -130,13 +132,13 @@ func TestJobsTickApart(t *testing.T) {
 	a.mu.Lock() // job a is busy for as long as the test needs
 	defer a.mu.Unlock()
 	clk.Advance(6 * time.Second) // past LostAfter: b's next tick finds its workers lost
-	state := func(n string) kelpiepb.NodeState {
+	state := func(n string) agentpb.NodeState {
 		b.mu.RLock()
 		defer b.mu.RUnlock()
 		return b.nodes[n].status.State
 	}
 	deadline := time.Now().Add(time.Minute)
-	for state("worker-0") != kelpiepb.NodeState_NODE_STATE_LOST {
+	for state("worker-0") != agentpb.NodeState_NODE_STATE_LOST {
 		if time.Now().After(deadline) {
 			t.Fatalf("job b did not tick while job a's lock was held: worker-0 is %v", state("worker-0"))
 		}
@@ -156,7 +158,7 @@ func TestJobsTickApart(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("job b's agent message and console call waited for job a")
 	}
-	for state("worker-1") != kelpiepb.NodeState_NODE_STATE_RUNNING {
+	for state("worker-1") != agentpb.NodeState_NODE_STATE_RUNNING {
 		if time.Now().After(deadline) {
 			t.Fatalf("worker-1 is %v after its agent said it runs again; want running", state("worker-1"))
 		}
@@ -172,7 +174,7 @@ func TestJobCall(t *testing.T) {
 	n := j.nodes["worker-0"]
 	const reports = 200
 	for it := int64(1); it <= reports; it++ {
-		j.post(n, &kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Report{Report: &kelpiepb.ProgressReport{
+		j.post(n, &agentpb.AgentMessage{Body: &agentpb.AgentMessage_Report{Report: &coordinatorpb.ProgressReport{
 			Job: "call", Node: "worker-0", Iteration: it, BatchSize: 32, BptSeconds: []float64{0.01}}}})
 	}
 	var seen int64
@@ -192,7 +194,7 @@ func TestJobCall(t *testing.T) {
 	if !ran {
 		t.Error("a call after the job ended did not run")
 	}
-	if _, err := m.Trigger("call", &kelpiepb.Action{Kind: "KILL_RESTART", Target: "worker-0"}, "test"); status.Code(err) != codes.FailedPrecondition {
+	if _, err := m.Trigger("call", &consolepb.Action{Kind: "KILL_RESTART", Target: "worker-0"}, "test"); status.Code(err) != codes.FailedPrecondition {
 		t.Errorf("a trigger on a killed job: %v; want FailedPrecondition", err)
 	}
 }
@@ -217,7 +219,7 @@ func TestWritesOnActor(t *testing.T) {
 	wrote := make(chan struct{})
 	go func() {
 		defer close(wrote)
-		m.heartbeat(j, n, &kelpiepb.Heartbeat{Status: &kelpiepb.NodeStatus{State: kelpiepb.NodeState_NODE_STATE_RUNNING, Pid: 7}},
+		m.heartbeat(j, n, &agentpb.Heartbeat{Status: &agentpb.NodeStatus{State: agentpb.NodeState_NODE_STATE_RUNNING, Pid: 7}},
 			m.now(), j.onActor)
 	}()
 	for len(j.act.inbox) == 0 { // until the heartbeat's write is queued
@@ -228,17 +230,17 @@ func TestWritesOnActor(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}
-	status := func() (kelpiepb.NodeState, int32) {
+	status := func() (agentpb.NodeState, int32) {
 		j.mu.RLock()
 		defer j.mu.RUnlock()
 		return n.status.State, n.status.Pid
 	}
-	if st, pid := status(); st == kelpiepb.NodeState_NODE_STATE_RUNNING || pid == 7 {
+	if st, pid := status(); st == agentpb.NodeState_NODE_STATE_RUNNING || pid == 7 {
 		t.Fatalf("worker-0 is %v (pid %d) while the actor is busy: the heartbeat was written off the actor", st, pid)
 	}
 	release()
 	<-wrote
-	if st, pid := status(); st != kelpiepb.NodeState_NODE_STATE_RUNNING || pid != 7 {
+	if st, pid := status(); st != agentpb.NodeState_NODE_STATE_RUNNING || pid != 7 {
 		t.Errorf("worker-0 is %v (pid %d) after the actor took the heartbeat in; want running, pid 7", st, pid)
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
 	"github.com/kelpie/kelpie/scheduler/launch"
 )
 
@@ -27,12 +27,12 @@ func (j *jobState) lostLocked(now time.Time) []*nodeState {
 	var out []*nodeState
 	for _, n := range j.nodes {
 		st := n.status.State
-		if !n.lastSeen.IsZero() || n.removed || n.relaunched || st == kelpiepb.NodeState_NODE_STATE_DONE ||
-			st == kelpiepb.NodeState_NODE_STATE_STOPPED || st == kelpiepb.NodeState_NODE_STATE_LOST {
+		if !n.lastSeen.IsZero() || n.removed || n.relaunched || st == agentpb.NodeState_NODE_STATE_DONE ||
+			st == agentpb.NodeState_NODE_STATE_STOPPED || st == agentpb.NodeState_NODE_STATE_LOST {
 			continue
 		}
 		if away := now.Sub(j.adopted); away > j.m.cfg.LostAfter+AdoptGrace {
-			n.status.State = kelpiepb.NodeState_NODE_STATE_LOST
+			n.status.State = agentpb.NodeState_NODE_STATE_LOST
 			j.m.event(j.spec.Name, "node", n.name, fmt.Sprintf("%s lost: its agent has not come back %s after the scheduler restarted",
 				n.name, away.Round(time.Second)), "")
 			j.mon.Forget(n.name)
@@ -71,7 +71,7 @@ func (j *jobState) relaunch(nodes []*nodeState, now time.Time) {
 		j.onActor(func() {
 			n.relaunched, n.agentPid = true, pid
 			if err == nil {
-				n.status.State = kelpiepb.NodeState_NODE_STATE_STARTING
+				n.status.State = agentpb.NodeState_NODE_STATE_STARTING
 				m.event(j.spec.Name, "node", n.name, fmt.Sprintf("%s launched again", n.name), "")
 			}
 		})
@@ -96,7 +96,7 @@ func (j *jobState) relaunchGone() {
 	var lost []*nodeState
 	if !j.adopted.IsZero() && l != nil && l.RecordFile != "" && !j.over() {
 		for _, n := range j.nodes {
-			if n.status.State == kelpiepb.NodeState_NODE_STATE_LOST && !n.removed && n.agentKills < maxAgentRelaunches {
+			if n.status.State == agentpb.NodeState_NODE_STATE_LOST && !n.removed && n.agentKills < maxAgentRelaunches {
 				lost = append(lost, n)
 			}
 		}
@@ -120,7 +120,7 @@ func (j *jobState) relaunchGone() {
 		}
 		role, ok := "", false
 		j.onActor(func() {
-			ok = n.status.State == kelpiepb.NodeState_NODE_STATE_LOST && !n.removed && !j.over() && n.agentKills < maxAgentRelaunches
+			ok = n.status.State == agentpb.NodeState_NODE_STATE_LOST && !n.removed && !j.over() && n.agentKills < maxAgentRelaunches
 			if ok {
 				n.agentKills++
 				role = n.role
@@ -134,10 +134,10 @@ func (j *jobState) relaunchGone() {
 			return
 		}
 		j.onActor(func() {
-			if n.status.State == kelpiepb.NodeState_NODE_STATE_LOST {
+			if n.status.State == agentpb.NodeState_NODE_STATE_LOST {
 				// The new agent has the whole heartbeat timeout to connect
 				// before its node is lost again.
-				n.status.State = kelpiepb.NodeState_NODE_STATE_STARTING
+				n.status.State = agentpb.NodeState_NODE_STATE_STARTING
 				n.lastSeen = m.now()
 			}
 		})
@@ -153,13 +153,13 @@ func (n *nodeState) replaced(agentPid int32) bool {
 }
 
 // nodeStateOf reads a stored node state back.
-func nodeStateOf(s string) kelpiepb.NodeState {
-	for st := range kelpiepb.NodeState_name {
-		if stateName(kelpiepb.NodeState(st)) == s {
-			return kelpiepb.NodeState(st)
+func nodeStateOf(s string) agentpb.NodeState {
+	for st := range agentpb.NodeState_name {
+		if stateName(agentpb.NodeState(st)) == s {
+			return agentpb.NodeState(st)
 		}
 	}
-	return kelpiepb.NodeState_NODE_STATE_STARTING
+	return agentpb.NodeState_NODE_STATE_STARTING
 }
 
 // maxAgentRelaunches bounds how often a node's agent, killed by a signal,

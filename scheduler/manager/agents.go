@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
 	"github.com/kelpie/kelpie/scheduler/clock"
 	"github.com/kelpie/kelpie/scheduler/store"
 )
@@ -19,12 +19,12 @@ import (
 // sends; send never blocks the manager (a full queue drops the message and
 // the agent's reconnect replays what matters).
 type agentConn struct {
-	out  chan *kelpiepb.SchedulerMessage
+	out  chan *agentpb.SchedulerMessage
 	done chan struct{}
 	once sync.Once
 }
 
-func (c *agentConn) send(m *kelpiepb.SchedulerMessage) bool {
+func (c *agentConn) send(m *agentpb.SchedulerMessage) bool {
 	select {
 	case c.out <- m:
 		return true
@@ -39,7 +39,7 @@ func (c *agentConn) close() { c.once.Do(func() { close(c.done) }) }
 
 // AgentService serves the Agent gRPC service for the manager's jobs.
 type AgentService struct {
-	kelpiepb.UnimplementedAgentServer
+	agentpb.UnimplementedAgentServer
 	m *Manager
 }
 
@@ -47,7 +47,7 @@ type AgentService struct {
 func (m *Manager) Agents() *AgentService { return &AgentService{m: m} }
 
 // Connect serves one agent's stream.
-func (s *AgentService) Connect(stream kelpiepb.Agent_ConnectServer) error {
+func (s *AgentService) Connect(stream agentpb.Agent_ConnectServer) error {
 	first, err := stream.Recv()
 	if err != nil {
 		return err
@@ -67,7 +67,7 @@ func (s *AgentService) Connect(stream kelpiepb.Agent_ConnectServer) error {
 	var (
 		n      *nodeState
 		conn   *agentConn
-		replay []*kelpiepb.ActionCommand
+		replay []*agentpb.ActionCommand
 		stop   string
 	)
 	j.onActor(func() {
@@ -83,7 +83,7 @@ func (s *AgentService) Connect(stream kelpiepb.Agent_ConnectServer) error {
 			stop = "replaced by a relaunched agent"
 			return
 		}
-		conn = &agentConn{out: make(chan *kelpiepb.SchedulerMessage, 64), done: make(chan struct{})}
+		conn = &agentConn{out: make(chan *agentpb.SchedulerMessage, 64), done: make(chan struct{})}
 		if n.conn != nil {
 			n.conn.close()
 		}
@@ -111,11 +111,11 @@ func (s *AgentService) Connect(stream kelpiepb.Agent_ConnectServer) error {
 	case n == nil:
 		return status.Errorf(codes.NotFound, "no node %s in job %s", hello.Node, hello.Job)
 	case stop != "":
-		_ = stream.Send(&kelpiepb.SchedulerMessage{Body: &kelpiepb.SchedulerMessage_Stop{Stop: stop}})
+		_ = stream.Send(&agentpb.SchedulerMessage{Body: &agentpb.SchedulerMessage_Stop{Stop: stop}})
 		return nil
 	}
 	for _, c := range replay {
-		conn.send(&kelpiepb.SchedulerMessage{Body: &kelpiepb.SchedulerMessage_Command{Command: c}})
+		conn.send(&agentpb.SchedulerMessage{Body: &agentpb.SchedulerMessage_Command{Command: c}})
 	}
 
 	sendErr := make(chan error, 1)
@@ -186,22 +186,22 @@ func IngestHistogram() prometheus.Collector { return ingest }
 
 // fromAgent handles one message of an agent, on the job's actor (a report
 // or a heartbeat only in tests: the streams take those in themselves).
-func (m *Manager) fromAgent(j *jobState, n *nodeState, msg *kelpiepb.AgentMessage) {
+func (m *Manager) fromAgent(j *jobState, n *nodeState, msg *agentpb.AgentMessage) {
 	now := m.now()
 	switch b := msg.Body.(type) {
-	case *kelpiepb.AgentMessage_Report:
+	case *agentpb.AgentMessage_Report:
 		m.report(j, n.name, b.Report, j.locked)
-	case *kelpiepb.AgentMessage_Heartbeat:
+	case *agentpb.AgentMessage_Heartbeat:
 		m.heartbeat(j, n, b.Heartbeat, now, j.locked)
-	case *kelpiepb.AgentMessage_Ack:
+	case *agentpb.AgentMessage_Ack:
 		m.acked(j, n.name, b.Ack)
-	case *kelpiepb.AgentMessage_Forwarded:
+	case *agentpb.AgentMessage_Forwarded:
 		m.forwarded(j, n.name, b.Forwarded)
-	case *kelpiepb.AgentMessage_Refusal:
+	case *agentpb.AgentMessage_Refusal:
 		if m.cfg.NodeRefusal != nil {
 			m.cfg.NodeRefusal(j.spec.Name, n.name, b.Refusal)
 		}
-	case *kelpiepb.AgentMessage_ServerStats:
+	case *agentpb.AgentMessage_ServerStats:
 		j.mu.Lock()
 		if n.role == "server" {
 			n.stats, n.statsAt = b.ServerStats, now
@@ -217,7 +217,7 @@ func (m *Manager) fromAgent(j *jobState, n *nodeState, msg *kelpiepb.AgentMessag
 // written by write (the job's actor: j.onActor from the agent's stream,
 // j.locked on the actor itself); its event and the store's record follow
 // off the actor.
-func (m *Manager) heartbeat(j *jobState, n *nodeState, hb *kelpiepb.Heartbeat, now time.Time, write func(func())) {
+func (m *Manager) heartbeat(j *jobState, n *nodeState, hb *agentpb.Heartbeat, now time.Time, write func(func())) {
 	st := hb.GetStatus()
 	j.mu.RLock()
 	same := n.status.State == st.GetState() && n.status.Pid == lastPid(st, n.status.Pid) &&
@@ -228,7 +228,7 @@ func (m *Manager) heartbeat(j *jobState, n *nodeState, hb *kelpiepb.Heartbeat, n
 		return
 	}
 	var (
-		prev           kelpiepb.NodeState
+		prev           agentpb.NodeState
 		restartsBefore int32
 		removed        bool
 		host           string
@@ -236,7 +236,7 @@ func (m *Manager) heartbeat(j *jobState, n *nodeState, hb *kelpiepb.Heartbeat, n
 	)
 	write(func() {
 		prev, restartsBefore = n.status.State, n.status.Restarts
-		n.status = kelpiepb.NodeStatus{State: st.State, Pid: lastPid(st, n.status.Pid), Restarts: st.Restarts, LastExit: st.LastExit}
+		n.status = agentpb.NodeStatus{State: st.State, Pid: lastPid(st, n.status.Pid), Restarts: st.Restarts, LastExit: st.LastExit}
 		n.lastSeen = now
 		removed, host, batch = n.removed, n.host, n.progress().batch
 	})
@@ -246,7 +246,7 @@ func (m *Manager) heartbeat(j *jobState, n *nodeState, hb *kelpiepb.Heartbeat, n
 		if st.Restarts > restartsBefore && st.LastExit != "" {
 			msg += " (" + st.LastExit + ")"
 		}
-		if st.State == kelpiepb.NodeState_NODE_STATE_RUNNING && st.Pid != 0 {
+		if st.State == agentpb.NodeState_NODE_STATE_RUNNING && st.Pid != 0 {
 			msg += fmt.Sprintf(", pid %d", st.Pid)
 		}
 		m.event(j.spec.Name, "node", n.name, msg, "")
@@ -264,10 +264,10 @@ func (m *Manager) heartbeat(j *jobState, n *nodeState, hb *kelpiepb.Heartbeat, n
 // ended (done, stopped, failed, lost) keeps the pid it last ran as when
 // the status has none (agents send some final states without it). A
 // starting or restarting node has no process yet: 0.
-func lastPid(st *kelpiepb.NodeStatus, prev int32) int32 {
+func lastPid(st *agentpb.NodeStatus, prev int32) int32 {
 	switch st.GetState() {
-	case kelpiepb.NodeState_NODE_STATE_DONE, kelpiepb.NodeState_NODE_STATE_STOPPED,
-		kelpiepb.NodeState_NODE_STATE_FAILED, kelpiepb.NodeState_NODE_STATE_LOST:
+	case agentpb.NodeState_NODE_STATE_DONE, agentpb.NodeState_NODE_STATE_STOPPED,
+		agentpb.NodeState_NODE_STATE_FAILED, agentpb.NodeState_NODE_STATE_LOST:
 		if st.GetPid() == 0 {
 			return prev
 		}
@@ -275,21 +275,21 @@ func lastPid(st *kelpiepb.NodeStatus, prev int32) int32 {
 	return st.GetPid()
 }
 
-func stateName(s kelpiepb.NodeState) string {
+func stateName(s agentpb.NodeState) string {
 	switch s {
-	case kelpiepb.NodeState_NODE_STATE_STARTING:
+	case agentpb.NodeState_NODE_STATE_STARTING:
 		return "starting"
-	case kelpiepb.NodeState_NODE_STATE_RUNNING:
+	case agentpb.NodeState_NODE_STATE_RUNNING:
 		return "running"
-	case kelpiepb.NodeState_NODE_STATE_RESTARTING:
+	case agentpb.NodeState_NODE_STATE_RESTARTING:
 		return "restarting"
-	case kelpiepb.NodeState_NODE_STATE_DONE:
+	case agentpb.NodeState_NODE_STATE_DONE:
 		return "done"
-	case kelpiepb.NodeState_NODE_STATE_FAILED:
+	case agentpb.NodeState_NODE_STATE_FAILED:
 		return "failed"
-	case kelpiepb.NodeState_NODE_STATE_LOST:
+	case agentpb.NodeState_NODE_STATE_LOST:
 		return "lost"
-	case kelpiepb.NodeState_NODE_STATE_STOPPED:
+	case agentpb.NodeState_NODE_STATE_STOPPED:
 		return "stopped"
 	}
 	return "unknown"

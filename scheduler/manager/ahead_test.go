@@ -7,7 +7,7 @@ import (
 
 	"github.com/kelpie/kelpie/core/blocks"
 	"github.com/kelpie/kelpie/core/spec"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/coordinatorpb"
 	"github.com/kelpie/kelpie/scheduler/clock"
 )
 
@@ -21,11 +21,11 @@ func TestAheadOfTheLastTable(t *testing.T) {
 	m, j := testJob(t, Config{Clock: clk}, "ps", 2, 2)
 	for w := range 2 {
 		name := spec.WorkerName(w)
-		if _, err := m.Coordinator().Register(context.Background(), &kelpiepb.RegisterRequest{Job: "ps", Node: name,
-			Role: kelpiepb.Role_ROLE_WORKER, Addr: "127.0.0.1:1"}); err != nil {
+		if _, err := m.Coordinator().Register(context.Background(), &coordinatorpb.RegisterRequest{Job: "ps", Node: name,
+			Role: coordinatorpb.Role_ROLE_WORKER, Addr: "127.0.0.1:1"}); err != nil {
 			t.Fatal(err)
 		}
-		if err := m.report(j, name, &kelpiepb.ProgressReport{Job: "ps", Node: name, Iteration: 13, BatchSize: 32,
+		if err := m.report(j, name, &coordinatorpb.ProgressReport{Job: "ps", Node: name, Iteration: 13, BatchSize: 32,
 			BptSeconds: []float64{0.01}}, j.onActor); err != nil {
 			t.Fatal(err)
 		}

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/monitor"
 	"github.com/kelpie/kelpie/scheduler/policy"
 )
@@ -158,7 +158,7 @@ func (j *jobState) ddDone() bool {
 }
 
 // validateLR checks an ADJUST_LR.
-func (j *jobState) validateLR(a *kelpiepb.Action) error {
+func (j *jobState) validateLR(a *consolepb.Action) error {
 	scales := lrScales(a)
 	if len(scales) == 0 {
 		return status.Errorf(codes.InvalidArgument, "ADJUST_LR: no worker's scale (adjustLr.lrScale, or target and params.lr_scale, or params lr_scale/<worker>)")
@@ -177,7 +177,7 @@ func (j *jobState) validateLR(a *kelpiepb.Action) error {
 
 // dispatchLR sends an ADJUST_LR to the workers it names, through a primary
 // agent; it applies once each has acked.
-func (m *Manager) dispatchLR(j *jobState, a *kelpiepb.Action, who string) sendList {
+func (m *Manager) dispatchLR(j *jobState, a *consolepb.Action, who string) sendList {
 	scales := lrScales(a)
 	names := make([]string, 0, len(scales))
 	for w := range scales {
@@ -192,13 +192,13 @@ func (m *Manager) dispatchLR(j *jobState, a *kelpiepb.Action, who string) sendLi
 
 // fromProposalParams carries a proposal's typed arguments (and the params
 // the console shows for them).
-func fromProposalParams(p policy.Action, a *kelpiepb.Action) {
+func fromProposalParams(p policy.Action, a *consolepb.Action) {
 	switch p.Kind {
 	case policy.KindBackupWorkers:
-		a.Args = &kelpiepb.Action_BackupWorkers{BackupWorkers: &kelpiepb.BackupWorkersArgs{Drop: int32(p.Drop)}}
+		a.Args = &consolepb.Action_BackupWorkers{BackupWorkers: &consolepb.BackupWorkersArgs{Drop: int32(p.Drop)}}
 		backupToParams(a)
 	case policy.KindAdjustLR:
-		a.Args = &kelpiepb.Action_AdjustLr{AdjustLr: &kelpiepb.AdjustLRArgs{LrScale: maps.Clone(p.LRScale)}}
+		a.Args = &consolepb.Action_AdjustLr{AdjustLr: &consolepb.AdjustLRArgs{LrScale: maps.Clone(p.LRScale)}}
 		lrToParams(a)
 	}
 	if len(p.Accumulation) > 0 {

@@ -8,7 +8,8 @@ import (
 	"time"
 
 	"github.com/kelpie/kelpie/core/blocks"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 )
 
 // resumeTimeout bounds how long the relaunched workers of the
@@ -20,7 +21,7 @@ const resumeTimeout = 3 * time.Minute
 // workers, checkpoint every server, stop them, relaunch the servers of the
 // new table restoring their blocks from the checkpoint, relaunch the
 // workers, and count as paused the time until every worker trains again.
-func (m *Manager) checkpointRestart(j *jobState, a *kelpiepb.Action, next blocks.Table, removed []int, addrs []string, newIdx int) error {
+func (m *Manager) checkpointRestart(j *jobState, a *consolepb.Action, next blocks.Table, removed []int, addrs []string, newIdx int) error {
 	if m.cfg.Pods != nil {
 		return fmt.Errorf("checkpoint-and-restart is not supported with the Kubernetes launcher")
 	}
@@ -53,10 +54,10 @@ func (m *Manager) checkpointRestart(j *jobState, a *kelpiepb.Action, next blocks
 	// the lowest V_train among them.
 	var ckpt int64 = -1
 	names := j.coord.ServerNames()
-	cmds := map[string]*kelpiepb.ActionCommand{}
+	cmds := map[string]*agentpb.ActionCommand{}
 	for i, addr := range addrs {
 		if addr != "" && i < len(names) {
-			cmds[names[i]] = &kelpiepb.ActionCommand{ActionId: a.Id + "/checkpoint", Kind: serverCheckpoint, Target: names[i]}
+			cmds[names[i]] = &agentpb.ActionCommand{ActionId: a.Id + "/checkpoint", Kind: serverCheckpoint, Target: names[i]}
 		}
 	}
 	acks, err := m.askServers(j, cmds, 30*time.Second)

@@ -7,7 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 )
 
 // A global action (a batch split, learning-rate scales, a new block table
@@ -59,7 +60,7 @@ type broadcast struct {
 // agent is connected and serves a peer service, directly to the other
 // connected ones; a node whose agent is away gets it replayed when it
 // connects. Called under the job's lock.
-func (m *Manager) broadcastTo(j *jobState, a *kelpiepb.Action, names []string) sendList {
+func (m *Manager) broadcastTo(j *jobState, a *consolepb.Action, names []string) sendList {
 	var candidates, direct []string
 	for _, name := range names {
 		n := j.nodes[name]
@@ -93,7 +94,7 @@ func (m *Manager) broadcastTo(j *jobState, a *kelpiepb.Action, names []string) s
 	for _, name := range candidates {
 		if name != primary {
 			b.peers = append(b.peers, name)
-			cmd.Peers = append(cmd.Peers, &kelpiepb.PeerAddr{Peer: name, Addr: j.nodes[name].peerAddr})
+			cmd.Peers = append(cmd.Peers, &agentpb.PeerAddr{Peer: name, Addr: j.nodes[name].peerAddr})
 		}
 	}
 	if j.broadcasts == nil {
@@ -106,7 +107,7 @@ func (m *Manager) broadcastTo(j *jobState, a *kelpiepb.Action, names []string) s
 	conn := j.nodes[primary].conn
 	sends := j.sendRoute(a, direct, b)
 	sends = append(sends, func() {
-		if conn.send(&kelpiepb.SchedulerMessage{Body: &kelpiepb.SchedulerMessage_Command{Command: cmd}}) {
+		if conn.send(&agentpb.SchedulerMessage{Body: &agentpb.SchedulerMessage_Command{Command: cmd}}) {
 			return
 		}
 		// The primary's stream is gone or full: the others hear it from
@@ -137,7 +138,7 @@ func (m *Manager) AgentPeerAddr(job, node string) (string, bool) {
 
 // sendRoute is the sends of an action's command to the named nodes'
 // agents, directly (counted on b when there is one).
-func (j *jobState) sendRoute(a *kelpiepb.Action, names []string, b *broadcast) sendList {
+func (j *jobState) sendRoute(a *consolepb.Action, names []string, b *broadcast) sendList {
 	if b != nil && len(names) > 0 {
 		b.sent[routeDirect] += len(names)
 	}
@@ -166,7 +167,7 @@ func (m *Manager) awaitForward(j *jobState, b *broadcast) {
 
 // forwarded takes a primary's report of its broadcast: the secondaries it
 // could not reach get the command from the scheduler.
-func (m *Manager) forwarded(j *jobState, node string, rep *kelpiepb.ActionForwarded) {
+func (m *Manager) forwarded(j *jobState, node string, rep *agentpb.ActionForwarded) {
 	j.mu.Lock()
 	b := j.broadcasts[rep.ActionId]
 	if b == nil || b.primary != node || b.closed {

@@ -20,7 +20,9 @@ import (
 	"google.golang.org/protobuf/encoding/protodelim"
 
 	"github.com/kelpie/kelpie/agent"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
+	"github.com/kelpie/kelpie/proto/consolepb"
+	"github.com/kelpie/kelpie/proto/coordinatorpb"
 	"github.com/kelpie/kelpie/scheduler/clock"
 )
 
@@ -52,7 +54,7 @@ func fakeRole(dir string, args []string) {
 	}
 	out, in := os.NewFile(3, "report"), bufio.NewReader(os.NewFile(4, "command"))
 	for {
-		c := &kelpiepb.RoleCommand{}
+		c := &agentpb.RoleCommand{}
 		if err := protodelim.UnmarshalFrom(in, c); err != nil {
 			return
 		}
@@ -66,8 +68,8 @@ func fakeRole(dir string, args []string) {
 		}
 		fmt.Fprintf(f, "%s %d\n", a.ActionId, a.TargetIteration)
 		f.Close()
-		ack := &kelpiepb.ActionAck{ActionId: a.ActionId, Applied: true, AppliedIteration: a.TargetIteration}
-		if _, err := protodelim.MarshalTo(out, &kelpiepb.RoleMessage{Body: &kelpiepb.RoleMessage_Ack{Ack: ack}}); err != nil {
+		ack := &agentpb.ActionAck{ActionId: a.ActionId, Applied: true, AppliedIteration: a.TargetIteration}
+		if _, err := protodelim.MarshalTo(out, &agentpb.RoleMessage{Body: &agentpb.RoleMessage_Ack{Ack: ack}}); err != nil {
 			return
 		}
 	}
@@ -97,14 +99,14 @@ func startAgents(t *testing.T, m *Manager, j *jobState, nodes ...string) *agentC
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer()
-	kelpiepb.RegisterAgentServer(srv, m.Agents())
+	agentpb.RegisterAgentServer(srv, m.Agents())
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = srv.Serve(lis) }()
 	ctx, cancel := context.WithCancel(context.Background())
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for _, node := range nodes {
-		a := agent.New(agent.Options{Scheduler: lis.Addr().String(), Job: j.spec.Name, Node: node, Role: kelpiepb.Role_ROLE_WORKER,
+		a := agent.New(agent.Options{Scheduler: lis.Addr().String(), Job: j.spec.Name, Node: node, Role: coordinatorpb.Role_ROLE_WORKER,
 			Exe: exe, Out: io.Discard, Log: log, Heartbeat: 100 * time.Millisecond, PeerListen: "127.0.0.1:0", PeerTimeout: 5 * time.Second})
 		wg.Add(1)
 		go func() { defer wg.Done(); _ = a.Run(ctx) }()
@@ -162,14 +164,14 @@ func (c *agentCluster) applied(t *testing.T, nodes ...string) map[string][]strin
 
 // trigger triggers an ADJUST_BS and waits for it to apply; it returns the
 // action and its broadcast.
-func (c *agentCluster) trigger(t *testing.T) (*kelpiepb.Action, *broadcast) {
+func (c *agentCluster) trigger(t *testing.T) (*consolepb.Action, *broadcast) {
 	t.Helper()
-	id, err := c.m.Trigger(c.j.spec.Name, &kelpiepb.Action{Kind: "ADJUST_BS",
+	id, err := c.m.Trigger(c.j.spec.Name, &consolepb.Action{Kind: "ADJUST_BS",
 		BatchSizes: map[string]int32{"worker-0": 16, "worker-1": 16, "worker-2": 32}}, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var a *kelpiepb.Action
+	var a *consolepb.Action
 	c.waitFor(t, "the ADJUST_BS applied", func() bool {
 		a = c.j.byID[id]
 		return a.State == ActApplied || a.State == ActFailed
@@ -184,7 +186,7 @@ func (c *agentCluster) trigger(t *testing.T) (*kelpiepb.Action, *broadcast) {
 
 // checkSameIteration checks that each worker's role was handed the action
 // once, at its target iteration, and that it applied there.
-func checkSameIteration(t *testing.T, c *agentCluster, a *kelpiepb.Action) {
+func checkSameIteration(t *testing.T, c *agentCluster, a *consolepb.Action) {
 	t.Helper()
 	want := fmt.Sprintf("%s@%d", a.Id, a.TargetIteration)
 	for node, got := range c.applied(t, "worker-0", "worker-1", "worker-2") {
@@ -270,19 +272,19 @@ func TestBroadcastPrimarySilent(t *testing.T) {
 	m, j := testJob(t, Config{Clock: clk}, "bsilent", 3, 1)
 	c := startAgents(t, m, j, "worker-1", "worker-2")
 	// worker-0's "agent" is a stream nobody reads, with a peer address.
-	silent := &agentConn{out: make(chan *kelpiepb.SchedulerMessage, 8), done: make(chan struct{})}
+	silent := &agentConn{out: make(chan *agentpb.SchedulerMessage, 8), done: make(chan struct{})}
 	j.mu.Lock()
 	j.nodes["worker-0"].conn, j.nodes["worker-0"].peerAddr = silent, "127.0.0.1:1"
 	j.pickPrimary = func([]string) string { return "worker-0" }
 	j.mu.Unlock()
 
 	before := clk.Waiters()
-	id, err := m.Trigger(j.spec.Name, &kelpiepb.Action{Kind: "ADJUST_BS",
+	id, err := m.Trigger(j.spec.Name, &consolepb.Action{Kind: "ADJUST_BS",
 		BatchSizes: map[string]int32{"worker-0": 16, "worker-1": 16, "worker-2": 32}}, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cmd *kelpiepb.ActionCommand
+	var cmd *agentpb.ActionCommand
 	select {
 	case msg := <-silent.out:
 		cmd = msg.GetCommand()
@@ -302,7 +304,7 @@ func TestBroadcastPrimarySilent(t *testing.T) {
 	c.waitFor(t, "worker-1 and worker-2 acked", func() bool {
 		return len(j.gate.Get(id).Awaiting()) == 1
 	})
-	m.fromAgent(j, j.nodes["worker-0"], &kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Ack{Ack: &kelpiepb.ActionAck{
+	m.fromAgent(j, j.nodes["worker-0"], &agentpb.AgentMessage{Body: &agentpb.AgentMessage_Ack{Ack: &agentpb.ActionAck{
 		ActionId: id, Applied: true, AppliedIteration: cmd.TargetIteration}}})
 	j.mu.Lock()
 	a, b := j.byID[id], j.broadcasts[id]

@@ -1,7 +1,7 @@
 package manager
 
 import (
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
 	"github.com/kelpie/kelpie/scheduler/textclean"
 )
 
@@ -20,7 +20,7 @@ func cleanText(s string) string { return textclean.Clean(s, textclean.MaxReasonB
 
 // cleanHello cleans an agent's hello in place. Its job and node are looked
 // up, not shown, before they are known to be the scheduler's own names.
-func cleanHello(h *kelpiepb.AgentHello) {
+func cleanHello(h *agentpb.AgentHello) {
 	h.Host, h.PeerAddr = cleanName(h.Host), cleanName(h.PeerAddr)
 	for i, id := range h.AppliedActions {
 		h.AppliedActions[i] = cleanName(id)
@@ -30,15 +30,15 @@ func cleanHello(h *kelpiepb.AgentHello) {
 // cleanAgentMessage cleans the strings of one agent message in place. A
 // refusal report is the daemon's to clean (NodeRefusal: its own bounds per
 // field, and its metric labels only in known forms).
-func cleanAgentMessage(msg *kelpiepb.AgentMessage) {
+func cleanAgentMessage(msg *agentpb.AgentMessage) {
 	switch b := msg.Body.(type) {
-	case *kelpiepb.AgentMessage_Heartbeat:
+	case *agentpb.AgentMessage_Heartbeat:
 		if st := b.Heartbeat.GetStatus(); st != nil {
 			st.LastExit = cleanText(st.LastExit)
 		}
-	case *kelpiepb.AgentMessage_Ack:
+	case *agentpb.AgentMessage_Ack:
 		b.Ack.ActionId, b.Ack.Error = cleanName(b.Ack.ActionId), cleanText(b.Ack.Error)
-	case *kelpiepb.AgentMessage_Forwarded:
+	case *agentpb.AgentMessage_Forwarded:
 		f := b.Forwarded
 		f.ActionId = cleanName(f.ActionId)
 		for i, p := range f.Reached {

@@ -11,7 +11,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
+	"github.com/kelpie/kelpie/proto/coordinatorpb"
 )
 
 // TestAgentStringsCleaned: what an agent's stream says — its host, how its
@@ -25,7 +26,7 @@ func TestAgentStringsCleaned(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer()
-	kelpiepb.RegisterAgentServer(srv, m.Agents())
+	agentpb.RegisterAgentServer(srv, m.Agents())
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = srv.Serve(lis) }()
@@ -37,17 +38,17 @@ func TestAgentStringsCleaned(t *testing.T) {
 	defer cc.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	s, err := kelpiepb.NewAgentClient(cc).Connect(ctx)
+	s, err := agentpb.NewAgentClient(cc).Connect(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const escape = "\x1b]0;pwned\x07\x1b[2K\r\x1b[32mAPPROVED\x1b[0m\u202e"
 	host := "host-" + escape + strings.Repeat("x", 400)
-	for _, msg := range []*kelpiepb.AgentMessage{
-		{Body: &kelpiepb.AgentMessage_Hello{Hello: &kelpiepb.AgentHello{Job: "dirty", Node: "worker-0", Role: kelpiepb.Role_ROLE_WORKER,
+	for _, msg := range []*agentpb.AgentMessage{
+		{Body: &agentpb.AgentMessage_Hello{Hello: &agentpb.AgentHello{Job: "dirty", Node: "worker-0", Role: coordinatorpb.Role_ROLE_WORKER,
 			Host: host, AgentPid: 1}}},
-		{Body: &kelpiepb.AgentMessage_Heartbeat{Heartbeat: &kelpiepb.Heartbeat{Status: &kelpiepb.NodeStatus{
-			State: kelpiepb.NodeState_NODE_STATE_RESTARTING, Restarts: 1, LastExit: "exit 1 " + escape}}}},
+		{Body: &agentpb.AgentMessage_Heartbeat{Heartbeat: &agentpb.Heartbeat{Status: &agentpb.NodeStatus{
+			State: agentpb.NodeState_NODE_STATE_RESTARTING, Restarts: 1, LastExit: "exit 1 " + escape}}}},
 	} {
 		if err := s.Send(msg); err != nil {
 			t.Fatal(err)

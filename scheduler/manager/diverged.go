@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/coordinatorpb"
 )
 
 // StateDiverged is a job stopped because its training diverged: a worker
@@ -24,18 +24,18 @@ type Divergence struct {
 	Reporter  string `json:"reporter,omitempty"` // the worker that told the scheduler
 }
 
-func divergenceFrom(d *kelpiepb.Divergence) *Divergence {
+func divergenceFrom(d *coordinatorpb.Divergence) *Divergence {
 	if d == nil {
 		return nil
 	}
 	return &Divergence{Node: d.Node, Iteration: d.Iteration, What: d.What, Value: d.Value, Detail: d.Detail, Reporter: d.Reporter}
 }
 
-func (d *Divergence) proto() *kelpiepb.Divergence {
+func (d *Divergence) proto() *coordinatorpb.Divergence {
 	if d == nil {
 		return nil
 	}
-	return &kelpiepb.Divergence{Node: d.Node, Iteration: d.Iteration, What: d.What, Value: d.Value, Detail: d.Detail, Reporter: d.Reporter}
+	return &coordinatorpb.Divergence{Node: d.Node, Iteration: d.Iteration, What: d.What, Value: d.Value, Detail: d.Detail, Reporter: d.Reporter}
 }
 
 // String is the one-line reason: "non-finite loss (NaN) at worker-1,
@@ -47,7 +47,7 @@ func (d *Divergence) String() string {
 // diverged records a job whose training diverged: its result (what was
 // trained until then, no evaluation: the final loss and accuracy are not
 // numbers) and its state.
-func (m *Manager) diverged(j *jobState, d *kelpiepb.Divergence) {
+func (m *Manager) diverged(j *jobState, d *coordinatorpb.Divergence) {
 	m.settleOpen(j)
 	res := j.result(StateDiverged)
 	res.FinalLoss, res.Accuracy = math.NaN(), math.NaN()

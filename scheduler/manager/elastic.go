@@ -13,7 +13,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/kelpie/kelpie/core/job"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/change"
 	"github.com/kelpie/kelpie/scheduler/policy"
 	"github.com/kelpie/kelpie/scheduler/store"
@@ -37,7 +38,7 @@ func (j *jobState) activeServers() []int {
 }
 
 // validateTable checks a table-changing action against the job.
-func (j *jobState) validateTable(a *kelpiepb.Action) error {
+func (j *jobState) validateTable(a *consolepb.Action) error {
 	if todo, doing, _, total := j.coord.ShardCounts(); total > 0 && todo+doing == 0 {
 		// The workers are leaving or evaluating: nobody would switch.
 		return status.Errorf(codes.FailedPrecondition, "%s: job %s has no data left to train", a.Kind, j.spec.Name)
@@ -117,7 +118,7 @@ func (j *jobState) tellTables(ev tableEvent) {
 // worker, tells the workers, feeds their switches, losses and the time to
 // the sequence, commits the table, waits for the blocks to settle and
 // records the time the job waited for them.
-func (m *Manager) retable(j *jobState, a *kelpiepb.Action) {
+func (m *Manager) retable(j *jobState, a *consolepb.Action) {
 	fail := func(err error) { m.failChange(j, a, err) }
 	newIdx := -1
 	replaced := ""
@@ -234,7 +235,7 @@ func (m *Manager) retable(j *jobState, a *kelpiepb.Action) {
 						a.PausedSeconds = paused
 						j.paused += paused
 						if newIdx >= 0 {
-							j.nodes[j.coord.ServerNames()[newIdx]].status.State = kelpiepb.NodeState_NODE_STATE_RUNNING
+							j.nodes[j.coord.ServerNames()[newIdx]].status.State = agentpb.NodeState_NODE_STATE_RUNNING
 						}
 						if replaced != "" {
 							a.Predicted = fmt.Sprintf("relaunched as %s", j.coord.ServerNames()[newIdx])
@@ -278,7 +279,7 @@ func (m *Manager) retable(j *jobState, a *kelpiepb.Action) {
 // startTable carries out a change's Retable effect: every server takes the
 // table (servers first, the removed one included: it hands its blocks off),
 // then the live workers are told; it reports the outcome to the change.
-func (m *Manager) startTable(j *jobState, a *kelpiepb.Action, c *change.Table, e change.Effect, addrs []string) {
+func (m *Manager) startTable(j *jobState, a *consolepb.Action, c *change.Table, e change.Effect, addrs []string) {
 	next := e.Table
 	newAddrs := append([]string(nil), addrs...)
 	for _, r := range e.Removed {
@@ -291,10 +292,10 @@ func (m *Manager) startTable(j *jobState, a *kelpiepb.Action, c *change.Table, e
 		a.TargetIteration = at
 	})
 	names := j.coord.ServerNames()
-	cmds := map[string]*kelpiepb.ActionCommand{}
+	cmds := map[string]*agentpb.ActionCommand{}
 	for i, addr := range addrs {
 		if addr != "" && i < len(names) {
-			cmds[names[i]] = &kelpiepb.ActionCommand{ActionId: fmt.Sprintf("%s/retable-v%d", a.Id, next.Version), Kind: serverRetable,
+			cmds[names[i]] = &agentpb.ActionCommand{ActionId: fmt.Sprintf("%s/retable-v%d", a.Id, next.Version), Kind: serverRetable,
 				Target: names[i], Assignment: wire, TargetIteration: at}
 		}
 	}

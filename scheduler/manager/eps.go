@@ -11,7 +11,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/kelpie/kelpie/core/spec"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/eps"
 	"github.com/kelpie/kelpie/scheduler/gate"
 	"github.com/kelpie/kelpie/scheduler/policy"
@@ -276,7 +277,7 @@ func (m *Manager) schedule() map[string]error {
 	for _, st := range plan.Issue {
 		j := m.jobs[st.Job]
 		var (
-			a   *kelpiepb.Action
+			a   *consolepb.Action
 			s   sendList
 			err error
 		)
@@ -317,7 +318,7 @@ func (m *Manager) schedule() map[string]error {
 
 type epsIssued struct {
 	j *jobState
-	a *kelpiepb.Action
+	a *consolepb.Action
 }
 
 // decideLocked records a scheduling decision as an event and returns its
@@ -400,7 +401,7 @@ func (m *Manager) usedLocked(jobs []*jobState) slots {
 // issueOneLocked passes one size change through the gate: auto dispatches
 // it, approve proposes it to an operator. The caller holds the manager's
 // lock and runs it on the job's actor.
-func (m *Manager) issueOneLocked(j *jobState, st eps.Step) (*kelpiepb.Action, sendList, error) {
+func (m *Manager) issueOneLocked(j *jobState, st eps.Step) (*consolepb.Action, sendList, error) {
 	mode := m.epsModeLocked(j)
 	if mode == ModeOff {
 		return nil, nil, errors.New("eps is off for the job")
@@ -408,7 +409,7 @@ func (m *Manager) issueOneLocked(j *jobState, st eps.Step) (*kelpiepb.Action, se
 	if j.state != StateRunning {
 		return nil, nil, fmt.Errorf("job is %s", j.state)
 	}
-	a := &kelpiepb.Action{Kind: string(st.Kind), Policy: policy.NameEPS, Reason: st.Reason}
+	a := &consolepb.Action{Kind: string(st.Kind), Policy: policy.NameEPS, Reason: st.Reason}
 	switch st.Kind {
 	case policy.KindRemoveWorker:
 		a.Target = removableWorker(j)
@@ -440,7 +441,7 @@ func removableWorker(j *jobState) string {
 	}
 	best := ""
 	for _, n := range j.nodes {
-		if n.role != "worker" || gone[n.name] || n.status.State == kelpiepb.NodeState_NODE_STATE_STOPPED {
+		if n.role != "worker" || gone[n.name] || n.status.State == agentpb.NodeState_NODE_STATE_STOPPED {
 			continue
 		}
 		if best == "" || nodeLess(best, n.name) {

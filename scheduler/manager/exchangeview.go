@@ -22,7 +22,7 @@ const maxViewTrees = 32
 // iteration — placed by cluster.topology, and the ring or trees are the
 // runtime's own plan for them (allreduce.Ring's order, allreduce.RAT's
 // trees). nil for a PS job.
-func exchangeView(s *spec.Spec, plan job.Plan, next int64) *kelpiepb.ExchangeTopology {
+func exchangeView(s *spec.Spec, plan job.Plan, next int64) *consolepb.ExchangeTopology {
 	return (*exchangeCache)(nil).view(s, plan, next)
 }
 
@@ -32,12 +32,12 @@ func exchangeView(s *spec.Spec, plan job.Plan, next int64) *kelpiepb.ExchangeTop
 type exchangeCache struct {
 	spec    *spec.Spec
 	members []int
-	v       *kelpiepb.ExchangeTopology
+	v       *consolepb.ExchangeTopology
 }
 
 // view is exchangeView, from c when c holds the plan of the same members
 // (c may be nil: no cache).
-func (c *exchangeCache) view(s *spec.Spec, plan job.Plan, next int64) *kelpiepb.ExchangeTopology {
+func (c *exchangeCache) view(s *spec.Spec, plan job.Plan, next int64) *consolepb.ExchangeTopology {
 	mode := s.Cluster.Exchange
 	if mode != spec.ExchangeRing && mode != spec.ExchangeRAT {
 		return nil
@@ -50,7 +50,7 @@ func (c *exchangeCache) view(s *spec.Spec, plan job.Plan, next int64) *kelpiepb.
 	}
 	if c != nil && c.v != nil && c.spec == s && slices.Equal(c.members, members) {
 		v := c.v
-		return &kelpiepb.ExchangeTopology{Mode: v.Mode, Iteration: next, Racks: v.Racks, RingOrder: v.RingOrder,
+		return &consolepb.ExchangeTopology{Mode: v.Mode, Iteration: next, Racks: v.Racks, RingOrder: v.RingOrder,
 			Trees: v.Trees, TreesTotal: v.TreesTotal}
 	}
 	v := planExchange(s, members, next)
@@ -62,7 +62,7 @@ func (c *exchangeCache) view(s *spec.Spec, plan job.Plan, next int64) *kelpiepb.
 
 // planExchange is the exchange of members (worker indices, in order) at
 // iteration next.
-func planExchange(s *spec.Spec, members []int, next int64) *kelpiepb.ExchangeTopology {
+func planExchange(s *spec.Spec, members []int, next int64) *consolepb.ExchangeTopology {
 	mode := s.Cluster.Exchange
 	topo := make(topology.Topology, len(members))
 	for k, w := range members {
@@ -78,7 +78,7 @@ func planExchange(s *spec.Spec, members []int, next int64) *kelpiepb.ExchangeTop
 	for _, k := range order {
 		r := pl.racks[k]
 		if n := len(v.Racks); n == 0 || v.Racks[n-1].Region != r {
-			v.Racks = append(v.Racks, &kelpiepb.ExchangeRegion{Region: r})
+			v.Racks = append(v.Racks, &consolepb.ExchangeRegion{Region: r})
 		}
 		last := v.Racks[len(v.Racks)-1]
 		last.Members = append(last.Members, pl.names[k])
@@ -113,7 +113,7 @@ var aggregationLevels = []string{"rack", "pod", "cluster"}
 // (the root's first, then by member), level by level.
 func (pl placed) tree(p *reduceplan.Plan, c int) *kelpiepb.ExchangeTree {
 	root, children := p.Tree(c)
-	t := &kelpiepb.ExchangeTree{Chunk: int32(c)}
+	t := &consolepb.ExchangeTree{Chunk: int32(c)}
 	if root < 0 {
 		return t
 	}
@@ -134,7 +134,7 @@ func (pl placed) tree(p *reduceplan.Plan, c int) *kelpiepb.ExchangeTree {
 				}
 			}
 			if len(ms) > 0 {
-				t.Aggregations = append(t.Aggregations, &kelpiepb.ExchangeAggregation{Aggregator: pl.names[a], Level: lvl, Members: ms})
+				t.Aggregations = append(t.Aggregations, &consolepb.ExchangeAggregation{Aggregator: pl.names[a], Level: lvl, Members: ms})
 			}
 		}
 	}

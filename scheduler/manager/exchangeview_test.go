@@ -41,7 +41,7 @@ func racksSpec(t testing.TB, name, exchange string) *spec.Spec {
 func short(name string) string { return "w" + strings.TrimPrefix(name, "worker-") }
 
 // treeText is a tree as one line: "root: level agg←members · …".
-func treeText(tr *kelpiepb.ExchangeTree) string {
+func treeText(tr *consolepb.ExchangeTree) string {
 	var parts []string
 	for _, a := range tr.Aggregations {
 		var ms []string
@@ -53,7 +53,7 @@ func treeText(tr *kelpiepb.ExchangeTree) string {
 	return short(tr.Root) + ": " + strings.Join(parts, " · ")
 }
 
-func racksText(ex *kelpiepb.ExchangeTopology) string {
+func racksText(ex *consolepb.ExchangeTopology) string {
 	var out []string
 	for _, r := range ex.Racks {
 		var ms []string
@@ -79,15 +79,15 @@ func TestExchangeViewAfterRemoveWorker(t *testing.T) {
 	}
 	j := m.jobList()["rat"]
 	for w := range 8 {
-		if _, err := m.Coordinator().Register(context.Background(), &kelpiepb.RegisterRequest{Job: "rat", Node: spec.WorkerName(w),
-			Role: kelpiepb.Role_ROLE_WORKER, Addr: "127.0.0.1:1"}); err != nil {
+		if _, err := m.Coordinator().Register(context.Background(), &coordinatorpb.RegisterRequest{Job: "rat", Node: spec.WorkerName(w),
+			Role: coordinatorpb.Role_ROLE_WORKER, Addr: "127.0.0.1:1"}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	conns := map[string]*agentConn{}
 	j.mu.Lock()
 	for w := range 8 {
-		c := &agentConn{out: make(chan *kelpiepb.SchedulerMessage, 8), done: make(chan struct{})}
+		c := &agentConn{out: make(chan *agentpb.SchedulerMessage, 8), done: make(chan struct{})}
 		conns[spec.WorkerName(w)] = c
 		j.nodes[spec.WorkerName(w)].conn = c
 	}
@@ -96,13 +96,13 @@ func TestExchangeViewAfterRemoveWorker(t *testing.T) {
 		t.Helper()
 		for w := range 8 {
 			name := spec.WorkerName(w)
-			if err := m.report(j, name, &kelpiepb.ProgressReport{Job: "rat", Node: name, Iteration: it, BatchSize: 8,
+			if err := m.report(j, name, &coordinatorpb.ProgressReport{Job: "rat", Node: name, Iteration: it, BatchSize: 8,
 				BptSeconds: []float64{0.01}}, j.onActor); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	exchange := func() *kelpiepb.ExchangeTopology {
+	exchange := func() *consolepb.ExchangeTopology {
 		t.Helper()
 		clk.Advance(ViewTTL) // the published view expires
 		v := m.View([]string{"rat"}, 10)
@@ -124,13 +124,13 @@ func TestExchangeViewAfterRemoveWorker(t *testing.T) {
 		t.Errorf("before: tree 5 %q; want %q", got, want)
 	}
 
-	id, err := m.Trigger("rat", &kelpiepb.Action{Kind: string(policy.KindRemoveWorker), Target: "worker-5"}, "test")
+	id, err := m.Trigger("rat", &consolepb.Action{Kind: string(policy.KindRemoveWorker), Target: "worker-5"}, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var at int64
 	for name, c := range conns {
-		var cmd *kelpiepb.ActionCommand
+		var cmd *agentpb.ActionCommand
 		select {
 		case msg := <-c.out:
 			cmd = msg.GetCommand()
@@ -141,7 +141,7 @@ func TestExchangeViewAfterRemoveWorker(t *testing.T) {
 			t.Fatalf("%s got %v; want action %s for an iteration after 20", name, cmd, id)
 		}
 		at = cmd.GetTargetIteration()
-		m.fromAgent(j, j.nodes[name], &kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Ack{Ack: &kelpiepb.ActionAck{
+		m.fromAgent(j, j.nodes[name], &agentpb.AgentMessage{Body: &agentpb.AgentMessage_Ack{Ack: &agentpb.ActionAck{
 			ActionId: id, Applied: true, AppliedIteration: at}}})
 	}
 	if got := j.coord.Plan().LocalOf(at, 5); got != 0 {
@@ -296,7 +296,7 @@ func BenchmarkExchangeShareOfView(b *testing.B) {
 	j := m.jobList()["share"]
 	for w := range 8 {
 		name := spec.WorkerName(w)
-		_ = m.report(j, name, &kelpiepb.ProgressReport{Job: "share", Node: name, Iteration: 10, BatchSize: 8, BptSeconds: []float64{0.01}}, j.onActor)
+		_ = m.report(j, name, &coordinatorpb.ProgressReport{Job: "share", Node: name, Iteration: 10, BatchSize: 8, BptSeconds: []float64{0.01}}, j.onActor)
 	}
 	b.Run("view", func(b *testing.B) {
 		for b.Loop() {

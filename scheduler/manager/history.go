@@ -11,7 +11,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
+	"github.com/kelpie/kelpie/proto/timelinepb"
 	"github.com/kelpie/kelpie/scheduler/policy"
 	"github.com/kelpie/kelpie/scheduler/timeline"
 )
@@ -90,7 +91,7 @@ func (j *jobState) record(now time.Time, final bool, ending ...string) {
 	if h := v.GetHeatmap(); h.GetStart() != nil {
 		first = j.column(h.GetStart().AsTime())
 	}
-	var frames []*kelpiepb.TimelineFrame
+	var frames []*timelinepb.TimelineFrame
 	for c := max(from+1, first); c <= upto; c++ {
 		start := j.bucket0.Add(time.Duration(c) * m.cfg.Bucket)
 		end := start.Add(m.cfg.Bucket)
@@ -133,7 +134,7 @@ func (j *jobState) flushHistory(now time.Time, force bool) {
 	defer j.hist.flushMu.Unlock()
 	var (
 		from, held int
-		frames     []*kelpiepb.TimelineFrame
+		frames     []*timelinepb.TimelineFrame
 		due        bool
 	)
 	j.onActor(func() {
@@ -185,7 +186,7 @@ func (j *jobState) releaseHistory() {
 // event (kind "miss" for a miss), and so for the policies (outcomes).
 func (j *jobState) judge(now time.Time, final bool) {
 	m := j.m
-	var measured []*kelpiepb.Action
+	var measured []*consolepb.Action
 	j.onActor(func() { // a.Realized is written on the actions' records
 		if j.hist.rec == nil {
 			return
@@ -236,7 +237,7 @@ func (j *jobState) judge(now time.Time, final bool) {
 // applied describes an applied action for timeline.Realize, with every
 // worker's batch size before it (from the last frame before it). Called
 // under the job's lock.
-func (j *jobState) applied(a *kelpiepb.Action, frames []*kelpiepb.TimelineFrame) (timeline.Applied, map[string]int32) {
+func (j *jobState) applied(a *consolepb.Action, frames []*timelinepb.TimelineFrame) (timeline.Applied, map[string]int32) {
 	at := a.GetUpdated().AsTime()
 	var dispatched time.Time
 	for _, h := range a.GetHistory() {
@@ -277,7 +278,7 @@ func (j *jobState) applied(a *kelpiepb.Action, frames []*kelpiepb.TimelineFrame)
 		from = dispatched
 	}
 	before := map[string]int32{}
-	if i := kelpiepb.FrameAt(frames, from); i >= 0 {
+	if i := timelinepb.FrameAt(frames, from); i >= 0 {
 		if frames[i].GetTime().AsTime().After(from) && i > 0 {
 			i-- // the frame that covers from ends after it: take the one before
 		}
@@ -346,18 +347,18 @@ func (j *jobState) outcomes() []policy.Outcome {
 
 // History returns a page of a job's recorded timeline, oldest first,
 // and with the first page its actions and recent events.
-func (m *Manager) History(job string, from, limit int) (*kelpiepb.CommandResult, error) {
+func (m *Manager) History(job string, from, limit int) (*consolepb.CommandResult, error) {
 	j, ok := m.lookup(job)
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "no job %q", job)
 	}
 	j.mu.RLock()
-	var frames []*kelpiepb.TimelineFrame
+	var frames []*timelinepb.TimelineFrame
 	if j.hist.rec != nil {
 		frames = j.hist.rec.Frames()
 	}
 	nodes := max(len(j.nodes), 1)
-	res := &kelpiepb.CommandResult{Ok: true, Job: job}
+	res := &consolepb.CommandResult{Ok: true, Job: job}
 	if from == 0 {
 		for _, a := range j.actions {
 			res.Actions = append(res.Actions, proto.CloneOf(a))
@@ -384,14 +385,14 @@ func (m *Manager) History(job string, from, limit int) (*kelpiepb.CommandResult,
 }
 
 // storedTimeline reads a job's timeline from the store.
-func (m *Manager) storedTimeline(job string) ([]*kelpiepb.TimelineFrame, error) {
+func (m *Manager) storedTimeline(job string) ([]*timelinepb.TimelineFrame, error) {
 	data, err := m.cfg.Store.LoadTimeline(job)
 	if err != nil {
 		return nil, err
 	}
-	frames := make([]*kelpiepb.TimelineFrame, 0, len(data))
+	frames := make([]*timelinepb.TimelineFrame, 0, len(data))
 	for i, b := range data {
-		f := &kelpiepb.TimelineFrame{}
+		f := &timelinepb.TimelineFrame{}
 		if err := proto.Unmarshal(b, f); err != nil {
 			return nil, fmt.Errorf("frame %d: %v", i, err)
 		}
@@ -439,7 +440,7 @@ type realizedResult struct {
 	Targets       []string `json:"targets,omitempty"`
 }
 
-func realizedOf(r *kelpiepb.Realized) *realizedResult {
+func realizedOf(r *timelinepb.Realized) *realizedResult {
 	if r == nil {
 		return nil
 	}

@@ -13,7 +13,10 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/kelpie/kelpie/core/spec"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
+	"github.com/kelpie/kelpie/proto/consolepb"
+	"github.com/kelpie/kelpie/proto/coordinatorpb"
+	"github.com/kelpie/kelpie/proto/timelinepb"
 	"github.com/kelpie/kelpie/scheduler/store"
 )
 
@@ -66,8 +69,8 @@ func historyJob(t *testing.T, path string, clk *testClock) (*Manager, *jobState,
 		}
 		// Registered, so that the samples ledger takes their reports in
 		// (the job's throughput is counted from it).
-		if _, err := m.Coordinator().Register(context.Background(), &kelpiepb.RegisterRequest{Job: "hist", Node: w,
-			Role: kelpiepb.Role_ROLE_WORKER, Addr: "127.0.0.1:1"}); err != nil {
+		if _, err := m.Coordinator().Register(context.Background(), &coordinatorpb.RegisterRequest{Job: "hist", Node: w,
+			Role: coordinatorpb.Role_ROLE_WORKER, Addr: "127.0.0.1:1"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -80,11 +83,11 @@ func historyJob(t *testing.T, path string, clk *testClock) (*Manager, *jobState,
 				continue
 			}
 			iter[w] += 10
-			r := &kelpiepb.ProgressReport{Job: "hist", Node: w, Iteration: iter[w], Samples: iter[w] * 16, BatchSize: 16, Loss: 0.5}
+			r := &coordinatorpb.ProgressReport{Job: "hist", Node: w, Iteration: iter[w], Samples: iter[w] * 16, BatchSize: 16, Loss: 0.5}
 			for range 10 {
 				r.BptSeconds = append(r.BptSeconds, b)
 			}
-			m.fromAgent(j, j.nodes[w], &kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Report{Report: r}})
+			m.fromAgent(j, j.nodes[w], &agentpb.AgentMessage{Body: &agentpb.AgentMessage_Report{Report: r}})
 		}
 		j.tick(clk.now())
 	}
@@ -107,11 +110,11 @@ func TestHistoryAndRealized(t *testing.T) {
 	at := clk.now()
 	j.mu.Lock()
 	throughput := j.thr.rate()
-	a := &kelpiepb.Action{Id: "a-1", Job: "hist", Kind: "ADJUST_BS", Policy: "antdt-nd", State: ActApplied,
+	a := &consolepb.Action{Id: "a-1", Job: "hist", Kind: "ADJUST_BS", Policy: "antdt-nd", State: ActApplied,
 		BatchSizes: map[string]int32{"worker-0": 18, "worker-1": 18, "worker-2": 10, "worker-3": 18},
 		Evidence:   map[string]float64{"predicted_throughput": 2 * throughput},
 		Created:    timestamppb.New(at.Add(-time.Second)), Updated: timestamppb.New(at),
-		History: []*kelpiepb.ActionTransition{{State: ActProposed, At: timestamppb.New(at.Add(-time.Second))},
+		History: []*consolepb.ActionTransition{{State: ActProposed, At: timestamppb.New(at.Add(-time.Second))},
 			{State: ActApplied, At: timestamppb.New(at)}}}
 	j.actions = append(j.actions, a)
 	j.byID[a.Id] = a
@@ -196,7 +199,7 @@ func TestHistoryAndRealized(t *testing.T) {
 // TestRealizedResultJSON: the result's actions carry their realized effect
 // under the names of issue 16, a figure that could not be measured as null.
 func TestRealizedResultJSON(t *testing.T) {
-	r := realizedOf(&kelpiepb.Realized{WindowS: 5, BptBeforeS: 0.028, BptAfterS: math.NaN(), ThroughputBefore: 17400,
+	r := realizedOf(&timelinepb.Realized{WindowS: 5, BptBeforeS: 0.028, BptAfterS: math.NaN(), ThroughputBefore: 17400,
 		ThroughputAfter: 12300, PredictedThroughput: 21000, PredictionError: (12300 - 21000) / 21000.0, Miss: true})
 	b, err := json.Marshal(ActionResult{Kind: "ADJUST_BS", Realized: r})
 	if err != nil {

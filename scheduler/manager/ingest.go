@@ -1,7 +1,7 @@
 package manager
 
 import (
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/coordinatorpb"
 	"github.com/kelpie/kelpie/scheduler/clock"
 )
 
@@ -22,7 +22,7 @@ import (
 // unknown node, bytes between regions the topology does not have). The
 // job's move to running is written by write (the job's actor: j.onActor
 // from the agent's stream, j.locked on the actor itself).
-func (m *Manager) report(j *jobState, node string, r *kelpiepb.ProgressReport, write func(func())) error {
+func (m *Manager) report(j *jobState, node string, r *coordinatorpb.ProgressReport, write func(func())) error {
 	now := m.now()
 	j.mu.RLock()
 	ledgerErr := j.coord.Observe(r) // the samples ledger
@@ -50,7 +50,7 @@ func (m *Manager) report(j *jobState, node string, r *kelpiepb.ProgressReport, w
 
 // reportTimed takes in a report that arrived at t0 and records its ingest
 // time.
-func (m *Manager) reportTimed(j *jobState, node string, r *kelpiepb.ProgressReport, write func(func())) {
+func (m *Manager) reportTimed(j *jobState, node string, r *coordinatorpb.ProgressReport, write func(func())) {
 	t0 := m.clk.Now()
 	m.report(j, node, r, write)
 	ingest.Observe(clock.Since(m.clk, t0).Seconds())

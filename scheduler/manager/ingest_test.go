@@ -6,7 +6,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
+	"github.com/kelpie/kelpie/proto/coordinatorpb"
 )
 
 // TestReportsSideBySide: the reports of many workers, taken in on their
@@ -25,11 +26,11 @@ func TestReportsSideBySide(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for it := int64(1); it <= reports; it++ {
-				m.report(j, w, &kelpiepb.ProgressReport{Job: "sidebyside", Node: w, Iteration: it, BatchSize: 4, Loss: 0.5,
-					BptSeconds: []float64{0.01, 0.02}, Comm: []*kelpiepb.CommSample{{Server: int32(it % 2), Bytes: 100, Seconds: 0.001}}}, j.onActor)
+				m.report(j, w, &coordinatorpb.ProgressReport{Job: "sidebyside", Node: w, Iteration: it, BatchSize: 4, Loss: 0.5,
+					BptSeconds: []float64{0.01, 0.02}, Comm: []*coordinatorpb.CommSample{{Server: int32(it % 2), Bytes: 100, Seconds: 0.001}}}, j.onActor)
 				if it%50 == 0 {
-					m.fromAgent(j, n, &kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Heartbeat{Heartbeat: &kelpiepb.Heartbeat{
-						Status: &kelpiepb.NodeStatus{State: kelpiepb.NodeState_NODE_STATE_RUNNING, Pid: 1}}}})
+					m.fromAgent(j, n, &agentpb.AgentMessage{Body: &agentpb.AgentMessage_Heartbeat{Heartbeat: &agentpb.Heartbeat{
+						Status: &agentpb.NodeStatus{State: agentpb.NodeState_NODE_STATE_RUNNING, Pid: 1}}}})
 				}
 			}
 		}()

@@ -14,7 +14,10 @@ import (
 	"time"
 
 	"github.com/kelpie/kelpie/core/spec"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
+	"github.com/kelpie/kelpie/proto/consolepb"
+	"github.com/kelpie/kelpie/proto/coordinatorpb"
+	"github.com/kelpie/kelpie/proto/pspb"
 	"github.com/kelpie/kelpie/scheduler/coordinator"
 	"github.com/kelpie/kelpie/scheduler/gate"
 	"github.com/kelpie/kelpie/scheduler/launch"
@@ -53,8 +56,8 @@ type jobState struct {
 	// actions and byID are their console records (kind and parameters),
 	// whose state fields are written only from the gate's effects.
 	gate     *gate.Gate
-	actions  []*kelpiepb.Action
-	byID     map[string]*kelpiepb.Action
+	actions  []*consolepb.Action
+	byID     map[string]*consolepb.Action
 	policies map[string]*policySetting
 	bucket0  time.Time                        // start of heatmap column 0 (fixed)
 	dprs     atomic.Pointer[map[string]int64] // servers' delayed pulls, as reported; read without the lock
@@ -123,7 +126,7 @@ type jobState struct {
 type nodeState struct {
 	name, role string
 	host       string
-	status     kelpiepb.NodeStatus
+	status     agentpb.NodeStatus
 	lastSeen   time.Time  // its agent's connection or last change of state (see seen)
 	conn       *agentConn // nil while the agent is disconnected
 	peerAddr   string     // its agent's peer service (AgentHello.peer_addr), "" for none
@@ -133,7 +136,7 @@ type nodeState struct {
 	agentKills int        // times its agent was killed and launched again
 	// A server's counters as its agent last sent them (never changed once
 	// received) and when they arrived.
-	stats   *kelpiepb.ServerStats
+	stats   *pspb.ServerStats
 	statsAt time.Time
 	// BPT (workers) or comm time and bytes (servers) per heatmap column;
 	// added to under progMu, read without a lock.
@@ -217,7 +220,7 @@ func newJobState(m *Manager, s *spec.Spec, cj *coordinator.Job, now time.Time) *
 	cfg.MaxSamples = max(cfg.MaxSamples, 4*s.Cluster.Workers)
 	j := &jobState{m: m, spec: s, coord: cj, mon: newTelemetry(cfg), submitted: now, state: StateStarting,
 		rng:     rand.New(rand.NewPCG(uint64(s.Data.Seed), 0x9510)),
-		endedCh: make(chan struct{}), nodes: map[string]*nodeState{}, byID: map[string]*kelpiepb.Action{},
+		endedCh: make(chan struct{}), nodes: map[string]*nodeState{}, byID: map[string]*consolepb.Action{},
 		gate: gate.New(gate.Config{ProposalTTL: ProposalTTL, AckTTL: AckTTL, WithdrawGrace: WithdrawGrace}), policies: defaultPolicies(s), bucket0: now}
 	for _, n := range s.ServerNames() {
 		j.nodes[n] = &nodeState{name: n, role: "server"}
@@ -226,7 +229,7 @@ func newJobState(m *Manager, s *spec.Spec, cj *coordinator.Job, now time.Time) *
 		j.nodes[n] = &nodeState{name: n, role: "worker", prog: progress{batch: s.LocalBatch(i)}}
 	}
 	for _, n := range j.nodes {
-		n.status.State = kelpiepb.NodeState_NODE_STATE_STARTING
+		n.status.State = agentpb.NodeState_NODE_STATE_STARTING
 		n.cells = newBuckets(m.cfg.Columns)
 	}
 	j.hist = newJobHistory(m, len(j.nodes))
@@ -360,7 +363,7 @@ func (j *jobState) stopAgents(reason string) {
 	}
 	j.mu.RUnlock()
 	for _, c := range conns {
-		c.send(&kelpiepb.SchedulerMessage{Body: &kelpiepb.SchedulerMessage_Stop{Stop: reason}})
+		c.send(&agentpb.SchedulerMessage{Body: &agentpb.SchedulerMessage_Stop{Stop: reason}})
 	}
 }
 
@@ -379,7 +382,7 @@ func (j *jobState) column(t time.Time) int {
 // has entered the report in the coordinator's samples ledger; servers are
 // the job's servers by index (the coordinator's ServerNames). It says
 // whether the report was taken (the node is in the job).
-func (j *jobState) observe(node string, r *kelpiepb.ProgressReport, now time.Time, servers []string) bool {
+func (j *jobState) observe(node string, r *coordinatorpb.ProgressReport, now time.Time, servers []string) bool {
 	n, ok := j.nodes[node]
 	if !ok || n.removed {
 		return false
@@ -461,8 +464,8 @@ const sparkCap = 4 * sparkLen
 // tick runs the job's periodic work: lost nodes, policies, action expiry.
 func (j *jobState) tick(now time.Time) {
 	m := j.m
-	var lost []*kelpiepb.Action // actions failed by a lost node
-	var relaunch []*nodeState   // adopted nodes whose agents never came back
+	var lost []*consolepb.Action // actions failed by a lost node
+	var relaunch []*nodeState    // adopted nodes whose agents never came back
 	j.onActor(func() {
 		relaunch = j.lostLocked(now)
 		for _, n := range relaunch {
@@ -472,8 +475,8 @@ func (j *jobState) tick(now time.Time) {
 		}
 		for _, n := range j.nodes {
 			st := n.status.State
-			if st == kelpiepb.NodeState_NODE_STATE_DONE || st == kelpiepb.NodeState_NODE_STATE_STOPPED ||
-				st == kelpiepb.NodeState_NODE_STATE_LOST {
+			if st == agentpb.NodeState_NODE_STATE_DONE || st == agentpb.NodeState_NODE_STATE_STOPPED ||
+				st == agentpb.NodeState_NODE_STATE_LOST {
 				continue
 			}
 			seen := n.seen()
@@ -481,7 +484,7 @@ func (j *jobState) tick(now time.Time) {
 				continue
 			}
 			if now.Sub(seen) > m.cfg.LostAfter {
-				n.status.State = kelpiepb.NodeState_NODE_STATE_LOST
+				n.status.State = agentpb.NodeState_NODE_STATE_LOST
 				why := fmt.Sprintf("nothing heard for %s", now.Sub(seen).Round(time.Second))
 				m.event(j.spec.Name, "node", n.name, fmt.Sprintf("%s lost: %s", n.name, why), "")
 				j.mon.Forget(n.name)

@@ -11,7 +11,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/kelpie/kelpie/core/job"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
+	"github.com/kelpie/kelpie/proto/consolepb"
+	"github.com/kelpie/kelpie/proto/pspb"
 )
 
 // kindDef is everything the manager knows of one action kind, in one
@@ -25,7 +27,7 @@ import (
 // arguments in Action's args oneof if it has any), `make proto`, and one
 // entry in kindDefs. A policy proposes it with policy.Kind set to its name.
 type kindDef struct {
-	kind kelpiepb.ActionKind
+	kind consolepb.ActionKind
 	// Families, for the rules between concurrent actions: a table change
 	// (the block table moves: REASSIGN, ADD_SERVER, REMOVE_SERVER), a
 	// change of the set of workers, a re-split of the global batch among
@@ -38,53 +40,53 @@ type kindDef struct {
 	// fromParams fills the typed arguments from the console API's params
 	// map when a client sent that (nil: the kind has no arguments there);
 	// toParams fills the params map from them, for display and the store.
-	fromParams func(a *kelpiepb.Action) error
-	toParams   func(a *kelpiepb.Action)
+	fromParams func(a *consolepb.Action) error
+	toParams   func(a *consolepb.Action)
 	// validate checks the action against the job as it is now.
-	validate func(j *jobState, a *kelpiepb.Action) error
+	validate func(j *jobState, a *consolepb.Action) error
 	// dispatch carries an approved action out: it reports the dispatch to
 	// the gate (m.transition), names the nodes whose acks apply it
 	// (j.await) or starts a multi-step change, and returns the sends.
-	dispatch func(m *Manager, j *jobState, a *kelpiepb.Action, who string) sendList
+	dispatch func(m *Manager, j *jobState, a *consolepb.Action, who string) sendList
 	// targets says whether a node gets the action's command (nil: its
 	// target does).
-	targets func(j *jobState, a *kelpiepb.Action, node string) bool
+	targets func(j *jobState, a *consolepb.Action, node string) bool
 	// command fills the kind's fields of a node's command.
-	command func(j *jobState, a *kelpiepb.Action, cmd *kelpiepb.ActionCommand)
+	command func(j *jobState, a *consolepb.Action, cmd *agentpb.ActionCommand)
 	// applied changes the job's settings once the action has applied.
-	applied func(m *Manager, j *jobState, a *kelpiepb.Action)
+	applied func(m *Manager, j *jobState, a *consolepb.Action)
 	// ackAtNode: the applied iteration is where the acking node is (a node
 	// action), not the one its ack reports (a global action).
 	ackAtNode bool
 }
 
-var kindDefs map[kelpiepb.ActionKind]*kindDef
+var kindDefs map[consolepb.ActionKind]*kindDef
 
 func init() {
-	resplitTargets := func(j *jobState, a *kelpiepb.Action, node string) bool {
+	resplitTargets := func(j *jobState, a *consolepb.Action, node string) bool {
 		if len(a.BatchSizes) == 0 {
 			return false // an ADD_WORKER whose worker has not joined yet: no split to send
 		}
 		n, ok := j.nodes[node]
 		return ok && n.role == "worker" && !n.removed
 	}
-	servers := func(*jobState, *kelpiepb.Action, string) bool { return false } // the servers apply it
-	table := func(m *Manager, j *jobState, a *kelpiepb.Action, who string) sendList {
+	servers := func(*jobState, *consolepb.Action, string) bool { return false } // the servers apply it
+	table := func(m *Manager, j *jobState, a *consolepb.Action, who string) sendList {
 		m.transition(j, a, ActDispatched, who, "changing the block table")
 		m.spawn(func() { m.retable(j, a) })
 		return nil
 	}
 	defs := []*kindDef{
-		{kind: kelpiepb.ActionKind_ACTION_KIND_ADJUST_BS, resplit: true, validate: (*jobState).validateSplit,
-			dispatch: func(m *Manager, j *jobState, a *kelpiepb.Action, who string) sendList {
+		{kind: consolepb.ActionKind_ACTION_KIND_ADJUST_BS, resplit: true, validate: (*jobState).validateSplit,
+			dispatch: func(m *Manager, j *jobState, a *consolepb.Action, who string) sendList {
 				sends := m.splitCommands(j, a)
 				m.transition(j, a, ActDispatched, who, fmt.Sprintf("to %d workers, at iteration %d", len(j.liveWorkers()), a.TargetIteration))
 				return sends
 			},
 			targets: resplitTargets, applied: (*Manager).applySplit},
-		{kind: kelpiepb.ActionKind_ACTION_KIND_KILL_RESTART, exclusive: true, ackAtNode: true,
+		{kind: consolepb.ActionKind_ACTION_KIND_KILL_RESTART, exclusive: true, ackAtNode: true,
 			validate: (*jobState).validateRestart,
-			dispatch: func(m *Manager, j *jobState, a *kelpiepb.Action, who string) sendList {
+			dispatch: func(m *Manager, j *jobState, a *consolepb.Action, who string) sendList {
 				if j.serverRestart(a) {
 					// A server is relaunched on a fresh host by a hot table
 					// change: a new server takes its blocks, then it stops.
@@ -95,56 +97,56 @@ func init() {
 				m.transition(j, a, ActDispatched, who, "to 1 node(s)")
 				return j.sendCommand(a, []string{a.Target})
 			}},
-		{kind: kelpiepb.ActionKind_ACTION_KIND_BACKUP_WORKERS, fromParams: backupFromParams, toParams: backupToParams,
+		{kind: consolepb.ActionKind_ACTION_KIND_BACKUP_WORKERS, fromParams: backupFromParams, toParams: backupToParams,
 			validate: (*jobState).validateBackup, targets: servers,
-			dispatch: func(m *Manager, j *jobState, a *kelpiepb.Action, who string) sendList {
+			dispatch: func(m *Manager, j *jobState, a *consolepb.Action, who string) sendList {
 				m.transition(j, a, ActDispatched, who, "to every server")
 				m.spawn(func() { m.backupWorkers(j, a) })
 				return nil
 			}},
-		{kind: kelpiepb.ActionKind_ACTION_KIND_ADJUST_LR, fromParams: lrFromParams, toParams: lrToParams,
+		{kind: consolepb.ActionKind_ACTION_KIND_ADJUST_LR, fromParams: lrFromParams, toParams: lrToParams,
 			validate: (*jobState).validateLR, dispatch: (*Manager).dispatchLR,
-			targets: func(_ *jobState, a *kelpiepb.Action, node string) bool {
+			targets: func(_ *jobState, a *consolepb.Action, node string) bool {
 				_, ok := a.GetAdjustLr().GetLrScale()[node]
 				return ok
 			},
-			command: func(_ *jobState, a *kelpiepb.Action, cmd *kelpiepb.ActionCommand) {
+			command: func(_ *jobState, a *consolepb.Action, cmd *agentpb.ActionCommand) {
 				cmd.LrScale = a.GetAdjustLr().GetLrScale()
 			},
-			applied: func(_ *Manager, j *jobState, a *kelpiepb.Action) {
+			applied: func(_ *Manager, j *jobState, a *consolepb.Action) {
 				if j.lrScale == nil {
 					j.lrScale = map[string]float64{}
 				}
 				maps.Copy(j.lrScale, a.GetAdjustLr().GetLrScale())
 			}},
-		{kind: kelpiepb.ActionKind_ACTION_KIND_REASSIGN, table: true, exclusive: true, validate: (*jobState).validateTable, dispatch: table},
-		{kind: kelpiepb.ActionKind_ACTION_KIND_ADD_SERVER, table: true, exclusive: true, validate: (*jobState).validateTable, dispatch: table},
-		{kind: kelpiepb.ActionKind_ACTION_KIND_REMOVE_SERVER, table: true, exclusive: true, validate: (*jobState).validateTable, dispatch: table},
-		{kind: kelpiepb.ActionKind_ACTION_KIND_ADD_WORKER, membership: true, resplit: true, exclusive: true,
+		{kind: consolepb.ActionKind_ACTION_KIND_REASSIGN, table: true, exclusive: true, validate: (*jobState).validateTable, dispatch: table},
+		{kind: consolepb.ActionKind_ACTION_KIND_ADD_SERVER, table: true, exclusive: true, validate: (*jobState).validateTable, dispatch: table},
+		{kind: consolepb.ActionKind_ACTION_KIND_REMOVE_SERVER, table: true, exclusive: true, validate: (*jobState).validateTable, dispatch: table},
+		{kind: consolepb.ActionKind_ACTION_KIND_ADD_WORKER, membership: true, resplit: true, exclusive: true,
 			validate: (*jobState).validateWorkerChange, targets: resplitTargets, applied: (*Manager).applySplit,
-			dispatch: func(m *Manager, j *jobState, a *kelpiepb.Action, who string) sendList {
+			dispatch: func(m *Manager, j *jobState, a *consolepb.Action, who string) sendList {
 				m.transition(j, a, ActDispatched, who, "launching a worker")
 				m.spawn(func() { m.addWorker(j, a) })
 				return nil
 			}},
-		{kind: kelpiepb.ActionKind_ACTION_KIND_REMOVE_WORKER, membership: true, resplit: true, exclusive: true,
+		{kind: consolepb.ActionKind_ACTION_KIND_REMOVE_WORKER, membership: true, resplit: true, exclusive: true,
 			validate: (*jobState).validateWorkerChange, targets: resplitTargets, applied: (*Manager).applySplit,
 			dispatch: (*Manager).removeWorker},
-		{kind: kelpiepb.ActionKind_ACTION_KIND_SET_SYNC, fromParams: syncFromParams, toParams: syncToParams,
-			validate: func(_ *jobState, a *kelpiepb.Action) error {
+		{kind: consolepb.ActionKind_ACTION_KIND_SET_SYNC, fromParams: syncFromParams, toParams: syncToParams,
+			validate: func(_ *jobState, a *consolepb.Action) error {
 				if err := job.SyncFrom(syncSettings(a)).Validate(); err != nil {
 					return status.Errorf(codes.InvalidArgument, "SET_SYNC: %v", err)
 				}
 				return nil
 			},
 			targets: servers,
-			dispatch: func(m *Manager, j *jobState, a *kelpiepb.Action, who string) sendList {
+			dispatch: func(m *Manager, j *jobState, a *consolepb.Action, who string) sendList {
 				m.transition(j, a, ActDispatched, who, "to every server")
 				m.spawn(func() { m.setSync(j, a) })
 				return nil
 			}},
 	}
-	kindDefs = map[kelpiepb.ActionKind]*kindDef{}
+	kindDefs = map[consolepb.ActionKind]*kindDef{}
 	for _, d := range defs {
 		kindDefs[d.kind] = d
 	}
@@ -152,20 +154,20 @@ func init() {
 
 // kindOf is the definition of an action kind by its console API name.
 func kindOf(name string) (*kindDef, error) {
-	k, ok := kelpiepb.ParseActionKind(name)
+	k, ok := consolepb.ParseActionKind(name)
 	if d := kindDefs[k]; ok && d != nil {
 		return d, nil
 	}
 	var names []string
 	for _, k := range slices.Sorted(maps.Keys(kindDefs)) {
-		names = append(names, kelpiepb.ActionKindName(k))
+		names = append(names, consolepb.ActionKindName(k))
 	}
 	return nil, status.Errorf(codes.InvalidArgument, "unknown action kind %q (one of %s)", name, strings.Join(names, ", "))
 }
 
 // defOf is the definition of an action's kind (nil for a kind no longer
 // known, say one read back from an older store).
-func defOf(a *kelpiepb.Action) *kindDef {
+func defOf(a *consolepb.Action) *kindDef {
 	d, _ := kindOf(a.Kind)
 	return d
 }
@@ -180,7 +182,7 @@ func supported(kind string) error {
 // CLI, the store) to its typed arguments: typed ones win; otherwise the
 // params map is read. The params map is then filled from the typed
 // arguments, so that the console shows what it showed before.
-func typedArgs(a *kelpiepb.Action) error {
+func typedArgs(a *consolepb.Action) error {
 	d, err := kindOf(a.Kind)
 	if err != nil {
 		return err
@@ -198,7 +200,7 @@ func typedArgs(a *kelpiepb.Action) error {
 
 // lrFromParams reads ADJUST_LR's params: lr_scale for its target, or
 // lr_scale/<worker> for several workers at once.
-func lrFromParams(a *kelpiepb.Action) error {
+func lrFromParams(a *consolepb.Action) error {
 	scales := map[string]float64{}
 	if a.Target != "" {
 		if f, ok := a.Params["lr_scale"]; ok {
@@ -211,11 +213,11 @@ func lrFromParams(a *kelpiepb.Action) error {
 			}
 		}
 	}
-	a.Args = &kelpiepb.Action_AdjustLr{AdjustLr: &kelpiepb.AdjustLRArgs{LrScale: scales}}
+	a.Args = &consolepb.Action_AdjustLr{AdjustLr: &consolepb.AdjustLRArgs{LrScale: scales}}
 	return nil
 }
 
-func lrToParams(a *kelpiepb.Action) {
+func lrToParams(a *consolepb.Action) {
 	a.Params = map[string]float64{}
 	for w, f := range a.GetAdjustLr().GetLrScale() {
 		if w == a.Target {
@@ -227,36 +229,36 @@ func lrToParams(a *kelpiepb.Action) {
 }
 
 // backupFromParams reads BACKUP_WORKERS's params.drop.
-func backupFromParams(a *kelpiepb.Action) error {
+func backupFromParams(a *consolepb.Action) error {
 	d := a.Params["drop"]
 	if d < 0 || d != math.Trunc(d) || d > math.MaxInt32 {
 		return status.Errorf(codes.InvalidArgument, "BACKUP_WORKERS: params.drop must be a whole number ≥ 0, got %g", d)
 	}
-	a.Args = &kelpiepb.Action_BackupWorkers{BackupWorkers: &kelpiepb.BackupWorkersArgs{Drop: int32(d)}}
+	a.Args = &consolepb.Action_BackupWorkers{BackupWorkers: &consolepb.BackupWorkersArgs{Drop: int32(d)}}
 	return nil
 }
 
-func backupToParams(a *kelpiepb.Action) {
+func backupToParams(a *consolepb.Action) {
 	a.Params = map[string]float64{"drop": float64(a.GetBackupWorkers().GetDrop())}
 }
 
 // syncFromParams reads SET_SYNC's sync_model and params staleness, pssp_c,
 // pssp_alpha, pssp_dynamic (1), drop_wait_for and soft_barrier (1 for the
 // soft barrier, else the lazy pull buffer).
-func syncFromParams(a *kelpiepb.Action) error {
+func syncFromParams(a *consolepb.Action) error {
 	p := a.Params
 	for _, k := range []string{"staleness", "drop_wait_for"} {
 		if v := p[k]; v != math.Trunc(v) || v < 0 || v > math.MaxInt32 {
 			return status.Errorf(codes.InvalidArgument, "SET_SYNC: params.%s must be a whole number ≥ 0, got %g", k, v)
 		}
 	}
-	a.Args = &kelpiepb.Action_SetSync{SetSync: &kelpiepb.SetSyncArgs{Model: a.SyncModel, Staleness: int32(p["staleness"]),
+	a.Args = &consolepb.Action_SetSync{SetSync: &consolepb.SetSyncArgs{Model: a.SyncModel, Staleness: int32(p["staleness"]),
 		SoftBarrier: p["soft_barrier"] == 1, PsspC: p["pssp_c"], PsspAlpha: p["pssp_alpha"], PsspDynamic: p["pssp_dynamic"] == 1,
 		DropWaitFor: int32(p["drop_wait_for"])}}
 	return nil
 }
 
-func syncToParams(a *kelpiepb.Action) {
+func syncToParams(a *consolepb.Action) {
 	s := a.GetSetSync()
 	a.SyncModel = s.GetModel()
 	a.Params = map[string]float64{"staleness": float64(s.GetStaleness()), "pssp_c": s.GetPsspC(),
@@ -270,15 +272,15 @@ func syncToParams(a *kelpiepb.Action) {
 }
 
 // syncSettings is a SET_SYNC's settings as the servers take them.
-func syncSettings(a *kelpiepb.Action) *kelpiepb.SyncSettings {
+func syncSettings(a *consolepb.Action) *pspb.SyncSettings {
 	s := a.GetSetSync()
 	pull := "lazy"
 	if s.GetSoftBarrier() {
 		pull = "soft-barrier"
 	}
-	return &kelpiepb.SyncSettings{Model: s.GetModel(), Staleness: s.GetStaleness(), Pull: pull, PsspC: s.GetPsspC(),
+	return &pspb.SyncSettings{Model: s.GetModel(), Staleness: s.GetStaleness(), Pull: pull, PsspC: s.GetPsspC(),
 		PsspAlpha: s.GetPsspAlpha(), PsspDynamic: s.GetPsspDynamic(), DropWaitFor: s.GetDropWaitFor()}
 }
 
 // lrScales is an ADJUST_LR's factors by worker.
-func lrScales(a *kelpiepb.Action) map[string]float64 { return a.GetAdjustLr().GetLrScale() }
+func lrScales(a *consolepb.Action) map[string]float64 { return a.GetAdjustLr().GetLrScale() }

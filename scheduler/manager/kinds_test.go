@@ -7,7 +7,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/policy"
 )
 
@@ -19,12 +19,12 @@ func TestEveryKindDefined(t *testing.T) {
 		policy.KindReassign, policy.KindAddServer, policy.KindRemoveServer, policy.KindAddWorker, policy.KindRemoveWorker, policy.KindSetSync} {
 		policyKinds[string(k)] = true
 	}
-	for v := range kelpiepb.ActionKind_name {
-		k := kelpiepb.ActionKind(v)
-		if k == kelpiepb.ActionKind_ACTION_KIND_UNSPECIFIED {
+	for v := range consolepb.ActionKind_name {
+		k := consolepb.ActionKind(v)
+		if k == consolepb.ActionKind_ACTION_KIND_UNSPECIFIED {
 			continue
 		}
-		name := kelpiepb.ActionKindName(k)
+		name := consolepb.ActionKindName(k)
 		d, err := kindOf(name)
 		if err != nil {
 			t.Errorf("kindOf(%q) = %v; want a definition", name, err)
@@ -51,36 +51,36 @@ func TestEveryKindDefined(t *testing.T) {
 func TestTypedArgs(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		in     *kelpiepb.Action
+		in     *consolepb.Action
 		args   proto.Message
 		params map[string]float64
 		err    string
 	}{
-		{name: "lr target", in: &kelpiepb.Action{Kind: "ADJUST_LR", Target: "worker-1", Params: map[string]float64{"lr_scale": 0.5}},
-			args:   &kelpiepb.AdjustLRArgs{LrScale: map[string]float64{"worker-1": 0.5}},
+		{name: "lr target", in: &consolepb.Action{Kind: "ADJUST_LR", Target: "worker-1", Params: map[string]float64{"lr_scale": 0.5}},
+			args:   &consolepb.AdjustLRArgs{LrScale: map[string]float64{"worker-1": 0.5}},
 			params: map[string]float64{"lr_scale": 0.5}},
-		{name: "lr several", in: &kelpiepb.Action{Kind: "ADJUST_LR", Params: map[string]float64{"lr_scale/worker-0": 0.5, "lr_scale/worker-2": 2}},
-			args:   &kelpiepb.AdjustLRArgs{LrScale: map[string]float64{"worker-0": 0.5, "worker-2": 2}},
+		{name: "lr several", in: &consolepb.Action{Kind: "ADJUST_LR", Params: map[string]float64{"lr_scale/worker-0": 0.5, "lr_scale/worker-2": 2}},
+			args:   &consolepb.AdjustLRArgs{LrScale: map[string]float64{"worker-0": 0.5, "worker-2": 2}},
 			params: map[string]float64{"lr_scale/worker-0": 0.5, "lr_scale/worker-2": 2}},
-		{name: "lr typed", in: &kelpiepb.Action{Kind: "ADJUST_LR", Args: &kelpiepb.Action_AdjustLr{AdjustLr: &kelpiepb.AdjustLRArgs{LrScale: map[string]float64{"worker-3": 0.25}}}},
-			args:   &kelpiepb.AdjustLRArgs{LrScale: map[string]float64{"worker-3": 0.25}},
+		{name: "lr typed", in: &consolepb.Action{Kind: "ADJUST_LR", Args: &consolepb.Action_AdjustLr{AdjustLr: &consolepb.AdjustLRArgs{LrScale: map[string]float64{"worker-3": 0.25}}}},
+			args:   &consolepb.AdjustLRArgs{LrScale: map[string]float64{"worker-3": 0.25}},
 			params: map[string]float64{"lr_scale/worker-3": 0.25}},
-		{name: "backup", in: &kelpiepb.Action{Kind: "BACKUP_WORKERS", Params: map[string]float64{"drop": 1}},
-			args: &kelpiepb.BackupWorkersArgs{Drop: 1}, params: map[string]float64{"drop": 1}},
-		{name: "backup off", in: &kelpiepb.Action{Kind: "BACKUP_WORKERS"},
-			args: &kelpiepb.BackupWorkersArgs{}, params: map[string]float64{"drop": 0}},
-		{name: "backup fraction", in: &kelpiepb.Action{Kind: "BACKUP_WORKERS", Params: map[string]float64{"drop": 1.5}},
+		{name: "backup", in: &consolepb.Action{Kind: "BACKUP_WORKERS", Params: map[string]float64{"drop": 1}},
+			args: &consolepb.BackupWorkersArgs{Drop: 1}, params: map[string]float64{"drop": 1}},
+		{name: "backup off", in: &consolepb.Action{Kind: "BACKUP_WORKERS"},
+			args: &consolepb.BackupWorkersArgs{}, params: map[string]float64{"drop": 0}},
+		{name: "backup fraction", in: &consolepb.Action{Kind: "BACKUP_WORKERS", Params: map[string]float64{"drop": 1.5}},
 			err: "params.drop must be a whole number"},
-		{name: "sync", in: &kelpiepb.Action{Kind: "SET_SYNC", SyncModel: "ssp", Params: map[string]float64{"staleness": 3, "soft_barrier": 1}},
-			args:   &kelpiepb.SetSyncArgs{Model: "ssp", Staleness: 3, SoftBarrier: true},
+		{name: "sync", in: &consolepb.Action{Kind: "SET_SYNC", SyncModel: "ssp", Params: map[string]float64{"staleness": 3, "soft_barrier": 1}},
+			args:   &consolepb.SetSyncArgs{Model: "ssp", Staleness: 3, SoftBarrier: true},
 			params: map[string]float64{"staleness": 3, "soft_barrier": 1, "pssp_c": 0, "pssp_alpha": 0, "drop_wait_for": 0}},
-		{name: "sync typed", in: &kelpiepb.Action{Kind: "SET_SYNC", Args: &kelpiepb.Action_SetSync{SetSync: &kelpiepb.SetSyncArgs{Model: "pssp", Staleness: 2, PsspC: 0.5, PsspDynamic: true}}},
-			args:   &kelpiepb.SetSyncArgs{Model: "pssp", Staleness: 2, PsspC: 0.5, PsspDynamic: true},
+		{name: "sync typed", in: &consolepb.Action{Kind: "SET_SYNC", Args: &consolepb.Action_SetSync{SetSync: &consolepb.SetSyncArgs{Model: "pssp", Staleness: 2, PsspC: 0.5, PsspDynamic: true}}},
+			args:   &consolepb.SetSyncArgs{Model: "pssp", Staleness: 2, PsspC: 0.5, PsspDynamic: true},
 			params: map[string]float64{"staleness": 2, "pssp_c": 0.5, "pssp_alpha": 0, "drop_wait_for": 0, "pssp_dynamic": 1}},
-		{name: "sync fraction", in: &kelpiepb.Action{Kind: "SET_SYNC", SyncModel: "ssp", Params: map[string]float64{"staleness": 2.5}},
+		{name: "sync fraction", in: &consolepb.Action{Kind: "SET_SYNC", SyncModel: "ssp", Params: map[string]float64{"staleness": 2.5}},
 			err: "params.staleness must be a whole number"},
-		{name: "restart", in: &kelpiepb.Action{Kind: "KILL_RESTART", Target: "worker-1"}},
-		{name: "unknown", in: &kelpiepb.Action{Kind: "SHRINK"}, err: "unknown action kind"},
+		{name: "restart", in: &consolepb.Action{Kind: "KILL_RESTART", Target: "worker-1"}},
+		{name: "unknown", in: &consolepb.Action{Kind: "SHRINK"}, err: "unknown action kind"},
 	} {
 		err := typedArgs(tc.in)
 		if tc.err != "" {
@@ -95,11 +95,11 @@ func TestTypedArgs(t *testing.T) {
 		}
 		var got proto.Message
 		switch x := tc.in.Args.(type) {
-		case *kelpiepb.Action_AdjustLr:
+		case *consolepb.Action_AdjustLr:
 			got = x.AdjustLr
-		case *kelpiepb.Action_BackupWorkers:
+		case *consolepb.Action_BackupWorkers:
 			got = x.BackupWorkers
-		case *kelpiepb.Action_SetSync:
+		case *consolepb.Action_SetSync:
 			got = x.SetSync
 		}
 		if (got == nil) != (tc.args == nil) || (got != nil && !proto.Equal(got, tc.args)) {
@@ -130,7 +130,7 @@ func TestTriggerJSON(t *testing.T) {
 		`{"kind":"ADJUST_LR","target":"worker-1","params":{"lr_scale":0.5}}`,
 		`{"kind":"ADJUST_LR","adjustLr":{"lrScale":{"worker-1":0.5}}}`,
 	} {
-		var a kelpiepb.Action
+		var a consolepb.Action
 		if err := protojson.Unmarshal([]byte(src), &a); err != nil {
 			t.Fatalf("Unmarshal(%s) = %v", src, err)
 		}

@@ -42,7 +42,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/kelpie/kelpie/core/spec"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/clock"
 	"github.com/kelpie/kelpie/scheduler/coordinator"
 	"github.com/kelpie/kelpie/scheduler/launch"
@@ -108,7 +109,7 @@ type Config struct {
 	// NodeRefusal, if set, receives the calls a node's own gRPC server
 	// refused (a parameter server's guard), forwarded by its agent: the
 	// daemon audits and counts them.
-	NodeRefusal func(job, node string, r *kelpiepb.NodeRefusal)
+	NodeRefusal func(job, node string, r *agentpb.NodeRefusal)
 
 	// CheckData, if set, checks that the data a job's roles will read is
 	// there and whole before its nodes are launched here (not with
@@ -126,7 +127,7 @@ type Config struct {
 	// SignAction, if set, signs a global action for the agent primary to
 	// forward (runtime/identity.Credentials.SignAction): the other agents
 	// apply a forwarded action only with the scheduler's signature.
-	SignAction func(cmd *kelpiepb.ActionCommand, primary string) error
+	SignAction func(cmd *agentpb.ActionCommand, primary string) error
 	// Pods, when set, runs the nodes on a cluster (kelpie scheduler
 	// --launcher kubernetes) instead of as local processes.
 	Pods Pods
@@ -157,7 +158,7 @@ type Manager struct {
 	pruned time.Time // when timelines past their retention were last deleted (loop only)
 	// evMu guards the event log; it is taken last, under any other lock.
 	evMu   sync.Mutex
-	events []*kelpiepb.Event
+	events []*consolepb.Event
 	evSeq  uint64
 	// nextID numbers actions across jobs.
 	nextID atomic.Uint64
@@ -282,17 +283,17 @@ func (m *Manager) now() time.Time { return m.cfg.Now() }
 // event records an event for the console (and the log). It may be called
 // under any lock.
 func (m *Manager) event(job, kind, node, msg, who string) {
-	m.addEvent(&kelpiepb.Event{Time: ts(m.now()), Job: job, Kind: kind, Message: msg, Who: who, Node: node})
+	m.addEvent(&consolepb.Event{Time: ts(m.now()), Job: job, Kind: kind, Message: msg, Who: who, Node: node})
 }
 
 // addEvent appends e to the event log.
-func (m *Manager) addEvent(e *kelpiepb.Event) {
+func (m *Manager) addEvent(e *consolepb.Event) {
 	m.evMu.Lock()
 	defer m.evMu.Unlock()
 	m.evSeq++
 	m.events = append(m.events, e)
 	if len(m.events) > 2000 {
-		m.events = append([]*kelpiepb.Event(nil), m.events[len(m.events)-1000:]...)
+		m.events = append([]*consolepb.Event(nil), m.events[len(m.events)-1000:]...)
 	}
 	m.log.Info(e.Message, "job", e.Job, "kind", e.Kind, "node", e.Node, "who", e.Who)
 }

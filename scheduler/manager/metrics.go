@@ -3,7 +3,7 @@ package manager
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 )
 
 // JobLabel is the label that names a kelpie job on every metric. It is not
@@ -188,7 +188,7 @@ func (c *Collector) collectOutcomeCounts(counter func(*prometheus.Desc, float64,
 // collectOutcomes exports the realized effects of a job's recent actions:
 // the mean prediction error of those that had a prediction, and the count
 // of hits and misses, by policy and kind.
-func (c *Collector) collectOutcomes(g func(*prometheus.Desc, float64, ...string), v *kelpiepb.JobView) {
+func (c *Collector) collectOutcomes(g func(*prometheus.Desc, float64, ...string), v *consolepb.JobView) {
 	type key struct{ policy, kind string }
 	errSum, errN := map[key]float64{}, map[key]int{}
 	count := map[[3]string]int{}

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/kelpie/kelpie/core/spec"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 )
 
 // Pods runs a job's nodes somewhere other than this machine (Kubernetes:
@@ -48,7 +48,7 @@ func (j *jobState) clusterBusy() string {
 
 // restartPod carries out a worker's KILL_RESTART on Kubernetes: its Pod is
 // replaced by a fresh one, which may land on another machine.
-func (m *Manager) restartPod(j *jobState, a *kelpiepb.Action) {
+func (m *Manager) restartPod(j *jobState, a *consolepb.Action) {
 	ctx, cancel := context.WithTimeout(m.ctx, podTimeout)
 	pod, err := m.cfg.Pods.Restart(ctx, j.spec.Name, a.Target)
 	cancel()

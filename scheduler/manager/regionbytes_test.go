@@ -52,7 +52,7 @@ func TestRegionBytesViewAndMetrics(t *testing.T) {
 	ctx := context.Background()
 	j := m.jobList()["rb"]
 	for w := range 8 {
-		if _, err := c.Register(ctx, &kelpiepb.RegisterRequest{Job: "rb", Node: spec.WorkerName(w), Role: kelpiepb.Role_ROLE_WORKER, Addr: "127.0.0.1:1"}); err != nil {
+		if _, err := c.Register(ctx, &coordinatorpb.RegisterRequest{Job: "rb", Node: spec.WorkerName(w), Role: coordinatorpb.Role_ROLE_WORKER, Addr: "127.0.0.1:1"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -79,9 +79,9 @@ func TestRegionBytesViewAndMetrics(t *testing.T) {
 	}
 	for it := int64(1); it <= 2; it++ {
 		for w := range 8 {
-			r := &kelpiepb.ProgressReport{Job: "rb", Node: spec.WorkerName(w), Iteration: it, BatchSize: 8, BptSeconds: []float64{0.01}}
+			r := &coordinatorpb.ProgressReport{Job: "rb", Node: spec.WorkerName(w), Iteration: it, BatchSize: 8, BptSeconds: []float64{0.01}}
 			for p, b := range sent[w] {
-				r.RegionBytes = append(r.RegionBytes, &kelpiepb.RegionBytes{FromRegion: p.From, ToRegion: p.To, Bytes: b})
+				r.RegionBytes = append(r.RegionBytes, &coordinatorpb.RegionBytes{FromRegion: p.From, ToRegion: p.To, Bytes: b})
 			}
 			// As the worker's agent stream takes it (Connect: reportTimed).
 			if err := m.report(j, r.Node, r, j.onActor); err != nil {
@@ -96,8 +96,8 @@ func TestRegionBytesViewAndMetrics(t *testing.T) {
 		t.Fatalf("the plan sends %v across; want %d each way", p, 4*n)
 	}
 
-	bad := &kelpiepb.ProgressReport{Job: "rb", Node: "worker-0", Iteration: 3,
-		RegionBytes: []*kelpiepb.RegionBytes{{FromRegion: "/r0", ToRegion: "/r1", Bytes: 5}, {FromRegion: "/r0", ToRegion: "/elsewhere", Bytes: 1 << 40}}}
+	bad := &coordinatorpb.ProgressReport{Job: "rb", Node: "worker-0", Iteration: 3,
+		RegionBytes: []*coordinatorpb.RegionBytes{{FromRegion: "/r0", ToRegion: "/r1", Bytes: 5}, {FromRegion: "/r0", ToRegion: "/elsewhere", Bytes: 1 << 40}}}
 	if err := m.report(j, bad.Node, bad, j.onActor); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("a report naming a region outside the topology = %v; want InvalidArgument", err)
 	}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/kelpie/kelpie/core/spec"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/coordinatorpb"
 	"github.com/kelpie/kelpie/scheduler/coordinator"
 	"github.com/kelpie/kelpie/scheduler/launch"
 	"github.com/kelpie/kelpie/scheduler/shard"
@@ -36,7 +36,7 @@ func (m *Manager) persistStart(j *jobState) {
 	start := j.coord.Start()
 	for _, n := range j.coord.Nodes() {
 		role := "worker"
-		if n.Role == kelpiepb.Role_ROLE_SERVER {
+		if n.Role == coordinatorpb.Role_ROLE_SERVER {
 			role = "server"
 		}
 		_ = m.cfg.Store.PutNode(j.spec.Name, store.NodeRecord{Name: n.Name, Role: role, Addr: n.Addr, Pid: int(n.Pid),
@@ -62,9 +62,9 @@ func (m *Manager) restoreJob(s *spec.Spec, r store.JobRecord) (*jobState, error)
 	var nodes []coordinator.NodeStats
 	start := r.Submitted
 	for _, n := range recs {
-		role := kelpiepb.Role_ROLE_WORKER
+		role := coordinatorpb.Role_ROLE_WORKER
 		if n.Role == "server" {
-			role = kelpiepb.Role_ROLE_SERVER
+			role = coordinatorpb.Role_ROLE_SERVER
 		}
 		nodes = append(nodes, coordinator.NodeStats{Name: n.Name, Role: role, Addr: n.Addr, Pid: int32(n.Pid),
 			BatchSize: n.BatchSize, Restarts: n.Restarts, Left: n.State == nodeRemoved, Done: n.State == "done"})

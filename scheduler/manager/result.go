@@ -4,7 +4,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
+	"github.com/kelpie/kelpie/proto/coordinatorpb"
 )
 
 // ActionResult is one action taken during a job.
@@ -118,7 +119,7 @@ func (j *jobState) result(ending string) *Result {
 	j.mu.RLock()
 	for _, n := range ledger {
 		role := "server"
-		if n.Role == kelpiepb.Role_ROLE_WORKER {
+		if n.Role == coordinatorpb.Role_ROLE_WORKER {
 			role = "worker"
 			r.Samples += n.TotalSamples()
 			r.BytesCrossRegion += n.CrossRegionBytes
@@ -208,10 +209,10 @@ func (m *Manager) finalServers(j *jobState, addrs, names []string, since time.Ti
 // shutdownServers tells the named servers, through their agents, to stop
 // serving (why: the reason they log); it does not wait for their acks.
 func (m *Manager) shutdownServers(j *jobState, names []string, id, why string) {
-	cmds := map[string]*kelpiepb.ActionCommand{}
+	cmds := map[string]*agentpb.ActionCommand{}
 	for _, name := range names {
 		if name != "" {
-			cmds[name] = &kelpiepb.ActionCommand{ActionId: id, Kind: serverShutdown, Target: name, Reason: why}
+			cmds[name] = &agentpb.ActionCommand{ActionId: id, Kind: serverShutdown, Target: name, Reason: why}
 		}
 	}
 	m.tellServers(j, cmds)

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/kelpie/kelpie/core/spec"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/policy"
 )
 
@@ -97,25 +97,25 @@ func (m *Manager) reportSkipped(j *jobState, skipped []SkippedStep) {
 func busy(err error) bool { return err != nil && strings.Contains(err.Error(), "still under way") }
 
 // scriptAction converts a script step into an action.
-func scriptAction(_ *jobState, st spec.ScriptStep) (*kelpiepb.Action, error) {
+func scriptAction(_ *jobState, st spec.ScriptStep) (*consolepb.Action, error) {
 	reason := fmt.Sprintf("script: %s at %s", st.Action, st.At)
 	switch st.Action {
 	case spec.ActionAddServer:
-		return &kelpiepb.Action{Kind: string(policy.KindAddServer), Reason: reason}, nil
+		return &consolepb.Action{Kind: string(policy.KindAddServer), Reason: reason}, nil
 	case spec.ActionRemoveServer:
-		return &kelpiepb.Action{Kind: string(policy.KindRemoveServer), Target: st.Node, Reason: reason}, nil
+		return &consolepb.Action{Kind: string(policy.KindRemoveServer), Target: st.Node, Reason: reason}, nil
 	case spec.ActionAddWorker:
 		// The manager names the new worker (the next index), as the spec's
 		// validation did.
-		return &kelpiepb.Action{Kind: string(policy.KindAddWorker), Reason: reason}, nil
+		return &consolepb.Action{Kind: string(policy.KindAddWorker), Reason: reason}, nil
 	case spec.ActionRemoveWorker:
-		return &kelpiepb.Action{Kind: string(policy.KindRemoveWorker), Target: st.Node, Reason: reason}, nil
+		return &consolepb.Action{Kind: string(policy.KindRemoveWorker), Target: st.Node, Reason: reason}, nil
 	case spec.ActionReassign:
-		return &kelpiepb.Action{Kind: string(policy.KindReassign), Reason: reason}, nil
+		return &consolepb.Action{Kind: string(policy.KindReassign), Reason: reason}, nil
 	case spec.ActionRestart:
-		return &kelpiepb.Action{Kind: string(policy.KindKillRestart), Target: st.Node, Reason: reason}, nil
+		return &consolepb.Action{Kind: string(policy.KindKillRestart), Target: st.Node, Reason: reason}, nil
 	case spec.ActionAdjustBatch:
-		a := &kelpiepb.Action{Kind: string(policy.KindAdjustBS), Reason: reason, BatchSizes: map[string]int32{}}
+		a := &consolepb.Action{Kind: string(policy.KindAdjustBS), Reason: reason, BatchSizes: map[string]int32{}}
 		for w, b := range st.Sizes {
 			a.BatchSizes[w] = int32(b)
 		}
@@ -124,7 +124,7 @@ func scriptAction(_ *jobState, st spec.ScriptStep) (*kelpiepb.Action, error) {
 		if st.Sync == nil {
 			return nil, fmt.Errorf("set-sync without settings")
 		}
-		a := &kelpiepb.Action{Kind: string(policy.KindSetSync), Reason: reason, Args: &kelpiepb.Action_SetSync{SetSync: &kelpiepb.SetSyncArgs{
+		a := &consolepb.Action{Kind: string(policy.KindSetSync), Reason: reason, Args: &consolepb.Action_SetSync{SetSync: &consolepb.SetSyncArgs{
 			Model: st.Sync.Model, Staleness: int32(st.Sync.Staleness), SoftBarrier: st.Sync.Pull == "soft-barrier",
 			PsspC: st.Sync.PSSP.C, PsspAlpha: st.Sync.PSSP.Alpha, PsspDynamic: st.Sync.PSSP.Dynamic, DropWaitFor: int32(st.Sync.Drop.WaitFor)}}}
 		syncToParams(a)

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
 )
 
 // A parameter server takes the scheduler's commands through its own agent,
@@ -31,8 +31,8 @@ const (
 // agent takes it at most once and answers a resend with the same ack.
 type serverCall struct {
 	node string
-	cmd  *kelpiepb.ActionCommand
-	ack  chan *kelpiepb.ActionAck // buffered: the first ack
+	cmd  *agentpb.ActionCommand
+	ack  chan *agentpb.ActionAck // buffered: the first ack
 }
 
 // callKey names a server call: the server and its command's id (every
@@ -56,7 +56,7 @@ func (e *serverError) Unwrap() error { return e.err }
 // its command when the agent connects (while the call waits). It returns
 // the acks by server; err is the first failure, naming the server: an ack
 // with an error, no ack in time, the job ending or the manager closing.
-func (m *Manager) askServers(j *jobState, cmds map[string]*kelpiepb.ActionCommand, timeout time.Duration) (map[string]*kelpiepb.ActionAck, error) {
+func (m *Manager) askServers(j *jobState, cmds map[string]*agentpb.ActionCommand, timeout time.Duration) (map[string]*agentpb.ActionAck, error) {
 	calls := make(map[string]*serverCall, len(cmds))
 	var sends sendList
 	j.onActor(func() {
@@ -64,12 +64,12 @@ func (m *Manager) askServers(j *jobState, cmds map[string]*kelpiepb.ActionComman
 			j.calls = map[callKey]*serverCall{}
 		}
 		for node, cmd := range cmds {
-			c := &serverCall{node: node, cmd: cmd, ack: make(chan *kelpiepb.ActionAck, 1)}
+			c := &serverCall{node: node, cmd: cmd, ack: make(chan *agentpb.ActionAck, 1)}
 			calls[node] = c
 			j.calls[callKey{node, cmd.ActionId}] = c
 			if n := j.nodes[node]; n != nil && n.conn != nil {
 				conn := n.conn
-				sends = append(sends, func() { conn.send(&kelpiepb.SchedulerMessage{Body: &kelpiepb.SchedulerMessage_Command{Command: cmd}}) })
+				sends = append(sends, func() { conn.send(&agentpb.SchedulerMessage{Body: &agentpb.SchedulerMessage_Command{Command: cmd}}) })
 			}
 		}
 	})
@@ -80,7 +80,7 @@ func (m *Manager) askServers(j *jobState, cmds map[string]*kelpiepb.ActionComman
 	})
 	sends.run()
 	timer := m.clk.After(timeout)
-	acks := make(map[string]*kelpiepb.ActionAck, len(calls))
+	acks := make(map[string]*agentpb.ActionAck, len(calls))
 	var firstErr error
 	for node, c := range calls {
 		select {
@@ -121,7 +121,7 @@ func (m *Manager) askServers(j *jobState, cmds map[string]*kelpiepb.ActionComman
 
 // serverAcked hands a server's ack to the call waiting for it, and says
 // whether there was one. The caller holds the job's lock.
-func (j *jobState) serverAcked(node string, ack *kelpiepb.ActionAck) bool {
+func (j *jobState) serverAcked(node string, ack *agentpb.ActionAck) bool {
 	c := j.calls[callKey{node, ack.ActionId}]
 	if c == nil {
 		return false
@@ -135,8 +135,8 @@ func (j *jobState) serverAcked(node string, ack *kelpiepb.ActionAck) bool {
 
 // pendingCalls are the server commands waiting for node's ack, to send
 // again when its agent connects. The caller holds the job's lock.
-func (j *jobState) pendingCalls(node string) []*kelpiepb.ActionCommand {
-	var out []*kelpiepb.ActionCommand
+func (j *jobState) pendingCalls(node string) []*agentpb.ActionCommand {
+	var out []*agentpb.ActionCommand
 	for _, c := range j.calls {
 		if c.node == node {
 			out = append(out, c.cmd)
@@ -148,13 +148,13 @@ func (j *jobState) pendingCalls(node string) []*kelpiepb.ActionCommand {
 // tellServers sends each server its command through its agent without
 // waiting for the acks (a shutdown: the server's final counters, which
 // its agent sends as it stops, are what the caller waits for).
-func (m *Manager) tellServers(j *jobState, cmds map[string]*kelpiepb.ActionCommand) {
+func (m *Manager) tellServers(j *jobState, cmds map[string]*agentpb.ActionCommand) {
 	j.mu.RLock()
 	var sends sendList
 	for node, cmd := range cmds {
 		if n := j.nodes[node]; n != nil && n.conn != nil {
 			conn := n.conn
-			sends = append(sends, func() { conn.send(&kelpiepb.SchedulerMessage{Body: &kelpiepb.SchedulerMessage_Command{Command: cmd}}) })
+			sends = append(sends, func() { conn.send(&agentpb.SchedulerMessage{Body: &agentpb.SchedulerMessage_Command{Command: cmd}}) })
 		}
 	}
 	j.mu.RUnlock()

@@ -9,7 +9,8 @@ import (
 	"time"
 
 	"github.com/kelpie/kelpie/core/spec"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
+	"github.com/kelpie/kelpie/proto/pspb"
 	"github.com/kelpie/kelpie/scheduler/clock"
 	"github.com/kelpie/kelpie/scheduler/store"
 )
@@ -24,21 +25,21 @@ func TestServerCalls(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	m, j := testJob(t, Config{Clock: clk}, "calls", 2, 2)
 	connect := func(node string) *agentConn {
-		c := &agentConn{out: make(chan *kelpiepb.SchedulerMessage, 8), done: make(chan struct{})}
+		c := &agentConn{out: make(chan *agentpb.SchedulerMessage, 8), done: make(chan struct{})}
 		j.mu.Lock()
 		j.nodes[node].conn = c
 		j.mu.Unlock()
 		return c
 	}
 	s0, s1 := connect("server-0"), connect("server-1")
-	cmds := func(id string) map[string]*kelpiepb.ActionCommand {
-		return map[string]*kelpiepb.ActionCommand{
-			"server-0": {ActionId: id, Kind: serverSetSync, Target: "server-0", Sync: &kelpiepb.SyncSettings{Model: "asp"}},
-			"server-1": {ActionId: id, Kind: serverSetSync, Target: "server-1", Sync: &kelpiepb.SyncSettings{Model: "asp"}},
+	cmds := func(id string) map[string]*agentpb.ActionCommand {
+		return map[string]*agentpb.ActionCommand{
+			"server-0": {ActionId: id, Kind: serverSetSync, Target: "server-0", Sync: &pspb.SyncSettings{Model: "asp"}},
+			"server-1": {ActionId: id, Kind: serverSetSync, Target: "server-1", Sync: &pspb.SyncSettings{Model: "asp"}},
 		}
 	}
 	type result struct {
-		acks map[string]*kelpiepb.ActionAck
+		acks map[string]*agentpb.ActionAck
 		err  error
 	}
 	ask := func(id string) <-chan result {
@@ -50,7 +51,7 @@ func TestServerCalls(t *testing.T) {
 		return out
 	}
 	// received is the command an agent got.
-	received := func(c *agentConn) *kelpiepb.ActionCommand {
+	received := func(c *agentConn) *agentpb.ActionCommand {
 		t.Helper()
 		select {
 		case msg := <-c.out:
@@ -60,8 +61,8 @@ func TestServerCalls(t *testing.T) {
 			return nil
 		}
 	}
-	ack := func(node string, a *kelpiepb.ActionAck) {
-		m.fromAgent(j, j.nodes[node], &kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Ack{Ack: a}})
+	ack := func(node string, a *agentpb.ActionAck) {
+		m.fromAgent(j, j.nodes[node], &agentpb.AgentMessage{Body: &agentpb.AgentMessage_Ack{Ack: a}})
 	}
 
 	t.Run("every server applies", func(t *testing.T) {
@@ -71,7 +72,7 @@ func TestServerCalls(t *testing.T) {
 			if cmd.GetKind() != serverSetSync || cmd.GetTarget() != node || cmd.GetSync().GetModel() != "asp" {
 				t.Fatalf("%s got %v", node, cmd)
 			}
-			ack(node, &kelpiepb.ActionAck{ActionId: cmd.ActionId, Applied: true, Released: 2})
+			ack(node, &agentpb.ActionAck{ActionId: cmd.ActionId, Applied: true, Released: 2})
 		}
 		r := <-done
 		if r.err != nil || len(r.acks) != 2 || r.acks["server-0"].Released+r.acks["server-1"].Released != 4 {
@@ -80,10 +81,10 @@ func TestServerCalls(t *testing.T) {
 	})
 	t.Run("a server refuses", func(t *testing.T) {
 		done := ask("a-2/sync")
-		ack("server-0", &kelpiepb.ActionAck{ActionId: received(s0).ActionId, Applied: true})
+		ack("server-0", &agentpb.ActionAck{ActionId: received(s0).ActionId, Applied: true})
 		// An ack from the wrong server answers nothing.
-		ack("server-0", &kelpiepb.ActionAck{ActionId: received(s1).ActionId, Error: "not mine"})
-		ack("server-1", &kelpiepb.ActionAck{ActionId: "a-2/sync", Error: "staleness out of range"})
+		ack("server-0", &agentpb.ActionAck{ActionId: received(s1).ActionId, Error: "not mine"})
+		ack("server-1", &agentpb.ActionAck{ActionId: "a-2/sync", Error: "staleness out of range"})
 		r := <-done
 		if r.err == nil || r.err.Error() != "server server-1: staleness out of range" {
 			t.Fatalf("err %v; want server-1's refusal", r.err)
@@ -92,7 +93,7 @@ func TestServerCalls(t *testing.T) {
 	t.Run("a server stays silent", func(t *testing.T) {
 		before := clk.Waiters()
 		done := ask("a-3/sync")
-		ack("server-0", &kelpiepb.ActionAck{ActionId: received(s0).ActionId, Applied: true})
+		ack("server-0", &agentpb.ActionAck{ActionId: received(s0).ActionId, Applied: true})
 		received(s1)
 		for clk.Waiters() == before { // the call waits on the clock
 			time.Sleep(time.Millisecond)
@@ -115,8 +116,8 @@ func TestServerCalls(t *testing.T) {
 		j.nodes["server-1"].conn = nil
 		j.mu.Unlock()
 		done := ask("a-4/sync")
-		ack("server-0", &kelpiepb.ActionAck{ActionId: received(s0).ActionId, Applied: true})
-		var pending []*kelpiepb.ActionCommand
+		ack("server-0", &agentpb.ActionAck{ActionId: received(s0).ActionId, Applied: true})
+		var pending []*agentpb.ActionCommand
 		for len(pending) == 0 {
 			j.mu.Lock()
 			pending = j.pendingCalls("server-1")
@@ -128,7 +129,7 @@ func TestServerCalls(t *testing.T) {
 		}
 		// Its agent connects and is sent the command again (Connect's
 		// replay); its ack completes the call.
-		ack("server-1", &kelpiepb.ActionAck{ActionId: "a-4/sync", Applied: true})
+		ack("server-1", &agentpb.ActionAck{ActionId: "a-4/sync", Applied: true})
 		if r := <-done; r.err != nil || len(r.acks) != 2 {
 			t.Fatalf("acks %v, err %v; want both", r.acks, r.err)
 		}

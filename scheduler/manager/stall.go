@@ -2,7 +2,7 @@ package manager
 
 import (
 	"github.com/kelpie/kelpie/core/spec"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/timeline"
 )
 
@@ -53,7 +53,7 @@ func (j *jobState) workerMarks() map[string][]timeline.Mark {
 // its application; nil for an action not applied, or one no worker's
 // timeline covers. A gap that overlaps several applied actions is charged
 // to one of them (timeline.Stalls).
-func actionStalls(actions []*kelpiepb.Action, marks map[string][]timeline.Mark) []*float64 {
+func actionStalls(actions []*consolepb.Action, marks map[string][]timeline.Mark) []*float64 {
 	out := make([]*float64, len(actions))
 	var windows []timeline.Window
 	var at []int

@@ -7,7 +7,8 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
+	"github.com/kelpie/kelpie/proto/coordinatorpb"
 )
 
 // TestStallFromReports: the workers' reports (ten iterations of 10 ms
@@ -43,19 +44,19 @@ func TestStallFromReports(t *testing.T) {
 		}
 		advance(d)
 		it := int64(rep * 10)
-		m.report(j, "worker-0", &kelpiepb.ProgressReport{Job: "stall", Node: "worker-0", Iteration: it, BatchSize: 4, BptSeconds: tenMs(10)}, j.onActor)
-		m.report(j, "worker-1", &kelpiepb.ProgressReport{Job: "stall", Node: "worker-1", Iteration: it, BatchSize: 4, BptSeconds: bpt}, j.onActor)
+		m.report(j, "worker-0", &coordinatorpb.ProgressReport{Job: "stall", Node: "worker-0", Iteration: it, BatchSize: 4, BptSeconds: tenMs(10)}, j.onActor)
+		m.report(j, "worker-1", &coordinatorpb.ProgressReport{Job: "stall", Node: "worker-1", Iteration: it, BatchSize: 4, BptSeconds: bpt}, j.onActor)
 	}
 	marks := j.workerMarks()
 	if len(marks["worker-1"]) != 100 {
 		t.Fatalf("worker-1's timeline has %d marks; want 100", len(marks["worker-1"]))
 	}
-	action := func(state string, from, to time.Time) *kelpiepb.Action {
-		return &kelpiepb.Action{State: state, Created: timestamppb.New(from), Updated: timestamppb.New(to)}
+	action := func(state string, from, to time.Time) *consolepb.Action {
+		return &consolepb.Action{State: state, Created: timestamppb.New(from), Updated: timestamppb.New(to)}
 	}
 	for _, c := range []struct {
 		name string
-		a    *kelpiepb.Action
+		a    *consolepb.Action
 		want float64
 		ok   bool
 	}{
@@ -64,7 +65,7 @@ func TestStallFromReports(t *testing.T) {
 		{"not applied", action("failed", changeFrom, changeTo), 0, false},
 		{"after every timeline", action(ActApplied, clock().Add(time.Second), clock().Add(2*time.Second)), 0, false},
 	} {
-		got := actionStalls([]*kelpiepb.Action{c.a}, marks)[0]
+		got := actionStalls([]*consolepb.Action{c.a}, marks)[0]
 		if (got != nil) != c.ok || (got != nil && (*got-c.want > 1e-6 || c.want-*got > 1e-6)) {
 			t.Errorf("%s: actionStalls = %v; want %v (measured: %v)", c.name, deref(got), c.want, c.ok)
 		}

@@ -4,21 +4,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
+	"github.com/kelpie/kelpie/proto/pspb"
 	"github.com/kelpie/kelpie/scheduler/clock"
 )
 
 // statsHarness is a job of two servers whose counters arrive as agent
 // messages, on a fake clock.
-func statsHarness() (*Manager, *jobState, *clock.Fake, func(node string, st *kelpiepb.ServerStats)) {
+func statsHarness() (*Manager, *jobState, *clock.Fake, func(node string, st *pspb.ServerStats)) {
 	m, j, f := waitHarness()
 	m.cfg.Now = f.Now
 	j.nodes = map[string]*nodeState{}
 	for _, name := range []string{"server-0", "server-1"} {
 		j.nodes[name] = &nodeState{name: name, role: "server"}
 	}
-	send := func(node string, st *kelpiepb.ServerStats) {
-		m.fromAgent(j, j.nodes[node], &kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_ServerStats{ServerStats: st}})
+	send := func(node string, st *pspb.ServerStats) {
+		m.fromAgent(j, j.nodes[node], &agentpb.AgentMessage{Body: &agentpb.AgentMessage_ServerStats{ServerStats: st}})
 	}
 	return m, j, f, send
 }
@@ -28,7 +29,7 @@ func statsHarness() (*Manager, *jobState, *clock.Fake, func(node string, st *kel
 // polling), and a removed server is left out.
 func TestFinalServerCounters(t *testing.T) {
 	m, j, f, send := statsHarness()
-	send("server-0", &kelpiepb.ServerStats{Dprs: 1}) // before the shutdown: stale
+	send("server-0", &pspb.ServerStats{Dprs: 1}) // before the shutdown: stale
 	f.Advance(time.Second)
 	asked := m.now()
 	addrs, names := []string{"a0", "a1", ""}, []string{"server-0", "server-1", "server-2"}
@@ -41,13 +42,13 @@ func TestFinalServerCounters(t *testing.T) {
 		out, err := m.finalServers(j, addrs, names, asked)
 		res <- result{out, err}
 	}()
-	send("server-0", &kelpiepb.ServerStats{Dprs: 7, Pushes: 100})
+	send("server-0", &pspb.ServerStats{Dprs: 7, Pushes: 100})
 	select {
 	case r := <-res:
 		t.Fatalf("finalServers returned %v, %v with server-1 still to report", r.out, r.err)
 	case <-time.After(50 * time.Millisecond):
 	}
-	send("server-1", &kelpiepb.ServerStats{Dprs: 3, Blocks: []uint32{1, 2}})
+	send("server-1", &pspb.ServerStats{Dprs: 3, Blocks: []uint32{1, 2}})
 	r := <-res
 	if r.err != nil {
 		t.Fatalf("finalServers: %v", r.err)
@@ -69,8 +70,8 @@ func TestFinalServerCounters(t *testing.T) {
 // job's clock, with an error saying so.
 func TestFinalServerCountersTimeOut(t *testing.T) {
 	m, j, fake, send := statsHarness()
-	send("server-0", &kelpiepb.ServerStats{Dprs: 4})
-	send("server-1", &kelpiepb.ServerStats{Dprs: 5})
+	send("server-0", &pspb.ServerStats{Dprs: 4})
+	send("server-1", &pspb.ServerStats{Dprs: 5})
 	asked := m.now().Add(time.Millisecond)
 	fake.Advance(time.Millisecond)
 	res := make(chan error, 1)

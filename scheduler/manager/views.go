@@ -11,7 +11,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kelpie/kelpie/core/diverge"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/console"
 	"github.com/kelpie/kelpie/scheduler/store"
 )
@@ -21,7 +22,7 @@ import (
 // published values, rebuilt at most every ViewTTL: every subscriber of a
 // job shares one view value, the console sees an unchanged pointer as no
 // change at all, and a reader of a fresh view takes no lock.
-func (m *Manager) View(names []string, heatmapColumns int) []*kelpiepb.JobView {
+func (m *Manager) View(names []string, heatmapColumns int) []*consolepb.JobView {
 	jobs := m.jobList()
 	detail := len(names) > 0
 	if !detail {
@@ -31,7 +32,7 @@ func (m *Manager) View(names []string, heatmapColumns int) []*kelpiepb.JobView {
 	}
 	key := viewKey{detail, heatmapColumns}
 	now := m.now()
-	var out []*kelpiepb.JobView
+	var out []*consolepb.JobView
 	for _, n := range names {
 		if j, ok := jobs[n]; ok {
 			out = append(out, j.publishedView(key, now))
@@ -71,7 +72,7 @@ type viewKey struct {
 }
 
 type cachedView struct {
-	v  *kelpiepb.JobView
+	v  *consolepb.JobView
 	at time.Time
 }
 
@@ -79,7 +80,7 @@ type cachedView struct {
 type viewCache map[viewKey]cachedView
 
 // fresh is the cached view for key if it is younger than ttl.
-func (c *viewCache) fresh(key viewKey, now time.Time, ttl time.Duration) *kelpiepb.JobView {
+func (c *viewCache) fresh(key viewKey, now time.Time, ttl time.Duration) *consolepb.JobView {
 	if c == nil {
 		return nil
 	}
@@ -91,7 +92,7 @@ func (c *viewCache) fresh(key viewKey, now time.Time, ttl time.Duration) *kelpie
 
 // with is a copy of c holding v for key, without the views older than
 // ttl of them.
-func (c *viewCache) with(key viewKey, v *kelpiepb.JobView, now time.Time, ttl func(viewKey) time.Duration) *viewCache {
+func (c *viewCache) with(key viewKey, v *consolepb.JobView, now time.Time, ttl func(viewKey) time.Duration) *viewCache {
 	out := viewCache{key: {v: v, at: now}}
 	if c != nil {
 		for k, cv := range *c {
@@ -105,7 +106,7 @@ func (c *viewCache) with(key viewKey, v *kelpiepb.JobView, now time.Time, ttl fu
 
 // publishedView is the job's view for key: the published one while it is
 // fresh, else a new one, built by one goroutine at a time.
-func (j *jobState) publishedView(key viewKey, now time.Time) *kelpiepb.JobView {
+func (j *jobState) publishedView(key viewKey, now time.Time) *consolepb.JobView {
 	ttl := j.viewTTL(key)
 	if v := j.views.Load().fresh(key, now, ttl); v != nil {
 		return v
@@ -127,7 +128,7 @@ func (j *jobState) publishedView(key viewKey, now time.Time) *kelpiepb.JobView {
 // the console would see it running for another TTL beside its successor.
 // Builders hold viewMu, so only an invalidation can change the views
 // meanwhile, and it always stores a new pointer.
-func (j *jobState) publish(old *viewCache, key viewKey, v *kelpiepb.JobView, now time.Time) {
+func (j *jobState) publish(old *viewCache, key viewKey, v *consolepb.JobView, now time.Time) {
 	j.views.CompareAndSwap(old, old.with(key, v, now, j.viewTTL))
 }
 
@@ -138,9 +139,9 @@ func (j *jobState) publish(old *viewCache, key viewKey, v *kelpiepb.JobView, now
 // the new view is built at the console's width and published, so the
 // console takes it instead of building its own — one 5,000-node view a
 // second instead of two. Without a console the view is record's own.
-func (j *jobState) frameView(now, notBefore time.Time, need int) *kelpiepb.JobView {
+func (j *jobState) frameView(now, notBefore time.Time, need int) *consolepb.JobView {
 	own := viewKey{detail: true, columns: need}
-	pick := func(c *viewCache) (viewKey, *kelpiepb.JobView) {
+	pick := func(c *viewCache) (viewKey, *consolepb.JobView) {
 		key := own
 		if c == nil {
 			return key, nil
@@ -196,10 +197,10 @@ func (m *Manager) lookup(name string) (*jobState, bool) {
 }
 
 // jobEvents is the event log's events of one job.
-func (m *Manager) jobEvents(job string) []*kelpiepb.Event {
+func (m *Manager) jobEvents(job string) []*consolepb.Event {
 	m.evMu.Lock()
 	defer m.evMu.Unlock()
-	var out []*kelpiepb.Event
+	var out []*consolepb.Event
 	for _, e := range m.events {
 		if e.Job == job {
 			out = append(out, e)
@@ -220,11 +221,11 @@ func (m *Manager) putJobLocked(name string, j *jobState) {
 }
 
 // EventsSince implements console.Backend.
-func (m *Manager) EventsSince(seq uint64, limit int) ([]*kelpiepb.Event, uint64) {
+func (m *Manager) EventsSince(seq uint64, limit int) ([]*consolepb.Event, uint64) {
 	m.evMu.Lock()
 	defer m.evMu.Unlock()
 	first := m.evSeq - uint64(len(m.events)) + 1 // sequence of m.events[0]
-	var out []*kelpiepb.Event
+	var out []*consolepb.Event
 	for i, e := range m.events {
 		if first+uint64(i) > seq {
 			out = append(out, e)
@@ -252,36 +253,36 @@ func (m *Manager) Audit(e console.AuditEntry) error {
 			msg += ": " + e.Reason
 		}
 	}
-	m.addEvent(&kelpiepb.Event{Time: ts(m.now()), Job: e.Job, Kind: "audit", Message: msg, Who: e.Who, Allowed: e.Allowed})
+	m.addEvent(&consolepb.Event{Time: ts(m.now()), Job: e.Job, Kind: "audit", Message: msg, Who: e.Who, Allowed: e.Allowed})
 	return err
 }
 
 // Execute implements console.Backend for an authorized command.
-func (m *Manager) Execute(ctx context.Context, who console.Principal, cmd *kelpiepb.Command) *kelpiepb.CommandResult {
-	res := &kelpiepb.CommandResult{Ok: true}
+func (m *Manager) Execute(ctx context.Context, who console.Principal, cmd *consolepb.Command) *consolepb.CommandResult {
+	res := &consolepb.CommandResult{Ok: true}
 	var err error
 	switch k := cmd.GetKind().(type) {
-	case *kelpiepb.Command_SubmitJob:
+	case *consolepb.Command_SubmitJob:
 		res.Job, err = m.Submit(k.SubmitJob.SpecYaml, who.Name)
-	case *kelpiepb.Command_KillJob:
+	case *consolepb.Command_KillJob:
 		res.Job = k.KillJob.Job
 		err = m.Kill(k.KillJob.Job, who.Name)
-	case *kelpiepb.Command_Approve:
+	case *consolepb.Command_Approve:
 		res.Job, res.ActionId = k.Approve.Job, k.Approve.ActionId
 		err = m.Decide(k.Approve.Job, k.Approve.ActionId, true, who.Name, k.Approve.Reason)
-	case *kelpiepb.Command_Reject:
+	case *consolepb.Command_Reject:
 		res.Job, res.ActionId = k.Reject.Job, k.Reject.ActionId
 		err = m.Decide(k.Reject.Job, k.Reject.ActionId, false, who.Name, k.Reject.Reason)
-	case *kelpiepb.Command_Trigger:
+	case *consolepb.Command_Trigger:
 		res.Job = k.Trigger.Job
 		res.ActionId, err = m.Trigger(k.Trigger.Job, k.Trigger.Action, who.Name)
-	case *kelpiepb.Command_SetPolicy:
+	case *consolepb.Command_SetPolicy:
 		p := k.SetPolicy
 		res.Job = p.Job
 		err = m.SetPolicy(p.Job, p.Policy, p.Mode, p.Params, who.Name)
-	case *kelpiepb.Command_History:
+	case *consolepb.Command_History:
 		h := k.History
-		var page *kelpiepb.CommandResult
+		var page *consolepb.CommandResult
 		if page, err = m.History(h.GetJob(), int(h.GetFrom()), int(h.GetLimit())); err == nil {
 			res = page
 		}
@@ -301,7 +302,7 @@ func (m *Manager) Execute(ctx context.Context, who console.Principal, cmd *kelpi
 // buckets) after the lock is released.
 type nodeRow struct {
 	name, role, host string
-	state            kelpiepb.NodeState
+	state            agentpb.NodeState
 	pid, restarts    int32
 	batch            int
 	iteration        int64
@@ -334,12 +335,12 @@ func (j *jobState) seriesName(name, role string) string {
 // mutable state is copied in one short section under the job's lock,
 // held for reading (O(nodes), no heatmap); the rows, heatmap and charts
 // are built after.
-func (j *jobState) view(detail bool, columns int) *kelpiepb.JobView {
+func (j *jobState) view(detail bool, columns int) *consolepb.JobView {
 	m := j.m
 	j.mu.RLock() // it only reads: reports go on meanwhile
 	s, coord, snap := j.spec, j.coord, j.snap
 	j.nodeCount.Store(int32(len(j.nodes)))
-	v := &kelpiepb.JobView{Name: s.Name, State: j.state, Error: j.err, Submitted: ts(j.submitted), Ended: ts(j.ended),
+	v := &consolepb.JobView{Name: s.Name, State: j.state, Error: j.err, Submitted: ts(j.submitted), Ended: ts(j.ended),
 		Model: fmt.Sprintf("%s on %s", s.Model.Kind, s.Data.Kind), Sync: syncName(s),
 		Servers: int32(j.servers()), Workers: int32(j.liveWorkerCount()), GlobalBatch: int32(s.Train.GlobalBatch)}
 	var lossSum float64
@@ -371,7 +372,7 @@ func (j *jobState) view(detail bool, columns int) *kelpiepb.JobView {
 	}
 	for _, name := range policyNames {
 		p := j.policies[name]
-		pv := &kelpiepb.PolicyView{Name: name, Mode: p.Mode, Params: map[string]float64{}}
+		pv := &consolepb.PolicyView{Name: name, Mode: p.Mode, Params: map[string]float64{}}
 		for k, x := range p.Params {
 			pv.Params[k] = x
 		}
@@ -421,7 +422,7 @@ func (j *jobState) view(detail bool, columns int) *kelpiepb.JobView {
 		return v
 	}
 	v.Exchange = j.exchange.view(s, coord.Plan(), v.Iteration)
-	v.Monitor = &kelpiepb.MonitorView{MeanBptS: snap.MeanBPT.Seconds(), SpeedVariance: finite(snap.SpeedVariance),
+	v.Monitor = &consolepb.MonitorView{MeanBptS: snap.MeanBPT.Seconds(), SpeedVariance: finite(snap.SpeedVariance),
 		Superior: snap.Superior, ScaleOut: snap.ScaleOut, WindowTransientS: snap.Config.LTrans.Seconds(),
 		WindowPersistentS: snap.Config.LPer.Seconds(), Lambda: snap.Config.Lambda}
 	blocks := map[int]int{}
@@ -430,7 +431,7 @@ func (j *jobState) view(detail bool, columns int) *kelpiepb.JobView {
 	}
 	sortRows(rows)
 	for _, n := range rows {
-		nv := &kelpiepb.NodeView{Name: n.name, Role: n.role, Host: n.host, State: nodeStateIn(v.State, stateName(n.state)),
+		nv := &consolepb.NodeView{Name: n.name, Role: n.role, Host: n.host, State: nodeStateIn(v.State, stateName(n.state)),
 			Pid: n.pid, Restarts: n.restarts, BatchSize: int32(n.batch), Iteration: max(n.iteration, final[n.name]),
 			Sparkline: n.spark, LastReport: ts(n.lastSeen), Class: "unknown"}
 		if n.removed {
@@ -481,13 +482,13 @@ func (j *jobState) heatmapWidth(columns int) int {
 // comm time in that bucket relative to the mean over its role) and the
 // chart series (BPT per worker, speed per server), for the last columns
 // buckets up to now. It reads the nodes' buckets without any lock.
-func (j *jobState) heatmap(rows []nodeRow, columns int, now time.Time) (*kelpiepb.Heatmap, []*kelpiepb.Series) {
+func (j *jobState) heatmap(rows []nodeRow, columns int, now time.Time) (*consolepb.Heatmap, []*consolepb.Series) {
 	columns = j.heatmapWidth(columns)
 	last := max(j.column(now), 0)
 	first := max(last-columns+1, 0)
 	width := last - first + 1
 	bucket := j.m.cfg.Bucket
-	h := &kelpiepb.Heatmap{BucketSeconds: bucket.Seconds(), Start: ts(j.bucket0.Add(time.Duration(first) * bucket))}
+	h := &consolepb.Heatmap{BucketSeconds: bucket.Seconds(), Start: ts(j.bucket0.Add(time.Duration(first) * bucket))}
 	// Every cell is read once, its mean kept in values (the rows' series,
 	// one allocation for all of them): the means over the roles and the
 	// rows then agree. A server's series is its speed, kept aside until
@@ -536,9 +537,9 @@ func (j *jobState) heatmap(rows []nodeRow, columns int, now time.Time) (*kelpiep
 	}
 	// One allocation each for the rows, the series and their cells and
 	// values (a 5,000-node view has 10,000 of each otherwise).
-	series := make([]*kelpiepb.Series, len(rows))
-	h.Rows = make([]*kelpiepb.HeatmapRow, len(rows))
-	rowv, serv := make([]kelpiepb.HeatmapRow, len(rows)), make([]kelpiepb.Series, len(rows))
+	series := make([]*consolepb.Series, len(rows))
+	h.Rows = make([]*consolepb.HeatmapRow, len(rows))
+	rowv, serv := make([]consolepb.HeatmapRow, len(rows)), make([]consolepb.Series, len(rows))
 	cells := make([]float32, len(rows)*width)
 	server := 0
 	for i, n := range rows {

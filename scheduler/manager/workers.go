@@ -11,7 +11,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/kelpie/kelpie/core/spec"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/policy"
 	"github.com/kelpie/kelpie/scheduler/store"
 )
@@ -32,7 +33,7 @@ const workerJoinTimeout = 2 * time.Minute
 func (j *jobState) newNode(name, role string) *nodeState {
 	cols := j.m.cfg.Columns
 	n := &nodeState{name: name, role: role, cells: newBuckets(cols)}
-	n.status.State = kelpiepb.NodeState_NODE_STATE_STARTING
+	n.status.State = agentpb.NodeState_NODE_STATE_STARTING
 	return n
 }
 
@@ -70,7 +71,7 @@ func (j *jobState) liveWorkerCount() int {
 
 // workerChanging says whether a worker change or a batch split is under
 // way (they all re-split the global batch, so one at a time).
-func (j *jobState) workerChanging(except *kelpiepb.Action) *kelpiepb.Action {
+func (j *jobState) workerChanging(except *consolepb.Action) *consolepb.Action {
 	for _, a := range j.actions {
 		if a == except || (a.State != ActApproved && a.State != ActDispatched) {
 			continue
@@ -83,7 +84,7 @@ func (j *jobState) workerChanging(except *kelpiepb.Action) *kelpiepb.Action {
 }
 
 // validateWorkerChange checks an ADD_WORKER or REMOVE_WORKER.
-func (j *jobState) validateWorkerChange(a *kelpiepb.Action) error {
+func (j *jobState) validateWorkerChange(a *consolepb.Action) error {
 	if j.spec.Cluster.Elasticity == spec.ElasticityCheckpointRestart {
 		return status.Errorf(codes.FailedPrecondition, "%s: job %s changes workers only hot (cluster.elasticity is %s)",
 			a.Kind, j.spec.Name, j.spec.Cluster.Elasticity)
@@ -195,7 +196,7 @@ func (j *jobState) currentBatches() map[string]int {
 // REMOVE_WORKER) to every live worker through a primary agent, to apply at
 // one target iteration ahead of the fastest; each must ack it (AntDT Fig.
 // 6).
-func (m *Manager) splitCommands(j *jobState, a *kelpiepb.Action) sendList {
+func (m *Manager) splitCommands(j *jobState, a *consolepb.Action) sendList {
 	live := j.liveWorkers()
 	a.TargetIteration = j.aheadIteration(m.now())
 	j.await(a, live)
@@ -203,7 +204,7 @@ func (m *Manager) splitCommands(j *jobState, a *kelpiepb.Action) sendList {
 }
 
 // removeWorker dispatches a REMOVE_WORKER: the others take its share.
-func (m *Manager) removeWorker(j *jobState, a *kelpiepb.Action, who string) sendList {
+func (m *Manager) removeWorker(j *jobState, a *consolepb.Action, who string) sendList {
 	var rest []string
 	for _, w := range j.liveWorkers() {
 		if w != a.Target {
@@ -221,7 +222,7 @@ func (m *Manager) removeWorker(j *jobState, a *kelpiepb.Action, who string) send
 
 // addWorker runs an ADD_WORKER: it launches the worker, waits for its
 // first report (it has joined the barriers), then re-splits the batch.
-func (m *Manager) addWorker(j *jobState, a *kelpiepb.Action) {
+func (m *Manager) addWorker(j *jobState, a *consolepb.Action) {
 	fail := func(err error) { m.failChange(j, a, err) }
 	name, _ := j.coord.AddWorker()
 	n := j.newNode(name, "worker")
@@ -272,7 +273,7 @@ func (m *Manager) addWorker(j *jobState, a *kelpiepb.Action) {
 // applySplit records a re-split that every worker has acked: the
 // coordinator's plan (for workers that restart or join later), the nodes'
 // batch sizes, and for REMOVE_WORKER the worker's removal.
-func (m *Manager) applySplit(j *jobState, a *kelpiepb.Action) {
+func (m *Manager) applySplit(j *jobState, a *consolepb.Action) {
 	workers := j.coord.Workers()
 	local := make([]int, len(workers))
 	j.accum = map[string]int{}
@@ -310,8 +311,8 @@ func (m *Manager) applySplit(j *jobState, a *kelpiepb.Action) {
 					j.mu.RLock()
 					defer j.mu.RUnlock()
 					switch n.status.State {
-					case kelpiepb.NodeState_NODE_STATE_DONE, kelpiepb.NodeState_NODE_STATE_FAILED,
-						kelpiepb.NodeState_NODE_STATE_STOPPED, kelpiepb.NodeState_NODE_STATE_LOST:
+					case agentpb.NodeState_NODE_STATE_DONE, agentpb.NodeState_NODE_STATE_FAILED,
+						agentpb.NodeState_NODE_STATE_STOPPED, agentpb.NodeState_NODE_STATE_LOST:
 						return true
 					}
 					return false

@@ -121,17 +121,17 @@ func TestBundleAndRotation(t *testing.T) {
 // psServer is a parameter server that answers every allowed call with
 // Unimplemented, so a test tells allowed (Unimplemented) from refused.
 type psServer struct {
-	kelpiepb.UnimplementedParameterServerServer
+	pspb.UnimplementedParameterServerServer
 }
 
 // Exchange echoes ids, so that the guard sees every request of the stream.
-func (psServer) Exchange(s kelpiepb.ParameterServer_ExchangeServer) error {
+func (psServer) Exchange(s pspb.ParameterServer_ExchangeServer) error {
 	for {
 		r, err := s.Recv()
 		if err != nil {
 			return err
 		}
-		if err := s.Send(&kelpiepb.PSResponse{Id: r.Id}); err != nil {
+		if err := s.Send(&pspb.PSResponse{Id: r.Id}); err != nil {
 			return err
 		}
 	}
@@ -155,7 +155,7 @@ func TestServerGuard(t *testing.T) {
 	var reported []identity.Refusal
 	g := identity.NewGuard(identity.ServerPolicy(self.ID), identity.GuardOptions{Report: func(r identity.Refusal) { reported = append(reported, r) }})
 	gs := grpc.NewServer(g.ServerOptionsFor(self)...)
-	kelpiepb.RegisterParameterServerServer(gs, psServer{})
+	pspb.RegisterParameterServerServer(gs, psServer{})
 	healthpb.RegisterHealthServer(gs, health.NewServer())
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -165,20 +165,20 @@ func TestServerGuard(t *testing.T) {
 	defer gs.Stop()
 	addr := lis.Addr().String()
 
-	dial := func(opt grpc.DialOption) kelpiepb.ParameterServerClient {
+	dial := func(opt grpc.DialOption) pspb.ParameterServerClient {
 		cc, err := grpc.NewClient(addr, opt)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { cc.Close() })
-		return kelpiepb.NewParameterServerClient(cc)
+		return pspb.NewParameterServerClient(cc)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	code := func(err error) codes.Code { return status.Code(err) }
 
 	// Plaintext: no answer at all.
-	if _, err := dial(grpc.WithTransportCredentials(insecure.NewCredentials())).Stats(ctx, &kelpiepb.StatsRequest{}); code(err) != codes.Unavailable {
+	if _, err := dial(grpc.WithTransportCredentials(insecure.NewCredentials())).Stats(ctx, &pspb.StatsRequest{}); code(err) != codes.Unavailable {
 		t.Errorf("plaintext: %v, want Unavailable", err)
 	}
 	// TLS without a client certificate: the handshake fails (refused as
@@ -186,7 +186,7 @@ func TestServerGuard(t *testing.T) {
 	pool := x509.NewCertPool()
 	pool.AddCert(ca.Cert)
 	noCert := grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}))
-	if _, err := dial(noCert).Stats(ctx, &kelpiepb.StatsRequest{}); code(err) != codes.Unavailable {
+	if _, err := dial(noCert).Stats(ctx, &pspb.StatsRequest{}); code(err) != codes.Unavailable {
 		t.Errorf("no certificate: %v, want Unavailable", err)
 	}
 	cc, _ := grpc.NewClient(addr, noCert)
@@ -197,7 +197,7 @@ func TestServerGuard(t *testing.T) {
 	// A certificate from another CA: the handshake fails.
 	other, _ := New("other", time.Now())
 	oc, _ := other.Credentials(identity.Node("a", "worker-0"), time.Hour)
-	if _, err := dial(oc.DialOption(nil)).Stats(ctx, &kelpiepb.StatsRequest{}); code(err) != codes.Unavailable {
+	if _, err := dial(oc.DialOption(nil)).Stats(ctx, &pspb.StatsRequest{}); code(err) != codes.Unavailable {
 		t.Errorf("foreign CA: %v, want Unavailable", err)
 	}
 
@@ -219,28 +219,28 @@ func TestServerGuard(t *testing.T) {
 		call func() error
 		want codes.Code
 	}{
-		{"worker-0 pushes as 0", func() error { _, err := w0.Push(ctx, &kelpiepb.PSRequest{Worker: 0}); return err }, allowed},
-		{"worker-0 pushes as 1", func() error { _, err := w0.Push(ctx, &kelpiepb.PSRequest{Worker: 1}); return err }, denied},
-		{"worker-0 pulls as 1", func() error { _, err := w0.Pull(ctx, &kelpiepb.PSRequest{Worker: 1}); return err }, denied},
-		{"worker-0 SetSync", func() error { _, err := w0.SetSync(ctx, &kelpiepb.SyncSettings{}); return err }, denied},
-		{"worker-0 Shutdown", func() error { _, err := w0.Shutdown(ctx, &kelpiepb.ShutdownRequest{}); return err }, denied},
-		{"worker-0 Retable", func() error { _, err := w0.Retable(ctx, &kelpiepb.RetableRequest{}); return err }, denied},
-		{"worker-0 Migrate", func() error { _, err := w0.Migrate(ctx, &kelpiepb.MigrateRequest{}); return err }, denied},
-		{"job b pushes", func() error { _, err := wB.Push(ctx, &kelpiepb.PSRequest{Worker: 0}); return err }, denied},
-		{"job b stats", func() error { _, err := wB.Stats(ctx, &kelpiepb.StatsRequest{}); return err }, denied},
-		{"server-1 migrates", func() error { _, err := s1.Migrate(ctx, &kelpiepb.MigrateRequest{}); return err }, allowed},
-		{"server-1 pushes", func() error { _, err := s1.Push(ctx, &kelpiepb.PSRequest{}); return err }, denied},
-		{"scheduler SetSync", func() error { _, err := sched.SetSync(ctx, &kelpiepb.SyncSettings{}); return err }, allowed},
-		{"scheduler Shutdown", func() error { _, err := sched.Shutdown(ctx, &kelpiepb.ShutdownRequest{}); return err }, allowed},
-		{"scheduler pushes", func() error { _, err := sched.Push(ctx, &kelpiepb.PSRequest{}); return err }, denied},
-		{"operator pulls", func() error { _, err := op.Pull(ctx, &kelpiepb.PSRequest{}); return err }, denied},
+		{"worker-0 pushes as 0", func() error { _, err := w0.Push(ctx, &pspb.PSRequest{Worker: 0}); return err }, allowed},
+		{"worker-0 pushes as 1", func() error { _, err := w0.Push(ctx, &pspb.PSRequest{Worker: 1}); return err }, denied},
+		{"worker-0 pulls as 1", func() error { _, err := w0.Pull(ctx, &pspb.PSRequest{Worker: 1}); return err }, denied},
+		{"worker-0 SetSync", func() error { _, err := w0.SetSync(ctx, &pspb.SyncSettings{}); return err }, denied},
+		{"worker-0 Shutdown", func() error { _, err := w0.Shutdown(ctx, &pspb.ShutdownRequest{}); return err }, denied},
+		{"worker-0 Retable", func() error { _, err := w0.Retable(ctx, &pspb.RetableRequest{}); return err }, denied},
+		{"worker-0 Migrate", func() error { _, err := w0.Migrate(ctx, &pspb.MigrateRequest{}); return err }, denied},
+		{"job b pushes", func() error { _, err := wB.Push(ctx, &pspb.PSRequest{Worker: 0}); return err }, denied},
+		{"job b stats", func() error { _, err := wB.Stats(ctx, &pspb.StatsRequest{}); return err }, denied},
+		{"server-1 migrates", func() error { _, err := s1.Migrate(ctx, &pspb.MigrateRequest{}); return err }, allowed},
+		{"server-1 pushes", func() error { _, err := s1.Push(ctx, &pspb.PSRequest{}); return err }, denied},
+		{"scheduler SetSync", func() error { _, err := sched.SetSync(ctx, &pspb.SyncSettings{}); return err }, allowed},
+		{"scheduler Shutdown", func() error { _, err := sched.Shutdown(ctx, &pspb.ShutdownRequest{}); return err }, allowed},
+		{"scheduler pushes", func() error { _, err := sched.Push(ctx, &pspb.PSRequest{}); return err }, denied},
+		{"operator pulls", func() error { _, err := op.Pull(ctx, &pspb.PSRequest{}); return err }, denied},
 		{"worker-0 exchange as 0 then as 1", func() error {
 			s, err := w0.Exchange(ctx)
 			if err != nil {
 				return err
 			}
 			for _, w := range []int32{0, 1} {
-				if err := s.Send(&kelpiepb.PSRequest{Id: uint64(w), Worker: w}); err != nil {
+				if err := s.Send(&pspb.PSRequest{Id: uint64(w), Worker: w}); err != nil {
 					return err
 				}
 				if _, err = s.Recv(); err != nil {
@@ -268,7 +268,7 @@ func TestServerGuard(t *testing.T) {
 	}
 	// A flood of the same refusal is counted, not reported again.
 	for range 100 {
-		if _, err := w0.SetSync(ctx, &kelpiepb.SyncSettings{}); code(err) != codes.PermissionDenied {
+		if _, err := w0.SetSync(ctx, &pspb.SyncSettings{}); code(err) != codes.PermissionDenied {
 			t.Fatal(err)
 		}
 	}
@@ -278,7 +278,7 @@ func TestServerGuard(t *testing.T) {
 	// A worker refuses a server of another job.
 	self2 := creds(identity.Node("b", "worker-0"))
 	wrong := dial(self2.DialOption(identity.ServerOf("b")))
-	if _, err := wrong.Stats(ctx, &kelpiepb.StatsRequest{}); code(err) != codes.Unavailable {
+	if _, err := wrong.Stats(ctx, &pspb.StatsRequest{}); code(err) != codes.Unavailable {
 		t.Errorf("worker of b accepted a server of a: %v", err)
 	}
 }

@@ -8,7 +8,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/timelinepb"
 )
 
 // Applied is an applied action to judge.
@@ -49,7 +49,7 @@ const MissFraction = 0.5
 // while the after-window is not over yet, unless final (the job has ended:
 // what there is is measured), and nil when there is nothing to compare
 // (no frame before the action, or none after it).
-func Realize(frames []*kelpiepb.TimelineFrame, a Applied, now time.Time, final bool) *kelpiepb.Realized {
+func Realize(frames []*timelinepb.TimelineFrame, a Applied, now time.Time, final bool) *timelinepb.Realized {
 	if a.Window <= 0 {
 		return nil
 	}
@@ -83,7 +83,7 @@ func Realize(frames []*kelpiepb.TimelineFrame, a Applied, now time.Time, final b
 	if len(after) == 0 {
 		return nil
 	}
-	r := &kelpiepb.Realized{
+	r := &timelinepb.Realized{
 		WindowS:             a.Window.Seconds(),
 		BptBeforeS:          bptBefore(before, a),
 		BptAfterS:           meanBPT(after, a.Targets),
@@ -107,7 +107,7 @@ func Realize(frames []*kelpiepb.TimelineFrame, a Applied, now time.Time, final b
 
 // bptBefore is the targets' mean BPT over the before-window, else the
 // one the policy measured (a.BPTBefore), else NaN.
-func bptBefore(before []*kelpiepb.TimelineFrame, a Applied) float64 {
+func bptBefore(before []*timelinepb.TimelineFrame, a Applied) float64 {
 	if b := meanBPT(before, a.Targets); !math.IsNaN(b) || !(a.BPTBefore > 0) {
 		return b
 	}
@@ -116,8 +116,8 @@ func bptBefore(before []*kelpiepb.TimelineFrame, a Applied) float64 {
 
 // window returns the frames that lie within (from, to]: those ending after
 // from and starting before to.
-func window(frames []*kelpiepb.TimelineFrame, from, to time.Time) []*kelpiepb.TimelineFrame {
-	var out []*kelpiepb.TimelineFrame
+func window(frames []*timelinepb.TimelineFrame, from, to time.Time) []*timelinepb.TimelineFrame {
+	var out []*timelinepb.TimelineFrame
 	for _, f := range frames {
 		if f.GetTime().AsTime().After(from) && f.Start().Before(to) {
 			out = append(out, f)
@@ -128,7 +128,7 @@ func window(frames []*kelpiepb.TimelineFrame, from, to time.Time) []*kelpiepb.Ti
 
 // reported says whether every target (every worker, when there are none)
 // has a value in f.
-func reported(f *kelpiepb.TimelineFrame, targets []string) bool {
+func reported(f *timelinepb.TimelineFrame, targets []string) bool {
 	seen := 0
 	for _, n := range f.GetNodes() {
 		if !watched(n, targets) {
@@ -142,7 +142,7 @@ func reported(f *kelpiepb.TimelineFrame, targets []string) bool {
 	return seen > 0 && (len(targets) == 0 || seen == len(targets))
 }
 
-func watched(n *kelpiepb.TimelineNode, targets []string) bool {
+func watched(n *timelinepb.TimelineNode, targets []string) bool {
 	if len(targets) == 0 {
 		return n.GetRole() == "worker"
 	}
@@ -151,7 +151,7 @@ func watched(n *kelpiepb.TimelineNode, targets []string) bool {
 
 // meanBPT is the span-weighted mean of the watched nodes' values (their
 // mean BPT per frame, averaged over the nodes); NaN when none reported.
-func meanBPT(frames []*kelpiepb.TimelineFrame, targets []string) float64 {
+func meanBPT(frames []*timelinepb.TimelineFrame, targets []string) float64 {
 	var sum, w float64
 	for _, f := range frames {
 		var s float64
@@ -176,7 +176,7 @@ func meanBPT(frames []*kelpiepb.TimelineFrame, targets []string) float64 {
 // meanThroughput is the span-weighted mean of the samples the job trained
 // per second over the frames (the Monitor's throughput for frames recorded
 // without it).
-func meanThroughput(frames []*kelpiepb.TimelineFrame) float64 {
+func meanThroughput(frames []*timelinepb.TimelineFrame) float64 {
 	var sum, w float64
 	for _, f := range frames {
 		x := f.GetSamplesPerS()
@@ -196,7 +196,7 @@ func meanThroughput(frames []*kelpiepb.TimelineFrame) float64 {
 // misses when it delivered less than MissFraction of the gain it
 // predicted — in throughput when the policy predicted one, else in the
 // targets' BPT.
-func judge(r *kelpiepb.Realized) {
+func judge(r *timelinepb.Realized) {
 	tb, ta, tp := r.GetThroughputBefore(), r.GetThroughputAfter(), r.GetPredictedThroughput()
 	bb, ba, bp := r.GetBptBeforeS(), r.GetBptAfterS(), r.GetPredictedBptS()
 	switch {

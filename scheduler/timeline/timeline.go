@@ -24,7 +24,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
+	"github.com/kelpie/kelpie/proto/timelinepb"
 )
 
 // Bounds of a recorder.
@@ -59,7 +60,7 @@ func Capacity(nodes, budget, maxFrames int) int {
 // Recorder keeps a job's frames, oldest first, within its capacity. It is
 // not safe for concurrent use: its job owns it.
 type Recorder struct {
-	frames []*kelpiepb.TimelineFrame
+	frames []*timelinepb.TimelineFrame
 	cap    int
 	// dirty is the first index whose frame changed since the last Flush
 	// (len(frames) when none did).
@@ -69,7 +70,7 @@ type Recorder struct {
 // NewRecorder returns a recorder that keeps at most capacity frames
 // (MinFrames if less), starting from frames already recorded (restored
 // from the store; they are not copied and must not be changed after).
-func NewRecorder(capacity int, restored []*kelpiepb.TimelineFrame) *Recorder {
+func NewRecorder(capacity int, restored []*timelinepb.TimelineFrame) *Recorder {
 	r := &Recorder{cap: max(capacity, MinFrames), frames: restored}
 	r.dirty = len(r.frames)
 	for len(r.frames) > r.cap {
@@ -83,12 +84,12 @@ func (r *Recorder) Len() int { return len(r.frames) }
 
 // Frames returns the frames, oldest first. The slice is a copy; the frames
 // are shared and never changed once recorded (a merge makes a new one).
-func (r *Recorder) Frames() []*kelpiepb.TimelineFrame {
-	return append([]*kelpiepb.TimelineFrame(nil), r.frames...)
+func (r *Recorder) Frames() []*timelinepb.TimelineFrame {
+	return append([]*timelinepb.TimelineFrame(nil), r.frames...)
 }
 
 // Last is the most recent frame, or nil.
-func (r *Recorder) Last() *kelpiepb.TimelineFrame {
+func (r *Recorder) Last() *timelinepb.TimelineFrame {
 	if len(r.frames) == 0 {
 		return nil
 	}
@@ -98,7 +99,7 @@ func (r *Recorder) Last() *kelpiepb.TimelineFrame {
 // Add records f, which must end after the last frame (a frame that does not
 // is dropped: time runs one way). When the recorder is full, the older half
 // is merged pairwise first.
-func (r *Recorder) Add(f *kelpiepb.TimelineFrame) bool {
+func (r *Recorder) Add(f *timelinepb.TimelineFrame) bool {
 	if last := r.Last(); last != nil && !f.GetTime().AsTime().After(last.GetTime().AsTime()) {
 		return false
 	}
@@ -113,7 +114,7 @@ func (r *Recorder) Add(f *kelpiepb.TimelineFrame) bool {
 func (r *Recorder) compact() {
 	half := len(r.frames) / 2
 	half -= half % 2
-	out := make([]*kelpiepb.TimelineFrame, 0, half/2+len(r.frames)-half)
+	out := make([]*timelinepb.TimelineFrame, 0, half/2+len(r.frames)-half)
 	for i := 0; i < half; i += 2 {
 		out = append(out, Merge(r.frames[i], r.frames[i+1]))
 	}
@@ -125,9 +126,9 @@ func (r *Recorder) compact() {
 // Flush returns what changed since the last Flush: the frames from index
 // from on must be (re)written, and the timeline now has Len() frames (any
 // stored beyond that are gone).
-func (r *Recorder) Flush() (from int, frames []*kelpiepb.TimelineFrame) {
+func (r *Recorder) Flush() (from int, frames []*timelinepb.TimelineFrame) {
 	from = min(r.dirty, len(r.frames))
-	frames = append([]*kelpiepb.TimelineFrame(nil), r.frames[from:]...)
+	frames = append([]*timelinepb.TimelineFrame(nil), r.frames[from:]...)
 	r.dirty = len(r.frames)
 	return from, frames
 }
@@ -137,7 +138,7 @@ func (r *Recorder) Flush() (from int, frames []*kelpiepb.TimelineFrame) {
 // node's value averaged over the span, each node's heat the maximum (so a
 // straggler's hot bucket never fades out of a downsampled heatmap). A node
 // only in a keeps a's figures.
-func Merge(a, b *kelpiepb.TimelineFrame) *kelpiepb.TimelineFrame {
+func Merge(a, b *timelinepb.TimelineFrame) *timelinepb.TimelineFrame {
 	wa, wb := a.GetSpanSeconds(), b.GetSpanSeconds()
 	out := proto.CloneOf(b)
 	out.SpanSeconds = wa + wb
@@ -146,7 +147,7 @@ func Merge(a, b *kelpiepb.TimelineFrame) *kelpiepb.TimelineFrame {
 	if out.Loss == nil && a.Loss != nil {
 		out.Loss = proto.Float64(a.GetLoss())
 	}
-	prev := make(map[string]*kelpiepb.TimelineNode, len(a.GetNodes()))
+	prev := make(map[string]*timelinepb.TimelineNode, len(a.GetNodes()))
 	for _, n := range a.GetNodes() {
 		prev[n.GetName()] = n
 	}
@@ -186,8 +187,8 @@ func weighted(x, wx, y, wy float64) float64 {
 // that ends at end and spans span: the job's and nodes' figures from the
 // view, each node's heat and value from the view's heatmap column and chart
 // point col (negative: the last).
-func FrameOf(v *kelpiepb.JobView, col int, end time.Time, span time.Duration) *kelpiepb.TimelineFrame {
-	f := &kelpiepb.TimelineFrame{
+func FrameOf(v *consolepb.JobView, col int, end time.Time, span time.Duration) *timelinepb.TimelineFrame {
+	f := &timelinepb.TimelineFrame{
 		Time:        timestamppb.New(end),
 		SpanSeconds: span.Seconds(),
 		State:       v.GetState(),
@@ -223,9 +224,9 @@ func FrameOf(v *kelpiepb.JobView, col int, end time.Time, span time.Duration) *k
 			value[nodeOfSeries(s.GetName())] = s.GetValues()[i]
 		}
 	}
-	f.Nodes = make([]*kelpiepb.TimelineNode, 0, len(v.GetNodes()))
+	f.Nodes = make([]*timelinepb.TimelineNode, 0, len(v.GetNodes()))
 	for _, n := range v.GetNodes() {
-		tn := &kelpiepb.TimelineNode{
+		tn := &timelinepb.TimelineNode{
 			Name: n.GetName(), Role: n.GetRole(), State: n.GetState(), Iteration: n.GetIteration(),
 			BatchSize: n.GetBatchSize(), Accumulation: n.GetAccumulation(), Restarts: n.GetRestarts(),
 			BptShortS: n.GetBptShortS(), BptLongS: n.GetBptLongS(), Throughput: n.GetThroughput(),

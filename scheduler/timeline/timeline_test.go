@@ -9,22 +9,23 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
+	"github.com/kelpie/kelpie/proto/timelinepb"
 )
 
 var t0 = time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 
 // frame makes a one-second frame ending at t0+sec with the job's
 // throughput and each worker's BPT (seconds; NaN: no report).
-func frame(sec int, throughput float64, bpt map[string]float64) *kelpiepb.TimelineFrame {
-	f := &kelpiepb.TimelineFrame{Time: timestamppb.New(t0.Add(time.Duration(sec) * time.Second)), SpanSeconds: 1,
+func frame(sec int, throughput float64, bpt map[string]float64) *timelinepb.TimelineFrame {
+	f := &timelinepb.TimelineFrame{Time: timestamppb.New(t0.Add(time.Duration(sec) * time.Second)), SpanSeconds: 1,
 		State: "running", Iteration: int64(sec), Throughput: throughput}
 	for _, name := range []string{"worker-0", "worker-1", "worker-2", "worker-3"} {
 		x, ok := bpt[name]
 		if !ok {
 			continue
 		}
-		n := &kelpiepb.TimelineNode{Name: name, Role: "worker"}
+		n := &timelinepb.TimelineNode{Name: name, Role: "worker"}
 		if !math.IsNaN(x) {
 			n.Value, n.Heat = proto.Float64(x), float32(x*100)
 		}
@@ -109,7 +110,7 @@ func TestMerge(t *testing.T) {
 	if m.Loss == nil || m.GetLoss() != 2 {
 		t.Errorf("loss %v, want a's 2 (b had none)", m.Loss)
 	}
-	byName := map[string]*kelpiepb.TimelineNode{}
+	byName := map[string]*timelinepb.TimelineNode{}
 	for _, n := range m.GetNodes() {
 		byName[n.GetName()] = n
 	}
@@ -150,7 +151,7 @@ func TestFlush(t *testing.T) {
 		t.Fatalf("idle flush = %d, %d frames; want %d, 0", from, len(fs), r.Len())
 	}
 	// A recorder restored over more frames than it may keep compacts them.
-	big := make([]*kelpiepb.TimelineFrame, 3*MinFrames)
+	big := make([]*timelinepb.TimelineFrame, 3*MinFrames)
 	for i := range big {
 		big[i] = frame(i+1, 1, nil)
 	}
@@ -160,27 +161,27 @@ func TestFlush(t *testing.T) {
 }
 
 func TestAt(t *testing.T) {
-	fs := []*kelpiepb.TimelineFrame{frame(1, 0, nil), frame(2, 0, nil), frame(4, 0, nil)}
+	fs := []*timelinepb.TimelineFrame{frame(1, 0, nil), frame(2, 0, nil), frame(4, 0, nil)}
 	for _, c := range []struct {
 		sec  float64
 		want int
 	}{{-5, 0}, {0.5, 0}, {1, 0}, {1.5, 1}, {3, 2}, {4, 2}, {9, 2}} {
-		if got := kelpiepb.FrameAt(fs, t0.Add(time.Duration(c.sec*float64(time.Second)))); got != c.want {
+		if got := timelinepb.FrameAt(fs, t0.Add(time.Duration(c.sec*float64(time.Second)))); got != c.want {
 			t.Errorf("At(%vs) = %d, want %d", c.sec, got, c.want)
 		}
 	}
-	if kelpiepb.FrameAt(nil, t0) != -1 {
+	if timelinepb.FrameAt(nil, t0) != -1 {
 		t.Error("At(no frames) != -1")
 	}
 }
 
 func TestFrameOf(t *testing.T) {
-	v := &kelpiepb.JobView{State: "running", Iteration: 40, Throughput: 900, ShardsDone: 3, Loss: math.NaN(),
-		Monitor: &kelpiepb.MonitorView{MeanBptS: 0.01, Superior: []string{"server-0"}},
-		Nodes: []*kelpiepb.NodeView{{Name: "server-0", Role: "server", Speed: 5e6, Blocks: 3},
+	v := &consolepb.JobView{State: "running", Iteration: 40, Throughput: 900, ShardsDone: 3, Loss: math.NaN(),
+		Monitor: &consolepb.MonitorView{MeanBptS: 0.01, Superior: []string{"server-0"}},
+		Nodes: []*consolepb.NodeView{{Name: "server-0", Role: "server", Speed: 5e6, Blocks: 3},
 			{Name: "worker-0", Role: "worker", BatchSize: 16, Class: "transient"}},
-		Heatmap: &kelpiepb.Heatmap{Rows: []*kelpiepb.HeatmapRow{{Node: "worker-0", Cells: []float32{1, 2.5}}}},
-		Charts:  []*kelpiepb.Series{{Name: "bpt/worker-0", Values: []float64{0.01, 0.025}}, {Name: "speed/server-0", Values: []float64{4e6, 0}}},
+		Heatmap: &consolepb.Heatmap{Rows: []*consolepb.HeatmapRow{{Node: "worker-0", Cells: []float32{1, 2.5}}}},
+		Charts:  []*consolepb.Series{{Name: "bpt/worker-0", Values: []float64{0.01, 0.025}}, {Name: "speed/server-0", Values: []float64{4e6, 0}}},
 	}
 	f := FrameOf(v, -1, t0, time.Second)
 	if f.Loss == nil || !math.IsNaN(f.GetLoss()) {
@@ -209,8 +210,8 @@ func TestFrameOf(t *testing.T) {
 // straggler is the demo of issue 16: worker-2 slowed by a fixed delay per
 // iteration (28 ms whatever its batch), the others at 2 ms; throughput
 // 17.4k/s before.
-func straggler(from, to int, throughput, slow float64) []*kelpiepb.TimelineFrame {
-	var fs []*kelpiepb.TimelineFrame
+func straggler(from, to int, throughput, slow float64) []*timelinepb.TimelineFrame {
+	var fs []*timelinepb.TimelineFrame
 	for s := from; s <= to; s++ {
 		fs = append(fs, frame(s, throughput, map[string]float64{"worker-0": 0.002, "worker-1": 0.002, "worker-2": slow, "worker-3": 0.002}))
 	}
@@ -230,7 +231,7 @@ func TestRealize(t *testing.T) {
 	restarted := append(append(straggler(1, 10, 17_400, 0.028), gap...), straggler(13, 22, 40_000, 0.002)...)
 	for _, c := range []struct {
 		name    string
-		frames  []*kelpiepb.TimelineFrame
+		frames  []*timelinepb.TimelineFrame
 		a       Applied
 		final   bool
 		want    bool // measured

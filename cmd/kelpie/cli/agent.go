@@ -25,9 +25,9 @@ func agentCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch roleName {
 			case "server":
-				o.Role = kelpiepb.Role_ROLE_SERVER
+				o.Role = coordinatorpb.Role_ROLE_SERVER
 			case "worker":
-				o.Role = kelpiepb.Role_ROLE_WORKER
+				o.Role = coordinatorpb.Role_ROLE_WORKER
 			default:
 				return exitCode(2, fmt.Errorf("--role must be server or worker, not %q", roleName))
 			}

@@ -9,7 +9,7 @@ import (
 	"github.com/coder/websocket"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 )
 
 // okScheduler plays the console API: a welcome, then ok for every command.
@@ -22,7 +22,7 @@ func okScheduler(t *testing.T) *httptest.Server {
 		}
 		defer conn.CloseNow()
 		ctx := r.Context()
-		write := func(f *kelpiepb.ServerFrame) error {
+		write := func(f *consolepb.ServerFrame) error {
 			b, _ := protojson.Marshal(f)
 			return conn.Write(ctx, websocket.MessageText, b)
 		}
@@ -31,15 +31,15 @@ func okScheduler(t *testing.T) *httptest.Server {
 			if err != nil {
 				return
 			}
-			f := &kelpiepb.ClientFrame{}
+			f := &consolepb.ClientFrame{}
 			if protojson.Unmarshal(data, f) != nil {
 				return
 			}
 			switch f.Body.(type) {
-			case *kelpiepb.ClientFrame_Hello:
-				err = write(&kelpiepb.ServerFrame{Body: &kelpiepb.ServerFrame_Welcome{Welcome: &kelpiepb.Welcome{User: "olga", Role: "operator"}}})
-			case *kelpiepb.ClientFrame_Command:
-				err = write(&kelpiepb.ServerFrame{Body: &kelpiepb.ServerFrame_Result{Result: &kelpiepb.CommandResult{Id: f.Id, Ok: true}}})
+			case *consolepb.ClientFrame_Hello:
+				err = write(&consolepb.ServerFrame{Body: &consolepb.ServerFrame_Welcome{Welcome: &consolepb.Welcome{User: "olga", Role: "operator"}}})
+			case *consolepb.ClientFrame_Command:
+				err = write(&consolepb.ServerFrame{Body: &consolepb.ServerFrame_Result{Result: &consolepb.CommandResult{Id: f.Id, Ok: true}}})
 			}
 			if err != nil {
 				return

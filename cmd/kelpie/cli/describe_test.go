@@ -9,7 +9,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 )
 
 // TestDescribeJSON: `job describe --json` prints one object (not an array
@@ -61,9 +61,9 @@ func TestDescribeJSON(t *testing.T) {
 // messages, lists, map values); timestamps, 32-bit fields and doubles keep
 // protojson's forms.
 func TestProtoJSON(t *testing.T) {
-	v := &kelpiepb.JobView{Name: "x", Iteration: 1430, Workers: 3, Throughput: 2.5, Submitted: timestamppb.New(timestamppb.Now().AsTime()),
-		Nodes:   []*kelpiepb.NodeView{{Name: "worker-0", Iteration: 1400, Pid: 7}},
-		Actions: []*kelpiepb.Action{{Id: "a-1", AppliedIteration: 99, BatchSizes: map[string]int32{"worker-0": 16}}}}
+	v := &consolepb.JobView{Name: "x", Iteration: 1430, Workers: 3, Throughput: 2.5, Submitted: timestamppb.New(timestamppb.Now().AsTime()),
+		Nodes:   []*consolepb.NodeView{{Name: "worker-0", Iteration: 1400, Pid: 7}},
+		Actions: []*consolepb.Action{{Id: "a-1", AppliedIteration: 99, BatchSizes: map[string]int32{"worker-0": 16}}}}
 	b, err := protoJSON(v)
 	if err != nil {
 		t.Fatal(err)

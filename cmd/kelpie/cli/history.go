@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/timelinepb"
 	"github.com/kelpie/kelpie/scheduler/console/client"
 )
 
@@ -47,7 +47,7 @@ func historyCmd() *cobra.Command {
 }
 
 // printRecords writes one record per line.
-func printRecords(recs []*kelpiepb.HistoryRecord) error {
+func printRecords(recs []*timelinepb.HistoryRecord) error {
 	w := bufio.NewWriter(os.Stdout)
 	for _, r := range recs {
 		b, err := protoJSON(r) // one line, 64-bit integers as numbers (as job describe --json)
@@ -74,7 +74,7 @@ func printHistory(h *client.History) {
 	fmt.Fprintln(tw, "T\tSPAN\tSTATE\tITERATION\tSAMPLES/S\tLOSS\tSTRAGGLERS")
 	for _, r := range h.Records() {
 		switch k := r.Kind.(type) {
-		case *kelpiepb.HistoryRecord_Frame:
+		case *timelinepb.HistoryRecord_Frame:
 			f := k.Frame
 			var slow []string
 			for _, n := range f.GetNodes() {
@@ -94,7 +94,7 @@ func printHistory(h *client.History) {
 			}
 			fmt.Fprintf(tw, "%.0fs\t%.0fs\t%s\t%d\t%.0f\t%s\t%s\n", f.GetTime().AsTime().Sub(t0).Seconds(), f.GetSpanSeconds(),
 				f.GetState(), f.GetIteration(), rate, loss, strings.Join(slow, " "))
-		case *kelpiepb.HistoryRecord_Action:
+		case *timelinepb.HistoryRecord_Action:
 			a := k.Action
 			line := fmt.Sprintf("  ▸ %s %s %s (%s): %s", a.GetId(), a.GetKind(), a.GetTarget(), a.GetPolicy(), a.GetState())
 			if r := a.GetRealized(); r != nil {

@@ -21,7 +21,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/kelpie/kelpie/core/spec"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/runtime/torch"
 	"github.com/kelpie/kelpie/scheduler/console/client"
 )
@@ -65,10 +65,10 @@ func envOr(k, def string) string {
 
 // snapshot connects, subscribes to jobs (all when empty) and returns the
 // first snapshot.
-func (f *apiFlags) snapshot(jobs []string) ([]*kelpiepb.JobView, error) {
+func (f *apiFlags) snapshot(jobs []string) ([]*consolepb.JobView, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
-	got := make(chan *kelpiepb.Snapshot, 1)
+	got := make(chan *consolepb.Snapshot, 1)
 	c, err := f.dial(ctx, client.WithSubscription(jobs, 1, 60),
 		client.WithName("kelpie-job"), client.WithHandler(func(m any) {
 			if s, ok := m.(client.SnapshotMsg); ok {
@@ -94,7 +94,7 @@ func (f *apiFlags) snapshot(jobs []string) ([]*kelpiepb.JobView, error) {
 }
 
 // command sends one command and turns a refusal into an error.
-func (f *apiFlags) command(cmd *kelpiepb.Command) (*kelpiepb.CommandResult, error) {
+func (f *apiFlags) command(cmd *consolepb.Command) (*consolepb.CommandResult, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
 	c, err := f.dial(ctx, client.WithName("kelpie-job"))
@@ -155,7 +155,7 @@ func jobCmd() *cobra.Command {
 				}
 				src = s.YAML()
 			}
-			res, err := f.command(&kelpiepb.Command{Kind: &kelpiepb.Command_SubmitJob{SubmitJob: &kelpiepb.SubmitJob{SpecYaml: string(src)}}})
+			res, err := f.command(&consolepb.Command{Kind: &consolepb.Command_SubmitJob{SubmitJob: &consolepb.SubmitJob{SpecYaml: string(src)}}})
 			if err != nil {
 				err = submitError(args[0], len(src), err)
 				if res != nil && codes.Code(res.Code) == codes.InvalidArgument || errors.Is(err, errSpecTooLarge) {
@@ -219,7 +219,7 @@ func jobCmd() *cobra.Command {
 	var kf apiFlags
 	kill := &cobra.Command{Use: "kill NAME", Short: "stop a job", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, err := kf.command(&kelpiepb.Command{Kind: &kelpiepb.Command_KillJob{KillJob: &kelpiepb.KillJob{Job: args[0]}}})
+			_, err := kf.command(&consolepb.Command{Kind: &consolepb.Command_KillJob{KillJob: &consolepb.KillJob{Job: args[0]}}})
 			return err
 		}}
 	kf.add(kill, false)
@@ -234,7 +234,7 @@ func actCmds() []*cobra.Command {
 	var note string
 	approve := &cobra.Command{Use: "approve JOB ACTION", Short: "approve a proposed action", Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if _, err := af.command(&kelpiepb.Command{Kind: &kelpiepb.Command_Approve{Approve: &kelpiepb.DecideAction{Job: args[0], ActionId: args[1], Reason: note}}}); err != nil {
+			if _, err := af.command(&consolepb.Command{Kind: &consolepb.Command_Approve{Approve: &consolepb.DecideAction{Job: args[0], ActionId: args[1], Reason: note}}}); err != nil {
 				return err
 			}
 			fmt.Printf("approved %s of job %s: it is dispatched now\n", args[1], args[0])
@@ -244,7 +244,7 @@ func actCmds() []*cobra.Command {
 	approve.Flags().StringVar(&note, "note", "", "note for the audit log")
 	reject := &cobra.Command{Use: "reject JOB ACTION", Short: "reject a proposed action", Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if _, err := rf.command(&kelpiepb.Command{Kind: &kelpiepb.Command_Reject{Reject: &kelpiepb.DecideAction{Job: args[0], ActionId: args[1], Reason: note}}}); err != nil {
+			if _, err := rf.command(&consolepb.Command{Kind: &consolepb.Command_Reject{Reject: &consolepb.DecideAction{Job: args[0], ActionId: args[1], Reason: note}}}); err != nil {
 				return err
 			}
 			fmt.Printf("rejected %s of job %s\n", args[1], args[0])
@@ -258,7 +258,7 @@ func actCmds() []*cobra.Command {
 		Long:  "trigger asks the scheduler to carry out an action now, as an operator.\n\nKIND is one of:\n" + kindsHelp(),
 		Args:  cobra.RangeArgs(2, 3),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a := &kelpiepb.Action{Kind: strings.ToUpper(args[1]), SyncModel: syncModel}
+			a := &consolepb.Action{Kind: strings.ToUpper(args[1]), SyncModel: syncModel}
 			if len(args) == 3 {
 				a.Target = args[2]
 			}
@@ -280,7 +280,7 @@ func actCmds() []*cobra.Command {
 					a.Params[strings.TrimSpace(k)] = f
 				}
 			}
-			res, err := tf.command(&kelpiepb.Command{Kind: &kelpiepb.Command_Trigger{Trigger: &kelpiepb.TriggerAction{Job: args[0], Action: a}}})
+			res, err := tf.command(&consolepb.Command{Kind: &consolepb.Command_Trigger{Trigger: &consolepb.TriggerAction{Job: args[0], Action: a}}})
 			if err != nil {
 				return err
 			}
@@ -316,7 +316,7 @@ func intPairs(flag, s string) (map[string]int32, error) {
 }
 
 // printProtos prints the jobs as a JSON array (job list --json).
-func printProtos(jobs []*kelpiepb.JobView) error {
+func printProtos(jobs []*consolepb.JobView) error {
 	out := []json.RawMessage{}
 	for _, j := range jobs {
 		b, err := protoJSON(j)
@@ -396,7 +396,7 @@ func int64Numbers(md protoreflect.MessageDescriptor, v any) any {
 	return obj
 }
 
-func describeJob(j *kelpiepb.JobView) {
+func describeJob(j *consolepb.JobView) {
 	fmt.Printf("Job %s: %s (%s, %s)\n", j.Name, j.State, j.Model, j.Sync)
 	if j.Error != "" {
 		fmt.Printf("  error: %s\n", j.Error)
@@ -484,7 +484,7 @@ func withLimitErrors(f *apiFlags, file string, src []byte, err error) error {
 	if !errors.As(err, &local) {
 		return err
 	}
-	res, serr := f.command(&kelpiepb.Command{Kind: &kelpiepb.Command_SubmitJob{SubmitJob: &kelpiepb.SubmitJob{SpecYaml: string(src)}}})
+	res, serr := f.command(&consolepb.Command{Kind: &consolepb.Command_SubmitJob{SubmitJob: &consolepb.SubmitJob{SpecYaml: string(src)}}})
 	if serr == nil {
 		// Only a scheduler with another checker gets here.
 		return fmt.Errorf("%w\n%s: the scheduler accepted it nonetheless as job %s", err, file, res.Job)

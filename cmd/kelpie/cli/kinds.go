@@ -5,7 +5,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 )
 
 // kindArgs says what each action kind takes on the command line. The list
@@ -28,16 +28,16 @@ var kindArgs = map[string]string{
 // actionKinds lists the kinds the console API knows, in the registry's
 // order.
 func actionKinds() []string {
-	nums := make([]int, 0, len(kelpiepb.ActionKind_name))
-	for n := range kelpiepb.ActionKind_name {
-		if n != int32(kelpiepb.ActionKind_ACTION_KIND_UNSPECIFIED) {
+	nums := make([]int, 0, len(consolepb.ActionKind_name))
+	for n := range consolepb.ActionKind_name {
+		if n != int32(consolepb.ActionKind_ACTION_KIND_UNSPECIFIED) {
 			nums = append(nums, int(n))
 		}
 	}
 	sort.Ints(nums)
 	out := make([]string, len(nums))
 	for i, n := range nums {
-		out[i] = strings.TrimPrefix(kelpiepb.ActionKind_name[int32(n)], "ACTION_KIND_")
+		out[i] = strings.TrimPrefix(consolepb.ActionKind_name[int32(n)], "ACTION_KIND_")
 	}
 	return out
 }

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 )
 
 // TestTriggerHelpListsEveryKind: `job trigger --help` names every action
@@ -17,7 +17,7 @@ func TestTriggerHelpListsEveryKind(t *testing.T) {
 		t.Fatal(err)
 	}
 	help := trigger.Long
-	for n, name := range kelpiepb.ActionKind_name {
+	for n, name := range consolepb.ActionKind_name {
 		if n == 0 {
 			continue
 		}

@@ -19,7 +19,7 @@ import (
 
 	"github.com/kelpie/kelpie/cmd/kelpie/internal/racks"
 	"github.com/kelpie/kelpie/core/spec"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/runtime/role"
 	"github.com/kelpie/kelpie/runtime/torch"
 	"github.com/kelpie/kelpie/scheduler/daemon"
@@ -133,7 +133,7 @@ final_loss and accuracy are null and whose "diverged" object names the node and 
 				close(consoleDone)
 				ticker := time.NewTicker(progressEvery)
 				defer ticker.Stop()
-				go progressLines(done, ticker.C, os.Stderr, func() *kelpiepb.JobView {
+				go progressLines(done, ticker.C, os.Stderr, func() *consolepb.JobView {
 					if v := d.Manager.View([]string{name}, 0); len(v) > 0 {
 						return v[0]
 					}
@@ -190,7 +190,7 @@ func terminal(f *os.File) bool {
 // progressLines writes one progress line to w at every tick until done is
 // closed: the job's state, iteration, loss and throughput as the console
 // shows them.
-func progressLines(done <-chan struct{}, tick <-chan time.Time, w io.Writer, view func() *kelpiepb.JobView) {
+func progressLines(done <-chan struct{}, tick <-chan time.Time, w io.Writer, view func() *consolepb.JobView) {
 	for {
 		select {
 		case <-done:
@@ -204,7 +204,7 @@ func progressLines(done <-chan struct{}, tick <-chan time.Time, w io.Writer, vie
 }
 
 // progressLine is one line of progress.
-func progressLine(v *kelpiepb.JobView) string {
+func progressLine(v *consolepb.JobView) string {
 	parts := []string{fmt.Sprintf("kelpie run: %s %s", v.GetName(), v.GetState())}
 	if v.GetIterations() > 0 {
 		parts = append(parts, fmt.Sprintf("iteration %d/%d", v.GetIteration(), v.GetIterations()))

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 )
 
 // TestHeadlessProgress: without a console, `kelpie run` writes a progress
@@ -20,9 +20,9 @@ func TestHeadlessProgress(t *testing.T) {
 	it := int64(0)
 	go func() {
 		defer close(finished)
-		progressLines(done, tick, &out, func() *kelpiepb.JobView {
+		progressLines(done, tick, &out, func() *consolepb.JobView {
 			it += 600
-			return &kelpiepb.JobView{Name: "mnist-mlp", State: "running", Iteration: it, Iterations: 9375, Loss: 0.41234, Throughput: 2130}
+			return &consolepb.JobView{Name: "mnist-mlp", State: "running", Iteration: it, Iterations: 9375, Loss: 0.41234, Throughput: 2130}
 		})
 	}()
 	tick <- time.Time{}

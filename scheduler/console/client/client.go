@@ -46,7 +46,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 )
 
 // Path is where the scheduler serves the console API.
@@ -90,19 +90,19 @@ type StatusMsg struct {
 }
 
 // WelcomeMsg is the server's Welcome, once per connection.
-type WelcomeMsg struct{ Welcome *kelpiepb.Welcome }
+type WelcomeMsg struct{ Welcome *consolepb.Welcome }
 
 // SnapshotMsg is a Snapshot and the subscription scope it answers (empty: every job).
 type SnapshotMsg struct {
 	Scope    []string
-	Snapshot *kelpiepb.Snapshot
+	Snapshot *consolepb.Snapshot
 	Seq      uint64
 	Time     time.Time
 }
 
 // DeltaMsg is one Delta, or several merged while the UI was busy.
 type DeltaMsg struct {
-	Delta *kelpiepb.Delta
+	Delta *consolepb.Delta
 	Seq   uint64
 	Time  time.Time
 }
@@ -136,7 +136,7 @@ type config struct {
 	readLimit    int64
 	helloTimeout time.Duration
 	tls          *tls.Config // WithTLS: connect with wss://
-	window       *kelpiepb.ViewWindow
+	window       *consolepb.ViewWindow
 }
 
 // WithHandler sets where frames and status reports go (required for a UI; nil drops them).
@@ -154,8 +154,8 @@ func WithSubscription(jobs []string, maxRateHz float64, heatmapColumns int32) Op
 }
 
 // WithWindow trims the subscription's detail views to what the client shows (see
-// kelpiepb.ViewWindow); SetWindow changes it later.
-func WithWindow(w *kelpiepb.ViewWindow) Option { return func(c *config) { c.window = w } }
+// consolepb.ViewWindow); SetWindow changes it later.
+func WithWindow(w *consolepb.ViewWindow) Option { return func(c *config) { c.window = w } }
 
 // WithBackoff sets the first and the longest wait between attempts (default 500ms and 10s).
 func WithBackoff(min, max time.Duration) Option {
@@ -186,9 +186,9 @@ type Client struct {
 
 	mu      sync.Mutex
 	conn    *websocket.Conn
-	waiters map[string]chan *kelpiepb.CommandResult
+	waiters map[string]chan *consolepb.CommandResult
 	scopes  [][]string // subscriptions sent on this connection and not yet answered by a snapshot
-	sub     *kelpiepb.Subscribe
+	sub     *consolepb.Subscribe
 	nextID  uint64
 	status  StatusMsg
 	changed chan struct{} // closed and replaced on every status change
@@ -199,7 +199,7 @@ type Client struct {
 	// held is the job views as of the last frame (dispatch's goroutine
 	// only): the server's JobPatches apply to them, and handlers get whole
 	// views.
-	held map[string]*kelpiepb.JobView
+	held map[string]*consolepb.JobView
 
 	out *outbox
 }
@@ -235,9 +235,9 @@ func Dial(ctx context.Context, addr, token string, opts ...Option) (*Client, err
 	}
 	c := &Client{
 		url: u, token: token, cfg: cfg,
-		waiters:    map[string]chan *kelpiepb.CommandResult{},
-		sub:        &kelpiepb.Subscribe{Jobs: cfg.jobs, MaxRateHz: cfg.rateHz, HeatmapColumns: cfg.columns, Window: cfg.window, Patches: true},
-		held:       map[string]*kelpiepb.JobView{},
+		waiters:    map[string]chan *consolepb.CommandResult{},
+		sub:        &consolepb.Subscribe{Jobs: cfg.jobs, MaxRateHz: cfg.rateHz, HeatmapColumns: cfg.columns, Window: cfg.window, Patches: true},
+		held:       map[string]*consolepb.JobView{},
 		changed:    make(chan struct{}),
 		status:     StatusMsg{State: Connecting, Addr: addr},
 		subscribed: cfg.subscribe,
@@ -334,9 +334,9 @@ func (c *Client) frameID(prefix string) string {
 
 // Send sends cmd and waits for its CommandResult. A refused or failed command is a result with
 // Ok false and the server's reason in Error, not an error; errors are about the transport.
-func (c *Client) Send(ctx context.Context, cmd *kelpiepb.Command) (*kelpiepb.CommandResult, error) {
+func (c *Client) Send(ctx context.Context, cmd *consolepb.Command) (*consolepb.CommandResult, error) {
 	id := c.frameID("c")
-	ch := make(chan *kelpiepb.CommandResult, 1)
+	ch := make(chan *consolepb.CommandResult, 1)
 	c.mu.Lock()
 	conn := c.conn
 	if conn == nil {
@@ -350,7 +350,7 @@ func (c *Client) Send(ctx context.Context, cmd *kelpiepb.Command) (*kelpiepb.Com
 		delete(c.waiters, id)
 		c.mu.Unlock()
 	}
-	if err := write(ctx, conn, &kelpiepb.ClientFrame{Id: id, Body: &kelpiepb.ClientFrame_Command{Command: cmd}}); err != nil {
+	if err := write(ctx, conn, &consolepb.ClientFrame{Id: id, Body: &consolepb.ClientFrame_Command{Command: cmd}}); err != nil {
 		drop()
 		return nil, fmt.Errorf("client: send command: %v", err)
 	}
@@ -389,17 +389,17 @@ func (c *Client) Subscribe(ctx context.Context, jobs []string) error {
 
 // SetRate changes the most deltas per second the server sends (re-sending the subscription).
 func (c *Client) SetRate(ctx context.Context, hz float64) error {
-	return c.resubscribe(ctx, func(sub *kelpiepb.Subscribe) { sub.MaxRateHz = hz })
+	return c.resubscribe(ctx, func(sub *consolepb.Subscribe) { sub.MaxRateHz = hz })
 }
 
 // SetWindow changes what of each detail view the server sends (re-sending the subscription; the
 // server answers with a snapshot). Nil: whole views.
-func (c *Client) SetWindow(ctx context.Context, w *kelpiepb.ViewWindow) error {
-	return c.resubscribe(ctx, func(sub *kelpiepb.Subscribe) { sub.Window = w })
+func (c *Client) SetWindow(ctx context.Context, w *consolepb.ViewWindow) error {
+	return c.resubscribe(ctx, func(sub *consolepb.Subscribe) { sub.Window = w })
 }
 
 // resubscribe changes a copy of the subscription and sends it when the client is subscribed.
-func (c *Client) resubscribe(ctx context.Context, change func(*kelpiepb.Subscribe)) error {
+func (c *Client) resubscribe(ctx context.Context, change func(*consolepb.Subscribe)) error {
 	c.subMu.Lock()
 	defer c.subMu.Unlock()
 	c.mu.Lock()
@@ -416,18 +416,18 @@ func (c *Client) resubscribe(ctx context.Context, change func(*kelpiepb.Subscrib
 }
 
 // sendSubscribe must be called with subMu held, so the scope queue matches the wire order.
-func (c *Client) sendSubscribe(ctx context.Context, conn *websocket.Conn, sub *kelpiepb.Subscribe) error {
+func (c *Client) sendSubscribe(ctx context.Context, conn *websocket.Conn, sub *consolepb.Subscribe) error {
 	c.mu.Lock()
 	c.scopes = append(c.scopes, sub.Jobs)
 	c.mu.Unlock()
 	id := c.frameID("s")
-	if err := write(ctx, conn, &kelpiepb.ClientFrame{Id: id, Body: &kelpiepb.ClientFrame_Subscribe{Subscribe: sub}}); err != nil {
+	if err := write(ctx, conn, &consolepb.ClientFrame{Id: id, Body: &consolepb.ClientFrame_Subscribe{Subscribe: sub}}); err != nil {
 		return fmt.Errorf("client: subscribe: %v", err)
 	}
 	return nil
 }
 
-func write(ctx context.Context, conn *websocket.Conn, f *kelpiepb.ClientFrame) error {
+func write(ctx context.Context, conn *websocket.Conn, f *consolepb.ClientFrame) error {
 	b, err := protojson.Marshal(f)
 	if err != nil {
 		return err
@@ -498,8 +498,8 @@ func (c *Client) session(addr string) (welcomed bool, err error) {
 	conn.SetReadLimit(c.cfg.readLimit)
 
 	helloID := c.frameID("h")
-	if err := write(ctx, conn, &kelpiepb.ClientFrame{Id: helloID, Body: &kelpiepb.ClientFrame_Hello{
-		Hello: &kelpiepb.Hello{Token: c.token, Client: c.cfg.name}}}); err != nil {
+	if err := write(ctx, conn, &consolepb.ClientFrame{Id: helloID, Body: &consolepb.ClientFrame_Hello{
+		Hello: &consolepb.Hello{Token: c.token, Client: c.cfg.name}}}); err != nil {
 		return false, fmt.Errorf("hello: %v", err)
 	}
 	hctx, hcancel := context.WithTimeout(ctx, c.cfg.helloTimeout)
@@ -509,9 +509,9 @@ func (c *Client) session(addr string) (welcomed bool, err error) {
 		return false, closeReason(err, "waiting for welcome", true)
 	}
 	switch b := f.Body.(type) {
-	case *kelpiepb.ServerFrame_Welcome:
+	case *consolepb.ServerFrame_Welcome:
 		c.out.push(WelcomeMsg{Welcome: b.Welcome})
-	case *kelpiepb.ServerFrame_Result:
+	case *consolepb.ServerFrame_Result:
 		if !b.Result.Ok {
 			return false, errUnauthorized{msg: b.Result.Error}
 		}
@@ -579,10 +579,10 @@ func (c *Client) pinger(ctx context.Context, conn *websocket.Conn) {
 	}
 }
 
-func (c *Client) dispatch(f *kelpiepb.ServerFrame) {
+func (c *Client) dispatch(f *consolepb.ServerFrame) {
 	t := f.GetTime().AsTime()
 	switch b := f.Body.(type) {
-	case *kelpiepb.ServerFrame_Snapshot:
+	case *consolepb.ServerFrame_Snapshot:
 		c.mu.Lock()
 		var scope []string
 		if len(c.scopes) > 0 {
@@ -593,9 +593,9 @@ func (c *Client) dispatch(f *kelpiepb.ServerFrame) {
 		c.mu.Unlock()
 		c.holdSnapshot(scope, b.Snapshot)
 		c.out.push(SnapshotMsg{Scope: scope, Snapshot: b.Snapshot, Seq: f.Seq, Time: t})
-	case *kelpiepb.ServerFrame_Delta:
+	case *consolepb.ServerFrame_Delta:
 		c.out.push(DeltaMsg{Delta: c.holdDelta(b.Delta), Seq: f.Seq, Time: t})
-	case *kelpiepb.ServerFrame_Result:
+	case *consolepb.ServerFrame_Result:
 		c.mu.Lock()
 		ch, ok := c.waiters[b.Result.Id]
 		delete(c.waiters, b.Result.Id)
@@ -603,12 +603,12 @@ func (c *Client) dispatch(f *kelpiepb.ServerFrame) {
 		if ok {
 			ch <- b.Result
 		}
-	case *kelpiepb.ServerFrame_Welcome:
+	case *consolepb.ServerFrame_Welcome:
 		c.out.push(WelcomeMsg{Welcome: b.Welcome})
 	}
 }
 
-func readFrame(ctx context.Context, conn *websocket.Conn) (*kelpiepb.ServerFrame, error) {
+func readFrame(ctx context.Context, conn *websocket.Conn) (*consolepb.ServerFrame, error) {
 	typ, data, err := conn.Read(ctx)
 	if err != nil {
 		return nil, err
@@ -616,7 +616,7 @@ func readFrame(ctx context.Context, conn *websocket.Conn) (*kelpiepb.ServerFrame
 	if typ != websocket.MessageText {
 		return nil, fmt.Errorf("unexpected binary frame of %d bytes", len(data))
 	}
-	f := &kelpiepb.ServerFrame{}
+	f := &consolepb.ServerFrame{}
 	if err := unmarshal.Unmarshal(data, f); err != nil {
 		return nil, fmt.Errorf("bad frame: %v", err)
 	}
@@ -640,7 +640,7 @@ func closeReason(err error, what string, hello bool) error {
 }
 
 // holdSnapshot replaces the held views in scope (every job when it is empty) with the snapshot's.
-func (c *Client) holdSnapshot(scope []string, s *kelpiepb.Snapshot) {
+func (c *Client) holdSnapshot(scope []string, s *consolepb.Snapshot) {
 	if len(scope) == 0 {
 		clear(c.held)
 	}
@@ -655,7 +655,7 @@ func (c *Client) holdSnapshot(scope []string, s *kelpiepb.Snapshot) {
 // holdDelta applies a delta to the held views and returns it with every patched job whole in
 // Jobs (after the jobs that came whole), so handlers never see a patch they would have to apply.
 // A patch for a job not held (none should come) is dropped.
-func (c *Client) holdDelta(d *kelpiepb.Delta) *kelpiepb.Delta {
+func (c *Client) holdDelta(d *consolepb.Delta) *consolepb.Delta {
 	for _, name := range d.GetRemovedJobs() {
 		delete(c.held, name)
 	}
@@ -665,7 +665,7 @@ func (c *Client) holdDelta(d *kelpiepb.Delta) *kelpiepb.Delta {
 	if len(d.GetPatches()) == 0 {
 		return d
 	}
-	out := &kelpiepb.Delta{Jobs: append([]*kelpiepb.JobView(nil), d.GetJobs()...), RemovedJobs: d.GetRemovedJobs(),
+	out := &consolepb.Delta{Jobs: append([]*consolepb.JobView(nil), d.GetJobs()...), RemovedJobs: d.GetRemovedJobs(),
 		Events: d.GetEvents(), Patches: d.GetPatches()}
 	for _, p := range d.GetPatches() {
 		old, ok := c.held[p.GetName()]

@@ -15,28 +15,28 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 )
 
 // fakeScheduler plays the scheduler's side of console.proto.
 type fakeScheduler struct {
 	t     *testing.T
 	token string
-	jobs  []*kelpiepb.JobView
+	jobs  []*consolepb.JobView
 
 	mu       sync.Mutex
-	hellos   []*kelpiepb.Hello
-	subs     []*kelpiepb.Subscribe
-	commands []*kelpiepb.Command
+	hellos   []*consolepb.Hello
+	subs     []*consolepb.Subscribe
+	commands []*consolepb.Command
 	conn     *websocket.Conn
 	conns    chan *websocket.Conn
-	received chan *kelpiepb.Command
+	received chan *consolepb.Command
 	seq      uint64
 	refuse   bool // close with 1008 on hello, as the scheduler does for an unknown token
 }
 
 func newFakeScheduler(t *testing.T, token string) (*fakeScheduler, *httptest.Server) {
-	s := &fakeScheduler{t: t, token: token, conns: make(chan *websocket.Conn, 8), received: make(chan *kelpiepb.Command, 16), jobs: []*kelpiepb.JobView{
+	s := &fakeScheduler{t: t, token: token, conns: make(chan *websocket.Conn, 8), received: make(chan *consolepb.Command, 16), jobs: []*consolepb.JobView{
 		{Name: "mnist", State: "running", Workers: 4, Servers: 2},
 		{Name: "ctr", State: "pending"},
 	}}
@@ -45,7 +45,7 @@ func newFakeScheduler(t *testing.T, token string) (*fakeScheduler, *httptest.Ser
 	return s, srv
 }
 
-func (s *fakeScheduler) write(ctx context.Context, conn *websocket.Conn, f *kelpiepb.ServerFrame) error {
+func (s *fakeScheduler) write(ctx context.Context, conn *websocket.Conn, f *consolepb.ServerFrame) error {
 	s.mu.Lock()
 	s.seq++
 	f.Seq = s.seq
@@ -82,44 +82,44 @@ func (s *fakeScheduler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return
 		}
-		f := &kelpiepb.ClientFrame{}
+		f := &consolepb.ClientFrame{}
 		if err := protojson.Unmarshal(data, f); err != nil {
 			s.t.Errorf("server: bad client frame %s: %v", data, err)
 			return
 		}
-		var reply *kelpiepb.ServerFrame
+		var reply *consolepb.ServerFrame
 		s.mu.Lock()
 		switch b := f.Body.(type) {
-		case *kelpiepb.ClientFrame_Hello:
+		case *consolepb.ClientFrame_Hello:
 			s.hellos = append(s.hellos, b.Hello)
 			if s.refuse {
 				s.mu.Unlock()
 				conn.Close(websocket.StatusPolicyViolation, "kelpie: unknown token")
 				return
 			}
-			reply = &kelpiepb.ServerFrame{Body: &kelpiepb.ServerFrame_Welcome{Welcome: &kelpiepb.Welcome{
+			reply = &consolepb.ServerFrame{Body: &consolepb.ServerFrame_Welcome{Welcome: &consolepb.Welcome{
 				ApiVersion: "kelpie.v1", User: "alice", Role: "operator"}}}
-		case *kelpiepb.ClientFrame_Subscribe:
+		case *consolepb.ClientFrame_Subscribe:
 			s.subs = append(s.subs, b.Subscribe)
-			snap := &kelpiepb.Snapshot{}
+			snap := &consolepb.Snapshot{}
 			for _, j := range s.jobs {
 				if len(b.Subscribe.Jobs) == 0 || contains(b.Subscribe.Jobs, j.Name) {
 					snap.Jobs = append(snap.Jobs, j)
 				}
 			}
-			reply = &kelpiepb.ServerFrame{Body: &kelpiepb.ServerFrame_Snapshot{Snapshot: snap}}
-		case *kelpiepb.ClientFrame_Command:
+			reply = &consolepb.ServerFrame{Body: &consolepb.ServerFrame_Snapshot{Snapshot: snap}}
+		case *consolepb.ClientFrame_Command:
 			s.commands = append(s.commands, b.Command)
 			s.received <- b.Command
-			res := &kelpiepb.CommandResult{Id: f.Id, Ok: true}
+			res := &consolepb.CommandResult{Id: f.Id, Ok: true}
 			if a := b.Command.GetApprove(); a != nil && a.ActionId != "a-1" {
-				res = &kelpiepb.CommandResult{Id: f.Id, Error: "no pending action " + a.ActionId, Code: 5}
+				res = &consolepb.CommandResult{Id: f.Id, Error: "no pending action " + a.ActionId, Code: 5}
 			}
 			if b.Command.GetKillJob() != nil {
 				s.mu.Unlock()
 				continue // never answered: the test drops the connection while this waits
 			}
-			reply = &kelpiepb.ServerFrame{Body: &kelpiepb.ServerFrame_Result{Result: res}}
+			reply = &consolepb.ServerFrame{Body: &consolepb.ServerFrame_Result{Result: res}}
 		}
 		s.mu.Unlock()
 		if reply != nil {
@@ -250,11 +250,11 @@ func TestClientReconnects(t *testing.T) {
 	}
 
 	// A command gets the result with its own frame id, refused ones included.
-	res, err := c.Send(ctx, &kelpiepb.Command{Kind: &kelpiepb.Command_Approve{Approve: &kelpiepb.DecideAction{Job: "mnist", ActionId: "a-1"}}})
+	res, err := c.Send(ctx, &consolepb.Command{Kind: &consolepb.Command_Approve{Approve: &consolepb.DecideAction{Job: "mnist", ActionId: "a-1"}}})
 	if err != nil || !res.Ok {
 		t.Fatalf("Send(approve a-1) = %v, %v; want ok", res, err)
 	}
-	res, err = c.Send(ctx, &kelpiepb.Command{Kind: &kelpiepb.Command_Approve{Approve: &kelpiepb.DecideAction{Job: "mnist", ActionId: "a-9"}}})
+	res, err = c.Send(ctx, &consolepb.Command{Kind: &consolepb.Command_Approve{Approve: &consolepb.DecideAction{Job: "mnist", ActionId: "a-9"}}})
 	if err != nil || res.Ok || !strings.Contains(res.Error, "a-9") {
 		t.Fatalf("Send(approve a-9) = %v, %v; want refused with the reason", res, err)
 	}
@@ -272,7 +272,7 @@ func TestClientReconnects(t *testing.T) {
 	conn := <-sched.conns
 	errc := make(chan error, 1)
 	go func() {
-		_, err := c.Send(ctx, &kelpiepb.Command{Kind: &kelpiepb.Command_KillJob{KillJob: &kelpiepb.KillJob{Job: "mnist"}}})
+		_, err := c.Send(ctx, &consolepb.Command{Kind: &consolepb.Command_KillJob{KillJob: &consolepb.KillJob{Job: "mnist"}}})
 		errc <- err
 	}()
 	for cmd := range sched.received {
@@ -288,7 +288,7 @@ func TestClientReconnects(t *testing.T) {
 	if st.RetryIn != time.Second || !st.RetryAt.Equal(clk.Now().Add(time.Second)) || st.Err == nil {
 		t.Errorf("status after a drop = %+v; want a retry in 1s with the cause", st)
 	}
-	if _, err := c.Send(ctx, &kelpiepb.Command{}); !errors.Is(err, ErrNotConnected) {
+	if _, err := c.Send(ctx, &consolepb.Command{}); !errors.Is(err, ErrNotConnected) {
 		t.Errorf("Send while disconnected = %v; want ErrNotConnected", err)
 	}
 
@@ -393,7 +393,7 @@ func TestClientWithoutSubscription(t *testing.T) {
 	if err := c.WaitConnected(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := c.Send(context.Background(), &kelpiepb.Command{Kind: &kelpiepb.Command_Approve{Approve: &kelpiepb.DecideAction{ActionId: "a-1"}}}); err != nil || !res.Ok {
+	if res, err := c.Send(context.Background(), &consolepb.Command{Kind: &consolepb.Command_Approve{Approve: &consolepb.DecideAction{ActionId: "a-1"}}}); err != nil || !res.Ok {
 		t.Fatalf("Send = %v, %v", res, err)
 	}
 	sched.mu.Lock()
@@ -436,12 +436,12 @@ func TestURL(t *testing.T) {
 }
 
 func TestMergeDeltas(t *testing.T) {
-	j := func(name, state string) *kelpiepb.JobView { return &kelpiepb.JobView{Name: name, State: state} }
-	ev := func(m string) *kelpiepb.Event { return &kelpiepb.Event{Message: m} }
-	a := &kelpiepb.Delta{Jobs: []*kelpiepb.JobView{j("x", "running"), j("y", "running")}, RemovedJobs: []string{"z"}, Events: []*kelpiepb.Event{ev("1")}}
-	b := &kelpiepb.Delta{Jobs: []*kelpiepb.JobView{j("x", "completed"), j("z", "pending")}, RemovedJobs: []string{"y"}, Events: []*kelpiepb.Event{ev("2")}}
+	j := func(name, state string) *consolepb.JobView { return &consolepb.JobView{Name: name, State: state} }
+	ev := func(m string) *consolepb.Event { return &consolepb.Event{Message: m} }
+	a := &consolepb.Delta{Jobs: []*consolepb.JobView{j("x", "running"), j("y", "running")}, RemovedJobs: []string{"z"}, Events: []*consolepb.Event{ev("1")}}
+	b := &consolepb.Delta{Jobs: []*consolepb.JobView{j("x", "completed"), j("z", "pending")}, RemovedJobs: []string{"y"}, Events: []*consolepb.Event{ev("2")}}
 	got := MergeDeltas(a, b)
-	want := &kelpiepb.Delta{Jobs: []*kelpiepb.JobView{j("x", "completed"), j("z", "pending")}, RemovedJobs: []string{"y"}, Events: []*kelpiepb.Event{ev("1"), ev("2")}}
+	want := &consolepb.Delta{Jobs: []*consolepb.JobView{j("x", "completed"), j("z", "pending")}, RemovedJobs: []string{"y"}, Events: []*consolepb.Event{ev("1"), ev("2")}}
 	if !proto.Equal(got, want) {
 		t.Errorf("MergeDeltas(%v, %v) = %v; want %v", a, b, got, want)
 	}
@@ -466,7 +466,7 @@ func TestOutboxCoalesces(t *testing.T) {
 	o.push(StatusMsg{State: Connecting})
 	<-holding // the handler is stuck on the first message; the rest queue up behind it
 	for i := 0; i < 100; i++ {
-		o.push(DeltaMsg{Delta: &kelpiepb.Delta{Jobs: []*kelpiepb.JobView{{Name: "j", Iteration: int64(i)}}}, Seq: uint64(i)})
+		o.push(DeltaMsg{Delta: &consolepb.Delta{Jobs: []*consolepb.JobView{{Name: "j", Iteration: int64(i)}}}, Seq: uint64(i)})
 	}
 	o.push(StatusMsg{State: Disconnected})
 	o.push(StatusMsg{State: Connecting})

@@ -4,7 +4,7 @@ import (
 	"context"
 	"sync"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 )
 
 // outbox sits between the reader and the UI: push never blocks, and while the handler is busy
@@ -72,14 +72,14 @@ func (o *outbox) run(ctx context.Context, handler func(any)) {
 
 // MergeDeltas returns one delta equivalent to applying a then b: jobs by name with b's winning,
 // a job removed by b dropped, a job re-added by b no longer removed, events in order.
-func MergeDeltas(a, b *kelpiepb.Delta) *kelpiepb.Delta {
+func MergeDeltas(a, b *consolepb.Delta) *consolepb.Delta {
 	if a == nil {
 		return b
 	}
 	if b == nil {
 		return a
 	}
-	out := &kelpiepb.Delta{}
+	out := &consolepb.Delta{}
 	inB := map[string]bool{}
 	for _, j := range b.Jobs {
 		inB[j.GetName()] = true

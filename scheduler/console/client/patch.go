@@ -4,18 +4,18 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 )
 
 // ApplyPatch returns the job view that p makes of old, the view a client
 // held (a subscription with patches: Subscribe.patches). old is not
 // changed; the result shares what did not change with it and with p.
-func ApplyPatch(old *kelpiepb.JobView, p *kelpiepb.JobPatch) *kelpiepb.JobView {
+func ApplyPatch(old *consolepb.JobView, p *consolepb.JobPatch) *consolepb.JobView {
 	base := old
 	if p.GetFigures() != nil {
 		base = p.GetFigures()
 	}
-	out := &kelpiepb.JobView{}
+	out := &consolepb.JobView{}
 	dst := out.ProtoReflect()
 	base.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
 		switch fd.Name() {
@@ -41,11 +41,11 @@ func ApplyPatch(old *kelpiepb.JobView, p *kelpiepb.JobPatch) *kelpiepb.JobView {
 	return out
 }
 
-func patchNodes(old []*kelpiepb.NodeView, p *kelpiepb.JobPatch) []*kelpiepb.NodeView {
+func patchNodes(old []*consolepb.NodeView, p *consolepb.JobPatch) []*consolepb.NodeView {
 	if len(p.GetNodes()) == 0 && p.GetOrder() == nil {
 		return old
 	}
-	byName := make(map[string]*kelpiepb.NodeView, len(old)+len(p.GetNodes()))
+	byName := make(map[string]*consolepb.NodeView, len(old)+len(p.GetNodes()))
 	names := make([]string, len(old))
 	for i, n := range old {
 		byName[n.GetName()] = n
@@ -57,7 +57,7 @@ func patchNodes(old []*kelpiepb.NodeView, p *kelpiepb.JobPatch) []*kelpiepb.Node
 	if o := p.GetOrder(); o != nil {
 		names = o.GetNames()
 	}
-	out := make([]*kelpiepb.NodeView, 0, len(names))
+	out := make([]*consolepb.NodeView, 0, len(names))
 	for _, name := range names {
 		if n, ok := byName[name]; ok {
 			out = append(out, n)
@@ -66,7 +66,7 @@ func patchNodes(old []*kelpiepb.NodeView, p *kelpiepb.JobPatch) []*kelpiepb.Node
 	return out
 }
 
-func patchHeatmap(old *kelpiepb.Heatmap, p *kelpiepb.JobPatch) *kelpiepb.Heatmap {
+func patchHeatmap(old *consolepb.Heatmap, p *consolepb.JobPatch) *consolepb.Heatmap {
 	if h := p.GetHeatmap(); h != nil {
 		if len(h.GetRows()) == 0 && h.GetStart() == nil {
 			return nil
@@ -77,10 +77,10 @@ func patchHeatmap(old *kelpiepb.Heatmap, p *kelpiepb.JobPatch) *kelpiepb.Heatmap
 	if t == nil || old == nil {
 		return old
 	}
-	out := &kelpiepb.Heatmap{BucketSeconds: old.GetBucketSeconds(), Start: t.GetStart()}
+	out := &consolepb.Heatmap{BucketSeconds: old.GetBucketSeconds(), Start: t.GetStart()}
 	width, tail, shift := int(t.GetWidth()), int(t.GetTail()), int(t.GetShift())
 	for i, r := range old.GetRows() {
-		row := &kelpiepb.HeatmapRow{Node: r.GetNode(), Nodes: r.GetNodes(), Last: r.GetLast(), Cells: make([]float32, width)}
+		row := &consolepb.HeatmapRow{Node: r.GetNode(), Nodes: r.GetNodes(), Last: r.GetLast(), Cells: make([]float32, width)}
 		for c := 0; c < width-tail; c++ {
 			if c+shift < len(r.GetCells()) {
 				row.Cells[c] = r.GetCells()[c+shift]
@@ -94,11 +94,11 @@ func patchHeatmap(old *kelpiepb.Heatmap, p *kelpiepb.JobPatch) *kelpiepb.Heatmap
 	return out
 }
 
-func patchCharts(old []*kelpiepb.Series, p *kelpiepb.JobPatch) []*kelpiepb.Series {
+func patchCharts(old []*consolepb.Series, p *consolepb.JobPatch) []*consolepb.Series {
 	if p.GetChartNames() == nil && len(p.GetCharts()) == 0 && len(p.GetChartTails()) == 0 {
 		return old
 	}
-	byName := make(map[string]*kelpiepb.Series, len(old))
+	byName := make(map[string]*consolepb.Series, len(old))
 	names := make([]string, len(old))
 	for i, s := range old {
 		byName[s.GetName()] = s
@@ -126,7 +126,7 @@ func patchCharts(old []*kelpiepb.Series, p *kelpiepb.JobPatch) []*kelpiepb.Serie
 	if n := p.GetChartNames(); n != nil {
 		names = n.GetNames()
 	}
-	out := make([]*kelpiepb.Series, 0, len(names))
+	out := make([]*consolepb.Series, 0, len(names))
 	for _, name := range names {
 		if s, ok := byName[name]; ok {
 			out = append(out, s)

@@ -11,7 +11,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
+	"github.com/kelpie/kelpie/proto/timelinepb"
 )
 
 // SparklineLen is how many frames a replayed node's sparkline shows.
@@ -23,8 +24,8 @@ const SparklineLen = 30
 // and charts from the columns frames up to it, the actions as they stood
 // then. base is the job's view now (its name, model, spec, policies and
 // actions with their histories); it is not changed. Nil without frames.
-func ViewAt(base *kelpiepb.JobView, frames []*kelpiepb.TimelineFrame, t time.Time, columns int) *kelpiepb.JobView {
-	i := kelpiepb.FrameAt(frames, t)
+func ViewAt(base *consolepb.JobView, frames []*timelinepb.TimelineFrame, t time.Time, columns int) *consolepb.JobView {
+	i := timelinepb.FrameAt(frames, t)
 	if i < 0 {
 		return nil
 	}
@@ -61,7 +62,7 @@ func ViewAt(base *kelpiepb.JobView, frames []*kelpiepb.TimelineFrame, t time.Tim
 	if m := base.GetMonitor(); m != nil || f.GetMeanBptS() != 0 {
 		v.Monitor = proto.CloneOf(m)
 		if v.Monitor == nil {
-			v.Monitor = &kelpiepb.MonitorView{}
+			v.Monitor = &consolepb.MonitorView{}
 		}
 		v.Monitor.MeanBptS, v.Monitor.SpeedVariance, v.Monitor.Superior = f.GetMeanBptS(), f.GetSpeedVariance(), f.GetSuperior()
 	}
@@ -71,20 +72,20 @@ func ViewAt(base *kelpiepb.JobView, frames []*kelpiepb.TimelineFrame, t time.Tim
 	first := max(i-columns+1, 0)
 	cols := frames[first : i+1]
 	spark := frames[max(i-SparklineLen+1, 0) : i+1]
-	v.Heatmap = &kelpiepb.Heatmap{BucketSeconds: f.GetSpanSeconds(), Start: timestamppb.New(cols[0].Start())}
+	v.Heatmap = &consolepb.Heatmap{BucketSeconds: f.GetSpanSeconds(), Start: timestamppb.New(cols[0].Start())}
 	for _, n := range f.GetNodes() {
 		state := n.GetState()
 		if s, ok := final[n.GetName()]; ok {
 			state = s
 		}
-		nv := &kelpiepb.NodeView{Name: n.GetName(), Role: n.GetRole(), State: state, Iteration: n.GetIteration(),
+		nv := &consolepb.NodeView{Name: n.GetName(), Role: n.GetRole(), State: state, Iteration: n.GetIteration(),
 			BatchSize: n.GetBatchSize(), Accumulation: n.GetAccumulation(), Restarts: n.GetRestarts(),
 			BptShortS: n.GetBptShortS(), BptLongS: n.GetBptLongS(), Throughput: n.GetThroughput(), Class: n.GetClass(),
 			Superior: n.GetSuperior(), Speed: n.GetSpeed(), Blocks: n.GetBlocks(), Ratio: float64(n.GetHeat()),
 			Sparkline: values(spark, n.GetName())}
 		v.Nodes = append(v.Nodes, nv)
-		row := &kelpiepb.HeatmapRow{Node: n.GetName(), Cells: make([]float32, len(cols))}
-		ser := &kelpiepb.Series{Name: "bpt/" + n.GetName(), Unit: "s", IntervalSeconds: f.GetSpanSeconds(), Values: values(cols, n.GetName())}
+		row := &consolepb.HeatmapRow{Node: n.GetName(), Cells: make([]float32, len(cols))}
+		ser := &consolepb.Series{Name: "bpt/" + n.GetName(), Unit: "s", IntervalSeconds: f.GetSpanSeconds(), Values: values(cols, n.GetName())}
 		if n.GetRole() == "server" {
 			ser.Name, ser.Unit = "speed/"+n.GetName(), "B/s"
 		}
@@ -106,7 +107,7 @@ func ViewAt(base *kelpiepb.JobView, frames []*kelpiepb.TimelineFrame, t time.Tim
 }
 
 // values is a node's value in each frame, 0 where it had none.
-func values(frames []*kelpiepb.TimelineFrame, name string) []float64 {
+func values(frames []*timelinepb.TimelineFrame, name string) []float64 {
 	out := make([]float64, len(frames))
 	for i, f := range frames {
 		if n := node(f, name); n != nil {
@@ -117,7 +118,7 @@ func values(frames []*kelpiepb.TimelineFrame, name string) []float64 {
 }
 
 // node is the named node of a frame, or nil.
-func node(f *kelpiepb.TimelineFrame, name string) *kelpiepb.TimelineNode {
+func node(f *timelinepb.TimelineFrame, name string) *timelinepb.TimelineNode {
 	for _, n := range f.GetNodes() {
 		if n.GetName() == name {
 			return n
@@ -129,7 +130,7 @@ func node(f *kelpiepb.TimelineFrame, name string) *kelpiepb.TimelineNode {
 // actionAt is an action as it stood at t: nil if it did not exist yet,
 // else a copy in the state its history gives at t (and without what came
 // after: its realized effect, its applied iteration, later transitions).
-func actionAt(a *kelpiepb.Action, t time.Time) *kelpiepb.Action {
+func actionAt(a *consolepb.Action, t time.Time) *consolepb.Action {
 	if c := a.GetCreated(); c != nil && c.AsTime().After(t) {
 		return nil
 	}
@@ -162,9 +163,9 @@ func actionAt(a *kelpiepb.Action, t time.Time) *kelpiepb.Action {
 // History is a job's whole recorded timeline with its actions and events,
 // as the history command returns them page by page.
 type History struct {
-	Frames  []*kelpiepb.TimelineFrame
-	Actions []*kelpiepb.Action
-	Events  []*kelpiepb.Event
+	Frames  []*timelinepb.TimelineFrame
+	Actions []*consolepb.Action
+	Events  []*consolepb.Event
 }
 
 // maxHistoryPages bounds the pages History reads (a timeline is bounded by
@@ -179,10 +180,10 @@ func (c *Client) History(ctx context.Context, job string) (*History, error) {
 
 // ReadHistory reads a job's whole timeline through send (a Client's Send,
 // or anything that answers console commands).
-func ReadHistory(ctx context.Context, send func(context.Context, *kelpiepb.Command) (*kelpiepb.CommandResult, error), job string) (*History, error) {
+func ReadHistory(ctx context.Context, send func(context.Context, *consolepb.Command) (*consolepb.CommandResult, error), job string) (*History, error) {
 	h := &History{}
 	for page := 0; page < maxHistoryPages; page++ {
-		res, err := send(ctx, &kelpiepb.Command{Kind: &kelpiepb.Command_History{History: &kelpiepb.GetHistory{
+		res, err := send(ctx, &consolepb.Command{Kind: &consolepb.Command_History{History: &consolepb.GetHistory{
 			Job: job, From: int32(len(h.Frames))}}})
 		if err != nil {
 			return nil, err
@@ -207,31 +208,31 @@ func ReadHistory(ctx context.Context, send func(context.Context, *kelpiepb.Comma
 // Records is the history as one time-ordered list of records (frames at
 // their end, actions when created, events when they happened), the lines of
 // `kelpie job history --json`.
-func (h *History) Records() []*kelpiepb.HistoryRecord {
+func (h *History) Records() []*timelinepb.HistoryRecord {
 	type rec struct {
 		at time.Time
-		r  *kelpiepb.HistoryRecord
+		r  *timelinepb.HistoryRecord
 	}
 	var all []rec
 	for _, f := range h.Frames {
-		all = append(all, rec{f.GetTime().AsTime(), &kelpiepb.HistoryRecord{Kind: &kelpiepb.HistoryRecord_Frame{Frame: f}}})
+		all = append(all, rec{f.GetTime().AsTime(), &timelinepb.HistoryRecord{Kind: &timelinepb.HistoryRecord_Frame{Frame: f}}})
 	}
 	for _, a := range h.Actions {
-		ha := &kelpiepb.HistoryAction{Time: a.GetCreated(), Id: a.GetId(), Kind: a.GetKind(), Target: a.GetTarget(),
+		ha := &timelinepb.HistoryAction{Time: a.GetCreated(), Id: a.GetId(), Kind: a.GetKind(), Target: a.GetTarget(),
 			Policy: a.GetPolicy(), State: a.GetState(), Reason: a.GetReason(), Predicted: a.GetPredicted(), Realized: a.GetRealized()}
 		for _, t := range a.GetHistory() {
 			if t.GetState() == "applied" {
 				ha.Applied = t.GetAt()
 			}
 		}
-		all = append(all, rec{a.GetCreated().AsTime(), &kelpiepb.HistoryRecord{Kind: &kelpiepb.HistoryRecord_Action{Action: ha}}})
+		all = append(all, rec{a.GetCreated().AsTime(), &timelinepb.HistoryRecord{Kind: &timelinepb.HistoryRecord_Action{Action: ha}}})
 	}
 	for _, e := range h.Events {
-		all = append(all, rec{e.GetTime().AsTime(), &kelpiepb.HistoryRecord{Kind: &kelpiepb.HistoryRecord_Event{
-			Event: &kelpiepb.HistoryEvent{Time: e.GetTime(), Kind: e.GetKind(), Node: e.GetNode(), Message: e.GetMessage()}}}})
+		all = append(all, rec{e.GetTime().AsTime(), &timelinepb.HistoryRecord{Kind: &timelinepb.HistoryRecord_Event{
+			Event: &timelinepb.HistoryEvent{Time: e.GetTime(), Kind: e.GetKind(), Node: e.GetNode(), Message: e.GetMessage()}}}})
 	}
 	sort.SliceStable(all, func(a, b int) bool { return all[a].at.Before(all[b].at) })
-	out := make([]*kelpiepb.HistoryRecord, len(all))
+	out := make([]*timelinepb.HistoryRecord, len(all))
 	for i, r := range all {
 		out[i] = r.r
 	}

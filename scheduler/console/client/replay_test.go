@@ -8,7 +8,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
+	"github.com/kelpie/kelpie/proto/timelinepb"
 )
 
 var r0 = time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
@@ -18,17 +19,17 @@ func at(sec float64) time.Time { return r0.Add(time.Duration(sec * float64(time.
 // replayed is a finished job's timeline: 20 one-second frames; worker-1
 // straggles (heat 3) from second 6 until it is restarted at 12, and its
 // batch changes at 8.
-func replayed() (*kelpiepb.JobView, []*kelpiepb.TimelineFrame) {
-	var frames []*kelpiepb.TimelineFrame
+func replayed() (*consolepb.JobView, []*timelinepb.TimelineFrame) {
+	var frames []*timelinepb.TimelineFrame
 	for s := 1; s <= 20; s++ {
-		f := &kelpiepb.TimelineFrame{Time: timestamppb.New(at(float64(s))), SpanSeconds: 1, State: "running",
+		f := &timelinepb.TimelineFrame{Time: timestamppb.New(at(float64(s))), SpanSeconds: 1, State: "running",
 			Iteration: int64(10 * s), Throughput: 1000, ShardsDone: int64(s), Loss: proto.Float64(2 / float64(s)),
 			Superior: []string{"server-0"}}
 		if s == 20 {
 			f.State = "completed"
 		}
 		for _, w := range []string{"worker-0", "worker-1"} {
-			n := &kelpiepb.TimelineNode{Name: w, Role: "worker", State: "running", Iteration: int64(10 * s), BatchSize: 32,
+			n := &timelinepb.TimelineNode{Name: w, Role: "worker", State: "running", Iteration: int64(10 * s), BatchSize: 32,
 				Heat: 1, Value: proto.Float64(0.01)}
 			if w == "worker-1" {
 				if s >= 6 && s < 12 {
@@ -45,12 +46,12 @@ func replayed() (*kelpiepb.JobView, []*kelpiepb.TimelineFrame) {
 		}
 		frames = append(frames, f)
 	}
-	base := &kelpiepb.JobView{Name: "replay", State: "completed", Ended: timestamppb.New(at(20)), Accuracy: 0.9,
-		Monitor: &kelpiepb.MonitorView{Lambda: 1.5, WindowTransientS: 5},
-		Actions: []*kelpiepb.Action{{Id: "a1", Kind: "ADJUST_BS", State: "applied", Created: timestamppb.New(at(7)),
+	base := &consolepb.JobView{Name: "replay", State: "completed", Ended: timestamppb.New(at(20)), Accuracy: 0.9,
+		Monitor: &consolepb.MonitorView{Lambda: 1.5, WindowTransientS: 5},
+		Actions: []*consolepb.Action{{Id: "a1", Kind: "ADJUST_BS", State: "applied", Created: timestamppb.New(at(7)),
 			Updated: timestamppb.New(at(8)), AppliedIteration: 80,
-			History:  []*kelpiepb.ActionTransition{{State: "proposed", At: timestamppb.New(at(7))}, {State: "applied", At: timestamppb.New(at(8))}},
-			Realized: &kelpiepb.Realized{Miss: true, Measured: timestamppb.New(at(11))}},
+			History:  []*consolepb.ActionTransition{{State: "proposed", At: timestamppb.New(at(7))}, {State: "applied", At: timestamppb.New(at(8))}},
+			Realized: &timelinepb.Realized{Miss: true, Measured: timestamppb.New(at(11))}},
 			{Id: "a2", Kind: "KILL_RESTART", Target: "worker-1", State: "applied", Created: timestamppb.New(at(11.5)), Updated: timestamppb.New(at(12))}}}
 	return base, frames
 }

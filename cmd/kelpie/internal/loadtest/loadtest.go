@@ -31,7 +31,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
+	"github.com/kelpie/kelpie/proto/consolepb"
+	"github.com/kelpie/kelpie/proto/coordinatorpb"
 	"github.com/kelpie/kelpie/scheduler/console/client"
 )
 
@@ -67,7 +69,7 @@ type Options struct {
 }
 
 // consoleWindow is what `kelpie tui` asks for on a large terminal.
-var consoleWindow = &kelpiepb.ViewWindow{Sort: "ratio", Limit: 50, HeatmapRows: 50, ChartSeries: 8}
+var consoleWindow = &consolepb.ViewWindow{Sort: "ratio", Limit: 50, HeatmapRows: 50, ChartSeries: 8}
 
 // Result is what a run measured.
 type Result struct {
@@ -225,7 +227,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	spec := fmt.Sprintf("name: load\nmodel: {kind: softmax}\ntrain: {global_batch: %d}\ncluster: {servers: %d, workers: %d}\n",
 		2*o.Agents, o.Servers, o.Agents)
-	res, err := c.Send(cctx, &kelpiepb.Command{Kind: &kelpiepb.Command_SubmitJob{SubmitJob: &kelpiepb.SubmitJob{SpecYaml: spec}}})
+	res, err := c.Send(cctx, &consolepb.Command{Kind: &consolepb.Command_SubmitJob{SubmitJob: &consolepb.SubmitJob{SpecYaml: spec}}})
 	if err != nil || !res.GetOk() {
 		return nil, fmt.Errorf("submit: %v %v", res, err)
 	}
@@ -331,19 +333,19 @@ func sleepUntil(ctx context.Context, t time.Time) {
 // heartbeat every 1/rate seconds. It counts itself in started once its
 // first message is sent, and every message in sent.
 func agent(ctx context.Context, cc *grpc.ClientConn, i int, o Options, started, sent *atomic.Int64) {
-	node, role := fmt.Sprintf("worker-%d", i), kelpiepb.Role_ROLE_WORKER
+	node, role := fmt.Sprintf("worker-%d", i), coordinatorpb.Role_ROLE_WORKER
 	if i >= o.Agents {
-		node, role = fmt.Sprintf("server-%d", i-o.Agents), kelpiepb.Role_ROLE_SERVER
+		node, role = fmt.Sprintf("server-%d", i-o.Agents), coordinatorpb.Role_ROLE_SERVER
 	}
 	// The node's role registers with the coordinator, as a real one does
 	// before it reports: the scheduler's ledger knows every node.
-	reg := &kelpiepb.RegisterRequest{Job: "load", Node: node, Role: role, Pid: int32(os.Getpid())}
-	if role == kelpiepb.Role_ROLE_SERVER {
+	reg := &coordinatorpb.RegisterRequest{Job: "load", Node: node, Role: role, Pid: int32(os.Getpid())}
+	if role == coordinatorpb.Role_ROLE_SERVER {
 		reg.Addr = "127.0.0.1:1" // never dialled: the scheduler calls no server
 	}
 	var err error
 	for attempt := 0; ; attempt++ {
-		_, err = kelpiepb.NewCoordinatorClient(cc).Register(ctx, reg)
+		_, err = coordinatorpb.NewCoordinatorClient(cc).Register(ctx, reg)
 		if err == nil || ctx.Err() != nil || attempt > 20 {
 			break
 		}
@@ -352,11 +354,11 @@ func agent(ctx context.Context, cc *grpc.ClientConn, i int, o Options, started, 
 	if err != nil {
 		return
 	}
-	var stream kelpiepb.Agent_ConnectClient
+	var stream agentpb.Agent_ConnectClient
 	for attempt := 0; ; attempt++ {
-		stream, err = kelpiepb.NewAgentClient(cc).Connect(ctx)
+		stream, err = agentpb.NewAgentClient(cc).Connect(ctx)
 		if err == nil {
-			err = stream.Send(&kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Hello{Hello: &kelpiepb.AgentHello{
+			err = stream.Send(&agentpb.AgentMessage{Body: &agentpb.AgentMessage_Hello{Hello: &agentpb.AgentHello{
 				Job: "load", Node: node, Role: role, Host: "sim"}}})
 		}
 		if err == nil || ctx.Err() != nil || attempt > 20 {
@@ -388,20 +390,20 @@ func agent(ctx context.Context, cc *grpc.ClientConn, i int, o Options, started, 
 		case <-t.C:
 		}
 		t.Reset(period)
-		var m *kelpiepb.AgentMessage
-		if role == kelpiepb.Role_ROLE_WORKER {
+		var m *agentpb.AgentMessage
+		if role == coordinatorpb.Role_ROLE_WORKER {
 			it += 10
-			r := &kelpiepb.ProgressReport{Job: "load", Node: node, Iteration: it, Samples: it * 2, BatchSize: 2}
+			r := &coordinatorpb.ProgressReport{Job: "load", Node: node, Iteration: it, Samples: it * 2, BatchSize: 2}
 			for k := range 10 {
 				r.BptSeconds = append(r.BptSeconds, 0.01+0.001*float64((i+k)%7))
 			}
 			for k := range 4 {
-				r.Comm = append(r.Comm, &kelpiepb.CommSample{Server: int32((i + k) % o.Servers), Bytes: 40000, Seconds: 0.0005})
+				r.Comm = append(r.Comm, &coordinatorpb.CommSample{Server: int32((i + k) % o.Servers), Bytes: 40000, Seconds: 0.0005})
 			}
-			m = &kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Report{Report: r}}
+			m = &agentpb.AgentMessage{Body: &agentpb.AgentMessage_Report{Report: r}}
 		} else {
-			m = &kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Heartbeat{Heartbeat: &kelpiepb.Heartbeat{
-				Status: &kelpiepb.NodeStatus{State: kelpiepb.NodeState_NODE_STATE_RUNNING, Pid: 1}}}}
+			m = &agentpb.AgentMessage{Body: &agentpb.AgentMessage_Heartbeat{Heartbeat: &agentpb.Heartbeat{
+				Status: &agentpb.NodeStatus{State: agentpb.NodeState_NODE_STATE_RUNNING, Pid: 1}}}}
 		}
 		if err := stream.Send(m); err != nil {
 			return

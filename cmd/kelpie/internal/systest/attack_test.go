@@ -101,22 +101,22 @@ func TestAttacks(t *testing.T) {
 	w0 := creds(identity.Node(name, "worker-0")).DialOption(nil)
 	otherJob := creds(identity.Node("other", "worker-0")).DialOption(nil)
 
-	sched := func(opt grpc.DialOption) kelpiepb.CoordinatorClient {
-		return kelpiepb.NewCoordinatorClient(dial(d.GRPCAddr(), opt))
+	sched := func(opt grpc.DialOption) coordinatorpb.CoordinatorClient {
+		return coordinatorpb.NewCoordinatorClient(dial(d.GRPCAddr(), opt))
 	}
-	ps := func(opt grpc.DialOption) kelpiepb.ParameterServerClient {
-		return kelpiepb.NewParameterServerClient(dial(serverAddr, opt))
+	ps := func(opt grpc.DialOption) pspb.ParameterServerClient {
+		return pspb.NewParameterServerClient(dial(serverAddr, opt))
 	}
-	peers := func(opt grpc.DialOption) kelpiepb.AgentPeerClient {
-		return kelpiepb.NewAgentPeerClient(dial(peerAddr, opt))
+	peers := func(opt grpc.DialOption) agentpb.AgentPeerClient {
+		return agentpb.NewAgentPeerClient(dial(peerAddr, opt))
 	}
 	forward := func(opt grpc.DialOption, job, node, kind string) error {
-		_, err := peers(opt).Forward(ctx, &kelpiepb.ForwardRequest{Job: job, Node: node, Command: &kelpiepb.ActionCommand{
+		_, err := peers(opt).Forward(ctx, &agentpb.ForwardRequest{Job: job, Node: node, Command: &agentpb.ActionCommand{
 			ActionId: "attack-" + kind, Kind: kind, TargetIteration: 1, BatchSizes: map[string]int32{"worker-0": 1, "worker-1": 63}}})
 		return err
 	}
-	fetchAs := func(c kelpiepb.CoordinatorClient, job, node string) error {
-		_, err := c.FetchShard(ctx, &kelpiepb.FetchShardRequest{Job: job, Node: node})
+	fetchAs := func(c coordinatorpb.CoordinatorClient, job, node string) error {
+		_, err := c.FetchShard(ctx, &coordinatorpb.FetchShardRequest{Job: job, Node: node})
 		return err
 	}
 	for _, a := range []struct {
@@ -130,55 +130,55 @@ func TestAttacks(t *testing.T) {
 		{"job other's certificate fetches in the job", func() error { return fetchAs(sched(otherJob), name, "worker-0") }, codes.PermissionDenied},
 		{"worker-0 fetches as worker-1", func() error { return fetchAs(sched(w0), name, "worker-1") }, codes.PermissionDenied},
 		{"worker-0 reports shards as worker-1", func() error {
-			_, err := sched(w0).ReportShard(ctx, &kelpiepb.ReportShardRequest{Job: name, Node: "worker-1", Ids: []int64{0, 1, 2}})
+			_, err := sched(w0).ReportShard(ctx, &coordinatorpb.ReportShardRequest{Job: name, Node: "worker-1", Ids: []int64{0, 1, 2}})
 			return err
 		}, codes.PermissionDenied},
 		{"worker-0 registers as a server", func() error {
-			_, err := sched(w0).Register(ctx, &kelpiepb.RegisterRequest{Job: name, Node: "server-0", Role: kelpiepb.Role_ROLE_SERVER, Addr: "127.0.0.1:1"})
+			_, err := sched(w0).Register(ctx, &coordinatorpb.RegisterRequest{Job: name, Node: "server-0", Role: coordinatorpb.Role_ROLE_SERVER, Addr: "127.0.0.1:1"})
 			return err
 		}, codes.PermissionDenied},
 		{"worker-0's agent stream as worker-1", func() error {
-			s, err := kelpiepb.NewAgentClient(dial(d.GRPCAddr(), w0)).Connect(ctx)
+			s, err := agentpb.NewAgentClient(dial(d.GRPCAddr(), w0)).Connect(ctx)
 			if err != nil {
 				return err
 			}
-			if err := s.Send(&kelpiepb.AgentMessage{Body: &kelpiepb.AgentMessage_Hello{Hello: &kelpiepb.AgentHello{
-				Job: name, Node: "worker-1", Role: kelpiepb.Role_ROLE_WORKER}}}); err != nil {
+			if err := s.Send(&agentpb.AgentMessage{Body: &agentpb.AgentMessage_Hello{Hello: &agentpb.AgentHello{
+				Job: name, Node: "worker-1", Role: coordinatorpb.Role_ROLE_WORKER}}}); err != nil {
 				return err
 			}
 			_, err = s.Recv()
 			return err
 		}, codes.PermissionDenied},
 		{"plaintext Pull at the server", func() error {
-			_, err := ps(plain).Pull(ctx, &kelpiepb.PSRequest{Worker: 0})
+			_, err := ps(plain).Pull(ctx, &pspb.PSRequest{Worker: 0})
 			return err
 		}, codes.Unavailable},
 		{"certificate-less Pull at the server", func() error {
-			_, err := ps(noCert).Pull(ctx, &kelpiepb.PSRequest{Worker: 0})
+			_, err := ps(noCert).Pull(ctx, &pspb.PSRequest{Worker: 0})
 			return err
 		}, codes.Unavailable},
 		{"worker-0 pushes as worker-1", func() error {
-			_, err := ps(w0).Push(ctx, &kelpiepb.PSRequest{Worker: 1, Op: kelpiepb.Op_OP_PUSH})
+			_, err := ps(w0).Push(ctx, &pspb.PSRequest{Worker: 1, Op: pspb.Op_OP_PUSH})
 			return err
 		}, codes.PermissionDenied},
 		{"worker-0 SetSync asp", func() error {
-			_, err := ps(w0).SetSync(ctx, &kelpiepb.SyncSettings{})
+			_, err := ps(w0).SetSync(ctx, &pspb.SyncSettings{})
 			return err
 		}, codes.PermissionDenied},
 		{"worker-0 Shutdown", func() error {
-			_, err := ps(w0).Shutdown(ctx, &kelpiepb.ShutdownRequest{Reason: "attack"})
+			_, err := ps(w0).Shutdown(ctx, &pspb.ShutdownRequest{Reason: "attack"})
 			return err
 		}, codes.PermissionDenied},
 		{"worker-0 Retable", func() error {
-			_, err := ps(w0).Retable(ctx, &kelpiepb.RetableRequest{})
+			_, err := ps(w0).Retable(ctx, &pspb.RetableRequest{})
 			return err
 		}, codes.PermissionDenied},
 		{"worker-0 Migrate", func() error {
-			_, err := ps(w0).Migrate(ctx, &kelpiepb.MigrateRequest{})
+			_, err := ps(w0).Migrate(ctx, &pspb.MigrateRequest{})
 			return err
 		}, codes.PermissionDenied},
 		{"job other's certificate pulls", func() error {
-			_, err := ps(otherJob).Pull(ctx, &kelpiepb.PSRequest{Worker: 0})
+			_, err := ps(otherJob).Pull(ctx, &pspb.PSRequest{Worker: 0})
 			return err
 		}, codes.PermissionDenied},
 		// An agent's peer service, where a primary agent forwards a global

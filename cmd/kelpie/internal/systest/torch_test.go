@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/kelpie/kelpie/core/spec"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/runtime/torch"
 	"github.com/kelpie/kelpie/scheduler/console/client"
 	"github.com/kelpie/kelpie/scheduler/daemon"
@@ -211,15 +211,15 @@ stragglers:
 	if err := op.WaitConnected(ctx); err != nil {
 		t.Fatal(err)
 	}
-	res, err := op.Send(ctx, &kelpiepb.Command{Kind: &kelpiepb.Command_SubmitJob{SubmitJob: &kelpiepb.SubmitJob{SpecYaml: string(s.YAML())}}})
+	res, err := op.Send(ctx, &consolepb.Command{Kind: &consolepb.Command_SubmitJob{SubmitJob: &consolepb.SubmitJob{SpecYaml: string(s.YAML())}}})
 	if err != nil || !res.Ok {
 		t.Fatalf("submit: %v %v", res, err)
 	}
 	if err := op.Subscribe(ctx, []string{"slow"}); err != nil {
 		t.Fatal(err)
 	}
-	w.until(t, "BPT of both workers", 3*time.Minute, func(*kelpiepb.JobView) bool { return len(w.bpt) == 2 })
-	w.until(t, "worker-1 a persistent straggler", time.Minute, func(*kelpiepb.JobView) bool { return w.seen["worker-1"]["persistent"] })
+	w.until(t, "BPT of both workers", 3*time.Minute, func(*consolepb.JobView) bool { return len(w.bpt) == 2 })
+	w.until(t, "worker-1 a persistent straggler", time.Minute, func(*consolepb.JobView) bool { return w.seen["worker-1"]["persistent"] })
 	w.mu.Lock()
 	if w.seen["worker-0"]["persistent"] {
 		t.Errorf("worker-0 (no injection) was classified a straggler: %v", w.seen["worker-0"])

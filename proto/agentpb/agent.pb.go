@@ -11,9 +11,11 @@
 // 	protoc        v3.21.12
 // source: agent.proto
 
-package kelpiepb
+package agentpb
 
 import (
+	coordinatorpb "github.com/kelpie/kelpie/proto/coordinatorpb"
+	pspb "github.com/kelpie/kelpie/proto/pspb"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -97,7 +99,7 @@ type AgentHello struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Job            string                 `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
 	Node           string                 `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
-	Role           Role                   `protobuf:"varint,3,opt,name=role,proto3,enum=kelpie.v1.Role" json:"role,omitempty"`
+	Role           coordinatorpb.Role     `protobuf:"varint,3,opt,name=role,proto3,enum=kelpie.v1.Role" json:"role,omitempty"`
 	Host           string                 `protobuf:"bytes,4,opt,name=host,proto3" json:"host,omitempty"`
 	AgentPid       int32                  `protobuf:"varint,5,opt,name=agent_pid,json=agentPid,proto3" json:"agent_pid,omitempty"`
 	AppliedActions []string               `protobuf:"bytes,6,rep,name=applied_actions,json=appliedActions,proto3" json:"applied_actions,omitempty"` // ids this agent has already applied (reconnects)
@@ -153,11 +155,11 @@ func (x *AgentHello) GetNode() string {
 	return ""
 }
 
-func (x *AgentHello) GetRole() Role {
+func (x *AgentHello) GetRole() coordinatorpb.Role {
 	if x != nil {
 		return x.Role
 	}
-	return Role_ROLE_UNSPECIFIED
+	return coordinatorpb.Role(0)
 }
 
 func (x *AgentHello) GetHost() string {
@@ -438,7 +440,7 @@ func (x *AgentMessage) GetHello() *AgentHello {
 	return nil
 }
 
-func (x *AgentMessage) GetReport() *ProgressReport {
+func (x *AgentMessage) GetReport() *coordinatorpb.ProgressReport {
 	if x != nil {
 		if x, ok := x.Body.(*AgentMessage_Report); ok {
 			return x.Report
@@ -465,7 +467,7 @@ func (x *AgentMessage) GetAck() *ActionAck {
 	return nil
 }
 
-func (x *AgentMessage) GetServerStats() *ServerStats {
+func (x *AgentMessage) GetServerStats() *pspb.ServerStats {
 	if x != nil {
 		if x, ok := x.Body.(*AgentMessage_ServerStats); ok {
 			return x.ServerStats
@@ -501,7 +503,7 @@ type AgentMessage_Hello struct {
 }
 
 type AgentMessage_Report struct {
-	Report *ProgressReport `protobuf:"bytes,2,opt,name=report,proto3,oneof"`
+	Report *coordinatorpb.ProgressReport `protobuf:"bytes,2,opt,name=report,proto3,oneof"`
 }
 
 type AgentMessage_Heartbeat struct {
@@ -516,7 +518,7 @@ type AgentMessage_ServerStats struct {
 	// A parameter server's counters, sent every few hundred milliseconds
 	// and once more when it is told to shut down: the only way they reach
 	// the scheduler (table changes wait on them; the result reports them).
-	ServerStats *ServerStats `protobuf:"bytes,5,opt,name=server_stats,json=serverStats,proto3,oneof"`
+	ServerStats *pspb.ServerStats `protobuf:"bytes,5,opt,name=server_stats,json=serverStats,proto3,oneof"`
 }
 
 type AgentMessage_Refusal struct {
@@ -782,20 +784,20 @@ func (x *NodeRefusal) GetSuppressed() uint64 {
 // CHECKPOINT (the ack's applied_iteration is the V_train the snapshot
 // holds); it acks each on the stream. The scheduler never calls a server itself.
 type ActionCommand struct {
-	state           protoimpl.MessageState `protogen:"open.v1"`
-	ActionId        string                 `protobuf:"bytes,1,opt,name=action_id,json=actionId,proto3" json:"action_id,omitempty"`
-	Kind            string                 `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`                                                                                                          // KILL_RESTART, ADJUST_BS, ...
-	Target          string                 `protobuf:"bytes,3,opt,name=target,proto3" json:"target,omitempty"`                                                                                                      // node, empty for job-wide
-	BatchSizes      map[string]int32       `protobuf:"bytes,4,rep,name=batch_sizes,json=batchSizes,proto3" json:"batch_sizes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"` // ADJUST_BS: worker -> local batch
-	Accumulation    map[string]int32       `protobuf:"bytes,5,rep,name=accumulation,proto3" json:"accumulation,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`               // ADJUST_BS (AntDT-DD): worker -> accumulation count
-	TargetIteration int64                  `protobuf:"varint,6,opt,name=target_iteration,json=targetIteration,proto3" json:"target_iteration,omitempty"`                                                            // global actions: apply at this iteration (0: at once)
-	Primary         bool                   `protobuf:"varint,7,opt,name=primary,proto3" json:"primary,omitempty"`                                                                                                   // this agent is the primary: forward the command to peers, then apply it
-	Assignment      *Assignment            `protobuf:"bytes,8,opt,name=assignment,proto3" json:"assignment,omitempty"`                                                                                              // REASSIGN, ADD_SERVER, REMOVE_SERVER: the new block table, followed from target_iteration
-	LrScale         map[string]float64     `protobuf:"bytes,9,rep,name=lr_scale,json=lrScale,proto3" json:"lr_scale,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`         // ADJUST_LR: worker -> factor on its gradient's contribution
-	Drop            int32                  `protobuf:"varint,10,opt,name=drop,proto3" json:"drop,omitempty"`                                                                                                        // BACKUP_WORKERS: gradients dropped per iteration
-	Sync            *SyncSettings          `protobuf:"bytes,11,opt,name=sync,proto3" json:"sync,omitempty"`                                                                                                         // a server's SET_SYNC: its new synchronisation settings
-	Reason          string                 `protobuf:"bytes,12,opt,name=reason,proto3" json:"reason,omitempty"`                                                                                                     // a server's SHUTDOWN: why
-	Peers           []*PeerAddr            `protobuf:"bytes,13,rep,name=peers,proto3" json:"peers,omitempty"`                                                                                                       // primary: the secondaries to forward the command to
+	state           protoimpl.MessageState    `protogen:"open.v1"`
+	ActionId        string                    `protobuf:"bytes,1,opt,name=action_id,json=actionId,proto3" json:"action_id,omitempty"`
+	Kind            string                    `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`                                                                                                          // KILL_RESTART, ADJUST_BS, ...
+	Target          string                    `protobuf:"bytes,3,opt,name=target,proto3" json:"target,omitempty"`                                                                                                      // node, empty for job-wide
+	BatchSizes      map[string]int32          `protobuf:"bytes,4,rep,name=batch_sizes,json=batchSizes,proto3" json:"batch_sizes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"` // ADJUST_BS: worker -> local batch
+	Accumulation    map[string]int32          `protobuf:"bytes,5,rep,name=accumulation,proto3" json:"accumulation,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`               // ADJUST_BS (AntDT-DD): worker -> accumulation count
+	TargetIteration int64                     `protobuf:"varint,6,opt,name=target_iteration,json=targetIteration,proto3" json:"target_iteration,omitempty"`                                                            // global actions: apply at this iteration (0: at once)
+	Primary         bool                      `protobuf:"varint,7,opt,name=primary,proto3" json:"primary,omitempty"`                                                                                                   // this agent is the primary: forward the command to peers, then apply it
+	Assignment      *coordinatorpb.Assignment `protobuf:"bytes,8,opt,name=assignment,proto3" json:"assignment,omitempty"`                                                                                              // REASSIGN, ADD_SERVER, REMOVE_SERVER: the new block table, followed from target_iteration
+	LrScale         map[string]float64        `protobuf:"bytes,9,rep,name=lr_scale,json=lrScale,proto3" json:"lr_scale,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`         // ADJUST_LR: worker -> factor on its gradient's contribution
+	Drop            int32                     `protobuf:"varint,10,opt,name=drop,proto3" json:"drop,omitempty"`                                                                                                        // BACKUP_WORKERS: gradients dropped per iteration
+	Sync            *pspb.SyncSettings        `protobuf:"bytes,11,opt,name=sync,proto3" json:"sync,omitempty"`                                                                                                         // a server's SET_SYNC: its new synchronisation settings
+	Reason          string                    `protobuf:"bytes,12,opt,name=reason,proto3" json:"reason,omitempty"`                                                                                                     // a server's SHUTDOWN: why
+	Peers           []*PeerAddr               `protobuf:"bytes,13,rep,name=peers,proto3" json:"peers,omitempty"`                                                                                                       // primary: the secondaries to forward the command to
 	// A global action sent through a primary is signed by the scheduler, so
 	// that a secondary applies only what the scheduler issued, and only from
 	// the agent it designated: primary_node names that agent; signer is the
@@ -889,7 +891,7 @@ func (x *ActionCommand) GetPrimary() bool {
 	return false
 }
 
-func (x *ActionCommand) GetAssignment() *Assignment {
+func (x *ActionCommand) GetAssignment() *coordinatorpb.Assignment {
 	if x != nil {
 		return x.Assignment
 	}
@@ -910,7 +912,7 @@ func (x *ActionCommand) GetDrop() int32 {
 	return 0
 }
 
-func (x *ActionCommand) GetSync() *SyncSettings {
+func (x *ActionCommand) GetSync() *pspb.SyncSettings {
 	if x != nil {
 		return x.Sync
 	}
@@ -1138,7 +1140,7 @@ func (x *RoleMessage) GetBody() isRoleMessage_Body {
 	return nil
 }
 
-func (x *RoleMessage) GetReport() *ProgressReport {
+func (x *RoleMessage) GetReport() *coordinatorpb.ProgressReport {
 	if x != nil {
 		if x, ok := x.Body.(*RoleMessage_Report); ok {
 			return x.Report
@@ -1156,7 +1158,7 @@ func (x *RoleMessage) GetAck() *ActionAck {
 	return nil
 }
 
-func (x *RoleMessage) GetStats() *ServerStats {
+func (x *RoleMessage) GetStats() *pspb.ServerStats {
 	if x != nil {
 		if x, ok := x.Body.(*RoleMessage_Stats); ok {
 			return x.Stats
@@ -1179,7 +1181,7 @@ type isRoleMessage_Body interface {
 }
 
 type RoleMessage_Report struct {
-	Report *ProgressReport `protobuf:"bytes,1,opt,name=report,proto3,oneof"`
+	Report *coordinatorpb.ProgressReport `protobuf:"bytes,1,opt,name=report,proto3,oneof"`
 }
 
 type RoleMessage_Ack struct {
@@ -1187,7 +1189,7 @@ type RoleMessage_Ack struct {
 }
 
 type RoleMessage_Stats struct {
-	Stats *ServerStats `protobuf:"bytes,3,opt,name=stats,proto3,oneof"` // a server's counters
+	Stats *pspb.ServerStats `protobuf:"bytes,3,opt,name=stats,proto3,oneof"` // a server's counters
 }
 
 type RoleMessage_Refusal struct {
@@ -1496,7 +1498,7 @@ const file_agent_proto_rawDesc = "" +
 	"\x05Agent\x12C\n" +
 	"\aConnect\x12\x17.kelpie.v1.AgentMessage\x1a\x1b.kelpie.v1.SchedulerMessage(\x010\x012M\n" +
 	"\tAgentPeer\x12@\n" +
-	"\aForward\x12\x19.kelpie.v1.ForwardRequest\x1a\x1a.kelpie.v1.ForwardResponseB)Z'github.com/kelpie/kelpie/proto/kelpiepbb\x06proto3"
+	"\aForward\x12\x19.kelpie.v1.ForwardRequest\x1a\x1a.kelpie.v1.ForwardResponseB(Z&github.com/kelpie/kelpie/proto/agentpbb\x06proto3"
 
 var (
 	file_agent_proto_rawDescOnce sync.Once
@@ -1513,30 +1515,30 @@ func file_agent_proto_rawDescGZIP() []byte {
 var file_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_agent_proto_goTypes = []any{
-	(NodeState)(0),           // 0: kelpie.v1.NodeState
-	(*AgentHello)(nil),       // 1: kelpie.v1.AgentHello
-	(*NodeStatus)(nil),       // 2: kelpie.v1.NodeStatus
-	(*Heartbeat)(nil),        // 3: kelpie.v1.Heartbeat
-	(*ActionAck)(nil),        // 4: kelpie.v1.ActionAck
-	(*AgentMessage)(nil),     // 5: kelpie.v1.AgentMessage
-	(*ActionForwarded)(nil),  // 6: kelpie.v1.ActionForwarded
-	(*PeerFailure)(nil),      // 7: kelpie.v1.PeerFailure
-	(*NodeRefusal)(nil),      // 8: kelpie.v1.NodeRefusal
-	(*ActionCommand)(nil),    // 9: kelpie.v1.ActionCommand
-	(*PeerAddr)(nil),         // 10: kelpie.v1.PeerAddr
-	(*SchedulerMessage)(nil), // 11: kelpie.v1.SchedulerMessage
-	(*RoleMessage)(nil),      // 12: kelpie.v1.RoleMessage
-	(*RoleCommand)(nil),      // 13: kelpie.v1.RoleCommand
-	(*ForwardRequest)(nil),   // 14: kelpie.v1.ForwardRequest
-	(*ForwardResponse)(nil),  // 15: kelpie.v1.ForwardResponse
-	nil,                      // 16: kelpie.v1.ActionCommand.BatchSizesEntry
-	nil,                      // 17: kelpie.v1.ActionCommand.AccumulationEntry
-	nil,                      // 18: kelpie.v1.ActionCommand.LrScaleEntry
-	(Role)(0),                // 19: kelpie.v1.Role
-	(*ProgressReport)(nil),   // 20: kelpie.v1.ProgressReport
-	(*ServerStats)(nil),      // 21: kelpie.v1.ServerStats
-	(*Assignment)(nil),       // 22: kelpie.v1.Assignment
-	(*SyncSettings)(nil),     // 23: kelpie.v1.SyncSettings
+	(NodeState)(0),                       // 0: kelpie.v1.NodeState
+	(*AgentHello)(nil),                   // 1: kelpie.v1.AgentHello
+	(*NodeStatus)(nil),                   // 2: kelpie.v1.NodeStatus
+	(*Heartbeat)(nil),                    // 3: kelpie.v1.Heartbeat
+	(*ActionAck)(nil),                    // 4: kelpie.v1.ActionAck
+	(*AgentMessage)(nil),                 // 5: kelpie.v1.AgentMessage
+	(*ActionForwarded)(nil),              // 6: kelpie.v1.ActionForwarded
+	(*PeerFailure)(nil),                  // 7: kelpie.v1.PeerFailure
+	(*NodeRefusal)(nil),                  // 8: kelpie.v1.NodeRefusal
+	(*ActionCommand)(nil),                // 9: kelpie.v1.ActionCommand
+	(*PeerAddr)(nil),                     // 10: kelpie.v1.PeerAddr
+	(*SchedulerMessage)(nil),             // 11: kelpie.v1.SchedulerMessage
+	(*RoleMessage)(nil),                  // 12: kelpie.v1.RoleMessage
+	(*RoleCommand)(nil),                  // 13: kelpie.v1.RoleCommand
+	(*ForwardRequest)(nil),               // 14: kelpie.v1.ForwardRequest
+	(*ForwardResponse)(nil),              // 15: kelpie.v1.ForwardResponse
+	nil,                                  // 16: kelpie.v1.ActionCommand.BatchSizesEntry
+	nil,                                  // 17: kelpie.v1.ActionCommand.AccumulationEntry
+	nil,                                  // 18: kelpie.v1.ActionCommand.LrScaleEntry
+	(coordinatorpb.Role)(0),              // 19: kelpie.v1.Role
+	(*coordinatorpb.ProgressReport)(nil), // 20: kelpie.v1.ProgressReport
+	(*pspb.ServerStats)(nil),             // 21: kelpie.v1.ServerStats
+	(*coordinatorpb.Assignment)(nil),     // 22: kelpie.v1.Assignment
+	(*pspb.SyncSettings)(nil),            // 23: kelpie.v1.SyncSettings
 }
 var file_agent_proto_depIdxs = []int32{
 	19, // 0: kelpie.v1.AgentHello.role:type_name -> kelpie.v1.Role
@@ -1579,8 +1581,6 @@ func file_agent_proto_init() {
 	if File_agent_proto != nil {
 		return
 	}
-	file_coordinator_proto_init()
-	file_ps_proto_init()
 	file_agent_proto_msgTypes[4].OneofWrappers = []any{
 		(*AgentMessage_Hello)(nil),
 		(*AgentMessage_Report)(nil),

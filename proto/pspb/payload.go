@@ -1,4 +1,4 @@
-package kelpiepb
+package pspb
 
 // SetData replaces the request's payload (used by the raw-bytes codec).
 func (x *PSRequest) SetData(b []byte) { x.Data = b }

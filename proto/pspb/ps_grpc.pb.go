@@ -12,7 +12,7 @@
 // - protoc             v3.21.12
 // source: ps.proto
 
-package kelpiepb
+package pspb
 
 import (
 	context "context"

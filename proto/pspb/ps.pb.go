@@ -12,9 +12,10 @@
 // 	protoc        v3.21.12
 // source: ps.proto
 
-package kelpiepb
+package pspb
 
 import (
+	coordinatorpb "github.com/kelpie/kelpie/proto/coordinatorpb"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -524,10 +525,10 @@ func (x *ServerStats) GetOutgoing() int32 {
 // server is sent to its new owner, which holds requests for it until it
 // arrives. No update is lost or applied twice.
 type RetableRequest struct {
-	state           protoimpl.MessageState `protogen:"open.v1"`
-	Assignment      *Assignment            `protobuf:"bytes,1,opt,name=assignment,proto3" json:"assignment,omitempty"` // the new table, with every server's address ("" for a removed one)
-	SwitchIteration int64                  `protobuf:"varint,2,opt,name=switch_iteration,json=switchIteration,proto3" json:"switch_iteration,omitempty"`
-	Me              int32                  `protobuf:"varint,3,opt,name=me,proto3" json:"me,omitempty"` // this server's index in the new table
+	state           protoimpl.MessageState    `protogen:"open.v1"`
+	Assignment      *coordinatorpb.Assignment `protobuf:"bytes,1,opt,name=assignment,proto3" json:"assignment,omitempty"` // the new table, with every server's address ("" for a removed one)
+	SwitchIteration int64                     `protobuf:"varint,2,opt,name=switch_iteration,json=switchIteration,proto3" json:"switch_iteration,omitempty"`
+	Me              int32                     `protobuf:"varint,3,opt,name=me,proto3" json:"me,omitempty"` // this server's index in the new table
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -562,7 +563,7 @@ func (*RetableRequest) Descriptor() ([]byte, []int) {
 	return file_ps_proto_rawDescGZIP(), []int{4}
 }
 
-func (x *RetableRequest) GetAssignment() *Assignment {
+func (x *RetableRequest) GetAssignment() *coordinatorpb.Assignment {
 	if x != nil {
 		return x.Assignment
 	}
@@ -1157,7 +1158,7 @@ const file_ps_proto_rawDesc = "" +
 	"Checkpoint\x12\x17.kelpie.v1.StatsRequest\x1a\x16.kelpie.v1.ServerStats\x12>\n" +
 	"\aSetSync\x12\x17.kelpie.v1.SyncSettings\x1a\x1a.kelpie.v1.SetSyncResponse\x12@\n" +
 	"\aMigrate\x12\x19.kelpie.v1.MigrateRequest\x1a\x1a.kelpie.v1.MigrateResponse\x12C\n" +
-	"\bShutdown\x12\x1a.kelpie.v1.ShutdownRequest\x1a\x1b.kelpie.v1.ShutdownResponseB)Z'github.com/kelpie/kelpie/proto/kelpiepbb\x06proto3"
+	"\bShutdown\x12\x1a.kelpie.v1.ShutdownRequest\x1a\x1b.kelpie.v1.ShutdownResponseB%Z#github.com/kelpie/kelpie/proto/pspbb\x06proto3"
 
 var (
 	file_ps_proto_rawDescOnce sync.Once
@@ -1174,21 +1175,21 @@ func file_ps_proto_rawDescGZIP() []byte {
 var file_ps_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_ps_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_ps_proto_goTypes = []any{
-	(Op)(0),                  // 0: kelpie.v1.Op
-	(*PSRequest)(nil),        // 1: kelpie.v1.PSRequest
-	(*PSResponse)(nil),       // 2: kelpie.v1.PSResponse
-	(*StatsRequest)(nil),     // 3: kelpie.v1.StatsRequest
-	(*ServerStats)(nil),      // 4: kelpie.v1.ServerStats
-	(*RetableRequest)(nil),   // 5: kelpie.v1.RetableRequest
-	(*RetableResponse)(nil),  // 6: kelpie.v1.RetableResponse
-	(*MigrateRequest)(nil),   // 7: kelpie.v1.MigrateRequest
-	(*MigrateResponse)(nil),  // 8: kelpie.v1.MigrateResponse
-	(*ServerSnapshot)(nil),   // 9: kelpie.v1.ServerSnapshot
-	(*SyncSettings)(nil),     // 10: kelpie.v1.SyncSettings
-	(*SetSyncResponse)(nil),  // 11: kelpie.v1.SetSyncResponse
-	(*ShutdownRequest)(nil),  // 12: kelpie.v1.ShutdownRequest
-	(*ShutdownResponse)(nil), // 13: kelpie.v1.ShutdownResponse
-	(*Assignment)(nil),       // 14: kelpie.v1.Assignment
+	(Op)(0),                          // 0: kelpie.v1.Op
+	(*PSRequest)(nil),                // 1: kelpie.v1.PSRequest
+	(*PSResponse)(nil),               // 2: kelpie.v1.PSResponse
+	(*StatsRequest)(nil),             // 3: kelpie.v1.StatsRequest
+	(*ServerStats)(nil),              // 4: kelpie.v1.ServerStats
+	(*RetableRequest)(nil),           // 5: kelpie.v1.RetableRequest
+	(*RetableResponse)(nil),          // 6: kelpie.v1.RetableResponse
+	(*MigrateRequest)(nil),           // 7: kelpie.v1.MigrateRequest
+	(*MigrateResponse)(nil),          // 8: kelpie.v1.MigrateResponse
+	(*ServerSnapshot)(nil),           // 9: kelpie.v1.ServerSnapshot
+	(*SyncSettings)(nil),             // 10: kelpie.v1.SyncSettings
+	(*SetSyncResponse)(nil),          // 11: kelpie.v1.SetSyncResponse
+	(*ShutdownRequest)(nil),          // 12: kelpie.v1.ShutdownRequest
+	(*ShutdownResponse)(nil),         // 13: kelpie.v1.ShutdownResponse
+	(*coordinatorpb.Assignment)(nil), // 14: kelpie.v1.Assignment
 }
 var file_ps_proto_depIdxs = []int32{
 	0,  // 0: kelpie.v1.PSRequest.op:type_name -> kelpie.v1.Op
@@ -1224,7 +1225,6 @@ func file_ps_proto_init() {
 	if File_ps_proto != nil {
 		return
 	}
-	file_coordinator_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -17,9 +17,11 @@
 // 	protoc        v3.21.12
 // source: console.proto
 
-package kelpiepb
+package consolepb
 
 import (
+	coordinatorpb "github.com/kelpie/kelpie/proto/coordinatorpb"
+	timelinepb "github.com/kelpie/kelpie/proto/timelinepb"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
@@ -37,7 +39,7 @@ const (
 
 // ActionKind is what an action does. On the console API an action's kind
 // travels as the name without the prefix ("ADJUST_BS" in Action.kind);
-// ActionKindName and ParseActionKind (kelpiepb) convert.
+// ActionKindName and ParseActionKind (proto/consolepb) convert.
 type ActionKind int32
 
 const (
@@ -1725,11 +1727,11 @@ type CommandResult struct {
 	Job      string                 `protobuf:"bytes,6,opt,name=job,proto3" json:"job,omitempty"`                           // submit: the job's name
 	// history: a page of frames [frames_from, frames_from + len(frames)) of
 	// frames_total, and with the first page the job's actions and events.
-	Frames        []*TimelineFrame `protobuf:"bytes,7,rep,name=frames,proto3" json:"frames,omitempty"`
-	FramesFrom    int32            `protobuf:"varint,8,opt,name=frames_from,json=framesFrom,proto3" json:"frames_from,omitempty"`
-	FramesTotal   int32            `protobuf:"varint,9,opt,name=frames_total,json=framesTotal,proto3" json:"frames_total,omitempty"`
-	Actions       []*Action        `protobuf:"bytes,10,rep,name=actions,proto3" json:"actions,omitempty"`
-	Events        []*Event         `protobuf:"bytes,11,rep,name=events,proto3" json:"events,omitempty"`
+	Frames        []*timelinepb.TimelineFrame `protobuf:"bytes,7,rep,name=frames,proto3" json:"frames,omitempty"`
+	FramesFrom    int32                       `protobuf:"varint,8,opt,name=frames_from,json=framesFrom,proto3" json:"frames_from,omitempty"`
+	FramesTotal   int32                       `protobuf:"varint,9,opt,name=frames_total,json=framesTotal,proto3" json:"frames_total,omitempty"`
+	Actions       []*Action                   `protobuf:"bytes,10,rep,name=actions,proto3" json:"actions,omitempty"`
+	Events        []*Event                    `protobuf:"bytes,11,rep,name=events,proto3" json:"events,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1806,7 +1808,7 @@ func (x *CommandResult) GetJob() string {
 	return ""
 }
 
-func (x *CommandResult) GetFrames() []*TimelineFrame {
+func (x *CommandResult) GetFrames() []*timelinepb.TimelineFrame {
 	if x != nil {
 		return x.Frames
 	}
@@ -1862,20 +1864,20 @@ type JobView struct {
 	// the iteration count the job is expected to end at: while it runs,
 	// never below an earlier one and always above iteration; once it
 	// completed, the iteration it ended at
-	Iterations  int64         `protobuf:"varint,15,opt,name=iterations,proto3" json:"iterations,omitempty"`
-	ShardsTodo  int64         `protobuf:"varint,16,opt,name=shards_todo,json=shardsTodo,proto3" json:"shards_todo,omitempty"`
-	ShardsDoing int64         `protobuf:"varint,17,opt,name=shards_doing,json=shardsDoing,proto3" json:"shards_doing,omitempty"`
-	ShardsDone  int64         `protobuf:"varint,18,opt,name=shards_done,json=shardsDone,proto3" json:"shards_done,omitempty"`
-	ShardsTotal int64         `protobuf:"varint,19,opt,name=shards_total,json=shardsTotal,proto3" json:"shards_total,omitempty"`
-	Loss        float64       `protobuf:"fixed64,20,opt,name=loss,proto3" json:"loss,omitempty"` // mean training loss lately
-	Policies    []*PolicyView `protobuf:"bytes,21,rep,name=policies,proto3" json:"policies,omitempty"`
-	Nodes       []*NodeView   `protobuf:"bytes,22,rep,name=nodes,proto3" json:"nodes,omitempty"`
-	Monitor     *MonitorView  `protobuf:"bytes,23,opt,name=monitor,proto3" json:"monitor,omitempty"`
-	Heatmap     *Heatmap      `protobuf:"bytes,24,opt,name=heatmap,proto3" json:"heatmap,omitempty"`
-	Actions     []*Action     `protobuf:"bytes,25,rep,name=actions,proto3" json:"actions,omitempty"`     // pending first, then recent
-	Charts      []*Series     `protobuf:"bytes,26,rep,name=charts,proto3" json:"charts,omitempty"`       // bounded time series for line charts
-	Accuracy    float64       `protobuf:"fixed64,27,opt,name=accuracy,proto3" json:"accuracy,omitempty"` // when completed
-	Diverged    *Divergence   `protobuf:"bytes,28,opt,name=diverged,proto3" json:"diverged,omitempty"`   // state diverged: where and what
+	Iterations  int64                     `protobuf:"varint,15,opt,name=iterations,proto3" json:"iterations,omitempty"`
+	ShardsTodo  int64                     `protobuf:"varint,16,opt,name=shards_todo,json=shardsTodo,proto3" json:"shards_todo,omitempty"`
+	ShardsDoing int64                     `protobuf:"varint,17,opt,name=shards_doing,json=shardsDoing,proto3" json:"shards_doing,omitempty"`
+	ShardsDone  int64                     `protobuf:"varint,18,opt,name=shards_done,json=shardsDone,proto3" json:"shards_done,omitempty"`
+	ShardsTotal int64                     `protobuf:"varint,19,opt,name=shards_total,json=shardsTotal,proto3" json:"shards_total,omitempty"`
+	Loss        float64                   `protobuf:"fixed64,20,opt,name=loss,proto3" json:"loss,omitempty"` // mean training loss lately
+	Policies    []*PolicyView             `protobuf:"bytes,21,rep,name=policies,proto3" json:"policies,omitempty"`
+	Nodes       []*NodeView               `protobuf:"bytes,22,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	Monitor     *MonitorView              `protobuf:"bytes,23,opt,name=monitor,proto3" json:"monitor,omitempty"`
+	Heatmap     *Heatmap                  `protobuf:"bytes,24,opt,name=heatmap,proto3" json:"heatmap,omitempty"`
+	Actions     []*Action                 `protobuf:"bytes,25,rep,name=actions,proto3" json:"actions,omitempty"`     // pending first, then recent
+	Charts      []*Series                 `protobuf:"bytes,26,rep,name=charts,proto3" json:"charts,omitempty"`       // bounded time series for line charts
+	Accuracy    float64                   `protobuf:"fixed64,27,opt,name=accuracy,proto3" json:"accuracy,omitempty"` // when completed
+	Diverged    *coordinatorpb.Divergence `protobuf:"bytes,28,opt,name=diverged,proto3" json:"diverged,omitempty"`   // state diverged: where and what
 	// With a ViewWindow: the nodes that pass its filter, and the index of the
 	// first row in nodes among them.
 	NodesTotal  int32 `protobuf:"varint,29,opt,name=nodes_total,json=nodesTotal,proto3" json:"nodes_total,omitempty"`
@@ -1888,7 +1890,7 @@ type JobView struct {
 	// (cluster.topology), by region pair, summed over their reports so far
 	// (restarted workers included); ordered by from_region, to_region. Their
 	// total is the result's bytes_cross_region once every worker is done.
-	RegionBytes []*RegionBytes `protobuf:"bytes,32,rep,name=region_bytes,json=regionBytes,proto3" json:"region_bytes,omitempty"`
+	RegionBytes []*coordinatorpb.RegionBytes `protobuf:"bytes,32,rep,name=region_bytes,json=regionBytes,proto3" json:"region_bytes,omitempty"`
 	// An allreduce job's (cluster.exchange ring or rat) current exchange:
 	// its members by rack, and the ring's order or RAT's trees, as the
 	// workers plan it for the batch split in force at the job's iteration
@@ -2119,7 +2121,7 @@ func (x *JobView) GetAccuracy() float64 {
 	return 0
 }
 
-func (x *JobView) GetDiverged() *Divergence {
+func (x *JobView) GetDiverged() *coordinatorpb.Divergence {
 	if x != nil {
 		return x.Diverged
 	}
@@ -2147,7 +2149,7 @@ func (x *JobView) GetClusterBusy() string {
 	return ""
 }
 
-func (x *JobView) GetRegionBytes() []*RegionBytes {
+func (x *JobView) GetRegionBytes() []*coordinatorpb.RegionBytes {
 	if x != nil {
 		return x.RegionBytes
 	}
@@ -3023,7 +3025,7 @@ type Action struct {
 	// What it did, once applied and measured over the proposing policy's
 	// window (timeline.proto): BPT and throughput before and after, against
 	// the prediction.
-	Realized      *Realized `protobuf:"bytes,26,opt,name=realized,proto3" json:"realized,omitempty"`
+	Realized      *timelinepb.Realized `protobuf:"bytes,26,opt,name=realized,proto3" json:"realized,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3246,7 +3248,7 @@ func (x *Action) GetSetSync() *SetSyncArgs {
 	return nil
 }
 
-func (x *Action) GetRealized() *Realized {
+func (x *Action) GetRealized() *timelinepb.Realized {
 	if x != nil {
 		return x.Realized
 	}
@@ -3974,7 +3976,7 @@ const file_console_proto_rawDesc = "" +
 	"\x16ACTION_KIND_ADD_WORKER\x10\b\x12\x1d\n" +
 	"\x19ACTION_KIND_REMOVE_WORKER\x10\t\x12\x18\n" +
 	"\x14ACTION_KIND_SET_SYNC\x10\n" +
-	"B)Z'github.com/kelpie/kelpie/proto/kelpiepbb\x06proto3"
+	"B*Z(github.com/kelpie/kelpie/proto/consolepbb\x06proto3"
 
 var (
 	file_console_proto_rawDescOnce sync.Once
@@ -3991,59 +3993,59 @@ func file_console_proto_rawDescGZIP() []byte {
 var file_console_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_console_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_console_proto_goTypes = []any{
-	(ActionKind)(0),               // 0: kelpie.v1.ActionKind
-	(*ClientFrame)(nil),           // 1: kelpie.v1.ClientFrame
-	(*Hello)(nil),                 // 2: kelpie.v1.Hello
-	(*Subscribe)(nil),             // 3: kelpie.v1.Subscribe
-	(*ViewWindow)(nil),            // 4: kelpie.v1.ViewWindow
-	(*Command)(nil),               // 5: kelpie.v1.Command
-	(*GetHistory)(nil),            // 6: kelpie.v1.GetHistory
-	(*SubmitJob)(nil),             // 7: kelpie.v1.SubmitJob
-	(*KillJob)(nil),               // 8: kelpie.v1.KillJob
-	(*DecideAction)(nil),          // 9: kelpie.v1.DecideAction
-	(*TriggerAction)(nil),         // 10: kelpie.v1.TriggerAction
-	(*SetPolicy)(nil),             // 11: kelpie.v1.SetPolicy
-	(*ServerFrame)(nil),           // 12: kelpie.v1.ServerFrame
-	(*Welcome)(nil),               // 13: kelpie.v1.Welcome
-	(*Snapshot)(nil),              // 14: kelpie.v1.Snapshot
-	(*Delta)(nil),                 // 15: kelpie.v1.Delta
-	(*JobPatch)(nil),              // 16: kelpie.v1.JobPatch
-	(*NodeOrder)(nil),             // 17: kelpie.v1.NodeOrder
-	(*ChartNames)(nil),            // 18: kelpie.v1.ChartNames
-	(*ActionList)(nil),            // 19: kelpie.v1.ActionList
-	(*PolicyList)(nil),            // 20: kelpie.v1.PolicyList
-	(*HeatmapTail)(nil),           // 21: kelpie.v1.HeatmapTail
-	(*SeriesTail)(nil),            // 22: kelpie.v1.SeriesTail
-	(*CommandResult)(nil),         // 23: kelpie.v1.CommandResult
-	(*JobView)(nil),               // 24: kelpie.v1.JobView
-	(*ExchangeTopology)(nil),      // 25: kelpie.v1.ExchangeTopology
-	(*ExchangeRegion)(nil),        // 26: kelpie.v1.ExchangeRegion
-	(*ExchangeTree)(nil),          // 27: kelpie.v1.ExchangeTree
-	(*ExchangeAggregation)(nil),   // 28: kelpie.v1.ExchangeAggregation
-	(*PolicyView)(nil),            // 29: kelpie.v1.PolicyView
-	(*NodeView)(nil),              // 30: kelpie.v1.NodeView
-	(*MonitorView)(nil),           // 31: kelpie.v1.MonitorView
-	(*Heatmap)(nil),               // 32: kelpie.v1.Heatmap
-	(*HeatmapRow)(nil),            // 33: kelpie.v1.HeatmapRow
-	(*Series)(nil),                // 34: kelpie.v1.Series
-	(*Action)(nil),                // 35: kelpie.v1.Action
-	(*AdjustLRArgs)(nil),          // 36: kelpie.v1.AdjustLRArgs
-	(*BackupWorkersArgs)(nil),     // 37: kelpie.v1.BackupWorkersArgs
-	(*SetSyncArgs)(nil),           // 38: kelpie.v1.SetSyncArgs
-	(*ActionTransition)(nil),      // 39: kelpie.v1.ActionTransition
-	(*Event)(nil),                 // 40: kelpie.v1.Event
-	nil,                           // 41: kelpie.v1.SetPolicy.ParamsEntry
-	nil,                           // 42: kelpie.v1.PolicyView.ParamsEntry
-	nil,                           // 43: kelpie.v1.Action.BatchSizesEntry
-	nil,                           // 44: kelpie.v1.Action.AccumulationEntry
-	nil,                           // 45: kelpie.v1.Action.ParamsEntry
-	nil,                           // 46: kelpie.v1.Action.EvidenceEntry
-	nil,                           // 47: kelpie.v1.AdjustLRArgs.LrScaleEntry
-	(*timestamppb.Timestamp)(nil), // 48: google.protobuf.Timestamp
-	(*TimelineFrame)(nil),         // 49: kelpie.v1.TimelineFrame
-	(*Divergence)(nil),            // 50: kelpie.v1.Divergence
-	(*RegionBytes)(nil),           // 51: kelpie.v1.RegionBytes
-	(*Realized)(nil),              // 52: kelpie.v1.Realized
+	(ActionKind)(0),                   // 0: kelpie.v1.ActionKind
+	(*ClientFrame)(nil),               // 1: kelpie.v1.ClientFrame
+	(*Hello)(nil),                     // 2: kelpie.v1.Hello
+	(*Subscribe)(nil),                 // 3: kelpie.v1.Subscribe
+	(*ViewWindow)(nil),                // 4: kelpie.v1.ViewWindow
+	(*Command)(nil),                   // 5: kelpie.v1.Command
+	(*GetHistory)(nil),                // 6: kelpie.v1.GetHistory
+	(*SubmitJob)(nil),                 // 7: kelpie.v1.SubmitJob
+	(*KillJob)(nil),                   // 8: kelpie.v1.KillJob
+	(*DecideAction)(nil),              // 9: kelpie.v1.DecideAction
+	(*TriggerAction)(nil),             // 10: kelpie.v1.TriggerAction
+	(*SetPolicy)(nil),                 // 11: kelpie.v1.SetPolicy
+	(*ServerFrame)(nil),               // 12: kelpie.v1.ServerFrame
+	(*Welcome)(nil),                   // 13: kelpie.v1.Welcome
+	(*Snapshot)(nil),                  // 14: kelpie.v1.Snapshot
+	(*Delta)(nil),                     // 15: kelpie.v1.Delta
+	(*JobPatch)(nil),                  // 16: kelpie.v1.JobPatch
+	(*NodeOrder)(nil),                 // 17: kelpie.v1.NodeOrder
+	(*ChartNames)(nil),                // 18: kelpie.v1.ChartNames
+	(*ActionList)(nil),                // 19: kelpie.v1.ActionList
+	(*PolicyList)(nil),                // 20: kelpie.v1.PolicyList
+	(*HeatmapTail)(nil),               // 21: kelpie.v1.HeatmapTail
+	(*SeriesTail)(nil),                // 22: kelpie.v1.SeriesTail
+	(*CommandResult)(nil),             // 23: kelpie.v1.CommandResult
+	(*JobView)(nil),                   // 24: kelpie.v1.JobView
+	(*ExchangeTopology)(nil),          // 25: kelpie.v1.ExchangeTopology
+	(*ExchangeRegion)(nil),            // 26: kelpie.v1.ExchangeRegion
+	(*ExchangeTree)(nil),              // 27: kelpie.v1.ExchangeTree
+	(*ExchangeAggregation)(nil),       // 28: kelpie.v1.ExchangeAggregation
+	(*PolicyView)(nil),                // 29: kelpie.v1.PolicyView
+	(*NodeView)(nil),                  // 30: kelpie.v1.NodeView
+	(*MonitorView)(nil),               // 31: kelpie.v1.MonitorView
+	(*Heatmap)(nil),                   // 32: kelpie.v1.Heatmap
+	(*HeatmapRow)(nil),                // 33: kelpie.v1.HeatmapRow
+	(*Series)(nil),                    // 34: kelpie.v1.Series
+	(*Action)(nil),                    // 35: kelpie.v1.Action
+	(*AdjustLRArgs)(nil),              // 36: kelpie.v1.AdjustLRArgs
+	(*BackupWorkersArgs)(nil),         // 37: kelpie.v1.BackupWorkersArgs
+	(*SetSyncArgs)(nil),               // 38: kelpie.v1.SetSyncArgs
+	(*ActionTransition)(nil),          // 39: kelpie.v1.ActionTransition
+	(*Event)(nil),                     // 40: kelpie.v1.Event
+	nil,                               // 41: kelpie.v1.SetPolicy.ParamsEntry
+	nil,                               // 42: kelpie.v1.PolicyView.ParamsEntry
+	nil,                               // 43: kelpie.v1.Action.BatchSizesEntry
+	nil,                               // 44: kelpie.v1.Action.AccumulationEntry
+	nil,                               // 45: kelpie.v1.Action.ParamsEntry
+	nil,                               // 46: kelpie.v1.Action.EvidenceEntry
+	nil,                               // 47: kelpie.v1.AdjustLRArgs.LrScaleEntry
+	(*timestamppb.Timestamp)(nil),     // 48: google.protobuf.Timestamp
+	(*timelinepb.TimelineFrame)(nil),  // 49: kelpie.v1.TimelineFrame
+	(*coordinatorpb.Divergence)(nil),  // 50: kelpie.v1.Divergence
+	(*coordinatorpb.RegionBytes)(nil), // 51: kelpie.v1.RegionBytes
+	(*timelinepb.Realized)(nil),       // 52: kelpie.v1.Realized
 }
 var file_console_proto_depIdxs = []int32{
 	2,  // 0: kelpie.v1.ClientFrame.hello:type_name -> kelpie.v1.Hello
@@ -4130,8 +4132,6 @@ func file_console_proto_init() {
 	if File_console_proto != nil {
 		return
 	}
-	file_coordinator_proto_init()
-	file_timeline_proto_init()
 	file_console_proto_msgTypes[0].OneofWrappers = []any{
 		(*ClientFrame_Hello)(nil),
 		(*ClientFrame_Subscribe)(nil),

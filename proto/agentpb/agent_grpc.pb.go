@@ -11,7 +11,7 @@
 // - protoc             v3.21.12
 // source: agent.proto
 
-package kelpiepb
+package agentpb
 
 import (
 	context "context"

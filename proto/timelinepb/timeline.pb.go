@@ -15,7 +15,7 @@
 // 	protoc        v3.21.12
 // source: timeline.proto
 
-package kelpiepb
+package timelinepb
 
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
@@ -966,7 +966,7 @@ const file_timeline_proto_rawDesc = "" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04node\x18\x03 \x01(\tR\x04node\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessageB)Z'github.com/kelpie/kelpie/proto/kelpiepbb\x06proto3"
+	"\amessage\x18\x04 \x01(\tR\amessageB+Z)github.com/kelpie/kelpie/proto/timelinepbb\x06proto3"
 
 var (
 	file_timeline_proto_rawDescOnce sync.Once

@@ -8,7 +8,7 @@
 // 	protoc        v3.21.12
 // source: coordinator.proto
 
-package kelpiepb
+package coordinatorpb
 
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
@@ -1797,7 +1797,7 @@ const file_coordinator_proto_rawDesc = "" +
 	"\bDiverged\x12\x1a.kelpie.v1.DivergedRequest\x1a\x1b.kelpie.v1.DivergedResponse\x12I\n" +
 	"\n" +
 	"FetchShard\x12\x1c.kelpie.v1.FetchShardRequest\x1a\x1d.kelpie.v1.FetchShardResponse\x12L\n" +
-	"\vReportShard\x12\x1d.kelpie.v1.ReportShardRequest\x1a\x1e.kelpie.v1.ReportShardResponseB)Z'github.com/kelpie/kelpie/proto/kelpiepbb\x06proto3"
+	"\vReportShard\x12\x1d.kelpie.v1.ReportShardRequest\x1a\x1e.kelpie.v1.ReportShardResponseB.Z,github.com/kelpie/kelpie/proto/coordinatorpbb\x06proto3"
 
 var (
 	file_coordinator_proto_rawDescOnce sync.Once

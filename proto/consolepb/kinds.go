@@ -1,4 +1,4 @@
-package kelpiepb
+package consolepb
 
 import "strings"
 

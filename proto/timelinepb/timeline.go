@@ -1,4 +1,4 @@
-package kelpiepb
+package timelinepb
 
 import "time"
 

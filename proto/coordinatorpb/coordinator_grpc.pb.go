@@ -8,7 +8,7 @@
 // - protoc             v3.21.12
 // source: coordinator.proto
 
-package kelpiepb
+package coordinatorpb
 
 import (
 	context "context"

@@ -39,7 +39,8 @@ import (
 	"google.golang.org/protobuf/encoding/protodelim"
 
 	"github.com/kelpie/kelpie/core/identity"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
+	"github.com/kelpie/kelpie/proto/coordinatorpb"
 )
 
 // Options configure an agent.

@@ -11,7 +11,7 @@ import (
 	gproto "google.golang.org/protobuf/proto"
 
 	"github.com/kelpie/kelpie/core/identity"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/agentpb"
 )
 
 // The peer service: a primary agent forwards a global action to the other

@@ -8,7 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/pspb"
 )
 
 // fill sets every field of m to a value other than its default, walking the
@@ -149,15 +149,15 @@ func differ(sent, got proto.Message) string {
 // the layout carries it.
 func TestLayoutCarriesEveryField(t *testing.T) {
 	for variant := 0; ; variant++ {
-		req := &kelpiepb.PSRequest{}
+		req := &pspb.PSRequest{}
 		more := fill(req.ProtoReflect(), variant, 0)
-		got := roundTrip(t, KindRequest, req, req.Id, req.Data, AppendRequest, DecodeRequest, func() *kelpiepb.PSRequest { return &kelpiepb.PSRequest{} })
+		got := roundTrip(t, KindRequest, req, req.Id, req.Data, AppendRequest, DecodeRequest, func() *pspb.PSRequest { return &pspb.PSRequest{} })
 		if d := differ(req, got); d != "" {
 			t.Errorf("PSRequest through the framed layout: %s", d)
 		}
-		resp := &kelpiepb.PSResponse{}
+		resp := &pspb.PSResponse{}
 		more = fill(resp.ProtoReflect(), variant, 0) || more
-		gotResp := roundTrip(t, KindResponse, resp, resp.Id, resp.Data, AppendResponse, DecodeResponse, func() *kelpiepb.PSResponse { return &kelpiepb.PSResponse{} })
+		gotResp := roundTrip(t, KindResponse, resp, resp.Id, resp.Data, AppendResponse, DecodeResponse, func() *pspb.PSResponse { return &pspb.PSResponse{} })
 		if d := differ(resp, gotResp); d != "" {
 			t.Errorf("PSResponse through the framed layout: %s", d)
 		}
@@ -170,7 +170,7 @@ func TestLayoutCarriesEveryField(t *testing.T) {
 // TestFillSetsEveryField: fill leaves no field of either message at its
 // default (else the round trip above could not see it dropped).
 func TestFillSetsEveryField(t *testing.T) {
-	for _, m := range []proto.Message{&kelpiepb.PSRequest{}, &kelpiepb.PSResponse{}} {
+	for _, m := range []proto.Message{&pspb.PSRequest{}, &pspb.PSResponse{}} {
 		r := m.ProtoReflect()
 		fill(r, 0, 0)
 		fields := r.Descriptor().Fields()

@@ -20,7 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/kelpie/kelpie/core/identity"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/pspb"
 	"github.com/kelpie/kelpie/runtime/wire"
 )
 
@@ -79,13 +79,13 @@ type transport interface {
 	// start registers req (req.Id set, under Conn.mu, unless the Conn has
 	// failed) and sends it, its payload in pieces when payload is not nil;
 	// the response's payload goes into dst when their lengths add up.
-	start(c *Conn, req *kelpiepb.PSRequest, payload, dst [][]byte) (*Call, error)
+	start(c *Conn, req *pspb.PSRequest, payload, dst [][]byte) (*Call, error)
 	// await waits for call's response, or until abort is closed (nil:
 	// never; then errAbandoned). ok is false when the connection failed.
-	await(call *Call, abort <-chan struct{}) (r *kelpiepb.PSResponse, ok bool, err error)
+	await(call *Call, abort <-chan struct{}) (r *pspb.PSResponse, ok bool, err error)
 	// land finishes a call whose response r has come: it says whether the
 	// payload is in the call's dst (resp.Data then nil).
-	land(call *Call, r *kelpiepb.PSResponse) (inPlace bool)
+	land(call *Call, r *pspb.PSResponse) (inPlace bool)
 	// failLocked fails every request in flight (Conn.mu held): their
 	// channels are closed.
 	failLocked()
@@ -144,7 +144,7 @@ func (c *Conn) failed() error {
 
 // register numbers req and runs add with its id, under c.mu, unless the
 // connection has failed.
-func (c *Conn) register(req *kelpiepb.PSRequest, add func(id uint64)) error {
+func (c *Conn) register(req *pspb.PSRequest, add func(id uint64)) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.err != nil {
@@ -158,7 +158,7 @@ func (c *Conn) register(req *kelpiepb.PSRequest, add func(id uint64)) error {
 
 // Start sends a request and returns a channel for its response; the channel
 // is closed without a value if the stream fails first. It sets req.Id.
-func (c *Conn) Start(req *kelpiepb.PSRequest) (<-chan *kelpiepb.PSResponse, error) {
+func (c *Conn) Start(req *pspb.PSRequest) (<-chan *pspb.PSResponse, error) {
 	call, err := c.t.start(c, req, nil, nil)
 	if err != nil {
 		return nil, err
@@ -173,7 +173,7 @@ func (c *Conn) Wait(ch <-chan *pspb.PSResponse) (*pspb.PSResponse, error) {
 
 // WaitOr is Wait that gives up when abort is closed (another server of the
 // same exchange failed: the iteration cannot complete).
-func (c *Conn) WaitOr(ch <-chan *kelpiepb.PSResponse, abort <-chan struct{}) (*kelpiepb.PSResponse, error) {
+func (c *Conn) WaitOr(ch <-chan *pspb.PSResponse, abort <-chan struct{}) (*pspb.PSResponse, error) {
 	r, ok, err := c.t.await(&Call{c: c, ch: ch}, abort)
 	if err != nil {
 		return nil, err
@@ -192,7 +192,7 @@ func (c *Conn) WaitOr(ch <-chan *kelpiepb.PSResponse, abort <-chan struct{}) (*k
 // connection's calls are reused).
 type Call struct {
 	c   *Conn
-	ch  <-chan *kelpiepb.PSResponse
+	ch  <-chan *pspb.PSResponse
 	w   *waiter // framed: the pooled waiter this call belongs to
 	dst [][]byte
 }
@@ -219,7 +219,7 @@ func (c *Conn) Framed() bool { return c.Transport != TransportGRPC }
 // with one writev; gRPC sends them joined into one message (a copy, which a
 // caller that reuses its own buffer may rather make itself). The pieces
 // must stay unchanged until StartV returns.
-func (c *Conn) StartV(req *kelpiepb.PSRequest, payload, dst [][]byte) (*Call, error) {
+func (c *Conn) StartV(req *pspb.PSRequest, payload, dst [][]byte) (*Call, error) {
 	return c.t.start(c, req, payload, dst)
 }
 

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/kelpie/kelpie/core/identity"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/pspb"
 	"github.com/kelpie/kelpie/runtime/framing"
 	"github.com/kelpie/kelpie/runtime/wire"
 )
@@ -247,7 +247,7 @@ func (f *framed) encrypted() bool { return f.tc.Encrypted() }
 // the reader goroutine reads for it, and a call abandoned before its
 // response was taken out of the table is dropped from it, so that a late
 // answer is discarded instead of written into its dst.
-func (f *framed) await(call *Call, abort <-chan struct{}) (*kelpiepb.PSResponse, bool, error) {
+func (f *framed) await(call *Call, abort <-chan struct{}) (*pspb.PSResponse, bool, error) {
 	c := call.c
 	if abort == nil {
 		r, ok := f.awaitOwn(c, call.ch)
@@ -280,7 +280,7 @@ func (f *framed) await(call *Call, abort <-chan struct{}) (*kelpiepb.PSResponse,
 
 // land gives the call's pooled waiter back (the call is done: it serves
 // another) and says whether the payload was read into dst.
-func (f *framed) land(call *Call, _ *kelpiepb.PSResponse) bool {
+func (f *framed) land(call *Call, _ *pspb.PSResponse) bool {
 	if call.w == nil {
 		return false
 	}
@@ -311,7 +311,7 @@ func (f *framed) needReaderLocked() {
 
 // awaitOwn waits for the response on ch, reading the connection itself
 // when nobody else does.
-func (f *framed) awaitOwn(c *Conn, ch <-chan *kelpiepb.PSResponse) (*kelpiepb.PSResponse, bool) {
+func (f *framed) awaitOwn(c *Conn, ch <-chan *pspb.PSResponse) (*pspb.PSResponse, bool) {
 	c.mu.Lock()
 	if len(ch) > 0 || c.err != nil || f.readBy != readerNone {
 		c.mu.Unlock()
@@ -359,7 +359,7 @@ func (f *framed) recvOne(c *Conn) (*waiter, error) {
 	if h.Kind != framing.KindResponse {
 		return nil, fmt.Errorf("%w: %v frame where a response belongs", framing.ErrFrame, h.Kind)
 	}
-	resp := &kelpiepb.PSResponse{Id: h.ID}
+	resp := &pspb.PSResponse{Id: h.ID}
 	if err := framing.DecodeResponse(meta, resp); err != nil {
 		return nil, err
 	}
@@ -407,7 +407,7 @@ func total(dst [][]byte) int {
 }
 
 // start sends req in one frame, its payload from where the pieces lie.
-func (f *framed) start(c *Conn, req *kelpiepb.PSRequest, payload, dst [][]byte) (*Call, error) {
+func (f *framed) start(c *Conn, req *pspb.PSRequest, payload, dst [][]byte) (*Call, error) {
 	w := waiters.Get().(*waiter)
 	w.dst, w.call.c = dst, c
 	if err := c.register(req, func(id uint64) { w.id = id; f.waiting[id] = w }); err != nil {

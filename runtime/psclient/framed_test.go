@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/pspb"
 	"github.com/kelpie/kelpie/runtime/framing"
 )
 
@@ -65,7 +65,7 @@ func newScripted(t *testing.T) *scripted {
 			if err != nil {
 				return
 			}
-			req := &kelpiepb.PSRequest{Id: h.ID}
+			req := &pspb.PSRequest{Id: h.ID}
 			if err := framing.DecodeRequest(meta, req); err != nil {
 				t.Errorf("decode: %v", err)
 				return

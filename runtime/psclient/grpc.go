@@ -9,7 +9,7 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/pspb"
 	"github.com/kelpie/kelpie/runtime/wire"
 )
 
@@ -17,9 +17,9 @@ import (
 // responses a goroutine receives and hands to their waiters by id.
 type grpcStream struct {
 	cc      *grpc.ClientConn
-	stream  kelpiepb.ParameterServer_ExchangeClient
+	stream  pspb.ParameterServer_ExchangeClient
 	sendMu  sync.Mutex
-	waiting map[uint64]chan *kelpiepb.PSResponse // under Conn.mu
+	waiting map[uint64]chan *pspb.PSResponse // under Conn.mu
 }
 
 // dialGRPC opens a gRPC connection to addr and its Exchange stream, which
@@ -30,13 +30,13 @@ func dialGRPC(ctx context.Context, addr string) (*Conn, error) {
 		return nil, fmt.Errorf("psclient: dial %s: %w", addr, err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	stream, err := kelpiepb.NewParameterServerClient(cc).Exchange(ctx, wire.CallOption())
+	stream, err := pspb.NewParameterServerClient(cc).Exchange(ctx, wire.CallOption())
 	if err != nil {
 		cancel()
 		cc.Close()
 		return nil, fmt.Errorf("psclient: open stream to %s: %w", addr, err)
 	}
-	g := &grpcStream{cc: cc, stream: stream, waiting: map[uint64]chan *kelpiepb.PSResponse{}}
+	g := &grpcStream{cc: cc, stream: stream, waiting: map[uint64]chan *pspb.PSResponse{}}
 	c := &Conn{Addr: addr, Transport: TransportGRPC, t: g, cancel: cancel, done: make(chan struct{})}
 	go g.recvLoop(c)
 	return c, nil
@@ -67,7 +67,7 @@ func (g *grpcStream) recvLoop(c *Conn) {
 
 // start sends req with its payload joined into req.Data (a copy: gRPC
 // sends one message).
-func (g *grpcStream) start(c *Conn, req *kelpiepb.PSRequest, payload, dst [][]byte) (*Call, error) {
+func (g *grpcStream) start(c *Conn, req *pspb.PSRequest, payload, dst [][]byte) (*Call, error) {
 	if payload != nil {
 		n := 0
 		for _, p := range payload {
@@ -78,7 +78,7 @@ func (g *grpcStream) start(c *Conn, req *kelpiepb.PSRequest, payload, dst [][]by
 			req.Data = append(req.Data, p...)
 		}
 	}
-	ch := make(chan *kelpiepb.PSResponse, 1)
+	ch := make(chan *pspb.PSResponse, 1)
 	if err := c.register(req, func(id uint64) { g.waiting[id] = ch }); err != nil {
 		return nil, err
 	}
@@ -94,7 +94,7 @@ func (g *grpcStream) start(c *Conn, req *kelpiepb.PSRequest, payload, dst [][]by
 	return &Call{c: c, ch: ch, dst: dst}, nil
 }
 
-func (g *grpcStream) await(call *Call, abort <-chan struct{}) (*kelpiepb.PSResponse, bool, error) {
+func (g *grpcStream) await(call *Call, abort <-chan struct{}) (*pspb.PSResponse, bool, error) {
 	select {
 	case r, ok := <-call.ch:
 		return r, ok, nil
@@ -104,7 +104,7 @@ func (g *grpcStream) await(call *Call, abort <-chan struct{}) (*kelpiepb.PSRespo
 }
 
 // land copies the payload into the call's dst when their lengths match.
-func (g *grpcStream) land(call *Call, r *kelpiepb.PSResponse) bool {
+func (g *grpcStream) land(call *Call, r *pspb.PSResponse) bool {
 	if call.dst == nil || total(call.dst) != len(r.Data) || len(r.Data) == 0 {
 		return false
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/kelpie/kelpie/core/spec"
 	"github.com/kelpie/kelpie/core/straggler"
 	"github.com/kelpie/kelpie/core/topology"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/coordinatorpb"
 	"github.com/kelpie/kelpie/runtime/allreduce"
 	"github.com/kelpie/kelpie/runtime/model"
 	"github.com/kelpie/kelpie/runtime/worker"
@@ -217,8 +217,8 @@ type regionTally struct {
 
 // delta is what cur (running totals) adds to what was reported, and
 // records cur as reported.
-func (t *regionTally) delta(cur map[reduceplan.Pair]int64) []*kelpiepb.RegionBytes {
-	var out []*kelpiepb.RegionBytes
+func (t *regionTally) delta(cur map[reduceplan.Pair]int64) []*coordinatorpb.RegionBytes {
+	var out []*coordinatorpb.RegionBytes
 	for p, b := range cur {
 		if d := b - t.sent[p]; d > 0 {
 			out = append(out, &coordinatorpb.RegionBytes{FromRegion: p.From, ToRegion: p.To, Bytes: d})
@@ -233,7 +233,7 @@ func (t *regionTally) delta(cur map[reduceplan.Pair]int64) []*kelpiepb.RegionByt
 
 // regionBytesPB lists bytes by region pair (a PS report's own, not
 // running totals), ordered.
-func regionBytesPB(m map[reduceplan.Pair]int64) []*kelpiepb.RegionBytes {
+func regionBytesPB(m map[reduceplan.Pair]int64) []*coordinatorpb.RegionBytes {
 	var t regionTally
 	return t.delta(m)
 }

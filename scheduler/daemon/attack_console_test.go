@@ -20,7 +20,8 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/kelpie/kelpie/core/identity"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
+	"github.com/kelpie/kelpie/proto/coordinatorpb"
 	"github.com/kelpie/kelpie/scheduler/console"
 	"github.com/kelpie/kelpie/scheduler/console/client"
 )

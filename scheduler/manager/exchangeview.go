@@ -7,7 +7,7 @@ import (
 	"github.com/kelpie/kelpie/core/reduceplan"
 	"github.com/kelpie/kelpie/core/spec"
 	"github.com/kelpie/kelpie/core/topology"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 )
 
 // maxViewTrees bounds the RAT trees a view carries: one per member, so a
@@ -73,7 +73,7 @@ func planExchange(s *spec.Spec, members []int, next int64) *consolepb.ExchangeTo
 	for k, w := range members {
 		pl.names[k], pl.racks[k], pl.pods[k] = spec.WorkerName(w), topo.Rack(k), topo.Pod(k)
 	}
-	v := &kelpiepb.ExchangeTopology{Mode: mode, Iteration: next}
+	v := &consolepb.ExchangeTopology{Mode: mode, Iteration: next}
 	order := reduceplan.RingOrder(len(members), topo)
 	for _, k := range order {
 		r := pl.racks[k]
@@ -111,7 +111,7 @@ var aggregationLevels = []string{"rack", "pod", "cluster"}
 
 // tree is chunk c's tree of p: its root, and each aggregator's additions
 // (the root's first, then by member), level by level.
-func (pl placed) tree(p *reduceplan.Plan, c int) *kelpiepb.ExchangeTree {
+func (pl placed) tree(p *reduceplan.Plan, c int) *consolepb.ExchangeTree {
 	root, children := p.Tree(c)
 	t := &consolepb.ExchangeTree{Chunk: int32(c)}
 	if root < 0 {

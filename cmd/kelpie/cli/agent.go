@@ -12,7 +12,7 @@ import (
 
 	"github.com/kelpie/kelpie/agent"
 	"github.com/kelpie/kelpie/core/identity"
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/coordinatorpb"
 )
 
 func agentCmd() *cobra.Command {

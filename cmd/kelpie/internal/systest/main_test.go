@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kelpie/kelpie/proto/kelpiepb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/console/client"
 )
 
@@ -57,7 +57,7 @@ func writeTokens(t *testing.T) string {
 // BPTs its nodes were seen with.
 type watcher struct {
 	mu     sync.Mutex
-	job    *kelpiepb.JobView
+	job    *consolepb.JobView
 	seen   map[string]map[string]bool // node -> classes seen
 	bpt    map[string]bool            // nodes seen with a BPT
 	change chan struct{}
@@ -66,7 +66,7 @@ type watcher struct {
 func (w *watcher) handle(m any) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var jobs []*kelpiepb.JobView
+	var jobs []*consolepb.JobView
 	switch x := m.(type) {
 	case client.SnapshotMsg:
 		jobs = x.Snapshot.Jobs
@@ -92,7 +92,7 @@ func (w *watcher) handle(m any) {
 }
 
 // until waits (bounded) for cond on the latest view.
-func (w *watcher) until(t *testing.T, what string, d time.Duration, cond func(*kelpiepb.JobView) bool) *kelpiepb.JobView {
+func (w *watcher) until(t *testing.T, what string, d time.Duration, cond func(*consolepb.JobView) bool) *consolepb.JobView {
 	t.Helper()
 	deadline := time.After(d)
 	for {

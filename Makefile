@@ -45,7 +45,7 @@ e2e: build data
 test: build data rules k8s-bin torch
 	$(GO) vet ./...
 	$(GO) test -race -timeout $(TEST_TIMEOUT) ./...
-	$(GO) test -count=1 -run 'Allocs' ./runtime/tensorwire ./runtime/bench
+	$(GO) test -count=1 -run 'Allocs' ./runtime/framing ./runtime/bench
 
 test-short: data
 	$(GO) test -short ./...
@@ -127,7 +127,7 @@ rules:
 # there: fix it and keep the input as a regression case. scripts/fuzz.sh
 # retries once a run that only hit Go's -fuzztime deadline race.
 FUZZTIME ?= 30s
-FUZZ_TARGETS := core/spec:FuzzParse core/spec:FuzzYAML runtime/wire:FuzzUnmarshal runtime/tensorwire:FuzzDecode runtime/data:FuzzIDX \
+FUZZ_TARGETS := core/spec:FuzzParse core/spec:FuzzYAML runtime/wire:FuzzUnmarshal runtime/framing:FuzzDecode runtime/data:FuzzIDX \
 	core/diverge:FuzzParse runtime/server:FuzzRequest runtime/identity:FuzzPolicies scheduler/console:FuzzClientFrame \
 	scheduler/coordinator:FuzzRequests scheduler/shard:FuzzRestore scheduler/shard:FuzzInterleavings
 fuzz:

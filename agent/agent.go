@@ -38,10 +38,10 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protodelim"
 
+	"github.com/kelpie/kelpie/core/identity"
+	"github.com/kelpie/kelpie/core/replicas"
 	"github.com/kelpie/kelpie/proto/agentpb"
 	"github.com/kelpie/kelpie/proto/coordinatorpb"
-	"github.com/kelpie/kelpie/runtime/identity"
-	"github.com/kelpie/kelpie/runtime/replicas"
 )
 
 // Options configure an agent.

@@ -10,8 +10,8 @@ import (
 	"google.golang.org/grpc/status"
 	gproto "google.golang.org/protobuf/proto"
 
+	"github.com/kelpie/kelpie/core/identity"
 	"github.com/kelpie/kelpie/proto/agentpb"
-	"github.com/kelpie/kelpie/runtime/identity"
 )
 
 // The peer service: a primary agent forwards a global action to the other

@@ -20,17 +20,6 @@ import (
 	"github.com/kelpie/kelpie/tui/keys"
 )
 
-type viewID int
-
-const (
-	viewJobs viewID = iota
-	viewJob
-	viewActions
-	viewPolicies
-	viewEvents
-	viewLaunch
-)
-
 // refresh rates offered by + and -.
 var rates = []float64{0.5, 1, 2, 4, 8, 10, 20}
 
@@ -120,13 +109,9 @@ func newApp(cfg config) *App {
 			}
 		}
 	}
-	m.views = map[viewID]component{
-		viewJobs:     newJobsView(c),
-		viewJob:      newJobView(c),
-		viewActions:  newActionsView(c),
-		viewPolicies: newPoliciesView(c),
-		viewEvents:   newEventsView(c),
-		viewLaunch:   newLaunchView(c),
+	m.views = map[viewID]component{}
+	for id, d := range viewDefs {
+		m.views[viewID(id)] = d.new(c)
 	}
 	m.styleHelp()
 	if cfg.job != "" {
@@ -148,10 +133,10 @@ func (m *App) Init() tea.Cmd { return nil }
 // wantScope is the subscription the current view needs: every job for the jobs list, the open
 // job (with its nodes, heatmap and charts) for the job, actions and policies views.
 func (m *App) wantScope() ([]string, bool) {
-	switch m.cur {
-	case viewJobs:
+	switch viewDefs[m.cur].scope {
+	case scopeAllJobs:
 		return nil, true
-	case viewJob, viewActions, viewPolicies:
+	case scopeOpenJob:
 		if m.c.job != "" {
 			return []string{m.c.job}, true
 		}
@@ -450,24 +435,28 @@ func (m *App) key(msg tea.KeyMsg) tea.Cmd {
 		}
 	case key.Matches(msg, g.Faster), key.Matches(msg, g.Slower):
 		return m.changeRate(key.Matches(msg, g.Faster))
-	case key.Matches(msg, g.Jobs):
-		return m.goTo(viewJobs, "")
-	case key.Matches(msg, g.Actions):
-		cmd := m.goTo(viewActions, m.selectedJob())
-		if v, ok := m.views[viewActions].(*actionsView); ok {
-			v.focusPending()
-		}
-		return cmd
-	case key.Matches(msg, g.Policies):
-		return m.goTo(viewPolicies, m.selectedJob())
-	case key.Matches(msg, g.Events):
-		return m.goTo(viewEvents, "")
-	case key.Matches(msg, g.Launch):
-		return m.goTo(viewLaunch, "")
 	default:
+		for id, d := range viewDefs {
+			if d.key != nil && key.Matches(msg, d.key(g)) {
+				return m.openByKey(viewID(id))
+			}
+		}
 		return m.updateView(msg)
 	}
 	return nil
+}
+
+// openByKey opens a view its global key names: one about a job for the job under the cursor.
+func (m *App) openByKey(id viewID) tea.Cmd {
+	d, job := viewDefs[id], ""
+	if d.ofJob {
+		job = m.selectedJob()
+	}
+	cmd := m.goTo(id, job)
+	if d.opened != nil {
+		d.opened(m.views[id])
+	}
+	return cmd
 }
 
 // updateView hands a message the root did not take to the current view.
@@ -556,11 +545,8 @@ func (m *App) back() tea.Cmd {
 // through the views visited): a job's actions and policies belong to the
 // open job, the job to the jobs list; events and launch hang off the list.
 func (m *App) parent(v viewID) viewID {
-	switch v {
-	case viewActions, viewPolicies:
-		if m.c.job != "" {
-			return viewJob
-		}
+	if viewDefs[v].inJob && m.c.job != "" {
+		return viewJob
 	}
 	return viewJobs
 }

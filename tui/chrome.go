@@ -96,16 +96,16 @@ func overlay(base, top string, w int) string {
 
 func (m *App) crumbs() string {
 	parts := []string{"jobs"}
-	switch m.cur {
-	case viewJob:
-		parts = append(parts, m.c.job)
-	case viewActions, viewPolicies:
+	switch d := viewDefs[m.cur]; {
+	case d.aside:
+		parts = []string{m.views[m.cur].Title()}
+	case d.inJob:
 		if m.c.job != "" {
 			parts = append(parts, m.c.job)
 		}
 		parts = append(parts, m.views[m.cur].Title())
-	case viewEvents, viewLaunch:
-		parts = []string{m.views[m.cur].Title()}
+	case d.ofJob:
+		parts = append(parts, m.c.job)
 	}
 	return strings.Join(parts, " › ")
 }

@@ -113,28 +113,25 @@ func (m *App) run(line string) tea.Cmd {
 		_, ok := m.c.data.jobs[job]
 		return ok || !m.c.data.complete
 	}
+	if id, d, ok := viewByCommand(verb); ok {
+		if !d.ofJob {
+			return m.goTo(id, "")
+		}
+		if arg != "" && !known(arg) {
+			m.c.setFlash(flashErr, fmt.Sprintf("no job %q (have %s)", arg, strings.Join(m.c.data.names(), ", ")))
+			return nil
+		}
+		if d.needsJob && arg == "" && m.c.job == "" {
+			m.c.setFlash(flashErr, fmt.Sprintf(":%s needs a name, e.g. :%s mnist-mlp", verb, verb))
+			return nil
+		}
+		return m.goTo(id, arg)
+	}
 	switch verb {
 	case "":
 		return nil
 	case "q", "q!", "quit":
 		return tea.Quit
-	case "jobs":
-		return m.goTo(viewJobs, "")
-	case "job", "actions", "policies":
-		if arg != "" && !known(arg) {
-			m.c.setFlash(flashErr, fmt.Sprintf("no job %q (have %s)", arg, strings.Join(m.c.data.names(), ", ")))
-			return nil
-		}
-		to := map[string]viewID{"job": viewJob, "actions": viewActions, "policies": viewPolicies}[verb]
-		if verb == "job" && arg == "" && m.c.job == "" {
-			m.c.setFlash(flashErr, ":job needs a name, e.g. :job mnist-mlp")
-			return nil
-		}
-		return m.goTo(to, arg)
-	case "events":
-		return m.goTo(viewEvents, "")
-	case "launch":
-		return m.goTo(viewLaunch, "")
 	case "help":
 		m.showHelp = true
 		return nil

@@ -309,7 +309,7 @@ func ratJob() *consolepb.JobView {
 }
 
 // ratExchange is the exchange the scheduler plans for ratJob's 7 members
-// (the trees TestExchangeViewAfterRemoveWorker expects of allreduce.RAT).
+// (the trees TestExchangeViewAfterRemoveWorker expects of reduceplan.RAT).
 func ratExchange() *consolepb.ExchangeTopology {
 	w := func(ids ...int) []string {
 		var out []string

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kelpie/kelpie/core/reduceplan"
 	"github.com/kelpie/kelpie/runtime/wire"
 )
 
@@ -224,7 +225,7 @@ func (e *Exchange) welcome(ctx context.Context, c net.Conn) error {
 	defer stop()
 	var ok [1]byte
 	if _, err := io.ReadFull(c, ok[:]); err != nil {
-		return fmt.Errorf("no welcome: %v", err)
+		return fmt.Errorf("no welcome: %w", err)
 	}
 	if ok[0] != welcomeByte {
 		return fmt.Errorf("welcome %#x", ok[0])
@@ -423,15 +424,15 @@ func (e *Exchange) Sent() []int64 {
 
 // Bytes returns the payload bytes this node has sent across regions, by
 // region pair.
-func (e *Exchange) Bytes() map[Pair]int64 {
-	out := map[Pair]int64{}
+func (e *Exchange) Bytes() map[reduceplan.Pair]int64 {
+	out := map[reduceplan.Pair]int64{}
 	if e.cfg.Region == nil {
 		return out
 	}
 	me := e.cfg.Region(e.cfg.Self)
 	for j, b := range e.Sent() {
 		if r := e.cfg.Region(j); b > 0 && r != me {
-			out[Pair{me, r}] += b
+			out[reduceplan.Pair{From: me, To: r}] += b
 		}
 	}
 	return out
@@ -457,7 +458,7 @@ func (e *Exchange) CrossBytes() int64 {
 // goroutine per chunk this node takes part in, and one reader per peer it
 // receives from. If ctx ends or a peer fails, the connections are closed
 // and the Exchange cannot be used again.
-func (e *Exchange) Run(ctx context.Context, p *Plan, vec []float32) error {
+func (e *Exchange) Run(ctx context.Context, p *reduceplan.Plan, vec []float32) error {
 	if err := e.err(); err != nil {
 		return err
 	}
@@ -563,7 +564,7 @@ type frame struct {
 // chunkStep is this node's part of one chunk in one step.
 type chunkStep struct {
 	step         int
-	sends, recvs []Transfer
+	sends, recvs []reduceplan.Transfer
 }
 
 // runChunk moves chunk c through this node's steps: in each, it sends
@@ -571,7 +572,7 @@ type chunkStep struct {
 // plan order, what the step receives. A node never sends and receives one
 // chunk in one step (Verify), so the sends read the chunk as the earlier
 // steps left it; they are written before the receives change it.
-func (e *Exchange) runChunk(ctx context.Context, p *Plan, c int, steps []chunkStep, mail <-chan frame, abort <-chan struct{}, vec []float32) error {
+func (e *Exchange) runChunk(ctx context.Context, p *reduceplan.Plan, c int, steps []chunkStep, mail <-chan frame, abort <-chan struct{}, vec []float32) error {
 	r := p.Chunks[c]
 	dst := vec[r.Off : r.Off+r.Len]
 	early := map[[2]int][]float32{} // (from, step) -> data that came before its step
@@ -608,7 +609,7 @@ func (e *Exchange) runChunk(ctx context.Context, p *Plan, c int, steps []chunkSt
 		}
 		for _, t := range st.recvs {
 			k := [2]int{t.From, st.step}
-			apply(t.Op, dst, early[k])
+			t.Op.Apply(dst, early[k])
 			delete(early, k)
 		}
 	}
@@ -619,7 +620,7 @@ func (e *Exchange) runChunk(ctx context.Context, p *Plan, c int, steps []chunkSt
 // exchange (any order: its chunks progress independently) and hands each
 // to its chunk. A frame of another exchange, step or chunk than expected,
 // or one sent twice, fails the exchange.
-func (e *Exchange) read(j int, p *Plan, want map[frameKey]bool, mail []chan frame) error {
+func (e *Exchange) read(j int, p *reduceplan.Plan, want map[frameKey]bool, mail []chan frame) error {
 	c := e.in[j]
 	var h [headerSize]byte
 	for left := len(want); left > 0; left-- {
@@ -660,7 +661,7 @@ func (e *Exchange) err() error {
 	return e.dead
 }
 
-func (e *Exchange) send(j, step int, p *Plan, t Transfer, vec []float32) error {
+func (e *Exchange) send(j, step int, p *reduceplan.Plan, t reduceplan.Transfer, vec []float32) error {
 	r := p.Chunks[t.Chunk]
 	var h [headerSize]byte
 	binary.LittleEndian.PutUint64(h[:], e.seq)

@@ -3,12 +3,16 @@ package allreduce
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kelpie/kelpie/core/reduceplan"
+	"github.com/kelpie/kelpie/core/topology"
 )
 
 // group starts n nodes' Exchanges on 127.0.0.1.
@@ -46,7 +50,7 @@ func group(t *testing.T, n int, name string, region func(int) string) []*Exchang
 }
 
 // runAll runs p on every node at once.
-func runAll(ctx context.Context, xs []*Exchange, p *Plan, vecs [][]float32) []error {
+func runAll(ctx context.Context, xs []*Exchange, p *reduceplan.Plan, vecs [][]float32) []error {
 	errs := make([]error, len(xs))
 	var wg sync.WaitGroup
 	for i, x := range xs {
@@ -68,7 +72,7 @@ func TestExchangeMatchesSimulate(t *testing.T) {
 	region := topo.RackRegion()
 	xs := group(t, 6, "job-a", region)
 	const n = 10007
-	for round, p := range []*Plan{Ring(6, n, topo), RAT(6, n, topo, 0), PS(6, n), RAT(6, n, topo, 2), Ring(6, n, topo)} {
+	for round, p := range []*reduceplan.Plan{reduceplan.Ring(6, n, topo), reduceplan.RAT(6, n, topo, 0), reduceplan.PS(6, n), reduceplan.RAT(6, n, topo, 2), reduceplan.Ring(6, n, topo)} {
 		rng := rand.New(rand.NewPCG(7, uint64(round)))
 		vecs, want := make([][]float32, 6), make([][]float32, 6)
 		for i := range vecs {
@@ -148,7 +152,7 @@ func TestExchangeRefusesStrangers(t *testing.T) {
 		defer xs[i].Close()
 	}
 	v := [][]float32{{1, 2}, {3, 4}}
-	for i, err := range runAll(ctx, xs, Ring(2, 2, nil), v) {
+	for i, err := range runAll(ctx, xs, reduceplan.Ring(2, 2, nil), v) {
 		if err != nil {
 			t.Fatalf("node %d: %v", i, err)
 		}
@@ -164,7 +168,7 @@ func TestExchangeCancel(t *testing.T) {
 	xs := group(t, 3, "job-c", nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 2)
-	p := RAT(3, 30, nil, 0)
+	p := reduceplan.RAT(3, 30, nil, 0)
 	for i := range 2 { // node 2 never runs
 		go func() { done <- xs[i].Run(ctx, p, make([]float32, 30)) }()
 	}
@@ -196,4 +200,15 @@ func TestConnectTimesOutOnMissingPeer(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "node 1") {
 		t.Errorf("Connect = %v; want an error naming node 1", err)
 	}
+}
+
+// racks returns a topology of len(sizes) racks in one pod.
+func racks(sizes ...int) topology.Topology {
+	var t topology.Topology
+	for r, n := range sizes {
+		for range n {
+			t = append(t, topology.Place{Rack: fmt.Sprintf("r%d", r)})
+		}
+	}
+	return t
 }

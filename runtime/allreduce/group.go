@@ -8,6 +8,9 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+
+	"github.com/kelpie/kelpie/core/reduceplan"
+	"github.com/kelpie/kelpie/core/topology"
 )
 
 // GroupConfig is one worker's place in its job's allreduce group.
@@ -32,7 +35,7 @@ type GroupConfig struct {
 	NodeName func(worker int) string
 	// Place is a worker's place in the topology, for the plans and the
 	// byte counters.
-	Place func(worker int) Place
+	Place func(worker int) topology.Place
 	// Kind is the plan: "ring" or "rat".
 	Kind string
 	// BeforeSend runs before this worker sends in each step of a plan
@@ -49,16 +52,16 @@ type Group struct {
 	cfg     GroupConfig
 	members []int // worker indexes, ascending; plan node k is members[k]
 	x       *Exchange
-	plans   map[int]*Plan // by vector length, for these members
+	plans   map[int]*reduceplan.Plan // by vector length, for these members
 
 	mu       sync.Mutex
-	sentDone int64          // payload bytes sent on meshes closed
-	pairDone map[Pair]int64 // and those across regions
+	sentDone int64                     // payload bytes sent on meshes closed
+	pairDone map[reduceplan.Pair]int64 // and those across regions
 }
 
 // NewGroup returns a group with no mesh yet.
 func NewGroup(cfg GroupConfig) *Group {
-	return &Group{cfg: cfg, pairDone: map[Pair]int64{}}
+	return &Group{cfg: cfg, pairDone: map[reduceplan.Pair]int64{}}
 }
 
 // Members are the workers of the current mesh.
@@ -79,12 +82,12 @@ func (g *Group) Form(ctx context.Context, members []int) error {
 		return fmt.Errorf("allreduce: worker %d is not among the members %v", g.cfg.Self, members)
 	}
 	g.closeMesh()
-	g.members, g.plans = members, map[int]*Plan{}
+	g.members, g.plans = members, map[int]*reduceplan.Plan{}
 	cfg := Config{
 		Self: self, Addrs: make([]string, len(members)), Listener: g.cfg.Listener, KeepListener: true,
 		Group: g.groupName(), Dial: g.cfg.Dial, BeforeSend: g.cfg.BeforeSend, Security: g.cfg.Security,
 		Resolve: func(ctx context.Context, j int) (string, error) { return g.cfg.Resolve(ctx, members[j]) },
-		Region:  func(j int) string { return Region(g.place(members[j])) },
+		Region:  func(j int) string { return topology.Region(g.place(members[j])) },
 	}
 	if g.cfg.NodeName != nil {
 		cfg.Name = func(j int) string { return g.cfg.NodeName(members[j]) }
@@ -110,16 +113,16 @@ func (g *Group) groupName() string {
 	return name
 }
 
-func (g *Group) place(w int) Place {
+func (g *Group) place(w int) topology.Place {
 	if g.cfg.Place == nil {
-		return Place{}
+		return topology.Place{}
 	}
 	return g.cfg.Place(w)
 }
 
 // Topology is the members' places, by position.
-func (g *Group) Topology() Topology {
-	t := make(Topology, len(g.members))
+func (g *Group) Topology() topology.Topology {
+	t := make(topology.Topology, len(g.members))
 	for i, w := range g.members {
 		t[i] = g.place(w)
 	}
@@ -128,15 +131,15 @@ func (g *Group) Topology() Topology {
 
 // Plan is the group's plan for vectors of n elements (built once per
 // membership).
-func (g *Group) Plan(n int) *Plan {
+func (g *Group) Plan(n int) *reduceplan.Plan {
 	if p, ok := g.plans[n]; ok {
 		return p
 	}
-	var p *Plan
+	var p *reduceplan.Plan
 	if g.cfg.Kind == "ring" {
-		p = Ring(len(g.members), n, g.Topology())
+		p = reduceplan.Ring(len(g.members), n, g.Topology())
 	} else {
-		p = RAT(len(g.members), n, g.Topology(), 0)
+		p = reduceplan.RAT(len(g.members), n, g.Topology(), 0)
 	}
 	g.plans[n] = p
 	return p
@@ -182,10 +185,10 @@ func (g *Group) Sent() int64 {
 
 // Bytes is what this worker has sent across regions, by region pair, over
 // every mesh.
-func (g *Group) Bytes() map[Pair]int64 {
+func (g *Group) Bytes() map[reduceplan.Pair]int64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	out := make(map[Pair]int64, len(g.pairDone))
+	out := make(map[reduceplan.Pair]int64, len(g.pairDone))
 	for k, v := range g.pairDone {
 		out[k] = v
 	}

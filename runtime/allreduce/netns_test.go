@@ -9,13 +9,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kelpie/kelpie/core/reduceplan"
+	"github.com/kelpie/kelpie/core/topology"
 	"github.com/kelpie/kelpie/runtime/netns"
 )
 
 // shapedGroup connects one Exchange per host of a netns cluster: each
 // node listens on its host's address and dials from inside its host, so
 // every byte between racks crosses the cluster's shaped uplinks.
-func shapedGroup(t testing.TB, c *netns.Cluster, topo Topology, hook func(node int) func(context.Context, int)) []*Exchange {
+func shapedGroup(t testing.TB, c *netns.Cluster, topo topology.Topology, hook func(node int) func(context.Context, int)) []*Exchange {
 	t.Helper()
 	n := len(c.Hosts)
 	lis := make([]net.Listener, n)
@@ -65,15 +67,15 @@ func shapedGroup(t testing.TB, c *netns.Cluster, topo Topology, hook func(node i
 
 // shapedCluster is RAT's oversubscribed setting at small scale: 2 racks of
 // 4 hosts whose links run at 4× the cross-rack uplink (4:1).
-func shapedCluster(t testing.TB) (*netns.Cluster, Topology) {
+func shapedCluster(t testing.TB) (*netns.Cluster, topology.Topology) {
 	c := netns.ForTest(t, netns.Config{
 		Racks:    [][]string{{"w0", "w1", "w2", "w3"}, {"w4", "w5", "w6", "w7"}},
 		HostLink: "800mbit",
 		Uplink:   "200mbit",
 	})
-	topo := make(Topology, len(c.Hosts))
+	topo := make(topology.Topology, len(c.Hosts))
 	for i, h := range c.Hosts {
-		topo[i] = Place{Rack: fmt.Sprintf("r%d", h.Rack)}
+		topo[i] = topology.Place{Rack: fmt.Sprintf("r%d", h.Rack)}
 	}
 	return c, topo
 }
@@ -91,7 +93,7 @@ func TestShapedRacks(t *testing.T) {
 	const n = 256 << 10 // 1 MiB of float32 per node
 	region := topo.RackRegion()
 	cross := map[string]int64{}
-	for _, p := range []*Plan{PS(8, n), Ring(8, n, topo), RAT(8, n, topo, 0)} {
+	for _, p := range []*reduceplan.Plan{reduceplan.PS(8, n), reduceplan.Ring(8, n, topo), reduceplan.RAT(8, n, topo, 0)} {
 		vecs := make([][]float32, 8)
 		for i := range vecs {
 			vecs[i] = make([]float32, n)
@@ -139,7 +141,7 @@ func BenchmarkShapedRacks(b *testing.B) {
 	c, topo := shapedCluster(b)
 	xs := shapedGroup(b, c, topo, nil)
 	const n = 256 << 10
-	for _, p := range []*Plan{PS(8, n), Ring(8, n, topo), RAT(8, n, topo, 0)} {
+	for _, p := range []*reduceplan.Plan{reduceplan.PS(8, n), reduceplan.Ring(8, n, topo), reduceplan.RAT(8, n, topo, 0)} {
 		b.Run(p.Kind, func(b *testing.B) {
 			vecs := make([][]float32, 8)
 			for i := range vecs {
@@ -176,7 +178,7 @@ func TestShapedRacksPausing(t *testing.T) {
 		}
 	})
 	const n, rounds = 64 << 10, 5
-	for _, p := range []*Plan{PS(8, n), Ring(8, n, topo), RAT(8, n, topo, 0)} {
+	for _, p := range []*reduceplan.Plan{reduceplan.PS(8, n), reduceplan.Ring(8, n, topo), reduceplan.RAT(8, n, topo, 0)} {
 		// One exchange first, unmeasured (connections warm up).
 		for i, err := range runAll(context.Background(), xs, p, make2(8, n)) {
 			if err != nil {

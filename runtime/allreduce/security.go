@@ -10,20 +10,20 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/kelpie/kelpie/runtime/tensorwire"
+	"github.com/kelpie/kelpie/runtime/framing"
 )
 
 // Security is how the workers of a group prove themselves to each other,
-// as on the parameter-server data plane (runtime/tensorwire): every
-// connection starts with tensorwire's handshake, in which both ends prove
+// as on the parameter-server data plane (runtime/framing): every
+// connection starts with runtime/framing's handshake, in which both ends prove
 // the job's data-plane secret; with TLS configurations
 // (data_plane_encryption: on) it continues in TLS with both ends' node
 // certificates, and the certificate must then name exactly the worker the
 // peer claims to be. A refused connection is logged with its reason.
 type Security struct {
-	// Credentials prove the job (nil: tensorwire.SharedSecret(nil), the
+	// Credentials prove the job (nil: framing.SharedSecret(nil), the
 	// job without a secret).
-	Credentials tensorwire.Credentials
+	Credentials framing.Credentials
 	// ServerTLS and ClientTLS (both or neither) encrypt: the accepting and
 	// the dialling end's configurations (identity.Credentials.PeerTLS).
 	ServerTLS, ClientTLS *tls.Config
@@ -47,18 +47,18 @@ type secured struct {
 	node string // "" without TLS
 }
 
-func (s *Security) creds() tensorwire.Credentials {
+func (s *Security) creds() framing.Credentials {
 	if s.Credentials == nil {
-		return tensorwire.SharedSecret(nil)
+		return framing.SharedSecret(nil)
 	}
 	return s.Credentials
 }
 
 // client runs the dialling end's handshake on c.
 func (s *Security) client(c net.Conn) (secured, error) {
-	tensorwire.Tune(c)
-	tc := tensorwire.NewConn(c)
-	if _, err := tensorwire.ClientHandshake(tc, s.creds(), s.ClientTLS); err != nil {
+	framing.Tune(c)
+	tc := framing.NewConn(c)
+	if _, err := framing.ClientHandshake(tc, s.creds(), s.ClientTLS); err != nil {
 		return secured{}, err
 	}
 	return s.finish(tc)
@@ -66,15 +66,15 @@ func (s *Security) client(c net.Conn) (secured, error) {
 
 // server runs the accepting end's handshake on c.
 func (s *Security) server(c net.Conn) (secured, error) {
-	tensorwire.Tune(c)
-	tc := tensorwire.NewConn(c)
-	if err := tensorwire.ServerHandshake(tc, s.creds(), s.ServerTLS, tensorwire.Hello{}); err != nil {
+	framing.Tune(c)
+	tc := framing.NewConn(c)
+	if err := framing.ServerHandshake(tc, s.creds(), s.ServerTLS, framing.Hello{}); err != nil {
 		return secured{}, err
 	}
 	return s.finish(tc)
 }
 
-func (s *Security) finish(tc *tensorwire.Conn) (secured, error) {
+func (s *Security) finish(tc *framing.Conn) (secured, error) {
 	conn, err := tc.Stream()
 	if err != nil {
 		return secured{}, err

@@ -13,8 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kelpie/kelpie/runtime/identity"
-	"github.com/kelpie/kelpie/runtime/tensorwire"
+	"github.com/kelpie/kelpie/core/identity"
+	"github.com/kelpie/kelpie/core/reduceplan"
+	"github.com/kelpie/kelpie/runtime/framing"
 	"github.com/kelpie/kelpie/scheduler/pki"
 )
 
@@ -53,7 +54,7 @@ func newTestPKI(t *testing.T) testPKI {
 // security is node's Security in job with secret; encrypt adds TLS with
 // its node certificate.
 func (p testPKI) security(job, node, secret string, encrypt bool, log *slog.Logger) *Security {
-	sec := &Security{Credentials: tensorwire.SharedSecret(secret), Log: log}
+	sec := &Security{Credentials: framing.SharedSecret(secret), Log: log}
 	if encrypt {
 		c, err := p.ca.Credentials(identity.Node(job, node), time.Hour)
 		if err != nil {
@@ -100,7 +101,7 @@ func TestSecuredExchangeMatchesSimulate(t *testing.T) {
 				}
 				defer xs[i].Close()
 			}
-			for _, plan := range []*Plan{Ring(nodes, n, topo), RAT(nodes, n, topo, 0)} {
+			for _, plan := range []*reduceplan.Plan{reduceplan.Ring(nodes, n, topo), reduceplan.RAT(nodes, n, topo, 0)} {
 				rng := rand.New(rand.NewPCG(3, 4))
 				vecs, want := make([][]float32, nodes), make([][]float32, nodes)
 				for i := range vecs {
@@ -227,7 +228,7 @@ func TestSecuredExchangeRefusesOthers(t *testing.T) {
 			}
 			defer r.x.Close()
 			v := [][]float32{{1, 2}, {3, 4}}
-			for i, err := range runAll(ctx, []*Exchange{r.x, x1}, Ring(2, 2, nil), v) {
+			for i, err := range runAll(ctx, []*Exchange{r.x, x1}, reduceplan.Ring(2, 2, nil), v) {
 				if err != nil {
 					t.Fatalf("node %d: %v", i, err)
 				}

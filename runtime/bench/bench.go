@@ -53,10 +53,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/kelpie/kelpie/core/identity"
 	"github.com/kelpie/kelpie/proto/pspb"
-	"github.com/kelpie/kelpie/runtime/identity"
+	"github.com/kelpie/kelpie/runtime/framing"
 	"github.com/kelpie/kelpie/runtime/psclient"
-	"github.com/kelpie/kelpie/runtime/tensorwire"
 	"github.com/kelpie/kelpie/runtime/wire"
 )
 
@@ -342,7 +342,7 @@ func runTopology(ctx context.Context, cfg Config, topo Topology, cpu int) (rows 
 			}
 			if plainAddrs != nil {
 				// Explicitly no secret: this process has one.
-				pc, err := psclient.DialWith(ctx, plainAddrs[s], psclient.Options{Transport: cfg.Transport, Credentials: tensorwire.SharedSecret(nil)})
+				pc, err := psclient.DialWith(ctx, plainAddrs[s], psclient.Options{Transport: cfg.Transport, Credentials: framing.SharedSecret(nil)})
 				if err != nil {
 					return nil, err
 				}
@@ -711,7 +711,7 @@ func dialRaw(network, addr string) (*rawConn, error) {
 	}
 	// As kelpie's connections are: no Nagle delay on TCP, 4 MB buffers on
 	// a Unix socket.
-	tensorwire.Tune(c)
+	framing.Tune(c)
 	return &rawConn{conn: c, r: bufio.NewReaderSize(c, rawBuffer)}, nil
 }
 

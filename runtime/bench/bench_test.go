@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kelpie/kelpie/runtime/identity"
+	"github.com/kelpie/kelpie/core/identity"
 	"github.com/kelpie/kelpie/runtime/psclient"
 	"github.com/kelpie/kelpie/runtime/wire"
 	"github.com/kelpie/kelpie/scheduler/pki"

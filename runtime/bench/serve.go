@@ -21,13 +21,13 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kelpie/kelpie/core/blocks"
+	"github.com/kelpie/kelpie/core/identity"
 	"github.com/kelpie/kelpie/core/optim"
 	"github.com/kelpie/kelpie/core/syncmodel"
 	"github.com/kelpie/kelpie/proto/pspb"
-	"github.com/kelpie/kelpie/runtime/identity"
+	"github.com/kelpie/kelpie/runtime/framing"
 	"github.com/kelpie/kelpie/runtime/psclient"
 	"github.com/kelpie/kelpie/runtime/server"
-	"github.com/kelpie/kelpie/runtime/tensorwire"
 )
 
 // PSServer is a parameter server set up for the benchmark: asp, and plain
@@ -91,7 +91,7 @@ func StartPS(addr string, workers int, sizes []int, encrypt bool) (*PSServer, er
 	}
 	// gRPC and the framed transport on one port, and a Unix socket, as a
 	// job's server has them.
-	framed := server.Framed{Unix: server.UnixPath("", "bench"), Credentials: identity.FramedCredentials()}
+	framed := server.Framed{Unix: server.UnixPath("", "bench"), Credentials: framing.SharedSecret(identity.ProcessJobSecret())}
 	if encrypt {
 		if framed.TLS, _, err = identity.ProcessFramedTLS(); err != nil {
 			lis.Close()
@@ -226,7 +226,7 @@ func (s *RawServer) serve(c net.Conn) {
 		s.mu.Unlock()
 		c.Close()
 	}()
-	tensorwire.Tune(c) // as kelpie's server does its connections
+	framing.Tune(c) // as kelpie's server does its connections
 	r := bufio.NewReaderSize(c, rawBuffer)
 	var hdr [rawReqHeader]byte
 	var in, out []byte

@@ -1,16 +1,17 @@
 // Package psclient is the worker's side of the parameter-server data plane:
 // one long-lived connection per server, with many requests in flight and
 // responses matched to requests by id (delayed pulls come back out of
-// order). The connection is kelpie's framed transport (tensorwire: TCP, or
+// order). The connection is kelpie's framed transport (runtime/framing: TCP, or
 // the server's Unix socket on the same host) by default, or a gRPC
-// Exchange stream (Options.Transport).
+// Exchange stream (Options.Transport). Which one is chosen once, when the
+// Conn is dialled: a Conn holds one transport (framed.go, grpc.go) and
+// never asks which it is.
 package psclient
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"sync"
 
 	"google.golang.org/grpc"
@@ -18,8 +19,8 @@ import (
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/status"
 
+	"github.com/kelpie/kelpie/core/identity"
 	"github.com/kelpie/kelpie/proto/pspb"
-	"github.com/kelpie/kelpie/runtime/identity"
 	"github.com/kelpie/kelpie/runtime/wire"
 )
 
@@ -61,20 +62,44 @@ type Conn struct {
 	// Transport is what the connection runs over: "tcp" or "unix" (framed)
 	// or "grpc".
 	Transport string
-	fw        *framed // the framed connection (nil: gRPC)
+	t         transport
+	cancel    context.CancelFunc
 
-	cc     *grpc.ClientConn
-	stream pspb.ParameterServer_ExchangeClient
-	cancel context.CancelFunc
-
-	sendMu sync.Mutex
-
-	mu      sync.Mutex
-	nextID  uint64
-	waiting map[uint64]chan *pspb.PSResponse
-	err     error // set once the stream has failed
-	done    chan struct{}
+	mu     sync.Mutex
+	nextID uint64
+	err    error // set once the connection has failed
+	done   chan struct{}
 }
+
+// transport is what a Conn sends its requests over and reads their
+// responses from: the framed connection or the gRPC stream. The Conn
+// numbers the requests and keeps the first error; the transport keeps its
+// requests in flight (under Conn.mu) and moves the bytes.
+type transport interface {
+	// start registers req (req.Id set, under Conn.mu, unless the Conn has
+	// failed) and sends it, its payload in pieces when payload is not nil;
+	// the response's payload goes into dst when their lengths add up.
+	start(c *Conn, req *pspb.PSRequest, payload, dst [][]byte) (*Call, error)
+	// await waits for call's response, or until abort is closed (nil:
+	// never; then errAbandoned). ok is false when the connection failed.
+	await(call *Call, abort <-chan struct{}) (r *pspb.PSResponse, ok bool, err error)
+	// land finishes a call whose response r has come: it says whether the
+	// payload is in the call's dst (resp.Data then nil).
+	land(call *Call, r *pspb.PSResponse) (inPlace bool)
+	// failLocked fails every request in flight (Conn.mu held): their
+	// channels are closed.
+	failLocked()
+	// close ends the connection; the Conn's done is closed once the
+	// transport's reading goroutine has stopped.
+	close(c *Conn) error
+	// encrypted says whether tensors travel in TLS on this transport.
+	encrypted() bool
+}
+
+// errAbandoned is the error of a request given up because its abort
+// channel closed: another server of the same exchange failed, so the
+// iteration cannot complete.
+var errAbandoned = errors.New("psclient: abandoned: another server of the exchange failed")
 
 // Dial opens the connection and its stream over gRPC.
 func Dial(addr string) (*Conn, error) { return DialContext(context.Background(), addr) }
@@ -91,120 +116,54 @@ func DialContext(ctx context.Context, addr string) (*Conn, error) {
 func DialWith(ctx context.Context, addr string, o Options) (*Conn, error) {
 	switch o.Transport {
 	case "", TransportTCP, TransportUnix:
-		tc, kind, err := dialFramed(ctx, addr, o)
-		if err != nil {
-			return nil, err
-		}
-		ctx, cancel := context.WithCancel(ctx)
-		f := &framed{tc: tc, waiting: map[uint64]*waiter{}, wake: make(chan struct{}, 1), closing: make(chan struct{})}
-		c := &Conn{Addr: addr, Transport: kind, fw: f, cancel: cancel, done: make(chan struct{})}
-		go c.framedReader()
-		go func() {
-			select {
-			case <-ctx.Done():
-				c.framedEnd(fmt.Errorf("psclient: connection to %s: %w", addr, context.Cause(ctx)))
-			case <-c.done:
-			}
-		}()
-		return c, nil
+		return dialFramedConn(ctx, addr, o)
 	case TransportGRPC:
+		return dialGRPC(ctx, addr)
 	default:
 		return nil, fmt.Errorf("psclient: transport %q: want tcp, unix or grpc", o.Transport)
 	}
-	cc, err := grpc.NewClient(addr, DialOptions()...)
-	if err != nil {
-		return nil, fmt.Errorf("psclient: dial %s: %v", addr, err)
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	stream, err := pspb.NewParameterServerClient(cc).Exchange(ctx, wire.CallOption())
-	if err != nil {
-		cancel()
-		cc.Close()
-		return nil, fmt.Errorf("psclient: open stream to %s: %v", addr, err)
-	}
-	c := &Conn{Addr: addr, Transport: TransportGRPC, cc: cc, stream: stream, cancel: cancel,
-		waiting: map[uint64]chan *pspb.PSResponse{}, done: make(chan struct{})}
-	go c.recvLoop()
-	return c, nil
 }
 
-// Client is the plain gRPC client of the same server, for unary calls.
-func (c *Conn) Client() pspb.ParameterServerClient {
-	return pspb.NewParameterServerClient(c.cc)
-}
-
-func (c *Conn) recvLoop() {
-	defer close(c.done)
-	for {
-		r, err := c.stream.Recv()
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				err = fmt.Errorf("psclient: server %s closed the stream", c.Addr)
-			} else {
-				err = fmt.Errorf("psclient: stream to %s: %v", c.Addr, err)
-			}
-			c.fail(err)
-			return
-		}
-		c.mu.Lock()
-		ch, ok := c.waiting[r.Id]
-		delete(c.waiting, r.Id)
-		c.mu.Unlock()
-		if ok {
-			ch <- r
-		}
-	}
-}
-
+// fail records the connection's first error and fails every request in
+// flight.
 func (c *Conn) fail(err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.err == nil {
 		c.err = err
 	}
-	for id, ch := range c.waiting {
-		close(ch)
-		delete(c.waiting, id)
+	c.t.failLocked()
+}
+
+// failed is the connection's error (nil while it works).
+func (c *Conn) failed() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// register numbers req and runs add with its id, under c.mu, unless the
+// connection has failed.
+func (c *Conn) register(req *pspb.PSRequest, add func(id uint64)) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return c.err
 	}
-	if c.fw != nil {
-		for id, w := range c.fw.waiting {
-			close(w.ch)
-			delete(c.fw.waiting, id)
-		}
-	}
+	c.nextID++
+	req.Id = c.nextID
+	add(req.Id)
+	return nil
 }
 
 // Start sends a request and returns a channel for its response; the channel
 // is closed without a value if the stream fails first. It sets req.Id.
 func (c *Conn) Start(req *pspb.PSRequest) (<-chan *pspb.PSResponse, error) {
-	if c.fw != nil {
-		w, err := c.framedStart(req, nil, nil)
-		if err != nil {
-			return nil, err
-		}
-		return w.ch, nil
-	}
-	ch := make(chan *pspb.PSResponse, 1)
-	c.mu.Lock()
-	if c.err != nil {
-		err := c.err
-		c.mu.Unlock()
+	call, err := c.t.start(c, req, nil, nil)
+	if err != nil {
 		return nil, err
 	}
-	c.nextID++
-	req.Id = c.nextID
-	c.waiting[req.Id] = ch
-	c.mu.Unlock()
-	c.sendMu.Lock()
-	err := c.stream.Send(req)
-	c.sendMu.Unlock()
-	if err != nil {
-		c.mu.Lock()
-		delete(c.waiting, req.Id)
-		c.mu.Unlock()
-		return nil, fmt.Errorf("psclient: send to %s: %v", c.Addr, err)
-	}
-	return ch, nil
+	return call.ch, nil
 }
 
 // Wait turns a response channel into the response or an error.
@@ -215,26 +174,12 @@ func (c *Conn) Wait(ch <-chan *pspb.PSResponse) (*pspb.PSResponse, error) {
 // WaitOr is Wait that gives up when abort is closed (another server of the
 // same exchange failed: the iteration cannot complete).
 func (c *Conn) WaitOr(ch <-chan *pspb.PSResponse, abort <-chan struct{}) (*pspb.PSResponse, error) {
-	var r *pspb.PSResponse
-	var ok bool
-	switch {
-	case c.fw != nil && abort == nil:
-		r, ok = c.framedAwait(ch)
-	default:
-		if c.fw != nil {
-			c.framedWaitReader()
-		}
-		select {
-		case r, ok = <-ch:
-		case <-abort:
-			return nil, fmt.Errorf("psclient: abandoned: another server of the exchange failed")
-		}
+	r, ok, err := c.t.await(&Call{c: c, ch: ch}, abort)
+	if err != nil {
+		return nil, err
 	}
 	if !ok {
-		c.mu.Lock()
-		err := c.err
-		c.mu.Unlock()
-		return nil, err
+		return nil, c.failed()
 	}
 	if r.Error != "" {
 		return nil, status.Error(codes.Code(r.Code), r.Error)
@@ -248,7 +193,7 @@ func (c *Conn) WaitOr(ch <-chan *pspb.PSResponse, abort <-chan struct{}) (*pspb.
 type Call struct {
 	c   *Conn
 	ch  <-chan *pspb.PSResponse
-	w   *waiter // framed
+	w   *waiter // framed: the pooled waiter this call belongs to
 	dst [][]byte
 }
 
@@ -263,11 +208,11 @@ func (c *Conn) StartInto(req *pspb.PSRequest, dst [][]byte) (*Call, error) {
 // Encrypted says whether the connection's tensors travel in TLS (a framed
 // connection to a server that encrypts; gRPC connections have TLS whenever
 // the node has a certificate, and report false here).
-func (c *Conn) Encrypted() bool { return c.fw != nil && c.fw.tc.Encrypted() }
+func (c *Conn) Encrypted() bool { return c.t.encrypted() }
 
 // Framed says whether the connection is the framed transport (tcp or
 // unix), which writes a payload in pieces without joining them.
-func (c *Conn) Framed() bool { return c.fw != nil }
+func (c *Conn) Framed() bool { return c.Transport != TransportGRPC }
 
 // StartV is StartInto for a request whose payload is in pieces (req.Data
 // is then ignored): the framed transport writes them from where they lie
@@ -275,97 +220,25 @@ func (c *Conn) Framed() bool { return c.fw != nil }
 // caller that reuses its own buffer may rather make itself). The pieces
 // must stay unchanged until StartV returns.
 func (c *Conn) StartV(req *pspb.PSRequest, payload, dst [][]byte) (*Call, error) {
-	if c.fw != nil {
-		w, err := c.framedStart(req, payload, dst)
-		if err != nil {
-			return nil, err
-		}
-		return &w.call, nil
-	}
-	if payload != nil {
-		n := 0
-		for _, p := range payload {
-			n += len(p)
-		}
-		req.Data = make([]byte, 0, n)
-		for _, p := range payload {
-			req.Data = append(req.Data, p...)
-		}
-	}
-	ch, err := c.Start(req)
-	if err != nil {
-		return nil, err
-	}
-	return &Call{c: c, ch: ch, dst: dst}, nil
+	return c.t.start(c, req, payload, dst)
 }
 
 // Wait waits for the response, or until abort is closed (nil: never). When
 // inPlace is true the payload is in dst and resp.Data is nil.
 func (call *Call) Wait(abort <-chan struct{}) (resp *pspb.PSResponse, inPlace bool, err error) {
 	c := call.c
-	if call.w != nil && abort == nil {
-		r, ok := c.framedAwait(call.ch)
-		return call.finish(r, ok)
-	}
-	if call.w != nil {
-		c.framedWaitReader()
-		select {
-		case <-abort:
-			// Take the request out of the table so that a late answer is
-			// discarded instead of written into dst. If it is gone, its
-			// answer is being read: wait for it (or for the connection to
-			// fail), so that nothing writes into dst after we return.
-			c.mu.Lock()
-			waiting := c.fw.waiting[call.w.id] == call.w
-			if waiting {
-				delete(c.fw.waiting, call.w.id)
-			}
-			c.mu.Unlock()
-			if waiting {
-				return nil, false, fmt.Errorf("psclient: abandoned: another server of the exchange failed")
-			}
-			abort = nil
-		case r, ok := <-call.ch:
-			return call.finish(r, ok)
-		}
-	}
-	select {
-	case r, ok := <-call.ch:
-		return call.finish(r, ok)
-	case <-abort:
-		return nil, false, fmt.Errorf("psclient: abandoned: another server of the exchange failed")
-	}
-}
-
-func (call *Call) finish(r *pspb.PSResponse, ok bool) (*pspb.PSResponse, bool, error) {
-	c := call.c
-	if !ok {
-		c.mu.Lock()
-		err := c.err
-		c.mu.Unlock()
+	r, ok, err := c.t.await(call, abort)
+	if err != nil {
 		return nil, false, err
 	}
-	inPlace := false
-	if call.w != nil {
-		inPlace = call.w.inPlace
-		call.w.recycle() // the call is done: its waiter serves another
+	if !ok {
+		return nil, false, c.failed()
 	}
+	inPlace = c.t.land(call, r)
 	if r.Error != "" {
 		return nil, false, status.Error(codes.Code(r.Code), r.Error)
 	}
-	if call.w != nil {
-		return r, inPlace, nil
-	}
-	if call.dst != nil && total(call.dst) == len(r.Data) && len(r.Data) > 0 {
-		off := 0
-		for _, d := range call.dst {
-			off += copy(d, r.Data[off:])
-		}
-		wire.Recycle(r.Data)
-		r.Data = nil
-		return r, true, nil
-	}
-	return r, false, nil
+	return r, inPlace, nil
 }
 
 // Do sends a request and waits for its response.
@@ -378,18 +251,5 @@ func (c *Conn) Do(req *pspb.PSRequest) (*pspb.PSResponse, error) {
 	return r, err
 }
 
-// Close ends the stream and the connection.
-func (c *Conn) Close() error {
-	if c.fw != nil {
-		err := c.framedEnd(fmt.Errorf("psclient: connection to %s closed", c.Addr))
-		c.cancel()
-		<-c.done
-		return err
-	}
-	c.sendMu.Lock()
-	_ = c.stream.CloseSend()
-	c.sendMu.Unlock()
-	c.cancel()
-	<-c.done
-	return c.cc.Close()
-}
+// Close ends the connection.
+func (c *Conn) Close() error { return c.t.close(c) }

@@ -11,15 +11,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kelpie/kelpie/core/identity"
 	"github.com/kelpie/kelpie/proto/pspb"
-	"github.com/kelpie/kelpie/runtime/identity"
-	"github.com/kelpie/kelpie/runtime/tensorwire"
+	"github.com/kelpie/kelpie/runtime/framing"
 	"github.com/kelpie/kelpie/runtime/wire"
 )
 
 // Transports a worker can reach its servers over.
 const (
-	TransportTCP  = "tcp"  // framed (tensorwire) over TCP; see Options.PreferUnix
+	TransportTCP  = "tcp"  // framed (runtime/framing) over TCP; see Options.PreferUnix
 	TransportUnix = "unix" // framed over the server's Unix socket (same host only)
 	TransportGRPC = "grpc" // the Exchange stream of the gRPC service
 )
@@ -34,17 +34,17 @@ type Options struct {
 	PreferUnix bool
 	// Credentials prove a framed connection (nil: the job has no
 	// data-plane secret).
-	Credentials tensorwire.Credentials
+	Credentials framing.Credentials
 	// TLS, when set, encrypts framed TCP connections (the node's
 	// certificate; cluster.data_plane_encryption: on): a server that does
 	// not encrypt is refused. Unix socket connections stay plain.
 	TLS *tls.Config
 }
 
-func (o Options) creds() tensorwire.Credentials {
+func (o Options) creds() framing.Credentials {
 	if o.Credentials == nil {
 		// This process's job secret ($KELPIE_CERT), or none.
-		return identity.FramedCredentials()
+		return framing.SharedSecret(identity.ProcessJobSecret())
 	}
 	return o.Credentials
 }
@@ -76,12 +76,13 @@ func (w *waiter) recycle() {
 	waiters.Put(w)
 }
 
-// framed is the framed half of a Conn.
+// framed is the framed transport: one runtime/framing connection, whose
+// responses the caller waiting for one reads itself when nobody else does.
 type framed struct {
-	tc      *tensorwire.Conn
+	tc      *framing.Conn
 	sendMu  sync.Mutex
 	waiting map[uint64]*waiter // under Conn.mu
-	reader  int                // who holds the read token (readerNone...), under Conn.mu
+	readBy  int                // who holds the read token (readerNone...), under Conn.mu
 
 	wake      chan struct{} // gives the reader goroutine the token
 	closing   chan struct{} // closed by shutdown: the reader goroutine stops
@@ -89,22 +90,43 @@ type framed struct {
 	closeErr  error
 }
 
+// dialFramedConn opens a Conn over a framed connection (dialFramed).
+// Cancelling ctx fails every request in flight.
+func dialFramedConn(ctx context.Context, addr string, o Options) (*Conn, error) {
+	tc, kind, err := dialFramed(ctx, addr, o)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	f := &framed{tc: tc, waiting: map[uint64]*waiter{}, wake: make(chan struct{}, 1), closing: make(chan struct{})}
+	c := &Conn{Addr: addr, Transport: kind, t: f, cancel: cancel, done: make(chan struct{})}
+	go f.reader(c)
+	go func() {
+		select {
+		case <-ctx.Done():
+			f.end(c, fmt.Errorf("psclient: connection to %s: %w", addr, context.Cause(ctx)))
+		case <-c.done:
+		}
+	}()
+	return c, nil
+}
+
 // dialFramed opens a framed connection: over TCP, moved to the server's
 // Unix socket when it is on this host (always, for TransportUnix).
-func dialFramed(ctx context.Context, addr string, o Options) (*tensorwire.Conn, string, error) {
+func dialFramed(ctx context.Context, addr string, o Options) (*framing.Conn, string, error) {
 	d := net.Dialer{Timeout: 10 * time.Second}
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return nil, "", fmt.Errorf("psclient: dial %s: %v", addr, err)
+		return nil, "", fmt.Errorf("psclient: dial %s: %w", addr, err)
 	}
-	tensorwire.Tune(nc)
-	tc := tensorwire.NewConn(nc)
-	hello, err := tensorwire.ClientHandshake(tc, o.creds(), o.TLS)
+	framing.Tune(nc)
+	tc := framing.NewConn(nc)
+	hello, err := framing.ClientHandshake(tc, o.creds(), o.TLS)
 	if err != nil {
 		tc.Close()
-		return nil, "", fmt.Errorf("psclient: %s: %v", addr, err)
+		return nil, "", fmt.Errorf("psclient: %s: %w", addr, err)
 	}
-	local := hello.Unix != "" && hello.HostID == tensorwire.HostID()
+	local := hello.Unix != "" && hello.HostID == framing.HostID()
 	if !local || o.Transport != TransportUnix && !o.PreferUnix {
 		if o.Transport == TransportUnix {
 			tc.Close()
@@ -116,16 +138,16 @@ func dialFramed(ctx context.Context, addr string, o Options) (*tensorwire.Conn, 
 	if err != nil {
 		if o.Transport == TransportUnix {
 			tc.Close()
-			return nil, "", fmt.Errorf("psclient: %s: unix socket %s: %v", addr, hello.Unix, err)
+			return nil, "", fmt.Errorf("psclient: %s: unix socket %s: %w", addr, hello.Unix, err)
 		}
 		return tc, "tcp", nil // not visible here (another mount namespace): stay on TCP
 	}
-	tensorwire.Tune(uc)
-	ut := tensorwire.NewConn(uc)
-	if _, err := tensorwire.ClientHandshake(ut, o.creds(), o.TLS); err != nil {
+	framing.Tune(uc)
+	ut := framing.NewConn(uc)
+	if _, err := framing.ClientHandshake(ut, o.creds(), o.TLS); err != nil {
 		ut.Close()
 		tc.Close()
-		return nil, "", fmt.Errorf("psclient: %s: unix socket %s: %v", addr, hello.Unix, err)
+		return nil, "", fmt.Errorf("psclient: %s: unix socket %s: %w", addr, hello.Unix, err)
 	}
 	tc.Close()
 	return ut, "unix", nil
@@ -147,11 +169,10 @@ const (
 	readerBackground        // the reader goroutine reads
 )
 
-// framedReader is the connection's reader goroutine: it reads while it
-// holds the token, and sleeps while it does not.
-func (c *Conn) framedReader() {
+// reader is the connection's reader goroutine: it reads while it holds the
+// token, and sleeps while it does not.
+func (f *framed) reader(c *Conn) {
 	defer close(c.done)
-	f := c.fw
 	for {
 		select {
 		case <-f.wake:
@@ -159,14 +180,14 @@ func (c *Conn) framedReader() {
 			return
 		}
 		for {
-			taken, err := c.framedRecvOne(f)
+			taken, err := f.recvOne(c)
 			if err != nil {
-				c.framedFailed(err, taken)
+				f.failed(c, err, taken)
 				return
 			}
 			c.mu.Lock()
 			if len(f.waiting) == 0 {
-				f.reader = readerNone
+				f.readBy = readerNone
 				c.mu.Unlock()
 				break
 			}
@@ -182,27 +203,90 @@ func (c *Conn) framedReader() {
 	}
 }
 
-// framedFailed ends the connection after a read error: every waiter gets
-// the error, the reader goroutine stops.
-func (c *Conn) framedFailed(err error, taken *waiter) {
+// failed ends the connection after a read error: every waiter gets the
+// error, the reader goroutine stops.
+func (f *framed) failed(c *Conn, err error, taken *waiter) {
 	if errors.Is(err, io.EOF) {
 		err = fmt.Errorf("psclient: server %s closed the connection", c.Addr)
 	} else {
-		err = fmt.Errorf("psclient: connection to %s: %v", c.Addr, err)
+		err = fmt.Errorf("psclient: connection to %s: %w", c.Addr, err)
 	}
-	c.framedEnd(err)
+	f.end(c, err)
 	if taken != nil {
 		close(taken.ch) // after fail: its waiter reads the error
 	}
 }
 
-// framedEnd ends the connection: closed, the reader goroutine stopped, and
-// every request still in flight failed with err (whether or not anyone
-// was reading). It returns the connection's Close error.
-func (c *Conn) framedEnd(err error) error {
-	closeErr := c.fw.shutdown()
+// end ends the connection: closed, the reader goroutine stopped, and every
+// request still in flight failed with err (whether or not anyone was
+// reading). It returns the connection's Close error.
+func (f *framed) end(c *Conn, err error) error {
+	closeErr := f.shutdown()
 	c.fail(err)
 	return closeErr
+}
+
+func (f *framed) failLocked() {
+	for id, w := range f.waiting {
+		close(w.ch)
+		delete(f.waiting, id)
+	}
+}
+
+func (f *framed) close(c *Conn) error {
+	err := f.end(c, fmt.Errorf("psclient: connection to %s closed", c.Addr))
+	c.cancel()
+	<-c.done
+	return err
+}
+
+func (f *framed) encrypted() bool { return f.tc.Encrypted() }
+
+// await waits for call's response. Without an abort channel the caller
+// reads the connection itself when nobody else does (awaitOwn); with one,
+// the reader goroutine reads for it, and a call abandoned before its
+// response was taken out of the table is dropped from it, so that a late
+// answer is discarded instead of written into its dst.
+func (f *framed) await(call *Call, abort <-chan struct{}) (*pspb.PSResponse, bool, error) {
+	c := call.c
+	if abort == nil {
+		r, ok := f.awaitOwn(c, call.ch)
+		return r, ok, nil
+	}
+	f.waitReader(c)
+	select {
+	case r, ok := <-call.ch:
+		return r, ok, nil
+	case <-abort:
+	}
+	if call.w == nil {
+		return nil, false, errAbandoned
+	}
+	// If the request is gone from the table, its answer is being read:
+	// wait for it (or for the connection to fail), so that nothing writes
+	// into dst after we return.
+	c.mu.Lock()
+	waiting := f.waiting[call.w.id] == call.w
+	if waiting {
+		delete(f.waiting, call.w.id)
+	}
+	c.mu.Unlock()
+	if waiting {
+		return nil, false, errAbandoned
+	}
+	r, ok := <-call.ch
+	return r, ok, nil
+}
+
+// land gives the call's pooled waiter back (the call is done: it serves
+// another) and says whether the payload was read into dst.
+func (f *framed) land(call *Call, _ *pspb.PSResponse) bool {
+	if call.w == nil {
+		return false
+	}
+	inPlace := call.w.inPlace
+	call.w.recycle()
+	return inPlace
 }
 
 // shutdown closes the connection and stops the reader goroutine; it
@@ -219,34 +303,33 @@ func (f *framed) shutdown() error {
 // does (a waiter that may abort, or a reading caller leaving requests in
 // flight behind). Called with c.mu held.
 func (f *framed) needReaderLocked() {
-	if f.reader == readerNone {
-		f.reader = readerBackground
+	if f.readBy == readerNone {
+		f.readBy = readerBackground
 		f.wake <- struct{}{} // never blocks: the token is sent once per grant
 	}
 }
 
-// framedAwait waits for the response on ch, reading the connection itself
+// awaitOwn waits for the response on ch, reading the connection itself
 // when nobody else does.
-func (c *Conn) framedAwait(ch <-chan *pspb.PSResponse) (*pspb.PSResponse, bool) {
-	f := c.fw
+func (f *framed) awaitOwn(c *Conn, ch <-chan *pspb.PSResponse) (*pspb.PSResponse, bool) {
 	c.mu.Lock()
-	if len(ch) > 0 || c.err != nil || f.reader != readerNone {
+	if len(ch) > 0 || c.err != nil || f.readBy != readerNone {
 		c.mu.Unlock()
 		r, ok := <-ch
 		return r, ok
 	}
-	f.reader = readerCaller
+	f.readBy = readerCaller
 	c.mu.Unlock()
 	for len(ch) == 0 {
-		taken, err := c.framedRecvOne(f)
+		taken, err := f.recvOne(c)
 		if err != nil {
-			c.framedFailed(err, taken)
+			f.failed(c, err, taken)
 			break
 		}
 	}
 	c.mu.Lock()
 	if c.err == nil {
-		f.reader = readerNone
+		f.readBy = readerNone
 		if len(f.waiting) > 0 {
 			f.needReaderLocked()
 		}
@@ -256,28 +339,28 @@ func (c *Conn) framedAwait(ch <-chan *pspb.PSResponse) (*pspb.PSResponse, bool) 
 	return r, ok
 }
 
-// framedWaitReader is called by a waiter that may abort before waiting on
-// its channel: the reader goroutine reads for it.
-func (c *Conn) framedWaitReader() {
+// waitReader is called by a waiter that may abort before waiting on its
+// channel: the reader goroutine reads for it.
+func (f *framed) waitReader(c *Conn) {
 	c.mu.Lock()
 	if c.err == nil {
-		c.fw.needReaderLocked()
+		f.needReaderLocked()
 	}
 	c.mu.Unlock()
 }
 
-// framedRecvOne reads one response; on an error it returns the waiter it
-// had taken out of the table, if any.
-func (c *Conn) framedRecvOne(f *framed) (*waiter, error) {
+// recvOne reads one response; on an error it returns the waiter it had
+// taken out of the table, if any.
+func (f *framed) recvOne(c *Conn) (*waiter, error) {
 	h, meta, err := f.tc.ReadHeader()
 	if err != nil {
 		return nil, err
 	}
-	if h.Kind != tensorwire.KindResponse {
-		return nil, fmt.Errorf("%w: %v frame where a response belongs", tensorwire.ErrFrame, h.Kind)
+	if h.Kind != framing.KindResponse {
+		return nil, fmt.Errorf("%w: %v frame where a response belongs", framing.ErrFrame, h.Kind)
 	}
 	resp := &pspb.PSResponse{Id: h.ID}
-	if err := tensorwire.DecodeResponse(meta, resp); err != nil {
+	if err := framing.DecodeResponse(meta, resp); err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
@@ -323,29 +406,21 @@ func total(dst [][]byte) int {
 	return n
 }
 
-func (c *Conn) framedStart(req *pspb.PSRequest, payload, dst [][]byte) (*waiter, error) {
-	f := c.fw
+// start sends req in one frame, its payload from where the pieces lie.
+func (f *framed) start(c *Conn, req *pspb.PSRequest, payload, dst [][]byte) (*Call, error) {
 	w := waiters.Get().(*waiter)
 	w.dst, w.call.c = dst, c
-	c.mu.Lock()
-	if c.err != nil {
-		err := c.err
-		c.mu.Unlock()
+	if err := c.register(req, func(id uint64) { w.id = id; f.waiting[id] = w }); err != nil {
 		w.recycle()
 		return nil, err
 	}
-	c.nextID++
-	req.Id = c.nextID
-	w.id = req.Id
-	f.waiting[req.Id] = w
-	c.mu.Unlock()
 	f.sendMu.Lock()
-	meta := tensorwire.AppendRequest(f.tc.MetaBuf(), req)
+	meta := framing.AppendRequest(f.tc.MetaBuf(), req)
 	var err error
 	if payload != nil {
-		err = f.tc.WriteFrameV(tensorwire.KindRequest, req.Id, meta, payload)
+		err = f.tc.WriteFrameV(framing.KindRequest, req.Id, meta, payload)
 	} else {
-		err = f.tc.WriteFrame(tensorwire.KindRequest, req.Id, meta, req.Data)
+		err = f.tc.WriteFrame(framing.KindRequest, req.Id, meta, req.Data)
 	}
 	f.sendMu.Unlock()
 	if err != nil {
@@ -353,7 +428,7 @@ func (c *Conn) framedStart(req *pspb.PSRequest, payload, dst [][]byte) (*waiter,
 		delete(f.waiting, req.Id)
 		c.mu.Unlock()
 		f.tc.Close() // a frame may be half written: the connection is done
-		return nil, fmt.Errorf("psclient: send to %s: %v", c.Addr, err)
+		return nil, fmt.Errorf("psclient: send to %s: %w", c.Addr, err)
 	}
-	return w, nil
+	return &w.call, nil
 }

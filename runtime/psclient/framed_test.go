@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/kelpie/kelpie/proto/pspb"
-	"github.com/kelpie/kelpie/runtime/tensorwire"
+	"github.com/kelpie/kelpie/runtime/framing"
 )
 
 // scripted is a framed peer on 127.0.0.1 whose answers a test decides: it
@@ -45,8 +45,8 @@ func newScripted(t *testing.T) *scripted {
 			return
 		}
 		defer nc.Close()
-		tc := tensorwire.NewConn(nc)
-		if err := tensorwire.ServerHandshake(tc, tensorwire.SharedSecret(nil), nil, tensorwire.Hello{HostID: "elsewhere"}); err != nil {
+		tc := framing.NewConn(nc)
+		if err := framing.ServerHandshake(tc, framing.SharedSecret(nil), nil, framing.Hello{HostID: "elsewhere"}); err != nil {
 			t.Errorf("handshake: %v", err)
 			return
 		}
@@ -55,7 +55,7 @@ func newScripted(t *testing.T) *scripted {
 		go func() { // the writer: answers as the test gives them
 			defer wg.Done()
 			for r := range s.answer {
-				if tc.WriteFrame(tensorwire.KindResponse, r.Id, tensorwire.AppendResponse(nil, r), r.Data) != nil {
+				if tc.WriteFrame(framing.KindResponse, r.Id, framing.AppendResponse(nil, r), r.Data) != nil {
 					return
 				}
 			}
@@ -66,7 +66,7 @@ func newScripted(t *testing.T) *scripted {
 				return
 			}
 			req := &pspb.PSRequest{Id: h.ID}
-			if err := tensorwire.DecodeRequest(meta, req); err != nil {
+			if err := framing.DecodeRequest(meta, req); err != nil {
 				t.Errorf("decode: %v", err)
 				return
 			}
@@ -81,7 +81,7 @@ func newScripted(t *testing.T) *scripted {
 
 func (s *scripted) dial(t *testing.T) *Conn {
 	t.Helper()
-	c, err := DialWith(context.Background(), s.lis.Addr().String(), Options{Transport: TransportTCP, Credentials: tensorwire.SharedSecret(nil)})
+	c, err := DialWith(context.Background(), s.lis.Addr().String(), Options{Transport: TransportTCP, Credentials: framing.SharedSecret(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +265,7 @@ func TestDirectReaderSeesFailure(t *testing.T) {
 func TestCancelWhileNobodyReads(t *testing.T) {
 	s := newScripted(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	c, err := DialWith(ctx, s.lis.Addr().String(), Options{Transport: TransportTCP, Credentials: tensorwire.SharedSecret(nil)})
+	c, err := DialWith(ctx, s.lis.Addr().String(), Options{Transport: TransportTCP, Credentials: framing.SharedSecret(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,12 +11,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kelpie/kelpie/core/identity"
 	"github.com/kelpie/kelpie/core/job"
+	"github.com/kelpie/kelpie/core/reduceplan"
 	"github.com/kelpie/kelpie/core/spec"
 	"github.com/kelpie/kelpie/core/straggler"
+	"github.com/kelpie/kelpie/core/topology"
 	"github.com/kelpie/kelpie/proto/coordinatorpb"
 	"github.com/kelpie/kelpie/runtime/allreduce"
-	"github.com/kelpie/kelpie/runtime/identity"
 	"github.com/kelpie/kelpie/runtime/model"
 	"github.com/kelpie/kelpie/runtime/worker"
 )
@@ -61,28 +63,28 @@ func outboundIP(addr string) string {
 
 // Topology returns the job's workers' places (cluster.topology) by worker
 // index.
-func Topology(s *spec.Spec) allreduce.Topology {
+func Topology(s *spec.Spec) topology.Topology {
 	names := s.WorkerNames()
-	t := make(allreduce.Topology, len(names))
+	t := make(topology.Topology, len(names))
 	for i, n := range names {
 		l := s.Cluster.Topology[n]
-		t[i] = allreduce.Place{Rack: l.Rack, Pod: l.Pod}
+		t[i] = topology.Place{Rack: l.Rack, Pod: l.Pod}
 	}
 	return t
 }
 
 // Plan returns the job's allreduce plan over a model's dense tensors laid end
 // to end and one more value (see worker.Allreduce).
-func Plan(s *spec.Spec, m model.Model) *allreduce.Plan {
+func Plan(s *spec.Spec, m model.Model) *reduceplan.Plan {
 	n := 1 // after the tensors, a flag: the worker has data for the next iteration
 	for _, t := range m.Tensors() {
 		n += t.Len()
 	}
 	topo := Topology(s)
 	if s.Cluster.Exchange == spec.ExchangeRing {
-		return allreduce.Ring(s.Cluster.Workers, n, topo)
+		return reduceplan.Ring(s.Cluster.Workers, n, topo)
 	}
-	return allreduce.RAT(s.Cluster.Workers, n, topo, 0)
+	return reduceplan.RAT(s.Cluster.Workers, n, topo, 0)
 }
 
 // newAllreduce is worker idx's allreduce group: its members are the
@@ -130,9 +132,9 @@ func newAllreduce(o Options, s *spec.Spec, m model.Model, idx int, lis net.Liste
 	g := allreduce.NewGroup(allreduce.GroupConfig{
 		Self: idx, Job: s.Name, Listener: lis, Resolve: resolve, Kind: s.Cluster.Exchange,
 		Security: sec, NodeName: spec.WorkerName,
-		Place: func(w int) allreduce.Place {
+		Place: func(w int) topology.Place {
 			l := s.Cluster.Topology[spec.WorkerName(w)]
-			return allreduce.Place{Rack: l.Rack, Pod: l.Pod}
+			return topology.Place{Rack: l.Rack, Pod: l.Pod}
 		},
 		BeforeSend: func(ctx context.Context, _ int) {
 			if d := sched.Pause(time.Since(start)); d > 0 {
@@ -172,7 +174,7 @@ func peerSecurity(o *Options, s *spec.Spec) (*allreduce.Security, error) {
 // nodes share one region).
 func region(s *spec.Spec, node string) string {
 	l := s.Cluster.Topology[node]
-	return allreduce.Region(allreduce.Place{Rack: l.Rack, Pod: l.Pod})
+	return topology.Region(topology.Place{Rack: l.Rack, Pod: l.Pod})
 }
 
 // crossRegionComm sums the bytes of a PS worker's exchanges with servers in
@@ -188,8 +190,8 @@ func crossRegionComm(s *spec.Spec, node string, comm []worker.Comm) int64 {
 // regionPairsComm is what a PS worker's exchanges moved between regions, by
 // region pair: its pushes from its region to the server's, its pulls back
 // (nothing without a topology).
-func regionPairsComm(s *spec.Spec, node string, comm []worker.Comm) map[allreduce.Pair]int64 {
-	out := map[allreduce.Pair]int64{}
+func regionPairsComm(s *spec.Spec, node string, comm []worker.Comm) map[reduceplan.Pair]int64 {
+	out := map[reduceplan.Pair]int64{}
 	if len(s.Cluster.Topology) == 0 {
 		return out
 	}
@@ -197,10 +199,10 @@ func regionPairsComm(s *spec.Spec, node string, comm []worker.Comm) map[allreduc
 	for _, c := range comm {
 		if r := region(s, spec.ServerName(c.Server)); r != me {
 			if push := c.Bytes - c.Pulled; push > 0 {
-				out[allreduce.Pair{From: me, To: r}] += push
+				out[reduceplan.Pair{From: me, To: r}] += push
 			}
 			if c.Pulled > 0 {
-				out[allreduce.Pair{From: r, To: me}] += c.Pulled
+				out[reduceplan.Pair{From: r, To: me}] += c.Pulled
 			}
 		}
 	}
@@ -210,12 +212,12 @@ func regionPairsComm(s *spec.Spec, node string, comm []worker.Comm) map[allreduc
 // regionTally turns a worker's bytes by region pair into the deltas its
 // reports carry (coordinatorpb.RegionBytes), the scheduler adding them up.
 type regionTally struct {
-	sent map[allreduce.Pair]int64 // what earlier reports carried (allreduce: the group's totals)
+	sent map[reduceplan.Pair]int64 // what earlier reports carried (allreduce: the group's totals)
 }
 
 // delta is what cur (running totals) adds to what was reported, and
 // records cur as reported.
-func (t *regionTally) delta(cur map[allreduce.Pair]int64) []*coordinatorpb.RegionBytes {
+func (t *regionTally) delta(cur map[reduceplan.Pair]int64) []*coordinatorpb.RegionBytes {
 	var out []*coordinatorpb.RegionBytes
 	for p, b := range cur {
 		if d := b - t.sent[p]; d > 0 {
@@ -231,7 +233,7 @@ func (t *regionTally) delta(cur map[allreduce.Pair]int64) []*coordinatorpb.Regio
 
 // regionBytesPB lists bytes by region pair (a PS report's own, not
 // running totals), ordered.
-func regionBytesPB(m map[allreduce.Pair]int64) []*coordinatorpb.RegionBytes {
+func regionBytesPB(m map[reduceplan.Pair]int64) []*coordinatorpb.RegionBytes {
 	var t regionTally
 	return t.delta(m)
 }

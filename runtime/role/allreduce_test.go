@@ -4,8 +4,7 @@ import (
 	"maps"
 	"testing"
 
-	"github.com/kelpie/kelpie/runtime/allreduce"
-
+	"github.com/kelpie/kelpie/core/reduceplan"
 	"github.com/kelpie/kelpie/core/spec"
 	"github.com/kelpie/kelpie/runtime/worker"
 )
@@ -81,13 +80,13 @@ cluster:
 	}
 	comm := []worker.Comm{{Server: 0, Bytes: 10, Pulled: 4}, {Server: 1, Bytes: 100, Pulled: 60}, {Server: 1, Bytes: 7, Pulled: 7}}
 	got := regionPairsComm(s, "worker-0", comm)
-	want := map[allreduce.Pair]int64{{From: "/a", To: "p/b"}: 40, {From: "p/b", To: "/a"}: 67}
+	want := map[reduceplan.Pair]int64{{From: "/a", To: "p/b"}: 40, {From: "p/b", To: "/a"}: 67}
 	if !maps.Equal(got, want) {
 		t.Errorf("pairs %v; want %v", got, want)
 	}
 	var tally regionTally
-	first := tally.delta(map[allreduce.Pair]int64{{From: "/a", To: "/b"}: 100, {From: "/a", To: "/c"}: 5})
-	second := tally.delta(map[allreduce.Pair]int64{{From: "/a", To: "/b"}: 250, {From: "/a", To: "/c"}: 5})
+	first := tally.delta(map[reduceplan.Pair]int64{{From: "/a", To: "/b"}: 100, {From: "/a", To: "/c"}: 5})
+	second := tally.delta(map[reduceplan.Pair]int64{{From: "/a", To: "/b"}: 250, {From: "/a", To: "/c"}: 5})
 	if len(first) != 2 || first[0].ToRegion != "/b" || first[0].Bytes != 100 || first[1].Bytes != 5 {
 		t.Errorf("first report %v; want /a→/b 100, /a→/c 5", first)
 	}

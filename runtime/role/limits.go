@@ -2,7 +2,7 @@ package role
 
 import (
 	"github.com/kelpie/kelpie/core/blocks"
-	"github.com/kelpie/kelpie/runtime/identity"
+	"github.com/kelpie/kelpie/core/identity"
 	"github.com/kelpie/kelpie/runtime/psclient"
 )
 

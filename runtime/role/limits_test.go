@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/kelpie/kelpie/core/blocks"
-	"github.com/kelpie/kelpie/runtime/identity"
+	"github.com/kelpie/kelpie/core/identity"
 	"github.com/kelpie/kelpie/runtime/psclient"
 )
 

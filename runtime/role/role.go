@@ -25,19 +25,19 @@ import (
 
 	"github.com/kelpie/kelpie/core/blocks"
 	"github.com/kelpie/kelpie/core/diverge"
+	"github.com/kelpie/kelpie/core/identity"
 	"github.com/kelpie/kelpie/core/job"
+	"github.com/kelpie/kelpie/core/replicas"
 	"github.com/kelpie/kelpie/core/spec"
 	"github.com/kelpie/kelpie/core/straggler"
 	"github.com/kelpie/kelpie/proto/agentpb"
 	"github.com/kelpie/kelpie/proto/coordinatorpb"
 	"github.com/kelpie/kelpie/proto/pspb"
 	"github.com/kelpie/kelpie/runtime/data"
-	"github.com/kelpie/kelpie/runtime/identity"
+	"github.com/kelpie/kelpie/runtime/framing"
 	"github.com/kelpie/kelpie/runtime/model"
 	"github.com/kelpie/kelpie/runtime/psclient"
-	"github.com/kelpie/kelpie/runtime/replicas"
 	"github.com/kelpie/kelpie/runtime/server"
-	"github.com/kelpie/kelpie/runtime/tensorwire"
 	"github.com/kelpie/kelpie/runtime/torch"
 	"github.com/kelpie/kelpie/runtime/worker"
 )
@@ -61,7 +61,7 @@ type Options struct {
 	// agent's stream only); a server without it serves but reports nothing.
 	Agent *AgentChannel
 	// DataSecret is the job's data-plane secret: every framed connection
-	// between its workers and servers proves it (tensorwire.SharedSecret).
+	// between its workers and servers proves it (framing.SharedSecret).
 	// Empty: the environment's KELPIE_DATA_PLANE_SECRET, if set (how a
 	// supervising agent hands it over without a command line); otherwise
 	// the job has none.
@@ -83,15 +83,15 @@ func (o *Options) retrier() retrier {
 }
 
 // dataCredentials are the credentials of the role's framed connections.
-func (o *Options) dataCredentials() tensorwire.Credentials {
+func (o *Options) dataCredentials() framing.Credentials {
 	if len(o.DataSecret) == 0 {
 		o.DataSecret = []byte(os.Getenv(DataSecretEnv))
 	}
 	if len(o.DataSecret) == 0 {
 		// The job's secret from this node's credentials ($KELPIE_CERT).
-		return identity.FramedCredentials()
+		return framing.SharedSecret(identity.ProcessJobSecret())
 	}
-	return tensorwire.SharedSecret(o.DataSecret)
+	return framing.SharedSecret(o.DataSecret)
 }
 
 // ErrNoAgent is a worker started without its agent's channel (kelpie role

@@ -13,13 +13,13 @@ import (
 	"sync"
 
 	"github.com/kelpie/kelpie/proto/pspb"
-	"github.com/kelpie/kelpie/runtime/tensorwire"
+	"github.com/kelpie/kelpie/runtime/framing"
 )
 
 // Framed is how the server accepts connections of the framed transport.
 type Framed struct {
 	// Credentials check each connection's proof (nil: no secret).
-	Credentials tensorwire.Credentials
+	Credentials framing.Credentials
 	// Unix is the server's Unix socket path, advertised to clients on its
 	// host ("" for none).
 	Unix string
@@ -41,20 +41,20 @@ func (s *Server) refused(remote net.Addr, err error) {
 // and the reason logged (never a panic).
 func (s *Server) ServeFramed(ctx context.Context, nc net.Conn, f Framed) {
 	defer nc.Close()
-	tensorwire.Tune(nc)
+	framing.Tune(nc)
 	stop := context.AfterFunc(ctx, func() { nc.Close() })
 	defer stop()
 	creds := f.Credentials
 	if creds == nil {
-		creds = tensorwire.SharedSecret(nil)
+		creds = framing.SharedSecret(nil)
 	}
-	tc := tensorwire.NewConn(nc)
+	tc := framing.NewConn(nc)
 	tlsConf := f.TLS
-	if tensorwire.IsUnix(nc) {
+	if framing.IsUnix(nc) {
 		tlsConf = nil
 	}
-	if err := tensorwire.ServerHandshake(tc, creds, tlsConf, tensorwire.Hello{HostID: tensorwire.HostID(), Unix: f.Unix}); err != nil {
-		if !errors.Is(err, tensorwire.ErrMoved) {
+	if err := framing.ServerHandshake(tc, creds, tlsConf, framing.Hello{HostID: framing.HostID(), Unix: f.Unix}); err != nil {
+		if !errors.Is(err, framing.ErrMoved) {
 			s.refused(nc.RemoteAddr(), err)
 		}
 		return
@@ -70,8 +70,8 @@ func (s *Server) ServeFramed(ctx context.Context, nc net.Conn, f Framed) {
 		if err != nil {
 			return nil, err
 		}
-		if h.Kind != tensorwire.KindRequest {
-			return nil, fmt.Errorf("%w: %v frame where a request belongs", tensorwire.ErrFrame, h.Kind)
+		if h.Kind != framing.KindRequest {
+			return nil, fmt.Errorf("%w: %v frame where a request belongs", framing.ErrFrame, h.Kind)
 		}
 		req := spare
 		if req != nil {
@@ -81,7 +81,7 @@ func (s *Server) ServeFramed(ctx context.Context, nc net.Conn, f Framed) {
 			req = &pspb.PSRequest{}
 		}
 		req.Id = h.ID
-		if err := tensorwire.DecodeRequest(meta, req); err != nil {
+		if err := framing.DecodeRequest(meta, req); err != nil {
 			return nil, err
 		}
 		if h.Payload > 0 {
@@ -93,13 +93,13 @@ func (s *Server) ServeFramed(ctx context.Context, nc net.Conn, f Framed) {
 	}
 	send := func(rs []*Response) error {
 		for _, r := range rs {
-			meta := tensorwire.AppendResponse(tc.MetaBuf(), r.PSResponse)
+			meta := framing.AppendResponse(tc.MetaBuf(), r.PSResponse)
 			parts := r.Parts // the parameters themselves, lent until the session's Done
 			if parts == nil {
 				r.partsBuf[0] = r.Data
 				parts = r.partsBuf[:1]
 			}
-			if err := tc.Queue(tensorwire.KindResponse, r.Id, meta, parts); err != nil {
+			if err := tc.Queue(framing.KindResponse, r.Id, meta, parts); err != nil {
 				return err
 			}
 		}
@@ -108,7 +108,7 @@ func (s *Server) ServeFramed(ctx context.Context, nc net.Conn, f Framed) {
 	err := s.session(recv, tc.FrameBuffered, send, func(req *pspb.PSRequest) { spare = req })
 	switch {
 	case err == nil, errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed) && ctx.Err() != nil:
-	case errors.Is(err, tensorwire.ErrFrame):
+	case errors.Is(err, framing.ErrFrame):
 		s.logf("data plane: %s: closing the connection: %v", nc.RemoteAddr(), err)
 	default:
 		s.logf("data plane: %s: connection ended: %v", nc.RemoteAddr(), err)
@@ -116,9 +116,9 @@ func (s *Server) ServeFramed(ctx context.Context, nc net.Conn, f Framed) {
 }
 
 // Endpoint is a server's data-plane listeners: the framed transport on the
-// port gRPC also serves (tensorwire.Mux) and, optionally, a Unix socket.
+// port gRPC also serves (framing.Mux) and, optionally, a Unix socket.
 type Endpoint struct {
-	mux    *tensorwire.Mux
+	mux    *framing.Mux
 	unix   net.Listener
 	path   string
 	cancel context.CancelFunc
@@ -161,7 +161,7 @@ func (s *Server) Listen(lis net.Listener, f Framed) (*Endpoint, error) {
 			}
 		}()
 	}
-	e.mux = tensorwire.NewMux(lis, func(c net.Conn) {
+	e.mux = framing.NewMux(lis, func(c net.Conn) {
 		e.mu.Lock()
 		if e.closed {
 			e.mu.Unlock()

@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kelpie/kelpie/core/identity"
 	"github.com/kelpie/kelpie/core/syncmodel"
 	"github.com/kelpie/kelpie/proto/pspb"
-	"github.com/kelpie/kelpie/runtime/identity"
+	"github.com/kelpie/kelpie/runtime/framing"
 	"github.com/kelpie/kelpie/runtime/psclient"
-	"github.com/kelpie/kelpie/runtime/tensorwire"
 	"github.com/kelpie/kelpie/runtime/wire"
 	"github.com/kelpie/kelpie/scheduler/pki"
 )
@@ -36,7 +36,7 @@ func TestFramedDataPlane(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	secret := tensorwire.SharedSecret("job secret")
+	secret := framing.SharedSecret("job secret")
 	ep, err := s.Listen(lis, Framed{Credentials: secret, Unix: UnixPath("", "test")})
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +76,7 @@ func TestFramedDataPlane(t *testing.T) {
 		c.Close()
 	}
 
-	if _, err := psclient.DialWith(ctx, addr, psclient.Options{Credentials: tensorwire.SharedSecret("guess")}); err == nil {
+	if _, err := psclient.DialWith(ctx, addr, psclient.Options{Credentials: framing.SharedSecret("guess")}); err == nil {
 		t.Error("a client with the wrong secret was accepted")
 	}
 	waitLog(t, logs, "refused")
@@ -87,11 +87,11 @@ func TestFramedDataPlane(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	if _, err := tensorwire.ClientHandshake(tensorwire.NewConn(nc), secret, nil); err != nil {
+	if _, err := framing.ClientHandshake(framing.NewConn(nc), secret, nil); err != nil {
 		t.Fatal(err)
 	}
-	bad := make([]byte, tensorwire.HeaderSize)
-	tensorwire.PutHeader(bad, tensorwire.Header{Kind: tensorwire.KindRequest, ID: 1})
+	bad := make([]byte, framing.HeaderSize)
+	framing.PutHeader(bad, framing.Header{Kind: framing.KindRequest, ID: 1})
 	bad[4] = 9
 	if _, err := nc.Write(bad); err != nil {
 		t.Fatal(err)
@@ -138,7 +138,7 @@ func TestFramedEncrypted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	secret := tensorwire.SharedSecret("job secret")
+	secret := framing.SharedSecret("job secret")
 	ep, err := s.Listen(lis, Framed{Credentials: secret, Unix: UnixPath("", "test"), TLS: creds("a", "server-0").FramedServerTLS()})
 	if err != nil {
 		t.Fatal(err)
@@ -193,7 +193,7 @@ func TestFramedEncrypted(t *testing.T) {
 // after k pushes sees exactly those k.
 func TestFramedPipeline(t *testing.T) {
 	s := newServer(t, syncmodel.Config{Model: syncmodel.ASP})
-	c, err := psclient.DialWith(context.Background(), listenFramed(t, s), psclient.Options{Transport: psclient.TransportTCP, Credentials: tensorwire.SharedSecret(nil)})
+	c, err := psclient.DialWith(context.Background(), listenFramed(t, s), psclient.Options{Transport: psclient.TransportTCP, Credentials: framing.SharedSecret(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +238,7 @@ func TestFramedDelayedPullKeepsItsBlocks(t *testing.T) {
 	s := newServer(t, syncmodel.Config{Model: syncmodel.BSP})
 	addr := listenFramed(t, s)
 	dial := func() *psclient.Conn {
-		c, err := psclient.DialWith(context.Background(), addr, psclient.Options{Transport: psclient.TransportTCP, Credentials: tensorwire.SharedSecret(nil)})
+		c, err := psclient.DialWith(context.Background(), addr, psclient.Options{Transport: psclient.TransportTCP, Credentials: framing.SharedSecret(nil)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -293,7 +293,7 @@ func TestAttackRow7(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ep, err := s.Listen(lis, Framed{Credentials: tensorwire.SharedSecret("job secret")})
+	ep, err := s.Listen(lis, Framed{Credentials: framing.SharedSecret("job secret")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +306,7 @@ func TestAttackRow7(t *testing.T) {
 	defer cancel()
 	for i := range n {
 		if c, err := psclient.DialWith(ctx, lis.Addr().String(), psclient.Options{Transport: psclient.TransportTCP,
-			Credentials: tensorwire.SharedSecret(fmt.Sprintf("guess-%d", i))}); err == nil {
+			Credentials: framing.SharedSecret(fmt.Sprintf("guess-%d", i))}); err == nil {
 			c.Close()
 			t.Fatal("a connection without the secret was accepted")
 		}
@@ -316,7 +316,7 @@ func TestAttackRow7(t *testing.T) {
 	now = now.Add(time.Minute)
 	clock.Unlock()
 	if _, err := psclient.DialWith(ctx, lis.Addr().String(), psclient.Options{Transport: psclient.TransportTCP,
-		Credentials: tensorwire.SharedSecret("one more")}); err == nil {
+		Credentials: framing.SharedSecret("one more")}); err == nil {
 		t.Fatal("a connection without the secret was accepted")
 	}
 	// The server logs after answering: wait (bounded) for the last line.

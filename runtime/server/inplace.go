@@ -6,7 +6,7 @@ import (
 	"github.com/kelpie/kelpie/core/optim"
 	"github.com/kelpie/kelpie/core/syncmodel"
 	"github.com/kelpie/kelpie/proto/pspb"
-	"github.com/kelpie/kelpie/runtime/tensorwire"
+	"github.com/kelpie/kelpie/runtime/framing"
 	"github.com/kelpie/kelpie/runtime/wire"
 )
 
@@ -80,7 +80,7 @@ func (s *Server) beginInPlace(req *pspb.PSRequest, n int) *inPlace {
 // pooled buffer, req.Data, and applies each chunk as soon as it is whole,
 // while it is in cache. Afterwards req.Data holds the block's old values.
 // On an error the push is taken back and nothing is kept.
-func (s *Server) readInPlace(tc *tensorwire.Conn, req *pspb.PSRequest, n int, ip *inPlace) error {
+func (s *Server) readInPlace(tc *framing.Conn, req *pspb.PSRequest, n int, ip *inPlace) error {
 	req.Data = wire.Buffer(n)
 	g := wire.AsFloats(req.Data)
 	nc := tc.NetConn()

@@ -10,8 +10,8 @@ import (
 	"github.com/kelpie/kelpie/core/straggler"
 	"github.com/kelpie/kelpie/core/syncmodel"
 	"github.com/kelpie/kelpie/proto/pspb"
+	"github.com/kelpie/kelpie/runtime/framing"
 	"github.com/kelpie/kelpie/runtime/psclient"
-	"github.com/kelpie/kelpie/runtime/tensorwire"
 	"github.com/kelpie/kelpie/runtime/wire"
 )
 
@@ -44,7 +44,7 @@ func hugeGrad(k int) []byte {
 // ignores or refuses them); and the others were applied in place.
 func TestInPlacePushEqualsApply(t *testing.T) {
 	s, ref := hugeServer(t), hugeServer(t)
-	c, err := psclient.DialWith(context.Background(), listenFramed(t, s), psclient.Options{Transport: psclient.TransportTCP, Credentials: tensorwire.SharedSecret(nil)})
+	c, err := psclient.DialWith(context.Background(), listenFramed(t, s), psclient.Options{Transport: psclient.TransportTCP, Credentials: framing.SharedSecret(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ import (
 	"github.com/kelpie/kelpie/core/straggler"
 	"github.com/kelpie/kelpie/core/syncmodel"
 	"github.com/kelpie/kelpie/proto/pspb"
-	"github.com/kelpie/kelpie/runtime/tensorwire"
+	"github.com/kelpie/kelpie/runtime/framing"
 	"github.com/kelpie/kelpie/runtime/wire"
 )
 
@@ -93,7 +93,7 @@ type Server struct {
 	shutdown chan string   // receives the reason of a Shutdown request
 	// refusals logs refused framed connections, rate limited and
 	// aggregated by source host (a stranger's flood stays a few lines).
-	refusals tensorwire.RefusalLog
+	refusals framing.RefusalLog
 	// contended is the CPU share a cpu straggler leaves the server: the
 	// stretched part of handling one request at a time (stretch).
 	contended sync.Mutex

@@ -3,7 +3,7 @@ package server
 import (
 	"github.com/kelpie/kelpie/core/optim"
 	"github.com/kelpie/kelpie/proto/pspb"
-	"github.com/kelpie/kelpie/runtime/tensorwire"
+	"github.com/kelpie/kelpie/runtime/framing"
 	"github.com/kelpie/kelpie/runtime/wire"
 )
 
@@ -92,7 +92,7 @@ type staged struct {
 // req.Data; a large push's update is staged along the way (see above), or
 // one too large to stage applied in place as it arrives (inplace.go). On
 // an error nothing is kept.
-func (s *Server) readPayload(tc *tensorwire.Conn, req *pspb.PSRequest, n int) error {
+func (s *Server) readPayload(tc *framing.Conn, req *pspb.PSRequest, n int) error {
 	if ip := s.beginInPlace(req, n); ip != nil {
 		return s.readInPlace(tc, req, n, ip) // too large to stage (inplace.go)
 	}

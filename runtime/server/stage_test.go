@@ -12,8 +12,8 @@ import (
 	"github.com/kelpie/kelpie/core/straggler"
 	"github.com/kelpie/kelpie/core/syncmodel"
 	"github.com/kelpie/kelpie/proto/pspb"
+	"github.com/kelpie/kelpie/runtime/framing"
 	"github.com/kelpie/kelpie/runtime/psclient"
-	"github.com/kelpie/kelpie/runtime/tensorwire"
 	"github.com/kelpie/kelpie/runtime/wire"
 )
 
@@ -85,7 +85,7 @@ func TestStagedPushEqualsInPlace(t *testing.T) {
 			o := optim.Config{Kind: kind, LR: 0.01}
 			staged := bigServer(t, syncmodel.Config{Model: syncmodel.ASP}, o)
 			ref := bigServer(t, syncmodel.Config{Model: syncmodel.ASP}, o)
-			c, err := psclient.DialWith(context.Background(), listenFramed(t, staged), psclient.Options{Transport: psclient.TransportTCP, Credentials: tensorwire.SharedSecret(nil)})
+			c, err := psclient.DialWith(context.Background(), listenFramed(t, staged), psclient.Options{Transport: psclient.TransportTCP, Credentials: framing.SharedSecret(nil)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -172,13 +172,13 @@ func pushTruncated(t *testing.T, s *Server, req *pspb.PSRequest, g []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tc := tensorwire.NewConn(nc)
-	if _, err := tensorwire.ClientHandshake(tc, tensorwire.SharedSecret(nil), nil); err != nil {
+	tc := framing.NewConn(nc)
+	if _, err := framing.ClientHandshake(tc, framing.SharedSecret(nil), nil); err != nil {
 		t.Fatal(err)
 	}
-	frame := make([]byte, tensorwire.HeaderSize)
-	meta := tensorwire.AppendRequest(nil, req)
-	tensorwire.PutHeader(frame, tensorwire.Header{Kind: tensorwire.KindRequest, ID: 1, MetaLen: uint32(len(meta)), Payload: uint32(len(g))})
+	frame := make([]byte, framing.HeaderSize)
+	meta := framing.AppendRequest(nil, req)
+	framing.PutHeader(frame, framing.Header{Kind: framing.KindRequest, ID: 1, MetaLen: uint32(len(meta)), Payload: uint32(len(g))})
 	frame = append(append(frame, meta...), g[:len(g)*3/4]...)
 	if _, err := nc.Write(frame); err != nil {
 		t.Fatal(err)

@@ -1,6 +1,10 @@
-// Package wire is kelpie's data-plane encoding: a gRPC codec that carries the
-// tensor payload of parameter-server messages as raw bytes beside a small
-// protobuf header, and helpers that view float32 tensors as bytes.
+// Package wire is kelpie's raw-bytes encoding of tensors: the gRPC codec
+// (cluster.transport: grpc) that carries the tensor payload of
+// parameter-server messages as raw bytes beside a small protobuf header,
+// helpers that view float32 tensors as bytes, and the pooled, aligned
+// buffers payloads are received into (the framed transport, runtime/framing,
+// reads into them too). The framed transport itself, frames and handshake,
+// is runtime/framing.
 //
 // The codec is registered under the content-subtype "kelpie". A message whose
 // type implements Payloader is written as

@@ -11,6 +11,7 @@ import (
 	"github.com/kelpie/kelpie/core/job"
 	"github.com/kelpie/kelpie/core/optim"
 	"github.com/kelpie/kelpie/core/syncmodel"
+	"github.com/kelpie/kelpie/core/topology"
 	"github.com/kelpie/kelpie/runtime/allreduce"
 	"github.com/kelpie/kelpie/runtime/data"
 	"github.com/kelpie/kelpie/runtime/model"
@@ -21,10 +22,10 @@ import (
 type arNet struct {
 	mu    sync.Mutex
 	addrs map[int]string
-	topo  allreduce.Topology
+	topo  topology.Topology
 }
 
-func newARNet(topo allreduce.Topology) *arNet { return &arNet{addrs: map[int]string{}, topo: topo} }
+func newARNet(topo topology.Topology) *arNet { return &arNet{addrs: map[int]string{}, topo: topo} }
 
 // listen opens worker w's listener and records its address.
 func (n *arNet) listen(t *testing.T, w int) net.Listener {
@@ -47,11 +48,11 @@ func (n *arNet) group(kind string, w int, lis net.Listener) *allreduce.Group {
 			defer n.mu.Unlock()
 			return n.addrs[w], nil
 		},
-		Place: func(w int) allreduce.Place {
+		Place: func(w int) topology.Place {
 			if w < len(n.topo) {
 				return n.topo[w]
 			}
-			return allreduce.Place{}
+			return topology.Place{}
 		}})
 }
 
@@ -73,7 +74,7 @@ func newARWorker(t *testing.T, c clusterConfig, n *arNet, kind string, w int, ds
 // trainAllreduce trains c.workers workers that sum their gradients with the
 // given exchange ("ring" or "rat") over real TCP connections, and returns
 // them with their summaries.
-func trainAllreduce(t *testing.T, c clusterConfig, kind string, topo allreduce.Topology, ds data.Dataset, plan job.Plan) ([]*Worker, []Summary) {
+func trainAllreduce(t *testing.T, c clusterConfig, kind string, topo topology.Topology, ds data.Dataset, plan job.Plan) ([]*Worker, []Summary) {
 	t.Helper()
 	n := newARNet(topo)
 	members := make([]int, c.workers)
@@ -112,7 +113,7 @@ func trainAllreduce(t *testing.T, c clusterConfig, kind string, topo allreduce.T
 // summation order; ring and RAT workers all hold identical bits.
 func TestAllreduceMatchesPS(t *testing.T) {
 	ds := mnistSubset(t, 2048)
-	topo := allreduce.Topology{{Rack: "r0"}, {Rack: "r0"}, {Rack: "r1"}, {Rack: "r1"}}
+	topo := topology.Topology{{Rack: "r0"}, {Rack: "r0"}, {Rack: "r1"}, {Rack: "r1"}}
 	local := []int{16, 16, 16, 16}
 	plan := job.Plan{N: ds.Len(), Epochs: 1, GlobalBatch: 64, Seed: 3, Local: local, BatchesPerShard: 4}
 	for _, opt := range []optim.Config{
@@ -186,7 +187,7 @@ func TestAllreduceRefusesTables(t *testing.T) {
 // learned.
 func TestAllreduceMembership(t *testing.T) {
 	ds := mnistSubset(t, 2048)
-	topo := allreduce.Topology{{Rack: "r0"}, {Rack: "r0"}, {Rack: "r1"}, {Rack: "r1"}, {Rack: "r1"}}
+	topo := topology.Topology{{Rack: "r0"}, {Rack: "r0"}, {Rack: "r1"}, {Rack: "r1"}, {Rack: "r1"}}
 	c := clusterConfig{model: model.Config{Kind: "mlp", Hidden: []int{16}}, info: ds.Info(), workers: 4,
 		optim: optim.Config{Kind: "momentum", LR: 0.05, Momentum: 0.9}, seed: 5}
 	base := job.Plan{N: ds.Len(), Epochs: 2, GlobalBatch: 64, Seed: 3, Local: []int{16, 16, 16, 16}, BatchesPerShard: 4}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/kelpie/kelpie/core/blocks"
-	"github.com/kelpie/kelpie/runtime/scenario"
+	"github.com/kelpie/kelpie/core/scenario"
 )
 
 // TestScenarios replays testdata/*.txt. Each file is a list of commands;

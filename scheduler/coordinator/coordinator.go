@@ -27,8 +27,8 @@ import (
 	"github.com/kelpie/kelpie/core/blocks"
 	"github.com/kelpie/kelpie/core/job"
 	"github.com/kelpie/kelpie/core/spec"
+	"github.com/kelpie/kelpie/core/topology"
 	"github.com/kelpie/kelpie/proto/coordinatorpb"
-	"github.com/kelpie/kelpie/runtime/allreduce"
 	"github.com/kelpie/kelpie/scheduler/clock"
 	"github.com/kelpie/kelpie/scheduler/shard"
 	"github.com/kelpie/kelpie/scheduler/textclean"
@@ -61,7 +61,7 @@ type NodeStats struct {
 	RegionBytes map[RegionPair]int64
 }
 
-// RegionPair is an ordered pair of regions (allreduce.Region).
+// RegionPair is an ordered pair of regions (topology.Region).
 type RegionPair struct{ From, To string }
 
 // TotalSamples counts every sample the node trained on, across restarts
@@ -843,9 +843,9 @@ func (j *Job) addRegionBytesLocked(n *NodeStats, rb []*coordinatorpb.RegionBytes
 	if len(rb) == 0 {
 		return nil
 	}
-	regions := map[string]bool{allreduce.Region(allreduce.Place{}): true}
+	regions := map[string]bool{topology.Region(topology.Place{}): true}
 	for _, l := range j.Spec.Cluster.Topology {
-		regions[allreduce.Region(allreduce.Place{Rack: l.Rack, Pod: l.Pod})] = true
+		regions[topology.Region(topology.Place{Rack: l.Rack, Pod: l.Pod})] = true
 	}
 	for _, b := range rb {
 		switch {

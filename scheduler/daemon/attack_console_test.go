@@ -19,9 +19,9 @@ import (
 	"github.com/coder/websocket"
 	"google.golang.org/grpc"
 
+	"github.com/kelpie/kelpie/core/identity"
 	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/proto/coordinatorpb"
-	"github.com/kelpie/kelpie/runtime/identity"
 	"github.com/kelpie/kelpie/scheduler/console"
 	"github.com/kelpie/kelpie/scheduler/console/client"
 )

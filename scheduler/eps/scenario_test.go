@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kelpie/kelpie/runtime/scenario"
+	"github.com/kelpie/kelpie/core/scenario"
 	"github.com/kelpie/kelpie/scheduler/gate"
 	"github.com/kelpie/kelpie/scheduler/policy"
 )

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kelpie/kelpie/runtime/scenario"
+	"github.com/kelpie/kelpie/core/scenario"
 )
 
 // TestScenarios replays testdata/*.txt. Each file is a list of commands;

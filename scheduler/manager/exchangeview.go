@@ -4,9 +4,10 @@ import (
 	"slices"
 
 	"github.com/kelpie/kelpie/core/job"
+	"github.com/kelpie/kelpie/core/reduceplan"
 	"github.com/kelpie/kelpie/core/spec"
+	"github.com/kelpie/kelpie/core/topology"
 	"github.com/kelpie/kelpie/proto/consolepb"
-	"github.com/kelpie/kelpie/runtime/allreduce"
 )
 
 // maxViewTrees bounds the RAT trees a view carries: one per member, so a
@@ -63,17 +64,17 @@ func (c *exchangeCache) view(s *spec.Spec, plan job.Plan, next int64) *consolepb
 // iteration next.
 func planExchange(s *spec.Spec, members []int, next int64) *consolepb.ExchangeTopology {
 	mode := s.Cluster.Exchange
-	topo := make(allreduce.Topology, len(members))
+	topo := make(topology.Topology, len(members))
 	for k, w := range members {
 		l := s.Cluster.Topology[spec.WorkerName(w)]
-		topo[k] = allreduce.Place{Rack: l.Rack, Pod: l.Pod}
+		topo[k] = topology.Place{Rack: l.Rack, Pod: l.Pod}
 	}
 	pl := placed{names: make([]string, len(members)), racks: make([]string, len(members)), pods: make([]string, len(members))}
 	for k, w := range members {
 		pl.names[k], pl.racks[k], pl.pods[k] = spec.WorkerName(w), topo.Rack(k), topo.Pod(k)
 	}
 	v := &consolepb.ExchangeTopology{Mode: mode, Iteration: next}
-	order := allreduce.RingOrder(len(members), topo)
+	order := reduceplan.RingOrder(len(members), topo)
 	for _, k := range order {
 		r := pl.racks[k]
 		if n := len(v.Racks); n == 0 || v.Racks[n-1].Region != r {
@@ -95,7 +96,7 @@ func planExchange(s *spec.Spec, members []int, next int64) *consolepb.ExchangeTo
 	// first trees of a plan of fewer trees are the full plan's.
 	trees := min(len(members), maxViewTrees)
 	v.TreesTotal = int32(len(members))
-	p := allreduce.RAT(len(members), trees, topo, trees)
+	p := reduceplan.RAT(len(members), trees, topo, trees)
 	for c := range p.Chunks {
 		v.Trees = append(v.Trees, pl.tree(p, c))
 	}
@@ -110,7 +111,7 @@ var aggregationLevels = []string{"rack", "pod", "cluster"}
 
 // tree is chunk c's tree of p: its root, and each aggregator's additions
 // (the root's first, then by member), level by level.
-func (pl placed) tree(p *allreduce.Plan, c int) *consolepb.ExchangeTree {
+func (pl placed) tree(p *reduceplan.Plan, c int) *consolepb.ExchangeTree {
 	root, children := p.Tree(c)
 	t := &consolepb.ExchangeTree{Chunk: int32(c)}
 	if root < 0 {

@@ -9,16 +9,18 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/kelpie/kelpie/core/job"
+	"github.com/kelpie/kelpie/core/reduceplan"
 	"github.com/kelpie/kelpie/core/spec"
+	"github.com/kelpie/kelpie/core/topology"
 	"github.com/kelpie/kelpie/proto/agentpb"
 	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/proto/coordinatorpb"
-	"github.com/kelpie/kelpie/runtime/allreduce"
 	"github.com/kelpie/kelpie/scheduler/clock"
 	"github.com/kelpie/kelpie/scheduler/policy"
 	"github.com/kelpie/kelpie/scheduler/store"
-	"google.golang.org/protobuf/proto"
 )
 
 // racksSpec is a job of 8 workers on 2 racks of 4 (worker-0..3 on r0)
@@ -161,7 +163,7 @@ func TestExchangeViewAfterRemoveWorker(t *testing.T) {
 	for _, tr := range ex.Trees {
 		got = append(got, treeText(tr))
 	}
-	// RAT's trees for the 7 (allreduce.RAT; the root adds its rack and
+	// RAT's trees for the 7 (reduceplan.RAT; the root adds its rack and
 	// the other rack's aggregator, which adds its own rack).
 	want := []string{
 		"w0: rack w0←w1 w2 w3 · pod w0←w4 · rack w4←w6 w7",
@@ -207,15 +209,15 @@ func TestExchangeViewPlans(t *testing.T) {
 	s.Cluster.Exchange = spec.ExchangeRAT
 	s.Cluster.Topology = map[string]spec.Labels{}
 	local := make([]int, 40)
-	topo := make(allreduce.Topology, 40)
+	topo := make(topology.Topology, 40)
 	for w := range 40 {
 		local[w] = 1
 		l := spec.Labels{Rack: fmt.Sprintf("r%d", w/10), Pod: fmt.Sprintf("p%d", w/20)}
 		s.Cluster.Topology[spec.WorkerName(w)] = l
-		topo[w] = allreduce.Place{Rack: l.Rack, Pod: l.Pod}
+		topo[w] = topology.Place{Rack: l.Rack, Pod: l.Pod}
 	}
 	ex = exchangeView(s, plan(local...), 0)
-	full := allreduce.RAT(40, 1<<12, topo, 0)
+	full := reduceplan.RAT(40, 1<<12, topo, 0)
 	if ex.TreesTotal != 40 || len(ex.Trees) != maxViewTrees {
 		t.Fatalf("%d trees of %d; want %d of 40", len(ex.Trees), ex.TreesTotal, maxViewTrees)
 	}

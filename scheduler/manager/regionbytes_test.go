@@ -11,9 +11,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/kelpie/kelpie/core/reduceplan"
 	"github.com/kelpie/kelpie/core/spec"
+	"github.com/kelpie/kelpie/core/topology"
 	"github.com/kelpie/kelpie/proto/coordinatorpb"
-	"github.com/kelpie/kelpie/runtime/allreduce"
 	"github.com/kelpie/kelpie/scheduler/store"
 )
 
@@ -59,20 +60,20 @@ func TestRegionBytesViewAndMetrics(t *testing.T) {
 	// What each node sends to each other region in one RAT allreduce of a
 	// softmax model's 7850 values (and the flag).
 	const n = 784*10 + 10 + 1
-	place := allreduce.Topology{}
+	place := topology.Topology{}
 	for w := range 8 {
-		place = append(place, allreduce.Place{Rack: fmt.Sprintf("r%d", w/4)})
+		place = append(place, topology.Place{Rack: fmt.Sprintf("r%d", w/4)})
 	}
-	region := func(i int) string { return allreduce.Region(place[i]) }
-	plan := allreduce.RAT(8, n, place, 0)
-	sent := make([]map[allreduce.Pair]int64, 8)
+	region := func(i int) string { return topology.Region(place[i]) }
+	plan := reduceplan.RAT(8, n, place, 0)
+	sent := make([]map[reduceplan.Pair]int64, 8)
 	for i := range sent {
-		sent[i] = map[allreduce.Pair]int64{}
+		sent[i] = map[reduceplan.Pair]int64{}
 	}
 	for _, step := range plan.Steps {
 		for _, tr := range step {
 			if region(tr.From) != region(tr.To) {
-				sent[tr.From][allreduce.Pair{From: region(tr.From), To: region(tr.To)}] += 4 * int64(plan.Chunks[tr.Chunk].Len)
+				sent[tr.From][reduceplan.Pair{From: region(tr.From), To: region(tr.To)}] += 4 * int64(plan.Chunks[tr.Chunk].Len)
 			}
 		}
 	}
@@ -91,7 +92,7 @@ func TestRegionBytesViewAndMetrics(t *testing.T) {
 	// RAT Alg. 1: each rack's aggregators send the rack's sum (n values)
 	// out once and get the total back once per iteration.
 	want := map[[2]string]int64{{"/r0", "/r1"}: 2 * 4 * n, {"/r1", "/r0"}: 2 * 4 * n}
-	if p := plan.Bytes(allreduce.Topology(place).RackRegion()); p[allreduce.Pair{From: "/r0", To: "/r1"}] != 4*n {
+	if p := plan.Bytes(topology.Topology(place).RackRegion()); p[reduceplan.Pair{From: "/r0", To: "/r1"}] != 4*n {
 		t.Fatalf("the plan sends %v across; want %d each way", p, 4*n)
 	}
 

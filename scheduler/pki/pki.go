@@ -32,7 +32,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/kelpie/kelpie/runtime/identity"
+	"github.com/kelpie/kelpie/core/identity"
 )
 
 // Files in the data directory.
@@ -394,7 +394,7 @@ func LoadOrCreateJobKey(dir string) ([]byte, error) {
 }
 
 // JobSecret is job's data-plane secret: what its framed connections prove
-// at connect time (runtime/tensorwire.SharedSecret). It is derived, so a
+// at connect time (runtime/framing.SharedSecret). It is derived, so a
 // restarted scheduler gives a job's relaunched nodes the same one. With an
 // instance (the job's UID) it is that instance's: a job resubmitted under
 // the same name has another secret, and the earlier one's is refused.

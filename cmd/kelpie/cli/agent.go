@@ -11,8 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kelpie/kelpie/agent"
+	"github.com/kelpie/kelpie/core/identity"
 	"github.com/kelpie/kelpie/proto/coordinatorpb"
-	"github.com/kelpie/kelpie/runtime/identity"
 )
 
 func agentCmd() *cobra.Command {

@@ -13,8 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kelpie/kelpie/core/identity"
 	"github.com/kelpie/kelpie/runtime/bench"
-	"github.com/kelpie/kelpie/runtime/identity"
 	"github.com/kelpie/kelpie/scheduler/pki"
 )
 

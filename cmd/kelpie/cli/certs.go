@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kelpie/kelpie/runtime/identity"
+	"github.com/kelpie/kelpie/core/identity"
 	"github.com/kelpie/kelpie/scheduler/pki"
 )
 

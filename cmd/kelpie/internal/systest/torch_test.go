@@ -1,4 +1,4 @@
-package daemon
+package systest
 
 import (
 	"bufio"
@@ -17,6 +17,7 @@ import (
 	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/runtime/torch"
 	"github.com/kelpie/kelpie/scheduler/console/client"
+	"github.com/kelpie/kelpie/scheduler/daemon"
 	"github.com/kelpie/kelpie/scheduler/manager"
 )
 
@@ -34,13 +35,13 @@ func needTorch(t *testing.T) {
 
 // torchJob submits a torch spec (completed as `kelpie run` does) and waits
 // for it.
-func torchJob(t *testing.T, d *Daemon, src string) (*manager.Result, error) {
+func torchJob(t *testing.T, d *daemon.Daemon, src string) (*manager.Result, error) {
 	t.Helper()
 	s, err := spec.Parse("torch.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := torch.Complete(s, "../../runtime/torch", logWriter{t}); err != nil {
+	if err := torch.Complete(s, "../../../../runtime/torch", logWriter{t}); err != nil {
 		t.Fatal(err)
 	}
 	name, err := d.Manager.SubmitSpec(s, "test")
@@ -52,9 +53,9 @@ func torchJob(t *testing.T, d *Daemon, src string) (*manager.Result, error) {
 	return d.Manager.Wait(ctx, name)
 }
 
-func startDaemon(t *testing.T) *Daemon {
+func startDaemon(t *testing.T) *daemon.Daemon {
 	t.Helper()
-	d, err := Start(Config{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0", DataDir: t.TempDir(), Exe: kelpieBin,
+	d, err := daemon.Start(daemon.Config{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0", DataDir: t.TempDir(), Exe: kelpieBin,
 		NodeLog: logWriter{t}, Log: slog.New(slog.NewTextHandler(logWriter{t}, nil)), Tick: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -181,7 +182,7 @@ func TestTorchStraggler(t *testing.T) {
 	needTorch(t)
 	trace := filepath.Join(t.TempDir(), "steps")
 	t.Setenv(torch.TraceEnv, trace)
-	d, err := Start(Config{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0", DataDir: t.TempDir(), Tokens: writeTokens(t),
+	d, err := daemon.Start(daemon.Config{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0", DataDir: t.TempDir(), Tokens: writeTokens(t),
 		Exe: kelpieBin, NodeLog: logWriter{t}, Tick: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -196,7 +197,7 @@ stragglers:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := torch.Complete(s, "../../runtime/torch", logWriter{t}); err != nil {
+	if err := torch.Complete(s, "../../../../runtime/torch", logWriter{t}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)

@@ -1,4 +1,4 @@
-package tensorwire
+package framing
 
 import (
 	"bytes"
@@ -52,9 +52,9 @@ func testTLS(t *testing.T) (server, client *tls.Config) {
 		return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: k}
 	}
 	server = &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{leaf(2, x509.ExtKeyUsageServerAuth)},
-		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool, NextProtos: []string{ALPN}}
+		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool}
 	client = &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{leaf(3, x509.ExtKeyUsageClientAuth)},
-		RootCAs: pool, ServerName: "node", NextProtos: []string{ALPN}}
+		RootCAs: pool, ServerName: "node"}
 	return server, client
 }
 
@@ -113,6 +113,10 @@ func TestEncryptedHandshake(t *testing.T) {
 			}
 			if hello.Encrypted != tc.wantEncrypted || a.Encrypted() != tc.wantEncrypted {
 				t.Errorf("hello says encrypted=%v, connection %v; want %v", hello.Encrypted, a.Encrypted(), tc.wantEncrypted)
+			}
+			// The configurations name no protocol: the transport offers its own.
+			if st, ok := a.TLSState(); ok && st.NegotiatedProtocol != ALPN {
+				t.Errorf("negotiated protocol %q; want %q", st.NegotiatedProtocol, ALPN)
 			}
 			payload := bytes.Repeat([]byte("tensor"), 50000)
 			if err := a.WriteFrameV(KindRequest, 5, AppendRequest(a.MetaBuf(), &pspb.PSRequest{Op: pspb.Op_OP_PUSH}), [][]byte{payload[:7], payload[7:]}); err != nil {

@@ -1,4 +1,4 @@
-// Package allreduce sums a vector of float32 gradients across a job's
+// Package reduceplan plans how a vector of float32 gradients is summed across a job's
 // workers without parameter servers: ring allreduce (scatter-reduce then
 // all-gather) and RAT, the Resilient Allreduce Tree (RAT §3, Alg. 1): one
 // aggregator per oversubscribed region at each level (rack, then pod) and a
@@ -11,9 +11,10 @@
 // all produce Plans, so their properties — every element reduced exactly
 // once, every node ending with the sum, per-node load, bytes crossing each
 // pair of regions — are checked by the same pure functions (Verify, Simulate,
-// Load, Bytes) with no network. The Exchange type runs a Plan over real
-// connections between worker processes.
-package allreduce
+// Load, Bytes) with no network. Plans are pure data, read by the scheduler (the
+// console's exchange view) as well as the workers; runtime/allreduce's Exchange runs a Plan
+// over real connections between worker processes.
+package reduceplan
 
 import (
 	"fmt"
@@ -192,13 +193,14 @@ func (p *Plan) Simulate(vecs [][]float32) error {
 			r := p.Chunks[t.Chunk]
 			src := vecs[t.From][r.Off : r.Off+r.Len]
 			dst := vecs[t.To][r.Off : r.Off+r.Len]
-			apply(t.Op, dst, src)
+			t.Op.Apply(dst, src)
 		}
 	}
 	return nil
 }
 
-func apply(op Op, dst, src []float32) {
+// Apply does to the receiver's copy dst what the operation says with the chunk src.
+func (op Op) Apply(dst, src []float32) {
 	if op == Copy {
 		copy(dst, src)
 		return

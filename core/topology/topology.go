@@ -1,4 +1,8 @@
-package allreduce
+// Package topology places a job's nodes in the network: each node's rack and pod labels, the
+// region ("pod/rack") they make, and an order of the nodes that keeps neighbours in one region.
+// The allreduce plans (core/reduceplan) are built on it, the scheduler's coordinator hands the
+// labels to the roles, and the console counts bytes per pair of regions. Pure: no I/O.
+package topology
 
 import (
 	"cmp"
@@ -30,7 +34,7 @@ func (t Topology) at(i int) Place {
 	return Place{}
 }
 
-// RackRegion is Rack as a region function for Plan.Bytes.
+// RackRegion is Rack as a region function (for reduceplan.Plan.Bytes).
 func (t Topology) RackRegion() func(int) string { return t.Rack }
 
 func (t Topology) labelled() bool {
@@ -42,9 +46,9 @@ func (t Topology) labelled() bool {
 	return false
 }
 
-// order returns the node indexes sorted by pod, then rack, then index, so
+// Order returns the node indexes sorted by pod, then rack, then index, so
 // that neighbours in the order share regions as far as possible.
-func (t Topology) order(n int) []int {
+func (t Topology) Order(n int) []int {
 	idx := make([]int, n)
 	for i := range idx {
 		idx[i] = i

@@ -1,4 +1,4 @@
-package tensorwire
+package framing
 
 import (
 	"bytes"

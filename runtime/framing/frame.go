@@ -1,4 +1,4 @@
-// Package tensorwire is kelpie's framed tensor transport: the data plane
+// Package framing is kelpie's framed tensor transport: the data plane
 // between workers and parameter servers beside gRPC, which keeps every
 // control service.
 //
@@ -25,7 +25,7 @@
 // A connection starts with a hello exchange (see Handshake) that proves the
 // peer knows the job's data-plane secret; the server can also listen on the
 // same port as gRPC (Mux) and on a Unix socket for peers on its own host.
-package tensorwire
+package framing
 
 import (
 	"bufio"
@@ -87,7 +87,7 @@ type Header struct {
 }
 
 // ErrFrame is wrapped by every error about a malformed frame.
-var ErrFrame = errors.New("tensorwire: bad frame")
+var ErrFrame = errors.New("framing: bad frame")
 
 // PutHeader encodes h into b[:HeaderSize].
 func PutHeader(b []byte, h Header) {
@@ -217,13 +217,13 @@ func (c *Conn) WriteFrameV(kind Kind, id uint64, meta []byte, payload [][]byte) 
 // until Flush.
 func (c *Conn) Queue(kind Kind, id uint64, meta []byte, payload [][]byte) error {
 	if len(meta) > MaxMeta {
-		return fmt.Errorf("tensorwire: metadata of %d bytes over the maximum %d", len(meta), MaxMeta)
+		return fmt.Errorf("framing: metadata of %d bytes over the maximum %d", len(meta), MaxMeta)
 	}
 	n := 0
 	for _, p := range payload {
 		n += len(p)
 		if n > MaxPayload {
-			return fmt.Errorf("tensorwire: payload of more than %d bytes over the maximum %d", n, MaxPayload)
+			return fmt.Errorf("framing: payload of more than %d bytes over the maximum %d", n, MaxPayload)
 		}
 	}
 	lo := len(c.arena)
@@ -311,7 +311,7 @@ func (c *Conn) Flush() error {
 // must then be read with ReadPayload or skipped with Discard.
 func (c *Conn) ReadHeader() (Header, []byte, error) {
 	if c.left != 0 {
-		return Header{}, nil, fmt.Errorf("tensorwire: %d payload bytes of the last frame not read", c.left)
+		return Header{}, nil, fmt.Errorf("framing: %d payload bytes of the last frame not read", c.left)
 	}
 	if _, err := io.ReadFull(c.r, c.hdr[:]); err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) {
@@ -342,7 +342,7 @@ func (c *Conn) ReadHeader() (Header, []byte, error) {
 // exactly as long as the header said.
 func (c *Conn) ReadPayload(dst []byte) error {
 	if len(dst) != c.left {
-		return fmt.Errorf("tensorwire: payload destination of %d bytes for a payload of %d", len(dst), c.left)
+		return fmt.Errorf("framing: payload destination of %d bytes for a payload of %d", len(dst), c.left)
 	}
 	c.left = 0
 	if len(dst) == 0 {
@@ -361,7 +361,7 @@ func (c *Conn) ReadPayload(dst []byte) error {
 // reading it whole takes. dst must not run past the payload's end.
 func (c *Conn) ReadPayloadSome(dst []byte) (int, error) {
 	if len(dst) > c.left {
-		return 0, fmt.Errorf("tensorwire: payload piece of %d bytes with %d left", len(dst), c.left)
+		return 0, fmt.Errorf("framing: payload piece of %d bytes with %d left", len(dst), c.left)
 	}
 	if len(dst) == 0 {
 		return 0, nil
@@ -393,7 +393,7 @@ func (c *Conn) ReadPayloadInto(dst [][]byte) error {
 		n += len(d)
 	}
 	if n != c.left {
-		return fmt.Errorf("tensorwire: payload destinations of %d bytes for a payload of %d", n, c.left)
+		return fmt.Errorf("framing: payload destinations of %d bytes for a payload of %d", n, c.left)
 	}
 	c.left = 0
 	for _, d := range dst {

@@ -1,4 +1,4 @@
-package tensorwire
+package framing
 
 import (
 	"bufio"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sync"
 )
 
@@ -73,6 +74,7 @@ func (b *batchConn) Close() error {
 // startTLS runs the TLS handshake over c's connection and moves c's frames
 // into it.
 func startTLS(c *Conn, conf *tls.Config, client bool) error {
+	conf = withALPN(conf)
 	// TLS reads the socket through the connection's buffer (empty here:
 	// each end starts TLS only after the other's last plain frame).
 	bc := &batchConn{Conn: c.nc, r: c.r}
@@ -91,6 +93,18 @@ func startTLS(c *Conn, conf *tls.Config, client bool) error {
 	c.nc, c.wc, c.flush = tc, tc, bc
 	c.r = bufio.NewReaderSize(tc, ReadBuffer)
 	return nil
+}
+
+// withALPN is conf offering the framed transport's application protocol, and
+// only it: the identities a configuration admits are its maker's business
+// (core/identity), the protocol on top is this package's.
+func withALPN(conf *tls.Config) *tls.Config {
+	if slices.Equal(conf.NextProtos, []string{ALPN}) {
+		return conf
+	}
+	conf = conf.Clone()
+	conf.NextProtos = []string{ALPN}
+	return conf
 }
 
 // Encrypted says whether the connection's frames travel in TLS.

@@ -1,6 +1,10 @@
-package allreduce
+package reduceplan
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/kelpie/kelpie/core/topology"
+)
 
 // Region levels of a RAT tree, coarsest first; below the last are leaves.
 const (
@@ -20,7 +24,7 @@ const (
 // aggregator → root, then the sum is broadcast back down the same edges:
 // 2(l+1) dependent steps for l region levels, and each region sends one copy
 // of each chunk out and receives one back.
-func RAT(nodes, n int, topo Topology, trees int) *Plan {
+func RAT(nodes, n int, topo topology.Topology, trees int) *Plan {
 	if trees <= 0 {
 		trees = nodes
 	}
@@ -28,7 +32,7 @@ func RAT(nodes, n int, topo Topology, trees int) *Plan {
 	if nodes < 2 {
 		return p
 	}
-	order := topo.order(nodes)
+	order := topo.Order(nodes)
 	b := ratBuilder{topo: topo, steps: make([][]Transfer, 2*(levelLeaf+1)), load: make([]int, nodes), pending: make([]int, nodes)}
 	for t := range p.Chunks {
 		b.tree, b.root = t, order[t%nodes]
@@ -44,7 +48,7 @@ func RAT(nodes, n int, topo Topology, trees int) *Plan {
 }
 
 type ratBuilder struct {
-	topo       Topology
+	topo       topology.Topology
 	tree, root int
 	steps      [][]Transfer
 	// load counts the transfers each node has sent or received in the
@@ -158,4 +162,4 @@ func (p *Plan) Tree(c int) (root int, children map[int][]int) {
 
 // RingOrder is the order in which Ring passes chunks among the nodes of
 // topo: pod by pod and rack by rack.
-func RingOrder(nodes int, topo Topology) []int { return topo.order(nodes) }
+func RingOrder(nodes int, topo topology.Topology) []int { return topo.Order(nodes) }

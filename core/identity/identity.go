@@ -42,8 +42,6 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/peer"
-
-	"github.com/kelpie/kelpie/runtime/tensorwire"
 )
 
 // EnvCert names the environment variable holding a node's credentials file.
@@ -224,15 +222,16 @@ type Credentials struct {
 // credentials file.
 const JobSecretPEM = "KELPIE JOB SECRET"
 
-// FramedCredentials are what this process's framed data-plane connections
-// prove: its job's secret from $KELPIE_CERT, or no secret without one (or
-// when the file does not load: then the gRPC dial fails loudly instead).
-func FramedCredentials() tensorwire.Credentials {
+// ProcessJobSecret is the job's data-plane secret from $KELPIE_CERT, which
+// this process's framed connections prove (framing.SharedSecret); nil
+// without one, or when the file does not load (then the gRPC dial fails
+// loudly instead).
+func ProcessJobSecret() []byte {
 	c, err := Process()
 	if err != nil || c == nil {
-		return tensorwire.SharedSecret(nil)
+		return nil
 	}
-	return tensorwire.SharedSecret(c.JobSecret)
+	return c.JobSecret
 }
 
 // New builds credentials from a certificate (with key) and the CA
@@ -242,7 +241,7 @@ func New(cert tls.Certificate, roots []*x509.Certificate) (*Credentials, error) 
 	if leaf == nil {
 		var err error
 		if leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
-			return nil, fmt.Errorf("identity: %v", err)
+			return nil, fmt.Errorf("identity: %w", err)
 		}
 		cert.Leaf = leaf
 	}
@@ -282,7 +281,7 @@ func Parse(pemBytes []byte) (*Credentials, error) {
 			}
 			c, err := x509.ParseCertificate(b.Bytes)
 			if err != nil {
-				return nil, fmt.Errorf("identity: CA certificate: %v", err)
+				return nil, fmt.Errorf("identity: CA certificate: %w", err)
 			}
 			roots = append(roots, c)
 		case "PRIVATE KEY", "EC PRIVATE KEY":
@@ -300,7 +299,7 @@ func Parse(pemBytes []byte) (*Credentials, error) {
 	}
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
-		return nil, fmt.Errorf("identity: %v", err)
+		return nil, fmt.Errorf("identity: %w", err)
 	}
 	c, err := New(cert, roots)
 	if err != nil {
@@ -314,18 +313,18 @@ func Parse(pemBytes []byte) (*Credentials, error) {
 func Load(path string) (*Credentials, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return nil, fmt.Errorf("identity: %v", err)
+		return nil, fmt.Errorf("identity: %w", err)
 	}
 	if fi.Mode().Perm()&0o077 != 0 {
 		return nil, fmt.Errorf("identity: %s is readable by others (mode %v): it holds a private key; chmod 600 it", path, fi.Mode().Perm())
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("identity: %v", err)
+		return nil, fmt.Errorf("identity: %w", err)
 	}
 	c, err := Parse(b)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return c, nil
 }
@@ -392,7 +391,7 @@ func (c *Credentials) ClientTLS(accept func(Identity) error) *tls.Config {
 		VerifyConnection: func(cs tls.ConnectionState) error {
 			id, err := c.verify(cs.PeerCertificates, x509.ExtKeyUsageServerAuth)
 			if err != nil {
-				return fmt.Errorf("identity: server certificate: %v", err)
+				return fmt.Errorf("identity: server certificate: %w", err)
 			}
 			if accept != nil {
 				return accept(id)
@@ -405,17 +404,18 @@ func (c *Credentials) ClientTLS(accept func(Identity) error) *tls.Config {
 // FramedServerTLS is the TLS configuration of a parameter server's
 // encrypted framed connections (cluster.data_plane_encryption: on): TLS
 // 1.3, and a client certificate of a worker of the server's own job,
-// verified against the CA.
+// verified against the CA. Which identities may connect is said here; the
+// framed transport adds its own application protocol (ALPN) to the
+// configurations it is given.
 func (c *Credentials) FramedServerTLS() *tls.Config {
 	return &tls.Config{
 		MinVersion:   tls.VersionTLS13,
 		Certificates: []tls.Certificate{c.Cert},
 		ClientAuth:   tls.RequireAnyClientCert, // verified below, by chain and identity
-		NextProtos:   []string{tensorwire.ALPN},
 		VerifyConnection: func(cs tls.ConnectionState) error {
 			id, err := c.verify(cs.PeerCertificates, x509.ExtKeyUsageClientAuth)
 			if err != nil {
-				return fmt.Errorf("identity: client certificate: %v", err)
+				return fmt.Errorf("identity: client certificate: %w", err)
 			}
 			if id.Role != RoleWorker || id.Job != c.ID.Job {
 				return fmt.Errorf("identity: %s is not a worker of job %s", id, c.ID.Job)
@@ -428,9 +428,7 @@ func (c *Credentials) FramedServerTLS() *tls.Config {
 // FramedClientTLS is the TLS configuration of a worker's encrypted framed
 // connections: a server of its own job.
 func (c *Credentials) FramedClientTLS() *tls.Config {
-	t := c.ClientTLS(ServerOf(c.ID.Job))
-	t.NextProtos = []string{tensorwire.ALPN}
-	return t
+	return c.ClientTLS(ServerOf(c.ID.Job))
 }
 
 // PeerTLS is the TLS configuration of an allreduce worker's encrypted
@@ -445,11 +443,10 @@ func (c *Credentials) PeerTLS() (server, client *tls.Config) {
 		MinVersion:   tls.VersionTLS13,
 		Certificates: []tls.Certificate{c.Cert},
 		ClientAuth:   tls.RequireAnyClientCert, // verified below, by chain and identity
-		NextProtos:   []string{tensorwire.ALPN},
 		VerifyConnection: func(cs tls.ConnectionState) error {
 			id, err := c.verify(cs.PeerCertificates, x509.ExtKeyUsageClientAuth)
 			if err != nil {
-				return fmt.Errorf("identity: peer certificate: %v", err)
+				return fmt.Errorf("identity: peer certificate: %w", err)
 			}
 			if err := SameInstance(c.ID, id); err != nil {
 				return err
@@ -457,9 +454,7 @@ func (c *Credentials) PeerTLS() (server, client *tls.Config) {
 			return WorkerOf(c.ID.Job)(id)
 		},
 	}
-	client = c.ClientTLS(WorkerOf(c.ID.Job))
-	client.NextProtos = []string{tensorwire.ALPN}
-	return server, client
+	return server, c.ClientTLS(WorkerOf(c.ID.Job))
 }
 
 // TLSPeer is the identity of the peer of a TLS session whose certificate

@@ -1,4 +1,4 @@
-package tensorwire
+package framing
 
 import (
 	"crypto/hmac"
@@ -105,7 +105,7 @@ func ClientHandshake(c *Conn, creds Credentials, tlsConf *tls.Config) (Hello, er
 	_, _ = rand.Read(cn)
 	ch := appendFields(nil, []byte("c"), cn)
 	if err := c.WriteFrame(KindHello, 0, ch, nil); err != nil {
-		return Hello{}, fmt.Errorf("tensorwire: send hello: %v", err)
+		return Hello{}, fmt.Errorf("framing: send hello: %w", err)
 	}
 	f, sh, err := readHello(c, KindHello, 5)
 	if err != nil {
@@ -116,26 +116,26 @@ func ClientHandshake(c *Conn, creds Credentials, tlsConf *tls.Config) (Hello, er
 	}
 	hello := Hello{HostID: string(f[2]), Unix: string(f[3]), Encrypted: string(f[4]) == "tls"}
 	if err := c.WriteFrame(KindHelloAck, 0, appendFields(nil, creds.Prove(transcript("client", ch, sh))), nil); err != nil {
-		return Hello{}, fmt.Errorf("tensorwire: send proof: %v", err)
+		return Hello{}, fmt.Errorf("framing: send proof: %w", err)
 	}
 	f, _, err = readHello(c, KindHelloAck, 2)
 	if err != nil {
 		return Hello{}, err
 	}
 	if len(f[1]) > 0 {
-		return Hello{}, fmt.Errorf("tensorwire: server refused the connection: %s", f[1])
+		return Hello{}, fmt.Errorf("framing: server refused the connection: %s", f[1])
 	}
 	if !creds.Verify(transcript("server", ch, sh), f[0]) {
-		return Hello{}, errors.New("tensorwire: the server did not prove the job's data-plane secret")
+		return Hello{}, errors.New("framing: the server did not prove the job's data-plane secret")
 	}
 	switch {
 	case hello.Encrypted && tlsConf == nil:
-		return Hello{}, errors.New("tensorwire: the server encrypts its data plane (data_plane_encryption: on) and this end has no certificate for it")
+		return Hello{}, errors.New("framing: the server encrypts its data plane (data_plane_encryption: on) and this end has no certificate for it")
 	case !hello.Encrypted && tlsConf != nil && !IsUnix(c.nc):
-		return Hello{}, errors.New("tensorwire: the server does not encrypt its data plane over TCP and this end requires it (data_plane_encryption: on)")
+		return Hello{}, errors.New("framing: the server does not encrypt its data plane over TCP and this end requires it (data_plane_encryption: on)")
 	case hello.Encrypted:
 		if err := startTLS(c, tlsConf, true); err != nil {
-			return Hello{}, fmt.Errorf("tensorwire: tls: %v", err)
+			return Hello{}, fmt.Errorf("framing: tls: %w", err)
 		}
 	}
 	return hello, nil
@@ -164,7 +164,7 @@ func ServerHandshake(c *Conn, creds Credentials, tlsConf *tls.Config, me Hello) 
 	}
 	sh := appendFields(nil, []byte("s"), sn, []byte(me.HostID), []byte(me.Unix), []byte(mode))
 	if err := c.WriteFrame(KindHello, 0, sh, nil); err != nil {
-		return fmt.Errorf("tensorwire: send hello: %v", err)
+		return fmt.Errorf("framing: send hello: %w", err)
 	}
 	f, _, err = readHello(c, KindHelloAck, 1)
 	if err != nil {
@@ -172,17 +172,17 @@ func ServerHandshake(c *Conn, creds Credentials, tlsConf *tls.Config, me Hello) 
 	}
 	if !creds.Verify(transcript("client", ch, sh), f[0]) {
 		_ = c.WriteFrame(KindHelloAck, 0, appendFields(nil, nil, []byte("wrong data-plane credentials")), nil)
-		return errors.New("tensorwire: client did not prove the job's data-plane secret")
+		return errors.New("framing: client did not prove the job's data-plane secret")
 	}
 	if err := c.WriteFrame(KindHelloAck, 0, appendFields(nil, creds.Prove(transcript("server", ch, sh)), nil), nil); err != nil {
-		return fmt.Errorf("tensorwire: send proof: %v", err)
+		return fmt.Errorf("framing: send proof: %w", err)
 	}
 	if tlsConf != nil {
 		if err := startTLS(c, tlsConf, false); err != nil {
 			if errors.Is(err, io.EOF) {
 				return ErrMoved
 			}
-			return fmt.Errorf("tensorwire: tls: %v", err)
+			return fmt.Errorf("framing: tls: %w", err)
 		}
 	}
 	return nil
@@ -190,7 +190,7 @@ func ServerHandshake(c *Conn, creds Credentials, tlsConf *tls.Config, me Hello) 
 
 // ErrMoved: the client closed a proven connection before its TLS handshake,
 // having moved to the server's Unix socket (nothing to log).
-var ErrMoved = errors.New("tensorwire: the client moved to the unix socket")
+var ErrMoved = errors.New("framing: the client moved to the unix socket")
 
 // IsUnix says whether nc is (or wraps) a Unix socket.
 func IsUnix(nc net.Conn) bool {
@@ -211,7 +211,7 @@ func IsUnix(nc net.Conn) bool {
 func readHello(c *Conn, kind Kind, n int) (fields [][]byte, raw []byte, err error) {
 	h, meta, err := c.ReadHeader()
 	if err != nil {
-		return nil, nil, fmt.Errorf("tensorwire: handshake: %w", err)
+		return nil, nil, fmt.Errorf("framing: handshake: %w", err)
 	}
 	if h.Kind != kind || h.Payload != 0 {
 		return nil, nil, fmt.Errorf("%w: handshake expected a %v frame without payload, got %v with %d bytes", ErrFrame, kind, h.Kind, h.Payload)

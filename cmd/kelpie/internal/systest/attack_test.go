@@ -1,4 +1,4 @@
-package daemon
+package systest
 
 import (
 	"context"
@@ -20,12 +20,13 @@ import (
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/kelpie/kelpie/core/identity"
 	"github.com/kelpie/kelpie/proto/agentpb"
 	"github.com/kelpie/kelpie/proto/coordinatorpb"
 	"github.com/kelpie/kelpie/proto/pspb"
-	"github.com/kelpie/kelpie/runtime/identity"
+	"github.com/kelpie/kelpie/runtime/framing"
 	"github.com/kelpie/kelpie/runtime/psclient"
-	"github.com/kelpie/kelpie/runtime/tensorwire"
+	"github.com/kelpie/kelpie/scheduler/daemon"
 )
 
 // attackSpec runs long enough (worker-0 sleeps 10 ms an iteration) for the
@@ -49,7 +50,7 @@ func TestAttacks(t *testing.T) {
 		t.Skip("multi-process")
 	}
 	dataDir := t.TempDir()
-	d, err := Start(Config{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0", DataDir: dataDir, Tokens: writeTokens(t),
+	d, err := daemon.Start(daemon.Config{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0", DataDir: dataDir, Tokens: writeTokens(t),
 		Exe: kelpieBin, NodeLog: logWriter{t}, Tick: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -201,7 +202,7 @@ func TestAttacks(t *testing.T) {
 
 	// The framed data plane (the default transport) shares the server's
 	// port: a connection that cannot prove the job's secret is refused.
-	for _, creds := range []tensorwire.Credentials{tensorwire.SharedSecret(nil), tensorwire.SharedSecret([]byte("guess"))} {
+	for _, creds := range []framing.Credentials{framing.SharedSecret(nil), framing.SharedSecret([]byte("guess"))} {
 		if c, err := psclient.DialWith(ctx, serverAddr, psclient.Options{Transport: psclient.TransportTCP, Credentials: creds}); err == nil {
 			c.Close()
 			t.Errorf("framed connection with secret %q accepted", creds)

@@ -1,4 +1,4 @@
-package allreduce
+package reduceplan
 
 import (
 	"fmt"
@@ -6,34 +6,35 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
-	"time"
+
+	"github.com/kelpie/kelpie/core/topology"
 )
 
 // racks returns a topology of len(sizes) racks in one pod.
-func racks(sizes ...int) Topology {
-	var t Topology
+func racks(sizes ...int) topology.Topology {
+	var t topology.Topology
 	for r, n := range sizes {
 		for range n {
-			t = append(t, Place{Rack: fmt.Sprintf("r%d", r)})
+			t = append(t, topology.Place{Rack: fmt.Sprintf("r%d", r)})
 		}
 	}
 	return t
 }
 
 // pods returns p pods of r racks of w nodes.
-func pods(p, r, w int) Topology {
-	var t Topology
+func pods(p, r, w int) topology.Topology {
+	var t topology.Topology
 	for i := range p {
 		for j := range r {
 			for range w {
-				t = append(t, Place{Pod: fmt.Sprintf("p%d", i), Rack: fmt.Sprintf("r%d", j)})
+				t = append(t, topology.Place{Pod: fmt.Sprintf("p%d", i), Rack: fmt.Sprintf("r%d", j)})
 			}
 		}
 	}
 	return t
 }
 
-func plans(nodes, n int, topo Topology) []*Plan {
+func plans(nodes, n int, topo topology.Topology) []*Plan {
 	return []*Plan{Ring(nodes, n, topo), RAT(nodes, n, topo, 0), RAT(nodes, n, topo, 3), PS(nodes, n)}
 }
 
@@ -42,7 +43,7 @@ func TestPlansVerifyAndSum(t *testing.T) {
 		name  string
 		nodes int
 		n     int
-		topo  Topology
+		topo  topology.Topology
 	}{
 		{"one node", 1, 10, nil},
 		{"two nodes", 2, 10, nil},
@@ -52,8 +53,8 @@ func TestPlansVerifyAndSum(t *testing.T) {
 		{"2 racks x 4", 8, 1000, racks(4, 4)},
 		{"uneven racks", 7, 999, racks(2, 5)},
 		{"2 pods x 2 racks x 2", 8, 1001, pods(2, 2, 2)},
-		{"pods without racks", 6, 100, Topology{{Pod: "a"}, {Pod: "a"}, {Pod: "b"}, {Pod: "b"}, {Pod: "b"}, {Pod: "c"}}},
-		{"some unlabelled", 5, 50, Topology{{Rack: "x"}, {}, {Rack: "x"}, {Rack: "y"}}},
+		{"pods without racks", 6, 100, topology.Topology{{Pod: "a"}, {Pod: "a"}, {Pod: "b"}, {Pod: "b"}, {Pod: "b"}, {Pod: "c"}}},
+		{"some unlabelled", 5, 50, topology.Topology{{Rack: "x"}, {}, {Rack: "x"}, {Rack: "y"}}},
 	}
 	for _, c := range cases {
 		for _, p := range plans(c.nodes, c.n, c.topo) {
@@ -154,7 +155,7 @@ func TestCrossRackBytes(t *testing.T) {
 func TestRATLoadBalanced(t *testing.T) {
 	cases := []struct {
 		name   string
-		topo   Topology
+		topo   topology.Topology
 		spread float64 // max/min of sent+received allowed
 	}{
 		{"2 racks x 4", racks(4, 4), 1},
@@ -213,12 +214,12 @@ func TestDependencyChain(t *testing.T) {
 func TestRATRegionsSendOnce(t *testing.T) {
 	for _, c := range []struct {
 		name   string
-		topo   Topology
-		region func(Topology) func(int) string
+		topo   topology.Topology
+		region func(topology.Topology) func(int) string
 	}{
-		{"racks", racks(4, 3, 5), func(t Topology) func(int) string { return t.Rack }},
-		{"pods", pods(2, 2, 3), func(t Topology) func(int) string { return t.Pod }},
-		{"pods of uneven racks", append(racks(2, 3), Topology{{Pod: "q", Rack: "a"}, {Pod: "q", Rack: "b"}, {Pod: "q", Rack: "b"}}...), func(t Topology) func(int) string { return t.Pod }},
+		{"racks", racks(4, 3, 5), func(t topology.Topology) func(int) string { return t.Rack }},
+		{"pods", pods(2, 2, 3), func(t topology.Topology) func(int) string { return t.Pod }},
+		{"pods of uneven racks", append(racks(2, 3), topology.Topology{{Pod: "q", Rack: "a"}, {Pod: "q", Rack: "b"}, {Pod: "q", Rack: "b"}}...), func(t topology.Topology) func(int) string { return t.Pod }},
 	} {
 		nodes := len(c.topo)
 		p := RAT(nodes, nodes*10, c.topo, 0)
@@ -226,7 +227,7 @@ func TestRATRegionsSendOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		region := c.region(c.topo)
-		order := c.topo.order(nodes)
+		order := c.topo.Order(nodes)
 		type key struct {
 			region string
 			chunk  int
@@ -252,40 +253,6 @@ func TestRATRegionsSendOnce(t *testing.T) {
 				}
 			}
 		}
-	}
-}
-
-// TestPausesPickKPerPeriod: in every period exactly K nodes are paused for
-// its first On, and the set changes between periods.
-func TestPausesPickKPerPeriod(t *testing.T) {
-	start := time.Unix(1000, 0)
-	p := Pauses{Nodes: 8, K: 2, Period: 100 * time.Millisecond, On: 40 * time.Millisecond, Seed: 3, Start: start}
-	sets := map[string]bool{}
-	for k := range 20 {
-		at := start.Add(time.Duration(k)*p.Period + 10*time.Millisecond)
-		var paused []int
-		for n := range 8 {
-			until, ok := p.Paused(n, at)
-			if ok {
-				paused = append(paused, n)
-				if want := start.Add(time.Duration(k)*p.Period + p.On); !until.Equal(want) {
-					t.Errorf("period %d: node %d paused until %v; want %v", k, n, until, want)
-				}
-			}
-			if _, ok := p.Paused(n, at.Add(40*time.Millisecond)); ok {
-				t.Errorf("period %d: node %d paused after On", k, n)
-			}
-		}
-		if len(paused) != 2 {
-			t.Fatalf("period %d: paused %v; want 2 nodes", k, paused)
-		}
-		sets[fmt.Sprint(paused)] = true
-	}
-	if len(sets) < 5 {
-		t.Errorf("only %d different paused sets in 20 periods", len(sets))
-	}
-	if _, ok := (Pauses{}).Paused(0, start); ok {
-		t.Error("the zero Pauses pauses")
 	}
 }
 

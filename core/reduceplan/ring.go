@@ -1,4 +1,6 @@
-package allreduce
+package reduceplan
+
+import "github.com/kelpie/kelpie/core/topology"
 
 // Ring returns ring allreduce of n elements among the nodes of topo (n
 // nodes): the vector is cut into one chunk per node; in scatter-reduce step
@@ -7,12 +9,12 @@ package allreduce
 // all-gather then passes the finished chunks on for N−1 more steps, the
 // receiver copying. The ring visits nodes pod by pod and rack by rack, so it
 // crosses each region boundary as few times as a ring can.
-func Ring(nodes, n int, topo Topology) *Plan {
+func Ring(nodes, n int, topo topology.Topology) *Plan {
 	p := &Plan{Kind: "ring", Nodes: nodes, Len: n, Chunks: Split(n, nodes)}
 	if nodes < 2 {
 		return p
 	}
-	ring := topo.order(nodes)
+	ring := topo.Order(nodes)
 	nc := len(p.Chunks) // fewer chunks than nodes when n < nodes
 	for s := range nodes - 1 {
 		var step []Transfer

@@ -84,17 +84,6 @@ func listModule(t *testing.T) map[string]pkg {
 // under says whether path is dir or inside it.
 func under(path, dir string) bool { return path == dir || strings.HasPrefix(path, dir+"/") }
 
-// ours returns the module's own packages among paths, without the module prefix.
-func ours(paths []string) []string {
-	var out []string
-	for _, p := range paths {
-		if strings.HasPrefix(p, mod) {
-			out = append(out, strings.TrimPrefix(p, mod))
-		}
-	}
-	return out
-}
-
 // testDeps is what a package's tests link beyond the package itself: their imports and, for
 // the module's own, everything those depend on (from pkgs, which lists every package of the
 // module).

@@ -611,13 +611,6 @@ func (j *jobState) targets(a *consolepb.Action, node string) bool {
 	return a.Target == node
 }
 
-// resplitKind says whether an action kind re-splits the global batch among
-// the workers (every live worker applies it at one iteration).
-func resplitKind(kind string) bool {
-	d, _ := kindOf(kind)
-	return d != nil && d.resplit
-}
-
 // aggregating says whether the job's servers sum gradients per version
 // (bsp, drop): backup workers can then drop the slowest.
 func (j *jobState) aggregating() bool {

@@ -55,6 +55,7 @@ client must stay connected throughout, or the run fails.`,
 	f.IntVar(&o.Servers, "servers", 50, "servers in the simulated job")
 	f.DurationVar(&o.Duration, "duration", 10*time.Second, "measured time")
 	f.Float64Var(&o.Rate, "rate", 1, "reports per agent per second")
+	f.IntVar(&o.Conns, "conns", 0, "gRPC connections the simulated agents share (0: 64, or enough to keep each at 200 streams, under the scheduler's 256 per connection)")
 	f.BoolVar(&o.NoWatch, "no-watch", false, "no console client subscribed to the job")
 	f.StringVar(&o.SchedulerProfile, "scheduler-cpuprofile", "", "the scheduler writes a CPU profile of the run to `file`")
 	f.StringVar(&o.SchedulerLog, "scheduler-log", "", "write the scheduler's log to `file` (else it is discarded)")

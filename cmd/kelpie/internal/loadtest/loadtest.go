@@ -47,7 +47,7 @@ type Options struct {
 	Servers      int           // servers in the job (their agents are simulated too; default 50)
 	Duration     time.Duration // measured time (default 10s)
 	Rate         float64       // reports per agent per second (default 1)
-	Conns        int           // gRPC connections the agents share (default 64)
+	Conns        int           // gRPC connections the agents share (default: 64, or enough for 200 streams each)
 	NoWatch      bool          // no console client subscribed to the job
 	// WholeViews subscribes the watching client to whole views (every
 	// node, heatmap row and series), as consoles did before windows;
@@ -126,7 +126,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		o.Rate = 1
 	}
 	if o.Conns <= 0 {
-		o.Conns = 64
+		// The scheduler takes at most identity.DefaultLimits' 256 streams
+		// on a connection (issue 24): 64 connections carried 16,384 agents
+		// and a 20,000-agent run stalled there, "16384 of 20050 agents
+		// connected". Keep each connection at 200 streams at most.
+		o.Conns = max(64, (o.Agents+o.Servers+199)/200)
 	}
 	dir, err := os.MkdirTemp("", "kelpie-loadtest-")
 	if err != nil {

@@ -128,7 +128,7 @@ rules:
 # retries once a run that only hit Go's -fuzztime deadline race.
 FUZZTIME ?= 30s
 FUZZ_TARGETS := core/spec:FuzzParse core/spec:FuzzYAML runtime/wire:FuzzUnmarshal runtime/framing:FuzzDecode runtime/data:FuzzIDX \
-	core/diverge:FuzzParse runtime/server:FuzzRequest runtime/identity:FuzzPolicies scheduler/console:FuzzClientFrame \
+	core/diverge:FuzzParse runtime/server:FuzzRequest core/identity:FuzzPolicies scheduler/console:FuzzClientFrame \
 	scheduler/coordinator:FuzzRequests scheduler/shard:FuzzRestore scheduler/shard:FuzzInterleavings
 fuzz:
 	@GO=$(GO) scripts/fuzz.sh $(FUZZTIME) $(FUZZ_TARGETS)

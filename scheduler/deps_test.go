@@ -169,7 +169,7 @@ func rules() []rule {
 		deps:   inAny(mod+"scheduler", mod+"runtime", mod+"agent", mod+"tui", mod+"cmd"),
 	}, {
 		name:   "the data plane links no console types",
-		covers: inAny("runtime/server", "runtime/psclient", "runtime/tensorwire", "runtime/wire"),
+		covers: inAny("runtime/server", "runtime/psclient", "runtime/framing", "runtime/wire"),
 		deps:   inAny(mod+"proto/consolepb", mod+"proto/timelinepb"),
 	}, {
 		name:   "runtime imports no scheduler, agent or tui package",
@@ -234,7 +234,7 @@ func TestImportRulesCatch(t *testing.T) {
 		"core/syncmodel":            {Imports: []string{"os"}, Deps: []string{"os", "google.golang.org/grpc"}},
 		"scheduler/shard":           {Imports: []string{"go.etcd.io/bbolt"}, Deps: []string{"go.etcd.io/bbolt"}},
 		"scheduler/coordinator":     {Deps: []string{mod + "core/job", mod + "core/blocks", "net"}},
-		"scheduler/console/client2": {Deps: []string{mod + "proto/kelpiepb"}},
+		"scheduler/console/client2": {Deps: []string{mod + "proto/consolepb"}},
 		"scheduler/daemon":          {ImportPath: mod + "scheduler/daemon", TestImports: []string{mod + "scheduler/pki"}, XTestImports: []string{mod + "scheduler/daemon"}},
 		"scheduler/pki":             {Deps: []string{mod + "core/identity", mod + "runtime/framing"}},
 		"scheduler/gate":            {TestImports: []string{mod + "core/scenario", mod + "agent"}},

@@ -684,7 +684,7 @@ func (x *PeerFailure) GetError() string {
 
 // NodeRefusal is one call a node's gRPC server refused: Unauthenticated (no
 // client certificate) or PermissionDenied. The node rate-limits them
-// (runtime/identity.Guard); suppressed counts those it left out since the
+// (core/identity.Guard); suppressed counts those it left out since the
 // previous one. The caller's fields are not named job, node or role: those
 // would have to be the reporting node's own (the agent stream's claims).
 type NodeRefusal struct {
@@ -821,7 +821,7 @@ type ActionCommand struct {
 	// scheduler's certificate (DER), which must chain to the node plane's CA
 	// and name the scheduler; signature is its ECDSA signature (ASN.1, over
 	// SHA-256) of the command as a secondary gets it (primary false, peers,
-	// signer and signature empty: runtime/identity.ActionDigest).
+	// signer and signature empty: core/identity.ActionDigest).
 	PrimaryNode   string `protobuf:"bytes,14,opt,name=primary_node,json=primaryNode,proto3" json:"primary_node,omitempty"`
 	Signer        []byte `protobuf:"bytes,15,opt,name=signer,proto3" json:"signer,omitempty"`
 	Signature     []byte `protobuf:"bytes,16,opt,name=signature,proto3" json:"signature,omitempty"`
@@ -1470,7 +1470,7 @@ func (*RoleCommand_Stacks) isRoleCommand_Body() {}
 
 // ForwardRequest is a global action a primary agent hands to a secondary.
 // job and node are the caller's own (the primary's), which its
-// certificate must name (runtime/identity.AgentPeerPolicy).
+// certificate must name (core/identity.AgentPeerPolicy).
 type ForwardRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Job           string                 `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`

@@ -2884,7 +2884,7 @@ func (x *ExchangeTopology) GetTreesTotal() int32 {
 	return 0
 }
 
-// ExchangeRegion is a rack region ("pod/rack", allreduce.Region) and the
+// ExchangeRegion is a rack region ("pod/rack", topology.Region) and the
 // members in it, in topology order.
 type ExchangeRegion struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`

@@ -827,7 +827,7 @@ func (x *TimeSplit) GetOtherS() float64 {
 	return 0
 }
 
-// Bytes that went from one region to another (allreduce.Region: "/rack" or
+// Bytes that went from one region to another (topology.Region: "/rack" or
 // "pod/rack").
 type RegionBytes struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`

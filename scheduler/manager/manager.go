@@ -131,7 +131,7 @@ type Config struct {
 	// without certificates (a plaintext node plane).
 	NodeCert func(job, instance, node string) (string, error)
 	// SignAction, if set, signs a global action for the agent primary to
-	// forward (runtime/identity.Credentials.SignAction): the other agents
+	// forward (core/identity.Credentials.SignAction): the other agents
 	// apply a forwarded action only with the scheduler's signature.
 	SignAction func(cmd *agentpb.ActionCommand, primary string) error
 	// Pods, when set, runs the nodes on a cluster (kelpie scheduler

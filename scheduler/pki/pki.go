@@ -2,7 +2,7 @@
 // scheduler's data directory (ca.crt, and ca.key readable by the scheduler's
 // user only), created on first start or supplied by the operator, and issues
 // the short-lived certificates of a job's nodes, the scheduler's own, and
-// operators' client certificates (runtime/identity describes the names).
+// operators' client certificates (core/identity describes the names).
 //
 // Rotation keeps trust across the change: the new CA certificate is added
 // to ca.crt in front of the old ones, and every certificate the old key
@@ -279,7 +279,7 @@ func (ca *CA) Credentials(id identity.Identity, ttl time.Duration, hosts ...stri
 	return identity.New(c, ca.Trusted)
 }
 
-// Bundle is the credentials file of id (runtime/identity.Parse reads it):
+// Bundle is the credentials file of id (core/identity.Parse reads it):
 // the certificate, its key, then the trusted CA certificates.
 func (ca *CA) Bundle(id identity.Identity, ttl time.Duration, hosts ...string) ([]byte, error) {
 	c, err := ca.Issue(id, ttl, hosts...)

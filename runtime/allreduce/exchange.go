@@ -49,7 +49,18 @@ type Config struct {
 	// plan (it has received everything the step depends on): the place to
 	// inject a node that pauses (RAT §4's nodes that stop sending).
 	BeforeSend func(ctx context.Context, step int)
+	// AttemptTimeout bounds one attempt to reach a peer (resolving its
+	// address, connecting, the security handshake and its welcome); the
+	// attempt is then given up and made again (0: DefaultAttemptTimeout).
+	AttemptTimeout time.Duration
 }
+
+// DefaultAttemptTimeout bounds one dial attempt: an attempt that a peer
+// never answers (lost, or stuck somewhere between the two ends) costs
+// that long, not the whole time given to forming the mesh. A peer that is
+// merely late (still in its iteration) takes the next attempt; the
+// abandoned one is refused at its handshake when the peer gets to it.
+const DefaultAttemptTimeout = 10 * time.Second
 
 // The handshake: magic, version, the dialler's index and the group name;
 // the acceptor answers welcomeByte when it takes the connection.
@@ -76,7 +87,9 @@ type Exchange struct {
 	// outMu serialises the frames chunks write to node j.
 	outMu []sync.Mutex
 	mu    sync.Mutex
-	dead  error // set once a connection failed; the Exchange is then unusable
+	dead  error        // set once a connection failed; the Exchange is then unusable
+	left  error        // on mu: a peer closed its end after a completed Run (watch)
+	runs  atomic.Int64 // Runs completed
 }
 
 // Connect builds the mesh: it dials every peer (retrying until ctx ends,
@@ -145,7 +158,45 @@ func Connect(ctx context.Context, cfg Config) (*Exchange, error) {
 		}
 		return nil, errors.Join(err, acceptErr)
 	}
+	e.watch()
 	return e, nil
+}
+
+// watch notices a peer closing the connection this node sends on, which
+// nothing is ever read from after the welcome. A peer closes it when it
+// abandons the mesh the connection belongs to. Before this node has
+// completed a Run on the mesh, that means the welcome it took came from a
+// mesh the peer gave up while this node was still forming its own (the
+// peer's Form failed and it is forming again, waiting for this node to
+// dial it anew): the Exchange fails at once, also a Run under way, which
+// could otherwise wait forever for peers that wait for that peer — a
+// deadlock of the whole group. After a completed Run it is a peer leaving
+// at an iteration boundary (removed, or forming the next membership's
+// mesh) once it has everything it needed: the Run under way finishes and
+// the next one fails.
+func (e *Exchange) watch() {
+	for j, c := range e.out {
+		if c == nil {
+			continue
+		}
+		go func() {
+			var b [1]byte
+			_, err := c.Read(b[:])
+			if err == nil {
+				err = errors.New("a byte where nothing is sent")
+			}
+			err = fmt.Errorf("allreduce: node %d: node %d closed its end of the mesh (%v)", e.cfg.Self, j, err)
+			if e.runs.Load() == 0 {
+				e.fail(err)
+				return
+			}
+			e.mu.Lock()
+			if e.left == nil {
+				e.left = err
+			}
+			e.mu.Unlock()
+		}()
+	}
 }
 
 func (e *Exchange) dial(ctx context.Context, j int) (net.Conn, error) {
@@ -153,16 +204,23 @@ func (e *Exchange) dial(ctx context.Context, j int) (net.Conn, error) {
 	if e.cfg.Resolve == nil {
 		addr = e.cfg.Addrs[j]
 	}
+	attempt := e.cfg.AttemptTimeout
+	if attempt <= 0 {
+		attempt = DefaultAttemptTimeout
+	}
 	for {
 		var c net.Conn
 		var err error
+		actx, cancel := context.WithTimeout(ctx, attempt)
 		if e.cfg.Resolve != nil {
-			addr, err = e.cfg.Resolve(ctx, j)
+			addr, err = e.cfg.Resolve(actx, j)
 		}
 		if err == nil {
-			if c, err = e.dialOnce(ctx, j, addr); err == nil {
-				return c, nil
-			}
+			c, err = e.dialOnce(actx, j, addr)
+		}
+		cancel()
+		if err == nil {
+			return c, nil
 		}
 		t := time.NewTimer(dialRetry)
 		select {
@@ -183,6 +241,9 @@ func (e *Exchange) dialOnce(ctx context.Context, j int, addr string) (net.Conn, 
 	if err != nil {
 		return nil, err
 	}
+	if d, ok := ctx.Deadline(); ok {
+		_ = c.SetDeadline(d) // the handshake too is bounded by the attempt
+	}
 	if e.cfg.Security != nil {
 		if c, err = e.secureDial(c, j); err != nil {
 			return nil, err
@@ -196,6 +257,9 @@ func (e *Exchange) dialOnce(ctx context.Context, j int, addr string) (net.Conn, 
 	hello = append(hello, e.cfg.Group...)
 	if _, err = c.Write(hello); err == nil {
 		err = e.welcome(ctx, c)
+	}
+	if err == nil {
+		err = c.SetDeadline(time.Time{})
 	}
 	if err != nil {
 		c.Close()
@@ -459,6 +523,12 @@ func (e *Exchange) CrossBytes() int64 {
 // receives from. If ctx ends or a peer fails, the connections are closed
 // and the Exchange cannot be used again.
 func (e *Exchange) Run(ctx context.Context, p *reduceplan.Plan, vec []float32) error {
+	e.mu.Lock()
+	if e.left != nil && e.dead == nil {
+		e.dead = e.left
+		e.Close()
+	}
+	e.mu.Unlock()
 	if err := e.err(); err != nil {
 		return err
 	}
@@ -549,6 +619,7 @@ func (e *Exchange) Run(ctx context.Context, p *reduceplan.Plan, vec []float32) e
 	if firstErr != nil {
 		return e.err()
 	}
+	e.runs.Add(1)
 	return nil
 }
 

@@ -212,3 +212,98 @@ func racks(sizes ...int) topology.Topology {
 	}
 	return t
 }
+
+// swallowing is a listener that takes its first connection and never
+// hands it on (nor answers on it): an attempt lost between two peers.
+type swallowing struct {
+	net.Listener
+	once sync.Once
+	held chan net.Conn
+}
+
+func (l *swallowing) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		first := false
+		l.once.Do(func() { first = true })
+		if !first {
+			return c, nil
+		}
+		l.held <- c
+	}
+}
+
+// TestDialRetriesALostAttempt: an attempt to reach a peer that is never
+// answered is given up after the attempt's bound and made again, so the
+// mesh forms; it does not wait for the whole time given to Connect (which
+// here is only a guard against a hang).
+func TestDialRetriesALostAttempt(t *testing.T) {
+	var lis [2]net.Listener
+	addrs := make([]string, 2)
+	for i := range lis {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lis[i], addrs[i] = l, l.Addr().String()
+	}
+	sw := &swallowing{Listener: lis[1], held: make(chan net.Conn, 1)}
+	defer func() {
+		select {
+		case c := <-sw.held:
+			c.Close()
+		default:
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	xs := make([]*Exchange, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i, l := range []net.Listener{lis[0], sw} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			xs[i], errs[i] = Connect(ctx, Config{Self: i, Addrs: addrs, Listener: l, Group: "lost",
+				AttemptTimeout: 200 * time.Millisecond})
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("node %d: %v (a lost attempt was not made again)", i, err)
+		}
+		defer xs[i].Close()
+	}
+	if len(sw.held) != 1 {
+		t.Fatal("the listener swallowed no attempt: the test tests nothing")
+	}
+	v := [][]float32{{1, 2}, {3, 4}}
+	for _, err := range runAll(ctx, xs, reduceplan.Ring(2, 2, nil), v) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v[0][0] != 4 || v[1][1] != 6 {
+		t.Errorf("sums %v; want [[4 6] [4 6]]", v)
+	}
+}
+
+// TestPeerLeavingFailsRun: a peer that closes its end of the mesh (here
+// node 1 closes the connection node 0 sends on, and never runs) fails
+// node 0's Run, even while node 0 waits to receive from it over the other
+// connection, which stays open; it does not hang (the context here is only
+// a guard against that).
+func TestPeerLeavingFailsRun(t *testing.T) {
+	xs := group(t, 2, "job-leave", nil)
+	xs[1].in[0].Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err := xs[0].Run(ctx, reduceplan.Ring(2, 4, nil), make([]float32, 4))
+	if err == nil || !strings.Contains(err.Error(), "closed its end") {
+		t.Fatalf("Run = %v; want it failed by node 1 closing its end", err)
+	}
+}

@@ -106,14 +106,17 @@ func newAllreduce(o Options, s *spec.Spec, m model.Model, idx int, lis net.Liste
 	known := slices.Clone(peers)
 	resolve := func(ctx context.Context, w int) (string, error) {
 		mu.Lock()
-		defer mu.Unlock()
 		if w < len(known) && known[w] != "" {
 			// The first dial uses what Ready said; a failed one asks
 			// again.
 			a := known[w]
 			known[w] = ""
+			mu.Unlock()
 			return a, nil
 		}
+		mu.Unlock()
+		// Not under mu: the dials to the other peers do not queue behind
+		// this one's call (which the dial attempt's context bounds).
 		r, err := coord.Ready(ctx, &coordinatorpb.ReadyRequest{Job: o.Job, Node: o.Node})
 		if err != nil {
 			return "", err

@@ -44,7 +44,7 @@ cluster:
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := newModel(s)
+	m, err := newModel(s, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

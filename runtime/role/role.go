@@ -488,9 +488,16 @@ func RunWorker(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("worker %s: %v", o.Node, err)
 	}
-	m, err := newModel(s)
+	// The worker's agent outlives its restarts: a torch worker's Python
+	// child is forked by a zygote that lives as long as the agent, so a
+	// restart skips importing torch and loading the script's data.
+	modelStart := time.Now()
+	m, err := newModel(s, os.Getppid())
 	if err != nil {
 		return fmt.Errorf("worker %s: %v", o.Node, err)
+	}
+	if tm, ok := m.(*torch.Model); ok {
+		log.Info("torch child ready", "pid", tm.Pid(), "zygote", tm.Zygote(), "in", time.Since(modelStart).Round(time.Millisecond))
 	}
 	if c, ok := m.(io.Closer); ok {
 		// A torch model's Python child ends with the worker.
@@ -670,10 +677,12 @@ func RunWorker(ctx context.Context, o Options) error {
 }
 
 // newModel builds the job's model from its spec; every role derives the same
-// tensors (core/shape) as the scheduler's block table.
-func newModel(s *spec.Spec) (model.Model, error) {
+// tensors (core/shape) as the scheduler's block table. A torch model's
+// child is forked by a zygote that lives as long as process owner (0: a
+// child of its own; torch.Config.Owner).
+func newModel(s *spec.Spec, owner int) (model.Model, error) {
 	if s.Model.Kind == spec.ModelTorch {
-		return torch.FromSpec(s, os.Stderr)
+		return torch.FromSpec(s, os.Stderr, owner)
 	}
 	return model.New(model.Config{Kind: s.Model.Kind, Hidden: s.Model.Hidden}, job.DataInfo(s))
 }
@@ -685,7 +694,7 @@ func initialValues(s *spec.Spec) ([][]float32, error) {
 	if s.Model.Kind == spec.ModelTorch {
 		return torch.Init(s, os.Stderr)
 	}
-	m, err := newModel(s)
+	m, err := newModel(s, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TensorInfo is one parameter tensor as the child reports it.
@@ -34,6 +36,10 @@ type hello struct {
 	// Batched says that the child indexes the training set with a whole
 	// batch at once: a batch needs no preparing ahead.
 	Batched bool `json:"batched"`
+	// Warm says that a zygote forked the child (zygote.go), and Zygote
+	// which.
+	Warm   bool `json:"warm"`
+	Zygote int  `json:"zygote"`
 }
 
 // reply is the child's answer to one request.
@@ -76,10 +82,13 @@ func (f *jsonFloat) UnmarshalJSON(b []byte) error {
 
 var nonFinite = regexp.MustCompile(`(:\s*)(NaN|-?Infinity)\b`)
 
-// child is one running python3 process and its two pipes.
+// child is one running python3 process and its two pipes: started here
+// (cmd), or forked by a zygote (forked, its pid, and pidfd; see zygote.go).
 type child struct {
 	script string
 	cmd    *exec.Cmd
+	forked int
+	pidfd  int
 	in     *os.File // the child's fd 3: requests
 	out    *bufio.Reader
 	outF   *os.File // the child's fd 4: replies
@@ -96,6 +105,9 @@ type startOptions struct {
 	Seed    int64
 	Threads int
 	Stderr  io.Writer // where the child's output goes (besides the kept tail)
+	// Owner, when not 0, is the process whose life bounds a zygote kept
+	// for this child's restarts (a warm start: zygote.go).
+	Owner int
 }
 
 // start launches the child. It dies with the worker: the kernel sends it
@@ -208,8 +220,8 @@ func (c *child) died() error {
 			Python(), m[1], pkg, pkg, PythonEnv)
 	}
 	state := "ended"
-	if ps := c.cmd.ProcessState; ps != nil {
-		state = ps.String()
+	if c.cmd != nil && c.cmd.ProcessState != nil {
+		state = c.cmd.ProcessState.String()
 	}
 	return fmt.Errorf("torch child for %s %s; its last output:\n%s", c.script, state, lastLines(out, 20))
 }
@@ -264,15 +276,33 @@ func (c *child) Close() error {
 	select {
 	case <-c.waited:
 	case <-time.After(3 * time.Second):
-		c.cmd.Process.Kill()
+		c.kill()
 		<-c.waited
 	}
 	c.outF.Close()
+	if c.forked != 0 {
+		unix.Close(c.pidfd)
+	}
 	return nil
 }
 
+// kill kills the child (a forked one through its pidfd: its pid may not
+// be reused for another process meanwhile).
+func (c *child) kill() {
+	if c.forked != 0 {
+		_ = unix.PidfdSendSignal(c.pidfd, unix.SIGKILL, nil, 0)
+		return
+	}
+	_ = c.cmd.Process.Kill()
+}
+
 // pid is the child's process id.
-func (c *child) pid() int { return c.cmd.Process.Pid }
+func (c *child) pid() int {
+	if c.forked != 0 {
+		return c.forked
+	}
+	return c.cmd.Process.Pid
+}
 
 // tailWriter keeps the last max bytes written to it.
 type tailWriter struct {

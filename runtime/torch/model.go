@@ -2,8 +2,10 @@ package torch
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -25,6 +27,11 @@ type Config struct {
 	// Want, when set, is the tensor list the job was laid out with (the
 	// spec's model.tensors): a script that has changed since is refused.
 	Want []spec.Tensor
+	// Owner, when not 0, asks for a warm start (zygote.go): the child is
+	// forked by a zygote that lives as long as process Owner (a worker's
+	// agent), started by the first child's worker, so that the worker's
+	// restarts skip importing torch and loading the data.
+	Owner int
 }
 
 // Model is a model.Model whose forward and backward passes run in a child
@@ -49,6 +56,8 @@ type Model struct {
 
 	req     []byte // the request being encoded
 	batched bool   // the child indexes the training set a batch at once (Prepare is not worth a wake-up)
+	warm    bool   // a zygote forked the child (zygote.go)
+	zygote  int    // and its pid
 
 	python  atomic.Int64 // nanoseconds the child spent in steps
 	data    atomic.Int64 // of which collating batches not prepared ahead
@@ -65,11 +74,11 @@ var _ model.Model = (*Model)(nil)
 // New starts the child on the script, checks its tensors and maps the
 // shared memory.
 func New(cfg Config) (*Model, error) {
-	c, h, err := start(startOptions{Mode: "serve", Script: cfg.Script, Seed: cfg.Seed, Threads: cfg.Threads, Stderr: cfg.Stderr})
+	c, h, err := startChild(startOptions{Mode: "serve", Script: cfg.Script, Seed: cfg.Seed, Threads: cfg.Threads, Stderr: cfg.Stderr, Owner: cfg.Owner})
 	if err != nil {
 		return nil, err
 	}
-	m := &Model{c: c, train: h.Train, test: h.Test, sparseT: -1, batched: h.Batched}
+	m := &Model{c: c, train: h.Train, test: h.Test, sparseT: -1, batched: h.Batched, warm: h.Warm, zygote: h.Zygote}
 	for i, t := range h.Tensors {
 		m.tensors = append(m.tensors, model.Tensor{Name: t.Name, Rows: t.Rows, Cols: t.Cols, Sparse: t.Sparse})
 		if t.Sparse {
@@ -93,6 +102,25 @@ func New(cfg Config) (*Model, error) {
 		}
 	}
 	return m, nil
+}
+
+// startChild starts a serving child: forked by the owner's zygote when
+// there is an owner, else (or when the warm path itself fails, which is
+// said on the child's output) as a process of its own.
+func startChild(o startOptions) (*child, *hello, error) {
+	if o.Owner != 0 {
+		c, h, err := startWarm(o)
+		var w errWarm
+		if !errors.As(err, &w) {
+			return c, h, err
+		}
+		stderr := o.Stderr
+		if stderr == nil {
+			stderr = os.Stderr
+		}
+		fmt.Fprintf(stderr, "kelpie: %v; starting the torch child cold\n", err)
+	}
+	return start(o)
 }
 
 // sameTensors checks that the script still has the tensors the job was laid
@@ -435,6 +463,13 @@ func (m *Model) Timing() Timing {
 
 // Pid is the child's process id.
 func (m *Model) Pid() int { return m.c.pid() }
+
+// Warm says that the child was forked by a zygote rather than started
+// cold (Config.Owner).
+func (m *Model) Warm() bool { return m.warm }
+
+// Zygote is the pid of the zygote that forked the child (0: started cold).
+func (m *Model) Zygote() int { return m.zygote }
 
 // Close stops the child and unmaps the shared memory.
 func (m *Model) Close() error {

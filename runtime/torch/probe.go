@@ -55,7 +55,8 @@ func Init(s *spec.Spec, stderr io.Writer) ([][]float32, error) {
 	return m.InitDense(s.Data.Seed), nil
 }
 
-// FromSpec starts a worker's model for a torch spec.
-func FromSpec(s *spec.Spec, stderr io.Writer) (*Model, error) {
-	return New(Config{Script: s.Model.Script, Seed: s.Data.Seed, Threads: s.Model.Threads, Stderr: stderr, Want: s.Model.Tensors})
+// FromSpec starts a worker's model for a torch spec; owner as in
+// Config.Owner (0: a cold child).
+func FromSpec(s *spec.Spec, stderr io.Writer, owner int) (*Model, error) {
+	return New(Config{Script: s.Model.Script, Seed: s.Data.Seed, Threads: s.Model.Threads, Stderr: stderr, Want: s.Model.Tensors, Owner: owner})
 }

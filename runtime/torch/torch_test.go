@@ -310,10 +310,17 @@ func TestHelperWorker(t *testing.T) {
 	if script == "" {
 		t.Skip("the worker process of TestChildDiesWithWorker")
 	}
-	m, err := New(Config{Script: script, Seed: 1, Threads: 1})
+	cfg := Config{Script: script, Seed: 1, Threads: 1}
+	if os.Getenv("KELPIE_TORCH_HELPER_WARM") == "1" {
+		cfg.Owner = os.Getpid() // this process owns the zygote too
+	}
+	m, err := New(cfg)
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)
+	}
+	if cfg.Owner != 0 {
+		fmt.Printf("zygote %d warm %t\n", zygoteOf(startOptions{Script: script, Seed: 1, Threads: 1, Owner: cfg.Owner}), m.Warm())
 	}
 	fmt.Printf("child %d\n", m.Pid())
 	time.Sleep(time.Minute) // until killed

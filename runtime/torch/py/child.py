@@ -10,6 +10,13 @@
 #   probe SCRIPT SEED        print the module's tensors and the data sets'
 #                            sizes as one JSON line on fd 4, then exit
 #   serve SCRIPT SEED THREADS  answer requests until fd 3 closes
+#   zygote SCRIPT SEED THREADS NAME OWNER
+#                            load the script, build the module and the data
+#                            sets once, then fork a serving child for each
+#                            worker that asks on the abstract Unix socket
+#                            NAME (a restarted worker then starts in
+#                            milliseconds, not seconds); exit when the
+#                            process OWNER (the node's agent) ends
 #
 # Standard library, torch and numpy only: nodes need nothing else installed.
 import faulthandler
@@ -409,13 +416,13 @@ class Child:
         return {}
 
 
-def serve(child, rd, wr):
+def serve(child, rd, wr, warm=False):
     def send(msg):
         wr.write(json.dumps(msg) + "\n")
         wr.flush()
 
     send({"op": "hello", "tensors": child.tensors, "train": len(child.train), "test": len(child.test), "pid": os.getpid(),
-          "batched": child.batched(child.train)})
+          "batched": child.batched(child.train), "warm": warm, "zygote": os.getppid() if warm else 0})
     for line in rd:
         t_in = time.time_ns()
         req = json.loads(line)
@@ -451,10 +458,132 @@ def serve(child, rd, wr):
                   "traceback": traceback.format_exc()})
 
 
+def parent_of(pid):
+    """The parent process id of pid (0 when it is gone)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def die_with(pid):
+    """Ends this process as soon as process pid ends (a pidfd becomes
+    readable then): a forked child's parent is the zygote, not its worker,
+    so PR_SET_PDEATHSIG cannot tie them."""
+    import select
+    import threading
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        os._exit(1)
+
+    def wait():
+        select.select([fd], [], [])
+        os._exit(1)
+    threading.Thread(target=wait, daemon=True).start()
+
+
+def zygote(script, seed, threads, name, owner, wr):
+    """Builds the child once and forks it for each worker that asks. A
+    request is a connection on the abstract socket name from a process of
+    this user that is the owner or the owner's child (the node's agent and
+    the roles it starts: SO_PEERCRED, not what the message says); it carries
+    three descriptors: the child's request pipe (its fd 3), its reply pipe
+    (fd 4) and its output (fds 1 and 2). The answer is the forked child's
+    pid. The fork serves that worker as a cold child would, and ends with it.
+    No thread pool exists before a fork (one thread until then)."""
+    import select
+    import signal
+    import socket
+    import struct
+    torch.set_num_threads(1)
+    child = Child(script, seed, 1)
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind("\0" + name)
+    srv.listen(16)
+    owner_fd = os.pidfd_open(owner)
+    wr.write(json.dumps({"op": "ready", "pid": os.getpid()}) + "\n")
+    wr.flush()
+    wr.close()
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2, 3):
+        os.dup2(null, fd)
+    os.close(null)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    live = set()
+    poll = select.poll()
+    poll.register(owner_fd, select.POLLIN)
+    poll.register(srv.fileno(), select.POLLIN)
+    while True:
+        for fd, _ in poll.poll(1000):
+            if fd == owner_fd:
+                for p in live:
+                    try:
+                        os.kill(p, signal.SIGKILL)
+                    except OSError:
+                        pass
+                os._exit(0)
+            conn, _ = srv.accept()
+            try:
+                p = fork_for(conn, child, srv, owner, owner_fd, threads, struct, socket)
+                if p:
+                    live.add(p)
+            except Exception:
+                pass
+            finally:
+                conn.close()
+        for p in list(live):  # reap the children that ended
+            try:
+                done, _ = os.waitpid(p, os.WNOHANG)
+            except ChildProcessError:
+                done = p
+            if done:
+                live.discard(p)
+
+
+def fork_for(conn, child, srv, owner, owner_fd, threads, struct, socket):
+    """Forks a serving child for the worker on conn (see zygote)."""
+    conn.settimeout(5)
+    pid, uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    if uid != os.getuid() or (pid != owner and parent_of(pid) != owner):
+        return 0
+    _, fds, _, _ = socket.recv_fds(conn, 64, 3)
+    if len(fds) != 3:
+        for f in fds:
+            os.close(f)
+        return 0
+    p = os.fork()
+    if p == 0:
+        try:
+            srv.close()
+            conn.close()
+            os.close(owner_fd)
+            for i, fd in enumerate((fds[0], fds[1], fds[2], fds[2])):
+                os.dup2(fd, (3, 4, 1, 2)[i])
+            for fd in set(fds):
+                if fd > 4:
+                    os.close(fd)
+            die_with(pid)
+            torch.set_num_threads(threads)
+            serve(child, os.fdopen(3, "r"), os.fdopen(4, "w"), warm=True)
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(0)
+    for f in fds:
+        os.close(f)
+    conn.sendall((json.dumps({"pid": p}) + "\n").encode())
+    return p
+
+
 def main():
     mode, script, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
     wr = os.fdopen(4, "w")
     try:
+        if mode == "zygote":
+            zygote(script, seed, int(sys.argv[4]), sys.argv[5], int(sys.argv[6]), wr)
+            return
         if mode == "probe":
             mod = load(script)
             m = build(script, mod, seed)

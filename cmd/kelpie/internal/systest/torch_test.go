@@ -2,13 +2,16 @@ package systest
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -55,8 +58,14 @@ func torchJob(t *testing.T, d *daemon.Daemon, src string) (*manager.Result, erro
 
 func startDaemon(t *testing.T) *daemon.Daemon {
 	t.Helper()
+	return startDaemonLog(t, logWriter{t})
+}
+
+// startDaemonLog starts a daemon whose nodes write to nodeLog.
+func startDaemonLog(t *testing.T, nodeLog io.Writer) *daemon.Daemon {
+	t.Helper()
 	d, err := daemon.Start(daemon.Config{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0", DataDir: t.TempDir(), Exe: kelpieBin,
-		NodeLog: logWriter{t}, Log: slog.New(slog.NewTextHandler(logWriter{t}, nil)), Tick: 200 * time.Millisecond})
+		NodeLog: nodeLog, Log: slog.New(slog.NewTextHandler(logWriter{t}, nil)), Tick: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,15 +97,17 @@ cluster: {servers: 2, workers: 2, block_bytes: 1024, assignment: size-balanced}
 
 // TestTorchJob: a torch job on kelpie's servers, with the console's
 // mechanisms applied while the script trains: a server added, a worker
-// killed and restarted (its Python child with it), a server removed, the
-// batch split changed (the Python side's next batches have the new sizes).
-// It completes with every shard DONE exactly once in the count, learns, and
-// leaves no process behind — no Python child either.
+// killed and restarted (its Python child with it, the new child forked by
+// the zygote the first one came from: a warm restart), a server removed,
+// the batch split changed (the Python side's next batches have the new
+// sizes). It completes with every shard DONE exactly once in the count,
+// learns, and leaves no process behind — no Python child, no zygote.
 func TestTorchJob(t *testing.T) {
 	needTorch(t)
 	trace := filepath.Join(t.TempDir(), "steps")
 	t.Setenv(torch.TraceEnv, trace) // also tags every role and child of this test
-	d := startDaemon(t)
+	var nodeLog lockedBuffer
+	d := startDaemonLog(t, io.MultiWriter(logWriter{t}, &nodeLog))
 	defer d.Close(true)
 	src := strings.NewReplacer("NAME", "torchy", "EPOCHS", "30").Replace(torchBase) + `script:
   - {at: 300ms, action: add-server}
@@ -153,7 +164,48 @@ func TestTorchJob(t *testing.T) {
 			t.Errorf("no Python step with a batch of %s (sizes seen: %v)", n, sizes)
 		}
 	}
+	// worker-1's two children (before and after its KILL_RESTART) were
+	// forked by one zygote.
+	zygotes := childZygotes(nodeLog.String(), "worker-1")
+	if len(zygotes) != 2 || zygotes[0] == "0" || zygotes[0] != zygotes[1] {
+		t.Errorf("worker-1's torch children came from zygotes %v; want two forks of one zygote (a warm restart)", zygotes)
+	}
 	noneLeft(t, trace)
+}
+
+// childZygotes lists, in order, the zygote pid of each "torch child ready"
+// line node logged.
+func childZygotes(log, node string) []string {
+	var out []string
+	for _, line := range strings.Split(log, "\n") {
+		if !strings.Contains(line, `msg="torch child ready"`) || !strings.Contains(line, "node="+node+" ") {
+			continue
+		}
+		for _, f := range strings.Fields(line) {
+			if z, ok := strings.CutPrefix(f, "zygote="); ok {
+				out = append(out, z)
+			}
+		}
+	}
+	return out
+}
+
+// lockedBuffer is a bytes.Buffer that several goroutines write.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // TestTorchDiverged: a NaN loss computed in Python ends the job diverged,

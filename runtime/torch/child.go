@@ -155,6 +155,11 @@ func start(o startOptions) (*child, *hello, error) {
 	// descriptor in blocking mode.
 	c := &child{script: o.Script, cmd: cmd, in: inW, outF: outR, out: bufio.NewReader(blockingReader(outR.Fd())), tail: tail, waited: make(chan struct{})}
 	go func() { cmd.Wait(); close(c.waited) }()
+	return c.greeted()
+}
+
+// greeted reads the child's hello; a child that fails to greet is closed.
+func (c *child) greeted() (*child, *hello, error) {
 	var h hello
 	if err := c.read(&h); err != nil {
 		c.Close()

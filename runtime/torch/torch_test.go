@@ -327,11 +327,12 @@ func TestHelperWorker(t *testing.T) {
 	os.Exit(1)
 }
 
-// TestChildDiesWithWorker: kill -9 of the worker ends its Python child.
-func TestChildDiesWithWorker(t *testing.T) {
-	needTorch(t)
+// startHelperWorker runs TestHelperWorker as a process of its own on the
+// tiny script, with env added, and returns it and a scanner of its output.
+func startHelperWorker(t *testing.T, env ...string) (*exec.Cmd, *bufio.Scanner) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperWorker$")
-	cmd.Env = append(os.Environ(), "KELPIE_TORCH_HELPER="+tiny(t))
+	cmd.Env = append(append(os.Environ(), "KELPIE_TORCH_HELPER="+tiny(t)), env...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -340,8 +341,14 @@ func TestChildDiesWithWorker(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	return cmd, bufio.NewScanner(out)
+}
+
+// TestChildDiesWithWorker: kill -9 of the worker ends its Python child.
+func TestChildDiesWithWorker(t *testing.T) {
+	needTorch(t)
+	cmd, sc := startHelperWorker(t)
 	var pid int
-	sc := bufio.NewScanner(out)
 	for sc.Scan() {
 		if _, err := fmt.Sscanf(sc.Text(), "child %d", &pid); err == nil {
 			break

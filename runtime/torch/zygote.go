@@ -206,16 +206,7 @@ func forkFrom(name string, o startOptions) (*child, *hello, error) {
 		}
 		close(c.waited)
 	}()
-	var h hello
-	if err := c.read(&h); err != nil {
-		c.Close()
-		return nil, nil, err
-	}
-	if h.Error != "" {
-		c.Close()
-		return nil, nil, errors.New(h.Error)
-	}
-	return c, &h, nil
+	return c.greeted()
 }
 
 // zygoteOf is the pid of the zygote answering for o, or 0 (tests).

@@ -1,7 +1,6 @@
 package torch
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"math"
@@ -104,19 +103,9 @@ func TestWarmStart(t *testing.T) {
 // owner) ends the child the zygote forked for it, and the zygote.
 func TestWarmChildDiesWithWorker(t *testing.T) {
 	needTorch(t)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperWorker$")
-	cmd.Env = append(os.Environ(), "KELPIE_TORCH_HELPER="+tiny(t), "KELPIE_TORCH_HELPER_WARM=1")
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, sc := startHelperWorker(t, "KELPIE_TORCH_HELPER_WARM=1")
 	var child, zygote int
 	var warm bool
-	sc := bufio.NewScanner(out)
 	for sc.Scan() {
 		if _, err := fmt.Sscanf(sc.Text(), "zygote %d warm %t", &zygote, &warm); err == nil {
 			continue

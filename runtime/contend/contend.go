@@ -92,7 +92,12 @@ const planTolerance = 0.1
 
 // Config is one node's contention.
 type Config struct {
-	Pid      int                // the node's process (all its threads are pinned)
+	Pid int // the node's process (all its threads are pinned)
+	// Also are more processes of the node pinned with it (a torch
+	// worker's Python child, which it did not start as its descendant
+	// after the pinning, or which a zygote forked): the node's compute
+	// runs there too.
+	Also     []int
 	Schedule straggler.Schedule // its injections; only kind cpu is carried out here
 	Start    time.Time          // the job's time zero, for the schedule
 	// CPU is the CPU to pin to; -1: the last one.
@@ -114,7 +119,7 @@ type Contender struct {
 	plan  Plan // in force now (K 0: none running)
 }
 
-// Start pins cfg.Pid to one CPU and follows cfg.Schedule's cpu injections
+// Start pins cfg.Pid (and cfg.Also) to one CPU and follows cfg.Schedule's cpu injections
 // with competitors until Stop. A schedule without them does nothing (and
 // pins nothing): Start returns a Contender whose Stop does nothing.
 func Start(cfg Config) (*Contender, error) {
@@ -127,8 +132,10 @@ func Start(cfg Config) (*Contender, error) {
 	if c.cpu < 0 {
 		c.cpu = runtime.NumCPU() - 1
 	}
-	if err := pin(cfg.Pid, c.cpu); err != nil {
-		return nil, fmt.Errorf("contend: pin %d to cpu %d: %v", cfg.Pid, c.cpu, err)
+	for _, pid := range append([]int{cfg.Pid}, cfg.Also...) {
+		if err := pin(pid, c.cpu); err != nil {
+			return nil, fmt.Errorf("contend: pin %d to cpu %d: %v", pid, c.cpu, err)
+		}
 	}
 	prio, err := unix.Getpriority(unix.PRIO_PROCESS, cfg.Pid)
 	if err != nil {

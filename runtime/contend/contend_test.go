@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/kelpie/kelpie/core/straggler"
 )
 
@@ -143,5 +145,36 @@ func TestNoCPUInjectionNoContention(t *testing.T) {
 	c.Stop()
 	if n := len(c.Pids()); n != 0 || c.Plan().K != 0 {
 		t.Errorf("cpu-sleep started %d competitors", n)
+	}
+}
+
+// TestPinsTheNodesOtherProcesses: the node's other processes (Also: a
+// torch worker's Python child) are pinned to the contended CPU with it,
+// where the competitors run; a process that is not the node's is not.
+func TestPinsTheNodesOtherProcesses(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs 2 CPUs")
+	}
+	node, child, other := busy(t), busy(t), busy(t)
+	inj := []straggler.Injection{{Node: "worker-0", Kind: straggler.CPU, Intensity: 0.5}}
+	c, err := Start(Config{Pid: node.Process.Pid, Also: []int{child.Process.Pid}, Schedule: straggler.ForNode(inj, "worker-0"),
+		Start: time.Now(), CPU: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	for _, p := range []struct {
+		name   string
+		pid    int
+		pinned bool
+	}{{"node", node.Process.Pid, true}, {"its child", child.Process.Pid, true}, {"another process", other.Process.Pid, false}} {
+		var set unix.CPUSet
+		if err := unix.SchedGetaffinity(p.pid, &set); err != nil {
+			t.Fatal(err)
+		}
+		onlyIt := set.Count() == 1 && set.IsSet(c.CPU())
+		if onlyIt != p.pinned {
+			t.Errorf("%s (pid %d): affinity %d CPUs, cpu %d set %t; pinned to it: want %t", p.name, p.pid, set.Count(), c.CPU(), set.IsSet(c.CPU()), p.pinned)
+		}
 	}
 }

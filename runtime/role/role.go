@@ -527,7 +527,11 @@ func RunWorker(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	stopContention, err := contention(o, sched, start, log)
+	var also []int
+	if tm, ok := m.(*torch.Model); ok {
+		also = append(also, tm.Pid()) // its compute is the worker's
+	}
+	stopContention, err := contention(o, sched, start, log, also...)
 	if err != nil {
 		return err
 	}

@@ -559,11 +559,14 @@ def fork_for(conn, child, srv, owner, owner_fd, threads, struct, socket):
             srv.close()
             conn.close()
             os.close(owner_fd)
-            for i, fd in enumerate((fds[0], fds[1], fds[2], fds[2])):
-                os.dup2(fd, (3, 4, 1, 2)[i])
-            for fd in set(fds):
-                if fd > 4:
-                    os.close(fd)
+            import fcntl
+            high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in fds]  # out of the way of 1-4
+            for fd in fds:
+                os.close(fd)
+            for fd, to in zip((high[0], high[1], high[2], high[2]), (3, 4, 1, 2)):
+                os.dup2(fd, to)
+            for fd in high:
+                os.close(fd)
             die_with(pid)
             torch.set_num_threads(threads)
             serve(child, os.fdopen(3, "r"), os.fdopen(4, "w"), warm=True)

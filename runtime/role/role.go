@@ -285,6 +285,9 @@ func RunServer(ctx context.Context, o Options) error {
 		return err
 	}
 	ps.SetStart(start)
+	if o.Agent != nil {
+		o.Agent.setProber(&prober{sched: straggler.ForNode(job.Injections(s), o.Node), start: start})
+	}
 	stopContention, err := contention(o, straggler.ForNode(job.Injections(s), o.Node), start, log)
 	if err != nil {
 		gs.Stop()
@@ -520,6 +523,7 @@ func RunWorker(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	o.Agent.setProber(&prober{sched: sched, start: start, dial: probeDialOptions()})
 	stopContention, err := contention(o, sched, start, log)
 	if err != nil {
 		return err

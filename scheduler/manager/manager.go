@@ -156,6 +156,8 @@ type Manager struct {
 	coord *coordinator.Coordinator
 	// stackWaits routes the agents' stacks to their collections (stacks.go).
 	stackWaits stackWaits
+	// probeWaits routes the agents' probe answers to their probes (probe.go).
+	probeWaits probeWaits
 
 	// mu guards the manager's own state: the job table and EPS's queue
 	// and plan. A job's state has its job's lock (jobState.mu); the lock

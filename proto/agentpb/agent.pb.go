@@ -1298,7 +1298,7 @@ type ProbeRequest struct {
 	KernelRounds  int32                  `protobuf:"varint,2,opt,name=kernel_rounds,json=kernelRounds,proto3" json:"kernel_rounds,omitempty"` // rounds of the kernel (bounded by the role)
 	Servers       []*ProbeServer         `protobuf:"bytes,3,rep,name=servers,proto3" json:"servers,omitempty"`                                // workers: the servers to reach
 	EchoBytes     int32                  `protobuf:"varint,4,opt,name=echo_bytes,json=echoBytes,proto3" json:"echo_bytes,omitempty"`          // bytes each way per round trip (bounded by the role)
-	Trips         int32                  `protobuf:"varint,5,opt,name=trips,proto3" json:"trips,omitempty"`                                   // round trips per server (the median is kept)
+	Trips         int32                  `protobuf:"varint,5,opt,name=trips,proto3" json:"trips,omitempty"`                                   // round trips per server (the fastest is kept)
 	TimeoutS      float64                `protobuf:"fixed64,6,opt,name=timeout_s,json=timeoutS,proto3" json:"timeout_s,omitempty"`            // how long the role may take in all
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1433,7 +1433,7 @@ func (x *ProbeServer) GetAddr() string {
 type ProbeReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	KernelS       float64                `protobuf:"fixed64,2,opt,name=kernel_s,json=kernelS,proto3" json:"kernel_s,omitempty"`               // the kernel's rounds, wall-clock, in all
+	KernelS       float64                `protobuf:"fixed64,2,opt,name=kernel_s,json=kernelS,proto3" json:"kernel_s,omitempty"`               // the kernel's round, wall-clock (the rounds' lower quartile)
 	KernelRounds  int32                  `protobuf:"varint,3,opt,name=kernel_rounds,json=kernelRounds,proto3" json:"kernel_rounds,omitempty"` // rounds it ran
 	Trips         []*ProbeTrip           `protobuf:"bytes,4,rep,name=trips,proto3" json:"trips,omitempty"`                                    // one per server asked
 	Error         string                 `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`                                    // why some or all are missing
@@ -1510,8 +1510,8 @@ func (x *ProbeReply) GetError() string {
 type ProbeTrip struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Server        string                 `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
-	RttS          float64                `protobuf:"fixed64,2,opt,name=rtt_s,json=rttS,proto3" json:"rtt_s,omitempty"`          // median round trip
-	ServerS       float64                `protobuf:"fixed64,3,opt,name=server_s,json=serverS,proto3" json:"server_s,omitempty"` // median of the server's own share of it (its lock, its injected delays)
+	RttS          float64                `protobuf:"fixed64,2,opt,name=rtt_s,json=rttS,proto3" json:"rtt_s,omitempty"`          // the fastest round trip
+	ServerS       float64                `protobuf:"fixed64,3,opt,name=server_s,json=serverS,proto3" json:"server_s,omitempty"` // the server's own share of it (its lock, its injected delays)
 	Bytes         int64                  `protobuf:"varint,4,opt,name=bytes,proto3" json:"bytes,omitempty"`                     // bytes each way per round trip
 	Error         string                 `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`                      // why the trips failed
 	unknownFields protoimpl.UnknownFields

@@ -644,7 +644,8 @@ func (*Command_Probe) isCommand_Kind() {}
 // job runs the same fixed compute kernel (timed), and every worker makes
 // round trips to each server; the node's figures against the others' say
 // whether the node, its link or a server is slow (ProbeResult). Bounded:
-// at most 20 kernel rounds and 256 KiB each way per round trip per node,
+// at most 20 kernel rounds per node and 5 round trips of at most 256 KiB
+// each way per worker and server,
 // within the timeout.
 type GetProbe struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2345,7 +2346,7 @@ type ProbeNode struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
 	Role          string                 `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
-	KernelS       float64                `protobuf:"fixed64,3,opt,name=kernel_s,json=kernelS,proto3" json:"kernel_s,omitempty"`             // the kernel's time (0: no answer)
+	KernelS       float64                `protobuf:"fixed64,3,opt,name=kernel_s,json=kernelS,proto3" json:"kernel_s,omitempty"`             // the kernel's round, seconds (the lower quartile; 0: no answer)
 	KernelRatio   float64                `protobuf:"fixed64,4,opt,name=kernel_ratio,json=kernelRatio,proto3" json:"kernel_ratio,omitempty"` // over the median of the other nodes'
 	Trips         []*ProbeServerTrip     `protobuf:"bytes,5,rep,name=trips,proto3" json:"trips,omitempty"`                                  // a worker's round trips, one per server
 	Error         string                 `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
@@ -2429,7 +2430,7 @@ func (x *ProbeNode) GetError() string {
 type ProbeServerTrip struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Server        string                 `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
-	RttS          float64                `protobuf:"fixed64,2,opt,name=rtt_s,json=rttS,proto3" json:"rtt_s,omitempty"`          // median round trip
+	RttS          float64                `protobuf:"fixed64,2,opt,name=rtt_s,json=rttS,proto3" json:"rtt_s,omitempty"`          // the fastest of its round trips
 	ServerS       float64                `protobuf:"fixed64,3,opt,name=server_s,json=serverS,proto3" json:"server_s,omitempty"` // the server's own share of it
 	Ratio         float64                `protobuf:"fixed64,4,opt,name=ratio,proto3" json:"ratio,omitempty"`                    // over the median of the other workers' round trips to the same server
 	Error         string                 `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`

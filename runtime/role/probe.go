@@ -20,17 +20,17 @@ import (
 // Bounds of a probe (kelpie job probe), whatever the request asks.
 const (
 	probeMaxRounds  = 20
-	probeDefRounds  = 8
+	probeDefRounds  = 12
 	probeMaxEcho    = 256 << 10
 	probeDefEcho    = 64 << 10
 	probeMaxTrips   = 5
-	probeDefTrips   = 3
+	probeDefTrips   = 4
 	probeMaxServers = 64
 	probeMaxWait    = time.Minute
 	probeDefWait    = 8 * time.Second
 	// kernelSize is the side of the kernel's matrices: one round is a
 	// kernelSize³ multiply-add, a few milliseconds on a core.
-	kernelSize = 96
+	kernelSize = 128
 )
 
 // prober runs a role's probe: the kernel under the node's injected
@@ -101,13 +101,16 @@ func (p *prober) run(req *agentpb.ProbeRequest, r *agentpb.ProbeReply) {
 
 // kernel runs rounds of the fixed compute kernel (a matrix product), each
 // followed by the delay the node's injections add to that much compute,
-// and says how long they took and how many ran before ctx ended.
+// and says the lower quartile of the rounds' times (robust to a busy host
+// taking the core for up to three rounds in four; a slow device or an
+// injected delay slows every round) and how many rounds ran before ctx
+// ended.
 func (p *prober) kernel(ctx context.Context, rounds int) (time.Duration, int) {
 	a, b, c := kernelMatrix(1), kernelMatrix(2), make([]float32, kernelSize*kernelSize)
-	t0 := time.Now()
-	for i := range rounds {
+	took := make([]float64, 0, rounds)
+	for range rounds {
 		if ctx.Err() != nil {
-			return time.Since(t0), i
+			break
 		}
 		r0 := time.Now()
 		if d := p.sched.Pause(time.Since(p.start)); d > 0 {
@@ -117,13 +120,15 @@ func (p *prober) kernel(ctx context.Context, rounds int) (time.Duration, int) {
 		if d := p.sched.ComputeDelay(time.Since(p.start), time.Since(r0), rand.Float64()); d > 0 {
 			sleepCtx(ctx, d)
 		}
+		took = append(took, time.Since(r0).Seconds())
 		a, c = c, a // the next round multiplies the result: nothing to hoist
 	}
-	return time.Since(t0), rounds
+	return time.Duration(quartile(took) * float64(time.Second)), len(took)
 }
 
 // trip makes n round trips of echo bytes each way to server s and keeps
-// their medians.
+// the fastest (a slow link or server slows every one; a busy host only
+// some) with the server's own share of it.
 func (p *prober) trip(ctx context.Context, s *agentpb.ProbeServer, echo, n int) *agentpb.ProbeTrip {
 	t := &agentpb.ProbeTrip{Server: s.GetName(), Bytes: int64(echo)}
 	cc, err := grpc.NewClient("passthrough:///"+s.GetAddr(), p.dial...)
@@ -137,7 +142,8 @@ func (p *prober) trip(ctx context.Context, s *agentpb.ProbeServer, echo, n int) 
 	for i := range data {
 		data[i] = byte(i)
 	}
-	var rtts, own []float64
+	// The connection first: its handshake is not the link's round trip.
+	cc.Connect()
 	for range n {
 		t0 := time.Now()
 		r, err := c.Probe(ctx, &pspb.ProbeEcho{Data: data}, grpc.WaitForReady(true))
@@ -149,10 +155,10 @@ func (p *prober) trip(ctx context.Context, s *agentpb.ProbeServer, echo, n int) 
 			t.Error = fmt.Sprintf("the echo came back with %d bytes of %d", len(r.GetData()), echo)
 			break
 		}
-		rtts = append(rtts, time.Since(t0).Seconds())
-		own = append(own, r.GetServerSeconds())
+		if rtt := time.Since(t0).Seconds(); t.RttS == 0 || rtt < t.RttS {
+			t.RttS, t.ServerS = rtt, r.GetServerSeconds()
+		}
 	}
-	t.RttS, t.ServerS = median(rtts), median(own)
 	return t
 }
 
@@ -207,15 +213,12 @@ func bounded[T int32 | time.Duration](v, def, most T) T {
 	return min(v, most)
 }
 
-// median of xs (0 when empty).
-func median(xs []float64) float64 {
+// quartile is the lower quartile of xs (0 when empty).
+func quartile(xs []float64) float64 {
 	if len(xs) == 0 {
 		return 0
 	}
 	s := slices.Clone(xs)
 	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	return s[(len(s)-1)/4]
 }

@@ -21,11 +21,11 @@ import (
 const (
 	// ProbeKernelRounds is the rounds of the fixed compute kernel each
 	// role runs (a few milliseconds each).
-	ProbeKernelRounds = 8
+	ProbeKernelRounds = 12
 	// ProbeEchoBytes is what each round trip carries each way, and
 	// ProbeTrips the round trips per worker and server.
 	ProbeEchoBytes = 64 << 10
-	ProbeTrips     = 3
+	ProbeTrips     = 4
 	// ProbeTimeout is how long a probe waits for the agents by default;
 	// ProbeMaxTimeout the most a caller may ask for.
 	ProbeTimeout    = 10 * time.Second

@@ -499,6 +499,11 @@ func RunWorker(ctx context.Context, o Options) error {
 		// A torch model's Python child ends with the worker.
 		defer c.Close()
 	}
+	if tm, ok := m.(*torch.Model); ok {
+		// kelpie job stacks shows the child's Python frames too.
+		SetExtraStacks(tm.Stacks)
+		defer SetExtraStacks(nil)
+	}
 	plan := job.NewPlan(s, train.Len())
 	for _, sp := range reg.resp.Splits {
 		local := make([]int, len(sp.Local))

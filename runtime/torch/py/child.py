@@ -19,11 +19,20 @@ import json
 import math
 import mmap
 import os
+import signal
 import sys
 import time
 import traceback
 
 faulthandler.enable()
+
+# kelpie job stacks: the worker sends SIGUSR1 and reads every thread's
+# frames from the file on fd KELPIE_STACKS_FD (opened for appending by the
+# worker). faulthandler dumps from its C signal handler, so a child stuck
+# in a step (or in torch's C++) still answers.
+if os.environ.get("KELPIE_STACKS_FD"):
+    _stacks_file = os.fdopen(int(os.environ["KELPIE_STACKS_FD"]), "w", closefd=False)
+    faulthandler.register(signal.SIGUSR1, file=_stacks_file, all_threads=True, chain=False)
 
 
 class ScriptError(Exception):

@@ -4452,8 +4452,11 @@ type ActionPreview struct {
 	Cost           string                 `protobuf:"bytes,5,opt,name=cost,proto3" json:"cost,omitempty"`                                            // one line: "2 shards back to the queue, ~3.1 s of progress lost"
 	Predicted      string                 `protobuf:"bytes,6,opt,name=predicted,proto3" json:"predicted,omitempty"`                                  // the predicted effect (Action.predicted, with the numbers)
 	PendingPods    []string               `protobuf:"bytes,7,rep,name=pending_pods,json=pendingPods,proto3" json:"pending_pods,omitempty"`           // Kubernetes: the job's Pods Pending now
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// when it was computed: again every few seconds while the action waits
+	// for approval (Pending Pods and capacity change)
+	At            *timestamppb.Timestamp `protobuf:"bytes,200,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ActionPreview) Reset() {
@@ -4531,6 +4534,13 @@ func (x *ActionPreview) GetPredicted() string {
 func (x *ActionPreview) GetPendingPods() []string {
 	if x != nil {
 		return x.PendingPods
+	}
+	return nil
+}
+
+func (x *ActionPreview) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
 	}
 	return nil
 }
@@ -5378,7 +5388,7 @@ const file_console_proto_rawDesc = "" +
 	"\rEvidenceEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01B\x06\n" +
-	"\x04args\"\xe8\x01\n" +
+	"\x04args\"\x95\x02\n" +
 	"\rActionPreview\x12\x1b\n" +
 	"\tcan_start\x18\x01 \x01(\bR\bcanStart\x12\x14\n" +
 	"\x05start\x18\x02 \x01(\tR\x05start\x12'\n" +
@@ -5386,7 +5396,8 @@ const file_console_proto_rawDesc = "" +
 	"\x0fprogress_lost_s\x18\x04 \x01(\x01R\rprogressLostS\x12\x12\n" +
 	"\x04cost\x18\x05 \x01(\tR\x04cost\x12\x1c\n" +
 	"\tpredicted\x18\x06 \x01(\tR\tpredicted\x12!\n" +
-	"\fpending_pods\x18\a \x03(\tR\vpendingPods\"\xe8\x03\n" +
+	"\fpending_pods\x18\a \x03(\tR\vpendingPods\x12+\n" +
+	"\x02at\x18\xc8\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xe8\x03\n" +
 	"\n" +
 	"ActionUndo\x12F\n" +
 	"\vbatch_sizes\x18\x01 \x03(\v2%.kelpie.v1.ActionUndo.BatchSizesEntryR\n" +
@@ -5631,18 +5642,19 @@ var file_console_proto_depIdxs = []int32{
 	72, // 88: kelpie.v1.Action.realized:type_name -> kelpie.v1.Realized
 	48, // 89: kelpie.v1.Action.preview:type_name -> kelpie.v1.ActionPreview
 	49, // 90: kelpie.v1.Action.undo:type_name -> kelpie.v1.ActionUndo
-	63, // 91: kelpie.v1.ActionUndo.batch_sizes:type_name -> kelpie.v1.ActionUndo.BatchSizesEntry
-	64, // 92: kelpie.v1.ActionUndo.accumulation:type_name -> kelpie.v1.ActionUndo.AccumulationEntry
-	65, // 93: kelpie.v1.ActionUndo.lr_scale:type_name -> kelpie.v1.ActionUndo.LrScaleEntry
-	52, // 94: kelpie.v1.ActionUndo.sync:type_name -> kelpie.v1.SetSyncArgs
-	66, // 95: kelpie.v1.AdjustLRArgs.lr_scale:type_name -> kelpie.v1.AdjustLRArgs.LrScaleEntry
-	67, // 96: kelpie.v1.ActionTransition.at:type_name -> google.protobuf.Timestamp
-	67, // 97: kelpie.v1.Event.time:type_name -> google.protobuf.Timestamp
-	98, // [98:98] is the sub-list for method output_type
-	98, // [98:98] is the sub-list for method input_type
-	98, // [98:98] is the sub-list for extension type_name
-	98, // [98:98] is the sub-list for extension extendee
-	0,  // [0:98] is the sub-list for field type_name
+	67, // 91: kelpie.v1.ActionPreview.at:type_name -> google.protobuf.Timestamp
+	63, // 92: kelpie.v1.ActionUndo.batch_sizes:type_name -> kelpie.v1.ActionUndo.BatchSizesEntry
+	64, // 93: kelpie.v1.ActionUndo.accumulation:type_name -> kelpie.v1.ActionUndo.AccumulationEntry
+	65, // 94: kelpie.v1.ActionUndo.lr_scale:type_name -> kelpie.v1.ActionUndo.LrScaleEntry
+	52, // 95: kelpie.v1.ActionUndo.sync:type_name -> kelpie.v1.SetSyncArgs
+	66, // 96: kelpie.v1.AdjustLRArgs.lr_scale:type_name -> kelpie.v1.AdjustLRArgs.LrScaleEntry
+	67, // 97: kelpie.v1.ActionTransition.at:type_name -> google.protobuf.Timestamp
+	67, // 98: kelpie.v1.Event.time:type_name -> google.protobuf.Timestamp
+	99, // [99:99] is the sub-list for method output_type
+	99, // [99:99] is the sub-list for method input_type
+	99, // [99:99] is the sub-list for extension type_name
+	99, // [99:99] is the sub-list for extension extendee
+	0,  // [0:99] is the sub-list for field type_name
 }
 
 func init() { file_console_proto_init() }

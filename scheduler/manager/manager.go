@@ -166,6 +166,9 @@ type Manager struct {
 	jobs   map[string]*jobState
 	eps    *epsState
 	pruned time.Time // when timelines past their retention were last deleted (loop only)
+	// previewed is when the previews of the actions waiting for approval
+	// were last computed again (loop only; preview.go).
+	previewed time.Time
 	// evMu guards the event log; it is taken last, under any other lock.
 	evMu   sync.Mutex
 	events []*consolepb.Event
@@ -606,6 +609,10 @@ func (m *Manager) tick() {
 	if now := m.now(); now.Sub(m.pruned) >= time.Minute {
 		m.pruned = now
 		m.pruneHistories(now)
+	}
+	if now := m.now(); now.Sub(m.previewed) >= PreviewRefresh {
+		m.previewed = now
+		m.refreshWaiting()
 	}
 }
 

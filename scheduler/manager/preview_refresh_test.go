@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/proto/agentpb"
+	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/gate"
 )
 

@@ -505,6 +505,9 @@ func (v *jobView) summary(w int) string {
 		line1 = st.warn.Render("⚠ cluster busy: "+b) + sep + line1
 	}
 	if h := hungText(j.GetHung(), w < 100); h != "" {
+		if k := v.c.keys.Job.Stacks; w >= 100 && k.Enabled() {
+			h += " — " + k.Help().Key + ": stacks" // an operator's way in
+		}
 		line1 = st.straggler.Render(h) + sep + line1
 	}
 	bw := 20

@@ -328,7 +328,7 @@ func (k Global) FullHelp() [][]key.Binding {
 func (k Jobs) ShortHelp() []key.Binding  { return []key.Binding{k.Open, k.Sort, k.Reverse, k.Kill} }
 func (k Jobs) FullHelp() [][]key.Binding { return [][]key.Binding{k.ShortHelp()} }
 func (k Job) ShortHelp() []key.Binding {
-	return []key.Binding{k.NextPanel, k.Maximise, k.Sort, k.Restart, k.Replay, k.Stacks, k.Probe}
+	return []key.Binding{k.NextPanel, k.Maximise, k.Sort, k.Restart, k.Replay}
 }
 func (k Job) FullHelp() [][]key.Binding {
 	return [][]key.Binding{{k.NextPanel, k.PrevPanel, k.Maximise, k.Sort, k.Restart}, {k.Replay, k.StepBack, k.StepForward, k.PrevAction, k.NextAction},

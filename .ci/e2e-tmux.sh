@@ -3,8 +3,11 @@
 # the scripted straggler to show, open the actions view, approve a pending
 # action, and check through `kelpie job describe` (the console API) that it
 # was applied; on the way, check the header's throughput against the
-# iterations counted over 10 s. Everything it starts is stopped; bounded in
-# time.
+# iterations counted over 10 s. Then a hang: stop worker-1 (SIGSTOP), wait
+# for the job view to show the job hung, collect its stacks with S (the
+# stopped role named as such), move to worker-1's block and restart it from
+# there (R), and check the job completes. Everything it starts is stopped;
+# bounded in time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-bin/kelpie}
@@ -88,6 +91,43 @@ if [ -z "$applied" ]; then
 	exit 1
 fi
 echo "e2e: applied through the console: $applied"
+
+# Hang triage: stop worker-1, see the job hung, its stacks, restart it.
+tmux send-keys -t "$SESSION" Escape
+wait_for "straggler heatmap" 20
+pid=$(describe | python3 -c 'import json,sys; j=json.load(sys.stdin); print([n["pid"] for n in j["nodes"] if n["name"]=="worker-1"][0])')
+kill -STOP "$pid"
+wait_for "HUNG" 90
+echo "e2e: worker-1 (pid $pid) stopped: the console shows the job hung"
+tmux send-keys -t "$SESSION" S
+wait_for "stacks of straggler-demo · " 30
+echo "e2e: S collected every role's stacks"
+for _ in $(seq 1 8); do
+	screen | grep -q "at worker-1" && break
+	tmux send-keys -t "$SESSION" n
+	sleep 0.3
+done
+wait_for "at worker-1" 5
+wait_for "T (stopped)" 5
+echo "e2e: worker-1's block names its role as stopped"
+tmux send-keys -t "$SESSION" R
+wait_for "Kill and restart worker-1" 10
+tmux send-keys -t "$SESSION" y
+wait_for "restart worker-1: done" 20
+echo "e2e: worker-1 restarted from its stacks"
+state=""
+for _ in $(seq 1 300); do
+	state=$(describe | python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])')
+	[ "$state" = completed ] && break
+	case "$state" in failed | killed | diverged) break ;; esac
+	sleep 1
+done
+if [ "$state" != completed ]; then
+	echo "e2e: after the restart the job is $state, not completed" >&2
+	screen >&2
+	exit 1
+fi
+echo "e2e: the job completed after the restart"
 # Quit (with the confirmation) and check the demo stopped everything.
 tmux send-keys -t "$SESSION" q
 sleep 0.5

@@ -158,6 +158,9 @@ type Agent struct {
 	// stackWait: the stacks requests waiting for the role's answer, by id
 	// (stacks.go); under mu.
 	stackWait map[string]chan *agentpb.StacksReply
+	// probeWait: the probes waiting for the role's answer, by id
+	// (probe.go); under mu.
+	probeWait map[string]chan *agentpb.ProbeReply
 }
 
 // New makes an agent.
@@ -480,6 +483,8 @@ func (a *Agent) readRole(r io.Reader) {
 			a.enqueue(&agentpb.AgentMessage{Body: &agentpb.AgentMessage_Refusal{Refusal: b.Refusal}}, false)
 		case *agentpb.RoleMessage_Stacks:
 			a.roleStacks(b.Stacks)
+		case *agentpb.RoleMessage_Probe:
+			a.roleProbe(b.Probe)
 		}
 	}
 }
@@ -706,6 +711,8 @@ func (a *Agent) session(ctx context.Context, c agentpb.AgentClient) error {
 				}
 			case *agentpb.SchedulerMessage_Stacks:
 				go a.stacks(b.Stacks) // waits for the role: not on this loop
+			case *agentpb.SchedulerMessage_Probe:
+				go a.probe(b.Probe) // waits for the role too
 			}
 		}
 	}()

@@ -292,6 +292,9 @@ func (m *App) update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case historyMsg:
 		m.c.historyArrived(msg)
 		return m, nil
+	case triageDoneMsg:
+		m.c.triageDone(msg)
+		return m, nil
 	case fileLoadedMsg:
 		return m, m.views[viewLaunch].(*launchView).fileLoaded(msg)
 	case navigateMsg:

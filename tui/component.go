@@ -58,6 +58,7 @@ var (
 	_ component = (*policiesView)(nil)
 	_ component = (*eventsView)(nil)
 	_ component = (*launchView)(nil)
+	_ component = (*triageView)(nil)
 	_ filterer  = (*jobsView)(nil)
 	_ filterer  = (*jobView)(nil)
 	_ filterer  = (*actionsView)(nil)

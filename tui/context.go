@@ -76,6 +76,8 @@ type shared struct {
 
 	replay *replay // the job view scrubbing a job's timeline (replay.go), or nil: live
 
+	triage triageDoc // the stacks or probe the triage view shows (triage.go)
+
 	modal modal     // a dialog or form that has the keyboard
 	flash flashLine // the footer's message until the next key
 }

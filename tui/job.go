@@ -283,6 +283,19 @@ func (v *jobView) key(msg tea.KeyMsg) tea.Cmd {
 			return nil
 		}
 		v.c.modal = restartDialog(v.c, v.c.job, n.GetName())
+	case key.Matches(msg, k.Job.Stacks), key.Matches(msg, k.Job.SavedStacks):
+		saved := key.Matches(msg, k.Job.SavedStacks)
+		title := "stacks of " + v.c.job
+		if saved {
+			title = "saved stacks of " + v.c.job
+		}
+		return v.c.askTriage(title, &consolepb.Command{Kind: &consolepb.Command_Stacks{Stacks: &consolepb.GetStacks{Job: v.c.job, Saved: saved}}})
+	case key.Matches(msg, k.Job.Probe):
+		n := v.selectedNode()
+		if n == nil {
+			return nil
+		}
+		return v.c.askTriage("probe of "+n.GetName(), &consolepb.Command{Kind: &consolepb.Command_Probe{Probe: &consolepb.GetProbe{Job: v.c.job, Node: n.GetName()}}})
 	default:
 		if s := msg.String(); len(s) == 1 && s[0] >= '1' && s[0] < '1'+byte(numPanels) {
 			v.focus = panel(s[0] - '1')
@@ -492,6 +505,9 @@ func (v *jobView) summary(w int) string {
 		line1 = st.warn.Render("⚠ cluster busy: "+b) + sep + line1
 	}
 	if h := hungText(j.GetHung(), w < 100); h != "" {
+		if k := v.c.keys.Job.Stacks; w >= 100 && k.Enabled() {
+			h += " — " + k.Help().Key + ": stacks" // an operator's way in
+		}
 		line1 = st.straggler.Render(h) + sep + line1
 	}
 	bw := 20

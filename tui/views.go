@@ -15,6 +15,7 @@ const (
 	viewPolicies
 	viewEvents
 	viewLaunch
+	viewTriage
 )
 
 // scope is what a view subscribes to.
@@ -61,6 +62,9 @@ var viewDefs = [...]viewDef{
 		scope: scopeOpenJob, ofJob: true, inJob: true},
 	viewEvents: {new: func(c *shared) component { return newEventsView(c) }, command: "events", key: func(g keys.Global) key.Binding { return g.Events }, aside: true},
 	viewLaunch: {new: func(c *shared) component { return newLaunchView(c) }, command: "launch", key: func(g keys.Global) key.Binding { return g.Launch }, aside: true},
+	// The stacks and probe view: opened by the job view's keys (S, W, x) or
+	// :triage (what was shown last).
+	viewTriage: {new: func(c *shared) component { return newTriageView(c) }, command: "triage", scope: scopeOpenJob, ofJob: true, needsJob: true, inJob: true},
 }
 
 // viewByCommand is the view ":name" opens.

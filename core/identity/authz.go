@@ -360,7 +360,7 @@ func SchedulerPolicy(id Identity, method string, msg proto.Message) error {
 // ServerPolicy guards a parameter server of the job self belongs to: only
 // the job's workers push and pull (each as itself), only the job's servers
 // migrate blocks to it, only the scheduler calls its control RPCs; Stats
-// answers the scheduler and the job's nodes.
+// answers the scheduler and the job's nodes, Probe the job's workers.
 func ServerPolicy(self Identity) Policy {
 	return func(id Identity, method string, msg proto.Message) error {
 		if strings.HasPrefix(method, reflectionPrefix) {
@@ -386,6 +386,10 @@ func ServerPolicy(self Identity) Policy {
 		case "Migrate":
 			if id.Role != RoleServer || !sameJob {
 				return fmt.Errorf("%s: only servers of job %s may migrate blocks, not %s", name, self.Job, id)
+			}
+		case "Probe":
+			if id.Role != RoleWorker || !sameJob {
+				return fmt.Errorf("%s: only workers of job %s may probe it, not %s", name, self.Job, id)
 			}
 		case "Stats":
 			if id.Role != RoleScheduler && !sameJob {

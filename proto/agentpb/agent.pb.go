@@ -390,6 +390,7 @@ type AgentMessage struct {
 	//	*AgentMessage_Refusal
 	//	*AgentMessage_Forwarded
 	//	*AgentMessage_Stacks
+	//	*AgentMessage_Probe
 	Body          isAgentMessage_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -504,6 +505,15 @@ func (x *AgentMessage) GetStacks() *StacksReply {
 	return nil
 }
 
+func (x *AgentMessage) GetProbe() *ProbeReply {
+	if x != nil {
+		if x, ok := x.Body.(*AgentMessage_Probe); ok {
+			return x.Probe
+		}
+	}
+	return nil
+}
+
 type isAgentMessage_Body interface {
 	isAgentMessage_Body()
 }
@@ -552,6 +562,11 @@ type AgentMessage_Stacks struct {
 	Stacks *StacksReply `protobuf:"bytes,100,opt,name=stacks,proto3,oneof"`
 }
 
+type AgentMessage_Probe struct {
+	// The answer to a ProbeRequest: the role's kernel time and round trips.
+	Probe *ProbeReply `protobuf:"bytes,200,opt,name=probe,proto3,oneof"`
+}
+
 func (*AgentMessage_Hello) isAgentMessage_Body() {}
 
 func (*AgentMessage_Report) isAgentMessage_Body() {}
@@ -567,6 +582,8 @@ func (*AgentMessage_Refusal) isAgentMessage_Body() {}
 func (*AgentMessage_Forwarded) isAgentMessage_Body() {}
 
 func (*AgentMessage_Stacks) isAgentMessage_Body() {}
+
+func (*AgentMessage_Probe) isAgentMessage_Body() {}
 
 // ActionForwarded is a primary agent's report of its broadcast.
 type ActionForwarded struct {
@@ -1031,6 +1048,7 @@ type SchedulerMessage struct {
 	//	*SchedulerMessage_Command
 	//	*SchedulerMessage_Stop
 	//	*SchedulerMessage_Stacks
+	//	*SchedulerMessage_Probe
 	Body          isSchedulerMessage_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1100,6 +1118,15 @@ func (x *SchedulerMessage) GetStacks() *StacksRequest {
 	return nil
 }
 
+func (x *SchedulerMessage) GetProbe() *ProbeRequest {
+	if x != nil {
+		if x, ok := x.Body.(*SchedulerMessage_Probe); ok {
+			return x.Probe
+		}
+	}
+	return nil
+}
+
 type isSchedulerMessage_Body interface {
 	isSchedulerMessage_Body()
 }
@@ -1116,11 +1143,17 @@ type SchedulerMessage_Stacks struct {
 	Stacks *StacksRequest `protobuf:"bytes,100,opt,name=stacks,proto3,oneof"` // dump every stack of the node (kelpie job stacks)
 }
 
+type SchedulerMessage_Probe struct {
+	Probe *ProbeRequest `protobuf:"bytes,200,opt,name=probe,proto3,oneof"` // run the probe (kelpie job probe)
+}
+
 func (*SchedulerMessage_Command) isSchedulerMessage_Body() {}
 
 func (*SchedulerMessage_Stop) isSchedulerMessage_Body() {}
 
 func (*SchedulerMessage_Stacks) isSchedulerMessage_Body() {}
+
+func (*SchedulerMessage_Probe) isSchedulerMessage_Body() {}
 
 // StacksRequest asks an agent (from the scheduler only: it comes on the
 // agent's own stream) for its node's stacks; the agent asks its role.
@@ -1254,6 +1287,302 @@ func (x *StacksReply) GetTruncated() bool {
 	return false
 }
 
+// ProbeRequest asks an agent (from the scheduler only, on the agent's own
+// stream) to have its role run a short, bounded check (kelpie job probe):
+// a fixed compute kernel, timed, and — a worker — a round trip carrying
+// echo_bytes each way to each of servers. The scheduler asks every node of
+// the job at once and compares their answers (scheduler/probe).
+type ProbeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`                                          // echoed in ProbeReply.id
+	KernelRounds  int32                  `protobuf:"varint,2,opt,name=kernel_rounds,json=kernelRounds,proto3" json:"kernel_rounds,omitempty"` // rounds of the kernel (bounded by the role)
+	Servers       []*ProbeServer         `protobuf:"bytes,3,rep,name=servers,proto3" json:"servers,omitempty"`                                // workers: the servers to reach
+	EchoBytes     int32                  `protobuf:"varint,4,opt,name=echo_bytes,json=echoBytes,proto3" json:"echo_bytes,omitempty"`          // bytes each way per round trip (bounded by the role)
+	Trips         int32                  `protobuf:"varint,5,opt,name=trips,proto3" json:"trips,omitempty"`                                   // round trips per server (the fastest is kept)
+	TimeoutS      float64                `protobuf:"fixed64,6,opt,name=timeout_s,json=timeoutS,proto3" json:"timeout_s,omitempty"`            // how long the role may take in all
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProbeRequest) Reset() {
+	*x = ProbeRequest{}
+	mi := &file_agent_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProbeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProbeRequest) ProtoMessage() {}
+
+func (x *ProbeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProbeRequest.ProtoReflect.Descriptor instead.
+func (*ProbeRequest) Descriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ProbeRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ProbeRequest) GetKernelRounds() int32 {
+	if x != nil {
+		return x.KernelRounds
+	}
+	return 0
+}
+
+func (x *ProbeRequest) GetServers() []*ProbeServer {
+	if x != nil {
+		return x.Servers
+	}
+	return nil
+}
+
+func (x *ProbeRequest) GetEchoBytes() int32 {
+	if x != nil {
+		return x.EchoBytes
+	}
+	return 0
+}
+
+func (x *ProbeRequest) GetTrips() int32 {
+	if x != nil {
+		return x.Trips
+	}
+	return 0
+}
+
+func (x *ProbeRequest) GetTimeoutS() float64 {
+	if x != nil {
+		return x.TimeoutS
+	}
+	return 0
+}
+
+// ProbeServer is a server a worker's probe reaches.
+type ProbeServer struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"` // server-1
+	Addr          string                 `protobuf:"bytes,2,opt,name=addr,proto3" json:"addr,omitempty"` // its data-plane address (gRPC shares it)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProbeServer) Reset() {
+	*x = ProbeServer{}
+	mi := &file_agent_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProbeServer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProbeServer) ProtoMessage() {}
+
+func (x *ProbeServer) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProbeServer.ProtoReflect.Descriptor instead.
+func (*ProbeServer) Descriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ProbeServer) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ProbeServer) GetAddr() string {
+	if x != nil {
+		return x.Addr
+	}
+	return ""
+}
+
+// ProbeReply is a role's answer to a ProbeRequest.
+type ProbeReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	KernelS       float64                `protobuf:"fixed64,2,opt,name=kernel_s,json=kernelS,proto3" json:"kernel_s,omitempty"`               // the kernel's round, wall-clock (the rounds' lower quartile)
+	KernelRounds  int32                  `protobuf:"varint,3,opt,name=kernel_rounds,json=kernelRounds,proto3" json:"kernel_rounds,omitempty"` // rounds it ran
+	Trips         []*ProbeTrip           `protobuf:"bytes,4,rep,name=trips,proto3" json:"trips,omitempty"`                                    // one per server asked
+	Error         string                 `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`                                    // why some or all are missing
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProbeReply) Reset() {
+	*x = ProbeReply{}
+	mi := &file_agent_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProbeReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProbeReply) ProtoMessage() {}
+
+func (x *ProbeReply) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProbeReply.ProtoReflect.Descriptor instead.
+func (*ProbeReply) Descriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ProbeReply) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ProbeReply) GetKernelS() float64 {
+	if x != nil {
+		return x.KernelS
+	}
+	return 0
+}
+
+func (x *ProbeReply) GetKernelRounds() int32 {
+	if x != nil {
+		return x.KernelRounds
+	}
+	return 0
+}
+
+func (x *ProbeReply) GetTrips() []*ProbeTrip {
+	if x != nil {
+		return x.Trips
+	}
+	return nil
+}
+
+func (x *ProbeReply) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+// ProbeTrip is one server's round trips from a worker.
+type ProbeTrip struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Server        string                 `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	RttS          float64                `protobuf:"fixed64,2,opt,name=rtt_s,json=rttS,proto3" json:"rtt_s,omitempty"`          // the fastest round trip
+	ServerS       float64                `protobuf:"fixed64,3,opt,name=server_s,json=serverS,proto3" json:"server_s,omitempty"` // the server's own share of it (its lock, its injected delays)
+	Bytes         int64                  `protobuf:"varint,4,opt,name=bytes,proto3" json:"bytes,omitempty"`                     // bytes each way per round trip
+	Error         string                 `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`                      // why the trips failed
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProbeTrip) Reset() {
+	*x = ProbeTrip{}
+	mi := &file_agent_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProbeTrip) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProbeTrip) ProtoMessage() {}
+
+func (x *ProbeTrip) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProbeTrip.ProtoReflect.Descriptor instead.
+func (*ProbeTrip) Descriptor() ([]byte, []int) {
+	return file_agent_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ProbeTrip) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *ProbeTrip) GetRttS() float64 {
+	if x != nil {
+		return x.RttS
+	}
+	return 0
+}
+
+func (x *ProbeTrip) GetServerS() float64 {
+	if x != nil {
+		return x.ServerS
+	}
+	return 0
+}
+
+func (x *ProbeTrip) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *ProbeTrip) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 // RoleMessage goes from the role process to its agent.
 type RoleMessage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1264,6 +1593,7 @@ type RoleMessage struct {
 	//	*RoleMessage_Stats
 	//	*RoleMessage_Refusal
 	//	*RoleMessage_Stacks
+	//	*RoleMessage_Probe
 	Body          isRoleMessage_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1271,7 +1601,7 @@ type RoleMessage struct {
 
 func (x *RoleMessage) Reset() {
 	*x = RoleMessage{}
-	mi := &file_agent_proto_msgTypes[13]
+	mi := &file_agent_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1283,7 +1613,7 @@ func (x *RoleMessage) String() string {
 func (*RoleMessage) ProtoMessage() {}
 
 func (x *RoleMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[13]
+	mi := &file_agent_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1296,7 +1626,7 @@ func (x *RoleMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoleMessage.ProtoReflect.Descriptor instead.
 func (*RoleMessage) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{13}
+	return file_agent_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RoleMessage) GetBody() isRoleMessage_Body {
@@ -1351,6 +1681,15 @@ func (x *RoleMessage) GetStacks() *StacksReply {
 	return nil
 }
 
+func (x *RoleMessage) GetProbe() *ProbeReply {
+	if x != nil {
+		if x, ok := x.Body.(*RoleMessage_Probe); ok {
+			return x.Probe
+		}
+	}
+	return nil
+}
+
 type isRoleMessage_Body interface {
 	isRoleMessage_Body()
 }
@@ -1375,6 +1714,10 @@ type RoleMessage_Stacks struct {
 	Stacks *StacksReply `protobuf:"bytes,100,opt,name=stacks,proto3,oneof"` // the answer to RoleCommand.stacks
 }
 
+type RoleMessage_Probe struct {
+	Probe *ProbeReply `protobuf:"bytes,200,opt,name=probe,proto3,oneof"` // the answer to RoleCommand.probe
+}
+
 func (*RoleMessage_Report) isRoleMessage_Body() {}
 
 func (*RoleMessage_Ack) isRoleMessage_Body() {}
@@ -1385,6 +1728,8 @@ func (*RoleMessage_Refusal) isRoleMessage_Body() {}
 
 func (*RoleMessage_Stacks) isRoleMessage_Body() {}
 
+func (*RoleMessage_Probe) isRoleMessage_Body() {}
+
 // RoleCommand goes from the agent to its role process.
 type RoleCommand struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1392,6 +1737,7 @@ type RoleCommand struct {
 	//
 	//	*RoleCommand_Action
 	//	*RoleCommand_Stacks
+	//	*RoleCommand_Probe
 	Body          isRoleCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1399,7 +1745,7 @@ type RoleCommand struct {
 
 func (x *RoleCommand) Reset() {
 	*x = RoleCommand{}
-	mi := &file_agent_proto_msgTypes[14]
+	mi := &file_agent_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1411,7 +1757,7 @@ func (x *RoleCommand) String() string {
 func (*RoleCommand) ProtoMessage() {}
 
 func (x *RoleCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[14]
+	mi := &file_agent_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1424,7 +1770,7 @@ func (x *RoleCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoleCommand.ProtoReflect.Descriptor instead.
 func (*RoleCommand) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{14}
+	return file_agent_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RoleCommand) GetBody() isRoleCommand_Body {
@@ -1452,6 +1798,15 @@ func (x *RoleCommand) GetStacks() *StacksRequest {
 	return nil
 }
 
+func (x *RoleCommand) GetProbe() *ProbeRequest {
+	if x != nil {
+		if x, ok := x.Body.(*RoleCommand_Probe); ok {
+			return x.Probe
+		}
+	}
+	return nil
+}
+
 type isRoleCommand_Body interface {
 	isRoleCommand_Body()
 }
@@ -1464,9 +1819,15 @@ type RoleCommand_Stacks struct {
 	Stacks *StacksRequest `protobuf:"bytes,100,opt,name=stacks,proto3,oneof"` // dump the role's stacks
 }
 
+type RoleCommand_Probe struct {
+	Probe *ProbeRequest `protobuf:"bytes,200,opt,name=probe,proto3,oneof"` // run the probe's kernel and round trips
+}
+
 func (*RoleCommand_Action) isRoleCommand_Body() {}
 
 func (*RoleCommand_Stacks) isRoleCommand_Body() {}
+
+func (*RoleCommand_Probe) isRoleCommand_Body() {}
 
 // ForwardRequest is a global action a primary agent hands to a secondary.
 // job and node are the caller's own (the primary's), which its
@@ -1482,7 +1843,7 @@ type ForwardRequest struct {
 
 func (x *ForwardRequest) Reset() {
 	*x = ForwardRequest{}
-	mi := &file_agent_proto_msgTypes[15]
+	mi := &file_agent_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1494,7 +1855,7 @@ func (x *ForwardRequest) String() string {
 func (*ForwardRequest) ProtoMessage() {}
 
 func (x *ForwardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[15]
+	mi := &file_agent_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1507,7 +1868,7 @@ func (x *ForwardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardRequest.ProtoReflect.Descriptor instead.
 func (*ForwardRequest) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{15}
+	return file_agent_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ForwardRequest) GetJob() string {
@@ -1540,7 +1901,7 @@ type ForwardResponse struct {
 
 func (x *ForwardResponse) Reset() {
 	*x = ForwardResponse{}
-	mi := &file_agent_proto_msgTypes[16]
+	mi := &file_agent_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1552,7 +1913,7 @@ func (x *ForwardResponse) String() string {
 func (*ForwardResponse) ProtoMessage() {}
 
 func (x *ForwardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_proto_msgTypes[16]
+	mi := &file_agent_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1565,7 +1926,7 @@ func (x *ForwardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardResponse.ProtoReflect.Descriptor instead.
 func (*ForwardResponse) Descriptor() ([]byte, []int) {
-	return file_agent_proto_rawDescGZIP(), []int{16}
+	return file_agent_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ForwardResponse) GetDuplicate() bool {
@@ -1602,7 +1963,7 @@ const file_agent_proto_rawDesc = "" +
 	"\aapplied\x18\x02 \x01(\bR\aapplied\x12+\n" +
 	"\x11applied_iteration\x18\x03 \x01(\x03R\x10appliedIteration\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x12\x1a\n" +
-	"\breleased\x18\x05 \x01(\x03R\breleased\"\xb9\x03\n" +
+	"\breleased\x18\x05 \x01(\x03R\breleased\"\xe9\x03\n" +
 	"\fAgentMessage\x12-\n" +
 	"\x05hello\x18\x01 \x01(\v2\x15.kelpie.v1.AgentHelloH\x00R\x05hello\x123\n" +
 	"\x06report\x18\x02 \x01(\v2\x19.kelpie.v1.ProgressReportH\x00R\x06report\x124\n" +
@@ -1611,7 +1972,8 @@ const file_agent_proto_rawDesc = "" +
 	"\fserver_stats\x18\x05 \x01(\v2\x16.kelpie.v1.ServerStatsH\x00R\vserverStats\x122\n" +
 	"\arefusal\x18\x06 \x01(\v2\x16.kelpie.v1.NodeRefusalH\x00R\arefusal\x12:\n" +
 	"\tforwarded\x18\a \x01(\v2\x1a.kelpie.v1.ActionForwardedH\x00R\tforwarded\x120\n" +
-	"\x06stacks\x18d \x01(\v2\x16.kelpie.v1.StacksReplyH\x00R\x06stacksB\x06\n" +
+	"\x06stacks\x18d \x01(\v2\x16.kelpie.v1.StacksReplyH\x00R\x06stacks\x12.\n" +
+	"\x05probe\x18\xc8\x01 \x01(\v2\x15.kelpie.v1.ProbeReplyH\x00R\x05probeB\x06\n" +
 	"\x04body\"~\n" +
 	"\x0fActionForwarded\x12\x1b\n" +
 	"\taction_id\x18\x01 \x01(\tR\bactionId\x12\x18\n" +
@@ -1664,11 +2026,12 @@ const file_agent_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"2\n" +
 	"\bPeerAddr\x12\x12\n" +
 	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x12\n" +
-	"\x04addr\x18\x02 \x01(\tR\x04addr\"\x9a\x01\n" +
+	"\x04addr\x18\x02 \x01(\tR\x04addr\"\xcc\x01\n" +
 	"\x10SchedulerMessage\x124\n" +
 	"\acommand\x18\x01 \x01(\v2\x18.kelpie.v1.ActionCommandH\x00R\acommand\x12\x14\n" +
 	"\x04stop\x18\x02 \x01(\tH\x00R\x04stop\x122\n" +
-	"\x06stacks\x18d \x01(\v2\x18.kelpie.v1.StacksRequestH\x00R\x06stacksB\x06\n" +
+	"\x06stacks\x18d \x01(\v2\x18.kelpie.v1.StacksRequestH\x00R\x06stacks\x120\n" +
+	"\x05probe\x18\xc8\x01 \x01(\v2\x17.kelpie.v1.ProbeRequestH\x00R\x05probeB\x06\n" +
 	"\x04body\"Y\n" +
 	"\rStacksRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
@@ -1678,17 +2041,43 @@ const file_agent_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12\x14\n" +
 	"\x05error\x18\x03 \x01(\tR\x05error\x12\x1c\n" +
-	"\ttruncated\x18\x04 \x01(\bR\ttruncated\"\x8a\x02\n" +
+	"\ttruncated\x18\x04 \x01(\bR\ttruncated\"\xc7\x01\n" +
+	"\fProbeRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12#\n" +
+	"\rkernel_rounds\x18\x02 \x01(\x05R\fkernelRounds\x120\n" +
+	"\aservers\x18\x03 \x03(\v2\x16.kelpie.v1.ProbeServerR\aservers\x12\x1d\n" +
+	"\n" +
+	"echo_bytes\x18\x04 \x01(\x05R\techoBytes\x12\x14\n" +
+	"\x05trips\x18\x05 \x01(\x05R\x05trips\x12\x1b\n" +
+	"\ttimeout_s\x18\x06 \x01(\x01R\btimeoutS\"5\n" +
+	"\vProbeServer\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04addr\x18\x02 \x01(\tR\x04addr\"\x9e\x01\n" +
+	"\n" +
+	"ProbeReply\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
+	"\bkernel_s\x18\x02 \x01(\x01R\akernelS\x12#\n" +
+	"\rkernel_rounds\x18\x03 \x01(\x05R\fkernelRounds\x12*\n" +
+	"\x05trips\x18\x04 \x03(\v2\x14.kelpie.v1.ProbeTripR\x05trips\x12\x14\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\"\x7f\n" +
+	"\tProbeTrip\x12\x16\n" +
+	"\x06server\x18\x01 \x01(\tR\x06server\x12\x13\n" +
+	"\x05rtt_s\x18\x02 \x01(\x01R\x04rttS\x12\x19\n" +
+	"\bserver_s\x18\x03 \x01(\x01R\aserverS\x12\x14\n" +
+	"\x05bytes\x18\x04 \x01(\x03R\x05bytes\x12\x14\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\"\xba\x02\n" +
 	"\vRoleMessage\x123\n" +
 	"\x06report\x18\x01 \x01(\v2\x19.kelpie.v1.ProgressReportH\x00R\x06report\x12(\n" +
 	"\x03ack\x18\x02 \x01(\v2\x14.kelpie.v1.ActionAckH\x00R\x03ack\x12.\n" +
 	"\x05stats\x18\x03 \x01(\v2\x16.kelpie.v1.ServerStatsH\x00R\x05stats\x122\n" +
 	"\arefusal\x18\x04 \x01(\v2\x16.kelpie.v1.NodeRefusalH\x00R\arefusal\x120\n" +
-	"\x06stacks\x18d \x01(\v2\x16.kelpie.v1.StacksReplyH\x00R\x06stacksB\x06\n" +
-	"\x04body\"}\n" +
+	"\x06stacks\x18d \x01(\v2\x16.kelpie.v1.StacksReplyH\x00R\x06stacks\x12.\n" +
+	"\x05probe\x18\xc8\x01 \x01(\v2\x15.kelpie.v1.ProbeReplyH\x00R\x05probeB\x06\n" +
+	"\x04body\"\xaf\x01\n" +
 	"\vRoleCommand\x122\n" +
 	"\x06action\x18\x01 \x01(\v2\x18.kelpie.v1.ActionCommandH\x00R\x06action\x122\n" +
-	"\x06stacks\x18d \x01(\v2\x18.kelpie.v1.StacksRequestH\x00R\x06stacksB\x06\n" +
+	"\x06stacks\x18d \x01(\v2\x18.kelpie.v1.StacksRequestH\x00R\x06stacks\x120\n" +
+	"\x05probe\x18\xc8\x01 \x01(\v2\x17.kelpie.v1.ProbeRequestH\x00R\x05probeB\x06\n" +
 	"\x04body\"j\n" +
 	"\x0eForwardRequest\x12\x10\n" +
 	"\x03job\x18\x01 \x01(\tR\x03job\x12\x12\n" +
@@ -1723,7 +2112,7 @@ func file_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_agent_proto_goTypes = []any{
 	(NodeState)(0),                       // 0: kelpie.v1.NodeState
 	(*AgentHello)(nil),                   // 1: kelpie.v1.AgentHello
@@ -1739,57 +2128,67 @@ var file_agent_proto_goTypes = []any{
 	(*SchedulerMessage)(nil),             // 11: kelpie.v1.SchedulerMessage
 	(*StacksRequest)(nil),                // 12: kelpie.v1.StacksRequest
 	(*StacksReply)(nil),                  // 13: kelpie.v1.StacksReply
-	(*RoleMessage)(nil),                  // 14: kelpie.v1.RoleMessage
-	(*RoleCommand)(nil),                  // 15: kelpie.v1.RoleCommand
-	(*ForwardRequest)(nil),               // 16: kelpie.v1.ForwardRequest
-	(*ForwardResponse)(nil),              // 17: kelpie.v1.ForwardResponse
-	nil,                                  // 18: kelpie.v1.ActionCommand.BatchSizesEntry
-	nil,                                  // 19: kelpie.v1.ActionCommand.AccumulationEntry
-	nil,                                  // 20: kelpie.v1.ActionCommand.LrScaleEntry
-	(coordinatorpb.Role)(0),              // 21: kelpie.v1.Role
-	(*coordinatorpb.ProgressReport)(nil), // 22: kelpie.v1.ProgressReport
-	(*pspb.ServerStats)(nil),             // 23: kelpie.v1.ServerStats
-	(*coordinatorpb.Assignment)(nil),     // 24: kelpie.v1.Assignment
-	(*pspb.SyncSettings)(nil),            // 25: kelpie.v1.SyncSettings
+	(*ProbeRequest)(nil),                 // 14: kelpie.v1.ProbeRequest
+	(*ProbeServer)(nil),                  // 15: kelpie.v1.ProbeServer
+	(*ProbeReply)(nil),                   // 16: kelpie.v1.ProbeReply
+	(*ProbeTrip)(nil),                    // 17: kelpie.v1.ProbeTrip
+	(*RoleMessage)(nil),                  // 18: kelpie.v1.RoleMessage
+	(*RoleCommand)(nil),                  // 19: kelpie.v1.RoleCommand
+	(*ForwardRequest)(nil),               // 20: kelpie.v1.ForwardRequest
+	(*ForwardResponse)(nil),              // 21: kelpie.v1.ForwardResponse
+	nil,                                  // 22: kelpie.v1.ActionCommand.BatchSizesEntry
+	nil,                                  // 23: kelpie.v1.ActionCommand.AccumulationEntry
+	nil,                                  // 24: kelpie.v1.ActionCommand.LrScaleEntry
+	(coordinatorpb.Role)(0),              // 25: kelpie.v1.Role
+	(*coordinatorpb.ProgressReport)(nil), // 26: kelpie.v1.ProgressReport
+	(*pspb.ServerStats)(nil),             // 27: kelpie.v1.ServerStats
+	(*coordinatorpb.Assignment)(nil),     // 28: kelpie.v1.Assignment
+	(*pspb.SyncSettings)(nil),            // 29: kelpie.v1.SyncSettings
 }
 var file_agent_proto_depIdxs = []int32{
-	21, // 0: kelpie.v1.AgentHello.role:type_name -> kelpie.v1.Role
+	25, // 0: kelpie.v1.AgentHello.role:type_name -> kelpie.v1.Role
 	0,  // 1: kelpie.v1.NodeStatus.state:type_name -> kelpie.v1.NodeState
 	2,  // 2: kelpie.v1.Heartbeat.status:type_name -> kelpie.v1.NodeStatus
 	1,  // 3: kelpie.v1.AgentMessage.hello:type_name -> kelpie.v1.AgentHello
-	22, // 4: kelpie.v1.AgentMessage.report:type_name -> kelpie.v1.ProgressReport
+	26, // 4: kelpie.v1.AgentMessage.report:type_name -> kelpie.v1.ProgressReport
 	3,  // 5: kelpie.v1.AgentMessage.heartbeat:type_name -> kelpie.v1.Heartbeat
 	4,  // 6: kelpie.v1.AgentMessage.ack:type_name -> kelpie.v1.ActionAck
-	23, // 7: kelpie.v1.AgentMessage.server_stats:type_name -> kelpie.v1.ServerStats
+	27, // 7: kelpie.v1.AgentMessage.server_stats:type_name -> kelpie.v1.ServerStats
 	8,  // 8: kelpie.v1.AgentMessage.refusal:type_name -> kelpie.v1.NodeRefusal
 	6,  // 9: kelpie.v1.AgentMessage.forwarded:type_name -> kelpie.v1.ActionForwarded
 	13, // 10: kelpie.v1.AgentMessage.stacks:type_name -> kelpie.v1.StacksReply
-	7,  // 11: kelpie.v1.ActionForwarded.unreached:type_name -> kelpie.v1.PeerFailure
-	18, // 12: kelpie.v1.ActionCommand.batch_sizes:type_name -> kelpie.v1.ActionCommand.BatchSizesEntry
-	19, // 13: kelpie.v1.ActionCommand.accumulation:type_name -> kelpie.v1.ActionCommand.AccumulationEntry
-	24, // 14: kelpie.v1.ActionCommand.assignment:type_name -> kelpie.v1.Assignment
-	20, // 15: kelpie.v1.ActionCommand.lr_scale:type_name -> kelpie.v1.ActionCommand.LrScaleEntry
-	25, // 16: kelpie.v1.ActionCommand.sync:type_name -> kelpie.v1.SyncSettings
-	10, // 17: kelpie.v1.ActionCommand.peers:type_name -> kelpie.v1.PeerAddr
-	9,  // 18: kelpie.v1.SchedulerMessage.command:type_name -> kelpie.v1.ActionCommand
-	12, // 19: kelpie.v1.SchedulerMessage.stacks:type_name -> kelpie.v1.StacksRequest
-	22, // 20: kelpie.v1.RoleMessage.report:type_name -> kelpie.v1.ProgressReport
-	4,  // 21: kelpie.v1.RoleMessage.ack:type_name -> kelpie.v1.ActionAck
-	23, // 22: kelpie.v1.RoleMessage.stats:type_name -> kelpie.v1.ServerStats
-	8,  // 23: kelpie.v1.RoleMessage.refusal:type_name -> kelpie.v1.NodeRefusal
-	13, // 24: kelpie.v1.RoleMessage.stacks:type_name -> kelpie.v1.StacksReply
-	9,  // 25: kelpie.v1.RoleCommand.action:type_name -> kelpie.v1.ActionCommand
-	12, // 26: kelpie.v1.RoleCommand.stacks:type_name -> kelpie.v1.StacksRequest
-	9,  // 27: kelpie.v1.ForwardRequest.command:type_name -> kelpie.v1.ActionCommand
-	5,  // 28: kelpie.v1.Agent.Connect:input_type -> kelpie.v1.AgentMessage
-	16, // 29: kelpie.v1.AgentPeer.Forward:input_type -> kelpie.v1.ForwardRequest
-	11, // 30: kelpie.v1.Agent.Connect:output_type -> kelpie.v1.SchedulerMessage
-	17, // 31: kelpie.v1.AgentPeer.Forward:output_type -> kelpie.v1.ForwardResponse
-	30, // [30:32] is the sub-list for method output_type
-	28, // [28:30] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	16, // 11: kelpie.v1.AgentMessage.probe:type_name -> kelpie.v1.ProbeReply
+	7,  // 12: kelpie.v1.ActionForwarded.unreached:type_name -> kelpie.v1.PeerFailure
+	22, // 13: kelpie.v1.ActionCommand.batch_sizes:type_name -> kelpie.v1.ActionCommand.BatchSizesEntry
+	23, // 14: kelpie.v1.ActionCommand.accumulation:type_name -> kelpie.v1.ActionCommand.AccumulationEntry
+	28, // 15: kelpie.v1.ActionCommand.assignment:type_name -> kelpie.v1.Assignment
+	24, // 16: kelpie.v1.ActionCommand.lr_scale:type_name -> kelpie.v1.ActionCommand.LrScaleEntry
+	29, // 17: kelpie.v1.ActionCommand.sync:type_name -> kelpie.v1.SyncSettings
+	10, // 18: kelpie.v1.ActionCommand.peers:type_name -> kelpie.v1.PeerAddr
+	9,  // 19: kelpie.v1.SchedulerMessage.command:type_name -> kelpie.v1.ActionCommand
+	12, // 20: kelpie.v1.SchedulerMessage.stacks:type_name -> kelpie.v1.StacksRequest
+	14, // 21: kelpie.v1.SchedulerMessage.probe:type_name -> kelpie.v1.ProbeRequest
+	15, // 22: kelpie.v1.ProbeRequest.servers:type_name -> kelpie.v1.ProbeServer
+	17, // 23: kelpie.v1.ProbeReply.trips:type_name -> kelpie.v1.ProbeTrip
+	26, // 24: kelpie.v1.RoleMessage.report:type_name -> kelpie.v1.ProgressReport
+	4,  // 25: kelpie.v1.RoleMessage.ack:type_name -> kelpie.v1.ActionAck
+	27, // 26: kelpie.v1.RoleMessage.stats:type_name -> kelpie.v1.ServerStats
+	8,  // 27: kelpie.v1.RoleMessage.refusal:type_name -> kelpie.v1.NodeRefusal
+	13, // 28: kelpie.v1.RoleMessage.stacks:type_name -> kelpie.v1.StacksReply
+	16, // 29: kelpie.v1.RoleMessage.probe:type_name -> kelpie.v1.ProbeReply
+	9,  // 30: kelpie.v1.RoleCommand.action:type_name -> kelpie.v1.ActionCommand
+	12, // 31: kelpie.v1.RoleCommand.stacks:type_name -> kelpie.v1.StacksRequest
+	14, // 32: kelpie.v1.RoleCommand.probe:type_name -> kelpie.v1.ProbeRequest
+	9,  // 33: kelpie.v1.ForwardRequest.command:type_name -> kelpie.v1.ActionCommand
+	5,  // 34: kelpie.v1.Agent.Connect:input_type -> kelpie.v1.AgentMessage
+	20, // 35: kelpie.v1.AgentPeer.Forward:input_type -> kelpie.v1.ForwardRequest
+	11, // 36: kelpie.v1.Agent.Connect:output_type -> kelpie.v1.SchedulerMessage
+	21, // 37: kelpie.v1.AgentPeer.Forward:output_type -> kelpie.v1.ForwardResponse
+	36, // [36:38] is the sub-list for method output_type
+	34, // [34:36] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_agent_proto_init() }
@@ -1806,22 +2205,26 @@ func file_agent_proto_init() {
 		(*AgentMessage_Refusal)(nil),
 		(*AgentMessage_Forwarded)(nil),
 		(*AgentMessage_Stacks)(nil),
+		(*AgentMessage_Probe)(nil),
 	}
 	file_agent_proto_msgTypes[10].OneofWrappers = []any{
 		(*SchedulerMessage_Command)(nil),
 		(*SchedulerMessage_Stop)(nil),
 		(*SchedulerMessage_Stacks)(nil),
+		(*SchedulerMessage_Probe)(nil),
 	}
-	file_agent_proto_msgTypes[13].OneofWrappers = []any{
+	file_agent_proto_msgTypes[17].OneofWrappers = []any{
 		(*RoleMessage_Report)(nil),
 		(*RoleMessage_Ack)(nil),
 		(*RoleMessage_Stats)(nil),
 		(*RoleMessage_Refusal)(nil),
 		(*RoleMessage_Stacks)(nil),
+		(*RoleMessage_Probe)(nil),
 	}
-	file_agent_proto_msgTypes[14].OneofWrappers = []any{
+	file_agent_proto_msgTypes[18].OneofWrappers = []any{
 		(*RoleCommand_Action)(nil),
 		(*RoleCommand_Stacks)(nil),
+		(*RoleCommand_Probe)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1829,7 +2232,7 @@ func file_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_proto_rawDesc), len(file_agent_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   20,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

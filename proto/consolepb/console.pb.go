@@ -453,6 +453,7 @@ type Command struct {
 	//	*Command_SetPolicy
 	//	*Command_History
 	//	*Command_Stacks
+	//	*Command_Probe
 	Kind          isCommand_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -567,6 +568,15 @@ func (x *Command) GetStacks() *GetStacks {
 	return nil
 }
 
+func (x *Command) GetProbe() *GetProbe {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_Probe); ok {
+			return x.Probe
+		}
+	}
+	return nil
+}
+
 type isCommand_Kind interface {
 	isCommand_Kind()
 }
@@ -605,6 +615,13 @@ type Command_Stacks struct {
 	Stacks *GetStacks `protobuf:"bytes,100,opt,name=stacks,proto3,oneof"`
 }
 
+type Command_Probe struct {
+	// probe: a short, bounded check of one node through the agents (an
+	// operator action: it makes the job's roles run a compute kernel and
+	// round trips to the servers)
+	Probe *GetProbe `protobuf:"bytes,200,opt,name=probe,proto3,oneof"`
+}
+
 func (*Command_SubmitJob) isCommand_Kind() {}
 
 func (*Command_KillJob) isCommand_Kind() {}
@@ -620,6 +637,75 @@ func (*Command_SetPolicy) isCommand_Kind() {}
 func (*Command_History) isCommand_Kind() {}
 
 func (*Command_Stacks) isCommand_Kind() {}
+
+func (*Command_Probe) isCommand_Kind() {}
+
+// GetProbe runs the probe of one node of a running job: every role of the
+// job runs the same fixed compute kernel (timed), and every worker makes
+// round trips to each server; the node's figures against the others' say
+// whether the node, its link or a server is slow (ProbeResult). Bounded:
+// at most 20 kernel rounds per node and 5 round trips of at most 256 KiB
+// each way per worker and server,
+// within the timeout.
+type GetProbe struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Job           string                 `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	Node          string                 `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
+	TimeoutS      float64                `protobuf:"fixed64,3,opt,name=timeout_s,json=timeoutS,proto3" json:"timeout_s,omitempty"` // how long to wait for the agents (0: 10 s, at most 60 s)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetProbe) Reset() {
+	*x = GetProbe{}
+	mi := &file_console_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetProbe) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetProbe) ProtoMessage() {}
+
+func (x *GetProbe) ProtoReflect() protoreflect.Message {
+	mi := &file_console_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetProbe.ProtoReflect.Descriptor instead.
+func (*GetProbe) Descriptor() ([]byte, []int) {
+	return file_console_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *GetProbe) GetJob() string {
+	if x != nil {
+		return x.Job
+	}
+	return ""
+}
+
+func (x *GetProbe) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *GetProbe) GetTimeoutS() float64 {
+	if x != nil {
+		return x.TimeoutS
+	}
+	return 0
+}
 
 // GetStacks collects the stacks of every role of a job through their
 // agents: Go roles' goroutine dumps, a torch worker's Python child's
@@ -637,7 +723,7 @@ type GetStacks struct {
 
 func (x *GetStacks) Reset() {
 	*x = GetStacks{}
-	mi := &file_console_proto_msgTypes[5]
+	mi := &file_console_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -649,7 +735,7 @@ func (x *GetStacks) String() string {
 func (*GetStacks) ProtoMessage() {}
 
 func (x *GetStacks) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[5]
+	mi := &file_console_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -662,7 +748,7 @@ func (x *GetStacks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStacks.ProtoReflect.Descriptor instead.
 func (*GetStacks) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{5}
+	return file_console_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetStacks) GetJob() string {
@@ -701,7 +787,7 @@ type GetHistory struct {
 
 func (x *GetHistory) Reset() {
 	*x = GetHistory{}
-	mi := &file_console_proto_msgTypes[6]
+	mi := &file_console_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -713,7 +799,7 @@ func (x *GetHistory) String() string {
 func (*GetHistory) ProtoMessage() {}
 
 func (x *GetHistory) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[6]
+	mi := &file_console_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -726,7 +812,7 @@ func (x *GetHistory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetHistory.ProtoReflect.Descriptor instead.
 func (*GetHistory) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{6}
+	return file_console_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetHistory) GetJob() string {
@@ -759,7 +845,7 @@ type SubmitJob struct {
 
 func (x *SubmitJob) Reset() {
 	*x = SubmitJob{}
-	mi := &file_console_proto_msgTypes[7]
+	mi := &file_console_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -771,7 +857,7 @@ func (x *SubmitJob) String() string {
 func (*SubmitJob) ProtoMessage() {}
 
 func (x *SubmitJob) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[7]
+	mi := &file_console_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -784,7 +870,7 @@ func (x *SubmitJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitJob.ProtoReflect.Descriptor instead.
 func (*SubmitJob) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{7}
+	return file_console_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SubmitJob) GetSpecYaml() string {
@@ -803,7 +889,7 @@ type KillJob struct {
 
 func (x *KillJob) Reset() {
 	*x = KillJob{}
-	mi := &file_console_proto_msgTypes[8]
+	mi := &file_console_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -815,7 +901,7 @@ func (x *KillJob) String() string {
 func (*KillJob) ProtoMessage() {}
 
 func (x *KillJob) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[8]
+	mi := &file_console_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -828,7 +914,7 @@ func (x *KillJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillJob.ProtoReflect.Descriptor instead.
 func (*KillJob) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{8}
+	return file_console_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *KillJob) GetJob() string {
@@ -849,7 +935,7 @@ type DecideAction struct {
 
 func (x *DecideAction) Reset() {
 	*x = DecideAction{}
-	mi := &file_console_proto_msgTypes[9]
+	mi := &file_console_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -861,7 +947,7 @@ func (x *DecideAction) String() string {
 func (*DecideAction) ProtoMessage() {}
 
 func (x *DecideAction) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[9]
+	mi := &file_console_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -874,7 +960,7 @@ func (x *DecideAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideAction.ProtoReflect.Descriptor instead.
 func (*DecideAction) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{9}
+	return file_console_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DecideAction) GetJob() string {
@@ -908,7 +994,7 @@ type TriggerAction struct {
 
 func (x *TriggerAction) Reset() {
 	*x = TriggerAction{}
-	mi := &file_console_proto_msgTypes[10]
+	mi := &file_console_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -920,7 +1006,7 @@ func (x *TriggerAction) String() string {
 func (*TriggerAction) ProtoMessage() {}
 
 func (x *TriggerAction) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[10]
+	mi := &file_console_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -933,7 +1019,7 @@ func (x *TriggerAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TriggerAction.ProtoReflect.Descriptor instead.
 func (*TriggerAction) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{10}
+	return file_console_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TriggerAction) GetJob() string {
@@ -962,7 +1048,7 @@ type SetPolicy struct {
 
 func (x *SetPolicy) Reset() {
 	*x = SetPolicy{}
-	mi := &file_console_proto_msgTypes[11]
+	mi := &file_console_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -974,7 +1060,7 @@ func (x *SetPolicy) String() string {
 func (*SetPolicy) ProtoMessage() {}
 
 func (x *SetPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[11]
+	mi := &file_console_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -987,7 +1073,7 @@ func (x *SetPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicy.ProtoReflect.Descriptor instead.
 func (*SetPolicy) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{11}
+	return file_console_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SetPolicy) GetJob() string {
@@ -1035,7 +1121,7 @@ type ServerFrame struct {
 
 func (x *ServerFrame) Reset() {
 	*x = ServerFrame{}
-	mi := &file_console_proto_msgTypes[12]
+	mi := &file_console_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1047,7 +1133,7 @@ func (x *ServerFrame) String() string {
 func (*ServerFrame) ProtoMessage() {}
 
 func (x *ServerFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[12]
+	mi := &file_console_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1060,7 +1146,7 @@ func (x *ServerFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerFrame.ProtoReflect.Descriptor instead.
 func (*ServerFrame) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{12}
+	return file_console_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ServerFrame) GetSeq() uint64 {
@@ -1164,7 +1250,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_console_proto_msgTypes[13]
+	mi := &file_console_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1176,7 +1262,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[13]
+	mi := &file_console_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1189,7 +1275,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{13}
+	return file_console_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Welcome) GetServerVersion() string {
@@ -1239,7 +1325,7 @@ type PolicyDecl struct {
 
 func (x *PolicyDecl) Reset() {
 	*x = PolicyDecl{}
-	mi := &file_console_proto_msgTypes[14]
+	mi := &file_console_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1251,7 +1337,7 @@ func (x *PolicyDecl) String() string {
 func (*PolicyDecl) ProtoMessage() {}
 
 func (x *PolicyDecl) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[14]
+	mi := &file_console_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1264,7 +1350,7 @@ func (x *PolicyDecl) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyDecl.ProtoReflect.Descriptor instead.
 func (*PolicyDecl) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{14}
+	return file_console_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PolicyDecl) GetName() string {
@@ -1308,7 +1394,7 @@ type PolicyParam struct {
 
 func (x *PolicyParam) Reset() {
 	*x = PolicyParam{}
-	mi := &file_console_proto_msgTypes[15]
+	mi := &file_console_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1320,7 +1406,7 @@ func (x *PolicyParam) String() string {
 func (*PolicyParam) ProtoMessage() {}
 
 func (x *PolicyParam) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[15]
+	mi := &file_console_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1333,7 +1419,7 @@ func (x *PolicyParam) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyParam.ProtoReflect.Descriptor instead.
 func (*PolicyParam) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{15}
+	return file_console_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PolicyParam) GetKey() string {
@@ -1423,7 +1509,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_console_proto_msgTypes[16]
+	mi := &file_console_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1435,7 +1521,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[16]
+	mi := &file_console_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1448,7 +1534,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{16}
+	return file_console_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Snapshot) GetJobs() []*JobView {
@@ -1477,7 +1563,7 @@ type Delta struct {
 
 func (x *Delta) Reset() {
 	*x = Delta{}
-	mi := &file_console_proto_msgTypes[17]
+	mi := &file_console_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1489,7 +1575,7 @@ func (x *Delta) String() string {
 func (*Delta) ProtoMessage() {}
 
 func (x *Delta) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[17]
+	mi := &file_console_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1502,7 +1588,7 @@ func (x *Delta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delta.ProtoReflect.Descriptor instead.
 func (*Delta) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{17}
+	return file_console_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Delta) GetJobs() []*JobView {
@@ -1558,7 +1644,7 @@ type JobPatch struct {
 
 func (x *JobPatch) Reset() {
 	*x = JobPatch{}
-	mi := &file_console_proto_msgTypes[18]
+	mi := &file_console_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1570,7 +1656,7 @@ func (x *JobPatch) String() string {
 func (*JobPatch) ProtoMessage() {}
 
 func (x *JobPatch) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[18]
+	mi := &file_console_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1583,7 +1669,7 @@ func (x *JobPatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobPatch.ProtoReflect.Descriptor instead.
 func (*JobPatch) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{18}
+	return file_console_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *JobPatch) GetName() string {
@@ -1679,7 +1765,7 @@ type NodeOrder struct {
 
 func (x *NodeOrder) Reset() {
 	*x = NodeOrder{}
-	mi := &file_console_proto_msgTypes[19]
+	mi := &file_console_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1691,7 +1777,7 @@ func (x *NodeOrder) String() string {
 func (*NodeOrder) ProtoMessage() {}
 
 func (x *NodeOrder) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[19]
+	mi := &file_console_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1704,7 +1790,7 @@ func (x *NodeOrder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeOrder.ProtoReflect.Descriptor instead.
 func (*NodeOrder) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{19}
+	return file_console_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *NodeOrder) GetNames() []string {
@@ -1723,7 +1809,7 @@ type ChartNames struct {
 
 func (x *ChartNames) Reset() {
 	*x = ChartNames{}
-	mi := &file_console_proto_msgTypes[20]
+	mi := &file_console_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1735,7 +1821,7 @@ func (x *ChartNames) String() string {
 func (*ChartNames) ProtoMessage() {}
 
 func (x *ChartNames) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[20]
+	mi := &file_console_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1748,7 +1834,7 @@ func (x *ChartNames) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChartNames.ProtoReflect.Descriptor instead.
 func (*ChartNames) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{20}
+	return file_console_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ChartNames) GetNames() []string {
@@ -1767,7 +1853,7 @@ type ActionList struct {
 
 func (x *ActionList) Reset() {
 	*x = ActionList{}
-	mi := &file_console_proto_msgTypes[21]
+	mi := &file_console_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1779,7 +1865,7 @@ func (x *ActionList) String() string {
 func (*ActionList) ProtoMessage() {}
 
 func (x *ActionList) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[21]
+	mi := &file_console_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1792,7 +1878,7 @@ func (x *ActionList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActionList.ProtoReflect.Descriptor instead.
 func (*ActionList) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{21}
+	return file_console_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ActionList) GetActions() []*Action {
@@ -1811,7 +1897,7 @@ type PolicyList struct {
 
 func (x *PolicyList) Reset() {
 	*x = PolicyList{}
-	mi := &file_console_proto_msgTypes[22]
+	mi := &file_console_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1823,7 +1909,7 @@ func (x *PolicyList) String() string {
 func (*PolicyList) ProtoMessage() {}
 
 func (x *PolicyList) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[22]
+	mi := &file_console_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1836,7 +1922,7 @@ func (x *PolicyList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyList.ProtoReflect.Descriptor instead.
 func (*PolicyList) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{22}
+	return file_console_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PolicyList) GetPolicies() []*PolicyView {
@@ -1863,7 +1949,7 @@ type HeatmapTail struct {
 
 func (x *HeatmapTail) Reset() {
 	*x = HeatmapTail{}
-	mi := &file_console_proto_msgTypes[23]
+	mi := &file_console_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1875,7 +1961,7 @@ func (x *HeatmapTail) String() string {
 func (*HeatmapTail) ProtoMessage() {}
 
 func (x *HeatmapTail) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[23]
+	mi := &file_console_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1888,7 +1974,7 @@ func (x *HeatmapTail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeatmapTail.ProtoReflect.Descriptor instead.
 func (*HeatmapTail) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{23}
+	return file_console_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *HeatmapTail) GetStart() *timestamppb.Timestamp {
@@ -1941,7 +2027,7 @@ type SeriesTail struct {
 
 func (x *SeriesTail) Reset() {
 	*x = SeriesTail{}
-	mi := &file_console_proto_msgTypes[24]
+	mi := &file_console_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1953,7 +2039,7 @@ func (x *SeriesTail) String() string {
 func (*SeriesTail) ProtoMessage() {}
 
 func (x *SeriesTail) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[24]
+	mi := &file_console_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1966,7 +2052,7 @@ func (x *SeriesTail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeriesTail.ProtoReflect.Descriptor instead.
 func (*SeriesTail) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{24}
+	return file_console_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SeriesTail) GetName() string {
@@ -2013,14 +2099,16 @@ type CommandResult struct {
 	Actions     []*Action                   `protobuf:"bytes,10,rep,name=actions,proto3" json:"actions,omitempty"`
 	Events      []*Event                    `protobuf:"bytes,11,rep,name=events,proto3" json:"events,omitempty"`
 	// stacks: one per node of the job, in the order the console lists them
-	Stacks        []*NodeStacks `protobuf:"bytes,100,rep,name=stacks,proto3" json:"stacks,omitempty"`
+	Stacks []*NodeStacks `protobuf:"bytes,100,rep,name=stacks,proto3" json:"stacks,omitempty"`
+	// probe: the verdict on the node and every node's figures
+	Probe         *ProbeResult `protobuf:"bytes,200,opt,name=probe,proto3" json:"probe,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CommandResult) Reset() {
 	*x = CommandResult{}
-	mi := &file_console_proto_msgTypes[25]
+	mi := &file_console_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2032,7 +2120,7 @@ func (x *CommandResult) String() string {
 func (*CommandResult) ProtoMessage() {}
 
 func (x *CommandResult) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[25]
+	mi := &file_console_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2045,7 +2133,7 @@ func (x *CommandResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandResult.ProtoReflect.Descriptor instead.
 func (*CommandResult) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{25}
+	return file_console_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CommandResult) GetId() string {
@@ -2132,6 +2220,289 @@ func (x *CommandResult) GetStacks() []*NodeStacks {
 	return nil
 }
 
+func (x *CommandResult) GetProbe() *ProbeResult {
+	if x != nil {
+		return x.Probe
+	}
+	return nil
+}
+
+// ProbeResult is what a probe found. verdict: "node" (its compute kernel
+// is slow against the job's other nodes), "link" (its round trips to every
+// server are slow against the other workers'), "server" (one server is
+// slow for every worker: subject names it; cause says whether its own
+// handling ("server") or its link ("link") holds the time), "none"
+// (nothing stands out), "unknown" (too few answers to compare).
+type ProbeResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Job           string                 `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	Node          string                 `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
+	Verdict       string                 `protobuf:"bytes,3,opt,name=verdict,proto3" json:"verdict,omitempty"`
+	Subject       string                 `protobuf:"bytes,4,opt,name=subject,proto3" json:"subject,omitempty"` // the node or server the verdict names
+	Cause         string                 `protobuf:"bytes,5,opt,name=cause,proto3" json:"cause,omitempty"`     // compute | link | server (the cause kinds of NodeCause)
+	Ratio         float64                `protobuf:"fixed64,6,opt,name=ratio,proto3" json:"ratio,omitempty"`   // the subject's figure over the others' median
+	Detail        string                 `protobuf:"bytes,7,opt,name=detail,proto3" json:"detail,omitempty"`   // one line for people: "worker-2: kernel 4.1× the job's median"
+	Nodes         []*ProbeNode           `protobuf:"bytes,8,rep,name=nodes,proto3" json:"nodes,omitempty"`     // every node asked, in the console's order
+	Time          *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=time,proto3" json:"time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProbeResult) Reset() {
+	*x = ProbeResult{}
+	mi := &file_console_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProbeResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProbeResult) ProtoMessage() {}
+
+func (x *ProbeResult) ProtoReflect() protoreflect.Message {
+	mi := &file_console_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProbeResult.ProtoReflect.Descriptor instead.
+func (*ProbeResult) Descriptor() ([]byte, []int) {
+	return file_console_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ProbeResult) GetJob() string {
+	if x != nil {
+		return x.Job
+	}
+	return ""
+}
+
+func (x *ProbeResult) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *ProbeResult) GetVerdict() string {
+	if x != nil {
+		return x.Verdict
+	}
+	return ""
+}
+
+func (x *ProbeResult) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *ProbeResult) GetCause() string {
+	if x != nil {
+		return x.Cause
+	}
+	return ""
+}
+
+func (x *ProbeResult) GetRatio() float64 {
+	if x != nil {
+		return x.Ratio
+	}
+	return 0
+}
+
+func (x *ProbeResult) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *ProbeResult) GetNodes() []*ProbeNode {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *ProbeResult) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+// ProbeNode is one node's answer to a probe.
+type ProbeNode struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Role          string                 `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	KernelS       float64                `protobuf:"fixed64,3,opt,name=kernel_s,json=kernelS,proto3" json:"kernel_s,omitempty"`             // the kernel's round, seconds (the lower quartile; 0: no answer)
+	KernelRatio   float64                `protobuf:"fixed64,4,opt,name=kernel_ratio,json=kernelRatio,proto3" json:"kernel_ratio,omitempty"` // over the median of the other nodes'
+	Trips         []*ProbeServerTrip     `protobuf:"bytes,5,rep,name=trips,proto3" json:"trips,omitempty"`                                  // a worker's round trips, one per server
+	Error         string                 `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProbeNode) Reset() {
+	*x = ProbeNode{}
+	mi := &file_console_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProbeNode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProbeNode) ProtoMessage() {}
+
+func (x *ProbeNode) ProtoReflect() protoreflect.Message {
+	mi := &file_console_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProbeNode.ProtoReflect.Descriptor instead.
+func (*ProbeNode) Descriptor() ([]byte, []int) {
+	return file_console_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ProbeNode) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *ProbeNode) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *ProbeNode) GetKernelS() float64 {
+	if x != nil {
+		return x.KernelS
+	}
+	return 0
+}
+
+func (x *ProbeNode) GetKernelRatio() float64 {
+	if x != nil {
+		return x.KernelRatio
+	}
+	return 0
+}
+
+func (x *ProbeNode) GetTrips() []*ProbeServerTrip {
+	if x != nil {
+		return x.Trips
+	}
+	return nil
+}
+
+func (x *ProbeNode) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+// ProbeServerTrip is a worker's round trips to one server.
+type ProbeServerTrip struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Server        string                 `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	RttS          float64                `protobuf:"fixed64,2,opt,name=rtt_s,json=rttS,proto3" json:"rtt_s,omitempty"`          // the fastest of its round trips
+	ServerS       float64                `protobuf:"fixed64,3,opt,name=server_s,json=serverS,proto3" json:"server_s,omitempty"` // the server's own share of it
+	Ratio         float64                `protobuf:"fixed64,4,opt,name=ratio,proto3" json:"ratio,omitempty"`                    // over the median of the other workers' round trips to the same server
+	Error         string                 `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProbeServerTrip) Reset() {
+	*x = ProbeServerTrip{}
+	mi := &file_console_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProbeServerTrip) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProbeServerTrip) ProtoMessage() {}
+
+func (x *ProbeServerTrip) ProtoReflect() protoreflect.Message {
+	mi := &file_console_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProbeServerTrip.ProtoReflect.Descriptor instead.
+func (*ProbeServerTrip) Descriptor() ([]byte, []int) {
+	return file_console_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ProbeServerTrip) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *ProbeServerTrip) GetRttS() float64 {
+	if x != nil {
+		return x.RttS
+	}
+	return 0
+}
+
+func (x *ProbeServerTrip) GetServerS() float64 {
+	if x != nil {
+		return x.ServerS
+	}
+	return 0
+}
+
+func (x *ProbeServerTrip) GetRatio() float64 {
+	if x != nil {
+		return x.Ratio
+	}
+	return 0
+}
+
+func (x *ProbeServerTrip) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 // NodeStacks is what one node's agent sent for GetStacks.
 type NodeStacks struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2147,7 +2518,7 @@ type NodeStacks struct {
 
 func (x *NodeStacks) Reset() {
 	*x = NodeStacks{}
-	mi := &file_console_proto_msgTypes[26]
+	mi := &file_console_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2159,7 +2530,7 @@ func (x *NodeStacks) String() string {
 func (*NodeStacks) ProtoMessage() {}
 
 func (x *NodeStacks) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[26]
+	mi := &file_console_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2172,7 +2543,7 @@ func (x *NodeStacks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStacks.ProtoReflect.Descriptor instead.
 func (*NodeStacks) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{26}
+	return file_console_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *NodeStacks) GetNode() string {
@@ -2284,7 +2655,7 @@ type JobView struct {
 
 func (x *JobView) Reset() {
 	*x = JobView{}
-	mi := &file_console_proto_msgTypes[27]
+	mi := &file_console_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2296,7 +2667,7 @@ func (x *JobView) String() string {
 func (*JobView) ProtoMessage() {}
 
 func (x *JobView) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[27]
+	mi := &file_console_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2309,7 +2680,7 @@ func (x *JobView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobView.ProtoReflect.Descriptor instead.
 func (*JobView) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{27}
+	return file_console_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *JobView) GetName() string {
@@ -2579,7 +2950,7 @@ type Goodput struct {
 
 func (x *Goodput) Reset() {
 	*x = Goodput{}
-	mi := &file_console_proto_msgTypes[28]
+	mi := &file_console_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2591,7 +2962,7 @@ func (x *Goodput) String() string {
 func (*Goodput) ProtoMessage() {}
 
 func (x *Goodput) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[28]
+	mi := &file_console_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2604,7 +2975,7 @@ func (x *Goodput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Goodput.ProtoReflect.Descriptor instead.
 func (*Goodput) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{28}
+	return file_console_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Goodput) GetAgeS() float64 {
@@ -2655,7 +3026,7 @@ type EtaCheck struct {
 
 func (x *EtaCheck) Reset() {
 	*x = EtaCheck{}
-	mi := &file_console_proto_msgTypes[29]
+	mi := &file_console_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2667,7 +3038,7 @@ func (x *EtaCheck) String() string {
 func (*EtaCheck) ProtoMessage() {}
 
 func (x *EtaCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[29]
+	mi := &file_console_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2680,7 +3051,7 @@ func (x *EtaCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EtaCheck.ProtoReflect.Descriptor instead.
 func (*EtaCheck) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{29}
+	return file_console_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *EtaCheck) GetPercent() int32 {
@@ -2734,7 +3105,7 @@ type Hung struct {
 
 func (x *Hung) Reset() {
 	*x = Hung{}
-	mi := &file_console_proto_msgTypes[30]
+	mi := &file_console_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2746,7 +3117,7 @@ func (x *Hung) String() string {
 func (*Hung) ProtoMessage() {}
 
 func (x *Hung) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[30]
+	mi := &file_console_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2759,7 +3130,7 @@ func (x *Hung) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hung.ProtoReflect.Descriptor instead.
 func (*Hung) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{30}
+	return file_console_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Hung) GetSince() *timestamppb.Timestamp {
@@ -2814,7 +3185,7 @@ type ExchangeTopology struct {
 
 func (x *ExchangeTopology) Reset() {
 	*x = ExchangeTopology{}
-	mi := &file_console_proto_msgTypes[31]
+	mi := &file_console_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2826,7 +3197,7 @@ func (x *ExchangeTopology) String() string {
 func (*ExchangeTopology) ProtoMessage() {}
 
 func (x *ExchangeTopology) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[31]
+	mi := &file_console_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2839,7 +3210,7 @@ func (x *ExchangeTopology) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExchangeTopology.ProtoReflect.Descriptor instead.
 func (*ExchangeTopology) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{31}
+	return file_console_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ExchangeTopology) GetMode() string {
@@ -2896,7 +3267,7 @@ type ExchangeRegion struct {
 
 func (x *ExchangeRegion) Reset() {
 	*x = ExchangeRegion{}
-	mi := &file_console_proto_msgTypes[32]
+	mi := &file_console_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2908,7 +3279,7 @@ func (x *ExchangeRegion) String() string {
 func (*ExchangeRegion) ProtoMessage() {}
 
 func (x *ExchangeRegion) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[32]
+	mi := &file_console_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2921,7 +3292,7 @@ func (x *ExchangeRegion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExchangeRegion.ProtoReflect.Descriptor instead.
 func (*ExchangeRegion) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{32}
+	return file_console_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ExchangeRegion) GetRegion() string {
@@ -2953,7 +3324,7 @@ type ExchangeTree struct {
 
 func (x *ExchangeTree) Reset() {
 	*x = ExchangeTree{}
-	mi := &file_console_proto_msgTypes[33]
+	mi := &file_console_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2965,7 +3336,7 @@ func (x *ExchangeTree) String() string {
 func (*ExchangeTree) ProtoMessage() {}
 
 func (x *ExchangeTree) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[33]
+	mi := &file_console_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2978,7 +3349,7 @@ func (x *ExchangeTree) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExchangeTree.ProtoReflect.Descriptor instead.
 func (*ExchangeTree) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{33}
+	return file_console_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ExchangeTree) GetChunk() int32 {
@@ -3016,7 +3387,7 @@ type ExchangeAggregation struct {
 
 func (x *ExchangeAggregation) Reset() {
 	*x = ExchangeAggregation{}
-	mi := &file_console_proto_msgTypes[34]
+	mi := &file_console_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3028,7 +3399,7 @@ func (x *ExchangeAggregation) String() string {
 func (*ExchangeAggregation) ProtoMessage() {}
 
 func (x *ExchangeAggregation) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[34]
+	mi := &file_console_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3041,7 +3412,7 @@ func (x *ExchangeAggregation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExchangeAggregation.ProtoReflect.Descriptor instead.
 func (*ExchangeAggregation) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{34}
+	return file_console_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ExchangeAggregation) GetAggregator() string {
@@ -3076,7 +3447,7 @@ type PolicyView struct {
 
 func (x *PolicyView) Reset() {
 	*x = PolicyView{}
-	mi := &file_console_proto_msgTypes[35]
+	mi := &file_console_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3088,7 +3459,7 @@ func (x *PolicyView) String() string {
 func (*PolicyView) ProtoMessage() {}
 
 func (x *PolicyView) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[35]
+	mi := &file_console_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3101,7 +3472,7 @@ func (x *PolicyView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyView.ProtoReflect.Descriptor instead.
 func (*PolicyView) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{35}
+	return file_console_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PolicyView) GetName() string {
@@ -3165,7 +3536,7 @@ type NodeView struct {
 
 func (x *NodeView) Reset() {
 	*x = NodeView{}
-	mi := &file_console_proto_msgTypes[36]
+	mi := &file_console_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3177,7 +3548,7 @@ func (x *NodeView) String() string {
 func (*NodeView) ProtoMessage() {}
 
 func (x *NodeView) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[36]
+	mi := &file_console_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3190,7 +3561,7 @@ func (x *NodeView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeView.ProtoReflect.Descriptor instead.
 func (*NodeView) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{36}
+	return file_console_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *NodeView) GetName() string {
@@ -3379,7 +3750,7 @@ type NodeCause struct {
 
 func (x *NodeCause) Reset() {
 	*x = NodeCause{}
-	mi := &file_console_proto_msgTypes[37]
+	mi := &file_console_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3391,7 +3762,7 @@ func (x *NodeCause) String() string {
 func (*NodeCause) ProtoMessage() {}
 
 func (x *NodeCause) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[37]
+	mi := &file_console_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3404,7 +3775,7 @@ func (x *NodeCause) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCause.ProtoReflect.Descriptor instead.
 func (*NodeCause) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{37}
+	return file_console_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *NodeCause) GetKind() string {
@@ -3457,7 +3828,7 @@ type MonitorView struct {
 
 func (x *MonitorView) Reset() {
 	*x = MonitorView{}
-	mi := &file_console_proto_msgTypes[38]
+	mi := &file_console_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3469,7 +3840,7 @@ func (x *MonitorView) String() string {
 func (*MonitorView) ProtoMessage() {}
 
 func (x *MonitorView) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[38]
+	mi := &file_console_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3482,7 +3853,7 @@ func (x *MonitorView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MonitorView.ProtoReflect.Descriptor instead.
 func (*MonitorView) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{38}
+	return file_console_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *MonitorView) GetMeanBptS() float64 {
@@ -3547,7 +3918,7 @@ type Heatmap struct {
 
 func (x *Heatmap) Reset() {
 	*x = Heatmap{}
-	mi := &file_console_proto_msgTypes[39]
+	mi := &file_console_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3559,7 +3930,7 @@ func (x *Heatmap) String() string {
 func (*Heatmap) ProtoMessage() {}
 
 func (x *Heatmap) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[39]
+	mi := &file_console_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3572,7 +3943,7 @@ func (x *Heatmap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heatmap.ProtoReflect.Descriptor instead.
 func (*Heatmap) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{39}
+	return file_console_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Heatmap) GetBucketSeconds() float64 {
@@ -3608,7 +3979,7 @@ type HeatmapRow struct {
 
 func (x *HeatmapRow) Reset() {
 	*x = HeatmapRow{}
-	mi := &file_console_proto_msgTypes[40]
+	mi := &file_console_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3620,7 +3991,7 @@ func (x *HeatmapRow) String() string {
 func (*HeatmapRow) ProtoMessage() {}
 
 func (x *HeatmapRow) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[40]
+	mi := &file_console_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3633,7 +4004,7 @@ func (x *HeatmapRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeatmapRow.ProtoReflect.Descriptor instead.
 func (*HeatmapRow) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{40}
+	return file_console_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *HeatmapRow) GetNode() string {
@@ -3676,7 +4047,7 @@ type Series struct {
 
 func (x *Series) Reset() {
 	*x = Series{}
-	mi := &file_console_proto_msgTypes[41]
+	mi := &file_console_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3688,7 +4059,7 @@ func (x *Series) String() string {
 func (*Series) ProtoMessage() {}
 
 func (x *Series) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[41]
+	mi := &file_console_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3701,7 +4072,7 @@ func (x *Series) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Series.ProtoReflect.Descriptor instead.
 func (*Series) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{41}
+	return file_console_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Series) GetName() string {
@@ -3791,7 +4162,7 @@ type Action struct {
 
 func (x *Action) Reset() {
 	*x = Action{}
-	mi := &file_console_proto_msgTypes[42]
+	mi := &file_console_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3803,7 +4174,7 @@ func (x *Action) String() string {
 func (*Action) ProtoMessage() {}
 
 func (x *Action) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[42]
+	mi := &file_console_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3816,7 +4187,7 @@ func (x *Action) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Action.ProtoReflect.Descriptor instead.
 func (*Action) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{42}
+	return file_console_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Action) GetId() string {
@@ -4081,13 +4452,16 @@ type ActionPreview struct {
 	Cost           string                 `protobuf:"bytes,5,opt,name=cost,proto3" json:"cost,omitempty"`                                            // one line: "2 shards back to the queue, ~3.1 s of progress lost"
 	Predicted      string                 `protobuf:"bytes,6,opt,name=predicted,proto3" json:"predicted,omitempty"`                                  // the predicted effect (Action.predicted, with the numbers)
 	PendingPods    []string               `protobuf:"bytes,7,rep,name=pending_pods,json=pendingPods,proto3" json:"pending_pods,omitempty"`           // Kubernetes: the job's Pods Pending now
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// when it was computed: again every few seconds while the action waits
+	// for approval (Pending Pods and capacity change)
+	At            *timestamppb.Timestamp `protobuf:"bytes,200,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ActionPreview) Reset() {
 	*x = ActionPreview{}
-	mi := &file_console_proto_msgTypes[43]
+	mi := &file_console_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4099,7 +4473,7 @@ func (x *ActionPreview) String() string {
 func (*ActionPreview) ProtoMessage() {}
 
 func (x *ActionPreview) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[43]
+	mi := &file_console_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4112,7 +4486,7 @@ func (x *ActionPreview) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActionPreview.ProtoReflect.Descriptor instead.
 func (*ActionPreview) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{43}
+	return file_console_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ActionPreview) GetCanStart() bool {
@@ -4164,6 +4538,13 @@ func (x *ActionPreview) GetPendingPods() []string {
 	return nil
 }
 
+func (x *ActionPreview) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
 // ActionUndo is the state a reversible action changed, as it was.
 type ActionUndo struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -4178,7 +4559,7 @@ type ActionUndo struct {
 
 func (x *ActionUndo) Reset() {
 	*x = ActionUndo{}
-	mi := &file_console_proto_msgTypes[44]
+	mi := &file_console_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4190,7 +4571,7 @@ func (x *ActionUndo) String() string {
 func (*ActionUndo) ProtoMessage() {}
 
 func (x *ActionUndo) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[44]
+	mi := &file_console_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4203,7 +4584,7 @@ func (x *ActionUndo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActionUndo.ProtoReflect.Descriptor instead.
 func (*ActionUndo) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{44}
+	return file_console_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ActionUndo) GetBatchSizes() map[string]int32 {
@@ -4251,7 +4632,7 @@ type AdjustLRArgs struct {
 
 func (x *AdjustLRArgs) Reset() {
 	*x = AdjustLRArgs{}
-	mi := &file_console_proto_msgTypes[45]
+	mi := &file_console_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4263,7 +4644,7 @@ func (x *AdjustLRArgs) String() string {
 func (*AdjustLRArgs) ProtoMessage() {}
 
 func (x *AdjustLRArgs) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[45]
+	mi := &file_console_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4276,7 +4657,7 @@ func (x *AdjustLRArgs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdjustLRArgs.ProtoReflect.Descriptor instead.
 func (*AdjustLRArgs) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{45}
+	return file_console_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *AdjustLRArgs) GetLrScale() map[string]float64 {
@@ -4297,7 +4678,7 @@ type BackupWorkersArgs struct {
 
 func (x *BackupWorkersArgs) Reset() {
 	*x = BackupWorkersArgs{}
-	mi := &file_console_proto_msgTypes[46]
+	mi := &file_console_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4309,7 +4690,7 @@ func (x *BackupWorkersArgs) String() string {
 func (*BackupWorkersArgs) ProtoMessage() {}
 
 func (x *BackupWorkersArgs) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[46]
+	mi := &file_console_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4322,7 +4703,7 @@ func (x *BackupWorkersArgs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupWorkersArgs.ProtoReflect.Descriptor instead.
 func (*BackupWorkersArgs) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{46}
+	return file_console_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *BackupWorkersArgs) GetDrop() int32 {
@@ -4348,7 +4729,7 @@ type SetSyncArgs struct {
 
 func (x *SetSyncArgs) Reset() {
 	*x = SetSyncArgs{}
-	mi := &file_console_proto_msgTypes[47]
+	mi := &file_console_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4360,7 +4741,7 @@ func (x *SetSyncArgs) String() string {
 func (*SetSyncArgs) ProtoMessage() {}
 
 func (x *SetSyncArgs) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[47]
+	mi := &file_console_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4373,7 +4754,7 @@ func (x *SetSyncArgs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSyncArgs.ProtoReflect.Descriptor instead.
 func (*SetSyncArgs) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{47}
+	return file_console_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *SetSyncArgs) GetModel() string {
@@ -4437,7 +4818,7 @@ type ActionTransition struct {
 
 func (x *ActionTransition) Reset() {
 	*x = ActionTransition{}
-	mi := &file_console_proto_msgTypes[48]
+	mi := &file_console_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4449,7 +4830,7 @@ func (x *ActionTransition) String() string {
 func (*ActionTransition) ProtoMessage() {}
 
 func (x *ActionTransition) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[48]
+	mi := &file_console_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4462,7 +4843,7 @@ func (x *ActionTransition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActionTransition.ProtoReflect.Descriptor instead.
 func (*ActionTransition) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{48}
+	return file_console_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ActionTransition) GetState() string {
@@ -4508,7 +4889,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_console_proto_msgTypes[49]
+	mi := &file_console_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4520,7 +4901,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_console_proto_msgTypes[49]
+	mi := &file_console_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4533,7 +4914,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_console_proto_rawDescGZIP(), []int{49}
+	return file_console_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *Event) GetTime() *timestamppb.Timestamp {
@@ -4613,7 +4994,7 @@ const file_console_proto_rawDesc = "" +
 	"\x06offset\x18\x03 \x01(\x05R\x06offset\x12\x14\n" +
 	"\x05limit\x18\x04 \x01(\x05R\x05limit\x12!\n" +
 	"\fheatmap_rows\x18\x05 \x01(\x05R\vheatmapRows\x12!\n" +
-	"\fchart_series\x18\x06 \x01(\x05R\vchartSeries\"\xb1\x03\n" +
+	"\fchart_series\x18\x06 \x01(\x05R\vchartSeries\"\xdf\x03\n" +
 	"\aCommand\x125\n" +
 	"\n" +
 	"submit_job\x18\x01 \x01(\v2\x14.kelpie.v1.SubmitJobH\x00R\tsubmitJob\x12/\n" +
@@ -4624,8 +5005,13 @@ const file_console_proto_rawDesc = "" +
 	"\n" +
 	"set_policy\x18\x06 \x01(\v2\x14.kelpie.v1.SetPolicyH\x00R\tsetPolicy\x121\n" +
 	"\ahistory\x18\a \x01(\v2\x15.kelpie.v1.GetHistoryH\x00R\ahistory\x12.\n" +
-	"\x06stacks\x18d \x01(\v2\x14.kelpie.v1.GetStacksH\x00R\x06stacksB\x06\n" +
-	"\x04kind\"P\n" +
+	"\x06stacks\x18d \x01(\v2\x14.kelpie.v1.GetStacksH\x00R\x06stacks\x12,\n" +
+	"\x05probe\x18\xc8\x01 \x01(\v2\x13.kelpie.v1.GetProbeH\x00R\x05probeB\x06\n" +
+	"\x04kind\"M\n" +
+	"\bGetProbe\x12\x10\n" +
+	"\x03job\x18\x01 \x01(\tR\x03job\x12\x12\n" +
+	"\x04node\x18\x02 \x01(\tR\x04node\x12\x1b\n" +
+	"\ttimeout_s\x18\x03 \x01(\x01R\btimeoutS\"P\n" +
 	"\tGetStacks\x12\x10\n" +
 	"\x03job\x18\x01 \x01(\tR\x03job\x12\x1b\n" +
 	"\ttimeout_s\x18\x02 \x01(\x01R\btimeoutS\x12\x14\n" +
@@ -4736,7 +5122,7 @@ const file_console_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06length\x18\x02 \x01(\x05R\x06length\x12\x16\n" +
 	"\x06values\x18\x03 \x03(\x01R\x06values\x12\x14\n" +
-	"\x05shift\x18\x04 \x01(\x05R\x05shift\"\x84\x03\n" +
+	"\x05shift\x18\x04 \x01(\x05R\x05shift\"\xb3\x03\n" +
 	"\rCommandResult\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x0e\n" +
 	"\x02ok\x18\x02 \x01(\bR\x02ok\x12\x14\n" +
@@ -4751,7 +5137,31 @@ const file_console_proto_rawDesc = "" +
 	"\aactions\x18\n" +
 	" \x03(\v2\x11.kelpie.v1.ActionR\aactions\x12(\n" +
 	"\x06events\x18\v \x03(\v2\x10.kelpie.v1.EventR\x06events\x12-\n" +
-	"\x06stacks\x18d \x03(\v2\x15.kelpie.v1.NodeStacksR\x06stacks\"\xac\x01\n" +
+	"\x06stacks\x18d \x03(\v2\x15.kelpie.v1.NodeStacksR\x06stacks\x12-\n" +
+	"\x05probe\x18\xc8\x01 \x01(\v2\x16.kelpie.v1.ProbeResultR\x05probe\"\x87\x02\n" +
+	"\vProbeResult\x12\x10\n" +
+	"\x03job\x18\x01 \x01(\tR\x03job\x12\x12\n" +
+	"\x04node\x18\x02 \x01(\tR\x04node\x12\x18\n" +
+	"\averdict\x18\x03 \x01(\tR\averdict\x12\x18\n" +
+	"\asubject\x18\x04 \x01(\tR\asubject\x12\x14\n" +
+	"\x05cause\x18\x05 \x01(\tR\x05cause\x12\x14\n" +
+	"\x05ratio\x18\x06 \x01(\x01R\x05ratio\x12\x16\n" +
+	"\x06detail\x18\a \x01(\tR\x06detail\x12*\n" +
+	"\x05nodes\x18\b \x03(\v2\x14.kelpie.v1.ProbeNodeR\x05nodes\x12.\n" +
+	"\x04time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\xb9\x01\n" +
+	"\tProbeNode\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x12\n" +
+	"\x04role\x18\x02 \x01(\tR\x04role\x12\x19\n" +
+	"\bkernel_s\x18\x03 \x01(\x01R\akernelS\x12!\n" +
+	"\fkernel_ratio\x18\x04 \x01(\x01R\vkernelRatio\x120\n" +
+	"\x05trips\x18\x05 \x03(\v2\x1a.kelpie.v1.ProbeServerTripR\x05trips\x12\x14\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error\"\x85\x01\n" +
+	"\x0fProbeServerTrip\x12\x16\n" +
+	"\x06server\x18\x01 \x01(\tR\x06server\x12\x13\n" +
+	"\x05rtt_s\x18\x02 \x01(\x01R\x04rttS\x12\x19\n" +
+	"\bserver_s\x18\x03 \x01(\x01R\aserverS\x12\x14\n" +
+	"\x05ratio\x18\x04 \x01(\x01R\x05ratio\x12\x14\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\"\xac\x01\n" +
 	"\n" +
 	"NodeStacks\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x12\n" +
@@ -4978,7 +5388,7 @@ const file_console_proto_rawDesc = "" +
 	"\rEvidenceEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01B\x06\n" +
-	"\x04args\"\xe8\x01\n" +
+	"\x04args\"\x95\x02\n" +
 	"\rActionPreview\x12\x1b\n" +
 	"\tcan_start\x18\x01 \x01(\bR\bcanStart\x12\x14\n" +
 	"\x05start\x18\x02 \x01(\tR\x05start\x12'\n" +
@@ -4986,7 +5396,8 @@ const file_console_proto_rawDesc = "" +
 	"\x0fprogress_lost_s\x18\x04 \x01(\x01R\rprogressLostS\x12\x12\n" +
 	"\x04cost\x18\x05 \x01(\tR\x04cost\x12\x1c\n" +
 	"\tpredicted\x18\x06 \x01(\tR\tpredicted\x12!\n" +
-	"\fpending_pods\x18\a \x03(\tR\vpendingPods\"\xe8\x03\n" +
+	"\fpending_pods\x18\a \x03(\tR\vpendingPods\x12+\n" +
+	"\x02at\x18\xc8\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xe8\x03\n" +
 	"\n" +
 	"ActionUndo\x12F\n" +
 	"\vbatch_sizes\x18\x01 \x03(\v2%.kelpie.v1.ActionUndo.BatchSizesEntryR\n" +
@@ -5063,7 +5474,7 @@ func file_console_proto_rawDescGZIP() []byte {
 }
 
 var file_console_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_console_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
+var file_console_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
 var file_console_proto_goTypes = []any{
 	(ActionKind)(0),                   // 0: kelpie.v1.ActionKind
 	(*ClientFrame)(nil),               // 1: kelpie.v1.ClientFrame
@@ -5071,169 +5482,179 @@ var file_console_proto_goTypes = []any{
 	(*Subscribe)(nil),                 // 3: kelpie.v1.Subscribe
 	(*ViewWindow)(nil),                // 4: kelpie.v1.ViewWindow
 	(*Command)(nil),                   // 5: kelpie.v1.Command
-	(*GetStacks)(nil),                 // 6: kelpie.v1.GetStacks
-	(*GetHistory)(nil),                // 7: kelpie.v1.GetHistory
-	(*SubmitJob)(nil),                 // 8: kelpie.v1.SubmitJob
-	(*KillJob)(nil),                   // 9: kelpie.v1.KillJob
-	(*DecideAction)(nil),              // 10: kelpie.v1.DecideAction
-	(*TriggerAction)(nil),             // 11: kelpie.v1.TriggerAction
-	(*SetPolicy)(nil),                 // 12: kelpie.v1.SetPolicy
-	(*ServerFrame)(nil),               // 13: kelpie.v1.ServerFrame
-	(*Welcome)(nil),                   // 14: kelpie.v1.Welcome
-	(*PolicyDecl)(nil),                // 15: kelpie.v1.PolicyDecl
-	(*PolicyParam)(nil),               // 16: kelpie.v1.PolicyParam
-	(*Snapshot)(nil),                  // 17: kelpie.v1.Snapshot
-	(*Delta)(nil),                     // 18: kelpie.v1.Delta
-	(*JobPatch)(nil),                  // 19: kelpie.v1.JobPatch
-	(*NodeOrder)(nil),                 // 20: kelpie.v1.NodeOrder
-	(*ChartNames)(nil),                // 21: kelpie.v1.ChartNames
-	(*ActionList)(nil),                // 22: kelpie.v1.ActionList
-	(*PolicyList)(nil),                // 23: kelpie.v1.PolicyList
-	(*HeatmapTail)(nil),               // 24: kelpie.v1.HeatmapTail
-	(*SeriesTail)(nil),                // 25: kelpie.v1.SeriesTail
-	(*CommandResult)(nil),             // 26: kelpie.v1.CommandResult
-	(*NodeStacks)(nil),                // 27: kelpie.v1.NodeStacks
-	(*JobView)(nil),                   // 28: kelpie.v1.JobView
-	(*Goodput)(nil),                   // 29: kelpie.v1.Goodput
-	(*EtaCheck)(nil),                  // 30: kelpie.v1.EtaCheck
-	(*Hung)(nil),                      // 31: kelpie.v1.Hung
-	(*ExchangeTopology)(nil),          // 32: kelpie.v1.ExchangeTopology
-	(*ExchangeRegion)(nil),            // 33: kelpie.v1.ExchangeRegion
-	(*ExchangeTree)(nil),              // 34: kelpie.v1.ExchangeTree
-	(*ExchangeAggregation)(nil),       // 35: kelpie.v1.ExchangeAggregation
-	(*PolicyView)(nil),                // 36: kelpie.v1.PolicyView
-	(*NodeView)(nil),                  // 37: kelpie.v1.NodeView
-	(*NodeCause)(nil),                 // 38: kelpie.v1.NodeCause
-	(*MonitorView)(nil),               // 39: kelpie.v1.MonitorView
-	(*Heatmap)(nil),                   // 40: kelpie.v1.Heatmap
-	(*HeatmapRow)(nil),                // 41: kelpie.v1.HeatmapRow
-	(*Series)(nil),                    // 42: kelpie.v1.Series
-	(*Action)(nil),                    // 43: kelpie.v1.Action
-	(*ActionPreview)(nil),             // 44: kelpie.v1.ActionPreview
-	(*ActionUndo)(nil),                // 45: kelpie.v1.ActionUndo
-	(*AdjustLRArgs)(nil),              // 46: kelpie.v1.AdjustLRArgs
-	(*BackupWorkersArgs)(nil),         // 47: kelpie.v1.BackupWorkersArgs
-	(*SetSyncArgs)(nil),               // 48: kelpie.v1.SetSyncArgs
-	(*ActionTransition)(nil),          // 49: kelpie.v1.ActionTransition
-	(*Event)(nil),                     // 50: kelpie.v1.Event
-	nil,                               // 51: kelpie.v1.SetPolicy.ParamsEntry
-	nil,                               // 52: kelpie.v1.Goodput.PhasesEntry
-	nil,                               // 53: kelpie.v1.PolicyView.ParamsEntry
-	nil,                               // 54: kelpie.v1.NodeView.PhasesEntry
-	nil,                               // 55: kelpie.v1.Action.BatchSizesEntry
-	nil,                               // 56: kelpie.v1.Action.AccumulationEntry
-	nil,                               // 57: kelpie.v1.Action.ParamsEntry
-	nil,                               // 58: kelpie.v1.Action.EvidenceEntry
-	nil,                               // 59: kelpie.v1.ActionUndo.BatchSizesEntry
-	nil,                               // 60: kelpie.v1.ActionUndo.AccumulationEntry
-	nil,                               // 61: kelpie.v1.ActionUndo.LrScaleEntry
-	nil,                               // 62: kelpie.v1.AdjustLRArgs.LrScaleEntry
-	(*timestamppb.Timestamp)(nil),     // 63: google.protobuf.Timestamp
-	(*timelinepb.TimelineFrame)(nil),  // 64: kelpie.v1.TimelineFrame
-	(*coordinatorpb.Divergence)(nil),  // 65: kelpie.v1.Divergence
-	(*coordinatorpb.RegionBytes)(nil), // 66: kelpie.v1.RegionBytes
-	(*coordinatorpb.TimeSplit)(nil),   // 67: kelpie.v1.TimeSplit
-	(*timelinepb.Realized)(nil),       // 68: kelpie.v1.Realized
+	(*GetProbe)(nil),                  // 6: kelpie.v1.GetProbe
+	(*GetStacks)(nil),                 // 7: kelpie.v1.GetStacks
+	(*GetHistory)(nil),                // 8: kelpie.v1.GetHistory
+	(*SubmitJob)(nil),                 // 9: kelpie.v1.SubmitJob
+	(*KillJob)(nil),                   // 10: kelpie.v1.KillJob
+	(*DecideAction)(nil),              // 11: kelpie.v1.DecideAction
+	(*TriggerAction)(nil),             // 12: kelpie.v1.TriggerAction
+	(*SetPolicy)(nil),                 // 13: kelpie.v1.SetPolicy
+	(*ServerFrame)(nil),               // 14: kelpie.v1.ServerFrame
+	(*Welcome)(nil),                   // 15: kelpie.v1.Welcome
+	(*PolicyDecl)(nil),                // 16: kelpie.v1.PolicyDecl
+	(*PolicyParam)(nil),               // 17: kelpie.v1.PolicyParam
+	(*Snapshot)(nil),                  // 18: kelpie.v1.Snapshot
+	(*Delta)(nil),                     // 19: kelpie.v1.Delta
+	(*JobPatch)(nil),                  // 20: kelpie.v1.JobPatch
+	(*NodeOrder)(nil),                 // 21: kelpie.v1.NodeOrder
+	(*ChartNames)(nil),                // 22: kelpie.v1.ChartNames
+	(*ActionList)(nil),                // 23: kelpie.v1.ActionList
+	(*PolicyList)(nil),                // 24: kelpie.v1.PolicyList
+	(*HeatmapTail)(nil),               // 25: kelpie.v1.HeatmapTail
+	(*SeriesTail)(nil),                // 26: kelpie.v1.SeriesTail
+	(*CommandResult)(nil),             // 27: kelpie.v1.CommandResult
+	(*ProbeResult)(nil),               // 28: kelpie.v1.ProbeResult
+	(*ProbeNode)(nil),                 // 29: kelpie.v1.ProbeNode
+	(*ProbeServerTrip)(nil),           // 30: kelpie.v1.ProbeServerTrip
+	(*NodeStacks)(nil),                // 31: kelpie.v1.NodeStacks
+	(*JobView)(nil),                   // 32: kelpie.v1.JobView
+	(*Goodput)(nil),                   // 33: kelpie.v1.Goodput
+	(*EtaCheck)(nil),                  // 34: kelpie.v1.EtaCheck
+	(*Hung)(nil),                      // 35: kelpie.v1.Hung
+	(*ExchangeTopology)(nil),          // 36: kelpie.v1.ExchangeTopology
+	(*ExchangeRegion)(nil),            // 37: kelpie.v1.ExchangeRegion
+	(*ExchangeTree)(nil),              // 38: kelpie.v1.ExchangeTree
+	(*ExchangeAggregation)(nil),       // 39: kelpie.v1.ExchangeAggregation
+	(*PolicyView)(nil),                // 40: kelpie.v1.PolicyView
+	(*NodeView)(nil),                  // 41: kelpie.v1.NodeView
+	(*NodeCause)(nil),                 // 42: kelpie.v1.NodeCause
+	(*MonitorView)(nil),               // 43: kelpie.v1.MonitorView
+	(*Heatmap)(nil),                   // 44: kelpie.v1.Heatmap
+	(*HeatmapRow)(nil),                // 45: kelpie.v1.HeatmapRow
+	(*Series)(nil),                    // 46: kelpie.v1.Series
+	(*Action)(nil),                    // 47: kelpie.v1.Action
+	(*ActionPreview)(nil),             // 48: kelpie.v1.ActionPreview
+	(*ActionUndo)(nil),                // 49: kelpie.v1.ActionUndo
+	(*AdjustLRArgs)(nil),              // 50: kelpie.v1.AdjustLRArgs
+	(*BackupWorkersArgs)(nil),         // 51: kelpie.v1.BackupWorkersArgs
+	(*SetSyncArgs)(nil),               // 52: kelpie.v1.SetSyncArgs
+	(*ActionTransition)(nil),          // 53: kelpie.v1.ActionTransition
+	(*Event)(nil),                     // 54: kelpie.v1.Event
+	nil,                               // 55: kelpie.v1.SetPolicy.ParamsEntry
+	nil,                               // 56: kelpie.v1.Goodput.PhasesEntry
+	nil,                               // 57: kelpie.v1.PolicyView.ParamsEntry
+	nil,                               // 58: kelpie.v1.NodeView.PhasesEntry
+	nil,                               // 59: kelpie.v1.Action.BatchSizesEntry
+	nil,                               // 60: kelpie.v1.Action.AccumulationEntry
+	nil,                               // 61: kelpie.v1.Action.ParamsEntry
+	nil,                               // 62: kelpie.v1.Action.EvidenceEntry
+	nil,                               // 63: kelpie.v1.ActionUndo.BatchSizesEntry
+	nil,                               // 64: kelpie.v1.ActionUndo.AccumulationEntry
+	nil,                               // 65: kelpie.v1.ActionUndo.LrScaleEntry
+	nil,                               // 66: kelpie.v1.AdjustLRArgs.LrScaleEntry
+	(*timestamppb.Timestamp)(nil),     // 67: google.protobuf.Timestamp
+	(*timelinepb.TimelineFrame)(nil),  // 68: kelpie.v1.TimelineFrame
+	(*coordinatorpb.Divergence)(nil),  // 69: kelpie.v1.Divergence
+	(*coordinatorpb.RegionBytes)(nil), // 70: kelpie.v1.RegionBytes
+	(*coordinatorpb.TimeSplit)(nil),   // 71: kelpie.v1.TimeSplit
+	(*timelinepb.Realized)(nil),       // 72: kelpie.v1.Realized
 }
 var file_console_proto_depIdxs = []int32{
 	2,  // 0: kelpie.v1.ClientFrame.hello:type_name -> kelpie.v1.Hello
 	3,  // 1: kelpie.v1.ClientFrame.subscribe:type_name -> kelpie.v1.Subscribe
 	5,  // 2: kelpie.v1.ClientFrame.command:type_name -> kelpie.v1.Command
 	4,  // 3: kelpie.v1.Subscribe.window:type_name -> kelpie.v1.ViewWindow
-	8,  // 4: kelpie.v1.Command.submit_job:type_name -> kelpie.v1.SubmitJob
-	9,  // 5: kelpie.v1.Command.kill_job:type_name -> kelpie.v1.KillJob
-	10, // 6: kelpie.v1.Command.approve:type_name -> kelpie.v1.DecideAction
-	10, // 7: kelpie.v1.Command.reject:type_name -> kelpie.v1.DecideAction
-	11, // 8: kelpie.v1.Command.trigger:type_name -> kelpie.v1.TriggerAction
-	12, // 9: kelpie.v1.Command.set_policy:type_name -> kelpie.v1.SetPolicy
-	7,  // 10: kelpie.v1.Command.history:type_name -> kelpie.v1.GetHistory
-	6,  // 11: kelpie.v1.Command.stacks:type_name -> kelpie.v1.GetStacks
-	43, // 12: kelpie.v1.TriggerAction.action:type_name -> kelpie.v1.Action
-	51, // 13: kelpie.v1.SetPolicy.params:type_name -> kelpie.v1.SetPolicy.ParamsEntry
-	63, // 14: kelpie.v1.ServerFrame.time:type_name -> google.protobuf.Timestamp
-	14, // 15: kelpie.v1.ServerFrame.welcome:type_name -> kelpie.v1.Welcome
-	17, // 16: kelpie.v1.ServerFrame.snapshot:type_name -> kelpie.v1.Snapshot
-	18, // 17: kelpie.v1.ServerFrame.delta:type_name -> kelpie.v1.Delta
-	26, // 18: kelpie.v1.ServerFrame.result:type_name -> kelpie.v1.CommandResult
-	15, // 19: kelpie.v1.Welcome.policies:type_name -> kelpie.v1.PolicyDecl
-	16, // 20: kelpie.v1.PolicyDecl.params:type_name -> kelpie.v1.PolicyParam
-	28, // 21: kelpie.v1.Snapshot.jobs:type_name -> kelpie.v1.JobView
-	50, // 22: kelpie.v1.Snapshot.events:type_name -> kelpie.v1.Event
-	28, // 23: kelpie.v1.Delta.jobs:type_name -> kelpie.v1.JobView
-	50, // 24: kelpie.v1.Delta.events:type_name -> kelpie.v1.Event
-	19, // 25: kelpie.v1.Delta.patches:type_name -> kelpie.v1.JobPatch
-	28, // 26: kelpie.v1.JobPatch.figures:type_name -> kelpie.v1.JobView
-	37, // 27: kelpie.v1.JobPatch.nodes:type_name -> kelpie.v1.NodeView
-	20, // 28: kelpie.v1.JobPatch.order:type_name -> kelpie.v1.NodeOrder
-	40, // 29: kelpie.v1.JobPatch.heatmap:type_name -> kelpie.v1.Heatmap
-	24, // 30: kelpie.v1.JobPatch.heatmap_tail:type_name -> kelpie.v1.HeatmapTail
-	42, // 31: kelpie.v1.JobPatch.charts:type_name -> kelpie.v1.Series
-	25, // 32: kelpie.v1.JobPatch.chart_tails:type_name -> kelpie.v1.SeriesTail
-	21, // 33: kelpie.v1.JobPatch.chart_names:type_name -> kelpie.v1.ChartNames
-	22, // 34: kelpie.v1.JobPatch.actions:type_name -> kelpie.v1.ActionList
-	23, // 35: kelpie.v1.JobPatch.policies:type_name -> kelpie.v1.PolicyList
-	43, // 36: kelpie.v1.ActionList.actions:type_name -> kelpie.v1.Action
-	36, // 37: kelpie.v1.PolicyList.policies:type_name -> kelpie.v1.PolicyView
-	63, // 38: kelpie.v1.HeatmapTail.start:type_name -> google.protobuf.Timestamp
-	64, // 39: kelpie.v1.CommandResult.frames:type_name -> kelpie.v1.TimelineFrame
-	43, // 40: kelpie.v1.CommandResult.actions:type_name -> kelpie.v1.Action
-	50, // 41: kelpie.v1.CommandResult.events:type_name -> kelpie.v1.Event
-	27, // 42: kelpie.v1.CommandResult.stacks:type_name -> kelpie.v1.NodeStacks
-	63, // 43: kelpie.v1.NodeStacks.time:type_name -> google.protobuf.Timestamp
-	63, // 44: kelpie.v1.JobView.submitted:type_name -> google.protobuf.Timestamp
-	63, // 45: kelpie.v1.JobView.started:type_name -> google.protobuf.Timestamp
-	63, // 46: kelpie.v1.JobView.ended:type_name -> google.protobuf.Timestamp
-	36, // 47: kelpie.v1.JobView.policies:type_name -> kelpie.v1.PolicyView
-	37, // 48: kelpie.v1.JobView.nodes:type_name -> kelpie.v1.NodeView
-	39, // 49: kelpie.v1.JobView.monitor:type_name -> kelpie.v1.MonitorView
-	40, // 50: kelpie.v1.JobView.heatmap:type_name -> kelpie.v1.Heatmap
-	43, // 51: kelpie.v1.JobView.actions:type_name -> kelpie.v1.Action
-	42, // 52: kelpie.v1.JobView.charts:type_name -> kelpie.v1.Series
-	65, // 53: kelpie.v1.JobView.diverged:type_name -> kelpie.v1.Divergence
-	66, // 54: kelpie.v1.JobView.region_bytes:type_name -> kelpie.v1.RegionBytes
-	32, // 55: kelpie.v1.JobView.exchange:type_name -> kelpie.v1.ExchangeTopology
-	29, // 56: kelpie.v1.JobView.goodput:type_name -> kelpie.v1.Goodput
-	31, // 57: kelpie.v1.JobView.hung:type_name -> kelpie.v1.Hung
-	52, // 58: kelpie.v1.Goodput.phases:type_name -> kelpie.v1.Goodput.PhasesEntry
-	30, // 59: kelpie.v1.Goodput.eta_checks:type_name -> kelpie.v1.EtaCheck
-	63, // 60: kelpie.v1.EtaCheck.at:type_name -> google.protobuf.Timestamp
-	63, // 61: kelpie.v1.Hung.since:type_name -> google.protobuf.Timestamp
-	63, // 62: kelpie.v1.Hung.detected:type_name -> google.protobuf.Timestamp
-	33, // 63: kelpie.v1.ExchangeTopology.racks:type_name -> kelpie.v1.ExchangeRegion
-	34, // 64: kelpie.v1.ExchangeTopology.trees:type_name -> kelpie.v1.ExchangeTree
-	35, // 65: kelpie.v1.ExchangeTree.aggregations:type_name -> kelpie.v1.ExchangeAggregation
-	53, // 66: kelpie.v1.PolicyView.params:type_name -> kelpie.v1.PolicyView.ParamsEntry
-	63, // 67: kelpie.v1.NodeView.last_report:type_name -> google.protobuf.Timestamp
-	38, // 68: kelpie.v1.NodeView.cause:type_name -> kelpie.v1.NodeCause
-	67, // 69: kelpie.v1.NodeView.split:type_name -> kelpie.v1.TimeSplit
-	54, // 70: kelpie.v1.NodeView.phases:type_name -> kelpie.v1.NodeView.PhasesEntry
-	63, // 71: kelpie.v1.Heatmap.start:type_name -> google.protobuf.Timestamp
-	41, // 72: kelpie.v1.Heatmap.rows:type_name -> kelpie.v1.HeatmapRow
-	55, // 73: kelpie.v1.Action.batch_sizes:type_name -> kelpie.v1.Action.BatchSizesEntry
-	56, // 74: kelpie.v1.Action.accumulation:type_name -> kelpie.v1.Action.AccumulationEntry
-	57, // 75: kelpie.v1.Action.params:type_name -> kelpie.v1.Action.ParamsEntry
-	63, // 76: kelpie.v1.Action.created:type_name -> google.protobuf.Timestamp
-	63, // 77: kelpie.v1.Action.updated:type_name -> google.protobuf.Timestamp
-	49, // 78: kelpie.v1.Action.history:type_name -> kelpie.v1.ActionTransition
-	58, // 79: kelpie.v1.Action.evidence:type_name -> kelpie.v1.Action.EvidenceEntry
-	46, // 80: kelpie.v1.Action.adjust_lr:type_name -> kelpie.v1.AdjustLRArgs
-	47, // 81: kelpie.v1.Action.backup_workers:type_name -> kelpie.v1.BackupWorkersArgs
-	48, // 82: kelpie.v1.Action.set_sync:type_name -> kelpie.v1.SetSyncArgs
-	68, // 83: kelpie.v1.Action.realized:type_name -> kelpie.v1.Realized
-	44, // 84: kelpie.v1.Action.preview:type_name -> kelpie.v1.ActionPreview
-	45, // 85: kelpie.v1.Action.undo:type_name -> kelpie.v1.ActionUndo
-	59, // 86: kelpie.v1.ActionUndo.batch_sizes:type_name -> kelpie.v1.ActionUndo.BatchSizesEntry
-	60, // 87: kelpie.v1.ActionUndo.accumulation:type_name -> kelpie.v1.ActionUndo.AccumulationEntry
-	61, // 88: kelpie.v1.ActionUndo.lr_scale:type_name -> kelpie.v1.ActionUndo.LrScaleEntry
-	48, // 89: kelpie.v1.ActionUndo.sync:type_name -> kelpie.v1.SetSyncArgs
-	62, // 90: kelpie.v1.AdjustLRArgs.lr_scale:type_name -> kelpie.v1.AdjustLRArgs.LrScaleEntry
-	63, // 91: kelpie.v1.ActionTransition.at:type_name -> google.protobuf.Timestamp
-	63, // 92: kelpie.v1.Event.time:type_name -> google.protobuf.Timestamp
-	93, // [93:93] is the sub-list for method output_type
-	93, // [93:93] is the sub-list for method input_type
-	93, // [93:93] is the sub-list for extension type_name
-	93, // [93:93] is the sub-list for extension extendee
-	0,  // [0:93] is the sub-list for field type_name
+	9,  // 4: kelpie.v1.Command.submit_job:type_name -> kelpie.v1.SubmitJob
+	10, // 5: kelpie.v1.Command.kill_job:type_name -> kelpie.v1.KillJob
+	11, // 6: kelpie.v1.Command.approve:type_name -> kelpie.v1.DecideAction
+	11, // 7: kelpie.v1.Command.reject:type_name -> kelpie.v1.DecideAction
+	12, // 8: kelpie.v1.Command.trigger:type_name -> kelpie.v1.TriggerAction
+	13, // 9: kelpie.v1.Command.set_policy:type_name -> kelpie.v1.SetPolicy
+	8,  // 10: kelpie.v1.Command.history:type_name -> kelpie.v1.GetHistory
+	7,  // 11: kelpie.v1.Command.stacks:type_name -> kelpie.v1.GetStacks
+	6,  // 12: kelpie.v1.Command.probe:type_name -> kelpie.v1.GetProbe
+	47, // 13: kelpie.v1.TriggerAction.action:type_name -> kelpie.v1.Action
+	55, // 14: kelpie.v1.SetPolicy.params:type_name -> kelpie.v1.SetPolicy.ParamsEntry
+	67, // 15: kelpie.v1.ServerFrame.time:type_name -> google.protobuf.Timestamp
+	15, // 16: kelpie.v1.ServerFrame.welcome:type_name -> kelpie.v1.Welcome
+	18, // 17: kelpie.v1.ServerFrame.snapshot:type_name -> kelpie.v1.Snapshot
+	19, // 18: kelpie.v1.ServerFrame.delta:type_name -> kelpie.v1.Delta
+	27, // 19: kelpie.v1.ServerFrame.result:type_name -> kelpie.v1.CommandResult
+	16, // 20: kelpie.v1.Welcome.policies:type_name -> kelpie.v1.PolicyDecl
+	17, // 21: kelpie.v1.PolicyDecl.params:type_name -> kelpie.v1.PolicyParam
+	32, // 22: kelpie.v1.Snapshot.jobs:type_name -> kelpie.v1.JobView
+	54, // 23: kelpie.v1.Snapshot.events:type_name -> kelpie.v1.Event
+	32, // 24: kelpie.v1.Delta.jobs:type_name -> kelpie.v1.JobView
+	54, // 25: kelpie.v1.Delta.events:type_name -> kelpie.v1.Event
+	20, // 26: kelpie.v1.Delta.patches:type_name -> kelpie.v1.JobPatch
+	32, // 27: kelpie.v1.JobPatch.figures:type_name -> kelpie.v1.JobView
+	41, // 28: kelpie.v1.JobPatch.nodes:type_name -> kelpie.v1.NodeView
+	21, // 29: kelpie.v1.JobPatch.order:type_name -> kelpie.v1.NodeOrder
+	44, // 30: kelpie.v1.JobPatch.heatmap:type_name -> kelpie.v1.Heatmap
+	25, // 31: kelpie.v1.JobPatch.heatmap_tail:type_name -> kelpie.v1.HeatmapTail
+	46, // 32: kelpie.v1.JobPatch.charts:type_name -> kelpie.v1.Series
+	26, // 33: kelpie.v1.JobPatch.chart_tails:type_name -> kelpie.v1.SeriesTail
+	22, // 34: kelpie.v1.JobPatch.chart_names:type_name -> kelpie.v1.ChartNames
+	23, // 35: kelpie.v1.JobPatch.actions:type_name -> kelpie.v1.ActionList
+	24, // 36: kelpie.v1.JobPatch.policies:type_name -> kelpie.v1.PolicyList
+	47, // 37: kelpie.v1.ActionList.actions:type_name -> kelpie.v1.Action
+	40, // 38: kelpie.v1.PolicyList.policies:type_name -> kelpie.v1.PolicyView
+	67, // 39: kelpie.v1.HeatmapTail.start:type_name -> google.protobuf.Timestamp
+	68, // 40: kelpie.v1.CommandResult.frames:type_name -> kelpie.v1.TimelineFrame
+	47, // 41: kelpie.v1.CommandResult.actions:type_name -> kelpie.v1.Action
+	54, // 42: kelpie.v1.CommandResult.events:type_name -> kelpie.v1.Event
+	31, // 43: kelpie.v1.CommandResult.stacks:type_name -> kelpie.v1.NodeStacks
+	28, // 44: kelpie.v1.CommandResult.probe:type_name -> kelpie.v1.ProbeResult
+	29, // 45: kelpie.v1.ProbeResult.nodes:type_name -> kelpie.v1.ProbeNode
+	67, // 46: kelpie.v1.ProbeResult.time:type_name -> google.protobuf.Timestamp
+	30, // 47: kelpie.v1.ProbeNode.trips:type_name -> kelpie.v1.ProbeServerTrip
+	67, // 48: kelpie.v1.NodeStacks.time:type_name -> google.protobuf.Timestamp
+	67, // 49: kelpie.v1.JobView.submitted:type_name -> google.protobuf.Timestamp
+	67, // 50: kelpie.v1.JobView.started:type_name -> google.protobuf.Timestamp
+	67, // 51: kelpie.v1.JobView.ended:type_name -> google.protobuf.Timestamp
+	40, // 52: kelpie.v1.JobView.policies:type_name -> kelpie.v1.PolicyView
+	41, // 53: kelpie.v1.JobView.nodes:type_name -> kelpie.v1.NodeView
+	43, // 54: kelpie.v1.JobView.monitor:type_name -> kelpie.v1.MonitorView
+	44, // 55: kelpie.v1.JobView.heatmap:type_name -> kelpie.v1.Heatmap
+	47, // 56: kelpie.v1.JobView.actions:type_name -> kelpie.v1.Action
+	46, // 57: kelpie.v1.JobView.charts:type_name -> kelpie.v1.Series
+	69, // 58: kelpie.v1.JobView.diverged:type_name -> kelpie.v1.Divergence
+	70, // 59: kelpie.v1.JobView.region_bytes:type_name -> kelpie.v1.RegionBytes
+	36, // 60: kelpie.v1.JobView.exchange:type_name -> kelpie.v1.ExchangeTopology
+	33, // 61: kelpie.v1.JobView.goodput:type_name -> kelpie.v1.Goodput
+	35, // 62: kelpie.v1.JobView.hung:type_name -> kelpie.v1.Hung
+	56, // 63: kelpie.v1.Goodput.phases:type_name -> kelpie.v1.Goodput.PhasesEntry
+	34, // 64: kelpie.v1.Goodput.eta_checks:type_name -> kelpie.v1.EtaCheck
+	67, // 65: kelpie.v1.EtaCheck.at:type_name -> google.protobuf.Timestamp
+	67, // 66: kelpie.v1.Hung.since:type_name -> google.protobuf.Timestamp
+	67, // 67: kelpie.v1.Hung.detected:type_name -> google.protobuf.Timestamp
+	37, // 68: kelpie.v1.ExchangeTopology.racks:type_name -> kelpie.v1.ExchangeRegion
+	38, // 69: kelpie.v1.ExchangeTopology.trees:type_name -> kelpie.v1.ExchangeTree
+	39, // 70: kelpie.v1.ExchangeTree.aggregations:type_name -> kelpie.v1.ExchangeAggregation
+	57, // 71: kelpie.v1.PolicyView.params:type_name -> kelpie.v1.PolicyView.ParamsEntry
+	67, // 72: kelpie.v1.NodeView.last_report:type_name -> google.protobuf.Timestamp
+	42, // 73: kelpie.v1.NodeView.cause:type_name -> kelpie.v1.NodeCause
+	71, // 74: kelpie.v1.NodeView.split:type_name -> kelpie.v1.TimeSplit
+	58, // 75: kelpie.v1.NodeView.phases:type_name -> kelpie.v1.NodeView.PhasesEntry
+	67, // 76: kelpie.v1.Heatmap.start:type_name -> google.protobuf.Timestamp
+	45, // 77: kelpie.v1.Heatmap.rows:type_name -> kelpie.v1.HeatmapRow
+	59, // 78: kelpie.v1.Action.batch_sizes:type_name -> kelpie.v1.Action.BatchSizesEntry
+	60, // 79: kelpie.v1.Action.accumulation:type_name -> kelpie.v1.Action.AccumulationEntry
+	61, // 80: kelpie.v1.Action.params:type_name -> kelpie.v1.Action.ParamsEntry
+	67, // 81: kelpie.v1.Action.created:type_name -> google.protobuf.Timestamp
+	67, // 82: kelpie.v1.Action.updated:type_name -> google.protobuf.Timestamp
+	53, // 83: kelpie.v1.Action.history:type_name -> kelpie.v1.ActionTransition
+	62, // 84: kelpie.v1.Action.evidence:type_name -> kelpie.v1.Action.EvidenceEntry
+	50, // 85: kelpie.v1.Action.adjust_lr:type_name -> kelpie.v1.AdjustLRArgs
+	51, // 86: kelpie.v1.Action.backup_workers:type_name -> kelpie.v1.BackupWorkersArgs
+	52, // 87: kelpie.v1.Action.set_sync:type_name -> kelpie.v1.SetSyncArgs
+	72, // 88: kelpie.v1.Action.realized:type_name -> kelpie.v1.Realized
+	48, // 89: kelpie.v1.Action.preview:type_name -> kelpie.v1.ActionPreview
+	49, // 90: kelpie.v1.Action.undo:type_name -> kelpie.v1.ActionUndo
+	67, // 91: kelpie.v1.ActionPreview.at:type_name -> google.protobuf.Timestamp
+	63, // 92: kelpie.v1.ActionUndo.batch_sizes:type_name -> kelpie.v1.ActionUndo.BatchSizesEntry
+	64, // 93: kelpie.v1.ActionUndo.accumulation:type_name -> kelpie.v1.ActionUndo.AccumulationEntry
+	65, // 94: kelpie.v1.ActionUndo.lr_scale:type_name -> kelpie.v1.ActionUndo.LrScaleEntry
+	52, // 95: kelpie.v1.ActionUndo.sync:type_name -> kelpie.v1.SetSyncArgs
+	66, // 96: kelpie.v1.AdjustLRArgs.lr_scale:type_name -> kelpie.v1.AdjustLRArgs.LrScaleEntry
+	67, // 97: kelpie.v1.ActionTransition.at:type_name -> google.protobuf.Timestamp
+	67, // 98: kelpie.v1.Event.time:type_name -> google.protobuf.Timestamp
+	99, // [99:99] is the sub-list for method output_type
+	99, // [99:99] is the sub-list for method input_type
+	99, // [99:99] is the sub-list for extension type_name
+	99, // [99:99] is the sub-list for extension extendee
+	0,  // [0:99] is the sub-list for field type_name
 }
 
 func init() { file_console_proto_init() }
@@ -5255,17 +5676,18 @@ func file_console_proto_init() {
 		(*Command_SetPolicy)(nil),
 		(*Command_History)(nil),
 		(*Command_Stacks)(nil),
+		(*Command_Probe)(nil),
 	}
-	file_console_proto_msgTypes[12].OneofWrappers = []any{
+	file_console_proto_msgTypes[13].OneofWrappers = []any{
 		(*ServerFrame_Welcome)(nil),
 		(*ServerFrame_Snapshot)(nil),
 		(*ServerFrame_Delta)(nil),
 		(*ServerFrame_Result)(nil),
 	}
-	file_console_proto_msgTypes[18].OneofWrappers = []any{}
-	file_console_proto_msgTypes[28].OneofWrappers = []any{}
-	file_console_proto_msgTypes[29].OneofWrappers = []any{}
-	file_console_proto_msgTypes[42].OneofWrappers = []any{
+	file_console_proto_msgTypes[19].OneofWrappers = []any{}
+	file_console_proto_msgTypes[32].OneofWrappers = []any{}
+	file_console_proto_msgTypes[33].OneofWrappers = []any{}
+	file_console_proto_msgTypes[46].OneofWrappers = []any{
 		(*Action_AdjustLr)(nil),
 		(*Action_BackupWorkers)(nil),
 		(*Action_SetSync)(nil),
@@ -5276,7 +5698,7 @@ func file_console_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_console_proto_rawDesc), len(file_console_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   62,
+			NumMessages:   66,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

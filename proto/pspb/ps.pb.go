@@ -1104,6 +1104,60 @@ func (*ShutdownResponse) Descriptor() ([]byte, []int) {
 	return file_ps_proto_rawDescGZIP(), []int{12}
 }
 
+// ProbeEcho is a probe's round trip: data goes there and back (at most
+// 1 MiB); server_seconds is the server's own share of it in the answer.
+type ProbeEcho struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	ServerSeconds float64                `protobuf:"fixed64,2,opt,name=server_seconds,json=serverSeconds,proto3" json:"server_seconds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProbeEcho) Reset() {
+	*x = ProbeEcho{}
+	mi := &file_ps_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProbeEcho) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProbeEcho) ProtoMessage() {}
+
+func (x *ProbeEcho) ProtoReflect() protoreflect.Message {
+	mi := &file_ps_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProbeEcho.ProtoReflect.Descriptor instead.
+func (*ProbeEcho) Descriptor() ([]byte, []int) {
+	return file_ps_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ProbeEcho) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *ProbeEcho) GetServerSeconds() float64 {
+	if x != nil {
+		return x.ServerSeconds
+	}
+	return 0
+}
+
 var File_ps_proto protoreflect.FileDescriptor
 
 const file_ps_proto_rawDesc = "" +
@@ -1194,14 +1248,17 @@ const file_ps_proto_rawDesc = "" +
 	"\breleased\x18\x01 \x01(\x03R\breleased\")\n" +
 	"\x0fShutdownRequest\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x12\n" +
-	"\x10ShutdownResponse*_\n" +
+	"\x10ShutdownResponse\"F\n" +
+	"\tProbeEcho\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\x12%\n" +
+	"\x0eserver_seconds\x18\x02 \x01(\x01R\rserverSeconds*_\n" +
 	"\x02Op\x12\x12\n" +
 	"\x0eOP_UNSPECIFIED\x10\x00\x12\v\n" +
 	"\aOP_PUSH\x10\x01\x12\v\n" +
 	"\aOP_PULL\x10\x02\x12\x10\n" +
 	"\fOP_PUSH_PULL\x10\x03\x12\f\n" +
 	"\bOP_LEAVE\x10\x04\x12\v\n" +
-	"\aOP_JOIN\x10\x052\xba\x04\n" +
+	"\aOP_JOIN\x10\x052\xef\x04\n" +
 	"\x0fParameterServer\x12;\n" +
 	"\bExchange\x12\x14.kelpie.v1.PSRequest\x1a\x15.kelpie.v1.PSResponse(\x010\x01\x123\n" +
 	"\x04Push\x12\x14.kelpie.v1.PSRequest\x1a\x15.kelpie.v1.PSResponse\x123\n" +
@@ -1212,7 +1269,8 @@ const file_ps_proto_rawDesc = "" +
 	"Checkpoint\x12\x17.kelpie.v1.StatsRequest\x1a\x16.kelpie.v1.ServerStats\x12>\n" +
 	"\aSetSync\x12\x17.kelpie.v1.SyncSettings\x1a\x1a.kelpie.v1.SetSyncResponse\x12@\n" +
 	"\aMigrate\x12\x19.kelpie.v1.MigrateRequest\x1a\x1a.kelpie.v1.MigrateResponse\x12C\n" +
-	"\bShutdown\x12\x1a.kelpie.v1.ShutdownRequest\x1a\x1b.kelpie.v1.ShutdownResponseB%Z#github.com/kelpie/kelpie/proto/pspbb\x06proto3"
+	"\bShutdown\x12\x1a.kelpie.v1.ShutdownRequest\x1a\x1b.kelpie.v1.ShutdownResponse\x123\n" +
+	"\x05Probe\x12\x14.kelpie.v1.ProbeEcho\x1a\x14.kelpie.v1.ProbeEchoB%Z#github.com/kelpie/kelpie/proto/pspbb\x06proto3"
 
 var (
 	file_ps_proto_rawDescOnce sync.Once
@@ -1227,7 +1285,7 @@ func file_ps_proto_rawDescGZIP() []byte {
 }
 
 var file_ps_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_ps_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_ps_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_ps_proto_goTypes = []any{
 	(Op)(0),                          // 0: kelpie.v1.Op
 	(*PSRequest)(nil),                // 1: kelpie.v1.PSRequest
@@ -1243,11 +1301,12 @@ var file_ps_proto_goTypes = []any{
 	(*SetSyncResponse)(nil),          // 11: kelpie.v1.SetSyncResponse
 	(*ShutdownRequest)(nil),          // 12: kelpie.v1.ShutdownRequest
 	(*ShutdownResponse)(nil),         // 13: kelpie.v1.ShutdownResponse
-	(*coordinatorpb.Assignment)(nil), // 14: kelpie.v1.Assignment
+	(*ProbeEcho)(nil),                // 14: kelpie.v1.ProbeEcho
+	(*coordinatorpb.Assignment)(nil), // 15: kelpie.v1.Assignment
 }
 var file_ps_proto_depIdxs = []int32{
 	0,  // 0: kelpie.v1.PSRequest.op:type_name -> kelpie.v1.Op
-	14, // 1: kelpie.v1.RetableRequest.assignment:type_name -> kelpie.v1.Assignment
+	15, // 1: kelpie.v1.RetableRequest.assignment:type_name -> kelpie.v1.Assignment
 	7,  // 2: kelpie.v1.ServerSnapshot.blocks:type_name -> kelpie.v1.MigrateRequest
 	1,  // 3: kelpie.v1.ParameterServer.Exchange:input_type -> kelpie.v1.PSRequest
 	1,  // 4: kelpie.v1.ParameterServer.Push:input_type -> kelpie.v1.PSRequest
@@ -1258,17 +1317,19 @@ var file_ps_proto_depIdxs = []int32{
 	10, // 9: kelpie.v1.ParameterServer.SetSync:input_type -> kelpie.v1.SyncSettings
 	7,  // 10: kelpie.v1.ParameterServer.Migrate:input_type -> kelpie.v1.MigrateRequest
 	12, // 11: kelpie.v1.ParameterServer.Shutdown:input_type -> kelpie.v1.ShutdownRequest
-	2,  // 12: kelpie.v1.ParameterServer.Exchange:output_type -> kelpie.v1.PSResponse
-	2,  // 13: kelpie.v1.ParameterServer.Push:output_type -> kelpie.v1.PSResponse
-	2,  // 14: kelpie.v1.ParameterServer.Pull:output_type -> kelpie.v1.PSResponse
-	4,  // 15: kelpie.v1.ParameterServer.Stats:output_type -> kelpie.v1.ServerStats
-	6,  // 16: kelpie.v1.ParameterServer.Retable:output_type -> kelpie.v1.RetableResponse
-	4,  // 17: kelpie.v1.ParameterServer.Checkpoint:output_type -> kelpie.v1.ServerStats
-	11, // 18: kelpie.v1.ParameterServer.SetSync:output_type -> kelpie.v1.SetSyncResponse
-	8,  // 19: kelpie.v1.ParameterServer.Migrate:output_type -> kelpie.v1.MigrateResponse
-	13, // 20: kelpie.v1.ParameterServer.Shutdown:output_type -> kelpie.v1.ShutdownResponse
-	12, // [12:21] is the sub-list for method output_type
-	3,  // [3:12] is the sub-list for method input_type
+	14, // 12: kelpie.v1.ParameterServer.Probe:input_type -> kelpie.v1.ProbeEcho
+	2,  // 13: kelpie.v1.ParameterServer.Exchange:output_type -> kelpie.v1.PSResponse
+	2,  // 14: kelpie.v1.ParameterServer.Push:output_type -> kelpie.v1.PSResponse
+	2,  // 15: kelpie.v1.ParameterServer.Pull:output_type -> kelpie.v1.PSResponse
+	4,  // 16: kelpie.v1.ParameterServer.Stats:output_type -> kelpie.v1.ServerStats
+	6,  // 17: kelpie.v1.ParameterServer.Retable:output_type -> kelpie.v1.RetableResponse
+	4,  // 18: kelpie.v1.ParameterServer.Checkpoint:output_type -> kelpie.v1.ServerStats
+	11, // 19: kelpie.v1.ParameterServer.SetSync:output_type -> kelpie.v1.SetSyncResponse
+	8,  // 20: kelpie.v1.ParameterServer.Migrate:output_type -> kelpie.v1.MigrateResponse
+	13, // 21: kelpie.v1.ParameterServer.Shutdown:output_type -> kelpie.v1.ShutdownResponse
+	14, // 22: kelpie.v1.ParameterServer.Probe:output_type -> kelpie.v1.ProbeEcho
+	13, // [13:23] is the sub-list for method output_type
+	3,  // [3:13] is the sub-list for method input_type
 	3,  // [3:3] is the sub-list for extension type_name
 	3,  // [3:3] is the sub-list for extension extendee
 	0,  // [0:3] is the sub-list for field type_name
@@ -1285,7 +1346,7 @@ func file_ps_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ps_proto_rawDesc), len(file_ps_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -36,6 +36,7 @@ const (
 	ParameterServer_SetSync_FullMethodName    = "/kelpie.v1.ParameterServer/SetSync"
 	ParameterServer_Migrate_FullMethodName    = "/kelpie.v1.ParameterServer/Migrate"
 	ParameterServer_Shutdown_FullMethodName   = "/kelpie.v1.ParameterServer/Shutdown"
+	ParameterServer_Probe_FullMethodName      = "/kelpie.v1.ParameterServer/Probe"
 )
 
 // ParameterServerClient is the client API for ParameterServer service.
@@ -59,6 +60,10 @@ type ParameterServerClient interface {
 	// Migrate hands a block over (server to server).
 	Migrate(ctx context.Context, in *MigrateRequest, opts ...grpc.CallOption) (*MigrateResponse, error)
 	Shutdown(ctx context.Context, in *ShutdownRequest, opts ...grpc.CallOption) (*ShutdownResponse, error)
+	// Probe echoes its data (kelpie job probe: a worker's round trip to
+	// this server), after taking the server's lock as a request does, and
+	// says how long the server itself held it. Workers of the job only.
+	Probe(ctx context.Context, in *ProbeEcho, opts ...grpc.CallOption) (*ProbeEcho, error)
 }
 
 type parameterServerClient struct {
@@ -162,6 +167,16 @@ func (c *parameterServerClient) Shutdown(ctx context.Context, in *ShutdownReques
 	return out, nil
 }
 
+func (c *parameterServerClient) Probe(ctx context.Context, in *ProbeEcho, opts ...grpc.CallOption) (*ProbeEcho, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ProbeEcho)
+	err := c.cc.Invoke(ctx, ParameterServer_Probe_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ParameterServerServer is the server API for ParameterServer service.
 // All implementations must embed UnimplementedParameterServerServer
 // for forward compatibility.
@@ -183,6 +198,10 @@ type ParameterServerServer interface {
 	// Migrate hands a block over (server to server).
 	Migrate(context.Context, *MigrateRequest) (*MigrateResponse, error)
 	Shutdown(context.Context, *ShutdownRequest) (*ShutdownResponse, error)
+	// Probe echoes its data (kelpie job probe: a worker's round trip to
+	// this server), after taking the server's lock as a request does, and
+	// says how long the server itself held it. Workers of the job only.
+	Probe(context.Context, *ProbeEcho) (*ProbeEcho, error)
 	mustEmbedUnimplementedParameterServerServer()
 }
 
@@ -219,6 +238,9 @@ func (UnimplementedParameterServerServer) Migrate(context.Context, *MigrateReque
 }
 func (UnimplementedParameterServerServer) Shutdown(context.Context, *ShutdownRequest) (*ShutdownResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Shutdown not implemented")
+}
+func (UnimplementedParameterServerServer) Probe(context.Context, *ProbeEcho) (*ProbeEcho, error) {
+	return nil, status.Error(codes.Unimplemented, "method Probe not implemented")
 }
 func (UnimplementedParameterServerServer) mustEmbedUnimplementedParameterServerServer() {}
 func (UnimplementedParameterServerServer) testEmbeddedByValue()                         {}
@@ -392,6 +414,24 @@ func _ParameterServer_Shutdown_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ParameterServer_Probe_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ProbeEcho)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ParameterServerServer).Probe(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ParameterServer_Probe_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ParameterServerServer).Probe(ctx, req.(*ProbeEcho))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ParameterServer_ServiceDesc is the grpc.ServiceDesc for ParameterServer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -430,6 +470,10 @@ var ParameterServer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Shutdown",
 			Handler:    _ParameterServer_Shutdown_Handler,
+		},
+		{
+			MethodName: "Probe",
+			Handler:    _ParameterServer_Probe_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -20,9 +20,10 @@ import (
 // pipes carrying size-delimited protobuf messages (RoleMessage out,
 // RoleCommand in).
 type AgentChannel struct {
-	mu  sync.Mutex
-	out io.Writer
-	in  *bufio.Reader
+	mu     sync.Mutex
+	out    io.Writer
+	in     *bufio.Reader
+	prober *prober // answers probes once the role runs (probe.go)
 }
 
 // NewAgentChannel wraps the two pipe ends.
@@ -60,6 +61,10 @@ func (c *AgentChannel) actions(ctx context.Context, log *slog.Logger, take func(
 		}
 		if s := m.GetStacks(); s != nil {
 			go c.sendStacks(s) // kelpie job stacks (stacks.go)
+			continue
+		}
+		if p := m.GetProbe(); p != nil {
+			go c.sendProbe(p) // kelpie job probe (probe.go)
 			continue
 		}
 		if a := m.GetAction(); a != nil && !take(a) {

@@ -285,6 +285,9 @@ func RunServer(ctx context.Context, o Options) error {
 		return err
 	}
 	ps.SetStart(start)
+	if o.Agent != nil {
+		o.Agent.setProber(&prober{sched: straggler.ForNode(job.Injections(s), o.Node), start: start})
+	}
 	stopContention, err := contention(o, straggler.ForNode(job.Injections(s), o.Node), start, log)
 	if err != nil {
 		gs.Stop()
@@ -503,6 +506,11 @@ func RunWorker(ctx context.Context, o Options) error {
 		// A torch model's Python child ends with the worker.
 		defer c.Close()
 	}
+	if tm, ok := m.(*torch.Model); ok {
+		// kelpie job stacks shows the child's Python frames too.
+		SetExtraStacks(tm.Stacks)
+		defer SetExtraStacks(nil)
+	}
 	plan := job.NewPlan(s, train.Len())
 	for _, sp := range reg.resp.Splits {
 		local := make([]int, len(sp.Local))
@@ -527,6 +535,7 @@ func RunWorker(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	o.Agent.setProber(&prober{sched: sched, start: start, dial: probeDialOptions()})
 	var also []int
 	if tm, ok := m.(*torch.Model); ok {
 		also = append(also, tm.Pid()) // its compute is the worker's

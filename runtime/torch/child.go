@@ -93,6 +93,7 @@ type child struct {
 	out    *bufio.Reader
 	outF   *os.File // the child's fd 4: replies
 	tail   *tailWriter
+	stacks *os.File // where the child dumps its frames on SIGUSR1 (serve mode; stacks.go)
 	waited chan struct{}
 	mu     sync.Mutex
 	line   []byte // the request being written, on mu
@@ -138,12 +139,24 @@ func start(o startOptions) (*child, *hello, error) {
 	cmd.Stdout = io.MultiWriter(stderr, tail)
 	cmd.Stderr = io.MultiWriter(stderr, tail)
 	cmd.ExtraFiles = []*os.File{inR, outW} // fds 3 and 4
+	var stacks *os.File
+	if o.Mode == "serve" {
+		if stacks, err = stacksFile(); err == nil {
+			cmd.ExtraFiles = append(cmd.ExtraFiles, stacks) // fd 5
+			cmd.Env = append(cmd.Env, stacksFDEnv+"=5")
+		} else {
+			fmt.Fprintf(stderr, "torch: no stacks file for the child (kelpie job stacks will not show its frames): %v\n", err)
+		}
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		inR.Close()
 		inW.Close()
 		outR.Close()
 		outW.Close()
+		if stacks != nil {
+			stacks.Close()
+		}
 		return nil, nil, fmt.Errorf("torch: start %s: %v (install Debian's python3, python3-torch and python3-numpy, or set %s)", Python(), err, PythonEnv)
 	}
 	inR.Close()
@@ -153,7 +166,7 @@ func start(o startOptions) (*child, *hello, error) {
 	// it, where the poller would wake its own thread first (one more
 	// wake-up per step, milliseconds on a loaded machine). Fd puts the
 	// descriptor in blocking mode.
-	c := &child{script: o.Script, cmd: cmd, in: inW, outF: outR, out: bufio.NewReader(blockingReader(outR.Fd())), tail: tail, waited: make(chan struct{})}
+	c := &child{script: o.Script, cmd: cmd, in: inW, outF: outR, out: bufio.NewReader(blockingReader(outR.Fd())), tail: tail, stacks: stacks, waited: make(chan struct{})}
 	go func() { cmd.Wait(); close(c.waited) }()
 	return c.greeted()
 }
@@ -287,6 +300,9 @@ func (c *child) Close() error {
 	c.outF.Close()
 	if c.forked != 0 {
 		unix.Close(c.pidfd)
+	}
+	if c.stacks != nil {
+		c.stacks.Close()
 	}
 	return nil
 }

@@ -56,6 +56,14 @@ func zygoteName(o startOptions) string {
 	return fmt.Sprintf("kelpie-torch/%d/%x", o.Owner, h.Sum64())
 }
 
+// stderrOf is where a child's output goes.
+func stderrOf(o startOptions) io.Writer {
+	if o.Stderr == nil {
+		return os.Stderr
+	}
+	return o.Stderr
+}
+
 // errNoZygote says that no zygote answers on the name.
 var errNoZygote = errors.New("no zygote")
 
@@ -94,16 +102,12 @@ func startZygote(name string, o startOptions) error {
 		readyW.Close()
 		return errWarm{err}
 	}
-	stderr := o.Stderr
-	if stderr == nil {
-		stderr = os.Stderr
-	}
 	tail := &tailWriter{max: 8 << 10}
 	args := []string{"-u", "-c", childSource, "zygote", o.Script, strconv.FormatInt(o.Seed, 10), strconv.Itoa(max(o.Threads, 1)),
 		name, strconv.Itoa(o.Owner)}
 	cmd := exec.Command(Python(), args...)
 	cmd.Env = childEnv(max(o.Threads, 1))
-	cmd.Stdout = io.MultiWriter(stderr, tail)
+	cmd.Stdout = io.MultiWriter(stderrOf(o), tail)
 	cmd.Stderr = cmd.Stdout
 	cmd.ExtraFiles = []*os.File{null, readyW} // fds 3 and 4
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -155,8 +159,14 @@ func forkFrom(name string, o startOptions) (*child, *hello, error) {
 	// pipes: 0,1 requests (child reads 0); 2,3 replies (child writes 3);
 	// 4,5 output (child writes 5).
 	inR, inW, outR, outW, logR, logW := pipes[0], pipes[1], pipes[2], pipes[3], pipes[4], pipes[5]
-	rights := unix.UnixRights(int(inR.Fd()), int(outW.Fd()), int(logW.Fd()))
-	_, _, err = conn.WriteMsgUnix([]byte("{}"), rights, nil)
+	fds := []int{int(inR.Fd()), int(outW.Fd()), int(logW.Fd())}
+	stacks, err := stacksFile()
+	if err == nil {
+		fds = append(fds, int(stacks.Fd())) // the fork's fd 5
+	} else {
+		fmt.Fprintf(stderrOf(o), "torch: no stacks file for the child (kelpie job stacks will not show its frames): %v\n", err)
+	}
+	_, _, err = conn.WriteMsgUnix([]byte("{}"), unix.UnixRights(fds...), nil)
 	inR.Close()
 	outW.Close()
 	logW.Close()
@@ -164,6 +174,9 @@ func forkFrom(name string, o startOptions) (*child, *hello, error) {
 		inW.Close()
 		outR.Close()
 		logR.Close()
+		if stacks != nil {
+			stacks.Close()
+		}
 		return nil, nil, errWarm{err}
 	}
 	var ans struct {
@@ -173,22 +186,23 @@ func forkFrom(name string, o startOptions) (*child, *hello, error) {
 	if err == nil {
 		err = json.Unmarshal(line, &ans)
 	}
-	if err != nil || ans.Pid <= 0 {
+	closeOurs := func() {
 		inW.Close()
 		outR.Close()
+		if stacks != nil {
+			stacks.Close()
+		}
+	}
+	if err != nil || ans.Pid <= 0 {
+		closeOurs()
 		logR.Close()
 		return nil, nil, errWarm{fmt.Errorf("the zygote %s did not fork a child: %v", name, err)}
 	}
-	stderr := o.Stderr
-	if stderr == nil {
-		stderr = os.Stderr
-	}
 	tail := &tailWriter{max: 8 << 10}
-	go func() { _, _ = io.Copy(io.MultiWriter(stderr, tail), logR); logR.Close() }()
+	go func() { _, _ = io.Copy(io.MultiWriter(stderrOf(o), tail), logR); logR.Close() }()
 	pidfd, err := unix.PidfdOpen(ans.Pid, 0)
 	if err != nil {
-		inW.Close()
-		outR.Close()
+		closeOurs()
 		return nil, nil, errWarm{fmt.Errorf("pidfd of child %d: %v", ans.Pid, err)}
 	}
 	// Where the kernel restricts ptrace to descendants (Yama), the child
@@ -196,7 +210,7 @@ func forkFrom(name string, o startOptions) (*child, *hello, error) {
 	// the worker names it its ptracer: it is the zygote's child, not ours.
 	_ = unix.Prctl(unix.PR_SET_PTRACER, uintptr(ans.Pid), 0, 0, 0)
 	c := &child{script: o.Script, forked: ans.Pid, pidfd: pidfd, in: inW, outF: outR,
-		out: bufio.NewReader(blockingReader(outR.Fd())), tail: tail, waited: make(chan struct{})}
+		out: bufio.NewReader(blockingReader(outR.Fd())), tail: tail, stacks: stacks, waited: make(chan struct{})}
 	go func() {
 		fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
 		for {

@@ -27,7 +27,7 @@ type command struct {
 func describe(c *consolepb.Command) (command, error) {
 	if c == nil || c.GetKind() == nil {
 		return command{kind: "unknown"}, errorf(codes.InvalidArgument,
-			"console: command has no kind (submit_job, kill_job, approve, reject, trigger, set_policy, history or stacks)")
+			"console: command has no kind (submit_job, kill_job, approve, reject, trigger, set_policy, history, stacks or probe)")
 	}
 	var d command
 	var missing []string
@@ -79,6 +79,16 @@ func describe(c *consolepb.Command) (command, error) {
 		need("job", s.GetJob())
 		if s.GetTimeoutS() < 0 {
 			return d, errorf(codes.InvalidArgument, "console: stacks: timeout_s %g must not be negative", s.GetTimeoutS())
+		}
+	case *consolepb.Command_Probe:
+		// An operator action: it makes every role of the job run a
+		// compute kernel and round trips to the servers.
+		p := k.Probe
+		d = command{kind: "probe", verb: "probe nodes", job: p.GetJob(), detail: fmt.Sprintf("node=%s timeout_s=%g", p.GetNode(), p.GetTimeoutS())}
+		need("job", p.GetJob())
+		need("node", p.GetNode())
+		if p.GetTimeoutS() < 0 {
+			return d, errorf(codes.InvalidArgument, "console: probe: timeout_s %g must not be negative", p.GetTimeoutS())
 		}
 	default:
 		return command{kind: "unknown"}, errorf(codes.InvalidArgument, "console: unknown command kind %T", k)

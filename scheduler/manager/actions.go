@@ -534,6 +534,13 @@ func actionRecord(a *consolepb.Action) store.ActionRecord {
 	if a.Realized != nil {
 		rec.Realized, _ = protojson.Marshal(a.Realized) // a proto message with finite and NaN numbers: never fails
 	}
+	if a.Undo != nil {
+		// What a rollback restores: an applied reversible action stays
+		// undoable across a scheduler restart.
+		if b, err := protojson.Marshal(a.Undo); err == nil {
+			params["undo"] = string(b)
+		}
+	}
 	return rec
 }
 
@@ -547,6 +554,12 @@ func actionFrom(job string, r store.ActionRecord) *consolepb.Action {
 		a.Realized = &timelinepb.Realized{}
 		if protojson.Unmarshal(r.Realized, a.Realized) != nil {
 			a.Realized = nil
+		}
+	}
+	if u := r.Params["undo"]; u != "" {
+		a.Undo = &consolepb.ActionUndo{}
+		if protojson.Unmarshal([]byte(u), a.Undo) != nil {
+			a.Undo = nil
 		}
 	}
 	for k, v := range r.Params {

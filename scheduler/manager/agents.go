@@ -161,6 +161,10 @@ func (s *AgentService) Connect(stream agentpb.Agent_ConnectServer) error {
 			m.stacksReply(n.name, s) // kelpie job stacks (stacks.go)
 			continue
 		}
+		if p := msg.GetProbe(); p != nil {
+			m.probeReply(n.name, p) // kelpie job probe (probe.go)
+			continue
+		}
 		if hb := msg.GetHeartbeat(); hb != nil {
 			// A heartbeat may write the node's state to the store: taken
 			// in here, so that the job's reports never queue behind a

@@ -156,6 +156,8 @@ type Manager struct {
 	coord *coordinator.Coordinator
 	// stackWaits routes the agents' stacks to their collections (stacks.go).
 	stackWaits stackWaits
+	// probeWaits routes the agents' probe answers to their probes (probe.go).
+	probeWaits probeWaits
 
 	// mu guards the manager's own state: the job table and EPS's queue
 	// and plan. A job's state has its job's lock (jobState.mu); the lock
@@ -164,6 +166,9 @@ type Manager struct {
 	jobs   map[string]*jobState
 	eps    *epsState
 	pruned time.Time // when timelines past their retention were last deleted (loop only)
+	// previewed is when the previews of the actions waiting for approval
+	// were last computed again (loop only; preview.go).
+	previewed time.Time
 	// evMu guards the event log; it is taken last, under any other lock.
 	evMu   sync.Mutex
 	events []*consolepb.Event
@@ -604,6 +609,10 @@ func (m *Manager) tick() {
 	if now := m.now(); now.Sub(m.pruned) >= time.Minute {
 		m.pruned = now
 		m.pruneHistories(now)
+	}
+	if now := m.now(); now.Sub(m.previewed) >= PreviewRefresh {
+		m.previewed = now
+		m.refreshWaiting()
 	}
 }
 

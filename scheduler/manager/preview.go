@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 	"runtime"
+	"time"
 
 	"github.com/kelpie/kelpie/proto/agentpb"
 	"github.com/kelpie/kelpie/proto/consolepb"
@@ -14,6 +15,32 @@ import (
 // of a job would start now implements (scheduler/kube.Launcher).
 type clusterCapacity interface {
 	Capacity(ctx context.Context, job string) preview.Cluster
+}
+
+// PreviewRefresh is how often the preview of an action waiting for
+// approval is computed again: what it says (Pending Pods, quota, the
+// machine's capacity, the shards a restart would send back) changes while
+// it waits.
+const PreviewRefresh = 5 * time.Second
+
+// refreshWaiting computes again, each on a goroutine of its own, the
+// preview of every action of a live job that waits for approval.
+func (m *Manager) refreshWaiting() {
+	for _, j := range m.jobList() {
+		var waiting []*consolepb.Action
+		j.mu.RLock()
+		if !j.over() {
+			for _, a := range j.actions {
+				if a.State == ActProposed {
+					waiting = append(waiting, a)
+				}
+			}
+		}
+		j.mu.RUnlock()
+		for _, a := range waiting {
+			m.spawn(func() { m.refreshPreview(j, a) })
+		}
+	}
 }
 
 // refreshPreview fills a's preview (scheduler/preview): whether what it
@@ -56,6 +83,7 @@ func (m *Manager) refreshPreview(j *jobState, a *consolepb.Action) {
 			}
 		}
 		a.Preview = preview.Of(in)
+		a.Preview.At = ts(now)
 		j.invalidateViews()
 	})
 }

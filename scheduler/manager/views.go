@@ -291,6 +291,10 @@ func (m *Manager) Execute(ctx context.Context, who consoleapi.Principal, cmd *co
 		s := k.Stacks
 		res.Job = s.GetJob()
 		res.Stacks, err = m.Stacks(ctx, s.GetJob(), time.Duration(s.GetTimeoutS()*float64(time.Second)), s.GetSaved(), who.Name)
+	case *consolepb.Command_Probe:
+		p := k.Probe
+		res.Job = p.GetJob()
+		res.Probe, err = m.Probe(ctx, p.GetJob(), p.GetNode(), time.Duration(p.GetTimeoutS()*float64(time.Second)), who.Name)
 	default:
 		err = status.Errorf(codes.InvalidArgument, "unknown command %T", k)
 	}

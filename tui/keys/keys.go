@@ -60,6 +60,20 @@ type Job struct {
 	// StepBack and StepForward scrub the replay a bucket at a time.
 	StepBack    key.Binding `key:"step_back"`
 	StepForward key.Binding `key:"step_forward"`
+	// Stacks collects every role's stacks (kelpie job stacks), SavedStacks
+	// shows the last collection saved with the job's history, Probe probes
+	// the selected node (kelpie job probe): each opens the triage view.
+	Stacks      key.Binding `key:"stacks"`
+	SavedStacks key.Binding `key:"saved_stacks"`
+	Probe       key.Binding `key:"probe"`
+}
+
+// Triage is the stacks and probe view: n/N move between the nodes'
+// blocks, R restarts the node at the top.
+type Triage struct {
+	NextNode key.Binding `key:"next_node"`
+	PrevNode key.Binding `key:"prev_node"`
+	Restart  key.Binding `key:"restart"`
 }
 
 // Actions is the pending queue and the manual triggers.
@@ -101,6 +115,7 @@ type Map struct {
 	Job      Job
 	Actions  Actions
 	Policies Policies
+	Triage   Triage
 	Form     Form
 	Confirm  Confirm
 }
@@ -172,6 +187,14 @@ func Default() Map {
 			NextAction:  b("replay: next action", "]"),
 			StepBack:    b("replay: step back", "left", "h"),
 			StepForward: b("replay: step on", "right", "l"),
+			Stacks:      b("collect stacks", "S"),
+			SavedStacks: b("saved stacks", "W"),
+			Probe:       b("probe node", "x"),
+		},
+		Triage: Triage{
+			NextNode: b("next node", "n"),
+			PrevNode: b("prev node", "N"),
+			Restart:  b("restart node", "R"),
 		},
 		Actions: Actions{
 			Approve: b("approve", "a"),
@@ -308,8 +331,11 @@ func (k Job) ShortHelp() []key.Binding {
 	return []key.Binding{k.NextPanel, k.Maximise, k.Sort, k.Restart, k.Replay}
 }
 func (k Job) FullHelp() [][]key.Binding {
-	return [][]key.Binding{{k.NextPanel, k.PrevPanel, k.Maximise, k.Sort, k.Restart}, {k.Replay, k.StepBack, k.StepForward, k.PrevAction, k.NextAction}}
+	return [][]key.Binding{{k.NextPanel, k.PrevPanel, k.Maximise, k.Sort, k.Restart}, {k.Replay, k.StepBack, k.StepForward, k.PrevAction, k.NextAction},
+		{k.Stacks, k.SavedStacks, k.Probe}}
 }
+func (k Triage) ShortHelp() []key.Binding  { return []key.Binding{k.NextNode, k.PrevNode, k.Restart} }
+func (k Triage) FullHelp() [][]key.Binding { return [][]key.Binding{k.ShortHelp()} }
 func (k Actions) ShortHelp() []key.Binding {
 	return []key.Binding{k.Approve, k.Reject, k.Trigger, k.Restart, k.Batch}
 }
@@ -323,7 +349,7 @@ func (k Confirm) FullHelp() [][]key.Binding  { return [][]key.Binding{k.ShortHel
 
 // SetReadOnly disables (and so hides from help) every binding that changes the cluster.
 func (m *Map) SetReadOnly(ro bool) {
-	for _, bp := range []*key.Binding{&m.Jobs.Kill, &m.Job.Restart, &m.Actions.Approve, &m.Actions.Reject,
+	for _, bp := range []*key.Binding{&m.Jobs.Kill, &m.Job.Restart, &m.Job.Stacks, &m.Job.SavedStacks, &m.Job.Probe, &m.Triage.Restart, &m.Actions.Approve, &m.Actions.Reject,
 		&m.Actions.Trigger, &m.Actions.Restart, &m.Actions.Batch, &m.Policies.Mode, &m.Policies.Auto, &m.Policies.Edit, &m.Global.Launch} {
 		bp.SetEnabled(!ro)
 	}

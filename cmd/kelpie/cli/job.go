@@ -224,7 +224,7 @@ func jobCmd() *cobra.Command {
 		}}
 	kf.add(kill, false)
 
-	c.AddCommand(append([]*cobra.Command{submit, list, describe, kill, historyCmd(), stacksCmd()}, actCmds()...)...)
+	c.AddCommand(append([]*cobra.Command{submit, list, describe, kill, historyCmd(), stacksCmd(), probeCmd()}, actCmds()...)...)
 	return c
 }
 

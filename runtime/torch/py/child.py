@@ -26,11 +26,20 @@ import json
 import math
 import mmap
 import os
+import signal
 import sys
 import time
 import traceback
 
 faulthandler.enable()
+
+# kelpie job stacks: the worker sends SIGUSR1 and reads every thread's
+# frames from the file on fd KELPIE_STACKS_FD (opened for appending by the
+# worker). faulthandler dumps from its C signal handler, so a child stuck
+# in a step (or in torch's C++) still answers.
+if os.environ.get("KELPIE_STACKS_FD"):
+    _stacks_file = os.fdopen(int(os.environ["KELPIE_STACKS_FD"]), "w", closefd=False)
+    faulthandler.register(signal.SIGUSR1, file=_stacks_file, all_threads=True, chain=False)
 
 
 class ScriptError(Exception):
@@ -490,7 +499,8 @@ def zygote(script, seed, threads, name, owner, wr):
     this user that is the owner or the owner's child (the node's agent and
     the roles it starts: SO_PEERCRED, not what the message says); it carries
     three descriptors: the child's request pipe (its fd 3), its reply pipe
-    (fd 4) and its output (fds 1 and 2). The answer is the forked child's
+    (fd 4) and its output (fds 1 and 2), and a fourth, the file the fork
+    dumps its frames to on SIGUSR1 (fd 5, kelpie job stacks). The answer is the forked child's
     pid. The fork serves that worker as a cold child would, and ends with it.
     No thread pool exists before a fork (one thread until then)."""
     import select
@@ -548,8 +558,8 @@ def fork_for(conn, child, srv, owner, owner_fd, threads, struct, socket):
     pid, uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
     if uid != os.getuid() or (pid != owner and parent_of(pid) != owner):
         return 0
-    _, fds, _, _ = socket.recv_fds(conn, 64, 3)
-    if len(fds) != 3:
+    _, fds, _, _ = socket.recv_fds(conn, 64, 4)
+    if len(fds) not in (3, 4):
         for f in fds:
             os.close(f)
         return 0
@@ -563,10 +573,14 @@ def fork_for(conn, child, srv, owner, owner_fd, threads, struct, socket):
             high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in fds]  # out of the way of 1-4
             for fd in fds:
                 os.close(fd)
-            for fd, to in zip((high[0], high[1], high[2], high[2]), (3, 4, 1, 2)):
+            for fd, to in zip((high[0], high[1], high[2], high[2]) + tuple(high[3:]), (3, 4, 1, 2, 5)):
                 os.dup2(fd, to)
             for fd in high:
                 os.close(fd)
+            if len(high) == 4:  # the stacks file, as a cold child gets it (KELPIE_STACKS_FD)
+                global _stacks_file
+                _stacks_file = os.fdopen(5, "w", closefd=False)
+                faulthandler.register(signal.SIGUSR1, file=_stacks_file, all_threads=True, chain=False)
             die_with(pid)
             torch.set_num_threads(threads)
             serve(child, os.fdopen(3, "r"), os.fdopen(4, "w"), warm=True)

@@ -277,6 +277,22 @@ stragglers:
 		t.Errorf("worker-0 (no injection) was classified a straggler: %v", w.seen["worker-0"])
 	}
 	w.mu.Unlock()
+	// kelpie job stacks: each worker's block holds its Python child's
+	// frames (faulthandler) after its own goroutines.
+	res, err = op.Send(ctx, &consolepb.Command{Kind: &consolepb.Command_Stacks{Stacks: &consolepb.GetStacks{Job: "slow", TimeoutS: 10}}})
+	if err != nil || !res.Ok {
+		t.Fatalf("stacks: %v %v", res, err)
+	}
+	for _, ns := range res.Stacks {
+		if ns.Role != "worker" {
+			continue
+		}
+		role := strings.Index(ns.Text, "--- role "+ns.Node)
+		py := strings.Index(ns.Text, "--- python child (pid ")
+		if role < 0 || py < role || !strings.Contains(ns.Text[py:], "most recent call first") {
+			t.Errorf("%s: no Python frames after its role's goroutines (error %q): %q", ns.Node, ns.Error, ns.Text[max(py, 0):min(len(ns.Text), max(py, 0)+1500)])
+		}
+	}
 	if err := d.Manager.Kill("slow", "test"); err != nil {
 		t.Fatal(err)
 	}

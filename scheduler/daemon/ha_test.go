@@ -462,7 +462,7 @@ func failoverRound(t *testing.T, env *haEnv, round int, mode string) time.Durati
 		// The agents' own record: each node's role acked the action
 		// once, whichever leader sent it (the node logs of both
 		// replicas: the nodes a launched keep writing to a's).
-		acks := roleAcks(t, approved, reps[0].dataDir, reps[1].dataDir)
+		acks := roleAcks(t, job, approved, reps[0].dataDir, reps[1].dataDir)
 		if len(acks) == 0 {
 			t.Errorf("no agent acked %s", approved)
 		}
@@ -503,11 +503,11 @@ func failoverRound(t *testing.T, env *haEnv, round int, mode string) time.Durati
 // roleAcks counts, per node, the acks of action id its role made that the
 // agent logged ("action acked by the role", applied): what the node
 // applied, from the node logs under the replicas' data dirs.
-func roleAcks(t *testing.T, id string, dataDirs ...string) map[string]int {
+func roleAcks(t *testing.T, job, id string, dataDirs ...string) map[string]int {
 	t.Helper()
 	out := map[string]int{}
 	for _, d := range dataDirs {
-		logs, _ := filepath.Glob(filepath.Join(d, "logs", "*.log"))
+		logs, _ := filepath.Glob(filepath.Join(d, "logs", job, "*.log"))
 		for _, p := range logs {
 			b, err := os.ReadFile(p)
 			if err != nil {

@@ -15,12 +15,14 @@ package loadtest
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
 	"fmt"
 	"math"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -66,6 +68,11 @@ type Options struct {
 	// SchedulerLog, when set, is the file the scheduler's log goes to
 	// (else it is discarded).
 	SchedulerLog string
+	// Store is the scheduler's --store: "" for bbolt in the run's temporary
+	// data dir, or etcd://HOST:PORT[,…] (plain HTTP) — the scheduler
+	// then keeps its state there, under a prefix of the run's own, and
+	// the run reads etcd's write rate from its /metrics.
+	Store string
 }
 
 // consoleWindow is what `kelpie tui` asks for on a large terminal.
@@ -88,6 +95,15 @@ type Result struct {
 	// connection (compressed WebSocket frames): the stream's real cost.
 	// console_bytes_per_s is the protobuf size of the views it received.
 	ConsoleWireBytesPerS float64 `json:"console_wire_bytes_per_s"`
+	// Store is where the scheduler kept its state: "bbolt" or the etcd
+	// URL. With etcd, etcd's own counters over the measured window (from
+	// the first endpoint's /metrics): the write transactions and puts it
+	// applied per second and the raft proposals it committed per second.
+	Store              string  `json:"store,omitempty"`
+	EtcdTxnsPerS       float64 `json:"etcd_txns_per_s,omitempty"`
+	EtcdPutsPerS       float64 `json:"etcd_puts_per_s,omitempty"`
+	EtcdProposalsPerS  float64 `json:"etcd_proposals_per_s,omitempty"`
+	EtcdDBSizeInUseMiB float64 `json:"etcd_db_size_in_use_mib,omitempty"`
 }
 
 // countingConn counts the bytes read from a connection.
@@ -153,6 +169,25 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		"--no-launch", "--insecure-node-plane", "--anonymous-viewer", "--tokens", writeTokens(dir),
 		// The simulated job may be larger than a submitted spec may be by default.
 		"--spec-limit", fmt.Sprintf("workers=%d,servers=%d", max(o.Agents, 1), max(o.Servers, 1)))
+	var etcdMetrics string // the first endpoint's /metrics
+	if o.Store != "" {
+		eps, ok := strings.CutPrefix(o.Store, "etcd://")
+		if !ok || eps == "" {
+			return nil, fmt.Errorf("--store %q: want etcd://HOST:PORT[,HOST:PORT…] (plain HTTP; the run reads etcd's /metrics)", o.Store)
+		}
+		first, _, _ := strings.Cut(eps, ",")
+		etcdMetrics = "http://" + first + "/metrics"
+		key := make([]byte, 32)
+		if _, err := rand.Read(key); err != nil {
+			return nil, err
+		}
+		keyFile := filepath.Join(dir, "store.key")
+		if err := os.WriteFile(keyFile, key, 0o600); err != nil {
+			return nil, err
+		}
+		sched.Args = append(sched.Args, "--store", o.Store, "--store-key-file", keyFile,
+			"--etcd-prefix", fmt.Sprintf("/kelpie-bench-%d-%d/", os.Getpid(), time.Now().UnixNano()))
+	}
 	if o.SchedulerProfile != "" {
 		sched.Args = append(sched.Args, "--cpuprofile", o.SchedulerProfile)
 	}
@@ -282,6 +317,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	hist0, _ := ingestHistogram(httpAddr)
+	var etcd0 map[string]float64
+	if etcdMetrics != "" {
+		if etcd0, err = scrapeCounters(etcdMetrics, etcdCounters...); err != nil {
+			return nil, err
+		}
+	}
 	bytes0, frames0, wire0 := consoleBytes.Load(), consoleFrames.Load(), wire.Load()
 	t0 := time.Now()
 	sleepUntil(runCtx, t0.Add(o.Duration))
@@ -311,6 +352,18 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	r.IngestP50Us = diff.quantile(0.5) * 1e6
 	r.IngestP99Us = diff.quantile(0.99) * 1e6
 	r.RSSMiB, _ = rssMiB(sched.Process.Pid)
+	r.Store = "bbolt"
+	if etcdMetrics != "" {
+		r.Store = o.Store
+		etcd1, err := scrapeCounters(etcdMetrics, etcdCounters...)
+		if err != nil {
+			return nil, err
+		}
+		r.EtcdTxnsPerS = (etcd1["etcd_mvcc_txn_total"] - etcd0["etcd_mvcc_txn_total"]) / elapsed
+		r.EtcdPutsPerS = (etcd1["etcd_mvcc_put_total"] - etcd0["etcd_mvcc_put_total"]) / elapsed
+		r.EtcdProposalsPerS = (etcd1["etcd_server_proposals_committed_total"] - etcd0["etcd_server_proposals_committed_total"]) / elapsed
+		r.EtcdDBSizeInUseMiB = etcd1["etcd_mvcc_db_total_size_in_use_in_bytes"] / (1 << 20)
+	}
 	stop()
 	wg.Wait()
 	return r, nil
@@ -484,6 +537,45 @@ func (h histogram) quantile(q float64) float64 {
 		prevLe, prevC = h.le[i], c
 	}
 	return prevLe
+}
+
+// etcdCounters are the etcd metrics a run on etcd reads.
+var etcdCounters = []string{"etcd_mvcc_txn_total", "etcd_mvcc_put_total", "etcd_server_proposals_committed_total",
+	"etcd_mvcc_db_total_size_in_use_in_bytes"}
+
+// scrapeCounters reads the named unlabelled metrics from a Prometheus
+// text endpoint; every one must be there.
+func scrapeCounters(url string, names ...string) (map[string]float64, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		name, v, ok := strings.Cut(sc.Text(), " ")
+		if !ok {
+			continue
+		}
+		for _, n := range names {
+			if name == n {
+				if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+					out[n] = f
+				}
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	for _, n := range names {
+		if _, ok := out[n]; !ok {
+			return nil, fmt.Errorf("no %s on %s", n, url)
+		}
+	}
+	return out, nil
 }
 
 // ingestHistogram scrapes kelpie_agent_ingest_seconds from /metrics.

@@ -40,7 +40,7 @@ func issueTLS(t *testing.T, dir, name string) tlsFiles {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := ca.Issue(identity.Identity{Node: name, Role: "scheduler", Instance: "1"}, time.Hour, "127.0.0.1")
+	c, err := ca.Issue(identity.Identity{Node: "scheduler", Role: "scheduler"}, time.Hour, "127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,8 +52,8 @@ transactions, puts and committed raft proposals per second.`,
 				r.Agents, r.Seconds, r.MessagesPerS, r.CPUCores, r.RSSMiB, r.IngestP50Us, r.IngestP99Us, r.ConsoleWireBytesPerS/1e3,
 				r.ConsoleBytesPerS/1e3, r.ConsoleFrames)
 			if o.Store != "" {
-				fmt.Printf("store %s: etcd %.1f txns/s, %.1f puts/s, %.1f raft proposals/s; db in use %.1f MiB\n",
-					r.Store, r.EtcdTxnsPerS, r.EtcdPutsPerS, r.EtcdProposalsPerS, r.EtcdDBSizeInUseMiB)
+				fmt.Printf("store %s: etcd %.1f txns/s, %.1f puts/s, %.1f raft proposals/s measured; %.0f txns while the agents registered (%.1fs); db in use %.1f MiB\n",
+					r.Store, r.EtcdTxnsPerS, r.EtcdPutsPerS, r.EtcdProposalsPerS, r.EtcdSetupTxns, r.SetupSeconds, r.EtcdDBSizeInUseMiB)
 			}
 			return nil
 		},

@@ -99,7 +99,11 @@ type Result struct {
 	// URL. With etcd, etcd's own counters over the measured window (from
 	// the first endpoint's /metrics): the write transactions and puts it
 	// applied per second and the raft proposals it committed per second.
+	// SetupSeconds is the time every agent took to connect, register its
+	// node and send its first message (before the measured window).
+	SetupSeconds       float64 `json:"setup_seconds"`
 	Store              string  `json:"store,omitempty"`
+	EtcdSetupTxns      float64 `json:"etcd_setup_txns,omitempty"` // etcd transactions during the setup
 	EtcdTxnsPerS       float64 `json:"etcd_txns_per_s,omitempty"`
 	EtcdPutsPerS       float64 `json:"etcd_puts_per_s,omitempty"`
 	EtcdProposalsPerS  float64 `json:"etcd_proposals_per_s,omitempty"`
@@ -287,6 +291,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	defer stop()
 	var sent, started atomic.Int64
 	var wg sync.WaitGroup
+	var etcdStart map[string]float64
+	if etcdMetrics != "" {
+		if etcdStart, err = scrapeCounters(etcdMetrics, etcdCounters...); err != nil {
+			return nil, err
+		}
+	}
 	start := time.Now()
 	total := o.Agents + o.Servers
 	for i := range total {
@@ -304,6 +314,15 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	if n := started.Load(); n < int64(total) {
 		return nil, fmt.Errorf("%d of %d agents connected within %v: a machine too loaded to measure on", n, total, setupLimit)
+	}
+	setup := time.Since(start).Seconds()
+	var setupTxns float64 // etcd transactions of the agents' registration
+	if etcdMetrics != "" {
+		c, err := scrapeCounters(etcdMetrics, etcdCounters...)
+		if err != nil {
+			return nil, err
+		}
+		setupTxns = c["etcd_mvcc_txn_total"] - etcdStart["etcd_mvcc_txn_total"]
 	}
 	measureFrom := time.Now().Add(2 * time.Duration(float64(time.Second)/o.Rate))
 	if early := start.Add(3 * time.Second); measureFrom.Before(early) {
@@ -352,9 +371,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	r.IngestP50Us = diff.quantile(0.5) * 1e6
 	r.IngestP99Us = diff.quantile(0.99) * 1e6
 	r.RSSMiB, _ = rssMiB(sched.Process.Pid)
+	r.SetupSeconds = setup
 	r.Store = "bbolt"
 	if etcdMetrics != "" {
 		r.Store = o.Store
+		r.EtcdSetupTxns = setupTxns
 		etcd1, err := scrapeCounters(etcdMetrics, etcdCounters...)
 		if err != nil {
 			return nil, err

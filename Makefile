@@ -62,7 +62,7 @@ k8s-bin:
 # by iptables; the log ends with the failover time distribution, over all
 # rounds and per fault (docs/ha.md).
 test-ha: build k8s-bin
-	KELPIE_HA_ROUNDS=$${KELPIE_HA_ROUNDS:-10} $(GO) test -count=1 -timeout 60m -run 'TestSchedulerFailover' -v ./scheduler/daemon/ | grep -E '^(=== RUN|---|PASS|FAIL|ok)|leads|failover|refused|completed on'
+	KELPIE_HA_ROUNDS=$${KELPIE_HA_ROUNDS:-10} $(GO) test -count=1 -timeout 60m -run 'TestSchedulerFailover' -v ./scheduler/daemon/ | grep -E '^(=== RUN|---|PASS|FAIL|ok)|leads|failover|refused writes|refused once|rules in place|completed on'
 
 # Only the Kubernetes part: the launcher, the kubelet harness and deploy/.
 test-k8s: build k8s-bin

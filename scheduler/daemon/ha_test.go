@@ -348,6 +348,7 @@ func failoverRound(t *testing.T, env *haEnv, round int, mode string) time.Durati
 		// dropped; its agents, the standby and the console still reach
 		// it, so it goes on taking reports it cannot write.
 		env.lab.cut("leader", 1, env.etcdHost)
+		t.Logf("partition: the iptables rules in place %v after the fault began (counted in the failover)", time.Since(fault).Round(time.Millisecond))
 	case "stop":
 		if err := reps[0].cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 			t.Fatal(err)

@@ -31,7 +31,8 @@ client must stay connected throughout, or the run fails.
 With --store etcd://HOST:PORT[,…] the scheduler keeps its state in that etcd (a replica that
 leads at once, under a key prefix of the run's own) instead of bbolt, and the run also reports
 etcd's write rate over the measured window, from etcd's own /metrics on the first endpoint:
-transactions, puts and committed raft proposals per second.`,
+keys put and deleted and raft proposals committed per second (each write transaction of the
+scheduler is one proposal), and the proposals committed while the agents registered.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			exe, err := os.Executable()
@@ -51,9 +52,9 @@ transactions, puts and committed raft proposals per second.`,
 			fmt.Printf("%d agents for %.1fs: %.0f messages/s; scheduler CPU %.2f cores, RSS %.0f MiB; ingest p50 %.1f µs, p99 %.1f µs; console %.0f KB/s on the wire (views %.0f KB/s) in %d frames\n",
 				r.Agents, r.Seconds, r.MessagesPerS, r.CPUCores, r.RSSMiB, r.IngestP50Us, r.IngestP99Us, r.ConsoleWireBytesPerS/1e3,
 				r.ConsoleBytesPerS/1e3, r.ConsoleFrames)
-			if o.Store != "" {
-				fmt.Printf("store %s: etcd %.1f txns/s, %.1f puts/s, %.1f raft proposals/s measured; %.0f txns while the agents registered (%.1fs); db in use %.1f MiB\n",
-					r.Store, r.EtcdTxnsPerS, r.EtcdPutsPerS, r.EtcdProposalsPerS, r.EtcdSetupTxns, r.SetupSeconds, r.EtcdDBSizeInUseMiB)
+			if e := r.Etcd; e != nil {
+				fmt.Printf("store %s: etcd %.1f puts/s, %.1f deletes/s, %.1f raft proposals/s measured; %.0f proposals while the agents registered (%.1fs); db in use %.1f MiB\n",
+					r.Store, e.PutsPerS, e.DeletesPerS, e.ProposalsPerS, e.SetupProposals, r.SetupSeconds, e.DBSizeInUseMiB)
 			}
 			return nil
 		},

@@ -95,19 +95,26 @@ type Result struct {
 	// connection (compressed WebSocket frames): the stream's real cost.
 	// console_bytes_per_s is the protobuf size of the views it received.
 	ConsoleWireBytesPerS float64 `json:"console_wire_bytes_per_s"`
-	// Store is where the scheduler kept its state: "bbolt" or the etcd
-	// URL. With etcd, etcd's own counters over the measured window (from
-	// the first endpoint's /metrics): the write transactions and puts it
-	// applied per second and the raft proposals it committed per second.
 	// SetupSeconds is the time every agent took to connect, register its
 	// node and send its first message (before the measured window).
-	SetupSeconds       float64 `json:"setup_seconds"`
-	Store              string  `json:"store,omitempty"`
-	EtcdSetupTxns      float64 `json:"etcd_setup_txns,omitempty"` // etcd transactions during the setup
-	EtcdTxnsPerS       float64 `json:"etcd_txns_per_s,omitempty"`
-	EtcdPutsPerS       float64 `json:"etcd_puts_per_s,omitempty"`
-	EtcdProposalsPerS  float64 `json:"etcd_proposals_per_s,omitempty"`
-	EtcdDBSizeInUseMiB float64 `json:"etcd_db_size_in_use_mib,omitempty"`
+	SetupSeconds float64 `json:"setup_seconds"`
+	// Store is where the scheduler kept its state: "bbolt" or the etcd
+	// URL; Etcd what etcd counted then (nil on bbolt).
+	Store string       `json:"store"`
+	Etcd  *EtcdFigures `json:"etcd,omitempty"`
+}
+
+// EtcdFigures are etcd's own counters (from the first endpoint's
+// /metrics): over the measured window, the keys it put and deleted per
+// second and the raft proposals it committed per second (each write
+// transaction of the scheduler is one); the proposals it committed while
+// the agents registered; the size of its database in use at the end.
+type EtcdFigures struct {
+	PutsPerS       float64 `json:"puts_per_s"`
+	DeletesPerS    float64 `json:"deletes_per_s"`
+	ProposalsPerS  float64 `json:"proposals_per_s"`
+	SetupProposals float64 `json:"setup_proposals"`
+	DBSizeInUseMiB float64 `json:"db_size_in_use_mib"`
 }
 
 // countingConn counts the bytes read from a connection.
@@ -316,13 +323,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, fmt.Errorf("%d of %d agents connected within %v: a machine too loaded to measure on", n, total, setupLimit)
 	}
 	setup := time.Since(start).Seconds()
-	var setupTxns float64 // etcd transactions of the agents' registration
+	var setupProposals float64 // etcd writes (raft proposals) of the agents' registration
 	if etcdMetrics != "" {
 		c, err := scrapeCounters(etcdMetrics, etcdCounters...)
 		if err != nil {
 			return nil, err
 		}
-		setupTxns = c["etcd_mvcc_txn_total"] - etcdStart["etcd_mvcc_txn_total"]
+		setupProposals = c["etcd_server_proposals_committed_total"] - etcdStart["etcd_server_proposals_committed_total"]
 	}
 	measureFrom := time.Now().Add(2 * time.Duration(float64(time.Second)/o.Rate))
 	if early := start.Add(3 * time.Second); measureFrom.Before(early) {
@@ -375,15 +382,14 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	r.Store = "bbolt"
 	if etcdMetrics != "" {
 		r.Store = o.Store
-		r.EtcdSetupTxns = setupTxns
 		etcd1, err := scrapeCounters(etcdMetrics, etcdCounters...)
 		if err != nil {
 			return nil, err
 		}
-		r.EtcdTxnsPerS = (etcd1["etcd_mvcc_txn_total"] - etcd0["etcd_mvcc_txn_total"]) / elapsed
-		r.EtcdPutsPerS = (etcd1["etcd_mvcc_put_total"] - etcd0["etcd_mvcc_put_total"]) / elapsed
-		r.EtcdProposalsPerS = (etcd1["etcd_server_proposals_committed_total"] - etcd0["etcd_server_proposals_committed_total"]) / elapsed
-		r.EtcdDBSizeInUseMiB = etcd1["etcd_mvcc_db_total_size_in_use_in_bytes"] / (1 << 20)
+		rate := func(name string) float64 { return (etcd1[name] - etcd0[name]) / elapsed }
+		r.Etcd = &EtcdFigures{PutsPerS: rate("etcd_mvcc_put_total"), DeletesPerS: rate("etcd_mvcc_delete_total"),
+			ProposalsPerS: rate("etcd_server_proposals_committed_total"), SetupProposals: setupProposals,
+			DBSizeInUseMiB: etcd1["etcd_mvcc_db_total_size_in_use_in_bytes"] / (1 << 20)}
 	}
 	stop()
 	wg.Wait()
@@ -561,7 +567,7 @@ func (h histogram) quantile(q float64) float64 {
 }
 
 // etcdCounters are the etcd metrics a run on etcd reads.
-var etcdCounters = []string{"etcd_mvcc_txn_total", "etcd_mvcc_put_total", "etcd_server_proposals_committed_total",
+var etcdCounters = []string{"etcd_mvcc_delete_total", "etcd_mvcc_put_total", "etcd_server_proposals_committed_total",
 	"etcd_mvcc_db_total_size_in_use_in_bytes"}
 
 // scrapeCounters reads the named unlabelled metrics from a Prometheus

@@ -57,10 +57,12 @@ k8s-bin:
 	@K8S_VERSION=$(K8S_VERSION) GO=$(GO) bash .ci/k8s-bin.sh "$(K8S_BIN)" >/dev/null
 
 # Scheduler replicas on a 3-member etcd: KELPIE_HA_ROUNDS failovers (default
-# 10; plain make test runs 2), half kill -9 of the leader, half SIGSTOP past
-# its lease; the log ends with the failover time distribution (docs/ha.md).
+# 10; plain make test runs 3), in turn kill -9 of the leader, SIGSTOP past
+# its lease, and (as root) the leader's network namespace cut off from etcd
+# by iptables; the log ends with the failover time distribution, over all
+# rounds and per fault (docs/ha.md).
 test-ha: build k8s-bin
-	KELPIE_HA_ROUNDS=$${KELPIE_HA_ROUNDS:-10} $(GO) test -count=1 -timeout 60m -run 'TestSchedulerFailover' -v ./scheduler/daemon/ | grep -E '^(=== RUN|---|PASS|FAIL|ok)|leads|failover|refused writes|completed on'
+	KELPIE_HA_ROUNDS=$${KELPIE_HA_ROUNDS:-10} $(GO) test -count=1 -timeout 60m -run 'TestSchedulerFailover' -v ./scheduler/daemon/ | grep -E '^(=== RUN|---|PASS|FAIL|ok)|leads|failover|refused writes|refused once|rules in place|completed on'
 
 # Only the Kubernetes part: the launcher, the kubelet harness and deploy/.
 test-k8s: build k8s-bin
@@ -141,15 +143,20 @@ fuzz:
 # link (iptables, tc), the scheduler's data dir (a tmpfs) full. SEED=n
 # replays a failing round's schedule, which it prints. Then the scheduler
 # away for OUTAGE (3m) mid-job, gone for good, a job killed before its
-# agents reconnect, divergence and missing data. make test runs the same
-# tests with 3 rounds and a 75 s outage.
+# agents reconnect, divergence and missing data. Then REPLICA_ROUNDS (5)
+# rounds on a scheduler of two replicas on a 3-member etcd
+# (TestReplicaFaultRounds, the same SEED): each round one fault of the
+# leading replica (kill -9, SIGSTOP past its lease) and one of the process
+# faults above. make test runs the same tests with 3 rounds (1 replica
+# rounds) and a 75 s outage.
 OUTAGE ?= 3m
 ROUNDS ?= 20
+REPLICA_ROUNDS ?= 5
 SEED   ?=
-faults: build data
+faults: build data k8s-bin
 	@command -v iptables >/dev/null || [ "$$(id -u)" != 0 ] || (apt-get update -qq && apt-get install -y -qq --no-install-recommends iptables >/dev/null)
-	KELPIE_FAULTS_LAB=require KELPIE_FAULTS_OUTAGE=$(OUTAGE) KELPIE_FAULTS_ROUNDS=$(ROUNDS) KELPIE_FAULTS_SEED=$(SEED) $(GO) test -count=1 -v -timeout 120m \
-		-run 'TestFaultRounds|TestSchedulerOutage|TestSchedulerGoneForGood|TestKillBeforeReconnect|TestDiverged|TestMissingDataFailsFast|TestSchedulerKill9' ./scheduler/daemon/
+	KELPIE_FAULTS_LAB=require KELPIE_FAULTS_OUTAGE=$(OUTAGE) KELPIE_FAULTS_ROUNDS=$(ROUNDS) KELPIE_FAULTS_REPLICA_ROUNDS=$(REPLICA_ROUNDS) KELPIE_FAULTS_SEED=$(SEED) $(GO) test -count=1 -v -timeout 150m \
+		-run 'TestFaultRounds|TestReplicaFaultRounds|TestSchedulerOutage|TestSchedulerGoneForGood|TestKillBeforeReconnect|TestDiverged|TestMissingDataFailsFast|TestSchedulerKill9' ./scheduler/daemon/
 
 # Soak: kelpie demo --headless --auto (AntDT-ND and PSLD acting on their
 # own) for SOAK (30m), sampling the scheduler's RSS, goroutines and open

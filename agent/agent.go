@@ -476,6 +476,11 @@ func (a *Agent) readRole(r io.Reader) {
 		case *agentpb.RoleMessage_Report:
 			a.enqueue(&agentpb.AgentMessage{Body: &agentpb.AgentMessage_Report{Report: b.Report}}, false)
 		case *agentpb.RoleMessage_Ack:
+			// One line per action the role took: the record of what
+			// this node applied, which outlives the scheduler that sent
+			// it (the failover tests count these per action id).
+			a.log.Info("action acked by the role", "action", b.Ack.ActionId, "applied", b.Ack.Applied,
+				"iteration", b.Ack.AppliedIteration, "error", b.Ack.Error)
 			a.acked(b.Ack)
 		case *agentpb.RoleMessage_Stats:
 			a.enqueue(&agentpb.AgentMessage{Body: &agentpb.AgentMessage_ServerStats{ServerStats: b.Stats}}, false)

@@ -27,6 +27,9 @@ type replica struct {
 	me     string // its addresses, as published on its election key
 }
 
+// etcdProbeTimeout is how long a replica starting gives etcd to answer.
+const etcdProbeTimeout = 15 * time.Second
+
 // etcdTLS is the TLS configuration for etcd: its CA and this replica's
 // client certificate, when given.
 func etcdTLS(cfg Config) (*tls.Config, error) {
@@ -84,6 +87,12 @@ func openReplicated(cfg Config) (*store.Store, *replica, error) {
 	ctx := cfg.Context
 	if ctx == nil {
 		ctx = context.Background()
+	}
+	// An etcd that cannot be reached or refuses this replica's TLS is an
+	// error now, with its reason, not a standby waiting for ever.
+	if err := store.ProbeEtcd(ctx, cli, endpoints, tlsCfg, etcdProbeTimeout); err != nil {
+		cli.Close()
+		return nil, nil, fmt.Errorf("scheduler: %v", err)
 	}
 	cfg.Log.Info("standby: waiting to lead", "store", cfg.Store, "lease", cfg.LeaseTTL)
 	leader, err := election.Campaign(ctx, cli, election.Options{Prefix: cfg.EtcdPrefix + "leader/", TTL: cfg.LeaseTTL,

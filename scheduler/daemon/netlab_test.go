@@ -116,7 +116,7 @@ func freeSubnet() (string, error) {
 }
 
 // newNetLab builds the lab for nodes, with the scheduler's data dir a tmpfs
-// of dataMB mounted at dataDir. Everything is removed at the test's end.
+// of dataMB mounted at dataDir (none when dataMB is 0). Everything is removed at the test's end.
 func newNetLab(t *testing.T, nodes []string, dataDir string, dataMB int) *netLab {
 	t.Helper()
 	labSweep()
@@ -148,11 +148,13 @@ func newNetLab(t *testing.T, nodes []string, dataDir string, dataMB int) *netLab
 			l.in(name, c...)
 		}
 	}
-	if err := os.MkdirAll(dataDir, 0o755); err != nil {
-		t.Fatal(err)
+	if dataMB > 0 {
+		if err := os.MkdirAll(dataDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		l.must("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%dm,mode=0755", dataMB), "kelpie-faults", dataDir)
+		l.dataDir = dataDir
 	}
-	l.must("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%dm,mode=0755", dataMB), "kelpie-faults", dataDir)
-	l.dataDir = dataDir
 	l.wrapper = l.writeWrapper()
 	return l
 }

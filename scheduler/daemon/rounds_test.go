@@ -48,6 +48,9 @@ type roundFaults struct {
 	job string
 	w   *watcher
 	lab *netLab
+	// replicas, in TestReplicaFaultRounds (s is nil there): the
+	// scheduler replicas whose data dirs hold the launchers' records.
+	replicas *replicaSet
 }
 
 // rolePid waits (up to 30 s, while the job runs) for node's role to have a
@@ -89,7 +92,20 @@ func node2(j *consolepb.JobView, name string) *consolepb.NodeView {
 }
 
 // agentPid is the newest recorded agent of node (the launcher's record).
+// With replicas, it is the one of node still running, whichever replica
+// launched it.
 func (rf *roundFaults) agentPid(node string) int {
+	if rf.replicas != nil {
+		for _, r := range rf.replicas.reps {
+			recs, _ := launch.ReadRecords(filepath.Join(r.dataDir, "logs", rf.job, "procs.jsonl"))
+			for i := len(recs) - 1; i >= 0; i-- {
+				if recs[i].Node == node && syscall.Kill(recs[i].Pid, 0) == nil {
+					return recs[i].Pid
+				}
+			}
+		}
+		return 0
+	}
 	recs, _ := launch.ReadRecords(filepath.Join(rf.s.dir, "logs", rf.job, "procs.jsonl"))
 	for i := len(recs) - 1; i >= 0; i-- {
 		if recs[i].Node == node {

@@ -55,16 +55,42 @@ func Campaign(ctx context.Context, cli *clientv3.Client, o Options) (*Leader, er
 		o.TTL = DefaultTTL
 	}
 	ttl := max(1, int(o.TTL.Round(time.Second)/time.Second))
-	sess, err := concurrency.NewSession(cli, concurrency.WithTTL(ttl))
-	if err != nil {
-		return nil, fmt.Errorf("election: session: %w", err)
-	}
-	el := concurrency.NewElection(sess, o.Prefix)
-	if err := el.Campaign(ctx, o.Value); err != nil {
+	for {
+		sess, err := concurrency.NewSession(cli, concurrency.WithTTL(ttl))
+		if err != nil {
+			return nil, fmt.Errorf("election: session: %w", err)
+		}
+		el := concurrency.NewElection(sess, o.Prefix)
+		if err := el.Campaign(ctx, o.Value); err != nil {
+			sess.Close()
+			return nil, fmt.Errorf("election: campaign: %w", err)
+		}
+		// Campaign returns once every older key is gone, even when this
+		// campaigner's own key went too: its lease expired while it
+		// waited (keepalives starved on a loaded host). Such a win is
+		// none — every write would be refused and Lost would close at
+		// once — so campaign again, with a new lease.
+		ok, err := holds(ctx, cli, el)
+		if err != nil {
+			sess.Close()
+			return nil, fmt.Errorf("election: campaign: %w", err)
+		}
+		if ok {
+			return &Leader{sess: sess, el: el}, nil
+		}
+		sess.Orphan() // its lease is gone already: nothing to revoke
 		sess.Close()
-		return nil, fmt.Errorf("election: campaign: %w", err)
 	}
-	return &Leader{sess: sess, el: el}, nil
+}
+
+// holds says whether el's key still exists with the revision it
+// campaigned with.
+func holds(ctx context.Context, cli *clientv3.Client, el *concurrency.Election) (bool, error) {
+	resp, err := cli.Get(ctx, el.Key())
+	if err != nil {
+		return false, err
+	}
+	return len(resp.Kvs) == 1 && resp.Kvs[0].CreateRevision == el.Rev(), nil
 }
 
 // Fence is the condition that this replica still leads: its election key

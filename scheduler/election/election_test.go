@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/kelpie/kelpie/scheduler/store"
 	"github.com/kelpie/kelpie/scheduler/store/etcdtest"
 )
@@ -68,5 +70,70 @@ func TestFencedWriteRefused(t *testing.T) {
 	}
 	if v, _, _ := Current(ctx, cliA, ""); v != "b" {
 		t.Errorf("Current after the takeover = %q; want b", v)
+	}
+}
+
+// TestLeaseLostWhileWaiting: a standby whose own lease expires while it
+// waits to lead (its key is gone; here the lease is revoked, as etcd
+// does when its keepalives are starved) does not come out of Campaign
+// "leading" with no key — every write refused, Lost closed at once — when
+// the leader goes: it campaigns again and leads with a key that holds.
+func TestLeaseLostWhileWaiting(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cliA, cliB, cli := c.Client(t), c.Client(t), c.Client(t)
+	a, err := Campaign(ctx, cliA, Options{TTL: 10 * time.Second, Value: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type won struct {
+		l   *Leader
+		err error
+	}
+	bWon := make(chan won, 1)
+	go func() {
+		l, err := Campaign(ctx, cliB, Options{TTL: 10 * time.Second, Value: "b"})
+		bWon <- won{l, err}
+	}()
+	// B's key, once it waits behind A's; then its lease goes.
+	var bLease clientv3.LeaseID
+	for bLease == 0 {
+		resp, err := cli.Get(ctx, DefaultPrefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Kvs) == 2 {
+			bLease = clientv3.LeaseID(resp.Kvs[1].Lease)
+		} else {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if _, err := cli.Revoke(ctx, bLease); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w := <-bWon
+	if w.err != nil {
+		t.Fatal(w.err)
+	}
+	b := w.l
+	defer b.Resign(context.Background())
+	select {
+	case <-b.Lost():
+		t.Fatal("b came out of Campaign with its lease already lost")
+	default:
+	}
+	resp, err := cli.Txn(ctx).If(b.Fence()).Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !resp.Succeeded {
+		t.Fatal("b leads by Campaign but its fence fails: its key is gone")
+	}
+	if v, _, _ := Current(ctx, cli, ""); v != "b" {
+		t.Errorf("Current = %q; want b", v)
 	}
 }

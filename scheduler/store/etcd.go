@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -120,6 +121,64 @@ func DialEtcd(endpoints []string, tlsCfg *tls.Config) (*clientv3.Client, error) 
 		return nil, fmt.Errorf("store: etcd %s: %w", strings.Join(endpoints, ","), err)
 	}
 	return cli, nil
+}
+
+// ProbeEtcd checks that etcd answers a read through cli within timeout.
+// When it does not, the error says why for each endpoint, from a
+// connection of its own: refused, or what the TLS handshake said (a
+// server certificate signed by another CA, a client certificate etcd
+// requires and did not get) — the etcd client itself only retries, and a
+// scheduler would wait to lead for ever.
+func ProbeEtcd(ctx context.Context, cli *clientv3.Client, endpoints []string, tlsCfg *tls.Config, timeout time.Duration) error {
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	_, err := cli.Get(pctx, "kelpie-probe", clientv3.WithCountOnly())
+	cancel()
+	if err == nil {
+		return nil
+	}
+	var why []string
+	for _, ep := range endpoints {
+		if e := probeEndpoint(ep, tlsCfg); e != nil {
+			why = append(why, ep+": "+e.Error())
+		}
+	}
+	if len(why) == 0 {
+		why = append(why, err.Error())
+	}
+	return fmt.Errorf("store: etcd %s does not answer within %v: %s", strings.Join(endpoints, ","), timeout, strings.Join(why, "; "))
+}
+
+// probeEndpoint connects to one etcd endpoint and, with TLS, shakes hands
+// and waits briefly for an alert (TLS 1.3 servers reject a client's
+// certificate after the client's handshake is done).
+func probeEndpoint(ep string, tlsCfg *tls.Config) error {
+	conn, err := net.DialTimeout("tcp", ep, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if tlsCfg == nil {
+		return nil
+	}
+	cfg := tlsCfg.Clone()
+	if cfg.ServerName == "" {
+		host, _, _ := net.SplitHostPort(ep)
+		cfg.ServerName = host
+	}
+	tc := tls.Client(conn, cfg)
+	_ = tc.SetDeadline(time.Now().Add(5 * time.Second))
+	if err := tc.Handshake(); err != nil {
+		return err
+	}
+	_ = tc.SetReadDeadline(time.Now().Add(time.Second))
+	if _, err := tc.Read(make([]byte, 1)); err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return nil // the server waits for the client to speak: accepted
+		}
+		return err
+	}
+	return nil
 }
 
 // etcdStore is the replicated backend.

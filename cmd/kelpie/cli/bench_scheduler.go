@@ -27,7 +27,12 @@ subscribed to the job, and reports the scheduler's CPU, its ingest time per mess
 (p50, p99, from its /metrics histogram) and the console stream's bytes per second.
 It measures the steady state: from two report periods after every agent has connected and
 sent its first message (no sooner than 3 s after they began), for --duration; the console
-client must stay connected throughout, or the run fails.`,
+client must stay connected throughout, or the run fails.
+With --store etcd://HOST:PORT[,…] the scheduler keeps its state in that etcd (a replica that
+leads at once, under a key prefix of the run's own) instead of bbolt, and the run also reports
+etcd's write rate over the measured window, from etcd's own /metrics on the first endpoint:
+keys put and deleted and raft proposals committed per second (each write transaction of the
+scheduler is one proposal), and the proposals committed while the agents registered.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			exe, err := os.Executable()
@@ -47,6 +52,10 @@ client must stay connected throughout, or the run fails.`,
 			fmt.Printf("%d agents for %.1fs: %.0f messages/s; scheduler CPU %.2f cores, RSS %.0f MiB; ingest p50 %.1f µs, p99 %.1f µs; console %.0f KB/s on the wire (views %.0f KB/s) in %d frames\n",
 				r.Agents, r.Seconds, r.MessagesPerS, r.CPUCores, r.RSSMiB, r.IngestP50Us, r.IngestP99Us, r.ConsoleWireBytesPerS/1e3,
 				r.ConsoleBytesPerS/1e3, r.ConsoleFrames)
+			if e := r.Etcd; e != nil {
+				fmt.Printf("store %s: etcd %.1f puts/s, %.1f deletes/s, %.1f raft proposals/s measured; %.0f proposals while the agents registered (%.1fs); db in use %.1f MiB\n",
+					r.Store, e.PutsPerS, e.DeletesPerS, e.ProposalsPerS, e.SetupProposals, r.SetupSeconds, e.DBSizeInUseMiB)
+			}
 			return nil
 		},
 	}
@@ -63,6 +72,7 @@ client must stay connected throughout, or the run fails.`,
 	f.StringVar(&o.SchedulerMutexProfile, "scheduler-mutexprofile", "", "the scheduler writes a lock-contention profile of the run to `file`")
 	f.StringVar(&o.SchedulerExe, "scheduler-binary", "", "run this kelpie `binary` as the scheduler (default: this one), to compare two builds under the same load")
 	f.BoolVar(&o.WholeViews, "whole-views", false, "the console client takes whole views (every node row, heatmap row and series), not the window a console shows")
+	f.StringVar(&o.Store, "store", "", "the scheduler's store: etcd://HOST:PORT[,HOST:PORT…] (plain HTTP) instead of bbolt; etcd's write rate is reported")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
 	return c
 }

@@ -8,6 +8,7 @@ package etcdtest
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
@@ -56,19 +57,46 @@ type Member struct {
 // Cluster is a running etcd cluster.
 type Cluster struct {
 	Members []*Member
+	tls     *tls.Config // the test's client TLS (Options.TLS), nil on plain HTTP
+}
+
+// Options configure StartWith.
+type Options struct {
+	Members int    // 3 if zero
+	Host    string // the address members listen on; 127.0.0.1 if empty
+	// TLS, when set, serves clients HTTPS with CertFile/KeyFile and, with
+	// ClientCA, demands a client certificate signed by it
+	// (--client-cert-auth). Client then uses ClientTLS.
+	TLS *TLS
+	// Extra arguments go to every member.
+	Extra []string
+}
+
+// TLS is the members' client-facing TLS.
+type TLS struct {
+	CertFile, KeyFile string
+	ClientCA          string      // --trusted-ca-file with --client-cert-auth; "" for none
+	ClientTLS         *tls.Config // what Cluster.Client dials with
 }
 
 // Endpoints are the members' client addresses (HOST:PORT).
 func (c *Cluster) Endpoints() []string {
 	out := make([]string, len(c.Members))
 	for i, m := range c.Members {
-		out[i] = strings.TrimPrefix(m.ClientURL, "http://")
+		out[i] = strings.TrimPrefix(strings.TrimPrefix(m.ClientURL, "http://"), "https://")
 	}
 	return out
 }
 
-// URL is the cluster as kelpie scheduler --store takes it.
-func (c *Cluster) URL() string { return "etcd://" + strings.Join(c.Endpoints(), ",") }
+// URL is the cluster as kelpie scheduler --store takes it: etcds:// when
+// it serves TLS.
+func (c *Cluster) URL() string {
+	scheme := "etcd://"
+	if c.tls != nil {
+		scheme = "etcds://"
+	}
+	return scheme + strings.Join(c.Endpoints(), ",")
+}
 
 // Client is a client of the cluster, closed at the test's end.
 func (c *Cluster) Client(t testing.TB) *clientv3.Client {
@@ -77,7 +105,7 @@ func (c *Cluster) Client(t testing.TB) *clientv3.Client {
 	for i, m := range c.Members {
 		eps[i] = m.ClientURL
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, TLS: c.tls, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,14 +113,14 @@ func (c *Cluster) Client(t testing.TB) *clientv3.Client {
 	return cli
 }
 
-// freePorts reserves n loopback ports (released before they are used:
+// freePorts reserves n ports on host (released before they are used:
 // another process could take one in between, which fails the start).
-func freePorts(t testing.TB, n int) []int {
+func freePorts(t testing.TB, host string, n int) []int {
 	t.Helper()
 	var ls []net.Listener
 	var out []int
 	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -105,21 +133,44 @@ func freePorts(t testing.TB, n int) []int {
 	return out
 }
 
-// Start starts an n-member cluster and waits until it answers. Extra
-// arguments go to every member.
+// Start starts an n-member cluster on 127.0.0.1 and waits until it
+// answers. Extra arguments go to every member.
 func Start(t testing.TB, n int, extra ...string) *Cluster {
+	t.Helper()
+	return StartWith(t, Options{Members: n, Extra: extra})
+}
+
+// StartWith starts a cluster as o says and waits until it answers.
+func StartWith(t testing.TB, o Options) *Cluster {
 	t.Helper()
 	bin := Binary()
 	if _, err := os.Stat(bin); err != nil {
 		t.Skipf("no etcd binary at %s: run `make k8s-bin` (it builds etcd with the Kubernetes test control plane)", bin)
 	}
-	dir := t.TempDir()
-	ports := freePorts(t, 2*n)
+	n, host := o.Members, o.Host
+	if n <= 0 {
+		n = 3
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	client := "http"
+	var tlsArgs []string
 	c := &Cluster{}
+	if o.TLS != nil {
+		client = "https"
+		c.tls = o.TLS.ClientTLS
+		tlsArgs = []string{"--cert-file", o.TLS.CertFile, "--key-file", o.TLS.KeyFile}
+		if o.TLS.ClientCA != "" {
+			tlsArgs = append(tlsArgs, "--trusted-ca-file", o.TLS.ClientCA, "--client-cert-auth")
+		}
+	}
+	dir := t.TempDir()
+	ports := freePorts(t, host, 2*n)
 	var initial []string
 	for i := range n {
-		m := &Member{Name: fmt.Sprintf("m%d", i), ClientURL: fmt.Sprintf("http://127.0.0.1:%d", ports[2*i]),
-			PeerURL: fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1]), dataDir: filepath.Join(dir, fmt.Sprintf("m%d", i))}
+		m := &Member{Name: fmt.Sprintf("m%d", i), ClientURL: fmt.Sprintf("%s://%s:%d", client, host, ports[2*i]),
+			PeerURL: fmt.Sprintf("http://%s:%d", host, ports[2*i+1]), dataDir: filepath.Join(dir, fmt.Sprintf("m%d", i))}
 		c.Members = append(c.Members, m)
 		initial = append(initial, m.Name+"="+m.PeerURL)
 	}
@@ -130,7 +181,7 @@ func Start(t testing.TB, n int, extra ...string) *Cluster {
 			"--listen-peer-urls", m.PeerURL, "--initial-advertise-peer-urls", m.PeerURL,
 			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
 			"--initial-cluster-token", "kelpie-test", "--log-level", "warn",
-			"--heartbeat-interval", "100", "--election-timeout", "1000"}, extra...)
+			"--heartbeat-interval", "100", "--election-timeout", "1000"}, append(tlsArgs, o.Extra...)...)
 		m.cmd = exec.Command(bin, args...)
 		m.log = &bytes.Buffer{}
 		m.cmd.Stdout, m.cmd.Stderr = m.log, m.log

@@ -15,12 +15,14 @@ package loadtest
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
 	"fmt"
 	"math"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -66,6 +68,11 @@ type Options struct {
 	// SchedulerLog, when set, is the file the scheduler's log goes to
 	// (else it is discarded).
 	SchedulerLog string
+	// Store is the scheduler's --store: "" for bbolt in the run's temporary
+	// data dir, or etcd://HOST:PORT[,…] (plain HTTP) — the scheduler
+	// then keeps its state there, under a prefix of the run's own, and
+	// the run reads etcd's write rate from its /metrics.
+	Store string
 }
 
 // consoleWindow is what `kelpie tui` asks for on a large terminal.
@@ -88,6 +95,26 @@ type Result struct {
 	// connection (compressed WebSocket frames): the stream's real cost.
 	// console_bytes_per_s is the protobuf size of the views it received.
 	ConsoleWireBytesPerS float64 `json:"console_wire_bytes_per_s"`
+	// SetupSeconds is the time every agent took to connect, register its
+	// node and send its first message (before the measured window).
+	SetupSeconds float64 `json:"setup_seconds"`
+	// Store is where the scheduler kept its state: "bbolt" or the etcd
+	// URL; Etcd what etcd counted then (nil on bbolt).
+	Store string       `json:"store"`
+	Etcd  *EtcdFigures `json:"etcd,omitempty"`
+}
+
+// EtcdFigures are etcd's own counters (from the first endpoint's
+// /metrics): over the measured window, the keys it put and deleted per
+// second and the raft proposals it committed per second (each write
+// transaction of the scheduler is one); the proposals it committed while
+// the agents registered; the size of its database in use at the end.
+type EtcdFigures struct {
+	PutsPerS       float64 `json:"puts_per_s"`
+	DeletesPerS    float64 `json:"deletes_per_s"`
+	ProposalsPerS  float64 `json:"proposals_per_s"`
+	SetupProposals float64 `json:"setup_proposals"`
+	DBSizeInUseMiB float64 `json:"db_size_in_use_mib"`
 }
 
 // countingConn counts the bytes read from a connection.
@@ -153,6 +180,25 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		"--no-launch", "--insecure-node-plane", "--anonymous-viewer", "--tokens", writeTokens(dir),
 		// The simulated job may be larger than a submitted spec may be by default.
 		"--spec-limit", fmt.Sprintf("workers=%d,servers=%d", max(o.Agents, 1), max(o.Servers, 1)))
+	var etcdMetrics string // the first endpoint's /metrics
+	if o.Store != "" {
+		eps, ok := strings.CutPrefix(o.Store, "etcd://")
+		if !ok || eps == "" {
+			return nil, fmt.Errorf("--store %q: want etcd://HOST:PORT[,HOST:PORT…] (plain HTTP; the run reads etcd's /metrics)", o.Store)
+		}
+		first, _, _ := strings.Cut(eps, ",")
+		etcdMetrics = "http://" + first + "/metrics"
+		key := make([]byte, 32)
+		if _, err := rand.Read(key); err != nil {
+			return nil, err
+		}
+		keyFile := filepath.Join(dir, "store.key")
+		if err := os.WriteFile(keyFile, key, 0o600); err != nil {
+			return nil, err
+		}
+		sched.Args = append(sched.Args, "--store", o.Store, "--store-key-file", keyFile,
+			"--etcd-prefix", fmt.Sprintf("/kelpie-bench-%d-%d/", os.Getpid(), time.Now().UnixNano()))
+	}
 	if o.SchedulerProfile != "" {
 		sched.Args = append(sched.Args, "--cpuprofile", o.SchedulerProfile)
 	}
@@ -252,6 +298,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	defer stop()
 	var sent, started atomic.Int64
 	var wg sync.WaitGroup
+	var etcdStart map[string]float64
+	if etcdMetrics != "" {
+		if etcdStart, err = scrapeCounters(etcdMetrics, etcdCounters...); err != nil {
+			return nil, err
+		}
+	}
 	start := time.Now()
 	total := o.Agents + o.Servers
 	for i := range total {
@@ -270,6 +322,15 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if n := started.Load(); n < int64(total) {
 		return nil, fmt.Errorf("%d of %d agents connected within %v: a machine too loaded to measure on", n, total, setupLimit)
 	}
+	setup := time.Since(start).Seconds()
+	var setupProposals float64 // etcd writes (raft proposals) of the agents' registration
+	if etcdMetrics != "" {
+		c, err := scrapeCounters(etcdMetrics, etcdCounters...)
+		if err != nil {
+			return nil, err
+		}
+		setupProposals = c["etcd_server_proposals_committed_total"] - etcdStart["etcd_server_proposals_committed_total"]
+	}
 	measureFrom := time.Now().Add(2 * time.Duration(float64(time.Second)/o.Rate))
 	if early := start.Add(3 * time.Second); measureFrom.Before(early) {
 		measureFrom = early
@@ -282,6 +343,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	hist0, _ := ingestHistogram(httpAddr)
+	var etcd0 map[string]float64
+	if etcdMetrics != "" {
+		if etcd0, err = scrapeCounters(etcdMetrics, etcdCounters...); err != nil {
+			return nil, err
+		}
+	}
 	bytes0, frames0, wire0 := consoleBytes.Load(), consoleFrames.Load(), wire.Load()
 	t0 := time.Now()
 	sleepUntil(runCtx, t0.Add(o.Duration))
@@ -311,6 +378,19 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	r.IngestP50Us = diff.quantile(0.5) * 1e6
 	r.IngestP99Us = diff.quantile(0.99) * 1e6
 	r.RSSMiB, _ = rssMiB(sched.Process.Pid)
+	r.SetupSeconds = setup
+	r.Store = "bbolt"
+	if etcdMetrics != "" {
+		r.Store = o.Store
+		etcd1, err := scrapeCounters(etcdMetrics, etcdCounters...)
+		if err != nil {
+			return nil, err
+		}
+		rate := func(name string) float64 { return (etcd1[name] - etcd0[name]) / elapsed }
+		r.Etcd = &EtcdFigures{PutsPerS: rate("etcd_mvcc_put_total"), DeletesPerS: rate("etcd_mvcc_delete_total"),
+			ProposalsPerS: rate("etcd_server_proposals_committed_total"), SetupProposals: setupProposals,
+			DBSizeInUseMiB: etcd1["etcd_mvcc_db_total_size_in_use_in_bytes"] / (1 << 20)}
+	}
 	stop()
 	wg.Wait()
 	return r, nil
@@ -484,6 +564,45 @@ func (h histogram) quantile(q float64) float64 {
 		prevLe, prevC = h.le[i], c
 	}
 	return prevLe
+}
+
+// etcdCounters are the etcd metrics a run on etcd reads.
+var etcdCounters = []string{"etcd_mvcc_delete_total", "etcd_mvcc_put_total", "etcd_server_proposals_committed_total",
+	"etcd_mvcc_db_total_size_in_use_in_bytes"}
+
+// scrapeCounters reads the named unlabelled metrics from a Prometheus
+// text endpoint; every one must be there.
+func scrapeCounters(url string, names ...string) (map[string]float64, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		name, v, ok := strings.Cut(sc.Text(), " ")
+		if !ok {
+			continue
+		}
+		for _, n := range names {
+			if name == n {
+				if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+					out[n] = f
+				}
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	for _, n := range names {
+		if _, ok := out[n]; !ok {
+			return nil, fmt.Errorf("no %s on %s", n, url)
+		}
+	}
+	return out, nil
 }
 
 // ingestHistogram scrapes kelpie_agent_ingest_seconds from /metrics.

@@ -24,9 +24,12 @@ import (
 const StateHung = "hung"
 
 // goodputState is the job's goodput ledger and hang detector, fed from its
-// reports and its tick (hooks in ingest.go and job.go) and read by its
-// views; its own lock, taken after the job's.
+// reports (on the actor) and its tick (on the ticker) and read by its
+// views' builders.
 type goodputState struct {
+	// mu guards the ledger and the detector (every field below) between
+	// the actor, the ticker and the view builders; it is held for O(1)
+	// per report and never while another lock is taken.
 	mu      sync.Mutex
 	led     *ledger.Ledger
 	det     hang.Detector
@@ -104,10 +107,14 @@ func (j *jobState) goodputReport(node string, r *coordinatorpb.ProgressReport, n
 // nodes are in, records the ETA at the check points, and judges whether
 // the job has hung (an event when that changes).
 func (j *jobState) goodputTick(now time.Time) {
-	j.mu.RLock()
-	jobPhase, phases, nodes, workers := j.lifecycleLocked()
+	var (
+		jobPhase ledger.Phase
+		phases   map[string]ledger.Phase
+		nodes    []hang.Node
+		workers  int
+	)
+	j.onActor(func() { jobPhase, phases, nodes, workers = j.lifecycleLocked() })
 	name := j.spec.Name
-	j.mu.RUnlock()
 	todo, doing, _, total := j.coord.ShardCounts()
 	eta, ok := ledger.ETA(todo, doing, total, j.coord.Plan().Total(), j.thr.rate())
 	progress := j.coord.WorkerSamples()
@@ -166,7 +173,7 @@ func holdingText(servers []string) string {
 
 // lifecycleLocked is the phase the job and each node are in by their
 // state, what the hang detector needs of the nodes, and the live workers.
-// The caller holds the job's lock.
+// The caller is the job's actor.
 //
 // The job is queued while it waits for capacity or its processes start
 // (up to its first report), recovering during a checkpoint-and-restart,

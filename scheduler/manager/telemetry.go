@@ -8,9 +8,9 @@ import (
 )
 
 // telemetry owns a job's Monitor (scheduler/monitor). The ingest path — an
-// agent's report, under the job's lock — only queues the report's
+// agent's report, on the job's actor — only queues the report's
 // samples; the job's tick takes the queue in and computes the Monitor's
-// snapshot outside the job's lock. A snapshot of a 5,000-node job takes
+// snapshot off the actor. A snapshot of a 5,000-node job takes
 // milliseconds; reports no longer wait for it.
 type telemetry struct {
 	mu    sync.Mutex // guards queue, ids, names and cfg

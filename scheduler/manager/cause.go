@@ -56,23 +56,33 @@ type causeInputs struct {
 // causeInputs copies every live node's recent split. The caller is
 // the job's actor.
 func (j *jobState) causeInputs() causeInputs {
-	in := causeInputs{phases: map[string]cause.Phases{}, trips: map[string]map[string]float64{}, own: map[string][2]float64{}}
+	in := newCauseInputs()
 	for _, n := range j.nodes {
-		if n.removed {
-			continue
-		}
-		if n.role == "worker" {
-			if p, ok := n.cause.worker.Phases(); ok {
-				in.phases[n.name] = p
-			}
-			if rt := n.cause.worker.RoundTrips(); len(rt) > 0 {
-				in.trips[n.name] = rt
-			}
-		} else if q, a, ok := n.cause.server.PerRequest(); ok {
-			in.own[n.name] = [2]float64{q, a}
-		}
+		in.add(n)
 	}
 	return in
+}
+
+func newCauseInputs() causeInputs {
+	return causeInputs{phases: map[string]cause.Phases{}, trips: map[string]map[string]float64{}, own: map[string][2]float64{}}
+}
+
+// add copies n's recent split, unless n was removed. The caller is the
+// job's actor.
+func (in causeInputs) add(n *nodeState) {
+	if n.removed {
+		return
+	}
+	if n.role == "worker" {
+		if p, ok := n.cause.worker.Phases(); ok {
+			in.phases[n.name] = p
+		}
+		if rt := n.cause.worker.RoundTrips(); len(rt) > 0 {
+			in.trips[n.name] = rt
+		}
+	} else if q, a, ok := n.cause.server.PerRequest(); ok {
+		in.own[n.name] = [2]float64{q, a}
+	}
 }
 
 // causes is each node's dominant cause against the job's median

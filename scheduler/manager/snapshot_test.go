@@ -20,9 +20,12 @@ import (
 // the actor does not hand over shows as a data race; a torn read shows as
 // a node row whose batch size and iteration come from different reports
 // (every report here carries batch = iteration), or facts whose state and
-// over disagree.
+// over disagree. The rows are frozen a few nodes per turn of the actor, so
+// reports are taken in between the turns of one build.
 func TestSnapshotsUnderLoad(t *testing.T) {
 	const workers, reports = 32, 400
+	defer func(n int) { rowsPerTurn = n }(rowsPerTurn)
+	rowsPerTurn = 5 // the rows are frozen in several turns, reports in between
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	m, j := testJob(t, Config{Clock: clk}, "hammer", workers, 2)
 	names := j.spec.WorkerNames()
@@ -57,6 +60,9 @@ func TestSnapshotsUnderLoad(t *testing.T) {
 	})
 	reader(func() {
 		for _, v := range m.View([]string{"hammer"}, 30) {
+			if len(v.Nodes) != workers+2 {
+				tear("view: " + v.Name + " does not show every node once")
+			}
 			for _, n := range v.Nodes {
 				if n.Role == "worker" && n.Iteration > 0 && int64(n.BatchSize) != n.Iteration {
 					tear("view: " + n.Name + " shows the batch of one report and the iteration of another")

@@ -42,6 +42,11 @@ func (m *Manager) View(names []string, heatmapColumns int) []*consolepb.JobView 
 	return out
 }
 
+// rowsPerTurn is how many nodes' rows a view build freezes in one turn of
+// the job's actor (about a quarter of a millisecond); a variable for
+// tests.
+var rowsPerTurn = 512
+
 // ViewTTL is how long a built job view is served before it is rebuilt.
 // The detail view of a job of more than viewTTLNodes nodes lives
 // proportionally longer (viewTTL).
@@ -338,11 +343,14 @@ func (j *jobState) seriesName(name, role string) string {
 }
 
 // view builds a job's console view. Everything it reads of the job's
-// state is frozen on the job's actor in one short turn (O(nodes), no
-// heatmap, no causes: copies of the nodes' rows and of the actions); the
-// rows, causes, heatmap and charts are built from the frozen copy off the
-// actor. The caller holds viewMu: one build at a time, at most once per
-// view TTL however many readers (publishedView, frameView).
+// state is frozen on the job's actor: the job's figures, policies and
+// actions and the list of its nodes in one turn, then the nodes' rows and
+// recent splits in turns of rowsPerTurn nodes, so that the actor takes in
+// the reports that came meanwhile between them (a 20,000-node freeze in
+// one turn held them back some 20 ms); each row is one node as of one
+// turn. The heatmap, causes and charts are built from the frozen copy off
+// the actor. The caller holds viewMu: one build at a time, at most once
+// per view TTL however many readers (publishedView, frameView).
 func (j *jobState) view(detail bool, columns int) *consolepb.JobView {
 	m := j.m
 	var (
@@ -353,6 +361,7 @@ func (j *jobState) view(detail bool, columns int) *consolepb.JobView {
 		over     bool
 		res      *Result
 		ended    time.Time
+		nodes    []*nodeState
 		rows     []nodeRow
 		causes   causeInputs
 		specYAML bool
@@ -409,17 +418,29 @@ func (j *jobState) view(detail bool, columns int) *consolepb.JobView {
 		}
 		if detail {
 			specYAML = true
-			rows = make([]nodeRow, 0, len(j.nodes))
+			nodes = make([]*nodeState, 0, len(j.nodes))
 			for _, n := range j.nodes {
-				p := &n.prog // its spark is never changed in place
-				rows = append(rows, nodeRow{name: n.name, role: n.role, host: n.host, state: n.status.State,
-					pid: n.status.Pid, restarts: n.status.Restarts, batch: p.batch, iteration: p.iteration,
-					spark: p.spark, lastSeen: n.seenWith(*p), removed: n.removed,
-					accum: max(j.accum[n.name], 1), cells: n.cells, seriesName: j.seriesName(n.name, n.role)})
+				nodes = append(nodes, n)
 			}
-			causes = j.causeInputs()
 		}
 	})
+	if detail {
+		rows, causes = make([]nodeRow, 0, len(nodes)), newCauseInputs()
+		for len(nodes) > 0 {
+			turn := nodes[:min(rowsPerTurn, len(nodes))]
+			nodes = nodes[len(turn):]
+			j.onActor(func() {
+				for _, n := range turn {
+					p := &n.prog // its spark is never changed in place
+					rows = append(rows, nodeRow{name: n.name, role: n.role, host: n.host, state: n.status.State,
+						pid: n.status.Pid, restarts: n.status.Restarts, batch: p.batch, iteration: p.iteration,
+						spark: p.spark, lastSeen: n.seenWith(*p), removed: n.removed,
+						accum: max(j.accum[n.name], 1), cells: n.cells, seriesName: j.seriesName(n.name, n.role)})
+					causes.add(n)
+				}
+			})
+		}
+	}
 	if !over {
 		v.ClusterBusy = j.clusterBusy()
 	}

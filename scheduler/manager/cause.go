@@ -69,19 +69,25 @@ func newCauseInputs() causeInputs {
 
 // add copies n's recent split, unless n was removed. The caller is the
 // job's actor.
-func (in causeInputs) add(n *nodeState) {
-	if n.removed {
+func (in causeInputs) add(n *nodeState) { in.addCause(n.name, n.role, n.removed, &n.cause) }
+
+// addCause adds a node's recent split from c: the node's own (on the
+// actor) or a copy of it frozen for a view (nodeRow.cause: its windows are
+// arrays of samples that are never changed once added, so a copy needs no
+// lock).
+func (in causeInputs) addCause(name, role string, removed bool, c *nodeCause) {
+	if removed {
 		return
 	}
-	if n.role == "worker" {
-		if p, ok := n.cause.worker.Phases(); ok {
-			in.phases[n.name] = p
+	if role == "worker" {
+		if p, ok := c.worker.Phases(); ok {
+			in.phases[name] = p
 		}
-		if rt := n.cause.worker.RoundTrips(); len(rt) > 0 {
-			in.trips[n.name] = rt
+		if rt := c.worker.RoundTrips(); len(rt) > 0 {
+			in.trips[name] = rt
 		}
-	} else if q, a, ok := n.cause.server.PerRequest(); ok {
-		in.own[n.name] = [2]float64{q, a}
+	} else if q, a, ok := c.server.PerRequest(); ok {
+		in.own[name] = [2]float64{q, a}
 	}
 }
 

@@ -322,6 +322,10 @@ type nodeRow struct {
 	accum            int
 	cells            *buckets
 	seriesName       string // its chart series: "bpt/worker-2", "speed/server-0"
+	// cause is a copy of the node's recent split windows (a few hundred
+	// bytes): what its time went to is computed from it off the actor
+	// (computing it on the actor was most of a view's turns there).
+	cause nodeCause
 }
 
 // seriesName is the name of the chart series of node name in role, made
@@ -348,8 +352,8 @@ func (j *jobState) seriesName(name, role string) string {
 // recent splits in turns of rowsPerTurn nodes, so that the actor takes in
 // the reports that came meanwhile between them (a 20,000-node freeze in
 // one turn held them back some 20 ms); each row is one node as of one
-// turn. The heatmap, causes and charts are built from the frozen copy off
-// the actor. The caller holds viewMu: one build at a time, at most once
+// turn. The heatmap, causes (from copies of the nodes' split windows) and
+// charts are built from the frozen copy off the actor. The caller holds viewMu: one build at a time, at most once
 // per view TTL however many readers (publishedView, frameView).
 func (j *jobState) view(detail bool, columns int) *consolepb.JobView {
 	m := j.m
@@ -435,10 +439,15 @@ func (j *jobState) view(detail bool, columns int) *consolepb.JobView {
 					rows = append(rows, nodeRow{name: n.name, role: n.role, host: n.host, state: n.status.State,
 						pid: n.status.Pid, restarts: n.status.Restarts, batch: p.batch, iteration: p.iteration,
 						spark: p.spark, lastSeen: n.seenWith(*p), removed: n.removed,
-						accum: max(j.accum[n.name], 1), cells: n.cells, seriesName: j.seriesName(n.name, n.role)})
-					causes.add(n)
+						accum: max(j.accum[n.name], 1), cells: n.cells, seriesName: j.seriesName(n.name, n.role),
+						cause: n.cause})
 				}
 			})
+		}
+		// The causes' windows are computed off the actor, from the copies.
+		for i := range rows {
+			r := &rows[i]
+			causes.addCause(r.name, r.role, r.removed, &r.cause)
 		}
 	}
 	if !over {

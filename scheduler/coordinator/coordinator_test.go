@@ -80,6 +80,11 @@ func TestWorkersAddedAndRemoved(t *testing.T) {
 	if reg.Index != 2 || len(reg.Splits) != 1 || !slices.Equal(reg.Splits[0].Local, []int32{32, 16, 16}) {
 		t.Errorf("worker-2's registration: index %d, splits %v; want 2 and the split from 10", reg.Index, reg.Splits)
 	}
+	if len(reg.Workers) != 0 {
+		// Only servers have a barrier: a list of every worker sent to
+		// every worker made registrations O(workers²).
+		t.Errorf("worker-2 was told a barrier of %d workers; want none", len(reg.Workers))
+	}
 	// worker-0 is removed: it does not wait for the others.
 	done, err := c.Done(ctx, &coordinatorpb.DoneRequest{Job: "elastic", Node: "worker-0", Left: true})
 	if err != nil || done.Evaluate {

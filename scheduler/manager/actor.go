@@ -79,6 +79,8 @@ func (j *jobState) runTicks(t clock.Ticker) {
 			if !j.facts().over {
 				j.tick(j.m.now())
 			}
+		case <-j.mon.full:
+			j.mon.Drain() // the Monitor's queue filled between two ticks
 		case <-j.endedCh:
 			return
 		case <-j.m.done:

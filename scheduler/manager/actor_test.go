@@ -273,12 +273,14 @@ var paused sync.Map
 // resumeActor happens before the actor goes on).
 func pauseActor(j *jobState) {
 	held, goOn := make(chan struct{}), make(chan struct{})
-	paused.Store(j, goOn)
 	go j.call(func() {
 		close(held)
 		<-goOn
 	})
 	<-held
+	// Only one call holds the actor at a time: until resumeActor, no other
+	// pauseActor of j gets here.
+	paused.Store(j, goOn)
 }
 
 // resumeActor lets j's actor go on after pauseActor(j).

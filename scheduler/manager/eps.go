@@ -501,7 +501,8 @@ func (m *Manager) launchQueued(j *jobState) error {
 		}
 		fresh := newJobState(m, s, cj, j.submitted)
 		j.onActor(func() {
-			j.spec, j.coord, j.mon, j.nodes = s, cj, fresh.mon, fresh.nodes
+			j.spec, j.coord, j.nodes = s, cj, fresh.nodes
+			j.mon.reset(fresh.mon)
 			j.invalidateViews()
 		})
 	}

@@ -326,6 +326,7 @@ type RegisterResponse struct {
 	NextAction     string      `protobuf:"bytes,7,opt,name=next_action,json=nextAction,proto3" json:"next_action,omitempty"`
 	// The workers in the barrier now, by index (workers added or removed
 	// while the job runs included): a server starting mid-job counts them.
+	// Set for servers only.
 	Workers       []int32 `protobuf:"varint,8,rep,packed,name=workers,proto3" json:"workers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

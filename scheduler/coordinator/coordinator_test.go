@@ -80,6 +80,11 @@ func TestWorkersAddedAndRemoved(t *testing.T) {
 	if reg.Index != 2 || len(reg.Splits) != 1 || !slices.Equal(reg.Splits[0].Local, []int32{32, 16, 16}) {
 		t.Errorf("worker-2's registration: index %d, splits %v; want 2 and the split from 10", reg.Index, reg.Splits)
 	}
+	if len(reg.Workers) != 0 {
+		// Only servers have a barrier: a list of every worker sent to
+		// every worker made registrations O(workers²).
+		t.Errorf("worker-2 was told a barrier of %d workers; want none", len(reg.Workers))
+	}
 	// worker-0 is removed: it does not wait for the others.
 	done, err := c.Done(ctx, &coordinatorpb.DoneRequest{Job: "elastic", Node: "worker-0", Left: true})
 	if err != nil || done.Evaluate {
@@ -91,6 +96,22 @@ func TestWorkersAddedAndRemoved(t *testing.T) {
 	}
 	if _, err := c.Register(ctx, &coordinatorpb.RegisterRequest{Job: "elastic", Node: "worker-0", Role: coordinatorpb.Role_ROLE_WORKER}); err == nil {
 		t.Error("a removed worker registered again")
+	}
+	// The barrier a registration is told is kept between registrations
+	// (members): each change of the membership is seen.
+	srv, err = c.Register(ctx, &coordinatorpb.RegisterRequest{Job: "elastic", Node: "server-0", Role: coordinatorpb.Role_ROLE_SERVER, Addr: "127.0.0.1:3"})
+	if err != nil || !slices.Equal(srv.Workers, []int32{1, 2}) {
+		t.Errorf("server's barrier registering again = %v, %v; want [1 2] still", srv.GetWorkers(), err)
+	}
+	name3, _ := j.AddWorker()
+	srv, err = c.Register(ctx, &coordinatorpb.RegisterRequest{Job: "elastic", Node: "server-0", Role: coordinatorpb.Role_ROLE_SERVER, Addr: "127.0.0.1:4"})
+	if err != nil || !slices.Equal(srv.Workers, []int32{1, 2, 3}) {
+		t.Errorf("server's barrier after %s was added = %v, %v; want [1 2 3]", name3, srv.GetWorkers(), err)
+	}
+	j.DropWorker(name3) // added, never came up
+	srv, err = c.Register(ctx, &coordinatorpb.RegisterRequest{Job: "elastic", Node: "server-0", Role: coordinatorpb.Role_ROLE_SERVER, Addr: "127.0.0.1:5"})
+	if err != nil || !slices.Equal(srv.Workers, []int32{1, 2}) {
+		t.Errorf("server's barrier after %s was added and dropped = %v, %v; want [1 2]", name3, srv.GetWorkers(), err)
 	}
 	// worker-1 waits for worker-2, then one of them evaluates.
 	got := make(chan *coordinatorpb.DoneResponse, 1)

@@ -119,10 +119,8 @@ func (m *Manager) Trigger(job string, a *consolepb.Action, who string) (string, 
 // (nil if nothing) stores it and sends its commands, off the actor: a
 // change's sends never run on the actor (they may call it).
 func (m *Manager) trigger(j *jobState, a *consolepb.Action, who string) (string, func(), error) {
-	j.mu.Lock()
 	job := j.spec.Name
 	if j.over() {
-		j.mu.Unlock()
 		return "", nil, status.Errorf(codes.FailedPrecondition, "job %s is %s", job, j.state)
 	}
 	act := &consolepb.Action{Kind: a.Kind, Target: a.Target, Policy: "operator", Reason: a.Reason,
@@ -132,15 +130,12 @@ func (m *Manager) trigger(j *jobState, a *consolepb.Action, who string) (string,
 		act.Reason = "triggered by " + who
 	}
 	if err := typedArgs(act); err != nil {
-		j.mu.Unlock()
 		return "", nil, err
 	}
 	if err := j.validate(act); err != nil {
-		j.mu.Unlock()
 		return "", nil, err
 	}
 	sends, err := m.addLocked(j, act, "", gate.ModeAuto, who)
-	j.mu.Unlock()
 	if err != nil {
 		return "", nil, status.Errorf(codes.Internal, "trigger: %v", err)
 	}
@@ -168,8 +163,6 @@ func (m *Manager) Decide(job, id string, approve bool, who, note string) error {
 // (nil if nothing) stores it and sends its commands, off the actor (see
 // trigger).
 func (m *Manager) decide(j *jobState, id string, approve bool, who, note string) (func(), error) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
 	job := j.spec.Name
 	a, ok := j.byID[id]
 	if !ok {
@@ -207,32 +200,26 @@ func (m *Manager) SetPolicy(job, name, mode string, params map[string]float64, w
 
 // setPolicy changes a policy's settings, on the job's actor.
 func (m *Manager) setPolicy(j *jobState, name, mode string, params map[string]float64, who string) error {
-	j.mu.Lock()
 	job := j.spec.Name
 	p, ok := j.policies[name]
 	if !ok {
-		j.mu.Unlock()
 		return status.Errorf(codes.InvalidArgument, "unknown policy %q (one of %s)", name, strings.Join(policyNames(), ", "))
 	}
 	switch mode {
 	case "", ModeAuto, ModeApprove, ModeOff:
 	default:
-		j.mu.Unlock()
 		return status.Errorf(codes.InvalidArgument, "policy mode must be auto, approve or off, not %q", mode)
 	}
 	for k, v := range params {
 		if _, known := p.Params[k]; !known {
-			j.mu.Unlock()
 			return status.Errorf(codes.InvalidArgument, "policy %s has no parameter %q", name, k)
 		}
 		if math.IsNaN(v) || v < 0 {
-			j.mu.Unlock()
 			return status.Errorf(codes.InvalidArgument, "policy %s parameter %s must be ≥ 0, got %v", name, k, v)
 		}
 	}
 	// The paper's bounds, on the parameters as they would be after the edit.
 	if err := policy.CheckParams(name, mergeParams(p.Params, params), len(j.liveWorkers())); err != nil {
-		j.mu.Unlock()
 		return status.Errorf(codes.InvalidArgument, "%v", err)
 	}
 	if mode != "" {
@@ -246,14 +233,12 @@ func (m *Manager) setPolicy(j *jobState, name, mode string, params map[string]fl
 		v := policydecl.Values(p.Params)
 		cfg.Lambda, cfg.LTrans, cfg.LPer = v.Float(policy.NDLambda), v.Duration(policy.NDWindowTransient), v.Duration(policy.NDWindowPersistent)
 		if err := cfg.Validate(); err != nil {
-			j.mu.Unlock()
 			return status.Errorf(codes.InvalidArgument, "policy %s: %v", name, err)
 		}
 		j.mon.SetConfig(cfg)
 	}
 	m.event(job, "policy", "", fmt.Sprintf("policy %s set to %s %s", name, p.Mode, formatParams(p.Params)), who)
 	b := j.policiesJSON()
-	j.mu.Unlock()
 	return m.cfg.Store.PutPolicies(job, b)
 }
 
@@ -414,13 +399,13 @@ func (m *Manager) addLocked(j *jobState, a *consolepb.Action, key string, mode g
 		delete(j.byID, a.Id)
 		return nil, err
 	}
-	// Its preview asks the cluster: after the lock, on a goroutine.
+	// Its preview asks the cluster: off the actor, on a goroutine.
 	return append(m.applyGate(j), func() { m.spawn(func() { m.refreshPreview(j, a) }) }), nil
 }
 
 // applyGate carries out the gate's effects: a transition is mirrored onto
 // the action's console record and told as an event; a dispatch sends the
-// action's commands (run them after the lock).
+// action's commands (run them off the actor).
 func (m *Manager) applyGate(j *jobState) sendList {
 	var sends sendList
 	for {
@@ -494,13 +479,31 @@ func (j *jobState) await(a *consolepb.Action, nodes []string) {
 	}
 }
 
+// persistAction stores the action as it is now: its record is taken on the
+// job's actor, the store write made on the caller's goroutine (not the
+// actor's: see persistActionHere).
 func (m *Manager) persistAction(j *jobState, a *consolepb.Action) {
-	j.mu.RLock()
+	var rec store.ActionRecord
+	j.onActor(func() { rec = j.actionRecord(a) })
+	m.putAction(j, a, rec)
+}
+
+// persistActionHere is persistAction for code running on the actor.
+func (m *Manager) persistActionHere(j *jobState, a *consolepb.Action) {
+	m.putAction(j, a, j.actionRecord(a))
+}
+
+// actionRecord is the durable form of one of the job's actions, with its
+// gate key. The caller is the actor.
+func (j *jobState) actionRecord(a *consolepb.Action) store.ActionRecord {
 	rec := actionRecord(a)
 	if g := j.gate.Get(a.Id); g != nil && g.Key != "" {
 		rec.Params["key"] = g.Key
 	}
-	j.mu.RUnlock()
+	return rec
+}
+
+func (m *Manager) putAction(j *jobState, a *consolepb.Action, rec store.ActionRecord) {
 	if err := m.cfg.Store.PutAction(j.spec.Name, rec); err != nil {
 		m.log.Error("store action", "job", j.spec.Name, "action", a.Id, "err", err)
 	}
@@ -595,8 +598,8 @@ func actionFrom(job string, r store.ActionRecord) *consolepb.Action {
 	return a
 }
 
-// sendList is the stream sends that a locked section decided on, run after
-// the lock is released.
+// sendList is the stream sends that code on the job's actor decided on,
+// run after, off the actor.
 type sendList []func()
 
 func (s sendList) run() {
@@ -818,20 +821,16 @@ func (j *jobState) aheadIteration(now time.Time) int64 {
 // switch; every other action's acks go to the gate, which applies it once every node it awaits has
 // acked.
 func (m *Manager) acked(j *jobState, node string, ack *agentpb.ActionAck) {
-	j.mu.Lock()
 	if j.serverAcked(node, ack) {
 		// A server's command (servercmd.go): its caller waits for it.
-		j.mu.Unlock()
 		return
 	}
 	a, ok := j.byID[ack.ActionId]
 	if !ok || (a.State != ActDispatched) {
-		j.mu.Unlock()
 		return
 	}
 	if n := j.nodes[node]; (tableKind(a.Kind) || j.serverRestart(a)) && (n == nil || n.role != "worker") {
 		// A table change hears servers through their own commands only.
-		j.mu.Unlock()
 		return
 	}
 	if tableKind(a.Kind) || j.serverRestart(a) {
@@ -848,7 +847,6 @@ func (m *Manager) acked(j *jobState, node string, ack *agentpb.ActionAck) {
 				}
 			})
 		}
-		j.mu.Unlock()
 		return
 	}
 	d := defOf(a)
@@ -865,8 +863,7 @@ func (m *Manager) acked(j *jobState, node string, ack *agentpb.ActionAck) {
 	if a.State == ActApplied && d != nil && d.applied != nil {
 		d.applied(m, j, a)
 	}
-	j.mu.Unlock()
-	m.persistAction(j, a)
+	m.persistActionHere(j, a)
 }
 
 // runPolicies asks the active policies for proposals and passes them
@@ -874,34 +871,30 @@ func (m *Manager) acked(j *jobState, node string, ack *agentpb.ActionAck) {
 // (auto) or queued for an operator (approve). Proposals that wait too long
 // expire, and dispatched actions whose acks do not come fail.
 //
-// The policies themselves run outside the job's lock, on a copy of
-// what they read (policyInputs): evaluating them over thousands of workers
+// The policies themselves run off the job's actor, on a copy of
+// what they read (policyInputs, frozen on the actor): evaluating them over thousands of workers
 // must not hold up the job's reports. The gate then takes their proposals
 // against the job as it is by then.
 func (j *jobState) runPolicies(snap monitor.Snapshot, now time.Time) {
 	m := j.m
 	var changed []*consolepb.Action
-	var measured float64
-	var timelineBPT map[string]float64
+	// The policies' inputs are frozen on the actor (O(workers), once a
+	// tick); the policies propose from them off the actor.
+	var in *policyInputs
 	j.onActor(func() {
 		before := len(j.actions)
 		changed = j.changedSince(now, func() { j.gate.Tick(now) })
 		changed = append(changed, j.actions[before:]...)
-		measured = j.measuredThroughput(snap.Config.LTrans)
-		timelineBPT = j.timelineBPT(snap.Config.LPer)
-	})
-	// Copying the inputs is O(workers): under the lock for reading, so
-	// that reports go on meanwhile.
-	var in *policyInputs
-	j.mu.RLock()
-	if j.state == StateRunning {
-		in = j.policyInputs()
-		in.job.TimelineBPT = timelineBPT
-		if measured > 0 { // the judge's baseline, once the timeline has it
-			in.job.Throughput = measured
+		measured := j.measuredThroughput(snap.Config.LTrans)
+		timelineBPT := j.timelineBPT(snap.Config.LPer)
+		if j.state == StateRunning {
+			in = j.policyInputs()
+			in.job.TimelineBPT = timelineBPT
+			if measured > 0 { // the judge's baseline, once the timeline has it
+				in.job.Throughput = measured
+			}
 		}
-	}
-	j.mu.RUnlock()
+	})
 	var proposals []policy.Action
 	if in != nil {
 		proposals = in.propose(snap)
@@ -994,7 +987,7 @@ func (j *jobState) changedSince(now time.Time, f func()) []*consolepb.Action {
 }
 
 // policyInputs is what the job's policies read besides the Monitor's
-// snapshot, copied under the job's lock so that they run without it.
+// snapshot, frozen on the job's actor so that they run off it.
 type policyInputs struct {
 	job      policy.Job
 	policies map[string]policySetting // modes and parameters (copies)

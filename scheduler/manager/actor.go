@@ -8,36 +8,34 @@ import (
 	"github.com/kelpie/kelpie/scheduler/clock"
 )
 
-// A job's actor is the one goroutine that writes the job's state. It takes
-// in its agents' messages that change it, in the order they came: acks,
-// server counters, refusals and primary-agent reports from every agent
-// stream of the job go through it, so that the streams wait on the job's
-// inbox (gRPC flow control pushes back on a busy job) rather than on the
-// job's lock. The console's commands on the job (Trigger, Decide,
-// SetPolicy) run on it too, in their turn (call), and so does every write
-// the job's other goroutines make (onActor): an agent's connection and
-// disconnection, a heartbeat that changes a node's state, the job's move
-// to running and to its end, its ticker's expiries, lost nodes, policy
-// proposals and timeline, EPS's withdrawals, launches and size changes,
-// every step of a change under way, the settling of a finished job's
-// actions. So every change to the job is taken in in one order with the
-// acks. The actor holds the job's lock while it writes, so that the other
-// goroutines read under the lock held for reading; what they do with what
-// they read — store writes, sends, process launches, waits — they do off
-// the actor. Progress reports, which write only their node's progress
-// (under its own lock), are taken in side by side on their own streams
-// (ingest.go). The job's periodic work (its tick: lost nodes, the
-// Monitor's snapshot, the policies, action expiry, the timeline) runs on a
-// goroutine of the job's own, its ticker (runTicks), which hands its writes
-// to the actor: a tick writes to the store and may launch processes, and
-// the acks and counters must not wait for that (at 5,000 agents a tick on
-// the actor put 0.4 s into the ingest p99). Jobs tick side by side; other
-// jobs never wait for a job's lock or its actor.
+// A job's actor is the one goroutine that touches the job's state (etcd
+// raft's node/raft split: the state is raft's, the actor's loop is
+// node.run, and every other goroutine holds a handle). It takes in the
+// job's agent messages in the order they came — progress reports,
+// heartbeats, acks, server counters, refusals, primary-agent reports — and
+// runs the console's commands on the job (Trigger, Decide, SetPolicy) and
+// every write the job's other goroutines make (onActor) in their turn:
+// agents connecting and leaving, the job's move to running and to its end,
+// its ticker's expiries, lost nodes, policy proposals and timeline, EPS's
+// withdrawals, launches and size changes, every step of a change under
+// way. No lock guards the job's state: a goroutine that needs to read it
+// either reads what the actor published (the job's facts after each batch,
+// facts.go; the views' frozen rows, at most once per view TTL) or asks the
+// actor (onActor, like etcd's node.Status); what it does with what it read
+// — store writes, sends, process launches, waits — it does off the actor.
+// The job's periodic work (its tick: lost nodes, the Monitor's snapshot,
+// the policies, action expiry, the timeline) runs on a goroutine of the
+// job's own, its ticker (runTicks), which hands its writes to the actor: a
+// tick writes to the store and may launch processes, and the reports and
+// acks must not wait for that. Jobs tick side by side; other jobs never
+// wait for a job's actor.
 //
 // The actor starts with the job's first message, the ticker when the job
 // is admitted (startTicker); both are tracked like every goroutine of the
-// manager (spawn) and end when the job ends or the manager closes; a
-// message that comes after is taken in on the caller's goroutine.
+// manager (spawn). The ticker ends with the job; the actor outlives it (a
+// finished job is still read, and late acks still come) and ends when the
+// manager closes: what comes after is taken in on the caller's goroutine,
+// one caller at a time (jobState.late).
 
 // inboxSize bounds the messages waiting for a job's actor; batchSize bounds
 // those it takes in at once.
@@ -78,12 +76,11 @@ func (j *jobState) runTicks(t clock.Ticker) {
 	for {
 		select {
 		case <-t.C():
-			j.mu.RLock()
-			over := j.over()
-			j.mu.RUnlock()
-			if !over {
+			if !j.facts().over {
 				j.tick(j.m.now())
 			}
+		case <-j.mon.full:
+			j.mon.Drain() // the Monitor's queue filled between two ticks
 		case <-j.endedCh:
 			return
 		case <-j.m.done:
@@ -98,6 +95,8 @@ func (j *jobState) runTicks(t clock.Ticker) {
 func (j *jobState) post(n *nodeState, msg *agentpb.AgentMessage) {
 	in := agentMsg{n: n, msg: msg, t0: j.m.clk.Now()}
 	if !j.enqueue(in) {
+		j.late.Lock()
+		defer j.late.Unlock()
 		j.m.takeIn(j, []agentMsg{in})
 	}
 }
@@ -110,33 +109,35 @@ func (j *jobState) post(n *nodeState, msg *agentpb.AgentMessage) {
 func (j *jobState) call(f func()) {
 	run := sync.OnceFunc(f)
 	done := make(chan struct{})
-	if !j.enqueue(agentMsg{do: func() { run(); close(done) }}) {
-		run()
+	if !j.enqueue(agentMsg{do: func() { run(); j.publishFacts(); close(done) }}) {
+		j.lateRun(run)
 		return
 	}
 	select {
 	case <-done:
 	case <-j.act.done:
-		run() // the manager closed before the actor took it: at most once
+		// The manager closed before the actor took it: at most once
+		// (run), here, or by the actor's last batch.
+		j.lateRun(run)
 	}
 }
 
-// onActor runs f on the job's actor with the job's lock held (call): how
-// the job's other goroutines — its ticker, EPS's pass, a change under way —
-// change its gate and its actions' records, so that every such change is
-// the actor's, in one order with the acks. The caller holds no lock of
-// the job's and is not the actor.
-func (j *jobState) onActor(f func()) {
-	j.call(func() { j.locked(f) })
+// lateRun runs f for the ended actor, one caller at a time, and publishes
+// the job's facts after it.
+func (j *jobState) lateRun(f func()) {
+	j.late.Lock()
+	defer j.late.Unlock()
+	f()
+	j.publishFacts()
 }
 
-// locked runs f with the job's lock held: how the job's actor itself
-// writes the job's state (onActor from the actor would wait for itself).
-func (j *jobState) locked(f func()) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	f()
-}
+// onActor runs f on the job's actor (call): how the job's other
+// goroutines — its ticker, EPS's pass, a change under way, a reader of
+// what the actor did not publish — read and change its state, so that
+// every such access is the actor's, in one order with the agents'
+// messages. The caller is not the actor (f would wait for itself): code
+// that runs on the actor touches the state directly.
+func (j *jobState) onActor(f func()) { j.call(f) }
 
 // enqueue puts in in the actor's inbox, starting the actor if need be; it
 // blocks while the inbox is full and says false, taking nothing, once the
@@ -162,8 +163,8 @@ func (j *jobState) enqueue(in agentMsg) bool {
 	}
 }
 
-// runActor takes in the job's messages until the job ends or the manager
-// closes, then what is still queued.
+// runActor takes in the job's messages until the manager closes; after
+// each batch it publishes the job's facts.
 func (j *jobState) runActor() {
 	defer close(j.act.done)
 	batch := make([]agentMsg, 0, batchSize)
@@ -181,29 +182,16 @@ func (j *jobState) runActor() {
 				}
 			}
 			j.m.takeIn(j, batch)
-		case <-j.endedCh:
-			j.drainInbox()
-			return
+			j.publishFacts()
 		case <-j.m.done:
 			return
 		}
 	}
 }
 
-// drainInbox takes in the messages queued when the job ended.
-func (j *jobState) drainInbox() {
-	for {
-		select {
-		case in := <-j.act.inbox:
-			j.m.takeIn(j, []agentMsg{in})
-		default:
-			return
-		}
-	}
-}
-
 // takeIn handles a batch of agent messages (and calls) in order, as
-// fromAgent does.
+// fromAgent does. The facts are published after a call (its caller may
+// read them as soon as it returns: call) and after the batch (runActor).
 func (m *Manager) takeIn(j *jobState, batch []agentMsg) {
 	for _, in := range batch {
 		if in.do != nil {

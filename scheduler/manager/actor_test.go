@@ -22,8 +22,10 @@ import (
 // TestJobActor: the agent messages of a job's streams, posted concurrently,
 // are taken in by the job's actor in each stream's order (every worker ends
 // at its last iteration; heartbeats in between change the node's state),
-// and once the job has ended the actor is gone and a straggler's message
-// is taken in on its own goroutine.
+// a straggler's message after the job ended is still the actor's (a
+// finished job is still read, and late acks come), and once the manager
+// has closed the actor is gone and a message is taken in on its own
+// goroutine.
 func TestJobActor(t *testing.T) {
 	m, j := testJob(t, Config{}, "actor", 4, 1)
 	const reports = 300
@@ -52,8 +54,8 @@ func TestJobActor(t *testing.T) {
 	}
 	wg.Wait()
 	taken := func() bool {
-		j.mu.Lock()
-		defer j.mu.Unlock()
+		pauseActor(j)
+		defer resumeActor(j)
 		for i := range 4 {
 			if j.nodes[fmt.Sprintf("worker-%d", i)].progress().iteration != reports {
 				return false
@@ -66,28 +68,41 @@ func TestJobActor(t *testing.T) {
 			t.Fatal("the actor did not take in every report")
 		}
 	}
-	j.mu.Lock()
+	pauseActor(j)
 	for i := range 4 {
 		n := j.nodes[fmt.Sprintf("worker-%d", i)]
 		if n.status.State != agentpb.NodeState_NODE_STATE_RUNNING {
 			t.Errorf("%s is %v; its heartbeat was not taken in", n.name, n.status.State)
 		}
 	}
-	j.mu.Unlock()
+	resumeActor(j)
 	if err := m.Kill("actor", "test"); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case <-j.act.done:
-	case <-time.After(time.Minute):
-		t.Fatal("the actor still runs after its job ended")
+		t.Fatal("the actor ended with its job")
+	default:
 	}
 	j.post(j.nodes["worker-0"], report("worker-0", reports+1))
-	j.mu.Lock()
+	pauseActor(j)
 	it := j.nodes["worker-0"].progress().iteration
-	j.mu.Unlock()
+	resumeActor(j)
 	if it != reports+1 {
 		t.Errorf("a report after the end left worker-0 at iteration %d, want %d", it, reports+1)
+	}
+	m.Close()
+	select {
+	case <-j.act.done:
+	case <-time.After(time.Minute):
+		t.Fatal("the actor still runs after the manager closed")
+	}
+	j.post(j.nodes["worker-0"], report("worker-0", reports+2))
+	pauseActor(j)
+	it = j.nodes["worker-0"].progress().iteration
+	resumeActor(j)
+	if it != reports+2 {
+		t.Errorf("a report after the close left worker-0 at iteration %d, want %d", it, reports+2)
 	}
 }
 
@@ -126,15 +141,15 @@ func TestJobsTickApart(t *testing.T) {
 	running := &agentpb.AgentMessage{Body: &agentpb.AgentMessage_Heartbeat{Heartbeat: &agentpb.Heartbeat{
 		Status: &agentpb.NodeStatus{State: agentpb.NodeState_NODE_STATE_RUNNING, Pid: 1}}}}
 	for _, n := range []string{"worker-0", "worker-1"} {
-		m.fromAgent(b, b.nodes[n], running)
+		takeOn(m, b, b.nodes[n], running)
 	}
 
-	a.mu.Lock() // job a is busy for as long as the test needs
-	defer a.mu.Unlock()
+	pauseActor(a) // job a is busy for as long as the test needs
+	defer resumeActor(a)
 	clk.Advance(6 * time.Second) // past LostAfter: b's next tick finds its workers lost
 	state := func(n string) agentpb.NodeState {
-		b.mu.RLock()
-		defer b.mu.RUnlock()
+		pauseActor(b)
+		defer resumeActor(b)
 		return b.nodes[n].status.State
 	}
 	deadline := time.Now().Add(time.Minute)
@@ -167,8 +182,9 @@ func TestJobsTickApart(t *testing.T) {
 }
 
 // TestJobCall: a call on the job's actor (how the console's commands reach
-// a job) runs in its turn after the agents' messages queued before it, and
-// once the job has ended it runs on the caller's goroutine.
+// a job) runs in its turn after the agents' messages queued before it,
+// still on the actor once the job has ended, and on the caller's goroutine
+// once the manager has closed.
 func TestJobCall(t *testing.T) {
 	m, j := testJob(t, Config{}, "call", 2, 1)
 	n := j.nodes["worker-0"]
@@ -188,14 +204,15 @@ func TestJobCall(t *testing.T) {
 	if err := m.Kill("call", "test"); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := m.Trigger("call", &consolepb.Action{Kind: "KILL_RESTART", Target: "worker-0"}, "test"); status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("a trigger on a killed job: %v; want FailedPrecondition", err)
+	}
+	m.Close()
 	<-j.act.done
 	ran := false
 	j.call(func() { ran = true })
 	if !ran {
-		t.Error("a call after the job ended did not run")
-	}
-	if _, err := m.Trigger("call", &consolepb.Action{Kind: "KILL_RESTART", Target: "worker-0"}, "test"); status.Code(err) != codes.FailedPrecondition {
-		t.Errorf("a trigger on a killed job: %v; want FailedPrecondition", err)
+		t.Error("a call after the manager closed did not run")
 	}
 }
 
@@ -219,8 +236,7 @@ func TestWritesOnActor(t *testing.T) {
 	wrote := make(chan struct{})
 	go func() {
 		defer close(wrote)
-		m.heartbeat(j, n, &agentpb.Heartbeat{Status: &agentpb.NodeStatus{State: agentpb.NodeState_NODE_STATE_RUNNING, Pid: 7}},
-			m.now(), j.onActor)
+		m.streamHeartbeat(j, n, &agentpb.Heartbeat{Status: &agentpb.NodeStatus{State: agentpb.NodeState_NODE_STATE_RUNNING, Pid: 7}})
 	}()
 	for len(j.act.inbox) == 0 { // until the heartbeat's write is queued
 		select {
@@ -231,11 +247,13 @@ func TestWritesOnActor(t *testing.T) {
 		}
 	}
 	status := func() (agentpb.NodeState, int32) {
-		j.mu.RLock()
-		defer j.mu.RUnlock()
+		pauseActor(j)
+		defer resumeActor(j)
 		return n.status.State, n.status.Pid
 	}
-	if st, pid := status(); st == agentpb.NodeState_NODE_STATE_RUNNING || pid == 7 {
+	// The actor is held by the call above: the node is read as the actor
+	// would.
+	if st, pid := n.status.State, n.status.Pid; st == agentpb.NodeState_NODE_STATE_RUNNING || pid == 7 {
 		t.Fatalf("worker-0 is %v (pid %d) while the actor is busy: the heartbeat was written off the actor", st, pid)
 	}
 	release()
@@ -243,4 +261,43 @@ func TestWritesOnActor(t *testing.T) {
 	if st, pid := status(); st != agentpb.NodeState_NODE_STATE_RUNNING || pid != 7 {
 		t.Errorf("worker-0 is %v (pid %d) after the actor took the heartbeat in; want running, pid 7", st, pid)
 	}
+}
+
+// paused are the jobs whose actors a test holds (pauseActor), with what
+// lets each go on (a chan struct{}).
+var paused sync.Map
+
+// pauseActor holds j's actor in a call of its own until resumeActor(j):
+// meanwhile the test goroutine may read and write j's state as the actor
+// would (the call's start happens before pauseActor returns, and
+// resumeActor happens before the actor goes on).
+func pauseActor(j *jobState) {
+	held, goOn := make(chan struct{}), make(chan struct{})
+	go j.call(func() {
+		close(held)
+		<-goOn
+	})
+	<-held
+	// Only one call holds the actor at a time: until resumeActor, no other
+	// pauseActor of j gets here.
+	paused.Store(j, goOn)
+}
+
+// resumeActor lets j's actor go on after pauseActor(j).
+func resumeActor(j *jobState) {
+	goOn, _ := paused.LoadAndDelete(j)
+	close(goOn.(chan struct{}))
+}
+
+// reportOn takes in a report on j's actor, as its agent's stream does.
+func reportOn(m *Manager, j *jobState, node string, r *coordinatorpb.ProgressReport) error {
+	var err error
+	j.onActor(func() { err = m.report(j, node, r) })
+	return err
+}
+
+// takeOn hands an agent's message to j's actor and waits for it to be
+// taken in, as a stream's post does (but synchronously).
+func takeOn(m *Manager, j *jobState, n *nodeState, msg *agentpb.AgentMessage) {
+	j.onActor(func() { m.fromAgent(j, n, msg) })
 }

@@ -19,7 +19,7 @@ const AdoptGrace = 10 * time.Second
 
 // lostLocked marks lost the nodes of an adopted job that have not come back
 // within the heartbeat timeout (and AdoptGrace) and returns them, to be
-// launched again. The caller holds the job's lock.
+// launched again. The caller is the job's actor.
 func (j *jobState) lostLocked(now time.Time) []*nodeState {
 	if j.adopted.IsZero() {
 		return nil
@@ -49,11 +49,9 @@ func (j *jobState) relaunch(nodes []*nodeState, now time.Time) {
 		return
 	}
 	m := j.m
-	j.mu.RLock()
-	l := j.launcher
-	ok := l != nil && !j.over()
-	j.mu.RUnlock()
-	if !ok {
+	f := j.facts()
+	l := f.launcher
+	if l == nil || f.over {
 		return
 	}
 	for _, n := range nodes {
@@ -91,17 +89,18 @@ func (j *jobState) relaunch(nodes []*nodeState, now time.Time) {
 // maxAgentRelaunches times. It runs on the job's ticker, off the actor.
 func (j *jobState) relaunchGone() {
 	m := j.m
-	j.mu.RLock()
-	l := j.launcher
+	var l *launch.Local
 	var lost []*nodeState
-	if !j.adopted.IsZero() && l != nil && l.RecordFile != "" && !j.over() {
-		for _, n := range j.nodes {
-			if n.status.State == agentpb.NodeState_NODE_STATE_LOST && !n.removed && n.agentKills < maxAgentRelaunches {
-				lost = append(lost, n)
+	j.onActor(func() {
+		l = j.launcher
+		if !j.adopted.IsZero() && l != nil && l.RecordFile != "" && !j.over() {
+			for _, n := range j.nodes {
+				if n.status.State == agentpb.NodeState_NODE_STATE_LOST && !n.removed && n.agentKills < maxAgentRelaunches {
+					lost = append(lost, n)
+				}
 			}
 		}
-	}
-	j.mu.RUnlock()
+	})
 	if len(lost) == 0 {
 		return
 	}
@@ -147,7 +146,7 @@ func (j *jobState) relaunchGone() {
 
 // replaced says whether an agent connecting for n is an old one that the
 // node's relaunch replaced (it came back too late): it must stop. The
-// caller holds the job's lock.
+// caller is the job's actor.
 func (n *nodeState) replaced(agentPid int32) bool {
 	return n.relaunched && n.agentPid != 0 && int(agentPid) != n.agentPid
 }

@@ -153,10 +153,6 @@ func (s *AgentService) Connect(stream agentpb.Agent_ConnectServer) error {
 			return err
 		default:
 		}
-		if r := msg.GetReport(); r != nil {
-			m.reportTimed(j, n.name, r, j.onActor) // on this stream (ingest.go)
-			continue
-		}
 		if s := msg.GetStacks(); s != nil {
 			m.stacksReply(n.name, s) // kelpie job stacks (stacks.go)
 			continue
@@ -170,13 +166,13 @@ func (s *AgentService) Connect(stream agentpb.Agent_ConnectServer) error {
 			// in here, so that the job's reports never queue behind a
 			// disk write.
 			t0 := m.clk.Now()
-			m.heartbeat(j, n, hb, m.now(), j.onActor)
+			m.streamHeartbeat(j, n, hb)
 			ingest.Observe(clock.Since(m.clk, t0).Seconds())
 			continue
 		}
-		// Acks, server counters and refusals: taken in by the job's
-		// actor, in order (actor.go); the ingest time counts the wait for
-		// it.
+		// Reports, acks, server counters and refusals: taken in by the
+		// job's actor, in order (actor.go); the ingest time counts the
+		// wait for it.
 		j.post(n, msg)
 	}
 }
@@ -192,15 +188,16 @@ var ingest = prometheus.NewHistogram(prometheus.HistogramOpts{
 // IngestHistogram is the scheduler's ingest-time histogram, for /metrics.
 func IngestHistogram() prometheus.Collector { return ingest }
 
-// fromAgent handles one message of an agent, on the job's actor (a report
-// or a heartbeat only in tests: the streams take those in themselves).
+// fromAgent handles one message of an agent, on the job's actor (a
+// heartbeat only in tests: the streams take those in themselves, so that
+// its store write is not the actor's).
 func (m *Manager) fromAgent(j *jobState, n *nodeState, msg *agentpb.AgentMessage) {
 	now := m.now()
 	switch b := msg.Body.(type) {
 	case *agentpb.AgentMessage_Report:
-		m.report(j, n.name, b.Report, j.locked)
+		m.report(j, n.name, b.Report)
 	case *agentpb.AgentMessage_Heartbeat:
-		m.heartbeat(j, n, b.Heartbeat, now, j.locked)
+		m.heartbeatChanged(j, n, b.Heartbeat, m.takeHeartbeat(j, n, b.Heartbeat, now))
 	case *agentpb.AgentMessage_Ack:
 		m.acked(j, n.name, b.Ack)
 	case *agentpb.AgentMessage_Forwarded:
@@ -210,64 +207,72 @@ func (m *Manager) fromAgent(j *jobState, n *nodeState, msg *agentpb.AgentMessage
 			m.cfg.NodeRefusal(j.spec.Name, n.name, b.Refusal)
 		}
 	case *agentpb.AgentMessage_ServerStats:
-		j.mu.Lock()
 		if n.role == "server" {
 			n.stats, n.statsAt = b.ServerStats, now
-			n.progMu.Lock()
 			n.cause.addStats(b.ServerStats)
-			n.progMu.Unlock()
 			j.wakeWaiters()
 		}
-		j.mu.Unlock()
 	}
 }
 
-// heartbeat takes in an agent's heartbeat. Most say what the last one
-// said: they only mark the node as heard of (its progress lock), next to
-// the reports, without writing the job's state. A change of state is
-// written by write (the job's actor: j.onActor from the agent's stream,
-// j.locked on the actor itself); its event and the store's record follow
-// off the actor.
-func (m *Manager) heartbeat(j *jobState, n *nodeState, hb *agentpb.Heartbeat, now time.Time, write func(func())) {
+// heartbeatChange is what a heartbeat changed of its node (changed: its
+// state), for its event and the store's record.
+type heartbeatChange struct {
+	changed        bool
+	prev           agentpb.NodeState
+	restartsBefore int32
+	removed        bool
+	host           string
+	batch          int
+}
+
+// takeHeartbeat takes in an agent's heartbeat, on the job's actor. Most
+// say what the last one said: they only mark the node as heard of.
+func (m *Manager) takeHeartbeat(j *jobState, n *nodeState, hb *agentpb.Heartbeat, now time.Time) heartbeatChange {
 	st := hb.GetStatus()
-	j.mu.RLock()
-	same := n.status.State == st.GetState() && n.status.Pid == lastPid(st, n.status.Pid) &&
-		n.status.Restarts == st.GetRestarts() && n.status.LastExit == st.GetLastExit()
-	j.mu.RUnlock()
-	if same {
+	if n.status.State == st.GetState() && n.status.Pid == lastPid(st, n.status.Pid) &&
+		n.status.Restarts == st.GetRestarts() && n.status.LastExit == st.GetLastExit() {
 		n.heardAt(now)
+		return heartbeatChange{}
+	}
+	ch := heartbeatChange{prev: n.status.State, restartsBefore: n.status.Restarts}
+	n.status = agentpb.NodeStatus{State: st.State, Pid: lastPid(st, n.status.Pid), Restarts: st.Restarts, LastExit: st.LastExit}
+	n.lastSeen = now
+	ch.removed, ch.host, ch.batch = n.removed, n.host, n.prog.batch
+	ch.changed = ch.prev != st.State
+	return ch
+}
+
+// streamHeartbeat takes in a heartbeat on its agent's stream: on the
+// job's actor, then its event and store record (if it changed the node's
+// state) on the stream.
+func (m *Manager) streamHeartbeat(j *jobState, n *nodeState, hb *agentpb.Heartbeat) {
+	var ch heartbeatChange
+	j.onActor(func() { ch = m.takeHeartbeat(j, n, hb, m.now()) })
+	m.heartbeatChanged(j, n, hb, ch)
+}
+
+// heartbeatChanged writes the event and the store's record of a
+// heartbeat that changed its node's state (ch), off the actor.
+func (m *Manager) heartbeatChanged(j *jobState, n *nodeState, hb *agentpb.Heartbeat, ch heartbeatChange) {
+	if !ch.changed {
 		return
 	}
-	var (
-		prev           agentpb.NodeState
-		restartsBefore int32
-		removed        bool
-		host           string
-		batch          int
-	)
-	write(func() {
-		prev, restartsBefore = n.status.State, n.status.Restarts
-		n.status = agentpb.NodeStatus{State: st.State, Pid: lastPid(st, n.status.Pid), Restarts: st.Restarts, LastExit: st.LastExit}
-		n.lastSeen = now
-		removed, host, batch = n.removed, n.host, n.progress().batch
-	})
-	changed := prev != st.State
-	if changed {
-		msg := fmt.Sprintf("%s %s", n.name, stateName(st.State))
-		if st.Restarts > restartsBefore && st.LastExit != "" {
-			msg += " (" + st.LastExit + ")"
-		}
-		if st.State == agentpb.NodeState_NODE_STATE_RUNNING && st.Pid != 0 {
-			msg += fmt.Sprintf(", pid %d", st.Pid)
-		}
-		m.event(j.spec.Name, "node", n.name, msg, "")
-		state := stateName(st.State)
-		if removed {
-			state = nodeRemoved
-		}
-		_ = m.cfg.Store.PutNode(j.spec.Name, store.NodeRecord{Name: n.name, Role: n.role, Host: host,
-			Pid: int(st.Pid), State: state, Restarts: int(st.Restarts), BatchSize: batch})
+	st := hb.GetStatus()
+	msg := fmt.Sprintf("%s %s", n.name, stateName(st.State))
+	if st.Restarts > ch.restartsBefore && st.LastExit != "" {
+		msg += " (" + st.LastExit + ")"
 	}
+	if st.State == agentpb.NodeState_NODE_STATE_RUNNING && st.Pid != 0 {
+		msg += fmt.Sprintf(", pid %d", st.Pid)
+	}
+	m.event(j.spec.Name, "node", n.name, msg, "")
+	state := stateName(st.State)
+	if ch.removed {
+		state = nodeRemoved
+	}
+	_ = m.cfg.Store.PutNode(j.spec.Name, store.NodeRecord{Name: n.name, Role: n.role, Host: ch.host,
+		Pid: int(st.Pid), State: state, Restarts: int(st.Restarts), BatchSize: ch.batch})
 }
 
 // lastPid is the pid a node shows given its agent's status st and the pid

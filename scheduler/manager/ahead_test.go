@@ -25,14 +25,14 @@ func TestAheadOfTheLastTable(t *testing.T) {
 			Role: coordinatorpb.Role_ROLE_WORKER, Addr: "127.0.0.1:1"}); err != nil {
 			t.Fatal(err)
 		}
-		if err := m.report(j, name, &coordinatorpb.ProgressReport{Job: "ps", Node: name, Iteration: 13, BatchSize: 32,
-			BptSeconds: []float64{0.01}}, j.onActor); err != nil {
+		if err := reportOn(m, j, name, &coordinatorpb.ProgressReport{Job: "ps", Node: name, Iteration: 13, BatchSize: 32,
+			BptSeconds: []float64{0.01}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	ahead := func() int64 {
-		j.mu.Lock()
-		defer j.mu.Unlock()
+		pauseActor(j)
+		defer resumeActor(j)
 		return j.aheadIteration(clk.Now())
 	}
 	base := ahead()
@@ -67,16 +67,16 @@ func TestAheadOfBunchedReports(t *testing.T) {
 		bpt[i], wait[i] = 0.010, 0.005
 	}
 	for r := range 10 {
-		if err := m.report(j, name, &coordinatorpb.ProgressReport{Job: "ps", Node: name, Iteration: int64(20 * (r + 1)),
-			BatchSize: 32, BptSeconds: bpt, WaitSeconds: wait}, j.onActor); err != nil {
+		if err := reportOn(m, j, name, &coordinatorpb.ProgressReport{Job: "ps", Node: name, Iteration: int64(20 * (r + 1)),
+			BatchSize: 32, BptSeconds: bpt, WaitSeconds: wait}); err != nil {
 			t.Fatal(err)
 		}
 		clk.Advance(time.Millisecond)
 	}
-	j.mu.Lock()
+	pauseActor(j)
 	rate := j.nodes[name].progress().rate
 	ahead := j.aheadIteration(clk.Now())
-	j.mu.Unlock()
+	resumeActor(j)
 	if rate > 70 {
 		t.Errorf("pace from bunched reports: %.0f iterations/s; the iterations ran at most 67/s", rate)
 	}

@@ -106,7 +106,7 @@ func (j *jobState) timelineBPT(window time.Duration) map[string]float64 {
 
 // awaiting lists the job's applied actions whose effect is still to be
 // measured (history.go judges them; one it gave up on is not awaited).
-// Called under the job's lock.
+// Called on the job's actor.
 func (j *jobState) awaiting() []policy.Awaiting {
 	var out []policy.Awaiting
 	for _, a := range j.actions {

@@ -112,14 +112,16 @@ func (m *Manager) checkpointRestart(j *jobState, a *consolepb.Action, next block
 	}
 	// Paused until every worker trains past the checkpoint again.
 	err = m.await(j, resumeTimeout, j.changed, func() bool {
-		j.mu.RLock()
-		defer j.mu.RUnlock()
-		for _, n := range j.nodes {
-			if n.role == "worker" && (n.progress().iteration <= ckpt || n.seen().Before(t0)) {
-				return false
+		past := true
+		j.onActor(func() {
+			for _, n := range j.nodes {
+				if n.role == "worker" && (n.progress().iteration <= ckpt || n.seen().Before(t0)) {
+					past = false
+					return
+				}
 			}
-		}
-		return true
+		})
+		return past
 	})
 	switch {
 	case errors.As(err, new(timeoutError)):

@@ -59,7 +59,7 @@ type broadcast struct {
 // workers' agents: through a primary picked at random among those whose
 // agent is connected and serves a peer service, directly to the other
 // connected ones; a node whose agent is away gets it replayed when it
-// connects. Called under the job's lock.
+// connects. Called on the job's actor.
 func (m *Manager) broadcastTo(j *jobState, a *consolepb.Action, names []string) sendList {
 	var candidates, direct []string
 	for _, name := range names {
@@ -127,13 +127,13 @@ func (m *Manager) AgentPeerAddr(job, node string) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	j.mu.RLock()
-	defer j.mu.RUnlock()
-	n := j.nodes[node]
-	if n == nil || n.peerAddr == "" {
-		return "", false
-	}
-	return n.peerAddr, true
+	var addr string
+	j.onActor(func() {
+		if n := j.nodes[node]; n != nil {
+			addr = n.peerAddr
+		}
+	})
+	return addr, addr != ""
 }
 
 // sendRoute is the sends of an action's command to the named nodes'
@@ -168,10 +168,8 @@ func (m *Manager) awaitForward(j *jobState, b *broadcast) {
 // forwarded takes a primary's report of its broadcast: the secondaries it
 // could not reach get the command from the scheduler.
 func (m *Manager) forwarded(j *jobState, node string, rep *agentpb.ActionForwarded) {
-	j.mu.Lock()
 	b := j.broadcasts[rep.ActionId]
 	if b == nil || b.primary != node || b.closed {
-		j.mu.Unlock()
 		return
 	}
 	for _, p := range rep.Reached {
@@ -198,13 +196,12 @@ func (m *Manager) forwarded(j *jobState, node string, rep *agentpb.ActionForward
 		b.closed = true
 		close(b.report)
 	}
-	j.mu.Unlock()
 	sends.run()
 }
 
 // fallBack sends a broadcast's command to secondaries directly (those not
-// settled yet) and ends the wait for the primary's report. Called under the
-// job's lock; the sends run after it.
+// settled yet) and ends the wait for the primary's report. Called on the
+// job's actor; the sends run after, off it.
 func (m *Manager) fallBack(j *jobState, b *broadcast, nodes []string, why string) sendList {
 	if !b.closed {
 		b.closed = true

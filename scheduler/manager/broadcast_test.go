@@ -134,9 +134,9 @@ func (c *agentCluster) waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		c.j.mu.Lock()
+		pauseActor(c.j)
 		ok := cond()
-		c.j.mu.Unlock()
+		resumeActor(c.j)
 		if ok {
 			return
 		}
@@ -176,8 +176,8 @@ func (c *agentCluster) trigger(t *testing.T) (*consolepb.Action, *broadcast) {
 		a = c.j.byID[id]
 		return a.State == ActApplied || a.State == ActFailed
 	})
-	c.j.mu.Lock()
-	defer c.j.mu.Unlock()
+	pauseActor(c.j)
+	defer resumeActor(c.j)
 	if a.State != ActApplied {
 		t.Fatalf("action %s is %s (%s); want applied", id, a.State, a.Error)
 	}
@@ -214,8 +214,8 @@ func TestBroadcastThroughPrimary(t *testing.T) {
 	// The secondaries' acks can apply the action before the primary's
 	// report of its forwarding is taken in (they come on other streams).
 	c.waitFor(t, "the primary's report", func() bool { return b.closed })
-	j.mu.Lock()
-	defer j.mu.Unlock()
+	pauseActor(j)
+	defer resumeActor(j)
 	if b.sent[routePrimary] != 1 || b.sent[routeDirect] != 0 || b.sent[routeFallback] != 0 {
 		t.Errorf("the scheduler sent %v; want one command, to the primary", b.sent)
 	}
@@ -242,14 +242,14 @@ func TestBroadcastFallback(t *testing.T) {
 	}
 	dead := l.Addr().String()
 	l.Close()
-	j.mu.Lock()
+	pauseActor(j)
 	j.nodes["worker-2"].peerAddr = dead
 	j.pickPrimary = func([]string) string { return "worker-0" }
-	j.mu.Unlock()
+	resumeActor(j)
 
 	a, b := c.trigger(t)
-	j.mu.Lock()
-	defer j.mu.Unlock()
+	pauseActor(j)
+	defer resumeActor(j)
 	if b.primary != "worker-0" || b.sent[routePrimary] != 1 || b.sent[routeFallback] != 1 || b.sent[routeDirect] != 0 {
 		t.Errorf("primary %s, sent %v; want worker-0, one command to it and one fallback", b.primary, b.sent)
 	}
@@ -273,10 +273,10 @@ func TestBroadcastPrimarySilent(t *testing.T) {
 	c := startAgents(t, m, j, "worker-1", "worker-2")
 	// worker-0's "agent" is a stream nobody reads, with a peer address.
 	silent := &agentConn{out: make(chan *agentpb.SchedulerMessage, 8), done: make(chan struct{})}
-	j.mu.Lock()
+	pauseActor(j)
 	j.nodes["worker-0"].conn, j.nodes["worker-0"].peerAddr = silent, "127.0.0.1:1"
 	j.pickPrimary = func([]string) string { return "worker-0" }
-	j.mu.Unlock()
+	resumeActor(j)
 
 	before := clk.Waiters()
 	id, err := m.Trigger(j.spec.Name, &consolepb.Action{Kind: "ADJUST_BS",
@@ -304,13 +304,13 @@ func TestBroadcastPrimarySilent(t *testing.T) {
 	c.waitFor(t, "worker-1 and worker-2 acked", func() bool {
 		return len(j.gate.Get(id).Awaiting()) == 1
 	})
-	m.fromAgent(j, j.nodes["worker-0"], &agentpb.AgentMessage{Body: &agentpb.AgentMessage_Ack{Ack: &agentpb.ActionAck{
+	takeOn(m, j, j.nodes["worker-0"], &agentpb.AgentMessage{Body: &agentpb.AgentMessage_Ack{Ack: &agentpb.ActionAck{
 		ActionId: id, Applied: true, AppliedIteration: cmd.TargetIteration}}})
-	j.mu.Lock()
+	pauseActor(j)
 	a, b := j.byID[id], j.broadcasts[id]
 	sent := fmt.Sprint(b.sent)
 	why := b.settled["worker-1"]
-	j.mu.Unlock()
+	resumeActor(j)
 	if a.State != ActApplied {
 		t.Fatalf("action %s is %s; want applied", id, a.State)
 	}

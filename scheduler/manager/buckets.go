@@ -7,8 +7,8 @@ import (
 
 // buckets is one node's heatmap columns: a ring of cells indexed by
 // absolute column (time since the job's bucket 0, in bucket widths), so
-// time moving on copies nothing. The report path (one writer, under the
-// job's lock) adds to the current column; views read without any lock:
+// time moving on copies nothing. The report path (one writer, the job's
+// actor) adds to the current column; views read without any lock:
 // every value is atomic, and each cell records which column it holds, so a
 // cell being reused for a newer column reads as empty. A view may see a
 // cell of the current column between two of a report's additions; it never

@@ -79,7 +79,7 @@ func TestTableChangeAckBurst(t *testing.T) {
 	// The servers take the table and say so in their counters.
 	for _, name := range []string{"server-0", "server-1"} {
 		cmd := command(name)
-		m.fromAgent(j, j.node(name), &agentpb.AgentMessage{Body: &agentpb.AgentMessage_Ack{Ack: &agentpb.ActionAck{
+		takeOn(m, j, j.node(name), &agentpb.AgentMessage{Body: &agentpb.AgentMessage_Ack{Ack: &agentpb.ActionAck{
 			ActionId: cmd.ActionId, Applied: true}}})
 		j.post(j.node(name), &agentpb.AgentMessage{Body: &agentpb.AgentMessage_ServerStats{ServerStats: &pspb.ServerStats{
 			AssignmentVersion: old.Version + 1}}})

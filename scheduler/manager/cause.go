@@ -8,7 +8,7 @@ import (
 )
 
 // nodeCause is what a node's reports said of where its time went
-// (scheduler/cause), under its progMu: a worker's recent splits and round
+// (scheduler/cause), on the actor: a worker's recent splits and round
 // trips, a server's recent own-time counters.
 type nodeCause struct {
 	worker cause.Recent
@@ -17,7 +17,7 @@ type nodeCause struct {
 
 // addSplit records a worker's report: its split and its round trips to
 // each server (servers by index, as the coordinator names them). The
-// caller holds n.progMu.
+// caller is the actor.
 func (c *nodeCause) addSplit(r *coordinatorpb.ProgressReport, servers []string) {
 	sp := r.GetSplit()
 	s := cause.Sample{Iterations: int(sp.GetIterations()), Phases: cause.Phases{Compute: sp.GetComputeS(), Data: sp.GetDataS(),
@@ -39,7 +39,7 @@ func (c *nodeCause) addSplit(r *coordinatorpb.ProgressReport, servers []string) 
 	}
 }
 
-// addStats records a server's counters. The caller holds n.progMu.
+// addStats records a server's counters. The caller is the actor.
 func (c *nodeCause) addStats(st *pspb.ServerStats) {
 	if st.GetRequests() > 0 {
 		c.server.Add(cause.Counters{Queue: st.GetQueueSeconds(), Apply: st.GetApplySeconds(), Requests: st.GetRequests()})
@@ -53,28 +53,42 @@ type causeInputs struct {
 	own    map[string][2]float64         // server -> queue, apply per request
 }
 
-// causeInputs copies every live node's recent split. The caller holds
-// the job's lock (for reading is enough).
+// causeInputs copies every live node's recent split. The caller is
+// the job's actor.
 func (j *jobState) causeInputs() causeInputs {
-	in := causeInputs{phases: map[string]cause.Phases{}, trips: map[string]map[string]float64{}, own: map[string][2]float64{}}
+	in := newCauseInputs()
 	for _, n := range j.nodes {
-		if n.removed {
-			continue
-		}
-		n.progMu.Lock()
-		if n.role == "worker" {
-			if p, ok := n.cause.worker.Phases(); ok {
-				in.phases[n.name] = p
-			}
-			if rt := n.cause.worker.RoundTrips(); len(rt) > 0 {
-				in.trips[n.name] = rt
-			}
-		} else if q, a, ok := n.cause.server.PerRequest(); ok {
-			in.own[n.name] = [2]float64{q, a}
-		}
-		n.progMu.Unlock()
+		in.add(n)
 	}
 	return in
+}
+
+func newCauseInputs() causeInputs {
+	return causeInputs{phases: map[string]cause.Phases{}, trips: map[string]map[string]float64{}, own: map[string][2]float64{}}
+}
+
+// add copies n's recent split, unless n was removed. The caller is the
+// job's actor.
+func (in causeInputs) add(n *nodeState) { in.addCause(n.name, n.role, n.removed, &n.cause) }
+
+// addCause adds a node's recent split from c: the node's own (on the
+// actor) or a copy of it frozen for a view (nodeRow.cause: its windows are
+// arrays of samples that are never changed once added, so a copy needs no
+// lock).
+func (in causeInputs) addCause(name, role string, removed bool, c *nodeCause) {
+	if removed {
+		return
+	}
+	if role == "worker" {
+		if p, ok := c.worker.Phases(); ok {
+			in.phases[name] = p
+		}
+		if rt := c.worker.RoundTrips(); len(rt) > 0 {
+			in.trips[name] = rt
+		}
+	} else if q, a, ok := c.server.PerRequest(); ok {
+		in.own[name] = [2]float64{q, a}
+	}
 }
 
 // causes is each node's dominant cause against the job's median
@@ -128,7 +142,7 @@ func straggling(class string) bool { return class == "transient" || class == "pe
 // its target, or for a batch split the worker whose batch it cuts with the
 // strongest cause — in its reason, and warns (cause_warning) when its kind
 // does not answer that cause (a batch cut for a slow link). The caller
-// holds the job's lock.
+// is the job's actor.
 func (j *jobState) citeCause(a *consolepb.Action, why map[string]cause.Cause) {
 	node, c := "", cause.Cause{}
 	consider := func(name string) {
@@ -157,14 +171,12 @@ func (j *jobState) citeCause(a *consolepb.Action, why map[string]cause.Cause) {
 // forgetCause drops what a node's reports said of its time when a is its
 // KILL_RESTART: the relaunched process (or Pod, on another host) is
 // judged by its own reports, as the Monitor forgets its BPT windows. The
-// caller holds the job's lock.
+// caller is the job's actor.
 func (j *jobState) forgetCause(a *consolepb.Action) {
 	if a.Kind != "KILL_RESTART" {
 		return
 	}
 	if n := j.nodes[a.Target]; n != nil {
-		n.progMu.Lock()
 		n.cause = nodeCause{}
-		n.progMu.Unlock()
 	}
 }

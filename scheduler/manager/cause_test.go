@@ -37,7 +37,7 @@ func TestCauseInView(t *testing.T) {
 			for range 10 {
 				r.BptSeconds = append(r.BptSeconds, bpt)
 			}
-			m.fromAgent(j, j.nodes[w], &agentpb.AgentMessage{Body: &agentpb.AgentMessage_Report{Report: r}})
+			takeOn(m, j, j.nodes[w], &agentpb.AgentMessage{Body: &agentpb.AgentMessage_Report{Report: r}})
 		}
 		j.tick(clk.now())
 	}
@@ -61,13 +61,13 @@ func TestCauseInView(t *testing.T) {
 			}
 		}
 	}
-	j.mu.Lock()
+	pauseActor(j)
 	why := j.causeInputs().causes()
 	cut := &consolepb.Action{Kind: "ADJUST_BS", Reason: "r", BatchSizes: map[string]int32{"worker-0": 18, "worker-1": 18, "worker-2": 10, "worker-3": 18}}
 	j.citeCause(cut, why)
 	wire := &consolepb.Action{Kind: "ADJUST_BS", Reason: "r", BatchSizes: map[string]int32{"worker-0": 18, "worker-1": 18, "worker-2": 18, "worker-3": 10}}
 	j.citeCause(wire, why)
-	j.mu.Unlock()
+	resumeActor(j)
 	if cut.Cause != "compute" || !strings.HasSuffix(cut.Reason, "[cause: worker-2: compute 4.0× median]") || cut.CauseWarning != "" {
 		t.Errorf("the cut of worker-2: cause %q, reason %q, warning %q; want compute cited, no warning", cut.Cause, cut.Reason, cut.CauseWarning)
 	}
@@ -76,10 +76,10 @@ func TestCauseInView(t *testing.T) {
 	}
 	// A restart of worker-2: its relaunched process is judged by its own
 	// reports.
-	j.mu.Lock()
+	pauseActor(j)
 	j.forgetCause(&consolepb.Action{Kind: "KILL_RESTART", Target: "worker-2"})
 	_, kept := j.causeInputs().phases["worker-2"]
-	j.mu.Unlock()
+	resumeActor(j)
 	if kept {
 		t.Error("worker-2's split outlived its restart")
 	}
@@ -99,7 +99,7 @@ func TestRollbackProposed(t *testing.T) {
 				report(slow)
 			}
 			at := clk.now()
-			j.mu.Lock()
+			pauseActor(j)
 			j.policies["antdt-nd"].Mode = mode
 			a := &consolepb.Action{Id: "a-1", Job: "hist", Kind: "ADJUST_BS", Policy: "antdt-nd", State: ActApplied,
 				BatchSizes: map[string]int32{"worker-0": 18, "worker-1": 18, "worker-2": 10, "worker-3": 18},
@@ -110,12 +110,12 @@ func TestRollbackProposed(t *testing.T) {
 			j.recordUndo(a)
 			j.actions = append(j.actions, a)
 			j.byID[a.Id] = a
-			j.mu.Unlock()
+			resumeActor(j)
 			for range 7 {
 				report(slow)
 			}
-			j.mu.RLock()
-			defer j.mu.RUnlock()
+			pauseActor(j)
+			defer resumeActor(j)
 			if !a.GetRealized().GetMiss() {
 				t.Fatalf("the cut was not judged a miss: %v", a.GetRealized())
 			}
@@ -152,9 +152,9 @@ func TestPreviewFilled(t *testing.T) {
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		j.mu.RLock()
+		pauseActor(j)
 		p := j.byID[id].GetPreview()
-		j.mu.RUnlock()
+		resumeActor(j)
 		if p != nil {
 			if !strings.HasPrefix(p.GetStart(), "local: ") || !strings.Contains(p.GetCost(), "back to the queue") {
 				t.Errorf("preview = %v; want the local capacity and the restart's cost", p)

@@ -69,9 +69,9 @@ func TestAgentStringsCleaned(t *testing.T) {
 			}
 		}
 	}
-	j.mu.Lock()
+	pauseActor(j)
 	stored := j.nodes["worker-0"].host
-	j.mu.Unlock()
+	resumeActor(j)
 	for what, got := range map[string]string{"connected event": connected, "exit event": exited, "host": stored} {
 		if strings.ContainsAny(got, "\x1b\x07\r\u202e") {
 			t.Errorf("%s keeps control characters: %q", what, got)

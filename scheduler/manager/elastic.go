@@ -139,11 +139,11 @@ func (m *Manager) retable(j *jobState, a *consolepb.Action) {
 	fail := func(err error) { m.failChange(j, a, err) }
 	newIdx := -1
 	replaced := ""
-	j.mu.RLock()
-	if j.serverRestart(a) {
-		replaced = a.Target
-	}
-	j.mu.RUnlock()
+	j.onActor(func() {
+		if j.serverRestart(a) {
+			replaced = a.Target
+		}
+	})
 	baseline := j.spec.Cluster.Elasticity == "checkpoint-restart" && replaced == ""
 	plan := change.Plan{Kind: change.Reassign, Remove: -1, New: -1, Limits: change.Limits{Join: serverJoinTimeout, Switch: switchTimeout}}
 	for _, r := range a.Assignment {
@@ -406,14 +406,14 @@ func (j *jobState) startAgent(role, node string) error {
 
 // serverPaused is each server's cumulative paused time, as last reported.
 func (j *jobState) serverPaused() map[string]float64 {
-	j.mu.RLock()
-	defer j.mu.RUnlock()
 	out := map[string]float64{}
-	for _, n := range j.nodes {
-		if n.stats != nil {
-			out[n.name] = n.stats.PausedSeconds
+	j.onActor(func() {
+		for _, n := range j.nodes {
+			if n.stats != nil {
+				out[n.name] = n.stats.PausedSeconds
+			}
 		}
-	}
+	})
 	return out
 }
 
@@ -421,16 +421,18 @@ func (j *jobState) serverPaused() map[string]float64 {
 // table version (or later) with no block in transit.
 func (j *jobState) serversSettled(addrs []string, version uint64) bool {
 	names := j.coord.ServerNames()
-	j.mu.RLock()
-	defer j.mu.RUnlock()
-	for i, addr := range addrs {
-		if addr == "" || i >= len(names) {
-			continue
+	settled := true
+	j.onActor(func() {
+		for i, addr := range addrs {
+			if addr == "" || i >= len(names) {
+				continue
+			}
+			n := j.nodes[names[i]]
+			if n == nil || n.stats == nil || n.stats.AssignmentVersion < version || n.stats.InTransit > 0 || n.stats.Outgoing > 0 {
+				settled = false
+				return
+			}
 		}
-		n := j.nodes[names[i]]
-		if n == nil || n.stats == nil || n.stats.AssignmentVersion < version || n.stats.InTransit > 0 || n.stats.Outgoing > 0 {
-			return false
-		}
-	}
-	return true
+	})
+	return settled
 }

@@ -90,8 +90,8 @@ func (m *Manager) capacityOn() bool { return m.cfg.Capacity.Workers > 0 || m.cfg
 func (m *Manager) epsOn() bool { return m.capacityOn() && m.cfg.EPS != ModeOff }
 
 // epsModeLocked is EPS's mode for one job: the scheduler's, or the job's own
-// eps policy setting when that is stricter. The caller holds the job's
-// lock.
+// eps policy setting when that is stricter. The caller is the job's
+// actor.
 func (m *Manager) epsModeLocked(j *jobState) string {
 	mode := m.cfg.EPS
 	if !m.capacityOn() {
@@ -223,6 +223,7 @@ func (m *Manager) requeue(s *spec.Spec, r store.JobRecord) error {
 	}
 	j := newJobState(m, s, cj, r.Submitted)
 	j.submittedBy, j.state = r.SubmittedBy, StateQueued
+	j.publishFacts() // not published yet: the actor's from then on
 	m.mu.Lock()
 	m.putJobLocked(s.Name, j)
 	m.eps.plan.Enqueue(s.Name, sizes)
@@ -333,21 +334,26 @@ func (m *Manager) decideLocked(now time.Time, d eps.Decision) store.AuditEntry {
 }
 
 // epsSnapshotLocked is the planner's view of every job. The caller holds
-// the manager's lock; each job's is taken in turn.
+// the manager's lock; each job's part is taken on its actor in turn (an
+// actor never takes the manager's lock).
 func (m *Manager) epsSnapshotLocked(now time.Time) eps.Snapshot {
 	s := eps.Snapshot{Now: now, Capacity: m.cfg.Capacity, On: m.epsOn(), Interval: m.cfg.EPSInterval,
 		EarlyIterations: int64(m.cfg.EarlyFeedbackIterations), EarlyFeedback: m.cfg.EarlyFeedback}
 	for _, j := range m.jobs {
-		j.mu.RLock()
-		s.Jobs = append(s.Jobs, m.epsJobLocked(j))
-		j.mu.RUnlock()
+		s.Jobs = append(s.Jobs, m.epsJob(j))
 	}
 	return s
 }
 
-// epsJobLocked is one job as the planner sees it. The caller holds the
-// job's lock.
-func (m *Manager) epsJobLocked(j *jobState) eps.Job {
+// epsJob is one job as the planner sees it, taken on the job's actor.
+func (m *Manager) epsJob(j *jobState) eps.Job {
+	var ej eps.Job
+	j.onActor(func() { ej = m.epsJobHere(j) })
+	return ej
+}
+
+// epsJobHere is epsJob for code running on the job's actor.
+func (m *Manager) epsJobHere(j *jobState) eps.Job {
 	cl := j.spec.Cluster
 	ej := eps.Job{Name: j.spec.Name, Submitted: j.submitted, Spec: slots{Workers: cl.Workers, Servers: cl.Servers},
 		MinWorkers: cl.MinWorkers, MinServers: cl.MinServers, MaxWorkers: cl.MaxWorkers, MaxServers: cl.MaxServers,
@@ -384,13 +390,11 @@ func (m *Manager) epsJobLocked(j *jobState) eps.Job {
 }
 
 // usedLocked is the slots the jobs hold. The caller holds the manager's
-// lock; each job's is taken in turn.
+// lock; each job's part is taken on its actor in turn.
 func (m *Manager) usedLocked(jobs []*jobState) slots {
 	var u slots
 	for _, j := range jobs {
-		j.mu.RLock()
-		ej := m.epsJobLocked(j)
-		j.mu.RUnlock()
+		ej := m.epsJob(j)
 		s := m.eps.plan.Slots(&ej)
 		u.Workers += s.Workers
 		u.Servers += s.Servers
@@ -480,10 +484,7 @@ func (m *Manager) launchQueued(j *jobState) error {
 		s = m.eps.specs[j.spec.Name][base]
 	}
 	m.mu.Unlock()
-	j.mu.RLock()
-	over := j.over()
-	j.mu.RUnlock()
-	if over {
+	if j.facts().over {
 		return nil
 	}
 	if s != nil && s != j.spec {
@@ -500,7 +501,8 @@ func (m *Manager) launchQueued(j *jobState) error {
 		}
 		fresh := newJobState(m, s, cj, j.submitted)
 		j.onActor(func() {
-			j.spec, j.coord, j.mon, j.nodes = s, cj, fresh.mon, fresh.nodes
+			j.spec, j.coord, j.nodes = s, cj, fresh.nodes
+			j.mon.reset(fresh.mon)
 			j.invalidateViews()
 		})
 	}

@@ -210,22 +210,22 @@ func TestGrowthProposalWithdrawn(t *testing.T) {
 	}
 	// a runs past its early feedback (no agents here: set it by hand).
 	j, _ := m.lookup("a")
-	j.mu.Lock()
+	pauseActor(j)
 	j.state = StateRunning
 	for _, n := range j.nodes {
 		if n.role == "worker" {
 			n.prog.iteration = 500
 		}
 	}
-	j.mu.Unlock()
+	resumeActor(j)
 	clk.Advance(DefaultEPSInterval) // the next running-job scheduling
 	m.schedule()
-	j.mu.RLock()
+	pauseActor(j)
 	var proposed []string
 	for _, a := range j.actions {
 		proposed = append(proposed, a.Kind+" "+a.State+" "+a.Reason)
 	}
-	j.mu.RUnlock()
+	resumeActor(j)
 	m.mu.Lock()
 	used := m.usedLocked([]*jobState{j})
 	m.mu.Unlock()
@@ -243,8 +243,8 @@ func TestGrowthProposalWithdrawn(t *testing.T) {
 	waitStates(t, m, "a=running/2w1s b=starting/2w1s")
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	j.mu.RLock()
-	defer j.mu.RUnlock()
+	pauseActor(j)
+	defer resumeActor(j)
 	if a := j.actions[0]; a.State != ActExpired || !strings.Contains(a.History[len(a.History)-1].Note, "withdrawn") {
 		t.Errorf("a's growth proposal is %s (%v); want withdrawn", a.State, a.History)
 	}

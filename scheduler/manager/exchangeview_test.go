@@ -87,19 +87,19 @@ func TestExchangeViewAfterRemoveWorker(t *testing.T) {
 		}
 	}
 	conns := map[string]*agentConn{}
-	j.mu.Lock()
+	pauseActor(j)
 	for w := range 8 {
 		c := &agentConn{out: make(chan *agentpb.SchedulerMessage, 8), done: make(chan struct{})}
 		conns[spec.WorkerName(w)] = c
 		j.nodes[spec.WorkerName(w)].conn = c
 	}
-	j.mu.Unlock()
+	resumeActor(j)
 	reach := func(it int64) {
 		t.Helper()
 		for w := range 8 {
 			name := spec.WorkerName(w)
-			if err := m.report(j, name, &coordinatorpb.ProgressReport{Job: "rat", Node: name, Iteration: it, BatchSize: 8,
-				BptSeconds: []float64{0.01}}, j.onActor); err != nil {
+			if err := reportOn(m, j, name, &coordinatorpb.ProgressReport{Job: "rat", Node: name, Iteration: it, BatchSize: 8,
+				BptSeconds: []float64{0.01}}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -143,7 +143,7 @@ func TestExchangeViewAfterRemoveWorker(t *testing.T) {
 			t.Fatalf("%s got %v; want action %s for an iteration after 20", name, cmd, id)
 		}
 		at = cmd.GetTargetIteration()
-		m.fromAgent(j, j.nodes[name], &agentpb.AgentMessage{Body: &agentpb.AgentMessage_Ack{Ack: &agentpb.ActionAck{
+		takeOn(m, j, j.nodes[name], &agentpb.AgentMessage{Body: &agentpb.AgentMessage_Ack{Ack: &agentpb.ActionAck{
 			ActionId: id, Applied: true, AppliedIteration: at}}})
 	}
 	if got := j.coord.Plan().LocalOf(at, 5); got != 0 {
@@ -298,7 +298,7 @@ func BenchmarkExchangeShareOfView(b *testing.B) {
 	j := m.jobList()["share"]
 	for w := range 8 {
 		name := spec.WorkerName(w)
-		_ = m.report(j, name, &coordinatorpb.ProgressReport{Job: "share", Node: name, Iteration: 10, BatchSize: 8, BptSeconds: []float64{0.01}}, j.onActor)
+		_ = reportOn(m, j, name, &coordinatorpb.ProgressReport{Job: "share", Node: name, Iteration: 10, BatchSize: 8, BptSeconds: []float64{0.01}})
 	}
 	b.Run("view", func(b *testing.B) {
 		for b.Loop() {

@@ -24,9 +24,12 @@ import (
 const StateHung = "hung"
 
 // goodputState is the job's goodput ledger and hang detector, fed from its
-// reports and its tick (hooks in ingest.go and job.go) and read by its
-// views; its own lock, taken after the job's.
+// reports (on the actor) and its tick (on the ticker) and read by its
+// views' builders.
 type goodputState struct {
+	// mu guards the ledger and the detector (every field below) between
+	// the actor, the ticker and the view builders; it is held for O(1)
+	// per report and never while another lock is taken.
 	mu      sync.Mutex
 	led     *ledger.Ledger
 	det     hang.Detector
@@ -104,10 +107,16 @@ func (j *jobState) goodputReport(node string, r *coordinatorpb.ProgressReport, n
 // nodes are in, records the ETA at the check points, and judges whether
 // the job has hung (an event when that changes).
 func (j *jobState) goodputTick(now time.Time) {
-	j.mu.RLock()
-	jobPhase, phases, nodes, workers := j.lifecycleLocked()
+	var (
+		jobPhase ledger.Phase
+		phases   map[string]ledger.Phase
+		nodes    []hang.Node
+		workers  int
+	)
+	j.lifecycle(func(job ledger.Phase, ph map[string]ledger.Phase, ns []hang.Node, w int) {
+		jobPhase, phases, nodes, workers = job, ph, ns, w
+	})
 	name := j.spec.Name
-	j.mu.RUnlock()
 	todo, doing, _, total := j.coord.ShardCounts()
 	eta, ok := ledger.ETA(todo, doing, total, j.coord.Plan().Total(), j.thr.rate())
 	progress := j.coord.WorkerSamples()
@@ -164,73 +173,98 @@ func holdingText(servers []string) string {
 	return "; " + strings.Join(servers, ", ") + " hold pushes waiting for them"
 }
 
-// lifecycleLocked is the phase the job and each node are in by their
-// state, what the hang detector needs of the nodes, and the live workers.
-// The caller holds the job's lock.
-//
-// The job is queued while it waits for capacity or its processes start
-// (up to its first report), recovering during a checkpoint-and-restart,
+// lifecycle hands got the phase the job and each node are in by their
+// state, what the hang detector needs of the nodes, and the live workers,
+// taken on the job's actor: the job's phase and its node list in one
+// turn, the nodes in turns of rowsPerTurn (as a view's rows: an O(nodes)
+// turn would hold the reports back). The job is queued until it starts,
+// recovering while the checkpoint-and-restart baseline relaunches it,
 // paused while a block-table change has blocks in transit, and otherwise
 // running (its phases come from its workers'). A node is queued until its
 // first report (a worker; a server until it runs), recovering while it
 // restarts (and after a restart until it reports again), running while it
-// runs, idle once it is done, stopped, failed or lost.
-func (j *jobState) lifecycleLocked() (ledger.Phase, map[string]ledger.Phase, []hang.Node, int) {
+// runs, idle once it is done, stopped, failed or lost. The caller is not
+// the actor.
+func (j *jobState) lifecycle(got func(ledger.Phase, map[string]ledger.Phase, []hang.Node, int)) {
 	job := ledger.Running
-	switch {
-	case j.state == StateQueued || j.state == StateStarting:
-		job = ledger.Queued
-	case j.relaunching:
-		job = ledger.Recovering
+	var all []*nodeState
+	j.onActor(func() {
+		switch {
+		case j.state == StateQueued || j.state == StateStarting:
+			job = ledger.Queued
+		case j.relaunching:
+			job = ledger.Recovering
+		}
+		all = make([]*nodeState, 0, len(j.nodes))
+		for _, n := range j.nodes {
+			all = append(all, n)
+		}
+	})
+	phases := make(map[string]ledger.Phase, len(all))
+	nodes := make([]hang.Node, 0, len(all))
+	workers, paused := 0, false
+	for len(all) > 0 {
+		turn := all[:min(rowsPerTurn, len(all))]
+		all = all[len(turn):]
+		j.onActor(func() {
+			for _, n := range turn {
+				ph, hn, live, moving := n.lifecycle()
+				phases[n.name] = ph
+				nodes = append(nodes, hn)
+				if live && n.role == "worker" {
+					workers++
+				}
+				paused = paused || moving
+			}
+		})
 	}
-	phases := make(map[string]ledger.Phase, len(j.nodes))
-	nodes := make([]hang.Node, 0, len(j.nodes))
-	workers := 0
-	for name, n := range j.nodes {
-		p := n.progress()
-		st := n.status.State
-		live := st == agentpb.NodeState_NODE_STATE_RUNNING && !n.removed
-		ph := ledger.Idle
-		switch st {
-		case agentpb.NodeState_NODE_STATE_STARTING, agentpb.NodeState_NODE_STATE_UNSPECIFIED:
+	if job == ledger.Running && paused {
+		job = ledger.Paused
+	}
+	got(job, phases, nodes, workers)
+}
+
+// lifecycle is the node's phase, what the hang detector needs of it,
+// whether it is live and whether it has blocks in transit (a server). The
+// caller is the job's actor.
+func (n *nodeState) lifecycle() (ledger.Phase, hang.Node, bool, bool) {
+	p := n.progress()
+	st := n.status.State
+	live := st == agentpb.NodeState_NODE_STATE_RUNNING && !n.removed
+	ph := ledger.Idle
+	switch st {
+	case agentpb.NodeState_NODE_STATE_STARTING, agentpb.NodeState_NODE_STATE_UNSPECIFIED:
+		ph = ledger.Queued
+		if n.status.Restarts > 0 || n.relaunched {
+			ph = ledger.Recovering
+		}
+	case agentpb.NodeState_NODE_STATE_RESTARTING:
+		ph = ledger.Recovering
+	case agentpb.NodeState_NODE_STATE_RUNNING:
+		ph = ledger.Running
+		if n.role == "worker" && !p.reported {
 			ph = ledger.Queued
 			if n.status.Restarts > 0 || n.relaunched {
 				ph = ledger.Recovering
 			}
-		case agentpb.NodeState_NODE_STATE_RESTARTING:
-			ph = ledger.Recovering
-		case agentpb.NodeState_NODE_STATE_RUNNING:
-			ph = ledger.Running
-			if n.role == "worker" && !p.reported {
-				ph = ledger.Queued
-				if n.status.Restarts > 0 || n.relaunched {
-					ph = ledger.Recovering
-				}
-			}
 		}
-		if n.removed {
-			ph = ledger.Idle
-		}
-		phases[name] = ph
-		hn := hang.Node{Name: name, Server: n.role != "worker", Live: live, Iteration: p.iteration, Heard: p.reportedAt}
-		if p.rate > 0 {
-			hn.Iter = time.Duration(float64(time.Second) / p.rate)
-		}
-		if s := n.stats; s != nil {
-			hn.Version, hn.Held = s.VTrain, s.HeldPulls
-			for _, w := range s.Behind {
-				hn.Behind = append(hn.Behind, spec.WorkerName(int(w)))
-			}
-			if job == ledger.Running && (s.InTransit > 0 || s.Outgoing > 0) {
-				job = ledger.Paused
-			}
-		}
-		if live && n.role == "worker" {
-			workers++
-		}
-		nodes = append(nodes, hn)
 	}
-	return job, phases, nodes, workers
+	if n.removed {
+		ph = ledger.Idle
+	}
+	hn := hang.Node{Name: n.name, Server: n.role != "worker", Live: live, Iteration: p.iteration, Heard: p.reportedAt}
+	if p.rate > 0 {
+		hn.Iter = time.Duration(float64(time.Second) / p.rate)
+	}
+	moving := false
+	if s := n.stats; s != nil {
+		hn.Version, hn.Held = s.VTrain, s.HeldPulls
+		for _, w := range s.Behind {
+			hn.Behind = append(hn.Behind, spec.WorkerName(int(w)))
+		}
+		moving = s.InTransit > 0 || s.Outgoing > 0
+	}
+	return ph, hn, live, moving
 }
 
 // goodputView fills the view's goodput and, while the job is hung, its

@@ -39,9 +39,9 @@ const (
 	historyPageSamples = 200_000
 )
 
-// jobHistory is a job's recorded timeline. Its fields are guarded by the
-// job's lock, except that flushes of one job are serialized by
-// flushMu (held across the store write, never with the job's lock).
+// jobHistory is a job's recorded timeline. Its fields are the job's
+// actor's, except that flushes of one job are serialized by flushMu
+// (held across the store write, never on the actor).
 type jobHistory struct {
 	rec     *timeline.Recorder // nil once the job ended and its timeline is in the store
 	col     int                // last heatmap column recorded (-1: none)
@@ -74,10 +74,9 @@ func (j *jobState) record(now time.Time, final bool, ending ...string) {
 	if final {
 		upto = last
 	}
-	j.mu.RLock()
-	from := j.hist.col
-	open := j.hist.rec != nil && !j.hist.closed
-	j.mu.RUnlock()
+	var from int
+	var open bool
+	j.onActor(func() { from, open = j.hist.col, j.hist.rec != nil && !j.hist.closed })
 	if !open || upto <= from || upto < 0 {
 		return
 	}
@@ -241,7 +240,7 @@ func (j *jobState) judge(now time.Time, final bool) {
 
 // applied describes an applied action for timeline.Realize, with every
 // worker's batch size before it (from the last frame before it). Called
-// under the job's lock.
+// on the job's actor.
 func (j *jobState) applied(a *consolepb.Action, frames []*timelinepb.TimelineFrame) (timeline.Applied, map[string]int32) {
 	at := a.GetUpdated().AsTime()
 	var dispatched time.Time
@@ -315,8 +314,8 @@ func (j *jobState) applied(a *consolepb.Action, frames []*timelinepb.TimelineFra
 }
 
 // outcomes is what the job's policies learn from: the measured effects of
-// its applied actions, in the order they were applied. Called under the
-// job's lock.
+// its applied actions, in the order they were applied. Called on the
+// job's actor.
 func (j *jobState) outcomes() []policy.Outcome {
 	var out []policy.Outcome
 	for _, a := range j.actions {
@@ -355,19 +354,20 @@ func (m *Manager) History(job string, from, limit int) (*consolepb.CommandResult
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "no job %q", job)
 	}
-	j.mu.RLock()
 	var frames []*timelinepb.TimelineFrame
-	if j.hist.rec != nil {
-		frames = j.hist.rec.Frames()
-	}
-	nodes := max(len(j.nodes), 1)
+	var nodes int
 	res := &consolepb.CommandResult{Ok: true, Job: job}
-	if from == 0 {
-		for _, a := range j.actions {
-			res.Actions = append(res.Actions, proto.CloneOf(a))
+	j.onActor(func() {
+		if j.hist.rec != nil {
+			frames = j.hist.rec.Frames()
 		}
-	}
-	j.mu.RUnlock()
+		nodes = max(len(j.nodes), 1)
+		if from == 0 {
+			for _, a := range j.actions {
+				res.Actions = append(res.Actions, proto.CloneOf(a))
+			}
+		}
+	})
 	if from == 0 {
 		res.Events = m.jobEvents(job)
 	}

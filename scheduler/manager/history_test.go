@@ -87,7 +87,7 @@ func historyJob(t *testing.T, path string, clk *testClock) (*Manager, *jobState,
 			for range 10 {
 				r.BptSeconds = append(r.BptSeconds, b)
 			}
-			m.fromAgent(j, j.nodes[w], &agentpb.AgentMessage{Body: &agentpb.AgentMessage_Report{Report: r}})
+			takeOn(m, j, j.nodes[w], &agentpb.AgentMessage{Body: &agentpb.AgentMessage_Report{Report: r}})
 		}
 		j.tick(clk.now())
 	}
@@ -108,7 +108,7 @@ func TestHistoryAndRealized(t *testing.T) {
 	}
 	// AntDT-ND's batch cut of worker-2, applied now.
 	at := clk.now()
-	j.mu.Lock()
+	pauseActor(j)
 	throughput := j.thr.rate()
 	a := &consolepb.Action{Id: "a-1", Job: "hist", Kind: "ADJUST_BS", Policy: "antdt-nd", State: ActApplied,
 		BatchSizes: map[string]int32{"worker-0": 18, "worker-1": 18, "worker-2": 10, "worker-3": 18},
@@ -118,23 +118,23 @@ func TestHistoryAndRealized(t *testing.T) {
 			{State: ActApplied, At: timestamppb.New(at)}}}
 	j.actions = append(j.actions, a)
 	j.byID[a.Id] = a
-	j.mu.Unlock()
+	resumeActor(j)
 	m.persistAction(j, a)
 	for range 3 {
 		report(slow) // the after-window (3 s) is not over: not measured yet
 	}
-	j.mu.Lock()
+	pauseActor(j)
 	if a.Realized != nil {
 		t.Errorf("measured before its window was over: %v", a.Realized)
 	}
-	j.mu.Unlock()
+	resumeActor(j)
 	for range 4 {
 		report(slow)
 	}
-	j.mu.Lock()
+	pauseActor(j)
 	r := a.Realized
 	outcomes := j.outcomes()
-	j.mu.Unlock()
+	resumeActor(j)
 	if r == nil {
 		t.Fatal("not measured after its window")
 	}
@@ -184,9 +184,9 @@ func TestHistoryAndRealized(t *testing.T) {
 	m.cfg.Store.Close()
 	m2, _, _ := historyJob(t, path, clk)
 	j2, _ := m2.lookup("hist")
-	j2.mu.RLock()
+	pauseActor(j2)
 	a2 := j2.byID["a-1"]
-	j2.mu.RUnlock()
+	resumeActor(j2)
 	if a2 == nil || a2.GetRealized() == nil || !a2.GetRealized().GetMiss() {
 		t.Errorf("restored action = %v; want its realized miss", a2)
 	}

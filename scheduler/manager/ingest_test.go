@@ -26,10 +26,10 @@ func TestReportsSideBySide(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for it := int64(1); it <= reports; it++ {
-				m.report(j, w, &coordinatorpb.ProgressReport{Job: "sidebyside", Node: w, Iteration: it, BatchSize: 4, Loss: 0.5,
-					BptSeconds: []float64{0.01, 0.02}, Comm: []*coordinatorpb.CommSample{{Server: int32(it % 2), Bytes: 100, Seconds: 0.001}}}, j.onActor)
+				reportOn(m, j, w, &coordinatorpb.ProgressReport{Job: "sidebyside", Node: w, Iteration: it, BatchSize: 4, Loss: 0.5,
+					BptSeconds: []float64{0.01, 0.02}, Comm: []*coordinatorpb.CommSample{{Server: int32(it % 2), Bytes: 100, Seconds: 0.001}}})
 				if it%50 == 0 {
-					m.fromAgent(j, n, &agentpb.AgentMessage{Body: &agentpb.AgentMessage_Heartbeat{Heartbeat: &agentpb.Heartbeat{
+					takeOn(m, j, n, &agentpb.AgentMessage{Body: &agentpb.AgentMessage_Heartbeat{Heartbeat: &agentpb.Heartbeat{
 						Status: &agentpb.NodeStatus{State: agentpb.NodeState_NODE_STATE_RUNNING, Pid: 1}}}})
 				}
 			}
@@ -66,9 +66,9 @@ func TestReportsSideBySide(t *testing.T) {
 			t.Errorf("%s: heard at %v, sparkline of %d; want the pushes to it", s, p.heard, len(p.spark))
 		}
 	}
-	j.mu.RLock()
+	pauseActor(j)
 	state := j.state
-	j.mu.RUnlock()
+	resumeActor(j)
 	if state != StateRunning {
 		t.Errorf("job state %q after its reports, want %q", state, StateRunning)
 	}

@@ -26,16 +26,14 @@ import (
 	"github.com/kelpie/kelpie/scheduler/timeline"
 )
 
-// jobState is one job as the manager runs it.
+// jobState is one job as the manager runs it. Its fields, and its nodes',
+// are the job's actor's (actor.go) unless said otherwise: only code running
+// on the actor touches them, without a lock; other goroutines read what
+// the actor publishes (facts, views) or go through it (onActor). m, spec,
+// coord, mon, submitted, bucket0, marksCap, endedCh and hist's recorder are
+// set before the job is published and read anywhere (spec, coord and mon
+// are replaced only by launchQueued, before the job's agents exist).
 type jobState struct {
-	// mu guards the job's state: every field below unless said otherwise,
-	// and its nodes'. The state is written only on the job's actor
-	// (actor.go: onActor from another goroutine, locked on the actor
-	// itself), which holds mu while it writes; every other goroutine reads
-	// under mu held for reading (reports, views, the ticker, a change
-	// under way). It is taken after the manager's lock, never before (see
-	// Manager.mu).
-	mu    sync.RWMutex
 	m     *Manager
 	spec  *spec.Spec
 	coord *coordinator.Job // has its own lock
@@ -62,9 +60,13 @@ type jobState struct {
 	policies map[string]*policySetting
 	bucket0  time.Time                        // start of heatmap column 0 (fixed)
 	dprs     atomic.Pointer[map[string]int64] // servers' delayed pulls, as reported; read without the lock
-	// views is the job's published views: read without the lock, rebuilt
-	// (by one builder at a time, viewMu) at most every viewTTL.
-	views  atomic.Pointer[viewCache]
+	// pub is the job's facts, published by the actor (facts.go).
+	pub atomic.Pointer[jobFacts]
+	// views is the job's published views: read without a lock, rebuilt at
+	// most every viewTTL from rows the actor froze for them.
+	views atomic.Pointer[viewCache]
+	// viewMu guards the view builder's turn and its caches (seriesNames,
+	// exchange): one view build of the job at a time.
 	viewMu sync.Mutex
 	// seriesNames are the nodes' chart series names ("bpt/worker-2"), made
 	// once (view, under viewMu).
@@ -98,18 +100,17 @@ type jobState struct {
 	// adopted is when a restarted scheduler took the live job over from
 	// the store (zero for a job it launched).
 	adopted time.Time
-	// wake, made by a waiter (await), is closed when a node reports or its
-	// agent connects; guarded by wakeMu (reports wake waiters without the
-	// job's lock).
-	wakeMu sync.Mutex
-	wake   chan struct{}
-	// running is set by the job's first report (the job leaves
-	// "starting").
-	running atomic.Bool
+	// wake, made by a waiter (await) off the actor, is closed by the actor
+	// when a node reports or its agent connects (wait.go).
+	wake atomic.Pointer[chan struct{}]
 	// act takes in the job's agent messages (actor.go); started once, by
 	// the first of them.
 	act       *actor
 	actorOnce sync.Once
+	// late stands in for the actor once it has ended (the manager
+	// closed): it guards the turn of the callers that come after, one at
+	// a time (post, lateRun), and nothing else.
+	late sync.Mutex
 	// hist is the job's recorded timeline and its actions' judgement
 	// (history.go).
 	hist *jobHistory
@@ -143,19 +144,15 @@ type nodeState struct {
 	// received) and when they arrived.
 	stats   *pspb.ServerStats
 	statsAt time.Time
-	// BPT (workers) or comm time and bytes (servers) per heatmap column;
-	// added to under progMu, read without a lock.
+	// BPT (workers) or comm time and bytes (servers) per heatmap column:
+	// added to by the actor, read by view builders (lock-free cells).
 	cells *buckets
-	// prog is what reports said of the node. Reports are taken in by their
-	// agents' streams side by side, each holding the job's lock only
-	// for reading (ingest.go), so prog has its own lock, progMu, which
-	// every access takes (progress, setBatch).
-	progMu sync.Mutex
-	prog   progress
-	// marks is a worker's iteration timeline, from its reports (stall.go),
-	// under progMu; nil until its first report.
+	// prog is what reports said of the node (ingest.go).
+	prog progress
+	// marks is a worker's iteration timeline, from its reports (stall.go);
+	// nil until its first report.
 	marks *timeline.Marks
-	// cause is where its time went lately (cause.go), under progMu.
+	// cause is where its time went lately (cause.go).
 	cause nodeCause
 }
 
@@ -177,30 +174,20 @@ type progress struct {
 }
 
 // progress is a copy of the node's progress.
-func (n *nodeState) progress() progress {
-	n.progMu.Lock()
-	defer n.progMu.Unlock()
-	return n.prog
-}
+func (n *nodeState) progress() progress { return n.prog }
 
 // setBatch records the node's batch size (an action applied it).
-func (n *nodeState) setBatch(b int) {
-	n.progMu.Lock()
-	n.prog.batch = b
-	n.progMu.Unlock()
-}
+func (n *nodeState) setBatch(b int) { n.prog.batch = b }
 
 // heardAt marks the node as heard of at t.
 func (n *nodeState) heardAt(t time.Time) {
-	n.progMu.Lock()
 	if t.After(n.prog.heard) {
 		n.prog.heard = t
 	}
-	n.progMu.Unlock()
 }
 
 // seen is when the node was last heard of: its agent's heartbeat or
-// connection, or a report. The caller holds the job's lock.
+// connection, or a report.
 func (n *nodeState) seen() time.Time { return n.seenWith(n.progress()) }
 
 // seenWith is seen, given a copy of the node's progress.
@@ -245,6 +232,7 @@ func newJobState(m *Manager, s *spec.Spec, cj *coordinator.Job, now time.Time) *
 	j.hist = newJobHistory(m, len(j.nodes))
 	j.marksCap = marksPerWorker(s)
 	j.initGoodput()
+	j.publishFacts()
 	return j
 }
 
@@ -344,10 +332,8 @@ func (j *jobState) watchAgent(p *launch.Proc) {
 	case <-j.m.done:
 		return
 	}
-	j.mu.RLock()
-	over := j.over() || j.relaunching
-	j.mu.RUnlock()
-	if over || p.Err() == nil {
+	f := j.facts()
+	if f.over || f.relaunching || p.Err() == nil {
 		return
 	}
 	if j.agentKilled(p) {
@@ -357,22 +343,18 @@ func (j *jobState) watchAgent(p *launch.Proc) {
 }
 
 // getLauncher is the job's launcher (nil for an adopted job).
-func (j *jobState) getLauncher() *launch.Local {
-	j.mu.RLock()
-	defer j.mu.RUnlock()
-	return j.launcher
-}
+func (j *jobState) getLauncher() *launch.Local { return j.facts().launcher }
 
 // stopAgents tells every connected agent of the job to stop its role.
 func (j *jobState) stopAgents(reason string) {
-	j.mu.RLock()
 	var conns []*agentConn
-	for _, n := range j.nodes {
-		if n.conn != nil {
-			conns = append(conns, n.conn)
+	j.onActor(func() {
+		for _, n := range j.nodes {
+			if n.conn != nil {
+				conns = append(conns, n.conn)
+			}
 		}
-	}
-	j.mu.RUnlock()
+	})
 	for _, c := range conns {
 		c.send(&agentpb.SchedulerMessage{Body: &agentpb.SchedulerMessage_Stop{Stop: reason}})
 	}
@@ -388,9 +370,9 @@ func (j *jobState) column(t time.Time) int {
 }
 
 // observe ingests a worker's report into the node's progress, the
-// Monitor's windows and the console's buckets. The caller holds the
-// job's lock for reading (reports of other nodes go on meanwhile) and
-// has entered the report in the coordinator's samples ledger; servers are
+// Monitor's windows and the console's buckets, on the actor: O(1) in the
+// job's size. The caller has entered the report in the coordinator's
+// samples ledger; servers are
 // the job's servers by index (the coordinator's ServerNames). It says
 // whether the report was taken (the node is in the job).
 func (j *jobState) observe(node string, r *coordinatorpb.ProgressReport, now time.Time, servers []string) bool {
@@ -403,7 +385,6 @@ func (j *jobState) observe(node string, r *coordinatorpb.ProgressReport, now tim
 		sum += b
 	}
 	c := j.column(now)
-	n.progMu.Lock()
 	p := &n.prog
 	if p.reported && r.Iteration > p.iteration && now.After(p.reportedAt) {
 		// The iterations since the last report took at least their own
@@ -443,7 +424,6 @@ func (j *jobState) observe(node string, r *coordinatorpb.ProgressReport, now tim
 		n.marks.AddReport(now, r.Iteration, r.BptSeconds, r.WaitSeconds)
 		n.cause.addSplit(r, servers)
 	}
-	n.progMu.Unlock()
 	at := now.Sub(j.submitted)
 	var cbuf [8]monitor.CommSample
 	comm := cbuf[:0]
@@ -454,11 +434,9 @@ func (j *jobState) observe(node string, r *coordinatorpb.ProgressReport, now tim
 		sname := servers[cs.Server]
 		comm = append(comm, monitor.CommSample{At: at, Server: sname, Bytes: cs.Bytes, Seconds: cs.Seconds})
 		if sn := j.nodes[sname]; sn != nil && c >= 0 {
-			sn.progMu.Lock()
 			sn.cells.add(c, cs.Seconds, 1, float64(cs.Bytes))
 			sn.prog.heard = now
 			sn.prog.spark = sparkWith(sn.prog.spark, cs.Seconds)
-			sn.progMu.Unlock()
 		}
 	}
 	// The report carries the BPTs of the last iterations, newest last:

@@ -160,8 +160,9 @@ type Manager struct {
 	probeWaits probeWaits
 
 	// mu guards the manager's own state: the job table and EPS's queue
-	// and plan. A job's state has its job's lock (jobState.mu); the lock
-	// order is the manager's, then a job's, never the other way.
+	// and plan. A job's state is its actor's (actor.go), which never
+	// takes this lock: EPS's pass may wait for a job's actor while it
+	// holds it, never the other way.
 	mu     sync.RWMutex
 	jobs   map[string]*jobState
 	eps    *epsState
@@ -335,11 +336,8 @@ func (m *Manager) SubmitSpec(s *spec.Spec, who string) (string, error) {
 		}
 	}
 	if old, ok := m.lookup(s.Name); ok {
-		old.mu.RLock()
-		over, state := old.over(), old.state
-		old.mu.RUnlock()
-		if !over {
-			return "", status.Errorf(codes.AlreadyExists, "job %s is already %s", s.Name, state)
+		if f := old.facts(); !f.over {
+			return "", status.Errorf(codes.AlreadyExists, "job %s is already %s", s.Name, f.state)
 		}
 	}
 	queued := m.capacityOn()
@@ -359,6 +357,7 @@ func (m *Manager) SubmitSpec(s *spec.Spec, who string) (string, error) {
 	j.submittedBy = who
 	if queued {
 		j.state = StateQueued
+		j.publishFacts() // not published yet: the actor's from then on
 	}
 	if err := m.durableShards(s.Name, cj); err != nil {
 		cj.Fail(err)
@@ -424,11 +423,8 @@ func (m *Manager) Kill(name, who string) error {
 	if !ok {
 		return status.Errorf(codes.NotFound, "no job %q", name)
 	}
-	j.mu.RLock()
-	over, state := j.over(), j.state
-	j.mu.RUnlock()
-	if over {
-		return status.Errorf(codes.FailedPrecondition, "job %s is already %s", name, state)
+	if f := j.facts(); f.over {
+		return status.Errorf(codes.FailedPrecondition, "job %s is already %s", name, f.state)
 	}
 	// Killed before the coordinator fails it: the goroutine that watches
 	// the coordinator would otherwise record the job as failed first.
@@ -551,16 +547,15 @@ func (m *Manager) Wait(ctx context.Context, name string) (*Result, error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	j.mu.RLock()
-	defer j.mu.RUnlock()
-	if j.state == StateDiverged {
+	f := j.facts()
+	if f.state == StateDiverged {
 		// Its result is real (what was trained, where it diverged).
-		return j.res, fmt.Errorf("job %s %s: %s", name, j.state, j.err)
+		return f.res, fmt.Errorf("job %s %s: %s", name, f.state, f.err)
 	}
-	if j.state != StateCompleted {
-		return nil, fmt.Errorf("job %s %s: %s", name, j.state, j.err)
+	if f.state != StateCompleted {
+		return nil, fmt.Errorf("job %s %s: %s", name, f.state, f.err)
 	}
-	return j.res, nil
+	return f.res, nil
 }
 
 // Procs lists the processes launched for a job (tests stop and check them).
@@ -639,10 +634,7 @@ func (m *Manager) restore() error {
 			m.mu.Lock()
 			m.putJobLocked(r.Name, j)
 			m.mu.Unlock()
-			j.mu.RLock()
-			live := !j.over()
-			j.mu.RUnlock()
-			if live {
+			if !j.facts().over {
 				j.startTicker()
 			}
 		}

@@ -176,17 +176,17 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 // job keeps all its actions, so the counts only grow.
 func (c *Collector) collectOutcomeCounts(counter func(*prometheus.Desc, float64, ...string), j *jobState) {
 	count := map[[3]string]int{}
-	j.mu.RLock()
-	for _, a := range j.actions {
-		if r := a.GetRealized(); r != nil {
-			outcome := "hit"
-			if r.GetMiss() {
-				outcome = "miss"
+	j.onActor(func() {
+		for _, a := range j.actions {
+			if r := a.GetRealized(); r != nil {
+				outcome := "hit"
+				if r.GetMiss() {
+					outcome = "miss"
+				}
+				count[[3]string{a.Policy, a.Kind, outcome}]++
 			}
-			count[[3]string{a.Policy, a.Kind, outcome}]++
 		}
-	}
-	j.mu.RUnlock()
+	})
 	for k, n := range count {
 		counter(c.outcomesTotal, float64(n), j.spec.Name, k[0], k[1], k[2])
 	}

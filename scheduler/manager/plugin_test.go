@@ -57,9 +57,9 @@ func TestPluginPolicyRuns(t *testing.T) {
 	if err := m.SetPolicy("plug", "test-plugin", ModeApprove, map[string]float64{"factor": 2}, "test"); err != nil {
 		t.Fatal(err)
 	}
-	j.mu.Lock()
+	pauseActor(j)
 	j.state = StateRunning
-	j.mu.Unlock()
+	resumeActor(j)
 	for w := range 4 {
 		node := fmt.Sprintf("worker-%d", w)
 		for at := time.Duration(0); at < 10*time.Second; at += 100 * time.Millisecond {
@@ -75,8 +75,8 @@ func TestPluginPolicyRuns(t *testing.T) {
 		t.Fatalf("worker-3 is %.2f× the mean; the scenario wants it above 2", w.RatioTrans)
 	}
 	j.runPolicies(snap, j.submitted.Add(10*time.Second))
-	j.mu.RLock()
-	defer j.mu.RUnlock()
+	pauseActor(j)
+	defer resumeActor(j)
 	var got []string
 	for _, a := range j.actions {
 		got = append(got, a.Policy+" "+a.Kind+" "+a.Target+" "+a.State)

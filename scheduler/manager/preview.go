@@ -45,7 +45,7 @@ func (m *Manager) refreshWaiting() {
 
 // refreshPreview fills a's preview (scheduler/preview): whether what it
 // starts can start now, what it costs and what it is predicted to do. It
-// asks the cluster, so it runs outside the job's lock (on a goroutine of
+// asks the cluster, so it runs off the job's actor (on a goroutine of
 // its own when an action is added).
 func (m *Manager) refreshPreview(j *jobState, a *consolepb.Action) {
 	in := preview.Input{CPUs: runtime.NumCPU()}
@@ -56,13 +56,13 @@ func (m *Manager) refreshPreview(j *jobState, a *consolepb.Action) {
 		in.Cluster = &c
 	} else {
 		for _, o := range m.jobList() {
-			o.mu.RLock()
-			for _, n := range o.nodes {
-				if !n.removed && (n.status.State == agentpb.NodeState_NODE_STATE_RUNNING || n.status.State == agentpb.NodeState_NODE_STATE_STARTING) {
-					in.Running++
+			o.onActor(func() {
+				for _, n := range o.nodes {
+					if !n.removed && (n.status.State == agentpb.NodeState_NODE_STATE_RUNNING || n.status.State == agentpb.NodeState_NODE_STATE_STARTING) {
+						in.Running++
+					}
 				}
-			}
-			o.mu.RUnlock()
+			})
 		}
 	}
 	start := j.coord.Start()

@@ -84,7 +84,7 @@ func TestRegionBytesViewAndMetrics(t *testing.T) {
 				r.RegionBytes = append(r.RegionBytes, &coordinatorpb.RegionBytes{FromRegion: p.From, ToRegion: p.To, Bytes: b})
 			}
 			// As the worker's agent stream takes it (Connect: reportTimed).
-			if err := m.report(j, r.Node, r, j.onActor); err != nil {
+			if err := reportOn(m, j, r.Node, r); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -98,7 +98,7 @@ func TestRegionBytesViewAndMetrics(t *testing.T) {
 
 	bad := &coordinatorpb.ProgressReport{Job: "rb", Node: "worker-0", Iteration: 3,
 		RegionBytes: []*coordinatorpb.RegionBytes{{FromRegion: "/r0", ToRegion: "/r1", Bytes: 5}, {FromRegion: "/r0", ToRegion: "/elsewhere", Bytes: 1 << 40}}}
-	if err := m.report(j, bad.Node, bad, j.onActor); status.Code(err) != codes.InvalidArgument {
+	if err := reportOn(m, j, bad.Node, bad); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("a report naming a region outside the topology = %v; want InvalidArgument", err)
 	}
 

@@ -42,10 +42,7 @@ func (m *Manager) persistStart(j *jobState) {
 		_ = m.cfg.Store.PutNode(j.spec.Name, store.NodeRecord{Name: n.Name, Role: role, Addr: n.Addr, Pid: int(n.Pid),
 			State: "running", BatchSize: n.BatchSize, Registered: start})
 	}
-	j.mu.RLock()
-	over := j.over()
-	j.mu.RUnlock()
-	if !over {
+	if !j.facts().over {
 		_ = m.cfg.Store.PutJob(store.JobRecord{Name: j.spec.Name, SpecYAML: string(j.spec.YAML()), State: StateRunning,
 			SubmittedBy: j.submittedBy, Submitted: j.submitted, Updated: start})
 	}
@@ -198,6 +195,9 @@ func (m *Manager) restoreJob(s *spec.Spec, r store.JobRecord) (*jobState, error)
 			j.launcher = j.newLauncher()
 		}
 		m.event(r.Name, "job", "", fmt.Sprintf("job %s adopted after a scheduler restart: waiting for its agents", r.Name), "")
+	}
+	j.publishFacts() // not published yet: the actor's from then on
+	if live {
 		m.spawn(func() { m.watch(j) })
 	}
 	return j, nil

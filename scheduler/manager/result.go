@@ -116,44 +116,44 @@ func (j *jobState) result(ending string) *Result {
 	for _, b := range c.RegionBytes() {
 		r.RegionBytes = append(r.RegionBytes, RegionBytes{From: b.FromRegion, To: b.ToRegion, Bytes: b.Bytes})
 	}
-	j.mu.RLock()
-	for _, n := range ledger {
-		role := "server"
-		if n.Role == coordinatorpb.Role_ROLE_WORKER {
-			role = "worker"
-			r.Samples += n.TotalSamples()
-			r.BytesCrossRegion += n.CrossRegionBytes
-			r.Iterations = max(r.Iterations, n.Iteration)
-		}
-		nr := NodeResult{Name: n.Name, Role: role, BatchSize: n.BatchSize, Restarts: n.Restarts}
-		if ns := j.nodes[n.Name]; ns != nil && ns.role == "worker" {
-			p := ns.progress()
-			nr.BatchSize = p.batch
-			if p.bptCount > 0 {
-				nr.BPTMeanS = p.bptSum / float64(p.bptCount)
+	j.onActor(func() {
+		for _, n := range ledger {
+			role := "server"
+			if n.Role == coordinatorpb.Role_ROLE_WORKER {
+				role = "worker"
+				r.Samples += n.TotalSamples()
+				r.BytesCrossRegion += n.CrossRegionBytes
+				r.Iterations = max(r.Iterations, n.Iteration)
 			}
+			nr := NodeResult{Name: n.Name, Role: role, BatchSize: n.BatchSize, Restarts: n.Restarts}
+			if ns := j.nodes[n.Name]; ns != nil && ns.role == "worker" {
+				p := ns.progress()
+				nr.BatchSize = p.batch
+				if p.bptCount > 0 {
+					nr.BPTMeanS = p.bptSum / float64(p.bptCount)
+				}
+			}
+			r.Nodes = append(r.Nodes, nr)
 		}
-		r.Nodes = append(r.Nodes, nr)
-	}
-	j.mu.RUnlock()
+	})
 	_, _, done, total := c.ShardCounts()
 	r.ShardsDone, r.ShardsTotal = int64(done), int64(total)
 	now := j.m.now()
 	r.TrainSeconds = now.Sub(c.Start()).Seconds()
 	r.Throughput = Throughput(0, c.Start(), r.Samples, now) // over the whole run
-	j.mu.RLock()
-	r.ScriptSkipped = skippedSteps(scriptSteps(j.spec), j.scriptNext)
-	r.PausedSeconds = j.paused
-	stalls := actionStalls(j.actions, j.workerMarks())
-	for i, a := range j.actions {
-		if a.State == "proposed" || a.State == "expired" || a.State == "rejected" {
-			continue
+	j.onActor(func() {
+		r.ScriptSkipped = skippedSteps(scriptSteps(j.spec), j.scriptNext)
+		r.PausedSeconds = j.paused
+		stalls := actionStalls(j.actions, j.workerMarks())
+		for i, a := range j.actions {
+			if a.State == "proposed" || a.State == "expired" || a.State == "rejected" {
+				continue
+			}
+			r.Actions = append(r.Actions, ActionResult{TimeS: a.Created.AsTime().Sub(j.submitted).Seconds(), Kind: a.Kind,
+				Node: a.Target, Reason: a.Reason, AppliedIteration: a.AppliedIteration, State: a.State, Policy: a.Policy, ID: a.Id,
+				PausedSeconds: a.PausedSeconds, StallSeconds: stalls[i], Error: a.Error, Realized: realizedOf(a.Realized)})
 		}
-		r.Actions = append(r.Actions, ActionResult{TimeS: a.Created.AsTime().Sub(j.submitted).Seconds(), Kind: a.Kind,
-			Node: a.Target, Reason: a.Reason, AppliedIteration: a.AppliedIteration, State: a.State, Policy: a.Policy, ID: a.Id,
-			PausedSeconds: a.PausedSeconds, StallSeconds: stalls[i], Error: a.Error, Realized: realizedOf(a.Realized)})
-	}
-	j.mu.RUnlock()
+	})
 	j.m.reportSkipped(j, r.ScriptSkipped)
 	return r
 }
@@ -166,37 +166,39 @@ const finalStatsTimeout = 5 * time.Second
 // after finalStatsTimeout the last ones sent.
 func (m *Manager) finalServers(j *jobState, addrs, names []string, since time.Time) ([]ServerResult, error) {
 	fresh := func() bool {
-		j.mu.RLock()
-		defer j.mu.RUnlock()
-		for i, a := range addrs {
-			if a == "" || i >= len(names) {
-				continue
+		all := true
+		j.onActor(func() {
+			for i, a := range addrs {
+				if a == "" || i >= len(names) {
+					continue
+				}
+				if n := j.nodes[names[i]]; n == nil || n.statsAt.Before(since) {
+					all = false
+					return
+				}
 			}
-			if n := j.nodes[names[i]]; n == nil || n.statsAt.Before(since) {
-				return false
-			}
-		}
-		return true
+		})
+		return all
 	}
 	err := m.await(j, finalStatsTimeout, j.changed, fresh)
-	j.mu.RLock()
-	defer j.mu.RUnlock()
 	var out []ServerResult
 	var missing []string
-	for i, a := range addrs {
-		if a == "" || i >= len(names) {
-			continue // removed
+	j.onActor(func() {
+		for i, a := range addrs {
+			if a == "" || i >= len(names) {
+				continue // removed
+			}
+			n := j.nodes[names[i]]
+			if n == nil || n.stats == nil {
+				missing = append(missing, names[i])
+				continue
+			}
+			st := n.stats // never changed once received
+			out = append(out, ServerResult{Name: names[i], DPRs: st.Dprs, DelayedIterations: st.DelayedIterations,
+				Dropped: st.Dropped, Staleness: st.Staleness, Pushes: st.Pushes, Pulls: st.Pulls,
+				BytesIn: st.BytesIn, BytesOut: st.BytesOut, Blocks: len(st.Blocks)})
 		}
-		n := j.nodes[names[i]]
-		if n == nil || n.stats == nil {
-			missing = append(missing, names[i])
-			continue
-		}
-		st := n.stats
-		out = append(out, ServerResult{Name: names[i], DPRs: st.Dprs, DelayedIterations: st.DelayedIterations,
-			Dropped: st.Dropped, Staleness: st.Staleness, Pushes: st.Pushes, Pulls: st.Pulls,
-			BytesIn: st.BytesIn, BytesOut: st.BytesOut, Blocks: len(st.Blocks)})
-	}
+	})
 	switch {
 	case len(missing) > 0:
 		return out, fmt.Errorf("no counters from %v", missing)

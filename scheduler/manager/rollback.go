@@ -8,7 +8,7 @@ import (
 
 // recordUndo keeps on a reversible action what it changes, as it is before
 // it is dispatched: what a rollback restores (scheduler/rollback). The
-// caller holds the job's lock.
+// caller is the job's actor.
 func (j *jobState) recordUndo(a *consolepb.Action) {
 	if !rollback.Reversible(a.Kind) || a.Undo != nil {
 		return

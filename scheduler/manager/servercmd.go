@@ -120,7 +120,7 @@ func (m *Manager) askServers(j *jobState, cmds map[string]*agentpb.ActionCommand
 }
 
 // serverAcked hands a server's ack to the call waiting for it, and says
-// whether there was one. The caller holds the job's lock.
+// whether there was one. The caller is the job's actor.
 func (j *jobState) serverAcked(node string, ack *agentpb.ActionAck) bool {
 	c := j.calls[callKey{node, ack.ActionId}]
 	if c == nil {
@@ -134,7 +134,7 @@ func (j *jobState) serverAcked(node string, ack *agentpb.ActionAck) bool {
 }
 
 // pendingCalls are the server commands waiting for node's ack, to send
-// again when its agent connects. The caller holds the job's lock.
+// again when its agent connects. The caller is the job's actor.
 func (j *jobState) pendingCalls(node string) []*agentpb.ActionCommand {
 	var out []*agentpb.ActionCommand
 	for _, c := range j.calls {
@@ -149,14 +149,14 @@ func (j *jobState) pendingCalls(node string) []*agentpb.ActionCommand {
 // waiting for the acks (a shutdown: the server's final counters, which
 // its agent sends as it stops, are what the caller waits for).
 func (m *Manager) tellServers(j *jobState, cmds map[string]*agentpb.ActionCommand) {
-	j.mu.RLock()
 	var sends sendList
-	for node, cmd := range cmds {
-		if n := j.nodes[node]; n != nil && n.conn != nil {
-			conn := n.conn
-			sends = append(sends, func() { conn.send(&agentpb.SchedulerMessage{Body: &agentpb.SchedulerMessage_Command{Command: cmd}}) })
+	j.onActor(func() {
+		for node, cmd := range cmds {
+			if n := j.nodes[node]; n != nil && n.conn != nil {
+				conn := n.conn
+				sends = append(sends, func() { conn.send(&agentpb.SchedulerMessage{Body: &agentpb.SchedulerMessage_Command{Command: cmd}}) })
+			}
 		}
-	}
-	j.mu.RUnlock()
+	})
 	sends.run()
 }

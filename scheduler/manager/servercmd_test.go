@@ -26,9 +26,9 @@ func TestServerCalls(t *testing.T) {
 	m, j := testJob(t, Config{Clock: clk}, "calls", 2, 2)
 	connect := func(node string) *agentConn {
 		c := &agentConn{out: make(chan *agentpb.SchedulerMessage, 8), done: make(chan struct{})}
-		j.mu.Lock()
+		pauseActor(j)
 		j.nodes[node].conn = c
-		j.mu.Unlock()
+		resumeActor(j)
 		return c
 	}
 	s0, s1 := connect("server-0"), connect("server-1")
@@ -62,7 +62,7 @@ func TestServerCalls(t *testing.T) {
 		}
 	}
 	ack := func(node string, a *agentpb.ActionAck) {
-		m.fromAgent(j, j.nodes[node], &agentpb.AgentMessage{Body: &agentpb.AgentMessage_Ack{Ack: a}})
+		takeOn(m, j, j.nodes[node], &agentpb.AgentMessage{Body: &agentpb.AgentMessage_Ack{Ack: a}})
 	}
 
 	t.Run("every server applies", func(t *testing.T) {
@@ -104,24 +104,24 @@ func TestServerCalls(t *testing.T) {
 		if !errors.As(r.err, &se) || se.node != "server-1" || !errors.Is(r.err, errNoAck) {
 			t.Fatalf("err %v; want no answer from server-1", r.err)
 		}
-		j.mu.Lock()
+		pauseActor(j)
 		left := len(j.calls)
-		j.mu.Unlock()
+		resumeActor(j)
 		if left != 0 {
 			t.Errorf("%d calls left waiting after the timeout", left)
 		}
 	})
 	t.Run("an agent away when asked", func(t *testing.T) {
-		j.mu.Lock()
+		pauseActor(j)
 		j.nodes["server-1"].conn = nil
-		j.mu.Unlock()
+		resumeActor(j)
 		done := ask("a-4/sync")
 		ack("server-0", &agentpb.ActionAck{ActionId: received(s0).ActionId, Applied: true})
 		var pending []*agentpb.ActionCommand
 		for len(pending) == 0 {
-			j.mu.Lock()
+			pauseActor(j)
 			pending = j.pendingCalls("server-1")
-			j.mu.Unlock()
+			resumeActor(j)
 			time.Sleep(time.Millisecond)
 		}
 		if len(pending) != 1 || pending[0].ActionId != "a-4/sync" || !strings.HasPrefix(pending[0].Target, "server-1") {

@@ -78,26 +78,31 @@ func (m *Manager) Stacks(ctx context.Context, job string, timeout time.Duration,
 		timeout = StacksTimeout
 	}
 	timeout = min(timeout, StacksMaxTimeout)
-	j.mu.RLock()
-	if j.over() {
-		j.mu.RUnlock()
-		return nil, status.Errorf(codes.FailedPrecondition, "job %s has ended: its processes are gone (--saved shows the last stacks collected)", job)
-	}
-	nodes := sortedNodes(j.nodes)
 	type asked struct {
-		n   *nodeState
-		id  string
-		ch  chan *agentpb.StacksReply
-		err string
+		n    *nodeState
+		conn *agentConn // nil: its agent is not connected
+		id   string
+		ch   chan *agentpb.StacksReply
+		err  string
 	}
 	var all []*asked
-	for _, n := range nodes {
-		if n.removed {
-			continue
+	over := false
+	j.onActor(func() {
+		if over = j.over(); over {
+			return
 		}
-		a := &asked{n: n}
-		all = append(all, a)
-		if n.conn == nil {
+		for _, n := range sortedNodes(j.nodes) {
+			if !n.removed {
+				all = append(all, &asked{n: n, conn: n.conn})
+			}
+		}
+	})
+	if over {
+		return nil, status.Errorf(codes.FailedPrecondition, "job %s has ended: its processes are gone (--saved shows the last stacks collected)", job)
+	}
+	for _, a := range all {
+		n := a.n
+		if a.conn == nil {
 			a.err = "its agent is not connected"
 			continue
 		}
@@ -111,12 +116,11 @@ func (m *Manager) Stacks(ctx context.Context, job string, timeout time.Duration,
 		m.stackWaits.mu.Unlock()
 		// The agent waits for its role a little less than we wait for it.
 		req := &agentpb.StacksRequest{Id: a.id, MaxBytes: StacksPerNode, TimeoutS: (timeout * 3 / 4).Seconds()}
-		if !n.conn.send(&agentpb.SchedulerMessage{Body: &agentpb.SchedulerMessage_Stacks{Stacks: req}}) {
+		if !a.conn.send(&agentpb.SchedulerMessage{Body: &agentpb.SchedulerMessage_Stacks{Stacks: req}}) {
 			a.err = "its agent's stream is full or closing"
 			a.ch = nil
 		}
 	}
-	j.mu.RUnlock()
 
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()

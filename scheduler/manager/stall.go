@@ -31,19 +31,17 @@ func marksPerWorker(s *spec.Spec) int {
 	return max(MinMarks, MarksBudget/w)
 }
 
-// workerMarks copies the workers' iteration timelines. The caller holds
-// the job's lock.
+// workerMarks copies the workers' iteration timelines. The caller is
+// the job's actor.
 func (j *jobState) workerMarks() map[string][]timeline.Mark {
 	out := map[string][]timeline.Mark{}
 	for name, n := range j.nodes {
 		if n.role != "worker" {
 			continue
 		}
-		n.progMu.Lock()
 		if n.marks != nil {
 			out[name] = n.marks.All()
 		}
-		n.progMu.Unlock()
 	}
 	return out
 }

@@ -44,8 +44,8 @@ func TestStallFromReports(t *testing.T) {
 		}
 		advance(d)
 		it := int64(rep * 10)
-		m.report(j, "worker-0", &coordinatorpb.ProgressReport{Job: "stall", Node: "worker-0", Iteration: it, BatchSize: 4, BptSeconds: tenMs(10)}, j.onActor)
-		m.report(j, "worker-1", &coordinatorpb.ProgressReport{Job: "stall", Node: "worker-1", Iteration: it, BatchSize: 4, BptSeconds: bpt}, j.onActor)
+		reportOn(m, j, "worker-0", &coordinatorpb.ProgressReport{Job: "stall", Node: "worker-0", Iteration: it, BatchSize: 4, BptSeconds: tenMs(10)})
+		reportOn(m, j, "worker-1", &coordinatorpb.ProgressReport{Job: "stall", Node: "worker-1", Iteration: it, BatchSize: 4, BptSeconds: bpt})
 	}
 	marks := j.workerMarks()
 	if len(marks["worker-1"]) != 100 {

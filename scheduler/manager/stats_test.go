@@ -19,7 +19,7 @@ func statsHarness() (*Manager, *jobState, *clock.Fake, func(node string, st *psp
 		j.nodes[name] = &nodeState{name: name, role: "server"}
 	}
 	send := func(node string, st *pspb.ServerStats) {
-		m.fromAgent(j, j.nodes[node], &agentpb.AgentMessage{Body: &agentpb.AgentMessage_ServerStats{ServerStats: st}})
+		takeOn(m, j, j.nodes[node], &agentpb.AgentMessage{Body: &agentpb.AgentMessage_ServerStats{ServerStats: st}})
 	}
 	return m, j, f, send
 }

@@ -8,9 +8,9 @@ import (
 )
 
 // telemetry owns a job's Monitor (scheduler/monitor). The ingest path — an
-// agent's report, under the job's lock — only queues the report's
+// agent's report, on the job's actor — only queues the report's
 // samples; the job's tick takes the queue in and computes the Monitor's
-// snapshot outside the job's lock. A snapshot of a 5,000-node job takes
+// snapshot off the actor. A snapshot of a 5,000-node job takes
 // milliseconds; reports no longer wait for it.
 type telemetry struct {
 	mu    sync.Mutex // guards queue, ids, names and cfg
@@ -27,12 +27,18 @@ type telemetry struct {
 	monMu sync.Mutex // guards mon and spare: taking the queue in, snapshots, config changes
 	mon   *monitor.Monitor
 	spare []telemetryOp // the queue taken in last, reused
+	// full signals (one slot, never blocking) that the queue reached
+	// maxTelemetryQueue: the job's ticker takes it in (Drain).
+	full chan struct{}
 }
 
 // maxTelemetryQueue bounds the queue between two ticks: a report that
-// finds it full takes the queue in itself (back-pressure, nothing dropped).
-// At 5,000 workers each reporting 10 BPTs and 4 pushes a second it holds
-// about 1.5 s of samples.
+// fills it asks the job's ticker to take it in (full), off the job's actor,
+// which goes on queueing; a report that finds it twice as full (the ticker
+// is behind) takes it in itself (back-pressure, nothing dropped). At 5,000
+// workers each reporting 10 BPTs and 4 pushes a second it holds about
+// 1.5 s of samples; at 20,000, under half a second, and a take-in on the
+// actor (some 130,000 Monitor calls) held every report back behind it.
 const maxTelemetryQueue = 1 << 17
 
 // telemetryOp is one queued Monitor call, applied in order: a worker's
@@ -57,7 +63,7 @@ const (
 
 func newTelemetry(cfg monitor.Config) *telemetry {
 	mon := monitor.New(cfg)
-	return &telemetry{mon: mon, cfg: mon.Config(), ids: map[string]int32{}}
+	return &telemetry{mon: mon, cfg: mon.Config(), ids: map[string]int32{}, full: make(chan struct{}, 1)}
 }
 
 // id is name's number. The caller holds mu.
@@ -115,18 +121,41 @@ func (t *telemetry) ObserveReport(node string, at time.Duration, batch int, iter
 	})
 }
 
-// push appends ops to the queue (add, under mu) and takes the queue in
-// when that filled it.
+// push appends ops to the queue (add, under mu); when that filled it, it
+// asks for a take-in (full), and takes the queue in itself when it is twice
+// as full.
 func (t *telemetry) push(add func([]telemetryOp) []telemetryOp) {
 	t.mu.Lock()
 	t.queue = add(t.queue)
-	full := len(t.queue) >= maxTelemetryQueue
+	n := len(t.queue)
 	t.mu.Unlock()
-	if full {
-		t.monMu.Lock()
-		t.takeIn()
-		t.monMu.Unlock()
+	switch {
+	case n >= 2*maxTelemetryQueue:
+		t.Drain()
+	case n >= maxTelemetryQueue:
+		select {
+		case t.full <- struct{}{}:
+		default: // asked already
+		}
 	}
+}
+
+// reset makes t the telemetry o is (a job launched by EPS at another size
+// gets a fresh Monitor). t itself stays: the job's ticker reads it off the
+// actor (Snapshot, full) without going through the actor.
+func (t *telemetry) reset(o *telemetry) {
+	t.monMu.Lock()
+	defer t.monMu.Unlock()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.mon, t.cfg, t.ids, t.names, t.queue, t.spare = o.mon, o.cfg, o.ids, o.names, o.queue, o.spare
+}
+
+// Drain takes the queued samples in (the job's ticker, when full says so).
+func (t *telemetry) Drain() {
+	t.monMu.Lock()
+	defer t.monMu.Unlock()
+	t.takeIn()
 }
 
 // Config is the Monitor's configuration, defaults filled in.

@@ -36,9 +36,10 @@ func TestTelemetryOrder(t *testing.T) {
 	}
 }
 
-// TestTelemetryFullQueue: a queue that reaches its bound is taken in by the
-// report that filled it — nothing is dropped — and reports from many
-// goroutines race with snapshots without losing a sample (under -race).
+// TestTelemetryFullQueue: a queue that reaches its bound asks for a take-in
+// (full), and one that reaches twice its bound is taken in by the report
+// that filled it — nothing is dropped — and reports from many goroutines
+// race with snapshots without losing a sample (under -race).
 func TestTelemetryFullQueue(t *testing.T) {
 	tel := newTelemetry(monitor.Config{LTrans: time.Hour, LPer: time.Hour})
 	const writers, each = 4, maxTelemetryQueue / 2
@@ -60,8 +61,13 @@ func TestTelemetryFullQueue(t *testing.T) {
 	tel.mu.Lock()
 	queued := len(tel.queue)
 	tel.mu.Unlock()
-	if queued >= maxTelemetryQueue {
-		t.Errorf("queue holds %d; want it taken in before %d", queued, maxTelemetryQueue)
+	if queued >= 2*maxTelemetryQueue {
+		t.Errorf("queue holds %d; want it taken in before %d", queued, 2*maxTelemetryQueue)
+	}
+	select {
+	case <-tel.full:
+	default:
+		t.Error("the queue filled without asking for a take-in")
 	}
 	// Every writer's last sample is in, and its window is as full as the
 	// Monitor keeps it (it holds the latest MaxSamples).
@@ -111,6 +117,27 @@ func TestTelemetryReport(t *testing.T) {
 		sb, okb := b.Server(s)
 		if !oka || !okb || sa.CommPer != sb.CommPer || sa.Samples != 1 || sb.Samples != 1 {
 			t.Errorf("%s from one report %+v (%v); sample by sample %+v (%v)", s, sa, oka, sb, okb)
+		}
+	}
+}
+
+// TestTelemetryDrainedByTicker: a job's Monitor queue that fills between
+// two ticks is taken in by the job's ticker (asked through full), not by
+// the report that filled it, which runs on the job's actor.
+func TestTelemetryDrainedByTicker(t *testing.T) {
+	_, j := testJob(t, Config{}, "drain", 2, 1) // ticks hourly: only full wakes the ticker
+	for i := 1; i <= maxTelemetryQueue; i++ {
+		j.mon.ObserveWorker("worker-0", monitor.WorkerSample{At: time.Duration(i) * time.Microsecond, BPT: time.Microsecond, BatchSize: 1, Iteration: int64(i)})
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+		j.mon.mu.Lock()
+		queued := len(j.mon.queue)
+		j.mon.mu.Unlock()
+		if queued < maxTelemetryQueue {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the full queue (%d) was not taken in by the ticker", queued)
 		}
 	}
 }

@@ -38,10 +38,10 @@ func TestThroughputIsSamplesPerWallSecond(t *testing.T) {
 			t.Errorf("view (detail %v) throughput %v; want %v samples/s", detail, v[0].GetThroughput(), want)
 		}
 	}
-	j.mu.RLock()
+	pauseActor(j)
 	frames := j.hist.rec.Frames()
 	pj := j.policyJob()
-	j.mu.RUnlock()
+	resumeActor(j)
 	if !near(pj.Throughput) {
 		t.Errorf("policies' throughput %v; want %v", pj.Throughput, want)
 	}

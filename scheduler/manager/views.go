@@ -14,6 +14,7 @@ import (
 	"github.com/kelpie/kelpie/proto/agentpb"
 	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/consoleapi"
+	"github.com/kelpie/kelpie/scheduler/monitor"
 	"github.com/kelpie/kelpie/scheduler/store"
 )
 
@@ -40,6 +41,11 @@ func (m *Manager) View(names []string, heatmapColumns int) []*consolepb.JobView 
 	}
 	return out
 }
+
+// rowsPerTurn is how many nodes' rows a view build freezes in one turn of
+// the job's actor (about a quarter of a millisecond); a variable for
+// tests.
+var rowsPerTurn = 512
 
 // ViewTTL is how long a built job view is served before it is rebuilt.
 // The detail view of a job of more than viewTTLNodes nodes lives
@@ -305,9 +311,9 @@ func (m *Manager) Execute(ctx context.Context, who consoleapi.Principal, cmd *co
 	return res
 }
 
-// nodeRow is what a view shows of one node, copied under the manager's
-// lock; the view is built from it (and the node's lock-free heatmap
-// buckets) after the lock is released.
+// nodeRow is what a view shows of one node, frozen on the job's actor; the
+// view is built from it (and the node's lock-free heatmap buckets) off the
+// actor.
 type nodeRow struct {
 	name, role, host string
 	state            agentpb.NodeState
@@ -320,10 +326,15 @@ type nodeRow struct {
 	accum            int
 	cells            *buckets
 	seriesName       string // its chart series: "bpt/worker-2", "speed/server-0"
+	// cause is a copy of the node's recent split windows (a few hundred
+	// bytes): what its time went to is computed from it off the actor
+	// (computing it on the actor was most of a view's turns there).
+	cause nodeCause
 }
 
 // seriesName is the name of the chart series of node name in role, made
-// once per node. The caller holds viewMu.
+// once per node. The caller holds viewMu (and runs on the actor for the
+// builder, which waits).
 func (j *jobState) seriesName(name, role string) string {
 	if s, ok := j.seriesNames[name]; ok {
 		return s
@@ -340,79 +351,115 @@ func (j *jobState) seriesName(name, role string) string {
 }
 
 // view builds a job's console view. Everything it reads of the job's
-// mutable state is copied in one short section under the job's lock,
-// held for reading (O(nodes), no heatmap); the rows, heatmap and charts
-// are built after.
+// state is frozen on the job's actor: the job's figures, policies and
+// actions and the list of its nodes in one turn, then the nodes' rows and
+// recent splits in turns of rowsPerTurn nodes, so that the actor takes in
+// the reports that came meanwhile between them (a 20,000-node freeze in
+// one turn held them back some 20 ms); each row is one node as of one
+// turn. The heatmap, causes (from copies of the nodes' split windows) and
+// charts are built from the frozen copy off the actor. The caller holds viewMu: one build at a time, at most once
+// per view TTL however many readers (publishedView, frameView).
 func (j *jobState) view(detail bool, columns int) *consolepb.JobView {
 	m := j.m
-	j.mu.RLock() // it only reads: reports go on meanwhile
-	s, coord, snap := j.spec, j.coord, j.snap
-	j.nodeCount.Store(int32(len(j.nodes)))
-	v := &consolepb.JobView{Name: s.Name, State: j.state, Error: j.err, Submitted: ts(j.submitted), Ended: ts(j.ended),
-		Model: fmt.Sprintf("%s on %s", s.Model.Kind, s.Data.Kind), Sync: syncName(s),
-		Servers: int32(j.servers()), Workers: int32(j.liveWorkerCount()), GlobalBatch: int32(s.Train.GlobalBatch)}
-	var lossSum float64
-	var lossN int
-	for _, n := range j.nodes {
-		if n.role != "worker" {
-			continue
+	var (
+		v        *consolepb.JobView
+		s        = j.spec
+		coord    = j.coord
+		snap     monitor.Snapshot
+		over     bool
+		res      *Result
+		ended    time.Time
+		nodes    []*nodeState
+		rows     []nodeRow
+		causes   causeInputs
+		specYAML bool
+	)
+	j.onActor(func() {
+		s, coord, snap = j.spec, j.coord, j.snap
+		j.nodeCount.Store(int32(len(j.nodes)))
+		v = &consolepb.JobView{Name: s.Name, State: j.state, Error: j.err, Submitted: ts(j.submitted), Ended: ts(j.ended),
+			Model: fmt.Sprintf("%s on %s", s.Model.Kind, s.Data.Kind), Sync: syncName(s),
+			Servers: int32(j.servers()), Workers: int32(j.liveWorkerCount()), GlobalBatch: int32(s.Train.GlobalBatch)}
+		var lossSum float64
+		var lossN int
+		for _, n := range j.nodes {
+			if n.role != "worker" {
+				continue
+			}
+			p := &n.prog
+			v.Iteration = max(v.Iteration, p.iteration)
+			if p.loss > 0 || !diverge.Finite(p.loss) {
+				lossSum += p.loss // a non-finite loss shows as such
+				lossN++
+			}
 		}
-		p := n.progress()
-		v.Iteration = max(v.Iteration, p.iteration)
-		if p.loss > 0 || !diverge.Finite(p.loss) {
-			lossSum += p.loss // a non-finite loss shows as such
-			lossN++
+		if lossN > 0 {
+			v.Loss = lossSum / float64(lossN)
+		}
+		over, res, ended = j.over(), j.res, j.ended
+		if j.res != nil {
+			v.Accuracy = j.res.Accuracy
+			if d := j.res.Diverged; d != nil {
+				// Not a number, never 0: the job has no final loss.
+				v.Diverged, v.Loss = d.proto(), math.NaN()
+			}
+		}
+		for _, name := range policyNames() {
+			p := j.policies[name]
+			pv := &consolepb.PolicyView{Name: name, Mode: p.Mode, Params: map[string]float64{}}
+			for k, x := range p.Params {
+				pv.Params[k] = x
+			}
+			v.Policies = append(v.Policies, pv)
+		}
+		// Actions: pending first, then the most recent. Copies: the view
+		// is read off the actor, while actions change on it.
+		for _, a := range j.actions {
+			if a.State == ActProposed {
+				v.Actions = append(v.Actions, proto.CloneOf(a))
+			}
+		}
+		for i := len(j.actions) - 1; i >= 0 && len(v.Actions) < 50; i-- {
+			if j.actions[i].State != ActProposed {
+				v.Actions = append(v.Actions, proto.CloneOf(j.actions[i]))
+			}
+		}
+		if detail {
+			specYAML = true
+			nodes = make([]*nodeState, 0, len(j.nodes))
+			for _, n := range j.nodes {
+				nodes = append(nodes, n)
+			}
+		}
+	})
+	if detail {
+		rows, causes = make([]nodeRow, 0, len(nodes)), newCauseInputs()
+		for len(nodes) > 0 {
+			turn := nodes[:min(rowsPerTurn, len(nodes))]
+			nodes = nodes[len(turn):]
+			j.onActor(func() {
+				for _, n := range turn {
+					p := &n.prog // its spark is never changed in place
+					rows = append(rows, nodeRow{name: n.name, role: n.role, host: n.host, state: n.status.State,
+						pid: n.status.Pid, restarts: n.status.Restarts, batch: p.batch, iteration: p.iteration,
+						spark: p.spark, lastSeen: n.seenWith(*p), removed: n.removed,
+						accum: max(j.accum[n.name], 1), cells: n.cells, seriesName: j.seriesName(n.name, n.role),
+						cause: n.cause})
+				}
+			})
+		}
+		// The causes' windows are computed off the actor, from the copies.
+		for i := range rows {
+			r := &rows[i]
+			causes.addCause(r.name, r.role, r.removed, &r.cause)
 		}
 	}
-	if lossN > 0 {
-		v.Loss = lossSum / float64(lossN)
-	}
-	over, res, ended := j.over(), j.res, j.ended
 	if !over {
 		v.ClusterBusy = j.clusterBusy()
 	}
-	if j.res != nil {
-		v.Accuracy = j.res.Accuracy
-		if d := j.res.Diverged; d != nil {
-			// Not a number, never 0: the job has no final loss.
-			v.Diverged, v.Loss = d.proto(), math.NaN()
-		}
-	}
-	for _, name := range policyNames() {
-		p := j.policies[name]
-		pv := &consolepb.PolicyView{Name: name, Mode: p.Mode, Params: map[string]float64{}}
-		for k, x := range p.Params {
-			pv.Params[k] = x
-		}
-		v.Policies = append(v.Policies, pv)
-	}
-	// Actions: pending first, then the most recent. Copies: the view is
-	// read after the lock is released, while actions change under it.
-	for _, a := range j.actions {
-		if a.State == ActProposed {
-			v.Actions = append(v.Actions, proto.CloneOf(a))
-		}
-	}
-	for i := len(j.actions) - 1; i >= 0 && len(v.Actions) < 50; i-- {
-		if j.actions[i].State != ActProposed {
-			v.Actions = append(v.Actions, proto.CloneOf(j.actions[i]))
-		}
-	}
-	var rows []nodeRow
-	var causes causeInputs
-	if detail {
+	if specYAML {
 		v.SpecYaml = string(s.YAML())
-		rows = make([]nodeRow, 0, len(j.nodes))
-		for _, n := range j.nodes {
-			p := n.progress() // its spark is never changed in place
-			rows = append(rows, nodeRow{name: n.name, role: n.role, host: n.host, state: n.status.State,
-				pid: n.status.Pid, restarts: n.status.Restarts, batch: p.batch, iteration: p.iteration,
-				spark: p.spark, lastSeen: n.seenWith(p), removed: n.removed,
-				accum: max(j.accum[n.name], 1), cells: n.cells, seriesName: j.seriesName(n.name, n.role)})
-		}
-		causes = j.causeInputs()
 	}
-	j.mu.RUnlock()
 
 	// A worker that is done said which iteration it ended at: its last
 	// periodic report may be a few iterations short of it.

@@ -63,23 +63,26 @@ func (m *Manager) await(j *jobState, within time.Duration, wake func() <-chan st
 // for (the servers' state).
 const pollInterval = 20 * time.Millisecond
 
-// changed is a channel closed at the job's next report or agent connection.
+// changed is a channel closed at the job's next report or agent
+// connection. Waiters share it: the first to find none makes it.
 func (j *jobState) changed() <-chan struct{} {
-	j.wakeMu.Lock()
-	defer j.wakeMu.Unlock()
-	if j.wake == nil {
-		j.wake = make(chan struct{})
+	for {
+		if c := j.wake.Load(); c != nil {
+			return *c
+		}
+		c := make(chan struct{})
+		if j.wake.CompareAndSwap(nil, &c) {
+			return c
+		}
 	}
-	return j.wake
 }
 
-// wakeWaiters wakes the waiters on changed.
+// wakeWaiters wakes the waiters on changed: the channel is taken out, then
+// closed, so that it is closed once and a waiter coming after makes a new
+// one. O(1) and lock-free: it runs for every report.
 func (j *jobState) wakeWaiters() {
-	j.wakeMu.Lock()
-	defer j.wakeMu.Unlock()
-	if j.wake != nil {
-		close(j.wake)
-		j.wake = nil
+	if c := j.wake.Swap(nil); c != nil {
+		close(*c)
 	}
 }
 

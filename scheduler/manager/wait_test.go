@@ -34,14 +34,14 @@ func TestAwaitWokenByReport(t *testing.T) {
 	m, j, f := waitHarness()
 	var reported bool
 	res := awaitIn(t, m, j, f, func() bool {
-		j.mu.Lock()
-		defer j.mu.Unlock()
+		pauseActor(j)
+		defer resumeActor(j)
 		return reported
 	})
-	j.mu.Lock()
+	pauseActor(j)
 	reported = true
 	j.wakeWaiters()
-	j.mu.Unlock()
+	resumeActor(j)
 	if err := <-res; err != nil {
 		t.Errorf("await after the condition held = %v; want nil", err)
 	}

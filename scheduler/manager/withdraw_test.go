@@ -21,9 +21,9 @@ func TestStaleProposalWithdrawn(t *testing.T) {
 	if err := m.SetPolicy("stale", policy.NameAntDTND, ModeApprove, nil, "test"); err != nil {
 		t.Fatal(err)
 	}
-	j.mu.Lock()
+	pauseActor(j)
 	j.state = StateRunning
-	j.mu.Unlock()
+	resumeActor(j)
 	start := j.submitted
 	feed := func(from, to time.Duration, slow bool) {
 		for w := range 4 {
@@ -44,13 +44,13 @@ func TestStaleProposalWithdrawn(t *testing.T) {
 	feed(8*time.Second, 10*time.Second, true) // worker-3 slow for 2 s: transient
 	round(10 * time.Second)
 	var id string
-	j.mu.RLock()
+	pauseActor(j)
 	for _, a := range j.actions {
 		if a.Kind == string(policy.KindAdjustBS) && a.State == ActProposed {
 			id = a.Id
 		}
 	}
-	j.mu.RUnlock()
+	resumeActor(j)
 	if id == "" {
 		t.Fatalf("no ADJUST_BS proposed for worker-3's slowness: %v", j.actions)
 	}
@@ -58,15 +58,15 @@ func TestStaleProposalWithdrawn(t *testing.T) {
 	round(20 * time.Second)
 	// One round without it is not enough: a proposal is withdrawn once
 	// its policy has left it out for WithdrawGrace.
-	j.mu.RLock()
+	pauseActor(j)
 	if a := j.byID[id]; a.State != ActProposed {
 		t.Errorf("proposal %s is %s after one round without it; want still proposed (grace %s)", id, a.State, WithdrawGrace)
 	}
-	j.mu.RUnlock()
+	resumeActor(j)
 	feed(20*time.Second, 20*time.Second+WithdrawGrace+time.Second, false)
 	round(20*time.Second + WithdrawGrace + time.Second)
-	j.mu.RLock()
-	defer j.mu.RUnlock()
+	pauseActor(j)
+	defer resumeActor(j)
 	a := j.byID[id]
 	if a.State != ActExpired {
 		t.Fatalf("proposal %s is %s after worker-3 recovered; want expired", id, a.State)

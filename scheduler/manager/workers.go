@@ -252,9 +252,9 @@ func (m *Manager) addWorker(j *jobState, a *consolepb.Action) {
 		return
 	}
 	err := m.await(j, workerJoinTimeout, j.changed, func() bool {
-		j.mu.RLock()
-		defer j.mu.RUnlock()
-		return n.progress().reported && n.conn != nil
+		joined := false
+		j.onActor(func() { joined = n.progress().reported && n.conn != nil })
+		return joined
 	})
 	switch {
 	case errors.Is(err, errClosing):
@@ -328,9 +328,9 @@ func (m *Manager) applyRemoveWorker(j *jobState, a *consolepb.Action) {
 			// worker before it leaves, and the others would wait at
 			// the barrier for its gradient for ever.
 			err := m.await(j, removedWorkerGrace, nil, func() bool {
-				j.mu.RLock()
-				defer j.mu.RUnlock()
-				switch n.status.State {
+				var st agentpb.NodeState
+				j.onActor(func() { st = n.status.State })
+				switch st {
 				case agentpb.NodeState_NODE_STATE_DONE, agentpb.NodeState_NODE_STATE_FAILED,
 					agentpb.NodeState_NODE_STATE_STOPPED, agentpb.NodeState_NODE_STATE_LOST:
 					return true

@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"sync"
 	"syscall"
 	"time"
 
@@ -57,34 +58,15 @@ Token file lines: TOKEN ROLE NAME, role viewer or operator.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			if cpuProfile != "" {
-				f, err := os.Create(cpuProfile)
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				if err := pprof.StartCPUProfile(f); err != nil {
-					return err
-				}
-				defer pprof.StopCPUProfile()
+			profiles, err := startProfiles(cpuProfile, mutexProfile, memProfile)
+			if err != nil {
+				return err
 			}
-			if mutexProfile != "" {
-				f, err := os.Create(mutexProfile)
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				runtime.SetMutexProfileFraction(5) // one contention event in five
-				defer func() { _ = pprof.Lookup("mutex").WriteTo(f, 0) }()
-			}
-			if memProfile != "" {
-				f, err := os.Create(memProfile)
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				defer func() { _ = pprof.Lookup("allocs").WriteTo(f, 0) }()
-			}
+			// Written when the signal comes, before the daemon closes: a
+			// big scheduler may take longer to close than whoever stopped
+			// it waits (kelpie bench scheduler kills it 5 s after SIGTERM),
+			// and the profiles are of the run, not of the shutdown.
+			defer profiles.write()
 			cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 			cfg.CheckData = role.CheckData
 			// The launcher runs first; its events wait in the channel
@@ -120,6 +102,7 @@ Token file lines: TOKEN ROLE NAME, role viewer or operator.`,
 			}
 			select {
 			case <-ctx.Done():
+				profiles.write()
 				d.Close(stopJobs)
 				return nil
 			case <-d.Lost():
@@ -188,4 +171,66 @@ Token file lines: TOKEN ROLE NAME, role viewer or operator.`,
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the scheduler to `file` until it exits (kelpie bench scheduler --scheduler-cpuprofile)")
 	f.BoolVar(&stopJobs, "stop-jobs-on-exit", true, "stop the jobs' processes when the scheduler exits (false: leave them for a restarted scheduler)")
 	return c
+}
+
+// schedulerProfiles are the profiles kelpie scheduler writes: the CPU
+// profile (stopped), the lock-contention and allocation profiles, each to
+// its file once.
+type schedulerProfiles struct {
+	once             sync.Once
+	cpu, mutex, heap *os.File
+}
+
+// startProfiles opens the profiles' files (an empty name: no such profile)
+// and starts the CPU profile and the lock-contention sampling.
+func startProfiles(cpu, mutex, heap string) (*schedulerProfiles, error) {
+	p := &schedulerProfiles{}
+	var err error
+	open := func(name string) *os.File {
+		if name == "" || err != nil {
+			return nil
+		}
+		var f *os.File
+		f, err = os.Create(name)
+		return f
+	}
+	p.cpu, p.mutex, p.heap = open(cpu), open(mutex), open(heap)
+	if err == nil && p.cpu != nil {
+		err = pprof.StartCPUProfile(p.cpu)
+	}
+	if err != nil {
+		p.close()
+		return nil, err
+	}
+	if p.mutex != nil {
+		runtime.SetMutexProfileFraction(5) // one contention event in five
+	}
+	return p, nil
+}
+
+// write stops the CPU profile and writes the others, the first time it is
+// called.
+func (p *schedulerProfiles) write() {
+	p.once.Do(func() {
+		if p.cpu != nil {
+			pprof.StopCPUProfile()
+		}
+		if p.mutex != nil {
+			_ = pprof.Lookup("mutex").WriteTo(p.mutex, 0)
+		}
+		if p.heap != nil {
+			// allocs: what allocated how much since the start, and (its
+			// inuse sample types) what was live at the last collection.
+			_ = pprof.Lookup("allocs").WriteTo(p.heap, 0)
+		}
+		p.close()
+	})
+}
+
+func (p *schedulerProfiles) close() {
+	for _, f := range []*os.File{p.cpu, p.mutex, p.heap} {
+		if f != nil {
+			_ = f.Close()
+		}
+	}
 }

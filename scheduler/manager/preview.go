@@ -28,15 +28,15 @@ const PreviewRefresh = 5 * time.Second
 func (m *Manager) refreshWaiting() {
 	for _, j := range m.jobList() {
 		var waiting []*consolepb.Action
-		j.mu.RLock()
-		if !j.over() {
-			for _, a := range j.actions {
-				if a.State == ActProposed {
-					waiting = append(waiting, a)
+		j.onActor(func() {
+			if !j.over() {
+				for _, a := range j.actions {
+					if a.State == ActProposed {
+						waiting = append(waiting, a)
+					}
 				}
 			}
-		}
-		j.mu.RUnlock()
+		})
 		for _, a := range waiting {
 			m.spawn(func() { m.refreshPreview(j, a) })
 		}

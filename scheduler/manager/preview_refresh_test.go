@@ -32,9 +32,9 @@ func TestPreviewRefreshedWhileWaiting(t *testing.T) {
 		t.Helper()
 		deadline := time.Now().Add(30 * time.Second)
 		for {
-			j.mu.RLock()
-			p, state := a.GetPreview(), a.GetState()
-			j.mu.RUnlock()
+			var p *consolepb.ActionPreview
+			var state string
+			j.onActor(func() { p, state = a.GetPreview(), a.GetState() })
 			if state != ActProposed {
 				t.Fatalf("the action is %s; want it waiting for approval", state)
 			}
@@ -52,7 +52,7 @@ func TestPreviewRefreshedWhileWaiting(t *testing.T) {
 		t.Fatalf("first preview %v: want the 5 nodes running, and when it was computed", first)
 	}
 	// worker-3's agent says its role is done.
-	m.heartbeat(j, j.nodes["worker-3"], &agentpb.Heartbeat{Status: &agentpb.NodeStatus{State: agentpb.NodeState_NODE_STATE_DONE}}, m.now(), j.onActor)
+	takeOn(m, j, j.nodes["worker-3"], &agentpb.AgentMessage{Body: &agentpb.AgentMessage_Heartbeat{Heartbeat: &agentpb.Heartbeat{Status: &agentpb.NodeStatus{State: agentpb.NodeState_NODE_STATE_DONE}}}})
 	clk.add(PreviewRefresh)
 	m.tick()
 	again := preview(func(p *consolepb.ActionPreview) bool { return strings.Contains(p.GetStart(), "4 nodes running") })

@@ -76,57 +76,63 @@ func (m *Manager) Probe(ctx context.Context, job, node string, timeout time.Dura
 		timeout = ProbeTimeout
 	}
 	timeout = min(timeout, ProbeMaxTimeout)
-	j.mu.RLock()
-	if j.over() {
-		j.mu.RUnlock()
-		return nil, status.Errorf(codes.FailedPrecondition, "job %s has ended: there is nothing left to probe", job)
-	}
-	if n := j.nodes[node]; n == nil || n.removed {
-		j.mu.RUnlock()
-		return nil, status.Errorf(codes.NotFound, "job %s has no node %q", job, node)
-	}
-	var servers []*agentpb.ProbeServer
-	addrs := j.coord.ServerAddrs()
-	for _, i := range j.activeServers() {
-		servers = append(servers, &agentpb.ProbeServer{Name: spec.ServerName(i), Addr: addrs[i]})
-	}
 	type asked struct {
-		n   *nodeState
-		id  string
-		ch  chan *agentpb.ProbeReply
-		err string
+		name, role string
+		id         string
+		ch         chan *agentpb.ProbeReply
+		err        string
 	}
 	var all []*asked
-	for _, n := range sortedNodes(j.nodes) {
-		if n.removed {
-			continue
+	var refused error
+	// The job's nodes and their agents' streams are the actor's: the
+	// requests go out on its turn, the answers are awaited off it.
+	j.onActor(func() {
+		if j.over() {
+			refused = status.Errorf(codes.FailedPrecondition, "job %s has ended: there is nothing left to probe", job)
+			return
 		}
-		a := &asked{n: n}
-		all = append(all, a)
-		if n.conn == nil {
-			a.err = "its agent is not connected"
-			continue
+		if n := j.nodes[node]; n == nil || n.removed {
+			refused = status.Errorf(codes.NotFound, "job %s has no node %q", job, node)
+			return
 		}
-		m.probeWaits.mu.Lock()
-		m.probeWaits.next++
-		a.id = "probe-" + strconv.FormatUint(m.probeWaits.next, 10)
-		a.ch = make(chan *agentpb.ProbeReply, 1)
-		if m.probeWaits.wait == nil {
-			m.probeWaits.wait = map[string]*probeWait{}
+		var servers []*agentpb.ProbeServer
+		addrs := j.coord.ServerAddrs()
+		for _, i := range j.activeServers() {
+			servers = append(servers, &agentpb.ProbeServer{Name: spec.ServerName(i), Addr: addrs[i]})
 		}
-		m.probeWaits.wait[a.id] = &probeWait{node: n.name, ch: a.ch}
-		m.probeWaits.mu.Unlock()
-		req := &agentpb.ProbeRequest{Id: a.id, KernelRounds: ProbeKernelRounds, EchoBytes: ProbeEchoBytes, Trips: ProbeTrips,
-			TimeoutS: (timeout * 3 / 4).Seconds()} // the agent waits a little less than we do
-		if n.role == "worker" {
-			req.Servers = servers
+		for _, n := range sortedNodes(j.nodes) {
+			if n.removed {
+				continue
+			}
+			a := &asked{name: n.name, role: n.role}
+			all = append(all, a)
+			if n.conn == nil {
+				a.err = "its agent is not connected"
+				continue
+			}
+			m.probeWaits.mu.Lock()
+			m.probeWaits.next++
+			a.id = "probe-" + strconv.FormatUint(m.probeWaits.next, 10)
+			a.ch = make(chan *agentpb.ProbeReply, 1)
+			if m.probeWaits.wait == nil {
+				m.probeWaits.wait = map[string]*probeWait{}
+			}
+			m.probeWaits.wait[a.id] = &probeWait{node: n.name, ch: a.ch}
+			m.probeWaits.mu.Unlock()
+			req := &agentpb.ProbeRequest{Id: a.id, KernelRounds: ProbeKernelRounds, EchoBytes: ProbeEchoBytes, Trips: ProbeTrips,
+				TimeoutS: (timeout * 3 / 4).Seconds()} // the agent waits a little less than we do
+			if n.role == "worker" {
+				req.Servers = servers
+			}
+			if !n.conn.send(&agentpb.SchedulerMessage{Body: &agentpb.SchedulerMessage_Probe{Probe: req}}) {
+				a.err = "its agent's stream is full or closing"
+				a.ch = nil
+			}
 		}
-		if !n.conn.send(&agentpb.SchedulerMessage{Body: &agentpb.SchedulerMessage_Probe{Probe: req}}) {
-			a.err = "its agent's stream is full or closing"
-			a.ch = nil
-		}
+	})
+	if refused != nil {
+		return nil, refused
 	}
-	j.mu.RUnlock()
 
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
@@ -134,7 +140,7 @@ func (m *Manager) Probe(ctx context.Context, job, node string, timeout time.Dura
 	out := &consolepb.ProbeResult{Job: job, Node: node}
 	var judged []probe.Node
 	for _, a := range all {
-		pn := &consolepb.ProbeNode{Node: a.n.name, Role: a.n.role, Error: a.err}
+		pn := &consolepb.ProbeNode{Node: a.name, Role: a.role, Error: a.err}
 		if a.ch != nil && !late {
 			select {
 			case r := <-a.ch:

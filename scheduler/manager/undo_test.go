@@ -28,9 +28,8 @@ func TestUndoSurvivesRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := map[string]int32{"worker-0": 16, "worker-1": 16, "worker-2": 16, "worker-3": 16}
-	j.mu.RLock()
-	undo := j.byID[id].GetUndo()
-	j.mu.RUnlock()
+	var undo *consolepb.ActionUndo
+	j.onActor(func() { undo = j.byID[id].GetUndo() })
 	if !maps.Equal(undo.GetBatchSizes(), before) {
 		t.Fatalf("undo after dispatch = %v; want the split before, %v", undo, before)
 	}
@@ -39,9 +38,8 @@ func TestUndoSurvivesRestart(t *testing.T) {
 	m.cfg.Store.Close()
 	m2, _, _ := historyJob(t, path, clk)
 	j2, _ := m2.lookup("hist")
-	j2.mu.RLock()
-	a := j2.byID[id]
-	j2.mu.RUnlock()
+	var a *consolepb.Action
+	j2.onActor(func() { a = j2.byID[id] })
 	if a == nil || !maps.Equal(a.GetUndo().GetBatchSizes(), before) {
 		t.Fatalf("restored action %v; want its undo %v", a, before)
 	}

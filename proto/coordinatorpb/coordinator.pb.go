@@ -1520,9 +1520,20 @@ func (x *ShardInfo) GetOrder() []int64 {
 }
 
 type FetchShardRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Job           string                 `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
-	Node          string                 `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Job   string                 `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	Node  string                 `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
+	// The shards this worker holds: fetched and not yet reported DONE or
+	// handed back (the one it trains, those finished and not yet pushed,
+	// those whose DONE report waits for the scheduler). With held_known, a
+	// shard the queue has DOING for this worker that it does not list is one
+	// whose delivery was lost (the answer to an earlier fetch never reached
+	// it: the scheduler failed over or the connection broke after the fetch
+	// was recorded); it is delivered again rather than a new one, so that it
+	// does not stay DOING for a worker that does not know it has it. Without
+	// held_known (an older worker) every fetch takes a new shard.
+	Held          []int64 `protobuf:"varint,260,rep,packed,name=held,proto3" json:"held,omitempty"`
+	HeldKnown     bool    `protobuf:"varint,261,opt,name=held_known,json=heldKnown,proto3" json:"held_known,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1569,6 +1580,20 @@ func (x *FetchShardRequest) GetNode() string {
 		return x.Node
 	}
 	return ""
+}
+
+func (x *FetchShardRequest) GetHeld() []int64 {
+	if x != nil {
+		return x.Held
+	}
+	return nil
+}
+
+func (x *FetchShardRequest) GetHeldKnown() bool {
+	if x != nil {
+		return x.HeldKnown
+	}
+	return false
 }
 
 type FetchShardResponse struct {
@@ -1890,10 +1915,13 @@ const file_coordinator_proto_rawDesc = "" +
 	"\x05epoch\x18\x02 \x01(\x05R\x05epoch\x12\x16\n" +
 	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12\x16\n" +
 	"\x06length\x18\x04 \x01(\x03R\x06length\x12\x14\n" +
-	"\x05order\x18\x05 \x03(\x03R\x05order\"9\n" +
+	"\x05order\x18\x05 \x03(\x03R\x05order\"n\n" +
 	"\x11FetchShardRequest\x12\x10\n" +
 	"\x03job\x18\x01 \x01(\tR\x03job\x12\x12\n" +
-	"\x04node\x18\x02 \x01(\tR\x04node\"\x94\x01\n" +
+	"\x04node\x18\x02 \x01(\tR\x04node\x12\x13\n" +
+	"\x04held\x18\x84\x02 \x03(\x03R\x04held\x12\x1e\n" +
+	"\n" +
+	"held_known\x18\x85\x02 \x01(\bR\theldKnown\"\x94\x01\n" +
 	"\x12FetchShardResponse\x12*\n" +
 	"\x05shard\x18\x01 \x01(\v2\x14.kelpie.v1.ShardInfoR\x05shard\x12\x12\n" +
 	"\x04todo\x18\x02 \x01(\x03R\x04todo\x12\x14\n" +

@@ -573,12 +573,16 @@ func RunWorker(ctx context.Context, o Options) error {
 		}
 	}
 	rt := o.retrier()
-	source := &worker.ShardSource{
+	source := &worker.ShardSource{}
+	*source = worker.ShardSource{
 		Fetch: func() (*coordinatorpb.ShardInfo, error) {
 			// Without a shard there is nothing to train: wait for the
-			// scheduler.
+			// scheduler. Every attempt says what this worker holds, so
+			// that a shard whose delivery was lost (an attempt recorded
+			// whose answer never came) is delivered again.
+			req := &coordinatorpb.FetchShardRequest{Job: o.Job, Node: o.Node, Held: source.Held(), HeldKnown: true}
 			r, err := retry(ctx, rt, "fetch shard", func(ctx context.Context) (*coordinatorpb.FetchShardResponse, error) {
-				return coord.FetchShard(ctx, &coordinatorpb.FetchShardRequest{Job: o.Job, Node: o.Node})
+				return coord.FetchShard(ctx, req)
 			})
 			if err != nil {
 				return nil, err

@@ -116,6 +116,22 @@ func (s *ShardSource) Next(dst []int, t int64, n int) ([]int, bool, error) {
 	return dst, len(dst) > 0 || !s.exhausted, nil
 }
 
+// Held is the shards this worker holds: fetched and not yet reported DONE
+// or handed back — the one it trains, those finished and not yet pushed,
+// and those whose DONE report waits for the scheduler. A fetch sends them
+// (coordinatorpb.FetchShardRequest.held), so that a shard whose delivery
+// was lost is delivered again.
+func (s *ShardSource) Held() []int64 {
+	var out []int64
+	if s.cur != nil {
+		out = append(out, s.cur.Id)
+	}
+	for _, f := range s.finished {
+		out = append(out, f.id)
+	}
+	return append(out, s.unsent...)
+}
+
 // Dropped implements Dropper: the shards iteration t took samples from
 // go back to the queue once finished. A worker that rejoined the servers
 // ahead (its gradient was dropped before) numbers its iterations anew, so

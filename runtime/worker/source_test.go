@@ -145,3 +145,37 @@ func TestSamplesReportedBeforeDone(t *testing.T) {
 		t.Errorf("shards %v reported DONE before the samples that trained them", uncounted)
 	}
 }
+
+// TestShardSourceHeld: what a worker says it holds when it fetches is the
+// shard it trains, those finished and not pushed, and those whose DONE
+// report waits for the scheduler — not those reported or handed back.
+func TestShardSourceHeld(t *testing.T) {
+	s, _, _ := queueSource(5)
+	away := false
+	report := s.Report
+	s.Report = func(ids []int64) error {
+		if away {
+			return ErrUnavailable
+		}
+		return report(ids)
+	}
+	s.Next(nil, 0, 6) // shard 1 finished, shard 2 half
+	if got := s.Held(); !slices.Equal(got, []int64{2, 1}) {
+		t.Fatalf("held %v; want [2 1] (training 2, 1 finished and not pushed)", got)
+	}
+	away = true
+	if err := s.Pushed(0); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Held(); !slices.Equal(got, []int64{2, 1}) {
+		t.Fatalf("held %v; want [2 1] (1's report waits for the scheduler)", got)
+	}
+	away = false
+	s.Next(nil, 1, 2) // shard 2 finished
+	if err := s.Pushed(1); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Held(); len(got) != 0 {
+		t.Fatalf("held %v after every shard was reported; want none", got)
+	}
+}

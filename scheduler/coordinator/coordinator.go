@@ -289,16 +289,39 @@ func (c *Coordinator) FetchShard(_ context.Context, r *coordinatorpb.FetchShardR
 		return nil, status.Errorf(codes.NotFound, "job %s has no registered worker %q", r.Job, r.Node)
 	}
 	resp := &coordinatorpb.FetchShardResponse{}
-	if sh, ok := j.queue.Fetch(r.Node, j.since()); ok {
+	if sh, ok := j.lostDelivery(r); ok {
+		// The answer to an earlier fetch never reached the worker: the
+		// same shard again, nothing changes in the queue.
+		resp.Shard = j.shardInfo(sh)
+	} else if sh, ok := j.queue.Fetch(r.Node, j.since()); ok {
 		if err := j.persistLocked(); err != nil {
 			return nil, err
 		}
-		resp.Shard = &coordinatorpb.ShardInfo{Id: int64(sh.ID), Epoch: int32(sh.Epoch), Offset: sh.Offset, Length: sh.Length,
-			Order: j.queue.Order(sh)}
+		resp.Shard = j.shardInfo(sh)
 	}
 	todo, doing, done := j.queue.Counts()
 	resp.Todo, resp.Doing, resp.Done, resp.Total = int64(todo), int64(doing), int64(done), int64(j.queue.Total())
 	return resp, nil
+}
+
+// lostDelivery is a shard the queue has DOING for the fetching worker and
+// the worker does not list among those it holds (FetchShardRequest.held):
+// its delivery was lost. The caller holds j.mu.
+func (j *Job) lostDelivery(r *coordinatorpb.FetchShardRequest) (shard.Shard, bool) {
+	if !r.HeldKnown {
+		return shard.Shard{}, false
+	}
+	for _, sh := range j.queue.Held(r.Node) {
+		if !slices.Contains(r.Held, int64(sh.ID)) {
+			return sh, true
+		}
+	}
+	return shard.Shard{}, false
+}
+
+func (j *Job) shardInfo(sh shard.Shard) *coordinatorpb.ShardInfo {
+	return &coordinatorpb.ShardInfo{Id: int64(sh.ID), Epoch: int32(sh.Epoch), Offset: sh.Offset, Length: sh.Length,
+		Order: j.queue.Order(sh)}
 }
 
 // ReportShard marks shards DONE.

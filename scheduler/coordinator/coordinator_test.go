@@ -445,3 +445,45 @@ func TestRegisterAddress(t *testing.T) {
 		}
 	}
 }
+
+// TestFetchRedeliversALostShard: a fetch whose answer is lost (recorded,
+// the shard DOING, but the worker never got it: a failover or a broken
+// connection) and is made again, saying what the worker holds, gets the
+// same shard, not a new one; nothing is left DOING that no worker knows
+// of. A worker that holds the shard it was given gets the next one, and an
+// older worker that says nothing of what it holds gets a new shard each
+// time, as before.
+func TestFetchRedeliversALostShard(t *testing.T) {
+	c, j := startedJob(t)
+	ctx := context.Background()
+	fetch := func(held []int64, known bool) *coordinatorpb.ShardInfo {
+		t.Helper()
+		r, err := c.FetchShard(ctx, &coordinatorpb.FetchShardRequest{Job: "elastic", Node: "worker-0", Held: held, HeldKnown: known})
+		if err != nil || r.Shard == nil {
+			t.Fatalf("fetch: %v %v", r, err)
+		}
+		return r.Shard
+	}
+	lost := fetch(nil, true) // its answer never arrives
+	again := fetch(nil, true)
+	if again.Id != lost.Id || !slices.Equal(again.Order, lost.Order) {
+		t.Fatalf("the fetch made again got shard %d; want the lost one, %d, again", again.Id, lost.Id)
+	}
+	if _, doing, _, _ := j.ShardCounts(); doing != 1 {
+		t.Fatalf("%d shards DOING after a lost fetch made again; want 1", doing)
+	}
+	next := fetch([]int64{again.Id}, true)
+	if next.Id == again.Id {
+		t.Fatalf("a worker holding shard %d got it again", again.Id)
+	}
+	if _, err := c.ReportShard(ctx, &coordinatorpb.ReportShardRequest{Job: "elastic", Node: "worker-0", Ids: []int64{again.Id, next.Id}}); err != nil {
+		t.Fatal(err)
+	}
+	old1, old2 := fetch(nil, false), fetch(nil, false)
+	if old1.Id == old2.Id {
+		t.Fatalf("an older worker's two fetches got shard %d twice", old1.Id)
+	}
+	if _, doing, done, _ := j.ShardCounts(); doing != 2 || done != 2 {
+		t.Fatalf("doing %d, done %d; want 2 and 2", doing, done)
+	}
+}

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -94,14 +93,7 @@ func TestCauseLink(t *testing.T) {
 	if why := labUnavailable(); why != "" {
 		t.Skipf("the network lab cannot run here: %s", why)
 	}
-	nodes := []string{"server-0", "server-1", "worker-0", "worker-1"}
-	dir := filepath.Join(t.TempDir(), "data")
-	lab := newNetLab(t, nodes, dir, 256)
-	d, err := Start(Config{GRPC: lab.gateway + ":0", HTTP: "127.0.0.1:0", DataDir: dir, Exe: lab.wrapper,
-		NodeLog: logWriter{t}, Log: slog.New(slog.NewTextHandler(logWriter{t}, nil)), Tick: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lab, d := labDaemon(t)
 	defer d.Close(true)
 	lab.slow("server-1", "4mbit")
 	n := untilCause(t, d, `

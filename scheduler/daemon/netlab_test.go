@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -273,4 +274,19 @@ func (l *netLab) down() {
 		_ = exec.Command("ip", "netns", "delete", n.ns).Run()
 	}
 	_ = exec.Command("ip", "link", "delete", l.bridge).Run()
+}
+
+// labDaemon starts a daemon whose nodes run in the network lab: two
+// servers and two workers, each in a namespace of its own.
+func labDaemon(t *testing.T) (*netLab, *Daemon) {
+	t.Helper()
+	nodes := []string{"server-0", "server-1", "worker-0", "worker-1"}
+	dir := filepath.Join(t.TempDir(), "data")
+	lab := newNetLab(t, nodes, dir, 256)
+	d, err := Start(Config{GRPC: lab.gateway + ":0", HTTP: "127.0.0.1:0", DataDir: dir, Exe: lab.wrapper,
+		NodeLog: logWriter{t}, Log: slog.New(slog.NewTextHandler(logWriter{t}, nil)), Tick: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lab, d
 }

@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -165,14 +164,7 @@ func TestProbeLink(t *testing.T) {
 	if why := labUnavailable(); why != "" {
 		t.Skipf("the network lab cannot run here: %s", why)
 	}
-	nodes := []string{"server-0", "server-1", "worker-0", "worker-1"}
-	dir := filepath.Join(t.TempDir(), "data")
-	lab := newNetLab(t, nodes, dir, 256)
-	d, err := Start(Config{GRPC: lab.gateway + ":0", HTTP: "127.0.0.1:0", DataDir: dir, Exe: lab.wrapper,
-		NodeLog: logWriter{t}, Log: slog.New(slog.NewTextHandler(logWriter{t}, nil)), Tick: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lab, d := labDaemon(t)
 	defer d.Close(true)
 	name := untilTraining(t, d, `
 name: probe-link

@@ -558,7 +558,9 @@ func (j *Job) barrierFor(role coordinatorpb.Role) []int32 {
 func (j *Job) staleMembers() { j.memberIdx = nil }
 
 // checkAllDoneLocked closes allDone once every worker still in the job
-// has called Done.
+// has called Done. A shard still DOING then is one no worker will train (a
+// worker that finished holds none): the job fails saying which, instead of
+// completing with a shard neither trained nor back in the queue.
 func (j *Job) checkAllDoneLocked() {
 	for _, name := range j.workers {
 		n := j.nodes[name]
@@ -568,9 +570,38 @@ func (j *Job) checkAllDoneLocked() {
 	}
 	select {
 	case <-j.allDone:
+		return
 	default:
-		close(j.allDone)
 	}
+	if err := j.strandedLocked(); err != nil && !j.over() {
+		j.err = err
+		close(j.failed)
+		return
+	}
+	close(j.allDone)
+}
+
+// strandedLocked names the shards still DOING, and who holds them, when
+// every worker has finished; nil when there is none.
+func (j *Job) strandedLocked() error {
+	_, doing, _ := j.queue.Counts()
+	if doing == 0 {
+		return nil
+	}
+	var held []string
+	for _, name := range j.workers {
+		for _, sh := range j.queue.Held(name) {
+			held = append(held, fmt.Sprintf("shard %d (%s)", sh.ID, name))
+		}
+	}
+	const shown = 8
+	more := ""
+	if len(held) > shown {
+		more = fmt.Sprintf(" and %d more", len(held)-shown)
+		held = held[:shown]
+	}
+	return fmt.Errorf("every worker finished with %d shards still DOING, which no worker will train: %s%s; "+
+		"the job does not complete with data left out", doing, strings.Join(held, ", "), more)
 }
 
 // assignment is the wire form of the current table. It copies the
@@ -1006,8 +1037,10 @@ func (c *Coordinator) Result(_ context.Context, r *coordinatorpb.ResultRequest) 
 }
 
 // DropWorker takes a worker slot out of the job (an added worker that never
-// came up, or one removed for good): the others no longer wait for it.
-func (j *Job) DropWorker(name string) {
+// came up, or one removed for good): the others no longer wait for it. The
+// error is the store's, when the shards it held could not be written back
+// to the queue (they stay DOING: the job then fails rather than completes).
+func (j *Job) DropWorker(name string) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	n := j.nodes[name]
@@ -1016,8 +1049,13 @@ func (j *Job) DropWorker(name string) {
 		j.nodes[name] = n
 	}
 	n.Left = true
+	// The shards it took (it may have registered and fetched before it
+	// was given up on) go back to the queue for the others.
+	j.queue.Release(name, j.since())
+	err := j.persistLocked()
 	j.staleMembers()
 	j.checkAllDoneLocked()
+	return err
 }
 
 // SetSpecYAML replaces the spec that registering nodes receive (a live

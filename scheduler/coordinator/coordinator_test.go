@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -108,7 +109,9 @@ func TestWorkersAddedAndRemoved(t *testing.T) {
 	if err != nil || !slices.Equal(srv.Workers, []int32{1, 2, 3}) {
 		t.Errorf("server's barrier after %s was added = %v, %v; want [1 2 3]", name3, srv.GetWorkers(), err)
 	}
-	j.DropWorker(name3) // added, never came up
+	if err := j.DropWorker(name3); err != nil { // added, never came up
+		t.Fatal(err)
+	}
 	srv, err = c.Register(ctx, &coordinatorpb.RegisterRequest{Job: "elastic", Node: "server-0", Role: coordinatorpb.Role_ROLE_SERVER, Addr: "127.0.0.1:5"})
 	if err != nil || !slices.Equal(srv.Workers, []int32{1, 2}) {
 		t.Errorf("server's barrier after %s was added and dropped = %v, %v; want [1 2]", name3, srv.GetWorkers(), err)
@@ -145,7 +148,9 @@ func TestDropWorker(t *testing.T) {
 	name, _ := j.AddWorker()
 	go func() {
 		time.Sleep(50 * time.Millisecond)
-		j.DropWorker(name)
+		if err := j.DropWorker(name); err != nil {
+			t.Error(err)
+		}
 	}()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -485,5 +490,69 @@ func TestFetchRedeliversALostShard(t *testing.T) {
 	}
 	if _, doing, done, _ := j.ShardCounts(); doing != 2 || done != 2 {
 		t.Fatalf("doing %d, done %d; want 2 and 2", doing, done)
+	}
+}
+
+// TestNoCompletionWithAShardDoing: a job whose workers have all finished
+// while a shard is still DOING fails, naming the shard and its holder,
+// instead of completing without it (issue 29's seed 7: a job completed with
+// 187 of 188 shards DONE and one DOING).
+func TestNoCompletionWithAShardDoing(t *testing.T) {
+	c, j := startedJob(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := c.FetchShard(ctx, &coordinatorpb.FetchShardRequest{Job: "elastic", Node: "worker-1"})
+	if err != nil || r.Shard == nil {
+		t.Fatalf("fetch: %v %v", r, err)
+	}
+	first := make(chan error, 1)
+	go func() {
+		_, err := c.Done(ctx, &coordinatorpb.DoneRequest{Job: "elastic", Node: "worker-0"})
+		first <- err
+	}()
+	_, err = c.Done(ctx, &coordinatorpb.DoneRequest{Job: "elastic", Node: "worker-1"})
+	want := fmt.Sprintf("shard %d (worker-1)", r.Shard.Id)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Done with shard %d DOING: %v; want the job failed naming %q", r.Shard.Id, err, want)
+	}
+	if err := <-first; err == nil || status.Code(err) != codes.Aborted {
+		t.Errorf("the other worker's Done: %v; want Aborted (the job failed)", err)
+	}
+	select {
+	case <-j.Failed():
+	default:
+		t.Fatal("the job did not fail")
+	}
+	select {
+	case <-j.Finished():
+		t.Fatal("the job finished")
+	default:
+	}
+}
+
+// TestDropWorkerHandsBackItsShards: a worker given up on (it registered and
+// fetched, then never joined) leaves its shards in the queue for the
+// others, and the job completes with none DOING.
+func TestDropWorkerHandsBackItsShards(t *testing.T) {
+	c, j := startedJob(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	name, _ := j.AddWorker()
+	if _, err := c.Register(ctx, &coordinatorpb.RegisterRequest{Job: "elastic", Node: name, Role: coordinatorpb.Role_ROLE_WORKER}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.FetchShard(ctx, &coordinatorpb.FetchShardRequest{Job: "elastic", Node: name})
+	if err != nil || r.Shard == nil {
+		t.Fatalf("fetch: %v %v", r, err)
+	}
+	if err := j.DropWorker(name); err != nil {
+		t.Fatal(err)
+	}
+	if _, doing, _, _ := j.ShardCounts(); doing != 0 {
+		t.Fatalf("%d shards DOING after %s was dropped; want 0", doing, name)
+	}
+	got, err := c.FetchShard(ctx, &coordinatorpb.FetchShardRequest{Job: "elastic", Node: "worker-0"})
+	if err != nil || got.Shard == nil || got.Shard.Id != r.Shard.Id {
+		t.Fatalf("next fetch: %v %v; want shard %d, which %s held", got, err, r.Shard.Id, name)
 	}
 }

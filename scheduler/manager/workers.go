@@ -247,7 +247,9 @@ func (m *Manager) addWorker(j *jobState, a *consolepb.Action) {
 	})
 	if err := j.startAgent("worker", name); err != nil {
 		j.onActor(func() { n.removed = true })
-		j.coord.DropWorker(name)
+		if err := j.coord.DropWorker(name); err != nil {
+			m.log.Warn("hand back the shards of a worker given up on", "job", j.spec.Name, "node", name, "err", err)
+		}
 		fail(err)
 		return
 	}
@@ -264,7 +266,9 @@ func (m *Manager) addWorker(j *jobState, a *consolepb.Action) {
 		return
 	case err != nil:
 		j.onActor(func() { n.removed = true })
-		j.coord.DropWorker(name)
+		if err := j.coord.DropWorker(name); err != nil {
+			m.log.Warn("hand back the shards of a worker given up on", "job", j.spec.Name, "node", name, "err", err)
+		}
 		fail(fmt.Errorf("%s did not join within %s", name, workerJoinTimeout))
 		return
 	}

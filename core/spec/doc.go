@@ -146,7 +146,8 @@
 //	                             process is pinned to, for real (runtime/contend).
 //	                             cpu-sleep (required), in [0, 1): compute time is
 //	                             multiplied by 1/(1-intensity) by sleeping (on a
-//	                             server: its time handling each request)
+//	                             server: its time handling each request; a torch
+//	                             model's: its child's forward and backward)
 //	    probability: 1           compute and cpu-sleep, in [0, 1]: chance per
 //	                             iteration; cpu: 1 only (it contends while active)
 //	    rate:                    bandwidth and link (required), > 0: the link's limit

@@ -67,6 +67,8 @@ type Model struct {
 	toGo    atomic.Int64 // and from the child's reply to the worker reading it
 	steps   atomic.Int64
 	preps   atomic.Int64
+
+	lastCompute time.Duration // the last step's forward and backward in the child (StepCompute)
 }
 
 var _ model.Model = (*Model)(nil)
@@ -381,6 +383,7 @@ func (m *Model) Grad(p *model.Params, b *data.Batch, g *model.Params, scale floa
 	}
 	t1 := time.Now()
 	m.account(t0, t1, &r)
+	m.lastCompute = max(seconds(r.Seconds)-seconds(r.Data), 0)
 	if m.sparseT >= 0 {
 		m.grad.Sparse.Keys = append(m.grad.Sparse.Keys[:0], p.Sparse.Keys...)
 		m.grad.Sparse.Vals = m.rowGrads(m.sparse, m.rows)[:rows*m.dim]
@@ -420,6 +423,13 @@ func (m *Model) Evaluate(p *model.Params, b *data.Batch) (loss, metric float64) 
 	}
 	return float64(r.Loss), float64(r.Metric)
 }
+
+// StepCompute is the last Grad's compute in the child: its forward,
+// backward and gradient writes, without collating the batch and without
+// the round trip to the child. It is what a cpu-sleep straggler stretches
+// (runtime/worker), as a slowed DDP rank stretches its forward and backward
+// (scripts/torch/ddp_mnist.py): the same slowdown on both sides.
+func (m *Model) StepCompute() time.Duration { return m.lastCompute }
 
 // account adds up a step's timing: sent at t0, its reply read at t1.
 func (m *Model) account(t0, t1 time.Time, r *reply) {

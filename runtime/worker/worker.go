@@ -533,6 +533,25 @@ type preparer interface {
 	Prepare(b *data.Batch)
 }
 
+// stepComputer is a model that measures its last gradient's own compute
+// apart from the call around it (a torch model: its child's forward and
+// backward, without the round trip to the child). A cpu-sleep straggler
+// stretches that, not the call: a competitor for the CPU slows the model's
+// arithmetic, and a slowed DDP rank, the torch side's baseline, stretches
+// its forward and backward only.
+type stepComputer interface {
+	StepCompute() time.Duration
+}
+
+// ownCompute is the compute of a gradient call that took measured on a
+// batch of n samples: the model's own figure where it has one.
+func ownCompute(m model.Model, measured time.Duration, n int) time.Duration {
+	if sc, ok := m.(stepComputer); ok && n > 0 {
+		return sc.StepCompute()
+	}
+	return measured
+}
+
 func (w *Worker) keys(b *data.Batch) []uint64 {
 	if w.sparseT < 0 || b.N == 0 {
 		return nil
@@ -635,7 +654,7 @@ func (w *Worker) Run(ctx context.Context) (Summary, error) {
 			w.grad.Sparse.Keys, w.grad.Sparse.Vals = w.grad.Sparse.Keys[:0], w.grad.Sparse.Vals[:0]
 		}
 		compute := time.Since(c0)
-		if d := w.cfg.Straggler.ComputeDelay(time.Since(w.cfg.Start), compute, w.rng.Float64()); d > 0 {
+		if d := w.cfg.Straggler.ComputeDelay(time.Since(w.cfg.Start), ownCompute(w.cfg.Model, compute, w.batch.N), w.rng.Float64()); d > 0 {
 			sleep(ctx, d)
 		}
 		computed := time.Since(begin) // with the injected pause and delay: the node's own slowness

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/policy"
+	"github.com/kelpie/kelpie/scheduler/timeline"
 )
 
 // AntDT's worker-side policies in the job manager: AntDT-ND (ADJUST_BS,
@@ -55,21 +56,8 @@ func (j *jobState) measuredThroughput(window time.Duration) float64 {
 	if len(frames) == 0 {
 		return 0
 	}
-	from := frames[len(frames)-1].GetTime().AsTime().Add(-window)
-	var sum, w float64
-	for i := len(frames) - 1; i >= 0 && frames[i].GetTime().AsTime().After(from); i-- {
-		f := frames[i]
-		x := f.GetSamplesPerS()
-		if x == 0 {
-			x = f.GetThroughput() // a frame recorded without it, as the judge reads it
-		}
-		sum += x * f.GetSpanSeconds()
-		w += f.GetSpanSeconds()
-	}
-	if w == 0 {
-		return 0
-	}
-	return sum / w
+	end := frames[len(frames)-1].GetTime().AsTime()
+	return timeline.MeanThroughput(frames, timeline.Later(end.Add(-window), timeline.FirstTrained(frames)), end)
 }
 
 // timelineBPT is each node's BPT over the last window of the job's

@@ -57,7 +57,7 @@ func Realize(frames []*timelinepb.TimelineFrame, a Applied, now time.Time, final
 	if !a.Dispatched.IsZero() && a.Dispatched.Before(cut) {
 		cut = a.Dispatched
 	}
-	before := window(frames, cut.Add(-a.Window), cut)
+	before := window(frames, Later(cut.Add(-a.Window), FirstTrained(frames)), cut)
 	if len(before) == 0 {
 		return nil
 	}
@@ -176,14 +176,49 @@ func meanBPT(frames []*timelinepb.TimelineFrame, targets []string) float64 {
 // meanThroughput is the span-weighted mean of the samples the job trained
 // per second over the frames (the Monitor's throughput for frames recorded
 // without it).
+// FirstTrained is the start of the first frame in which the job trained
+// (zero when none has): what comes before it is the job's start-up (its
+// processes starting, a torch child importing torch), not a measure of how
+// fast it trains. A window that opens earlier opens there instead, or the
+// start-up's zero would be averaged into a throughput "before" an action
+// taken a second into training.
+func FirstTrained(frames []*timelinepb.TimelineFrame) time.Time {
+	for _, f := range frames {
+		if throughputOf(f) > 0 {
+			return f.Start()
+		}
+	}
+	return time.Time{}
+}
+
+// Later is the later of a and b.
+func Later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// MeanThroughput is the job's throughput over the frames within (from,
+// to], weighted by their spans (zero without any): the window a policy's
+// prediction starts from, as Realize measures "before".
+func MeanThroughput(frames []*timelinepb.TimelineFrame, from, to time.Time) float64 {
+	return meanThroughput(window(frames, from, to))
+}
+
+// throughputOf is a frame's samples per second (Throughput for a frame
+// recorded without SamplesPerS).
+func throughputOf(f *timelinepb.TimelineFrame) float64 {
+	if x := f.GetSamplesPerS(); x != 0 {
+		return x
+	}
+	return f.GetThroughput()
+}
+
 func meanThroughput(frames []*timelinepb.TimelineFrame) float64 {
 	var sum, w float64
 	for _, f := range frames {
-		x := f.GetSamplesPerS()
-		if x == 0 {
-			x = f.GetThroughput()
-		}
-		sum += x * f.GetSpanSeconds()
+		sum += throughputOf(f) * f.GetSpanSeconds()
 		w += f.GetSpanSeconds()
 	}
 	if w == 0 {

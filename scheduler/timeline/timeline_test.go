@@ -346,3 +346,35 @@ func TestRealizeByNode(t *testing.T) {
 		t.Errorf("mean BPT %v → %v, want 0.015 → 0.0145", r.GetBptBeforeS(), r.GetBptAfterS())
 	}
 }
+
+// TestRealizeAfterStartUp: an action taken a second into training, whose
+// before-window reaches back into the job's start-up (no sample trained
+// yet: a torch child importing torch), measures "before" from the first
+// frame that trained, not from an average with the start-up's zeros. A job
+// seen at 2.8k/s "before" (4 s of start-up and 1 s at 7k/s) made a batch
+// split that predicted 1.1k/s, less than it had, look like a hit when the
+// job went to 13.4k/s.
+func TestRealizeAfterStartUp(t *testing.T) {
+	fs := append(straggler(1, 4, 0, 0.01), straggler(5, 5, 7_000, 0.02)...)
+	fs = append(fs, straggler(6, 12, 13_000, 0.008)...)
+	for _, f := range fs[:4] {
+		f.Nodes = nil // nobody has reported yet
+	}
+	at := t0.Add(5 * time.Second)
+	if got := FirstTrained(fs); !got.Equal(t0.Add(4 * time.Second)) {
+		t.Errorf("first trained frame starts at %v; want t0+4s", got.Sub(t0))
+	}
+	if got := MeanThroughput(fs, Later(at.Add(-5*time.Second), FirstTrained(fs)), at); got != 7_000 {
+		t.Errorf("throughput over the 5 s before, from the first trained frame: %v; want 7000", got)
+	}
+	r := Realize(fs, Applied{Targets: []string{"worker-2"}, At: at, Window: 5 * time.Second, Transition: time.Second,
+		PredictedThroughput: 14_000}, t0.Add(12*time.Second), true)
+	if r == nil || r.GetThroughputBefore() != 7_000 {
+		t.Fatalf("realized = %v; want 7k/s before (the start-up left out)", r)
+	}
+	// A stall after training began is not start-up: it counts.
+	stalled := append(straggler(1, 2, 7_000, 0.02), straggler(3, 5, 0, 0.02)...)
+	if got := MeanThroughput(stalled, Later(at.Add(-5*time.Second), FirstTrained(stalled)), at); got != 7_000*2/5.0 {
+		t.Errorf("throughput over a window with a stall: %v; want %v", got, 7_000*2/5.0)
+	}
+}

@@ -881,20 +881,25 @@ func (j *jobState) runPolicies(snap monitor.Snapshot, now time.Time) {
 	// The policies' inputs are frozen on the actor (O(workers), once a
 	// tick); the policies propose from them off the actor.
 	var in *policyInputs
+	var frames []*timelinepb.TimelineFrame // the timeline's, for the policies' TimelineBPT
 	j.onActor(func() {
 		before := len(j.actions)
 		changed = j.changedSince(now, func() { j.gate.Tick(now) })
 		changed = append(changed, j.actions[before:]...)
 		measured := j.measuredThroughput(snap.Config.LTrans)
-		timelineBPT := j.timelineBPT(snap.Config.LPer)
 		if j.state == StateRunning {
 			in = j.policyInputs()
-			in.job.TimelineBPT = timelineBPT
+			if j.hist.rec != nil {
+				frames = j.hist.rec.Frames()
+			}
 			if measured > 0 { // the judge's baseline, once the timeline has it
 				in.job.Throughput = measured
 			}
 		}
 	})
+	if in != nil {
+		in.job.TimelineBPT = timelineBPT(frames, snap.Config.LPer)
+	}
 	var proposals []policy.Action
 	if in != nil {
 		proposals = in.propose(snap)

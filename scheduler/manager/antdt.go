@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/kelpie/kelpie/proto/consolepb"
+	"github.com/kelpie/kelpie/proto/timelinepb"
 	"github.com/kelpie/kelpie/scheduler/policy"
 )
 
@@ -75,13 +76,11 @@ func (j *jobState) measuredThroughput(window time.Duration) float64 {
 // timelineBPT is each node's BPT over the last window of the job's
 // timeline, span-weighted over the frames in which it reported — what the
 // realized-effect judge reads as a restart's "before" (timeline.Realize).
-// Called on the job's actor.
-func (j *jobState) timelineBPT(window time.Duration) map[string]float64 {
-	if j.hist.rec == nil || window <= 0 {
-		return nil
-	}
-	frames := j.hist.rec.Frames()
-	if len(frames) == 0 {
+// frames are the timeline's (Recorder.Frames: a copy of the list, the
+// frames never change once recorded), so it runs off the actor: at 20,000
+// nodes it reads some 400,000 node entries a tick.
+func timelineBPT(frames []*timelinepb.TimelineFrame, window time.Duration) map[string]float64 {
+	if window <= 0 || len(frames) == 0 {
 		return nil
 	}
 	from := frames[len(frames)-1].GetTime().AsTime().Add(-window)

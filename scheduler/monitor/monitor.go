@@ -394,6 +394,27 @@ func (m *Monitor) ObserveWorker(node string, s WorkerSample) {
 	}, m.cfg.MaxSamples)
 }
 
+// ObserveWorkerBatches records batches of one worker, as ObserveWorker
+// does each, with one look-up of the worker for them all: a report carries
+// ten or so, and a 20,000-worker job's Monitor takes in 200,000 a second.
+func (m *Monitor) ObserveWorkerBatches(node string, ss []WorkerSample) {
+	var w *worker
+	for _, s := range ss {
+		if node == "" || s.BPT <= 0 || s.BatchSize < 0 {
+			m.rejected++
+			continue
+		}
+		if w == nil {
+			if w = m.workers[node]; w == nil {
+				w = &worker{name: node, q: newSeries()}
+				m.workers[node] = w
+				m.orderDirty = true
+			}
+		}
+		w.q.insert(wsample{at: int64(s.At), bpt: int64(s.BPT), batch: int64(s.BatchSize), iter: s.Iteration}, m.cfg.MaxSamples)
+	}
+}
+
 // ObserveComm records one push or pull that worker made to s.Server,
 // creating the server on its first sample.
 func (m *Monitor) ObserveComm(worker string, s CommSample) {
@@ -401,12 +422,38 @@ func (m *Monitor) ObserveComm(worker string, s CommSample) {
 		m.rejected++
 		return
 	}
+	m.observeComm(m.workerID(worker), s)
+}
+
+// ObserveComms records pushes and pulls of one worker, as ObserveComm does
+// each, with one look-up of the worker for them all.
+func (m *Monitor) ObserveComms(worker string, cs []CommSample) {
+	id, known := int32(0), false
+	for _, s := range cs {
+		if worker == "" || s.Server == "" || s.Bytes < 0 || !(s.Seconds > 0) || math.IsInf(s.Seconds, 0) {
+			m.rejected++
+			continue
+		}
+		if !known {
+			id, known = m.workerID(worker), true
+		}
+		m.observeComm(id, s)
+	}
+}
+
+// workerID is worker's interned number, given it on first use.
+func (m *Monitor) workerID(worker string) int32 {
 	id, ok := m.ids[worker]
 	if !ok {
 		id = m.nextID
 		m.nextID++
 		m.ids[worker] = id
 	}
+	return id
+}
+
+// observeComm records a valid sample of the worker numbered id.
+func (m *Monitor) observeComm(id int32, s CommSample) {
 	v := m.server(s.Server)
 	at := int64(s.At)
 	if !v.seen || at > v.lastAt {

@@ -109,7 +109,26 @@ func (q *series) trim(now int64, l [nwin]int64) {
 		}
 	}
 	q.head = min(q.win[trans].start, q.win[per].start, q.win[mid].start)
-	q.compact()
+	q.fit()
+}
+
+// fit moves the live samples to the front and gives back an array much
+// larger than they need (one that grew while no snapshot trimmed it): a
+// snapshot's trim, once per tick, keeps a series near its live samples —
+// a window's worth, where compact alone let it reach twice that and its
+// array twice again (at 20,000 workers, most of the Monitor's memory).
+func (q *series) fit() {
+	if q.head > 0 {
+		n := copy(q.buf, q.buf[q.head:])
+		q.buf = q.buf[:n]
+		for i := range q.win {
+			q.win[i].start -= q.head
+		}
+		q.head = 0
+	}
+	if n := len(q.buf); cap(q.buf) > 64 && cap(q.buf) > 2*n {
+		q.buf = append(make([]wsample, 0, n+n/4+8), q.buf...)
+	}
 }
 
 // compact moves the live samples to the front once the dead prefix is

@@ -898,6 +898,7 @@ func (j *jobState) runPolicies(snap monitor.Snapshot, now time.Time) {
 		}
 	})
 	if in != nil {
+		sortWorkers(in.job.Workers)
 		in.job.TimelineBPT = timelineBPT(frames, snap.Config.LPer)
 	}
 	var proposals []policy.Action
@@ -1001,10 +1002,11 @@ type policyInputs struct {
 	rng *rand.Rand
 }
 
-// policyInputs copies what the policies read. Called under the manager's
-// lock (for reading is enough: it writes nothing).
+// policyInputs copies what the policies read, its job's Workers in no
+// order (runPolicies sorts them off the actor). The caller is the job's
+// actor; it writes nothing.
 func (j *jobState) policyInputs() *policyInputs {
-	in := &policyInputs{job: j.policyJob(), policies: map[string]policySetting{}, rng: j.rng}
+	in := &policyInputs{job: j.policyJobUnsorted(), policies: map[string]policySetting{}, rng: j.rng}
 	in.job.Aggregating = j.aggregating()
 	for name, p := range j.policies {
 		in.policies[name] = policySetting{Mode: p.Mode, Params: maps.Clone(p.Params)}

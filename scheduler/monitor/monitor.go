@@ -159,7 +159,7 @@ func (c Config) withDefaults() Config {
 type WorkerSample struct {
 	At        time.Duration // when the batch finished, on the job's clock
 	BPT       time.Duration // batch processing time; must be > 0
-	BatchSize int           // samples in the batch; must be ≥ 0
+	BatchSize int           // samples in the batch; must be ≥ 0 and fit in 32 bits
 	Iteration int64
 }
 
@@ -376,7 +376,7 @@ func (m *Monitor) SetConfig(c Config) {
 // ObserveWorker records one batch of a worker, creating the worker on its
 // first sample.
 func (m *Monitor) ObserveWorker(node string, s WorkerSample) {
-	if node == "" || s.BPT <= 0 || s.BatchSize < 0 {
+	if node == "" || s.BPT <= 0 || s.BatchSize < 0 || s.BatchSize > math.MaxInt32 {
 		m.rejected++
 		return
 	}
@@ -386,12 +386,7 @@ func (m *Monitor) ObserveWorker(node string, s WorkerSample) {
 		m.workers[node] = w
 		m.orderDirty = true
 	}
-	w.q.insert(wsample{
-		at:    int64(s.At),
-		bpt:   int64(s.BPT),
-		batch: int64(s.BatchSize),
-		iter:  s.Iteration,
-	}, m.cfg.MaxSamples)
+	w.q.insert(wsample{at: int64(s.At), bpt: int64(s.BPT), batch: int32(s.BatchSize)}, s.Iteration, m.cfg.MaxSamples)
 }
 
 // ObserveWorkerBatches records batches of one worker, as ObserveWorker
@@ -400,7 +395,7 @@ func (m *Monitor) ObserveWorker(node string, s WorkerSample) {
 func (m *Monitor) ObserveWorkerBatches(node string, ss []WorkerSample) {
 	var w *worker
 	for _, s := range ss {
-		if node == "" || s.BPT <= 0 || s.BatchSize < 0 {
+		if node == "" || s.BPT <= 0 || s.BatchSize < 0 || s.BatchSize > math.MaxInt32 {
 			m.rejected++
 			continue
 		}
@@ -411,7 +406,7 @@ func (m *Monitor) ObserveWorkerBatches(node string, ss []WorkerSample) {
 				m.orderDirty = true
 			}
 		}
-		w.q.insert(wsample{at: int64(s.At), bpt: int64(s.BPT), batch: int64(s.BatchSize), iter: s.Iteration}, m.cfg.MaxSamples)
+		w.q.insert(wsample{at: int64(s.At), bpt: int64(s.BPT), batch: int32(s.BatchSize)}, s.Iteration, m.cfg.MaxSamples)
 	}
 }
 
@@ -545,7 +540,7 @@ func (m *Monitor) workerStats(snap *Snapshot, now int64) {
 		st := &snap.Workers[i]
 		st.Node = w.name
 		st.BatchSize = int(w.q.last.batch)
-		st.Iteration = w.q.last.iter
+		st.Iteration = w.q.lastIter
 		st.LastAt = time.Duration(w.q.last.at)
 		st.SamplesTrans = w.q.win[trans].n
 		st.Samples = w.q.win[per].n

@@ -64,7 +64,7 @@ func (c *agentConn) serve(stream agentpb.Agent_ConnectServer, sendErr chan error
 func (c *agentConn) startSender() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.sending || c.stream == nil {
+	if c.sending || c.stream == nil || c.closed() {
 		return
 	}
 	c.sending = true
@@ -75,6 +75,9 @@ func (c *agentConn) startSender() {
 // the stream ends or a send fails (then no sender starts again).
 func (c *agentConn) sendQueued(stream agentpb.Agent_ConnectServer, ctx context.Context) {
 	for {
+		if c.closed() || ctx.Err() != nil {
+			return // nothing is sent once Connect is done with the stream
+		}
 		select {
 		case msg := <-c.out:
 			if err := stream.Send(msg); err != nil {
@@ -99,6 +102,16 @@ func (c *agentConn) sendQueued(stream agentpb.Agent_ConnectServer, ctx context.C
 }
 
 func (c *agentConn) close() { c.once.Do(func() { close(c.done) }) }
+
+// closed says whether close was called.
+func (c *agentConn) closed() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
 
 // AgentService serves the Agent gRPC service for the manager's jobs.
 type AgentService struct {

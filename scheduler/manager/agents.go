@@ -27,8 +27,8 @@ type agentConn struct {
 	// The sender is a goroutine only while messages wait: the message
 	// that finds none running starts one, and it ends once the queue is
 	// empty. Agents are sent little (commands, stops), and 20,000 idle
-	// senders, one per stream, held a tenth of a 20,000-agent scheduler's
-	// memory in their stacks.
+	// senders, one per stream, held a quarter of a 20,000-agent
+	// scheduler's goroutine stacks (220 MB of them, 55 MB less without).
 	mu      sync.Mutex                  // guards stream, ctx and sending
 	stream  agentpb.Agent_ConnectServer // nil until Connect serves it (tests read out themselves)
 	ctx     context.Context             // the stream's

@@ -90,6 +90,20 @@ func TestSlowFor(t *testing.T) {
 	if s, of := SlowFor(rt, "server-0"); s != 0 || of != 3 {
 		t.Errorf("SlowFor(server-0) = %d, %d; want 0, 3", s, of)
 	}
+	// SlowForEach counts every server as SlowFor does.
+	means := map[string][]ServerMean{}
+	for w, per := range rt {
+		for server, x := range per {
+			means[w] = append(means[w], ServerMean{Server: server, Seconds: x})
+		}
+	}
+	each := SlowForEach(means)
+	for _, server := range []string{"server-0", "server-1", "server-2"} {
+		s, of := SlowFor(rt, server)
+		if got := each[server]; got != (Slowness{Slow: s, Of: of}) {
+			t.Errorf("SlowForEach[%s] = %+v; want {%d %d}", server, got, s, of)
+		}
+	}
 }
 
 func TestMismatch(t *testing.T) {
@@ -121,7 +135,7 @@ func TestRecent(t *testing.T) {
 	}
 	for i := range Keep + 2 {
 		x := float64(i)
-		r.Add(Sample{Iterations: 2, Phases: Phases{Compute: 2 * x, Pull: 2}, RoundTrips: map[string]Trips{"server-0": {Seconds: x, N: 1}}})
+		r.Add(Sample{Iterations: 2, Phases: Phases{Compute: 2 * x, Pull: 2}, RoundTrips: []ServerTrips{{Server: "server-0", Trips: Trips{Seconds: x, N: 1}}}})
 	}
 	p, ok := r.Phases()
 	// The last Keep samples: x = 2..9, compute per iteration = x.
@@ -130,6 +144,9 @@ func TestRecent(t *testing.T) {
 	}
 	if rt := r.RoundTrips()["server-0"]; rt != 5.5 {
 		t.Errorf("RoundTrips()[server-0] = %g; want 5.5", rt)
+	}
+	if mt := r.MeanTrips(); len(mt) != 1 || mt[0] != (ServerMean{Server: "server-0", Seconds: 5.5}) {
+		t.Errorf("MeanTrips() = %v; want [{server-0 5.5}]", mt)
 	}
 }
 

@@ -881,20 +881,26 @@ func (j *jobState) runPolicies(snap monitor.Snapshot, now time.Time) {
 	// The policies' inputs are frozen on the actor (O(workers), once a
 	// tick); the policies propose from them off the actor.
 	var in *policyInputs
+	var frames []*timelinepb.TimelineFrame // the timeline's, for the policies' TimelineBPT
 	j.onActor(func() {
 		before := len(j.actions)
 		changed = j.changedSince(now, func() { j.gate.Tick(now) })
 		changed = append(changed, j.actions[before:]...)
 		measured := j.measuredThroughput(snap.Config.LTrans)
-		timelineBPT := j.timelineBPT(snap.Config.LPer)
 		if j.state == StateRunning {
 			in = j.policyInputs()
-			in.job.TimelineBPT = timelineBPT
+			if j.hist.rec != nil {
+				frames = j.hist.rec.Frames()
+			}
 			if measured > 0 { // the judge's baseline, once the timeline has it
 				in.job.Throughput = measured
 			}
 		}
 	})
+	if in != nil {
+		sortWorkers(in.job.Workers)
+		in.job.TimelineBPT = timelineBPT(frames, snap.Config.LPer)
+	}
 	var proposals []policy.Action
 	if in != nil {
 		proposals = in.propose(snap)
@@ -996,10 +1002,11 @@ type policyInputs struct {
 	rng *rand.Rand
 }
 
-// policyInputs copies what the policies read. Called under the manager's
-// lock (for reading is enough: it writes nothing).
+// policyInputs copies what the policies read, its job's Workers in no
+// order (runPolicies sorts them off the actor). The caller is the job's
+// actor; it writes nothing.
 func (j *jobState) policyInputs() *policyInputs {
-	in := &policyInputs{job: j.policyJob(), policies: map[string]policySetting{}, rng: j.rng}
+	in := &policyInputs{job: j.policyJobUnsorted(), policies: map[string]policySetting{}, rng: j.rng}
 	in.job.Aggregating = j.aggregating()
 	for name, p := range j.policies {
 		in.policies[name] = policySetting{Mode: p.Mode, Params: maps.Clone(p.Params)}

@@ -26,13 +26,7 @@ func (c *nodeCause) addSplit(r *coordinatorpb.ProgressReport, servers []string) 
 		if int(cs.Server) >= len(servers) {
 			continue
 		}
-		if s.RoundTrips == nil {
-			s.RoundTrips = map[string]cause.Trips{}
-		}
-		t := s.RoundTrips[servers[cs.Server]]
-		t.Seconds += cs.Seconds
-		t.N++
-		s.RoundTrips[servers[cs.Server]] = t
+		s.AddTrip(servers[cs.Server], cs.Seconds)
 	}
 	if s.Iterations > 0 || len(s.RoundTrips) > 0 {
 		c.worker.Add(s)
@@ -49,7 +43,7 @@ func (c *nodeCause) addStats(st *pspb.ServerStats) {
 // causeInputs is what the causes are computed from, copied from the nodes.
 type causeInputs struct {
 	phases map[string]cause.Phases
-	trips  map[string]map[string]float64 // worker -> server -> mean round trip
+	trips  map[string][]cause.ServerMean // worker -> its mean round trip to each server
 	own    map[string][2]float64         // server -> queue, apply per request
 }
 
@@ -64,7 +58,7 @@ func (j *jobState) causeInputs() causeInputs {
 }
 
 func newCauseInputs() causeInputs {
-	return causeInputs{phases: map[string]cause.Phases{}, trips: map[string]map[string]float64{}, own: map[string][2]float64{}}
+	return causeInputs{phases: map[string]cause.Phases{}, trips: map[string][]cause.ServerMean{}, own: map[string][2]float64{}}
 }
 
 // add copies n's recent split, unless n was removed. The caller is the
@@ -83,7 +77,7 @@ func (in causeInputs) addCause(name, role string, removed bool, c *nodeCause) {
 		if p, ok := c.worker.Phases(); ok {
 			in.phases[name] = p
 		}
-		if rt := c.worker.RoundTrips(); len(rt) > 0 {
+		if rt := c.worker.MeanTrips(); len(rt) > 0 {
 			in.trips[name] = rt
 		}
 	} else if q, a, ok := c.server.PerRequest(); ok {
@@ -103,11 +97,12 @@ func (in causeInputs) causes() map[string]cause.Cause {
 	// its link's).
 	rts := map[string][]float64{}
 	for _, per := range in.trips {
-		for s, x := range per {
-			rts[s] = append(rts[s], x)
+		for _, x := range per {
+			rts[x.Server] = append(rts[x.Server], x.Seconds)
 		}
 	}
 	ss := map[string]cause.Own{}
+	slow := cause.SlowForEach(in.trips)
 	for s, xs := range rts {
 		var sum float64
 		for _, x := range xs {
@@ -115,7 +110,7 @@ func (in causeInputs) causes() map[string]cause.Cause {
 		}
 		o := cause.Own{RoundTrip: sum / float64(len(xs))}
 		o.Queue, o.Apply = in.own[s][0], in.own[s][1]
-		o.SlowFor, o.Workers = cause.SlowFor(in.trips, s)
+		o.SlowFor, o.Workers = slow[s].Slow, slow[s].Of
 		ss[s] = o
 	}
 	for s, c := range cause.Servers(ss) {

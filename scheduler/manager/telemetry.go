@@ -24,9 +24,11 @@ type telemetry struct {
 	names []string
 	cfg   monitor.Config // the Monitor's, defaults filled in
 
-	monMu sync.Mutex // guards mon and spare: taking the queue in, snapshots, config changes
-	mon   *monitor.Monitor
-	spare []telemetryOp // the queue taken in last, reused
+	monMu   sync.Mutex // guards mon, spare, batches and comms: taking the queue in, snapshots, config changes
+	mon     *monitor.Monitor
+	spare   []telemetryOp          // the queue taken in last, reused
+	batches []monitor.WorkerSample // scratch of takeIn
+	comms   []monitor.CommSample   // scratch of takeIn
 	// full signals (one slot, never blocking) that the queue reached
 	// maxTelemetryQueue: the job's ticker takes it in (Drain).
 	full chan struct{}
@@ -193,15 +195,31 @@ func (t *telemetry) takeIn() {
 	t.queue, t.spare = t.spare[:0], nil
 	t.mu.Unlock()
 	defer func() { t.spare = q[:0] }()
-	for i := range q {
+	for i := 0; i < len(q); i++ {
 		op := &q[i]
 		switch op.kind {
 		case opWorker:
-			t.mon.ObserveWorker(names[op.node], monitor.WorkerSample{At: time.Duration(op.at), BPT: time.Duration(op.x),
-				BatchSize: int(op.batch), Iteration: op.iter})
+			// A report's batches are queued together: one call for
+			// them (one look-up of the worker).
+			batches := t.batches[:0]
+			for ; i < len(q) && q[i].kind == opWorker && q[i].node == op.node; i++ {
+				w := &q[i]
+				batches = append(batches, monitor.WorkerSample{At: time.Duration(w.at), BPT: time.Duration(w.x),
+					BatchSize: int(w.batch), Iteration: w.iter})
+			}
+			i--
+			t.mon.ObserveWorkerBatches(names[op.node], batches)
+			t.batches = batches
 		case opComm:
-			t.mon.ObserveComm(names[op.node], monitor.CommSample{At: time.Duration(op.at), Server: names[op.server],
-				Bytes: op.x, Seconds: op.seconds})
+			comms := t.comms[:0]
+			for ; i < len(q) && q[i].kind == opComm && q[i].node == op.node; i++ {
+				c := &q[i]
+				comms = append(comms, monitor.CommSample{At: time.Duration(c.at), Server: names[c.server],
+					Bytes: c.x, Seconds: c.seconds})
+			}
+			i--
+			t.mon.ObserveComms(names[op.node], comms)
+			t.comms = comms
 		case opForget:
 			t.mon.Forget(names[op.node])
 		}

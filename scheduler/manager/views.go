@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -369,7 +370,7 @@ func (j *jobState) view(detail bool, columns int) *consolepb.JobView {
 		over     bool
 		res      *Result
 		ended    time.Time
-		nodes    []*nodeState
+		nodes    []keyedNode
 		rows     []nodeRow
 		causes   causeInputs
 		specYAML bool
@@ -426,19 +427,24 @@ func (j *jobState) view(detail bool, columns int) *consolepb.JobView {
 		}
 		if detail {
 			specYAML = true
-			nodes = make([]*nodeState, 0, len(j.nodes))
+			nodes = make([]keyedNode, 0, len(j.nodes))
 			for _, n := range j.nodes {
-				nodes = append(nodes, n)
+				nodes = append(nodes, keyedNode{n.sortKey(), n})
 			}
 		}
 	})
 	if detail {
+		// The rows are frozen in the nodes' order (sortedNodes'): the
+		// keys and pointers are sorted here, off the actor, and the rows
+		// (near a kilobyte each) never move.
+		slices.SortFunc(nodes, func(a, b keyedNode) int { return a.key.compare(b.key) })
 		rows, causes = make([]nodeRow, 0, len(nodes)), newCauseInputs()
 		for len(nodes) > 0 {
 			turn := nodes[:min(rowsPerTurn, len(nodes))]
 			nodes = nodes[len(turn):]
 			j.onActor(func() {
-				for _, n := range turn {
+				for _, kn := range turn {
+					n := kn.n
 					p := &n.prog // its spark is never changed in place
 					rows = append(rows, nodeRow{name: n.name, role: n.role, host: n.host, state: n.status.State,
 						pid: n.status.Pid, restarts: n.status.Restarts, batch: p.batch, iteration: p.iteration,
@@ -487,7 +493,6 @@ func (j *jobState) view(detail bool, columns int) *consolepb.JobView {
 	for _, srv := range coord.Table().ServerOf {
 		blocks[srv]++
 	}
-	sortRows(rows)
 	why := causes.causes()
 	for _, n := range rows {
 		nv := &consolepb.NodeView{Name: n.name, Role: n.role, Host: n.host, State: nodeStateIn(v.State, stateName(n.state)),
@@ -522,9 +527,10 @@ func (j *jobState) view(detail bool, columns int) *consolepb.JobView {
 	return v
 }
 
-// sortRows orders rows as sortedNodes orders nodes.
-func sortRows(rows []nodeRow) {
-	sortByNode(rows, func(r nodeRow) (string, string) { return r.role, r.name })
+// keyedNode is a node with its place in the nodes' order.
+type keyedNode struct {
+	key nodeKey
+	n   *nodeState
 }
 
 func finite(x float64) float64 {

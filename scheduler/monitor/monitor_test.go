@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -657,5 +658,52 @@ func TestDemoClasses(t *testing.T) {
 	}
 	if seenTransient == 0 {
 		t.Error("worker-3 was never transient")
+	}
+}
+
+// TestBatchesAsEach: a worker's batches and round trips given together
+// (ObserveWorkerBatches, ObserveComms) make the Monitor what they make one
+// at a time, invalid samples refused alike.
+func TestBatchesAsEach(t *testing.T) {
+	batches := []WorkerSample{
+		{At: 100 * ms, BPT: 50 * ms, BatchSize: 32, Iteration: 1},
+		{At: 90 * ms, BPT: 40 * ms, BatchSize: 32, Iteration: 0}, // out of order
+		{At: 150 * ms, BPT: 0, BatchSize: 32, Iteration: 2},      // refused
+		{At: 200 * ms, BPT: 60 * ms, BatchSize: 32, Iteration: 3},
+	}
+	comms := []CommSample{
+		{At: 100 * ms, Server: "server-0", Bytes: 1000, Seconds: 0.002},
+		{At: 100 * ms, Server: "server-1", Bytes: 1000, Seconds: 0.004},
+		{At: 110 * ms, Server: "", Bytes: 1000, Seconds: 0.004}, // refused
+		{At: 120 * ms, Server: "server-0", Bytes: 2000, Seconds: 0.003},
+	}
+	tests := []struct {
+		name   string
+		worker string
+	}{{"named worker", "worker-0"}, {"no name", ""}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			each, together := New(Config{}), New(Config{})
+			for round := range 3 {
+				shift := time.Duration(round) * time.Second
+				var bs []WorkerSample
+				for _, b := range batches {
+					b.At += shift
+					each.ObserveWorker(tt.worker, b)
+					bs = append(bs, b)
+				}
+				var cs []CommSample
+				for _, c := range comms {
+					c.At += shift
+					each.ObserveComm(tt.worker, c)
+					cs = append(cs, c)
+				}
+				together.ObserveWorkerBatches(tt.worker, bs)
+				together.ObserveComms(tt.worker, cs)
+			}
+			if a, b := each.Snapshot(3*time.Second), together.Snapshot(3*time.Second); !reflect.DeepEqual(a, b) {
+				t.Errorf("one at a time:\n%+v\ntogether:\n%+v", a, b)
+			}
+		})
 	}
 }

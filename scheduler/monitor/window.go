@@ -2,9 +2,12 @@ package monitor
 
 import "math"
 
-// wsample is one worker sample, times in nanoseconds.
+// wsample is one worker sample, times in nanoseconds: 24 bytes (a
+// 20,000-worker job keeps some 5 million). Its iteration is kept for the
+// latest sample only (series.lastIter), the one a snapshot reads.
 type wsample struct {
-	at, bpt, batch, iter int64
+	at, bpt int64
+	batch   int32
 }
 
 // window is one trailing window over a series: the samples from index
@@ -17,8 +20,8 @@ type window struct {
 	batch int64 // Σ batch size
 }
 
-func (w *window) add(s wsample) { w.n++; w.bpt += s.bpt; w.batch += s.batch }
-func (w *window) sub(s wsample) { w.n--; w.bpt -= s.bpt; w.batch -= s.batch }
+func (w *window) add(s wsample) { w.n++; w.bpt += s.bpt; w.batch += int64(s.batch) }
+func (w *window) sub(s wsample) { w.n--; w.bpt -= s.bpt; w.batch -= int64(s.batch) }
 
 // Window indices.
 const (
@@ -39,11 +42,12 @@ const nwin = 3
 // samples arrive and expire, so a snapshot costs O(1) per worker plus the
 // samples that expired since the last one.
 type series struct {
-	buf  []wsample
-	head int
-	win  [nwin]window
-	last wsample // the sample with the latest At ever observed
-	seen bool
+	buf      []wsample
+	head     int
+	win      [nwin]window
+	last     wsample // the sample with the latest At ever observed
+	lastIter int64   // its iteration
+	seen     bool
 }
 
 func newSeries() series {
@@ -56,9 +60,9 @@ func newSeries() series {
 
 // insert adds s in At order (agents report in order, so this is almost
 // always an append) and drops the oldest samples beyond max.
-func (q *series) insert(s wsample, max int) {
+func (q *series) insert(s wsample, iter int64, max int) {
 	if !q.seen || s.at >= q.last.at {
-		q.last, q.seen = s, true
+		q.last, q.lastIter, q.seen = s, iter, true
 	}
 	p := len(q.buf)
 	for p > q.head && q.buf[p-1].at > s.at {
@@ -109,7 +113,26 @@ func (q *series) trim(now int64, l [nwin]int64) {
 		}
 	}
 	q.head = min(q.win[trans].start, q.win[per].start, q.win[mid].start)
-	q.compact()
+	q.fit()
+}
+
+// fit moves the live samples to the front and gives back an array much
+// larger than they need (one that grew while no snapshot trimmed it): a
+// snapshot's trim, once per tick, keeps a series near its live samples —
+// a window's worth, where compact alone let it reach twice that and its
+// array twice again (at 20,000 workers, most of the Monitor's memory).
+func (q *series) fit() {
+	if q.head > 0 {
+		n := copy(q.buf, q.buf[q.head:])
+		q.buf = q.buf[:n]
+		for i := range q.win {
+			q.win[i].start -= q.head
+		}
+		q.head = 0
+	}
+	if n := len(q.buf); cap(q.buf) > 64 && cap(q.buf) > 2*n {
+		q.buf = append(make([]wsample, 0, n+n/4+8), q.buf...)
+	}
 }
 
 // compact moves the live samples to the front once the dead prefix is

@@ -104,8 +104,12 @@
 //	                             none free (and with 0) it restarts in place. A
 //	                             server's restart (a new server takes its blocks)
 //	                             lands on a free host the same way, else on the
-//	                             old server's host. Ignored on Kubernetes, where
-//	                             the cluster places the new Pod
+//	                             old server's host, whose injections it then has
+//	                             (with 0, as before: the new server has none of
+//	                             the old one's). kind cpu competitors run beside
+//	                             the node on its host: a host left empty has none.
+//	                             A removed node's host is not reused. Ignored on
+//	                             Kubernetes, where the cluster places the new Pod
 //	  batch_sizes: {}            local batch size of every starting worker, e.g.
 //	                             {worker-0: 96, worker-1: 32}; each >= 1, summing to
 //	                             train.global_batch; by default the global batch

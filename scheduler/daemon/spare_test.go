@@ -191,3 +191,50 @@ func alive(pid int) bool {
 	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
 	return len(f) > 0 && f[0] != "Z"
 }
+
+// TestSpareHostServer: a server's KILL_RESTART (a new server takes its
+// blocks) starts the new server on the spare host when there is one, and
+// on the old server's host when there is none; the job completes either
+// way.
+func TestSpareHostServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two MNIST jobs")
+	}
+	d, err := Start(Config{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0", DataDir: t.TempDir(), Exe: kelpieBin,
+		NodeLog: logWriter{t}, Log: slog.New(slog.NewTextHandler(logWriter{t}, nil)), Tick: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close(true)
+	const src = `
+name: NAME
+model: {kind: mlp, hidden: [32]}
+data: {kind: mnist, epochs: 1, seed: 1}
+train: {global_batch: 256, lr: 0.05, optimizer: momentum, momentum: 0.9}
+cluster: {servers: 2, workers: 2, block_bytes: 32768, spare_hosts: 1}
+sync: {model: bsp}
+stragglers:
+  - {node: server-1, kind: compute, sleep: 5ms, intensity: 1, probability: 1, start: 0s}
+script:
+  - {at: 1s, action: restart, node: server-1}
+  - {at: 3s, action: restart, node: server-0}
+`
+	res := runJob(t, d, strings.Replace(src, "NAME", "srv", 1), nil)
+	if res.ShardsDone != res.ShardsTotal {
+		t.Errorf("shards %d/%d", res.ShardsDone, res.ShardsTotal)
+	}
+	got := map[string][2]string{}
+	for _, a := range res.Actions {
+		t.Logf("%s %s %s host %q from %q", a.Kind, a.Node, a.State, a.Host, a.FromHost)
+		if a.Kind == "KILL_RESTART" && a.State == "applied" {
+			got[a.Node] = [2]string{a.Host, a.FromHost}
+		}
+	}
+	// server-1 takes the spare; server-0 finds server-1's old host free.
+	want := map[string][2]string{"server-1": {"spare-0", "server-1"}, "server-0": {"server-1", "server-0"}}
+	for node, w := range want {
+		if got[node] != w {
+			t.Errorf("KILL_RESTART of %s: host %q from %q; want %q from %q", node, got[node][0], got[node][1], w[0], w[1])
+		}
+	}
+}

@@ -193,9 +193,9 @@ func alive(pid int) bool {
 }
 
 // TestSpareHostServer: a server's KILL_RESTART (a new server takes its
-// blocks) starts the new server on the spare host when there is one, and
-// on the old server's host when there is none; the job completes either
-// way.
+// blocks) starts the new server on the spare host, and the job completes.
+// (Where a host goes when none is free is hostPlan's, tested in
+// scheduler/manager.)
 func TestSpareHostServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("two MNIST jobs")
@@ -209,7 +209,7 @@ func TestSpareHostServer(t *testing.T) {
 	const src = `
 name: NAME
 model: {kind: mlp, hidden: [32]}
-data: {kind: mnist, epochs: 1, seed: 1}
+data: {kind: mnist, epochs: 2, seed: 1}
 train: {global_batch: 256, lr: 0.05, optimizer: momentum, momentum: 0.9}
 cluster: {servers: 2, workers: 2, block_bytes: 32768, spare_hosts: 1}
 sync: {model: bsp}
@@ -217,7 +217,6 @@ stragglers:
   - {node: server-1, kind: compute, sleep: 5ms, intensity: 1, probability: 1, start: 0s}
 script:
   - {at: 1s, action: restart, node: server-1}
-  - {at: 3s, action: restart, node: server-0}
 `
 	res := runJob(t, d, strings.Replace(src, "NAME", "srv", 1), nil)
 	if res.ShardsDone != res.ShardsTotal {
@@ -230,8 +229,7 @@ script:
 			got[a.Node] = [2]string{a.Host, a.FromHost}
 		}
 	}
-	// server-1 takes the spare; server-0 finds server-1's old host free.
-	want := map[string][2]string{"server-1": {"spare-0", "server-1"}, "server-0": {"server-1", "server-0"}}
+	want := map[string][2]string{"server-1": {"spare-0", "server-1"}}
 	for node, w := range want {
 		if got[node] != w {
 			t.Errorf("KILL_RESTART of %s: host %q from %q; want %q from %q", node, got[node][0], got[node][1], w[0], w[1])

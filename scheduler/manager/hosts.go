@@ -2,6 +2,7 @@ package manager
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -82,6 +83,31 @@ func (p *hostPlan) leave(node string, nodes map[string]*nodeState) {
 	h := p.hostOf(node)
 	p.on[node] = ""
 	p.release(h, nodes)
+}
+
+// restore rebuilds the plan of a job a restarted scheduler adopts from
+// the hosts its nodes' agents last reported (stored with the nodes): a
+// node on another simulated host than its own is put back there, and the
+// free hosts are those nobody is on.
+func (p *hostPlan) restore(s *spec.Spec, nodes map[string]*nodeState) {
+	if p == nil {
+		return
+	}
+	names := slices.Sorted(maps.Keys(nodes))
+	for _, name := range names {
+		if h := nodes[name].host; h != "" && h != name && s.SimulatedHost(h) {
+			p.on[name] = h
+		}
+	}
+	p.free = nil
+	for i := range s.Cluster.SpareHosts {
+		p.release(spec.SpareHostName(i), nodes)
+	}
+	for _, name := range names {
+		if _, moved := p.on[name]; moved {
+			p.release(name, nodes) // the host it left, unless another moved onto it
+		}
+	}
 }
 
 // hostArgs are the agent flags that place node on its simulated host (none

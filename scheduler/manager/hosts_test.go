@@ -63,3 +63,29 @@ func TestHostPlan(t *testing.T) {
 		t.Errorf("server-0 replaced in place: free %v, server-3 on %q; want none free, server-0", p.free, p.hostOf("server-3"))
 	}
 }
+
+// TestHostPlanRestore: a restarted scheduler puts a moved node back on
+// the host its agent last reported, and frees the host it left.
+func TestHostPlanRestore(t *testing.T) {
+	s, err := spec.Parse("spec.yaml", []byte("name: x\ncluster: {servers: 1, workers: 3, spare_hosts: 2}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := map[string]*nodeState{}
+	for _, n := range append(s.ServerNames(), s.WorkerNames()...) {
+		nodes[n] = &nodeState{name: n, host: n}
+	}
+	nodes["worker-2"].host = "spare-0"   // moved before the scheduler restarted
+	nodes["worker-1"].host = "some-host" // not a simulated host: its own
+	p := newHostPlan(s, false)
+	p.restore(s, nodes)
+	if got := p.hostOf("worker-2"); got != "spare-0" {
+		t.Errorf("hostOf(worker-2) = %q; want spare-0", got)
+	}
+	if got := p.hostOf("worker-1"); got != "worker-1" {
+		t.Errorf("hostOf(worker-1) = %q; want its own host", got)
+	}
+	if want := []string{"spare-1", "worker-2"}; !reflect.DeepEqual(p.free, want) {
+		t.Errorf("free %v; want %v", p.free, want)
+	}
+}

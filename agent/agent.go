@@ -50,11 +50,19 @@ type Options struct {
 	Job       string
 	Node      string
 	Role      coordinatorpb.Role
-	Host      string
-	Exe       string        // the kelpie binary for the role (default: this executable)
-	Out       io.Writer     // the role's output (default stderr)
-	Log       *slog.Logger  // the agent's own log
-	Heartbeat time.Duration // default 1s
+	// Host is the host name reported to the scheduler (default: the
+	// machine's). When given, it is handed to the role too: with
+	// cluster.spare_hosts it names the simulated host the node runs on,
+	// whose injections the role carries (runtime/role Options.Host).
+	Host string
+	// Relaunched says the scheduler launched this agent to relaunch its
+	// node by a KILL_RESTART (on another host): its role starts as a
+	// relaunched one (the process's own injections are gone).
+	Relaunched bool
+	Exe        string        // the kelpie binary for the role (default: this executable)
+	Out        io.Writer     // the role's output (default stderr)
+	Log        *slog.Logger  // the agent's own log
+	Heartbeat  time.Duration // default 1s
 	// Backoff between restarts after crashes: Initial doubling up to Max,
 	// with jitter; reset after a run of StableAfter.
 	Backoff Backoff
@@ -128,6 +136,9 @@ func (b Backoff) Delay(n int, jitter float64) time.Duration {
 type Agent struct {
 	o   Options
 	log *slog.Logger
+	// roleHost is the host handed to the role: Options.Host as given
+	// (empty: the machine's, which the role need not know).
+	roleHost string
 
 	outbox chan *agentpb.AgentMessage // to the scheduler; reports may be dropped when full, acks never
 	// closing is closed once the role has ended for good: the stream
@@ -183,10 +194,11 @@ func New(o Options) *Agent {
 	if o.Log == nil {
 		o.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
+	roleHost := o.Host
 	if o.Host == "" {
 		o.Host, _ = os.Hostname()
 	}
-	return &Agent{o: o, log: o.Log.With("agent", o.Node), outbox: make(chan *agentpb.AgentMessage, 256), closing: make(chan struct{}),
+	return &Agent{o: o, roleHost: roleHost, log: o.Log.With("agent", o.Node), outbox: make(chan *agentpb.AgentMessage, 256), closing: make(chan struct{}),
 		taken: map[string]*agentpb.ActionAck{}, unacked: map[string]*agentpb.ActionCommand{},
 		restarts: make(chan string, 4), stop: make(chan string, 1), contact: time.Now(),
 		forwards: make(chan *agentpb.ActionCommand, 64)}
@@ -280,7 +292,7 @@ func (a *Agent) closed() bool {
 func (a *Agent) supervise(ctx context.Context) error {
 	crashes := 0
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(os.Getpid())))
-	relaunched := false
+	relaunched := a.o.Relaunched
 	for {
 		a.setState(agentpb.NodeState_NODE_STATE_STARTING, 0, "")
 		started := time.Now()
@@ -414,6 +426,9 @@ func (a *Agent) startRole(relaunched bool) (*exec.Cmd, <-chan error, error) {
 		"--report-fd", "3", "--command-fd", "4", "--retry-for", a.o.OrphanTimeout.String()}
 	if relaunched {
 		args = append(args, "--relaunched")
+	}
+	if a.roleHost != "" {
+		args = append(args, "--host", a.roleHost)
 	}
 	if a.o.SnapshotDir != "" && a.o.Role == coordinatorpb.Role_ROLE_SERVER {
 		args = append(args, "--snapshot-dir", a.o.SnapshotDir)

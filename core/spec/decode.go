@@ -596,7 +596,7 @@ var (
 	tensorKeys     = []string{"name", "rows", "cols", "sparse"}
 	dataKeys       = []string{"kind", "epochs", "batches_per_shard", "seed", "samples", "test_samples", "features", "fields"}
 	trainKeys      = []string{"global_batch", "lr", "optimizer", "momentum", "lr_decay", "lr_final", "hang_min", "hang_factor"}
-	clusterKeys    = []string{"servers", "workers", "block_bytes", "assignment", "exchange", "transport", "data_plane_encryption", "elasticity", "snapshot_interval", "topology", "hosts", "links", "batch_sizes", "min_workers", "max_workers", "min_servers", "max_servers", "resources"}
+	clusterKeys    = []string{"servers", "workers", "block_bytes", "assignment", "exchange", "transport", "data_plane_encryption", "elasticity", "snapshot_interval", "topology", "hosts", "links", "batch_sizes", "min_workers", "max_workers", "min_servers", "max_servers", "resources", "spare_hosts"}
 	resourceKeys   = []string{"server", "worker"}
 	roleResKeys    = []string{"cpu", "memory"}
 	labelKeys      = []string{"rack", "pod", "host"}
@@ -687,6 +687,7 @@ func (d *decoder) decode(body ast.Node, s *Spec) {
 	d.int(cl, "max_workers", &c.MaxWorkers)
 	d.int(cl, "min_servers", &c.MinServers)
 	d.int(cl, "max_servers", &c.MaxServers)
+	d.int(cl, "spare_hosts", &c.SpareHosts)
 	res := d.sub(cl, "resources", resourceKeys)
 	for _, r := range []struct {
 		key string

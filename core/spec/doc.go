@@ -90,6 +90,26 @@
 //	  links: {}                  netns: {host: RATE, uplink: RATE, delay: DURATION},
 //	                             each > 0 (delay >= 0): every host's link and every
 //	                             rack's uplink, each way; left out: unshaped
+//	  spare_hosts: 0             >= 0, hosts local only; simulated hosts kept free
+//	                             for restarts. Each node starts on a host of its
+//	                             own, named after it (worker-2 on host worker-2),
+//	                             the spares are spare-0, spare-1, ...; the
+//	                             injections of stragglers (below) that are not
+//	                             follows_restart or cured_by_restart belong to
+//	                             that first host. A KILL_RESTART with a host free
+//	                             stops the node's agent and launches it on the
+//	                             host free longest (the one it left becomes free):
+//	                             there it has that host's injections (none on a
+//	                             spare) and its own follows_restart ones. With
+//	                             none free (and with 0) it restarts in place. A
+//	                             server's restart (a new server takes its blocks)
+//	                             lands on a free host the same way, else on the
+//	                             old server's host, whose injections it then has
+//	                             (with 0, as before: the new server has none of
+//	                             the old one's). kind cpu competitors run beside
+//	                             the node on its host: a host left empty has none.
+//	                             A removed node's host is not reused. Ignored on
+//	                             Kubernetes, where the cluster places the new Pod
 //	  batch_sizes: {}            local batch size of every starting worker, e.g.
 //	                             {worker-0: 96, worker-1: 32}; each >= 1, summing to
 //	                             train.global_batch; by default the global batch
@@ -158,10 +178,12 @@
 //	    period:                  with on, transient: active for on out of every
 //	    on:                      period, 0 < on <= period
 //	    follows_restart: false   keep the injection after a KILL_RESTART even when
-//	                             the launcher places the node on another host; a
-//	                             node restarted where it was (the agent restarts
-//	                             its role in place, on every launcher) keeps its
-//	                             injections anyway
+//	                             the launcher places the node on another host (a
+//	                             spare host, cluster.spare_hosts; a new Pod on
+//	                             Kubernetes); a node restarted where it was (its
+//	                             agent restarts its role in place, what every
+//	                             launcher does without a spare host) keeps its
+//	                             host's injections anyway
 //	    cured_by_restart: false  the slowness is the process's own (a leak, a
 //	                             stuck thread), not its host's: a KILL_RESTART
 //	                             cures it, also in place; not with

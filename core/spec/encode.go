@@ -121,6 +121,9 @@ func (s *Spec) YAML() []byte {
 	if c.Links != (Links{}) {
 		w(1, "links: {%s}", strings.Join(c.Links.fields(), ", "))
 	}
+	if c.SpareHosts != 0 {
+		w(1, "spare_hosts: %d", c.SpareHosts)
+	}
 	if c.BatchSizes != nil {
 		w(1, "batch_sizes: %s", flowIntMap(c.BatchSizes))
 	}

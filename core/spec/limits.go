@@ -170,6 +170,9 @@ func (c *checker) validateLimits() {
 		int64(cl.Servers+addS) > l.Servers {
 		c.errorf("script", "adds %d servers to %d: more than %d; %s", addS, cl.Servers, l.Servers, limitHint("servers"))
 	}
+	// Spare hosts are simulated hosts a node may be restarted on: no more
+	// than the workers a job may have.
+	c.atMost("cluster.spare_hosts", int64(cl.SpareHosts), l.Workers, "workers")
 	c.atMost("stragglers", int64(len(s.Stragglers)), l.Stragglers, "stragglers")
 	c.atMost("script", int64(len(s.Script)), l.Script, "script")
 

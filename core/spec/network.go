@@ -68,6 +68,42 @@ func (c *checker) validateNetwork() {
 		}
 	}
 	c.nonNegative("cluster.links.delay", cl.Links.Delay)
+	if cl.SpareHosts < 0 {
+		c.errorf("cluster.spare_hosts", "must be at least 0 (got %d)", cl.SpareHosts)
+	} else if cl.SpareHosts > 0 {
+		// The local launcher simulates the hosts, one per node; netns
+		// hosts are namespaces of their own, placed by the topology.
+		if cl.Hosts == HostsNetns {
+			c.errorf("cluster.spare_hosts", "spare hosts are simulated by the local launcher: not with hosts netns")
+		}
+		for _, node := range sortedNodeNames(cl.Topology) {
+			if cl.Topology[node].Host != "" {
+				c.errorf("cluster.spare_hosts", "each node starts on a simulated host of its own: not with a topology host label (%s names host %s)", node, cl.Topology[node].Host)
+				break
+			}
+		}
+	}
+}
+
+// SpareHostName is the name of the i-th spare host (cluster.spare_hosts);
+// the host a node starts on is named after the node (HostOf).
+func SpareHostName(i int) string { return fmt.Sprintf("spare-%d", i) }
+
+// SimulatedHost says whether host is one of the job's simulated hosts
+// (cluster.spare_hosts > 0): a node's own, named after it, or a spare.
+func (s *Spec) SimulatedHost(host string) bool {
+	if s.Cluster.SpareHosts <= 0 {
+		return false
+	}
+	if _, _, ok := parseNode(host); ok {
+		return true
+	}
+	for i := range s.Cluster.SpareHosts {
+		if host == SpareHostName(i) {
+			return true
+		}
+	}
+	return false
 }
 
 // validateLink checks a straggler of kind link: it shapes one node's link

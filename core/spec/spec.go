@@ -97,6 +97,11 @@ type Cluster struct {
 	// network of HostsNetns (network.go).
 	Hosts string
 	Links Links
+	// SpareHosts is how many simulated hosts the local launcher keeps free
+	// beside the one each node starts on (hosts.go): a KILL_RESTART
+	// relaunches its node on a free one, leaving its host's injections
+	// behind. 0: every restart is in place.
+	SpareHosts int
 	// BatchSizes gives each initial worker's local batch size; nil means the
 	// global batch split evenly. Read it through LocalBatch.
 	BatchSizes map[string]int

@@ -180,9 +180,10 @@ func (s Schedule) AfterRestartInPlace() Schedule {
 func (s Schedule) Injections() []Injection { return append([]Injection(nil), s.injections...) }
 
 // AfterRestart is the schedule of the node relaunched by KILL_RESTART on
-// another host: only the injections marked FollowsRestart come along. A
-// node restarted where it was keeps its whole schedule: the slowness of a
-// host stays with whatever runs on it.
+// a fresh host (a spare one, OnHost): only the injections marked
+// FollowsRestart come along. A node restarted where it was keeps its
+// host's injections (AfterRestartInPlace): the slowness of a host stays
+// with whatever runs on it.
 func (s Schedule) AfterRestart() Schedule {
 	var out Schedule
 	for _, in := range s.injections {
@@ -191,6 +192,28 @@ func (s Schedule) AfterRestart() Schedule {
 		}
 	}
 	return out
+}
+
+// OnHost is the schedule of node running on a simulated host
+// (cluster.spare_hosts), where every node starts on a host named after
+// it and spare hosts have names of their own: the host's injections —
+// those aimed at the node that started on it, neither FollowsRestart nor
+// CuredByRestart, which belong to the host and stay there when its node
+// moves — and the node's own FollowsRestart injections, and its
+// CuredByRestart ones unless the process was relaunched. On its own host
+// that is ForNode (AfterRestartInPlace once relaunched); on a spare host,
+// AfterRestart; on a host another node left, that host's slowness.
+func OnHost(all []Injection, node, host string, relaunched bool) Schedule {
+	var s Schedule
+	for _, in := range all {
+		switch {
+		case in.Node == node && in.FollowsRestart,
+			in.Node == node && in.CuredByRestart && !relaunched,
+			in.Node == host && !in.FollowsRestart && !in.CuredByRestart:
+			s.injections = append(s.injections, in)
+		}
+	}
+	return s
 }
 
 // InProcess reports whether the node has an injection the role carries out

@@ -2,6 +2,7 @@ package straggler
 
 import (
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -396,5 +397,48 @@ func TestAfterRestartInPlace(t *testing.T) {
 	}
 	if err := (Injection{Node: "worker-0", Kind: Pause, CuredByRestart: true, FollowsRestart: true}).Validate(); err == nil {
 		t.Errorf("Validate of cured_by_restart with follows_restart = nil; want an error")
+	}
+}
+
+func TestOnHost(t *testing.T) {
+	all := []Injection{
+		{Node: "worker-2", Kind: Compute, Sleep: 40 * time.Millisecond, Intensity: 0.4},   // worker-2's host's
+		{Node: "worker-2", Kind: CPU, Intensity: 0.8},                                     // worker-2's host's
+		{Node: "worker-2", Kind: CPUSleep, Intensity: 0.2, FollowsRestart: true},          // worker-2's, anywhere
+		{Node: "worker-2", Kind: Pause, End: sec, CuredByRestart: true},                   // worker-2's process's
+		{Node: "worker-1", Kind: Compute, Sleep: 10 * time.Millisecond, Intensity: 1},     // worker-1's host's
+		{Node: "worker-1", Kind: CPUSleep, Intensity: 0.5, FollowsRestart: true},          // worker-1's, anywhere
+		{Node: "server-0", Kind: Bandwidth, Rate: 1e6},                                    // server-0's host's
+		{Node: "server-0", Kind: Compute, Sleep: sec, Intensity: 1, CuredByRestart: true}, // server-0's process's
+	}
+	kinds := func(s Schedule) []string {
+		var out []string
+		for _, in := range s.Injections() {
+			out = append(out, in.Node+"/"+string(in.Kind))
+		}
+		return out
+	}
+	tests := []struct {
+		node, host string
+		relaunched bool
+		want       Schedule
+	}{
+		{"worker-2", "worker-2", false, ForNode(all, "worker-2")},
+		{"worker-2", "worker-2", true, ForNode(all, "worker-2").AfterRestartInPlace()},
+		{"worker-2", "spare-0", true, ForNode(all, "worker-2").AfterRestart()},
+		{"server-0", "server-0", true, ForNode(all, "server-0").AfterRestartInPlace()},
+		{"server-0", "spare-1", true, ForNode(all, "server-0").AfterRestart()},
+		// worker-1 lands on the host worker-2 left: that host's slowness
+		// and its own that follows it.
+		{"worker-1", "worker-2", true, Schedule{injections: []Injection{all[0], all[1], all[5]}}},
+		// A new server on the old one's host keeps the host's link, not the
+		// old process's own slowness.
+		{"server-3", "server-0", false, Schedule{injections: []Injection{all[6]}}},
+	}
+	for _, tt := range tests {
+		got := OnHost(all, tt.node, tt.host, tt.relaunched)
+		if !reflect.DeepEqual(kinds(got), kinds(tt.want)) {
+			t.Errorf("OnHost(%s, %s, relaunched %v) = %v; want %v", tt.node, tt.host, tt.relaunched, kinds(got), kinds(tt.want))
+		}
 	}
 }

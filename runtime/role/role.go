@@ -53,8 +53,14 @@ type Options struct {
 	// (cluster.snapshot_interval) and, restarted, restores it from.
 	SnapshotDir string
 	// Relaunched says the agent restarted this role by a KILL_RESTART (in
-	// place: the host's injections stay, the process's own are gone).
+	// place: the host's injections stay, the process's own are gone), or
+	// the scheduler relaunched the node on another host (Host).
 	Relaunched bool
+	// Host is the simulated host the role runs on (cluster.spare_hosts):
+	// it carries that host's injections and its own that follow it
+	// (straggler.OnHost) rather than all of its own. Empty, or not one of
+	// the job's simulated hosts: the node's own host.
+	Host string
 	// Agent is the local channel to the node's agent, which supervises
 	// this process: reports, counters and acks go out on it, actions come
 	// in. A worker needs it (its progress reaches the scheduler on its
@@ -73,6 +79,22 @@ type Options struct {
 	RetryFor time.Duration
 	// retry overrides the retrier (tests inject a clock and a timer).
 	retry *retrier
+}
+
+// schedule is the node's injections where it runs: on one of the job's
+// simulated hosts (cluster.spare_hosts) that host's and the node's own
+// that follow it (straggler.OnHost); otherwise its own, without the
+// process's own once its agent relaunched it.
+func (o *Options) schedule(s *spec.Spec) straggler.Schedule {
+	all := job.Injections(s)
+	if s.SimulatedHost(o.Host) {
+		return straggler.OnHost(all, o.Node, o.Host, o.Relaunched)
+	}
+	sched := straggler.ForNode(all, o.Node)
+	if o.Relaunched {
+		sched = sched.AfterRestartInPlace()
+	}
+	return sched
 }
 
 func (o *Options) retrier() retrier {
@@ -206,7 +228,7 @@ func RunServer(ctx context.Context, o Options) error {
 	}
 	ps, err := server.New(server.Config{
 		Name: o.Node, Sync: job.SyncConfig(s), Optim: job.OptimConfig(s), Workers: members, RowDim: rowDim,
-		Straggler: straggler.ForNode(job.Injections(s), o.Node), Seed: s.Data.Seed + int64(reg.resp.Index),
+		Straggler: o.schedule(s), Seed: s.Data.Seed + int64(reg.resp.Index),
 		SnapshotPath: snapshotPath(o),
 		Logf:         func(format string, a ...any) { log.Warn(fmt.Sprintf(format, a...)) },
 	})
@@ -286,9 +308,9 @@ func RunServer(ctx context.Context, o Options) error {
 	}
 	ps.SetStart(start)
 	if o.Agent != nil {
-		o.Agent.setProber(&prober{sched: straggler.ForNode(job.Injections(s), o.Node), start: start})
+		o.Agent.setProber(&prober{sched: o.schedule(s), start: start})
 	}
-	stopContention, err := contention(o, straggler.ForNode(job.Injections(s), o.Node), start, log)
+	stopContention, err := contention(o, o.schedule(s), start, log)
 	if err != nil {
 		gs.Stop()
 		return err
@@ -523,14 +545,11 @@ func RunWorker(ctx context.Context, o Options) error {
 	}
 	idx := int(reg.resp.Index)
 	// A KILL_RESTART relaunches the role where it was (its agent restarts
-	// it in place, on every launcher): the slowness of its host stays
-	// with it, the process's own (cured_by_restart) is gone. Only a
-	// relaunch on another host would leave the host's behind
-	// (straggler.Schedule.AfterRestart); no launcher does that yet.
-	sched := straggler.ForNode(job.Injections(s), o.Node)
-	if o.Relaunched {
-		sched = sched.AfterRestartInPlace()
-	}
+	// it in place): the slowness of its host stays with it, the process's
+	// own (cured_by_restart) is gone. With spare hosts the scheduler may
+	// relaunch it on another simulated host, which leaves the old host's
+	// behind (schedule).
+	sched := o.schedule(s)
 	rd, start, err := ready(ctx, coord, o)
 	if err != nil {
 		return err

@@ -11,11 +11,14 @@ package launch
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -61,6 +64,71 @@ func (p *Proc) Stop(grace time.Duration) {
 
 // Kill sends SIGKILL (used to test failure handling).
 func (p *Proc) Kill() error { return p.Cmd.Process.Kill() }
+
+// KillGroup kills the process with everything it started: SIGKILL to its
+// process group (the launcher made it a group leader) and to each of its
+// descendants that left the group (found in /proc just before), so that
+// nothing of it stays behind. It returns once the process has exited, or
+// an error if it has not within grace.
+func (p *Proc) KillGroup(grace time.Duration) error {
+	select {
+	case <-p.exited:
+		return nil
+	default:
+	}
+	pid := p.Pid()
+	kids := Descendants(pid)
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	for _, k := range kids {
+		_ = syscall.Kill(k, syscall.SIGKILL)
+	}
+	select {
+	case <-p.exited:
+		return nil
+	case <-clock.OrReal(p.clk).After(grace):
+		return fmt.Errorf("launch: %s (pid %d) still running %v after SIGKILL", p.Name, pid, grace)
+	}
+}
+
+// Descendants lists the processes pid started, and theirs, as /proc shows
+// them now.
+func Descendants(pid int) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	children := map[int][]int{}
+	for _, e := range ents {
+		c, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 2 {
+			continue
+		}
+		if pp, err := strconv.Atoi(f[1]); err == nil {
+			children[pp] = append(children[pp], c)
+		}
+	}
+	var out []int
+	for queue := []int{pid}; len(queue) > 0; queue = queue[1:] {
+		for _, c := range children[queue[0]] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
+}
 
 // Local launches node processes on this machine.
 type Local struct {

@@ -500,6 +500,9 @@ func (j *jobState) actionRecord(a *consolepb.Action) store.ActionRecord {
 	if g := j.gate.Get(a.Id); g != nil && g.Key != "" {
 		rec.Params["key"] = g.Key
 	}
+	if mv, ok := j.moves[a.Id]; ok {
+		rec.Params["host"], rec.Params["from_host"] = mv.to, mv.from
+	}
 	return rec
 }
 
@@ -615,10 +618,11 @@ func (j *jobState) targets(a *consolepb.Action, node string) bool {
 		n, ok := j.nodes[node]
 		return ok && n.role == "worker" && !n.removed
 	}
-	if tableKind(a.Kind) || j.serverRestart(a) {
+	if tableKind(a.Kind) || j.serverRestart(a) || j.moved(a) {
 		// A table change reaches the workers once it is announced; its
 		// servers get their own commands (servercmd.go), and a relaunched
-		// server's old agent must never see its KILL_RESTART.
+		// server's old agent must never see its KILL_RESTART, nor a node
+		// moved to another host its new agent (hosts.go).
 		return false
 	}
 	if d := defOf(a); d != nil && d.targets != nil {

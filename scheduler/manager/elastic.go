@@ -165,6 +165,20 @@ func (m *Manager) retable(j *jobState, a *consolepb.Action) {
 				a.Target = name
 			}
 			j.nodes[name] = j.newNode(name, "server")
+			if replaced != "" && j.hosts != nil {
+				// The relaunched server goes to a free host, or else
+				// where the old one is (its host's slowness stays).
+				from := j.hosts.hostOf(replaced)
+				to, _, ok := j.hosts.take(name)
+				if !ok {
+					to = from
+					j.hosts.on[name] = from
+				}
+				if j.moves == nil {
+					j.moves = map[string]hostMove{}
+				}
+				j.moves[a.Id] = hostMove{to: to, from: from}
+			}
 		})
 		if baseline {
 			// Started with the others when the job is relaunched.
@@ -269,6 +283,16 @@ func (m *Manager) retable(j *jobState, a *consolepb.Action) {
 					if replaced != "" {
 						a.Predicted = fmt.Sprintf("relaunched as %s", j.coord.ServerNames()[newIdx])
 						j.mon.Forget(replaced)
+						if mv, ok := j.moves[a.Id]; ok {
+							// The old server has shut down: its host is free
+							// unless the new one is on it.
+							j.hosts.leave(replaced, j.nodes)
+							a.Predicted += fmt.Sprintf(" on host %s, leaving host %s", mv.to, mv.from)
+							if mv.to == mv.from {
+								a.Predicted = fmt.Sprintf("relaunched as %s on host %s (no host free: in place)", j.coord.ServerNames()[newIdx], mv.to)
+							}
+							m.event(j.spec.Name, "action", replaced, fmt.Sprintf("action %s %s: %s %s", a.Id, a.Kind, replaced, a.Predicted), "scheduler")
+						}
 					}
 					m.transition(j, a, ActApplied, "scheduler", e.Note)
 				})
@@ -364,12 +388,15 @@ func (j *jobState) snapshotDir() string {
 }
 
 // startAgent launches one more agent for the job.
-func (j *jobState) startAgent(role, node string) error {
+// extra are more agent flags (--relaunched).
+func (j *jobState) startAgent(role, node string, extra ...string) error {
 	l := j.getLauncher()
 	if l == nil {
 		return fmt.Errorf("start %s: job %s has no launcher (adopted after a scheduler restart)", node, j.spec.Name)
 	}
 	args := []string{"agent", "--scheduler", j.m.cfg.Addr, "--job", j.spec.Name, "--node", node, "--role", role}
+	j.onActor(func() { args = append(args, j.hostArgs(node)...) })
+	args = append(args, extra...)
 	if role == "server" {
 		args = append(args, "--snapshot-dir", j.snapshotDir())
 	}

@@ -501,7 +501,7 @@ func (m *Manager) launchQueued(j *jobState) error {
 		}
 		fresh := newJobState(m, s, cj, j.submitted)
 		j.onActor(func() {
-			j.spec, j.coord, j.nodes = s, cj, fresh.nodes
+			j.spec, j.coord, j.nodes, j.hosts = s, cj, fresh.nodes, fresh.hosts
 			j.mon.reset(fresh.mon)
 			j.invalidateViews()
 		})

@@ -126,6 +126,13 @@ type jobState struct {
 	// gp is the job's goodput ledger and hang detector (goodput.go); its
 	// own lock.
 	gp goodputState
+	// hosts is where the nodes run on simulated hosts (cluster.spare_hosts,
+	// hosts.go); nil without spare hosts. retired are the agents a move
+	// stopped on purpose (by PID), moves where each KILL_RESTART that moved
+	// its node took it (by action id).
+	hosts   *hostPlan
+	retired map[int]bool
+	moves   map[string]hostMove
 }
 
 // nodeState is what the manager knows of one node.
@@ -230,6 +237,7 @@ func newJobState(m *Manager, s *spec.Spec, cj *coordinator.Job, now time.Time) *
 		n.status.State = agentpb.NodeState_NODE_STATE_STARTING
 		n.cells = newBuckets(m.cfg.Columns)
 	}
+	j.hosts = newHostPlan(s, m.cfg.Pods != nil)
 	j.hist = newJobHistory(m, len(j.nodes))
 	j.marksCap = marksPerWorker(s)
 	j.initGoodput()
@@ -334,7 +342,7 @@ func (j *jobState) watchAgent(p *launch.Proc) {
 		return
 	}
 	f := j.facts()
-	if f.over || f.relaunching || p.Err() == nil {
+	if f.over || f.relaunching || p.Err() == nil || j.retiredAgent(p.Pid()) {
 		return
 	}
 	if j.agentKilled(p) {

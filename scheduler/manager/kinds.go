@@ -123,6 +123,14 @@ func init() {
 					m.spawn(func() { m.restartPod(j, a) })
 					return nil
 				}
+				if old, mv, ok := j.moveTarget(a); ok {
+					// A host is free (cluster.spare_hosts): the node is
+					// relaunched there, leaving its host behind.
+					j.mon.Forget(a.Target)
+					m.transition(j, a, ActDispatched, who, fmt.Sprintf("relaunching it on host %s (leaving host %s)", mv.to, mv.from))
+					m.spawn(func() { m.moveNode(j, a, old, mv) })
+					return nil
+				}
 				j.mon.Forget(a.Target)
 				j.await(a, []string{a.Target})
 				m.transition(j, a, ActDispatched, who, "to 1 node(s)")

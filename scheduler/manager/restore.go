@@ -138,6 +138,7 @@ func (m *Manager) restoreJob(s *spec.Spec, r store.JobRecord) (*jobState, error)
 		ns.status.State = nodeStateOf(n.State)
 		ns.removed = n.State == nodeRemoved
 	}
+	j.hosts.restore(j.spec, j.nodes)
 	if b, ok, _ := m.cfg.Store.GetPolicies(r.Name); ok {
 		var ps map[string]*policySetting
 		if json.Unmarshal(b, &ps) == nil {

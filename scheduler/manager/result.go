@@ -36,6 +36,12 @@ type ActionResult struct {
 	// policy's window once it was applied (history.go); absent when it
 	// could not be measured.
 	Realized *realizedResult `json:"realized,omitempty"`
+	// Host and FromHost are, for a KILL_RESTART on simulated hosts
+	// (cluster.spare_hosts), the host the node was relaunched on and the
+	// one it left (equal for a server relaunched in place); absent for a
+	// restart in place.
+	Host     string `json:"host,omitempty"`
+	FromHost string `json:"from_host,omitempty"`
 }
 
 // NodeResult is one node's summary.
@@ -151,7 +157,8 @@ func (j *jobState) result(ending string) *Result {
 			}
 			r.Actions = append(r.Actions, ActionResult{TimeS: a.Created.AsTime().Sub(j.submitted).Seconds(), Kind: a.Kind,
 				Node: a.Target, Reason: a.Reason, AppliedIteration: a.AppliedIteration, State: a.State, Policy: a.Policy, ID: a.Id,
-				PausedSeconds: a.PausedSeconds, StallSeconds: stalls[i], Error: a.Error, Realized: realizedOf(a.Realized)})
+				PausedSeconds: a.PausedSeconds, StallSeconds: stalls[i], Error: a.Error, Realized: realizedOf(a.Realized),
+				Host: j.moves[a.Id].to, FromHost: j.moves[a.Id].from})
 		}
 	})
 	j.m.reportSkipped(j, r.ScriptSkipped)

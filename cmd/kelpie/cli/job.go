@@ -420,10 +420,11 @@ func describeJob(j *consolepb.JobView) {
 			j.Monitor.WindowTransientS, j.Monitor.WindowPersistentS)
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "\nNODE\tROLE\tSTATE\tPID\tRESTARTS\tBATCH\tBPT SHORT\tBPT LONG\tCLASS\tITERATION")
+	// HOST last: the columns before it keep their places for scripts.
+	fmt.Fprintln(tw, "\nNODE\tROLE\tSTATE\tPID\tRESTARTS\tBATCH\tBPT SHORT\tBPT LONG\tCLASS\tITERATION\tHOST")
 	for _, n := range j.Nodes {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%.4f\t%.4f\t%s\t%d\n", n.Name, n.Role, n.State, n.Pid, n.Restarts,
-			n.BatchSize, n.BptShortS, n.BptLongS, n.Class, n.Iteration)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%.4f\t%.4f\t%s\t%d\t%s\n", n.Name, n.Role, n.State, n.Pid, n.Restarts,
+			n.BatchSize, n.BptShortS, n.BptLongS, n.Class, n.Iteration, n.Host)
 	}
 	tw.Flush()
 	if len(j.Policies) > 0 {

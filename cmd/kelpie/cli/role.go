@@ -47,6 +47,7 @@ func roleCmd() *cobra.Command {
 	c.Flags().StringVar(&o.Listen, "listen", "", "servers: listen address (default 127.0.0.1:0)")
 	c.Flags().StringVar(&o.SnapshotDir, "snapshot-dir", "", "servers: where to keep the periodic snapshot and restore it from")
 	c.Flags().BoolVar(&o.Relaunched, "relaunched", false, "the agent relaunched this role by a KILL_RESTART (in place: injections marked cured_by_restart are gone)")
+	c.Flags().StringVar(&o.Host, "host", "", "the simulated host this role runs on (cluster.spare_hosts; set by the agent): it carries that host's injections and its own marked follows_restart (default: its own host)")
 	c.Flags().DurationVar(&o.RetryFor, "retry-for", role.DefaultRetryFor, "how long calls to the coordinator are retried while the scheduler is away")
 	c.Flags().IntVar(&reportFD, "report-fd", 0, "file descriptor of the pipe to the agent (set by the agent)")
 	c.Flags().IntVar(&commandFD, "command-fd", 0, "file descriptor of the pipe from the agent (set by the agent)")

@@ -412,3 +412,34 @@ func TestUplinkScarce(t *testing.T) {
 		t.Errorf("ring's iteration 4× its uplink time: premise holds (%s)", text)
 	}
 }
+
+// TestRestartsElsewhere: the AntDT rows' premise holds only when AntDT-ND
+// restarted the straggler and every restart moved it to another host.
+func TestRestartsElsewhere(t *testing.T) {
+	const file = "antdt-worker-0.4-antdt-nd.yaml"
+	restart := func(node, to, from string) manager.ActionResult {
+		return manager.ActionResult{Kind: kindKillRestart, Node: node, State: "applied", Host: to, FromHost: from}
+	}
+	run := func(actions ...manager.ActionResult) map[string]*manager.Result {
+		return map[string]*manager.Result{file: {Actions: actions}}
+	}
+	p := RestartsElsewhere(file, "worker-2")
+	for _, c := range []struct {
+		name string
+		r    map[string]*manager.Result
+		want bool
+	}{
+		{"moved to the spare host", run(restart("worker-2", "spare-0", "worker-2")), true},
+		{"moved twice", run(restart("worker-2", "spare-0", "worker-2"), restart("worker-2", "worker-2", "spare-0")), true},
+		{"restarted in place", run(restart("worker-2", "", "")), false},
+		{"moved once, then in place", run(restart("worker-2", "spare-0", "worker-2"), restart("worker-2", "", "")), false},
+		{"a server relaunched on its own host", run(restart("worker-2", "worker-2", "worker-2")), false},
+		{"only another node moved", run(restart("worker-1", "spare-0", "worker-1")), false},
+		{"a failed restart", run(manager.ActionResult{Kind: kindKillRestart, Node: "worker-2", State: "failed", Host: "spare-0", FromHost: "worker-2"}), false},
+		{"no run", map[string]*manager.Result{}, false},
+	} {
+		if text, ok := p(c.r); ok != c.want {
+			t.Errorf("%s: RestartsElsewhere = %v (%s); want %v", c.name, ok, text, c.want)
+		}
+	}
+}

@@ -308,9 +308,18 @@ func (p AntDTND) adjust(workers []monitor.WorkerStat, j Job, stragglers, why []s
 	for i, w := range workers {
 		v[i] = w.Throughput
 		lo[i], hi[i] = minB, maxB
-		if _, ok := stuck[w.Node]; ok || !(v[i] > 0) {
-			// No throughput yet, or a batch cut already failed it: keep
-			// its batch.
+		_, isStuck := stuck[w.Node]
+		if !(v[i] > 0) && !isStuck && cur[i] > 0 {
+			// A worker that trains and has no throughput yet (its first
+			// reports not in, as a second into a job whose workers came
+			// up at different moments): a split now would keep its batch
+			// and move the straggler's share onto the few that reported,
+			// a split no later proposal corrects once the straggler is
+			// cured. Wait for it.
+			return Action{}, false
+		}
+		if isStuck || !(v[i] > 0) {
+			// A batch cut already failed it: keep its batch.
 			lo[i], hi[i] = cur[i], cur[i]
 		}
 		if !(v[i] > 0) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -471,5 +472,33 @@ func TestRestartOneBaseline(t *testing.T) {
 	}
 	if !strings.Contains(a.Predicted, "BPT 270ms → 110ms (the timeline's means over 30s") {
 		t.Errorf("predicted %q; want the timeline's before and after", a.Predicted)
+	}
+}
+
+// TestAntDTNDWaitsForEveryWorker: a batch split waits until every worker
+// that trains has a throughput. Split before a late worker's first reports,
+// it kept that worker's batch and moved the straggler's share onto the
+// workers that had reported (a torch job, whose children came up at
+// different moments, got worker-0 32 → 49, worker-1 32 → 15, workers 2 and
+// 3 left at 32, and no later split: the straggler no longer straggled).
+func TestAntDTNDWaitsForEveryWorker(t *testing.T) {
+	snap := workerScenario(slowAfter(25*s, 400*ms), 10*ms)
+	job := ndJob(false, nil)
+	job.Workers = append(slices.Clone(fourWorkers), "worker-4") // no report from it yet
+	job.GlobalBatch = 320
+	if got := plan(AntDTND{}.Propose(snap, job)); len(got) != 0 {
+		t.Errorf("with worker-4 not reported yet: Propose = %q; want nothing yet", got)
+	}
+	// Once it has, the split covers all five.
+	job.Workers = fourWorkers
+	job.GlobalBatch = 256
+	acts := AntDTND{}.Propose(snap, job)
+	if got := plan(acts); len(got) != 1 || got[0] != "ADJUST_BS" {
+		t.Fatalf("with every worker reported: Propose = %q; want an ADJUST_BS", got)
+	}
+	for _, w := range fourWorkers {
+		if acts[0].BatchSizes[w] == 64 {
+			t.Errorf("%s kept its batch of 64 in %v: every worker's share moves", w, acts[0].BatchSizes)
+		}
 	}
 }

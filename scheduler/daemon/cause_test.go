@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"log/slog"
 	"testing"
 	"time"
 
@@ -52,11 +51,7 @@ func TestCauseCompute(t *testing.T) {
 	if testing.Short() {
 		t.Skip("an MNIST job")
 	}
-	d, err := Start(Config{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0", DataDir: t.TempDir(), Exe: kelpieBin,
-		NodeLog: logWriter{t}, Log: slog.New(slog.NewTextHandler(logWriter{t}, nil)), Tick: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := startLogged(t)
 	defer d.Close(true)
 	n := untilCause(t, d, `
 name: cause-compute

@@ -2,10 +2,8 @@ package daemon
 
 import (
 	"encoding/json"
-	"log/slog"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestClosedLoop is issue 16's closed loop, live: worker-2 turns into a
@@ -25,11 +23,7 @@ func TestClosedLoop(t *testing.T) {
 	if testing.Short() {
 		t.Skip("an MNIST job")
 	}
-	d, err := Start(Config{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0", DataDir: t.TempDir(), Exe: kelpieBin,
-		NodeLog: logWriter{t}, Log: slog.New(slog.NewTextHandler(logWriter{t}, nil)), Tick: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := startLogged(t)
 	defer d.Close(true)
 	res := runJob(t, d, `
 name: closedloop

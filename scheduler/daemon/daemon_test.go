@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -364,4 +365,17 @@ func TestWorkerCrashLoopFailsJob(t *testing.T) {
 			t.Errorf("%s (pid %d) still runs after the job failed", p.Name, p.Pid())
 		}
 	}
+}
+
+// startLogged starts a scheduler for a test on 127.0.0.1 with a fresh data
+// directory and the built kelpie, its own log and its nodes' logs in the
+// test's, ticking every 200 ms. The caller closes it.
+func startLogged(t *testing.T) *Daemon {
+	t.Helper()
+	d, err := Start(Config{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0", DataDir: t.TempDir(), Exe: kelpieBin,
+		NodeLog: logWriter{t}, Log: slog.New(slog.NewTextHandler(logWriter{t}, nil)), Tick: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"log/slog"
 	"math"
 	"strings"
 	"syscall"
@@ -67,11 +66,7 @@ func TestElasticJob(t *testing.T) {
 	}
 	// The scheduler's events go to the test log too: a failure shows what
 	// the actions did.
-	d, err := Start(Config{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0", DataDir: t.TempDir(), Exe: kelpieBin,
-		NodeLog: logWriter{t}, Log: slog.New(slog.NewTextHandler(logWriter{t}, nil)), Tick: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := startLogged(t)
 	defer d.Close(true)
 	calm := runJob(t, d, strings.Replace(elasticBase, "NAME", "calm", 1), nil)
 	killed := make(chan int, 1) // the PID killed, 0 if none

@@ -1,9 +1,7 @@
 package daemon
 
 import (
-	"log/slog"
 	"testing"
-	"time"
 )
 
 // TestRollbackAuto: the fixed-delay straggler of TestClosedLoop — a
@@ -15,11 +13,7 @@ func TestRollbackAuto(t *testing.T) {
 	if testing.Short() {
 		t.Skip("an MNIST job")
 	}
-	d, err := Start(Config{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0", DataDir: t.TempDir(), Exe: kelpieBin,
-		NodeLog: logWriter{t}, Log: slog.New(slog.NewTextHandler(logWriter{t}, nil)), Tick: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := startLogged(t)
 	defer d.Close(true)
 	res := runJob(t, d, `
 name: rollback

@@ -3,7 +3,6 @@ package daemon
 import (
 	"bytes"
 	"fmt"
-	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -41,11 +40,7 @@ func TestSpareHostMove(t *testing.T) {
 	if testing.Short() {
 		t.Skip("two MNIST jobs")
 	}
-	d, err := Start(Config{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0", DataDir: t.TempDir(), Exe: kelpieBin,
-		NodeLog: logWriter{t}, Log: slog.New(slog.NewTextHandler(logWriter{t}, nil)), Tick: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := startLogged(t)
 	defer d.Close(true)
 	const sleep = 20e-3 // the injected delay, seconds
 	for _, c := range []struct {
@@ -200,11 +195,7 @@ func TestSpareHostServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("two MNIST jobs")
 	}
-	d, err := Start(Config{GRPC: "127.0.0.1:0", HTTP: "127.0.0.1:0", DataDir: t.TempDir(), Exe: kelpieBin,
-		NodeLog: logWriter{t}, Log: slog.New(slog.NewTextHandler(logWriter{t}, nil)), Tick: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := startLogged(t)
 	defer d.Close(true)
 	const src = `
 name: NAME

@@ -107,6 +107,21 @@ func (r Record) alive() bool {
 	return err == nil && st == r.Start
 }
 
+// Observed is a record of node's agent made from its PID as seen on this
+// host (an agent that connected to a scheduler that did not launch it: a
+// standby that took over from the replica that did, whose record file it
+// cannot read). False when no such process runs here.
+func Observed(node string, pid int) (Record, bool) {
+	if pid <= 0 {
+		return Record{}, false
+	}
+	st, err := procStart(pid)
+	if err != nil {
+		return Record{}, false
+	}
+	return Record{Node: node, Pid: pid, Start: st}, true
+}
+
 // Gone says whether the newest process group recorded for node among recs
 // (ReadRecords) has ended: its leader (the node's agent) no longer runs —
 // it exited, or its PID belongs to another process now. A restarted

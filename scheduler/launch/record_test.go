@@ -153,3 +153,32 @@ func TestGone(t *testing.T) {
 }
 
 func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
+
+// TestObserved: an agent seen connecting is recorded from its PID on this
+// host (a replica that did not launch it has no record of its own), and
+// Gone reads that record as it reads the launcher's: alive while the
+// process runs, gone once it has exited.
+func TestObserved(t *testing.T) {
+	if _, ok := Observed("worker-0", 0); ok {
+		t.Error("PID 0 observed")
+	}
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r, ok := Observed("worker-0", cmd.Process.Pid)
+	if !ok || r.Pid != cmd.Process.Pid || r.Start == 0 {
+		t.Fatalf("Observed(running sleep) = %+v, %v", r, ok)
+	}
+	if Gone([]Record{r}, "worker-0") {
+		t.Error("a running agent is gone")
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	if !Gone([]Record{r}, "worker-0") {
+		t.Error("an agent that exited is not gone")
+	}
+	if _, ok := Observed("worker-0", cmd.Process.Pid); ok {
+		t.Error("an exited process observed")
+	}
+}

@@ -91,12 +91,16 @@ func (j *jobState) relaunchGone() {
 	m := j.m
 	var l *launch.Local
 	var lost []*nodeState
+	seen := map[string]launch.Record{}
 	j.onActor(func() {
 		l = j.launcher
 		if !j.adopted.IsZero() && l != nil && l.RecordFile != "" && !j.over() {
 			for _, n := range j.nodes {
 				if n.status.State == agentpb.NodeState_NODE_STATE_LOST && !n.removed && n.agentKills < maxAgentRelaunches {
 					lost = append(lost, n)
+					if n.seenAgent != nil {
+						seen[n.name] = *n.seenAgent
+					}
 				}
 			}
 		}
@@ -114,6 +118,11 @@ func (j *jobState) relaunchGone() {
 		return
 	}
 	for _, n := range lost {
+		if r, ok := seen[n.name]; ok && !recorded(recs, n.name) {
+			// Launched by another replica (its record file is its own):
+			// the agent as it was seen connecting here.
+			recs = append(recs, r)
+		}
 		if ours[n.name] || !launch.Gone(recs, n.name) {
 			continue // ours, or alive but silent (stopped, cut off, slow): it may come back
 		}
@@ -142,6 +151,16 @@ func (j *jobState) relaunchGone() {
 		})
 		m.event(j.spec.Name, "node", n.name, fmt.Sprintf("agent of %s, adopted after the scheduler restarted, is gone: launched again", n.name), "")
 	}
+}
+
+// recorded says whether recs hold a process group of node.
+func recorded(recs []launch.Record, node string) bool {
+	for _, r := range recs {
+		if r.Node == node {
+			return true
+		}
+	}
+	return false
 }
 
 // replaced says whether an agent connecting for n is an old one that the

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kelpie/kelpie/proto/agentpb"
 	"github.com/kelpie/kelpie/scheduler/clock"
+	"github.com/kelpie/kelpie/scheduler/launch"
 	"github.com/kelpie/kelpie/scheduler/store"
 )
 
@@ -146,6 +147,12 @@ func (s *AgentService) Connect(stream agentpb.Agent_ConnectServer) error {
 		replay []*agentpb.ActionCommand
 		stop   string
 	)
+	// The agent as this host sees it (read off the actor): how a replica
+	// that did not launch it learns later that it died (adopt.go).
+	var seenAgent *launch.Record
+	if r, ok := launch.Observed(hello.Node, int(hello.AgentPid)); ok {
+		seenAgent = &r
+	}
 	j.onActor(func() {
 		n = j.nodes[hello.Node]
 		switch {
@@ -164,6 +171,7 @@ func (s *AgentService) Connect(stream agentpb.Agent_ConnectServer) error {
 			n.conn.close()
 		}
 		n.conn = conn
+		n.seenAgent = seenAgent
 		n.host = hello.Host
 		n.peerAddr = hello.PeerAddr
 		n.lastSeen = m.now()

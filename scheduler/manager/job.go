@@ -141,13 +141,14 @@ type nodeState struct {
 	key        *nodeKey // its place in the nodes' order, made on first use (sortKey)
 	host       string
 	status     agentpb.NodeStatus
-	lastSeen   time.Time  // its agent's connection or last change of state (see seen)
-	conn       *agentConn // nil while the agent is disconnected
-	peerAddr   string     // its agent's peer service (AgentHello.peer_addr), "" for none
-	removed    bool       // taken out of the job (REMOVE_WORKER, or an added worker that never came up)
-	relaunched bool       // launched again after it was lost (adopt.go)
-	agentPid   int        // the relaunched agent's PID
-	agentKills int        // times its agent was killed and launched again
+	lastSeen   time.Time      // its agent's connection or last change of state (see seen)
+	conn       *agentConn     // nil while the agent is disconnected
+	peerAddr   string         // its agent's peer service (AgentHello.peer_addr), "" for none
+	removed    bool           // taken out of the job (REMOVE_WORKER, or an added worker that never came up)
+	relaunched bool           // launched again after it was lost (adopt.go)
+	agentPid   int            // the relaunched agent's PID
+	seenAgent  *launch.Record // its agent as last seen connecting, when it runs on this host (adopt.go)
+	agentKills int            // times its agent was killed and launched again
 	// A server's counters as its agent last sent them (never changed once
 	// received) and when they arrived.
 	stats   *pspb.ServerStats

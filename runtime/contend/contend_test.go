@@ -88,9 +88,16 @@ func shares(t *testing.T, d time.Duration, pids ...int) []float64 {
 
 // TestCPUContention: a kind cpu straggler at intensity 0.95 really takes
 // the node's CPU: its share of a CPU, measured from /proc (utime+stime over
-// wall time, not from the injection's own figures), drops, and a peer node
-// does not speed up (the competitor takes what the node loses; a quota or
-// a sleep would hand it to the peer). Stop leaves no competitor behind.
+// wall time, not from the injection's own figures), drops, and the
+// competitors are what take it: together they run most of that CPU (a
+// quota or a sleep would leave it idle or hand it to a peer). Stop leaves
+// no competitor behind.
+//
+// The peer node is measured and logged, not judged: whether it speeds up
+// depends on what else the machine runs in those seconds (a CI run's other
+// test binaries), which is noise larger than any effect of ours on a
+// 2-CPU machine (CI seed run of 2026-12-07: peer 0.68 -> 0.99 as another
+// package's tests ended).
 func TestCPUContention(t *testing.T) {
 	if testing.Short() || runtime.NumCPU() < 2 {
 		t.Skip("needs 2 CPUs and about 4 s")
@@ -114,18 +121,24 @@ func TestCPUContention(t *testing.T) {
 		t.Fatalf("plan %+v; want %+v, leaving the node about 5 %% (at most 12 %% unprivileged)", p, want)
 	}
 	pids := c.Pids()
-	under := shares(t, window, node.Process.Pid, peer.Process.Pid)
+	under := shares(t, window, append([]int{node.Process.Pid, peer.Process.Pid}, pids...)...)
 	c.Stop()
-	t.Logf("CPU share (of one CPU, from /proc): node %.2f -> %.2f, peer %.2f -> %.2f (plan: %d competitors at nice %d on cpu %d, the node keeps %.0f %%)",
-		base[0], under[0], base[1], under[1], p.K, p.Nice, c.CPU(), 100*p.Share)
+	competitors := 0.0
+	for _, s := range under[2:] {
+		competitors += s
+	}
+	t.Logf("CPU share (of one CPU, from /proc): node %.2f -> %.2f, peer %.2f -> %.2f, competitors %.2f (plan: %d competitors at nice %d on cpu %d, the node keeps %.0f %%)",
+		base[0], under[0], base[1], under[1], competitors, p.K, p.Nice, c.CPU(), 100*p.Share)
 	// On a quiet machine the node drops to about the plan's share; on a
 	// loaded one the other tasks on its CPU dilute the competitor, so the
 	// bound is loose: at most 0.7× of what it had.
 	if under[0] > 0.7*base[0] {
 		t.Errorf("the node's CPU share went from %.2f to %.2f under contention 0.95; want at most 0.7× (the plan leaves it %.0f %% of its CPU)", base[0], under[0], 100*p.Share)
 	}
-	if under[1] > 1.2*base[1]+0.05 {
-		t.Errorf("the peer's CPU share went from %.2f to %.2f: it sped up on the CPU the straggler lost", base[1], under[1])
+	// Pinned with the node at a lower nice, the competitors outweigh the
+	// other tasks on that CPU many times over: they run most of it.
+	if competitors < 0.5 {
+		t.Errorf("the competitors ran %.2f of a CPU; want at least 0.5: the CPU the node lost went elsewhere (idle or other tasks)", competitors)
 	}
 	for _, pid := range pids {
 		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/kelpie/kelpie/core/blocks"
 	"github.com/kelpie/kelpie/proto/agentpb"
 	"github.com/kelpie/kelpie/proto/consolepb"
+	"github.com/kelpie/kelpie/scheduler/launch"
 )
 
 // resumeTimeout bounds how long the relaunched workers of the
@@ -30,22 +31,36 @@ func (m *Manager) checkpointRestart(j *jobState, a *consolepb.Action, next block
 		return fmt.Errorf("checkpoint-and-restart needs the job's launcher (the job was adopted after a scheduler restart)")
 	}
 	t0 := m.now()
+	// A count, not a flag: this change's end (below, after the action is
+	// applied and persisted) may be taken in after the next change has
+	// begun; a flag cleared then let the next change's stopped agents read
+	// as agents that gave up (elastic-40mb-checkpoint-restart failed so,
+	// 2026-12-07).
 	j.onActor(func() {
-		j.relaunching = true
+		j.relaunching++
 	})
 	defer func() {
 		j.onActor(func() {
-			j.relaunching = false
+			j.relaunching--
 		})
 	}()
 	procs := l.Procs()
 	stop := func(role string) {
-		var wg sync.WaitGroup
+		var stopping []*launch.Proc
 		for _, p := range procs {
 			if strings.HasPrefix(p.Name, role+"-") {
-				wg.Add(1)
-				go func() { defer wg.Done(); p.Stop(time.Second) }()
+				stopping = append(stopping, p)
 			}
+		}
+		// Stopped on purpose: their ends are not failures (watchAgent),
+		// whenever they are taken in.
+		j.onActor(func() {
+			j.retire(stopping...)
+		})
+		var wg sync.WaitGroup
+		for _, p := range stopping {
+			wg.Add(1)
+			go func() { defer wg.Done(); p.Stop(time.Second) }()
 		}
 		wg.Wait()
 	}

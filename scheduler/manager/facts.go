@@ -24,7 +24,7 @@ type jobFacts struct {
 // publishFacts publishes the job's facts as they are now. It runs on the
 // actor (or before the job is published, or in the ended actor's stead).
 func (j *jobState) publishFacts() {
-	j.pub.Store(&jobFacts{state: j.state, err: j.err, over: j.over(), relaunching: j.relaunching, ended: j.ended,
+	j.pub.Store(&jobFacts{state: j.state, err: j.err, over: j.over(), relaunching: j.relaunching > 0, ended: j.ended,
 		res: j.res, launcher: j.launcher, nodes: len(j.nodes)})
 }
 

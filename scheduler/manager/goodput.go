@@ -192,7 +192,7 @@ func (j *jobState) lifecycle(got func(ledger.Phase, map[string]ledger.Phase, []h
 		switch {
 		case j.state == StateQueued || j.state == StateStarting:
 			job = ledger.Queued
-		case j.relaunching:
+		case j.relaunching > 0:
 			job = ledger.Recovering
 		}
 		all = make([]*nodeState, 0, len(j.nodes))

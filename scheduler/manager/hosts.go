@@ -149,10 +149,7 @@ func (j *jobState) moveTarget(a *consolepb.Action) (old *launch.Proc, mv hostMov
 	if mv.to, mv.from, ok = j.hosts.take(a.Target); !ok {
 		return nil, hostMove{}, false
 	}
-	if j.retired == nil {
-		j.retired = map[int]bool{}
-	}
-	j.retired[old.Pid()] = true // its end is not a failure (watchAgent)
+	j.retire(old) // its end is not a failure (watchAgent)
 	if j.moves == nil {
 		j.moves = map[string]hostMove{}
 	}
@@ -214,6 +211,17 @@ func (m *Manager) moveNode(j *jobState, a *consolepb.Action, old *launch.Proc, m
 // hostMove is where a KILL_RESTART relaunched its node: the host it went
 // to and the one it left.
 type hostMove struct{ to, from string }
+
+// retire records agent processes stopped on purpose, whose ends are not
+// failures (watchAgent). The caller is the job's actor.
+func (j *jobState) retire(procs ...*launch.Proc) {
+	if j.retired == nil {
+		j.retired = map[int]bool{}
+	}
+	for _, p := range procs {
+		j.retired[p.Pid()] = true
+	}
+}
 
 // retiredAgent says whether an agent process was stopped on purpose by a
 // move (its end is not the node's failure).

@@ -94,9 +94,10 @@ type jobState struct {
 	accum       map[string]int     // gradient-accumulation counts in effect (AntDT-DD)
 	lrScale     map[string]float64 // learning-rate scales in effect (ADJUST_LR)
 	rng         *rand.Rand         // PSLD's random source, seeded by the spec; used by the job's tick only
-	// relaunching: the checkpoint-and-restart baseline is stopping the
-	// job's agents on purpose.
-	relaunching bool
+	// relaunching counts the checkpoint-and-restart baselines under way
+	// (one at a time, but one's end may be taken in after the next's
+	// start): non-zero while the job's agents are stopped on purpose.
+	relaunching int
 	// adopted is when a restarted scheduler took the live job over from
 	// the store (zero for a job it launched).
 	adopted time.Time

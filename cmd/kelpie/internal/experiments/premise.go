@@ -2,9 +2,12 @@ package experiments
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/kelpie/kelpie/core/spec"
 	"github.com/kelpie/kelpie/scheduler/manager"
+	"github.com/kelpie/kelpie/scheduler/monitor"
+	"github.com/kelpie/kelpie/scheduler/policy"
 )
 
 // A row's premise is what must be true of its runs for the comparison to
@@ -139,5 +142,39 @@ func AppliedIn(file string) func(map[string]*manager.Result) (string, bool) {
 			n += c
 		}
 		return fmt.Sprintf("%s applied %v", file, k), n > 0
+	}
+}
+
+// RecoverySensed is the premise "file's run went on long enough after
+// server's slow period for the scheduler to sense the recovery": it
+// trained at least one of the Monitor's long windows past the end of the
+// server's slowed bandwidth (the window of the servers' profiles, which
+// PSLD reads: the spec's antdt-nd window_persistent, 20 s by default).
+func RecoverySensed(file, server string) func(map[string]*manager.Result) (string, bool) {
+	return func(r map[string]*manager.Result) (string, bool) {
+		if m := missing(r, file); m != "" {
+			return m, false
+		}
+		s, err := Spec(file)
+		if err != nil {
+			return err.Error(), false
+		}
+		end := time.Duration(0)
+		for _, st := range s.Stragglers {
+			if st.Node == server && st.Kind == spec.StragglerBandwidth && st.End > end {
+				end = st.End
+			}
+		}
+		if end == 0 {
+			return fmt.Sprintf("%s has no bandwidth straggler that ends", server), false
+		}
+		window := monitor.DefaultConfig().LPer
+		if w := s.Policies[policy.NameAntDTND].Params.Duration(policy.NDWindowPersistent); w > 0 {
+			window = w
+		}
+		t := r[file].TrainSeconds
+		past := t - end.Seconds()
+		return fmt.Sprintf("the run trained %.1f s, past %s's slow period (%v) by %.1f s; the long window that must see the recovery is %v",
+			t, server, end, past, window), past >= window.Seconds()
 	}
 }

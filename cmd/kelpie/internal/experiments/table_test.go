@@ -443,3 +443,23 @@ func TestRestartsElsewhere(t *testing.T) {
 		}
 	}
 }
+
+// TestRecoverySensed: the transient row's premise reads the long window
+// from the spec (4 s in psld-transient-explore.yaml, server-1 slow until
+// 8 s): a run that trained 11.9 s could not sense the recovery, one of
+// 12.1 s could.
+func TestRecoverySensed(t *testing.T) {
+	premise := RecoverySensed("psld-transient-explore.yaml", "server-1")
+	for _, c := range []struct {
+		train float64
+		want  bool
+	}{{11.9, false}, {12.1, true}, {30, true}} {
+		text, ok := premise(map[string]*manager.Result{"psld-transient-explore.yaml": {TrainSeconds: c.train, Throughput: 1}})
+		if ok != c.want {
+			t.Errorf("trained %.1f s: premise %t, want %t (%s)", c.train, ok, c.want, text)
+		}
+	}
+	if _, ok := RecoverySensed("psld-transient-explore.yaml", "server-0")(map[string]*manager.Result{"psld-transient-explore.yaml": {TrainSeconds: 30, Throughput: 1}}); ok {
+		t.Error("server-0 is never slowed: no recovery to sense, the premise cannot hold")
+	}
+}

@@ -310,7 +310,7 @@ var (
 		// (since 2026-11-22), so it asked five times what sensing the
 		// recovery needs and failed every round.
 		Premise: RecoverySensed("psld-transient-explore.yaml", "server-1"),
-		Values: pair(MetricThroughput, "psld-transient-no-explore.yaml", "psld-transient-explore.yaml"),
+		Values:  pair(MetricThroughput, "psld-transient-no-explore.yaml", "psld-transient-explore.yaml"),
 	}
 )
 

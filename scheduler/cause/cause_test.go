@@ -148,6 +148,15 @@ func TestRecent(t *testing.T) {
 	if mt := r.MeanTrips(); len(mt) != 1 || mt[0] != (ServerMean{Server: "server-0", Seconds: 5.5}) {
 		t.Errorf("MeanTrips() = %v; want [{server-0 5.5}]", mt)
 	}
+	// A TripsWindow is the round trips as they were when it was taken.
+	w := r.TripsWindow()
+	r.Add(Sample{Iterations: 2, RoundTrips: []ServerTrips{{Server: "server-1", Trips: Trips{Seconds: 100, N: 1}}}})
+	if mt := w.MeanTrips(); len(mt) != 1 || mt[0] != (ServerMean{Server: "server-0", Seconds: 5.5}) {
+		t.Errorf("TripsWindow taken before an Add: MeanTrips() = %v; want [{server-0 5.5}]", mt)
+	}
+	if mt := r.MeanTrips(); len(mt) != 2 || mt[1] != (ServerMean{Server: "server-1", Seconds: 100}) {
+		t.Errorf("after the Add: MeanTrips() = %v; want server-1 at 100 s second", mt)
+	}
 }
 
 func TestServerRecent(t *testing.T) {

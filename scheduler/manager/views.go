@@ -327,10 +327,11 @@ type nodeRow struct {
 	accum            int
 	cells            *buckets
 	seriesName       string // its chart series: "bpt/worker-2", "speed/server-0"
-	// cause is a copy of the node's recent split windows (a few hundred
-	// bytes): what its time went to is computed from it off the actor
-	// (computing it on the actor was most of a view's turns there).
-	cause nodeCause
+	// cause is what the node's recent split windows say, frozen
+	// (nodeCause.freeze): what its time went to is computed from it off
+	// the actor (computing it on the actor was most of a view's turns
+	// there).
+	cause frozenCause
 }
 
 // seriesName is the name of the chart series of node name in role, made
@@ -450,7 +451,7 @@ func (j *jobState) view(detail bool, columns int) *consolepb.JobView {
 						pid: n.status.Pid, restarts: n.status.Restarts, batch: p.batch, iteration: p.iteration,
 						spark: p.spark, lastSeen: n.seenWith(*p), removed: n.removed,
 						accum: max(j.accum[n.name], 1), cells: n.cells, seriesName: j.seriesName(n.name, n.role),
-						cause: n.cause})
+						cause: n.cause.freeze()})
 				}
 			})
 		}

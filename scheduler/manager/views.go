@@ -73,6 +73,26 @@ func (j *jobState) viewTTL(key viewKey) time.Duration {
 	return ttl
 }
 
+// viewSince is the earliest time a view for key served at now may have
+// been built: a detail view that lives a heatmap bucket (a big job's,
+// viewTTL) goes stale when the bucket it was built in ends, so that the
+// console's view and the timeline's frames, which need a view built since
+// the bucket closed (frameView), share one build a bucket — with the TTL
+// counted from the build alone, the console's view was often a fraction of
+// a bucket too old for the frame, and the frame built its own. Zero for
+// every other view.
+func (j *jobState) viewSince(key viewKey, now time.Time, ttl time.Duration) time.Time {
+	b := j.m.cfg.Bucket
+	if !key.detail || b <= 0 || ttl != b {
+		return time.Time{}
+	}
+	c := j.column(now)
+	if c < 0 {
+		return time.Time{}
+	}
+	return j.bucket0.Add(time.Duration(c) * b)
+}
+
 type viewKey struct {
 	detail  bool
 	columns int
@@ -86,12 +106,13 @@ type cachedView struct {
 // viewCache is a job's published views; never changed once published.
 type viewCache map[viewKey]cachedView
 
-// fresh is the cached view for key if it is younger than ttl.
-func (c *viewCache) fresh(key viewKey, now time.Time, ttl time.Duration) *consolepb.JobView {
+// fresh is the cached view for key if it is younger than ttl and was not
+// built before since.
+func (c *viewCache) fresh(key viewKey, now time.Time, ttl time.Duration, since time.Time) *consolepb.JobView {
 	if c == nil {
 		return nil
 	}
-	if v, ok := (*c)[key]; ok && now.Sub(v.at) < ttl {
+	if v, ok := (*c)[key]; ok && now.Sub(v.at) < ttl && !v.at.Before(since) {
 		return v.v
 	}
 	return nil
@@ -115,12 +136,13 @@ func (c *viewCache) with(key viewKey, v *consolepb.JobView, now time.Time, ttl f
 // fresh, else a new one, built by one goroutine at a time.
 func (j *jobState) publishedView(key viewKey, now time.Time) *consolepb.JobView {
 	ttl := j.viewTTL(key)
-	if v := j.views.Load().fresh(key, now, ttl); v != nil {
+	since := j.viewSince(key, now, ttl)
+	if v := j.views.Load().fresh(key, now, ttl, since); v != nil {
 		return v
 	}
 	j.viewMu.Lock()
 	defer j.viewMu.Unlock()
-	if v := j.views.Load().fresh(key, now, ttl); v != nil {
+	if v := j.views.Load().fresh(key, now, ttl, since); v != nil {
 		return v
 	}
 	old := j.views.Load()

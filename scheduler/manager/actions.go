@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -904,7 +905,9 @@ func (j *jobState) runPolicies(snap monitor.Snapshot, now time.Time) {
 	if in != nil {
 		in.thaw()
 		sortWorkers(in.job.Workers)
-		in.job.TimelineBPT = timelineBPT(frames, snap.Config.LPer)
+		// Made when a policy reads it (about a straggler), once a tick.
+		window := snap.Config.LPer
+		in.job.TimelineBPTOf = sync.OnceValue(func() map[string]float64 { return timelineBPT(frames, window) })
 	}
 	var proposals []policy.Action
 	if in != nil {

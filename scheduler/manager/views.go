@@ -43,6 +43,39 @@ func (m *Manager) View(names []string, heatmapColumns int) []*consolepb.JobView 
 	return out
 }
 
+// metricsViews are every job's detail views for /metrics (Collector), in
+// the order of JobNames.
+func (m *Manager) metricsViews() []*consolepb.JobView {
+	jobs := m.jobList()
+	now := m.now()
+	var out []*consolepb.JobView
+	for _, n := range m.JobNames() {
+		if j, ok := jobs[n]; ok {
+			out = append(out, j.metricsView(now))
+		}
+	}
+	return out
+}
+
+// metricsView is the job's detail view for /metrics: a fresh published
+// detail view of any heatmap width (the console's: the metrics read no
+// heatmap), else one of its own, one column wide. A scrape built a
+// 20,000-node view of its own beside the console's.
+func (j *jobState) metricsView(now time.Time) *consolepb.JobView {
+	if c := j.views.Load(); c != nil {
+		for k := range *c {
+			if !k.detail {
+				continue
+			}
+			ttl := j.viewTTL(k)
+			if v := c.fresh(k, now, ttl, j.viewSince(k, now, ttl)); v != nil {
+				return v
+			}
+		}
+	}
+	return j.publishedView(viewKey{detail: true, columns: 1}, now)
+}
+
 // rowsPerTurn is how many nodes' rows a view build freezes in one turn of
 // the job's actor (about a quarter of a millisecond); a variable for
 // tests.

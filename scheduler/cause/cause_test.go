@@ -159,6 +159,39 @@ func TestRecent(t *testing.T) {
 	}
 }
 
+// TestMeanTripsAnyOrder: MeanTrips agrees with RoundTrips whether a
+// worker's reports list its servers in one order or not.
+func TestMeanTripsAnyOrder(t *testing.T) {
+	for _, rotate := range []bool{false, true} {
+		var r Recent
+		servers := []string{"server-0", "server-1", "server-2", "server-3", "server-4"}
+		for i := range Keep + 3 {
+			var s Sample
+			for k := range servers {
+				at := k
+				if rotate {
+					at = (k + i) % len(servers)
+				}
+				s.AddTrip(servers[at], float64(i+1)*0.001*float64(at+1))
+			}
+			if i%3 == 0 {
+				s.AddTrip("server-5", 0.5) // now and then one more
+			}
+			r.Add(s)
+		}
+		want := r.RoundTrips()
+		got := r.MeanTrips()
+		if len(got) != len(want) {
+			t.Fatalf("rotate %v: MeanTrips %v; want %d servers %v", rotate, got, len(want), want)
+		}
+		for _, m := range got {
+			if w := want[m.Server]; math.Abs(m.Seconds-w) > 1e-12 {
+				t.Errorf("rotate %v: %s %g; want %g", rotate, m.Server, m.Seconds, w)
+			}
+		}
+	}
+}
+
 func TestServerRecent(t *testing.T) {
 	var r ServerRecent
 	r.Add(Counters{Queue: 1, Apply: 2, Requests: 10})

@@ -130,7 +130,15 @@ func (w *TripsWindow) MeanTrips() []ServerMean {
 	sums := buf[:0]
 	for i := range w.n {
 	next:
-		for _, t := range w.trips[i] {
+		for at, t := range w.trips[i] {
+			// A worker's reports list its servers in one order as a
+			// rule: try the sum at the trip's own index first (the
+			// sums name each server once), then all of them.
+			if at < len(sums) && sums[at].Server == t.Server {
+				sums[at].Seconds += t.Seconds
+				sums[at].N += t.N
+				continue
+			}
 			for k := range sums {
 				if sums[k].Server == t.Server {
 					sums[k].Seconds += t.Seconds

@@ -148,6 +148,48 @@ func TestRecent(t *testing.T) {
 	if mt := r.MeanTrips(); len(mt) != 1 || mt[0] != (ServerMean{Server: "server-0", Seconds: 5.5}) {
 		t.Errorf("MeanTrips() = %v; want [{server-0 5.5}]", mt)
 	}
+	// A TripsWindow is the round trips as they were when it was taken.
+	w := r.TripsWindow()
+	r.Add(Sample{Iterations: 2, RoundTrips: []ServerTrips{{Server: "server-1", Trips: Trips{Seconds: 100, N: 1}}}})
+	if mt := w.MeanTrips(); len(mt) != 1 || mt[0] != (ServerMean{Server: "server-0", Seconds: 5.5}) {
+		t.Errorf("TripsWindow taken before an Add: MeanTrips() = %v; want [{server-0 5.5}]", mt)
+	}
+	if mt := r.MeanTrips(); len(mt) != 2 || mt[1] != (ServerMean{Server: "server-1", Seconds: 100}) {
+		t.Errorf("after the Add: MeanTrips() = %v; want server-1 at 100 s second", mt)
+	}
+}
+
+// TestMeanTripsAnyOrder: MeanTrips agrees with RoundTrips whether a
+// worker's reports list its servers in one order or not.
+func TestMeanTripsAnyOrder(t *testing.T) {
+	for _, rotate := range []bool{false, true} {
+		var r Recent
+		servers := []string{"server-0", "server-1", "server-2", "server-3", "server-4"}
+		for i := range Keep + 3 {
+			var s Sample
+			for k := range servers {
+				at := k
+				if rotate {
+					at = (k + i) % len(servers)
+				}
+				s.AddTrip(servers[at], float64(i+1)*0.001*float64(at+1))
+			}
+			if i%3 == 0 {
+				s.AddTrip("server-5", 0.5) // now and then one more
+			}
+			r.Add(s)
+		}
+		want := r.RoundTrips()
+		got := r.MeanTrips()
+		if len(got) != len(want) {
+			t.Fatalf("rotate %v: MeanTrips %v; want %d servers %v", rotate, got, len(want), want)
+		}
+		for _, m := range got {
+			if w := want[m.Server]; math.Abs(m.Seconds-w) > 1e-12 {
+				t.Errorf("rotate %v: %s %g; want %g", rotate, m.Server, m.Seconds, w)
+			}
+		}
+	}
 }
 
 func TestServerRecent(t *testing.T) {

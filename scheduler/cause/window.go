@@ -101,11 +101,44 @@ type ServerMean struct {
 // appear in the recent reports), summed in the same order: no map per
 // call — a view asks it of every worker, 20,000 maps a view at 20,000.
 func (r *Recent) MeanTrips() []ServerMean {
+	w := r.TripsWindow()
+	return w.MeanTrips()
+}
+
+// TripsWindow is the round trips of a Recent's samples as they are now:
+// what MeanTrips is computed from, a fifth of the Recent's size (a view
+// freezes one per worker, 20,000 of them a second at 20,000). It shares
+// the samples' round trips, which are never changed once added.
+type TripsWindow struct {
+	trips [Keep][]ServerTrips
+	n     int
+}
+
+// TripsWindow is r's round trips as they are now.
+func (r *Recent) TripsWindow() TripsWindow {
+	w := TripsWindow{n: min(r.n, Keep)}
+	for i := range w.n {
+		w.trips[i] = r.ring[i].RoundTrips
+	}
+	return w
+}
+
+// MeanTrips is Recent.MeanTrips of the Recent w was taken from, as it was
+// then.
+func (w *TripsWindow) MeanTrips() []ServerMean {
 	var buf [16]ServerTrips
 	sums := buf[:0]
-	for i := range min(r.n, Keep) {
+	for i := range w.n {
 	next:
-		for _, t := range r.ring[i].RoundTrips {
+		for at, t := range w.trips[i] {
+			// A worker's reports list its servers in one order as a
+			// rule: try the sum at the trip's own index first (the
+			// sums name each server once), then all of them.
+			if at < len(sums) && sums[at].Server == t.Server {
+				sums[at].Seconds += t.Seconds
+				sums[at].N += t.N
+				continue
+			}
 			for k := range sums {
 				if sums[k].Server == t.Server {
 					sums[k].Seconds += t.Seconds

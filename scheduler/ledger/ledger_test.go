@@ -94,6 +94,17 @@ func TestLedgerScenarios(t *testing.T) {
 			},
 			now: 2, job: Phases{Computing: 1, Communicating: 1},
 		},
+		{
+			name: "a worker that joins later counts from its first advance", workers: []string{"w0"},
+			steps: []step{
+				{t: 0, report: "w0", m: Measure{Compute: 1}},
+				{t: 2, advance: true, job: R, nodes: map[string]Phase{"w0": R}},
+				{t: 2, report: "w1", m: Measure{Wait: 1}}, // not in the ledger's order yet
+				{t: 4, advance: true, job: R, nodes: map[string]Phase{"w0": R, "w1": R}},
+			},
+			now: 4, job: Phases{Computing: 3, Waiting: 1},
+			node: map[string]Phases{"w0": {Computing: 4}, "w1": {Waiting: 2}},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -902,8 +903,11 @@ func (j *jobState) runPolicies(snap monitor.Snapshot, now time.Time) {
 		}
 	})
 	if in != nil {
+		in.thaw()
 		sortWorkers(in.job.Workers)
-		in.job.TimelineBPT = timelineBPT(frames, snap.Config.LPer)
+		// Made when a policy reads it (about a straggler), once a tick.
+		window := snap.Config.LPer
+		in.job.TimelineBPTOf = sync.OnceValue(func() map[string]float64 { return timelineBPT(frames, window) })
 	}
 	var proposals []policy.Action
 	if in != nil {
@@ -999,18 +1003,23 @@ func (j *jobState) changedSince(now time.Time, f func()) []*consolepb.Action {
 // policyInputs is what the job's policies read besides the Monitor's
 // snapshot, frozen on the job's actor so that they run off it.
 type policyInputs struct {
-	job      policy.Job
+	job policy.Job
+	// nodes make job's per-node maps, off the actor (thaw); nil once
+	// they are made.
+	nodes    *frozenPolicyJob
 	policies map[string]policySetting // modes and parameters (copies)
 	// The job's random source: only an exploring policy (PSLD) draws
 	// from it, and only on the job's tick.
 	rng *rand.Rand
 }
 
-// policyInputs copies what the policies read, its job's Workers in no
-// order (runPolicies sorts them off the actor). The caller is the job's
+// policyInputs copies what the policies read, its job's per-node maps
+// not yet made and its Workers in no order (runPolicies thaws and sorts
+// them off the actor). The caller is the job's
 // actor; it writes nothing.
 func (j *jobState) policyInputs() *policyInputs {
-	in := &policyInputs{job: j.policyJobUnsorted(), policies: map[string]policySetting{}, rng: j.rng}
+	f := j.freezePolicyJob()
+	in := &policyInputs{job: f.job0, nodes: &f, policies: map[string]policySetting{}, rng: j.rng}
 	in.job.Aggregating = j.aggregating()
 	for name, p := range j.policies {
 		in.policies[name] = policySetting{Mode: p.Mode, Params: maps.Clone(p.Params)}
@@ -1029,6 +1038,15 @@ func (j *jobState) policyInputs() *policyInputs {
 		}
 	}
 	return in
+}
+
+// thaw makes the job's per-node maps from the nodes frozen on the actor.
+// The caller is not the actor.
+func (in *policyInputs) thaw() {
+	if in.nodes != nil {
+		in.nodes.fill(&in.job)
+		in.nodes = nil
+	}
 }
 
 // withdrawStale expires the pending proposals of the policies that ran

@@ -29,34 +29,81 @@ func (j *jobState) policyJob() policy.Job {
 	return pj
 }
 
-// policyJobUnsorted is policyJob with its Workers in no order, made in one
-// pass over the nodes into maps sized once: it runs on the actor every
-// tick, and at 20,000 workers the sort (left to the caller, off the actor:
-// sortWorkers) and the maps' growth held the reports back some 25 ms.
+// policyJobUnsorted is policyJob with its Workers in no order. The
+// caller is the job's actor.
 func (j *jobState) policyJobUnsorted() policy.Job {
-	size := len(j.nodes)
-	pj := policy.Job{Name: j.spec.Name, GlobalBatch: j.spec.Train.GlobalBatch, BatchSizes: make(map[string]int, size),
-		Accumulation: make(map[string]int, size), LRScale: map[string]float64{}, Drop: j.drop, Busy: j.clusterBusy() != "", Throughput: j.thr.rate()}
-	pj.Outcomes, pj.Restarts, pj.Awaiting = j.outcomes(), make(map[string]int, size), j.awaiting()
-	pj.Applied = j.appliedByPolicy()
-	pj.Workers = make([]string, 0, size)
+	f := j.freezePolicyJob()
+	pj := f.job0
+	f.fill(&pj)
+	return pj
+}
+
+// frozenPolicyJob is policyJob as taken on the job's actor, its per-node
+// maps not yet made (frozenPolicyJob.fill makes them, off the actor): a
+// slice of the nodes in one pass. It runs on the actor every tick, and at
+// 20,000 workers the sort of the workers (sortWorkers) and then the three
+// maps of every node, made on the actor, held the reports back.
+type frozenPolicyJob struct {
+	job0  policy.Job // without Workers, BatchSizes, Accumulation, Restarts and LRScale
+	nodes []policyNode
+}
+
+// policyNode is what policyJob reads of one node.
+type policyNode struct {
+	name     string
+	worker   bool // a worker, not removed
+	batch    int  // its micro-batch: the samples of an iteration over its accumulation count
+	accum    int
+	restarts int
+	lr       float64
+	hasLR    bool
+}
+
+// freezePolicyJob is what policyJob is made of. The caller is the job's
+// actor.
+func (j *jobState) freezePolicyJob() frozenPolicyJob {
+	f := frozenPolicyJob{job0: policy.Job{Name: j.spec.Name, GlobalBatch: j.spec.Train.GlobalBatch, Drop: j.drop,
+		Busy: j.clusterBusy() != "", Throughput: j.thr.rate()}, nodes: make([]policyNode, 0, len(j.nodes))}
+	f.job0.Outcomes, f.job0.Awaiting = j.outcomes(), j.awaiting()
+	f.job0.Applied = j.appliedByPolicy()
 	for _, n := range j.nodes {
-		pj.Restarts[n.name] = int(n.status.Restarts)
-		if n.role != "worker" || n.removed {
+		pn := policyNode{name: n.name, restarts: int(n.status.Restarts), worker: n.role == "worker" && !n.removed}
+		if pn.worker {
+			w := n.name
+			c := 1
+			if len(j.accum) > 0 {
+				c = max(j.accum[w], 1)
+			}
+			// A worker reports the samples of an iteration: C_i micro-batches
+			// of B_i.
+			pn.batch, pn.accum = n.prog.batch/c, c
+			if len(j.lrScale) > 0 {
+				pn.lr, pn.hasLR = j.lrScale[w]
+			}
+		}
+		f.nodes = append(f.nodes, pn)
+	}
+	return f
+}
+
+// fill sets pj's per-node fields to the nodes' f was taken of: Workers
+// (in no order), BatchSizes, Accumulation, Restarts and LRScale.
+func (f *frozenPolicyJob) fill(pj *policy.Job) {
+	size := len(f.nodes)
+	pj.BatchSizes, pj.Accumulation, pj.LRScale = make(map[string]int, size), make(map[string]int, size), map[string]float64{}
+	pj.Restarts, pj.Workers = make(map[string]int, size), make([]string, 0, size)
+	for _, n := range f.nodes {
+		pj.Restarts[n.name] = n.restarts
+		if !n.worker {
 			continue
 		}
-		w := n.name
-		pj.Workers = append(pj.Workers, w)
-		c := max(j.accum[w], 1)
-		// A worker reports the samples of an iteration: C_i micro-batches
-		// of B_i.
-		pj.BatchSizes[w] = n.prog.batch / c
-		pj.Accumulation[w] = c
-		if f, ok := j.lrScale[w]; ok {
-			pj.LRScale[w] = f
+		pj.Workers = append(pj.Workers, n.name)
+		pj.BatchSizes[n.name] = n.batch
+		pj.Accumulation[n.name] = n.accum
+		if n.hasLR {
+			pj.LRScale[n.name] = n.lr
 		}
 	}
-	return pj
 }
 
 // sortWorkers orders worker names as the nodes' order does.

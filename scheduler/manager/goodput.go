@@ -305,17 +305,33 @@ func (j *jobState) goodputView(v *consolepb.JobView, over bool, ended time.Time)
 	}
 }
 
-// nodePhasesView fills each node's phases (the detail view's rows).
+// nodePhasesView fills each node's phases (the detail view's rows). The
+// ledger's lock is held for rowsPerTurn nodes at a time, and only to copy
+// their phases: the job's actor takes it for every report (goodputReport),
+// and a 20,000-node view that made each node's map under it held the
+// reports back for milliseconds.
 func (j *jobState) nodePhasesView(nodes []*consolepb.NodeView) {
-	j.gp.mu.Lock()
-	defer j.gp.mu.Unlock()
-	l := j.gp.led
-	if l == nil {
-		return
+	type nodePhases struct {
+		p  ledger.Phases
+		ok bool
 	}
-	for _, nv := range nodes {
-		if p, ok := l.Node(nv.Name, l.Now()); ok {
-			nv.Phases = p.Map()
+	got := make([]nodePhases, len(nodes))
+	for from := 0; from < len(nodes); from += rowsPerTurn {
+		to := min(from+rowsPerTurn, len(nodes))
+		j.gp.mu.Lock()
+		l := j.gp.led
+		if l == nil {
+			j.gp.mu.Unlock()
+			return
+		}
+		for i := from; i < to; i++ {
+			got[i].p, got[i].ok = l.Node(nodes[i].Name, l.Now())
+		}
+		j.gp.mu.Unlock()
+	}
+	for i, nv := range nodes {
+		if got[i].ok {
+			nv.Phases = got[i].p.Map()
 		}
 	}
 }

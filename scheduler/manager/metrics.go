@@ -99,7 +99,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	now := c.m.now()
 	jobs := c.m.jobList()
 	byState := map[string]int{}
-	for _, v := range c.m.View(c.m.JobNames(), 1) {
+	for _, v := range c.m.metricsViews() {
 		byState[v.State]++
 		live := !ended(v.State)
 		g(c.jobState, 1, v.Name, v.State)

@@ -167,3 +167,25 @@ func TestMetricsOfAKilledJob(t *testing.T) {
 		t.Errorf("kelpie_job_state %v; want killed", st)
 	}
 }
+
+// TestMetricsShareTheConsolesView: a scrape reads the detail view the
+// console keeps published, of whatever width, rather than building one of
+// its own; with none published it builds and publishes its own.
+func TestMetricsShareTheConsolesView(t *testing.T) {
+	clk := &testClock{t: time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)}
+	m, j, report := historyJob(t, filepath.Join(t.TempDir(), "kelpie.db"), clk)
+	report(map[string]float64{"worker-0": 0.002, "worker-1": 0.002, "worker-2": 0.002, "worker-3": 0.002})
+	j.invalidateViews()
+	console := m.View([]string{"hist"}, 30)[0]
+	if got := m.metricsViews(); len(got) != 1 || got[0] != console {
+		t.Errorf("with the console's view published, metricsViews built its own")
+	}
+	j.invalidateViews()
+	own := m.metricsViews()
+	if len(own) != 1 || own[0] == console || len(own[0].Nodes) == 0 {
+		t.Fatalf("with no view published: %d views; want one of its own, with its nodes", len(own))
+	}
+	if again := m.metricsViews(); again[0] != own[0] {
+		t.Error("a second scrape within the TTL built another view")
+	}
+}

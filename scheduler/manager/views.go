@@ -43,6 +43,39 @@ func (m *Manager) View(names []string, heatmapColumns int) []*consolepb.JobView 
 	return out
 }
 
+// metricsViews are every job's detail views for /metrics (Collector), in
+// the order of JobNames.
+func (m *Manager) metricsViews() []*consolepb.JobView {
+	jobs := m.jobList()
+	now := m.now()
+	var out []*consolepb.JobView
+	for _, n := range m.JobNames() {
+		if j, ok := jobs[n]; ok {
+			out = append(out, j.metricsView(now))
+		}
+	}
+	return out
+}
+
+// metricsView is the job's detail view for /metrics: a fresh published
+// detail view of any heatmap width (the console's: the metrics read no
+// heatmap), else one of its own, one column wide. A scrape built a
+// 20,000-node view of its own beside the console's.
+func (j *jobState) metricsView(now time.Time) *consolepb.JobView {
+	if c := j.views.Load(); c != nil {
+		for k := range *c {
+			if !k.detail {
+				continue
+			}
+			ttl := j.viewTTL(k)
+			if v := c.fresh(k, now, ttl, j.viewSince(k, now, ttl)); v != nil {
+				return v
+			}
+		}
+	}
+	return j.publishedView(viewKey{detail: true, columns: 1}, now)
+}
+
 // rowsPerTurn is how many nodes' rows a view build freezes in one turn of
 // the job's actor (about a quarter of a millisecond); a variable for
 // tests.
@@ -73,6 +106,26 @@ func (j *jobState) viewTTL(key viewKey) time.Duration {
 	return ttl
 }
 
+// viewSince is the earliest time a view for key served at now may have
+// been built: a detail view that lives a heatmap bucket (a big job's,
+// viewTTL) goes stale when the bucket it was built in ends, so that the
+// console's view and the timeline's frames, which need a view built since
+// the bucket closed (frameView), share one build a bucket — with the TTL
+// counted from the build alone, the console's view was often a fraction of
+// a bucket too old for the frame, and the frame built its own. Zero for
+// every other view.
+func (j *jobState) viewSince(key viewKey, now time.Time, ttl time.Duration) time.Time {
+	b := j.m.cfg.Bucket
+	if !key.detail || b <= 0 || ttl != b {
+		return time.Time{}
+	}
+	c := j.column(now)
+	if c < 0 {
+		return time.Time{}
+	}
+	return j.bucket0.Add(time.Duration(c) * b)
+}
+
 type viewKey struct {
 	detail  bool
 	columns int
@@ -86,12 +139,13 @@ type cachedView struct {
 // viewCache is a job's published views; never changed once published.
 type viewCache map[viewKey]cachedView
 
-// fresh is the cached view for key if it is younger than ttl.
-func (c *viewCache) fresh(key viewKey, now time.Time, ttl time.Duration) *consolepb.JobView {
+// fresh is the cached view for key if it is younger than ttl and was not
+// built before since.
+func (c *viewCache) fresh(key viewKey, now time.Time, ttl time.Duration, since time.Time) *consolepb.JobView {
 	if c == nil {
 		return nil
 	}
-	if v, ok := (*c)[key]; ok && now.Sub(v.at) < ttl {
+	if v, ok := (*c)[key]; ok && now.Sub(v.at) < ttl && !v.at.Before(since) {
 		return v.v
 	}
 	return nil
@@ -115,12 +169,13 @@ func (c *viewCache) with(key viewKey, v *consolepb.JobView, now time.Time, ttl f
 // fresh, else a new one, built by one goroutine at a time.
 func (j *jobState) publishedView(key viewKey, now time.Time) *consolepb.JobView {
 	ttl := j.viewTTL(key)
-	if v := j.views.Load().fresh(key, now, ttl); v != nil {
+	since := j.viewSince(key, now, ttl)
+	if v := j.views.Load().fresh(key, now, ttl, since); v != nil {
 		return v
 	}
 	j.viewMu.Lock()
 	defer j.viewMu.Unlock()
-	if v := j.views.Load().fresh(key, now, ttl); v != nil {
+	if v := j.views.Load().fresh(key, now, ttl, since); v != nil {
 		return v
 	}
 	old := j.views.Load()
@@ -327,10 +382,11 @@ type nodeRow struct {
 	accum            int
 	cells            *buckets
 	seriesName       string // its chart series: "bpt/worker-2", "speed/server-0"
-	// cause is a copy of the node's recent split windows (a few hundred
-	// bytes): what its time went to is computed from it off the actor
-	// (computing it on the actor was most of a view's turns there).
-	cause nodeCause
+	// cause is what the node's recent split windows say, frozen
+	// (nodeCause.freeze): what its time went to is computed from it off
+	// the actor (computing it on the actor was most of a view's turns
+	// there).
+	cause frozenCause
 }
 
 // seriesName is the name of the chart series of node name in role, made
@@ -450,7 +506,7 @@ func (j *jobState) view(detail bool, columns int) *consolepb.JobView {
 						pid: n.status.Pid, restarts: n.status.Restarts, batch: p.batch, iteration: p.iteration,
 						spark: p.spark, lastSeen: n.seenWith(*p), removed: n.removed,
 						accum: max(j.accum[n.name], 1), cells: n.cells, seriesName: j.seriesName(n.name, n.role),
-						cause: n.cause})
+						cause: n.cause.freeze()})
 				}
 			})
 		}

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/kelpie/kelpie/proto/consolepb"
 )
 
 // TestHeatmapAcrossTheRing: the buckets are a ring indexed by absolute
@@ -173,6 +175,38 @@ func TestViewTTL(t *testing.T) {
 		j.nodeCount.Store(int32(c.nodes))
 		if got := j.viewTTL(viewKey{detail: c.detail}); got != c.want {
 			t.Errorf("%d nodes, detail %v, bucket %v: TTL %v, want %v", c.nodes, c.detail, c.bucket, got, c.want)
+		}
+	}
+}
+
+// TestViewSince: a big job's detail view, which lives a heatmap bucket, is
+// stale once the bucket it was built in has ended (the console's view and
+// the timeline's frame then share one build a bucket); other views live
+// their TTL from their build.
+func TestViewSince(t *testing.T) {
+	b0 := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name    string
+		nodes   int
+		detail  bool
+		builtAt time.Duration // after the start of the job's first bucket
+		now     time.Duration
+		fresh   bool
+	}{
+		{"big, same bucket", 20000, true, 3100 * time.Millisecond, 3900 * time.Millisecond, true},
+		{"big, the bucket ended", 20000, true, 3900 * time.Millisecond, 4100 * time.Millisecond, false},
+		{"big, not detail: its TTL", 20000, false, 3900 * time.Millisecond, 4050 * time.Millisecond, true},
+		{"small: its TTL", 100, true, 3900 * time.Millisecond, 4050 * time.Millisecond, true},
+		{"small, past its TTL", 100, true, 3900 * time.Millisecond, 4150 * time.Millisecond, false},
+	} {
+		j := &jobState{m: &Manager{cfg: Config{Bucket: time.Second}}, bucket0: b0}
+		j.nodeCount.Store(int32(c.nodes))
+		key := viewKey{detail: c.detail}
+		built, now := b0.Add(c.builtAt), b0.Add(c.now)
+		views := viewCache{key: {v: &consolepb.JobView{}, at: built}}
+		ttl := j.viewTTL(key)
+		if got := views.fresh(key, now, ttl, j.viewSince(key, now, ttl)) != nil; got != c.fresh {
+			t.Errorf("%s: fresh %v, want %v", c.name, got, c.fresh)
 		}
 	}
 }

@@ -318,6 +318,9 @@ type server struct {
 	busy   ring[busySample]
 	lastAt int64
 	seen   bool
+	// purged is the Monitor's forgets count when comm last dropped the
+	// samples of forgotten workers (purge).
+	purged uint64
 }
 
 // Monitor accumulates samples; see the package comment.
@@ -334,6 +337,18 @@ type Monitor struct {
 	// Interned worker names of comm samples.
 	ids    map[string]int32
 	nextID int32
+
+	// forgotten holds the numbers of workers forgotten since the servers'
+	// rings last dropped their samples; forgets counts Forgets that added
+	// to it. Forget is O(1): a server's ring drops a forgotten worker's
+	// samples when it is next read (Snapshot, SetConfig) or would drop a
+	// live sample at its bound (observeComm), not at every Forget — a
+	// storm of lost workers filtered every server's ring once per worker
+	// (O(workers × servers × samples)). Numbers are never reused (a
+	// worker that comes back gets a new one), and Snapshot reads every
+	// server, after which the set is empty.
+	forgotten map[int32]struct{}
+	forgets   uint64
 
 	rejected int64
 
@@ -364,6 +379,7 @@ func (m *Monitor) SetConfig(c Config) {
 		w.q.reset(m.cfg.MaxSamples)
 	}
 	for _, s := range m.servers {
+		m.purge(s)
 		if over := len(s.comm.live()) - m.cfg.MaxSamples; over > 0 {
 			s.comm.head += over
 		}
@@ -371,6 +387,7 @@ func (m *Monitor) SetConfig(c Config) {
 			s.busy.head += over
 		}
 	}
+	m.purgedAll()
 }
 
 // ObserveWorker records one batch of a worker, creating the worker on its
@@ -454,6 +471,11 @@ func (m *Monitor) observeComm(id int32, s CommSample) {
 	if !v.seen || at > v.lastAt {
 		v.lastAt, v.seen = at, true
 	}
+	if len(v.comm.live()) >= m.cfg.MaxSamples {
+		// At its bound the ring drops its oldest sample: a forgotten
+		// worker's must not take a live one's place.
+		m.purge(v)
+	}
 	v.comm.push(csample{at: at, bytes: s.Bytes, seconds: s.Seconds, worker: id}, m.cfg.MaxSamples)
 }
 
@@ -470,7 +492,7 @@ func (m *Monitor) ObserveServerTime(server string, at time.Duration, busySeconds
 func (m *Monitor) server(name string) *server {
 	v := m.servers[name]
 	if v == nil {
-		v = &server{name: name}
+		v = &server{name: name, purged: m.forgets}
 		m.servers[name] = v
 		m.orderDirty = true
 	}
@@ -491,11 +513,37 @@ func (m *Monitor) Forget(node string) {
 	}
 	if id, ok := m.ids[node]; ok {
 		delete(m.ids, node)
-		for _, v := range m.servers {
-			v.comm.keep(func(c csample) bool { return c.worker != id })
+		if m.forgotten == nil {
+			m.forgotten = make(map[int32]struct{})
 		}
+		m.forgotten[id] = struct{}{}
+		m.forgets++
 	}
 }
+
+// live says whether c is not a forgotten worker's sample.
+func (m *Monitor) live(c csample) bool {
+	if len(m.forgotten) == 0 {
+		return true
+	}
+	_, gone := m.forgotten[c.worker]
+	return !gone
+}
+
+// purge drops the samples of forgotten workers from v's ring, if some
+// were forgotten since it last did.
+func (m *Monitor) purge(v *server) {
+	if v.purged != m.forgets {
+		if len(m.forgotten) > 0 {
+			v.comm.keep(m.live)
+		}
+		v.purged = m.forgets
+	}
+}
+
+// purgedAll empties the forgotten set once every server's ring has dropped
+// its workers' samples (Snapshot and SetConfig purge them all).
+func (m *Monitor) purgedAll() { clear(m.forgotten) }
 
 func (m *Monitor) sortNodes() {
 	if !m.orderDirty {
@@ -523,6 +571,7 @@ func (m *Monitor) Snapshot(now time.Duration) Snapshot {
 	snap := Snapshot{At: now, Config: c, Rejected: m.rejected}
 	m.workerStats(&snap, int64(now))
 	m.serverStats(&snap, int64(now))
+	m.purgedAll()
 	return snap
 }
 
@@ -647,7 +696,8 @@ func (m *Monitor) serverStats(snap *Snapshot, now int64) {
 	var commSum, bytesSum float64
 	var commCnt, bytesCnt int
 	for i, v := range m.serverOrder {
-		v.comm.keep(func(s csample) bool { return s.at > cut })
+		v.comm.keep(func(s csample) bool { return s.at > cut && m.live(s) })
+		v.purged = m.forgets
 		v.busy.keep(func(s busySample) bool { return s.at > cut })
 		st := &snap.Servers[i]
 		st.Node = v.name

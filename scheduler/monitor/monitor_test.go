@@ -507,6 +507,46 @@ func TestForget(t *testing.T) {
 	}
 }
 
+// TestForgetAtBound: a forgotten worker's push/pull samples are dropped
+// lazily (Forget is O(1)), but never take a live sample's place in a
+// server's ring at its bound, and a Forget between two snapshots drops
+// them as one right after it would.
+func TestForgetAtBound(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		snapBetween bool // a snapshot between the Forget and the later pushes
+	}{
+		{"pushes right after the forget", false},
+		{"a snapshot between", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := New(Config{LTrans: 10 * s, LPer: 30 * s, MaxSamples: 10, MinSamples: 3})
+			push := func(worker string, from, to int) {
+				for k := from; k <= to; k++ {
+					m.ObserveComm(worker, CommSample{At: time.Duration(k) * s, Server: "ps-0", Bytes: 1 << 20, Seconds: 0.01})
+				}
+			}
+			push("worker-b", 1, 5)
+			push("worker-a", 6, 10) // the ring is at its bound: 10 samples
+			m.Forget("worker-a")
+			if tc.snapBetween {
+				if st, _ := m.Snapshot(15 * s).Server("ps-0"); st.Samples != 5 {
+					t.Fatalf("after Forget(worker-a): %d samples; want 5", st.Samples)
+				}
+			}
+			push("worker-b", 11, 15)
+			if st, _ := m.Snapshot(15 * s).Server("ps-0"); st.Samples != 10 {
+				t.Errorf("worker-b's 10 samples after Forget(worker-a): %d kept; want 10 (worker-a's took none's place)", st.Samples)
+			}
+			// worker-a comes back: its new samples count, its old ones not.
+			push("worker-a", 16, 16)
+			if st, _ := m.Snapshot(16 * s).Server("ps-0"); st.Samples != 10 {
+				t.Errorf("worker-a back: %d samples; want 10 (the bound)", st.Samples)
+			}
+		})
+	}
+}
+
 func TestSnapshotIsImmutable(t *testing.T) {
 	m := New(Config{MinSamples: 1})
 	m.ObserveWorker("w", WorkerSample{At: s, BPT: ms, BatchSize: 1})

@@ -239,10 +239,11 @@ func (p AntDTND) Propose(s monitor.Snapshot, j Job) []Action {
 // timelineRestart is node's BPT and the other workers' mean BPT as the
 // job's timeline has them (Job.TimelineBPT); zeros when it has not both.
 func timelineRestart(j Job, workers []monitor.WorkerStat, node string) (before, others float64) {
-	before = j.TimelineBPT[node]
+	bpt := j.timelineBPT()
+	before = bpt[node]
 	var n int
 	for _, o := range workers {
-		if x := j.TimelineBPT[o.Node]; o.Node != node && x > 0 {
+		if x := bpt[o.Node]; o.Node != node && x > 0 {
 			others += x
 			n++
 		}

@@ -460,19 +460,40 @@ func TestAdjustBSOneBaseline(t *testing.T) {
 // judged by — rather than from the Monitor's per-sample means, which put
 // the "before" of the reason (4.9 ms) far from the verdict's (27 ms).
 func TestRestartOneBaseline(t *testing.T) {
+	bpt := map[string]float64{"worker-0": 0.11, "worker-1": 0.12, "worker-2": 0.10, "worker-3": 0.27}
+	for _, tc := range []struct {
+		name string
+		set  func(j *Job, made *int)
+	}{
+		{"given", func(j *Job, _ *int) { j.TimelineBPT = bpt }},
+		{"made on first use", func(j *Job, made *int) {
+			j.TimelineBPTOf = func() map[string]float64 { *made++; return bpt }
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := ndJob(false, nil)
+			made := 0
+			tc.set(&j, &made)
+			acts := AntDTND{}.Propose(workerScenario(steadyAt(200*ms), 50*ms), j)
+			if len(acts) == 0 || acts[0].Kind != KindKillRestart {
+				t.Fatalf("Propose = %q; want a KILL_RESTART first", plan(acts))
+			}
+			a := acts[0]
+			if math.Abs(a.PredictedBPT.Seconds()-0.11) > 1e-9 || a.Evidence["worker-3/bpt_timeline_s"] != 0.27 {
+				t.Errorf("predicted BPT %v, evidence %v; want 110ms from the timeline's others, and worker-3's 270ms in the evidence", a.PredictedBPT, a.Evidence)
+			}
+			if !strings.Contains(a.Predicted, "BPT 270ms → 110ms (the timeline's means over 30s") {
+				t.Errorf("predicted %q; want the timeline's before and after", a.Predicted)
+			}
+			if j.TimelineBPTOf != nil && made == 0 {
+				t.Error("TimelineBPTOf never called")
+			}
+		})
+	}
+	// No straggler, no need of the timeline's figures.
 	j := ndJob(false, nil)
-	j.TimelineBPT = map[string]float64{"worker-0": 0.11, "worker-1": 0.12, "worker-2": 0.10, "worker-3": 0.27}
-	acts := AntDTND{}.Propose(workerScenario(steadyAt(200*ms), 50*ms), j)
-	if len(acts) == 0 || acts[0].Kind != KindKillRestart {
-		t.Fatalf("Propose = %q; want a KILL_RESTART first", plan(acts))
-	}
-	a := acts[0]
-	if math.Abs(a.PredictedBPT.Seconds()-0.11) > 1e-9 || a.Evidence["worker-3/bpt_timeline_s"] != 0.27 {
-		t.Errorf("predicted BPT %v, evidence %v; want 110ms from the timeline's others, and worker-3's 270ms in the evidence", a.PredictedBPT, a.Evidence)
-	}
-	if !strings.Contains(a.Predicted, "BPT 270ms → 110ms (the timeline's means over 30s") {
-		t.Errorf("predicted %q; want the timeline's before and after", a.Predicted)
-	}
+	j.TimelineBPTOf = func() map[string]float64 { t.Error("TimelineBPTOf called without a straggler"); return nil }
+	AntDTND{}.Propose(workerScenario(steadyAt(100*ms), 10*ms), j)
 }
 
 // TestAntDTNDWaitsForEveryWorker: a batch split waits until every worker

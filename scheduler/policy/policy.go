@@ -171,6 +171,19 @@ type Job struct {
 	// its prediction and its verdict share one baseline (the Monitor's
 	// per-sample means, which classify, weigh a slow spell less).
 	TimelineBPT map[string]float64
+	// TimelineBPTOf, when TimelineBPT is nil, makes it on first use: it
+	// reads the long window's frames of every node (400,000 entries a
+	// tick at 20,000 nodes) and is read only about a straggler. A Job's
+	// copies share what it made.
+	TimelineBPTOf func() map[string]float64
+}
+
+// timelineBPT is j.TimelineBPT, made by TimelineBPTOf if need be.
+func (j Job) timelineBPT() map[string]float64 {
+	if j.TimelineBPT == nil && j.TimelineBPTOf != nil {
+		return j.TimelineBPTOf()
+	}
+	return j.TimelineBPT
 }
 
 // throughputs is the job's throughput before and after a change that

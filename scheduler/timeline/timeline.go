@@ -219,28 +219,60 @@ func FrameOf(v *consolepb.JobView, col int, end time.Time, span time.Duration) *
 		}
 		return col, col < n
 	}
-	heat := make(map[string]float32, len(v.GetHeatmap().GetRows()))
-	for _, row := range v.GetHeatmap().GetRows() {
-		if i, ok := pick(len(row.GetCells())); ok {
-			heat[row.GetNode()] = row.GetCells()[i]
+	// A job view's heatmap rows and chart series are in its nodes' order:
+	// a node's are read at its own index, and looked up by name only
+	// when they are not there (two maps of every node per frame were
+	// most of a 20,000-node frame's time and allocation).
+	rows, charts := v.GetHeatmap().GetRows(), v.GetCharts()
+	var heat map[string]float32
+	var value map[string]float64
+	heatOf := func(i int, node string) (float32, bool) {
+		if i < len(rows) && rows[i].GetNode() == node {
+			if c, ok := pick(len(rows[i].GetCells())); ok {
+				return rows[i].GetCells()[c], true
+			}
+			return 0, false
 		}
+		if heat == nil {
+			heat = make(map[string]float32, len(rows))
+			for _, row := range rows {
+				if c, ok := pick(len(row.GetCells())); ok {
+					heat[row.GetNode()] = row.GetCells()[c]
+				}
+			}
+		}
+		x, ok := heat[node]
+		return x, ok
 	}
-	value := make(map[string]float64, len(v.GetCharts()))
-	for _, s := range v.GetCharts() {
-		if i, ok := pick(len(s.GetValues())); ok && s.GetValues()[i] != 0 {
-			value[nodeOfSeries(s.GetName())] = s.GetValues()[i]
+	valueOf := func(i int, node string) (float64, bool) {
+		if i < len(charts) && nodeOfSeries(charts[i].GetName()) == node {
+			if c, ok := pick(len(charts[i].GetValues())); ok && charts[i].GetValues()[c] != 0 {
+				return charts[i].GetValues()[c], true
+			}
+			return 0, false
 		}
+		if value == nil {
+			value = make(map[string]float64, len(charts))
+			for _, s := range charts {
+				if c, ok := pick(len(s.GetValues())); ok && s.GetValues()[c] != 0 {
+					value[nodeOfSeries(s.GetName())] = s.GetValues()[c]
+				}
+			}
+		}
+		x, ok := value[node]
+		return x, ok
 	}
 	f.Nodes = make([]*timelinepb.TimelineNode, 0, len(v.GetNodes()))
-	for _, n := range v.GetNodes() {
+	for i, n := range v.GetNodes() {
+		h, _ := heatOf(i, n.GetName())
 		tn := &timelinepb.TimelineNode{
 			Name: n.GetName(), Role: n.GetRole(), State: n.GetState(), Iteration: n.GetIteration(),
 			BatchSize: n.GetBatchSize(), Accumulation: n.GetAccumulation(), Restarts: n.GetRestarts(),
 			BptShortS: n.GetBptShortS(), BptLongS: n.GetBptLongS(), Throughput: n.GetThroughput(),
 			Class: n.GetClass(), Superior: n.GetSuperior(), Speed: n.GetSpeed(), Blocks: n.GetBlocks(),
-			Heat: heat[n.GetName()],
+			Heat: h,
 		}
-		if x, ok := value[n.GetName()]; ok {
+		if x, ok := valueOf(i, n.GetName()); ok {
 			tn.Value = proto.Float64(x)
 		}
 		f.Nodes = append(f.Nodes, tn)

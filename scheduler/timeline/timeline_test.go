@@ -207,6 +207,34 @@ func TestFrameOf(t *testing.T) {
 	}
 }
 
+// TestFrameOfAligned: a view whose heatmap rows and chart series are in
+// its nodes' order (as the scheduler builds them) gives the frame the same
+// view in any other order gives.
+func TestFrameOfAligned(t *testing.T) {
+	aligned := &consolepb.JobView{State: "running",
+		Nodes: []*consolepb.NodeView{{Name: "server-0", Role: "server"}, {Name: "worker-0", Role: "worker"}, {Name: "worker-1", Role: "worker"}},
+		Heatmap: &consolepb.Heatmap{Rows: []*consolepb.HeatmapRow{{Node: "server-0", Cells: []float32{0.5, 1}},
+			{Node: "worker-0", Cells: []float32{1, 2.5}}, {Node: "worker-1", Cells: []float32{1}}}},
+		Charts: []*consolepb.Series{{Name: "speed/server-0", Values: []float64{4e6, 3e6}}, {Name: "bpt/worker-0", Values: []float64{0.01, 0}},
+			{Name: "bpt/worker-1", Values: []float64{0.02}}},
+	}
+	shuffled := proto.CloneOf(aligned)
+	rows, charts := shuffled.Heatmap.Rows, shuffled.Charts
+	rows[0], rows[2] = rows[2], rows[0]
+	charts[0], charts[1] = charts[1], charts[0]
+	shuffled.Charts = charts[:2] // worker-1's series missing
+	for _, col := range []int{-1, 0, 1, 5} {
+		got, want := FrameOf(aligned, col, t0, time.Second), FrameOf(shuffled, col, t0, time.Second)
+		want.Nodes[2].Value = got.Nodes[2].Value // the shuffled view has no series of worker-1
+		if !proto.Equal(got, want) {
+			t.Errorf("column %d: aligned %v\nshuffled %v", col, got, want)
+		}
+	}
+	if n := FrameOf(aligned, 1, t0, time.Second).Nodes; n[0].GetHeat() != 1 || n[0].GetValue() != 3e6 || n[1].Value != nil || n[2].GetHeat() != 0 {
+		t.Errorf("column 1: %v; want server-0 heat 1 value 3e6, worker-0 no value (0), worker-1 nothing", n)
+	}
+}
+
 // straggler is the demo of issue 16: worker-2 slowed by a fixed delay per
 // iteration (28 ms whatever its batch), the others at 2 ms; throughput
 // 17.4k/s before.

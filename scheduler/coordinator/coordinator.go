@@ -17,6 +17,7 @@ import (
 	"net"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -492,6 +493,14 @@ func (j *Job) roleIndex(node string, role coordinatorpb.Role) (int, error) {
 	names := j.workers
 	if role == coordinatorpb.Role_ROLE_SERVER {
 		names = j.servers
+	}
+	// Slot i is named ROLE-i (spec.WorkerName, spec.ServerName): looked
+	// up by its number first, so that registering N nodes is not O(N²)
+	// (0.6 s at 20,000 workers); the search below is for any other name.
+	if _, num, ok := strings.Cut(node, "-"); ok {
+		if i, err := strconv.Atoi(num); err == nil && i >= 0 && i < len(names) && names[i] == node {
+			return i, nil
+		}
 	}
 	for i, n := range names {
 		if n == node {

@@ -556,3 +556,39 @@ func TestDropWorkerHandsBackItsShards(t *testing.T) {
 		t.Fatalf("next fetch: %v %v; want shard %d, which %s held", got, err, r.Shard.Id, name)
 	}
 }
+
+// TestRoleIndex: a node's slot, found by its number or, for a name not of
+// the ROLE-i form, by search; a name of the form whose slot holds another
+// name, or of another role, is refused.
+func TestRoleIndex(t *testing.T) {
+	s, err := spec.Parse("test.yaml", []byte(testSpec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := New(nil).AddJob(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.workers = append(j.workers, "odd-name", "worker-7") // slot 2, and slot 3 named for another
+	w, srv := coordinatorpb.Role_ROLE_WORKER, coordinatorpb.Role_ROLE_SERVER
+	for _, c := range []struct {
+		node string
+		role coordinatorpb.Role
+		want int // -1: refused
+	}{
+		{"worker-0", w, 0}, {"worker-1", w, 1}, {"odd-name", w, 2}, {"worker-7", w, 3},
+		{"server-0", srv, 0},
+		{"worker-2", w, -1}, {"worker-9", w, -1}, {"worker--1", w, -1}, {"worker-0", srv, -1}, {"server-0", w, -1}, {"", w, -1},
+	} {
+		got, err := j.roleIndex(c.node, c.role)
+		if c.want < 0 {
+			if err == nil {
+				t.Errorf("roleIndex(%q, %v) = %d; want refused", c.node, c.role, got)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("roleIndex(%q, %v) = %d, %v; want %d", c.node, c.role, got, err, c.want)
+		}
+	}
+}

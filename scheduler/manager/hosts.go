@@ -223,8 +223,9 @@ func (j *jobState) retire(procs ...*launch.Proc) {
 	}
 }
 
-// retiredAgent says whether an agent process was stopped on purpose by a
-// move (its end is not the node's failure).
+// retiredAgent says whether an agent process was stopped on purpose, by a
+// move or by the checkpoint-and-restart baseline (its end is not the
+// node's failure).
 func (j *jobState) retiredAgent(pid int) bool {
 	retired := false
 	j.onActor(func() { retired = j.retired[pid] })

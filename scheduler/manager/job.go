@@ -128,9 +128,10 @@ type jobState struct {
 	// own lock.
 	gp goodputState
 	// hosts is where the nodes run on simulated hosts (cluster.spare_hosts,
-	// hosts.go); nil without spare hosts. retired are the agents a move
-	// stopped on purpose (by PID), moves where each KILL_RESTART that moved
-	// its node took it (by action id).
+	// hosts.go); nil without spare hosts. retired are the agents a move or
+	// the checkpoint-and-restart baseline stopped on purpose (by PID),
+	// moves where each KILL_RESTART that moved its node took it (by action
+	// id).
 	hosts   *hostPlan
 	retired map[int]bool
 	moves   map[string]hostMove

@@ -245,6 +245,19 @@ func (l *Local) Procs() []*Proc {
 	return append([]*Proc(nil), l.procs...)
 }
 
+// SignalAll sends SIGTERM to every process the launcher started that has
+// not exited, and waits for none (SignalRecorded's counterpart; StopAll
+// then waits for them).
+func (l *Local) SignalAll() {
+	for _, p := range l.Procs() {
+		select {
+		case <-p.exited:
+		default:
+			_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+		}
+	}
+}
+
 // StopAll stops every process still running, in parallel.
 func (l *Local) StopAll(grace time.Duration) {
 	l.stopMu.Lock()

@@ -155,6 +155,26 @@ func groupAlive(pgid int) bool {
 	return syscall.Kill(-pgid, 0) == nil
 }
 
+// SignalRecorded sends SIGTERM to every live process group recorded in
+// path, and waits for none of them: what a scheduler does at once when a
+// job ends, before it answers, so that a scheduler killed right after
+// (kill -9, an outage) has still told every group to stop
+// (TestKillBeforeReconnect). StopRecorded then waits for them.
+func SignalRecorded(path string) (int, error) {
+	recs, err := ReadRecords(path)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, r := range recs {
+		if r.alive() {
+			_ = syscall.Kill(-r.Pid, syscall.SIGTERM)
+			n++
+		}
+	}
+	return n, nil
+}
+
 // StopRecorded stops every process group in the record file that still
 // runs: SIGTERM to the group, SIGKILL after grace. Groups whose leader is
 // gone or is another process now are left alone (their PID may be reused).

@@ -182,3 +182,44 @@ func TestObserved(t *testing.T) {
 		t.Error("an exited process observed")
 	}
 }
+
+// TestSignalRecorded: SignalRecorded tells every live recorded group to
+// stop and returns without waiting; the group (a shell and its child,
+// which take SIGTERM's default) is then gone with nobody left to wait for
+// it — as when the scheduler is killed right after a job ends — and a
+// process the record misdescribes is left alone.
+func TestSignalRecorded(t *testing.T) {
+	rec := filepath.Join(t.TempDir(), "procs.jsonl")
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip(err)
+	}
+	l := &Local{Exe: sh, Detach: true, LogDir: t.TempDir(), RecordFile: rec}
+	p, err := l.Start("node-0", "-c", "sleep 300 & wait")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop(time.Second)
+	other := exec.Command("sleep", "300")
+	other.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = other.Process.Kill(); _ = other.Wait() }()
+	f, _ := os.OpenFile(rec, os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString(`{"node":"stranger","pid":` + itoa(other.Process.Pid) + `,"start":1}` + "\n")
+	f.Close()
+	if n, err := SignalRecorded(rec); err != nil || n != 1 {
+		t.Fatalf("SignalRecorded = %d, %v; want 1 group signalled", n, err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for groupAlive(p.Pid()) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if groupAlive(p.Pid()) {
+		t.Error("the recorded group still runs 5 s after its SIGTERM")
+	}
+	if err := other.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Errorf("the misdescribed process was signalled: %v", err)
+	}
+}

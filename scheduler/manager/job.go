@@ -322,6 +322,7 @@ func (j *jobState) newLauncher() *launch.Local {
 // scheduler restart, or whose agent did not stop when told): a job that is
 // over leaves nothing running, whether or not its agents were connected.
 func (j *jobState) stopProcesses(l *launch.Local, grace time.Duration) {
+	j.signalProcesses(l)
 	if l == nil {
 		return
 	}
@@ -331,6 +332,23 @@ func (j *jobState) stopProcesses(l *launch.Local, grace time.Duration) {
 			j.m.log.Warn("stop recorded processes", "job", j.spec.Name, "err", err)
 		} else if n > 0 {
 			j.m.event(j.spec.Name, "job", "", fmt.Sprintf("stopped %d process groups of job %s left from before", n, j.spec.Name), "")
+		}
+	}
+}
+
+// signalProcesses sends SIGTERM to the job's processes, its launcher's
+// and those recorded by a scheduler before this one, and waits for none:
+// done before a job's end is answered, so that a scheduler killed right
+// after has still told every process to stop (stopProcesses then waits
+// for them).
+func (j *jobState) signalProcesses(l *launch.Local) {
+	if l == nil {
+		return
+	}
+	l.SignalAll()
+	if f := l.RecordFile; f != "" {
+		if _, err := launch.SignalRecorded(f); err != nil {
+			j.m.log.Warn("signal recorded processes", "job", j.spec.Name, "err", err)
 		}
 	}
 }

@@ -519,6 +519,7 @@ func (m *Manager) finish(j *jobState, state string, cause error) {
 	j.closeHistory(m.now(), state)
 	j.releaseHistory()
 	j.stopAgents(msg)
+	j.signalProcesses(l) // before the end is answered: TestKillBeforeReconnect
 	m.spawn(func() { j.stopProcesses(l, 5*time.Second) })
 	if m.cfg.Pods != nil {
 		// When the workers are done, the servers' Pods go too.

@@ -16,29 +16,7 @@ import (
 // every group still running, children included, and leaves alone a PID
 // whose recorded start time is not the running process's (a reused PID).
 func TestStopRecorded(t *testing.T) {
-	rec := filepath.Join(t.TempDir(), "procs.jsonl")
-	sh, err := exec.LookPath("sh")
-	if err != nil {
-		t.Skip(err)
-	}
-	l := &Local{Exe: sh, Detach: true, LogDir: t.TempDir(), RecordFile: rec}
-	// A group leader with a child: both must go.
-	p, err := l.Start("node-0", "-c", "sleep 300 & wait")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Stop(time.Second)
-	// A process the record misdescribes (wrong start time) must survive.
-	other := exec.Command("sleep", "300")
-	other.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := other.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = other.Process.Kill(); _ = other.Wait() }()
-	f, _ := os.OpenFile(rec, os.O_APPEND|os.O_WRONLY, 0)
-	f.WriteString(`{"node":"stranger","pid":` + itoa(other.Process.Pid) + `,"start":1}` + "\n" + `{"node":"torn","pi`)
-	f.Close()
-
+	rec, p, other := recordedGroups(t)
 	recs, err := ReadRecords(rec)
 	if err != nil || len(recs) != 2 || recs[0].Node != "node-0" || recs[0].Pid != p.Pid() {
 		t.Fatalf("ReadRecords = %+v, %v; want node-0 (pid %d) and the stranger", recs, err, p.Pid())
@@ -62,6 +40,37 @@ func TestStopRecorded(t *testing.T) {
 	if n, _ := StopRecorded(nil, rec, time.Second); n != 0 {
 		t.Errorf("second StopRecorded stopped %d groups; want 0", n)
 	}
+}
+
+// recordedGroups records, in a record file, a process group that a stop
+// must end (a shell and its child) and a process the record misdescribes
+// (a wrong start time: a reused PID) that must survive, then a torn last
+// line; all are stopped when the test ends.
+func recordedGroups(t *testing.T) (rec string, p *Proc, other *exec.Cmd) {
+	t.Helper()
+	rec = filepath.Join(t.TempDir(), "procs.jsonl")
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip(err)
+	}
+	l := &Local{Exe: sh, Detach: true, LogDir: t.TempDir(), RecordFile: rec}
+	if p, err = l.Start("node-0", "-c", "sleep 300 & wait"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Stop(time.Second) })
+	other = exec.Command("sleep", "300")
+	other.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.Process.Kill(); _ = other.Wait() })
+	f, err := os.OpenFile(rec, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"node":"stranger","pid":` + itoa(other.Process.Pid) + `,"start":1}` + "\n" + `{"node":"torn","pi`)
+	f.Close()
+	return rec, p, other
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
@@ -189,26 +198,7 @@ func TestObserved(t *testing.T) {
 // it — as when the scheduler is killed right after a job ends — and a
 // process the record misdescribes is left alone.
 func TestSignalRecorded(t *testing.T) {
-	rec := filepath.Join(t.TempDir(), "procs.jsonl")
-	sh, err := exec.LookPath("sh")
-	if err != nil {
-		t.Skip(err)
-	}
-	l := &Local{Exe: sh, Detach: true, LogDir: t.TempDir(), RecordFile: rec}
-	p, err := l.Start("node-0", "-c", "sleep 300 & wait")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Stop(time.Second)
-	other := exec.Command("sleep", "300")
-	other.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := other.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = other.Process.Kill(); _ = other.Wait() }()
-	f, _ := os.OpenFile(rec, os.O_APPEND|os.O_WRONLY, 0)
-	f.WriteString(`{"node":"stranger","pid":` + itoa(other.Process.Pid) + `,"start":1}` + "\n")
-	f.Close()
+	rec, p, other := recordedGroups(t)
 	if n, err := SignalRecorded(rec); err != nil || n != 1 {
 		t.Fatalf("SignalRecorded = %d, %v; want 1 group signalled", n, err)
 	}

@@ -129,9 +129,15 @@ func TestElasticJob(t *testing.T) {
 	if stormy.PausedSeconds <= 0 {
 		t.Error("no paused time recorded for three table changes")
 	}
-	procs := d.Manager.Procs("stormy")
+	noProcessLeft(t, d, "stormy")
+}
+
+// noProcessLeft fails t if a process launched for job still runs 10 s
+// after it ended.
+func noProcessLeft(t *testing.T, d *Daemon, job string) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for _, p := range procs {
+	for _, p := range d.Manager.Procs(job) {
 		for syscall.Kill(p.Pid(), 0) == nil && time.Now().Before(deadline) {
 			time.Sleep(50 * time.Millisecond)
 		}
@@ -268,13 +274,5 @@ script:
 	if res.ShardsDone != res.ShardsTotal {
 		t.Errorf("shards done/total %d/%d", res.ShardsDone, res.ShardsTotal)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for _, p := range d.Manager.Procs("baseline") {
-		for syscall.Kill(p.Pid(), 0) == nil && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
-		}
-		if syscall.Kill(p.Pid(), 0) == nil {
-			t.Errorf("%s (pid %d) still runs after the job", p.Name, p.Pid())
-		}
-	}
+	noProcessLeft(t, d, "baseline")
 }

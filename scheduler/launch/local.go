@@ -48,18 +48,26 @@ func (p *Proc) Pid() int { return p.Cmd.Process.Pid }
 // Stop asks the process to end (SIGTERM) and kills it (SIGKILL) if it is
 // still running after grace. It returns once the process has exited.
 func (p *Proc) Stop(grace time.Duration) {
-	select {
-	case <-p.exited:
+	if !p.terminate() {
 		return
-	default:
 	}
-	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.exited:
 	case <-clock.OrReal(p.clk).After(grace):
 		_ = p.Cmd.Process.Kill()
 		<-p.exited
 	}
+}
+
+// terminate sends SIGTERM unless the process has exited; false if it has.
+func (p *Proc) terminate() bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+	}
+	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+	return true
 }
 
 // Kill sends SIGKILL (used to test failure handling).
@@ -250,11 +258,7 @@ func (l *Local) Procs() []*Proc {
 // then waits for them).
 func (l *Local) SignalAll() {
 	for _, p := range l.Procs() {
-		select {
-		case <-p.exited:
-		default:
-			_ = p.Cmd.Process.Signal(syscall.SIGTERM)
-		}
+		p.terminate()
 	}
 }
 

@@ -165,14 +165,20 @@ func SignalRecorded(path string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	n := 0
+	return len(terminateLive(recs)), nil
+}
+
+// terminateLive sends SIGTERM to the group of every record in recs whose
+// leader still runs, and returns those records.
+func terminateLive(recs []Record) []Record {
+	var live []Record
 	for _, r := range recs {
 		if r.alive() {
 			_ = syscall.Kill(-r.Pid, syscall.SIGTERM)
-			n++
+			live = append(live, r)
 		}
 	}
-	return n, nil
+	return live
 }
 
 // StopRecorded stops every process group in the record file that still
@@ -185,15 +191,7 @@ func StopRecorded(clk clock.Clock, path string, grace time.Duration) (int, error
 	if err != nil {
 		return 0, err
 	}
-	var live []Record
-	for _, r := range recs {
-		if r.alive() {
-			live = append(live, r)
-		}
-	}
-	for _, r := range live {
-		_ = syscall.Kill(-r.Pid, syscall.SIGTERM)
-	}
+	live := terminateLive(recs)
 	deadline := clk.Now().Add(grace)
 	for _, r := range live {
 		for groupAlive(r.Pid) && clk.Now().Before(deadline) {

@@ -322,7 +322,6 @@ func (j *jobState) newLauncher() *launch.Local {
 // scheduler restart, or whose agent did not stop when told): a job that is
 // over leaves nothing running, whether or not its agents were connected.
 func (j *jobState) stopProcesses(l *launch.Local, grace time.Duration) {
-	j.signalProcesses(l)
 	if l == nil {
 		return
 	}

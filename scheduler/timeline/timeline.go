@@ -226,41 +226,23 @@ func FrameOf(v *consolepb.JobView, col int, end time.Time, span time.Duration) *
 	rows, charts := v.GetHeatmap().GetRows(), v.GetCharts()
 	var heat map[string]float32
 	var value map[string]float64
-	heatOf := func(i int, node string) (float32, bool) {
-		if i < len(rows) && rows[i].GetNode() == node {
-			if c, ok := pick(len(rows[i].GetCells())); ok {
-				return rows[i].GetCells()[c], true
-			}
-			return 0, false
+	cellOf := func(r *consolepb.HeatmapRow) (float32, bool) {
+		if c, ok := pick(len(r.GetCells())); ok {
+			return r.GetCells()[c], true
 		}
-		if heat == nil {
-			heat = make(map[string]float32, len(rows))
-			for _, row := range rows {
-				if c, ok := pick(len(row.GetCells())); ok {
-					heat[row.GetNode()] = row.GetCells()[c]
-				}
-			}
-		}
-		x, ok := heat[node]
-		return x, ok
+		return 0, false
 	}
+	valueOfSeries := func(s *consolepb.Series) (float64, bool) {
+		if c, ok := pick(len(s.GetValues())); ok && s.GetValues()[c] != 0 {
+			return s.GetValues()[c], true
+		}
+		return 0, false
+	}
+	rowNode := func(r *consolepb.HeatmapRow) string { return r.GetNode() }
+	seriesNode := func(s *consolepb.Series) string { return nodeOfSeries(s.GetName()) }
+	heatOf := func(i int, node string) (float32, bool) { return atOrByName(rows, i, node, rowNode, cellOf, &heat) }
 	valueOf := func(i int, node string) (float64, bool) {
-		if i < len(charts) && nodeOfSeries(charts[i].GetName()) == node {
-			if c, ok := pick(len(charts[i].GetValues())); ok && charts[i].GetValues()[c] != 0 {
-				return charts[i].GetValues()[c], true
-			}
-			return 0, false
-		}
-		if value == nil {
-			value = make(map[string]float64, len(charts))
-			for _, s := range charts {
-				if c, ok := pick(len(s.GetValues())); ok && s.GetValues()[c] != 0 {
-					value[nodeOfSeries(s.GetName())] = s.GetValues()[c]
-				}
-			}
-		}
-		x, ok := value[node]
-		return x, ok
+		return atOrByName(charts, i, node, seriesNode, valueOfSeries, &value)
 	}
 	f.Nodes = make([]*timelinepb.TimelineNode, 0, len(v.GetNodes()))
 	for i, n := range v.GetNodes() {
@@ -288,4 +270,23 @@ func nodeOfSeries(name string) string {
 		}
 	}
 	return name
+}
+
+// atOrByName is node's value in list, kept in a view's nodes' order: the
+// entry at the node's own index i when it is the node's, else the one a
+// map of the whole list (made once, in *byName) holds.
+func atOrByName[E any, V any](list []E, i int, node string, nameOf func(E) string, valueOf func(E) (V, bool), byName *map[string]V) (V, bool) {
+	if i < len(list) && nameOf(list[i]) == node {
+		return valueOf(list[i])
+	}
+	if *byName == nil {
+		*byName = make(map[string]V, len(list))
+		for _, e := range list {
+			if v, ok := valueOf(e); ok {
+				(*byName)[nameOf(e)] = v
+			}
+		}
+	}
+	v, ok := (*byName)[node]
+	return v, ok
 }

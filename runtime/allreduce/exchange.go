@@ -85,11 +85,12 @@ type Exchange struct {
 	seq  uint64
 	sent []atomic.Int64 // payload bytes sent to node j
 	// outMu serialises the frames chunks write to node j.
-	outMu []sync.Mutex
-	mu    sync.Mutex
-	dead  error        // set once a connection failed; the Exchange is then unusable
-	left  error        // on mu: a peer closed its end after a completed Run (watch)
-	runs  atomic.Int64 // Runs completed
+	outMu  []sync.Mutex
+	mu     sync.Mutex
+	dead   error        // set once a connection failed; the Exchange is then unusable
+	left   error        // on mu: a peer closed its end after a completed Run (watch)
+	formed bool         // on mu: the mesh is complete (form)
+	runs   atomic.Int64 // Runs completed
 }
 
 // Connect builds the mesh: it dials every peer (retrying until ctx ends,
@@ -116,87 +117,186 @@ func Connect(ctx context.Context, cfg Config) (*Exchange, error) {
 		cfg.Dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
 	}
 	e := &Exchange{cfg: cfg, out: make([]net.Conn, n), in: make([]net.Conn, n), sent: make([]atomic.Int64, n), outMu: make([]sync.Mutex, n)}
+	if err := e.form(ctx); err != nil {
+		e.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+// dialled is a dialler's news for form: node j welcomed a connection (c),
+// or closed the one it had welcomed (c nil).
+type dialled struct {
+	j int
+	c net.Conn
+}
+
+// form connects the mesh. It is formed when this node holds, at one
+// moment, a connection welcomed by every peer and one from every peer;
+// until then it goes on accepting (the newest connection from a node
+// wins) and dials a peer again when the peer closes the connection it
+// welcomed. A peer closes it when it gives up the attempt that welcomed
+// this node (its time ran out waiting for another node) and forms again,
+// waiting for this node to dial anew: holding on to the closed connection
+// would leave that peer waiting for ever, and the peers waiting for it.
+func (e *Exchange) form(ctx context.Context) error {
+	n := len(e.out)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var wg sync.WaitGroup
-	var acceptErr error
+	formed := make(chan struct{})
+	outs := make(chan dialled)
+	admits := make(chan admitted)
+	acceptErr := make(chan error, 1)
 	dialErrs := make([]error, n)
+	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		if acceptErr = e.accept(ctx, n-1); acceptErr != nil {
-			cancel()
-		}
+		acceptErr <- e.acceptLoop(ctx, admits)
 	}()
 	for j := range n {
-		if j == cfg.Self {
+		if j == e.cfg.Self {
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c, err := e.dial(ctx, j)
-			if err != nil {
-				dialErrs[j] = err
-				cancel()
-				return
-			}
-			e.out[j] = c
+			dialErrs[j] = e.keepDialled(ctx, j, outs, formed)
 		}()
 	}
-	wg.Wait()
-	if err := errors.Join(dialErrs...); err != nil || acceptErr != nil {
-		var missing []int
-		for j, c := range e.in {
-			if c == nil && j != cfg.Self {
-				missing = append(missing, j)
+	inSeq := make([]uint64, n) // the accept order of e.in[j]
+	var err error
+	for nout, nin := 0, 0; err == nil && (nout < n-1 || nin < n-1); {
+		select {
+		case d := <-outs:
+			if e.out[d.j] = d.c; d.c != nil {
+				nout++
+			} else {
+				nout--
 			}
+		case a := <-admits:
+			// The newest connection from a node wins: an older one is
+			// left from an attempt that node has given up (a node dials
+			// again only once its last attempt was closed). Newest is by
+			// the listener's order: handshakes end in any order.
+			if a.seq < inSeq[a.from] {
+				a.c.Close()
+				continue
+			}
+			if _, werr := a.c.Write([]byte{welcomeByte}); werr != nil {
+				a.c.Close()
+				continue
+			}
+			if old := e.in[a.from]; old != nil {
+				old.Close()
+			} else {
+				nin++
+			}
+			e.in[a.from], inSeq[a.from] = a.c, a.seq
+		case err = <-acceptErr:
+			if ctx.Err() == nil {
+				err = fmt.Errorf("accept: %w", err)
+			}
+		case <-ctx.Done():
 		}
-		e.Close()
-		if acceptErr != nil && len(missing) > 0 {
-			acceptErr = fmt.Errorf("allreduce: node %d: no connection from nodes %v: %v", cfg.Self, missing, acceptErr)
+		if err == nil {
+			err = ctx.Err()
 		}
-		return nil, errors.Join(err, acceptErr)
 	}
-	e.watch()
-	return e, nil
+	if err == nil {
+		e.mu.Lock()
+		e.formed = true
+		e.mu.Unlock()
+		close(formed)
+	}
+	cancel() // the accepting goroutine and the diallers still dialling stop
+	wg.Wait()
+	if err == nil {
+		return nil
+	}
+	if m := e.missing(); m != "" {
+		err = fmt.Errorf("allreduce: node %d: no connection from %s: %w", e.cfg.Self, m, err)
+	} else {
+		err = fmt.Errorf("allreduce: node %d: mesh not formed: %w", e.cfg.Self, err)
+	}
+	return errors.Join(errors.Join(dialErrs...), err)
 }
 
-// watch notices a peer closing the connection this node sends on, which
-// nothing is ever read from after the welcome. A peer closes it when it
-// abandons the mesh the connection belongs to. Before this node has
-// completed a Run on the mesh, that means the welcome it took came from a
-// mesh the peer gave up while this node was still forming its own (the
-// peer's Form failed and it is forming again, waiting for this node to
+// keepDialled dials node j and holds the connection it welcomes until the
+// mesh is formed, dialling again whenever node j closes it before then
+// (form). Its error is the last dial's when ctx ends first.
+func (e *Exchange) keepDialled(ctx context.Context, j int, outs chan<- dialled, formed <-chan struct{}) error {
+	for {
+		c, err := e.dial(ctx, j)
+		if err != nil {
+			return err
+		}
+		lost := e.watch(j, c)
+		select {
+		case outs <- dialled{j: j, c: c}:
+		case <-ctx.Done():
+			c.Close()
+			return nil
+		}
+		select {
+		case <-formed:
+			return nil
+		case <-ctx.Done():
+			return nil // form closes c with the rest, or it is the mesh's
+		case <-lost:
+		}
+		c.Close()
+		select {
+		case outs <- dialled{j: j}:
+		case <-ctx.Done():
+			// The mesh formed with c counted (the news came too late):
+			// it is the mesh's, and the mesh is dead.
+			select {
+			case <-formed:
+				e.fail(fmt.Errorf("allreduce: node %d: node %d closed its end while the mesh formed", e.cfg.Self, j))
+			default:
+			}
+			return nil
+		}
+	}
+}
+
+// watch notices node j closing the connection this node sends on (c),
+// which nothing is ever read from after the welcome. Before the mesh is
+// formed, that is a peer giving up the attempt that welcomed this node:
+// the returned channel says so, and the dialler dials again. After the
+// mesh is formed but before this node has completed a Run on it, it means
+// the welcome came from a mesh the peer gave up while this node was
+// finishing its own (the peer is forming again, waiting for this node to
 // dial it anew): the Exchange fails at once, also a Run under way, which
 // could otherwise wait forever for peers that wait for that peer — a
 // deadlock of the whole group. After a completed Run it is a peer leaving
 // at an iteration boundary (removed, or forming the next membership's
 // mesh) once it has everything it needed: the Run under way finishes and
 // the next one fails.
-func (e *Exchange) watch() {
-	for j, c := range e.out {
-		if c == nil {
-			continue
+func (e *Exchange) watch(j int, c net.Conn) <-chan struct{} {
+	lost := make(chan struct{})
+	go func() {
+		var b [1]byte
+		_, err := c.Read(b[:])
+		if err == nil {
+			err = errors.New("a byte where nothing is sent")
 		}
-		go func() {
-			var b [1]byte
-			_, err := c.Read(b[:])
-			if err == nil {
-				err = errors.New("a byte where nothing is sent")
-			}
-			err = fmt.Errorf("allreduce: node %d: node %d closed its end of the mesh (%v)", e.cfg.Self, j, err)
-			if e.runs.Load() == 0 {
-				e.fail(err)
-				return
-			}
-			e.mu.Lock()
-			if e.left == nil {
-				e.left = err
-			}
-			e.mu.Unlock()
-		}()
-	}
+		err = fmt.Errorf("allreduce: node %d: node %d closed its end of the mesh (%v)", e.cfg.Self, j, err)
+		e.mu.Lock()
+		formed := e.formed
+		if formed && e.runs.Load() > 0 && e.left == nil {
+			e.left = err
+		}
+		e.mu.Unlock()
+		switch {
+		case !formed:
+			close(lost)
+		case e.runs.Load() == 0:
+			e.fail(err)
+		}
+	}()
+	return lost
 }
 
 func (e *Exchange) dial(ctx context.Context, j int) (net.Conn, error) {
@@ -241,13 +341,22 @@ func (e *Exchange) dialOnce(ctx context.Context, j int, addr string) (net.Conn, 
 	if err != nil {
 		return nil, err
 	}
-	if d, ok := ctx.Deadline(); ok {
-		_ = c.SetDeadline(d) // the handshake too is bounded by the attempt
-	}
 	if e.cfg.Security != nil {
-		if c, err = e.secureDial(c, j); err != nil {
+		// The security handshake sets deadlines of its own: the attempt's
+		// end interrupts it.
+		raw := c
+		stop := context.AfterFunc(ctx, func() { _ = raw.SetDeadline(time.Now()) })
+		c, err = e.secureDial(c, j)
+		if !stop() && err == nil {
+			c.Close()
+			err = fmt.Errorf("security handshake: %w", ctx.Err())
+		}
+		if err != nil {
 			return nil, err
 		}
+	}
+	if d, ok := ctx.Deadline(); ok {
+		_ = c.SetDeadline(d) // the hello too is bounded by the attempt
 	}
 	hello := make([]byte, 0, 4+1+4+1+len(e.cfg.Group))
 	hello = append(hello, magic...)
@@ -306,11 +415,13 @@ const maxHandshakes = 32
 type admitted struct {
 	c    net.Conn
 	from int
+	seq  uint64 // its place in the order the listener accepted connections
 }
 
-// accept takes want connections, one from each other node. Handshakes run
-// concurrently (admit), so a slow stranger does not delay the peers.
-func (e *Exchange) accept(ctx context.Context, want int) error {
+// acceptLoop accepts connections until ctx ends and hands form each that
+// passes its handshake (admit). Handshakes run concurrently, so a slow
+// stranger does not delay the peers. Its error is the listener's.
+func (e *Exchange) acceptLoop(ctx context.Context, admits chan<- admitted) error {
 	unblock := func() { e.cfg.Listener.Close() }
 	d, canDeadline := e.cfg.Listener.(interface{ SetDeadline(time.Time) error })
 	if canDeadline && e.cfg.KeepListener {
@@ -321,77 +432,46 @@ func (e *Exchange) accept(ctx context.Context, want int) error {
 	defer stop()
 	// Ending dctx closes the connections still in their handshake.
 	dctx, dcancel := context.WithCancel(context.Background())
-	admits := make(chan admitted)
-	acceptErr := make(chan error, 1)
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		slots := make(chan struct{}, maxHandshakes)
-		for {
-			c, err := e.cfg.Listener.Accept()
-			if err != nil {
-				acceptErr <- err
-				return
-			}
-			select {
-			case slots <- struct{}{}:
-			default:
-				c.Close()
-				continue
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer func() { <-slots }()
-				stopClose := context.AfterFunc(dctx, func() { c.Close() })
-				a, err := e.admit(c)
-				if !stopClose() || err != nil {
-					c.Close() // a stranger or a late duplicate: refused, keep waiting
-					return
-				}
-				select {
-				case admits <- a:
-				case <-dctx.Done():
-					a.c.Close()
-				}
-			}()
-		}
-	}()
 	defer func() {
-		// Stop the accepting goroutine (the listener stays open for the
-		// next mesh when KeepListener) and the handshakes under way.
+		// Stop the handshakes under way (the listener stays open for the
+		// next mesh when KeepListener).
 		dcancel()
-		unblock()
 		wg.Wait()
 		if canDeadline && e.cfg.KeepListener {
 			_ = d.SetDeadline(time.Time{})
 		}
 	}()
-	for got := 0; got < want; {
-		select {
-		case err := <-acceptErr:
-			if ctx.Err() != nil {
-				return fmt.Errorf("allreduce: node %d: no connection from %s: %v", e.cfg.Self, e.missing(), ctx.Err())
-			}
-			return fmt.Errorf("allreduce: node %d: accept: %v", e.cfg.Self, err)
-		case a := <-admits:
-			if _, err := a.c.Write([]byte{welcomeByte}); err != nil {
-				a.c.Close()
-				continue
-			}
-			if old := e.in[a.from]; old != nil {
-				// The newest connection from a node wins: the older one is
-				// left from an attempt that node has given up (a node
-				// dials again only once its last attempt was closed).
-				old.Close()
-			} else {
-				got++
-			}
-			e.in[a.from] = a.c
+	slots := make(chan struct{}, maxHandshakes)
+	for seq := uint64(1); ; seq++ {
+		c, err := e.cfg.Listener.Accept()
+		if err != nil {
+			return err
 		}
+		select {
+		case slots <- struct{}{}:
+		default:
+			c.Close()
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			stopClose := context.AfterFunc(dctx, func() { c.Close() })
+			a, err := e.admit(c)
+			a.seq = seq
+			if !stopClose() || err != nil {
+				c.Close() // a stranger or a late duplicate: refused, keep waiting
+				return
+			}
+			select {
+			case admits <- a:
+			case <-dctx.Done():
+				a.c.Close()
+			}
+		}()
 	}
-	return nil
 }
 
 // admit runs the handshake of a connection accepted: the security
@@ -419,7 +499,7 @@ func (e *Exchange) admit(c net.Conn) (admitted, error) {
 			return admitted{}, err
 		}
 	}
-	return admitted{c, from}, nil
+	return admitted{c: c, from: from}, nil
 }
 
 // missing names the peers that have not connected in yet ("node 1",

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kelpie/kelpie/core/reduceplan"
 	"github.com/kelpie/kelpie/core/topology"
+	"github.com/kelpie/kelpie/runtime/framing"
 )
 
 // group starts n nodes' Exchanges on 127.0.0.1.
@@ -305,5 +306,73 @@ func TestPeerLeavingFailsRun(t *testing.T) {
 	err := xs[0].Run(ctx, reduceplan.Ring(2, 4, nil), make([]float32, 4))
 	if err == nil || !strings.Contains(err.Error(), "closed its end") {
 		t.Fatalf("Run = %v; want it failed by node 1 closing its end", err)
+	}
+}
+
+// TestAbandonedAttemptIsDialledAgain: node 1 welcomes node 0's dial and
+// dials node 0, then gives its attempt up (its time runs out while node 2
+// is still away) and forms again on the same listener. Node 0, still
+// forming, holds a connection node 1 has closed and one from node 1's
+// first attempt: it must dial node 1 anew and take its new connection, so
+// that the three form once node 2 comes; holding on to the closed one
+// leaves node 1 waiting for a dial that never comes (TestAllreduceElastic
+// hung so for minutes under load: the workers' meshes after a restart).
+func TestAbandonedAttemptIsDialledAgain(t *testing.T) {
+	lis, addrs := listeners(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// The workers' security (a shared secret) as in a job: an attempt its
+	// dialler gave up fails the handshake, where without it an attempt
+	// left in the listener's queue would pass.
+	sec := &Security{Credentials: framing.SharedSecret([]byte("again"))}
+	cfg := func(i int) Config {
+		return Config{Self: i, Addrs: addrs, Listener: lis[i], KeepListener: true, Group: "again",
+			AttemptTimeout: 500 * time.Millisecond, Security: sec}
+	}
+	xs := make([]*Exchange, 3)
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		xs[0], errs[0] = Connect(ctx, cfg(0))
+	}()
+	go func() {
+		defer wg.Done()
+		// Node 1's first attempt: it meets node 0, waits for node 2, and
+		// gives up; then it forms again.
+		first, cancelFirst := context.WithTimeout(ctx, 1500*time.Millisecond)
+		x, err := Connect(first, cfg(1))
+		cancelFirst()
+		if err == nil {
+			x.Close()
+			errs[1] = errors.New("node 1's first attempt formed without node 2")
+			wg.Done() // node 2's
+			return
+		}
+		go func() { // node 2 comes once node 1 forms again
+			time.Sleep(200 * time.Millisecond)
+			xs[2], errs[2] = Connect(ctx, cfg(2))
+			wg.Done()
+		}()
+		xs[1], errs[1] = Connect(ctx, cfg(1))
+	}()
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("node %d: %v", i, err)
+		}
+		defer xs[i].Close()
+	}
+	v := [][]float32{{1}, {2}, {3}}
+	for i, err := range runAll(ctx, xs, reduceplan.Ring(3, 1, nil), v) {
+		if err != nil {
+			t.Fatalf("node %d: Run: %v", i, err)
+		}
+	}
+	for i := range v {
+		if v[i][0] != 6 {
+			t.Errorf("node %d sums to %v; want 6", i, v[i][0])
+		}
 	}
 }

@@ -133,7 +133,7 @@ func (j *jobState) flushHistory(now time.Time, force bool) {
 	defer j.hist.flushMu.Unlock()
 	var (
 		from, held int
-		frames     []*timelinepb.TimelineFrame
+		frames     []*timeline.Frame
 		due        bool
 	)
 	j.onActor(func() {
@@ -150,7 +150,7 @@ func (j *jobState) flushHistory(now time.Time, force bool) {
 	}
 	data := make([][]byte, 0, len(frames))
 	for _, f := range frames {
-		b, err := proto.Marshal(f)
+		b, err := proto.Marshal(f.Proto()) // one frame's messages at a time
 		if err != nil {
 			m.log.Error("timeline frame", "job", j.spec.Name, "err", err)
 			return
@@ -241,7 +241,7 @@ func (j *jobState) judge(now time.Time, final bool) {
 // applied describes an applied action for timeline.Realize, with every
 // worker's batch size before it (from the last frame before it). Called
 // on the job's actor.
-func (j *jobState) applied(a *consolepb.Action, frames []*timelinepb.TimelineFrame) (timeline.Applied, map[string]int32) {
+func (j *jobState) applied(a *consolepb.Action, frames []*timeline.Frame) (timeline.Applied, map[string]int32) {
 	at := a.GetUpdated().AsTime()
 	var dispatched time.Time
 	for _, h := range a.GetHistory() {
@@ -280,13 +280,14 @@ func (j *jobState) applied(a *consolepb.Action, frames []*timelinepb.TimelineFra
 		from = dispatched
 	}
 	before := map[string]int32{}
-	if i := timelinepb.FrameAt(frames, from); i >= 0 {
-		if frames[i].GetTime().AsTime().After(from) && i > 0 {
+	if i := timeline.FrameAt(frames, from); i >= 0 {
+		if frames[i].Time().After(from) && i > 0 {
 			i-- // the frame that covers from ends after it: take the one before
 		}
-		for _, n := range frames[i].GetNodes() {
-			if n.GetRole() == "worker" {
-				before[n.GetName()] = n.GetBatchSize()
+		f := frames[i]
+		for n := range f.NodeCount() {
+			if f.NodeRole(n) == "worker" {
+				before[f.NodeName(n)] = f.NodeBatchSize(n)
 			}
 		}
 	}
@@ -355,11 +356,12 @@ func (m *Manager) History(job string, from, limit int) (*consolepb.CommandResult
 		return nil, status.Errorf(codes.NotFound, "no job %q", job)
 	}
 	var frames []*timelinepb.TimelineFrame
+	var live []*timeline.Frame
 	var nodes int
 	res := &consolepb.CommandResult{Ok: true, Job: job}
 	j.onActor(func() {
 		if j.hist.rec != nil {
-			frames = j.hist.rec.Frames()
+			live = j.hist.rec.Frames()
 		}
 		nodes = max(len(j.nodes), 1)
 		if from == 0 {
@@ -371,7 +373,7 @@ func (m *Manager) History(job string, from, limit int) (*consolepb.CommandResult
 	if from == 0 {
 		res.Events = m.jobEvents(job)
 	}
-	if frames == nil {
+	if live == nil {
 		var err error
 		if frames, err = m.storedTimeline(job); err != nil {
 			return nil, status.Errorf(codes.Internal, "timeline of %s: %v", job, err)
@@ -381,6 +383,12 @@ func (m *Manager) History(job string, from, limit int) (*consolepb.CommandResult
 		limit = historyPage
 	}
 	limit = min(limit, historyPageMax, max(historyPageSamples/nodes, 1))
+	if live != nil { // only the page is made into messages
+		from = min(from, len(live))
+		res.FramesFrom, res.FramesTotal = int32(from), int32(len(live))
+		res.Frames = timeline.Protos(live[from:min(from+limit, len(live))])
+		return res, nil
+	}
 	from = min(from, len(frames))
 	res.FramesFrom, res.FramesTotal = int32(from), int32(len(frames))
 	res.Frames = frames[from:min(from+limit, len(frames))]

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/kelpie/kelpie/proto/timelinepb"
@@ -261,4 +262,60 @@ func BenchmarkRecorderHeld(b *testing.B) {
 		b.ReportMetric(heldPerNodeSample(20_000), "B/sample")
 		b.ReportMetric(heldAsMessages(20_000), "B/sample-as-messages")
 	}
+}
+
+// TestCompactKeepsEveryNodeField: every field of TimelineNode and
+// TimelineFrame, set, comes back from a compact frame — a field added to
+// the messages and not to Frame fails here.
+func TestCompactKeepsEveryNodeField(t *testing.T) {
+	f := &timelinepb.TimelineFrame{}
+	setEvery(f.ProtoReflect())
+	n := &timelinepb.TimelineNode{}
+	setEvery(n.ProtoReflect())
+	f.Nodes = []*timelinepb.TimelineNode{n}
+	if got := Compact(f, nil).Proto(); !proto.Equal(got, f) {
+		t.Errorf("round trip lost a field:\n got %v\nwant %v", got, f)
+	}
+}
+
+// setEvery sets every scalar, repeated and map field of m to something
+// other than its zero (messages other than timestamps are left alone).
+func setEvery(m protoreflect.Message) {
+	fields := m.Descriptor().Fields()
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		if fd.Kind() == protoreflect.MessageKind && !fd.IsMap() {
+			if !fd.IsList() && fd.Message().FullName() == "google.protobuf.Timestamp" {
+				m.Set(fd, protoreflect.ValueOfMessage(timestamppb.New(t0).ProtoReflect()))
+			}
+			continue
+		}
+		switch {
+		case fd.IsMap():
+			mp := m.Mutable(fd).Map()
+			mp.Set(protoreflect.ValueOfString("k").MapKey(), scalarFor(fd.MapValue(), i))
+		case fd.IsList():
+			m.Mutable(fd).List().Append(scalarFor(fd, i))
+		default:
+			m.Set(fd, scalarFor(fd, i))
+		}
+	}
+}
+
+func scalarFor(fd protoreflect.FieldDescriptor, i int) protoreflect.Value {
+	switch fd.Kind() {
+	case protoreflect.StringKind:
+		return protoreflect.ValueOfString(fmt.Sprintf("s%d", i))
+	case protoreflect.BoolKind:
+		return protoreflect.ValueOfBool(true)
+	case protoreflect.Int32Kind:
+		return protoreflect.ValueOfInt32(int32(i + 1))
+	case protoreflect.Int64Kind:
+		return protoreflect.ValueOfInt64(int64(i + 1))
+	case protoreflect.FloatKind:
+		return protoreflect.ValueOfFloat32(float32(i) + 0.5)
+	case protoreflect.DoubleKind:
+		return protoreflect.ValueOfFloat64(float64(i) + 0.25)
+	}
+	panic(fmt.Sprintf("no value for %v", fd.Kind()))
 }

@@ -76,7 +76,13 @@ func (j *jobState) record(now time.Time, final bool, ending ...string) {
 	}
 	var from int
 	var open bool
-	j.onActor(func() { from, open = j.hist.col, j.hist.rec != nil && !j.hist.closed })
+	var prev *timeline.Frame // the recorder's last, whose roster the new frames may share
+	j.onActor(func() {
+		from, open = j.hist.col, j.hist.rec != nil && !j.hist.closed
+		if open {
+			prev = j.hist.rec.Last()
+		}
+	})
 	if !open || upto <= from || upto < 0 {
 		return
 	}
@@ -109,6 +115,13 @@ func (j *jobState) record(now time.Time, final bool, ending ...string) {
 			tn.State = nodeStateIn(ending[0], tn.State)
 		}
 	}
+	// Kept compact, made here rather than on the actor (some 2 ms at
+	// 20,000 nodes).
+	compact := make([]*timeline.Frame, len(frames))
+	for i, f := range frames {
+		compact[i] = timeline.Compact(f, prev)
+		prev = compact[i]
+	}
 	j.onActor(func() {
 		if j.hist.rec == nil || j.hist.closed {
 			return
@@ -117,9 +130,8 @@ func (j *jobState) record(now time.Time, final bool, ending ...string) {
 		// frames this record adds.
 		rate := Throughput(j.hist.samples, j.hist.samplesAt, samples, now)
 		j.hist.samples, j.hist.samplesAt = samples, now
-		for _, f := range frames {
-			f.SamplesPerS = rate
-			j.hist.rec.Add(f)
+		for _, f := range compact {
+			j.hist.rec.AddFrame(f.WithSamplesPerS(rate))
 		}
 		j.hist.col = max(j.hist.col, upto)
 	})

@@ -59,15 +59,19 @@ type strTable struct {
 }
 
 func (t *strTable) code(s string) uint32 {
-	if n := len(t.strs); n > 0 && t.strs[n-1] == s {
-		return uint32(n - 1)
+	if len(t.strs) <= smallTable { // a frame has a handful: a scan beats hashing
+		for i, x := range t.strs {
+			if x == s {
+				return uint32(i)
+			}
+		}
+		t.strs = append(t.strs, s)
+		return uint32(len(t.strs) - 1)
 	}
 	if t.idx == nil {
 		t.idx = make(map[string]uint32, len(t.strs)+4)
 		for i, x := range t.strs {
-			if _, ok := t.idx[x]; !ok {
-				t.idx[x] = uint32(i)
-			}
+			t.idx[x] = uint32(i)
 		}
 	}
 	if c, ok := t.idx[s]; ok {
@@ -77,6 +81,9 @@ func (t *strTable) code(s string) uint32 {
 	t.idx[s] = uint32(len(t.strs) - 1)
 	return uint32(len(t.strs) - 1)
 }
+
+// smallTable is the most strings a strTable scans rather than hashes.
+const smallTable = 8
 
 // Compact returns the frame that f (not changed) holds; nodes whose
 // roster equals prev's share it (prev may be nil).
@@ -182,6 +189,15 @@ func Protos(fs []*Frame) []*timelinepb.TimelineFrame {
 		out[i] = f.Proto()
 	}
 	return out
+}
+
+// WithSamplesPerS returns f with the job's samples per second x (a new
+// frame sharing f's rows; f is not changed).
+func (f *Frame) WithSamplesPerS(x float64) *Frame {
+	out := *f
+	out.head = proto.CloneOf(f.head)
+	out.head.SamplesPerS = x
+	return &out
 }
 
 // Time is the end of the frame's span.

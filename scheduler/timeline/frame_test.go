@@ -319,3 +319,33 @@ func scalarFor(fd protoreflect.FieldDescriptor, i int) protoreflect.Value {
 	}
 	panic(fmt.Sprintf("no value for %v", fd.Kind()))
 }
+
+// TestAddFrame: a frame made off the recorder (Compact from its last) and
+// given its rate (WithSamplesPerS, which leaves the frame as it was) is
+// recorded as Add records the message; time still runs one way.
+func TestAddFrame(t *testing.T) {
+	w := names("worker", 5)
+	byAdd, byFrame := NewRecorder(MinFrames, nil), NewRecorder(MinFrames, nil)
+	for s := 1; s <= 3*MinFrames; s++ {
+		f := rich(s, w...)
+		c := Compact(f, byFrame.Last())
+		given := c.WithSamplesPerS(42)
+		if c.SamplesPerS() != f.GetSamplesPerS() || given.SamplesPerS() != 42 {
+			t.Fatalf("WithSamplesPerS: %v, the original %v (was %v)", given.SamplesPerS(), c.SamplesPerS(), f.GetSamplesPerS())
+		}
+		f.SamplesPerS = 42
+		byAdd.Add(f)
+		if !byFrame.AddFrame(given) {
+			t.Fatalf("frame %d refused", s)
+		}
+	}
+	if byFrame.AddFrame(Compact(rich(3*MinFrames, w...), nil)) {
+		t.Error("a frame ending at the last frame's time was recorded")
+	}
+	got, want := Protos(byFrame.Frames()), Protos(byAdd.Frames())
+	for i := range want {
+		if !equalFrames(got[i], want[i]) {
+			t.Fatalf("frame %d:\n got %v\nwant %v", i, got[i], want[i])
+		}
+	}
+}

@@ -28,6 +28,7 @@ import (
 	"github.com/kelpie/kelpie/scheduler/monitor"
 	"github.com/kelpie/kelpie/scheduler/policy"
 	"github.com/kelpie/kelpie/scheduler/store"
+	"github.com/kelpie/kelpie/scheduler/timeline"
 )
 
 // Action states (console.proto).
@@ -886,7 +887,7 @@ func (j *jobState) runPolicies(snap monitor.Snapshot, now time.Time) {
 	// The policies' inputs are frozen on the actor (O(workers), once a
 	// tick); the policies propose from them off the actor.
 	var in *policyInputs
-	var frames []*timelinepb.TimelineFrame // the timeline's, for the policies' TimelineBPT
+	var frames []*timeline.Frame // the timeline's, for the policies' TimelineBPT
 	j.onActor(func() {
 		before := len(j.actions)
 		changed = j.changedSince(now, func() { j.gate.Tick(now) })

@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/kelpie/kelpie/proto/consolepb"
-	"github.com/kelpie/kelpie/proto/timelinepb"
 	"github.com/kelpie/kelpie/scheduler/policy"
 	"github.com/kelpie/kelpie/scheduler/timeline"
 )
@@ -124,7 +123,7 @@ func (j *jobState) measuredThroughput(window time.Duration) float64 {
 	if len(frames) == 0 {
 		return 0
 	}
-	end := frames[len(frames)-1].GetTime().AsTime()
+	end := frames[len(frames)-1].Time()
 	return timeline.MeanThroughput(frames, timeline.Later(end.Add(-window), timeline.FirstTrained(frames)), end)
 }
 
@@ -134,18 +133,18 @@ func (j *jobState) measuredThroughput(window time.Duration) float64 {
 // frames are the timeline's (Recorder.Frames: a copy of the list, the
 // frames never change once recorded), so it runs off the actor: at 20,000
 // nodes it reads some 400,000 node entries a tick.
-func timelineBPT(frames []*timelinepb.TimelineFrame, window time.Duration) map[string]float64 {
+func timelineBPT(frames []*timeline.Frame, window time.Duration) map[string]float64 {
 	if window <= 0 || len(frames) == 0 {
 		return nil
 	}
-	from := frames[len(frames)-1].GetTime().AsTime().Add(-window)
+	from := frames[len(frames)-1].Time().Add(-window)
 	sum, w := map[string]float64{}, map[string]float64{}
-	for i := len(frames) - 1; i >= 0 && frames[i].GetTime().AsTime().After(from); i-- {
+	for i := len(frames) - 1; i >= 0 && frames[i].Time().After(from); i-- {
 		f := frames[i]
-		for _, n := range f.GetNodes() {
-			if n.Value != nil {
-				sum[n.GetName()] += n.GetValue() * f.GetSpanSeconds()
-				w[n.GetName()] += f.GetSpanSeconds()
+		for n := range f.NodeCount() {
+			if x, ok := f.NodeValue(n); ok {
+				sum[f.NodeName(n)] += x * f.SpanSeconds()
+				w[f.NodeName(n)] += f.SpanSeconds()
 			}
 		}
 	}

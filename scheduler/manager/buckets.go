@@ -13,29 +13,58 @@ import (
 // cell being reused for a newer column reads as empty. A view may see a
 // cell of the current column between two of a report's additions; it never
 // sees another column's numbers.
-type buckets struct{ cells []cell }
+//
+// A cell is 16 bytes (a 20,000-node job keeps some 2.6 million): the sum,
+// and the column and count in 32 bits each. The bytes moved, which only
+// servers' comm samples carry, are a ring of their own beside the cells,
+// made on the first bytes added (workers never have one).
+type buckets struct {
+	cells []cell
+	bytes atomic.Pointer[[]atomic.Uint64] // float64 bits, by cell; nil: no bytes added yet
+}
 
 type cell struct {
-	col        atomic.Int64  // the absolute column held, plus one; 0: none, -1: being reset
-	sum, bytes atomic.Uint64 // float64 bits: BPT or comm seconds; bytes moved
-	count      atomic.Int64
+	sum atomic.Uint64 // float64 bits: BPT or comm seconds
+	// col is the column held as colTag's tag; 0: none, colResetting:
+	// being reset. Tags repeat every 2³²−2 columns: a cell not written for
+	// that long (136 years of one-second buckets) could read as current.
+	col   atomic.Uint32
+	count atomic.Uint32 // samples added (at most 2³²−1 a column)
 }
+
+const colResetting = math.MaxUint32
+
+// colTag is the tag a cell holds for column col (≥ 0): never 0 (none) or
+// colResetting.
+func colTag(col int) uint32 { return uint32(col%(math.MaxUint32-1)) + 1 }
 
 func newBuckets(cols int) *buckets { return &buckets{cells: make([]cell, cols)} }
 
 // add adds samples to column col (≥ 0). Only one goroutine at a time adds.
 func (b *buckets) add(col int, seconds float64, n int, bytes float64) {
-	c := &b.cells[col%len(b.cells)]
-	if c.col.Load() != int64(col)+1 {
-		c.col.Store(-1)
+	i := col % len(b.cells)
+	c := &b.cells[i]
+	ring := b.bytes.Load()
+	if ring == nil && bytes != 0 {
+		r := make([]atomic.Uint64, len(b.cells)) // zero: no bytes in any column so far
+		ring = &r
+		b.bytes.Store(ring)
+	}
+	if tag := colTag(col); c.col.Load() != tag {
+		c.col.Store(colResetting)
 		c.sum.Store(0)
-		c.bytes.Store(0)
+		if ring != nil {
+			(*ring)[i].Store(0)
+		}
 		c.count.Store(0)
-		c.col.Store(int64(col) + 1)
+		c.col.Store(tag)
 	}
 	c.sum.Store(math.Float64bits(math.Float64frombits(c.sum.Load()) + seconds))
-	c.bytes.Store(math.Float64bits(math.Float64frombits(c.bytes.Load()) + bytes))
-	c.count.Add(int64(n))
+	if ring != nil {
+		by := &(*ring)[i]
+		by.Store(math.Float64bits(math.Float64frombits(by.Load()) + bytes))
+	}
+	c.count.Add(uint32(n))
 }
 
 // get reads column col; ok is false when the ring holds no samples of it.
@@ -43,12 +72,16 @@ func (b *buckets) get(col int) (sum float64, count int, bytes float64, ok bool) 
 	if col < 0 {
 		return 0, 0, 0, false
 	}
-	c := &b.cells[col%len(b.cells)]
-	want := int64(col) + 1
+	i := col % len(b.cells)
+	c := &b.cells[i]
+	want := colTag(col)
 	if c.col.Load() != want {
 		return 0, 0, 0, false
 	}
-	sum, count, bytes = math.Float64frombits(c.sum.Load()), int(c.count.Load()), math.Float64frombits(c.bytes.Load())
+	sum, count = math.Float64frombits(c.sum.Load()), int(c.count.Load())
+	if ring := b.bytes.Load(); ring != nil {
+		bytes = math.Float64frombits((*ring)[i].Load())
+	}
 	if c.col.Load() != want || count == 0 {
 		return 0, 0, 0, false
 	}

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/kelpie/kelpie/scheduler/timeline"
 )
 
 // TestThroughputIsSamplesPerWallSecond: a job whose workers each train ten
@@ -39,7 +41,7 @@ func TestThroughputIsSamplesPerWallSecond(t *testing.T) {
 		}
 	}
 	pauseActor(j)
-	frames := j.hist.rec.Frames()
+	frames := timeline.Protos(j.hist.rec.Frames())
 	pj := j.policyJob()
 	resumeActor(j)
 	if !near(pj.Throughput) {

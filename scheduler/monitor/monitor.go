@@ -601,7 +601,7 @@ func (m *Monitor) workerStats(snap *Snapshot, now int64) {
 		} else if m := w.q.win[mid]; m.n > 0 {
 			// No batch ended in the head: a batch longer than L_trans
 			// that began there covers it.
-			if o := w.q.buf[m.start]; o.at-o.bpt <= now-l[mid] {
+			if o := w.q.sample(m.start); o.at-o.bpt <= now-l[mid] {
 				st.BPTHead = time.Duration(o.bpt)
 				heads[i] = float64(o.bpt)
 			}

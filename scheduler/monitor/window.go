@@ -2,12 +2,49 @@ package monitor
 
 import "math"
 
-// wsample is one worker sample, times in nanoseconds: 24 bytes (a
-// 20,000-worker job keeps some 5 million). Its iteration is kept for the
-// latest sample only (series.lastIter), the one a snapshot reads.
+// wsample is one worker sample, times in nanoseconds. Its iteration is
+// kept for the latest sample only (series.lastIter), the one a snapshot
+// reads.
 type wsample struct {
 	at, bpt int64
 	batch   int32
+}
+
+// psample is a wsample as a series keeps it: 16 bytes rather than 24 (a
+// 20,000-worker job keeps some 5 million). The BPT and batch size share
+// one word, bpt<<batchBits | batch; a sample whose BPT (18 minutes or
+// more) or batch size (16.7 million or more) does not fit has
+// bptEscape there and its batch bits index series.wide, which holds it
+// exactly.
+type psample struct {
+	at int64
+	bb uint64
+}
+
+const (
+	batchBits = 24
+	bptEscape = 1<<(64-batchBits) - 1
+	maxWide   = 1 << batchBits // escape indices
+)
+
+// pack is s as a series keeps it, its figures appended to wide when they
+// do not fit in a word.
+func pack(s wsample, wide *[]wsample) psample {
+	if s.bpt >= 0 && s.bpt < bptEscape && s.batch >= 0 && s.batch < 1<<batchBits {
+		return psample{at: s.at, bb: uint64(s.bpt)<<batchBits | uint64(s.batch)}
+	}
+	*wide = append(*wide, s)
+	return psample{at: s.at, bb: bptEscape<<batchBits | uint64(len(*wide)-1)}
+}
+
+// sample is the i-th sample of buf (absolute index).
+func (q *series) sample(i int) wsample {
+	p := q.buf[i]
+	bpt := p.bb >> batchBits
+	if bpt == bptEscape {
+		return q.wide[p.bb&(1<<batchBits-1)]
+	}
+	return wsample{at: p.at, bpt: int64(bpt), batch: int32(p.bb & (1<<batchBits - 1))}
 }
 
 // window is one trailing window over a series: the samples from index
@@ -42,7 +79,8 @@ const nwin = 3
 // samples arrive and expire, so a snapshot costs O(1) per worker plus the
 // samples that expired since the last one.
 type series struct {
-	buf      []wsample
+	buf      []psample
+	wide     []wsample // samples that do not fit a psample's word, by escape index
 	head     int
 	win      [nwin]window
 	last     wsample // the sample with the latest At ever observed
@@ -68,9 +106,18 @@ func (q *series) insert(s wsample, iter int64, max int) {
 	for p > q.head && q.buf[p-1].at > s.at {
 		p--
 	}
-	q.buf = append(q.buf, wsample{})
+	for len(q.wide) >= maxWide-1 { // escape indices run out: free the dead ones
+		q.fitWide()
+		if len(q.wide) >= maxWide-1 {
+			q.dropOldest()
+			if p < q.head {
+				p = q.head
+			}
+		}
+	}
+	q.buf = append(q.buf, psample{})
 	copy(q.buf[p+1:], q.buf[p:])
-	q.buf[p] = s
+	q.buf[p] = pack(s, &q.wide)
 	for i := range q.win {
 		w := &q.win[i]
 		if s.at <= w.cut {
@@ -89,7 +136,7 @@ func (q *series) insert(s wsample, iter int64, max int) {
 }
 
 func (q *series) dropOldest() {
-	old := q.buf[q.head]
+	old := q.sample(q.head)
 	for i := range q.win {
 		w := &q.win[i]
 		if w.start == q.head {
@@ -108,7 +155,7 @@ func (q *series) trim(now int64, l [nwin]int64) {
 		cut := max(w.cut, now-l[i])
 		w.cut = cut
 		for w.start < len(q.buf) && q.buf[w.start].at <= cut {
-			w.sub(q.buf[w.start])
+			w.sub(q.sample(w.start))
 			w.start++
 		}
 	}
@@ -131,8 +178,23 @@ func (q *series) fit() {
 		q.head = 0
 	}
 	if n := len(q.buf); cap(q.buf) > 64 && cap(q.buf) > 2*n {
-		q.buf = append(make([]wsample, 0, n+n/4+8), q.buf...)
+		q.buf = append(make([]psample, 0, n+n/4+8), q.buf...)
 	}
+	if len(q.wide) > 0 {
+		q.fitWide()
+	}
+}
+
+// fitWide keeps only the wide samples that live samples refer to.
+func (q *series) fitWide() {
+	var wide []wsample
+	for i := q.head; i < len(q.buf); i++ {
+		if p := &q.buf[i]; p.bb>>batchBits == bptEscape {
+			wide = append(wide, q.wide[p.bb&(1<<batchBits-1)])
+			p.bb = bptEscape<<batchBits | uint64(len(wide)-1)
+		}
+	}
+	q.wide = wide
 }
 
 // compact moves the live samples to the front once the dead prefix is
@@ -158,8 +220,8 @@ func (q *series) reset(max int) {
 	}
 	for i := range q.win {
 		q.win[i] = window{start: q.head, cut: math.MinInt64}
-		for _, s := range q.buf[q.head:] {
-			q.win[i].add(s)
+		for k := q.head; k < len(q.buf); k++ {
+			q.win[i].add(q.sample(k))
 		}
 	}
 	q.compact()

@@ -49,7 +49,7 @@ const MissFraction = 0.5
 // while the after-window is not over yet, unless final (the job has ended:
 // what there is is measured), and nil when there is nothing to compare
 // (no frame before the action, or none after it).
-func Realize(frames []*timelinepb.TimelineFrame, a Applied, now time.Time, final bool) *timelinepb.Realized {
+func Realize(frames []*Frame, a Applied, now time.Time, final bool) *timelinepb.Realized {
 	if a.Window <= 0 {
 		return nil
 	}
@@ -76,7 +76,7 @@ func Realize(frames []*timelinepb.TimelineFrame, a Applied, now time.Time, final
 		return nil // nobody has reported since: nothing to compare yet
 	}
 	end := start.Add(a.Window)
-	if last := frames[len(frames)-1]; last.GetTime().AsTime().Before(end) && !final {
+	if last := frames[len(frames)-1]; last.Time().Before(end) && !final {
 		return nil
 	}
 	after := window(frames, start, end)
@@ -107,7 +107,7 @@ func Realize(frames []*timelinepb.TimelineFrame, a Applied, now time.Time, final
 
 // bptBefore is the targets' mean BPT over the before-window, else the
 // one the policy measured (a.BPTBefore), else NaN.
-func bptBefore(before []*timelinepb.TimelineFrame, a Applied) float64 {
+func bptBefore(before []*Frame, a Applied) float64 {
 	if b := meanBPT(before, a.Targets); !math.IsNaN(b) || !(a.BPTBefore > 0) {
 		return b
 	}
@@ -116,10 +116,10 @@ func bptBefore(before []*timelinepb.TimelineFrame, a Applied) float64 {
 
 // window returns the frames that lie within (from, to]: those ending after
 // from and starting before to.
-func window(frames []*timelinepb.TimelineFrame, from, to time.Time) []*timelinepb.TimelineFrame {
-	var out []*timelinepb.TimelineFrame
+func window(frames []*Frame, from, to time.Time) []*Frame {
+	var out []*Frame
 	for _, f := range frames {
-		if f.GetTime().AsTime().After(from) && f.Start().Before(to) {
+		if f.Time().After(from) && f.Start().Before(to) {
 			out = append(out, f)
 		}
 	}
@@ -128,13 +128,13 @@ func window(frames []*timelinepb.TimelineFrame, from, to time.Time) []*timelinep
 
 // reported says whether every target (every worker, when there are none)
 // has a value in f.
-func reported(f *timelinepb.TimelineFrame, targets []string) bool {
+func reported(f *Frame, targets []string) bool {
 	seen := 0
-	for _, n := range f.GetNodes() {
-		if !watched(n, targets) {
+	for i := range f.NodeCount() {
+		if !watched(f, i, targets) {
 			continue
 		}
-		if n.Value == nil {
+		if _, ok := f.NodeValue(i); !ok {
 			return false
 		}
 		seen++
@@ -142,29 +142,31 @@ func reported(f *timelinepb.TimelineFrame, targets []string) bool {
 	return seen > 0 && (len(targets) == 0 || seen == len(targets))
 }
 
-func watched(n *timelinepb.TimelineNode, targets []string) bool {
+// watched says whether f's i-th node is a target (a worker, when there
+// are none).
+func watched(f *Frame, i int, targets []string) bool {
 	if len(targets) == 0 {
-		return n.GetRole() == "worker"
+		return f.NodeRole(i) == "worker"
 	}
-	return slices.Contains(targets, n.GetName())
+	return slices.Contains(targets, f.NodeName(i))
 }
 
 // meanBPT is the span-weighted mean of the watched nodes' values (their
 // mean BPT per frame, averaged over the nodes); NaN when none reported.
-func meanBPT(frames []*timelinepb.TimelineFrame, targets []string) float64 {
+func meanBPT(frames []*Frame, targets []string) float64 {
 	var sum, w float64
 	for _, f := range frames {
 		var s float64
 		var n int
-		for _, node := range f.GetNodes() {
-			if watched(node, targets) && node.Value != nil {
-				s += node.GetValue()
+		for i := range f.NodeCount() {
+			if x, ok := f.NodeValue(i); ok && watched(f, i, targets) {
+				s += x
 				n++
 			}
 		}
 		if n > 0 {
-			sum += s / float64(n) * f.GetSpanSeconds()
-			w += f.GetSpanSeconds()
+			sum += s / float64(n) * f.SpanSeconds()
+			w += f.SpanSeconds()
 		}
 	}
 	if w == 0 {
@@ -182,7 +184,7 @@ func meanBPT(frames []*timelinepb.TimelineFrame, targets []string) float64 {
 // fast it trains. A window that opens earlier opens there instead, or the
 // start-up's zero would be averaged into a throughput "before" an action
 // taken a second into training.
-func FirstTrained(frames []*timelinepb.TimelineFrame) time.Time {
+func FirstTrained(frames []*Frame) time.Time {
 	for _, f := range frames {
 		if throughputOf(f) > 0 {
 			return f.Start()
@@ -202,24 +204,24 @@ func Later(a, b time.Time) time.Time {
 // MeanThroughput is the job's throughput over the frames within (from,
 // to], weighted by their spans (zero without any): the window a policy's
 // prediction starts from, as Realize measures "before".
-func MeanThroughput(frames []*timelinepb.TimelineFrame, from, to time.Time) float64 {
+func MeanThroughput(frames []*Frame, from, to time.Time) float64 {
 	return meanThroughput(window(frames, from, to))
 }
 
 // throughputOf is a frame's samples per second (Throughput for a frame
 // recorded without SamplesPerS).
-func throughputOf(f *timelinepb.TimelineFrame) float64 {
-	if x := f.GetSamplesPerS(); x != 0 {
+func throughputOf(f *Frame) float64 {
+	if x := f.SamplesPerS(); x != 0 {
 		return x
 	}
-	return f.GetThroughput()
+	return f.Throughput()
 }
 
-func meanThroughput(frames []*timelinepb.TimelineFrame) float64 {
+func meanThroughput(frames []*Frame) float64 {
 	var sum, w float64
 	for _, f := range frames {
-		sum += throughputOf(f) * f.GetSpanSeconds()
-		w += f.GetSpanSeconds()
+		sum += throughputOf(f) * f.SpanSeconds()
+		w += f.SpanSeconds()
 	}
 	if w == 0 {
 		return 0

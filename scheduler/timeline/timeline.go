@@ -31,8 +31,16 @@ import (
 // Bounds of a recorder.
 const (
 	// DefaultBudget is how many node samples (frames × nodes) a job's
-	// timeline keeps by default: about 25 MB for any job size.
+	// timeline keeps by default: at most BytesPerNodeSample × 1,000,000,
+	// some 85 MB, for a job of up to DefaultBudget/MinFrames (15,625)
+	// nodes; a larger job keeps MinFrames frames, 64 × nodes samples
+	// (1.28 million, some 110 MB, at 20,000 nodes).
 	DefaultBudget = 1_000_000
+	// BytesPerNodeSample bounds the heap a recorder holds per node sample
+	// (an 80-byte row; the names and roles are shared by the frames of
+	// the same nodes): measured by TestBytesPerNodeSample. Kept as
+	// TimelineNode messages they took some 207.
+	BytesPerNodeSample = 88
 	// DefaultMaxFrames bounds the frames of a small job (two hours of
 	// one-second buckets before the oldest are merged).
 	DefaultMaxFrames = 7200
@@ -60,7 +68,7 @@ func Capacity(nodes, budget, maxFrames int) int {
 // Recorder keeps a job's frames, oldest first, within its capacity. It is
 // not safe for concurrent use: its job owns it.
 type Recorder struct {
-	frames []*timelinepb.TimelineFrame
+	frames []*Frame
 	cap    int
 	// dirty is the first index whose frame changed since the last Flush
 	// (len(frames) when none did).
@@ -69,9 +77,9 @@ type Recorder struct {
 
 // NewRecorder returns a recorder that keeps at most capacity frames
 // (MinFrames if less), starting from frames already recorded (restored
-// from the store; they are not copied and must not be changed after).
+// from the store; not changed).
 func NewRecorder(capacity int, restored []*timelinepb.TimelineFrame) *Recorder {
-	r := &Recorder{cap: max(capacity, MinFrames), frames: restored}
+	r := &Recorder{cap: max(capacity, MinFrames), frames: CompactAll(restored)}
 	r.dirty = len(r.frames)
 	for len(r.frames) > r.cap {
 		r.compact()
@@ -84,23 +92,33 @@ func (r *Recorder) Len() int { return len(r.frames) }
 
 // Frames returns the frames, oldest first. The slice is a copy; the frames
 // are shared and never changed once recorded (a merge makes a new one).
-func (r *Recorder) Frames() []*timelinepb.TimelineFrame {
-	return append([]*timelinepb.TimelineFrame(nil), r.frames...)
+func (r *Recorder) Frames() []*Frame {
+	return append([]*Frame(nil), r.frames...)
 }
 
 // Last is the most recent frame, or nil.
-func (r *Recorder) Last() *timelinepb.TimelineFrame {
+func (r *Recorder) Last() *Frame {
 	if len(r.frames) == 0 {
 		return nil
 	}
 	return r.frames[len(r.frames)-1]
 }
 
-// Add records f, which must end after the last frame (a frame that does not
-// is dropped: time runs one way). When the recorder is full, the older half
-// is merged pairwise first.
+// Add records f (kept as a Frame: f is not changed or kept), as AddFrame.
 func (r *Recorder) Add(f *timelinepb.TimelineFrame) bool {
-	if last := r.Last(); last != nil && !f.GetTime().AsTime().After(last.GetTime().AsTime()) {
+	if last := r.Last(); last != nil && !f.GetTime().AsTime().After(last.Time()) {
+		return false
+	}
+	return r.AddFrame(Compact(f, r.Last()))
+}
+
+// AddFrame records f, which must end after the last frame (a frame that
+// does not is dropped: time runs one way). When the recorder is full, the
+// older half is merged pairwise first. f is made off the recorder's owner
+// (Compact, from the last frame: the rows of 20,000 nodes take a
+// millisecond or two), so that its turn is an append.
+func (r *Recorder) AddFrame(f *Frame) bool {
+	if last := r.Last(); last != nil && !f.Time().After(last.Time()) {
 		return false
 	}
 	r.frames = append(r.frames, f)
@@ -114,9 +132,9 @@ func (r *Recorder) Add(f *timelinepb.TimelineFrame) bool {
 func (r *Recorder) compact() {
 	half := len(r.frames) / 2
 	half -= half % 2
-	out := make([]*timelinepb.TimelineFrame, 0, half/2+len(r.frames)-half)
+	out := make([]*Frame, 0, half/2+len(r.frames)-half)
 	for i := 0; i < half; i += 2 {
-		out = append(out, Merge(r.frames[i], r.frames[i+1]))
+		out = append(out, merge(r.frames[i], r.frames[i+1]))
 	}
 	out = append(out, r.frames[half:]...)
 	r.frames = out
@@ -124,11 +142,11 @@ func (r *Recorder) compact() {
 }
 
 // Flush returns what changed since the last Flush: the frames from index
-// from on must be (re)written, and the timeline now has Len() frames (any
-// stored beyond that are gone).
-func (r *Recorder) Flush() (from int, frames []*timelinepb.TimelineFrame) {
+// from on must be (re)written (Frame.Proto), and the timeline now has
+// Len() frames (any stored beyond that are gone).
+func (r *Recorder) Flush() (from int, frames []*Frame) {
 	from = min(r.dirty, len(r.frames))
-	frames = append([]*timelinepb.TimelineFrame(nil), r.frames[from:]...)
+	frames = append([]*Frame(nil), r.frames[from:]...)
 	r.dirty = len(r.frames)
 	return from, frames
 }
@@ -137,42 +155,10 @@ func (r *Recorder) Flush() (from int, frames []*timelinepb.TimelineFrame) {
 // job's and each node's figures at the end (b's), throughput and each
 // node's value averaged over the span, each node's heat the maximum (so a
 // straggler's hot bucket never fades out of a downsampled heatmap). A node
-// only in a keeps a's figures.
+// only in a keeps a's figures. Neither a nor b is changed.
 func Merge(a, b *timelinepb.TimelineFrame) *timelinepb.TimelineFrame {
-	wa, wb := a.GetSpanSeconds(), b.GetSpanSeconds()
-	out := proto.CloneOf(b)
-	out.SpanSeconds = wa + wb
-	out.Throughput = weighted(a.GetThroughput(), wa, b.GetThroughput(), wb)
-	out.SamplesPerS = weighted(a.GetSamplesPerS(), wa, b.GetSamplesPerS(), wb)
-	if out.Loss == nil && a.Loss != nil {
-		out.Loss = proto.Float64(a.GetLoss())
-	}
-	prev := make(map[string]*timelinepb.TimelineNode, len(a.GetNodes()))
-	for _, n := range a.GetNodes() {
-		prev[n.GetName()] = n
-	}
-	for _, n := range out.Nodes {
-		p, ok := prev[n.GetName()]
-		if !ok {
-			continue
-		}
-		delete(prev, n.GetName())
-		if h := p.GetHeat(); h > n.GetHeat() || n.GetHeat() != n.GetHeat() {
-			n.Heat = h // the hotter of the two (a NaN never wins)
-		}
-		switch {
-		case n.Value == nil && p.Value != nil:
-			n.Value = proto.Float64(p.GetValue())
-		case n.Value != nil && p.Value != nil:
-			n.Value = proto.Float64(weighted(p.GetValue(), wa, n.GetValue(), wb))
-		}
-	}
-	for _, n := range a.GetNodes() { // nodes that were gone by b's end, in a's order
-		if _, ok := prev[n.GetName()]; ok {
-			out.Nodes = append(out.Nodes, proto.CloneOf(n))
-		}
-	}
-	return out
+	fa := Compact(a, nil)
+	return merge(fa, Compact(b, fa)).Proto()
 }
 
 // weighted is the mean of x and y weighted by wx and wy.

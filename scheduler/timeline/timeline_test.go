@@ -68,7 +68,7 @@ func TestRecorderBounded(t *testing.T) {
 			t.Fatalf("after %d frames the recorder holds %d > %d", s, r.Len(), capacity)
 		}
 	}
-	fs := r.Frames()
+	fs := Protos(r.Frames())
 	var span float64
 	for _, f := range fs {
 		span += f.GetSpanSeconds()
@@ -291,7 +291,7 @@ func TestRealize(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			now := c.frames[len(c.frames)-1].GetTime().AsTime()
-			r := Realize(c.frames, c.a, now, c.final)
+			r := Realize(CompactAll(c.frames), c.a, now, c.final)
 			if (r != nil) != c.want {
 				t.Fatalf("measured = %v, want %v (%v)", r != nil, c.want, r)
 			}
@@ -309,7 +309,7 @@ func TestRealize(t *testing.T) {
 			}
 		})
 	}
-	r := Realize(missed, adjust, t0.Add(20*time.Second), false)
+	r := Realize(CompactAll(missed), adjust, t0.Add(20*time.Second), false)
 	if want := (12_300 - 21_000) / 21_000.0; math.Abs(r.GetPredictionError()-want) > 1e-9 {
 		t.Errorf("prediction error %v, want %v", r.GetPredictionError(), want)
 	}
@@ -327,7 +327,7 @@ func TestRealizeHalfGain(t *testing.T) {
 		miss  bool
 	}{{1499, true}, {1500, false}, {2500, false}, {900, true}} {
 		fs := append(straggler(1, 5, 1000, 0.01), straggler(6, 12, c.after, 0.01)...)
-		r := Realize(fs, Applied{At: at, Window: 3 * time.Second, Transition: time.Second, PredictedThroughput: 2000}, t0.Add(12*time.Second), false)
+		r := Realize(CompactAll(fs), Applied{At: at, Window: 3 * time.Second, Transition: time.Second, PredictedThroughput: 2000}, t0.Add(12*time.Second), false)
 		if r == nil || r.GetMiss() != c.miss {
 			t.Errorf("after %v/s (predicted 1000 → 2000): %v, want miss %v", c.after, r, c.miss)
 		}
@@ -343,7 +343,7 @@ func TestRealizeProgress(t *testing.T) {
 	for _, f := range fs {
 		f.SamplesPerS = 4_600 // one barrier every 28 ms, before and after
 	}
-	r := Realize(fs, Applied{Targets: []string{"worker-2"}, At: t0.Add(5 * time.Second), Window: 3 * time.Second,
+	r := Realize(CompactAll(fs), Applied{Targets: []string{"worker-2"}, At: t0.Add(5 * time.Second), Window: 3 * time.Second,
 		Transition: time.Second, PredictedThroughput: 39_000}, t0.Add(12*time.Second), false)
 	if r == nil || r.GetThroughputBefore() != 4_600 || r.GetThroughputAfter() != 4_600 || !r.GetMiss() {
 		t.Errorf("realized = %v; want 4.6k/s before and after, a miss", r)
@@ -359,7 +359,7 @@ func TestRealizeProgress(t *testing.T) {
 // their mean.
 func TestRealizeByNode(t *testing.T) {
 	fs := append(straggler(1, 10, 17_400, 0.028), straggler(11, 20, 12_300, 0.027)...)
-	r := Realize(fs, Applied{Targets: []string{"worker-0", "worker-2"}, At: t0.Add(10 * time.Second), Window: 5 * time.Second,
+	r := Realize(CompactAll(fs), Applied{Targets: []string{"worker-0", "worker-2"}, At: t0.Add(10 * time.Second), Window: 5 * time.Second,
 		Transition: time.Second, PredictedThroughput: 21_000}, t0.Add(20*time.Second), false)
 	if r == nil {
 		t.Fatal("not measured")
@@ -389,20 +389,20 @@ func TestRealizeAfterStartUp(t *testing.T) {
 		f.Nodes = nil // nobody has reported yet
 	}
 	at := t0.Add(5 * time.Second)
-	if got := FirstTrained(fs); !got.Equal(t0.Add(4 * time.Second)) {
+	if got := FirstTrained(CompactAll(fs)); !got.Equal(t0.Add(4 * time.Second)) {
 		t.Errorf("first trained frame starts at %v; want t0+4s", got.Sub(t0))
 	}
-	if got := MeanThroughput(fs, Later(at.Add(-5*time.Second), FirstTrained(fs)), at); got != 7_000 {
+	if got := MeanThroughput(CompactAll(fs), Later(at.Add(-5*time.Second), FirstTrained(CompactAll(fs))), at); got != 7_000 {
 		t.Errorf("throughput over the 5 s before, from the first trained frame: %v; want 7000", got)
 	}
-	r := Realize(fs, Applied{Targets: []string{"worker-2"}, At: at, Window: 5 * time.Second, Transition: time.Second,
+	r := Realize(CompactAll(fs), Applied{Targets: []string{"worker-2"}, At: at, Window: 5 * time.Second, Transition: time.Second,
 		PredictedThroughput: 14_000}, t0.Add(12*time.Second), true)
 	if r == nil || r.GetThroughputBefore() != 7_000 {
 		t.Fatalf("realized = %v; want 7k/s before (the start-up left out)", r)
 	}
 	// A stall after training began is not start-up: it counts.
 	stalled := append(straggler(1, 2, 7_000, 0.02), straggler(3, 5, 0, 0.02)...)
-	if got := MeanThroughput(stalled, Later(at.Add(-5*time.Second), FirstTrained(stalled)), at); got != 7_000*2/5.0 {
+	if got := MeanThroughput(CompactAll(stalled), Later(at.Add(-5*time.Second), FirstTrained(CompactAll(stalled))), at); got != 7_000*2/5.0 {
 		t.Errorf("throughput over a window with a stall: %v; want %v", got, 7_000*2/5.0)
 	}
 }

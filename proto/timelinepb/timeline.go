@@ -1,6 +1,9 @@
 package timelinepb
 
-import "time"
+import (
+	"sort"
+	"time"
+)
 
 // Start is when a timeline frame's span begins (its time is the end).
 func (f *TimelineFrame) Start() time.Time {
@@ -11,17 +14,14 @@ func (f *TimelineFrame) Start() time.Time {
 // first): the first frame ending at or after t, clamped to the frames
 // there are; -1 when there are none.
 func FrameAt(frames []*TimelineFrame, t time.Time) int {
-	if len(frames) == 0 {
+	return IndexAt(len(frames), func(i int) time.Time { return frames[i].GetTime().AsTime() }, t)
+}
+
+// IndexAt is FrameAt over n frames, oldest first, the i-th ending at
+// end(i): for frames kept in another form than messages.
+func IndexAt(n int, end func(i int) time.Time, t time.Time) int {
+	if n == 0 {
 		return -1
 	}
-	lo, hi := 0, len(frames)-1
-	for lo < hi {
-		mid := (lo + hi) / 2
-		if frames[mid].GetTime().AsTime().Before(t) {
-			lo = mid + 1
-		} else {
-			hi = mid
-		}
-	}
-	return lo
+	return min(sort.Search(n, func(i int) bool { return !end(i).Before(t) }), n-1)
 }

@@ -124,7 +124,7 @@ func stripped(f *timelinepb.TimelineFrame) *timelinepb.TimelineFrame {
 	out := &timelinepb.TimelineFrame{}
 	dst := out.ProtoReflect()
 	f.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		if fd.Number() != nodesField {
+		if fd.Name() != nodesField {
 			dst.Set(fd, v)
 		}
 		return true
@@ -133,8 +133,8 @@ func stripped(f *timelinepb.TimelineFrame) *timelinepb.TimelineFrame {
 	return out
 }
 
-// nodesField is TimelineFrame.nodes' number.
-const nodesField = 11
+// nodesField is the name of TimelineFrame's nodes.
+const nodesField protoreflect.Name = "nodes"
 
 func uniqueNames(names []string) bool {
 	seen := make(map[string]struct{}, len(names))
@@ -227,19 +227,7 @@ func (f *Frame) NodeValue(i int) (float64, bool) {
 // FrameAt returns the index of the frame that covers t in frames (oldest
 // first), as timelinepb.FrameAt.
 func FrameAt(frames []*Frame, t time.Time) int {
-	if len(frames) == 0 {
-		return -1
-	}
-	lo, hi := 0, len(frames)-1
-	for lo < hi {
-		mid := (lo + hi) / 2
-		if frames[mid].Time().Before(t) {
-			lo = mid + 1
-		} else {
-			hi = mid
-		}
-	}
-	return lo
+	return timelinepb.IndexAt(len(frames), func(i int) time.Time { return frames[i].Time() }, t)
 }
 
 // merge is Merge of compact frames.

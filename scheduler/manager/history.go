@@ -117,11 +117,7 @@ func (j *jobState) record(now time.Time, final bool, ending ...string) {
 	}
 	// Kept compact, made here rather than on the actor (some 2 ms at
 	// 20,000 nodes).
-	compact := make([]*timeline.Frame, len(frames))
-	for i, f := range frames {
-		compact[i] = timeline.Compact(f, prev)
-		prev = compact[i]
-	}
+	compact := timeline.CompactAfter(prev, frames)
 	j.onActor(func() {
 		if j.hist.rec == nil || j.hist.closed {
 			return

@@ -149,9 +149,12 @@ func uniqueNames(names []string) bool {
 
 // CompactAll returns the frames of fs (not changed), consecutive frames
 // of the same nodes sharing their roster.
-func CompactAll(fs []*timelinepb.TimelineFrame) []*Frame {
+func CompactAll(fs []*timelinepb.TimelineFrame) []*Frame { return CompactAfter(nil, fs) }
+
+// CompactAfter is CompactAll of frames that follow prev (nil: none), whose
+// roster the first may share.
+func CompactAfter(prev *Frame, fs []*timelinepb.TimelineFrame) []*Frame {
 	out := make([]*Frame, len(fs))
-	var prev *Frame
 	for i, f := range fs {
 		out[i] = Compact(f, prev)
 		prev = out[i]

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kelpie/kelpie/proto/consolepb"
 	"github.com/kelpie/kelpie/scheduler/clock"
+	"github.com/kelpie/kelpie/scheduler/consoleapi"
 )
 
 // Fields are only ever added to the protocol, so a newer client's unknown
@@ -275,16 +276,19 @@ type trimmedView struct{ from, to *consolepb.JobView }
 // views is the backend's current views of the subscription, as the client
 // sees them.
 func (s *subscription) views(b Backend) []*consolepb.JobView {
-	vs := b.View(s.names, s.cols)
 	if s.window == nil {
-		return vs
+		return b.View(s.names, s.cols)
 	}
+	if wb, ok := b.(consoleapi.WindowBackend); ok && len(s.names) > 0 {
+		return wb.WindowView(s.names, s.cols, s.window)
+	}
+	vs := b.View(s.names, s.cols)
 	out := make([]*consolepb.JobView, len(vs))
 	next := make(map[string]trimmedView, len(vs))
 	for i, v := range vs {
 		t, ok := s.trimmed[v.GetName()]
 		if !ok || t.from != v {
-			t = trimmedView{from: v, to: trimView(v, s.window)}
+			t = trimmedView{from: v, to: consoleapi.TrimView(v, s.window)}
 		}
 		out[i], next[v.GetName()] = t.to, t
 	}

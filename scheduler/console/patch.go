@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kelpie/kelpie/proto/consolepb"
+	"github.com/kelpie/kelpie/scheduler/consoleapi"
 )
 
 // This file makes a job's JobPatch: what changed between the view a client
@@ -20,7 +21,7 @@ import (
 func diffPatch(old, cur *consolepb.JobView) (*consolepb.JobPatch, bool) {
 	p := &consolepb.JobPatch{Name: cur.GetName()}
 	changed := false
-	if f := figures(cur, heavy); !sameFigures(figures(old, heavy), f) {
+	if f := consoleapi.Figures(cur, heavy); !sameFigures(consoleapi.Figures(old, heavy), f) {
 		p.Figures, changed = f, true
 	}
 	if !sameList(old.GetActions(), cur.GetActions()) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kelpie/kelpie/proto/consolepb"
 	consoleclient "github.com/kelpie/kelpie/scheduler/console/client"
+	"github.com/kelpie/kelpie/scheduler/consoleapi"
 )
 
 // evolving makes a sequence of a job's views as a scheduler would publish
@@ -108,16 +109,16 @@ func TestPatchRoundTrip(t *testing.T) {
 	windows := []*consolepb.ViewWindow{
 		nil,
 		{Limit: 2},
-		{Sort: SortRatio, Offset: 1, Limit: 3, HeatmapRows: 2, ChartSeries: 2},
-		{Sort: SortName, Filter: "worker", HeatmapRows: 1, ChartSeries: 1},
+		{Sort: consoleapi.SortRatio, Offset: 1, Limit: 3, HeatmapRows: 2, ChartSeries: 2},
+		{Sort: consoleapi.SortName, Filter: "worker", HeatmapRows: 1, ChartSeries: 1},
 	}
 	for seed := range uint64(40) {
 		for wi, w := range windows {
 			r := rand.New(rand.NewPCG(seed, 7))
 			views := evolving(r, 30)
-			held := trimView(views[0], w)
+			held := consoleapi.TrimView(views[0], w)
 			for i, v := range views[1:] {
-				cur := trimView(v, w)
+				cur := consoleapi.TrimView(v, w)
 				p, changed := diffPatch(held, cur)
 				got := consoleclient.ApplyPatch(held, p)
 				if encode(t, got) != encode(t, cur) {
@@ -161,11 +162,11 @@ func TestPatchIsSmall(t *testing.T) {
 	}
 	w := &consolepb.ViewWindow{Limit: 40, HeatmapRows: 40, ChartSeries: 8}
 	whole := proto.Size(mk(0))
-	held := trimView(mk(0), w)
+	held := consoleapi.TrimView(mk(0), w)
 	trimmed := proto.Size(held)
 	var patched int
 	for step := 1; step <= 40; step++ {
-		cur := trimView(mk(step), w)
+		cur := consoleapi.TrimView(mk(step), w)
 		p, _ := diffPatch(held, cur)
 		patched += proto.Size(p)
 		held = consoleclient.ApplyPatch(held, p)
@@ -186,7 +187,7 @@ func TestWindowedPatchedStream(t *testing.T) {
 	views := evolving(r, 25)
 	b := newFakeBackend(views[0])
 	h := newHarness(t, b, Options{})
-	w := &consolepb.ViewWindow{Sort: SortRatio, Limit: 3, HeatmapRows: 2, ChartSeries: 2}
+	w := &consolepb.ViewWindow{Sort: consoleapi.SortRatio, Limit: 3, HeatmapRows: 2, ChartSeries: 2}
 	got := make(chan *consolepb.JobView, 100)
 	var patches atomic.Int64
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -222,16 +223,16 @@ func TestWindowedPatchedStream(t *testing.T) {
 			}
 		}
 	}
-	next(trimView(views[0], w))
+	next(consoleapi.TrimView(views[0], w))
 	for _, v := range views[1:] {
 		b.setJob(v)
-		next(trimView(v, w))
+		next(consoleapi.TrimView(v, w))
 	}
-	w2 := &consolepb.ViewWindow{Sort: SortName, Offset: 1, Limit: 2}
+	w2 := &consolepb.ViewWindow{Sort: consoleapi.SortName, Offset: 1, Limit: 2}
 	if err := c.SetWindow(ctx, w2); err != nil {
 		t.Fatal(err)
 	}
-	next(trimView(views[len(views)-1], w2))
+	next(consoleapi.TrimView(views[len(views)-1], w2))
 	if patches.Load() == 0 {
 		t.Error("the stream carried no patch")
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/kelpie/kelpie/proto/consolepb"
+	"github.com/kelpie/kelpie/scheduler/consoleapi"
 )
 
 func windowJob() *consolepb.JobView {
@@ -47,12 +48,12 @@ func TestTrimView(t *testing.T) {
 	}{
 		{"no window", nil, "server-0,worker-0,worker-1,worker-2,worker-3", 0, 0, "5", "speed/server-0,bpt/worker-0,bpt/worker-1,bpt/worker-2,bpt/worker-3,speed/server-1"},
 		{"rows as listed", &consolepb.ViewWindow{Offset: 1, Limit: 2}, "worker-0,worker-1", 5, 1, "5", ""},
-		{"by ratio, filtered", &consolepb.ViewWindow{Sort: SortRatio, Filter: "WORKER", Limit: 3}, "worker-1,worker-3,worker-2", 4, 0, "5", ""},
-		{"by name, past the end", &consolepb.ViewWindow{Sort: SortName, Offset: 9, Limit: 3}, "", 5, 5, "5", ""},
+		{"by ratio, filtered", &consolepb.ViewWindow{Sort: consoleapi.SortRatio, Filter: "WORKER", Limit: 3}, "worker-1,worker-3,worker-2", 4, 0, "5", ""},
+		{"by name, past the end", &consolepb.ViewWindow{Sort: consoleapi.SortName, Offset: 9, Limit: 3}, "", 5, 5, "5", ""},
 		{"heatmap merged, slowest series", &consolepb.ViewWindow{HeatmapRows: 2, ChartSeries: 1}, "server-0,worker-0,worker-1,worker-2,worker-3", 5, 0,
 			"server-0…worker-1 [2 5], worker-2…worker-3 [4 2]", "bpt/worker-1,speed/server-1"},
 	} {
-		got := trimView(v, c.w)
+		got := consoleapi.TrimView(v, c.w)
 		if n := names(got.GetNodes()); n != c.nodes {
 			t.Errorf("%s: nodes %s; want %s", c.name, n, c.nodes)
 		}
@@ -91,14 +92,14 @@ func TestTrimView(t *testing.T) {
 
 func TestCheckWindow(t *testing.T) {
 	for _, w := range []*consolepb.ViewWindow{
-		{Sort: "fastest"}, {Limit: -1}, {Limit: MaxWindowRows + 1}, {Offset: -2}, {HeatmapRows: -1}, {ChartSeries: -3},
+		{Sort: "fastest"}, {Limit: -1}, {Limit: consoleapi.MaxWindowRows + 1}, {Offset: -2}, {HeatmapRows: -1}, {ChartSeries: -3},
 		{Filter: strings.Repeat("x", MaxWindowFilter+1)},
 	} {
 		if err := checkWindow(w); err == nil || Code(err).String() != "InvalidArgument" {
 			t.Errorf("checkWindow(%v) = %v; want InvalidArgument", w, err)
 		}
 	}
-	if err := checkWindow(&consolepb.ViewWindow{Sort: SortRatio, Limit: 40, HeatmapRows: 40, ChartSeries: 8}); err != nil {
+	if err := checkWindow(&consolepb.ViewWindow{Sort: consoleapi.SortRatio, Limit: 40, HeatmapRows: 40, ChartSeries: 8}); err != nil {
 		t.Errorf("a sensible window refused: %v", err)
 	}
 }

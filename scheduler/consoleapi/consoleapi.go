@@ -33,6 +33,18 @@ type Backend interface {
 	Audit(e AuditEntry) error
 }
 
+// WindowBackend is a Backend that builds a window of its detail views
+// itself, rather than the console trimming whole views: a 20,000-node
+// job's whole view is some 20,000 node rows, heatmap rows and series a
+// second, of which a console shows 50. WindowView returns, for each named
+// job, what TrimView makes of View(names, heatmapColumns)'s view with w —
+// the same values, published and shared like View's (an unchanged pointer
+// is no change).
+type WindowBackend interface {
+	Backend
+	WindowView(names []string, heatmapColumns int, w *consolepb.ViewWindow) []*consolepb.JobView
+}
+
 // AuditEntry is one command decision, or one refused connection
 // (Command "connect", Who the token's fingerprint).
 type AuditEntry struct {

@@ -20,27 +20,7 @@ import (
 func TestCauseInView(t *testing.T) {
 	clk := &testClock{t: time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)}
 	m, j, _ := historyJob(t, filepath.Join(t.TempDir(), "kelpie.db"), clk)
-	iter := int64(0)
-	for range 10 {
-		clk.add(time.Second)
-		iter += 10
-		for _, w := range []string{"worker-0", "worker-1", "worker-2", "worker-3"} {
-			bpt, sp := 0.004, &coordinatorpb.TimeSplit{Iterations: 10, ComputeS: 0.02, DataS: 0.002, PushS: 0.009, PullS: 0.009}
-			switch w {
-			case "worker-2":
-				bpt, sp.ComputeS = 0.010, 0.08 // 6 ms more per iteration, all of it compute
-			case "worker-3":
-				sp.PullS = 0.03 // a little slower on the wire, not a straggler
-			}
-			r := &coordinatorpb.ProgressReport{Job: "hist", Node: w, Iteration: iter, Samples: iter * 16, BatchSize: 16, Split: sp,
-				Comm: []*coordinatorpb.CommSample{{Server: 0, Bytes: 1000, Seconds: 0.001}}}
-			for range 10 {
-				r.BptSeconds = append(r.BptSeconds, bpt)
-			}
-			takeOn(m, j, j.nodes[w], &agentpb.AgentMessage{Body: &agentpb.AgentMessage_Report{Report: r}})
-		}
-		j.tick(clk.now())
-	}
+	stragglerReports(m, j, clk)
 	views := m.View([]string{"hist"}, 0)
 	if len(views) != 1 {
 		t.Fatalf("views = %d", len(views))
@@ -165,5 +145,32 @@ func TestPreviewFilled(t *testing.T) {
 			t.Fatal("no preview")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// stragglerReports sends 10 seconds of reports of historyJob's workers:
+// worker-2 spends 6 ms more per iteration, all of it compute; worker-3 a
+// little more on the wire, not enough to straggle.
+func stragglerReports(m *Manager, j *jobState, clk *testClock) {
+	iter := int64(0)
+	for range 10 {
+		clk.add(time.Second)
+		iter += 10
+		for _, w := range []string{"worker-0", "worker-1", "worker-2", "worker-3"} {
+			bpt, sp := 0.004, &coordinatorpb.TimeSplit{Iterations: 10, ComputeS: 0.02, DataS: 0.002, PushS: 0.009, PullS: 0.009}
+			switch w {
+			case "worker-2":
+				bpt, sp.ComputeS = 0.010, 0.08 // 6 ms more per iteration, all of it compute
+			case "worker-3":
+				sp.PullS = 0.03 // a little slower on the wire, not a straggler
+			}
+			r := &coordinatorpb.ProgressReport{Job: "hist", Node: w, Iteration: iter, Samples: iter * 16, BatchSize: 16, Split: sp,
+				Comm: []*coordinatorpb.CommSample{{Server: 0, Bytes: 1000, Seconds: 0.001}}}
+			for range 10 {
+				r.BptSeconds = append(r.BptSeconds, bpt)
+			}
+			takeOn(m, j, j.nodes[w], &agentpb.AgentMessage{Body: &agentpb.AgentMessage_Report{Report: r}})
+		}
+		j.tick(clk.now())
 	}
 }

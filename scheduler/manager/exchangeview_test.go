@@ -302,7 +302,7 @@ func BenchmarkExchangeShareOfView(b *testing.B) {
 	}
 	b.Run("view", func(b *testing.B) {
 		for b.Loop() {
-			j.view(true, 60)
+			j.view(viewKey{detail: true, columns: 60})
 		}
 	})
 	b.Run("exchange", func(b *testing.B) {

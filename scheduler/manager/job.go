@@ -72,6 +72,9 @@ type jobState struct {
 	// once (view, under viewMu).
 	seriesNames map[string]string
 	exchange    exchangeCache // an allreduce job's last exchange (view, under viewMu)
+	// windowGrid is the cells' means a window's heatmap is read into
+	// (cut, under viewMu): reused, some 10 MB a window at 20,000 nodes.
+	windowGrid []float64
 	// nodeCount is the job's node count as of the last view built; it
 	// sets how long a view lives (viewTTL).
 	nodeCount atomic.Int32

@@ -14,6 +14,7 @@ import (
 	"github.com/kelpie/kelpie/core/diverge"
 	"github.com/kelpie/kelpie/proto/agentpb"
 	"github.com/kelpie/kelpie/proto/consolepb"
+	"github.com/kelpie/kelpie/scheduler/cause"
 	"github.com/kelpie/kelpie/scheduler/consoleapi"
 	"github.com/kelpie/kelpie/scheduler/monitor"
 	"github.com/kelpie/kelpie/scheduler/store"
@@ -32,7 +33,7 @@ func (m *Manager) View(names []string, heatmapColumns int) []*consolepb.JobView 
 			names = append(names, n)
 		}
 	}
-	key := viewKey{detail, heatmapColumns}
+	key := viewKey{detail: detail, columns: heatmapColumns}
 	now := m.now()
 	var out []*consolepb.JobView
 	for _, n := range names {
@@ -57,23 +58,42 @@ func (m *Manager) metricsViews() []*consolepb.JobView {
 	return out
 }
 
-// metricsView is the job's detail view for /metrics: a fresh published
-// detail view of any heatmap width (the console's: the metrics read no
-// heatmap), else one of its own, one column wide. A scrape built a
-// 20,000-node view of its own beside the console's.
+// metricsView is the job's detail view for /metrics, which reads the
+// job's figures and its nodes' classes, BPTs and speeds (no heatmap, no
+// splits or causes): any fresh published detail view of the whole job
+// (the console's, the timeline's), else a bare one of its own, one column
+// wide. A scrape built a 20,000-node view of its own beside the console's.
 func (j *jobState) metricsView(now time.Time) *consolepb.JobView {
-	if c := j.views.Load(); c != nil {
-		for k := range *c {
-			if !k.detail {
-				continue
+	if cv, ok := j.wholeView(now, time.Time{}, 1); ok {
+		return cv.v
+	}
+	return j.publishedView(viewKey{detail: true, columns: 1, bare: true}, now)
+}
+
+// wholeView is a published detail view of every node (full or bare, not a
+// window) covering need heatmap columns, built no earlier than notBefore
+// or, without notBefore, fresh by its TTL.
+func (j *jobState) wholeView(now, notBefore time.Time, need int) (cachedView, bool) {
+	c := j.views.Load()
+	if c == nil {
+		return cachedView{}, false
+	}
+	for k, cv := range *c {
+		if !k.detail || k.win.set || j.heatmapWidth(k.columns) < need {
+			continue
+		}
+		if !notBefore.IsZero() {
+			if !cv.at.Before(notBefore) {
+				return cv, true
 			}
-			ttl := j.viewTTL(k)
-			if v := c.fresh(k, now, ttl, j.viewSince(k, now, ttl)); v != nil {
-				return v
-			}
+			continue
+		}
+		ttl := j.viewTTL(k)
+		if c.fresh(k, now, ttl, j.viewSince(k, now, ttl)) != nil {
+			return cv, true
 		}
 	}
-	return j.publishedView(viewKey{detail: true, columns: 1}, now)
+	return cachedView{}, false
 }
 
 // rowsPerTurn is how many nodes' rows a view build freezes in one turn of
@@ -126,14 +146,40 @@ func (j *jobState) viewSince(key viewKey, now time.Time, ttl time.Duration) time
 	return j.bucket0.Add(time.Duration(c) * b)
 }
 
+// viewKey names a published view: the job's summary (detail false) or a
+// detail view with columns heatmap columns — a full one, a bare one (bare:
+// no node's split, cause or phases, which the timeline's frames and the
+// metrics do not read, and which need every node's recent splits), or a
+// window of the full one (win, WindowView).
 type viewKey struct {
 	detail  bool
 	columns int
+	bare    bool
+	win     windowKey
 }
 
+// windowKey is a ViewWindow as a comparable value (set: there is one).
+type windowKey struct {
+	set                               bool
+	sort, filter                      string
+	offset, limit, heatmapRows, chart int32
+}
+
+func windowKeyOf(w *consolepb.ViewWindow) windowKey {
+	if w == nil {
+		return windowKey{}
+	}
+	return windowKey{set: true, sort: w.GetSort(), filter: w.GetFilter(), offset: w.GetOffset(), limit: w.GetLimit(),
+		heatmapRows: w.GetHeatmapRows(), chart: w.GetChartSeries()}
+}
+
+// cachedView is a published view, when it was built, and for a detail view
+// of every node the rows it was built from (a window is built from them).
 type cachedView struct {
-	v  *consolepb.JobView
-	at time.Time
+	v    *consolepb.JobView
+	at   time.Time
+	rows []nodeRow
+	bare bool // v is a bare detail view (viewKey.bare)
 }
 
 // viewCache is a job's published views; never changed once published.
@@ -151,22 +197,22 @@ func (c *viewCache) fresh(key viewKey, now time.Time, ttl time.Duration, since t
 	return nil
 }
 
-// with is a copy of c holding v for key, without the views older than
+// with is a copy of c holding cv for key, without the views older than
 // ttl of them.
-func (c *viewCache) with(key viewKey, v *consolepb.JobView, now time.Time, ttl func(viewKey) time.Duration) *viewCache {
-	out := viewCache{key: {v: v, at: now}}
+func (c *viewCache) with(key viewKey, cv cachedView, ttl func(viewKey) time.Duration) *viewCache {
+	out := viewCache{key: cv}
 	if c != nil {
-		for k, cv := range *c {
-			if k != key && now.Sub(cv.at) < ttl(k) {
-				out[k] = cv
+		for k, old := range *c {
+			if k != key && cv.at.Sub(old.at) < ttl(k) {
+				out[k] = old
 			}
 		}
 	}
 	return &out
 }
 
-// publishedView is the job's view for key: the published one while it is
-// fresh, else a new one, built by one goroutine at a time.
+// publishedView is the job's view for key (not a window): the published
+// one while it is fresh, else a new one, built by one goroutine at a time.
 func (j *jobState) publishedView(key viewKey, now time.Time) *consolepb.JobView {
 	ttl := j.viewTTL(key)
 	since := j.viewSince(key, now, ttl)
@@ -179,62 +225,50 @@ func (j *jobState) publishedView(key viewKey, now time.Time) *consolepb.JobView 
 		return v
 	}
 	old := j.views.Load()
-	v := j.view(key.detail, key.columns)
-	j.publish(old, key, v, now)
+	v, rows := j.view(key)
+	j.publish(old, key, cachedView{v: v, at: now, rows: rows})
 	return v
 }
 
-// publish adds v to the published views, unless they were invalidated
+// publish adds cv to the published views, unless they were invalidated
 // while it was built (old is what was published when the build began): a
 // view built as the job finished would otherwise outlive the job — EPS and
 // the console would see it running for another TTL beside its successor.
 // Builders hold viewMu, so only an invalidation can change the views
 // meanwhile, and it always stores a new pointer.
-func (j *jobState) publish(old *viewCache, key viewKey, v *consolepb.JobView, now time.Time) {
-	j.views.CompareAndSwap(old, old.with(key, v, now, j.viewTTL))
+func (j *jobState) publish(old *viewCache, key viewKey, cv cachedView) {
+	cv.bare = key.bare
+	j.views.CompareAndSwap(old, old.with(key, cv, j.viewTTL))
 }
 
 // frameView is a detail view for record's frames, built no earlier than
 // notBefore (the end of the last bucket they close) and covering need
-// heatmap columns. A console watching the job keeps a detail view of its
-// own width published: one built since notBefore is taken as it is, else
-// the new view is built at the console's width and published, so the
-// console takes it instead of building its own — one 5,000-node view a
-// second instead of two. Without a console the view is record's own.
+// heatmap columns: a published view of every node, full or bare, built
+// since notBefore is taken as it is (a console's whole view, the base its
+// windows were cut from), else a bare one is built and published — at the
+// width of the widest such view published, so that a console taking whole
+// views at that width takes it instead of building its own: one 5,000-node
+// view a second instead of two.
 func (j *jobState) frameView(now, notBefore time.Time, need int) *consolepb.JobView {
-	own := viewKey{detail: true, columns: need}
-	pick := func(c *viewCache) (viewKey, *consolepb.JobView) {
-		key := own
-		if c == nil {
-			return key, nil
-		}
-		for k, cv := range *c {
-			if !k.detail || j.heatmapWidth(k.columns) < need {
-				continue
-			}
-			if !cv.at.Before(notBefore) {
-				return k, cv.v
-			}
-			if key == own || k.columns > key.columns {
-				key = k
-			}
-		}
-		return key, nil
-	}
-	if _, v := pick(j.views.Load()); v != nil {
-		return v
+	if cv, ok := j.wholeView(now, notBefore, need); ok {
+		return cv.v
 	}
 	j.viewMu.Lock()
 	defer j.viewMu.Unlock()
+	if cv, ok := j.wholeView(now, notBefore, need); ok {
+		return cv.v
+	}
 	old := j.views.Load()
-	key, v := pick(old)
-	if v != nil {
-		return v
+	key := viewKey{detail: true, columns: need, bare: true}
+	if old != nil {
+		for k := range *old {
+			if k.detail && !k.win.set && k.columns > key.columns {
+				key = k
+			}
+		}
 	}
-	v = j.view(true, key.columns)
-	if key != own {
-		j.publish(old, key, v, now)
-	}
+	v, rows := j.view(key)
+	j.publish(old, key, cachedView{v: v, at: now, rows: rows})
 	return v
 }
 
@@ -414,10 +448,14 @@ func (j *jobState) seriesName(name, role string) string {
 // the reports that came meanwhile between them (a 20,000-node freeze in
 // one turn held them back some 20 ms); each row is one node as of one
 // turn. The heatmap, causes (from copies of the nodes' split windows) and
-// charts are built from the frozen copy off the actor. The caller holds viewMu: one build at a time, at most once
-// per view TTL however many readers (publishedView, frameView).
-func (j *jobState) view(detail bool, columns int) *consolepb.JobView {
+// charts are built from the frozen copy off the actor. A bare view
+// (key.bare) leaves the nodes' splits, causes and phases out. It returns
+// the detail view's rows too (a window is cut from them: windowView). The
+// caller holds viewMu: one build at a time, at most once per view TTL
+// however many readers (publishedView, frameView, windowView).
+func (j *jobState) view(key viewKey) (*consolepb.JobView, []nodeRow) {
 	m := j.m
+	detail, columns := key.detail, key.columns
 	var (
 		v        *consolepb.JobView
 		s        = j.spec
@@ -494,7 +532,7 @@ func (j *jobState) view(detail bool, columns int) *consolepb.JobView {
 		// keys and pointers are sorted here, off the actor, and the rows
 		// (near a kilobyte each) never move.
 		slices.SortFunc(nodes, func(a, b keyedNode) int { return a.key.compare(b.key) })
-		rows, causes = make([]nodeRow, 0, len(nodes)), newCauseInputs()
+		rows = make([]nodeRow, 0, len(nodes))
 		for len(nodes) > 0 {
 			turn := nodes[:min(rowsPerTurn, len(nodes))]
 			nodes = nodes[len(turn):]
@@ -511,9 +549,8 @@ func (j *jobState) view(detail bool, columns int) *consolepb.JobView {
 			})
 		}
 		// The causes' windows are computed off the actor, from the copies.
-		for i := range rows {
-			r := &rows[i]
-			causes.addCause(r.name, r.role, r.removed, &r.cause)
+		if !key.bare {
+			causes = causesOf(rows)
 		}
 	}
 	if !over {
@@ -539,7 +576,7 @@ func (j *jobState) view(detail bool, columns int) *consolepb.JobView {
 	v.Throughput = j.throughput(over, res, coord.Start(), ended)
 	j.goodputView(v, over, ended)
 	if !detail {
-		return v
+		return v, nil
 	}
 	v.Exchange = j.exchange.view(s, coord.Plan(), v.Iteration)
 	v.Monitor = &consolepb.MonitorView{MeanBptS: snap.MeanBPT.Seconds(), SpeedVariance: finite(snap.SpeedVariance),
@@ -549,7 +586,10 @@ func (j *jobState) view(detail bool, columns int) *consolepb.JobView {
 	for _, srv := range coord.Table().ServerOf {
 		blocks[srv]++
 	}
-	why := causes.causes()
+	var why map[string]cause.Cause
+	if !key.bare {
+		why = causes.causes()
+	}
 	for _, n := range rows {
 		nv := &consolepb.NodeView{Name: n.name, Role: n.role, Host: n.host, State: nodeStateIn(v.State, stateName(n.state)),
 			Pid: n.pid, Restarts: n.restarts, BatchSize: int32(n.batch), Iteration: max(n.iteration, final[n.name]),
@@ -570,17 +610,38 @@ func (j *jobState) view(detail bool, columns int) *consolepb.JobView {
 				nv.Superior, nv.Class, nv.Ratio = sv.Superior, sv.Class.String(), finite(sv.Ratio)
 			}
 		}
-		if p, ok := causes.phases[n.name]; ok {
-			nv.Split = splitView(p)
-		}
-		if c, ok := why[n.name]; ok && straggling(nv.Class) && !n.removed {
-			nv.Cause = causeView(c)
+		if !key.bare {
+			n.explain(nv, causes.phases, why)
 		}
 		v.Nodes = append(v.Nodes, nv)
 	}
-	j.nodePhasesView(v.Nodes)
+	if !key.bare {
+		j.nodePhasesView(v.Nodes)
+	}
 	v.Heatmap, v.Charts = j.heatmap(rows, columns, m.now())
-	return v
+	return v, rows
+}
+
+// causesOf is the causes' inputs from the rows' frozen splits.
+func causesOf(rows []nodeRow) causeInputs {
+	in := newCauseInputs()
+	for i := range rows {
+		r := &rows[i]
+		in.addCause(r.name, r.role, r.removed, &r.cause)
+	}
+	return in
+}
+
+// explain sets what n's view nv says of where its time went: its split
+// (phases: every worker's, causeInputs) and, when it straggles, its cause
+// (why).
+func (n *nodeRow) explain(nv *consolepb.NodeView, phases map[string]cause.Phases, why map[string]cause.Cause) {
+	if p, ok := phases[n.name]; ok {
+		nv.Split = splitView(p)
+	}
+	if c, ok := why[n.name]; ok && straggling(nv.Class) && !n.removed {
+		nv.Cause = causeView(c)
+	}
 }
 
 // keyedNode is a node with its place in the nodes' order.
@@ -606,41 +667,61 @@ func (j *jobState) heatmapWidth(columns int) int {
 	return columns
 }
 
-// heatmap builds the nodes × time heatmap (each cell the node's mean BPT or
-// comm time in that bucket relative to the mean over its role) and the
-// chart series (BPT per worker, speed per server), for the last columns
-// buckets up to now. It reads the nodes' buckets without any lock.
-func (j *jobState) heatmap(rows []nodeRow, columns int, now time.Time) (*consolepb.Heatmap, []*consolepb.Series) {
+// heatGrid is what a view's heatmap and charts are made of: every cell
+// of the nodes' last columns buckets, read once (the rows' means, one
+// allocation for all of them), the mean over each role of every column,
+// and the servers' speeds. The means over the roles and the rows then
+// agree. A cell without samples stays 0, as does one whose mean is 0 (its
+// heat would be 0 too).
+type heatGrid struct {
+	rows         []nodeRow
+	width        int
+	values       []float64    // row i's means: values[i*width:(i+1)*width]
+	speeds       []float64    // the servers' speeds, in the order of rows
+	server       []int        // row i's index among the servers (-1: a worker)
+	means        [2][]float64 // by role: workers, servers
+	bucket       time.Duration
+	bucketsStart time.Time
+}
+
+func roleIndex(role string) int {
+	if role == "server" {
+		return 1
+	}
+	return 0
+}
+
+// heatGrid reads the rows' buckets, without any lock, for the last columns
+// buckets up to now.
+// The rows' means are read into scratch when it is big enough (its
+// contents are overwritten; what the grid makes then shares it).
+func (j *jobState) heatGrid(rows []nodeRow, columns int, now time.Time, scratch []float64) *heatGrid {
 	columns = j.heatmapWidth(columns)
 	last := max(j.column(now), 0)
 	first := max(last-columns+1, 0)
 	width := last - first + 1
-	bucket := j.m.cfg.Bucket
-	h := &consolepb.Heatmap{BucketSeconds: bucket.Seconds(), Start: ts(j.bucket0.Add(time.Duration(first) * bucket))}
-	// Every cell is read once, its mean kept in values (the rows' series,
-	// one allocation for all of them): the means over the roles and the
-	// rows then agree. A server's series is its speed, kept aside until
-	// its heat is set. A cell without samples stays 0, as does one whose
-	// mean is 0 (its heat would be 0 too).
-	values := make([]float64, len(rows)*width)
-	var speeds []float64      // servers' speeds, in the order of rows
-	var means, k [2][]float64 // by role: workers, servers
-	for r := range means {
-		means[r], k[r] = make([]float64, width), make([]float64, width)
+	values := scratch[:0]
+	if cap(values) >= len(rows)*width {
+		values = values[:len(rows)*width]
+		clear(values)
+	} else {
+		values = make([]float64, len(rows)*width)
 	}
-	roleOf := func(role string) int {
-		if role == "server" {
-			return 1
-		}
-		return 0
+	g := &heatGrid{rows: rows, width: width, values: values, server: make([]int, len(rows)),
+		bucket: j.m.cfg.Bucket, bucketsStart: j.bucket0.Add(time.Duration(first) * j.m.cfg.Bucket)}
+	var k [2][]float64
+	for r := range g.means {
+		g.means[r], k[r] = make([]float64, width), make([]float64, width)
 	}
 	for i, n := range rows {
-		r := roleOf(n.role)
-		v := values[i*width : (i+1)*width]
+		r := roleIndex(n.role)
+		v := g.values[i*width : (i+1)*width]
 		var sp []float64
+		g.server[i] = -1
 		if r == 1 {
-			speeds = append(speeds, make([]float64, width)...)
-			sp = speeds[len(speeds)-width:]
+			g.server[i] = len(g.speeds) / width
+			g.speeds = append(g.speeds, make([]float64, width)...)
+			sp = g.speeds[len(g.speeds)-width:]
 		}
 		for c := first; c <= last; c++ {
 			sum, count, bytes, ok := n.cells.get(c)
@@ -652,40 +733,77 @@ func (j *jobState) heatmap(rows []nodeRow, columns int, now time.Time) (*console
 			if sp != nil && sum > 0 {
 				sp[c-first] = bytes / sum
 			}
-			means[r][c-first] += mean
+			g.means[r][c-first] += mean
 			k[r][c-first]++
 		}
 	}
-	for r := range means {
-		for i := range means[r] {
+	for r := range g.means {
+		for i := range g.means[r] {
 			if k[r][i] > 0 {
-				means[r][i] /= k[r][i]
+				g.means[r][i] /= k[r][i]
 			}
 		}
 	}
-	// One allocation each for the rows, the series and their cells and
-	// values (a 5,000-node view has 10,000 of each otherwise).
-	series := make([]*consolepb.Series, len(rows))
-	h.Rows = make([]*consolepb.HeatmapRow, len(rows))
-	rowv, serv := make([]consolepb.HeatmapRow, len(rows)), make([]consolepb.Series, len(rows))
-	cells := make([]float32, len(rows)*width)
-	server := 0
-	for i, n := range rows {
-		mu := means[roleOf(n.role)]
-		row, ser := &rowv[i], &serv[i]
-		row.Node, row.Cells = n.name, cells[i*width:(i+1)*width:(i+1)*width]
-		ser.Name, ser.Unit, ser.IntervalSeconds, ser.Values = n.seriesName, "s", bucket.Seconds(), values[i*width:(i+1)*width:(i+1)*width]
-		for c, mean := range ser.Values {
-			if mean != 0 && mu[c] > 0 {
-				row.Cells[c] = float32(mean / mu[c])
-			}
+	return g
+}
+
+// heat is row i's heatmap cells: each its mean relative to the mean over
+// its role, written to cells.
+func (g *heatGrid) heat(i int, cells []float32) {
+	mu := g.means[roleIndex(g.rows[i].role)]
+	for c, mean := range g.values[i*g.width : (i+1)*g.width] {
+		if mean != 0 && mu[c] > 0 {
+			cells[c] = float32(mean / mu[c])
 		}
-		if n.role == "server" {
-			ser.Unit = "B/s"
-			copy(ser.Values, speeds[server*width:(server+1)*width])
-			server++
-		}
-		h.Rows[i], series[i] = row, ser
+	}
+}
+
+// seriesValues is row i's chart values: a worker's BPT means, a server's
+// speeds.
+func (g *heatGrid) seriesValues(i int) []float64 {
+	if s := g.server[i]; s >= 0 {
+		return g.speeds[s*g.width : (s+1)*g.width : (s+1)*g.width]
+	}
+	return g.values[i*g.width : (i+1)*g.width : (i+1)*g.width]
+}
+
+// series is row i's chart series.
+func (g *heatGrid) series(i int, into *consolepb.Series) {
+	n := &g.rows[i]
+	into.Name, into.Unit, into.IntervalSeconds, into.Values = n.seriesName, "s", g.bucket.Seconds(), g.seriesValues(i)
+	if n.role == "server" {
+		into.Unit = "B/s"
+	}
+}
+
+func (g *heatGrid) heatmap() *consolepb.Heatmap {
+	return &consolepb.Heatmap{BucketSeconds: g.bucket.Seconds(), Start: ts(g.bucketsStart)}
+}
+
+// all is the nodes × time heatmap (each cell the node's mean BPT or comm
+// time in that bucket relative to the mean over its role) and the chart
+// series (BPT per worker, speed per server), a row and a series per node.
+func (g *heatGrid) all() (*consolepb.Heatmap, []*consolepb.Series) {
+	h := g.heatmap()
+	// One allocation each for the rows, the series and their cells (a
+	// 5,000-node view has 10,000 of each otherwise).
+	n := len(g.rows)
+	series := make([]*consolepb.Series, n)
+	h.Rows = make([]*consolepb.HeatmapRow, n)
+	rowv, serv := make([]consolepb.HeatmapRow, n), make([]consolepb.Series, n)
+	cells := make([]float32, n*g.width)
+	for i := range g.rows {
+		row := &rowv[i]
+		row.Node, row.Cells = g.rows[i].name, cells[i*g.width:(i+1)*g.width:(i+1)*g.width]
+		g.heat(i, row.Cells)
+		g.series(i, &serv[i])
+		h.Rows[i], series[i] = row, &serv[i]
 	}
 	return h, series
+}
+
+// heatmap builds the nodes × time heatmap and the chart series (heatGrid.all)
+// for the last columns buckets up to now.
+func (j *jobState) heatmap(rows []nodeRow, columns int, now time.Time) (*consolepb.Heatmap, []*consolepb.Series) {
+	return j.heatGrid(rows, columns, now, nil).all()
 }

@@ -96,7 +96,7 @@ func (j *jobState) record(now time.Time, final bool, ending ...string) {
 	if h := v.GetHeatmap(); h.GetStart() != nil {
 		first = j.column(h.GetStart().AsTime())
 	}
-	var frames []*timelinepb.TimelineFrame
+	var frames []*timeline.Frame // kept compact, made here rather than on the actor (some 2 ms at 20,000 nodes)
 	for c := max(from+1, first); c <= upto; c++ {
 		start := j.bucket0.Add(time.Duration(c) * m.cfg.Bucket)
 		end := start.Add(m.cfg.Bucket)
@@ -106,18 +106,19 @@ func (j *jobState) record(now time.Time, final bool, ending ...string) {
 		if !end.After(start) {
 			continue
 		}
-		frames = append(frames, timeline.FrameOf(v, c-first, end, end.Sub(start)))
+		f := timeline.FrameOfView(v, c-first, end, end.Sub(start), prev)
+		frames, prev = append(frames, f), f
 	}
 	if n := len(frames); final && n > 0 && len(ending) > 0 && ending[0] != "" {
-		f := frames[n-1]
-		f.State = ending[0]
-		for _, tn := range f.Nodes {
+		// The job's last frame shows it ending: made again as a message
+		// (once a job).
+		last := frames[n-1].Proto()
+		last.State = ending[0]
+		for _, tn := range last.Nodes {
 			tn.State = nodeStateIn(ending[0], tn.State)
 		}
+		frames[n-1] = timeline.Compact(last, frames[n-1])
 	}
-	// Kept compact, made here rather than on the actor (some 2 ms at
-	// 20,000 nodes).
-	compact := timeline.CompactAfter(prev, frames)
 	j.onActor(func() {
 		if j.hist.rec == nil || j.hist.closed {
 			return
@@ -126,7 +127,7 @@ func (j *jobState) record(now time.Time, final bool, ending ...string) {
 		// frames this record adds.
 		rate := Throughput(j.hist.samples, j.hist.samplesAt, samples, now)
 		j.hist.samples, j.hist.samplesAt = samples, now
-		for _, f := range compact {
+		for _, f := range frames {
 			j.hist.rec.AddFrame(f.WithSamplesPerS(rate))
 		}
 		j.hist.col = max(j.hist.col, upto)
@@ -158,7 +159,7 @@ func (j *jobState) flushHistory(now time.Time, force bool) {
 	}
 	data := make([][]byte, 0, len(frames))
 	for _, f := range frames {
-		b, err := proto.Marshal(f.Proto()) // one frame's messages at a time
+		b, err := f.Marshal() // no message per node
 		if err != nil {
 			m.log.Error("timeline frame", "job", j.spec.Name, "err", err)
 			return

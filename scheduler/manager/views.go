@@ -416,11 +416,6 @@ type nodeRow struct {
 	accum            int
 	cells            *buckets
 	seriesName       string // its chart series: "bpt/worker-2", "speed/server-0"
-	// cause is what the node's recent split windows say, frozen
-	// (nodeCause.freeze): what its time went to is computed from it off
-	// the actor (computing it on the actor was most of a view's turns
-	// there).
-	cause frozenCause
 }
 
 // seriesName is the name of the chart series of node name in role, made
@@ -466,6 +461,7 @@ func (j *jobState) view(key viewKey) (*consolepb.JobView, []nodeRow) {
 		ended    time.Time
 		nodes    []keyedNode
 		rows     []nodeRow
+		frozen   []frozenCause // the rows' recent splits (not in a bare view)
 		causes   causeInputs
 		specYAML bool
 	)
@@ -533,6 +529,9 @@ func (j *jobState) view(key viewKey) (*consolepb.JobView, []nodeRow) {
 		// (near a kilobyte each) never move.
 		slices.SortFunc(nodes, func(a, b keyedNode) int { return a.key.compare(b.key) })
 		rows = make([]nodeRow, 0, len(nodes))
+		if !key.bare {
+			frozen = make([]frozenCause, 0, len(nodes))
+		}
 		for len(nodes) > 0 {
 			turn := nodes[:min(rowsPerTurn, len(nodes))]
 			nodes = nodes[len(turn):]
@@ -543,14 +542,16 @@ func (j *jobState) view(key viewKey) (*consolepb.JobView, []nodeRow) {
 					rows = append(rows, nodeRow{name: n.name, role: n.role, host: n.host, state: n.status.State,
 						pid: n.status.Pid, restarts: n.status.Restarts, batch: p.batch, iteration: p.iteration,
 						spark: p.spark, lastSeen: n.seenWith(*p), removed: n.removed,
-						accum: max(j.accum[n.name], 1), cells: n.cells, seriesName: j.seriesName(n.name, n.role),
-						cause: n.cause.freeze()})
+						accum: max(j.accum[n.name], 1), cells: n.cells, seriesName: j.seriesName(n.name, n.role)})
+					if !key.bare {
+						frozen = append(frozen, n.cause.freeze())
+					}
 				}
 			})
 		}
 		// The causes' windows are computed off the actor, from the copies.
 		if !key.bare {
-			causes = causesOf(rows)
+			causes = causesOf(rows, frozen)
 		}
 	}
 	if !over {
@@ -622,14 +623,32 @@ func (j *jobState) view(key viewKey) (*consolepb.JobView, []nodeRow) {
 	return v, rows
 }
 
-// causesOf is the causes' inputs from the rows' frozen splits.
-func causesOf(rows []nodeRow) causeInputs {
+// causesOf is the causes' inputs from the rows' splits, frozen[i] row i's.
+func causesOf(rows []nodeRow, frozen []frozenCause) causeInputs {
 	in := newCauseInputs()
 	for i := range rows {
 		r := &rows[i]
-		in.addCause(r.name, r.role, r.removed, &r.cause)
+		in.addCause(r.name, r.role, r.removed, &frozen[i])
 	}
 	return in
+}
+
+// frozenCauses is the rows' nodes' recent splits as they are now
+// (nodeCause.freeze), frozen on the job's actor in turns of rowsPerTurn
+// nodes; a node gone since is left zero.
+func (j *jobState) frozenCauses(rows []nodeRow) []frozenCause {
+	out := make([]frozenCause, len(rows))
+	for from := 0; from < len(rows); from += rowsPerTurn {
+		to := min(from+rowsPerTurn, len(rows))
+		j.onActor(func() {
+			for i := from; i < to; i++ {
+				if n := j.nodes[rows[i].name]; n != nil {
+					out[i] = n.cause.freeze()
+				}
+			}
+		})
+	}
+	return out
 }
 
 // explain sets what n's view nv says of where its time went: its split
@@ -705,7 +724,9 @@ func (j *jobState) heatGrid(rows []nodeRow, columns int, now time.Time, scratch 
 		values = values[:len(rows)*width]
 		clear(values)
 	} else {
-		values = make([]float64, len(rows)*width)
+		// Room for every column asked for: the heatmap widens a column
+		// a bucket until it has them.
+		values = make([]float64, len(rows)*width, len(rows)*max(width, columns))
 	}
 	g := &heatGrid{rows: rows, width: width, values: values, server: make([]int, len(rows)),
 		bucket: j.m.cfg.Bucket, bucketsStart: j.bucket0.Add(time.Duration(first) * j.m.cfg.Bucket)}

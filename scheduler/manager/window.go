@@ -112,9 +112,10 @@ func (j *jobState) cut(base cachedView, columns int, w *consolepb.ViewWindow, no
 
 // explainRows is window, node views of a bare view whose nodes are all
 // (built from rows, in their order), as the full view has them: copies
-// with their splits, causes and phases. The causes, which are against the
-// job's median, are computed from every node's split only when a row in
-// the window straggles.
+// with their splits, causes and phases. A bare view's rows hold no
+// splits (a copy of a node's recent splits is most of a row): the
+// window's are frozen now, and every node's — the causes are against the
+// job's median — only when a row in the window straggles.
 func (j *jobState) explainRows(all []*consolepb.NodeView, rows []nodeRow, window []*consolepb.NodeView) []*consolepb.NodeView {
 	if len(window) == 0 {
 		return window
@@ -128,13 +129,16 @@ func (j *jobState) explainRows(all []*consolepb.NodeView, rows []nodeRow, window
 			at[nv] = i
 		}
 	}
-	own := newCauseInputs()
+	shown := make([]nodeRow, len(window))
+	for k, nv := range window {
+		shown[k] = rows[at[nv]]
+	}
+	own := causesOf(shown, j.frozenCauses(shown))
 	var why map[string]cause.Cause
-	for _, nv := range window {
-		r := &rows[at[nv]]
-		own.addCause(r.name, r.role, r.removed, &r.cause)
-		if why == nil && straggling(nv.GetClass()) && !r.removed {
-			why = causesOf(rows).causes()
+	for k, nv := range window {
+		if straggling(nv.GetClass()) && !shown[k].removed {
+			why = causesOf(rows, j.frozenCauses(rows)).causes()
+			break
 		}
 	}
 	out := make([]*consolepb.NodeView, len(window))

@@ -111,6 +111,7 @@ func TestCompactRoundTrip(t *testing.T) {
 			if !proto.Equal(got.Proto(), c.f) {
 				t.Errorf("round trip changed the frame:\n got %v\nwant %v", got.Proto(), c.f)
 			}
+			checkMarshal(t, got, c.f)
 			if shared := got.roster == prev.roster; shared != c.share {
 				t.Errorf("roster shared = %v, want %v", shared, c.share)
 			}
@@ -275,6 +276,24 @@ func TestCompactKeepsEveryNodeField(t *testing.T) {
 	f.Nodes = []*timelinepb.TimelineNode{n}
 	if got := Compact(f, nil).Proto(); !proto.Equal(got, f) {
 		t.Errorf("round trip lost a field:\n got %v\nwant %v", got, f)
+	}
+	checkMarshal(t, Compact(f, nil), f)
+}
+
+// checkMarshal: what f.Marshal writes reads back as want (f's message),
+// as proto.Marshal of it does.
+func checkMarshal(t *testing.T, f *Frame, want *timelinepb.TimelineFrame) {
+	t.Helper()
+	b, err := f.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := &timelinepb.TimelineFrame{}
+	if err := proto.Unmarshal(b, got); err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(got, want) {
+		t.Errorf("Marshal reads back as\n %v\nwant %v", got, want)
 	}
 }
 

@@ -172,8 +172,15 @@ func weighted(x, wx, y, wy float64) float64 {
 // FrameOf makes the frame of a job's detailed console view for the bucket
 // that ends at end and spans span: the job's and nodes' figures from the
 // view, each node's heat and value from the view's heatmap column and chart
-// point col (negative: the last).
+// point col (negative: the last). It is FrameOfView's frame as a message.
 func FrameOf(v *consolepb.JobView, col int, end time.Time, span time.Duration) *timelinepb.TimelineFrame {
+	return FrameOfView(v, col, end, span, nil).Proto()
+}
+
+// FrameOfView is FrameOf's frame kept compact, made straight from the view
+// (no message per node): its nodes share prev's roster when they are the
+// same nodes (prev may be nil).
+func FrameOfView(v *consolepb.JobView, col int, end time.Time, span time.Duration, prev *Frame) *Frame {
 	f := &timelinepb.TimelineFrame{
 		Time:        timestamppb.New(end),
 		SpanSeconds: span.Seconds(),
@@ -226,26 +233,31 @@ func FrameOf(v *consolepb.JobView, col int, end time.Time, span time.Duration) *
 	}
 	rowNode := func(r *consolepb.HeatmapRow) string { return r.GetNode() }
 	seriesNode := func(s *consolepb.Series) string { return nodeOfSeries(s.GetName()) }
-	heatOf := func(i int, node string) (float32, bool) { return atOrByName(rows, i, node, rowNode, cellOf, &heat) }
-	valueOf := func(i int, node string) (float64, bool) {
-		return atOrByName(charts, i, node, seriesNode, valueOfSeries, &value)
-	}
-	f.Nodes = make([]*timelinepb.TimelineNode, 0, len(v.GetNodes()))
-	for i, n := range v.GetNodes() {
-		h, _ := heatOf(i, n.GetName())
-		tn := &timelinepb.TimelineNode{
-			Name: n.GetName(), Role: n.GetRole(), State: n.GetState(), Iteration: n.GetIteration(),
-			BatchSize: n.GetBatchSize(), Accumulation: n.GetAccumulation(), Restarts: n.GetRestarts(),
-			BptShortS: n.GetBptShortS(), BptLongS: n.GetBptLongS(), Throughput: n.GetThroughput(),
-			Class: n.GetClass(), Superior: n.GetSuperior(), Speed: n.GetSpeed(), Blocks: n.GetBlocks(),
-			Heat: h,
+	nodes := v.GetNodes()
+	out := &Frame{head: f, nodes: make([]nodeRow, len(nodes))}
+	var t strTable
+	same := prev != nil && len(prev.roster.names) == len(nodes)
+	for i, n := range nodes {
+		if same && (prev.roster.names[i] != n.GetName() || prev.roster.roles[i] != n.GetRole()) {
+			same = false
 		}
-		if x, ok := valueOf(i, n.GetName()); ok {
-			tn.Value = proto.Float64(x)
+		h, _ := atOrByName(rows, i, n.GetName(), rowNode, cellOf, &heat)
+		x, hasValue := atOrByName(charts, i, n.GetName(), seriesNode, valueOfSeries, &value)
+		out.nodes[i] = nodeRow{
+			iteration: n.GetIteration(), bptShortS: n.GetBptShortS(), bptLongS: n.GetBptLongS(),
+			throughput: n.GetThroughput(), speed: n.GetSpeed(), value: x, hasValue: hasValue,
+			batchSize: n.GetBatchSize(), accumulation: n.GetAccumulation(), restarts: n.GetRestarts(),
+			blocks: n.GetBlocks(), heat: h, superior: n.GetSuperior(),
+			state: t.code(n.GetState()), class: t.code(n.GetClass()),
 		}
-		f.Nodes = append(f.Nodes, tn)
 	}
-	return f
+	out.strs = t.strs
+	if same {
+		out.roster = prev.roster
+	} else {
+		out.roster = newRoster(len(nodes), func(i int) (string, string) { return nodes[i].GetName(), nodes[i].GetRole() })
+	}
+	return out
 }
 
 // nodeOfSeries is the node a chart series is about ("bpt/worker-2").

@@ -174,12 +174,13 @@ func windowKeyOf(w *consolepb.ViewWindow) windowKey {
 }
 
 // cachedView is a published view, when it was built, and for a detail view
-// of every node the rows it was built from (a window is built from them).
+// of every node the rows it was built from (a window is cut from them).
 type cachedView struct {
-	v    *consolepb.JobView
-	at   time.Time
-	rows []nodeRow
-	bare bool // v is a bare detail view (viewKey.bare)
+	v      *consolepb.JobView
+	at     time.Time
+	rows   []nodeRow
+	frozen []frozenCause // the rows' recent splits, frozen with them
+	bare   bool          // v is a bare detail view (viewKey.bare)
 }
 
 // viewCache is a job's published views; never changed once published.
@@ -225,8 +226,8 @@ func (j *jobState) publishedView(key viewKey, now time.Time) *consolepb.JobView 
 		return v
 	}
 	old := j.views.Load()
-	v, rows := j.view(key)
-	j.publish(old, key, cachedView{v: v, at: now, rows: rows})
+	v, rows, frozen := j.view(key)
+	j.publish(old, key, cachedView{v: v, at: now, rows: rows, frozen: frozen})
 	return v
 }
 
@@ -267,8 +268,8 @@ func (j *jobState) frameView(now, notBefore time.Time, need int) *consolepb.JobV
 			}
 		}
 	}
-	v, rows := j.view(key)
-	j.publish(old, key, cachedView{v: v, at: now, rows: rows})
+	v, rows, frozen := j.view(key)
+	j.publish(old, key, cachedView{v: v, at: now, rows: rows, frozen: frozen})
 	return v
 }
 
@@ -445,10 +446,11 @@ func (j *jobState) seriesName(name, role string) string {
 // turn. The heatmap, causes (from copies of the nodes' split windows) and
 // charts are built from the frozen copy off the actor. A bare view
 // (key.bare) leaves the nodes' splits, causes and phases out. It returns
-// the detail view's rows too (a window is cut from them: windowView). The
+// the detail view's rows and their recent splits too (a window is cut
+// from them: windowView). The
 // caller holds viewMu: one build at a time, at most once per view TTL
 // however many readers (publishedView, frameView, windowView).
-func (j *jobState) view(key viewKey) (*consolepb.JobView, []nodeRow) {
+func (j *jobState) view(key viewKey) (*consolepb.JobView, []nodeRow, []frozenCause) {
 	m := j.m
 	detail, columns := key.detail, key.columns
 	var (
@@ -461,7 +463,7 @@ func (j *jobState) view(key viewKey) (*consolepb.JobView, []nodeRow) {
 		ended    time.Time
 		nodes    []keyedNode
 		rows     []nodeRow
-		frozen   []frozenCause // the rows' recent splits (not in a bare view)
+		frozen   []frozenCause // the rows' recent splits
 		causes   causeInputs
 		specYAML bool
 	)
@@ -528,10 +530,7 @@ func (j *jobState) view(key viewKey) (*consolepb.JobView, []nodeRow) {
 		// keys and pointers are sorted here, off the actor, and the rows
 		// (near a kilobyte each) never move.
 		slices.SortFunc(nodes, func(a, b keyedNode) int { return a.key.compare(b.key) })
-		rows = make([]nodeRow, 0, len(nodes))
-		if !key.bare {
-			frozen = make([]frozenCause, 0, len(nodes))
-		}
+		rows, frozen = make([]nodeRow, 0, len(nodes)), make([]frozenCause, 0, len(nodes))
 		for len(nodes) > 0 {
 			turn := nodes[:min(rowsPerTurn, len(nodes))]
 			nodes = nodes[len(turn):]
@@ -543,9 +542,7 @@ func (j *jobState) view(key viewKey) (*consolepb.JobView, []nodeRow) {
 						pid: n.status.Pid, restarts: n.status.Restarts, batch: p.batch, iteration: p.iteration,
 						spark: p.spark, lastSeen: n.seenWith(*p), removed: n.removed,
 						accum: max(j.accum[n.name], 1), cells: n.cells, seriesName: j.seriesName(n.name, n.role)})
-					if !key.bare {
-						frozen = append(frozen, n.cause.freeze())
-					}
+					frozen = append(frozen, n.cause.freeze())
 				}
 			})
 		}
@@ -577,7 +574,7 @@ func (j *jobState) view(key viewKey) (*consolepb.JobView, []nodeRow) {
 	v.Throughput = j.throughput(over, res, coord.Start(), ended)
 	j.goodputView(v, over, ended)
 	if !detail {
-		return v, nil
+		return v, nil, nil
 	}
 	v.Exchange = j.exchange.view(s, coord.Plan(), v.Iteration)
 	v.Monitor = &consolepb.MonitorView{MeanBptS: snap.MeanBPT.Seconds(), SpeedVariance: finite(snap.SpeedVariance),
@@ -620,7 +617,7 @@ func (j *jobState) view(key viewKey) (*consolepb.JobView, []nodeRow) {
 		j.nodePhasesView(v.Nodes)
 	}
 	v.Heatmap, v.Charts = j.heatmap(rows, columns, m.now())
-	return v, rows
+	return v, rows, frozen
 }
 
 // causesOf is the causes' inputs from the rows' splits, frozen[i] row i's.
@@ -631,24 +628,6 @@ func causesOf(rows []nodeRow, frozen []frozenCause) causeInputs {
 		in.addCause(r.name, r.role, r.removed, &frozen[i])
 	}
 	return in
-}
-
-// frozenCauses is the rows' nodes' recent splits as they are now
-// (nodeCause.freeze), frozen on the job's actor in turns of rowsPerTurn
-// nodes; a node gone since is left zero.
-func (j *jobState) frozenCauses(rows []nodeRow) []frozenCause {
-	out := make([]frozenCause, len(rows))
-	for from := 0; from < len(rows); from += rowsPerTurn {
-		to := min(from+rowsPerTurn, len(rows))
-		j.onActor(func() {
-			for i := from; i < to; i++ {
-				if n := j.nodes[rows[i].name]; n != nil {
-					out[i] = n.cause.freeze()
-				}
-			}
-		})
-	}
-	return out
 }
 
 // explain sets what n's view nv says of where its time went: its split

@@ -68,8 +68,8 @@ func (j *jobState) windowView(key viewKey, w *consolepb.ViewWindow, now time.Tim
 	base, ok := j.wholeView(now, time.Time{}, 0)
 	if !ok {
 		bk := viewKey{detail: true, columns: frameColumns, bare: true}
-		v, rows := j.view(bk)
-		base = cachedView{v: v, at: now, rows: rows, bare: true}
+		v, rows, frozen := j.view(bk)
+		base = cachedView{v: v, at: now, rows: rows, frozen: frozen, bare: true}
 		// Published for the frames and the metrics; if the views were
 		// invalidated meanwhile, neither it nor the window is.
 		if next := old.with(bk, base, j.viewTTL); j.views.CompareAndSwap(old, next) {
@@ -92,7 +92,7 @@ func (j *jobState) cut(base cachedView, columns int, w *consolepb.ViewWindow, no
 	}
 	out := consoleapi.WindowNodes(base.v, w)
 	if base.bare {
-		out.Nodes = j.explainRows(base.v.GetNodes(), base.rows, out.Nodes)
+		out.Nodes = j.explainRows(base, out.Nodes)
 	}
 	hr, cs := int(w.GetHeatmapRows()), int(w.GetChartSeries())
 	if hr <= 0 || cs <= 0 {
@@ -110,13 +110,12 @@ func (j *jobState) cut(base cachedView, columns int, w *consolepb.ViewWindow, no
 	return out
 }
 
-// explainRows is window, node views of a bare view whose nodes are all
-// (built from rows, in their order), as the full view has them: copies
-// with their splits, causes and phases. A bare view's rows hold no
-// splits (a copy of a node's recent splits is most of a row): the
-// window's are frozen now, and every node's — the causes are against the
-// job's median — only when a row in the window straggles.
-func (j *jobState) explainRows(all []*consolepb.NodeView, rows []nodeRow, window []*consolepb.NodeView) []*consolepb.NodeView {
+// explainRows is window, node views of base, a bare view (its nodes built
+// from its rows, in their order), as the full view has them: copies with
+// their splits, causes and phases, from the splits frozen with the rows.
+// The causes are against the job's median, so every node's split is read
+// only when a row in the window straggles.
+func (j *jobState) explainRows(base cachedView, window []*consolepb.NodeView) []*consolepb.NodeView {
 	if len(window) == 0 {
 		return window
 	}
@@ -124,27 +123,25 @@ func (j *jobState) explainRows(all []*consolepb.NodeView, rows []nodeRow, window
 	for _, nv := range window {
 		at[nv] = -1
 	}
-	for i, nv := range all {
+	for i, nv := range base.v.GetNodes() {
 		if _, ok := at[nv]; ok {
 			at[nv] = i
 		}
 	}
-	shown := make([]nodeRow, len(window))
-	for k, nv := range window {
-		shown[k] = rows[at[nv]]
-	}
-	own := causesOf(shown, j.frozenCauses(shown))
+	own := newCauseInputs()
 	var why map[string]cause.Cause
-	for k, nv := range window {
-		if straggling(nv.GetClass()) && !shown[k].removed {
-			why = causesOf(rows, j.frozenCauses(rows)).causes()
-			break
+	for _, nv := range window {
+		i := at[nv]
+		r := &base.rows[i]
+		own.addCause(r.name, r.role, r.removed, &base.frozen[i])
+		if why == nil && straggling(nv.GetClass()) && !r.removed {
+			why = causesOf(base.rows, base.frozen).causes()
 		}
 	}
 	out := make([]*consolepb.NodeView, len(window))
 	for k, nv := range window {
 		c := proto.CloneOf(nv)
-		rows[at[nv]].explain(c, own.phases, why)
+		base.rows[at[nv]].explain(c, own.phases, why)
 		out[k] = c
 	}
 	j.nodePhasesView(out)

@@ -213,8 +213,19 @@ func (c *viewCache) with(key viewKey, cv cachedView, ttl func(viewKey) time.Dura
 }
 
 // publishedView is the job's view for key (not a window): the published
-// one while it is fresh, else a new one, built by one goroutine at a time.
+// one while it is fresh, else a new one (freshView).
 func (j *jobState) publishedView(key viewKey, now time.Time) *consolepb.JobView {
+	return j.freshView(key, now, func(old *viewCache) *consolepb.JobView {
+		v, rows, frozen := j.view(key)
+		j.publish(old, key, cachedView{v: v, at: now, rows: rows, frozen: frozen})
+		return v
+	})
+}
+
+// freshView is the published view for key while it is fresh, else what
+// build makes — built by one goroutine at a time (under viewMu), from old,
+// the views published when it began.
+func (j *jobState) freshView(key viewKey, now time.Time, build func(old *viewCache) *consolepb.JobView) *consolepb.JobView {
 	ttl := j.viewTTL(key)
 	since := j.viewSince(key, now, ttl)
 	if v := j.views.Load().fresh(key, now, ttl, since); v != nil {
@@ -225,10 +236,7 @@ func (j *jobState) publishedView(key viewKey, now time.Time) *consolepb.JobView 
 	if v := j.views.Load().fresh(key, now, ttl, since); v != nil {
 		return v
 	}
-	old := j.views.Load()
-	v, rows, frozen := j.view(key)
-	j.publish(old, key, cachedView{v: v, at: now, rows: rows, frozen: frozen})
-	return v
+	return build(j.views.Load())
 }
 
 // publish adds cv to the published views, unless they were invalidated

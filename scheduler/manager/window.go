@@ -54,31 +54,22 @@ func (m *Manager) WindowView(names []string, heatmapColumns int, w *consolepb.Vi
 // published one while it is fresh, else one cut from a fresh whole view
 // (full or bare, built now if there is none).
 func (j *jobState) windowView(key viewKey, w *consolepb.ViewWindow, now time.Time) *consolepb.JobView {
-	ttl := j.viewTTL(key)
-	since := j.viewSince(key, now, ttl)
-	if v := j.views.Load().fresh(key, now, ttl, since); v != nil {
-		return v
-	}
-	j.viewMu.Lock()
-	defer j.viewMu.Unlock()
-	if v := j.views.Load().fresh(key, now, ttl, since); v != nil {
-		return v
-	}
-	old := j.views.Load()
-	base, ok := j.wholeView(now, time.Time{}, 0)
-	if !ok {
-		bk := viewKey{detail: true, columns: frameColumns, bare: true}
-		v, rows, frozen := j.view(bk)
-		base = cachedView{v: v, at: now, rows: rows, frozen: frozen, bare: true}
-		// Published for the frames and the metrics; if the views were
-		// invalidated meanwhile, neither it nor the window is.
-		if next := old.with(bk, base, j.viewTTL); j.views.CompareAndSwap(old, next) {
-			old = next
+	return j.freshView(key, now, func(old *viewCache) *consolepb.JobView {
+		base, ok := j.wholeView(now, time.Time{}, 0)
+		if !ok {
+			bk := viewKey{detail: true, columns: frameColumns, bare: true}
+			v, rows, frozen := j.view(bk)
+			base = cachedView{v: v, at: now, rows: rows, frozen: frozen, bare: true}
+			// Published for the frames and the metrics; if the views were
+			// invalidated meanwhile, neither it nor the window is.
+			if next := old.with(bk, base, j.viewTTL); j.views.CompareAndSwap(old, next) {
+				old = next
+			}
 		}
-	}
-	v := j.cut(base, key.columns, w, now)
-	j.publish(old, key, cachedView{v: v, at: now})
-	return v
+		v := j.cut(base, key.columns, w, now)
+		j.publish(old, key, cachedView{v: v, at: now})
+		return v
+	})
 }
 
 // cut is consoleapi.TrimView(whole, w) for base, the whole view (full or

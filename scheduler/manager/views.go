@@ -455,9 +455,9 @@ func (j *jobState) seriesName(name, role string) string {
 // charts are built from the frozen copy off the actor. A bare view
 // (key.bare) leaves the nodes' splits, causes and phases out. It returns
 // the detail view's rows and their recent splits too (a window is cut
-// from them: windowView). The
-// caller holds viewMu: one build at a time, at most once per view TTL
-// however many readers (publishedView, frameView, windowView).
+// from them: windowView). The caller holds viewMu: one build at a time,
+// at most once per view TTL however many readers (publishedView,
+// frameView, windowView).
 func (j *jobState) view(key viewKey) (*consolepb.JobView, []nodeRow, []frozenCause) {
 	m := j.m
 	detail, columns := key.detail, key.columns
@@ -688,6 +688,8 @@ type heatGrid struct {
 	means        [2][]float64 // by role: workers, servers
 	bucket       time.Duration
 	bucketsStart time.Time
+	whole        *consolepb.Heatmap  // every's, once made
+	wholeSeries  []*consolepb.Series // every's, once made
 }
 
 func roleIndex(role string) int {
@@ -698,9 +700,8 @@ func roleIndex(role string) int {
 }
 
 // heatGrid reads the rows' buckets, without any lock, for the last columns
-// buckets up to now.
-// The rows' means are read into scratch when it is big enough (its
-// contents are overwritten; what the grid makes then shares it).
+// buckets up to now: their means into scratch when it is big enough (its
+// contents are overwritten, and the series the grid makes share it).
 func (j *jobState) heatGrid(rows []nodeRow, columns int, now time.Time, scratch []float64) *heatGrid {
 	columns = j.heatmapWidth(columns)
 	last := max(j.column(now), 0)
@@ -788,9 +789,17 @@ func (g *heatGrid) heatmap() *consolepb.Heatmap {
 	return &consolepb.Heatmap{BucketSeconds: g.bucket.Seconds(), Start: ts(g.bucketsStart)}
 }
 
-// all is the nodes × time heatmap (each cell the node's mean BPT or comm
+// every is the nodes × time heatmap (each cell the node's mean BPT or comm
 // time in that bucket relative to the mean over its role) and the chart
-// series (BPT per worker, speed per server), a row and a series per node.
+// series (BPT per worker, speed per server), a row and a series per node;
+// made once per grid.
+func (g *heatGrid) every() (*consolepb.Heatmap, []*consolepb.Series) {
+	if g.whole == nil {
+		g.whole, g.wholeSeries = g.all()
+	}
+	return g.whole, g.wholeSeries
+}
+
 func (g *heatGrid) all() (*consolepb.Heatmap, []*consolepb.Series) {
 	h := g.heatmap()
 	// One allocation each for the rows, the series and their cells (a
@@ -810,8 +819,8 @@ func (g *heatGrid) all() (*consolepb.Heatmap, []*consolepb.Series) {
 	return h, series
 }
 
-// heatmap builds the nodes × time heatmap and the chart series (heatGrid.all)
+// heatmap builds the nodes × time heatmap and the chart series (heatGrid.every)
 // for the last columns buckets up to now.
 func (j *jobState) heatmap(rows []nodeRow, columns int, now time.Time) (*consolepb.Heatmap, []*consolepb.Series) {
-	return j.heatGrid(rows, columns, now, nil).all()
+	return j.heatGrid(rows, columns, now, nil).every()
 }

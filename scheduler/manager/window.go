@@ -85,18 +85,11 @@ func (j *jobState) cut(base cachedView, columns int, w *consolepb.ViewWindow, no
 	if base.bare {
 		out.Nodes = j.explainRows(base, out.Nodes)
 	}
-	hr, cs := int(w.GetHeatmapRows()), int(w.GetChartSeries())
-	if hr <= 0 || cs <= 0 {
-		// A row or a series per node: the grid's means are theirs.
-		g := j.heatGrid(base.rows, columns, now, nil)
-		out.Heatmap, out.Charts = g.merged(hr), g.slowest(cs)
-		return out
-	}
 	g := j.heatGrid(base.rows, columns, now, j.windowGrid)
 	j.windowGrid = g.values
-	out.Heatmap, out.Charts = g.merged(hr), g.slowest(cs)
+	out.Heatmap, out.Charts = g.merged(int(w.GetHeatmapRows())), g.slowest(int(w.GetChartSeries()))
 	for _, s := range out.Charts {
-		s.Values = slices.Clone(s.Values) // not the scratch grid's
+		s.Values = slices.Clone(s.Values) // not the reused grid's
 	}
 	return out
 }
@@ -140,11 +133,11 @@ func (j *jobState) explainRows(base cachedView, window []*consolepb.NodeView) []
 }
 
 // merged is the heatmap with its rows merged down to at most rows
-// (consoleapi.MergeRows of heatGrid.all's), without a row per node.
+// (consoleapi.MergeRows of heatGrid.every's), without a row per node.
 func (g *heatGrid) merged(rows int) *consolepb.Heatmap {
 	n := len(g.rows)
 	if rows <= 0 || n <= rows {
-		h, _ := g.all()
+		h, _ := g.every()
 		return h
 	}
 	h := g.heatmap()
@@ -158,10 +151,10 @@ func (g *heatGrid) merged(rows int) *consolepb.Heatmap {
 }
 
 // slowest is the chart series of the n slowest nodes of each chart
-// (consoleapi.SlowestSeries of heatGrid.all's); every node's for n ≤ 0.
+// (consoleapi.SlowestSeries of heatGrid.every's); every node's for n ≤ 0.
 func (g *heatGrid) slowest(n int) []*consolepb.Series {
 	if n <= 0 {
-		_, all := g.all()
+		_, all := g.every()
 		return all
 	}
 	keep := consoleapi.Slowest(len(g.rows), n, func(i int) string { return g.rows[i].seriesName }, func(i int) float64 {
